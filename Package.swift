@@ -1,0 +1,50 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Layering (design.md §2): only `DBus` imports `CDBus`, only `MQTT` imports `CMosquitto`,
+/// only `Parsers` imports `CCrypto`, always as `internal import` so no C type can leak into a
+/// public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
+let package = Package(
+    name: "gattway",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "gattway", targets: ["gattway"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "Bluetooth", targets: ["Bluetooth"]),
+        .library(name: "Parsers", targets: ["Parsers"]),
+    ],
+    targets: [
+        // C libraries from Debian packages, through pkg-config.
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+        // The single poll() thread that owns every C library connection.
+        .target(name: "EventLoop"),
+        .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop"]),
+        .target(name: "Bluetooth"),
+        .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
+        .executableTarget(
+            name: "gattway",
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers"]
+        ),
+        .executableTarget(
+            name: "gattway-bench",
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers"],
+            path: "bench/Sources"
+        ),
+
+        // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
+        .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport"]),
+        .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
+        // Vectors live in Tests/Fixtures and are found through #filePath.
+        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth"]),
+        .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

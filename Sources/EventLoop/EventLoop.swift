@@ -1,0 +1,373 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Synchronization
+
+/// The one thread that owns every C library connection of the process (libdbus, libmosquitto).
+///
+/// A `poll()` loop over registered file descriptors and timers, plus a wake-up pipe so any
+/// other thread can hand it work through ``execute(_:)``. It is also a `SerialExecutor`: actors
+/// whose `unownedExecutor` returns ``asUnownedSerialExecutor()`` run their jobs on this thread, so
+/// isolation of the C state is checked by the compiler and C callbacks (which arrive on this
+/// thread) may enter such an actor with `assumeIsolated`.
+///
+/// Threading rules:
+/// - ``execute(_:)``, ``enqueue(_:)`` and ``shutdown()`` may be called from any thread.
+/// - Watches, timers and prepare hooks (``addWatch(fd:events:handler:)``, ``addTimer(after:handler:)``,
+///   ``addPrepareHook(_:)`` and their update/remove calls) are loop-thread only; calling them
+///   elsewhere traps, because that is a programming error, not bad input.
+/// - Handlers run on the loop thread and must not block.
+///
+/// Invariant behind `@unchecked Sendable`: every stored property except `inbox`, the pipe ends,
+/// `loopThreadID` and `state` is read and written on the loop thread only (checked by
+/// `preconditionInLoop()`); `inbox` is guarded by its `Mutex`, the others are atomics or immutable.
+public final class EventLoop: SerialExecutor, @unchecked Sendable {
+    /// Readiness conditions of a file descriptor (`POLLIN`, `POLLOUT`, `POLLERR`, `POLLHUP`).
+    public struct IOEvents: OptionSet, Sendable, Hashable {
+        public let rawValue: Int16
+        public init(rawValue: Int16) { self.rawValue = rawValue }
+        /// `POLLIN`: data can be read.
+        public static let readable = IOEvents(rawValue: Int16(POLLIN))
+        /// `POLLOUT`: data can be written.
+        public static let writable = IOEvents(rawValue: Int16(POLLOUT))
+        /// `POLLERR`: an error condition (always reported, never requested).
+        public static let error = IOEvents(rawValue: Int16(POLLERR))
+        /// `POLLHUP`: the peer hung up (always reported, never requested).
+        public static let hangup = IOEvents(rawValue: Int16(POLLHUP))
+    }
+
+    /// Identifies a registered watch, timer or hook, for later update or removal.
+    public struct Token: Hashable, Sendable {
+        fileprivate let id: UInt64
+    }
+
+    private struct Watch {
+        var fd: Int32
+        var events: IOEvents
+        var handler: (IOEvents) -> Void
+    }
+
+    private struct Timer {
+        var deadline: UInt64
+        var handler: () -> Void
+    }
+
+    private enum Work {
+        case closure(@Sendable () -> Void)
+        case job(UnownedJob)
+    }
+
+    private let inbox = Mutex<[Work]>([])
+    private let wakeFD: Int32  // read end of the wake-up pipe
+    private let wakeWriteFD: Int32
+    private let loopThreadID = Atomic<UInt>(0)
+    private let state = Atomic<Int>(0)  // 0 running, 1 stopping, 2 stopped
+    private let stoppedSignal = Mutex<Bool>(false)
+    private let stoppedCondition = NSCondition()
+
+    // Loop-thread-only state.
+    private var nextID: UInt64 = 1
+    private var watches: [UInt64: Watch] = [:]
+    private var watchOrder: [UInt64] = []
+    private var timers: [UInt64: Timer] = [:]
+    private var timerHeap = TimerHeap()
+    private var prepareHooks: [(UInt64, () -> Void)] = []
+    private var pollFDs: [pollfd] = []
+    private var pollIDs: [UInt64] = []
+
+    /// Starts the loop thread.
+    /// - Parameter name: the thread's name as shown by `ps -L` and debuggers.
+    public init(name: String = "gattway-loop") {
+        var ends: [Int32] = [-1, -1]
+        let created = pipe(&ends)
+        precondition(created == 0, "pipe failed: \(String(cString: strerror(errno)))")
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
+        wakeFD = ends[0]
+        wakeWriteFD = ends[1]
+        let thread = Thread { [self] in self.runLoop() }
+        thread.name = name
+        thread.stackSize = 1 << 20
+        thread.start()
+        // Wait until the thread has published its id, so `inLoop` is exact from the start.
+        while loopThreadID.load(ordering: .acquiring) == 0 { sched_yield() }
+    }
+
+    deinit {
+        close(wakeFD)
+        close(wakeWriteFD)
+    }
+
+    /// True when the caller runs on this loop's thread.
+    public var inLoop: Bool {
+        loopThreadID.load(ordering: .relaxed) == UInt(bitPattern: Int(bitPattern: UInt(pthread_self())))
+    }
+
+    /// Traps unless called on the loop thread (a programming error, not an input error).
+    public func preconditionInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        precondition(inLoop, "must be called on the event loop thread", file: file, line: line)
+    }
+
+    /// Runs `body` on the loop thread, after work already queued. Callable from any thread,
+    /// including the loop thread itself (then it runs on the next turn, never re-entrantly).
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        push(.closure(body))
+    }
+
+    /// Runs `body` on the loop thread and returns its result to an async caller.
+    public func submit<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            execute { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    // MARK: SerialExecutor
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        push(.job(UnownedJob(job)))
+    }
+
+    public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    public func checkIsolated() {
+        preconditionInLoop()
+    }
+
+    public func isIsolatingCurrentContext() -> Bool? {
+        inLoop
+    }
+
+    /// Stops the loop after the work already queued and waits for the thread to end.
+    /// Watches and timers still registered are dropped without being called.
+    /// Must not be called on the loop thread.
+    public func shutdown() {
+        precondition(!inLoop, "shutdown() would wait for itself on the loop thread")
+        if state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged {
+            wake()
+        }
+        stoppedCondition.lock()
+        while !stoppedSignal.withLock({ $0 }) { stoppedCondition.wait() }
+        stoppedCondition.unlock()
+    }
+
+    // MARK: Loop-thread registration
+
+    /// Registers `fd` for `events`; `handler` runs on the loop thread with the events that occurred
+    /// (`error` and `hangup` are always reported). An empty `events` set keeps the watch but
+    /// disables it. Loop thread only.
+    public func addWatch(fd: Int32, events: IOEvents, handler: @escaping (IOEvents) -> Void) -> Token {
+        preconditionInLoop()
+        let id = allocateID()
+        watches[id] = Watch(fd: fd, events: events, handler: handler)
+        watchOrder.append(id)
+        return Token(id: id)
+    }
+
+    /// Changes the events a watch waits for. Loop thread only.
+    public func updateWatch(_ token: Token, events: IOEvents) {
+        preconditionInLoop()
+        watches[token.id]?.events = events
+    }
+
+    /// Removes a watch; its handler is not called again. Loop thread only.
+    public func removeWatch(_ token: Token) {
+        preconditionInLoop()
+        if watches.removeValue(forKey: token.id) != nil {
+            watchOrder.removeAll { $0 == token.id }
+        }
+    }
+
+    /// Calls `handler` once on the loop thread after `interval` seconds (monotonic clock).
+    /// Loop thread only.
+    public func addTimer(after interval: Double, handler: @escaping () -> Void) -> Token {
+        preconditionInLoop()
+        let id = allocateID()
+        let deadline = Self.now() &+ UInt64(max(0, interval) * 1e9)
+        timers[id] = Timer(deadline: deadline, handler: handler)
+        timerHeap.push(deadline: deadline, id: id)
+        return Token(id: id)
+    }
+
+    /// Cancels a timer that has not fired yet. Loop thread only.
+    public func cancelTimer(_ token: Token) {
+        preconditionInLoop()
+        timers.removeValue(forKey: token.id)  // the heap entry is skipped lazily
+    }
+
+    /// Registers `hook` to run before every `poll()`, e.g. to dispatch queued libdbus messages or
+    /// to ask libmosquitto whether it wants to write. Loop thread only.
+    public func addPrepareHook(_ hook: @escaping () -> Void) -> Token {
+        preconditionInLoop()
+        let id = allocateID()
+        prepareHooks.append((id, hook))
+        return Token(id: id)
+    }
+
+    /// Removes a prepare hook. Loop thread only.
+    public func removePrepareHook(_ token: Token) {
+        preconditionInLoop()
+        prepareHooks.removeAll { $0.0 == token.id }
+    }
+
+    /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    // MARK: Internals
+
+    private func allocateID() -> UInt64 {
+        defer { nextID &+= 1 }
+        return nextID
+    }
+
+    private func push(_ work: Work) {
+        let wasEmpty = inbox.withLock { queue in
+            queue.append(work)
+            return queue.count == 1
+        }
+        if wasEmpty { wake() }
+    }
+
+    private func wake() {
+        var one: UInt8 = 1
+        _ = write(wakeWriteFD, &one, 1)  // a full pipe already means "wake up"
+    }
+
+    private func runLoop() {
+        loopThreadID.store(UInt(bitPattern: Int(bitPattern: UInt(pthread_self()))), ordering: .releasing)
+        var drained: [Work] = []
+        while state.load(ordering: .acquiring) == 0 {
+            for (_, hook) in prepareHooks { hook() }
+            // Work queued by a hook runs before we sleep.
+            if inbox.withLock({ !$0.isEmpty }) {
+                drainInbox(into: &drained)
+                continue
+            }
+            let timeout = pollTimeoutMilliseconds()
+            buildPollSet()
+            let ready = pollFDs.withUnsafeMutableBufferPointer { buffer in
+                poll(buffer.baseAddress, nfds_t(buffer.count), timeout)
+            }
+            if ready < 0 && errno != EINTR {
+                fatalError("poll failed: \(String(cString: strerror(errno)))")  // invalid fd set: a bug
+            }
+            if ready > 0 {
+                if pollFDs[0].revents != 0 {
+                    var sink = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+                    while withUnsafeMutableBytes(of: &sink, { read(wakeFD, $0.baseAddress, $0.count) }) > 0 {}
+                }
+                for index in 1..<pollFDs.count where pollFDs[index].revents != 0 {
+                    let id = pollIDs[index]
+                    // A previous handler in this turn may have removed or disabled this watch.
+                    guard let watch = watches[id], !watch.events.isEmpty else { continue }
+                    watch.handler(IOEvents(rawValue: pollFDs[index].revents))
+                }
+            }
+            fireTimers()
+            drainInbox(into: &drained)
+        }
+        // Run what was queued before shutdown, then release waiters.
+        drainInbox(into: &drained)
+        watches.removeAll()
+        timers.removeAll()
+        prepareHooks.removeAll()
+        state.store(2, ordering: .releasing)
+        stoppedCondition.lock()
+        stoppedSignal.withLock { $0 = true }
+        stoppedCondition.broadcast()
+        stoppedCondition.unlock()
+    }
+
+    private func drainInbox(into drained: inout [Work]) {
+        inbox.withLock { swap(&$0, &drained) }
+        for work in drained {
+            switch work {
+            case .closure(let body): body()
+            case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+            }
+        }
+        drained.removeAll(keepingCapacity: true)
+    }
+
+    private func buildPollSet() {
+        pollFDs.removeAll(keepingCapacity: true)
+        pollIDs.removeAll(keepingCapacity: true)
+        pollFDs.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+        pollIDs.append(0)
+        for id in watchOrder {
+            guard let watch = watches[id], !watch.events.isEmpty else { continue }
+            pollFDs.append(pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0))
+            pollIDs.append(id)
+        }
+    }
+
+    private func pollTimeoutMilliseconds() -> Int32 {
+        while let top = timerHeap.peek() {
+            guard let timer = timers[top.id], timer.deadline == top.deadline else {
+                _ = timerHeap.pop()
+                continue
+            }
+            let now = Self.now()
+            if top.deadline <= now { return 0 }
+            let ms = (top.deadline - now + 999_999) / 1_000_000
+            return Int32(min(ms, UInt64(Int32.max)))
+        }
+        return -1
+    }
+
+    private func fireTimers() {
+        let now = Self.now()
+        while let top = timerHeap.peek(), top.deadline <= now {
+            _ = timerHeap.pop()
+            guard let timer = timers[top.id], timer.deadline == top.deadline else { continue }
+            timers.removeValue(forKey: top.id)
+            timer.handler()
+        }
+    }
+}
+
+/// A binary min-heap of timer deadlines; cancelled entries are skipped when they surface.
+struct TimerHeap {
+    private var items: [(deadline: UInt64, id: UInt64)] = []
+
+    func peek() -> (deadline: UInt64, id: UInt64)? { items.first }
+
+    mutating func push(deadline: UInt64, id: UInt64) {
+        items.append((deadline, id))
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].deadline < items[parent].deadline else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> (deadline: UInt64, id: UInt64)? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            let right = left + 1
+            var smallest = parent
+            if left < items.count && items[left].deadline < items[smallest].deadline { smallest = left }
+            if right < items.count && items[right].deadline < items[smallest].deadline { smallest = right }
+            if smallest == parent { break }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+        return top
+    }
+}

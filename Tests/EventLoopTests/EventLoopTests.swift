@@ -1,0 +1,124 @@
+import EventLoop
+import Glibc
+import Synchronization
+import Testing
+
+/// A mutex-guarded value that closures on other threads may share.
+final class Shared<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+}
+
+/// An actor whose jobs run on the event loop thread.
+actor LoopBound {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    var hits = 0
+    init(loop: EventLoop) { self.loop = loop }
+    func touch() -> Bool {
+        hits += 1
+        return loop.inLoop
+    }
+}
+
+@Suite("Event loop")
+struct EventLoopTests {
+    @Test("work from many threads runs on the loop thread, in order per submitter")
+    func executeFromThreads() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let seen = Shared<[Int: [Int]]>([:])
+        let onLoop = Shared<Int>(0)
+        await withTaskGroup(of: Void.self) { group in
+            for submitter in 0..<4 {
+                group.addTask {
+                    for n in 0..<1000 {
+                        loop.execute {
+                            if loop.inLoop { onLoop.withLock { $0 += 1 } }
+                            seen.withLock { $0[submitter, default: []].append(n) }
+                        }
+                    }
+                }
+            }
+        }
+        _ = try await loop.submit { 0 }
+        #expect(onLoop.withLock { $0 } == 4000)
+        seen.withLock { dict in
+            for submitter in 0..<4 { #expect(dict[submitter] == Array(0..<1000)) }
+        }
+    }
+
+    @Test("an actor with the loop as executor runs its methods on the loop thread")
+    func actorRunsOnLoop() async {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let bound = LoopBound(loop: loop)
+        var all = true
+        for _ in 0..<100 { all = await bound.touch() && all }
+        #expect(all)
+        #expect(await bound.hits == 100)
+        #expect(!loop.inLoop)
+    }
+
+    @Test("a readable file descriptor wakes the loop and reaches its handler")
+    func watchFiresOnData() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let readFD = fds[0]
+        let received = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8], Error>) in
+            loop.execute {
+                var token: EventLoop.Token?
+                token = loop.addWatch(fd: readFD, events: .readable) { events in
+                    var buffer = [UInt8](repeating: 0, count: 16)
+                    let count = read(readFD, &buffer, 16)
+                    loop.removeWatch(token!)
+                    continuation.resume(returning: Array(buffer.prefix(max(0, count))))
+                    _ = events
+                }
+            }
+            var bytes: [UInt8] = [1, 2, 3]
+            _ = write(fds[1], &bytes, 3)
+        }
+        #expect(received == [1, 2, 3])
+    }
+
+    @Test("timers fire in deadline order and a cancelled timer never fires")
+    func timersOrderAndCancel() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let fired = Shared<[String]>([])
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            loop.execute {
+                _ = loop.addTimer(after: 0.03) { fired.withLock { $0.append("30ms") } }
+                let cancelled = loop.addTimer(after: 0.02) { fired.withLock { $0.append("cancelled") } }
+                _ = loop.addTimer(after: 0.01) { fired.withLock { $0.append("10ms") } }
+                _ = loop.addTimer(after: 0.05) { continuation.resume() }
+                loop.cancelTimer(cancelled)
+            }
+        }
+        #expect(fired.withLock { $0 } == ["10ms", "30ms"])
+    }
+
+    @Test("prepare hooks run before every poll")
+    func prepareHooksRun() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let count = Shared<Int>(0)
+        _ = try await loop.submit { _ = loop.addPrepareHook { count.withLock { $0 += 1 } } }
+        for _ in 0..<5 { _ = try await loop.submit { 0 } }
+        #expect(count.withLock { $0 } >= 5)
+    }
+
+    @Test("shutdown runs work already queued")
+    func shutdownDrains() {
+        let loop = EventLoop()
+        let ran = Shared<Int>(0)
+        for _ in 0..<100 { loop.execute { ran.withLock { $0 += 1 } } }
+        loop.shutdown()
+        #expect(ran.withLock { $0 } == 100)
+    }
+}

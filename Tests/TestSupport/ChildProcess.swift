@@ -1,0 +1,155 @@
+import Foundation
+
+/// A daemon or tool started by a test, stopped (SIGTERM, then SIGKILL) by ``stop()`` or when the
+/// value is released, so a failing test never leaves processes behind.
+///
+/// Output (stdout and stderr together) goes to a log file in a private temporary directory, so a
+/// failing test can show it with ``log()``.
+public final class ChildProcess: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `process` is only started in init and then used through
+    // Foundation's thread-safe Process API; the paths are immutable.
+    public let process: Process
+    public let logURL: URL
+    public let executable: String
+
+    /// Starts `executable` (an absolute path, or a name looked up on PATH) with `arguments`.
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        directory: URL? = nil
+    ) throws {
+        self.executable = executable
+        let dir = try TemporaryDirectory.make(prefix: "child")
+        logURL = dir.appendingPathComponent("output.log")
+        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: logURL)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: try Self.resolve(executable))
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let directory { process.currentDirectoryURL = directory }
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit { stop() }
+
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+
+    /// Sends SIGTERM, waits up to `grace` seconds, then SIGKILL. Safe to call more than once.
+    public func stop(grace: Double = 3) {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = Date().addingTimeInterval(grace)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Kills the process with SIGKILL, as a crash would, and waits for it.
+    public func kill9() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// Everything the process printed so far.
+    public func log() -> String {
+        (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+    }
+
+    /// Waits until the process's output contains `text`; throws with the log when it does not
+    /// appear within `timeout` seconds or the process exits first.
+    public func waitForOutput(containing text: String, timeout: Double = 10) async throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if log().contains(text) { return }
+            if !process.isRunning {
+                throw ChildProcessError("\(executable) exited (status \(process.terminationStatus)) before printing \"\(text)\":\n\(log())")
+            }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        throw ChildProcessError("\(executable) did not print \"\(text)\" within \(timeout) s:\n\(log())")
+    }
+
+    /// Runs a command to completion and returns its exit status and combined output.
+    @discardableResult
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        input: Data? = nil
+    ) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try resolve(executable))
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let inputPipe = Pipe()
+        process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+        try process.run()
+        if let input {
+            inputPipe.fileHandleForWriting.write(input)
+            try inputPipe.fileHandleForWriting.close()
+        }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// Finds `name` on PATH (and in /usr/sbin, where Debian puts mosquitto), or returns an
+    /// absolute path unchanged.
+    public static func resolve(_ name: String) throws -> String {
+        if name.hasPrefix("/") { return name }
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/bin"] {
+            let candidate = dir + "/" + name
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw ChildProcessError("\(name) not found on PATH; run `make deps` to install the test daemons")
+    }
+}
+
+/// Why a child process could not be started or did not become ready.
+public struct ChildProcessError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Private temporary directories for test daemons (sockets, configs, logs).
+public enum TemporaryDirectory {
+    /// Creates a fresh directory under the system temporary directory.
+    public static func make(prefix: String) throws -> URL {
+        let base = FileManager.default.temporaryDirectory
+        let url = base.appendingPathComponent("gattway-\(prefix)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}
+
+/// Loopback TCP ports for test brokers.
+public enum FreePort {
+    /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
+    public static func tcp() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ChildProcessError("socket() failed: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else { throw ChildProcessError("bind() failed: errno \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+}
