@@ -36,6 +36,9 @@ let package = Package(
             path: "bench/Sources"
         ),
 
+        // A separate MQTT client process for tests that kill a client (last will) or need a peer.
+        .executableTarget(name: "gattway-mqtt-peer", dependencies: ["MQTT", "EventLoop"], path: "Tests/MQTTPeer"),
+
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),

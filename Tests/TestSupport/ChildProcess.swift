@@ -20,7 +20,7 @@ public final class ChildProcess: @unchecked Sendable {
         self.executable = executable
         let dir = try TemporaryDirectory.make(prefix: "child")
         logURL = dir.appendingPathComponent("output.log")
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
         let handle = try FileHandle(forWritingTo: logURL)
         process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.resolve(executable))
@@ -151,5 +151,21 @@ public enum FreePort {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
         return UInt16(bigEndian: address.sin_port)
+    }
+}
+
+/// Executables that `swift build` put next to the test bundle (the same build directory).
+public enum BuiltProduct {
+    /// The absolute path of the executable product `name` of this package, e.g. `gattway`.
+    public static func path(_ name: String) throws -> String {
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        // The test binary is either `.build/debug/gattwayPackageTests.xctest` (a file on Linux)
+        // or something inside it; walk up until the product is found.
+        for _ in 0..<4 {
+            dir = dir.deletingLastPathComponent()
+            let candidate = dir.appendingPathComponent(name).path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw ChildProcessError("executable \(name) not found next to the tests; run `swift build` first")
     }
 }

@@ -1,0 +1,1 @@
+print("mqtt peer: not yet")
