@@ -1,1 +1,11 @@
-print("gattway")
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every subcommand, in the order `gattway --help` lists them.
+let commands: [any Command.Type] = [
+    VersionCommand.self,
+]
+
+let code = await CommandLineTool(commands: commands).main(Array(CommandLine.arguments.dropFirst()))
+exit(code.rawValue)

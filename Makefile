@@ -1,0 +1,48 @@
+# gattway — build, test, benchmark and demo. Every target installs the Debian packages it needs.
+SWIFT ?= swift
+SWIFT_BUILD_FLAGS ?=
+# Build tools and the C libraries we link, plus the real daemons the tests start themselves.
+PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
+            mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
+
+.PHONY: all deps build release test test-swift check-layering lint bench demo clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh $(PACKAGES)
+
+build: deps
+	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
+
+release: deps
+	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
+
+check-layering:
+	@scripts/check-layering.sh
+
+# The whole suite: layering rules, then every Swift test (unit tests and integration tests
+# against a private dbus-daemon and a real mosquitto that the tests start and stop).
+test: deps check-layering test-swift
+
+test-swift:
+	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+
+# One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).
+test-one: deps
+	$(SWIFT) test $(SWIFT_BUILD_FLAGS) --filter '$(SUITE)'
+
+lint:
+	$(SWIFT) format lint --recursive --configuration .swift-format Sources Tests bench
+
+# Benchmarks (never part of `make test`): prints a table and writes bench/results.json.
+bench: deps
+	$(SWIFT) build -c release --product gattway-bench $(SWIFT_BUILD_FLAGS)
+	$$($(SWIFT) build -c release --show-bin-path)/gattway-bench run $(SUITES)
+
+demo: deps
+	@echo "make demo: the gateway does not exist yet (issue: Operations — demo); nothing to run."
+
+clean:
+	rm -rf .build .venv bench/results.json

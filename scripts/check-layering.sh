@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks the layering rules of design.md §2 on the source tree; run by `make test`.
+#  - C modules are imported only by their wrapper: CDBus by DBus, CMosquitto by MQTT, CCrypto by Parsers.
+#  - Those imports are `internal import` (or narrower), so the compiler rejects any C type in a
+#    public signature of the wrapper.
+#  - Gateway never imports DBus, BlueZ, MQTT or a C module (it talks to ports only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+allowed() {  # module -> the one source folder allowed to import it
+  case "$1" in
+    CDBus) echo DBus ;;
+    CMosquitto) echo MQTT ;;
+    CCrypto) echo Parsers ;;
+  esac
+}
+while IFS= read -r line; do
+  file=${line%%:*}
+  text=${line#*:}
+  text=${text#*:}
+  module=$(sed -E 's/.*import[[:space:]]+([A-Za-z]+).*/\1/' <<<"$text")
+  folder=$(cut -d/ -f2 <<<"$file")
+  if [ "$folder" != "$(allowed "$module")" ] || [ "${file%%/*}" != Sources ]; then
+    echo "layering: $file imports $module; only Sources/$(allowed "$module") may" >&2
+    status=1
+  elif ! grep -Eq '^[[:space:]]*(internal|private|fileprivate)[[:space:]]+import' <<<"$text"; then
+    echo "layering: $file must use 'internal import $module' so no C type can become public API" >&2
+    status=1
+  fi
+done < <(grep -rnE '^[[:space:]]*(@_implementationOnly[[:space:]]+)?((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto)\b' Sources Tests bench 2>/dev/null || true)
+
+if [ -d Sources/Gateway ]; then
+  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|CDBus|CMosquitto|CCrypto|EventLoop)\b' Sources/Gateway; then
+    echo "layering: Gateway must talk to BLE and MQTT through its ports only (design.md §2)" >&2
+    status=1
+  fi
+fi
+[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally)"
+exit $status
