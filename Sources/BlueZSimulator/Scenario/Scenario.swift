@@ -1,0 +1,341 @@
+import Bluetooth
+import Foundation
+
+/// A virtual Bluetooth world for the simulator: adapters, the devices around them (advertising,
+/// connectable, with GATT trees and fault knobs) and timed events. Documented in docs/simulator.md.
+public struct Scenario: Sendable {
+    public var adapters: [AdapterSpec]
+    public var devices: [DeviceSpec]
+    public var events: [TimedEvent]
+    /// Seed of every random generator, so runs repeat.
+    public var seed: UInt64
+
+    public init(adapters: [AdapterSpec], devices: [DeviceSpec] = [], events: [TimedEvent] = [], seed: UInt64 = 1) {
+        self.adapters = adapters
+        self.devices = devices
+        self.events = events
+        self.seed = seed
+    }
+
+    /// Reads a scenario file; every error names the JSON path.
+    public static func load(contentsOf url: URL) throws -> Scenario {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ScenarioError(path: "", message: "cannot read \(url.path): \(error.localizedDescription)")
+        }
+        return try parse(data)
+    }
+
+    /// Parses scenario JSON; every error names the JSON path.
+    public static func parse(_ data: Data) throws -> Scenario {
+        let root = try JSONReader.parse(data).object()
+        let seed = try root.optional("seed")?.integer(in: 0...Int.max) ?? 1
+        var adapters = try root.optional("adapters")?.array().map(AdapterSpec.read) ?? []
+        if adapters.isEmpty { adapters = [AdapterSpec(name: "hci0", address: BluetoothAddress("00:AA:01:00:00:00")!)] }
+        var names = Set<String>()
+        for (index, adapter) in adapters.enumerated() where !names.insert(adapter.name).inserted {
+            throw ScenarioError(path: "adapters[\(index)].name", message: "\"\(adapter.name)\" is used twice")
+        }
+        let devicesReader = try root.optional("devices")?.array() ?? []
+        var devices: [DeviceSpec] = []
+        var addresses = Set<String>()
+        for reader in devicesReader {
+            let device = try DeviceSpec.read(reader, adapters: names, defaultAdapter: adapters[0].name)
+            let key = device.adapter + "/" + device.address.description
+            guard addresses.insert(key).inserted else {
+                throw ScenarioError(path: reader.path + ".address", message: "\(device.address) is used twice on \(device.adapter)")
+            }
+            devices.append(device)
+        }
+        let events = try root.optional("events")?.array().map { try TimedEvent.read($0, adapters: names) } ?? []
+        try root.finish()
+        return Scenario(adapters: adapters, devices: devices, events: events.sorted { $0.at < $1.at }, seed: UInt64(seed))
+    }
+}
+
+/// A local controller (`/org/bluez/hciN`).
+public struct AdapterSpec: Sendable, Equatable {
+    public var name: String
+    public var address: BluetoothAddress
+    public var alias: String
+    public var powered: Bool
+
+    public init(name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true) {
+        self.name = name
+        self.address = address
+        self.alias = alias ?? "gattway-sim"
+        self.powered = powered
+    }
+
+    static func read(_ reader: JSONReader) throws -> AdapterSpec {
+        let object = try reader.object()
+        let nameReader = try object.required("name")
+        let name = try nameReader.string()
+        guard name.hasPrefix("hci"), Int(name.dropFirst(3)) != nil else {
+            throw nameReader.fail("expected an adapter name such as hci0, got \"\(name)\"")
+        }
+        let address = try readAddress(try object.required("address"))
+        let alias = try object.optional("alias")?.string()
+        let powered = try object.optional("powered")?.bool() ?? true
+        try object.finish()
+        return AdapterSpec(name: name, address: address, alias: alias, powered: powered)
+    }
+}
+
+func readAddress(_ reader: JSONReader) throws -> BluetoothAddress {
+    let text = try reader.string()
+    guard let address = BluetoothAddress(text) else {
+        throw reader.fail("\"\(text)\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
+    }
+    return address
+}
+
+func readUUID(_ reader: JSONReader) throws -> BluetoothUUID {
+    let text = try reader.string()
+    guard let uuid = BluetoothUUID(text) else {
+        throw reader.fail("\"\(text)\" is not a Bluetooth UUID (expected e.g. 180F or 0000180f-0000-1000-8000-00805f9b34fb)")
+    }
+    return uuid
+}
+
+/// A remote device near an adapter.
+public struct DeviceSpec: Sendable, Equatable {
+    public var address: BluetoothAddress
+    public var addressType: BluetoothAddress.AddressType
+    public var adapter: String
+    public var name: String?
+    /// Mean RSSI in dBm and the half-width of its uniform jitter.
+    public var rssi: Double
+    public var rssiJitter: Double
+    /// Advertising interval in seconds; 0 means the device does not advertise.
+    public var interval: Double
+    public var connectable: Bool
+    /// Carries the LE General Discoverable flag (beacons often do not: an unfiltered scan ignores them).
+    public var discoverable: Bool
+    public var txPower: Int?
+    public var appearance: UInt16?
+    /// Advertised service UUIDs (what a discovery UUID filter matches).
+    public var serviceUUIDs: [BluetoothUUID]
+    public var manufacturerData: [(companyID: UInt16, payload: PayloadSpec)]
+    public var serviceData: [(uuid: BluetoothUUID, payload: PayloadSpec)]
+    public var services: [ServiceSpec]
+    public var faults: FaultSpec
+
+    public static func == (lhs: DeviceSpec, rhs: DeviceSpec) -> Bool {
+        lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.name == rhs.name
+            && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.services == rhs.services && lhs.faults == rhs.faults
+            && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
+            && lhs.manufacturerData.map(\.payload) == rhs.manufacturerData.map(\.payload)
+            && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
+            && lhs.serviceData.map(\.payload) == rhs.serviceData.map(\.payload)
+    }
+
+    static func read(_ reader: JSONReader, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
+        let object = try reader.object()
+        let address = try readAddress(try object.required("address"))
+        var addressType = BluetoothAddress.AddressType.public
+        if let typeReader = object.optional("address_type") {
+            let text = try typeReader.string()
+            guard let type = BluetoothAddress.AddressType(rawValue: text) else {
+                throw typeReader.fail("expected \"public\" or \"random\", got \"\(text)\"")
+            }
+            addressType = type
+        }
+        var adapter = defaultAdapter
+        if let adapterReader = object.optional("adapter") {
+            adapter = try adapterReader.string()
+            guard adapters.contains(adapter) else {
+                throw adapterReader.fail("no adapter named \"\(adapter)\" in \"adapters\"")
+            }
+        }
+        let name = try object.optional("name")?.string()
+        let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -60)
+        let jitter = try object.optional("rssi_jitter")?.number() ?? 0
+        let interval = try object.optional("interval")?.duration() ?? 1
+        let connectable = try object.optional("connectable")?.bool() ?? true
+        let discoverable = try object.optional("discoverable")?.bool() ?? true
+        let txPower = try object.optional("tx_power")?.integer(in: -127...20)
+        let appearance = try object.optional("appearance").map { UInt16(try $0.integer(in: 0...0xFFFF)) }
+        let serviceUUIDs = try object.optional("service_uuids")?.array().map(readUUID) ?? []
+        var manufacturerData: [(UInt16, PayloadSpec)] = []
+        for (key, value) in try object.optional("manufacturer_data")?.object().entries() ?? [] {
+            let id: UInt16? = key.lowercased().hasPrefix("0x") ? UInt16(key.dropFirst(2), radix: 16) : UInt16(key)
+            guard let id else {
+                throw value.fail("the key is not a company id (expected a number such as 1177 or 0x0499)")
+            }
+            manufacturerData.append((id, try PayloadSpec.read(value)))
+        }
+        var serviceData: [(BluetoothUUID, PayloadSpec)] = []
+        for (key, value) in try object.optional("service_data")?.object().entries() ?? [] {
+            guard let uuid = BluetoothUUID(key) else {
+                throw value.fail("the key is not a Bluetooth UUID (expected e.g. FCD2)")
+            }
+            serviceData.append((uuid, try PayloadSpec.read(value)))
+        }
+        let services = try object.optional("gatt")?.array().map(ServiceSpec.read) ?? []
+        let faults = try object.optional("faults").map(FaultSpec.read) ?? FaultSpec()
+        try object.finish()
+        return DeviceSpec(
+            address: address, addressType: addressType, adapter: adapter, name: name, rssi: rssi,
+            rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
+            txPower: txPower, appearance: appearance, serviceUUIDs: serviceUUIDs,
+            manufacturerData: manufacturerData.map { (companyID: $0.0, payload: $0.1) },
+            serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults)
+    }
+}
+
+/// A primary GATT service of a device.
+public struct ServiceSpec: Sendable, Equatable {
+    public var uuid: BluetoothUUID
+    public var characteristics: [CharacteristicSpec]
+
+    static func read(_ reader: JSONReader) throws -> ServiceSpec {
+        let object = try reader.object()
+        let uuid = try readUUID(try object.required("uuid"))
+        let characteristics = try object.optional("characteristics")?.array().map(CharacteristicSpec.read) ?? []
+        try object.finish()
+        return ServiceSpec(uuid: uuid, characteristics: characteristics)
+    }
+}
+
+/// A characteristic with its flags, initial value, notification generator and write behaviour.
+public struct CharacteristicSpec: Sendable, Equatable {
+    /// The flag strings BlueZ uses on `GattCharacteristic1.Flags`.
+    public static let knownFlags: Set<String> = [
+        "broadcast", "read", "write-without-response", "write", "notify", "indicate",
+        "authenticated-signed-writes", "extended-properties", "reliable-write", "writable-auxiliaries",
+        "encrypt-read", "encrypt-write", "encrypt-authenticated-read", "encrypt-authenticated-write",
+    ]
+
+    public var uuid: BluetoothUUID
+    public var flags: [String]
+    public var value: PayloadSpec
+    /// Emit a notification every `notifyInterval` seconds while someone is subscribed (nil: never
+    /// on its own; bursts come from the control interface).
+    public var notifyInterval: Double?
+    /// Values of notifications; defaults to `value`.
+    public var notifyValue: PayloadSpec?
+    /// Writes are copied into this characteristic of the same device (a lamp's state, say).
+    public var reflectWritesTo: BluetoothUUID?
+    /// ATT error code returned to reads (e.g. 2 Read Not Permitted), for fault tests.
+    public var readError: UInt8?
+    /// ATT error code returned to writes.
+    public var writeError: UInt8?
+    /// Descriptors besides the CCCD (which BlueZ adds for notify/indicate).
+    public var descriptors: [DescriptorSpec]
+
+    static func read(_ reader: JSONReader) throws -> CharacteristicSpec {
+        let object = try reader.object()
+        let uuid = try readUUID(try object.required("uuid"))
+        let flagsReader = try object.required("flags")
+        let flags = try flagsReader.array().map { item in
+            let flag = try item.string()
+            guard knownFlags.contains(flag) else {
+                throw item.fail("\"\(flag)\" is not a characteristic flag (expected one of \(knownFlags.sorted().joined(separator: ", ")))")
+            }
+            return flag
+        }
+        let value = try object.optional("value").map(PayloadSpec.read) ?? .bytes([])
+        var notifyInterval: Double?
+        var notifyValue: PayloadSpec?
+        if let notify = object.optional("notify") {
+            let spec = try notify.object()
+            notifyInterval = try spec.optional("every")?.duration()
+            notifyValue = try spec.optional("value").map(PayloadSpec.read)
+            try spec.finish()
+            guard flags.contains("notify") || flags.contains("indicate") else {
+                throw notify.fail("needs the \"notify\" or \"indicate\" flag")
+            }
+        }
+        let reflect = try object.optional("reflect_writes_to").map(readUUID)
+        let readError = try object.optional("read_error").map { UInt8(try $0.integer(in: 1...255)) }
+        let writeError = try object.optional("write_error").map { UInt8(try $0.integer(in: 1...255)) }
+        let descriptors = try object.optional("descriptors")?.array().map(DescriptorSpec.read) ?? []
+        try object.finish()
+        return CharacteristicSpec(
+            uuid: uuid, flags: flags, value: value, notifyInterval: notifyInterval, notifyValue: notifyValue,
+            reflectWritesTo: reflect, readError: readError, writeError: writeError, descriptors: descriptors)
+    }
+}
+
+/// A characteristic descriptor with a fixed value.
+public struct DescriptorSpec: Sendable, Equatable {
+    public var uuid: BluetoothUUID
+    public var value: [UInt8]
+
+    static func read(_ reader: JSONReader) throws -> DescriptorSpec {
+        let object = try reader.object()
+        let uuid = try readUUID(try object.required("uuid"))
+        var value: [UInt8] = []
+        if let payload = try object.optional("value").map(PayloadSpec.read) {
+            guard case .bytes(let bytes) = payload else {
+                throw try object.required("value").fail("descriptor values are fixed: use \"hex\" or \"utf8\"")
+            }
+            value = bytes
+        }
+        try object.finish()
+        return DescriptorSpec(uuid: uuid, value: value)
+    }
+}
+
+/// Fault knobs of a device.
+public struct FaultSpec: Sendable, Equatable {
+    /// The first N Connect() calls fail with `org.bluez.Error.Failed` "le-connection-abort-by-local".
+    public var connectFailures: Int = 0
+    /// Seconds from Connect() until the link is up (and then until services resolve).
+    public var connectDelay: Double = 0.05
+    /// The peer drops the link this many seconds after each connection (nil: never).
+    public var linkDropAfter: Double?
+    /// Out of range: Connect() fails after the kernel's 20 s create-connection timeout (scaled by `connect_timeout`).
+    public var unreachable: Bool = false
+    /// The create-connection timeout used when `unreachable` (real BlueZ: 20 s).
+    public var connectTimeout: Double = 20
+
+    public init() {}
+
+    static func read(_ reader: JSONReader) throws -> FaultSpec {
+        let object = try reader.object()
+        var faults = FaultSpec()
+        faults.connectFailures = try object.optional("connect_failures")?.integer(in: 0...1_000_000) ?? 0
+        faults.connectDelay = try object.optional("connect_delay")?.duration() ?? faults.connectDelay
+        faults.linkDropAfter = try object.optional("link_drop_after")?.duration()
+        faults.unreachable = try object.optional("unreachable")?.bool() ?? false
+        faults.connectTimeout = try object.optional("connect_timeout")?.duration() ?? 20
+        try object.finish()
+        return faults
+    }
+}
+
+/// Something that happens at a fixed time after the simulator starts.
+public struct TimedEvent: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
+        /// Power an adapter off or on.
+        case power(adapter: String, on: Bool)
+        /// The daemon exits like a crash: the bus name goes, no InterfacesRemoved.
+        case crash
+    }
+
+    public var at: Double
+    public var action: Action
+
+    static func read(_ reader: JSONReader, adapters: Set<String>) throws -> TimedEvent {
+        let object = try reader.object()
+        let at = try object.required("at").duration()
+        let action: Action
+        if let crash = object.optional("crash") {
+            guard try crash.bool() else { throw crash.fail("only true makes sense here") }
+            action = .crash
+        } else if let powered = object.optional("powered") {
+            let adapterReader = try object.required("adapter")
+            let adapter = try adapterReader.string()
+            guard adapters.contains(adapter) else { throw adapterReader.fail("no adapter named \"\(adapter)\"") }
+            action = .power(adapter: adapter, on: try powered.bool())
+        } else {
+            throw reader.fail("expected an event with \"powered\" (and \"adapter\") or \"crash\"")
+        }
+        try object.finish()
+        return TimedEvent(at: at, action: action)
+    }
+}
