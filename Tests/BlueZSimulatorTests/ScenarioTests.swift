@@ -108,3 +108,31 @@ struct ScenarioTests {
         #expect(HexBytes.encode(bthome) == "4000090164" + "02c409" + "03bf13")
     }
 }
+
+@Suite("The demo scenario")
+struct DemoScenarioTests {
+    @Test("has the battery sensor, environmental sensor, lamp, BTHome and Ruuvi advertisers and a heart-rate-only device")
+    func demoContents() throws {
+        let scenario = try Scenario.parse(Data(DemoScenario.json.utf8))
+        let battery = BluetoothUUID(0x180F)
+        let byName = Dictionary(uniqueKeysWithValues: scenario.devices.map { ($0.name ?? "", $0) })
+        let sensor = try #require(byName["Battery Sensor"])
+        #expect(sensor.serviceUUIDs.contains(battery))
+        let level = try #require(sensor.services.first?.characteristics.first)
+        #expect(level.uuid == BluetoothUUID(0x2A19) && level.flags.contains("notify"))
+        let env = try #require(byName["Env Sensor"])
+        let envChars = env.services.flatMap(\.characteristics).filter { $0.flags.contains("notify") }.map(\.uuid)
+        #expect(envChars == [BluetoothUUID(0x2A6E), BluetoothUUID(0x2A6F)])
+        let lamp = try #require(byName["Desk Lamp"])
+        #expect(lamp.services.flatMap(\.characteristics).contains { $0.reflectWritesTo != nil })
+        #expect(byName["BTHome TH"]?.serviceData.first?.uuid == BluetoothUUID(0xFCD2))
+        #expect(byName["Ruuvi 4A5F"]?.manufacturerData.first?.companyID == 0x0499)
+        let strap = try #require(byName["HR Strap"])
+        #expect(strap.serviceUUIDs == [BluetoothUUID(0x180D)])
+        let merged = MergedDiscoveryFilter([{ var f = DiscoveryFilter(); f.uuids = [battery]; return f }()])
+        let reported = scenario.devices.filter {
+            merged.admits(address: $0.address, name: $0.name, serviceUUIDs: $0.serviceUUIDs, rssi: Int16($0.rssi), discoverable: $0.discoverable)
+        }.compactMap(\.name)
+        #expect(reported.sorted() == ["Battery Sensor", "Desk Lamp", "Env Sensor"])
+    }
+}
