@@ -1,0 +1,653 @@
+internal import CMosquitto
+import EventLoop
+
+/// An MQTT 3.1.1/5 client over libmosquitto, driven by an ``EventLoop``.
+///
+/// The actor runs on the loop's thread (its `unownedExecutor` is the loop), which owns the
+/// libmosquitto handle: the socket is a loop watch served with `mosquitto_loop_read`/`_write`, a
+/// one-second loop timer runs `mosquitto_loop_misc` (keepalive), and libmosquitto's callbacks
+/// arrive on the loop thread inside those calls and enter the actor with `assumeIsolated`.
+///
+/// Life cycle: ``connect()`` (first attempt must succeed) or ``start()`` (keep trying), then
+/// automatic reconnection with ``MQTTReconnectPolicy`` backoff until ``disconnect()``, which is
+/// final. After a reconnect the client re-subscribes every live subscription unless the broker
+/// kept the session; QoS 1/2 publishes that were not acknowledged are resent by libmosquitto
+/// (with DUP) and complete when acknowledged.
+///
+/// Publishing: ``publish(_:completion:)`` is non-async and callable from any thread (cheapest
+/// on the loop thread); the completion runs on the loop thread when the broker acknowledged
+/// (PUBACK for QoS 1, PUBCOMP for QoS 2) or, for QoS 0, when the message was written to the
+/// socket. At most ``MQTTConfiguration/maxInflight`` QoS 1/2 messages are unacknowledged; later
+/// ones wait in order in the client, also while disconnected. QoS 0 publishes fail with
+/// ``MQTTError/Kind/notConnected`` while disconnected.
+public actor MQTTClient {
+    public nonisolated let configuration: MQTTConfiguration
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    /// The latest connection state (see ``connectionStates()`` for changes).
+    public private(set) var state: MQTTConnectionState = .disconnected(error: nil, reconnectIn: nil)
+
+    typealias Completion = @Sendable (Result<Void, MQTTError>) -> Void
+
+    private enum Phase { case idle, connecting, connected, waiting, closing, closed }
+
+    private struct Pending {
+        var qos: MQTTQoS
+        var completion: Completion?
+    }
+
+    private struct FilterEntry {
+        var filter: MQTTTopicFilter
+        var subscribers: [UInt64: (qos: MQTTQoS, continuation: AsyncStream<MQTTMessage>.Continuation)] = [:]
+        var waiters: [(id: UInt64, continuation: CheckedContinuation<MQTTQoS, any Error>)] = []
+        var maxQoS: MQTTQoS { subscribers.values.map(\.qos).max() ?? .atMostOnce }
+    }
+
+    private var handle: Mosquitto?
+    private var phase: Phase = .idle
+    private var autoReconnect = false
+    private var attempt = 0
+    private var backoff: ReconnectBackoff
+    private var watch: (token: EventLoop.Token, fd: Int32, events: EventLoop.IOEvents)?
+    private var abandonedFD: Int32 = -1
+    private var prepareHook: EventLoop.Token?
+    private var housekeeping: EventLoop.Token?
+    private var reconnectTimer: EventLoop.Token?
+    private var closeTimer: EventLoop.Token?
+    private var connectWaiters: [CheckedContinuation<Void, any Error>] = []
+    private var closeWaiters: [CheckedContinuation<Void, Never>] = []
+    private var refusal: MQTTError?
+    private var lastLogError: String?
+    private var disconnectSeen = false
+
+    private var pending: [Int32: Pending] = [:]
+    private var writtenDuringPublish: [Int32] = []
+    private var publishing = false
+    private var outbox = Outbox<(MQTTMessage, Completion?)>()
+    private var inflight = 0
+    private var inflightLimit: Int
+    private var flushAfterRead = false
+
+    private var filters: [String: FilterEntry] = [:]
+    private var subscribeMids: [Int32: String] = [:]
+    private var unsubscribeWaiters: [Int32: CheckedContinuation<Void, Never>] = [:]
+    private var nextID: UInt64 = 0
+    private var observers: [UInt64: AsyncStream<MQTTConnectionState>.Continuation] = [:]
+
+    /// Validates `configuration`; no connection is made and no task started until ``connect()``
+    /// or ``start()``.
+    public init(configuration: MQTTConfiguration, loop: EventLoop) throws(MQTTError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.loop = loop
+        backoff = ReconnectBackoff(policy: configuration.reconnect)
+        inflightLimit = configuration.maxInflight
+    }
+
+    isolated deinit {
+        tearDown()
+    }
+
+    // MARK: Connection
+
+    /// Connects and waits for the broker's CONNACK. Throws the first attempt's failure (refused
+    /// by the broker, TLS failure, nothing listening…) and then stays disconnected; once
+    /// connected, a lost connection is re-established automatically until ``disconnect()``.
+    public func connect() async throws(MQTTError) {
+        switch phase {
+        case .connected: return
+        case .closing, .closed: throw Self.closedError
+        case .connecting, .waiting:
+            break
+        case .idle:
+            autoReconnect = false
+            try setUp()
+            beginAttempt()
+        }
+        if phase == .connected { return }
+        do {
+            try await withCheckedThrowingContinuation { connectWaiters.append($0) }
+        } catch let error as MQTTError {
+            throw error
+        } catch {
+            throw MQTTError(.connectionLost, "connect failed: \(error)")
+        }
+    }
+
+    /// Starts connecting in the background and keeps trying with backoff until connected, and
+    /// again after every lost connection, until ``disconnect()``. Progress and failures are
+    /// reported by ``connectionStates()``. Throws only for a configuration libmosquitto rejects.
+    public func start() throws(MQTTError) {
+        switch phase {
+        case .closing, .closed: throw Self.closedError
+        case .idle:
+            autoReconnect = true
+            try setUp()
+            beginAttempt()
+        default:
+            autoReconnect = true
+        }
+    }
+
+    /// Sends DISCONNECT (so the broker discards the last will), closes the socket and stops all
+    /// loop watches and timers. Final: publishes not yet acknowledged fail with
+    /// ``MQTTError/Kind/closed``, subscriptions and state streams finish. Waits at most two
+    /// seconds for DISCONNECT to be written.
+    public func disconnect() async {
+        guard phase != .closed && phase != .closing else { return }
+        autoReconnect = false
+        cancelReconnectTimer()
+        if phase == .connected, let handle {
+            phase = .closing
+            disconnectSeen = false
+            _ = handle.disconnect()
+            if !disconnectSeen && handle.socket >= 0 {
+                closeTimer = loop.addTimer(after: 2) { [weak self] in
+                    self?.assumeIsolated { $0.resumeCloseWaiters() }
+                }
+                await withCheckedContinuation { closeWaiters.append($0) }
+            }
+        }
+        tearDown()
+    }
+
+    /// A stream of connection state changes from now on (not the current ``state``).
+    /// Buffers the newest 64 changes; finishes after ``disconnect()``. Callable from any thread.
+    public nonisolated func connectionStates() -> AsyncStream<MQTTConnectionState> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: MQTTConnectionState.self, bufferingPolicy: .bufferingNewest(64))
+        onLoop { client in
+            if client.phase == .closed {
+                continuation.finish()
+                return
+            }
+            client.nextID += 1
+            let id = client.nextID
+            client.observers[id] = continuation
+            continuation.onTermination = { [weak client] _ in
+                client?.onLoop { $0.observers[id] = nil }
+            }
+        }
+        return stream
+    }
+
+    // MARK: Publishing
+
+    /// Publishes `message` and calls `completion` on the loop thread when it is done: QoS 0 when
+    /// written to the socket, QoS 1 on PUBACK, QoS 2 on PUBCOMP, or with an ``MQTTError``.
+    /// Callable from any thread; no task is created.
+    public nonisolated func publish(
+        _ message: MQTTMessage, completion: (@Sendable (Result<Void, MQTTError>) -> Void)? = nil
+    ) {
+        if loop.inLoop {
+            assumeIsolated { $0.submit(message, completion) }
+        } else {
+            loop.execute { [self] in assumeIsolated { $0.submit(message, completion) } }
+        }
+    }
+
+    /// Publishes `message` and returns when the broker acknowledged it (see
+    /// ``publish(_:completion:)`` for what "done" means per QoS).
+    public func publish(_ message: MQTTMessage) async throws(MQTTError) {
+        let result = await withCheckedContinuation { continuation in
+            submit(message) { continuation.resume(returning: $0) }
+        }
+        try result.get()
+    }
+
+    /// Number of QoS 1/2 publishes sent and not yet acknowledged, plus those waiting in the client.
+    public var unacknowledgedCount: Int { inflight + outbox.count }
+
+    // MARK: Subscribing
+
+    /// Subscribes to `filter` and returns once the broker granted it (SUBACK). Messages that
+    /// arrive from then on — including retained ones sent right after SUBACK — are in the
+    /// returned sequence. While disconnected, the SUBSCRIBE is sent when the connection is up.
+    public func subscribe(to filter: MQTTTopicFilter, qos: MQTTQoS = .atLeastOnce) async throws(MQTTError)
+        -> MQTTSubscription
+    {
+        guard phase != .closed && phase != .closing else { throw Self.closedError }
+        nextID += 1
+        let id = nextID
+        let key = filter.rawValue
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
+        continuation.onTermination = { [weak self] _ in
+            self?.onLoop { $0.removeSubscriber(id, key: key) }
+        }
+        filters[key, default: FilterEntry(filter: filter)].subscribers[id] = (qos, continuation)
+        do {
+            let granted = try await withCheckedThrowingContinuation { waiter in
+                filters[key]?.waiters.append((id, waiter))
+                if phase == .connected { sendSubscribe(key) }
+            }
+            return MQTTSubscription(filter: filter, grantedQoS: granted, id: id, stream: stream)
+        } catch let error as MQTTError {
+            throw error
+        } catch {
+            throw MQTTError(.connectionLost, "subscribe to \(key) failed: \(error)")
+        }
+    }
+
+    /// Ends `subscription`: its sequence finishes, and if no other subscription uses the same
+    /// filter the client sends UNSUBSCRIBE and waits for UNSUBACK (when connected).
+    public func unsubscribe(_ subscription: MQTTSubscription) async {
+        let key = subscription.filter.rawValue
+        filters[key]?.subscribers[subscription.id]?.continuation.finish()
+        if let mid = removeSubscriber(subscription.id, key: key) {
+            await withCheckedContinuation { unsubscribeWaiters[mid] = $0 }
+        }
+    }
+
+    /// Subscribes, runs `body` with the subscription, and unsubscribes when `body` returns or
+    /// throws — the subscription never outlives the call.
+    public nonisolated func withSubscription<Result: Sendable>(
+        to filter: MQTTTopicFilter, qos: MQTTQoS = .atLeastOnce,
+        _ body: (MQTTSubscription) async throws -> Result
+    ) async throws -> Result {
+        let subscription = try await subscribe(to: filter, qos: qos)
+        do {
+            let result = try await body(subscription)
+            await unsubscribe(subscription)
+            return result
+        } catch {
+            await unsubscribe(subscription)
+            throw error
+        }
+    }
+
+    // MARK: Internals — set-up and tear-down
+
+    private static let closedError = MQTTError(.closed, "the MQTT client was disconnected (disconnect() is final; make a new client)")
+
+    /// Runs `body` isolated on the loop thread: now if already there, else on the next turn.
+    nonisolated func onLoop(_ body: @escaping @Sendable (isolated MQTTClient) -> Void) {
+        if loop.inLoop {
+            assumeIsolated { body($0) }
+        } else {
+            loop.execute { [self] in assumeIsolated { body($0) } }
+        }
+    }
+
+    private func setUp() throws(MQTTError) {
+        let config = configuration
+        let handle = try Mosquitto(clientID: config.clientID, cleanSession: config.cleanSession)
+        let v5 = config.protocolVersion == .v5
+        try handle.setOption(
+            MOSQ_OPT_PROTOCOL_VERSION, Int32(v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311),
+            "MOSQ_OPT_PROTOCOL_VERSION")
+        try handle.setOption(MOSQ_OPT_SEND_MAXIMUM, Int32(config.maxInflight), "MOSQ_OPT_SEND_MAXIMUM")
+        try handle.setOption(MOSQ_OPT_TCP_NODELAY, 1, "MOSQ_OPT_TCP_NODELAY")
+        if let credentials = config.credentials { try handle.setCredentials(credentials) }
+        if let tls = config.tls { try handle.setTLS(tls) }
+        if let will = config.will { try handle.setWill(will, version5: v5) }
+        if v5, let expiry = config.sessionExpiryInterval {
+            var properties = try PropertyList(sessionExpiry: expiry)
+            defer { properties.free() }
+            try handle.storeConnectProperties(&properties)
+        }
+        handle.setUserData(Unmanaged.passUnretained(self).toOpaque())
+        MQTTClient.installCallbacks(handle)
+        self.handle = handle
+        prepareHook = loop.addPrepareHook { [weak self] in self?.assumeIsolated { $0.prepareForPoll() } }
+        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeIsolated { $0.housekeepingTick() } }
+    }
+
+    private func tearDown() {
+        if phase == .closed { return }
+        phase = .closed
+        autoReconnect = false
+        cancelReconnectTimer()
+        if let token = closeTimer { loop.cancelTimer(token); closeTimer = nil }
+        if let token = housekeeping { loop.cancelTimer(token); housekeeping = nil }
+        if let token = prepareHook { loop.removePrepareHook(token); prepareHook = nil }
+        if let watch { loop.removeWatch(watch.token) }
+        watch = nil
+        handle = nil  // mosquitto_destroy closes the socket
+        let closed = Self.closedError
+        for waiter in connectWaiters { waiter.resume(throwing: closed) }
+        connectWaiters.removeAll()
+        resumeCloseWaiters()
+        let inFlight = pending.values
+        pending.removeAll()
+        for entry in inFlight { entry.completion?(.failure(closed)) }
+        for (_, completion) in outbox.removeAll() { completion?(.failure(closed)) }
+        inflight = 0
+        for entry in filters.values {
+            for subscriber in entry.subscribers.values { subscriber.continuation.finish() }
+            for waiter in entry.waiters { waiter.continuation.resume(throwing: closed) }
+        }
+        filters.removeAll()
+        for waiter in unsubscribeWaiters.values { waiter.resume() }
+        unsubscribeWaiters.removeAll()
+        setState(.disconnected(error: nil, reconnectIn: nil))
+        for observer in observers.values { observer.finish() }
+        observers.removeAll()
+    }
+
+    private func resumeCloseWaiters() {
+        for waiter in closeWaiters { waiter.resume() }
+        closeWaiters.removeAll()
+    }
+
+    private func cancelReconnectTimer() {
+        if let token = reconnectTimer { loop.cancelTimer(token) }
+        reconnectTimer = nil
+    }
+
+    private func setState(_ new: MQTTConnectionState) {
+        state = new
+        for observer in observers.values { observer.yield(new) }
+    }
+
+    // MARK: Internals — connection attempts
+
+    private func beginAttempt() {
+        guard let handle else { return }
+        reconnectTimer = nil
+        attempt += 1
+        phase = .connecting
+        refusal = nil
+        lastLogError = nil
+        setState(.connecting(attempt: attempt))
+        do {
+            try handle.connectAsync(
+                host: configuration.host, port: configuration.port, keepAlive: configuration.keepAlive,
+                bindAddress: configuration.bindAddress)
+            syncWatch()
+        } catch {
+            attemptFailed(enrich(error))
+        }
+    }
+
+    /// The connection ended or an attempt failed: retry with backoff, or report to `connect()`.
+    private func attemptFailed(_ error: MQTTError) {
+        syncWatch()
+        if phase == .closing {
+            resumeCloseWaiters()
+            return
+        }
+        guard phase != .closed else { return }
+        if !connectWaiters.isEmpty && !autoReconnect {
+            phase = .idle
+            setState(.disconnected(error: error, reconnectIn: nil))
+            let waiters = connectWaiters
+            connectWaiters.removeAll()
+            for waiter in waiters { waiter.resume(throwing: error) }
+            return
+        }
+        failUnwrittenQoS0()
+        phase = .waiting
+        autoReconnect = true
+        let delay = backoff.nextDelay(random: Double.random(in: 0..<1))
+        setState(.disconnected(error: error, reconnectIn: delay))
+        reconnectTimer = loop.addTimer(after: delay) { [weak self] in
+            self?.assumeIsolated { client in
+                if client.phase == .waiting { client.beginAttempt() }
+            }
+        }
+    }
+
+    /// QoS 0 messages not yet written are dropped by libmosquitto on reconnect; fail them now.
+    private func failUnwrittenQoS0() {
+        let lost = pending.filter { $0.value.qos == .atMostOnce }
+        guard !lost.isEmpty else { return }
+        for mid in lost.keys { pending[mid] = nil }
+        let error = MQTTError(.connectionLost, "the connection was lost before the QoS 0 message was written")
+        for entry in lost.values { entry.completion?(.failure(error)) }
+    }
+
+    /// Adds TLS detail that libmosquitto only logged.
+    private func enrich(_ error: MQTTError) -> MQTTError {
+        guard let detail = lastLogError else { return error }
+        if error.kind == .tls || detail.contains("OpenSSL") || detail.lowercased().contains("tls") {
+            return MQTTError(.tls, "\(error.message): \(detail)")
+        }
+        return error
+    }
+
+    // MARK: Internals — socket
+
+    /// Before each poll: follow libmosquitto's socket and ask for writability when it has bytes queued.
+    private func prepareForPoll() {
+        syncWatch()
+        guard let handle, let current = watch else { return }
+        var events: EventLoop.IOEvents = .readable
+        if handle.wantsWrite { events.insert(.writable) }
+        if events != current.events {
+            loop.updateWatch(current.token, events: events)
+            watch?.events = events
+        }
+    }
+
+    private func syncWatch() {
+        let fd = handle?.socket ?? -1
+        if let current = watch, current.fd == fd { return }
+        if let current = watch {
+            loop.removeWatch(current.token)
+            watch = nil
+        }
+        guard fd >= 0, fd != abandonedFD else { return }
+        abandonedFD = -1
+        let token = loop.addWatch(fd: fd, events: .readable) { [weak self] events in
+            self?.assumeIsolated { $0.socketReady(events, fd: fd) }
+        }
+        watch = (token, fd, .readable)
+    }
+
+    private func socketReady(_ events: EventLoop.IOEvents, fd: Int32) {
+        guard let handle, handle.socket == fd else { return }
+        disconnectSeen = false
+        var rc: Int32 = 0
+        if !events.isDisjoint(with: [.readable, .error, .hangup]) {
+            rc = handle.loopRead()
+        }
+        if rc == 0, handle.socket == fd, events.contains(.writable) || handle.wantsWrite {
+            rc = handle.loopWrite()
+        }
+        if rc != 0 && !disconnectSeen {
+            // libmosquitto returns some failures (e.g. a TLS handshake error) without calling
+            // on_disconnect; treat them as a lost connection and stop watching that socket.
+            if handle.socket == fd { abandonedFD = fd }
+            connectionEnded(MQTTError.library(rc, "connection to \(configuration.host):\(configuration.port)"))
+        }
+        if flushAfterRead {
+            flushAfterRead = false
+            flushOutbox()
+        }
+    }
+
+    private func housekeepingTick() {
+        guard let handle else { return }
+        if handle.socket >= 0 {
+            disconnectSeen = false
+            let rc = handle.loopMisc()
+            if rc != 0 && rc != Int32(MOSQ_ERR_NO_CONN.rawValue) && !disconnectSeen {
+                connectionEnded(MQTTError.library(rc, "keepalive"))
+            }
+        }
+        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeIsolated { $0.housekeepingTick() } }
+    }
+
+    // MARK: Internals — publishing
+
+    func submit(_ message: MQTTMessage, _ completion: Completion?) {
+        switch phase {
+        case .closed, .closing:
+            completion?(.failure(Self.closedError))
+        case .connected where message.qos == .atMostOnce || (outbox.isEmpty && inflight < inflightLimit):
+            send(message, completion)
+        default:
+            if message.qos == .atMostOnce {
+                completion?(.failure(MQTTError(.notConnected, "QoS 0 publish to \(message.topic) while not connected to \(configuration.host):\(configuration.port)")))
+            } else {
+                outbox.append((message, completion))
+            }
+        }
+    }
+
+    private func send(_ message: MQTTMessage, _ completion: Completion?) {
+        guard let handle else {
+            completion?(.failure(Self.closedError))
+            return
+        }
+        var properties = PropertyList()
+        if !message.properties.isEmpty {
+            guard configuration.protocolVersion == .v5 else {
+                completion?(.failure(MQTTError(.invalidConfiguration, "publish to \(message.topic): MQTT 5 properties need protocol version 5")))
+                return
+            }
+            do {
+                properties = try PropertyList(message.properties)
+            } catch {
+                completion?(.failure(error))
+                return
+            }
+        }
+        publishing = true
+        let (mid, rc) = handle.publish(message, properties: properties.head)
+        publishing = false
+        properties.free()
+        if mid == 0 || (rc != 0 && message.qos == .atMostOnce) {
+            writtenDuringPublish.removeAll()
+            completion?(.failure(MQTTError.library(rc, "publish to \(message.topic) (mosquitto_publish_v5)")))
+            return
+        }
+        // rc != 0 with a message id for QoS 1/2: queued by libmosquitto, resent after reconnect.
+        if message.qos != .atMostOnce { inflight += 1 }
+        if !writtenDuringPublish.isEmpty, let index = writtenDuringPublish.firstIndex(of: mid) {
+            writtenDuringPublish.remove(at: index)
+            completion?(.success(()))
+            return
+        }
+        pending[mid] = Pending(qos: message.qos, completion: completion)
+    }
+
+    private func flushOutbox() {
+        while phase == .connected && inflight < inflightLimit, let (message, completion) = outbox.popFirst() {
+            send(message, completion)
+        }
+    }
+
+    // MARK: Internals — subscriptions
+
+    private func sendSubscribe(_ key: String) {
+        guard let handle, let entry = filters[key] else { return }
+        do {
+            let mid = try handle.subscribe(key, qos: entry.maxQoS)
+            subscribeMids[mid] = key
+        } catch {
+            failWaiters(key, error)
+        }
+    }
+
+    private func failWaiters(_ key: String, _ error: MQTTError) {
+        guard let entry = filters[key] else { return }
+        for waiter in entry.waiters {
+            filters[key]?.subscribers[waiter.id]?.continuation.finish()
+            filters[key]?.subscribers[waiter.id] = nil
+            waiter.continuation.resume(throwing: error)
+        }
+        filters[key]?.waiters.removeAll()
+        if filters[key]?.subscribers.isEmpty == true { filters[key] = nil }
+    }
+
+    /// Removes one subscriber; returns the UNSUBSCRIBE message id when one was sent.
+    @discardableResult
+    private func removeSubscriber(_ id: UInt64, key: String) -> Int32? {
+        guard filters[key]?.subscribers.removeValue(forKey: id) != nil else { return nil }
+        guard filters[key]?.subscribers.isEmpty == true else { return nil }
+        filters[key] = nil
+        guard phase == .connected, let handle else { return nil }
+        return try? handle.unsubscribe(key)
+    }
+
+    // MARK: Callbacks (on the loop thread, inside libmosquitto calls)
+
+    func connected(reason: Int32, flags: Int32, receiveMaximum: Int?) {
+        guard phase == .connecting else { return }
+        guard reason == 0 else {
+            let code = configuration.protocolVersion == .v5
+                ? MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))
+                : MQTTReasonCode(connackV311: Int(reason))
+            refusal = MQTTError.refused(code, "connect to \(configuration.host):\(configuration.port)")
+            return
+        }
+        phase = .connected
+        attempt = 0
+        backoff.reset()
+        inflightLimit = min(configuration.maxInflight, receiveMaximum ?? configuration.maxInflight)
+        let sessionPresent = flags & 1 == 1
+        subscribeMids.removeAll()
+        // Queued before libmosquitto resends unacknowledged publishes (after this callback), so
+        // the broker has our subscriptions again before those messages reach it.
+        if !sessionPresent {
+            for key in filters.keys { sendSubscribe(key) }
+        } else {
+            for (key, entry) in filters where !entry.waiters.isEmpty { sendSubscribe(key) }
+        }
+        flushAfterRead = true
+        setState(.connected(sessionPresent: sessionPresent))
+        let waiters = connectWaiters
+        connectWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func disconnected(reason: Int32) {
+        disconnectSeen = true
+        connectionEnded(refusal ?? enrich(MQTTError.library(reason, "connection to \(configuration.host):\(configuration.port)")))
+    }
+
+    private func connectionEnded(_ error: MQTTError) {
+        for waiter in unsubscribeWaiters.values { waiter.resume() }
+        unsubscribeWaiters.removeAll()
+        let wasConnected = phase == .connected
+        if phase == .connected || phase == .connecting || phase == .closing {
+            if phase != .closing { phase = .waiting }
+            _ = wasConnected
+            attemptFailed(error)
+        }
+    }
+
+    func published(mid: Int32, reason: Int32) {
+        guard let entry = pending.removeValue(forKey: mid) else {
+            if publishing { writtenDuringPublish.append(mid) }
+            return
+        }
+        if entry.qos != .atMostOnce { inflight -= 1 }
+        if reason >= 0x80 {
+            let code = MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))
+            entry.completion?(.failure(MQTTError.refused(code, "publish")))
+        } else {
+            entry.completion?(.success(()))
+        }
+        if !outbox.isEmpty && phase == .connected { flushOutbox() }
+    }
+
+    func received(_ message: MQTTMessage) {
+        for entry in filters.values where entry.filter.matches(message.topic) {
+            for subscriber in entry.subscribers.values { subscriber.continuation.yield(message) }
+        }
+    }
+
+    func subscribed(mid: Int32, granted: [Int32]) {
+        guard let key = subscribeMids.removeValue(forKey: mid), let entry = filters[key] else { return }
+        let code = granted.first ?? 0x80
+        if code >= 0x80 {
+            let reason = MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: code))
+            failWaiters(key, MQTTError.refused(reason, "subscribe to \(key)"))
+            return
+        }
+        let qos = MQTTQoS(rawValue: Int(code)) ?? .atMostOnce
+        filters[key]?.waiters.removeAll()
+        for waiter in entry.waiters { waiter.continuation.resume(returning: qos) }
+    }
+
+    func unsubscribed(mid: Int32) {
+        unsubscribeWaiters.removeValue(forKey: mid)?.resume()
+    }
+
+    func logged(level: Int32, _ text: String) {
+        if level & Int32(MOSQ_LOG_ERR) != 0 { lastLogError = text }
+    }
+}
