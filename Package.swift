@@ -26,6 +26,8 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop"]),
         .target(name: "Bluetooth"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
+        // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
+        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
         .executableTarget(
@@ -47,6 +49,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth"]),

@@ -1,0 +1,82 @@
+import Testing
+
+@testable import BlueZ
+
+/// A repeatable generator for the tests (SplitMix64).
+struct SeededRandom: RandomNumberGenerator, Sendable {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("Reconnect policy")
+struct ReconnectPolicyTests {
+    func delays(_ count: Int, seed: UInt64, failure: ReconnectPolicy<SeededRandom>.Failure = .connectionTimeout) -> [Double] {
+        var policy = ReconnectPolicy(random: SeededRandom(state: seed))
+        var clock = 0.0
+        return (0..<count).map { _ in
+            guard case .retry(let delay) = policy.failed(failure, at: clock) else { return -1 }
+            clock += delay
+            return delay
+        }
+    }
+
+    @Test("the first retry comes after 1–5 s, then the delay grows and is capped at 60 s", arguments: [1, 2, 3, 99, 12345] as [UInt64])
+    func backoffShape(seed: UInt64) {
+        let series = delays(12, seed: seed)
+        #expect((1...5).contains(series[0]))
+        for (previous, next) in zip(series, series.dropFirst()) where previous < 60 * 0.8 / 2 {
+            #expect(next >= previous * 2 * 0.8 - 1e-9 && next <= previous * 2 * 1.2 + 1e-9)
+        }
+        #expect(series.allSatisfy { $0 <= 60 })
+        #expect(series.suffix(3).allSatisfy { $0 >= 30 }, "after many failures the delay sits near the cap")
+    }
+
+    @Test("jitter makes two gateways' schedules differ, and the same seed repeats exactly")
+    func jitter() {
+        #expect(delays(6, seed: 1) != delays(6, seed: 2))
+        #expect(delays(6, seed: 7) == delays(6, seed: 7))
+    }
+
+    @Test("a dropped link after a stable connection starts again at 1–5 s")
+    func resetsAfterStableConnection() {
+        var policy = ReconnectPolicy(random: SeededRandom(state: 5))
+        for _ in 0..<6 { _ = policy.failed(.connectionTimeout, at: 0) }
+        #expect(policy.attempt == 6)
+        policy.connected(at: 100)
+        guard case .retry(let delay) = policy.failed(.peripheralDisconnected, at: 100 + 31) else {
+            Issue.record("expected a retry")
+            return
+        }
+        #expect((1...5).contains(delay))
+        #expect(policy.attempt == 1)
+    }
+
+    @Test("a link that drops quickly does not reset the backoff")
+    func shortConnectionKeepsBackoff() {
+        var policy = ReconnectPolicy(random: SeededRandom(state: 5))
+        var last = 0.0
+        for _ in 0..<4 {
+            if case .retry(let delay) = policy.failed(.connectionTimeout, at: 0) { last = delay }
+        }
+        policy.connected(at: 10)
+        guard case .retry(let delay) = policy.failed(.peripheralDisconnected, at: 12) else {
+            Issue.record("expected a retry")
+            return
+        }
+        #expect(delay > last * 1.5)
+    }
+
+    @Test("operationNotSupported and permanent errors are never retried")
+    func permanentFailures() {
+        var policy = ReconnectPolicy(random: SeededRandom(state: 1))
+        #expect(policy.failed(.operationNotSupported, at: 0) == .giveUp)
+        #expect(policy.failed(.other(retryable: false), at: 0) == .giveUp)
+        if case .retry = policy.failed(.other(retryable: true), at: 0) {} else { Issue.record("retryable error not retried") }
+    }
+}
