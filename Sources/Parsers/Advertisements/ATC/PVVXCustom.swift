@@ -1,0 +1,38 @@
+import Bluetooth
+
+/// pvvx custom format (github.com/pvvx/ATC_MiThermometer), service data 0x181A, 15 bytes:
+/// MAC (6, reversed), temperature int16 LE × 0.01 °C, humidity u16 LE × 0.01 %, battery u16 LE
+/// mV, battery u8 %, counter u8, flags u8. The 11-byte encrypted variant is reported as
+/// `missing_key`/`unsupported` (its key handling is not implemented).
+public struct PVVXCustom: AdvertisementParser {
+    public init() {}
+    public var format: String { "pvvx" }
+    public var keys: [AdvertisementKey] { [.serviceData(0x181A)] }
+
+    public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
+        throws(ParseError) -> [Reading]?
+    {
+        if payload.count == 11 || payload.count == 8 {
+            throw ParseError(context.bindKey == nil ? .missingKey : .unsupported,
+                             "pvvx encrypted frame (\(payload.count) bytes) is not decoded")
+        }
+        guard payload.count == 15 else { return nil }
+        var reader = ByteReader(payload, what: "pvvx")
+        let mac = BluetoothAddress(littleEndianOctets: try reader.bytes(6))
+        let temperature = try reader.s16le()
+        let humidity = try reader.u16le()
+        let millivolts = try reader.u16le()
+        let battery = try reader.u8()
+        let counter = try reader.u8()
+        let flags = try reader.u8()
+        return [
+            Reading(.temperature, decimal(temperature, 2)),
+            Reading(.humidity, decimal(humidity, 2)),
+            Reading(.voltage, decimal(millivolts, 3)),
+            Reading(.battery, Double(battery)),
+            Reading("packet_id", Double(counter)),
+            Reading("flags", Double(flags)),
+            Reading("mac", string: mac?.description ?? ""),
+        ]
+    }
+}

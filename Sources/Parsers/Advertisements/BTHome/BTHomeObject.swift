@@ -1,0 +1,191 @@
+import Bluetooth
+
+/// The BTHome object ids (bthome.io/format): the id alone fixes a value's type, length and
+/// factor. Shared by BTHome v2 (fixed lengths) and v1 (length in a prefix byte).
+struct BTHomeObject: Sendable {
+    enum Kind: Sendable {
+        /// An integer scaled by `10^-decimals` (or by `factor` when set).
+        case number
+        case binary
+        case buttonEvent
+        case dimmerEvent
+        case timestamp
+        case text
+        case raw
+        /// Device type id / firmware version: published as a number as sent.
+        case info
+    }
+
+    let name: String
+    let kind: Kind
+    let size: Int
+    let signed: Bool
+    let decimals: Int
+    let factor: Double?
+    let unit: String?
+    let deviceClass: DeviceClass?
+
+    init(_ name: String, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
+         factor: Double? = nil, unit: String? = nil, _ deviceClass: DeviceClass? = nil)
+    {
+        self.name = name
+        self.kind = kind
+        self.size = size
+        self.signed = signed
+        self.decimals = decimals
+        self.factor = factor
+        self.unit = unit
+        self.deviceClass = deviceClass
+    }
+
+    static func binary(_ name: String, _ deviceClass: DeviceClass? = nil) -> BTHomeObject {
+        BTHomeObject(name, .binary, size: 1, deviceClass)
+    }
+
+    /// The table indexed by object id; nil for ids this version does not know.
+    static let table: [BTHomeObject?] = {
+        var t = [BTHomeObject?](repeating: nil, count: 256)
+        t[0x00] = BTHomeObject("packet_id", size: 1)
+        t[0x01] = BTHomeObject("battery", size: 1, unit: "%", .battery)
+        t[0x02] = BTHomeObject("temperature", size: 2, signed: true, decimals: 2, unit: "°C", .temperature)
+        t[0x03] = BTHomeObject("humidity", size: 2, decimals: 2, unit: "%", .humidity)
+        t[0x04] = BTHomeObject("pressure", size: 3, decimals: 2, unit: "hPa", .atmosphericPressure)
+        t[0x05] = BTHomeObject("illuminance", size: 3, decimals: 2, unit: "lx", .illuminance)
+        t[0x06] = BTHomeObject("weight", size: 2, decimals: 2, unit: "kg", .weight)
+        t[0x07] = BTHomeObject("weight", size: 2, decimals: 2, unit: "lb", .weight)
+        t[0x08] = BTHomeObject("dew_point", size: 2, signed: true, decimals: 2, unit: "°C", .temperature)
+        t[0x09] = BTHomeObject("count", size: 1)
+        t[0x0A] = BTHomeObject("energy", size: 3, decimals: 3, unit: "kWh", .energy)
+        t[0x0B] = BTHomeObject("power", size: 3, decimals: 2, unit: "W", .power)
+        t[0x0C] = BTHomeObject("voltage", size: 2, decimals: 3, unit: "V", .voltage)
+        t[0x0D] = BTHomeObject("pm25", size: 2, unit: "µg/m³", .pm25)
+        t[0x0E] = BTHomeObject("pm10", size: 2, unit: "µg/m³", .pm10)
+        let binaries: [(String, DeviceClass?)] = [
+            ("generic", nil), ("power", .power), ("opening", .opening), ("co2", .carbonDioxide), ("voc", nil),
+            ("moisture", .moisture), ("battery_low", .battery), ("battery_charging", .batteryCharging),
+            ("carbon_monoxide", DeviceClass(rawValue: "carbon_monoxide")), ("cold", DeviceClass(rawValue: "cold")),
+            ("connectivity", DeviceClass(rawValue: "connectivity")), ("door", .door),
+            ("garage_door", DeviceClass(rawValue: "garage_door")), ("gas", .gas), ("heat", DeviceClass(rawValue: "heat")),
+            ("light", .light), ("lock", .lock), ("moisture", .moisture), ("motion", .motion),
+            ("moving", DeviceClass(rawValue: "moving")), ("occupancy", .occupancy), ("plug", DeviceClass(rawValue: "plug")),
+            ("presence", DeviceClass(rawValue: "presence")), ("problem", .problem), ("running", DeviceClass(rawValue: "running")),
+            ("safety", DeviceClass(rawValue: "safety")), ("smoke", .smoke), ("sound", DeviceClass(rawValue: "sound")),
+            ("tamper", DeviceClass(rawValue: "tamper")), ("vibration", DeviceClass(rawValue: "vibration")),
+            ("window", .window),
+        ]
+        for (offset, entry) in binaries.enumerated() { t[0x0F + offset] = .binary(entry.0, entry.1) }
+        // 0x12-0x14 are numbers, not binary sensors; restore them after the loop above.
+        t[0x12] = BTHomeObject("co2", size: 2, unit: "ppm", .carbonDioxide)
+        t[0x13] = BTHomeObject("voc", size: 2, unit: "µg/m³", .volatileOrganicCompounds)
+        t[0x14] = BTHomeObject("moisture", size: 2, decimals: 2, unit: "%", .moisture)
+        t[0x2E] = BTHomeObject("humidity", size: 1, unit: "%", .humidity)
+        t[0x2F] = BTHomeObject("moisture", size: 1, unit: "%", .moisture)
+        t[0x3A] = BTHomeObject("button", .buttonEvent, size: 1)
+        t[0x3C] = BTHomeObject("dimmer", .dimmerEvent, size: 2)
+        t[0x3D] = BTHomeObject("count", size: 2)
+        t[0x3E] = BTHomeObject("count", size: 4)
+        t[0x3F] = BTHomeObject("rotation", size: 2, signed: true, decimals: 1, unit: "°")
+        t[0x40] = BTHomeObject("distance", size: 2, unit: "mm", .distance)
+        t[0x41] = BTHomeObject("distance", size: 2, decimals: 1, unit: "m", .distance)
+        t[0x42] = BTHomeObject("duration", size: 3, decimals: 3, unit: "s", .duration)
+        t[0x43] = BTHomeObject("current", size: 2, decimals: 3, unit: "A", .current)
+        t[0x44] = BTHomeObject("speed", size: 2, decimals: 2, unit: "m/s", .speed)
+        t[0x45] = BTHomeObject("temperature", size: 2, signed: true, decimals: 1, unit: "°C", .temperature)
+        t[0x46] = BTHomeObject("uv_index", size: 1, decimals: 1)
+        t[0x47] = BTHomeObject("volume", size: 2, decimals: 1, unit: "L", .volume)
+        t[0x48] = BTHomeObject("volume", size: 2, unit: "mL", .volume)
+        t[0x49] = BTHomeObject("volume_flow_rate", size: 2, decimals: 3, unit: "m³/h", .volumeFlowRate)
+        t[0x4A] = BTHomeObject("voltage", size: 2, decimals: 1, unit: "V", .voltage)
+        t[0x4B] = BTHomeObject("gas", size: 3, decimals: 3, unit: "m³", .gas)
+        t[0x4C] = BTHomeObject("gas", size: 4, decimals: 3, unit: "m³", .gas)
+        t[0x4D] = BTHomeObject("energy", size: 4, decimals: 3, unit: "kWh", .energy)
+        t[0x4E] = BTHomeObject("volume", size: 4, decimals: 3, unit: "L", .volume)
+        t[0x4F] = BTHomeObject("water", size: 4, decimals: 3, unit: "L", .water)
+        t[0x50] = BTHomeObject("timestamp", .timestamp, size: 4, .timestamp)
+        t[0x51] = BTHomeObject("acceleration", size: 2, decimals: 3, unit: "m/s²")
+        t[0x52] = BTHomeObject("gyroscope", size: 2, decimals: 3, unit: "°/s")
+        t[0x53] = BTHomeObject("text", .text, size: 0)
+        t[0x54] = BTHomeObject("raw", .raw, size: 0)
+        t[0x55] = BTHomeObject("volume_storage", size: 4, decimals: 3, unit: "L", .volumeStorage)
+        t[0x56] = BTHomeObject("conductivity", size: 2, unit: "µS/cm", .conductivity)
+        t[0x57] = BTHomeObject("temperature", size: 1, signed: true, unit: "°C", .temperature)
+        t[0x58] = BTHomeObject("temperature", size: 1, signed: true, decimals: 2, factor: 0.35, unit: "°C", .temperature)
+        t[0x59] = BTHomeObject("count", size: 1, signed: true)
+        t[0x5A] = BTHomeObject("count", size: 2, signed: true)
+        t[0x5B] = BTHomeObject("count", size: 4, signed: true)
+        t[0x5C] = BTHomeObject("power", size: 4, signed: true, decimals: 2, unit: "W", .power)
+        t[0x5D] = BTHomeObject("current", size: 2, signed: true, decimals: 3, unit: "A", .current)
+        t[0x5E] = BTHomeObject("direction", size: 2, decimals: 2, unit: "°", .windDirection)
+        t[0x5F] = BTHomeObject("precipitation", size: 2, decimals: 1, unit: "mm", .precipitation)
+        t[0x60] = BTHomeObject("channel", size: 1)
+        t[0x61] = BTHomeObject("rotational_speed", size: 2, unit: "rpm")
+        t[0x62] = BTHomeObject("speed", size: 4, signed: true, decimals: 6, unit: "m/s", .speed)
+        t[0x63] = BTHomeObject("acceleration", size: 4, signed: true, decimals: 6, unit: "m/s²")
+        t[0x64] = BTHomeObject("light_level", size: 1)
+        t[0xF0] = BTHomeObject("device_type_id", .info, size: 2)
+        t[0xF1] = BTHomeObject("firmware_version", .info, size: 4)
+        t[0xF2] = BTHomeObject("firmware_version", .info, size: 3)
+        return t
+    }()
+
+    static let buttonEvents: [UInt8: String] = [
+        0x01: "press", 0x02: "double_press", 0x03: "triple_press", 0x04: "long_press",
+        0x05: "long_double_press", 0x06: "long_triple_press", 0x80: "hold_press", 0x81: "hold_release",
+        0xFE: "hold",
+    ]
+
+    /// Appends the readings for one object whose value bytes are `value[start..<start+length]`.
+    /// `suffix` is the occurrence number for repeated ids (`temperature_2`), 0 for none.
+    func decode(_ bytes: [UInt8], start: Int, length: Int, signedOverride: Bool?, suffix: Int,
+                into readings: inout [Reading]) throws(ParseError)
+    {
+        var reader = ByteReader(bytes, from: start, what: "BTHome object \(name)")
+        let readingName = suffix == 0 ? name : "\(name)_\(suffix)"
+        switch kind {
+        case .number, .info:
+            let isSigned = signedOverride ?? signed
+            let raw: Double = isSigned ? Double(try reader.intLE(length)) : Double(try reader.uintLE(length))
+            let value = factor.map { rounded(raw * $0, decimals) } ?? raw / powersOfTen[decimals]
+            readings.append(Reading(name: readingName, value: .number(value), unit: unit, deviceClass: deviceClass))
+        case .binary:
+            readings.append(Reading(name: readingName, value: .bool(try reader.u8() != 0), deviceClass: deviceClass))
+        case .buttonEvent:
+            let event = try reader.u8()
+            guard event != 0 else { return }
+            let text = Self.buttonEvents[event] ?? "unknown_\(event)"
+            readings.append(Reading(name: readingName, value: .string(text)))
+        case .dimmerEvent:
+            let event = try reader.u8()
+            let steps = try reader.u8()
+            guard event != 0 else { return }
+            readings.append(Reading(name: readingName, value: .string(event == 1 ? "rotate_left" : event == 2 ? "rotate_right" : "unknown_\(event)")))
+            readings.append(Reading(name: readingName + "_steps", value: .number(Double(steps))))
+        case .timestamp:
+            let seconds = try reader.uintLE(length)
+            readings.append(Reading(name: readingName, value: .string(isoTimestamp(Int64(seconds))), deviceClass: .timestamp))
+        case .text:
+            let text = try reader.bytes(length)
+            readings.append(Reading(name: readingName, value: .string(String(decoding: text, as: UTF8.self))))
+        case .raw:
+            readings.append(Reading(name: readingName, value: .string(try reader.bytes(length).hexString)))
+        }
+    }
+}
+
+/// `2023-05-14T19:41:17+00:00` for Unix seconds (proleptic Gregorian, UTC).
+func isoTimestamp(_ seconds: Int64) -> String {
+    let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+    let secondsOfDay = seconds - days * 86400
+    // Civil-from-days (H. Hinnant's algorithm).
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let dayOfEra = z - era * 146_097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    let day = dayOfYear - (153 * mp + 2) / 5 + 1
+    let month = mp < 10 ? mp + 3 : mp - 9
+    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+    func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+    return "\(year)-\(two(month))-\(two(day))T\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60))+00:00"
+}

@@ -1,0 +1,124 @@
+import Bluetooth
+
+/// All parsers the gateway knows, and the lookups it uses: characteristic parser by UUID or by
+/// name, advertisement parser by where its payload lives.
+///
+/// Built-in parsers are in ``ParserRegistry/builtIn``; Swift plugins and declarative parsers from
+/// config.json are added with ``register(_:)-…`` (plugins registered later are tried first, so a
+/// plugin can override a built-in format). The registry is a value: build it once at start, then
+/// share it freely across threads.
+public struct ParserRegistry: Sendable {
+    private var characteristicByUUID: [BluetoothUUID: any CharacteristicParser] = [:]
+    private var characteristicByName: [String: any CharacteristicParser] = [:]
+    private var advertisementParsers: [any AdvertisementParser] = []
+    /// Parser indices per key, in the order they are tried.
+    private var byKey: [AdvertisementKey: [Int]] = [:]
+
+    /// An empty registry.
+    public init() {}
+
+    /// The built-in SIG characteristics and advertisement formats.
+    public static let builtIn: ParserRegistry = {
+        var registry = ParserRegistry()
+        for parser in BuiltInParsers.characteristics { registry.register(parser) }
+        for parser in BuiltInParsers.advertisements { registry.register(parser) }
+        return registry
+    }()
+
+    /// Adds a characteristic parser; it becomes the default for its UUID and is found by name.
+    public mutating func register(_ parser: any CharacteristicParser) {
+        if let uuid = parser.uuid { characteristicByUUID[uuid] = parser }
+        characteristicByName[parser.name] = parser
+    }
+
+    /// Adds an advertisement parser, tried before the ones registered earlier for the same key.
+    public mutating func register(_ parser: any AdvertisementParser) {
+        let index = advertisementParsers.count
+        advertisementParsers.append(parser)
+        for key in parser.keys { byKey[key, default: []].insert(index, at: 0) }
+    }
+
+    /// The default parser for a characteristic UUID.
+    public func characteristicParser(for uuid: BluetoothUUID) -> (any CharacteristicParser)? {
+        characteristicByUUID[uuid]
+    }
+
+    /// A characteristic parser by its config name (`battery_level`, or a declarative parser's name).
+    public func characteristicParser(named name: String) -> (any CharacteristicParser)? {
+        characteristicByName[name]
+    }
+
+    /// The advertisement parser with this format name.
+    public func advertisementParser(format: String) -> (any AdvertisementParser)? {
+        advertisementParsers.first { $0.format == format }
+    }
+
+    /// Names of all characteristic parsers, sorted.
+    public var characteristicParserNames: [String] { characteristicByName.keys.sorted() }
+
+    /// Format names of all advertisement parsers, in registration order.
+    public var advertisementFormats: [String] { advertisementParsers.map(\.format) }
+
+    /// Decodes a characteristic value with the default parser for its UUID.
+    public func decode(characteristic uuid: BluetoothUUID, value: [UInt8]) throws(ParseError) -> [Reading] {
+        guard let parser = characteristicByUUID[uuid] else {
+            throw ParseError(.unknownFormat, "no parser for characteristic \(uuid.shortDescription)")
+        }
+        return try parser.decode(value)
+    }
+
+    /// Finds the format of an advertisement and decodes it.
+    ///
+    /// Every payload in the advertisement (manufacturer data and service data) is offered to the
+    /// parsers registered for its key; the first parser that claims a payload decides the result.
+    /// Service data is tried before manufacturer data, and within each in ascending key order,
+    /// so the choice does not depend on dictionary order. Throws `unknown_format` when no parser
+    /// claims anything, or the claiming parser's error.
+    public func decode(_ context: AdvertisementContext) throws(ParseError) -> DecodedAdvertisement {
+        let advertisement = context.advertisement
+        let entries = advertisement.serviceData.count + advertisement.manufacturerData.count
+        if entries == 1 {
+            // Fast path: the common single-payload advertisement, no ordering needed.
+            if let (uuid, payload) = advertisement.serviceData.first, let short = uuid.uint16 {
+                if let result = try decode(payload, key: .serviceData(short), context: context) { return result }
+            } else if let (company, payload) = advertisement.manufacturerData.first {
+                if let result = try decode(payload, key: .manufacturer(company), context: context) { return result }
+            }
+        } else if entries > 1 {
+            // A payload that fails does not hide a later one that decodes; the first error is
+            // reported when nothing decodes.
+            var firstError: ParseError?
+            for (uuid, payload) in advertisement.serviceData.sorted(by: { $0.key < $1.key }) {
+                guard let short = uuid.uint16 else { continue }
+                do {
+                    if let result = try decode(payload, key: .serviceData(short), context: context) { return result }
+                } catch {
+                    if firstError == nil { firstError = error }
+                }
+            }
+            for (company, payload) in advertisement.manufacturerData.sorted(by: { $0.key < $1.key }) {
+                do {
+                    if let result = try decode(payload, key: .manufacturer(company), context: context) { return result }
+                } catch {
+                    if firstError == nil { firstError = error }
+                }
+            }
+            if let firstError { throw firstError }
+        }
+        throw ParseError(.unknownFormat, "no parser recognises this advertisement")
+    }
+
+    @inline(__always)
+    private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
+        throws(ParseError) -> DecodedAdvertisement?
+    {
+        guard let candidates = byKey[key] else { return nil }
+        for index in candidates {
+            let parser = advertisementParsers[index]
+            if let readings = try parser.decode(payload, key: key, context: context) {
+                return DecodedAdvertisement(format: parser.format, readings: readings)
+            }
+        }
+        return nil
+    }
+}
