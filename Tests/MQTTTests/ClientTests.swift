@@ -1,0 +1,121 @@
+import EventLoop
+import Foundation
+import MQTT
+import TestSupport
+import Testing
+
+@Suite("MQTT client against a real mosquitto")
+struct ClientTests {
+    @Test("a message published at each QoS arrives once with that QoS and the publish completes", arguments: MQTTQoS.allCases)
+    func roundTrip(qos: MQTTQoS) async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(20) {
+            let client = try MQTTClient(configuration: .test(broker.url), loop: loop)
+            try await client.connect()
+            let subscription = try await client.subscribe(to: MQTTTopicFilter("t/\(qos.rawValue)/+"), qos: .exactlyOnce)
+            #expect(subscription.grantedQoS == .exactlyOnce)
+            let (received, task) = collect(subscription)
+            for n in 0..<50 {
+                try await client.publish(MQTTMessage(topic: "t/\(qos.rawValue)/x", string: "m\(n)", qos: qos))
+            }
+            try await eventually("50 messages") { received.count >= 50 }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            #expect(received.all.map(\.payloadString) == (0..<50).map { "m\($0)" })
+            #expect(received.all.allSatisfy { $0.qos == qos && !$0.retain && $0.topic == "t/\(qos.rawValue)/x" })
+            await client.disconnect()
+            await task.value
+        }
+    }
+
+    @Test("QoS 1 publishes from mosquitto_pub reach a subscription; ours reach mosquitto_sub")
+    func independentPeers() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(20) {
+            let client = try MQTTClient(configuration: .test(broker.url), loop: loop)
+            try await client.connect()
+            let (received, _) = collect(try await client.subscribe(to: "peer/in"))
+            try ChildProcess.run("mosquitto_pub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/in", "-m", "hello from mosquitto_pub"])
+            try await eventually("mosquitto_pub's message") { received.count == 1 }
+            #expect(received.all.first?.payloadString == "hello from mosquitto_pub")
+
+            let sub = try ChildProcess("mosquitto_sub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/out", "-v", "-C", "3"])
+            defer { sub.stop() }
+            try await Task.sleep(nanoseconds: 300_000_000)  // let mosquitto_sub subscribe
+            for n in 0..<3 { try await client.publish(MQTTMessage(topic: "peer/out", string: "ours \(n)")) }
+            try await sub.waitForOutput(containing: "peer/out ours 2")
+            #expect(sub.log().contains("peer/out ours 0"))
+            await client.disconnect()
+        }
+    }
+
+    @Test("a retained message is delivered, flagged retained, to a subscriber that arrives later")
+    func retained() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(20) {
+            let publisher = try MQTTClient(configuration: .test(broker.url, "pub"), loop: loop)
+            try await publisher.connect()
+            try await publisher.publish(MQTTMessage(topic: "gattway/bridge/state", string: #"{"state":"online"}"#, retain: true))
+            await publisher.disconnect()
+
+            let late = try MQTTClient(configuration: .test(broker.url, "late", version: .v311), loop: loop)
+            try await late.connect()
+            let message = try await late.withSubscription(to: "gattway/bridge/#") { subscription in
+                var iterator = subscription.makeAsyncIterator()
+                return await iterator.next()
+            }
+            #expect(message?.payloadString == #"{"state":"online"}"#)
+            #expect(message?.retain == true)
+            await late.disconnect()
+        }
+    }
+
+    @Test("the last will is published when the client process is killed")
+    func lastWill() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(30) {
+            let observer = try MQTTClient(configuration: .test(broker.url, "observer"), loop: loop)
+            try await observer.connect()
+            let (received, _) = collect(try await observer.subscribe(to: "peer/+/state"))
+            let peer = try ChildProcess(
+                try BuiltProduct.path("gattway-mqtt-peer"),
+                ["will", broker.url, "peer-1", "peer/1/state", #"{"state":"offline"}"#])
+            defer { peer.stop() }
+            try await peer.waitForOutput(containing: "connected")
+            try await Task.sleep(nanoseconds: 200_000_000)
+            #expect(received.count == 0)
+            peer.kill9()
+            try await eventually("the will") { received.count == 1 }
+            #expect(received.all.first?.payloadString == #"{"state":"offline"}"#)
+            #expect(received.all.first?.topic == "peer/1/state")
+            await observer.disconnect()
+        }
+    }
+
+    @Test("no last will is published after a clean disconnect")
+    func noWillAfterDisconnect() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(20) {
+            let observer = try MQTTClient(configuration: .test(broker.url, "observer"), loop: loop)
+            try await observer.connect()
+            let (received, _) = collect(try await observer.subscribe(to: "will/topic"))
+            var configuration = try MQTTConfiguration.test(broker.url, "willful")
+            configuration.will = MQTTMessage(topic: "will/topic", string: "gone")
+            let client = try MQTTClient(configuration: configuration, loop: loop)
+            try await client.connect()
+            await client.disconnect()
+            try await Task.sleep(nanoseconds: 500_000_000)
+            #expect(received.count == 0)
+            await observer.disconnect()
+        }
+    }
+}

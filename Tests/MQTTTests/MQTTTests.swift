@@ -1,0 +1,1 @@
+// The MQTT integration tests live beside this file.

@@ -1,0 +1,131 @@
+import Foundation
+
+/// A private mosquitto broker for a test: its own config, port and temporary directory.
+///
+/// The generated mosquitto.conf listens on 127.0.0.1 only (plus an optional TLS listener),
+/// allows anonymous clients unless a password file is given, and sets `max_queued_messages 0`
+/// (no limit) so a test's offline persistent session never drops messages. With
+/// `persistent: true` the broker saves its state (sessions, subscriptions, queued messages) to
+/// the temporary directory on a graceful stop and reloads it on ``restart()`` — what a real
+/// broker restart looks like. The process is stopped when the value is released.
+public final class MosquittoBroker: @unchecked Sendable {
+    // Invariant for @unchecked Sendable: `child` is replaced only by start()/restart(), which a
+    // test calls from one task at a time; everything else is immutable.
+    public let port: UInt16
+    public let tlsPort: UInt16?
+    public let directory: URL
+    public private(set) var child: ChildProcess?
+
+    /// TLS listener files (PEM).
+    public struct TLS: Sendable {
+        public var caFile: String
+        public var certificateFile: String
+        public var keyFile: String
+        /// Ask clients for a certificate signed by `caFile`.
+        public var requireClientCertificate: Bool
+        public init(caFile: String, certificateFile: String, keyFile: String, requireClientCertificate: Bool = false) {
+            self.caFile = caFile
+            self.certificateFile = certificateFile
+            self.keyFile = keyFile
+            self.requireClientCertificate = requireClientCertificate
+        }
+    }
+
+    /// Writes the config and starts mosquitto; returns once it accepts TCP connections.
+    /// - Parameters:
+    ///   - passwordFile: a file made by `mosquitto_passwd`; anonymous clients are then refused.
+    ///   - tls: adds a TLS listener on ``tlsPort``.
+    ///   - persistent: keep state across a graceful ``restart()``.
+    public init(passwordFile: String? = nil, tls: TLS? = nil, persistent: Bool = false, extraConfig: [String] = []) async throws {
+        port = try FreePort.tcp()
+        tlsPort = tls == nil ? nil : try FreePort.tcp()
+        directory = try TemporaryDirectory.make(prefix: "mosquitto")
+        var lines = [
+            "per_listener_settings false",
+            "listener \(port) 127.0.0.1",
+            "allow_anonymous \(passwordFile == nil)",
+            "max_queued_messages 0",
+            "max_inflight_messages 0",
+            "log_dest stdout",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages true",
+        ]
+        if let passwordFile { lines.append("password_file \(passwordFile)") }
+        if persistent {
+            lines += ["persistence true", "persistence_location \(directory.path)/", "autosave_interval 3600"]
+        } else {
+            lines.append("persistence false")
+        }
+        if let tls, let tlsPort {
+            lines += [
+                "listener \(tlsPort) 127.0.0.1",
+                "cafile \(tls.caFile)",
+                "certfile \(tls.certificateFile)",
+                "keyfile \(tls.keyFile)",
+                "require_certificate \(tls.requireClientCertificate)",
+            ]
+        }
+        lines += extraConfig
+        try (lines.joined(separator: "\n") + "\n").write(
+            to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
+        try await start()
+    }
+
+    deinit { child?.stop() }
+
+    /// `mqtt://127.0.0.1:PORT`.
+    public var url: String { "mqtt://127.0.0.1:\(port)" }
+    /// `mqtts://127.0.0.1:TLSPORT`, when there is a TLS listener.
+    public var tlsURL: String? { tlsPort.map { "mqtts://127.0.0.1:\($0)" } }
+
+    /// Starts mosquitto (if not running) and waits until it accepts connections.
+    public func start() async throws {
+        if child?.isRunning == true { return }
+        let config = directory.appendingPathComponent("mosquitto.conf").path
+        let process = try ChildProcess("mosquitto", ["-c", config])
+        child = process
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if !process.isRunning {
+                throw ChildProcessError("mosquitto exited (status \(process.process.terminationStatus)):\n\(process.log())")
+            }
+            if Self.accepts(port: port) && (tlsPort.map(Self.accepts(port:)) ?? true) { return }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        throw ChildProcessError("mosquitto did not listen on \(port) within 10 s:\n\(process.log())")
+    }
+
+    /// Stops the broker gracefully (SIGTERM: clients see the connection close; a persistent
+    /// broker saves its state).
+    public func stop() { child?.stop() }
+
+    /// Kills the broker with SIGKILL, as a crash would: nothing is saved.
+    public func kill() { child?.kill9() }
+
+    /// Stops (gracefully) and starts again on the same port(s) with the same config.
+    public func restart() async throws {
+        stop()
+        try await start()
+    }
+
+    /// Everything the broker logged so far (all runs).
+    public func log() -> String { child?.log() ?? "" }
+
+    private static func accepts(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+}
