@@ -34,6 +34,13 @@ public protocol AdvertisementParser: Sendable {
     /// Where in an advertisement the format lives.
     var keys: [AdvertisementKey] { get }
     func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError) -> [Reading]?
+    /// True for formats other devices piggy-back on (iBeacon): when an advertisement carries
+    /// several payloads, generic formats are tried only after every specific one declined.
+    var isGeneric: Bool { get }
+}
+
+extension AdvertisementParser {
+    public var isGeneric: Bool { false }
 }
 
 /// The outcome of decoding an advertisement: which format matched and what it said.

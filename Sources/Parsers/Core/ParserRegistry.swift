@@ -88,19 +88,27 @@ public struct ParserRegistry: Sendable {
             // A payload that fails does not hide a later one that decodes; the first error is
             // reported when nothing decodes.
             var firstError: ParseError?
-            for (uuid, payload) in advertisement.serviceData.sorted(by: { $0.key < $1.key }) {
-                guard let short = uuid.uint16 else { continue }
-                do {
-                    if let result = try decode(payload, key: .serviceData(short), context: context) { return result }
-                } catch {
-                    if firstError == nil { firstError = error }
+            let services = advertisement.serviceData.sorted(by: { $0.key < $1.key })
+            let manufacturers = advertisement.manufacturerData.sorted(by: { $0.key < $1.key })
+            for generic in [false, true] {
+                for (uuid, payload) in services {
+                    guard let short = uuid.uint16 else { continue }
+                    do {
+                        if let result = try decode(payload, key: .serviceData(short), context: context, generic: generic) {
+                            return result
+                        }
+                    } catch {
+                        if firstError == nil { firstError = error }
+                    }
                 }
-            }
-            for (company, payload) in advertisement.manufacturerData.sorted(by: { $0.key < $1.key }) {
-                do {
-                    if let result = try decode(payload, key: .manufacturer(company), context: context) { return result }
-                } catch {
-                    if firstError == nil { firstError = error }
+                for (company, payload) in manufacturers {
+                    do {
+                        if let result = try decode(payload, key: .manufacturer(company), context: context, generic: generic) {
+                            return result
+                        }
+                    } catch {
+                        if firstError == nil { firstError = error }
+                    }
                 }
             }
             if let firstError { throw firstError }
@@ -109,12 +117,13 @@ public struct ParserRegistry: Sendable {
     }
 
     @inline(__always)
-    private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
+    private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext, generic: Bool? = nil)
         throws(ParseError) -> DecodedAdvertisement?
     {
         guard let candidates = byKey[key] else { return nil }
         for index in candidates {
             let parser = advertisementParsers[index]
+            if let generic, parser.isGeneric != generic { continue }
             if let readings = try parser.decode(payload, key: key, context: context) {
                 return DecodedAdvertisement(format: parser.format, readings: readings)
             }

@@ -134,26 +134,40 @@ struct BTHomeObject: Sendable {
         0xFE: "hold",
     ]
 
-    /// Appends the readings for one object whose value bytes are `value[start..<start+length]`.
-    /// `suffix` is the occurrence number for repeated ids (`temperature_2`), 0 for none.
-    func decode(_ bytes: [UInt8], start: Int, length: Int, signedOverride: Bool?, suffix: Int,
+    /// Appends the readings for one object whose value bytes are `bytes[start..<start+length]`.
+    /// `float` selects IEEE 754 half/single/double values (BTHome v1 data type 2).
+    func decode(_ bytes: [UInt8], start: Int, length: Int, float: Bool, signedOverride: Bool?,
                 into readings: inout [Reading]) throws(ParseError)
     {
         var reader = ByteReader(bytes, from: start, what: "BTHome object \(name)")
-        let readingName = suffix == 0 ? name : "\(name)_\(suffix)"
+        let readingName = name
         switch kind {
         case .number, .info:
             let isSigned = signedOverride ?? signed
-            let raw: Double = isSigned ? Double(try reader.intLE(length)) : Double(try reader.uintLE(length))
+            let raw: Double
+            if float {
+                let bits = try reader.uintLE(length)
+                switch length {
+                case 2: raw = Double(Float16Bits.toDouble(UInt16(truncatingIfNeeded: bits)))
+                case 4: raw = Double(Float(bitPattern: UInt32(truncatingIfNeeded: bits)))
+                case 8: raw = Double(bitPattern: bits)
+                default: throw ParseError(.malformed, "BTHome float object \(name) has \(length) bytes")
+                }
+                readings.append(Reading(name: readingName, value: .number(rounded(raw * (factor ?? 1 / powersOfTen[decimals]), max(decimals, 2))),
+                                        unit: unit, deviceClass: deviceClass))
+                return
+            }
+            raw = isSigned ? Double(try reader.intLE(length)) : Double(try reader.uintLE(length))
             let value = factor.map { rounded(raw * $0, decimals) } ?? raw / powersOfTen[decimals]
             readings.append(Reading(name: readingName, value: .number(value), unit: unit, deviceClass: deviceClass))
         case .binary:
             readings.append(Reading(name: readingName, value: .bool(try reader.u8() != 0), deviceClass: deviceClass))
         case .buttonEvent:
             let event = try reader.u8()
-            guard event != 0 else { return }
+            // "No event" still counts for numbering (button_2 is the second button), so it is
+            // kept as a null placeholder until ``numberRepeatedNames(_:)`` removes it.
             let text = Self.buttonEvents[event] ?? "unknown_\(event)"
-            readings.append(Reading(name: readingName, value: .string(text)))
+            readings.append(Reading(name: readingName, value: event == 0 ? .null : .string(text)))
         case .dimmerEvent:
             let event = try reader.u8()
             let steps = try reader.u8()
@@ -168,6 +182,50 @@ struct BTHomeObject: Sendable {
             readings.append(Reading(name: readingName, value: .string(String(decoding: text, as: UTF8.self))))
         case .raw:
             readings.append(Reading(name: readingName, value: .string(try reader.bytes(length).hexString)))
+        }
+    }
+}
+
+extension BTHomeObject {
+    /// Numbers readings whose name repeats (`temperature_1`, `temperature_2`), as bthome-ble does,
+    /// then drops the "no event" placeholders of button objects.
+    static func numberRepeatedNames(_ readings: inout [Reading]) {
+        var repeated = false
+        outer: for i in readings.indices {
+            for j in readings.indices where j > i && readings[j].name == readings[i].name {
+                repeated = true
+                break outer
+            }
+        }
+        if repeated {
+            var counts: [String: Int] = [:]
+            for reading in readings { counts[reading.name, default: 0] += 1 }
+            var seen: [String: Int] = [:]
+            for index in readings.indices {
+                let name = readings[index].name
+                guard let count = counts[name], count > 1 else { continue }
+                let occurrence = (seen[name] ?? 0) + 1
+                seen[name] = occurrence
+                readings[index].name = "\(name)_\(occurrence)"
+            }
+        }
+        readings.removeAll { $0.name.hasPrefix("button") && $0.value == .null }
+    }
+}
+
+/// IEEE 754 binary16 → Double, without relying on the platform's `Float16`.
+enum Float16Bits {
+    static func toDouble(_ bits: UInt16) -> Double {
+        let sign: Double = bits & 0x8000 != 0 ? -1 : 1
+        let exponent = Int((bits >> 10) & 0x1F)
+        let fraction = Double(bits & 0x3FF)
+        switch exponent {
+        case 0: return sign * fraction / 1024 / 16384
+        case 31: return fraction == 0 ? sign * .infinity : .nan
+        default:
+            var scale = 1.0
+            if exponent > 15 { for _ in 0..<(exponent - 15) { scale *= 2 } } else { for _ in 0..<(15 - exponent) { scale /= 2 } }
+            return sign * (1 + fraction / 1024) * scale
         }
     }
 }

@@ -34,45 +34,24 @@ public struct BTHomeV1: AdvertisementParser {
         } else {
             try Self.objects(payload, into: &readings)
         }
-        guard !readings.isEmpty || payload.isEmpty == false else {
-            throw ParseError(.tooShort, "BTHome v1 payload is empty")
-        }
         return readings
     }
 
     static func objects(_ bytes: [UInt8], into readings: inout [Reading]) throws(ParseError) {
         var offset = 0
-        var counts: [UInt8: Int] = [:]
-        var ids: [UInt8] = []
-        // First pass: which ids repeat.
-        while offset < bytes.count {
-            let length = Int(bytes[offset] & 0x1F)
-            guard length >= 1, offset + 1 + length <= bytes.count else { break }
-            ids.append(bytes[offset + 1])
-            offset += 1 + length
-        }
-        for id in ids { counts[id, default: 0] += 1 }
-        var occurrence: [UInt8: Int] = [:]
-        offset = 0
         while offset < bytes.count {
             let header = bytes[offset]
             let length = Int(header & 0x1F)
             let dataType = header >> 5
-            guard length >= 1, offset + 1 + length <= bytes.count else { break }
-            let id = bytes[offset + 1]
-            guard let object = BTHomeObject.table[Int(id)] else { break }
-            var suffix = 0
-            if (counts[id] ?? 0) > 1 {
-                suffix = (occurrence[id] ?? 0) + 1
-                occurrence[id] = suffix
-            }
+            guard length >= 2, offset + 1 + length <= bytes.count,
+                  let object = BTHomeObject.table[Int(bytes[offset + 1])] else { break }
             let valueLength = length - 1
-            if valueLength > 0, valueLength <= 8 || object.kind == .text || object.kind == .raw {
-                try object.decode(bytes, start: offset + 2, length: valueLength,
-                                  signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil),
-                                  suffix: suffix, into: &readings)
+            if valueLength <= 8 || object.kind == .text || object.kind == .raw {
+                try object.decode(bytes, start: offset + 2, length: valueLength, float: dataType == 2,
+                                  signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil), into: &readings)
             }
             offset += 1 + length
         }
+        BTHomeObject.numberRepeatedNames(&readings)
     }
 }

@@ -55,33 +55,16 @@ public struct BTHomeV2: AdvertisementParser {
 
     /// Decodes v2 objects from `start` to the end of `bytes`.
     static func objects(_ bytes: [UInt8], from start: Int, into readings: inout [Reading]) throws(ParseError) {
-        // First pass: find repeated ids without allocating (two 128-bit sets).
-        var seen = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-        var repeated = seen
-        var anyRepeated = false
         var offset = start
         while offset < bytes.count {
             let id = bytes[offset]
-            guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1),
-                  offset + 1 + length <= bytes.count else { break }
-            if testBit(seen, id) { setBit(&repeated, id); anyRepeated = true } else { setBit(&seen, id) }
-            offset += 1 + length + (object.size == 0 ? 1 : 0)
-        }
-        var occurrences: [UInt8: Int] = [:]
-        offset = start
-        while offset < bytes.count {
-            let id = bytes[offset]
-            guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1),
-                  offset + 1 + length + (object.size == 0 ? 1 : 0) <= bytes.count else { break }
-            var suffix = 0
-            if anyRepeated, testBit(repeated, id) {
-                suffix = (occurrences[id] ?? 0) + 1
-                occurrences[id] = suffix
-            }
+            guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1) else { break }
             let valueStart = offset + 1 + (object.size == 0 ? 1 : 0)
-            try object.decode(bytes, start: valueStart, length: length, signedOverride: nil, suffix: suffix, into: &readings)
+            guard valueStart + length <= bytes.count else { break }
+            try object.decode(bytes, start: valueStart, length: length, float: false, signedOverride: nil, into: &readings)
             offset = valueStart + length
         }
+        BTHomeObject.numberRepeatedNames(&readings)
     }
 
     /// The value length of an object at `offset`: fixed, or the length byte for text/raw.
@@ -93,24 +76,3 @@ public struct BTHomeV2: AdvertisementParser {
     }
 }
 
-@inline(__always)
-func testBit(_ set: (UInt64, UInt64, UInt64, UInt64), _ bit: UInt8) -> Bool {
-    let mask = UInt64(1) << UInt64(bit & 63)
-    switch bit >> 6 {
-    case 0: return set.0 & mask != 0
-    case 1: return set.1 & mask != 0
-    case 2: return set.2 & mask != 0
-    default: return set.3 & mask != 0
-    }
-}
-
-@inline(__always)
-func setBit(_ set: inout (UInt64, UInt64, UInt64, UInt64), _ bit: UInt8) {
-    let mask = UInt64(1) << UInt64(bit & 63)
-    switch bit >> 6 {
-    case 0: set.0 |= mask
-    case 1: set.1 |= mask
-    case 2: set.2 |= mask
-    default: set.3 |= mask
-    }
-}

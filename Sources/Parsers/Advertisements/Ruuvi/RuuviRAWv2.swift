@@ -2,7 +2,7 @@ import Bluetooth
 
 /// Ruuvi data format 5 "RAWv2" (ruuvi-sensor-protocols `dataformat_05.md`), manufacturer id
 /// 0x0499, 24 bytes, big-endian. Every field has an n/a value that decodes to `null`.
-/// Acceleration is published in g, pressure in hPa.
+/// Acceleration is published in g (all three axes null when any is n/a), pressure in hPa.
 public struct RuuviRAWv2: AdvertisementParser {
     public init() {}
     public var format: String { "ruuvi_rawv2" }
@@ -22,7 +22,9 @@ public struct RuuviRAWv2: AdvertisementParser {
         let movement = try reader.u8()
         let sequence = try reader.u16be()
         let macBytes = try reader.bytes(6)
-        func acceleration(_ raw: Int16) -> Double? { raw == Int16.min ? nil : decimal(raw, 3) }
+        // The three axes form one vector: if any axis is n/a, none is published.
+        let vectorValid = ax != Int16.min && ay != Int16.min && az != Int16.min
+        func acceleration(_ raw: Int16) -> Double? { vectorValid ? decimal(raw, 3) : nil }
         let millivolts = Int(power >> 5), txCode = Int(power & 0x1F)
         return [
             Reading(.temperature, temperature == Int16.min ? nil : decimal(Int(temperature) * 5, 3)),

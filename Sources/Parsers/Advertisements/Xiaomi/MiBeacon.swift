@@ -90,6 +90,7 @@ public struct MiBeacon: AdvertisementParser {
             Double(Float(bitPattern: try value.u32le()))
         }
         switch type {
+        case 0x000A: readings.append(Reading(.temperature, decimal(try value.s16le(), 2)))  // MMC-W505 body temperature
         case 0x1004: readings.append(Reading(.temperature, decimal(try value.s16le(), 1)))
         case 0x1006: readings.append(Reading(.humidity, decimal(try value.u16le(), 1)))
         case 0x100D:
