@@ -208,7 +208,7 @@ extension DBusConnection {
             return true
         }
         do {
-            try DBusValue.check(call.arguments, against: method.inputSignature)
+            if let input = method.inputSignature { try DBusValue.check(call.arguments, against: input) }
         } catch {
             sendReply(to: call, result: .failure(Self.asDBusError(error)), outputSignature: nil)
             return true

@@ -19,15 +19,17 @@ public struct DBusMethod: Sendable {
     }
 
     public var name: String
-    public var inputSignature: DBusSignature
-    public var outputSignature: DBusSignature
+    /// The arguments the method takes; nil accepts any (the handler checks them itself).
+    public var inputSignature: DBusSignature?
+    /// The reply's arguments; nil lets the handler return any.
+    public var outputSignature: DBusSignature?
     /// Argument names for introspection (optional; missing names are left out of the XML).
     public var inputNames: [String]
     public var outputNames: [String]
     public var handler: Handler
 
     public init(
-        _ name: String, in inputSignature: DBusSignature = .empty, out outputSignature: DBusSignature = .empty,
+        _ name: String, in inputSignature: DBusSignature? = .empty, out outputSignature: DBusSignature? = .empty,
         inputNames: [String] = [], outputNames: [String] = [], handler: Handler
     ) {
         self.name = name
@@ -40,7 +42,7 @@ public struct DBusMethod: Sendable {
 
     /// A method whose `async` handler runs in its own task (see ``Handler/async(_:)``).
     public init(
-        _ name: String, in inputSignature: DBusSignature = .empty, out outputSignature: DBusSignature = .empty,
+        _ name: String, in inputSignature: DBusSignature? = .empty, out outputSignature: DBusSignature? = .empty,
         _ body: @escaping @Sendable (DBusMessage) async throws -> [DBusValue]
     ) {
         self.init(name, in: inputSignature, out: outputSignature, handler: .async(body))
@@ -48,7 +50,7 @@ public struct DBusMethod: Sendable {
 
     /// A method answered synchronously on the loop thread (see ``Handler/immediate(_:)``).
     public static func immediate(
-        _ name: String, in inputSignature: DBusSignature = .empty, out outputSignature: DBusSignature = .empty,
+        _ name: String, in inputSignature: DBusSignature? = .empty, out outputSignature: DBusSignature? = .empty,
         _ body: @escaping @Sendable (DBusMessage) throws -> [DBusValue]
     ) -> DBusMethod {
         DBusMethod(name, in: inputSignature, out: outputSignature, handler: .immediate(body))
@@ -56,7 +58,7 @@ public struct DBusMethod: Sendable {
 
     /// A method answered later through a ``DBusPendingReply`` (see ``Handler/deferred(_:)``).
     public static func deferred(
-        _ name: String, in inputSignature: DBusSignature = .empty, out outputSignature: DBusSignature = .empty,
+        _ name: String, in inputSignature: DBusSignature? = .empty, out outputSignature: DBusSignature? = .empty,
         _ body: @escaping @Sendable (DBusMessage, DBusPendingReply) -> Void
     ) -> DBusMethod {
         DBusMethod(name, in: inputSignature, out: outputSignature, handler: .deferred(body))

@@ -12,10 +12,10 @@ public final class DBusPendingReply: Sendable {
     /// The call being answered.
     public let call: DBusMessage
     private let connection: DBusConnection
-    private let outputSignature: DBusSignature
+    private let outputSignature: DBusSignature?
     private let done = Mutex(false)
 
-    init(call: DBusMessage, connection: DBusConnection, outputSignature: DBusSignature) {
+    init(call: DBusMessage, connection: DBusConnection, outputSignature: DBusSignature?) {
         self.call = call
         self.connection = connection
         self.outputSignature = outputSignature

@@ -212,9 +212,11 @@ extension DBusValue {
 }
 
 extension DBusValue: ExpressibleByStringLiteral {
-    /// A string literal is an `s`.
+    /// A string literal (also an interpolated one) is an `s`.
     public init(stringLiteral value: String) { self = .string(value) }
 }
+
+extension DBusValue: ExpressibleByStringInterpolation {}
 
 extension DBusValue: ExpressibleByIntegerLiteral {
     /// An integer literal is an `i` (`Int32`).

@@ -55,9 +55,9 @@ enum Introspection {
         return out + "</node>\n"
     }
 
-    private static func arguments(_ signature: DBusSignature, names: [String], direction: String?) -> String {
+    private static func arguments(_ signature: DBusSignature?, names: [String], direction: String?) -> String {
         var out = ""
-        for (index, type) in signature.types.enumerated() {
+        for (index, type) in (signature?.types ?? []).enumerated() {
             out += "<arg"
             if index < names.count { out += " name=\"\(escape(names[index]))\"" }
             out += " type=\"\(escape(type.description))\""
