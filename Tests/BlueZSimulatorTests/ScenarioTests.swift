@@ -50,7 +50,7 @@ struct ScenarioTests {
         (#"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["reed"]}]}]}]}"#,
          "devices[0].gatt[0].characteristics[0].flags[0]: \"reed\" is not a characteristic flag"),
         (#"{"devices": [{"address": "A4:C1:38:00:00:01", "service_data": {"fcd2": {"template": "bthome_v9"}}}]}"#,
-         "devices[0].service_data.fcd2: \"bthome_v9\" is not a template"),
+         "devices[0].service_data.fcd2.template: \"bthome_v9\" is not a template"),
         (#"{"devices": [{"address": "A4:C1:38:00:00:01", "adapter": "hci7"}]}"#, "devices[0].adapter: no adapter named \"hci7\""),
         (#"{"devices": [{"address": "A4:C1:38:00:00:01"}, {"address": "a4:c1:38:00:00:01"}]}"#, "devices[1].address: A4:C1:38:00:00:01 is used twice"),
         (#"{"devices": [}"#, "invalid JSON at byte 13"),
@@ -82,7 +82,7 @@ struct ScenarioTests {
         (-4.5, NumberFormat(.s16be, scale: 0.1), [0xFF, 0xD3]),
         (85, NumberFormat(.u8), [0x55]),
         (300, NumberFormat(.u8), [0xFF]),
-        (101325, NumberFormat(.u32le, scale: 0.1), [0xE2, 0x75, 0x0F, 0x00]),
+        (101325, NumberFormat(.u32le, scale: 0.1), [0x02, 0x76, 0x0F, 0x00]),
     ] as [(Double, NumberFormat, [UInt8])])
     func formats(value: Double, format: NumberFormat, bytes: [UInt8]) {
         #expect(format.encode(value) == bytes)
