@@ -86,6 +86,22 @@ extension DBusConnection {
         try sendMessage(message)
     }
 
+    /// Bytes queued in libdbus and not yet written to the socket (`dbus_connection_get_outgoing_size`);
+    /// a producer of many signals can wait while this is large, for back-pressure.
+    public var outgoingQueueSize: Int {
+        guard let raw else { return 0 }
+        return dbus_connection_get_outgoing_size(raw)
+    }
+
+    /// Waits until every queued outgoing message is written to the socket
+    /// (`dbus_connection_has_messages_to_send`), checking every millisecond; never blocks the loop,
+    /// unlike `dbus_connection_flush`. Returns at once when the connection is closed.
+    public func flush() async throws {
+        while let raw, dbus_connection_has_messages_to_send(raw) != 0 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
     func sendMessage(_ message: OpaquePointer) throws {
         guard let raw else { throw DBusError(.disconnected, "the connection is closed") }
         try LibDBus.check(dbus_connection_send(raw, message, nil), "dbus_connection_send")

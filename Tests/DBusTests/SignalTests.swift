@@ -1,0 +1,99 @@
+import DBus
+import Testing
+
+@Suite("Signals and match rules")
+struct SignalTests {
+    @Test("only signals matching the rule are delivered, in order")
+    func matchRules() async throws {
+        try await TestBus.run { bus in
+            let emitter = try await bus.connect()
+            let listener = try await bus.connect()
+            let stream = try await listener.signals(
+                matching: DBusMatchRule(pathNamespace: "/org/bluez", interface: "org.gattway.Test", member: "Tick"))
+            let everything = try await listener.signals(matching: DBusMatchRule(interface: "org.gattway.Test"))
+            try await emitter.emit(path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tick", arguments: [1])
+            try await emitter.emit(path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tock", arguments: [2])
+            try await emitter.emit(path: "/elsewhere", interface: "org.gattway.Test", member: "Tick", arguments: [3])
+            try await emitter.emit(path: "/org/bluezz", interface: "org.gattway.Test", member: "Tick", arguments: [4])
+            try await emitter.emit(path: "/org/bluez", interface: "org.gattway.Other", member: "Tick", arguments: [5])
+            try await emitter.emit(path: "/org/bluez/hci0/dev_1", interface: "org.gattway.Test", member: "Tick", arguments: [6])
+            var iterator = stream.makeAsyncIterator()
+            let first = try await next(&iterator)
+            #expect(first.arguments == [1])
+            #expect(first.sender == emitter.uniqueName)
+            #expect(first.path == "/org/bluez/hci0")
+            #expect(first.member == "Tick")
+            #expect(try await next(&iterator).arguments == [6])
+            // The catch-all stream saw all five org.gattway.Test signals, so nothing was lost for it.
+            var all = everything.makeAsyncIterator()
+            var seen: [DBusValue] = []
+            for _ in 0..<5 { seen += try await next(&all).arguments }
+            #expect(seen == [1, 2, 3, 4, 6])
+            await listener.close()
+            await emitter.close()
+        }
+    }
+
+    @Test("argument and sender rules select signals")
+    func argumentAndSenderRules() async throws {
+        try await TestBus.run { bus in
+            let a = try await bus.connect()
+            let b = try await bus.connect()
+            let listener = try await bus.connect()
+            let fromB = try await listener.signals(matching: DBusMatchRule(sender: b.uniqueName, member: "Ping"))
+            let arg0 = try await listener.signals(
+                matching: DBusMatchRule(member: "Ping", arguments: [0: "org.bluez.Device1"]))
+            try await a.emit(path: "/a", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
+            try await b.emit(path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Adapter1"])
+            try await b.emit(path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
+            var fromBIterator = fromB.makeAsyncIterator()
+            #expect(try await next(&fromBIterator).arguments == ["org.bluez.Adapter1"])
+            #expect(try await next(&fromBIterator).arguments == ["org.bluez.Device1"])
+            var arg0Iterator = arg0.makeAsyncIterator()
+            #expect(try await next(&arg0Iterator).sender == a.uniqueName)
+            #expect(try await next(&arg0Iterator).sender == b.uniqueName)
+            for connection in [a, b, listener] { await connection.close() }
+        }
+    }
+
+    @Test("ending a stream removes its match rule from the bus")
+    func streamEndRemovesMatch() async throws {
+        try await TestBus.run { bus in
+            let listener = try await bus.connect()
+            let probe = try await bus.connect()
+            func ruleCount() async throws -> Int {
+                // Debian's dbus-daemon is built with org.freedesktop.DBus.Debug.Stats, which counts rules.
+                let output = try await runTool("busctl", ["--address=\(bus.daemon.address)", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", listener.uniqueName])
+                guard output.status == 0, let range = output.output.range(of: "\"MatchRules\" u ") else { return -1 }
+                return Int(output.output[range.upperBound...].prefix { $0.isNumber }) ?? -1
+            }
+            let before = try await ruleCount()
+            var stream: AsyncStream<DBusMessage>? = try await listener.signals(matching: DBusMatchRule(member: "Nothing"))
+            let during = try await ruleCount()
+            stream = nil
+            _ = stream
+            var after = try await ruleCount()
+            for _ in 0..<100 where after != before {
+                try await Task.sleep(for: .milliseconds(10))
+                after = try await ruleCount()
+            }
+            #expect(before >= 0, "Debug.Stats unavailable")
+            #expect(during == before + 1)
+            #expect(after == before)
+            await probe.close()
+            await listener.close()
+        }
+    }
+
+    @Test("closing the connection finishes its signal streams")
+    func closeFinishesStreams() async throws {
+        try await TestBus.run { bus in
+            let listener = try await bus.connect()
+            let stream = try await listener.signals(matching: DBusMatchRule(member: "Never"))
+            await listener.close()
+            var iterator = stream.makeAsyncIterator()
+            let element = await iterator.next()
+            #expect(element == nil)
+        }
+    }
+}
