@@ -248,12 +248,10 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var drained: [Work] = []
         while state.load(ordering: .acquiring) == 0 {
             for (_, hook) in prepareHooks { hook() }
-            // Work queued by a hook runs before we sleep.
-            if inbox.withLock({ !$0.isEmpty }) {
-                drainInbox(into: &drained)
-                continue
-            }
-            let timeout = pollTimeoutMilliseconds()
+            // Queued work (also work queued by a hook) means: poll without sleeping, then run it.
+            // Always polling keeps I/O serviced even while jobs keep re-enqueueing themselves
+            // (a task that yields in a loop would otherwise starve every watch).
+            let timeout = inbox.withLock({ $0.isEmpty }) ? pollTimeoutMilliseconds() : 0
             buildPollSet()
             let ready = pollFDs.withUnsafeMutableBufferPointer { buffer in
                 poll(buffer.baseAddress, nfds_t(buffer.count), timeout)
