@@ -38,11 +38,16 @@ public struct BluetoothUUID: Sendable, Hashable, Comparable, CustomStringConvert
     /// Creates a UUID from 16 octets in written (big-endian) order; nil unless there are 16.
     public init?<C: Collection>(octets: C) where C.Element == UInt8 {
         guard octets.count == 16 else { return nil }
+        self.init(bytes: Array(octets), at: 0)
+    }
+
+    /// Reads 16 octets in written order starting at `offset`; nil when fewer remain.
+    public init?(bytes: [UInt8], at offset: Int) {
+        guard offset >= 0, bytes.count - offset >= 16 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
-        for (index, octet) in octets.enumerated() {
-            if index < 8 { high = high << 8 | UInt64(octet) } else { low = low << 8 | UInt64(octet) }
-        }
+        for index in offset..<(offset + 8) { high = high << 8 | UInt64(bytes[index]) }
+        for index in (offset + 8)..<(offset + 16) { low = low << 8 | UInt64(bytes[index]) }
         self.init(high: high, low: low)
     }
 

@@ -14,9 +14,14 @@ public struct ByteReader: Sendable {
     let what: String
 
     public init(_ bytes: [UInt8], from offset: Int = 0, what: String = "payload") {
+        self.init(bytes, from: offset, to: bytes.count, what: what)
+    }
+
+    /// A reader over `bytes[offset..<end]` (clamped to the array).
+    public init(_ bytes: [UInt8], from offset: Int, to end: Int, what: String = "payload") {
         self.bytes = bytes
-        self.offset = min(max(offset, 0), bytes.count)
-        self.end = bytes.count
+        self.end = min(max(end, 0), bytes.count)
+        self.offset = min(max(offset, 0), self.end)
         self.what = what
     }
 

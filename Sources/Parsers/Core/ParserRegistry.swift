@@ -11,8 +11,9 @@ public struct ParserRegistry: Sendable {
     private var characteristicByUUID: [BluetoothUUID: any CharacteristicParser] = [:]
     private var characteristicByName: [String: any CharacteristicParser] = [:]
     private var advertisementParsers: [any AdvertisementParser] = []
-    /// Parser indices per key, in the order they are tried.
-    private var byKey: [AdvertisementKey: [Int]] = [:]
+    /// Parsers per key, in the order they are tried. A short array scanned linearly: with a dozen
+    /// keys this is cheaper than hashing on every advertisement.
+    private var byKey: [(key: AdvertisementKey, parsers: [any AdvertisementParser])] = []
 
     /// An empty registry.
     public init() {}
@@ -33,9 +34,14 @@ public struct ParserRegistry: Sendable {
 
     /// Adds an advertisement parser, tried before the ones registered earlier for the same key.
     public mutating func register(_ parser: any AdvertisementParser) {
-        let index = advertisementParsers.count
         advertisementParsers.append(parser)
-        for key in parser.keys { byKey[key, default: []].insert(index, at: 0) }
+        for key in parser.keys {
+            if let slot = byKey.firstIndex(where: { $0.key == key }) {
+                byKey[slot].parsers.insert(parser, at: 0)
+            } else {
+                byKey.append((key, [parser]))
+            }
+        }
     }
 
     /// The default parser for a characteristic UUID.
@@ -120,9 +126,8 @@ public struct ParserRegistry: Sendable {
     private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext, generic: Bool? = nil)
         throws(ParseError) -> DecodedAdvertisement?
     {
-        guard let candidates = byKey[key] else { return nil }
-        for index in candidates {
-            let parser = advertisementParsers[index]
+        guard let slot = byKey.firstIndex(where: { $0.key == key }) else { return nil }
+        for parser in byKey[slot].parsers {
             if let generic, parser.isGeneric != generic { continue }
             if let readings = try parser.decode(payload, key: key, context: context) {
                 return DecodedAdvertisement(format: parser.format, readings: readings)

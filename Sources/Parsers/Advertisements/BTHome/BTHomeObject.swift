@@ -24,6 +24,8 @@ struct BTHomeObject: Sendable {
     let factor: Double?
     let unit: String?
     let deviceClass: DeviceClass?
+    /// Index of ``name`` among the table's distinct names (< 128), for cheap repeat detection.
+    var nameIndex = 0
 
     init(_ name: String, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
          factor: Double? = nil, unit: String? = nil, _ deviceClass: DeviceClass? = nil)
@@ -125,6 +127,13 @@ struct BTHomeObject: Sendable {
         t[0xF0] = BTHomeObject("device_type_id", .info, size: 2)
         t[0xF1] = BTHomeObject("firmware_version", .info, size: 4)
         t[0xF2] = BTHomeObject("firmware_version", .info, size: 3)
+        var indices: [String: Int] = [:]
+        for id in t.indices {
+            guard let name = t[id]?.name else { continue }
+            let index = indices[name] ?? indices.count
+            indices[name] = index
+            t[id]?.nameIndex = index
+        }
         return t
     }()
 
@@ -139,7 +148,7 @@ struct BTHomeObject: Sendable {
     func decode(_ bytes: [UInt8], start: Int, length: Int, float: Bool, signedOverride: Bool?,
                 into readings: inout [Reading]) throws(ParseError)
     {
-        var reader = ByteReader(bytes, from: start, what: "BTHome object \(name)")
+        var reader = ByteReader(bytes, from: start, to: start + length, what: "BTHome object")
         let readingName = name
         switch kind {
         case .number, .info:
@@ -189,15 +198,29 @@ struct BTHomeObject: Sendable {
 extension BTHomeObject {
     /// Numbers readings whose name repeats (`temperature_1`, `temperature_2`), as bthome-ble does,
     /// then drops the "no event" placeholders of button objects.
-    static func numberRepeatedNames(_ readings: inout [Reading]) {
+    /// Tracks which reading names a payload produced, so the renaming pass runs only when needed.
+    struct NameSet {
+        var low: UInt64 = 0
+        var high: UInt64 = 0
         var repeated = false
-        outer: for i in readings.indices {
-            for j in readings.indices where j > i && readings[j].name == readings[i].name {
-                repeated = true
-                break outer
+        var hasButton = false
+        var needsPass: Bool { repeated || hasButton }
+
+        mutating func insert(_ object: BTHomeObject) {
+            let bit = UInt64(1) << UInt64(object.nameIndex & 63)
+            if object.nameIndex < 64 {
+                if low & bit != 0 { repeated = true }
+                low |= bit
+            } else {
+                if high & bit != 0 { repeated = true }
+                high |= bit
             }
+            if object.kind == .buttonEvent { hasButton = true }
         }
-        if repeated {
+    }
+
+    static func numberRepeatedNames(_ readings: inout [Reading], names: NameSet) {
+        if names.repeated {
             var counts: [String: Int] = [:]
             for reading in readings { counts[reading.name, default: 0] += 1 }
             var seen: [String: Int] = [:]
@@ -209,7 +232,9 @@ extension BTHomeObject {
                 readings[index].name = "\(name)_\(occurrence)"
             }
         }
-        readings.removeAll { $0.name.hasPrefix("button") && $0.value == .null }
+        if names.hasButton, readings.contains(where: { $0.value == .null }) {
+            readings.removeAll { $0.value == .null && $0.name.hasPrefix("button") }
+        }
     }
 }
 

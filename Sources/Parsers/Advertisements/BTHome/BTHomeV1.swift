@@ -38,6 +38,7 @@ public struct BTHomeV1: AdvertisementParser {
     }
 
     static func objects(_ bytes: [UInt8], into readings: inout [Reading]) throws(ParseError) {
+        var names = BTHomeObject.NameSet()
         var offset = 0
         while offset < bytes.count {
             let header = bytes[offset]
@@ -47,11 +48,12 @@ public struct BTHomeV1: AdvertisementParser {
                   let object = BTHomeObject.table[Int(bytes[offset + 1])] else { break }
             let valueLength = length - 1
             if valueLength <= 8 || object.kind == .text || object.kind == .raw {
-                try object.decode(bytes, start: offset + 2, length: valueLength, float: dataType == 2,
+                names.insert(object)
+            try object.decode(bytes, start: offset + 2, length: valueLength, float: dataType == 2,
                                   signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil), into: &readings)
             }
             offset += 1 + length
         }
-        BTHomeObject.numberRepeatedNames(&readings)
+        if names.needsPass { BTHomeObject.numberRepeatedNames(&readings, names: names) }
     }
 }

@@ -55,16 +55,18 @@ public struct BTHomeV2: AdvertisementParser {
 
     /// Decodes v2 objects from `start` to the end of `bytes`.
     static func objects(_ bytes: [UInt8], from start: Int, into readings: inout [Reading]) throws(ParseError) {
+        var names = BTHomeObject.NameSet()
         var offset = start
         while offset < bytes.count {
             let id = bytes[offset]
             guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1) else { break }
             let valueStart = offset + 1 + (object.size == 0 ? 1 : 0)
             guard valueStart + length <= bytes.count else { break }
+            names.insert(object)
             try object.decode(bytes, start: valueStart, length: length, float: false, signedOverride: nil, into: &readings)
             offset = valueStart + length
         }
-        BTHomeObject.numberRepeatedNames(&readings)
+        if names.needsPass { BTHomeObject.numberRepeatedNames(&readings, names: names) }
     }
 
     /// The value length of an object at `offset`: fixed, or the length byte for text/raw.

@@ -15,8 +15,8 @@ public struct IBeacon: AdvertisementParser {
     {
         guard payload.count >= 2, payload[0] == 0x02, payload[1] == 0x15 else { return nil }
         guard payload.count >= 23 else { throw .tooShort("iBeacon", need: 23, got: payload.count) }
-        var reader = ByteReader(payload, from: 2, what: "iBeacon")
-        let uuid = BluetoothUUID(octets: try reader.bytes(16))
+        let uuid = BluetoothUUID(bytes: payload, at: 2)
+        var reader = ByteReader(payload, from: 18, what: "iBeacon")
         let major = try reader.u16be()
         let minor = try reader.u16be()
         let power = try reader.s8()

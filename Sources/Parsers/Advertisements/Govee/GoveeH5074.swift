@@ -9,8 +9,8 @@ public struct GoveeH5074: AdvertisementParser {
     public var keys: [AdvertisementKey] { [.manufacturer(0xEC88)] }
 
     static func namesLittleEndianLayout(_ context: AdvertisementContext) -> Bool {
-        let name = context.upperName
-        return name.contains("H5074") || name.contains("H5051") || name.contains("H5052") || name.contains("H5071")
+        context.nameContains("H5074") || context.nameContains("H5051") || context.nameContains("H5052")
+            || context.nameContains("H5071")
     }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)

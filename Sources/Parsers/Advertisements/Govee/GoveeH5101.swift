@@ -17,7 +17,7 @@ public struct GoveeH5101: AdvertisementParser {
         var reader = ByteReader(payload, from: 2, what: "Govee H5101")
         var readings: [Reading] = []
         readings.reserveCapacity(3)
-        if context.upperName.contains("5106") {
+        if context.nameContains("5106") {
             let raw = try reader.u32be()
             let negative = raw & 0x8000_0000 != 0
             let value = Int(raw & 0x7FFF_FFFF)

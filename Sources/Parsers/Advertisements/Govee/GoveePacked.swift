@@ -20,6 +20,22 @@ func goveeBattery(_ byte: UInt8, into readings: inout [Reading]) -> Bool {
 }
 
 extension AdvertisementContext {
-    /// The local name, upper-cased, or "" (Govee models are told apart by name).
-    var upperName: String { advertisement.localName?.uppercased() ?? "" }
+    /// True when the local name contains `needle` (ASCII, case-insensitive); Govee models are
+    /// told apart by name. Scans UTF-8 bytes without allocating.
+    func nameContains(_ needle: StaticString) -> Bool {
+        guard let name = advertisement.localName else { return false }
+        let pattern = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard bytes.count >= pattern.count else { return false }
+            outer: for start in 0...(bytes.count - pattern.count) {
+                for offset in 0..<pattern.count where bytes[start + offset] | 0x20 != pattern[offset] | 0x20 {
+                    continue outer
+                }
+                return true
+            }
+            return false
+        }
+        if let found = name.utf8.withContiguousStorageIfAvailable(scan) { return found }
+        return Array(name.utf8).withUnsafeBufferPointer(scan)
+    }
 }

@@ -85,7 +85,7 @@ public struct MiBeacon: AdvertisementParser {
     static func object(_ type: UInt16, _ bytes: [UInt8], start: Int, length: Int, into readings: inout [Reading])
         throws(ParseError)
     {
-        var value = ByteReader(Array(bytes[start..<(start + length)]), what: "MiBeacon object 0x\(String(type, radix: 16))")
+        var value = ByteReader(bytes, from: start, to: start + length, what: "MiBeacon object")
         func float32() throws(ParseError) -> Double {
             Double(Float(bitPattern: try value.u32le()))
         }

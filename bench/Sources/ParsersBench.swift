@@ -1,0 +1,79 @@
+import Bluetooth
+import Foundation
+import Parsers
+
+/// `gattway-bench run parsers`: advertisement and characteristic decoding throughput on one core,
+/// over the decodable vectors of Tests/Fixtures (inputs are parsed before the clock starts).
+enum ParsersBench: BenchSuite {
+    static let name = "parsers"
+
+    static func fixture(_ file: String) -> [[String: Any]] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/\(file)")
+        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+    }
+
+    static func run() async throws -> [BenchRow] {
+        let registry = ParserRegistry.builtIn
+        var adverts: [AdvertisementContext] = []
+        var encrypted = 0
+        for object in fixture("advertisements.jsonl") {
+            guard case .success(.advertisement(let context)) = VectorLineDecoder.parse(object),
+                  (try? registry.decode(context)) != nil else { continue }
+            if context.bindKey != nil { encrypted += 1 }
+            adverts.append(context)
+        }
+        let plain = adverts.filter { $0.bindKey == nil }
+        var characteristics: [(BluetoothUUID, [UInt8])] = []
+        for object in fixture("characteristics.jsonl") {
+            guard case .success(.characteristic(let uuid, let bytes)) = VectorLineDecoder.parse(object),
+                  (try? registry.decode(characteristic: uuid, value: bytes)) != nil else { continue }
+            characteristics.append((uuid, bytes))
+        }
+
+        func measure(_ count: Int, _ body: () -> Int) -> Double {
+            _ = body()  // warm-up
+            let clock = ContinuousClock()
+            var total = 0
+            var rounds = 0
+            let start = clock.now
+            repeat {
+                total &+= body()
+                rounds += 1
+            } while clock.now - start < .seconds(2)
+            let elapsed = clock.now - start
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            if total == -1 { print(total) }
+            return Double(rounds * count) / seconds
+        }
+
+        let allRate = measure(adverts.count) {
+            var readings = 0
+            for context in adverts { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+            return readings
+        }
+        let plainRate = measure(plain.count) {
+            var readings = 0
+            for context in plain { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+            return readings
+        }
+        let characteristicRate = measure(characteristics.count) {
+            var readings = 0
+            for (uuid, bytes) in characteristics {
+                readings &+= (try? registry.decode(characteristic: uuid, value: bytes))?.count ?? 0
+            }
+            return readings
+        }
+        return [
+            BenchRow(name: "advertisements decoded (plain vector mix)", value: plainRate, unit: "adverts/s",
+                     target: "≥ 2000000", detail: "\(plain.count) decodable unencrypted vectors, one core"),
+            BenchRow(name: "advertisements decoded (mix incl. AES-CCM)", value: allRate, unit: "adverts/s",
+                     detail: "\(adverts.count) vectors, \(encrypted) encrypted (OpenSSL EVP per frame)"),
+            BenchRow(name: "characteristic values decoded", value: characteristicRate, unit: "values/s",
+                     detail: "\(characteristics.count) valid SIG characteristic vectors, one core"),
+        ]
+    }
+}
