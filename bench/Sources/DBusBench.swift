@@ -1,0 +1,209 @@
+import DBus
+import EventLoop
+import Foundation
+
+/// D-Bus throughput through a private dbus-daemon: PropertiesChanged-shaped signals received by our
+/// client from a second process (`gattway-bench child dbus-emitter ADDRESS COUNT`), and signals our
+/// connection emits.
+enum DBusBench: BenchSuite {
+    static let name = "dbus"
+    static let receiveCount = 200_000
+    static let emitCount = 200_000
+
+    static func run() async throws -> [BenchRow] {
+        let daemon = try BenchDBusDaemon()
+        defer { daemon.stop() }
+        let loop = EventLoop(name: "bench-dbus")
+        defer { loop.shutdown() }
+        var rows: [BenchRow] = []
+
+        // 1. Receive from a second process.
+        let client = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
+        let stream = try await client.signals(
+            matching: DBusMatchRule(
+                pathNamespace: "/org/bluez", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+        let emitter = Process()
+        emitter.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        emitter.arguments = ["child", "dbus-emitter", daemon.address, String(receiveCount)]
+        try emitter.run()
+        var received = 0
+        var first: ContinuousClock.Instant? = nil
+        var last = ContinuousClock.now
+        var checksum = 0
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(60))
+            await client.close()  // finishes the stream if signals were lost
+        }
+        for await signal in stream {
+            if first == nil { first = .now }
+            checksum &+= signal.arguments[1]["RSSI"]?.int ?? 0
+            received += 1
+            if received == receiveCount {
+                last = .now
+                break
+            }
+        }
+        watchdog.cancel()
+        emitter.waitUntilExit()
+        let seconds = first.map { (last - $0).seconds } ?? 0
+        rows.append(
+            BenchRow(
+                name: "D-Bus signals received from a second process", value: seconds > 0 ? Double(received - 1) / seconds : 0,
+                unit: "signals/s", target: "≥ 20000",
+                detail: "\(received)/\(receiveCount) PropertiesChanged (sa{sv}as, RSSI + ManufacturerData) via dbus-daemon, decoded into DBusValue, AsyncStream consumer (checksum \(checksum))"))
+
+        // 2. Emit from our connection, with a second connection of ours receiving them all.
+        let receiver = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
+        let sink = try await receiver.signals(matching: DBusMatchRule(sender: client.uniqueName, member: "PropertiesChanged"))
+        let start = ContinuousClock.now
+        let counter = Task {
+            var n = 0
+            for await _ in sink {
+                n += 1
+                if n == emitCount { break }
+            }
+            return (n, ContinuousClock.now)
+        }
+        try await emitSignals(on: client, count: emitCount)
+        let emitted = ContinuousClock.now
+        try await client.flush()
+        let written = ContinuousClock.now
+        let receivedBack = try await withTimeout(seconds: 60) { await counter.value }
+        rows.append(
+            BenchRow(
+                name: "D-Bus signals emitted by our connection", value: Double(emitCount) / (written - start).seconds,
+                unit: "signals/s", target: "≥ 20000",
+                detail: "\(emitCount) PropertiesChanged built + sent + written to the socket (emit loop alone: \(Int(Double(emitCount) / (emitted - start).seconds))/s)"))
+        if let (count, end) = receivedBack {
+            rows.append(
+                BenchRow(
+                    name: "D-Bus signals emitted and received in one process", value: Double(count) / (end - start).seconds,
+                    unit: "signals/s", detail: "\(count)/\(emitCount) through dbus-daemon to a second connection on the same loop"))
+        }
+        await receiver.close()
+        await client.close()
+        return rows
+    }
+
+    static func child(_ arguments: [String]) async throws -> Bool {
+        guard arguments.first == "dbus-emitter" else { return false }
+        guard arguments.count == 3, let count = Int(arguments[2]) else {
+            FileHandle.standardError.write(Data("usage: gattway-bench child dbus-emitter ADDRESS COUNT\n".utf8))
+            exit(64)
+        }
+        let loop = EventLoop(name: "bench-dbus-emitter")
+        let connection = try await DBusConnection.connect(to: .address(arguments[1]), on: loop)
+        try await emitSignals(on: connection, count: count)
+        try await connection.flush()
+        await connection.close()
+        loop.shutdown()
+        return true
+    }
+
+    /// Emits `count` PropertiesChanged signals in bursts, waiting while more than 1 MiB is queued.
+    static func emitSignals(on connection: DBusConnection, count: Int) async throws {
+        var sent = 0
+        while sent < count {
+            let burst = min(512, count - sent)
+            try await connection.emitPropertiesChangedBurst(from: sent, count: burst)
+            sent += burst
+            while await connection.outgoingQueueSize > 1 << 20 {
+                try await Task.sleep(for: .microseconds(200))
+            }
+        }
+    }
+
+    static func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async -> T) async throws -> T? {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+}
+
+extension DBusConnection {
+    /// Runs on the connection's loop: a burst of BlueZ-shaped PropertiesChanged signals without a
+    /// hop per signal.
+    fileprivate func emitPropertiesChangedBurst(from start: Int, count: Int) throws {
+        for index in start..<(start + count) {
+            try emit(
+                path: "/org/bluez/hci0/dev_A4_C1_38_0B_12_34", interface: "org.freedesktop.DBus.Properties",
+                member: "PropertiesChanged",
+                arguments: [
+                    "org.bluez.Device1",
+                    .variantDictionary([
+                        ("RSSI", .int16(Int16(-40 - index % 50))),
+                        ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [
+                            DBusDictionaryEntry(.uint16(0x0001), .variant(.bytes([1, 2, 3, 4, 5, 6, UInt8(index & 0xFF)]))),
+                        ])),
+                    ]),
+                    .array(.string, []),
+                ])
+        }
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+/// A private dbus-daemon for the benchmark (a small copy of Tests/TestSupport/DBusDaemon.swift,
+/// which is test-only): generated allow-all session config, unix socket in a temporary directory.
+final class BenchDBusDaemon {
+    let address: String
+    let directory: URL
+    let process = Process()
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-bench-dbus-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = directory.appendingPathComponent("bus.conf")
+        try """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>unix:path=\(directory.path)/bus</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+          <limit name="max_incoming_bytes">1000000000</limit>
+          <limit name="max_outgoing_bytes">1000000000</limit>
+        </busconfig>
+        """.write(to: config, atomically: true, encoding: .utf8)
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address", "--nopidfile"]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while !line.contains(0x0A) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+        guard text.hasPrefix("unix:") else {
+            process.terminate()
+            throw DBusError(.failed, "dbus-daemon did not print its address")
+        }
+        address = text
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
