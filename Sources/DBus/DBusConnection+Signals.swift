@@ -31,6 +31,7 @@ extension DBusConnection {
     ) async throws {
         try rule.validate()
         guard raw != nil else { throw DBusError(.disconnected, "the connection is closed") }
+        if let name = rule.sender, rule.hasWellKnownSender { try await trackOwner(of: name) }
         let id = allocateID()
         subscriptions[id] = SignalSubscription(rule: rule, deliver: deliver, finish: finish)
         let loop = self.loop
@@ -40,13 +41,59 @@ extension DBusConnection {
         do {
             _ = try await callBus("AddMatch", [.string(rule.description)])
         } catch {
-            if let subscription = subscriptions.removeValue(forKey: id) { subscription.finish() }
+            if let subscription = subscriptions.removeValue(forKey: id) {
+                subscription.finish()
+                if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
+            }
             throw error
         }
     }
 
+    /// Starts (or counts another user of) tracking the owner of a well-known sender name: an
+    /// internal NameOwnerChanged subscription keeps ``senderOwners`` current.
+    private func trackOwner(of name: String) async throws {
+        if senderOwners[name] != nil {
+            senderOwners[name]?.users += 1
+            return
+        }
+        let id = allocateID()
+        senderOwners[name] = SenderOwner(owner: nil, users: 1, subscription: id)
+        let rule = DBusMatchRule(
+            sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "NameOwnerChanged", arguments: [0: name])
+        subscriptions[id] = SignalSubscription(
+            rule: rule,
+            deliver: { [self] message in
+                guard message.arguments.count == 3, let owner = message.arguments[2].string else { return }
+                self.assumeIsolated { $0.senderOwners[name]?.owner = owner.isEmpty ? nil : owner }
+            },
+            finish: {})
+        do {
+            _ = try await callBus("AddMatch", [.string(rule.description)])
+            let owner = try await nameOwner(name)
+            if senderOwners[name]?.subscription == id, senderOwners[name]?.owner == nil {
+                senderOwners[name]?.owner = owner
+            }
+        } catch {
+            untrackOwner(of: name)
+            throw error
+        }
+    }
+
+    private func untrackOwner(of name: String) {
+        guard var entry = senderOwners[name] else { return }
+        entry.users -= 1
+        if entry.users > 0 {
+            senderOwners[name] = entry
+            return
+        }
+        senderOwners.removeValue(forKey: name)
+        unsubscribe(id: entry.subscription)
+    }
+
     private func unsubscribe(id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id), raw != nil else { return }
+        if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
         try? send(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "RemoveMatch", arguments: [.string(subscription.rule.description)])
@@ -68,6 +115,11 @@ extension DBusConnection {
                 decoded = message
             }
             guard let decoded else { return }
+            if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender,
+                senderOwners[name]?.owner != sender
+            {
+                continue
+            }
             if subscription.rule.arguments.isEmpty || subscription.rule.matchesArguments(decoded.arguments) {
                 subscription.deliver(decoded)
             }

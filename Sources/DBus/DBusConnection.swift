@@ -69,7 +69,16 @@ public actor DBusConnection {
     var pendingByPointer: [OpaquePointer: UInt64] = [:]
     var subscriptions: [UInt64: SignalSubscription] = [:]
     var objects: [DBusObjectPath: ExportedObject] = [:]
+    /// Current owners of well-known names used as match-rule senders (nil: no owner), with the
+    /// number of subscriptions using each and the id of the internal NameOwnerChanged subscription.
+    var senderOwners: [String: SenderOwner] = [:]
     var objectManagers: Set<DBusObjectPath> = []
+
+    struct SenderOwner {
+        var owner: String?
+        var users: Int
+        var subscription: UInt64
+    }
 
     struct PendingCall {
         var pending: OpaquePointer
@@ -222,6 +231,7 @@ public actor DBusConnection {
         for subscription in streams.values { subscription.finish() }
         objects.removeAll()
         objectManagers.removeAll()
+        senderOwners.removeAll()
         dbus_connection_close(connection)
         // Dropping the hooks releases the references they hold on `self`.
         dbus_connection_set_watch_functions(connection, nil, nil, nil, nil, nil)

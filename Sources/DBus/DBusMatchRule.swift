@@ -2,8 +2,8 @@
 ///
 /// Unset fields match anything. The bus delivers the union of all rules a connection added, so the
 /// connection also applies each rule locally and a stream sees only what its own rule matches.
-/// `sender` may be a unique name (checked locally) or a well-known name (left to the bus, which
-/// resolves it to the current owner).
+/// `sender` may be a unique name or a well-known name; for a well-known name the connection
+/// tracks the name's current owner (`GetNameOwner` + `NameOwnerChanged`) to match locally.
 public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
     public var sender: String?
     public var path: DBusObjectPath?
@@ -55,7 +55,7 @@ public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether the header fields match (arguments are checked by ``matchesArguments(_:)``).
     func matchesHeader(sender: String?, path: String?, interface: String?, member: String?) -> Bool {
-        if let want = self.sender, want.hasPrefix(":"), want != sender { return false }
+        if let want = self.sender, !hasWellKnownSender, want != sender { return false }
         if let want = self.path, want.rawValue != path { return false }
         if let want = pathNamespace {
             guard let path, DBusObjectPath(unchecked: path).isDescendant(of: want) else { return false }
@@ -63,6 +63,13 @@ public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
         if let want = self.interface, want != interface { return false }
         if let want = self.member, want != member { return false }
         return true
+    }
+
+    /// True when `sender` is a well-known name other than the bus's own (which the bus uses
+    /// literally as the sender of its signals).
+    var hasWellKnownSender: Bool {
+        guard let sender else { return false }
+        return !sender.hasPrefix(":") && sender != "org.freedesktop.DBus"
     }
 
     func matchesArguments(_ values: [DBusValue]) -> Bool {

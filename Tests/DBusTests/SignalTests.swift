@@ -56,6 +56,32 @@ struct SignalTests {
         }
     }
 
+    @Test("a well-known sender rule follows the name's current owner, even beside a catch-all rule")
+    func wellKnownSender() async throws {
+        try await TestBus.run { bus in
+            let owner = try await bus.connect()
+            let other = try await bus.connect()
+            let listener = try await bus.connect()
+            #expect(try await owner.requestName("org.gattway.Owner") == .primaryOwner)
+            let fromName = try await listener.signals(matching: DBusMatchRule(sender: "org.gattway.Owner", member: "Ping"))
+            let everything = try await listener.signals(matching: DBusMatchRule(member: "Ping"))
+            var catchAll = everything.makeAsyncIterator()
+            try await other.emit(path: "/o", interface: "org.gattway.Test", member: "Ping", arguments: ["other"])
+            try await owner.emit(path: "/o", interface: "org.gattway.Test", member: "Ping", arguments: ["owner"])
+            _ = try await next(&catchAll)
+            _ = try await next(&catchAll)
+            var iterator = fromName.makeAsyncIterator()
+            #expect(try await next(&iterator).arguments == ["owner"])
+            // The name moves to `other`: now its signals match.
+            #expect(try await owner.releaseName("org.gattway.Owner") == .released)
+            #expect(try await other.requestName("org.gattway.Owner") == .primaryOwner)
+            try await owner.emit(path: "/o", interface: "org.gattway.Test", member: "Ping", arguments: ["old owner"])
+            try await other.emit(path: "/o", interface: "org.gattway.Test", member: "Ping", arguments: ["new owner"])
+            #expect(try await next(&iterator).arguments == ["new owner"])
+            for connection in [owner, other, listener] { await connection.close() }
+        }
+    }
+
     @Test("ending a stream removes its match rule from the bus")
     func streamEndRemovesMatch() async throws {
         try await TestBus.run { bus in
