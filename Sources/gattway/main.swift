@@ -4,6 +4,7 @@ import Glibc
 
 /// Every subcommand, in the order `gattway --help` lists them.
 let commands: [any Command.Type] = [
+    DecodeCommand.self,
     VersionCommand.self,
 ]
 
