@@ -9,12 +9,18 @@ public struct Scenario: Sendable {
     public var events: [TimedEvent]
     /// Seed of every random generator, so runs repeat.
     public var seed: UInt64
+    /// BlueZ's own delays (disconnect timer, temporary-device timeout, …), scalable for tests.
+    public var timing: TimingSpec
 
-    public init(adapters: [AdapterSpec], devices: [DeviceSpec] = [], events: [TimedEvent] = [], seed: UInt64 = 1) {
+    public init(
+        adapters: [AdapterSpec], devices: [DeviceSpec] = [], events: [TimedEvent] = [], seed: UInt64 = 1,
+        timing: TimingSpec = TimingSpec()
+    ) {
         self.adapters = adapters
         self.devices = devices
         self.events = events
         self.seed = seed
+        self.timing = timing
     }
 
     /// Reads a scenario file; every error names the JSON path.
@@ -50,8 +56,11 @@ public struct Scenario: Sendable {
             devices.append(device)
         }
         let events = try root.optional("events")?.array().map { try TimedEvent.read($0, adapters: names) } ?? []
+        let timing = try root.optional("timing").map(TimingSpec.read) ?? TimingSpec()
         try root.finish()
-        return Scenario(adapters: adapters, devices: devices, events: events.sorted { $0.at < $1.at }, seed: UInt64(seed))
+        return Scenario(
+            adapters: adapters, devices: devices, events: events.sorted { $0.at < $1.at }, seed: UInt64(seed),
+            timing: timing)
     }
 }
 
@@ -132,6 +141,11 @@ public struct DeviceSpec: Sendable, Equatable {
             && lhs.serviceData.map(\.payload) == rhs.serviceData.map(\.payload)
     }
 
+    /// Reads one device object (as in a scenario's `devices[]`, or the control interface's `AddDevice`).
+    public static func parse(_ data: Data, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
+        try read(try JSONReader.parse(data), adapters: adapters, defaultAdapter: defaultAdapter)
+    }
+
     static func read(_ reader: JSONReader, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
         let object = try reader.object()
         let address = try readAddress(try object.required("address"))
@@ -191,6 +205,11 @@ public struct ServiceSpec: Sendable, Equatable {
     public var uuid: BluetoothUUID
     public var characteristics: [CharacteristicSpec]
 
+    public init(uuid: BluetoothUUID, characteristics: [CharacteristicSpec]) {
+        self.uuid = uuid
+        self.characteristics = characteristics
+    }
+
     static func read(_ reader: JSONReader) throws -> ServiceSpec {
         let object = try reader.object()
         let uuid = try readUUID(try object.required("uuid"))
@@ -225,6 +244,22 @@ public struct CharacteristicSpec: Sendable, Equatable {
     public var writeError: UInt8?
     /// Descriptors besides the CCCD (which BlueZ adds for notify/indicate).
     public var descriptors: [DescriptorSpec]
+
+    public init(
+        uuid: BluetoothUUID, flags: [String], value: PayloadSpec = .bytes([]), notifyInterval: Double? = nil,
+        notifyValue: PayloadSpec? = nil, reflectWritesTo: BluetoothUUID? = nil, readError: UInt8? = nil,
+        writeError: UInt8? = nil, descriptors: [DescriptorSpec] = []
+    ) {
+        self.uuid = uuid
+        self.flags = flags
+        self.value = value
+        self.notifyInterval = notifyInterval
+        self.notifyValue = notifyValue
+        self.reflectWritesTo = reflectWritesTo
+        self.readError = readError
+        self.writeError = writeError
+        self.descriptors = descriptors
+    }
 
     static func read(_ reader: JSONReader) throws -> CharacteristicSpec {
         let object = try reader.object()
@@ -264,6 +299,11 @@ public struct CharacteristicSpec: Sendable, Equatable {
 public struct DescriptorSpec: Sendable, Equatable {
     public var uuid: BluetoothUUID
     public var value: [UInt8]
+
+    public init(uuid: BluetoothUUID, value: [UInt8]) {
+        self.uuid = uuid
+        self.value = value
+    }
 
     static func read(_ reader: JSONReader) throws -> DescriptorSpec {
         let object = try reader.object()
@@ -313,8 +353,9 @@ public struct TimedEvent: Sendable, Equatable {
     public enum Action: Sendable, Equatable {
         /// Power an adapter off or on.
         case power(adapter: String, on: Bool)
-        /// The daemon exits like a crash: the bus name goes, no InterfacesRemoved.
-        case crash
+        /// The daemon exits like a crash: the bus name goes, no InterfacesRemoved; with
+        /// `restartAfter` it comes back that many seconds later with a fresh object tree.
+        case crash(restartAfter: Double?)
     }
 
     public var at: Double
@@ -326,7 +367,7 @@ public struct TimedEvent: Sendable, Equatable {
         let action: Action
         if let crash = object.optional("crash") {
             guard try crash.bool() else { throw crash.fail("only true makes sense here") }
-            action = .crash
+            action = .crash(restartAfter: try object.optional("restart_after")?.duration())
         } else if let powered = object.optional("powered") {
             let adapterReader = try object.required("adapter")
             let adapter = try adapterReader.string()
@@ -337,5 +378,34 @@ public struct TimedEvent: Sendable, Equatable {
         }
         try object.finish()
         return TimedEvent(at: at, action: action)
+    }
+}
+
+/// BlueZ's own timings. The defaults are what real bluetoothd 5.66 does (measured in the
+/// realbluez VM); tests scale them down with `"timing": {...}`.
+public struct TimingSpec: Sendable, Equatable {
+    /// `Device1.Disconnect()`: BlueZ's fixed disconnect timer before the link drops (2 s).
+    public var disconnectDelay: Double = 2
+    /// A temporary device is removed this long after its last advertisement (30 s).
+    public var temporaryTimeout: Double = 30
+    /// From the Connect() reply to `ServicesResolved=true` (≈0.1 s in the VM).
+    public var resolveDelay: Double = 0.1
+    /// Round trip of a GATT read or write request (≈20 ms in the VM); 0 answers at once.
+    public var gattLatency: Double = 0.02
+    /// The negotiated ATT MTU while connected (BlueZ asks for 517).
+    public var mtu: UInt16 = 517
+
+    public init() {}
+
+    static func read(_ reader: JSONReader) throws -> TimingSpec {
+        let object = try reader.object()
+        var timing = TimingSpec()
+        timing.disconnectDelay = try object.optional("disconnect_delay")?.duration() ?? timing.disconnectDelay
+        timing.temporaryTimeout = try object.optional("temporary_timeout")?.duration() ?? timing.temporaryTimeout
+        timing.resolveDelay = try object.optional("resolve_delay")?.duration() ?? timing.resolveDelay
+        timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
+        timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
+        try object.finish()
+        return timing
     }
 }

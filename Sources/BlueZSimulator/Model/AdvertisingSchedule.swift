@@ -1,0 +1,43 @@
+/// When each advertising device sends its next report: a binary min-heap of (deadline, key), so
+/// thousands of devices cost one loop timer (armed for the earliest deadline) and O(log n) per
+/// report. Entries of devices that stopped advertising are dropped when they surface.
+struct AdvertisingSchedule<Key: Hashable> {
+    private var heap: [(deadline: UInt64, key: Key)] = []
+
+    var isEmpty: Bool { heap.isEmpty }
+    var count: Int { heap.count }
+    var earliest: UInt64? { heap.first?.deadline }
+
+    mutating func removeAll() { heap.removeAll() }
+
+    mutating func insert(_ key: Key, at deadline: UInt64) {
+        heap.append((deadline, key))
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].deadline < heap[parent].deadline else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the entry with the earliest deadline if it is due at `now`.
+    mutating func popDue(now: UInt64) -> (deadline: UInt64, key: Key)? {
+        guard let first = heap.first, first.deadline <= now else { return nil }
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1, right = left + 1
+                var smallest = parent
+                if left < heap.count && heap[left].deadline < heap[smallest].deadline { smallest = left }
+                if right < heap.count && heap[right].deadline < heap[smallest].deadline { smallest = right }
+                if smallest == parent { break }
+                heap.swapAt(parent, smallest)
+                parent = smallest
+            }
+        }
+        return first
+    }
+}

@@ -1,0 +1,45 @@
+import Bluetooth
+
+/// A write a simulated peripheral received (listed by the control interface's `RecordedWrites`).
+public struct RecordedWrite: Sendable, Equatable {
+    /// The adapter (`hci0`) and device address.
+    public var adapter: String
+    public var device: BluetoothAddress
+    /// The characteristic (or descriptor) UUID and object path.
+    public var uuid: BluetoothUUID
+    public var path: String
+    public var value: [UInt8]
+    public var offset: UInt16
+    /// "request", "command" (also for AcquireWrite datagrams), "reliable" or "descriptor".
+    public var type: String
+    /// Seconds since the simulator started.
+    public var time: Double
+}
+
+/// What the simulator has done, for tests and the bench (control interface `Counters`).
+public struct SimulatorCounters: Sendable, Equatable {
+    public var advertisementReports = 0
+    public var connects = 0
+    public var connectFailures = 0
+    public var disconnects = 0
+    public var reads = 0
+    public var writes = 0
+    /// Notifications delivered (as `Value` signals or datagrams on an AcquireNotify socket).
+    public var notifications = 0
+    /// Notifications of the last burst and the seconds it took to emit them.
+    public var lastBurstCount = 0
+    public var lastBurstSeconds = 0.0
+
+    public init() {}
+
+    /// As `a{st}` / a dictionary for the control interface.
+    public var dictionary: [(String, UInt64)] {
+        [
+            ("AdvertisementReports", UInt64(advertisementReports)), ("Connects", UInt64(connects)),
+            ("ConnectFailures", UInt64(connectFailures)), ("Disconnects", UInt64(disconnects)),
+            ("Reads", UInt64(reads)), ("Writes", UInt64(writes)), ("Notifications", UInt64(notifications)),
+            ("LastBurstCount", UInt64(lastBurstCount)),
+            ("LastBurstMicroseconds", UInt64(max(0, lastBurstSeconds * 1_000_000))),
+        ]
+    }
+}

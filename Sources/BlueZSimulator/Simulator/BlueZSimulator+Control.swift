@@ -1,0 +1,261 @@
+import Bluetooth
+import DBus
+import EventLoop
+import Foundation
+
+/// Errors of the control interface `io.gattway.Simulator1`.
+enum ControlError {
+    static func make(_ name: String, _ message: String) -> DBusError {
+        DBusError(DBusError.Name("io.gattway.Simulator1.Error." + name), message)
+    }
+    static func notFound(_ what: String) -> DBusError { make("NotFound", what) }
+    static func invalid(_ what: String) -> DBusError { make("InvalidArguments", what) }
+}
+
+extension BlueZSimulator {
+    /// `io.gattway.Simulator1` (documented in docs/simulator.md).
+    func controlInterfaceDefinition() -> DBusInterface {
+        DBusInterface(
+            Self.controlInterface,
+            methods: [
+                .immediate("AddDevice", in: [.string], out: [.objectPath]) { call in
+                    try self.onLoop { [.objectPath(try $0.addDevice(json: call.arguments[0].string ?? ""))] }
+                },
+                .immediate("RemoveDevice", in: [.string]) { call in
+                    try self.onLoop { try $0.removeDevice(address: call.arguments[0].string ?? "") }
+                    return []
+                },
+                .immediate("SetValue", in: [.string, .string, .array(.byte)]) { call in
+                    try self.onLoop {
+                        try $0.setValue(address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "", call.arguments[2].bytes ?? [])
+                    }
+                    return []
+                },
+                .immediate("Notify", in: [.string, .string, .array(.byte)]) { call in
+                    try self.onLoop {
+                        try $0.notify(address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "", call.arguments[2].bytes ?? [])
+                    }
+                    return []
+                },
+                .immediate("Burst", in: [.string, .string, .uint32, .double]) { call in
+                    try self.onLoop {
+                        try $0.burst(
+                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
+                            count: Int(call.arguments[2].uint32 ?? 0), rate: call.arguments[3].double ?? 0)
+                    }
+                    return []
+                },
+                .immediate("Disconnect", in: [.string]) { call in
+                    try self.onLoop { try $0.disconnectPeer(address: call.arguments[0].string ?? "") }
+                    return []
+                },
+                .immediate("SetPowered", in: [.string, .boolean]) { call in
+                    try self.onLoop { simulator in
+                        let name = call.arguments[0].string ?? ""
+                        guard simulator.adapter(named: name) != nil else { throw ControlError.notFound("no adapter \(name)") }
+                        simulator.setPowered(name, call.arguments[1].bool ?? true)
+                    }
+                    return []
+                },
+                .immediate("Crash", in: [.double]) { call in
+                    let restart = call.arguments[0].double ?? -1
+                    self.onLoop { simulator in
+                        // Reply first, then die (the reply would be lost otherwise).
+                        simulator.loop.execute {
+                            simulator.assumeIsolated { $0.crashNow(restartAfter: restart >= 0 ? restart : nil) }
+                        }
+                    }
+                    return []
+                },
+                .immediate("RecordedWrites", out: [.array(.dictionary(key: .string, value: .variant))]) { _ in
+                    self.onLoop { [$0.recordedWritesValue()] }
+                },
+                .immediate("ClearRecordedWrites") { _ in
+                    self.onLoop { $0.writes.removeAll() }
+                    return []
+                },
+                .immediate("Counters", out: [.dictionary(key: .string, value: .uint64)]) { _ in
+                    self.onLoop { simulator in
+                        [.dictionary(key: .string, value: .uint64, simulator.counters.dictionary.map { DBusDictionaryEntry(.string($0.0), .uint64($0.1)) })]
+                    }
+                },
+            ])
+    }
+
+    func recordedWritesValue() -> DBusValue {
+        .array(
+            .dictionary(key: .string, value: .variant),
+            writes.map { write in
+                .variantDictionary([
+                    ("Adapter", .string(write.adapter)), ("Device", .string(write.device.description)),
+                    ("UUID", .string(write.uuid.description)), ("Path", .string(write.path)), ("Value", .bytes(write.value)),
+                    ("Offset", .uint16(write.offset)), ("Type", .string(write.type)), ("Time", .double(write.time)),
+                ])
+            })
+    }
+
+    // MARK: Swift API (also behind the control interface)
+
+    /// The device with `address` (on any adapter; the first one in scenario order).
+    func device(address: String) throws -> SimulatedDevice {
+        guard let parsed = BluetoothAddress(address) else { throw ControlError.invalid("\"\(address)\" is not a Bluetooth address") }
+        for path in deviceOrder {
+            if let device = devices[path], device.spec.address == parsed { return device }
+        }
+        throw ControlError.notFound("no device \(address)")
+    }
+
+    func characteristic(address: String, uuid: String) throws -> (SimulatedDevice, SimulatedCharacteristic) {
+        let device = try device(address: address)
+        guard let parsed = BluetoothUUID(uuid) else { throw ControlError.invalid("\"\(uuid)\" is not a UUID") }
+        guard let characteristic = device.characteristic(uuid: parsed) else {
+            throw ControlError.notFound("device \(address) has no characteristic \(uuid)")
+        }
+        return (device, characteristic)
+    }
+
+    /// Adds a device (scenario JSON of one `devices[]` entry); returns its object path. It
+    /// appears on the bus when a scan sees it.
+    @discardableResult
+    public func addDevice(json: String) throws -> DBusObjectPath {
+        let spec: DeviceSpec
+        do {
+            spec = try DeviceSpec.parse(
+                Data(json.utf8), adapters: Set(scenario.adapters.map(\.name)), defaultAdapter: scenario.adapters[0].name)
+        } catch {
+            throw ControlError.invalid("\(error)")
+        }
+        return try addDevice(spec)
+    }
+
+    /// Adds a device; returns its object path.
+    @discardableResult
+    public func addDevice(_ spec: DeviceSpec) throws -> DBusObjectPath {
+        guard let adapter = adapter(named: spec.adapter) else { throw ControlError.notFound("no adapter \(spec.adapter)") }
+        let device = try SimulatedDevice(spec: spec, adapter: adapter, seed: scenario.seed)
+        guard devices[device.path] == nil else { throw ControlError.make("AlreadyExists", "\(spec.address) exists on \(spec.adapter)") }
+        devices[device.path] = device
+        deviceOrder.append(device.path)
+        addedSpecs.append(spec)
+        removedAddresses.remove(spec.address.description)
+        if adapter.sessions.isDiscovering && spec.interval > 0 {
+            schedule.insert(device.path, at: EventLoop.now())
+            armSchedule()
+        }
+        return device.path
+    }
+
+    /// Removes a device from the world: the link drops, its objects go (InterfacesRemoved).
+    public func removeDevice(address: String) throws {
+        let device = try device(address: address)
+        if device.isConnected { linkDown(device) }
+        if case .connecting(let reply, let timer) = device.link {
+            cancel(timer)
+            device.link = .disconnected
+            reply.fail(BlueZError.failed("le-connection-abort-by-local"))
+        }
+        unexportDevice(device)
+        devices.removeValue(forKey: device.path)
+        deviceOrder.removeAll { $0 == device.path }
+        addedSpecs.removeAll { $0.address == device.spec.address }
+        removedAddresses.insert(device.spec.address.description)
+    }
+
+    /// Sets what the peripheral returns to the next read (no signal: BlueZ only learns on a read).
+    public func setValue(address: String, uuid: String, _ bytes: [UInt8]) throws {
+        let (_, characteristic) = try characteristic(address: address, uuid: uuid)
+        characteristic.peerValue = bytes
+        characteristic.readSource = nil
+    }
+
+    /// The peripheral notifies `bytes` once (also becomes its value).
+    public func notify(address: String, uuid: String, _ bytes: [UInt8]) throws {
+        let (device, characteristic) = try characteristic(address: address, uuid: uuid)
+        characteristic.peerValue = bytes
+        guard case .connected = device.link else { throw ControlError.make("NotConnected", "\(address) is not connected") }
+        guard characteristic.isSubscribed else {
+            throw ControlError.make("NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
+        }
+        deliverNotification(device, characteristic, bytes)
+    }
+
+    /// Starts a burst of `count` notifications with a u32 little-endian sequence number (0, 1, …)
+    /// at `rate` per second, or as fast as possible when `rate` is 0; returns at once.
+    public func burst(address: String, uuid: String, count: Int, rate: Double) throws {
+        let (device, characteristic) = try characteristic(address: address, uuid: uuid)
+        guard case .connected = device.link else { throw ControlError.make("NotConnected", "\(address) is not connected") }
+        guard characteristic.isSubscribed else {
+            throw ControlError.make("NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
+        }
+        guard count > 0, rate >= 0 else { throw ControlError.invalid("count must be > 0 and rate ≥ 0") }
+        bursts.append(BurstState(device: device.path, characteristic: characteristic.path, count: count, rate: rate, started: EventLoop.now()))
+        if bursts.count == 1 { loop.execute { [self] in self.assumeIsolated { $0.runBursts() } } }
+    }
+
+    /// Emits the due part of every burst, in batches per loop turn (no task per notification);
+    /// backs off for a millisecond while libdbus has more than 8 MB queued.
+    func runBursts() {
+        guard !bursts.isEmpty, let connection else { return }
+        if connection.assumeIsolated({ $0.outgoingQueueSize }) > 8 << 20 {
+            after(0.001) { $0.runBursts() }
+            return
+        }
+        let now = EventLoop.now()
+        var nextDelay: Double? = nil
+        var index = 0
+        while index < bursts.count {
+            var burst = bursts[index]
+            guard let device = devices[burst.device], let characteristic = device.characteristic(at: burst.characteristic) else {
+                bursts.remove(at: index)
+                continue
+            }
+            var due = burst.count - burst.sent
+            if burst.rate > 0 {
+                let elapsed = Double(now - burst.started) / 1e9
+                due = min(due, Int(elapsed * burst.rate) + 1 - burst.sent)
+            }
+            let batch = min(max(due, 0), 512)
+            for _ in 0..<batch {
+                let sequence = UInt32(truncatingIfNeeded: burst.sent)
+                let bytes = (0..<4).map { UInt8(truncatingIfNeeded: sequence >> (8 * $0)) }
+                characteristic.peerValue = bytes
+                guard deliverNotification(device, characteristic, bytes) else { break }
+                burst.sent += 1
+            }
+            if burst.sent >= burst.count || !characteristic.isSubscribed || !device.isConnected {
+                counters.lastBurstCount = burst.sent
+                counters.lastBurstSeconds = Double(EventLoop.now() - burst.started) / 1e9
+                log?("simulator: burst of \(burst.sent) in \(counters.lastBurstSeconds) s")
+                bursts.remove(at: index)
+                continue
+            }
+            bursts[index] = burst
+            if burst.rate > 0 {
+                let delay = max(0.001, 1 / burst.rate)
+                nextDelay = min(nextDelay ?? delay, delay)
+            } else {
+                nextDelay = 0
+            }
+            index += 1
+        }
+        guard let nextDelay else { return }
+        if nextDelay == 0 {
+            loop.execute { [self] in self.assumeIsolated { $0.runBursts() } }
+        } else {
+            after(nextDelay) { $0.runBursts() }
+        }
+    }
+
+    /// The peer drops the link now (supervision timeout, out of range).
+    public func disconnectPeer(address: String) throws {
+        peerDisconnect(try device(address: address).path)
+    }
+
+    /// Powers an adapter off or on (as `Powered` set by a client, or a scenario event).
+    public func setPowered(adapter name: String, _ on: Bool) {
+        setPowered(name, on)
+    }
+
+    /// Counters as of now.
+    public func counterValues() -> SimulatorCounters { counters }
+}

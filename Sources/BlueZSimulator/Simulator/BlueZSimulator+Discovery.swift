@@ -1,0 +1,210 @@
+import Bluetooth
+import DBus
+import EventLoop
+
+extension BlueZSimulator {
+    // MARK: Adapter1 methods
+
+    func startDiscovery(_ name: String, _ call: DBusMessage) throws {
+        guard let adapter = adapter(named: name), let client = call.sender else { throw BlueZError.invalidArguments }
+        guard adapter.powered else { throw BlueZError.notReady }
+        if try adapter.sessions.start(client) {
+            // The reply goes out during dispatch; Discovering=true follows at the end of the turn.
+            change([("Discovering", .boolean(true))], interface: Self.adapterInterfaceName, at: adapter.path)
+            startAdvertising(adapter)
+        }
+    }
+
+    func stopDiscovery(_ name: String, _ call: DBusMessage) throws {
+        guard let adapter = adapter(named: name), let client = call.sender else { throw BlueZError.invalidArguments }
+        guard adapter.powered else { throw BlueZError.notReady }
+        if try adapter.sessions.stop(client) { discoveryStopped(adapter) }
+    }
+
+    func setDiscoveryFilter(_ name: String, _ call: DBusMessage) throws {
+        guard let adapter = adapter(named: name), let client = call.sender else { throw BlueZError.invalidArguments }
+        guard adapter.powered else { throw BlueZError.notReady }
+        let filter = try DiscoveryFilter.parse(call.arguments[0].entries ?? [])
+        adapter.sessions.setFilter(filter, for: client)
+    }
+
+    /// The last session ended (stop, client left, power-off): Discovering=false, RSSI and TxPower
+    /// invalidated on every device, temporary devices last seen non-connectable removed at once.
+    func discoveryStopped(_ adapter: SimulatedAdapter) {
+        change([("Discovering", .boolean(false))], interface: Self.adapterInterfaceName, at: adapter.path)
+        for path in deviceOrder {
+            guard let device = devices[path], device.adapter === adapter, device.exported else { continue }
+            let invalidated = device.cache.discoveryStopped()
+            var changes: [(String, DBusValue?)] = []
+            if invalidated.contains(.rssi) { changes.append(("RSSI", nil)) }
+            if invalidated.contains(.txPower) { changes.append(("TxPower", nil)) }
+            change(changes, interface: Self.deviceInterface, at: device.path)
+            if device.temporary && !device.lastReportConnectable && !device.isConnected {
+                unexportDevice(device)
+            }
+        }
+    }
+
+    func removeDevice(_ name: String, _ call: DBusMessage, _ reply: DBusPendingReply) {
+        guard let adapter = adapter(named: name) else { return reply.fail(BlueZError.invalidArguments) }
+        guard adapter.powered else { return reply.fail(BlueZError.notReady) }
+        guard let path = call.arguments[0].objectPath, let device = devices[path], device.adapter === adapter, device.exported else {
+            return reply.fail(BlueZError.doesNotExist)
+        }
+        switch device.link {
+        case .disconnected:
+            unexportDevice(device)
+            reply.succeed()
+        case .connecting(let pending, let timer):
+            cancel(timer)
+            device.link = .disconnected
+            pending.fail(BlueZError.failed("br-connection-canceled"))
+            unexportDevice(device)
+            reply.succeed()
+        case .connected, .disconnecting:
+            disconnect(path, nil) { simulator in
+                if let device = simulator.devices[path] { simulator.unexportDevice(device) }
+                reply.succeed()
+            }
+        }
+    }
+
+    /// Removes Device1 and its GATT objects (InterfacesRemoved); the device may be found again.
+    func unexportDevice(_ device: SimulatedDevice) {
+        guard device.exported else { return }
+        cancel(device.temporaryTimer)
+        device.temporaryTimer = nil
+        forgetSignals(under: device.path)
+        withBus { connection in
+            for path in connection.exportedPaths.reversed() where path != device.path && path.isDescendant(of: device.path) {
+                try connection.unexport(at: path)
+            }
+            try connection.unexport(at: device.path)
+        }
+        device.exported = false
+        device.gattExported = false
+        device.cache = AdvertisementCache()
+        device.alias = nil
+        device.temporary = true
+        device.resolvedOnce = false
+        device.servicesResolved = false
+        for characteristic in device.characteristics {
+            characteristic.notifySessions.removeAll()
+            stopNotifyTimer(characteristic)
+        }
+    }
+
+    // MARK: Advertising
+
+    /// Puts every advertising device of `adapter` on the schedule, each at a random phase of its
+    /// interval (as real advertisers are not synchronised with the scan).
+    func startAdvertising(_ adapter: SimulatedAdapter) {
+        let now = EventLoop.now()
+        for path in deviceOrder {
+            guard let device = devices[path], device.adapter === adapter, device.spec.interval > 0 else { continue }
+            let unit = Double(device.rng.next() >> 11) / Double(1 << 53)
+            schedule.insert(path, at: now + UInt64(unit * device.spec.interval * 1e9))
+        }
+        armSchedule()
+    }
+
+    func armSchedule() {
+        guard let earliest = schedule.earliest else { return }
+        if let scheduleTimer { loop.cancelTimer(scheduleTimer) }
+        let now = EventLoop.now()
+        let delay = earliest > now ? Double(earliest - now) / 1e9 : 0
+        scheduleTimer = after(delay) { $0.advertisingTick() }
+    }
+
+    func advertisingTick() {
+        scheduleTimer = nil
+        let now = EventLoop.now()
+        var handled = 0
+        while handled < 10_000, let (deadline, path) = schedule.popDue(now: now) {
+            handled += 1
+            guard let device = devices[path], device.adapter.sessions.isDiscovering, device.adapter.powered,
+                device.spec.interval > 0
+            else { continue }
+            report(device)
+            let next = max(deadline + UInt64(device.spec.interval * 1e9), now)
+            schedule.insert(path, at: next)
+        }
+        armSchedule()
+    }
+
+    /// One advertising report through bluetoothd's pipeline (`btd_adapter_update_found_device`).
+    func report(_ device: SimulatedDevice) {
+        let report = device.makeReport()
+        counters.advertisementReports += 1
+        let merged = device.adapter.sessions.merged
+        guard merged.admits(
+            address: device.spec.address, name: report.name, serviceUUIDs: report.serviceUUIDs, rssi: report.rssi,
+            discoverable: device.spec.discoverable)
+        else { return }
+        device.lastReportConnectable = device.spec.connectable
+        let changed = device.cache.apply(
+            report, filteredDiscovery: merged.isFiltered, duplicateData: merged.duplicateData,
+            servicesResolved: device.resolvedOnce)
+        if !device.exported {
+            exportDevice(device)
+        } else {
+            var changes: [(String, DBusValue?)] = []
+            if changed.contains(.rssi) { changes.append(("RSSI", device.cache.rssi.map { .int16($0) })) }
+            if changed.contains(.txPower) { changes.append(("TxPower", device.cache.txPower.map { .int16($0) })) }
+            if changed.contains(.name) { changes.append(("Name", device.cache.name.map { .string($0) })) }
+            if changed.contains(.alias) && device.alias == nil { changes.append(("Alias", .string(device.aliasValue))) }
+            if changed.contains(.uuids) { changes.append(("UUIDs", .strings(device.uuidsValue))) }
+            if changed.contains(.manufacturerData) { changes.append(("ManufacturerData", Self.manufacturerValue(device.cache))) }
+            if changed.contains(.serviceData) { changes.append(("ServiceData", Self.serviceDataValue(device.cache))) }
+            change(changes, interface: Self.deviceInterface, at: device.path)
+        }
+        if device.temporary { armTemporaryTimer(device) }
+    }
+
+    func exportDevice(_ device: SimulatedDevice) {
+        guard !device.exported else { return }
+        device.exported = true
+        let interface = deviceInterface(device)
+        withBus { try $0.export([interface], at: device.path) }
+    }
+
+    /// Restarts the 30 s (TemporaryTimeout) countdown to removal.
+    func armTemporaryTimer(_ device: SimulatedDevice) {
+        cancel(device.temporaryTimer)
+        let path = device.path
+        device.temporaryTimer = after(timing.temporaryTimeout) { simulator in
+            guard let device = simulator.devices[path] else { return }
+            device.temporaryTimer = nil
+            guard device.temporary, case .disconnected = device.link else { return }
+            simulator.unexportDevice(device)
+        }
+    }
+
+    // MARK: Power
+
+    /// Powers an adapter on or off. Off: discovery sessions dropped (Discovering=false), links
+    /// dropped, pending connects fail, temporary non-connectable devices removed, Powered=false.
+    func setPowered(_ name: String, _ on: Bool, fromClient: Bool = false) {
+        guard let adapter = adapter(named: name), adapter.powered != on else { return }
+        adapter.powered = on
+        log?("simulator: \(name) powered \(on ? "on" : "off")")
+        if !on {
+            if adapter.sessions.dropAll() { discoveryStopped(adapter) }
+            for path in deviceOrder {
+                guard let device = devices[path], device.adapter === adapter else { continue }
+                switch device.link {
+                case .disconnected: break
+                case .connecting(let reply, let timer):
+                    cancel(timer)
+                    device.link = .disconnected
+                    reply.fail(BlueZError.failed("le-connection-abort-by-local"))
+                case .connected, .disconnecting:
+                    linkDown(device)
+                }
+            }
+        }
+        if !fromClient {
+            change([("Powered", .boolean(on))], interface: Self.adapterInterfaceName, at: adapter.path)
+        }
+    }
+}

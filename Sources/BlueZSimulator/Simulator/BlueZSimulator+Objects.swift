@@ -1,0 +1,321 @@
+import Bluetooth
+import DBus
+
+extension BlueZSimulator {
+    static let adapterInterfaceName = "org.bluez.Adapter1"
+    static let deviceInterface = "org.bluez.Device1"
+    static let serviceInterface = "org.bluez.GattService1"
+    static let characteristicInterface = "org.bluez.GattCharacteristic1"
+    static let descriptorInterface = "org.bluez.GattDescriptor1"
+    static let optionsSignature: DBusSignature = [.dictionary(key: .string, value: .variant)]
+
+    /// Runs a handler on the simulator (handlers are called on the loop thread, which is its executor).
+    nonisolated func onLoop<T: Sendable>(_ body: (isolated BlueZSimulator) throws -> T) rethrows -> T {
+        try assumeIsolated(body)
+    }
+
+    // MARK: /org/bluez
+
+    func agentManagerInterfaces() -> [DBusInterface] {
+        [
+            DBusInterface(
+                "org.bluez.AgentManager1",
+                methods: [
+                    .immediate("RegisterAgent", in: [.objectPath, .string]) { call in
+                        try self.onLoop { try $0.registerAgent(call) }
+                        return []
+                    },
+                    .immediate("UnregisterAgent", in: [.objectPath]) { call in
+                        try self.onLoop { try $0.unregisterAgent(call) }
+                        return []
+                    },
+                    .immediate("RequestDefaultAgent", in: [.objectPath]) { call in
+                        try self.onLoop { simulator in
+                            guard let sender = call.sender, simulator.agents[sender] == call.arguments[0].objectPath else {
+                                throw BlueZError.doesNotExist
+                            }
+                        }
+                        return []
+                    },
+                ]),
+            DBusInterface(
+                "org.bluez.ProfileManager1",
+                methods: [
+                    .immediate("RegisterProfile", in: [.objectPath, .string, .dictionary(key: .string, value: .variant)]) { _ in
+                        throw BlueZError.notSupported
+                    },
+                    .immediate("UnregisterProfile", in: [.objectPath]) { _ in throw BlueZError.doesNotExist },
+                ]),
+        ]
+    }
+
+    func registerAgent(_ call: DBusMessage) throws {
+        guard let sender = call.sender, let path = call.arguments[0].objectPath, let capability = call.arguments[1].string else {
+            throw BlueZError.invalidArguments
+        }
+        let known = ["", "DisplayOnly", "DisplayYesNo", "KeyboardOnly", "NoInputNoOutput", "KeyboardDisplay"]
+        guard known.contains(capability) else { throw BlueZError.invalidArguments }
+        guard agents[sender] == nil else { throw BlueZError.alreadyExists }
+        agents[sender] = path
+    }
+
+    func unregisterAgent(_ call: DBusMessage) throws {
+        guard let sender = call.sender, let path = call.arguments[0].objectPath, agents[sender] == path else {
+            throw BlueZError.doesNotExist
+        }
+        agents.removeValue(forKey: sender)
+    }
+
+    // MARK: Adapter1
+
+    func adapterInterface(_ adapter: SimulatedAdapter) -> DBusInterface {
+        let name = adapter.spec.name
+        let spec = adapter.spec
+        let localUUIDs = [0x1800, 0x1801, 0x180A].map { BluetoothUUID(UInt16($0)).description }
+        return DBusInterface(
+            Self.adapterInterfaceName,
+            methods: [
+                .immediate("StartDiscovery") { call in
+                    try self.onLoop { try $0.startDiscovery(name, call) }
+                    return []
+                },
+                .immediate("StopDiscovery") { call in
+                    try self.onLoop { try $0.stopDiscovery(name, call) }
+                    return []
+                },
+                .immediate("SetDiscoveryFilter", in: Self.optionsSignature) { call in
+                    try self.onLoop { try $0.setDiscoveryFilter(name, call) }
+                    return []
+                },
+                .immediate("GetDiscoveryFilters", out: [.array(.string)]) { _ in
+                    [.strings(DiscoveryFilter.supportedKeys)]
+                },
+                .deferred("RemoveDevice", in: [.objectPath]) { call, reply in
+                    self.onLoop { $0.removeDevice(name, call, reply) }
+                },
+            ],
+            properties: [
+                DBusProperty("Address", type: .string, value: .string(spec.address.description)),
+                DBusProperty("AddressType", type: .string, value: "public"),
+                DBusProperty("Name", type: .string, value: .string(spec.alias)),
+                DBusProperty(
+                    "Alias", type: .string, access: .readwrite, value: .string(spec.alias),
+                    onSet: { value, _ in
+                        if value.string == "" {
+                            self.onLoop { simulator in
+                                simulator.loop.execute {
+                                    simulator.assumeIsolated { simulator in
+                                        guard let adapter = simulator.adapter(named: name) else { return }
+                                        simulator.change([("Alias", .string(spec.alias))], interface: Self.adapterInterfaceName, at: adapter.path)
+                                    }
+                                }
+                            }
+                        }
+                    }),
+                DBusProperty("Class", type: .uint32, value: .uint32(0)),
+                DBusProperty(
+                    "Powered", type: .boolean, access: .readwrite, value: .boolean(adapter.powered),
+                    onSet: { value, _ in
+                        let on = value.bool ?? false
+                        self.onLoop { simulator in simulator.loop.execute { simulator.assumeIsolated { $0.setPowered(name, on, fromClient: true) } } }
+                    }),
+                DBusProperty("Discoverable", type: .boolean, access: .readwrite, value: false, onSet: { _, _ in
+                    try self.onLoop { simulator in
+                        guard simulator.adapter(named: name)?.powered == true else { throw BlueZError.notReady }
+                    }
+                }),
+                DBusProperty("DiscoverableTimeout", type: .uint32, access: .readwrite, value: .uint32(180)),
+                DBusProperty("Pairable", type: .boolean, access: .readwrite, value: true),
+                DBusProperty("PairableTimeout", type: .uint32, access: .readwrite, value: .uint32(0)),
+                DBusProperty("Discovering", type: .boolean, value: false),
+                DBusProperty("UUIDs", type: .array(.string), value: .strings(localUUIDs)),
+                DBusProperty("Modalias", type: .string, value: "usb:v1D6Bp0246d0542"),
+                DBusProperty("Roles", type: .array(.string), value: .strings(["central", "peripheral"])),
+            ])
+    }
+
+    func adapter(named name: String) -> SimulatedAdapter? {
+        adapters.first { $0.spec.name == name }
+    }
+
+    // MARK: Device1
+
+    func deviceInterface(_ device: SimulatedDevice) -> DBusInterface {
+        let path = device.path
+        let spec = device.spec
+        let cache = device.cache
+        func optional<T>(_ value: T?, _ make: (T) -> DBusValue) -> DBusValue? { value.map(make) }
+        return DBusInterface(
+            Self.deviceInterface,
+            methods: [
+                .deferred("Connect") { call, reply in self.onLoop { $0.connect(path, reply) } },
+                .deferred("Disconnect") { call, reply in self.onLoop { $0.disconnect(path, reply) } },
+                .immediate("Pair") { _ in throw BlueZError.failed("Pairing is not simulated") },
+                .immediate("CancelPairing") { _ in throw BlueZError.doesNotExist },
+                .immediate("ConnectProfile", in: [.string]) { _ in throw BlueZError.notSupported },
+                .immediate("DisconnectProfile", in: [.string]) { _ in throw BlueZError.notSupported },
+            ],
+            properties: [
+                DBusProperty("Address", type: .string, value: .string(spec.address.description)),
+                DBusProperty("AddressType", type: .string, value: .string(spec.addressType.rawValue)),
+                DBusProperty("Name", type: .string, value: optional(cache.name) { .string($0) }),
+                DBusProperty(
+                    "Alias", type: .string, access: .readwrite, value: .string(device.aliasValue),
+                    onSet: { value, _ in
+                        let text = value.string ?? ""
+                        self.onLoop { simulator in
+                            guard let device = simulator.devices[path] else { return }
+                            device.alias = text.isEmpty ? nil : text
+                            if text.isEmpty {
+                                simulator.loop.execute {
+                                    simulator.assumeIsolated { simulator in
+                                        guard let device = simulator.devices[path], device.exported else { return }
+                                        simulator.change([("Alias", .string(device.aliasValue))], interface: Self.deviceInterface, at: path)
+                                    }
+                                }
+                            }
+                        }
+                    }),
+                DBusProperty("Appearance", type: .uint16, value: optional(spec.appearance) { .uint16($0) }),
+                DBusProperty("Paired", type: .boolean, value: false),
+                DBusProperty("Bonded", type: .boolean, value: false),
+                DBusProperty(
+                    "Trusted", type: .boolean, access: .readwrite, value: .boolean(device.trusted),
+                    onSet: { value, _ in self.onLoop { $0.devices[path]?.trusted = value.bool ?? false } }),
+                DBusProperty(
+                    "Blocked", type: .boolean, access: .readwrite, value: .boolean(device.blocked),
+                    onSet: { value, _ in
+                        let blocked = value.bool ?? false
+                        self.onLoop { simulator in
+                            simulator.devices[path]?.blocked = blocked
+                            if blocked {
+                                simulator.loop.execute { simulator.assumeIsolated { $0.peerDisconnect(path) } }
+                            }
+                        }
+                    }),
+                DBusProperty("LegacyPairing", type: .boolean, value: false),
+                DBusProperty("RSSI", type: .int16, value: optional(cache.rssi) { .int16($0) }),
+                DBusProperty("Connected", type: .boolean, value: .boolean(device.isConnected)),
+                DBusProperty("UUIDs", type: .array(.string), value: device.uuidsValue.isEmpty ? nil : .strings(device.uuidsValue)),
+                DBusProperty("Adapter", type: .objectPath, value: .objectPath(device.adapter.path)),
+                DBusProperty("ManufacturerData", type: .dictionary(key: .uint16, value: .variant), value: Self.manufacturerValue(cache)),
+                DBusProperty("ServiceData", type: .dictionary(key: .string, value: .variant), value: Self.serviceDataValue(cache)),
+                DBusProperty("TxPower", type: .int16, value: optional(cache.txPower) { .int16($0) }),
+                DBusProperty("ServicesResolved", type: .boolean, value: .boolean(device.servicesResolved)),
+            ])
+    }
+
+    static func manufacturerValue(_ cache: AdvertisementCache) -> DBusValue? {
+        guard !cache.manufacturerData.isEmpty else { return nil }
+        return .dictionary(
+            key: .uint16, value: .variant,
+            cache.manufacturerData.map { DBusDictionaryEntry(.uint16($0.companyID), .variant(.bytes($0.bytes))) })
+    }
+
+    static func serviceDataValue(_ cache: AdvertisementCache) -> DBusValue? {
+        guard !cache.serviceData.isEmpty else { return nil }
+        return .dictionary(
+            key: .string, value: .variant,
+            cache.serviceData.map { DBusDictionaryEntry(.string($0.uuid.description), .variant(.bytes($0.bytes))) })
+    }
+
+    // MARK: GATT objects
+
+    /// Exports the device's services, characteristics and descriptors (one InterfacesAdded each,
+    /// parents first), as bluetoothd does after the first discovery of the remote database.
+    func exportGATT(_ device: SimulatedDevice) {
+        guard !device.gattExported else { return }
+        device.gattExported = true
+        let mtu = DBusValue.uint16(timing.mtu)
+        var objects: [(DBusObjectPath, DBusInterface)] = []
+        for service in device.layout.services where service.exported {
+            guard let servicePath = try? device.path.appending(GATTLayout.element("service", service.handle)) else { continue }
+            objects.append((servicePath, DBusInterface(
+                Self.serviceInterface,
+                properties: [
+                    DBusProperty("UUID", type: .string, value: .string(service.uuid.description)),
+                    DBusProperty("Device", type: .objectPath, value: .objectPath(device.path)),
+                    DBusProperty("Primary", type: .boolean, value: true),
+                    DBusProperty("Includes", type: .array(.objectPath), value: .objectPaths([])),
+                ])))
+            for characteristic in device.characteristics where characteristic.servicePath == servicePath {
+                objects.append((characteristic.path, characteristicDefinition(device, characteristic, mtu: device.isConnected ? mtu : nil)))
+                for descriptor in characteristic.descriptors {
+                    objects.append((descriptor.path, descriptorDefinition(device, characteristic, descriptor)))
+                }
+            }
+        }
+        withBus { connection in
+            for (path, interface) in objects { try connection.export([interface], at: path) }
+        }
+    }
+
+    func characteristicDefinition(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, mtu: DBusValue?) -> DBusInterface {
+        let devicePath = device.path
+        let path = characteristic.path
+        var methods: [DBusMethod] = [
+            .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
+                self.onLoop { $0.readValue(devicePath, path, call, reply) }
+            },
+            .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call, reply in
+                self.onLoop { $0.writeValue(devicePath, path, call, reply) }
+            },
+            .immediate("StartNotify") { call in
+                try self.onLoop { try $0.startNotify(devicePath, path, call) }
+                return []
+            },
+            .immediate("StopNotify") { call in
+                try self.onLoop { try $0.stopNotify(devicePath, path, call) }
+                return []
+            },
+            .immediate("AcquireWrite", in: Self.optionsSignature, out: [.unixFD, .uint16]) { call in
+                try self.onLoop { try $0.acquire(devicePath, path, call, notify: false) }
+            },
+            .immediate("AcquireNotify", in: Self.optionsSignature, out: [.unixFD, .uint16]) { call in
+                try self.onLoop { try $0.acquire(devicePath, path, call, notify: true) }
+            },
+        ]
+        methods.append(.immediate("Confirm") { _ in [] })
+        let flags = characteristic.spec.flags.filter { !$0.hasPrefix("encrypt") }
+        var properties = [
+            DBusProperty("UUID", type: .string, value: .string(characteristic.uuid.description)),
+            DBusProperty("Service", type: .objectPath, value: .objectPath(characteristic.servicePath)),
+            DBusProperty("Value", type: .array(.byte), value: .bytes([])),
+            DBusProperty("Notifying", type: .boolean, value: characteristic.canNotify ? .boolean(!characteristic.notifySessions.isEmpty) : nil),
+            DBusProperty("Flags", type: .array(.string), value: .strings(flags)),
+            DBusProperty("WriteAcquired", type: .boolean, value: characteristic.has("write-without-response") ? .boolean(false) : nil),
+            DBusProperty("NotifyAcquired", type: .boolean, value: characteristic.has("notify") ? .boolean(false) : nil),
+            DBusProperty("MTU", type: .uint16, value: mtu),
+        ]
+        properties.sort { Self.characteristicOrder($0.name) < Self.characteristicOrder($1.name) }
+        return DBusInterface(Self.characteristicInterface, methods: methods, properties: properties)
+    }
+
+    static func characteristicOrder(_ name: String) -> Int {
+        ["UUID", "Service", "Value", "Notifying", "Flags", "WriteAcquired", "NotifyAcquired", "MTU"].firstIndex(of: name) ?? 99
+    }
+
+    func descriptorDefinition(
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic,
+        _ descriptor: (uuid: BluetoothUUID, path: DBusObjectPath, handle: UInt16, value: [UInt8])
+    ) -> DBusInterface {
+        let devicePath = device.path
+        let path = descriptor.path
+        let characteristicPath = characteristic.path
+        return DBusInterface(
+            Self.descriptorInterface,
+            methods: [
+                .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
+                    self.onLoop { $0.readDescriptor(devicePath, characteristicPath, path, call, reply) }
+                },
+                .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call, reply in
+                    self.onLoop { $0.writeDescriptor(devicePath, characteristicPath, path, call, reply) }
+                },
+            ],
+            properties: [
+                DBusProperty("UUID", type: .string, value: .string(descriptor.uuid.description)),
+                DBusProperty("Characteristic", type: .objectPath, value: .objectPath(characteristicPath)),
+                DBusProperty("Value", type: .array(.byte), value: .bytes([])),
+            ])
+    }
+}

@@ -1,0 +1,310 @@
+import Bluetooth
+import DBus
+import EventLoop
+import Foundation
+
+/// A virtual bluetoothd: owns `org.bluez` on a bus and behaves towards central clients as BlueZ
+/// 5.66 does (objects, discovery, connections, remote GATT), driven by a ``Scenario``.
+///
+/// The simulator is an actor on the ``EventLoop`` (its executor is the loop thread, like the
+/// ``DBusConnection`` it uses), so method handlers, timers and the advertising schedule all run
+/// on that one thread without locks or sleeping threads. Property changes are coalesced per
+/// object and interface and flushed once per loop turn (bluetoothd's gdbus idle flush), except
+/// `GattCharacteristic1.Value`, which is emitted immediately.
+///
+/// Start one with ``start(scenario:bus:on:)``; stop it with ``stop()``. Tests steer it through
+/// the Swift API here or through the control interface `io.gattway.Simulator1` at
+/// `/io/gattway/Simulator` (docs/simulator.md).
+public actor BlueZSimulator {
+    /// The control interface and its object path.
+    public static let controlInterface = "io.gattway.Simulator1"
+    public static let controlPath: DBusObjectPath = "/io/gattway/Simulator"
+
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    let bus: DBusConnection.Bus
+    let scenario: Scenario
+    var timing: TimingSpec { scenario.timing }
+    var connection: DBusConnection?
+    /// Bumped by crash/stop: timers of an older generation do nothing.
+    var generation = 0
+    var adapters: [SimulatedAdapter] = []
+    /// Devices in scenario order (plus ones added later), by path.
+    var devices: [DBusObjectPath: SimulatedDevice] = [:]
+    var deviceOrder: [DBusObjectPath] = []
+    /// Devices added through the control interface (kept across a restart).
+    var addedSpecs: [DeviceSpec] = []
+    var removedAddresses: Set<String> = []
+    var schedule = AdvertisingSchedule<DBusObjectPath>()
+    var scheduleTimer: EventLoop.Token?
+    var pendingSignals: [(path: DBusObjectPath, interface: String, names: [String])] = []
+    var flushScheduled = false
+    var agents: [String: DBusObjectPath] = [:]
+    var eventTimers: [EventLoop.Token] = []
+    var clientWatch: Task<Void, Never>?
+    let startTime = EventLoop.now()
+    var counters = SimulatorCounters()
+    var writes: [RecordedWrite] = []
+    var bursts: [BurstState] = []
+    var log: (@Sendable (String) -> Void)?
+
+    init(scenario: Scenario, bus: DBusConnection.Bus, loop: EventLoop) {
+        self.scenario = scenario
+        self.bus = bus
+        self.loop = loop
+    }
+
+    /// Connects to `bus`, exports the adapters, takes `org.bluez` and schedules the scenario's
+    /// timed events. Devices appear once a client discovers (or when connected by path).
+    /// - Throws: ``DBusError`` when the bus cannot be reached or the name is taken.
+    public static func start(
+        scenario: Scenario, bus: DBusConnection.Bus = .system, on loop: EventLoop,
+        log: (@Sendable (String) -> Void)? = nil
+    ) async throws -> BlueZSimulator {
+        let simulator = BlueZSimulator(scenario: scenario, bus: bus, loop: loop)
+        await simulator.setLog(log)
+        try await simulator.bringUp()
+        await simulator.scheduleEvents()
+        return simulator
+    }
+
+    private func setLog(_ log: (@Sendable (String) -> Void)?) { self.log = log }
+
+    /// The simulator's unique name on the bus (nil while crashed).
+    public var uniqueName: String? { connection?.uniqueName }
+
+    /// What happened so far.
+    public var currentCounters: SimulatorCounters { counters }
+
+    /// Writes the simulated peripherals received, oldest first.
+    public var recordedWrites: [RecordedWrite] { writes }
+
+    /// Seconds since start.
+    var elapsed: Double { Double(EventLoop.now() - startTime) / 1e9 }
+
+    /// Builds the world from the scenario and goes on the bus.
+    func bringUp() async throws {
+        let connection = try await DBusConnection.connect(to: bus, on: loop)
+        generation += 1
+        self.connection = connection
+        adapters = try scenario.adapters.map(SimulatedAdapter.init)
+        devices = [:]
+        deviceOrder = []
+        let adapterNames = Dictionary(uniqueKeysWithValues: adapters.map { ($0.spec.name, $0) })
+        for spec in scenario.devices + addedSpecs where !removedAddresses.contains(spec.address.description) {
+            guard let adapter = adapterNames[spec.adapter] else { continue }
+            let device = try SimulatedDevice(spec: spec, adapter: adapter, seed: scenario.seed)
+            devices[device.path] = device
+            deviceOrder.append(device.path)
+        }
+        try exportBaseObjects()
+        let changes = try await connection.nameOwnerChanges()
+        let generation = self.generation
+        clientWatch = Task { [weak self] in
+            for await change in changes where change.isClientLeaving {
+                await self?.clientLeft(change.name, generation: generation)
+            }
+        }
+        let reply = try await connection.requestName("org.bluez")
+        guard reply == .primaryOwner || reply == .alreadyOwner else {
+            await connection.close()
+            throw DBusError(.failed, "org.bluez is owned by another connection (RequestName replied \(reply))")
+        }
+        log?("simulator: owns org.bluez as \(connection.uniqueName) with \(adapters.count) adapter(s), \(devices.count) device(s)")
+    }
+
+    /// ObjectManager at `/`, `/org/bluez` (AgentManager1, ProfileManager1), the adapters and the control object.
+    private func exportBaseObjects() throws {
+        guard let connection else { return }
+        var objects: [(DBusObjectPath, [DBusInterface], Bool)] = [
+            ("/org/bluez", agentManagerInterfaces(), false), (Self.controlPath, [controlInterfaceDefinition()], false),
+        ]
+        for adapter in adapters { objects.append((adapter.path, [adapterInterface(adapter)], true)) }
+        try connection.assumeIsolated { connection in
+            connection.addObjectManager(at: .root)
+            for (path, interfaces, announce) in objects { try connection.export(interfaces, at: path, announce: announce) }
+        }
+    }
+
+    private func scheduleEvents() {
+        for event in scenario.events {
+            let token = after(event.at) { simulator in
+                switch event.action {
+                case .power(let name, let on):
+                    simulator.setPowered(name, on)
+                case .crash(let restartAfter):
+                    simulator.crashNow(restartAfter: restartAfter)
+                }
+            }
+            eventTimers.append(token)
+        }
+    }
+
+    /// Stops like bluetoothd on SIGTERM: adapters power off (links drop, discovery ends), then
+    /// the name is released and the connection closed.
+    public func stop() async {
+        for adapter in adapters where adapter.powered { setPowered(adapter.spec.name, false) }
+        flushSignals()
+        guard let connection else { return }
+        _ = try? await connection.releaseName("org.bluez")
+        try? await connection.flush()
+        tearDown()
+    }
+
+    /// The daemon dies like a crash: the connection closes, `org.bluez` loses its owner, no
+    /// `InterfacesRemoved` is sent, acquired sockets hang up. With `restartAfter` a fresh
+    /// daemon (new unique name, fresh object tree) takes the name again after that many seconds.
+    public func crash(restartAfter: Double? = nil) {
+        crashNow(restartAfter: restartAfter)
+    }
+
+    /// Comes back after a crash with a fresh object tree (the scenario's adapters; devices appear
+    /// again when discovered).
+    public func restart() async throws {
+        guard connection == nil else { return }
+        try await bringUp()
+    }
+
+    func crashNow(restartAfter: Double?) {
+        log?("simulator: crash" + (restartAfter.map { ", restart in \($0) s" } ?? ""))
+        tearDown()
+        if let restartAfter {
+            _ = loop.addTimer(after: restartAfter) { [self] in
+                Task { try? await self.restart() }
+            }
+        }
+    }
+
+    private func tearDown() {
+        generation += 1
+        clientWatch?.cancel()
+        clientWatch = nil
+        if let scheduleTimer { loop.cancelTimer(scheduleTimer) }
+        scheduleTimer = nil
+        schedule.removeAll()
+        for device in devices.values {
+            for characteristic in device.characteristics { releaseAcquired(characteristic, emit: false) }
+        }
+        pendingSignals.removeAll()
+        bursts.removeAll()
+        agents.removeAll()
+        if let connection {
+            connection.assumeIsolated { $0.close() }
+        }
+        connection = nil
+    }
+
+    // MARK: Loop helpers
+
+    /// Runs `body` after `seconds` on the loop, unless the simulator crashed or stopped meanwhile.
+    @discardableResult
+    func after(_ seconds: Double, _ body: @escaping @Sendable (isolated BlueZSimulator) -> Void) -> EventLoop.Token {
+        let generation = self.generation
+        return loop.addTimer(after: max(0, seconds)) { [self] in
+            self.assumeIsolated { simulator in
+                guard simulator.generation == generation else { return }
+                body(simulator)
+            }
+        }
+    }
+
+    func cancel(_ token: EventLoop.Token?) {
+        if let token { loop.cancelTimer(token) }
+    }
+
+    /// Runs `body` with the connection (nothing when crashed); bus errors are logged.
+    func withBus(_ body: (isolated DBusConnection) throws -> Void) {
+        guard let connection else { return }
+        do { try connection.assumeIsolated(body) } catch { log?("simulator: \(error)") }
+    }
+
+    /// Exported property value now.
+    func current(_ name: String, _ interface: String, at path: DBusObjectPath) -> DBusValue? {
+        guard let connection else { return nil }
+        return connection.assumeIsolated { $0.property(name, interface: interface, at: path) }
+    }
+
+    // MARK: Coalesced PropertiesChanged
+
+    /// Sets properties now (so `Get` sees them) and queues their `PropertiesChanged` for the end
+    /// of this loop turn, merged with other changes of the same object and interface. A nil
+    /// value removes the property; it is then announced in `invalidated_properties`.
+    func change(_ changes: [(String, DBusValue?)], interface: String, at path: DBusObjectPath) {
+        guard connection != nil, !changes.isEmpty else { return }
+        withBus { connection in
+            for (name, value) in changes {
+                try connection.setProperty(name, to: value, interface: interface, at: path, emit: false)
+            }
+        }
+        if let index = pendingSignals.firstIndex(where: { $0.path == path && $0.interface == interface }) {
+            for (name, _) in changes where !pendingSignals[index].names.contains(name) {
+                pendingSignals[index].names.append(name)
+            }
+        } else {
+            pendingSignals.append((path, interface, changes.map(\.0)))
+        }
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.execute { [self] in self.assumeIsolated { $0.flushSignals() } }
+    }
+
+    /// Emits the queued `PropertiesChanged` signals with the values as they are now.
+    func flushSignals() {
+        flushScheduled = false
+        let pending = pendingSignals
+        pendingSignals.removeAll()
+        guard let connection, !pending.isEmpty else { return }
+        connection.assumeIsolated { connection in
+            for entry in pending {
+                var changed: [DBusDictionaryEntry] = []
+                var invalidated: [DBusValue] = []
+                for name in entry.names {
+                    if let value = connection.property(name, interface: entry.interface, at: entry.path) {
+                        changed.append(DBusDictionaryEntry(.string(name), .variant(value)))
+                    } else {
+                        invalidated.append(.string(name))
+                    }
+                }
+                try? connection.emit(
+                    path: entry.path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                    arguments: [
+                        .string(entry.interface), .dictionary(key: .string, value: .variant, changed),
+                        .array(.string, invalidated),
+                    ])
+            }
+        }
+    }
+
+    /// Drops queued signals of objects at or below `path` (they are being removed).
+    func forgetSignals(under path: DBusObjectPath) {
+        pendingSignals.removeAll { $0.path.isDescendant(of: path) }
+    }
+
+    // MARK: Clients leaving the bus
+
+    func clientLeft(_ client: String, generation: Int) {
+        guard generation == self.generation else { return }
+        agents.removeValue(forKey: client)
+        for adapter in adapters where adapter.sessions.remove(client) {
+            discoveryStopped(adapter)
+        }
+        for path in deviceOrder {
+            guard let device = devices[path] else { continue }
+            for characteristic in device.characteristics {
+                if let index = characteristic.notifySessions.firstIndex(of: client) {
+                    characteristic.notifySessions.remove(at: index)
+                    if characteristic.notifySessions.isEmpty && characteristic.acquiredNotify == nil {
+                        stopNotifyTimer(characteristic)
+                        if device.gattExported {
+                            change([("Notifying", .boolean(false))], interface: Self.characteristicInterface, at: characteristic.path)
+                        }
+                    }
+                }
+                if characteristic.acquiredNotify?.owner == client || characteristic.acquiredWrite?.owner == client {
+                    releaseAcquired(characteristic, emit: true, owner: client)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Bluetooth
+import DBus
+
+/// One local controller's live state. Owned by ``BlueZSimulator``; loop thread only.
+/// Invariant behind `@unchecked Sendable`: confined to the loop thread — only the
+/// ``BlueZSimulator`` actor (whose executor is that loop) and the timer and watch handlers it
+/// registers on the same loop touch it; it is captured by those closures, never used elsewhere.
+final class SimulatedAdapter: @unchecked Sendable {
+    let spec: AdapterSpec
+    let path: DBusObjectPath
+    var powered: Bool
+    var sessions = DiscoverySessions()
+
+    init(spec: AdapterSpec) throws {
+        self.spec = spec
+        powered = spec.powered
+        path = try DBusObjectPath("/org/bluez").appending(spec.name)
+    }
+}

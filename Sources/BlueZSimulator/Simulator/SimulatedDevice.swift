@@ -1,0 +1,112 @@
+import Bluetooth
+import DBus
+import EventLoop
+
+/// One remote device's live state: advertising, the BlueZ-side cache, the link and its GATT
+/// database. Owned by ``BlueZSimulator``; loop thread only.
+/// Invariant behind `@unchecked Sendable`: confined to the loop thread — only the
+/// ``BlueZSimulator`` actor (whose executor is that loop) and the timer and watch handlers it
+/// registers on the same loop touch it; it is captured by those closures, never used elsewhere.
+final class SimulatedDevice: @unchecked Sendable {
+    /// The link as BlueZ sees it.
+    enum Link {
+        case disconnected
+        /// Connect() waits for `reply`; `timer` ends the attempt.
+        case connecting(reply: DBusPendingReply, timer: EventLoop.Token)
+        case connected
+        /// Disconnect() callers wait for BlueZ's disconnect timer.
+        case disconnecting(replies: [DBusPendingReply], timer: EventLoop.Token)
+    }
+
+    let spec: DeviceSpec
+    let path: DBusObjectPath
+    let adapter: SimulatedAdapter
+    let layout: GATTLayout
+    var characteristics: [SimulatedCharacteristic] = []
+
+    /// Device1 is exported (the device was seen in a scan, or connected).
+    var exported = false
+    var gattExported = false
+    /// Removed 30 s after the last report (until Connect() makes it permanent).
+    var temporary = true
+    var cache = AdvertisementCache()
+    var alias: String?
+    var trusted = false
+    var blocked = false
+    var servicesResolved = false
+    var resolvedOnce = false
+    var link = Link.disconnected
+    var remainingConnectFailures: Int
+    var lastReportConnectable = true
+
+    var temporaryTimer: EventLoop.Token?
+    var linkTimer: EventLoop.Token?
+    var resolveTimer: EventLoop.Token?
+
+    var rng: SplitMix64
+    var manufacturerData: [(UInt16, PayloadGenerator)]
+    var serviceData: [(BluetoothUUID, PayloadGenerator)]
+
+    init(spec: DeviceSpec, adapter: SimulatedAdapter, seed: UInt64) throws {
+        self.spec = spec
+        self.adapter = adapter
+        path = try adapter.path.appending(spec.address.bluezPathComponent)
+        layout = GATTLayout(spec.services, name: spec.name)
+        remainingConnectFailures = spec.faults.connectFailures
+        let deviceSeed = seed ^ spec.address.rawValue
+        rng = SplitMix64(seed: deviceSeed)
+        manufacturerData = spec.manufacturerData.enumerated().map { index, entry in
+            (entry.companyID, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 1, address: spec.address))
+        }
+        serviceData = spec.serviceData.enumerated().map { index, entry in
+            (entry.uuid, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 101, address: spec.address))
+        }
+        for service in layout.services where service.exported {
+            let servicePath = try path.appending(GATTLayout.element("service", service.handle))
+            for characteristic in service.characteristics {
+                characteristics.append(
+                    try SimulatedCharacteristic(
+                        layout: characteristic, servicePath: servicePath, serviceUUID: service.uuid,
+                        seed: deviceSeed &+ UInt64(characteristic.handle) &* 31, address: spec.address))
+            }
+        }
+    }
+
+    var isConnected: Bool {
+        if case .connected = link { return true }
+        if case .disconnecting = link { return true }
+        return false
+    }
+
+    /// `Alias`: the user's alias, else the name, else the address with dashes.
+    var aliasValue: String {
+        alias ?? cache.name ?? spec.address.description.replacingOccurrences(of: ":", with: "-")
+    }
+
+    /// `UUIDs`: advertised ones until services were resolved once, then the remote services.
+    var uuidsValue: [String] {
+        resolvedOnce ? layout.serviceUUIDs : cache.uuids.map(\.description)
+    }
+
+    /// The next advertising report (generators advance).
+    func makeReport() -> AdvertisementReport {
+        var rssi = spec.rssi
+        if spec.rssiJitter > 0 {
+            let unit = Double(rng.next() >> 11) / Double(1 << 53)
+            rssi += (unit * 2 - 1) * spec.rssiJitter
+        }
+        let clamped = Int16(min(max(rssi.rounded(), -127), 20))
+        return AdvertisementReport(
+            rssi: clamped, txPower: spec.txPower.map { Int16($0) }, name: spec.name, serviceUUIDs: spec.serviceUUIDs,
+            manufacturerData: manufacturerData.indices.map { (manufacturerData[$0].0, manufacturerData[$0].1.next()) },
+            serviceData: serviceData.indices.map { (serviceData[$0].0, serviceData[$0].1.next()) })
+    }
+
+    func characteristic(at path: DBusObjectPath) -> SimulatedCharacteristic? {
+        characteristics.first { $0.path == path }
+    }
+
+    func characteristic(uuid: BluetoothUUID) -> SimulatedCharacteristic? {
+        characteristics.first { $0.uuid == uuid }
+    }
+}
