@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release test test-swift check-layering lint bench demo clean
+.PHONY: all deps build release test test-swift test-conformance check-layering lint bench demo clean
 
 all: build
 
@@ -22,12 +22,24 @@ check-layering:
 	@scripts/check-layering.sh
 
 # The whole suite: layering rules, then every Swift test (unit tests and integration tests
-# against a private dbus-daemon and a real mosquitto that the tests start and stop).
-test: deps check-layering test-swift
+# against a private dbus-daemon and a real mosquitto that the tests start and stop), then bleak
+# against the BlueZ simulator.
+test: deps check-layering test-swift test-conformance
 
 test-swift:
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS)
+
+# bleak (PyPI, pinned, in .venv created only when missing) against `gattway simulate --scenario demo`
+# on a private dbus-daemon: scan with a service filter, connect, services, read, write with and
+# without response, notifications, disconnect. Works with a pyenv shim or Debian's /usr/bin/python3.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+BLEAK_VERSION := 3.0.1
+test-conformance: deps
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
+	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
+	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
 
 # One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).
 test-one: deps

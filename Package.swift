@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers"]
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator"]
         ),
         .executableTarget(
             name: "gattway-bench",

@@ -6,6 +6,7 @@ import Glibc
 let commands: [any Command.Type] = [
     DecodeCommand.self,
     VersionCommand.self,
+    SimulateCommand.self,
 ]
 
 let code = await CommandLineTool(commands: commands).main(Array(CommandLine.arguments.dropFirst()))

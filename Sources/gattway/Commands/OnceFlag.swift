@@ -1,0 +1,15 @@
+import Foundation
+import Synchronization
+
+/// A flag that can be claimed once from any thread (e.g. to resume a continuation exactly once).
+final class OnceFlag: Sendable {
+    private let claimed = Mutex(false)
+
+    /// True for the first caller only.
+    func claim() -> Bool {
+        claimed.withLock { claimed in
+            defer { claimed = true }
+            return !claimed
+        }
+    }
+}
