@@ -36,7 +36,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "gattway-bench",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers"],
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator"],
             path: "bench/Sources"
         ),
 
