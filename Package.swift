@@ -25,14 +25,16 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
         .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop"]),
         .target(name: "Bluetooth"),
+        // JSON values, parsing with path-named errors, compact serialization (config, scenarios, payloads).
+        .target(name: "JSON"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator"]
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator"]
         ),
         .executableTarget(
             name: "gattway-bench",
@@ -49,6 +51,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.

@@ -1,3 +1,5 @@
+import JSON
+
 /// Where a simulated number comes from: a constant, a counter, a repeating sequence or a seeded
 /// random walk inside a range. Scenario files write these as `21.5`, `{"counter": {...}}`,
 /// `{"sequence": [...]}` or `{"random": {"min": .., "max": ..}}`.

@@ -1,5 +1,6 @@
 import Bluetooth
 import Foundation
+import JSON
 
 /// A virtual Bluetooth world for the simulator: adapters, the devices around them (advertising,
 /// connectable, with GATT trees and fault knobs) and timed events. Documented in docs/simulator.md.
@@ -409,3 +410,6 @@ public struct TimingSpec: Sendable, Equatable {
         return timing
     }
 }
+
+/// A scenario file problem: the JSON path and what was expected.
+public typealias ScenarioError = JSONPathError

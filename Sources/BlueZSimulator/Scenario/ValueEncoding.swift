@@ -1,3 +1,5 @@
+import JSON
+
 /// How a number becomes characteristic bytes: an integer layout and a scale, so `21.5` with
 /// `s16le` and scale `0.01` is `66 08` (2150), as the SIG temperature characteristic 0x2A6E wants.
 public struct NumberFormat: Sendable, Equatable {

@@ -1,3 +1,5 @@
+import JSON
+
 /// The command line of one subcommand, checked against its declaration.
 ///
 /// Accepts `--name value`, `--name=value`, flags, and `--` to end options. Unknown options,
@@ -90,20 +92,5 @@ struct ParsedArguments: Sendable {
             throw CLIError.usage("--\(name): \"\(text)\" is not a duration (expected e.g. 500ms, 30s, 5m)")
         }
         return seconds
-    }
-}
-
-/// Durations written as text, as config.json and the CLI take them.
-enum DurationText {
-    /// Seconds for "500ms", "30s", "5m", "1h", "1.5s" or a bare number of seconds; nil otherwise.
-    static func seconds(_ text: String) -> Double? {
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            let number = text.dropLast(suffix.count)
-            if let value = Double(number), value >= 0, value.isFinite { return value * factor }
-            return nil
-        }
-        if let value = Double(text), value >= 0, value.isFinite { return value }
-        return nil
     }
 }

@@ -1,6 +1,6 @@
 /// A parsed JSON document. Booleans, numbers and strings stay distinct (Foundation's
 /// JSONSerialization blurs booleans and numbers on Linux), and object keys keep their order.
-enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case number(Double)
@@ -8,7 +8,7 @@ enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
 
-    static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): true
         case (.bool(let a), .bool(let b)): a == b
@@ -21,7 +21,7 @@ enum JSONValue: Sendable, Equatable {
     }
 
     /// Parses UTF-8 JSON text (RFC 8259); the error gives the byte offset and what was expected.
-    static func parse<C: Collection>(_ bytes: C) throws -> JSONValue where C.Element == UInt8 {
+    public static func parse<C: Collection>(_ bytes: C) throws -> JSONValue where C.Element == UInt8 {
         var parser = JSONTextParser(bytes: Array(bytes))
         let value = try parser.value(depth: 0)
         parser.skipSpace()
@@ -31,14 +31,16 @@ enum JSONValue: Sendable, Equatable {
 }
 
 /// A recursive-descent JSON parser over bytes.
-struct JSONTextParser {
+public struct JSONTextParser {
+    // Only `SyntaxError` is public; the parser is used through `JSONValue.parse`.
     let bytes: [UInt8]
     var index = 0
 
-    struct SyntaxError: Error, CustomStringConvertible {
-        let offset: Int
-        let message: String
-        var description: String { "invalid JSON at byte \(offset): \(message)" }
+    /// Why a text is not JSON, with the byte offset where parsing stopped.
+    public struct SyntaxError: Error, CustomStringConvertible, Sendable {
+        public let offset: Int
+        public let message: String
+        public var description: String { "invalid JSON at byte \(offset): \(message)" }
     }
 
     func error(_ message: String) -> SyntaxError { SyntaxError(offset: index, message: message) }

@@ -1,0 +1,96 @@
+extension JSONValue {
+    /// Compact JSON text (RFC 8259): object keys in their stored order, integers without a
+    /// fraction, other numbers in the shortest form that reads back exactly; NaN and infinities
+    /// (which JSON cannot carry) become `null`.
+    public var serialized: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        write(into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends the compact JSON text to `bytes` (the allocation-light form of ``serialized``).
+    public func write(into bytes: inout [UInt8]) {
+        switch self {
+        case .null:
+            bytes.append(contentsOf: "null".utf8)
+        case .bool(let value):
+            bytes.append(contentsOf: (value ? "true" : "false").utf8)
+        case .number(let value):
+            JSONValue.writeNumber(value, into: &bytes)
+        case .string(let value):
+            JSONValue.writeString(value, into: &bytes)
+        case .array(let items):
+            bytes.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                item.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, member) in members.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(member.key, into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                member.value.write(into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends a number as JSON text.
+    public static func writeNumber(_ value: Double, into bytes: inout [UInt8]) {
+        guard value.isFinite else {
+            bytes.append(contentsOf: "null".utf8)
+            return
+        }
+        if value.rounded() == value, abs(value) < 9_007_199_254_740_992 {
+            bytes.append(contentsOf: String(Int64(value)).utf8)
+        } else {
+            bytes.append(contentsOf: value.description.utf8)
+        }
+    }
+
+    /// Appends a string as a quoted, escaped JSON string.
+    public static func writeString(_ value: String, into bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        let hex = Array("0123456789abcdef".utf8)
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                bytes.append(contentsOf: "\\u00".utf8)
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0x0F)])
+            default:
+                bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The member `key` of an object (the last one when repeated), else nil.
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.last { $0.key == key }?.value
+    }
+}
+
+/// Durations written as text in configuration and on the command line.
+public enum DurationText {
+    /// Seconds for "500ms", "30s", "5m", "1h", "1.5s" or a bare number of seconds; nil otherwise.
+    public static func seconds(_ text: String) -> Double? {
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            guard let value = Double(text.dropLast(suffix.count)), value >= 0, value.isFinite else { return nil }
+            return value * factor
+        }
+        if let value = Double(text), value >= 0, value.isFinite { return value }
+        return nil
+    }
+}

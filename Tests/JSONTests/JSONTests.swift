@@ -1,0 +1,65 @@
+import JSON
+import Testing
+
+@Suite("JSON values")
+struct JSONTests {
+    @Test("parsing keeps booleans, numbers and key order apart; serializing round-trips")
+    func roundTrip() throws {
+        let text = #"{"b":true,"n":1,"f":21.53,"s":"a\"b\\c\n","a":[null,false,-0.5],"o":{"z":1,"a":2}}"#
+        let value = try JSONValue.parse(Array(text.utf8))
+        #expect(value["b"] == .bool(true))
+        #expect(value["n"] == .number(1))
+        if case .object(let members) = value["o"] { #expect(members.map(\.key) == ["z", "a"]) }
+        #expect(value.serialized == text)
+        #expect(try JSONValue.parse(Array(value.serialized.utf8)) == value)
+    }
+
+    @Test("numbers: integers without fraction, shortest round-trip form, non-finite as null", arguments: [
+        (21.0, "21"), (-4.5, "-4.5"), (0.1, "0.1"), (1013.25, "1013.25"), (Double.nan, "null"), (Double.infinity, "null"),
+    ])
+    func numbers(value: Double, text: String) {
+        #expect(JSONValue.number(value).serialized == text)
+    }
+
+    @Test("control characters are escaped, other Unicode passes through")
+    func escaping() throws {
+        let value = JSONValue.string("°C\u{01}")
+        #expect(value.serialized == "\"°C\\u0001\"")
+        #expect(try JSONValue.parse(Array(value.serialized.utf8)) == value)
+    }
+
+    @Test("malformed JSON is an error with the byte offset, never a crash", arguments: [
+        "", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "01x", "[1] 2", String(repeating: "[", count: 300),
+    ])
+    func malformed(text: String) {
+        #expect(throws: JSONTextParser.SyntaxError.self) { try JSONValue.parse(Array(text.utf8)) }
+    }
+
+    @Test("readers name the JSON path of a bad value and of an unknown key")
+    func readerPaths() throws {
+        let root = try JSONReader.parse(Array(#"{"mqtt": {"port": "x", "typo": 1}}"#.utf8)).object()
+        let mqtt = try root.required("mqtt").object()
+        #expect(throws: JSONPathError.self) { try mqtt.required("port").integer(in: 1...65535) }
+        do {
+            _ = try mqtt.required("port").integer(in: 1...65535)
+        } catch {
+            #expect("\(error)" == "mqtt.port: expected an integer from 1 to 65535, got \"x\"")
+        }
+        do {
+            try mqtt.finish()
+            Issue.record("unknown key accepted")
+        } catch {
+            #expect("\(error)" == "mqtt.typo: is not a known key")
+        }
+    }
+
+    @Test("durations", arguments: [("500ms", 0.5), ("30s", 30.0), ("5m", 300.0), ("1h", 3600.0), ("2", 2.0)])
+    func durations(text: String, seconds: Double) {
+        #expect(DurationText.seconds(text) == seconds)
+    }
+
+    @Test("bad durations are rejected", arguments: ["", "ms", "-1s", "5x", "1e400s"])
+    func badDurations(text: String) {
+        #expect(DurationText.seconds(text) == nil)
+    }
+}
