@@ -106,6 +106,20 @@ extension DBusConnection {
     public func setProperties(
         _ changes: KeyValuePairs<String, DBusValue?>, interface: String, at path: DBusObjectPath, emit: Bool = true
     ) throws {
+        try applyProperties(changes, interface: interface, at: path, emit: emit)
+    }
+
+    /// Changes exported properties from a list built at run time; see
+    /// ``setProperties(_:interface:at:emit:)-(KeyValuePairs<String,DBusValue?>,_,_,_)``.
+    public func setProperties(
+        _ changes: [(key: String, value: DBusValue?)], interface: String, at path: DBusObjectPath, emit: Bool = true
+    ) throws {
+        try applyProperties(changes, interface: interface, at: path, emit: emit)
+    }
+
+    private func applyProperties<Changes: Sequence>(
+        _ changes: Changes, interface: String, at path: DBusObjectPath, emit: Bool
+    ) throws where Changes.Element == (key: String, value: DBusValue?) {
         let target = try exportedInterface(interface, at: path)
         for (name, value) in changes {
             guard let property = target.property(name) else {

@@ -87,6 +87,11 @@ struct ExportTests {
             #expect(first.arguments[2].strings == ["RSSI"])
             let second = try await next(&iterator)
             #expect(second.arguments[1].dictionary == ["Connected": .variant(false)])
+            var built: [(key: String, value: DBusValue?)] = []
+            for (name, value) in [("Name", DBusValue.string("Thermo 3")), ("Connected", .boolean(true))] { built.append((name, value)) }
+            try await server.setProperties(built, interface: deviceInterface, at: "/dev")
+            let third = try await next(&iterator)
+            #expect(third.arguments[1].entries?.map(\.key) == ["Name", "Connected"], "a list built at run time also goes out as one signal")
             #expect(await server.property("RSSI", interface: deviceInterface, at: "/dev") == nil)
             await #expect {
                 try await server.setProperty("Connected", to: "yes", interface: deviceInterface, at: "/dev")
