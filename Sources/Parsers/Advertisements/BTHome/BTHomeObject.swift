@@ -221,15 +221,21 @@ extension BTHomeObject {
 
     static func numberRepeatedNames(_ readings: inout [Reading], names: NameSet) {
         if names.repeated {
-            var counts: [String: Int] = [:]
-            for reading in readings { counts[reading.name, default: 0] += 1 }
-            var seen: [String: Int] = [:]
-            for index in readings.indices {
-                let name = readings[index].name
-                guard let count = counts[name], count > 1 else { continue }
-                let occurrence = (seen[name] ?? 0) + 1
-                seen[name] = occurrence
-                readings[index].name = "\(name)_\(occurrence)"
+            // A payload holds a few dozen objects at most: quadratic scans over the names beat
+            // hashing them into dictionaries, and need no allocation.
+            let count = readings.count
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: count) { totals in
+                for i in 0..<count {
+                    var total: Int32 = 0
+                    for j in 0..<count where readings[j].name == readings[i].name { total += 1 }
+                    totals[i] = total
+                }
+                // Backwards, so the names before `i` are still the original ones.
+                for i in stride(from: count - 1, through: 0, by: -1) where totals[i] > 1 {
+                    var occurrence = 1
+                    for j in 0..<i where readings[j].name == readings[i].name { occurrence += 1 }
+                    readings[i].name += "_" + String(occurrence)
+                }
             }
         }
         if names.hasButton, readings.contains(where: { $0.value == .null }) {
