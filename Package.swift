@@ -29,12 +29,12 @@ let package = Package(
         .target(name: "JSON"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
-        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator"]
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "BlueZ"]
         ),
         .executableTarget(
             name: "gattway-bench",

@@ -1,0 +1,121 @@
+import DBus
+
+/// The one error type of the central, with Core Bluetooth's meanings (`CBError`, `CBATTError`).
+///
+/// Every error names the operation that failed and, when BlueZ (or the bus) answered with an
+/// error, carries its D-Bus error name and message unchanged, e.g.
+/// `org.bluez.Device1.Connect failed: org.bluez.Error.Failed: le-connection-abort-by-local`.
+public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong, in Core Bluetooth terms.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// Connecting did not finish within the timeout (the attempt was cancelled).
+        case connectionTimeout
+        /// BlueZ could not establish the link (`Failed` "le-connection-abort-by-local" and friends).
+        case connectionFailed
+        /// The link dropped (peer, supervision timeout, adapter power-off) during or before the operation.
+        case peripheralDisconnected
+        /// The peripheral or BlueZ does not support the operation (`NotSupported`); never retried.
+        case operationNotSupported
+        /// The peripheral refused: read/write not permitted, not paired, not authorized.
+        case notPermitted
+        /// The value is too long for the write type, or the peripheral rejected its length.
+        case invalidValueLength
+        /// BlueZ rejected the arguments (e.g. "Invalid offset").
+        case invalidArguments
+        /// Another operation is in progress (`InProgress`).
+        case inProgress
+        /// The peripheral is not connected.
+        case notConnected
+        /// BlueZ does not know this device (it vanished) or the characteristic does not exist.
+        case unknownDevice
+        /// bluetoothd is not on the bus, or went away during the operation.
+        case bluezUnavailable
+        /// The bus denied access to BlueZ (`AccessDenied`).
+        case unauthorized
+        /// The adapter is powered off (or BlueZ answered `NotReady`), or the manager is not `.poweredOn`.
+        case poweredOff
+        /// The operation was cancelled by the caller (e.g. ``CentralManager/disconnect(_:)`` during a connect).
+        case cancelled
+        /// Any other failure; see ``bluezName`` and ``message``.
+        case failed
+    }
+
+    /// The Core Bluetooth meaning.
+    public var code: Code
+    /// The operation, e.g. `org.bluez.Device1.Connect` or `connect A4:C1:38:00:00:01`.
+    public var operation: String
+    /// The D-Bus error name when BlueZ or the bus answered with one (`org.bluez.Error.Failed`).
+    public var bluezName: String?
+    /// BlueZ's message, or ours when the error was detected locally.
+    public var message: String
+
+    public init(_ code: Code, operation: String, bluezName: String? = nil, message: String) {
+        self.code = code
+        self.operation = operation
+        self.bluezName = bluezName
+        self.message = message
+    }
+
+    public var description: String {
+        if let bluezName { return "\(operation) failed: \(bluezName): \(message)" }
+        return "\(operation) failed: \(message) (\(code.rawValue))"
+    }
+
+    /// Maps a D-Bus error from a BlueZ call to its Core Bluetooth meaning (bluez-dbus.md §4.4, §7).
+    public init(_ error: DBusError, operation: String) {
+        let name = error.name.rawValue
+        let message = error.message
+        let code: Code
+        switch name {
+        case "org.bluez.Error.NotSupported": code = .operationNotSupported
+        case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized": code = .notPermitted
+        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidValueLength", "org.bluez.Error.InvalidOffset":
+            code = message.localizedCaseInsensitiveContains("length") || name.hasSuffix("InvalidValueLength")
+                ? .invalidValueLength : .invalidArguments
+        case "org.bluez.Error.InProgress": code = .inProgress
+        case "org.bluez.Error.NotConnected": code = .notConnected
+        case "org.bluez.Error.NotReady": code = .poweredOff
+        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue, DBusError.Name.unknownMethod.rawValue:
+            code = .unknownDevice
+        case DBusError.Name.serviceUnknown.rawValue, DBusError.Name.nameHasNoOwner.rawValue,
+            DBusError.Name.disconnected.rawValue, DBusError.Name.noReply.rawValue:
+            code = .bluezUnavailable
+        case DBusError.Name.accessDenied.rawValue: code = .unauthorized
+        case "org.bluez.Error.Failed":
+            if message.hasPrefix("le-connection-") || message.hasPrefix("br-connection-") {
+                code = message.hasSuffix("-canceled") ? .cancelled : .connectionFailed
+            } else if message == "Not connected" {
+                code = .notConnected
+            } else if message.hasPrefix("Operation already in progress") {
+                code = .inProgress
+            } else {
+                code = .failed
+            }
+        default: code = .failed
+        }
+        self.init(code, operation: operation, bluezName: name, message: message)
+    }
+
+    /// Wraps any error: a ``CentralError`` stays as it is, a `DBusError` is mapped, a
+    /// `CancellationError` becomes ``Code/cancelled``.
+    static func wrap(_ error: any Error, operation: String) -> CentralError {
+        switch error {
+        case let error as CentralError: error
+        case let error as DBusError: CentralError(error, operation: operation)
+        case is CancellationError: CentralError(.cancelled, operation: operation, message: "cancelled")
+        default: CentralError(.failed, operation: operation, message: "\(error)")
+        }
+    }
+
+    /// How the reconnect policy should treat this error.
+    var reconnectFailure: ReconnectPolicy<SystemRandomNumberGenerator>.Failure {
+        switch code {
+        case .connectionTimeout, .connectionFailed, .unknownDevice, .bluezUnavailable, .poweredOff, .inProgress:
+            .connectionTimeout
+        case .peripheralDisconnected, .notConnected: .peripheralDisconnected
+        case .operationNotSupported: .operationNotSupported
+        case .notPermitted, .unauthorized, .invalidValueLength, .invalidArguments, .cancelled: .other(retryable: false)
+        case .failed: .other(retryable: true)
+        }
+    }
+}

@@ -1,0 +1,240 @@
+import Bluetooth
+import DBus
+
+extension CentralManager {
+    /// Connects to a peripheral (`Device1.Connect`) and returns once the link is up — before
+    /// service discovery, which ``discoverServices(_:for:)`` waits for.
+    ///
+    /// A peripheral already connected in BlueZ succeeds at once. A device BlueZ does not know
+    /// yet (e.g. right after a bluetoothd restart) is waited for until a scan reports it.
+    /// - Parameters:
+    ///   - timeout: the whole attempt; when it passes the attempt is cancelled in BlueZ and
+    ///     ``CentralError/Code/connectionTimeout`` is thrown.
+    ///   - autoReconnect: keep the connection up: after a failure of this attempt, a link drop,
+    ///     an adapter power cycle or a bluetoothd restart the manager reconnects by itself with
+    ///     the backoff of ``CentralOptions/reconnect`` (``ConnectionEvent``s report each outcome)
+    ///     until ``disconnect(_:)``. The connection is saved in the state file.
+    /// - Returns: a fresh snapshot of the peripheral.
+    /// - Throws: ``CentralError``: `connectionTimeout`, `connectionFailed` (BlueZ's
+    ///   "le-connection-abort-by-local"), `cancelled` (a ``disconnect(_:)`` meanwhile),
+    ///   `poweredOff`/`bluezUnavailable` when not `.poweredOn`.
+    @discardableResult
+    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), autoReconnect: Bool = true) async throws
+        -> Peripheral
+    {
+        let address = peripheral.address
+        try requirePoweredOn("connect \(address)")
+        var link = links[address] ?? Link(configuration: options.reconnect)
+        link.autoReconnect = autoReconnect
+        link.policy.reset()
+        if let timer = link.retryTimer {
+            loop.cancelTimer(timer)
+            link.retryTimer = nil
+        }
+        links[address] = link
+        disconnectsRequested.remove(address)
+        if autoReconnect { saveState() }
+        do {
+            try await establish(address, timeout: timeout)
+        } catch {
+            let failure = CentralError.wrap(error, operation: "connect \(address)")
+            emit(.failedToConnect(self.peripheral(address), failure))
+            if links[address]?.autoReconnect == true {
+                scheduleReconnect(address, after: failure)
+            } else if links[address]?.connected != true {
+                links.removeValue(forKey: address)
+            }
+            throw failure
+        }
+        return self.peripheral(address)
+    }
+
+    /// One connection attempt: waits for the device object, calls `Connect` unless already
+    /// connected, and waits until `Connected=true` is seen.
+    func establish(_ address: BluetoothAddress, timeout: Duration) async throws {
+        let operation = "connect \(address)"
+        let start = ContinuousClock.now
+        links[address]?.connecting = true
+        defer { links[address]?.connecting = false }
+        let path: DBusObjectPath = try await waitUntil(timeout: timeout, operation: operation) { central in
+            guard central.state == .poweredOn else { return .failure(central.stateError(operation)) }
+            guard let path = central.devicePath(address), central.tree.properties(path, BlueZObjectTree.device) != nil else {
+                return nil
+            }
+            return .success(path)
+        }
+        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true { return }
+        let remaining = timeout - (ContinuousClock.now - start)
+        let callTimeout = remaining + .seconds(5)
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    _ = try await self.callBlueZ(path, BlueZObjectTree.device, "Connect", timeout: callTimeout)
+                }
+                group.addTask {
+                    try await Task.sleep(for: remaining)
+                    throw CentralError(.connectionTimeout, operation: operation, message: "no connection within \(timeout)")
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+        } catch let error as CentralError where error.code == .connectionTimeout {
+            // Cancel BlueZ's pending connection (it answers the Connect with "br-connection-canceled").
+            Task { _ = try? await self.callBlueZ(path, BlueZObjectTree.device, "Disconnect", timeout: .seconds(5)) }
+            throw error
+        } catch {
+            throw CentralError.wrap(error, operation: "org.bluez.Device1.Connect \(address)")
+        }
+        // BlueZ emits Connected=true just before the reply; wait until it has been processed.
+        let _: Void = try await waitUntil(timeout: .seconds(5), operation: operation, timeoutCode: .connectionFailed) { central in
+            guard let props = central.tree.properties(path, BlueZObjectTree.device) else {
+                return .failure(CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
+            }
+            return props["Connected"]?.bool == true ? .success(()) : nil
+        }
+    }
+
+    /// Disconnects (`Device1.Disconnect`, about 2 s in BlueZ) and forgets the connection: no
+    /// automatic reconnection, notification streams of the peripheral finish, the state file
+    /// no longer lists it. Returns once `Connected=false` is seen. Cancels a pending connect.
+    /// Disconnecting a peripheral that is not connected succeeds.
+    public func disconnect(_ peripheral: Peripheral) async throws {
+        let address = peripheral.address
+        let operation = "disconnect \(address)"
+        if let link = links.removeValue(forKey: address), let timer = link.retryTimer { loop.cancelTimer(timer) }
+        for (key, subscription) in subscriptions where key.peripheral == address {
+            subscriptions.removeValue(forKey: key)
+            subscription.finish(throwing: nil)
+            stopNotifying(subscription)
+        }
+        restoredSubscriptions.removeAll { $0.peripheral == address }
+        saveState()
+        guard let path = devicePath(address), let props = tree.properties(path, BlueZObjectTree.device) else { return }
+        let connected = props["Connected"]?.bool == true
+        if connected { disconnectsRequested.insert(address) }
+        do {
+            _ = try await callBlueZ(path, BlueZObjectTree.device, "Disconnect", timeout: .seconds(15))
+        } catch {
+            let failure = CentralError.wrap(error, operation: "org.bluez.Device1.Disconnect \(address)")
+            if failure.code == .unknownDevice { return }
+            disconnectsRequested.remove(address)
+            throw failure
+        }
+        guard connected else { return }
+        try await waitUntil(timeout: .seconds(10), operation: operation) { central in
+            central.tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true ? nil : .success(())
+        }
+    }
+
+    /// Connection changes of every peripheral: first a `.connected` for each link up now
+    /// (including adopted ones), then every change as it happens, on the loop thread.
+    ///
+    /// Buffering: unbounded (events are rare); finishes when the manager is closed.
+    public func connectionEvents() -> AsyncStream<ConnectionEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ConnectionEvent.self)
+        for peripheral in connectedPeripherals() { continuation.yield(.connected(peripheral)) }
+        if closed {
+            continuation.finish()
+            return stream
+        }
+        let id = makeID()
+        connectionContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.loop.execute { self.assumeIsolated { _ = $0.connectionContinuations.removeValue(forKey: id) } }
+        }
+        return stream
+    }
+
+    func emit(_ event: ConnectionEvent) {
+        for continuation in connectionContinuations.values { continuation.yield(event) }
+    }
+
+    func linkCameUp(_ peripheral: Peripheral) {
+        if links[peripheral.address] != nil {
+            links[peripheral.address]?.connected = true
+            links[peripheral.address]?.policy.connected(at: Self.now)
+        }
+        emit(.connected(peripheral))
+        evaluateWaiters()
+    }
+
+    func linkWentDown(_ peripheral: Peripheral, reason: CentralError?) {
+        let address = peripheral.address
+        let requested = disconnectsRequested.remove(address) != nil
+        var error: CentralError? = nil
+        if !requested {
+            if let reason {
+                error = reason
+            } else if state != .poweredOn
+                || adapterPath.flatMap({ tree.properties($0, BlueZObjectTree.adapter)?["Powered"]?.bool }) == false
+            {
+                error = CentralError(.poweredOff, operation: "connection \(address)", message: "the adapter was powered off")
+            } else {
+                error = CentralError(.peripheralDisconnected, operation: "connection \(address)", message: "the link dropped")
+            }
+        }
+        var snapshot = peripheral
+        snapshot.isConnected = false
+        snapshot.servicesResolved = false
+        emit(.disconnected(snapshot, error))
+        links[address]?.connected = false
+        for (key, subscription) in subscriptions where key.peripheral == address { subscription.linkDown() }
+        if let error, links[address]?.autoReconnect == true { scheduleReconnect(address, after: error) }
+    }
+
+    /// Asks the reconnect policy when to try again and arms a timer (never a tight loop).
+    func scheduleReconnect(_ address: BluetoothAddress, after error: CentralError) {
+        guard var link = links[address], link.autoReconnect, link.retryTimer == nil, !closed else { return }
+        switch link.policy.failed(error.reconnectFailure, at: Self.now) {
+        case .giveUp:
+            link.autoReconnect = false
+            links[address] = link
+            saveState()
+        case .retry(let delay):
+            link.retryTimer = loop.addTimer(after: delay) { [weak self] in
+                self?.assumeIsolated { $0.retryFired(address) }
+            }
+            links[address] = link
+        }
+    }
+
+    func retryFired(_ address: BluetoothAddress) {
+        links[address]?.retryTimer = nil
+        guard state == .poweredOn else { return }  // poweredOn() retries everything
+        startReconnect(address)
+    }
+
+    func startReconnect(_ address: BluetoothAddress) {
+        guard let link = links[address], link.autoReconnect, !link.connecting, !link.connected else { return }
+        links[address]?.connecting = true
+        Task { await self.reconnectAttempt(address) }
+    }
+
+    private func reconnectAttempt(_ address: BluetoothAddress) async {
+        links[address]?.connecting = false
+        guard let link = links[address], link.autoReconnect, !link.connected, !closed else { return }
+        do {
+            try await establish(address, timeout: .seconds(30))
+        } catch {
+            let failure = CentralError.wrap(error, operation: "reconnect \(address)")
+            guard links[address] != nil else { return }
+            emit(.failedToConnect(peripheral(address), failure))
+            scheduleReconnect(address, after: failure)
+        }
+    }
+
+    /// The adapter is (again) powered and BlueZ's objects are known: re-arm discovery and bring
+    /// wanted connections back without waiting out their backoff.
+    func poweredOn() {
+        armDiscovery()
+        for (address, link) in links where link.autoReconnect && !link.connected {
+            if let timer = link.retryTimer {
+                loop.cancelTimer(timer)
+                links[address]?.retryTimer = nil
+            }
+            links[address]?.policy.reset()
+            startReconnect(address)
+        }
+    }
+}

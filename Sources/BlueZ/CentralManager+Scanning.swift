@@ -1,0 +1,197 @@
+import Bluetooth
+import DBus
+import EventLoop
+
+/// One consumer of ``CentralManager/scan(_:bufferingNewest:)``. Actor-confined.
+struct ScanSubscription {
+    let options: ScanOptions
+    let continuation: AsyncStream<ScanResult>.Continuation
+    /// Hash of the last reported advertisement content per device (without RSSI), for
+    /// `allowDuplicates == false`; entries go when BlueZ removes the device.
+    var lastContent: [DBusObjectPath: Int] = [:]
+}
+
+/// This manager's discovery session in BlueZ. Actor-confined.
+struct DiscoveryState {
+    /// StartDiscovery succeeded and the session was not dropped since (power-off, restart).
+    var sessionActive = false
+    /// The filter last accepted by SetDiscoveryFilter.
+    var filterSent: DBusValue?
+    /// An update (filter/start/stop) is running; `dirty` asks for another one after it.
+    var busy = false
+    var dirty = false
+    var retryTimer: EventLoop.Token?
+    /// Current backoff after InProgress/NotReady (0: none yet).
+    var retryDelay: Double = 0
+}
+
+extension CentralManager {
+    /// Scans continuously (one `StartDiscovery` for all scans of this manager; never stop/start
+    /// cycles) and reports discoveries as an `AsyncStream`.
+    ///
+    /// Several scans may run at once (also from other processes); BlueZ's filter is the merge of
+    /// this manager's scans and every stream re-checks its own ``ScanOptions``. Discovery is
+    /// re-armed by itself after an adapter power cycle or a bluetoothd restart, and `InProgress`
+    /// / `NotReady` from BlueZ are retried with backoff. The session ends when the last stream
+    /// ends (the consumer stops iterating or cancels), with `StopDiscovery` and a cleared filter.
+    ///
+    /// Buffering: the newest `bufferingNewest` results are kept; a consumer that falls behind
+    /// loses the oldest. Results are yielded on the loop thread as BlueZ signals arrive.
+    /// - Throws: ``CentralError`` when the state is not `.poweredOn`.
+    public func scan(_ options: ScanOptions = ScanOptions(), bufferingNewest limit: Int = 4096) throws -> AsyncStream<ScanResult> {
+        try requirePoweredOn("scan")
+        let (stream, continuation) = AsyncStream.makeStream(of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
+        let id = makeID()
+        scans[id] = ScanSubscription(options: options, continuation: continuation)
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.loop.execute {
+                self.assumeIsolated { central in
+                    guard central.scans.removeValue(forKey: id) != nil else { return }
+                    central.armDiscovery()
+                }
+            }
+        }
+        armDiscovery()
+        return stream
+    }
+
+    /// Whether this manager holds a discovery session in BlueZ now.
+    public var isScanning: Bool { discovery.sessionActive }
+
+    /// Brings BlueZ's discovery in line with the scans: filter, start, or stop.
+    func armDiscovery() {
+        if discovery.busy {
+            discovery.dirty = true
+            return
+        }
+        discovery.busy = true
+        Task { await self.updateDiscovery() }
+    }
+
+    private func updateDiscovery() async {
+        defer {
+            discovery.busy = false
+            if discovery.dirty {
+                discovery.dirty = false
+                armDiscovery()
+            }
+        }
+        guard state == .poweredOn, let adapterPath, !closed else { return }
+        let adapter = BlueZObjectTree.adapter
+        if scans.isEmpty {
+            guard discovery.sessionActive || discovery.filterSent != nil else { return }
+            if discovery.sessionActive {
+                // NotReady/InProgress/Failed after the session is already gone are harmless (bleak#2021).
+                _ = try? await callBlueZ(adapterPath, adapter, "StopDiscovery", timeout: .seconds(10))
+                discovery.sessionActive = false
+            }
+            _ = try? await callBlueZ(
+                adapterPath, adapter, "SetDiscoveryFilter", [.variantDictionary([String: DBusValue]())], timeout: .seconds(10))
+            discovery.filterSent = nil
+            return
+        }
+        let filter = mergedFilter()
+        do {
+            if discovery.filterSent != filter {
+                _ = try await callBlueZ(adapterPath, adapter, "SetDiscoveryFilter", [filter], timeout: .seconds(10))
+                discovery.filterSent = filter
+            }
+            if !discovery.sessionActive {
+                _ = try await callBlueZ(adapterPath, adapter, "StartDiscovery", timeout: .seconds(10))
+                discovery.sessionActive = true
+            }
+            discovery.retryDelay = 0
+        } catch {
+            let failure = CentralError.wrap(error, operation: "org.bluez.Adapter1.StartDiscovery")
+            if failure.code == .bluezUnavailable && bluezOwner == nil { return }  // a restart re-arms
+            scheduleDiscoveryRetry()
+        }
+    }
+
+    /// Retries discovery after a growing delay (never a tight loop).
+    private func scheduleDiscoveryRetry() {
+        guard discovery.retryTimer == nil else { return }
+        let delay = discovery.retryDelay == 0
+            ? options.discoveryRetryDelay : min(discovery.retryDelay * 2, options.discoveryRetryMaximum)
+        discovery.retryDelay = delay
+        discovery.retryTimer = loop.addTimer(after: delay) { [weak self] in
+            self?.assumeIsolated { central in
+                central.discovery.retryTimer = nil
+                central.armDiscovery()
+            }
+        }
+    }
+
+    /// Number of discovery retries pending or made since the last success (for tests and health).
+    public var discoveryRetryDelay: Double { discovery.retryDelay }
+
+    /// The merge of this manager's scans: UUIDs only if every scan filters by UUID, the lowest
+    /// RSSI threshold only if every scan has one, DuplicateData if any scan wants duplicates.
+    func mergedFilter() -> DBusValue {
+        var pairs: [(String, DBusValue)] = [("Transport", .string("le"))]
+        let all = scans.values.map(\.options)
+        if all.allSatisfy({ $0.services != nil }) {
+            var uuids: [String] = []
+            for option in all { for uuid in option.services ?? [] where !uuids.contains(uuid.description) { uuids.append(uuid.description) } }
+            pairs.append(("UUIDs", .strings(uuids.sorted())))
+        }
+        if all.allSatisfy({ $0.rssiThreshold != nil }), let lowest = all.compactMap(\.rssiThreshold).min() {
+            pairs.append(("RSSI", .int16(max(-127, min(20, lowest)))))
+        }
+        pairs.append(("DuplicateData", .boolean(all.contains { $0.allowDuplicates })))
+        return .variantDictionary(pairs)
+    }
+
+    func deviceAppeared(_ path: DBusObjectPath) {
+        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true, let peripheral = peripheral(at: path) {
+            linkCameUp(peripheral)
+        }
+        deviceAdvertised(path, changedKeys: nil)
+    }
+
+    func deviceRemoved(_ path: DBusObjectPath) {
+        for id in scans.keys { scans[id]?.lastContent.removeValue(forKey: path) }
+        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true, let peripheral = peripheral(at: path) {
+            linkWentDown(peripheral, reason: nil)
+        }
+    }
+
+    /// A device was added or its advertisement properties changed: report it to each scan
+    /// whose options it passes.
+    func deviceAdvertised(_ path: DBusObjectPath, changedKeys: Set<String>?) {
+        guard !scans.isEmpty, let props = tree.properties(path, BlueZObjectTree.device), let peripheral = peripheral(at: path)
+        else { return }
+        let data = Self.advertisementData(props)
+        var content = data
+        content.rssi = nil
+        let contentHash = content.hashValue
+        for (id, scan) in scans {
+            if let services = scan.options.services, !services.contains(where: data.serviceUUIDs.contains) { continue }
+            if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
+            if !scan.options.allowDuplicates {
+                if scan.lastContent[path] == contentHash { continue }
+                scans[id]?.lastContent[path] = contentHash
+            }
+            scan.continuation.yield(ScanResult(peripheral: peripheral, advertisementData: data))
+        }
+    }
+
+    /// `Device1` properties as ``AdvertisementData`` (RSSI 127 "not available" becomes nil).
+    static func advertisementData(_ props: BlueZObjectTree.Properties) -> AdvertisementData {
+        var data = AdvertisementData()
+        data.localName = props["Name"]?.string
+        data.serviceUUIDs = (props["UUIDs"]?.strings ?? []).compactMap(BluetoothUUID.init)
+        for entry in props["ManufacturerData"]?.entries ?? [] {
+            guard let id = entry.key.uint16, let bytes = entry.value.bytes else { continue }
+            data.manufacturerData[id] = bytes
+        }
+        for entry in props["ServiceData"]?.entries ?? [] {
+            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let bytes = entry.value.bytes else { continue }
+            data.serviceData[uuid] = bytes
+        }
+        if let power = props["TxPower"]?.int { data.txPower = Int8(clamping: power) }
+        if let rssi = props["RSSI"]?.int, rssi != 127 { data.rssi = Int16(clamping: rssi) }
+        return data
+    }
+}

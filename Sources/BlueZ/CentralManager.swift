@@ -1,0 +1,474 @@
+import Bluetooth
+import DBus
+import EventLoop
+
+/// The BLE central (Core Bluetooth's `CBCentralManager`) over BlueZ's D-Bus API.
+///
+/// Threading: an actor whose executor is the ``EventLoop`` thread that also runs its one
+/// long-lived ``DBusConnection``; every method may be called from any task. Results, streams and
+/// values handed out are `Sendable` snapshots.
+///
+/// What it does on the bus (bluez-dbus.md §8): one `GetManagedObjects` at start and after each
+/// bluetoothd restart, then only `InterfacesAdded`/`InterfacesRemoved` (from `/`) and
+/// `PropertiesChanged` (path namespace `/org/bluez`) from `org.bluez` — never polling. GATT
+/// operations are serialised per device (BlueZ answers `InProgress` to concurrent ones).
+///
+/// Recovery: when bluetoothd leaves the bus the state goes `.resetting`; when it returns the
+/// objects are re-read, discovery re-armed, wanted connections re-established and notification
+/// subscriptions renewed. An adapter power cycle does the same. Connections already up in
+/// BlueZ at start are adopted. With ``CentralOptions/stateFilePath`` wanted connections and
+/// subscriptions are saved and restored after a restart of the process.
+///
+/// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` ends every stream, stops
+/// discovery and closes the connection (connections to peripherals stay up in BlueZ, as BlueZ
+/// keeps them — call ``disconnect(_:)`` first to drop them).
+public actor CentralManager {
+    /// The loop whose thread runs this actor and its D-Bus connection.
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    /// The options the manager was started with.
+    public nonisolated let options: CentralOptions
+
+    let connection: DBusConnection
+    var tree = BlueZObjectTree()
+    var adapterPath: DBusObjectPath?
+    var bluezOwner: String?
+    /// The current state; see ``stateUpdates()`` for changes.
+    public private(set) var state: CentralState = .unknown
+    var closed = false
+    var nextID = 0
+    var signalTasks: [Task<Void, Never>] = []
+    var stateContinuations: [Int: AsyncStream<CentralState>.Continuation] = [:]
+    var connectionContinuations: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
+    var waiters: [Int: Waiter] = [:]
+    /// Scanning.
+    var scans: [Int: ScanSubscription] = [:]
+    var discovery = DiscoveryState()
+    /// Connections this manager wants up (connect with auto-reconnect, restored, or adopted).
+    var links: [BluetoothAddress: Link] = [:]
+    /// Addresses whose disconnect this manager asked for (the next `Connected=false` is expected).
+    var disconnectsRequested: Set<BluetoothAddress> = []
+    /// Notification subscriptions by characteristic, and their current object paths.
+    var subscriptions: [Characteristic: NotifySubscription] = [:]
+    var subscriptionPaths: [DBusObjectPath: Characteristic] = [:]
+    /// Reads in flight per characteristic path: `Value` signals held back meanwhile.
+    var heldValues: [DBusObjectPath: [[UInt8]]] = [:]
+    /// Bytes of a finished read whose `Value` signal has not been seen yet (dropped once, briefly).
+    var expectedEchoes: [DBusObjectPath: (bytes: [UInt8], at: UInt64)] = [:]
+    /// Devices with a GATT operation running, and the operations waiting for them.
+    var busyDevices: Set<BluetoothAddress> = []
+    var deviceQueues: [BluetoothAddress: [CheckedContinuation<Void, Never>]] = [:]
+    /// Subscriptions from the state file not yet claimed by ``notifications(for:)``.
+    public internal(set) var restoredSubscriptions: [Characteristic] = []
+    /// Devices named in the state file (connected or subscribed before the restart).
+    public internal(set) var restoredPeripherals: [Peripheral] = []
+    /// The state file as last written or read.
+    var lastSavedState: CentralStateFile?
+    /// The last error writing the state file (nil after a successful write).
+    public internal(set) var stateFileError: CentralError?
+
+    init(connection: DBusConnection, options: CentralOptions) {
+        self.connection = connection
+        self.loop = connection.loop
+        self.options = options
+    }
+
+    /// Connects to the bus, reads BlueZ's objects, adopts existing connections and restores the
+    /// state file; returns once ``state`` is known (any state: check it or wait with
+    /// ``waitUntilPoweredOn(timeout:)``).
+    ///
+    /// - Throws: ``CentralError`` ``CentralError/Code/bluezUnavailable`` only when the bus itself
+    ///   cannot be reached; a missing bluetoothd or adapter is a state (`.unsupported`), not an error.
+    public static func start(
+        options: CentralOptions = CentralOptions(), bus: DBusConnection.Bus = .system, on loop: EventLoop
+    ) async throws -> CentralManager {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(to: bus, on: loop)
+        } catch {
+            throw CentralError.wrap(error, operation: "connect to the D-Bus system bus").withCode(.bluezUnavailable)
+        }
+        let central = CentralManager(connection: connection, options: options)
+        do {
+            try await central.begin()
+        } catch {
+            await central.close()
+            throw CentralError.wrap(error, operation: "subscribe to org.bluez signals")
+        }
+        return central
+    }
+
+    private func begin() async throws {
+        let objectManager = try await connection.signals(
+            matching: DBusMatchRule(sender: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager"))
+        let properties = try await connection.signals(
+            matching: DBusMatchRule(
+                sender: "org.bluez", pathNamespace: "/org/bluez", interface: "org.freedesktop.DBus.Properties",
+                member: "PropertiesChanged"))
+        let owners = try await connection.nameOwnerChanges(of: "org.bluez")
+        signalTasks.append(Task { [weak self] in
+            for await message in objectManager { await self?.handleObjectManager(message) }
+        })
+        signalTasks.append(Task { [weak self] in
+            for await message in properties { await self?.handlePropertiesChanged(message) }
+        })
+        signalTasks.append(Task { [weak self] in
+            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
+        })
+        loadStateFile()
+        let owner: String?
+        do {
+            owner = try await connection.nameOwner("org.bluez")
+        } catch let error as DBusError where error.name == .accessDenied {
+            setState(.unauthorized)
+            return
+        }
+        await bluezOwnerChanged(to: owner)
+    }
+
+    /// Ends every stream (scans and notifications finish, waiting operations fail with
+    /// ``CentralError/Code/cancelled``), stops this manager's discovery session and closes the
+    /// D-Bus connection. Links to peripherals stay up in BlueZ.
+    public func close() async {
+        guard !closed else { return }
+        closed = true
+        for (_, scan) in scans { scan.continuation.finish() }
+        scans.removeAll()
+        if discovery.sessionActive, let adapterPath {
+            _ = try? await callBlueZ(adapterPath, BlueZObjectTree.adapter, "StopDiscovery", timeout: .seconds(2))
+        }
+        for link in links.values { if let timer = link.retryTimer { loop.cancelTimer(timer) } }
+        links.removeAll()
+        for (_, subscription) in subscriptions { subscription.finish(throwing: nil) }
+        subscriptions.removeAll()
+        failAllWaiters(CentralError(.cancelled, operation: "wait", message: "the central manager was closed"))
+        for continuation in stateContinuations.values { continuation.finish() }
+        for continuation in connectionContinuations.values { continuation.finish() }
+        stateContinuations.removeAll()
+        connectionContinuations.removeAll()
+        if let timer = discovery.retryTimer { loop.cancelTimer(timer) }
+        for task in signalTasks { task.cancel() }
+        await connection.close()
+    }
+
+    // MARK: State
+
+    /// The state now, then every change, as an `AsyncStream`.
+    ///
+    /// Buffering: newest 16 states; a consumer that falls behind skips intermediate ones but
+    /// always sees the latest. Finishes when the manager is closed.
+    public func stateUpdates() -> AsyncStream<CentralState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: CentralState.self, bufferingPolicy: .bufferingNewest(16))
+        let id = makeID()
+        continuation.yield(state)
+        if closed {
+            continuation.finish()
+            return stream
+        }
+        stateContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
+        }
+        return stream
+    }
+
+    /// Waits until ``state`` is `.poweredOn`.
+    /// - Throws: ``CentralError`` ``CentralError/Code/poweredOff`` (or the state's meaning) after `timeout`.
+    public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
+        try await waitUntil(timeout: timeout, operation: "wait for the adapter to be powered on") { central in
+            central.state == .poweredOn ? .success(()) : nil
+        }
+    }
+
+    func setState(_ newState: CentralState) {
+        guard newState != state else { return }
+        let old = state
+        state = newState
+        for continuation in stateContinuations.values { continuation.yield(newState) }
+        if newState == .poweredOn {
+            poweredOn()
+        } else if old == .poweredOn {
+            discovery.sessionActive = false
+            discovery.filterSent = nil
+        }
+        evaluateWaiters()
+    }
+
+    /// The error an operation gets while the state is not `.poweredOn`.
+    func stateError(_ operation: String) -> CentralError {
+        switch state {
+        case .poweredOn: CentralError(.failed, operation: operation, message: "no error")
+        case .poweredOff: CentralError(.poweredOff, operation: operation, message: "the adapter \(adapterName) is powered off")
+        case .unauthorized: CentralError(.unauthorized, operation: operation, message: "the bus denied access to org.bluez")
+        case .unsupported:
+            bluezOwner == nil
+                ? CentralError(.bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
+                : CentralError(.bluezUnavailable, operation: operation, message: "no Bluetooth adapter matching \(options.adapter)")
+        case .resetting: CentralError(.bluezUnavailable, operation: operation, message: "bluetoothd restarted; waiting for it")
+        case .unknown: CentralError(.bluezUnavailable, operation: operation, message: "the central manager is not ready yet")
+        }
+    }
+
+    func requirePoweredOn(_ operation: String) throws {
+        if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
+        guard state == .poweredOn else { throw stateError(operation) }
+    }
+
+    var adapterName: String { adapterPath.map { String($0.rawValue.split(separator: "/").last ?? "") } ?? "\(options.adapter)" }
+
+    /// The adapter's address, when one is chosen.
+    public var adapterAddress: BluetoothAddress? {
+        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(BluetoothAddress.init)
+    }
+
+    /// Number of BlueZ objects tracked (adapters, devices, GATT objects); bounded by what BlueZ exports.
+    public var trackedObjectCount: Int { tree.count }
+
+    /// Number of devices of the adapter currently known.
+    public var knownDeviceCount: Int {
+        guard let adapterPath else { return 0 }
+        return tree.paths(with: BlueZObjectTree.device, below: adapterPath).count
+    }
+
+    // MARK: bluetoothd presence and the object tree
+
+    func bluezOwnerChanged(to owner: String?) async {
+        guard !closed else { return }
+        if owner == bluezOwner && state != .unknown { return }
+        let previous = bluezOwner
+        bluezOwner = owner
+        if previous != nil { bluezLost() }
+        guard owner != nil else {
+            setState(previous == nil ? .unsupported : .resetting)
+            return
+        }
+        await reload()
+    }
+
+    /// bluetoothd left the bus: every object is gone (no InterfacesRemoved is sent), so are our
+    /// discovery session, notify sessions and acquired sockets.
+    private func bluezLost() {
+        let lostError = CentralError(.bluezUnavailable, operation: "connection", message: "bluetoothd left the bus")
+        for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
+            if let props = tree.properties(path, BlueZObjectTree.device), props["Connected"]?.bool == true,
+                let peripheral = peripheral(at: path)
+            {
+                linkWentDown(peripheral, reason: lostError)
+            }
+        }
+        tree.removeAll()
+        adapterPath = nil
+        discovery.sessionActive = false
+        discovery.filterSent = nil
+        for subscription in subscriptions.values { subscription.reset() }
+        subscriptionPaths.removeAll()
+        setState(.resetting)
+    }
+
+    /// Reads every object (`GetManagedObjects`), picks the adapter and derives the state.
+    private func reload() async {
+        do {
+            let reply = try await connection.call(
+                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects", timeout: .seconds(25))
+            guard let objects = reply.first else { return }
+            tree.load(objects)
+        } catch let error as DBusError where error.name == .accessDenied {
+            setState(.unauthorized)
+            return
+        } catch {
+            setState(bluezOwner == nil ? .unsupported : .resetting)
+            return
+        }
+        chooseAdapter()
+        adoptConnections()
+        updateStateFromAdapter()
+        // Subscriptions on devices already connected and resolved are renewed now.
+        for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
+            if let props = tree.properties(path, BlueZObjectTree.device), props["ServicesResolved"]?.bool == true,
+                let address = address(ofDevicePath: path)
+            {
+                servicesResolved(address)
+            }
+        }
+    }
+
+    private func chooseAdapter() {
+        let adapters = tree.paths(with: BlueZObjectTree.adapter)
+        func matches(_ path: DBusObjectPath) -> Bool {
+            let props = tree.properties(path, BlueZObjectTree.adapter) ?? [:]
+            switch options.adapter {
+            case .first:
+                let roles = props["Roles"]?.strings
+                return roles == nil || roles?.contains("central") == true
+            case .name(let name): return path.rawValue == "/org/bluez/\(name)"
+            case .address(let address): return props["Address"]?.string.flatMap(BluetoothAddress.init) == address
+            }
+        }
+        let candidates = adapters.filter(matches)
+        adapterPath = candidates.first { tree.properties($0, BlueZObjectTree.adapter)?["Powered"]?.bool == true } ?? candidates.first
+    }
+
+    func updateStateFromAdapter() {
+        guard bluezOwner != nil else {
+            setState(.unsupported)
+            return
+        }
+        guard let adapterPath, let props = tree.properties(adapterPath, BlueZObjectTree.adapter) else {
+            setState(.unsupported)
+            return
+        }
+        setState(props["Powered"]?.bool == true ? .poweredOn : .poweredOff)
+    }
+
+    /// Connections already up in BlueZ are taken over: reported as connected and kept up.
+    private func adoptConnections() {
+        guard let adapterPath else { return }
+        for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) {
+            guard tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true,
+                let peripheral = peripheral(at: path)
+            else { continue }
+            if links[peripheral.address] == nil { links[peripheral.address] = Link(configuration: options.reconnect) }
+            links[peripheral.address]?.connected = true
+            links[peripheral.address]?.policy.connected(at: Self.now)
+            emit(.connected(peripheral))
+        }
+    }
+
+    func handleObjectManager(_ message: DBusMessage) {
+        guard !closed, message.sender == bluezOwner || bluezOwner == nil, message.arguments.count == 2,
+            let path = message.arguments[0].objectPath
+        else { return }
+        switch message.member {
+        case "InterfacesAdded":
+            let added = tree.add(path, interfaces: message.arguments[1])
+            if added.contains(BlueZObjectTree.adapter), adapterPath == nil {
+                chooseAdapter()
+                updateStateFromAdapter()
+            } else if added.contains(BlueZObjectTree.device), isOurDevice(path) {
+                deviceAppeared(path)
+            }
+        case "InterfacesRemoved":
+            let names = message.arguments[1].strings ?? []
+            if names.contains(BlueZObjectTree.device), isOurDevice(path) {
+                deviceRemoved(path)
+            }
+            tree.remove(path, interfaces: names)
+            if path == adapterPath, names.contains(BlueZObjectTree.adapter) {
+                adapterPath = nil
+                chooseAdapter()
+                updateStateFromAdapter()
+            }
+        default:
+            return
+        }
+        evaluateWaiters()
+    }
+
+    func handlePropertiesChanged(_ message: DBusMessage) {
+        guard !closed, message.arguments.count == 3, let path = message.path,
+            let interface = message.arguments[0].string
+        else { return }
+        let changed = message.arguments[1].dictionary ?? [:]
+        let invalidated = message.arguments[2].strings ?? []
+        switch interface {
+        case BlueZObjectTree.adapter:
+            guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated) else { return }
+            if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
+        case BlueZObjectTree.device:
+            let wasConnected = tree.properties(path, interface)?["Connected"]?.bool ?? false
+            let wasResolved = tree.properties(path, interface)?["ServicesResolved"]?.bool ?? false
+            guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated), isOurDevice(path)
+            else { return }
+            if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {
+                if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
+            }
+            if changed["ServicesResolved"]?.bool == true, !wasResolved, let address = address(ofDevicePath: path) {
+                servicesResolved(address)
+            }
+            if Self.advertisementKeys.contains(where: { changed[$0] != nil }) {
+                deviceAdvertised(path, changedKeys: Set(changed.keys))
+            }
+        case BlueZObjectTree.characteristic:
+            tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
+            if let value = changed["Value"]?.bytes { valueChanged(path, value) }
+        default:
+            tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
+        }
+        evaluateWaiters()
+    }
+
+    static let advertisementKeys = ["RSSI", "ManufacturerData", "ServiceData", "Name", "UUIDs", "TxPower"]
+
+    // MARK: Paths and snapshots
+
+    func isOurDevice(_ path: DBusObjectPath) -> Bool {
+        guard let adapterPath else { return false }
+        return path.parent == adapterPath
+    }
+
+    func devicePath(_ address: BluetoothAddress) -> DBusObjectPath? {
+        guard let adapterPath else { return nil }
+        return try? adapterPath.appending(address.bluezPathComponent)
+    }
+
+    func address(ofDevicePath path: DBusObjectPath) -> BluetoothAddress? {
+        tree.properties(path, BlueZObjectTree.device)?["Address"]?.string.flatMap(BluetoothAddress.init)
+    }
+
+    func peripheral(at path: DBusObjectPath) -> Peripheral? {
+        guard let props = tree.properties(path, BlueZObjectTree.device),
+            let address = props["Address"]?.string.flatMap(BluetoothAddress.init)
+        else { return nil }
+        return Peripheral(
+            address: address, addressType: props["AddressType"]?.string.flatMap(BluetoothAddress.AddressType.init(rawValue:)),
+            name: props["Name"]?.string, isConnected: props["Connected"]?.bool ?? false,
+            servicesResolved: props["ServicesResolved"]?.bool ?? false)
+    }
+
+    /// The current snapshot of a peripheral, or a bare one when BlueZ does not know it (now).
+    public func peripheral(_ address: BluetoothAddress) -> Peripheral {
+        devicePath(address).flatMap { peripheral(at: $0) } ?? Peripheral(address: address)
+    }
+
+    /// Peripherals whose link is up, optionally only those offering one of `services`
+    /// (`retrieveConnectedPeripherals(withServices:)`).
+    public func connectedPeripherals(withServices services: [BluetoothUUID]? = nil) -> [Peripheral] {
+        guard let adapterPath else { return [] }
+        return tree.paths(with: BlueZObjectTree.device, below: adapterPath).compactMap { path in
+            guard let props = tree.properties(path, BlueZObjectTree.device), props["Connected"]?.bool == true else { return nil }
+            if let services {
+                let offered = Set((props["UUIDs"]?.strings ?? []).compactMap(BluetoothUUID.init))
+                guard services.contains(where: offered.contains) else { return nil }
+            }
+            return peripheral(at: path)
+        }
+    }
+
+    func makeID() -> Int {
+        nextID += 1
+        return nextID
+    }
+
+    static var now: Double { Double(EventLoop.now()) / 1e9 }
+
+    /// Calls a BlueZ method (destination `org.bluez`).
+    func callBlueZ(
+        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
+        timeout: Duration? = nil
+    ) async throws -> [DBusValue] {
+        try await connection.call(
+            destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments,
+            timeout: timeout ?? options.gattTimeout)
+    }
+}
+
+extension CentralError {
+    func withCode(_ code: Code) -> CentralError {
+        var copy = self
+        copy.code = code
+        return copy
+    }
+}

@@ -1,0 +1,39 @@
+/// How a ``CentralManager`` behaves; every field has a production default.
+public struct CentralOptions: Sendable {
+    /// The adapter to use (default: the first adapter, preferring a powered one).
+    public var adapter: AdapterSelector
+    /// Where to save known devices, wanted connections and subscriptions (JSON, written
+    /// atomically on every change); nil keeps nothing across restarts of the process.
+    public var stateFilePath: String?
+    /// Backoff for automatic reconnection (design.md §3: 1–5 s, doubling with jitter up to 60 s).
+    public var reconnect: ReconnectPolicy<SystemRandomNumberGenerator>.Configuration
+    /// First delay before retrying `StartDiscovery` after `InProgress`/`NotReady`, in seconds;
+    /// it doubles up to ``discoveryRetryMaximum``.
+    public var discoveryRetryDelay: Double
+    /// Upper bound of the discovery retry delay, in seconds.
+    public var discoveryRetryMaximum: Double
+    /// Use `AcquireNotify` (a socket per characteristic, no `PropertiesChanged` traffic, reads
+    /// never show up as notifications) when BlueZ offers it (`NotifyAcquired` present and the
+    /// characteristic has `notify`); otherwise `StartNotify`.
+    public var preferAcquireNotify: Bool
+    /// How long a GATT method call may take before it fails (BlueZ's own ATT timeout is 30 s).
+    public var gattTimeout: Duration
+    /// How long ``CentralManager/discoverServices(_:for:)`` waits for `ServicesResolved`.
+    public var resolveTimeout: Duration
+
+    public init(
+        adapter: AdapterSelector = .first, stateFilePath: String? = nil,
+        reconnect: ReconnectPolicy<SystemRandomNumberGenerator>.Configuration = .init(),
+        discoveryRetryDelay: Double = 0.5, discoveryRetryMaximum: Double = 30, preferAcquireNotify: Bool = true,
+        gattTimeout: Duration = .seconds(35), resolveTimeout: Duration = .seconds(30)
+    ) {
+        self.adapter = adapter
+        self.stateFilePath = stateFilePath
+        self.reconnect = reconnect
+        self.discoveryRetryDelay = discoveryRetryDelay
+        self.discoveryRetryMaximum = discoveryRetryMaximum
+        self.preferAcquireNotify = preferAcquireNotify
+        self.gattTimeout = gattTimeout
+        self.resolveTimeout = resolveTimeout
+    }
+}

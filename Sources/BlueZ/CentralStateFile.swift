@@ -1,0 +1,199 @@
+import Bluetooth
+import JSON
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a ``CentralManager`` saves to survive a restart of the process: known devices, the
+/// connections it keeps up and the characteristics it is subscribed to.
+///
+/// Format (JSON, version 1):
+/// `{"version":1,"devices":[{"address":"A4:C1:38:00:00:01","name":"Battery","connect":true}],
+///   "subscriptions":[{"address":"A4:C1:38:00:00:01","service":"180F","characteristic":"2A19","path":"service000a/char000b"}]}`
+///
+/// Written atomically (a temporary file in the same directory, `fsync`, `rename`), so a crash
+/// leaves either the old or the new file.
+struct CentralStateFile: Equatable {
+    struct Device: Equatable {
+        var address: BluetoothAddress
+        var name: String?
+        var connect: Bool
+    }
+
+    var devices: [Device] = []
+    var subscriptions: [Characteristic] = []
+
+    static func == (lhs: CentralStateFile, rhs: CentralStateFile) -> Bool {
+        lhs.devices == rhs.devices && lhs.subscriptions.map(\.description) == rhs.subscriptions.map(\.description)
+            && lhs.subscriptions.map(\.relativePath) == rhs.subscriptions.map(\.relativePath)
+    }
+
+    var json: JSONValue {
+        .object([
+            (key: "version", value: .number(1)),
+            (
+                key: "devices",
+                value: .array(
+                    devices.map { device in
+                        var members: [(key: String, value: JSONValue)] = [(key: "address", value: .string(device.address.description))]
+                        if let name = device.name { members.append((key: "name", value: .string(name))) }
+                        members.append((key: "connect", value: .bool(device.connect)))
+                        return .object(members)
+                    })
+            ),
+            (
+                key: "subscriptions",
+                value: .array(
+                    subscriptions.map { characteristic in
+                        var members: [(key: String, value: JSONValue)] = [
+                            (key: "address", value: .string(characteristic.peripheral.description)),
+                            (key: "service", value: .string(characteristic.service.shortDescription)),
+                            (key: "characteristic", value: .string(characteristic.uuid.shortDescription)),
+                        ]
+                        if let path = characteristic.relativePath { members.append((key: "path", value: .string(path))) }
+                        return .object(members)
+                    })
+            ),
+        ])
+    }
+
+    /// Parses the file's JSON; every error names its JSON path.
+    init(json bytes: [UInt8]) throws {
+        let root = try JSONReader.parse(bytes).object()
+        _ = try root.optional("version")?.integer(in: 1...1)
+        for entry in try root.optional("devices")?.array() ?? [] {
+            let object = try entry.object()
+            let addressReader = try object.required("address")
+            guard let address = BluetoothAddress(try addressReader.string()) else {
+                throw addressReader.fail("not a Bluetooth address")
+            }
+            let name = try object.optional("name")?.string()
+            let connect = try object.optional("connect")?.bool() ?? false
+            try object.finish()
+            devices.append(Device(address: address, name: name, connect: connect))
+        }
+        for entry in try root.optional("subscriptions")?.array() ?? [] {
+            let object = try entry.object()
+            func read<T>(_ key: String, _ parse: (String) -> T?) throws -> T {
+                let reader = try object.required(key)
+                guard let value = parse(try reader.string()) else { throw reader.fail("cannot be read as \(T.self)") }
+                return value
+            }
+            let address = try read("address", BluetoothAddress.init)
+            let service = try read("service", BluetoothUUID.init)
+            let uuid = try read("characteristic", BluetoothUUID.init)
+            let path = try object.optional("path")?.string()
+            try object.finish()
+            if let path {
+                subscriptions.append(
+                    Characteristic(peripheral: address, service: service, uuid: uuid, properties: [], relativePath: path))
+            } else {
+                subscriptions.append(Characteristic(peripheral: address, service: service, uuid: uuid))
+            }
+        }
+        try root.finish()
+    }
+
+    init(devices: [Device], subscriptions: [Characteristic]) {
+        self.devices = devices
+        self.subscriptions = subscriptions
+    }
+
+    /// Reads the file; nil when it does not exist.
+    static func load(path: String) throws -> CentralStateFile? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw CentralError(.failed, operation: "read the state file \(path)", message: String(cString: strerror(errno)))
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                throw CentralError(.failed, operation: "read the state file \(path)", message: String(cString: strerror(errno)))
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: buffer[0..<count])
+        }
+        do {
+            return try CentralStateFile(json: bytes)
+        } catch {
+            throw CentralError(.failed, operation: "read the state file \(path)", message: "\(error)")
+        }
+    }
+
+    /// Writes the file atomically: `path.tmp`, `fsync`, `rename`.
+    func save(path: String) throws {
+        var bytes: [UInt8] = []
+        json.write(into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
+        let temporary = path + ".tmp"
+        let operation = "write the state file \(path)"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw CentralError(.failed, operation: operation, message: String(cString: strerror(errno))) }
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let message = String(cString: strerror(errno))
+                close(fd)
+                unlink(temporary)
+                throw CentralError(.failed, operation: operation, message: message)
+            }
+            offset += count
+        }
+        fsync(fd)
+        close(fd)
+        guard rename(temporary, path) == 0 else {
+            let message = String(cString: strerror(errno))
+            unlink(temporary)
+            throw CentralError(.failed, operation: operation, message: message)
+        }
+    }
+}
+
+extension CentralManager {
+    /// Reads the state file (if configured): wanted connections become links kept up, and
+    /// subscriptions wait in ``restoredSubscriptions`` for ``notifications(for:)``.
+    func loadStateFile() {
+        guard let path = options.stateFilePath else { return }
+        guard let file = try? CentralStateFile.load(path: path) else { return }
+        for device in file.devices {
+            restoredPeripherals.append(Peripheral(address: device.address, name: device.name))
+            if device.connect { links[device.address] = Link(configuration: options.reconnect) }
+        }
+        restoredSubscriptions = file.subscriptions
+        lastSavedState = file
+    }
+
+    /// Writes the state file (if configured) when something changed. Errors are not fatal:
+    /// the in-memory state stays authoritative and the next change tries again.
+    func saveState() {
+        guard let path = options.stateFilePath, !closed else { return }
+        var addresses: [BluetoothAddress] = []
+        for address in links.keys.sorted() where links[address]?.autoReconnect == true { addresses.append(address) }
+        let subscribed = subscriptions.keys.sorted { $0.description < $1.description } + restoredSubscriptions
+        for characteristic in subscribed where !addresses.contains(characteristic.peripheral) {
+            addresses.append(characteristic.peripheral)
+        }
+        let devices = addresses.map { address in
+            CentralStateFile.Device(
+                address: address,
+                name: peripheral(address).name ?? restoredPeripherals.first { $0.address == address }?.name,
+                connect: links[address]?.autoReconnect == true)
+        }
+        let file = CentralStateFile(devices: devices, subscriptions: subscribed)
+        guard file != lastSavedState else { return }
+        do {
+            try file.save(path: path)
+            lastSavedState = file
+        } catch {
+            stateFileError = error as? CentralError
+        }
+    }
+}

@@ -1,0 +1,18 @@
+import EventLoop
+
+/// A connection the ``CentralManager`` keeps up: its reconnect backoff and retry timer.
+/// Actor-confined.
+struct Link {
+    var policy: ReconnectPolicy<SystemRandomNumberGenerator>
+    var retryTimer: EventLoop.Token?
+    /// An attempt (ours or a retry) is running.
+    var connecting = false
+    /// The link is up.
+    var connected = false
+    /// Reconnect automatically after drops and failures.
+    var autoReconnect = true
+
+    init(configuration: ReconnectPolicy<SystemRandomNumberGenerator>.Configuration) {
+        policy = ReconnectPolicy(configuration: configuration)
+    }
+}
