@@ -32,9 +32,11 @@ let package = Package(
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
+        // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.
+        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "BlueZ"]
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ"]
         ),
         .executableTarget(
             name: "gattway-bench",
@@ -57,6 +59,7 @@ let package = Package(
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Parsers", "Bluetooth", "JSON"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,43 @@
+import Bluetooth
+import JSON
+
+/// `bluetooth` in config.json: the adapter, the scan filter and connection limits.
+public struct BluetoothSettings: Sendable, Equatable {
+    /// The adapter name, e.g. `hci0`.
+    public var adapter = "hci0"
+    /// `scan.services`: only devices advertising one of these services (as a service UUID or
+    /// service data) are considered; empty: every device.
+    public var scanServices: [BluetoothUUID] = []
+    /// `scan.rssi_threshold`: weaker advertisements are ignored (dBm); nil: no threshold.
+    public var rssiThreshold: Int?
+    /// At most this many links (connected or connecting) at a time.
+    public var maxConnections = 3
+    /// Seconds a connection attempt may take.
+    public var connectTimeout: Double = 30
+    /// Seconds a GATT read, write or discovery may take.
+    public var gattTimeout: Double = 10
+
+    public init() {}
+
+    init(_ object: inout ConfigObject) {
+        adapter = object.read("adapter", default: adapter) { reader in
+            let text = try reader.string()
+            guard text.hasPrefix("hci"), let number = Int(text.dropFirst(3)), number >= 0 else {
+                throw reader.fail("\"\(text)\" is not an adapter name (expected hci0, hci1, …)")
+            }
+            return text
+        }
+        if let value = object.value("scan"), var scan = ConfigObject(value, object.problems) {
+            let problems = object.problems
+            scanServices = scan.read("services", default: []) { reader in
+                try reader.array().compactMap { item in problems.attempt { try item.uuid() } }
+            }
+            rssiThreshold = scan.optional("rssi_threshold") { try $0.integer(in: -127...20) }
+            scan.finish()
+        }
+        maxConnections = object.read("max_connections", default: maxConnections) { try $0.integer(in: 1...32) }
+        connectTimeout = object.read("connect_timeout", default: connectTimeout) { try $0.positiveDuration() }
+        gattTimeout = object.read("gatt_timeout", default: gattTimeout) { try $0.positiveDuration() }
+        object.finish()
+    }
+}

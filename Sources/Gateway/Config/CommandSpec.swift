@@ -1,0 +1,49 @@
+import Bluetooth
+import JSON
+
+/// One entry of a device rule's `commands`: what `<base>/<device>/set` may write.
+public struct CommandSpec: Sendable, Equatable {
+    /// The key in `/set` JSON and the last level of `/set/<command>`.
+    public var name: String
+    public var service: BluetoothUUID?
+    public var characteristic: BluetoothUUID
+    public var encoding: ValueEncoding
+    /// Write Request (true, the default) or Write Command.
+    public var withResponse: Bool
+    /// Seconds after which a queued command is refused as `expired`; nil: `commands.ttl`.
+    public var ttl: Double?
+    public var minimum: Double?
+    public var maximum: Double?
+
+    init?(name: String, _ reader: JSONReader, problems: ConfigProblems) {
+        guard var object = ConfigObject(reader, problems) else { return nil }
+        self.name = name
+        if name.isEmpty || name.contains("/") || name.contains("+") || name.contains("#") || name == "transaction" || name == "timestamp" {
+            problems.add(object.path, "\"\(name)\" is not a command name (expected a word without /, +, #; not transaction or timestamp)")
+        }
+        service = object.optional("service") { try $0.uuid() }
+        let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"FFF1\"") { try $0.uuid() }
+        let encodings = ValueEncoding.allCases.map(\.rawValue).joined(separator: ", ")
+        let encoding = object.required("encoding", expected: "one of \(encodings)") { reader -> ValueEncoding in
+            let text = try reader.string()
+            guard let encoding = ValueEncoding(rawValue: text) else {
+                throw reader.fail("\"\(text)\" is not an encoding (expected one of \(encodings))")
+            }
+            return encoding
+        }
+        withResponse = object.read("response", default: true) { try $0.bool() }
+        ttl = object.read("ttl", default: nil) { try $0.positiveDuration() }
+        minimum = object.optional("minimum") { try $0.number() }
+        maximum = object.optional("maximum") { try $0.number() }
+        object.finish()
+        if let minimum, let maximum, minimum > maximum {
+            problems.add(object.childPath("minimum"), "\(minimum) is greater than maximum \(maximum)")
+        }
+        if (minimum != nil || maximum != nil), let encoding, !encoding.isNumeric {
+            problems.add(object.path, "minimum/maximum need a numeric encoding, not \(encoding.rawValue)")
+        }
+        guard let uuid, let encoding else { return nil }
+        characteristic = uuid
+        self.encoding = encoding
+    }
+}

@@ -1,0 +1,132 @@
+import Bluetooth
+import Foundation
+import JSON
+import Parsers
+
+/// The validated contents of config.json (design.md §6; every key is in docs/config.md).
+///
+/// ``parse(_:)`` reads the whole file and reports every problem at once, each naming its JSON
+/// path and what was expected; the CLI prints one line per problem and exits 78.
+public struct GatewayConfig: Sendable {
+    public var mqtt = MQTTSettings()
+    public var bluetooth = BluetoothSettings()
+    public var availability = AvailabilitySettings()
+    public var commands = CommandSettings()
+    /// Declarative parsers from `parsers`, already registered in ``registry``.
+    public var parsers: [DeclarativeParser] = []
+    /// The rules of `devices`, in file order.
+    public var devices: [DeviceRule] = []
+    /// Built-in parsers plus the declarative ones.
+    public var registry: ParserRegistry = .builtIn
+
+    /// A configuration with every default and no device rules.
+    public init() {}
+
+    /// Reads config.json text.
+    public static func parse<C: Collection>(_ bytes: C) throws(GatewayConfigError) -> GatewayConfig where C.Element == UInt8 {
+        let root: JSONReader
+        do {
+            root = try JSONReader.parse(bytes)
+        } catch {
+            throw GatewayConfigError(problems: [error as? JSONPathError ?? JSONPathError(path: "", message: "\(error)")])
+        }
+        let problems = ConfigProblems()
+        var config = GatewayConfig()
+        guard var object = ConfigObject(root, problems) else { throw GatewayConfigError(problems: problems.errors) }
+        if let value = object.value("mqtt"), var section = ConfigObject(value, problems) { config.mqtt = MQTTSettings(&section) }
+        if let value = object.value("bluetooth"), var section = ConfigObject(value, problems) {
+            config.bluetooth = BluetoothSettings(&section)
+        }
+        if let value = object.value("availability"), var section = ConfigObject(value, problems) {
+            config.availability = AvailabilitySettings(&section)
+        }
+        if let value = object.value("commands"), var section = ConfigObject(value, problems) {
+            config.commands = CommandSettings(&section)
+        }
+        if let value = object.value("parsers") {
+            config.parsers = declarativeParsers(value, problems)
+            for parser in config.parsers {
+                config.registry.register(parser as any CharacteristicParser)
+                if !parser.keys.isEmpty { config.registry.register(parser as any AdvertisementParser) }
+            }
+        }
+        if let value = object.value("devices"), let items = problems.attempt({ try value.array() }) {
+            let registry = config.registry
+            config.devices = items.compactMap { DeviceRule($0, registry: registry, problems: problems) }
+        }
+        object.finish()
+        config.checkNames(problems)
+        guard problems.errors.isEmpty else { throw GatewayConfigError(problems: problems.errors) }
+        return config
+    }
+
+    /// Reads the file at `path`.
+    public static func load(path: String) throws(GatewayConfigError) -> GatewayConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw GatewayConfigError(problems: [JSONPathError(path: "", message: "cannot read \(path)")])
+        }
+        return try parse(data)
+    }
+
+    private func checkNames(_ problems: ConfigProblems) {
+        var seen: [String: Int] = [:]
+        for (index, rule) in devices.enumerated() {
+            guard let name = rule.name else { continue }
+            if let first = seen[name] {
+                problems.add("devices[\(index)].name", "\"\(name)\" is already the name of devices[\(first)]")
+            } else {
+                seen[name] = index
+            }
+        }
+    }
+
+    /// Declarative parsers with every problem reported: unknown keys are checked here (the
+    /// Parsers API reads `Any` and stops at its first error), then each parser is built.
+    private static func declarativeParsers(_ reader: JSONReader, _ problems: ConfigProblems) -> [DeclarativeParser] {
+        guard let object = ConfigObject(reader, problems) else { return [] }
+        var parsers: [DeclarativeParser] = []
+        for (name, value) in object.reader.entries() {
+            if case .object(let members) = value.value {
+                let expected = ["match", "characteristic", "fields"]
+                for member in members where !expected.contains(member.key) {
+                    problems.add("\(value.path).\(member.key)", "is not a known key (expected one of \(expected.joined(separator: ", ")))")
+                }
+                if case .array(let fields)? = value.value["fields"] {
+                    let fieldKeys = ["name", "offset", "type", "length", "scale", "value_offset", "unit", "device_class"]
+                    for (index, field) in fields.enumerated() {
+                        guard case .object(let fieldMembers) = field else { continue }
+                        for member in fieldMembers where !fieldKeys.contains(member.key) {
+                            problems.add("\(value.path).fields[\(index)].\(member.key)",
+                                         "is not a known key (expected one of \(fieldKeys.joined(separator: ", ")))")
+                        }
+                    }
+                }
+            }
+            do {
+                parsers.append(try DeclarativeParser(name: name, json: value.value.foundationObject, path: value.path))
+            } catch {
+                problems.add(error.path, error.message)
+            }
+        }
+        return parsers
+    }
+}
+
+extension JSONValue {
+    /// The `JSONSerialization`-shaped value the Parsers API reads (integral numbers as `Int`).
+    var foundationObject: Any {
+        switch self {
+        case .null: return NSNull()
+        case .bool(let flag): return flag
+        case .number(let number):
+            if number.rounded() == number, abs(number) < 9e15 { return Int(number) }
+            return number
+        case .string(let text): return text
+        case .array(let items): return items.map(\.foundationObject)
+        case .object(let members):
+            var dictionary: [String: Any] = [:]
+            for member in members { dictionary[member.key] = member.value.foundationObject }
+            return dictionary
+        }
+    }
+}

@@ -1,0 +1,108 @@
+import JSON
+
+/// `mqtt` in config.json: the broker, the base topic and the publishing defaults.
+public struct MQTTSettings: Sendable, Equatable {
+    /// `mqtt://host[:port]` or `mqtts://host[:port]`.
+    public var server = "mqtt://127.0.0.1:1883"
+    /// The first topic level of everything the gateway publishes and subscribes.
+    public var baseTopic = "gattway"
+    public var clientID = "gattway"
+    public var username: String?
+    public var password: String?
+    /// 5 or 3 (3.1.1).
+    public var protocolVersion = 5
+    /// Keepalive in seconds.
+    public var keepalive: Double = 60
+    public var tls: TLS?
+    /// QoS of everything the gateway publishes unless a device overrides it.
+    public var qos = 1
+    /// Retain flag of device state messages unless a device overrides it.
+    public var retain = false
+    /// Also publish each attribute as a plain value on `<base>/<device>/<attribute>`.
+    public var attributeTopics = false
+
+    /// `mqtt.tls`: files for mqtts.
+    public struct TLS: Sendable, Equatable {
+        public var caFile: String?
+        public var certificateFile: String?
+        public var keyFile: String?
+        public var insecure = false
+    }
+
+    public init() {}
+
+    static let protocols: [String: Int] = ["5": 5, "3.1.1": 3]
+
+    init(_ object: inout ConfigObject) {
+        server = object.read("server", default: server) { reader in
+            let text = try reader.string()
+            try Self.checkServer(text, reader)
+            return text
+        }
+        baseTopic = object.read("base_topic", default: baseTopic) { reader in
+            let text = try reader.nonEmptyString()
+            guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
+                throw reader.fail("\"\(text)\" is not a base topic (expected topic levels without wildcards or leading/trailing \"/\", e.g. \"gattway\")")
+            }
+            return text
+        }
+        clientID = object.read("client_id", default: clientID) { try $0.nonEmptyString() }
+        username = object.optional("username") { try $0.string() }
+        password = object.optional("password") { try $0.string() }
+        protocolVersion = object.read("protocol", default: protocolVersion) { reader in
+            let text = try reader.string()
+            guard let version = Self.protocols[text] else {
+                throw reader.fail("\"\(text)\" is not an MQTT protocol version (expected \"5\" or \"3.1.1\")")
+            }
+            return version
+        }
+        keepalive = object.read("keepalive", default: keepalive) { reader in
+            let seconds = try reader.duration()
+            guard seconds == 0 || (5...65535).contains(seconds) else {
+                throw reader.fail("expected 0 (off) or a duration from 5s to 65535s")
+            }
+            return seconds
+        }
+        if let value = object.value("tls"), var tlsObject = ConfigObject(value, object.problems) {
+            var tls = TLS()
+            tls.caFile = tlsObject.optional("ca_file") { try $0.nonEmptyString() }
+            tls.certificateFile = tlsObject.optional("cert_file") { try $0.nonEmptyString() }
+            tls.keyFile = tlsObject.optional("key_file") { try $0.nonEmptyString() }
+            tls.insecure = tlsObject.read("insecure", default: false) { try $0.bool() }
+            tlsObject.finish()
+            if (tls.certificateFile == nil) != (tls.keyFile == nil) {
+                object.problems.add(tlsObject.path, "cert_file and key_file go together (a client certificate needs its key)")
+            }
+            self.tls = tls
+        }
+        qos = object.read("qos", default: qos) { try $0.qos() }
+        retain = object.read("retain", default: retain) { try $0.bool() }
+        attributeTopics = object.read("attribute_topics", default: attributeTopics) { try $0.bool() }
+        object.finish()
+        if password != nil && username == nil {
+            object.problems.add(object.childPath("password"), "needs username")
+        }
+    }
+
+    static func checkServer(_ text: String, _ reader: JSONReader) throws {
+        let rest: Substring
+        if text.hasPrefix("mqtt://") {
+            rest = text.dropFirst(7)
+        } else if text.hasPrefix("mqtts://") {
+            rest = text.dropFirst(8)
+        } else {
+            throw reader.fail("\"\(text)\" is not a broker URL (expected mqtt://host:port or mqtts://host:port)")
+        }
+        var hostPort = rest.hasSuffix("/") ? rest.dropLast() : rest
+        if let at = hostPort.lastIndex(of: "@") { hostPort = hostPort[hostPort.index(after: at)...] }
+        guard !hostPort.isEmpty, !hostPort.contains("/"), !hostPort.hasPrefix(":") else {
+            throw reader.fail("\"\(text)\" is not a broker URL (expected mqtt://host:port or mqtts://host:port)")
+        }
+        if !hostPort.hasSuffix("]"), let colon = hostPort.lastIndex(of: ":") {
+            let port = hostPort[hostPort.index(after: colon)...]
+            guard let number = Int(port), (1...65535).contains(number) else {
+                throw reader.fail("\"\(text)\": the port \"\(port)\" is not a number from 1 to 65535")
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+/// When to connect again after a failed attempt or a dropped link — the central's reconnect
+/// rule (design.md §3), kept per device by the gateway and evaluated on the gateway's clock.
+///
+/// The composition root adapts `BlueZ.ReconnectPolicy` to this protocol (Gateway cannot import
+/// BlueZ); tests use a fixed delay.
+public protocol ReconnectStrategy: Sendable {
+    /// The device connected at `now` (monotonic seconds).
+    mutating func connected(at now: Double)
+    /// An attempt failed or the link dropped at `now`: the delay in seconds before the next
+    /// attempt, or nil to give up (e.g. `operationNotSupported`).
+    mutating func failed(_ error: BLEPortError, at now: Double) -> Double?
+    /// Forget the history (the user asked to connect now).
+    mutating func reset()
+}
+
+/// A fixed delay for every retryable failure; gives up on `operationNotSupported`.
+public struct FixedReconnectDelay: ReconnectStrategy {
+    public var delay: Double
+    public init(delay: Double) { self.delay = delay }
+    public mutating func connected(at now: Double) {}
+    public mutating func failed(_ error: BLEPortError, at now: Double) -> Double? {
+        error.kind == .operationNotSupported ? nil : delay
+    }
+    public mutating func reset() {}
+}

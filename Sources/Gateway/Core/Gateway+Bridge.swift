@@ -1,0 +1,75 @@
+import Bluetooth
+import JSON
+
+extension Gateway {
+    /// `bridge/state` online, `bridge/info` and `bridge/devices`, all retained.
+    func publishBridgeOnline() {
+        publish(base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true)
+        publish(base + "/bridge/info", json: bridgeInfo, retain: true)
+        publishDevices()
+    }
+
+    /// After an MQTT reconnect: everything retained again (the broker may have lost it, and the
+    /// last will may have set `bridge/state` offline).
+    func republishRetained() {
+        publishBridgeOnline()
+        for index in devices.indices {
+            if let online = devices[index].availability.published {
+                devices[index].availability.published = nil
+                publishAvailability(index, online: online)
+            }
+        }
+    }
+
+    var bridgeInfo: JSONValue {
+        .object([
+            ("version", .string(version)),
+            ("base_topic", .string(base)),
+            ("adapter", .string(config.bluetooth.adapter)),
+            ("config", .object([
+                ("scan_services", .array(config.bluetooth.scanServices.map { .string($0.shortDescription) })),
+                ("max_connections", .number(Double(config.bluetooth.maxConnections))),
+                ("device_rules", .number(Double(config.devices.count))),
+                ("parsers", .array(config.parsers.map { .string($0.name) })),
+                ("qos", .number(Double(config.mqtt.qos))),
+                ("retain", .bool(config.mqtt.retain)),
+                ("availability", .bool(config.availability.enabled)),
+            ])),
+        ])
+    }
+
+    /// `bridge/devices`: every device that matched a rule.
+    func publishDevices() {
+        let list: [JSONValue] = devices.map { device in
+            var members: [(key: String, value: JSONValue)] = [
+                ("name", .string(device.name)),
+                ("address", .string(device.address.description)),
+            ]
+            if let localName = device.localName { members.append(("local_name", .string(localName))) }
+            members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
+            members.append(("connected", .bool(device.link == .connected)))
+            members.append(("services", .array(device.services.map { .string($0.shortDescription) })))
+            if let format = device.format { members.append(("format", .string(format))) }
+            members.append(("rule", .number(Double(device.ruleIndex))))
+            return .object(members)
+        }
+        publish(base + "/bridge/devices", json: .array(list), retain: true)
+    }
+
+    /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.
+    func publishEvent(_ type: String, _ index: Int, error: String? = nil) {
+        var data: [(key: String, value: JSONValue)] = [
+            ("name", .string(devices[index].name)), ("address", .string(devices[index].address.description)),
+        ]
+        if let error { data.append(("error", .string(error))) }
+        publish(base + "/bridge/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
+    }
+
+    /// `<base>/<device>/availability`, retained, only when it changes.
+    func publishAvailability(_ index: Int, online: Bool) {
+        guard config.availability.enabled, devices[index].availability.published != online else { return }
+        devices[index].availability.published = online
+        let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
+        publish(devices[index].stateTopic + "/availability", Array(payload.utf8), retain: true)
+    }
+}

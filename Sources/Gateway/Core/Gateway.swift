@@ -1,0 +1,161 @@
+import Bluetooth
+import JSON
+import Parsers
+
+/// The gateway (design.md §§5–6): scans, matches device rules, connects, subscribes and polls,
+/// decodes, publishes state with rate control, runs commands through one queue per device, and
+/// keeps availability and the bridge topics — all through ports (``BLEPort``, ``MQTTPort``,
+/// ``GatewayClock``), so every behaviour is testable with in-memory ports and a manual clock.
+///
+/// Life cycle: ``start()`` publishes the bridge topics, subscribes to the command topics and
+/// starts scanning and the timer; ``stop()`` ends everything and publishes `bridge/state`
+/// offline (waiting for delivery) — call it before disconnecting MQTT. The entry points
+/// ``handle(_:)-(BLEDiscovery)``, ``handle(_:)-(MQTTInboundMessage)``,
+/// ``handle(_:)-(BLEConnectionEvent)`` and ``tick()`` are what the started loops call; tests and
+/// other drivers may call them directly.
+public actor Gateway {
+    let config: GatewayConfig
+    let ble: any BLEPort
+    let mqtt: any MQTTPort
+    let clock: any GatewayClock
+    let makeReconnect: @Sendable () -> any ReconnectStrategy
+    let log: GatewayLogger
+    let version: String
+    let base: String
+
+    var devices: [DeviceRecord] = []
+    var indexByAddress: [BluetoothAddress: Int] = [:]
+    var scheduler: ConnectionScheduler
+    var queues: [BluetoothAddress: [DeviceJob]] = [:]
+    var draining: Set<BluetoothAddress> = []
+    var connectWaiters: [BluetoothAddress: [ConnectionWaiter]] = [:]
+    var nextWaiterID: UInt64 = 0
+    var activeJobs = 0
+    var connectTasks = 0
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    var tasks: [Task<Void, Never>] = []
+    var timerTask: Task<Void, Never>?
+    var sleepingUntil: Double?
+    var started = false
+    var scratch: [UInt8] = []
+
+    /// What the gateway did so far.
+    public internal(set) var counters = GatewayCounters()
+
+    /// - Parameters:
+    ///   - reconnect: makes the per-device reconnect rule (the central's policy, adapted).
+    ///   - version: reported on `bridge/info`.
+    public init(config: GatewayConfig, ble: any BLEPort, mqtt: any MQTTPort, clock: any GatewayClock,
+                reconnect: @escaping @Sendable () -> any ReconnectStrategy, logger: GatewayLogger = .none,
+                version: String = "dev") {
+        self.config = config
+        self.ble = ble
+        self.mqtt = mqtt
+        self.clock = clock
+        self.makeReconnect = reconnect
+        self.log = logger
+        self.version = version
+        self.base = config.mqtt.baseTopic
+        self.scheduler = ConnectionScheduler(limit: config.bluetooth.maxConnections)
+    }
+
+    /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
+    /// `{"state":"offline"}`, retained.
+    public static func lastWill(for config: GatewayConfig) -> MQTTOutboundMessage {
+        MQTTOutboundMessage(topic: config.mqtt.baseTopic + "/bridge/state", payload: Array(#"{"state":"offline"}"#.utf8),
+                            qos: config.mqtt.qos, retain: true)
+    }
+
+    /// The topic filters the gateway subscribes to.
+    public static func subscriptions(for config: GatewayConfig) -> [String] {
+        let base = config.mqtt.baseTopic
+        return [base + "/+/set", base + "/+/set/+", base + "/+/get", base + "/bridge/request/#"]
+    }
+
+    /// Publishes the bridge topics, subscribes to commands, starts scanning and the timers.
+    public func start() async throws {
+        guard !started else { return }
+        started = true
+        publishBridgeOnline()
+        for filter in Self.subscriptions(for: config) {
+            let stream = try await mqtt.subscribe(filter)
+            tasks.append(Task { [weak self] in
+                for await message in stream { await self?.handle(message) }
+            })
+        }
+        let connectionStates = mqtt.connectionEvents()
+        tasks.append(Task { [weak self] in
+            for await connected in connectionStates where connected { await self?.republishRetained() }
+        })
+        let events = ble.connectionEvents()
+        tasks.append(Task { [weak self] in
+            for await event in events { await self?.handle(event) }
+        })
+        let discoveries = try await ble.scan(services: config.bluetooth.scanServices)
+        tasks.append(Task { [weak self] in
+            for await discovery in discoveries { await self?.handle(discovery) }
+        })
+        armTimer(clock.now() + 3600)
+        log(.notice, "gateway started: \(config.devices.count) device rules, base topic \(base)")
+    }
+
+    /// Stops scanning and timers, disconnects devices and publishes `bridge/state` offline.
+    public func stop() async {
+        guard started else { return }
+        started = false
+        for task in tasks { task.cancel() }
+        tasks = []
+        timerTask?.cancel()
+        timerTask = nil
+        for index in devices.indices {
+            for task in devices[index].notificationTasks { task.cancel() }
+            devices[index].notificationTasks = []
+            if devices[index].link == .connected || devices[index].link == .connecting {
+                devices[index].link = .disconnecting
+                await ble.disconnect(devices[index].address)
+            }
+        }
+        try? await mqtt.publishAndWait(Self.lastWill(for: config))
+        log(.notice, "gateway stopped")
+    }
+
+    /// Runs until the task is cancelled, then stops.
+    public func run() async throws {
+        try await start()
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(3600))
+        }
+        await stop()
+    }
+
+    /// Waits until no command, poll or connection attempt is in progress (tests, shutdown).
+    public func waitUntilIdle() async {
+        while activeJobs > 0 || connectTasks > 0 || !draining.isEmpty {
+            await withCheckedContinuation { idleWaiters.append($0) }
+        }
+    }
+
+    func signalIdleIfNeeded() {
+        guard activeJobs == 0, connectTasks == 0, draining.isEmpty else { return }
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: Publishing
+
+    func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil) {
+        counters.published += 1
+        mqtt.publish(MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
+                                         correlationData: correlationData))
+    }
+
+    func publish(_ topic: String, json: JSONValue, retain: Bool) {
+        scratch.removeAll(keepingCapacity: true)
+        json.write(into: &scratch)
+        publish(topic, scratch, retain: retain)
+    }
+
+    func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }
+}

@@ -1,0 +1,64 @@
+import JSON
+import Parsers
+
+/// Builds the JSON state message of a device: every current attribute, then `rssi`,
+/// `linkquality` and `last_seen`, into a reused byte buffer.
+enum StatePayload {
+    static func write(_ attributes: [Attribute], rssi: Int?, lastSeen: Int64?, into bytes: inout [UInt8]) {
+        bytes.removeAll(keepingCapacity: true)
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        for attribute in attributes {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(attribute.name, into: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            writeValue(attribute.value, into: &bytes)
+        }
+        if let rssi {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            bytes.append(contentsOf: "\"rssi\":".utf8)
+            bytes.append(contentsOf: String(rssi).utf8)
+            bytes.append(contentsOf: ",\"linkquality\":".utf8)
+            bytes.append(contentsOf: String(LinkQuality.from(rssi: rssi)).utf8)
+        }
+        if let lastSeen {
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: "\"last_seen\":".utf8)
+            Timestamp.write(milliseconds: lastSeen, into: &bytes, quoted: true)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// A reading value as JSON (state payload) text.
+    static func writeValue(_ value: ReadingValue, into bytes: inout [UInt8]) {
+        switch value {
+        case .number(let number): JSONValue.writeNumber(number, into: &bytes)
+        case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .string(let text): JSONValue.writeString(text, into: &bytes)
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .numbers(let numbers):
+            bytes.append(UInt8(ascii: "["))
+            for (index, number) in numbers.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                JSONValue.writeNumber(number, into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        }
+    }
+
+    /// A reading value as the plain payload of a per-attribute topic (strings unquoted).
+    static func plain(_ value: ReadingValue) -> [UInt8] {
+        if case .string(let text) = value { return Array(text.utf8) }
+        var bytes: [UInt8] = []
+        writeValue(value, into: &bytes)
+        return bytes
+    }
+}
+
+/// One attribute of a device's state.
+struct Attribute: Sendable, Equatable {
+    var name: String
+    var value: ReadingValue
+}

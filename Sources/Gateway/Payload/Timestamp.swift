@@ -1,0 +1,61 @@
+/// ISO 8601 UTC timestamps with milliseconds (`2026-11-30T17:00:00.000Z`) written straight into
+/// a byte buffer: integer arithmetic only (Howard Hinnant's civil-from-days), no Foundation
+/// date formatter per message.
+public enum Timestamp {
+    /// Appends the timestamp for `milliseconds` since 1970 (quoted when `quoted`).
+    public static func write(milliseconds: Int64, into bytes: inout [UInt8], quoted: Bool = false) {
+        let millis = Int(((milliseconds % 1000) + 1000) % 1000)
+        let seconds = (milliseconds - Int64(millis)) / 1000
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        // civil_from_days
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        if quoted { bytes.append(UInt8(ascii: "\"")) }
+        digits(Int(year), 4, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(month), 2, &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(day), 2, &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        digits(Int(secondOfDay / 3600), 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(secondOfDay / 60 % 60), 2, &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(secondOfDay % 60), 2, &bytes)
+        bytes.append(UInt8(ascii: "."))
+        digits(millis, 3, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+        if quoted { bytes.append(UInt8(ascii: "\"")) }
+    }
+
+    /// The timestamp as a string.
+    public static func string(milliseconds: Int64) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        write(milliseconds: milliseconds, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func digits(_ value: Int, _ width: Int, _ bytes: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<width { divisor *= 10 }
+        var rest = max(0, value)
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+}

@@ -1,0 +1,35 @@
+/// A failed BLE operation, classified the way the central's errors are (design.md §3), with the
+/// underlying message (e.g. the BlueZ error name and text).
+public struct BLEPortError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure; the gateway's retry and response logic depends on it.
+    public enum Kind: String, Sendable, Hashable {
+        /// Connecting (or an operation) did not complete in time.
+        case connectionTimeout = "connection_timeout"
+        /// The link dropped.
+        case peripheralDisconnected = "peripheral_disconnected"
+        /// The device or adapter cannot do this; retrying would not help.
+        case operationNotSupported = "operation_not_supported"
+        /// The device refused (ATT permission errors).
+        case notPermitted = "not_permitted"
+        /// The value has a length the characteristic does not accept.
+        case invalidValueLength = "invalid_value_length"
+        /// The device is not connected.
+        case notConnected = "not_connected"
+        /// The characteristic is not on the device.
+        case notFound = "not_found"
+        /// The adapter or bluetoothd is not available.
+        case unavailable
+        /// Anything else.
+        case other
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message.isEmpty ? kind.rawValue : message }
+}

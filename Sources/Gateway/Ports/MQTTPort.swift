@@ -1,0 +1,26 @@
+/// What the gateway needs from an MQTT client, in the shape `MQTTClient` offers it: publishing
+/// with a completion, subscription streams and connection changes.
+///
+/// Contract for an implementation:
+/// - ``publish(_:)`` never blocks and never throws: messages are queued in order (also while
+///   the broker is unreachable, as far as the client's queue allows) and a failure is counted by
+///   the client. ``publishAndWait(_:)`` returns when the message was delivered (PUBACK for QoS 1)
+///   or failed — the gateway uses it only for `bridge/state` offline at shutdown.
+/// - ``subscribe(_:)`` returns once the broker granted the filter; the stream carries every
+///   matching message (with MQTT 5 response topic and correlation data) until the client ends.
+/// - ``connectionEvents()`` reports each (re)connection, so the gateway republishes its retained
+///   state after the broker lost it. The last will (``Gateway/lastWill(for:)``) is configured
+///   on the client by the composition root before connecting.
+public protocol MQTTPort: Sendable {
+    /// Queues `message` for publishing.
+    func publish(_ message: MQTTOutboundMessage)
+
+    /// Publishes `message` and returns when it was delivered or failed.
+    func publishAndWait(_ message: MQTTOutboundMessage) async throws
+
+    /// Subscribes to a topic filter (`gattway/+/set`) and returns its messages.
+    func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage>
+
+    /// Connection changes: `true` when (re)connected, `false` when the connection was lost.
+    func connectionEvents() -> AsyncStream<Bool>
+}

@@ -1,0 +1,72 @@
+import Synchronization
+
+/// A clock that moves only when told to: ``advance(by:)`` sets the time and resumes every
+/// sleeper whose deadline has passed, in deadline order. For deterministic tests of timeouts,
+/// rate control and availability.
+public final class ManualClock: GatewayClock {
+    private struct Sleeper {
+        var id: UInt64
+        var deadline: Double
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Double
+        var wallOrigin: Int64
+        var nextID: UInt64 = 0
+        var sleepers: [Sleeper] = []
+    }
+
+    private let state: Mutex<State>
+
+    /// Starts at monotonic time `start` and wall time `wallMilliseconds` (default
+    /// 2026-11-30T17:00:00.000Z).
+    public init(start: Double = 0, wallMilliseconds: Int64 = 1_795_971_600_000) {
+        state = Mutex(State(now: start, wallOrigin: wallMilliseconds - Int64(start * 1000)))
+    }
+
+    public func now() -> Double { state.withLock { $0.now } }
+
+    public func wallMilliseconds() -> Int64 {
+        state.withLock { $0.wallOrigin + Int64(($0.now * 1000).rounded()) }
+    }
+
+    /// Number of tasks sleeping on this clock (tests wait for a timer to be armed).
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// Moves time forward and resumes the sleepers that are due.
+    public func advance(by seconds: Double) {
+        let due: [Sleeper] = state.withLock { state in
+            state.now += max(0, seconds)
+            let now = state.now
+            let due = state.sleepers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
+            state.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in due { sleeper.continuation.resume() }
+    }
+
+    public func sleep(until deadline: Double) async throws {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Bool = state.withLock { state in
+                    if state.now >= deadline || Task.isCancelled { return true }
+                    state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let cancelled = state.withLock { state -> Sleeper? in
+                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.sleepers.remove(at: index)
+            }
+            cancelled?.continuation.resume(throwing: CancellationError())
+        }
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,22 @@
+import Foundation
+
+/// The real clock: `ContinuousClock` for monotonic time, `Date` for wall time.
+public struct SystemClock: GatewayClock {
+    private let origin = ContinuousClock.now
+
+    public init() {}
+
+    public func now() -> Double {
+        let elapsed = ContinuousClock.now - origin
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+    }
+
+    public func wallMilliseconds() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    public func sleep(until deadline: Double) async throws {
+        let delay = deadline - now()
+        if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
+    }
+}
