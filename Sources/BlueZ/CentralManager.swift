@@ -9,8 +9,9 @@ import EventLoop
 /// values handed out are `Sendable` snapshots.
 ///
 /// What it does on the bus (bluez-dbus.md §8): one `GetManagedObjects` at start and after each
-/// bluetoothd restart, then only `InterfacesAdded`/`InterfacesRemoved` (from `/`) and
-/// `PropertiesChanged` (path namespace `/org/bluez`) from `org.bluez` — never polling. GATT
+/// bluetoothd restart, then only the signals of `org.bluez` (`InterfacesAdded`/`InterfacesRemoved`
+/// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one match rule so their order is
+/// kept) — never polling. GATT
 /// operations are serialised per device (BlueZ answers `InProgress` to concurrent ones).
 ///
 /// Recovery: when bluetoothd leaves the bus the state goes `.resetting`; when it returns the
@@ -100,18 +101,13 @@ public actor CentralManager {
     }
 
     private func begin() async throws {
-        let objectManager = try await connection.signals(
-            matching: DBusMatchRule(sender: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager"))
-        let properties = try await connection.signals(
-            matching: DBusMatchRule(
-                sender: "org.bluez", pathNamespace: "/org/bluez", interface: "org.freedesktop.DBus.Properties",
-                member: "PropertiesChanged"))
+        // One rule for every signal of bluetoothd (InterfacesAdded/Removed from `/`, PropertiesChanged
+        // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
+        // order BlueZ sent them: GATT objects before the ServicesResolved that announces them.
+        let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
         signalTasks.append(Task { [weak self] in
-            for await message in objectManager { await self?.handleObjectManager(message) }
-        })
-        signalTasks.append(Task { [weak self] in
-            for await message in properties { await self?.handlePropertiesChanged(message) }
+            for await message in bluez { await self?.handleSignal(message) }
         })
         signalTasks.append(Task { [weak self] in
             for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
@@ -337,8 +333,19 @@ public actor CentralManager {
         }
     }
 
+    func handleSignal(_ message: DBusMessage) {
+        // Only the current owner counts: signals of a daemon that already left are dropped, and
+        // a new daemon's objects are read with GetManagedObjects once its NameOwnerChanged is seen.
+        guard !closed, message.sender != nil, message.sender == bluezOwner else { return }
+        switch (message.interface, message.member) {
+        case ("org.freedesktop.DBus.ObjectManager", _) where message.path == .root: handleObjectManager(message)
+        case ("org.freedesktop.DBus.Properties", "PropertiesChanged"): handlePropertiesChanged(message)
+        default: break
+        }
+    }
+
     func handleObjectManager(_ message: DBusMessage) {
-        guard !closed, message.sender == bluezOwner || bluezOwner == nil, message.arguments.count == 2,
+        guard message.arguments.count == 2,
             let path = message.arguments[0].objectPath
         else { return }
         switch message.member {
@@ -368,7 +375,7 @@ public actor CentralManager {
     }
 
     func handlePropertiesChanged(_ message: DBusMessage) {
-        guard !closed, message.arguments.count == 3, let path = message.path,
+        guard message.arguments.count == 3, let path = message.path,
             let interface = message.arguments[0].string
         else { return }
         let changed = message.arguments[1].dictionary ?? [:]

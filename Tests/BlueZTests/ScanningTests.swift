@@ -1,0 +1,105 @@
+import BlueZ
+import Bluetooth
+import DBus
+import Foundation
+import Testing
+
+@Suite("CentralManager scanning")
+struct ScanningTests {
+    @Test("a 180F scan reports the battery sensor with its advertisement data and never the heart-rate strap", arguments: [
+        "180F", "0000180F", "0000180f-0000-1000-8000-00805f9b34fb",
+    ])
+    func serviceFilter(uuid: String) async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let results = try await central.scan(ScanOptions(services: [try #require(BluetoothUUID(uuid))], allowDuplicates: true))
+            let seen = try await collect(results, count: 10, "10 discoveries")
+            #expect(seen.allSatisfy { $0.peripheral.address == Scenarios.battery })
+            let data = try #require(seen.last?.advertisementData)
+            #expect(data.localName == "Battery Sensor")
+            #expect(data.serviceUUIDs == [BluetoothUUID(0x180F)])
+            #expect(data.manufacturerData == [0xFFFF: [0x52, 0x42, 0x5A, 0x31]])
+            #expect(data.serviceData == [BluetoothUUID(0x180F): [0x64]])
+            #expect(data.txPower == 4)
+            #expect(data.rssi == -58)
+            #expect(await central.isScanning)
+            await central.close()
+        }
+    }
+
+    @Test("without allowDuplicates a device is reported once while its advertisement content stays the same")
+    func noDuplicates() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let quiet = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
+            let noisy = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
+            _ = try await collect(noisy, count: 20, "20 reports with duplicates")
+            let counter = ResultCounter()
+            let task = Task { for await _ in quiet { await counter.add() } }
+            try await eventually("first report") { await counter.count >= 1 }
+            _ = try await collect(noisy, count: 10, "10 more reports")
+            #expect(await counter.count == 1)
+            task.cancel()
+            await central.close()
+        }
+    }
+
+    @Test("an RSSI threshold drops weaker devices")
+    func rssiThreshold() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let results = try await central.scan(ScanOptions(allowDuplicates: true, rssiThreshold: -60))
+            let seen = try await collect(results, count: 15, "15 reports")
+            #expect(seen.allSatisfy { ($0.rssi ?? 0) >= -60 })
+            #expect(seen.contains { $0.peripheral.address == Scenarios.battery })
+            #expect(!seen.contains { $0.peripheral.address == Scenarios.heartRate })
+            await central.close()
+        }
+    }
+
+    @Test("two clients scanning at once with different filters each see only their devices")
+    func twoClients() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let one = try await harness.central()
+            let two = try await harness.central()
+            let battery = try await one.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
+            let heart = try await two.scan(ScanOptions(services: [BluetoothUUID(0x180D)], allowDuplicates: true))
+            let a = try await collect(battery, count: 8, "battery reports")
+            let b = try await collect(heart, count: 8, "heart-rate reports")
+            #expect(a.allSatisfy { $0.peripheral.address == Scenarios.battery })
+            #expect(b.allSatisfy { $0.peripheral.address == Scenarios.heartRate })
+            await one.close()
+            // The other client's scan goes on after the first one left.
+            _ = try await collect(heart, count: 3, "heart-rate reports after the other client left")
+            await two.close()
+        }
+    }
+
+    @Test("ending the last scan stops discovery in BlueZ")
+    func stopsDiscovery() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let client = try await harness.client()
+            var results: AsyncStream<ScanResult>? = try await central.scan()
+            _ = try await first(results!, "any report")
+            #expect(try await discovering(client))
+            results = nil
+            try await eventually("Discovering=false") { try await !discovering(client) }
+            #expect(await !central.isScanning)
+            await central.close()
+            await client.close()
+        }
+    }
+}
+
+func discovering(_ client: DBusConnection) async throws -> Bool {
+    try await client.call(
+        destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties", method: "Get",
+        arguments: [.string("org.bluez.Adapter1"), .string("Discovering")]
+    ).first?.bool == true
+}
+
+actor ResultCounter {
+    private(set) var count = 0
+    func add() { count += 1 }
+}
