@@ -44,6 +44,7 @@ public struct DeviceRule: Sendable {
             return text
         }
         connect = object.read("connect", default: false) { try $0.bool() }
+        let wantsLink = object.reader.members.contains { ($0.key == "subscribe" || $0.key == "poll") && $0.value != .array([]) }
         subscribe = object.read("subscribe", default: []) { reader in
             try reader.array().compactMap { CharacteristicSpec($0, poll: false, registry: registry, problems: problems) }
         }
@@ -74,7 +75,7 @@ public struct DeviceRule: Sendable {
         if name != nil, match.addresses.count != 1 {
             problems.add(object.childPath("name"), "a friendly name needs match.address naming exactly one device")
         }
-        if !connect, !subscribe.isEmpty || !poll.isEmpty {
+        if !connect, wantsLink {
             problems.add(object.childPath("connect"), "must be true when subscribe or poll is given")
         }
     }

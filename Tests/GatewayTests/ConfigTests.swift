@@ -1,0 +1,121 @@
+import Bluetooth
+import Foundation
+import Gateway
+import Testing
+
+@Suite("config.json")
+struct ConfigTests {
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("the repo's config.json is the working default: 180F scan, connect, 2A19 subscription, local broker")
+    func repoDefault() throws {
+        let config = try GatewayConfig.load(path: Self.repoRoot.appendingPathComponent("config.json").path)
+        #expect(config.mqtt.server == "mqtt://127.0.0.1:1883")
+        #expect(config.mqtt.baseTopic == "gattway")
+        #expect(config.mqtt.qos == 1)
+        #expect(config.mqtt.retain == false)
+        #expect(config.bluetooth.scanServices == [BluetoothUUID(0x180F)])
+        #expect(config.devices.count == 1)
+        #expect(config.devices[0].connect)
+        #expect(config.devices[0].subscribe.first?.characteristic == BluetoothUUID(0x2A19))
+        #expect(config.devices[0].subscribe.first?.parser.name == "battery_level")
+    }
+
+    @Test("an empty object is valid and takes every default")
+    func defaults() throws {
+        let config = try GatewayConfig.parse(Array("{}".utf8))
+        #expect(config.bluetooth.maxConnections == 3)
+        #expect(config.bluetooth.connectTimeout == 30)
+        #expect(config.commands.ttl == 30)
+        #expect(config.availability.fallbackTimeout == 600)
+        #expect(config.devices.isEmpty)
+    }
+
+    @Test("every problem is reported at once, each with its JSON path and what was expected")
+    func collectsErrors() {
+        let text = """
+            {"mqtt": {"server": "http://x", "qos": 3, "colour": "red"},
+             "bluetooth": {"scan": {"services": ["180F", "zz"]}, "connect_timeout": "soon"},
+             "devices": [
+               {"match": {"address": "AA:BB"}, "connect": "yes"},
+               {"match": {"services": ["180F"]}, "name": "kitchen", "subscribe": [{"characteristic": "2A19", "parser": "nope"}]},
+               {"commands": {"led": {"characteristic": "FFF1", "encoding": "u12"}}, "min_interval": "fast"}
+             ]}
+            """
+        do {
+            _ = try GatewayConfig.parse(Array(text.utf8))
+            Issue.record("expected errors")
+        } catch {
+            let lines = error.lines
+            let expected = [
+                "mqtt.server: \"http://x\" is not a broker URL (expected mqtt://host:port or mqtts://host:port)",
+                "mqtt.qos: expected an integer from 0 to 2, got 3",
+                "bluetooth.scan.services[1]: \"zz\" is not a Bluetooth UUID",
+                "bluetooth.connect_timeout: expected a duration",
+                "devices[0].match.address: \"AA:BB\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)",
+                "devices[0].connect: expected true or false, got \"yes\"",
+                "devices[1].subscribe[0].parser: \"nope\" is not a characteristic parser",
+                "devices[1].name: a friendly name needs match.address naming exactly one device",
+                "devices[1].connect: must be true when subscribe or poll is given",
+                "devices[2].commands.led.encoding: \"u12\" is not an encoding",
+                "devices[2].min_interval: expected a duration",
+            ]
+            for prefix in expected {
+                #expect(lines.contains { $0.hasPrefix(prefix) }, "missing: \(prefix)\nin:\n\(lines.joined(separator: "\n"))")
+            }
+            #expect(lines.contains { $0.hasPrefix("mqtt.colour: is not a known key (expected one of server, base_topic") })
+            #expect(lines.count == expected.count + 1, "\(lines.joined(separator: "\n"))")
+        }
+    }
+
+    @Test("malformed JSON is one error with the byte offset")
+    func malformed() {
+        #expect(throws: GatewayConfigError.self) { try GatewayConfig.parse(Array("{\"mqtt\": }".utf8)) }
+    }
+
+    @Test("declarative parsers: unknown keys and bad fields are path-named; good ones become usable parsers")
+    func declarativeParsers() throws {
+        let bad = """
+            {"parsers": {"mine": {"fields": [{"name": "t", "offset": 0, "type": "u12", "sacle": 2}]}}}
+            """
+        do {
+            _ = try GatewayConfig.parse(Array(bad.utf8))
+            Issue.record("expected errors")
+        } catch {
+            #expect(error.lines.contains { $0.hasPrefix("parsers.mine.fields[0].sacle: is not a known key") })
+            #expect(error.lines.contains { $0.hasPrefix("parsers.mine.fields[0].type: \"u12\" is not a field type") })
+        }
+        let good = """
+            {"parsers": {"mine": {"fields": [{"name": "temperature", "offset": 0, "type": "s16le", "scale": 0.01}]}},
+             "devices": [{"match": {"address": "A4:C1:38:00:00:01"}, "name": "lab", "connect": true,
+                          "subscribe": [{"characteristic": "FFF1", "parser": "mine"}]}]}
+            """
+        let config = try GatewayConfig.parse(Array(good.utf8))
+        #expect(config.devices[0].subscribe[0].parser.name == "mine")
+        let value = try config.devices[0].subscribe[0].parser.decode([0xCA, 0x09]).first?.value.number ?? 0
+        #expect(abs(value - 25.06) < 1e-9)
+    }
+
+    @Test("friendly names are unique and one topic level")
+    func names() {
+        let text = """
+            {"devices": [{"match": {"address": "A4:C1:38:00:00:01"}, "name": "a/b"},
+                         {"match": {"address": "A4:C1:38:00:00:02"}, "name": "x"},
+                         {"match": {"address": "A4:C1:38:00:00:03"}, "name": "x"}]}
+            """
+        do {
+            _ = try GatewayConfig.parse(Array(text.utf8))
+            Issue.record("expected errors")
+        } catch {
+            #expect(error.lines.contains { $0.hasPrefix("devices[0].name: \"a/b\" is not a device name") })
+            #expect(error.lines.contains { $0 == "devices[2].name: \"x\" is already the name of devices[1]" })
+        }
+    }
+
+    @Test("thresholds switch only_changes on unless it is given")
+    func thresholdsImplyOnlyChanges() throws {
+        let config = try GatewayConfig.parse(Array(#"{"devices": [{"thresholds": {"temperature": 0.2}}, {"thresholds": {"temperature": 0.2}, "only_changes": false}]}"#.utf8))
+        #expect(config.devices[0].rateControl.onlyChanges)
+        #expect(!config.devices[1].rateControl.onlyChanges)
+    }
+}

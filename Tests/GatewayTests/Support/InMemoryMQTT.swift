@@ -1,0 +1,72 @@
+import Gateway
+import Synchronization
+
+/// An MQTT port that records what the gateway publishes and lets tests inject inbound messages.
+final class InMemoryMQTT: MQTTPort {
+    private struct State {
+        var published: [MQTTOutboundMessage] = []
+        var subscriptions: [(filter: String, continuation: AsyncStream<MQTTInboundMessage>.Continuation)] = []
+        var connection: [AsyncStream<Bool>.Continuation] = []
+    }
+
+    private let state = Mutex(State())
+
+    var published: [MQTTOutboundMessage] { state.withLock { $0.published } }
+
+    func messages(on topic: String) -> [MQTTOutboundMessage] { published.filter { $0.topic == topic } }
+    func payloads(on topic: String) -> [String] { messages(on: topic).map(\.payloadText) }
+    var filters: [String] { state.withLock { $0.subscriptions.map(\.filter) } }
+
+    func publish(_ message: MQTTOutboundMessage) {
+        state.withLock { $0.published.append(message) }
+    }
+
+    func publishAndWait(_ message: MQTTOutboundMessage) async throws { publish(message) }
+
+    func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTInboundMessage.self)
+        state.withLock { $0.subscriptions.append((filter, continuation)) }
+        return stream
+    }
+
+    func connectionEvents() -> AsyncStream<Bool> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+        state.withLock { $0.connection.append(continuation) }
+        return stream
+    }
+
+    /// Delivers `message` to every matching subscription, as a broker would.
+    func inject(_ message: MQTTInboundMessage) {
+        let targets = state.withLock { $0.subscriptions.filter { Self.matches($0.filter, message.topic) } }
+        for target in targets { target.continuation.yield(message) }
+    }
+
+    func setConnected(_ connected: Bool) {
+        for continuation in state.withLock({ $0.connection }) { continuation.yield(connected) }
+    }
+
+    func clear() { state.withLock { $0.published = [] } }
+
+    static func matches(_ filter: String, _ topic: String) -> Bool {
+        let f = filter.split(separator: "/", omittingEmptySubsequences: false)
+        let t = topic.split(separator: "/", omittingEmptySubsequences: false)
+        for (index, level) in f.enumerated() {
+            if level == "#" { return true }
+            guard index < t.count else { return false }
+            if level != "+" && level != t[index] { return false }
+        }
+        return f.count == t.count
+    }
+
+    /// Waits (real time, bounded) until `count` messages were published on `topic`.
+    @discardableResult
+    func waitFor(_ topic: String, count: Int = 1, timeout: Double = 5) async -> [MQTTOutboundMessage] {
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        while ContinuousClock.now < deadline {
+            let found = messages(on: topic)
+            if found.count >= count { return found }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return messages(on: topic)
+    }
+}
