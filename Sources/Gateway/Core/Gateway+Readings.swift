@@ -39,7 +39,8 @@ extension Gateway {
             let decoded = try config.registry.decode(
                 AdvertisementContext(advertisement: advertisement, address: discovery.address, bindKey: rule.bindKey))
             devices[index].format = decoded.format
-            apply(decoded.readings, to: index, now: now)
+            // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
+            if !decoded.readings.isEmpty { apply(decoded.readings, to: index, now: now) }
         } catch {
             guard error.kind != .unknownFormat else { return }
             parseFailed(index, "advertisement", error)

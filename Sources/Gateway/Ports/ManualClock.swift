@@ -21,7 +21,7 @@ public final class ManualClock: GatewayClock {
 
     /// Starts at monotonic time `start` and wall time `wallMilliseconds` (default
     /// 2026-11-30T17:00:00.000Z).
-    public init(start: Double = 0, wallMilliseconds: Int64 = 1_795_971_600_000) {
+    public init(start: Double = 0, wallMilliseconds: Int64 = 1_796_058_000_000) {
         state = Mutex(State(now: start, wallOrigin: wallMilliseconds - Int64(start * 1000)))
     }
 

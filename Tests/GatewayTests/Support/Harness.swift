@@ -7,7 +7,7 @@ struct Harness {
     let config: GatewayConfig
     let ble = InMemoryBLE()
     let mqtt = InMemoryMQTT()
-    let clock = ManualClock()
+    let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
     let gateway: Gateway
 
     init(_ configText: String, retryDelay: Double = 5) throws {
