@@ -119,6 +119,7 @@ extension Gateway {
         let start = clock.now()
         timing.queued = start - job.receivedAt
         if case .poll = job.kind, devices[index].link != .connected { return }
+        var gattStart: Double?
         do {
             if let expiresAt = job.expiresAt, start >= expiresAt { throw JobFailure.expired }
             do {
@@ -129,12 +130,17 @@ extension Gateway {
             let connected = clock.now()
             timing.connect = connected - start
             if let expiresAt = job.expiresAt, connected >= expiresAt { throw JobFailure.expired }
+            gattStart = connected
             let data = try await gatt(job.kind, index)
             timing.gatt = clock.now() - connected
             if let reply = job.reply { respond(reply, .ok, nil, timing: timing, data: data) }
         } catch let failure as JobFailure {
             let now = clock.now()
-            if timing.connect == 0, failure.isConnectFailure { timing.connect = now - start }
+            if let gattStart {
+                timing.gatt = now - gattStart
+            } else if failure.isConnectFailure {
+                timing.connect = now - start
+            }
             guard let reply = job.reply else {
                 log(.warning, "\(devices[index].name): poll failed: \(failure)")
                 return
