@@ -290,12 +290,17 @@ extension Gateway {
     }
 
     /// Registers a device a rule names by address before it was seen.
-    func register(_ address: BluetoothAddress, ruleIndex: Int) -> Int {
+    func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> Int {
         let rule = config.devices[ruleIndex]
         let name = rule.name ?? DeviceRecord.defaultName(address)
         var record = DeviceRecord(address: address, name: name, ruleIndex: ruleIndex, stateTopic: base + "/" + name,
                                   rate: RateControl(rule.rateControl), reconnect: makeReconnect())
         record.pollDue = rule.poll.map { _ in .infinity }
+        if let advertisement {
+            record.rssi = advertisement.rssi.map(Int.init)
+            record.localName = advertisement.localName
+            record.services = advertisement.serviceUUIDs
+        }
         devices.append(record)
         indexByAddress[address] = devices.count - 1
         publishDevices()

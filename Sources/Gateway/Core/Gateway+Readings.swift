@@ -51,7 +51,7 @@ extension Gateway {
     func register(_ discovery: BLEDiscovery) -> Int? {
         guard let ruleIndex = config.devices.firstIndex(where: { $0.match.matches(discovery.address, discovery.advertisement) })
         else { return nil }
-        let index = register(discovery.address, ruleIndex: ruleIndex)
+        let index = register(discovery.address, ruleIndex: ruleIndex, advertisement: discovery.advertisement)
         log(.info, "device \(devices[index].name) (\(discovery.address)) matched devices[\(ruleIndex)]")
         publishEvent("device_seen", index)
         if rule(index).connect { publishAvailability(index, online: false) }

@@ -1,0 +1,137 @@
+import Bluetooth
+import Gateway
+import JSON
+import Testing
+
+@Suite("Availability and bridge topics")
+struct AvailabilityTests {
+    static let sensor = address("A4:C1:38:00:00:01")
+    static let remote = address("A4:C1:38:00:00:02")
+    static let online = #"{"state":"online"}"#
+    static let offline = #"{"state":"offline"}"#
+
+    @Test("advertisement-only: offline after the fallback timeout on the clock, online again with the next advertisement")
+    func fallbackTimeout() async throws {
+        let harness = try Harness(#"{"availability": {"fallback_timeout": "10m"}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.start()
+        await harness.gateway.handle(bthome(Self.sensor))
+        let topic = "gattway/A4C138000001/availability"
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online])
+        #expect(harness.mqtt.messages(on: topic).first?.retain == true)
+        await harness.advance(599)
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online])
+        await harness.advance(1)
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online, Self.offline])
+        await harness.advance(600)
+        #expect(harness.mqtt.payloads(on: topic).count == 2)
+        await harness.gateway.handle(bthome(Self.sensor))
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online, Self.offline, Self.online])
+    }
+
+    @Test("advertisement-only: a learned interval (2s × 10 missed, at least 5s) replaces the fallback")
+    func learnedInterval() async throws {
+        let harness = try Harness("""
+            {"availability": {"minimum_timeout": "5s", "missed_intervals": 10}, "devices": [{"match": {"services": ["FCD2"]}}]}
+            """)
+        try await harness.start()
+        for _ in 0..<4 {
+            await harness.gateway.handle(bthome(Self.sensor))
+            await harness.advance(2)
+        }
+        let topic = "gattway/A4C138000001/availability"
+        // Last advertisement at t=6; learned interval 2 s → offline at t=26 (now t=8).
+        await harness.advance(17.9)
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online])
+        await harness.advance(0.1)
+        #expect(harness.mqtt.payloads(on: topic) == [Self.online, Self.offline])
+    }
+
+    @Test("connected devices follow the link; a dropped link reconnects after the strategy's delay")
+    func linkAvailability() async throws {
+        let harness = try Harness("""
+            {"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
+                          "subscribe": [{"characteristic": "2A19"}]}]}
+            """, retryDelay: 5)
+        harness.ble.add(Self.remote, .init(characteristics: [
+            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.notify]),
+        ]))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        let topic = "gattway/remote/availability"
+        #expect(harness.mqtt.payloads(on: topic) == [Self.offline, Self.online])
+        harness.ble.dropLink(Self.remote)
+        await harness.mqtt.waitFor(topic, count: 3)
+        #expect(harness.mqtt.payloads(on: topic) == [Self.offline, Self.online, Self.offline])
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains(#""type":"device_disconnected""#) })
+        await harness.advance(4.9)
+        #expect(harness.ble.connectAttempts.count == 1)
+        await harness.advance(0.1)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 2)
+        #expect(harness.mqtt.payloads(on: topic).last == Self.online)
+    }
+
+    @Test("operation_not_supported is never retried")
+    func giveUp() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)
+        harness.ble.add(Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        await harness.advance(3600)
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 1)
+    }
+
+    @Test("bridge/state is online (retained) at start; the last will and stop() say offline")
+    func bridgeState() async throws {
+        let harness = try Harness("{}")
+        let will = Gateway.lastWill(for: harness.config)
+        #expect(will.topic == "gattway/bridge/state" && will.payloadText == Self.offline && will.retain)
+        try await harness.start()
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online])
+        #expect(harness.mqtt.messages(on: "gattway/bridge/state").first?.retain == true)
+        #expect(Set(harness.mqtt.filters) == ["gattway/+/set", "gattway/+/set/+", "gattway/+/get", "gattway/bridge/request/#"])
+        await harness.gateway.stop()
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online, Self.offline])
+    }
+
+    @Test("bridge/info and bridge/devices are retained; devices lists matched devices with address, rssi, connected, services")
+    func bridgeTopics() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.start()
+        let info = json(harness.mqtt.payloads(on: "gattway/bridge/info").last ?? "")
+        #expect(info?["base_topic"] == .string("gattway"))
+        #expect(info?["config"]?["max_connections"] == .number(3))
+        #expect(harness.mqtt.messages(on: "gattway/bridge/info").first?.retain == true)
+        await harness.gateway.handle(bthome(Self.sensor, rssi: -55))
+        let devices = json(harness.mqtt.payloads(on: "gattway/bridge/devices").last ?? "")
+        guard case .array(let list)? = devices else {
+            Issue.record("bridge/devices is not a list")
+            return
+        }
+        #expect(list.count == 1)
+        #expect(list.first?["name"] == .string("A4C138000001"))
+        #expect(list.first?["address"] == .string("A4:C1:38:00:00:01"))
+        #expect(list.first?["rssi"] == .number(-55))
+        #expect(list.first?["connected"] == .bool(false))
+        #expect(harness.mqtt.messages(on: "gattway/bridge/devices").allSatisfy { $0.retain })
+        let event = json(harness.mqtt.payloads(on: "gattway/bridge/event").last ?? "")
+        #expect(event?["type"] == .string("device_seen"))
+        #expect(event?["data"]?["address"] == .string("A4:C1:38:00:00:01"))
+    }
+
+    @Test("after an MQTT reconnect the retained bridge state and availability are published again")
+    func republishOnReconnect() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.start()
+        await harness.gateway.handle(bthome(Self.sensor))
+        harness.mqtt.clear()
+        harness.mqtt.setConnected(true)
+        await harness.mqtt.waitFor("gattway/A4C138000001/availability")
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online])
+        #expect(harness.mqtt.payloads(on: "gattway/A4C138000001/availability") == [Self.online])
+    }
+}
