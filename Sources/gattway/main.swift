@@ -7,6 +7,11 @@ let commands: [any Command.Type] = [
     DecodeCommand.self,
     VersionCommand.self,
     SimulateCommand.self,
+    ScanCommand.self,
+    InspectCommand.self,
+    ReadCommand.self,
+    WriteCommand.self,
+    NotifyCommand.self,
 ]
 
 let code = await CommandLineTool(commands: commands).main(Array(CommandLine.arguments.dropFirst()))

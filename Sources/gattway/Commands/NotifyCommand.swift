@@ -1,0 +1,80 @@
+import Foundation
+import BlueZ
+import Bluetooth
+import JSON
+import Parsers
+
+/// `gattway notify ADDRESS CHARACTERISTIC`: subscribes and prints each notification.
+struct NotifyCommand: Command {
+    static let name = "notify"
+    static let summary = "Subscribe to a characteristic and print each notification or indication."
+    static let positionals = [
+        Positional(name: "address", help: "Device address."),
+        Positional(name: "characteristic", help: "Characteristic UUID, or SERVICE/CHARACTERISTIC."),
+    ]
+    static let options: [Option] = [
+        .value("count", "N", "Stop after N values.", default: "unlimited"),
+        .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
+        .flag("json", "Print JSON lines."),
+    ] + CentralSession.options
+
+    let address: BluetoothAddress
+    let characteristic: String
+    let count: Int?
+    let duration: Double?
+    let json: Bool
+    let adapter: String?
+    let timeout: Double
+
+    init(parsing arguments: ParsedArguments) throws {
+        address = try CentralSession.address(arguments.positional("address"))
+        characteristic = arguments.positional("characteristic") ?? ""
+        if let text = arguments.value("count") {
+            guard let number = Int(text), number > 0 else { throw CLIError.usage("--count: expected a positive number") }
+            count = number
+        } else {
+            count = nil
+        }
+        duration = try arguments.duration("duration")
+        json = arguments.flag("json")
+        adapter = arguments.value("adapter")
+        timeout = try CentralSession.timeout(arguments)
+    }
+
+    func run() async throws -> ExitCode {
+        try await CentralSession.withConnection(address, adapter: adapter, timeout: timeout) { session, peripheral in
+            let target = try await session.characteristic(characteristic, on: peripheral)
+            let values = try await session.central.notifications(for: target)
+            let (count, json, uuid) = (self.count, self.json, target.uuid)
+            let printer = Task {
+                var received = 0
+                for try await value in values {
+                    let readings = (try? ParserRegistry.builtIn.decode(characteristic: uuid, value: value)) ?? []
+                    if json {
+                        standardOutput(JSONValue.object([
+                            (key: "characteristic", value: .string(uuid.shortDescription)),
+                            (key: "hex", value: .string(hexString(value).replacingOccurrences(of: " ", with: ""))),
+                            (key: "readings", value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })),
+                        ]).serialized + "\n")
+                    } else {
+                        let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+                        standardOutput(hexString(value) + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
+                    }
+                    received += 1
+                    if let count, received >= count { return }
+                }
+            }
+            let stopper = Task {
+                if let duration = self.duration {
+                    try? await Task.sleep(for: .seconds(duration))
+                } else {
+                    _ = await SimulateCommand.waitForTermination()
+                }
+                printer.cancel()
+            }
+            try await printer.value
+            stopper.cancel()
+        }
+        return .success
+    }
+}

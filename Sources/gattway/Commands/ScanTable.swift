@@ -1,0 +1,87 @@
+import BlueZ
+import Bluetooth
+import Foundation
+import JSON
+import Parsers
+
+/// The devices seen so far and their rendering as a table or JSON.
+struct ScanTable {
+    private var rows: [BluetoothAddress: ScanResult] = [:]
+
+    mutating func update(_ result: ScanResult) {
+        rows[result.peripheral.address] = result
+    }
+
+    /// The whole table, with ANSI escapes to redraw it from the top left.
+    func render() -> String {
+        var out = "\u{1B}[H\u{1B}[2J"
+        out += "ADDRESS            RSSI  NAME                  SERVICES            DECODED\n"
+        for (address, result) in rows.sorted(by: { ($0.value.rssi ?? -127) > ($1.value.rssi ?? -127) }) {
+            let data = result.advertisementData
+            let name = (data.localName ?? result.peripheral.name ?? "").padding(toLength: 20, withPad: " ", startingAt: 0)
+            let services = data.serviceUUIDs.map(\.shortDescription).joined(separator: ",").padding(
+                toLength: 18, withPad: " ", startingAt: 0)
+            let rssi = data.rssi.map { String($0) } ?? "-"
+            out += "\(address)  \(rssi.padding(toLength: 4, withPad: " ", startingAt: 0))  \(name)  \(services)  \(Self.decoded(result))\n"
+        }
+        out += "\(rows.count) device(s); Ctrl-C to stop\n"
+        return out
+    }
+
+    static func decoded(_ result: ScanResult) -> String {
+        guard let decoded = try? ParserRegistry.builtIn.decode(
+            AdvertisementContext(advertisement: result.advertisementData, address: result.peripheral.address))
+        else { return "" }
+        return decoded.format + " " + decoded.readings.map { "\($0.name)=\(text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+    }
+
+    static func text(_ value: ReadingValue) -> String {
+        switch value {
+        case .number(let number): number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .bool(let flag): flag ? "true" : "false"
+        case .string(let string): string
+        case .null: "null"
+        case .numbers(let numbers): numbers.map { String($0) }.joined(separator: ",")
+        }
+    }
+
+    static func json(_ value: ReadingValue) -> JSONValue {
+        switch value {
+        case .number(let number): .number(number)
+        case .bool(let flag): .bool(flag)
+        case .string(let string): .string(string)
+        case .null: .null
+        case .numbers(let numbers): .array(numbers.map { .number($0) })
+        }
+    }
+
+    /// One discovery as a compact JSON object.
+    static func jsonLine(_ result: ScanResult) -> String {
+        let data = result.advertisementData
+        var members: [(key: String, value: JSONValue)] = [(key: "address", value: .string(result.peripheral.address.description))]
+        members.append((key: "name", value: (data.localName ?? result.peripheral.name).map { .string($0) } ?? .null))
+        members.append((key: "rssi", value: data.rssi.map { .number(Double($0)) } ?? .null))
+        if let power = data.txPower { members.append((key: "tx_power", value: .number(Double(power)))) }
+        members.append((key: "services", value: .array(data.serviceUUIDs.map { .string($0.shortDescription) })))
+        members.append((
+            key: "manufacturer_data",
+            value: .object(data.manufacturerData.sorted { $0.key < $1.key }.map { (key: String($0.key), value: .string(hexString($0.value).replacingOccurrences(of: " ", with: ""))) })
+        ))
+        members.append((
+            key: "service_data",
+            value: .object(data.serviceData.sorted { $0.key < $1.key }.map { (key: $0.key.shortDescription, value: .string(hexString($0.value).replacingOccurrences(of: " ", with: ""))) })
+        ))
+        if let decoded = try? ParserRegistry.builtIn.decode(
+            AdvertisementContext(advertisement: data, address: result.peripheral.address))
+        {
+            members.append((
+                key: "decoded",
+                value: .object([
+                    (key: "format", value: .string(decoded.format)),
+                    (key: "readings", value: .object(decoded.readings.map { (key: $0.name, value: json($0.value)) })),
+                ])
+            ))
+        }
+        return JSONValue.object(members).serialized
+    }
+}
