@@ -7,6 +7,7 @@ let commands: [any Command.Type] = [
     DecodeCommand.self,
     VersionCommand.self,
     SimulateCommand.self,
+    ConfigCheckCommand.self,
     ScanCommand.self,
     InspectCommand.self,
     ReadCommand.self,
