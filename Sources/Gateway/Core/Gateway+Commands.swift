@@ -158,7 +158,6 @@ extension Gateway {
     /// The GATT part of a job; returns the `data` of the response (raw reads).
     private func gatt(_ kind: DeviceJob.Kind, _ index: Int) async throws -> JSONValue? {
         let address = devices[index].address
-        let rule = rule(index)
         switch kind {
         case .write(let writes):
             for write in writes {
@@ -185,7 +184,6 @@ extension Gateway {
             try await operation("write") { [ble] in
                 try await ble.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
             }
-            _ = rule
             return nil
         }
     }
