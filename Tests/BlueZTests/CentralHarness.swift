@@ -118,11 +118,13 @@ enum Scenarios {
     static let battery = BluetoothAddress("A4:C1:38:00:00:01")!
     static let heartRate = BluetoothAddress("A4:C1:38:00:00:06")!
 
-    static func sensors(batteryFaults: String = "", events: String = "", notifyEvery: String = "20ms") -> String {
+    static func sensors(
+        batteryFaults: String = "", events: String = "", notifyEvery: String = "20ms", startDiscoveryFailures: Int = 0
+    ) -> String {
         """
         {
           \(timing),
-          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00", "start_discovery_failures": \(startDiscoveryFailures)}],
           "devices": [
             {"address": "A4:C1:38:00:00:01", "name": "Battery Sensor", "rssi": -58, "interval": "20ms", "service_uuids": ["180F"],
              "manufacturer_data": {"0xffff": {"hex": "52425a31"}}, "service_data": {"180F": {"hex": "64"}}, "tx_power": 4,

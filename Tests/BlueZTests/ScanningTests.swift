@@ -75,6 +75,34 @@ struct ScanningTests {
         }
     }
 
+    @Test("StartDiscovery refused with InProgress is retried with a growing delay, never in a tight loop")
+    func discoveryBackoff() async throws {
+        try await CentralHarness.run(Scenarios.sensors(startDiscoveryFailures: 3)) { harness in
+            let central = try await harness.central { $0.discoveryRetryDelay = 0.05 }
+            let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
+            _ = try await collect(results, count: 3, "reports once discovery finally started")
+            let counters = try await harness.sim.currentCounters
+            // Three refusals, then the call that worked: four calls in all, spaced 50, 100, 200 ms.
+            #expect(counters.startDiscoveryCalls == 4)
+            #expect(await central.discoveryRetryDelay == 0, "the backoff resets once discovery runs")
+            await central.close()
+        }
+    }
+
+    @Test("an adapter that keeps refusing discovery gets calls spaced ever further apart")
+    func discoveryBackoffGrows() async throws {
+        try await CentralHarness.run(Scenarios.sensors(startDiscoveryFailures: 1_000_000)) { harness in
+            let central = try await harness.central { $0.discoveryRetryDelay = 0.02 }
+            let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
+            // 20 → 40 → 80 → 160 ms: four refusals have been waited out once the delay reaches 160 ms.
+            try await eventually("the retry delay to grow to 160 ms") { await central.discoveryRetryDelay >= 0.16 }
+            let calls = try await harness.sim.currentCounters.startDiscoveryCalls
+            #expect((4...5).contains(calls), "a tight retry loop would have made many more calls")
+            _ = results
+            await central.close()
+        }
+    }
+
     @Test("ending the last scan stops discovery in BlueZ")
     func stopsDiscovery() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in

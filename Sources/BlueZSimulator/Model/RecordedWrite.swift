@@ -19,6 +19,8 @@ public struct RecordedWrite: Sendable, Equatable {
 /// What the simulator has done, for tests and the bench (control interface `Counters`).
 public struct SimulatorCounters: Sendable, Equatable {
     public var advertisementReports = 0
+    /// `StartDiscovery` calls received (refused ones included), to check clients back off.
+    public var startDiscoveryCalls = 0
     public var connects = 0
     public var connectFailures = 0
     public var disconnects = 0
@@ -35,7 +37,8 @@ public struct SimulatorCounters: Sendable, Equatable {
     /// As `a{st}` / a dictionary for the control interface.
     public var dictionary: [(String, UInt64)] {
         [
-            ("AdvertisementReports", UInt64(advertisementReports)), ("Connects", UInt64(connects)),
+            ("AdvertisementReports", UInt64(advertisementReports)), ("StartDiscoveryCalls", UInt64(startDiscoveryCalls)),
+            ("Connects", UInt64(connects)),
             ("ConnectFailures", UInt64(connectFailures)), ("Disconnects", UInt64(disconnects)),
             ("Reads", UInt64(reads)), ("Writes", UInt64(writes)), ("Notifications", UInt64(notifications)),
             ("LastBurstCount", UInt64(lastBurstCount)),

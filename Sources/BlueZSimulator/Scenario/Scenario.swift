@@ -71,12 +71,18 @@ public struct AdapterSpec: Sendable, Equatable {
     public var address: BluetoothAddress
     public var alias: String
     public var powered: Bool
+    /// The first N `StartDiscovery` calls fail with `InProgress` "Operation already in progress",
+    /// as when the kernel refuses to scan because another stack or process is scanning.
+    public var startDiscoveryFailures: Int
 
-    public init(name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true) {
+    public init(
+        name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true, startDiscoveryFailures: Int = 0
+    ) {
         self.name = name
         self.address = address
         self.alias = alias ?? "gattway-sim"
         self.powered = powered
+        self.startDiscoveryFailures = startDiscoveryFailures
     }
 
     static func read(_ reader: JSONReader) throws -> AdapterSpec {
@@ -89,8 +95,9 @@ public struct AdapterSpec: Sendable, Equatable {
         let address = try readAddress(try object.required("address"))
         let alias = try object.optional("alias")?.string()
         let powered = try object.optional("powered")?.bool() ?? true
+        let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
         try object.finish()
-        return AdapterSpec(name: name, address: address, alias: alias, powered: powered)
+        return AdapterSpec(name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures)
     }
 }
 

@@ -8,6 +8,11 @@ extension BlueZSimulator {
     func startDiscovery(_ name: String, _ call: DBusMessage) throws {
         guard let adapter = adapter(named: name), let client = call.sender else { throw BlueZError.invalidArguments }
         guard adapter.powered else { throw BlueZError.notReady }
+        counters.startDiscoveryCalls += 1
+        if adapter.startDiscoveryFailuresLeft > 0 {
+            adapter.startDiscoveryFailuresLeft -= 1
+            throw BlueZError.busy
+        }
         if try adapter.sessions.start(client) {
             // The reply goes out during dispatch; Discovering=true follows at the end of the turn.
             change([("Discovering", .boolean(true))], interface: Self.adapterInterfaceName, at: adapter.path)

@@ -10,10 +10,13 @@ final class SimulatedAdapter: @unchecked Sendable {
     let path: DBusObjectPath
     var powered: Bool
     var sessions = DiscoverySessions()
+    /// `StartDiscovery` calls still to refuse with InProgress (the `start_discovery_failures` knob).
+    var startDiscoveryFailuresLeft: Int
 
     init(spec: AdapterSpec) throws {
         self.spec = spec
         powered = spec.powered
+        startDiscoveryFailuresLeft = spec.startDiscoveryFailures
         path = try DBusObjectPath("/org/bluez").appending(spec.name)
     }
 }
