@@ -30,24 +30,4 @@ enum Base64 {
         guard padding <= 2, bits < 6 else { return nil }
         return bytes
     }
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var value: UInt32 = 0
-            for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << UInt32(16 - 8 * offset) }
-            for position in 0..<4 {
-                if position <= chunk.count {
-                    out.append(alphabet[Int(value >> UInt32(18 - 6 * position) & 0x3F)])
-                } else {
-                    out.append(UInt8(ascii: "="))
-                }
-            }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }

@@ -56,9 +56,3 @@ enum StatePayload {
         return bytes
     }
 }
-
-/// One attribute of a device's state.
-struct Attribute: Sendable, Equatable {
-    var name: String
-    var value: ReadingValue
-}

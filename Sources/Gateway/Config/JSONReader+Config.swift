@@ -1,0 +1,30 @@
+import Bluetooth
+import JSON
+
+extension JSONReader {
+    /// A duration string ("500ms", "30s", "5m") greater than zero.
+    func positiveDuration() throws -> Double {
+        let seconds = try duration()
+        guard seconds > 0 else { throw fail("expected a duration greater than zero, e.g. \"30s\"") }
+        return seconds
+    }
+
+    /// A Bluetooth UUID ("180F", "0000180f-0000-1000-8000-00805f9b34fb").
+    func uuid() throws -> BluetoothUUID {
+        let text = try string()
+        guard let uuid = BluetoothUUID(text) else {
+            throw fail("\"\(text)\" is not a Bluetooth UUID (expected 4 or 8 hex digits such as \"180F\", or a 128-bit UUID)")
+        }
+        return uuid
+    }
+
+    /// A non-empty string.
+    func nonEmptyString() throws -> String {
+        let text = try string()
+        guard !text.isEmpty else { throw fail("expected a non-empty string") }
+        return text
+    }
+
+    /// An MQTT QoS level.
+    func qos() throws -> Int { try integer(in: 0...2) }
+}
