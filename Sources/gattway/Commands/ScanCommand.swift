@@ -65,6 +65,7 @@ struct ScanCommand: Command {
             throw CLIError.failure("\(error)")
         }
         let json = self.json
+        let width = json ? 0 : ScanTable.terminalWidth()
         let consumer = Task {
             var table = ScanTable()
             var lastDraw = ContinuousClock.now - .seconds(1)
@@ -74,7 +75,7 @@ struct ScanCommand: Command {
                 } else {
                     table.update(result)
                     if ContinuousClock.now - lastDraw >= .milliseconds(500) {
-                        standardOutput(table.render())
+                        standardOutput(table.render(width: width))
                         lastDraw = .now
                     }
                 }

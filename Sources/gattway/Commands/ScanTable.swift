@@ -12,20 +12,45 @@ struct ScanTable {
         rows[result.peripheral.address] = result
     }
 
-    /// The whole table, with ANSI escapes to redraw it from the top left.
-    func render() -> String {
+    /// The whole table, with ANSI escapes to redraw it from the top left; each line is cut to
+    /// `width` characters so a long decoded advertisement never wraps and scrolls the table.
+    func render(width: Int = 200) -> String {
         var out = "\u{1B}[H\u{1B}[2J"
-        out += "ADDRESS            RSSI  NAME                  SERVICES            DECODED\n"
+        func line(_ text: String) {
+            out += text.count > width ? String(text.prefix(max(1, width - 1))) + "…\n" : text + "\n"
+        }
+        line("ADDRESS            RSSI  NAME                  SERVICES            DECODED")
         for (address, result) in rows.sorted(by: { ($0.value.rssi ?? -127) > ($1.value.rssi ?? -127) }) {
             let data = result.advertisementData
             let name = (data.localName ?? result.peripheral.name ?? "").padding(toLength: 20, withPad: " ", startingAt: 0)
             let services = data.serviceUUIDs.map(\.shortDescription).joined(separator: ",").padding(
                 toLength: 18, withPad: " ", startingAt: 0)
             let rssi = data.rssi.map { String($0) } ?? "-"
-            out += "\(address)  \(rssi.padding(toLength: 4, withPad: " ", startingAt: 0))  \(name)  \(services)  \(Self.decoded(result))\n"
+            line("\(address)  \(rssi.padding(toLength: 4, withPad: " ", startingAt: 0))  \(name)  \(services)  \(Self.decoded(result))")
         }
-        out += "\(rows.count) device(s); Ctrl-C to stop\n"
+        line("\(rows.count) device(s); Ctrl-C to stop")
         return out
+    }
+
+    /// The terminal's width in columns (`stty size` on the controlling terminal), else 120.
+    static func terminalWidth() -> Int {
+        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 20 { return columns }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/stty")
+        process.arguments = ["size"]
+        guard let tty = FileHandle(forReadingAtPath: "/dev/tty") else { return 120 }
+        process.standardInput = tty
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return 120 }
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let parts = output.split(separator: " ")
+        guard parts.count == 2, let columns = Int(parts[1].trimmingCharacters(in: .whitespacesAndNewlines)), columns > 20 else {
+            return 120
+        }
+        return columns
     }
 
     static func decoded(_ result: ScanResult) -> String {
