@@ -4,15 +4,16 @@ import Glibc
 
 /// Every subcommand, in the order `gattway --help` lists them.
 let commands: [any Command.Type] = [
-    DecodeCommand.self,
-    VersionCommand.self,
-    SimulateCommand.self,
+    RunCommand.self,
     ConfigCheckCommand.self,
     ScanCommand.self,
     InspectCommand.self,
     ReadCommand.self,
     WriteCommand.self,
     NotifyCommand.self,
+    DecodeCommand.self,
+    SimulateCommand.self,
+    VersionCommand.self,
 ]
 
 let code = await CommandLineTool(commands: commands).main(Array(CommandLine.arguments.dropFirst()))

@@ -68,7 +68,7 @@ struct NotifyCommand: Command {
                 if let duration = self.duration {
                     try? await Task.sleep(for: .seconds(duration))
                 } else {
-                    _ = await SimulateCommand.waitForTermination()
+                    _ = await SignalSources.waitForTermination()
                 }
                 printer.cancel()
             }

@@ -84,7 +84,7 @@ struct ScanCommand: Command {
         if let duration {
             try? await Task.sleep(for: .seconds(duration))
         } else {
-            _ = await SimulateCommand.waitForTermination()
+            _ = await SignalSources.waitForTermination()
         }
         consumer.cancel()
         await session.close()

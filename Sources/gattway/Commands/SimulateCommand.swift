@@ -60,28 +60,10 @@ struct SimulateCommand: Command {
             "gattway simulate: org.bluez is \(await simulator.uniqueName ?? "?") on \((try? bus.resolvedAddress()) ?? "?"); "
                 + "\(world.adapters.count) adapter(s), \(world.devices.count) device(s); "
                 + "control: \(BlueZSimulator.controlInterface) at \(BlueZSimulator.controlPath)\n")
-        let received = await Self.waitForTermination()
+        let received = await SignalSources.waitForTermination()
         if !quiet { FileHandle.standardError.write(Data("gattway simulate: \(received), stopping\n".utf8)) }
         await simulator.stop()
         loop.shutdown()
         return .success
-    }
-
-    /// Waits for SIGINT or SIGTERM (dispatch signal sources; the default actions are disabled).
-    static func waitForTermination() async -> String {
-        await withCheckedContinuation { continuation in
-            let once = OnceFlag()
-            var sources: [DispatchSourceSignal] = []
-            for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler {
-                    if once.claim() { continuation.resume(returning: name) }
-                }
-                source.resume()
-                sources.append(source)
-            }
-            SignalSources.keep(sources)
-        }
     }
 }

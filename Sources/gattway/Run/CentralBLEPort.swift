@@ -1,0 +1,144 @@
+import BlueZ
+import Bluetooth
+import Gateway
+
+/// The gateway's ``BLEPort`` over the BlueZ ``CentralManager``.
+///
+/// The gateway owns reconnection (its connection scheduler bounds concurrent connects and
+/// queues them fairly), so every connect here asks the central *not* to reconnect on its own.
+struct CentralBLEPort: BLEPort {
+    let central: CentralManager
+
+    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
+        let results: AsyncStream<ScanResult>
+        do {
+            results = try await central.scan(ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true))
+        } catch {
+            throw Self.portError(error)
+        }
+        return AsyncStream(bufferingPolicy: .bufferingNewest(4096)) { continuation in
+            let task = Task {
+                for await result in results {
+                    continuation.yield(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+        do {
+            let peripheral = await central.peripheral(address)
+            try await central.connect(peripheral, timeout: .milliseconds(Int64(timeout * 1000)), autoReconnect: false)
+            _ = try await central.discoverServices(nil, for: peripheral)
+        } catch {
+            throw Self.portError(error)
+        }
+    }
+
+    func disconnect(_ address: BluetoothAddress) async {
+        try? await central.disconnect(await central.peripheral(address))
+    }
+
+    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
+        do {
+            var found: [BLECharacteristic] = []
+            for service in try await central.discoverServices(services, for: await central.peripheral(address)) {
+                for characteristic in try await central.discoverCharacteristics(nil, for: service) {
+                    found.append(BLECharacteristic(service: service.uuid, uuid: characteristic.uuid, properties: characteristic.properties))
+                }
+            }
+            return found
+        } catch {
+            throw Self.portError(error)
+        }
+    }
+
+    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
+        -> AsyncStream<[UInt8]>
+    {
+        let values: AsyncThrowingStream<[UInt8], any Error>
+        do {
+            values = try await central.notifications(for: try await resolve(address, characteristic))
+        } catch let error as BLEPortError {
+            throw error
+        } catch {
+            throw Self.portError(error)
+        }
+        return AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { continuation in
+            let task = Task {
+                do {
+                    for try await value in values { continuation.yield(value) }
+                } catch {}
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
+        do {
+            return try await central.readValue(for: try await resolve(address, characteristic))
+        } catch let error as BLEPortError {
+            throw error
+        } catch {
+            throw Self.portError(error)
+        }
+    }
+
+    func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
+        async throws(BLEPortError)
+    {
+        do {
+            try await central.writeValue(
+                value, for: try await resolve(address, characteristic), type: withResponse ? .withResponse : .withoutResponse)
+        } catch let error as BLEPortError {
+            throw error
+        } catch {
+            throw Self.portError(error)
+        }
+    }
+
+    func connectionEvents() -> AsyncStream<BLEConnectionEvent> {
+        AsyncStream(bufferingPolicy: .unbounded) { continuation in
+            let task = Task {
+                for await event in await central.connectionEvents() {
+                    if case .disconnected(let peripheral, let error) = event {
+                        continuation.yield(.disconnected(peripheral.address, reason: error.map(Self.portError)))
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The central's characteristic for the gateway's (service, uuid) pair.
+    private func resolve(_ address: BluetoothAddress, _ wanted: BLECharacteristic) async throws -> Characteristic {
+        let peripheral = await central.peripheral(address)
+        for service in try await central.discoverServices([wanted.service], for: peripheral) {
+            if let match = try await central.discoverCharacteristics([wanted.uuid], for: service).first { return match }
+        }
+        throw BLEPortError(.notFound, "\(address) has no characteristic \(wanted)")
+    }
+
+    /// The central's error in the gateway's terms (the kinds share Core Bluetooth's meanings).
+    static func portError(_ error: any Error) -> BLEPortError {
+        guard let central = error as? CentralError else { return BLEPortError(.other, "\(error)") }
+        let kind: BLEPortError.Kind
+        switch central.code {
+        case .connectionTimeout: kind = .connectionTimeout
+        case .connectionFailed: kind = .connectionTimeout  // "le-connection-abort-by-local": retry like a timeout
+        case .peripheralDisconnected: kind = .peripheralDisconnected
+        case .operationNotSupported: kind = .operationNotSupported
+        case .notPermitted: kind = .notPermitted
+        case .invalidValueLength: kind = .invalidValueLength
+        case .notConnected: kind = .notConnected
+        case .unknownDevice: kind = .notFound
+        case .bluezUnavailable, .poweredOff, .unauthorized: kind = .unavailable
+        case .invalidArguments, .inProgress, .cancelled, .failed: kind = .other
+        }
+        return BLEPortError(kind, central.description)
+    }
+}

@@ -1,0 +1,56 @@
+import Gateway
+import MQTT
+
+/// The gateway's ``MQTTPort`` over ``MQTTClient``.
+struct ClientMQTTPort: MQTTPort {
+    let client: MQTTClient
+
+    static func message(_ outbound: MQTTOutboundMessage) -> MQTTMessage {
+        var properties = MQTTProperties()
+        properties.correlationData = outbound.correlationData
+        return MQTTMessage(
+            topic: outbound.topic, payload: outbound.payload, qos: MQTTQoS(rawValue: outbound.qos) ?? .atLeastOnce,
+            retain: outbound.retain, properties: properties)
+    }
+
+    func publish(_ message: MQTTOutboundMessage) {
+        client.publish(Self.message(message))
+    }
+
+    func publishAndWait(_ message: MQTTOutboundMessage) async throws {
+        try await client.publish(Self.message(message))
+    }
+
+    func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
+        let subscription = try await client.subscribe(to: try MQTTTopicFilter(filter))
+        return AsyncStream(bufferingPolicy: .unbounded) { continuation in
+            let task = Task {
+                for await message in subscription {
+                    continuation.yield(
+                        MQTTInboundMessage(
+                            topic: message.topic, payload: message.payload, responseTopic: message.properties.responseTopic,
+                            correlationData: message.properties.correlationData, retain: message.retain))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func connectionEvents() -> AsyncStream<Bool> {
+        let states = client.connectionStates()
+        return AsyncStream(bufferingPolicy: .bufferingNewest(16)) { continuation in
+            let task = Task {
+                for await state in states {
+                    switch state {
+                    case .connected: continuation.yield(true)
+                    case .disconnected: continuation.yield(false)
+                    case .connecting: break
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}

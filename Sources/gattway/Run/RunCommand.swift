@@ -1,0 +1,190 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BlueZ
+import EventLoop
+import Foundation
+import Gateway
+import MQTT
+
+/// `gattway run`: the gateway — BlueZ central + parsers + MQTT, as configured in config.json.
+///
+/// Start-up order: configuration (exit 78 on any problem) → event loop → MQTT client (connects
+/// and reconnects in the background, last will = `bridge/state` offline) → central (waits for a
+/// powered adapter; a missing bluetoothd is waited for, not fatal) → gateway core → `READY=1`.
+/// Shutdown in reverse (SIGINT/SIGTERM): the gateway publishes `bridge/state` offline and
+/// disconnects its devices, then MQTT disconnects, then the central closes.
+struct RunCommand: Command {
+    static let name = "run"
+    static let summary = "Run the gateway (the default mode of the systemd service)."
+    static let discussion = """
+        Reads the configuration (default: ./config.json when present, else /etc/gattway/config.json), \
+        connects to BlueZ on the D-Bus system bus (DBUS_SYSTEM_BUS_ADDRESS is honoured) and to the \
+        MQTT broker, and runs until SIGINT or SIGTERM. Logs go to stderr with syslog priority \
+        prefixes (<3> error … <7> debug). Under systemd (Type=notify) it reports READY=1 and pings \
+        the watchdog from the event loop.
+        """
+    static let options: [Option] = [
+        .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
+        .value("log-level", "LEVEL", "error, warning, notice, info or debug.", default: "info"),
+        .value("state-dir", "DIR", "Where known devices and connections are kept across restarts.", default: "none"),
+    ]
+
+    let configPath: String
+    let level: GatewayLogger.Level
+    let stateDirectory: String?
+
+    init(parsing arguments: ParsedArguments) throws {
+        if let path = arguments.value("config") {
+            configPath = path
+        } else {
+            configPath = FileManager.default.fileExists(atPath: "config.json") ? "config.json" : "/etc/gattway/config.json"
+        }
+        let levelName = arguments.value("log-level") ?? "info"
+        guard let level = LogSink.level(named: levelName) else {
+            throw CLIError.usage("--log-level: \"\(levelName)\" is not a level (expected error, warning, notice, info or debug)")
+        }
+        self.level = level
+        stateDirectory = arguments.value("state-dir")
+    }
+
+    func run() async throws -> ExitCode {
+        let log = LogSink(threshold: level)
+        let config: GatewayConfig
+        do {
+            config = try GatewayConfig.load(path: configPath)
+        } catch {
+            for line in error.lines { log(.error, "\(configPath): \(line)") }
+            return .config
+        }
+        warnIfSecretsAreReadable(config, log: log)
+        let notifier = SystemdNotifier()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+
+        let client: MQTTClient
+        do {
+            client = try MQTTClient(configuration: try Self.mqttConfiguration(config), loop: loop)
+            try await client.start()
+        } catch {
+            log(.error, "MQTT: \(error)")
+            return .config
+        }
+        let mqttStates = client.connectionStates()
+        let mqttLog = Task {
+            for await state in mqttStates {
+                switch state {
+                case .connected: log(.notice, "MQTT: connected to \(config.mqtt.server)")
+                case .disconnected(let error?, let retry):
+                    log(.warning, "MQTT: \(error)" + (retry.map { String(format: "; retrying in %.1f s", $0) } ?? ""))
+                case .disconnected, .connecting: break
+                }
+            }
+        }
+
+        var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
+        if let stateDirectory {
+            try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            options.stateFilePath = stateDirectory + "/central.json"
+        }
+        let central: CentralManager
+        do {
+            central = try await CentralManager.start(options: options, on: loop)
+        } catch {
+            log(.error, "BlueZ: \(error)")
+            await client.disconnect()
+            return .failure
+        }
+        let termination = Task { await SignalSources.waitForTermination() }
+        // Wait for a powered adapter, saying why we wait; SIGTERM still ends the wait.
+        let stateLog = Task {
+            for await state in await central.stateUpdates() { log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)") }
+        }
+        // Checked every second so SIGTERM ends the wait promptly; said every 30 s.
+        let powered = Task {
+            var waited = 0
+            while !Task.isCancelled {
+                if (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil { return !Task.isCancelled }
+                waited += 1
+                if waited % 30 == 0 {
+                    let state = await central.state
+                    log(.warning, "BlueZ: still waiting for \(config.bluetooth.adapter) to be powered on (state \(state))")
+                }
+            }
+            return false
+        }
+        let stopWaiting = Task {
+            _ = await termination.value
+            powered.cancel()
+        }
+        let ready = await powered.value
+        var code = ExitCode.success
+        if ready {
+            let gateway = Gateway(
+                config: config, ble: CentralBLEPort(central: central), mqtt: ClientMQTTPort(client: client),
+                clock: SystemClock(), reconnect: { PolicyReconnectStrategy() }, logger: log.gatewayLogger,
+                version: BuildInfo.version)
+            do {
+                try await gateway.start()
+                notifier.notify("READY=1\nSTATUS=running")
+                let watchdog = Self.watchdog(notifier, loop: loop)
+                let signal = await termination.value
+                log(.notice, "\(signal): stopping")
+                watchdog?.cancel()
+            } catch {
+                log(.error, "gateway: \(error)")
+                code = .failure
+            }
+            notifier.notify("STOPPING=1")
+            await gateway.stop()
+        } else {
+            notifier.notify("STOPPING=1")
+        }
+        _ = stopWaiting
+        stateLog.cancel()
+        await client.disconnect()
+        mqttLog.cancel()
+        await central.close()
+        return code
+    }
+
+    /// The MQTT client configuration from the gateway's settings, with the bridge's last will.
+    static func mqttConfiguration(_ config: GatewayConfig) throws -> MQTTConfiguration {
+        let settings = config.mqtt
+        var configuration = try MQTTConfiguration(url: settings.server, clientID: settings.clientID)
+        configuration.keepAlive = Int(settings.keepalive.rounded())
+        configuration.protocolVersion = settings.protocolVersion == 5 ? .v5 : .v311
+        if let username = settings.username {
+            configuration.credentials = MQTTCredentials(username: username, password: settings.password)
+        }
+        if let tls = settings.tls {
+            configuration.tls = MQTTTLSConfiguration(
+                caFile: tls.caFile, certificateFile: tls.certificateFile, keyFile: tls.keyFile,
+                insecureSkipVerification: tls.insecure)
+        }
+        configuration.will = ClientMQTTPort.message(Gateway.lastWill(for: config))
+        return configuration
+    }
+
+    /// Pings the systemd watchdog at half its interval, from the event loop, so a wedged loop
+    /// stops the pings and systemd restarts the service.
+    static func watchdog(_ notifier: SystemdNotifier, loop: EventLoop) -> Task<Void, Never>? {
+        guard let interval = SystemdNotifier.watchdogInterval() else { return nil }
+        return Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(Int64(interval * 500)))
+                _ = try? await loop.submit { notifier.notify("WATCHDOG=1") }
+            }
+        }
+    }
+
+    /// A config holding a password that other users may read gets a warning (design: secrets
+    /// never leak; the file itself is the user's to protect).
+    func warnIfSecretsAreReadable(_ config: GatewayConfig, log: LogSink) {
+        guard config.mqtt.password != nil,
+            let attributes = try? FileManager.default.attributesOfItem(atPath: configPath),
+            let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
+        else { return }
+        log(.warning, "\(configPath) holds an MQTT password and is readable by every user; run: chmod o-r \(configPath)")
+    }
+}

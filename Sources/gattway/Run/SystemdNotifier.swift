@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// `sd_notify(3)` without libsystemd: datagrams to `$NOTIFY_SOCKET` (`READY=1`, `WATCHDOG=1`,
+/// `STOPPING=1`, `STATUS=…`). Does nothing when the variable is unset (not started by systemd).
+struct SystemdNotifier: Sendable {
+    let socketPath: String?
+
+    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// The watchdog interval systemd expects pings at, from `$WATCHDOG_USEC` (nil: no watchdog).
+    static func watchdogInterval(environment: [String: String] = ProcessInfo.processInfo.environment) -> Double? {
+        guard let text = environment["WATCHDOG_USEC"], let usec = Double(text), usec > 0 else { return nil }
+        if let pid = environment["WATCHDOG_PID"], Int32(pid) != getpid() { return nil }
+        return usec / 1_000_000
+    }
+
+    /// Sends one notification; failures are ignored (systemd may be gone while we stop).
+    func notify(_ state: String) {
+        guard let socketPath else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        // An abstract socket ("@name") has a leading NUL byte instead of "@".
+        var pathBytes = Array(socketPath.utf8)
+        if pathBytes.first == UInt8(ascii: "@") { pathBytes[0] = 0 }
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        guard pathBytes.count < capacity else { return }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == 0 ? 0 : 1))
+        var payload = Array(state.utf8)
+        _ = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
+                sendto(fd, &payload, payload.count, Int32(MSG_NOSIGNAL), sockaddrPointer, length)
+            }
+        }
+    }
+}
