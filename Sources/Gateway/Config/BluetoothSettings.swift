@@ -16,6 +16,13 @@ public struct BluetoothSettings: Sendable, Equatable {
     public var connectTimeout: Double = 30
     /// Seconds a GATT read, write or discovery may take.
     public var gattTimeout: Double = 10
+    /// Advertisement-only devices not heard for this many seconds are forgotten (removed from
+    /// the registry, `bridge/devices` and Home Assistant). Devices a rule names by exactly one
+    /// address are kept.
+    public var forgetAfter: Double = 3600
+    /// At most this many devices are tracked; beyond it the longest-silent forgettable device
+    /// makes room, or the new one is dropped (counted in `bridge/health`).
+    public var maxDevices = 1000
 
     public init() {}
 
@@ -38,6 +45,8 @@ public struct BluetoothSettings: Sendable, Equatable {
         maxConnections = object.read("max_connections", default: maxConnections) { try $0.integer(in: 1...32) }
         connectTimeout = object.read("connect_timeout", default: connectTimeout) { try $0.positiveDuration() }
         gattTimeout = object.read("gatt_timeout", default: gattTimeout) { try $0.positiveDuration() }
+        forgetAfter = object.read("forget_after", default: forgetAfter) { try $0.positiveDuration() }
+        maxDevices = object.read("max_devices", default: maxDevices) { try $0.integer(in: 1...100_000) }
         object.finish()
     }
 }

@@ -11,6 +11,8 @@ public struct CommandSettings: Sendable, Equatable {
     public var queueLimit = 16
     /// A device connected only for commands is disconnected after this long without one.
     public var idleDisconnect: Double = 30
+    /// Commands per device over time.
+    public var rateLimit = RateLimitSettings()
 
     public init() {}
 
@@ -19,6 +21,9 @@ public struct CommandSettings: Sendable, Equatable {
         maxPayloadBytes = object.read("max_payload_bytes", default: maxPayloadBytes) { try $0.integer(in: 16...262_144) }
         queueLimit = object.read("queue_limit", default: queueLimit) { try $0.integer(in: 1...1000) }
         idleDisconnect = object.read("idle_disconnect", default: idleDisconnect) { try $0.positiveDuration() }
+        if let value = object.value("rate_limit"), var section = ConfigObject(value, object.problems) {
+            rateLimit = RateLimitSettings(&section)
+        }
         object.finish()
     }
 }

@@ -14,6 +14,10 @@ public struct CommandSpec: Sendable, Equatable {
     public var ttl: Double?
     public var minimum: Double?
     public var maximum: Double?
+    /// `options`: the values Home Assistant offers (a `select` entity).
+    public var options: [String]?
+    /// `press`: the value a Home Assistant `button` sends.
+    public var press: JSONValue?
 
     init?(name: String, _ reader: JSONReader, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
@@ -35,7 +39,16 @@ public struct CommandSpec: Sendable, Equatable {
         ttl = object.read("ttl", default: nil) { try $0.positiveDuration() }
         minimum = object.optional("minimum") { try $0.number() }
         maximum = object.optional("maximum") { try $0.number() }
+        options = object.optional("options") { reader in
+            let items = try reader.array().map { try $0.nonEmptyString() }
+            guard !items.isEmpty else { throw reader.fail("expected a non-empty list of values") }
+            return items
+        }
+        press = object.optional("press") { $0.value }
         object.finish()
+        if options != nil, press != nil {
+            problems.add(object.path, "options (a select) and press (a button) exclude each other")
+        }
         if let minimum, let maximum, minimum > maximum {
             problems.add(object.childPath("minimum"), "\(minimum) is greater than maximum \(maximum)")
         }

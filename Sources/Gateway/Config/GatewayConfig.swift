@@ -12,6 +12,12 @@ public struct GatewayConfig: Sendable {
     public var bluetooth = BluetoothSettings()
     public var availability = AvailabilitySettings()
     public var commands = CommandSettings()
+    public var homeAssistant = HomeAssistantSettings()
+    public var storeAndForward = StoreAndForwardSettings()
+    public var health = HealthSettings()
+    /// `state_directory`: where the store-and-forward queue file lives; nil: the queue is kept
+    /// in memory only (``Gateway`` may be given a directory, e.g. from `--state-dir`).
+    public var stateDirectory: String?
     /// Declarative parsers from `parsers`, already registered in ``registry``.
     public var parsers: [DeclarativeParser] = []
     /// The rules of `devices`, in file order.
@@ -43,6 +49,16 @@ public struct GatewayConfig: Sendable {
         if let value = object.value("commands"), var section = ConfigObject(value, problems) {
             config.commands = CommandSettings(&section)
         }
+        if let value = object.value("homeassistant"), var section = ConfigObject(value, problems) {
+            config.homeAssistant = HomeAssistantSettings(&section)
+        }
+        if let value = object.value("store_and_forward"), var section = ConfigObject(value, problems) {
+            config.storeAndForward = StoreAndForwardSettings(&section)
+        }
+        if let value = object.value("health"), var section = ConfigObject(value, problems) {
+            config.health = HealthSettings(&section)
+        }
+        config.stateDirectory = object.optional("state_directory") { try $0.nonEmptyString() }
         if let value = object.value("parsers") {
             config.parsers = declarativeParsers(value, problems)
             for parser in config.parsers {

@@ -4,8 +4,8 @@ import JSON
 extension Gateway {
     /// `bridge/state` online, `bridge/info` and `bridge/devices`, all retained.
     func publishBridgeOnline() {
-        publish(base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true)
-        publish(base + "/bridge/info", json: bridgeInfo, retain: true)
+        publish(base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
+        publish(base + "/bridge/info", json: bridgeInfo, retain: true, kind: .republished)
         publishDevices()
     }
 
@@ -13,6 +13,7 @@ extension Gateway {
     /// last will may have set `bridge/state` offline).
     func republishRetained() {
         publishBridgeOnline()
+        republishDiscovery()
         for index in devices.indices {
             if let online = devices[index].availability.published {
                 devices[index].availability.published = nil
@@ -34,6 +35,8 @@ extension Gateway {
                 ("qos", .number(Double(config.mqtt.qos))),
                 ("retain", .bool(config.mqtt.retain)),
                 ("availability", .bool(config.availability.enabled)),
+                ("homeassistant", .bool(config.homeAssistant.enabled)),
+                ("store_and_forward", .bool(config.storeAndForward.enabled)),
             ])),
         ])
     }
@@ -53,7 +56,7 @@ extension Gateway {
             members.append(("rule", .number(Double(device.ruleIndex))))
             return .object(members)
         }
-        publish(base + "/bridge/devices", json: .array(list), retain: true)
+        publish(base + "/bridge/devices", json: .array(list), retain: true, kind: .republished)
     }
 
     /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.
@@ -70,6 +73,6 @@ extension Gateway {
         guard config.availability.enabled, devices[index].availability.published != online else { return }
         devices[index].availability.published = online
         let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
-        publish(devices[index].stateTopic + "/availability", Array(payload.utf8), retain: true)
+        publish(devices[index].stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
     }
 }

@@ -5,6 +5,7 @@ extension Gateway {
     /// A message on a command topic: `<device>/set`, `<device>/set/<command>`, `<device>/get`
     /// or `bridge/request/<verb>`. Every message gets exactly one response.
     public func handle(_ message: MQTTInboundMessage) {
+        if config.homeAssistant.enabled, message.topic == config.homeAssistant.statusTopic { return homeAssistantStatus(message) }
         guard message.topic.hasPrefix(base + "/") else { return }
         let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         if levels.first == "bridge" {
@@ -26,6 +27,12 @@ extension Gateway {
             }
             respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
             return
+        }
+        if let refusal = rateLimit(index, now: now) {
+            if case .success(let members) = CommandRequest.parseObject(message.payload) {
+                reply.transaction = members.last(where: { $0.key == "transaction" })?.value
+            }
+            return respond(reply, .error, refusal)
         }
         let rule = rule(index)
         let limits = config.commands
@@ -246,12 +253,14 @@ extension Gateway {
         }
         let object = JSONValue.object(members)
         reply.transaction = object["transaction"]
+        if verb == "device/remove" { return removeRequest(object, reply: reply) }
         guard verb == "gatt/read" || verb == "gatt/write" else {
-            return respond(reply, .error, "unknown request \"\(verb)\" (expected gatt/read or gatt/write)")
+            return respond(reply, .error, "unknown request \"\(verb)\" (expected gatt/read, gatt/write or device/remove)")
         }
         guard case .string(let name)? = object["device"], let index = device(named: name) ?? addressDevice(name) else {
             return respond(reply, .error, "device: expected the name or address of a device config.json names")
         }
+        if let refusal = rateLimit(index, now: now) { return respond(reply, .error, refusal) }
         guard rule(index).rawGATT else {
             return respond(reply, .error, "raw GATT access to \(devices[index].name) is not allowed (set raw_gatt in its device rule)")
         }
@@ -282,6 +291,14 @@ extension Gateway {
         submit(kind, index: index, reply: reply, ttl: config.commands.ttl, sentAt: nil, now: now)
     }
 
+    /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
+    func rateLimit(_ index: Int, now: Double) -> String? {
+        guard devices[index].commandBucket?.take(now: now) == false else { return nil }
+        counters.dropped.rateLimited += 1
+        let limit = config.commands.rateLimit
+        return "rate limited: \(devices[index].name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
+    }
+
     private func addressDevice(_ text: String) -> Int? {
         guard let address = BluetoothAddress(text) else { return nil }
         return indexByAddress[address]
@@ -299,9 +316,15 @@ extension Gateway {
             record.localName = advertisement.localName
             record.services = advertisement.serviceUUIDs
         }
+        record.lastActivity = clock.now()
+        if config.commands.rateLimit.enabled {
+            record.commandBucket = TokenBucket(capacity: config.commands.rateLimit.burst, interval: config.commands.rateLimit.interval,
+                                               now: clock.now())
+        }
         devices.append(record)
         indexByAddress[address] = devices.count - 1
         publishDevices()
+        if config.homeAssistant.enabled, !rule.commands.isEmpty { publishDiscovery(devices.count - 1) }
         return devices.count - 1
     }
 }

@@ -48,7 +48,11 @@ extension Gateway {
             connectTasks -= 1
             signalIdleIfNeeded()
         }
-        guard let index = indexByAddress[address] else { return }
+        guard let index = indexByAddress[address] else {
+            // Removed while connecting: end the link the port just made.
+            if case .success = result { await ble.disconnect(address) }
+            return
+        }
         let now = clock.now()
         switch result {
         case .failure(let error):
@@ -62,10 +66,13 @@ extension Gateway {
             devices[index].link = .connected
             devices[index].reconnect.connected(at: now)
             counters.connects += 1
+            if devices[index].everConnected { counters.reconnects += 1 }
+            devices[index].everConnected = true
+            let name = devices[index].name
             var tasks: [Task<Void, Never>] = []
             for (specIndex, spec) in subscribe.enumerated() {
                 guard let characteristic = characteristics.first(where: { spec.matches($0) }) else {
-                    log(.warning, "\(devices[index].name): characteristic \(spec.characteristic.shortDescription) not found")
+                    log(.warning, "\(name): characteristic \(spec.characteristic.shortDescription) not found")
                     continue
                 }
                 do {
@@ -74,11 +81,13 @@ extension Gateway {
                         for await value in stream { await self?.notification(address, spec: specIndex, value: value) }
                     })
                 } catch {
-                    log(.warning, "\(devices[index].name): notifications of \(characteristic) failed: \(error)")
+                    log(.warning, "\(name): notifications of \(characteristic) failed: \(error)")
                 }
             }
-            guard devices[index].link == .connected else {
+            // The device may have been removed while awaiting (indices shift): look it up again.
+            guard let index = indexByAddress[address], devices[index].link == .connected else {
                 for task in tasks { task.cancel() }
+                if indexByAddress[address] == nil { await ble.disconnect(address) }
                 return
             }
             devices[index].notificationTasks = tasks

@@ -9,9 +9,15 @@ extension Gateway {
     public func handle(_ discovery: BLEDiscovery) {
         counters.advertisements += 1
         let advertisement = discovery.advertisement
-        if let threshold = config.bluetooth.rssiThreshold, let rssi = advertisement.rssi, Int(rssi) < threshold { return }
+        if let threshold = config.bluetooth.rssiThreshold, let rssi = advertisement.rssi, Int(rssi) < threshold {
+            counters.dropped.filtered += 1
+            return
+        }
         let services = config.bluetooth.scanServices
-        if !services.isEmpty, !services.contains(where: { advertisement.advertises($0) }) { return }
+        if !services.isEmpty, !services.contains(where: { advertisement.advertises($0) }) {
+            counters.dropped.filtered += 1
+            return
+        }
         let index: Int
         if let known = indexByAddress[discovery.address] {
             index = known
@@ -21,6 +27,7 @@ extension Gateway {
         }
         let now = clock.now()
         devices[index].lastSeenWall = clock.wallMilliseconds()
+        devices[index].lastActivity = now
         if let rssi = advertisement.rssi { devices[index].rssi = Int(rssi) }
         if let name = advertisement.localName, devices[index].localName != name { devices[index].localName = name }
         for uuid in advertisement.serviceUUIDs where !devices[index].services.contains(uuid) {
@@ -40,17 +47,27 @@ extension Gateway {
                 AdvertisementContext(advertisement: advertisement, address: discovery.address, bindKey: rule.bindKey))
             devices[index].format = decoded.format
             // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
-            if !decoded.readings.isEmpty { apply(decoded.readings, to: index, now: now) }
+            if !decoded.readings.isEmpty {
+                counters.decoded += 1
+                apply(decoded.readings, to: index, now: now)
+            }
         } catch {
             guard error.kind != .unknownFormat else { return }
             parseFailed(index, "advertisement", error)
         }
     }
 
-    /// Finds the first rule matching the device and registers it; nil when no rule matches.
+    /// Finds the first rule matching the device and registers it; nil when no rule matches or
+    /// the registry is full of devices that stay (``makeRoomForDevice()``).
     func register(_ discovery: BLEDiscovery) -> Int? {
         guard let ruleIndex = config.devices.firstIndex(where: { $0.match.matches(discovery.address, discovery.advertisement) })
         else { return nil }
+        guard makeRoomForDevice() else {
+            if counters.dropped.registryFull == 1 || counters.dropped.registryFull % 1000 == 0 {
+                log(.warning, "device registry full (bluetooth.max_devices \(config.bluetooth.maxDevices)): \(discovery.address) not tracked; \(counters.dropped.registryFull) dropped so far")
+            }
+            return nil
+        }
         let index = register(discovery.address, ruleIndex: ruleIndex, advertisement: discovery.advertisement)
         log(.info, "device \(devices[index].name) (\(discovery.address)) matched devices[\(ruleIndex)]")
         publishEvent("device_seen", index)
@@ -58,9 +75,13 @@ extension Gateway {
         return index
     }
 
-    /// Merges readings into the device state and publishes it when rate control allows.
+    /// Merges readings into the device state and publishes it when rate control allows. A new
+    /// attribute gets its Home Assistant config first, and the state waits `state_delay`.
     func apply(_ readings: [Reading], to index: Int, now: Double, force: Bool = false) {
-        for reading in readings { devices[index].merge(reading.name, reading.value) }
+        var added = false
+        for reading in readings where devices[index].merge(reading) { added = true }
+        if added, config.homeAssistant.enabled { publishDiscovery(index) }
+        if devices[index].stateHeldUntil != nil { return }
         if force {
             publishState(index, now: now)
             return
@@ -68,7 +89,7 @@ extension Gateway {
         switch devices[index].rate.offer(devices[index].attributes, now: now) {
         case .publish: publishState(index, now: now)
         case .deferred(let until): armTimer(until)
-        case .drop: break
+        case .drop: counters.dropped.rateControl += 1
         }
     }
 
@@ -108,7 +129,9 @@ extension Gateway {
         let spec = specs[specIndex]
         do {
             let readings = try spec.parser.decode(value)
+            counters.decoded += 1
             devices[index].lastSeenWall = clock.wallMilliseconds()
+            devices[index].lastActivity = clock.now()
             for reading in readings where !devices[index].sources.contains(where: { $0.attribute == reading.name }) {
                 devices[index].sources.append((reading.name, poll, specIndex))
             }

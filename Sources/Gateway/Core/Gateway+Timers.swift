@@ -1,11 +1,21 @@
 extension Gateway {
     /// Runs everything that is due at the clock's current time: deferred and heartbeat
-    /// publishes, advertisement availability timeouts, reconnect retries, polls, command
-    /// connection waits that expired, and idle disconnects of on-demand connections.
+    /// publishes, states held for Home Assistant, discovery republishing, advertisement
+    /// availability timeouts, reconnect retries, polls, command connection waits that
+    /// expired, idle disconnects of on-demand connections, forgetting silent devices and
+    /// `bridge/health`.
     public func tick() {
         let now = clock.now()
+        if let due = discoveryRepublishAt, now >= due { republishDiscovery() }
         for index in devices.indices {
-            if devices[index].rate.due(now: now) { publishState(index, now: now) }
+            if let held = devices[index].stateHeldUntil {
+                if now >= held {
+                    devices[index].stateHeldUntil = nil
+                    publishState(index, now: now)
+                }
+            } else if devices[index].rate.due(now: now) {
+                publishState(index, now: now)
+            }
             let rule = rule(index)
             if !rule.connect, config.availability.enabled, devices[index].availability.published == true,
                 let deadline = devices[index].availability.deadline(settings: config.availability, fixedTimeout: rule.availabilityTimeout),
@@ -37,6 +47,11 @@ extension Gateway {
             }
         }
         expireConnectionWaiters(now)
+        forgetSilentDevices(now: now)
+        if let due = nextHealthAt, now >= due {
+            nextHealthAt = max(due + config.health.interval, now)
+            publishHealth(now: now)
+        }
     }
 
     private func expireConnectionWaiters(_ now: Double) {
@@ -55,9 +70,11 @@ extension Gateway {
 
     /// The earliest time something is due.
     func nextDeadline() -> Double? {
-        var next = Double.infinity
+        var next = min(discoveryRepublishAt ?? .infinity, nextHealthAt ?? .infinity)
         for index in devices.indices {
             let device = devices[index]
+            if let held = device.stateHeldUntil { next = min(next, held) }
+            if let forget = forgetDeadline(index) { next = min(next, forget) }
             if let deadline = device.rate.nextDeadline { next = min(next, deadline) }
             if let retry = device.retryAt { next = min(next, retry) }
             if let idle = device.idleDisconnectAt { next = min(next, idle) }

@@ -40,22 +40,39 @@ public actor Gateway {
     var started = false
     var scratch: [UInt8] = []
 
+    let stateDirectory: String?
+    let processSample: @Sendable () -> ProcessSample?
+    /// The store-and-forward stage, opened by ``start()`` (nil when disabled).
+    public private(set) var outbox: StoreAndForward?
+    var discoveryRepublishAt: Double?
+    var nextHealthAt: Double?
+    var startedAt: Double = 0
+    var lastProcessSample: (time: Double, sample: ProcessSample)?
+
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()
 
     /// - Parameters:
     ///   - reconnect: makes the per-device reconnect rule (the central's policy, adapted).
+    ///   - logger: where log lines go; ``GatewayConfig/secrets`` are redacted before they reach it.
     ///   - version: reported on `bridge/info`.
+    ///   - stateDirectory: where the store-and-forward queue file (`outbox.log`) lives, e.g.
+    ///     from `--state-dir`; overrides `state_directory` of config.json; with neither the
+    ///     queue is kept in memory only.
+    ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     public init(config: GatewayConfig, ble: any BLEPort, mqtt: any MQTTPort, clock: any GatewayClock,
                 reconnect: @escaping @Sendable () -> any ReconnectStrategy, logger: GatewayLogger = .none,
-                version: String = "dev") {
+                version: String = "dev", stateDirectory: String? = nil,
+                processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
         self.config = config
         self.ble = ble
         self.mqtt = mqtt
         self.clock = clock
         self.makeReconnect = reconnect
-        self.log = logger
+        self.log = logger.redacting(config.secrets)
         self.version = version
+        self.stateDirectory = stateDirectory ?? config.stateDirectory
+        self.processSample = processSample
         self.base = config.mqtt.baseTopic
         self.scheduler = ConnectionScheduler(limit: config.bluetooth.maxConnections)
     }
@@ -67,17 +84,37 @@ public actor Gateway {
                             qos: config.mqtt.qos, retain: true)
     }
 
-    /// The topic filters the gateway subscribes to.
+    /// The topic filters the gateway subscribes to (with Home Assistant discovery on, also
+    /// `homeassistant/status`).
     public static func subscriptions(for config: GatewayConfig) -> [String] {
         let base = config.mqtt.baseTopic
-        return [base + "/+/set", base + "/+/set/+", base + "/+/get", base + "/bridge/request/#"]
+        var filters = [base + "/+/set", base + "/+/set/+", base + "/+/get", base + "/bridge/request/#"]
+        if config.homeAssistant.enabled { filters.append(config.homeAssistant.statusTopic) }
+        return filters
     }
 
-    /// Publishes the bridge topics, subscribes to commands, starts scanning and the timers.
+    /// The file name of the store-and-forward queue in the state directory.
+    public static let queueFileName = "outbox.log"
+
+    /// Opens the store-and-forward queue (replaying what a previous run left), publishes the
+    /// bridge topics and discovery, subscribes to commands, starts scanning and the timers.
+    /// Throws ``StoreAndForwardError`` when the queue file cannot be opened.
     public func start() async throws {
         guard !started else { return }
+        if config.storeAndForward.enabled, outbox == nil {
+            let queue = try DiskQueue(path: stateDirectory.map { $0 + "/" + Self.queueFileName },
+                                      limits: DiskQueue.Limits(config.storeAndForward))
+            if queue.discardedBytes > 0 {
+                log(.warning, "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")")
+            }
+            if !queue.isEmpty { log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay") }
+            outbox = StoreAndForward(queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
+        }
         started = true
+        startedAt = clock.now()
+        outbox?.connectionChanged(true)
         publishBridgeOnline()
+        publishBridgeDiscovery()
         for filter in Self.subscriptions(for: config) {
             let stream = try await mqtt.subscribe(filter)
             tasks.append(Task { [weak self] in
@@ -86,7 +123,7 @@ public actor Gateway {
         }
         let connectionStates = mqtt.connectionEvents()
         tasks.append(Task { [weak self] in
-            for await connected in connectionStates where connected { await self?.republishRetained() }
+            for await connected in connectionStates { await self?.mqttConnectionChanged(connected) }
         })
         let events = ble.connectionEvents()
         tasks.append(Task { [weak self] in
@@ -96,7 +133,8 @@ public actor Gateway {
         tasks.append(Task { [weak self] in
             for await discovery in discoveries { await self?.handle(discovery) }
         })
-        armTimer(clock.now() + 3600)
+        if config.health.enabled { nextHealthAt = clock.now() + config.health.interval }
+        armTimer(min(clock.now() + 3600, nextHealthAt ?? .infinity))
         log(.notice, "gateway started: \(config.devices.count) device rules, base topic \(base)")
     }
 
@@ -143,18 +181,27 @@ public actor Gateway {
         for waiter in waiters { waiter.resume() }
     }
 
-    // MARK: Publishing
-
-    func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil) {
-        counters.published += 1
-        mqtt.publish(MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
-                                         correlationData: correlationData))
+    /// The MQTT connection changed: the store-and-forward stage switches mode; after a
+    /// reconnect the retained topics and discovery are published again (behind any replay).
+    func mqttConnectionChanged(_ connected: Bool) {
+        outbox?.connectionChanged(connected)
+        if connected { republishRetained() }
     }
 
-    func publish(_ topic: String, json: JSONValue, retain: Bool) {
+    // MARK: Publishing
+
+    func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
+                 kind: OutboundKind = .stored) {
+        counters.published += 1
+        let message = MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
+                                          correlationData: correlationData)
+        if let outbox { outbox.publish(message, kind: kind) } else { mqtt.publish(message) }
+    }
+
+    func publish(_ topic: String, json: JSONValue, retain: Bool, qos: Int? = nil, kind: OutboundKind = .stored) {
         scratch.removeAll(keepingCapacity: true)
         json.write(into: &scratch)
-        publish(topic, scratch, retain: retain)
+        publish(topic, scratch, retain: retain, qos: qos, kind: kind)
     }
 
     func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }

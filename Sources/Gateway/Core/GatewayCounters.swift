@@ -2,6 +2,8 @@
 public struct GatewayCounters: Sendable, Equatable {
     public var advertisements = 0
     public var notifications = 0
+    /// Advertisements and GATT values that decoded into readings.
+    public var decoded = 0
     public var reads = 0
     public var published = 0
     /// Payloads a parser rejected (each also logged).
@@ -11,6 +13,11 @@ public struct GatewayCounters: Sendable, Equatable {
     public var connects = 0
     public var connectFailures = 0
     public var disconnects = 0
+    /// Successful connects after a link of the same device had been up before.
+    public var reconnects = 0
+    /// Devices removed on request or forgotten.
+    public var devicesRemoved = 0
+    public var dropped = DropCounters()
 
     public init() {}
 }

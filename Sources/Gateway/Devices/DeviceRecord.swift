@@ -42,6 +42,18 @@ struct DeviceRecord: Sendable {
     /// Which configured characteristic produced each attribute (for `/get`): `(attribute, poll, index)`.
     var sources: [(attribute: String, poll: Bool, index: Int)] = []
     var lastError: String?
+    /// A link was up before (the next successful connect counts as a reconnect).
+    var everConnected = false
+    /// Monotonic time of the last advertisement or GATT value (registration time before that):
+    /// advertisement-only devices silent for `bluetooth.forget_after` are forgotten.
+    var lastActivity: Double = 0
+    /// Home Assistant discovery config topics published for this device (emptied on removal).
+    var discoveryTopics: [String] = []
+    /// The state is held until then after new discovery configs (HA drops a state that
+    /// arrives within ~0.1 s of a new config); nil: not held.
+    var stateHeldUntil: Double?
+    /// Commands this device may still take now (`commands.rate_limit`).
+    var commandBucket: TokenBucket?
 
     init(address: BluetoothAddress, name: String, ruleIndex: Int, stateTopic: String, rate: RateControl,
          reconnect: any ReconnectStrategy) {
@@ -58,12 +70,17 @@ struct DeviceRecord: Sendable {
         String(address.description.filter { $0 != ":" })
     }
 
-    /// Merges readings into the state (attributes keep their first-seen order).
-    mutating func merge(_ name: String, _ value: ReadingValue) {
-        if let index = attributes.firstIndex(where: { $0.name == name }) {
-            attributes[index].value = value
-        } else {
-            attributes.append(Attribute(name: name, value: value))
+    /// Merges a reading into the state (attributes keep their first-seen order); true when the
+    /// attribute is new.
+    @discardableResult
+    mutating func merge(_ reading: Reading) -> Bool {
+        if let index = attributes.firstIndex(where: { $0.name == reading.name }) {
+            attributes[index].value = reading.value
+            if let unit = reading.unit { attributes[index].unit = unit }
+            if let deviceClass = reading.deviceClass { attributes[index].deviceClass = deviceClass }
+            return false
         }
+        attributes.append(Attribute(name: reading.name, value: reading.value, unit: reading.unit, deviceClass: reading.deviceClass))
+        return true
     }
 }

@@ -43,4 +43,15 @@ public protocol BLEPort: Sendable {
 
     /// Links that dropped or were closed, one event each; a single long-lived stream.
     func connectionEvents() -> AsyncStream<BLEConnectionEvent>
+
+    /// Seconds of a recent round trip to bluetoothd, for `bridge/health` (optional: the
+    /// default implementation returns nil).
+    func lastRoundTripLatency() -> Double?
+}
+
+extension BLEPort {
+    /// The most recent round-trip time of a call to bluetoothd in seconds (e.g. a moving
+    /// average of D-Bus method calls), for `bridge/health`; nil when unknown. Must not block:
+    /// return a value the port already measured. The default is nil.
+    public func lastRoundTripLatency() -> Double? { nil }
 }

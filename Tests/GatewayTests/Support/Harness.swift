@@ -10,10 +10,24 @@ struct Harness {
     let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
     let gateway: Gateway
 
-    init(_ configText: String, retryDelay: Double = 5) throws {
-        config = try GatewayConfig.parse(Array(configText.utf8))
+    /// Home Assistant discovery and `bridge/health` are off unless the config text names
+    /// `homeassistant` / `health` (they add messages and hold first states back).
+    init(_ configText: String, retryDelay: Double = 5, logger: GatewayLogger = .none, stateDirectory: String? = nil,
+         processSample: @escaping @Sendable () -> ProcessSample? = { nil }) throws {
+        var text = configText
+        if let brace = text.firstIndex(of: "{") {
+            var defaults: [String] = []
+            if !text.contains("\"homeassistant\"") { defaults.append(#""homeassistant": {"enabled": false}"#) }
+            if !text.contains("\"health\"") { defaults.append(#""health": {"enabled": false}"#) }
+            let rest = text[text.index(after: brace)...].drop(while: { $0 == " " || $0 == "\n" })
+            if !defaults.isEmpty {
+                text = "{" + defaults.joined(separator: ", ") + (rest.hasPrefix("}") ? "" : ", ") + rest
+            }
+        }
+        config = try GatewayConfig.parse(Array(text.utf8))
         gateway = Gateway(config: config, ble: ble, mqtt: mqtt, clock: clock,
-                          reconnect: { FixedReconnectDelay(delay: retryDelay) })
+                          reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
+                          stateDirectory: stateDirectory, processSample: processSample)
     }
 
     func start() async throws {

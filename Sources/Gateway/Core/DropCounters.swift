@@ -1,0 +1,13 @@
+/// Things the gateway dropped on purpose, by reason (for `bridge/health`).
+public struct DropCounters: Sendable, Equatable {
+    /// Advertisements below `scan.rssi_threshold` or without a scanned service.
+    public var filtered = 0
+    /// State messages rate control held back (`only_changes`, thresholds).
+    public var rateControl = 0
+    /// Commands refused by `commands.rate_limit`.
+    public var rateLimited = 0
+    /// Devices dropped or forgotten because the registry reached `bluetooth.max_devices`.
+    public var registryFull = 0
+
+    public init() {}
+}

@@ -1,0 +1,71 @@
+import JSON
+
+extension Gateway {
+    /// `<base>/bridge/health`, every `health.interval` on the clock (not retained, not queued
+    /// while offline): uptime, RSS, CPU, traffic counters, drops by reason, the
+    /// store-and-forward queue, links, reconnects and the BLE port's round-trip latency.
+    public var healthPayload: JSONValue { healthPayload(now: clock.now(), sample: nil) }
+
+    func publishHealth(now: Double) {
+        let sample = processSample()
+        publish(base + "/bridge/health", json: healthPayload(now: now, sample: sample), retain: false, kind: .snapshot)
+        if let sample { lastProcessSample = (now, sample) }
+    }
+
+    func healthPayload(now: Double, sample: ProcessSample?) -> JSONValue {
+        func number(_ value: Int) -> JSONValue { .number(Double(value)) }
+        let queue = outbox?.statistics ?? StoreAndForward.Statistics()
+        var process: [(key: String, value: JSONValue)] = []
+        if let sample {
+            process.append(("rss_bytes", number(sample.residentBytes)))
+            process.append(("cpu_seconds", .number((sample.cpuSeconds * 1000).rounded() / 1000)))
+            if let last = lastProcessSample, now > last.time {
+                let percent = (sample.cpuSeconds - last.sample.cpuSeconds) / (now - last.time) * 100
+                process.append(("cpu_percent", .number((max(0, percent) * 10).rounded() / 10)))
+            } else {
+                process.append(("cpu_percent", .null))
+            }
+        }
+        let latency = ble.lastRoundTripLatency()
+        return .object([
+            ("uptime_s", .number((now - startedAt).rounded())),
+            ("timestamp", .string(Self.isoText(clock.wallMilliseconds()))),
+            ("process", .object(process)),
+            ("advertisements", number(counters.advertisements)),
+            ("notifications", number(counters.notifications)),
+            ("decoded", number(counters.decoded)),
+            ("parse_errors", number(counters.parseErrors)),
+            ("published", number(counters.published)),
+            ("dropped", .object([
+                ("filtered", number(counters.dropped.filtered)),
+                ("rate_control", number(counters.dropped.rateControl)),
+                ("rate_limited", number(counters.dropped.rateLimited)),
+                ("registry_full", number(counters.dropped.registryFull)),
+                ("parse_error", number(counters.parseErrors)),
+                ("queue_full", number(queue.droppedFull)),
+                ("queue_expired", number(queue.droppedExpired)),
+                ("offline_qos0", number(queue.droppedQoS0)),
+                ("broker_rejected", number(queue.rejected)),
+            ])),
+            ("queue", .object([
+                ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
+                ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
+            ])),
+            ("devices", number(devices.count)),
+            ("connections", number(devices.count { $0.link == .connected })),
+            ("connects", number(counters.connects)),
+            ("reconnects", number(counters.reconnects)),
+            ("connect_failures", number(counters.connectFailures)),
+            ("disconnects", number(counters.disconnects)),
+            ("commands", number(counters.commands)),
+            ("command_errors", number(counters.commandErrors)),
+            ("ble_latency_ms", latency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
+        ])
+    }
+
+    static func isoText(_ milliseconds: Int64) -> String {
+        var bytes: [UInt8] = []
+        Timestamp.write(milliseconds: milliseconds, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}

@@ -1,0 +1,72 @@
+import Bluetooth
+import JSON
+
+extension Gateway {
+    /// The discovery builder, nil when `homeassistant.enabled` is false.
+    var discovery: HomeAssistantDiscovery? {
+        guard config.homeAssistant.enabled else { return nil }
+        return HomeAssistantDiscovery(settings: config.homeAssistant, base: base, version: version,
+                                      availabilityEnabled: config.availability.enabled)
+    }
+
+    /// The bridge's configs: always first, because device configs name the bridge in `via_device`.
+    func publishBridgeDiscovery() {
+        guard let discovery else { return }
+        for config in discovery.bridgeConfigs() { publish(config.topic, json: config.payload, retain: true, kind: .republished) }
+    }
+
+    /// Publishes the device's configs — only those not published yet, unless `all` — and holds
+    /// its state back for `homeassistant.state_delay` when a config was new. True when a
+    /// config was new.
+    @discardableResult
+    func publishDiscovery(_ index: Int, all: Bool = false) -> Bool {
+        guard let discovery else { return false }
+        let device = devices[index]
+        let configs = discovery.deviceConfigs(HomeAssistantDiscovery.Device(
+            address: device.address, name: device.name, localName: device.localName, format: device.format,
+            attributes: device.attributes, commands: rule(index).commands, hasRSSI: device.rssi != nil))
+        var fresh = false
+        for config in configs where all || !device.discoveryTopics.contains(config.topic) {
+            if !devices[index].discoveryTopics.contains(config.topic) {
+                devices[index].discoveryTopics.append(config.topic)
+                fresh = true
+            }
+            publish(config.topic, json: config.payload, retain: true, kind: .republished)
+        }
+        if fresh || all, !devices[index].attributes.isEmpty { holdState(index) }
+        return fresh
+    }
+
+    /// Holds the device's state until `homeassistant.state_delay` from now (the timer publishes it).
+    func holdState(_ index: Int) {
+        let until = clock.now() + config.homeAssistant.stateDelay
+        devices[index].stateHeldUntil = until
+        armTimer(until)
+    }
+
+    /// Empty retained payloads on every config topic of the device: HA removes the entities.
+    func removeDiscovery(_ index: Int) {
+        for topic in devices[index].discoveryTopics { publish(topic, [], retain: true) }
+        devices[index].discoveryTopics = []
+    }
+
+    /// `homeassistant/status`: `online` (HA started) republishes every config after a random
+    /// delay of up to `homeassistant.republish_delay`, then every state `state_delay` later.
+    func homeAssistantStatus(_ message: MQTTInboundMessage) {
+        let text = String(decoding: message.payload, as: UTF8.self).trimmingSpaces()
+        guard text == "online", config.homeAssistant.enabled else { return }
+        let delay = config.homeAssistant.republishDelay
+        let due = clock.now() + (delay > 0 ? Double.random(in: 0...delay) : 0)
+        if discoveryRepublishAt.map({ $0 > due }) ?? true { discoveryRepublishAt = due }
+        log(.info, "Home Assistant is online: republishing discovery")
+        armTimer(due)
+    }
+
+    /// Every config again (bridge first), then every state after `state_delay`.
+    func republishDiscovery() {
+        discoveryRepublishAt = nil
+        guard config.homeAssistant.enabled else { return }
+        publishBridgeDiscovery()
+        for index in devices.indices { publishDiscovery(index, all: true) }
+    }
+}

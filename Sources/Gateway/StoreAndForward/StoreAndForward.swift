@@ -1,0 +1,153 @@
+import Synchronization
+
+/// The stage between the gateway and the ``MQTTPort`` that keeps messages while the broker is
+/// unreachable and replays them, in order, after the reconnect (docs/operations.md).
+///
+/// Modes, switched only under the lock, so every message is decided exactly once:
+/// - **live** (connected, queue empty): messages go to ``MQTTPort/publish(_:)``.
+/// - **offline** (after ``connectionChanged(_:)`` `false`): messages are appended to the
+///   ``DiskQueue`` (QoS 0 and republished/snapshot messages are dropped and counted).
+/// - **replaying** (connected, queue not empty): one task hands the oldest message to
+///   ``MQTTPort/publishAndWait(_:)`` and removes it from the queue only when that returns
+///   (PUBACK at QoS 1); new messages are appended behind the queue, so order holds. A failed
+///   hand-off keeps the message for the next attempt; a message the connected broker refuses
+///   three times is dropped (``Statistics/rejected``). A crash between the PUBACK and the
+///   removal replays that one message again after the restart (QoS 1 is at least once).
+///
+/// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
+/// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
+public final class StoreAndForward: Sendable {
+    /// What the stage did so far (for `bridge/health`).
+    public struct Statistics: Sendable, Equatable {
+        /// Messages waiting now.
+        public var depth = 0
+        public var bytes = 0
+        /// Messages that went into the queue.
+        public var queued = 0
+        /// Messages delivered from the queue.
+        public var replayed = 0
+        /// Dropped to stay within max_messages/max_bytes.
+        public var droppedFull = 0
+        /// Dropped as older than max_age.
+        public var droppedExpired = 0
+        /// QoS 0 messages dropped while offline.
+        public var droppedQoS0 = 0
+        /// Refused three times by a connected broker.
+        public var rejected = 0
+        /// Torn/corrupt bytes discarded when the queue file was opened.
+        public var discardedBytes = 0
+        /// Failed writes to the queue file.
+        public var writeErrors = 0
+    }
+
+    private struct State {
+        var queue: DiskQueue
+        var connected = true
+        var replaying = false
+        var statistics = Statistics()
+        var attempts = 0
+    }
+
+    private let state: Mutex<State>
+    private let mqtt: any MQTTPort
+    private let clock: any GatewayClock
+    private let settings: StoreAndForwardSettings
+    private let log: GatewayLogger
+
+    /// - Parameter queue: the queue (file-backed or memory only); the stage owns it from now on.
+    public init(queue: sending DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
+                logger: GatewayLogger = .none) {
+        var initial = State(queue: queue)
+        initial.statistics.discardedBytes = queue.discardedBytes
+        state = Mutex(initial)
+        self.mqtt = mqtt
+        self.clock = clock
+        self.settings = settings
+        self.log = logger
+    }
+
+    /// The counters, with the queue's current depth.
+    public var statistics: Statistics {
+        state.withLock { state in
+            var statistics = state.statistics
+            statistics.depth = state.queue.count
+            statistics.bytes = state.queue.bytes
+            statistics.droppedFull = state.queue.drops.full
+            statistics.droppedExpired = state.queue.drops.expired
+            statistics.writeErrors = state.queue.writeErrors
+            return statistics
+        }
+    }
+
+    /// Hands `message` to the port (live) or queues it.
+    func publish(_ message: MQTTOutboundMessage, kind: OutboundKind) {
+        let now = clock.wallMilliseconds()
+        let live: Bool = state.withLock { state in
+            if state.connected && !state.replaying { return true }
+            if !state.connected {
+                if kind != .stored { return false }
+                if message.qos == 0 && !settings.queueQoS0 {
+                    state.statistics.droppedQoS0 += 1
+                    return false
+                }
+            }
+            state.queue.append(message, capturedAt: now, now: now)
+            state.statistics.queued += 1
+            return false
+        }
+        if live { mqtt.publish(message) }
+    }
+
+    /// The port's connection changed: `false` switches to offline, `true` starts the replay
+    /// (or goes live when nothing is queued).
+    public func connectionChanged(_ connected: Bool) {
+        let startReplay: Bool = state.withLock { state in
+            state.connected = connected
+            guard connected, !state.replaying, !state.queue.isEmpty else { return false }
+            state.replaying = true
+            return true
+        }
+        if startReplay {
+            log(.notice, "MQTT connected: replaying \(statistics.depth) queued messages")
+            Task { await self.replay() }
+        }
+    }
+
+    /// Replays until the queue is empty or the connection is lost.
+    private func replay() async {
+        while true {
+            let now = clock.wallMilliseconds()
+            let next: QueuedMessage? = state.withLock { state in
+                state.queue.dropExpired(now: now)
+                guard state.connected, let first = state.queue.first else {
+                    state.replaying = false
+                    return nil
+                }
+                return first
+            }
+            guard let next else { return }
+            var message = next.message
+            message.capturedAt = next.capturedAt
+            do {
+                try await mqtt.publishAndWait(message)
+                state.withLock { state in
+                    if state.queue.remove(next.sequence) { state.statistics.replayed += 1 }
+                    state.attempts = 0
+                }
+            } catch {
+                let (stillConnected, give): (Bool, Bool) = state.withLock { state in
+                    state.attempts += 1
+                    guard state.connected, state.attempts >= 3 else { return (state.connected, false) }
+                    state.attempts = 0
+                    if state.queue.remove(next.sequence) { state.statistics.rejected += 1 }
+                    return (true, true)
+                }
+                if give {
+                    log(.warning, "store-and-forward: \(message.topic) refused 3 times, dropped: \(error)")
+                } else if stillConnected {
+                    try? await clock.sleep(until: clock.now() + 1)
+                }
+            }
+        }
+    }
+}
