@@ -112,6 +112,7 @@ public actor Gateway {
         }
         started = true
         startedAt = clock.now()
+        log(.debug, "configuration: \(config.mqtt), \(config.devices.count) device rules")
         outbox?.connectionChanged(true)
         publishBridgeOnline()
         publishBridgeDiscovery()
@@ -123,7 +124,7 @@ public actor Gateway {
         }
         let connectionStates = mqtt.connectionEvents()
         tasks.append(Task { [weak self] in
-            for await connected in connectionStates { await self?.mqttConnectionChanged(connected) }
+            for await connected in connectionStates { await self?.handle(mqttConnected: connected) }
         })
         let events = ble.connectionEvents()
         tasks.append(Task { [weak self] in
@@ -181,9 +182,10 @@ public actor Gateway {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// The MQTT connection changed: the store-and-forward stage switches mode; after a
-    /// reconnect the retained topics and discovery are published again (behind any replay).
-    func mqttConnectionChanged(_ connected: Bool) {
+    /// The MQTT connection changed (what ``MQTTPort/connectionEvents()`` reports): the
+    /// store-and-forward stage switches mode; after a reconnect the retained topics and
+    /// discovery are published again (behind any replay).
+    public func handle(mqttConnected connected: Bool) {
         outbox?.connectionChanged(connected)
         if connected { republishRetained() }
     }

@@ -7,6 +7,9 @@ final class InMemoryMQTT: MQTTPort {
         var published: [MQTTOutboundMessage] = []
         var subscriptions: [(filter: String, continuation: AsyncStream<MQTTInboundMessage>.Continuation)] = []
         var connection: [AsyncStream<Bool>.Continuation] = []
+        /// publishAndWait throws while set (the broker is unreachable).
+        var failWaits = false
+        var waitAttempts = 0
     }
 
     private let state = Mutex(State())
@@ -21,7 +24,18 @@ final class InMemoryMQTT: MQTTPort {
         state.withLock { $0.published.append(message) }
     }
 
-    func publishAndWait(_ message: MQTTOutboundMessage) async throws { publish(message) }
+    func publishAndWait(_ message: MQTTOutboundMessage) async throws {
+        let fail = state.withLock { state in
+            state.waitAttempts += 1
+            if !state.failWaits { state.published.append(message) }
+            return state.failWaits
+        }
+        if fail { throw CancellationError() }
+    }
+
+    /// Makes ``publishAndWait(_:)`` fail (true) or deliver (false).
+    func failWaits(_ fail: Bool) { state.withLock { $0.failWaits = fail } }
+    var waitAttempts: Int { state.withLock { $0.waitAttempts } }
 
     func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTInboundMessage.self)
