@@ -60,6 +60,10 @@ public actor MQTTClient {
     private var refusal: MQTTError?
     private var lastLogError: String?
     private var disconnectSeen = false
+    /// A `connect()` call waits for the outcome of its attempt (no automatic retry on failure).
+    private var firstConnect = false
+    /// The failure of that attempt when it happened before `connect()` started waiting.
+    private var firstConnectError: MQTTError?
 
     private var pending: [Int32: Pending] = [:]
     private var writtenDuringPublish: [Int32] = []
@@ -102,8 +106,13 @@ public actor MQTTClient {
             break
         case .idle:
             autoReconnect = false
-            try setUp()
+            if handle == nil { try setUp() }
+            firstConnect = true
             beginAttempt()
+            if let error = firstConnectError {
+                firstConnectError = nil
+                throw error
+            }
         }
         if phase == .connected { return }
         do {
@@ -123,7 +132,7 @@ public actor MQTTClient {
         case .closing, .closed: throw Self.closedError
         case .idle:
             autoReconnect = true
-            try setUp()
+            if handle == nil { try setUp() }
             beginAttempt()
         default:
             autoReconnect = true
@@ -368,11 +377,13 @@ public actor MQTTClient {
             return
         }
         guard phase != .closed else { return }
-        if !connectWaiters.isEmpty && !autoReconnect {
+        if firstConnect && !autoReconnect {
+            firstConnect = false
             phase = .idle
             setState(.disconnected(error: error, reconnectIn: nil))
             let waiters = connectWaiters
             connectWaiters.removeAll()
+            if waiters.isEmpty { firstConnectError = error }
             for waiter in waiters { waiter.resume(throwing: error) }
             return
         }
@@ -574,6 +585,7 @@ public actor MQTTClient {
             return
         }
         phase = .connected
+        firstConnect = false
         attempt = 0
         backoff.reset()
         inflightLimit = min(configuration.maxInflight, receiveMaximum ?? configuration.maxInflight)

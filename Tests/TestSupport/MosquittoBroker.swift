@@ -41,6 +41,9 @@ public final class MosquittoBroker: @unchecked Sendable {
         tlsPort = tls == nil ? nil : try FreePort.tcp()
         directory = try TemporaryDirectory.make(prefix: "mosquitto")
         var lines = [
+            // Run as ourselves: as root, mosquitto would switch to user "mosquitto", which cannot
+            // read the test's private temporary files.
+            "user \(String(cString: getpwuid(getuid()).pointee.pw_name))",
             "per_listener_settings false",
             "listener \(port) 127.0.0.1",
             "allow_anonymous \(passwordFile == nil)",
@@ -85,7 +88,13 @@ public final class MosquittoBroker: @unchecked Sendable {
     public func start() async throws {
         if child?.isRunning == true { return }
         let config = directory.appendingPathComponent("mosquitto.conf").path
-        let process = try ChildProcess("mosquitto", ["-c", config])
+        // Children of the test process inherit a signal mask that blocks SIGTERM/SIGINT/SIGUSR1
+        // (set by the test runner's threads), so mosquitto would ignore a graceful stop and
+        // never save its state. perl (always present on Debian) clears the mask, then execs.
+        let process = try ChildProcess(
+            "perl",
+            ["-MPOSIX", "-e", "sigprocmask(SIG_SETMASK, POSIX::SigSet->new) or die; exec @ARGV or die",
+             try ChildProcess.resolve("mosquitto"), "-c", config])
         child = process
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
