@@ -1,0 +1,204 @@
+import Bluetooth
+import Foundation
+import Gateway
+import JSON
+import Testing
+
+@Suite("Store-and-forward: the crash-safe queue file and offline replay")
+struct StoreAndForwardTests {
+    static let sensor = address("A4:C1:38:00:00:01")
+    static let limits = DiskQueue.Limits(maxMessages: 100, maxBytes: 1 << 20, maxAge: 3600)
+    static let t0: Int64 = 1_796_058_000_000
+
+    static func temporaryDirectory() -> String {
+        let path = NSTemporaryDirectory() + "gattway-sf-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func message(_ index: Int, qos: Int = 1) -> MQTTOutboundMessage {
+        MQTTOutboundMessage(topic: "gattway/dev\(index)", payload: Array("{\"n\":\(index)}".utf8), qos: qos, retain: index % 2 == 0,
+                            correlationData: index == 1 ? [1, 2, 3] : nil)
+    }
+
+    func filled(_ path: String, count: Int) throws -> DiskQueue {
+        let queue = try DiskQueue(path: path, limits: Self.limits)
+        for index in 0..<count { queue.append(Self.message(index), capturedAt: Self.t0 + Int64(index), now: Self.t0 + Int64(index)) }
+        return queue
+    }
+
+    @Test("messages survive a reopen in order, with capture time, QoS, retain and correlation data; removals too")
+    func reopen() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        let queue = try filled(path, count: 3)
+        #expect(queue.remove(0))
+        #expect(!queue.remove(5), "only the head can be acknowledged")
+        queue.close()
+        let reopened = try DiskQueue(path: path, limits: Self.limits)
+        #expect(reopened.messages.map(\.message) == [Self.message(1), Self.message(2)])
+        #expect(reopened.messages.map(\.capturedAt) == [Self.t0 + 1, Self.t0 + 2])
+        #expect(reopened.discardedBytes == 0)
+        reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
+        #expect(reopened.messages.map(\.sequence) == [1, 2, 3])
+        #expect(reopened.remove(1) && reopened.remove(2) && reopened.remove(3))
+        #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == 0, "an empty queue truncates its file")
+    }
+
+    @Test("a kill -9 at any byte of a write: every cut of the file reopens to the complete records before the cut, and appends work after")
+    func everyCut() throws {
+        let directory = Self.temporaryDirectory()
+        let path = directory + "/outbox.log"
+        let queue = try filled(path, count: 4)
+        queue.close()
+        let full = try #require(FileManager.default.contents(atPath: path))
+        // Record boundaries: reopen each prefix and count.
+        var previous = 0
+        for cut in 0...full.count {
+            let copy = directory + "/cut.log"
+            _ = FileManager.default.createFile(atPath: copy, contents: full.prefix(cut))
+            let reopened = try DiskQueue(path: copy, limits: Self.limits)
+            let count = reopened.count
+            #expect(count >= previous && count <= 4)
+            #expect(reopened.messages.map(\.message) == (0..<count).map { Self.message($0) })
+            previous = count
+            if cut == full.count - 3 {
+                #expect(count == 3 && reopened.discardedBytes > 0)
+                reopened.append(Self.message(9), capturedAt: Self.t0 + 9, now: Self.t0 + 9)
+                reopened.close()
+                let again = try DiskQueue(path: copy, limits: Self.limits)
+                #expect(again.messages.map(\.message) == [Self.message(0), Self.message(1), Self.message(2), Self.message(9)])
+                #expect(again.discardedBytes == 0)
+            }
+        }
+        #expect(previous == 4)
+    }
+
+    @Test("a corrupt byte in the last record fails its CRC: that record is discarded, the rest kept")
+    func corruptTail() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        try filled(path, count: 3).close()
+        var bytes = [UInt8](try #require(FileManager.default.contents(atPath: path)))
+        bytes[bytes.count - 2] ^= 0xFF
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        let reopened = try DiskQueue(path: path, limits: Self.limits)
+        #expect(reopened.messages.map(\.message) == [Self.message(0), Self.message(1)])
+        #expect(reopened.discardedBytes > 0)
+    }
+
+    @Test("bounds: beyond max_messages and max_bytes the oldest are dropped and counted; older than max_age expire")
+    func bounds() throws {
+        let queue = try DiskQueue(path: nil, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
+        for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        #expect(queue.messages.map(\.message) == [Self.message(2), Self.message(3), Self.message(4)])
+        #expect(queue.drops.full == 2)
+        let size = Self.message(5).topic.utf8.count + Self.message(5).payload.count
+        let bytesBound = try DiskQueue(path: nil, limits: .init(maxMessages: 100, maxBytes: 2 * size, maxAge: 60))
+        for index in 5..<8 { bytesBound.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        #expect(bytesBound.count == 2 && bytesBound.drops.full == 1 && bytesBound.bytes == 2 * size)
+        queue.dropExpired(now: Self.t0 + 60_000)
+        #expect(queue.count == 3)
+        queue.dropExpired(now: Self.t0 + 60_001)
+        #expect(queue.count == 0 && queue.drops.expired == 3)
+    }
+
+    // MARK: The gateway with a broker that goes away
+
+    func harness(_ directory: String, extra: String = "") throws -> Harness {
+        try Harness(#"{"store_and_forward": {"max_messages": 1000\#(extra)}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+                    stateDirectory: directory)
+    }
+
+    static func reading(_ centidegrees: Int) -> BLEDiscovery {
+        bthome(sensor, payload: [0x40, 0x02, UInt8(centidegrees & 0xFF), UInt8(centidegrees >> 8)])
+    }
+
+    @Test("offline: states are queued (not published), replayed in order with capture times after the reconnect, before the republished bridge topics")
+    func offlineReplay() async throws {
+        let directory = Self.temporaryDirectory()
+        let harness = try harness(directory)
+        try await harness.start()
+        await harness.gateway.handle(Self.reading(2000))
+        await harness.gateway.handle(mqttConnected: false)
+        harness.mqtt.clear()
+        for step in 1...3 {
+            await harness.advance(10)
+            await harness.gateway.handle(Self.reading(2000 + step))
+        }
+        #expect(harness.mqtt.published.isEmpty, "nothing reaches the port while offline")
+        #expect(await harness.gateway.outbox?.statistics.depth == 3)
+        #expect(await harness.gateway.healthPayload["queue"]?["depth"] == .number(3))
+        await harness.gateway.handle(mqttConnected: true)
+        let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
+        #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
+        #expect(states.map(\.capturedAt) == [Self.t0 + 10_000, Self.t0 + 20_000, Self.t0 + 30_000])
+        #expect(states.map { json($0.payloadText)?["last_seen"] } == [.string("2026-11-30T17:00:10.000Z"), .string("2026-11-30T17:00:20.000Z"), .string("2026-11-30T17:00:30.000Z")])
+        let bridge = await harness.mqtt.waitFor("gattway/bridge/state")
+        let topics = harness.mqtt.published.map(\.topic)
+        #expect(bridge.first?.capturedAt != nil, "the republish went through the queue behind the replay")
+        #expect(try #require(topics.lastIndex(of: "gattway/A4C138000001")) < (try #require(topics.firstIndex(of: "gattway/bridge/state"))))
+        // Live again: the next state goes straight out, once.
+        try await Task.sleep(for: .milliseconds(20))
+        await harness.gateway.handle(Self.reading(2100))
+        #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 4)
+        #expect(harness.mqtt.messages(on: "gattway/A4C138000001").last?.capturedAt == nil)
+        #expect(await harness.gateway.outbox?.statistics.depth == 0)
+    }
+
+    @Test("a failed hand-off keeps the message: each queued message reaches the broker exactly once")
+    func exactlyOnceHandOff() async throws {
+        let harness = try harness(Self.temporaryDirectory())
+        try await harness.start()
+        await harness.gateway.handle(mqttConnected: false)
+        for step in 1...3 { await harness.gateway.handle(Self.reading(2000 + step)) }
+        harness.mqtt.failWaits(true)
+        await harness.gateway.handle(mqttConnected: true)
+        // The first attempt fails; the broker goes away again before the retry.
+        for _ in 0..<200 where harness.mqtt.waitAttempts == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        await harness.gateway.handle(mqttConnected: false)
+        harness.clock.advance(by: 1)
+        try await Task.sleep(for: .milliseconds(20))
+        harness.mqtt.failWaits(false)
+        await harness.gateway.handle(mqttConnected: true)
+        let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 3)
+        #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
+        let delivered = harness.mqtt.published.count { $0.capturedAt != nil }
+        #expect(harness.mqtt.waitAttempts > delivered, "a hand-off failed on the way")
+        #expect(await harness.gateway.outbox?.statistics.replayed == delivered)
+    }
+
+    @Test("what a crashed run queued is replayed by the next run at start")
+    func replayAfterRestart() async throws {
+        let directory = Self.temporaryDirectory()
+        do {
+            let first = try harness(directory)
+            try await first.start()
+            await first.gateway.handle(mqttConnected: false)
+            for step in 1...2 { await first.gateway.handle(Self.reading(2000 + step)) }
+            // No stop(): the process dies here.
+        }
+        let second = try harness(directory)
+        try await second.start()
+        let states = await second.mqtt.waitFor("gattway/A4C138000001", count: 2)
+        #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02)])
+        #expect(states.allSatisfy { $0.capturedAt != nil })
+    }
+
+    @Test("offline: QoS 0 messages and retained bridge topics are not queued (QoS 0 counted as dropped); queue_qos0 keeps QoS 0")
+    func qos0AndRetained() async throws {
+        let harness = try Harness(#"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.start()
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.gateway.handle(Self.reading(2001))
+        let statistics = await harness.gateway.outbox?.statistics
+        #expect(statistics?.depth == 0)
+        #expect(statistics?.droppedQoS0 ?? 0 >= 2, "the state and the device_seen event")
+        let keeping = try Harness(#"{"mqtt": {"qos": 0}, "store_and_forward": {"queue_qos0": true}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await keeping.start()
+        await keeping.gateway.handle(mqttConnected: false)
+        await keeping.gateway.handle(Self.reading(2001))
+        // bridge/devices and availability (retained, republished on reconnect) are not queued.
+        #expect(await keeping.gateway.outbox?.statistics.depth == 2)
+    }
+}
