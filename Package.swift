@@ -46,6 +46,8 @@ let package = Package(
 
         // A separate MQTT client process for tests that kill a client (last will) or need a peer.
         .executableTarget(name: "gattway-mqtt-peer", dependencies: ["MQTT", "EventLoop"], path: "Tests/MQTTPeer"),
+        // The CentralManager scenario against the real bluetoothd in the real-BlueZ VM (make test-bluez).
+        .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop"], path: "Tests/RealBlueZ/Central"),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
@@ -60,6 +62,8 @@ let package = Package(
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Parsers", "Bluetooth", "JSON"]),
+        // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -378,7 +378,7 @@ public actor CentralManager {
         guard message.arguments.count == 3, let path = message.path,
             let interface = message.arguments[0].string
         else { return }
-        let changed = message.arguments[1].dictionary ?? [:]
+        var changed = message.arguments[1].dictionary ?? [:]
         let invalidated = message.arguments[2].strings ?? []
         switch interface {
         case BlueZObjectTree.adapter:
@@ -387,6 +387,12 @@ public actor CentralManager {
         case BlueZObjectTree.device:
             let wasConnected = tree.properties(path, interface)?["Connected"]?.bool ?? false
             let wasResolved = tree.properties(path, interface)?["ServicesResolved"]?.bool ?? false
+            // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
+            // before the kernel's Device Connected event it logs "Device … is already connected"
+            // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
+            if changed["ServicesResolved"]?.bool == true, !wasConnected, changed["Connected"] == nil {
+                changed["Connected"] = .boolean(true)
+            }
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated), isOurDevice(path)
             else { return }
             if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {

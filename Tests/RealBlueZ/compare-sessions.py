@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""Compares two dbus-session.py recordings step by step: real bluetoothd (in the VM) against the
+simulator. Every event line only in one of them is a difference; a difference is accepted only
+when an entry of the allow-list (known-differences.json: {"step", "side", "pattern", "reason"},
+pattern a regular expression searched in the event's JSON, side "bluez", "simulator" or "both")
+covers it. Prints one "PASS|FAIL diff.STEP detail" line per step and, for each difference, the
+event and the reason it is allowed; exits 1 on any unexpected difference.
+
+usage: compare-sessions.py BLUEZ.jsonl SIMULATOR.jsonl known-differences.json
+"""
+import difflib
+import json
+import re
+import sys
+
+
+def load(path):
+    steps = {}
+    order = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            event = json.loads(line)
+            step = event.pop('step')
+            if step not in steps:
+                steps[step] = []
+                order.append(step)
+            steps[step].append(json.dumps(event, sort_keys=True))
+    return steps, order
+
+
+def main():
+    bluez, order = load(sys.argv[1])
+    simulator, sim_order = load(sys.argv[2])
+    allowed = json.load(open(sys.argv[3]))
+    for step in sim_order:
+        if step not in order:
+            order.append(step)
+    unexpected = 0
+    used = set()
+    for step in order:
+        a, b = bluez.get(step, []), simulator.get(step, [])
+        problems, known = [], []
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+            if tag == 'equal':
+                continue
+            for side, lines in (('bluez', a[i1:i2]), ('simulator', b[j1:j2])):
+                for line in lines:
+                    reason = None
+                    for index, entry in enumerate(allowed):
+                        if entry['step'] not in (step, '*') or entry['side'] not in (side, 'both'):
+                            continue
+                        if re.search(entry['pattern'], line):
+                            reason = entry['reason']
+                            used.add(index)
+                            break
+                    (known if reason else problems).append((side, line, reason))
+        status = 'FAIL' if problems else 'PASS'
+        unexpected += len(problems)
+        detail = '%d events' % len(a)
+        if known:
+            detail += ', %d known differences' % len(known)
+        if problems:
+            detail += ', %d unexpected differences' % len(problems)
+        print('%s diff.%s %s' % (status, step, detail))
+        for side, line, reason in problems:
+            print('    only in %-9s %s' % (side, line))
+        for side, line, reason in known:
+            print('    known (%s only): %s -- %s' % (side, line[:160], reason))
+    for index, entry in enumerate(allowed):
+        if index not in used:
+            print('    note: allow-list entry not needed this run: %s %s' % (entry['step'], entry['pattern']))
+    sys.exit(1 if unexpected else 0)
+
+
+if __name__ == '__main__':
+    main()
