@@ -131,3 +131,34 @@ struct OperationsTests {
         #expect(!disabled.commands.rateLimit.enabled)
     }
 }
+
+@Suite("Operational config keys")
+struct OperationalConfigTests {
+    @Test("defaults of homeassistant, store_and_forward, health and the registry bound")
+    func defaults() {
+        let config = GatewayConfig()
+        #expect(config.homeAssistant.enabled && config.homeAssistant.discoveryPrefix == "homeassistant")
+        #expect(config.homeAssistant.statusTopic == "homeassistant/status")
+        #expect(config.storeAndForward.maxMessages == 10_000 && config.storeAndForward.maxAge == 86_400)
+        #expect(config.health.interval == 60 && config.bluetooth.forgetAfter == 3600 && config.bluetooth.maxDevices == 1000)
+        #expect(config.stateDirectory == nil)
+    }
+
+    @Test("bad operational keys are reported with their paths", arguments: [
+        (#"{"homeassistant": {"discovery_prefix": "ha/#"}}"#, "homeassistant.discovery_prefix"),
+        (#"{"homeassistant": {"colour": 1}}"#, "homeassistant.colour"),
+        (#"{"store_and_forward": {"max_messages": 0}}"#, "store_and_forward.max_messages"),
+        (#"{"store_and_forward": {"max_age": "0s"}}"#, "store_and_forward.max_age"),
+        (#"{"health": {"interval": "10ms"}}"#, "health.interval"),
+        (#"{"bluetooth": {"max_devices": 0}}"#, "bluetooth.max_devices"),
+        (#"{"devices": [{"commands": {"m": {"characteristic": "FFF1", "encoding": "u8", "options": ["1"], "press": 1}}}]}"#, "devices[0].commands.m"),
+    ])
+    func problems(text: String, path: String) {
+        do {
+            _ = try GatewayConfig.parse(Array(text.utf8))
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.problems.contains { $0.path == path }, "\(error.problems)")
+        }
+    }
+}
