@@ -8,6 +8,11 @@ struct ClientMQTTPort: MQTTPort {
     static func message(_ outbound: MQTTOutboundMessage) -> MQTTMessage {
         var properties = MQTTProperties()
         properties.correlationData = outbound.correlationData
+        if let captured = outbound.capturedAt {
+            // A message replayed from the offline queue says when it was captured (MQTT 5 only;
+            // state payloads carry it in last_seen as well).
+            properties.userProperties.append(MQTTUserProperty("captured_at", Timestamp.string(milliseconds: captured)))
+        }
         return MQTTMessage(
             topic: outbound.topic, payload: outbound.payload, qos: MQTTQoS(rawValue: outbound.qos) ?? .atLeastOnce,
             retain: outbound.retain, properties: properties)

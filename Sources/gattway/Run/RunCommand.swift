@@ -27,7 +27,10 @@ struct RunCommand: Command {
     static let options: [Option] = [
         .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
         .value("log-level", "LEVEL", "error, warning, notice, info or debug.", default: "info"),
-        .value("state-dir", "DIR", "Where known devices and connections are kept across restarts.", default: "none"),
+        .value(
+            "state-dir", "DIR",
+            "Where the offline queue, known devices and connections are kept across restarts (overrides state_directory).",
+            default: "config's state_directory, else memory only"),
     ]
 
     let configPath: String
@@ -41,7 +44,7 @@ struct RunCommand: Command {
             configPath = FileManager.default.fileExists(atPath: "config.json") ? "config.json" : "/etc/gattway/config.json"
         }
         let levelName = arguments.value("log-level") ?? "info"
-        guard let level = LogSink.level(named: levelName) else {
+        guard let level = GatewayLogger.Level(name: levelName) else {
             throw CLIError.usage("--log-level: \"\(levelName)\" is not a level (expected error, warning, notice, info or debug)")
         }
         self.level = level
@@ -49,14 +52,16 @@ struct RunCommand: Command {
     }
 
     func run() async throws -> ExitCode {
-        let log = LogSink(threshold: level)
+        let stderrLog = GatewayLogger.syslog(minimum: level) { standardError($0) }
         let config: GatewayConfig
         do {
             config = try GatewayConfig.load(path: configPath)
         } catch {
-            for line in error.lines { log(.error, "\(configPath): \(line)") }
+            for line in error.lines { stderrLog(.error, "\(configPath): \(line)") }
             return .config
         }
+        // Every line from here on, ours and the core's, has the configuration's secrets removed.
+        let log = stderrLog.redacting(config.secrets)
         warnIfSecretsAreReadable(config, log: log)
         let notifier = SystemdNotifier()
         let loop = EventLoop()
@@ -83,6 +88,7 @@ struct RunCommand: Command {
         }
 
         var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
+        let stateDirectory = self.stateDirectory ?? config.stateDirectory
         if let stateDirectory {
             try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
             options.stateFilePath = stateDirectory + "/central.json"
@@ -122,8 +128,8 @@ struct RunCommand: Command {
         if ready {
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), mqtt: ClientMQTTPort(client: client),
-                clock: SystemClock(), reconnect: { PolicyReconnectStrategy() }, logger: log.gatewayLogger,
-                version: BuildInfo.version)
+                clock: SystemClock(), reconnect: { PolicyReconnectStrategy() }, logger: log,
+                version: BuildInfo.version, stateDirectory: stateDirectory)
             do {
                 try await gateway.start()
                 notifier.notify("READY=1\nSTATUS=running")
@@ -180,7 +186,7 @@ struct RunCommand: Command {
 
     /// A config holding a password that other users may read gets a warning (design: secrets
     /// never leak; the file itself is the user's to protect).
-    func warnIfSecretsAreReadable(_ config: GatewayConfig, log: LogSink) {
+    func warnIfSecretsAreReadable(_ config: GatewayConfig, log: GatewayLogger) {
         guard config.mqtt.password != nil,
             let attributes = try? FileManager.default.attributesOfItem(atPath: configPath),
             let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
