@@ -84,6 +84,34 @@ struct PipelineTests {
         #expect(await harness.gateway.counters.parseErrors == 1)
     }
 
+    @Test("a subscribed characteristic that can only be read (no notify/indicate) is read once per connection instead")
+    func readOnlySubscription() async throws {
+        let harness = try Harness("""
+            {"bluetooth": {"scan": {"services": ["180F"]}},
+             "devices": [{"match": {"services": ["180F"]}, "connect": true, "subscribe": [{"characteristic": "2A19"}]}]}
+            """)
+        var peripheral = InMemoryBLE.Peripheral(characteristics: [
+            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read]),
+        ])
+        peripheral.values[BluetoothUUID(0x2A19)] = [87]
+        harness.ble.add(Self.battery, peripheral)
+        try await harness.start()
+        let advert = BLEDiscovery(address: Self.battery, advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70))
+        await harness.gateway.handle(advert)
+        await harness.gateway.waitUntilIdle()
+        #expect(!harness.ble.log.contains("notify A4:C1:38:00:00:02 2A19"), "no subscription attempt on a read-only characteristic")
+        #expect(harness.ble.log.filter { $0 == "read A4:C1:38:00:00:02 2A19" }.count == 1)
+        #expect(harness.mqtt.payloads(on: "gattway/A4C138000002").last?.hasPrefix(#"{"battery":87,"#) == true)
+        // Read again after the link drops and comes back.
+        harness.ble.update(Self.battery) { $0.values[BluetoothUUID(0x2A19)] = [86] }
+        harness.ble.dropLink(Self.battery)
+        await harness.mqtt.waitFor("gattway/A4C138000002/availability", count: 3)
+        await harness.advance(5)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.log.filter { $0 == "read A4:C1:38:00:00:02 2A19" }.count == 2)
+        #expect(harness.mqtt.payloads(on: "gattway/A4C138000002").last?.hasPrefix(#"{"battery":86,"#) == true)
+    }
+
     @Test("per-attribute topics carry plain values when configured")
     func attributeTopics() async throws {
         let harness = try Harness("""

@@ -70,9 +70,17 @@ extension Gateway {
             devices[index].everConnected = true
             let name = devices[index].name
             var tasks: [Task<Void, Never>] = []
+            // Subscribed characteristics that can only be read (a read-only 2A19) are read once
+            // per connection instead of failing to subscribe.
+            var readOnce: [CharacteristicRef] = []
             for (specIndex, spec) in subscribe.enumerated() {
                 guard let characteristic = characteristics.first(where: { spec.matches($0) }) else {
                     log(.warning, "\(name): characteristic \(spec.characteristic.shortDescription) not found")
+                    continue
+                }
+                let properties = characteristic.properties
+                if properties.contains(.read), !properties.contains(.notify), !properties.contains(.indicate) {
+                    readOnce.append(CharacteristicRef(poll: false, index: specIndex))
                     continue
                 }
                 do {
@@ -91,6 +99,7 @@ extension Gateway {
                 return
             }
             devices[index].notificationTasks = tasks
+            if !readOnce.isEmpty { enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: index) }
             let rule = rule(index)
             for spec in rule.poll.indices { devices[index].pollDue[spec] = now }
             if !rule.poll.isEmpty { armTimer(now) }

@@ -1,0 +1,66 @@
+import BlueZSimulator
+import Foundation
+import MQTT
+import Testing
+import TestSupport
+
+/// A connected device whose link keeps dropping, through `gattway run`.
+@Suite("End to end: link drops")
+struct LinkTests {
+    @Test("a device whose link drops goes offline, reconnects after a backoff that grows, and comes back online with readings")
+    func linkDrop() async throws {
+        // The battery sensor's peer drops every link 0.5 s after it came up (scenario fault).
+        let scenario = try EndToEnd.fastDemo { scenario in
+            for index in scenario.devices.indices where scenario.devices[index].name == "Battery Sensor" {
+                scenario.devices[index].faults.linkDropAfter = 0.5
+            }
+        }
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+              "bluetooth": {"connect_timeout": "5s", "gatt_timeout": "3s"},
+              "devices": [
+                {"match": {"address": "A4:C1:38:00:00:01"}, "name": "battery_sensor", "connect": true,
+                 "subscribe": [{"service": "180F", "characteristic": "2A19"}]}
+              ]
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            let messages = e2e.messages
+            let topic = "gattway/battery_sensor/availability"
+            // offline (registered) → online → offline → online → offline → online: two drops, two reconnects.
+            let changes = try await messages.wait(for: "three online availability messages", count: 3, timeout: 40) {
+                $0.topic == topic && $0.text == #"{"state":"online"}"#
+            }
+            let all = messages.messages(on: topic)
+            // Consecutive duplicates are never published.
+            for (earlier, later) in zip(all, all.dropFirst()) {
+                #expect(earlier.text != later.text, "availability repeated: \(all.map(\.text))")
+            }
+            let offline = all.filter { $0.text == #"{"state":"offline"}"# }
+            let online = changes
+            // Skip the offline published when the device was first seen (before any link).
+            let drops = offline.filter { $0.arrival > online[0].arrival }
+            try #require(drops.count >= 2, "\(all.map(\.text))")
+            let firstGap = online[1].arrival - drops[0].arrival
+            let secondGap = online[2].arrival - drops[1].arrival
+            // design.md §3: first retry after 1–5 s, then twice the previous delay ±20 %.
+            #expect(firstGap >= 0.9 && firstGap < 6, "first reconnect after \(firstGap) s")
+            #expect(secondGap >= firstGap * 1.4, "second reconnect after \(secondGap) s, first after \(firstGap) s: no backoff")
+            // The link is up for about link_drop_after each time.
+            #expect(drops[0].arrival - online[0].arrival >= 0.3)
+            // Readings resume after the reconnect, and the bridge told about each link change.
+            try await messages.next(on: "gattway/battery_sensor", after: messages.all.firstIndex { $0.arrival >= online[2].arrival } ?? 0) {
+                $0.number("battery") != nil
+            }
+            let events = messages.messages(on: "gattway/bridge/event").compactMap { $0.string("type") }
+            #expect(events.filter { $0 == "device_disconnected" }.count >= 2, "\(events)")
+            #expect(events.filter { $0 == "device_connected" }.count >= 3, "\(events)")
+            let counters = await e2e.simulator.currentCounters
+            #expect(counters.connects >= 3)
+            // A client connecting now sees the retained current availability.
+            let retained = try await e2e.retained(MQTTTopicFilter(stringLiteral: topic), count: 1)
+            #expect(retained.first?.retain == true)
+        }
+    }
+}
