@@ -89,8 +89,18 @@ public actor MQTTClient {
         inflightLimit = configuration.maxInflight
     }
 
-    isolated deinit {
-        tearDown()
+    /// Dropping a client without ``disconnect()`` closes the connection abruptly (the broker
+    /// publishes the last will) and removes its loop watch, hook and timers on the loop thread.
+    deinit {
+        let loop = self.loop
+        let tokens = [watch?.token, prepareHook, housekeeping, reconnectTimer, closeTimer].compactMap { $0 }
+        loop.execute {
+            for token in tokens {
+                loop.removeWatch(token)
+                loop.removePrepareHook(token)
+                loop.cancelTimer(token)
+            }
+        }
     }
 
     // MARK: Connection
