@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release test test-swift test-conformance check-layering lint bench demo clean
+.PHONY: all deps build release test test-swift test-conformance test-bluez check-layering lint bench demo clean
 
 all: build
 
@@ -23,8 +23,8 @@ check-layering:
 
 # The whole suite: layering rules, then every Swift test (unit tests and integration tests
 # against a private dbus-daemon and a real mosquitto that the tests start and stop), then bleak
-# against the BlueZ simulator.
-test: deps check-layering test-swift test-conformance
+# against the BlueZ simulator, then the real-BlueZ lane (qemu VM with the real bluetoothd).
+test: deps check-layering test-swift test-conformance test-bluez
 
 test-swift:
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
@@ -40,6 +40,15 @@ test-conformance: deps
 	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
 	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
+
+# The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
+# device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
+# into .build/realbluez. The test peripheral, the CLI, the CentralManager scenario, and the
+# differential check of the simulator against real bluetoothd. About 2 minutes.
+test-bluez: deps
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build --product realbluez-central $(SWIFT_BUILD_FLAGS)
+	Tests/RealBlueZ/test-bluez.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
 # One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).
 test-one: deps

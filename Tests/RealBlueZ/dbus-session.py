@@ -95,6 +95,8 @@ class Recorder:
         return {str(k): self.value(str(k), v, context) for k, v in sorted(props.items())}
 
     def emit(self, event, **fields):
+        if self.step == 'cleanup':
+            return
         record = {'step': self.step, 'event': event}
         record.update(fields)
         line = json.dumps(record, sort_keys=True)
@@ -206,7 +208,15 @@ def main():
     rec.emit('objects', path='/org/bluez/hci0', interfaces={
         str(i): sorted(str(k) for k in p) for i, p in managed[dbus.ObjectPath(adapter)].items()})
     if dbus.ObjectPath(DEV_PATH) in managed:
-        rec.emit('stale-device', path='DEV')
+        # Start from scratch like the simulator: earlier tests left the device (and its GATT
+        # cache, maybe its link) behind. RemoveDevice disconnects and forgets it (not recorded).
+        rec.step = 'cleanup'
+        dbus.Interface(bus.get_object('org.bluez', adapter), 'org.bluez.Adapter1').RemoveDevice(
+            dbus.ObjectPath(DEV_PATH), timeout=30)
+        gone = pump(15, lambda: dbus.ObjectPath(DEV_PATH) not in objects.GetManagedObjects())
+        pump(0.5)
+        if not gone:
+            raise SystemExit('the peripheral could not be removed before the session')
 
     call('filter', adapter, 'org.bluez.Adapter1', 'SetDiscoveryFilter',
          dbus.Dictionary({'UUIDs': dbus.Array(['180F'], 's'), 'Transport': 'le'}, 'sv'))
@@ -223,6 +233,9 @@ def main():
     wait('connect', 'ServicesResolved', lambda: bool(dev_props.Get(DEV, 'ServicesResolved')), 20)
     pump(1.0)
     call('connect-again', DEV_PATH, DEV, 'Connect')
+    for path, interfaces in objects.GetManagedObjects().items():  # objects announced before the session
+        if str(path).startswith(DEV_PATH + '/') and str(path) not in rec.names:
+            rec.learn(path, interfaces)
     # The Device1 property set once connected (names only; the values come from the steps above).
     rec.step = 'connected'
     rec.emit('device-properties', names=sorted(str(k) for k in dev_props.GetAll(DEV)))

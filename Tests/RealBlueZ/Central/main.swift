@@ -60,6 +60,7 @@ where S.Element: Sendable {
 func check<T>(_ name: String, _ body: () async throws -> (Bool, String, T?)) async -> T? {
     do {
         let (ok, detail, value) = try await body()
+        fflush(nil)
         report(ok, name, detail)
         return value
     } catch {
@@ -72,13 +73,14 @@ func isDisconnect(_ event: ConnectionEvent) -> Bool {
     if case .disconnected = event { return true } else { return false }
 }
 
-func shell(_ command: String) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", command]
-    do { try process.run() } catch { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
+/// Runs a shell command on its own thread (never blocking the concurrency pool); its exit status.
+func shell(_ command: String) async -> Int32 {
+    await withCheckedContinuation { continuation in
+        Thread {
+            let status = system(command)
+            continuation.resume(returning: status == -1 ? -1 : (status >> 8) & 0xff)
+        }.start()
+    }
 }
 
 func setPowered(_ client: DBusConnection, _ adapter: String, _ on: Bool) async throws {
@@ -300,7 +302,7 @@ func run() async throws {
         return (codeOK && scanning, detail + " scanning=\(scanning)", ())
     }
     await check("bluetoothd-restart") {
-        let status = shell("rbz-bluetoothd restart")
+        let status = await shell("rbz-bluetoothd restart")
         guard status == 0 else { return (false, "rbz-bluetoothd restart exited \(status)", ()) }
         _ = try await first(states, "resetting or poweredOff") { $0 == .resetting || $0 == .poweredOff }
         let dropped = try await first(events2, "disconnected by the restart", where: isDisconnect)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make test-bluez: the real-BlueZ lane. Builds (once) the VM, boots it with the real bluetoothd
+# 5.66, runs guest-tests.sh inside (test peripheral, CLI checks, the CentralManager scenario, the
+# differential session), runs the same session against `gattway simulate` here and compares.
+# Prints every check, then "N passed, N failed"; exits 1 on any failure, and then shows the tail
+# of the guest's bluetoothd log.
+#
+#   Tests/RealBlueZ/test-bluez.sh BIN-DIR     (BIN-DIR: gattway and realbluez-central, host-built)
+#
+# Environment: REALBLUEZ_TIMEOUT (VM wall-clock limit, default 300 s), REALBLUEZ_VERBOSE=1
+# (echo the whole guest console), and those of run-vm.sh.
+set -uo pipefail
+BIN=$(cd "${1:?usage: test-bluez.sh BIN-DIR}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CACHE=${REALBLUEZ_CACHE:-$ROOT/.build/realbluez}
+RUN=$CACHE/runs/last
+start=$(date +%s)
+for tool in gattway realbluez-central; do
+  [ -x "$BIN/$tool" ] || { echo "test-bluez: $BIN/$tool missing (swift build --product $tool)" >&2; exit 2; }
+done
+
+"$HERE/build-vm.sh" || { echo "test-bluez: building the VM failed"; echo "0 passed, 1 failed"; exit 1; }
+
+echo "test-bluez: booting the VM (real bluetoothd 5.66, btvirt -l3)"
+export REALBLUEZ_RUN=$RUN
+[ -n "${REALBLUEZ_VERBOSE:-}" ] || export REALBLUEZ_QUIET=1
+"$HERE/run-vm.sh" "$HERE/guest-tests.sh" "$BIN"
+vm_status=$?
+results=$RUN/results.txt
+[ -f "$results" ] || : > "$results"
+if [ -z "${REALBLUEZ_VERBOSE:-}" ]; then
+  grep -E '^\[guest|^(PASS|FAIL) |BRING-UP' "$RUN/console.log" | grep -vE '^(PASS|FAIL) ' || true
+fi
+if [ "$vm_status" != 0 ] && ! grep -q '^FAIL ' "$results"; then
+  echo "FAIL vm.run status $vm_status (97 bring-up, 99 guest root, 124 wall-clock limit; see $RUN/console.log)" >> "$results"
+fi
+
+# The differential check: the same session against the simulator, then the comparison.
+if [ -s "$RUN/out/session-bluez.jsonl" ]; then
+  if "$HERE/simulator-session.sh" "$BIN/gattway" "$RUN/out/session-simulator.jsonl" > "$RUN/out/simulator-session.txt" 2>&1; then
+    /usr/bin/python3 "$HERE/compare-sessions.py" "$RUN/out/session-bluez.jsonl" "$RUN/out/session-simulator.jsonl" \
+      "$HERE/known-differences.json" > "$RUN/out/differences.txt" 2>&1
+    grep -E '^(PASS|FAIL) ' "$RUN/out/differences.txt" >> "$results"
+  else
+    echo "FAIL diff.simulator-session $(tail -n 3 "$RUN/out/simulator-session.txt" | tr '\n' ' ')" >> "$results"
+  fi
+fi
+
+echo "---- results (run folder $RUN)"
+cut -c1-300 "$results"
+if grep -q '^FAIL diff\.' "$results"; then
+  echo "---- unexpected differences, real bluetoothd vs simulator ($RUN/out/differences.txt)"
+  grep -E '^FAIL |only in' "$RUN/out/differences.txt" | cut -c1-400
+fi
+passed=$(grep -c '^PASS ' "$results")
+failed=$(grep -c '^FAIL ' "$results")
+if [ "$failed" != 0 ]; then
+  echo "---- guest bluetoothd log (last 60 lines of $RUN/logs/bluetoothd.log)"
+  tail -n 60 "$RUN/logs/bluetoothd.log" 2>/dev/null
+  echo "---- test peripheral log (last 15 lines)"
+  tail -n 15 "$RUN/logs/peripheral.log" 2>/dev/null
+fi
+echo "test-bluez: VM $(cat "$RUN/wall-seconds" 2>/dev/null || echo '?') s, whole lane $(( $(date +%s) - start )) s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
