@@ -67,9 +67,7 @@ public final class DBusDaemon: @unchecked Sendable {
 
     /// Stops the daemon and removes its directory. Safe to call twice.
     ///
-    /// Uses SIGKILL: a private bus has nothing to flush, and children started from a Swift
-    /// concurrency thread inherit its blocked signal mask (SIGTERM stays pending in dbus-daemon, so
-    /// `ChildProcess.stop()` would wait its full grace period).
+    /// Uses SIGKILL: a private bus has nothing to flush.
     public func stop() {
         child.kill9()
         try? FileManager.default.removeItem(at: directory)

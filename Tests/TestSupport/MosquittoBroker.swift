@@ -88,13 +88,9 @@ public final class MosquittoBroker: @unchecked Sendable {
     public func start() async throws {
         if child?.isRunning == true { return }
         let config = directory.appendingPathComponent("mosquitto.conf").path
-        // Children of the test process inherit a signal mask that blocks SIGTERM/SIGINT/SIGUSR1
-        // (set by the test runner's threads), so mosquitto would ignore a graceful stop and
-        // never save its state. perl (always present on Debian) clears the mask, then execs.
-        let process = try ChildProcess(
-            "perl",
-            ["-MPOSIX", "-e", "sigprocmask(SIG_SETMASK, POSIX::SigSet->new) or die; exec @ARGV or die",
-             try ChildProcess.resolve("mosquitto"), "-c", config])
+        // ChildProcess spawns with an empty signal mask, so a graceful stop (SIGTERM) reaches
+        // mosquitto and it saves its state when persistence is on.
+        let process = try ChildProcess("mosquitto", ["-c", config])
         child = process
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
