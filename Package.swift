@@ -23,20 +23,23 @@ let package = Package(
         // The single poll() thread that owns every C library connection.
         .target(name: "EventLoop"),
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
-        .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry"]),
         .target(name: "Bluetooth"),
+        // Retry timing shared by MQTT, the central and the gateway: exponential backoff, the
+        // reconnect policy, a seedable generator.
+        .target(name: "Retry"),
         // JSON values, parsing with path-named errors, compact serialization (config, scenarios, payloads).
         .target(name: "JSON"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
-        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
         // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.
-        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON"]),
+        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ"]
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry"]
         ),
         .executableTarget(
             name: "gattway-bench",
@@ -47,19 +50,20 @@ let package = Package(
         // A separate MQTT client process for tests that kill a client (last will) or need a peer.
         .executableTarget(name: "gattway-mqtt-peer", dependencies: ["MQTT", "EventLoop"], path: "Tests/MQTTPeer"),
         // The CentralManager scenario against the real bluetoothd in the real-BlueZ VM (make test-bluez).
-        .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop"], path: "Tests/RealBlueZ/Central"),
+        .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop", "Retry"], path: "Tests/RealBlueZ/Central"),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+        .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
-        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth"]),
+        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Parsers", "Bluetooth", "JSON"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.

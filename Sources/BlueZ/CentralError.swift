@@ -1,4 +1,5 @@
 import DBus
+import Retry
 
 /// The one error type of the central, with Core Bluetooth's meanings (`CBError`, `CBATTError`).
 ///

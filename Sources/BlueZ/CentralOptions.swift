@@ -1,3 +1,5 @@
+import Retry
+
 /// How a ``CentralManager`` behaves; every field has a production default.
 public struct CentralOptions: Sendable {
     /// The adapter to use (default: the first adapter, preferring a powered one).

@@ -1,4 +1,5 @@
 import EventLoop
+import Retry
 
 /// A connection the ``CentralManager`` keeps up: its reconnect backoff and retry timer.
 /// Actor-confined.

@@ -1,5 +1,6 @@
 internal import CMosquitto
 import EventLoop
+import Retry
 
 /// An MQTT 3.1.1/5 client over libmosquitto, driven by an ``EventLoop``.
 ///
@@ -48,7 +49,7 @@ public actor MQTTClient {
     private var phase: Phase = .idle
     private var autoReconnect = false
     private var attempt = 0
-    private var backoff: ReconnectBackoff
+    private var backoff: ExponentialBackoff
     private var watch: (token: EventLoop.Token, fd: Int32, events: EventLoop.IOEvents)?
     private var abandonedFD: Int32 = -1
     private var prepareHook: EventLoop.Token?
@@ -85,7 +86,7 @@ public actor MQTTClient {
         try configuration.validate()
         self.configuration = configuration
         self.loop = loop
-        backoff = ReconnectBackoff(policy: configuration.reconnect)
+        backoff = ExponentialBackoff(configuration.reconnect.backoff)
         inflightLimit = configuration.maxInflight
     }
 
@@ -400,7 +401,7 @@ public actor MQTTClient {
         failUnwrittenQoS0()
         phase = .waiting
         autoReconnect = true
-        let delay = backoff.nextDelay(random: Double.random(in: 0..<1))
+        let delay = backoff.next(random: Double.random(in: 0..<1))
         setState(.disconnected(error: error, reconnectIn: delay))
         reconnectTimer = loop.addTimer(after: delay) { [weak self] in
             self?.assumeIsolated { client in

@@ -1,3 +1,5 @@
+import Retry
+
 /// Everything needed to connect an ``MQTTClient``: broker address, identity, session, TLS,
 /// credentials, last will, flow control and reconnect policy.
 ///
@@ -192,8 +194,15 @@ public struct MQTTReconnectPolicy: Sendable, Hashable {
         self.jitter = jitter
     }
 
+    /// The delays as the shared backoff rule: the first failure waits `minimumDelay` (± jitter),
+    /// each further one `multiplier` times the previous base, up to `maximumDelay`.
+    public var backoff: ExponentialBackoff.Configuration {
+        ExponentialBackoff.Configuration(
+            first: minimumDelay...minimumDelay, multiplier: multiplier, maximum: maximumDelay, jitter: jitter)
+    }
+
     func validate() throws(MQTTError) {
-        guard minimumDelay > 0, maximumDelay >= minimumDelay, multiplier >= 1, (0...1).contains(jitter) else {
+        guard backoff.isValid else {
             throw MQTTError(
                 .invalidConfiguration,
                 "MQTT reconnect policy: need 0 < minimumDelay ≤ maximumDelay, multiplier ≥ 1 and jitter in 0…1 (got \(minimumDelay), \(maximumDelay), \(multiplier), \(jitter))")

@@ -6,6 +6,7 @@ import EventLoop
 import Foundation
 import Testing
 import TestSupport
+import Retry
 
 /// A private dbus-daemon, a loop, a simulator from a scenario, and helpers to start central
 /// managers on that bus. `run` always stops everything (also when the body throws).

@@ -1,5 +1,6 @@
 import MQTT
 import Testing
+import Retry
 
 @Suite("MQTT values")
 struct PureTests {
@@ -53,17 +54,11 @@ struct PureTests {
         #expect(throws: MQTTError.self) { try MQTTClient(configuration: configuration, loop: .init()) }
     }
 
-    @Test("reconnect delays grow exponentially to the maximum, with bounded jitter, and reset on success")
+    @Test("the reconnect policy is the shared backoff: the minimum first, doubling to the maximum")
     func backoff() {
-        var backoff = ReconnectBackoff(policy: MQTTReconnectPolicy(minimumDelay: 1, maximumDelay: 10, multiplier: 2, jitter: 0))
-        #expect((0..<6).map { _ in backoff.nextDelay(random: 0.5) } == [1, 2, 4, 8, 10, 10])
-        backoff.reset()
-        #expect(backoff.nextDelay(random: 0.5) == 1)
-
-        var jittered = ReconnectBackoff(policy: MQTTReconnectPolicy(minimumDelay: 1, maximumDelay: 10, multiplier: 2, jitter: 0.25))
-        _ = jittered.nextDelay(random: 0)
-        #expect(jittered.nextDelay(random: 0) == 1.5)  // 2 − 25 %
-        #expect(jittered.nextDelay(random: 0.999_999) > 4.99)  // 4 + 25 %
+        var backoff = ExponentialBackoff(MQTTReconnectPolicy(minimumDelay: 1, maximumDelay: 10, multiplier: 2, jitter: 0).backoff)
+        #expect((0..<6).map { _ in backoff.next(random: 0.5) } == [1, 2, 4, 8, 10, 10])
+        #expect(!MQTTReconnectPolicy(minimumDelay: 0, maximumDelay: 10).backoff.isValid)
     }
 
     @Test("3.1.1 CONNACK codes map to MQTT 5 reason codes with libmosquitto's text")

@@ -1,23 +1,12 @@
 import Bluetooth
 import Parsers
+import Retry
 import Testing
 
 /// A seeded random loop over every parser: random bytes, truncations and single-byte mutations
 /// of real vectors. Passing means no trap; errors are fine.
 @Suite("Parsers never trap")
 struct FuzzTests {
-    /// SplitMix64, so a failure reproduces from its seed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static let key: [UInt8] = Array(0..<16)
     static let address = BluetoothAddress("A4:C1:38:0B:12:34")
 
@@ -38,7 +27,7 @@ struct FuzzTests {
           arguments: ParserRegistry.builtIn.advertisementFormats)
     func advertisements(_ format: String) throws {
         let parser = try #require(ParserRegistry.builtIn.advertisementParser(format: format))
-        var random = SeededGenerator(state: UInt64(format.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
+        var random = SplitMix64(seed: UInt64(format.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
         let names = [nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1"]
         var inputs: [[UInt8]] = (0..<3000).map { _ in
             (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
@@ -76,7 +65,7 @@ struct FuzzTests {
           arguments: ParserRegistry.builtIn.characteristicParserNames)
     func characteristics(_ name: String) throws {
         let parser = try #require(ParserRegistry.builtIn.characteristicParser(named: name))
-        var random = SeededGenerator(state: UInt64(name.utf8.count))
+        var random = SplitMix64(seed: UInt64(name.utf8.count))
         for _ in 0..<5000 {
             let value = (0..<Int.random(in: 0...24, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             for length in [value.count, value.count / 2, 1, 0] where length <= value.count {

@@ -1,4 +1,5 @@
 import JSON
+import Retry
 
 /// Where a simulated number comes from: a constant, a counter, a repeating sequence or a seeded
 /// random walk inside a range. Scenario files write these as `21.5`, `{"counter": {...}}`,
@@ -86,18 +87,5 @@ public struct NumberSource: Sendable {
             if let resolution, resolution > 0 { value = (value / resolution).rounded() * resolution }
             return value
         }
-    }
-}
-
-/// A small, fast, seedable random generator (SplitMix64), so scenario runs are repeatable.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import Retry
 
 /// One remote device's live state: advertising, the BlueZ-side cache, the link and its GATT
 /// database. Owned by ``BlueZSimulator``; loop thread only.

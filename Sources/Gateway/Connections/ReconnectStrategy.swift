@@ -1,8 +1,7 @@
 /// When to connect again after a failed attempt or a dropped link — the central's reconnect
 /// rule (design.md §3), kept per device by the gateway and evaluated on the gateway's clock.
 ///
-/// The composition root adapts `BlueZ.ReconnectPolicy` to this protocol (Gateway cannot import
-/// BlueZ); tests use a fixed delay.
+/// `Retry.ReconnectPolicy` conforms (the default); tests use a fixed delay.
 public protocol ReconnectStrategy: Sendable {
     /// The device connected at `now` (monotonic seconds).
     mutating func connected(at now: Double)

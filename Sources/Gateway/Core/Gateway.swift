@@ -1,6 +1,7 @@
 import Bluetooth
 import JSON
 import Parsers
+import Retry
 
 /// The gateway (design.md §§5–6): scans, matches device rules, connects, subscribes and polls,
 /// decodes, publishes state with rate control, runs commands through one queue per device, and
@@ -61,7 +62,8 @@ public actor Gateway {
     ///     queue is kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     public init(config: GatewayConfig, ble: any BLEPort, mqtt: any MQTTPort, clock: any GatewayClock,
-                reconnect: @escaping @Sendable () -> any ReconnectStrategy, logger: GatewayLogger = .none,
+                reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy() },
+                logger: GatewayLogger = .none,
                 version: String = "dev", stateDirectory: String? = nil,
                 processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
         self.config = config
@@ -147,13 +149,20 @@ public actor Gateway {
         tasks = []
         timerTask?.cancel()
         timerTask = nil
+        var links: [BluetoothAddress] = []
         for index in devices.indices {
             for task in devices[index].notificationTasks { task.cancel() }
             devices[index].notificationTasks = []
             if devices[index].link == .connected || devices[index].link == .connecting {
                 devices[index].link = .disconnecting
-                await ble.disconnect(devices[index].address)
+                links.append(devices[index].address)
             }
+        }
+        // All at once: BlueZ answers Disconnect only after its disconnect timer (2 s), so one
+        // after another would take 2 s per connected device.
+        let ble = self.ble
+        await withTaskGroup(of: Void.self) { group in
+            for address in links { group.addTask { await ble.disconnect(address) } }
         }
         try? await mqtt.publishAndWait(Self.lastWill(for: config))
         log(.notice, "gateway stopped")

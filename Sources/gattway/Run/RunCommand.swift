@@ -128,7 +128,7 @@ struct RunCommand: Command {
         if ready {
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), mqtt: ClientMQTTPort(client: client),
-                clock: SystemClock(), reconnect: { PolicyReconnectStrategy() }, logger: log,
+                clock: SystemClock(), logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory)
             do {
                 try await gateway.start()

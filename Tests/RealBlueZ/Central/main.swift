@@ -8,6 +8,7 @@ import Bluetooth
 import DBus
 import EventLoop
 import Foundation
+import Retry
 
 let batteryAddress = BluetoothAddress("00:AA:01:01:00:01")!
 let otherAddress = BluetoothAddress("00:AA:01:02:00:02")!

@@ -1,9 +1,9 @@
 /// When to try connecting again after a connection attempt failed or a link dropped: the
-/// reconnect rule of design.md §3 as a pure state machine.
+/// reconnect rule of design.md §3 as a pure state machine over ``ExponentialBackoff``.
 ///
 /// - After `connectionTimeout` or `peripheralDisconnected` the first retry comes after a random
 ///   delay in ``Configuration/firstDelay`` (1–5 s), each further one after twice the previous
-///   delay with ±``Configuration/jitter`` randomness, never more than ``Configuration/maximumDelay``
+///   base with ±``Configuration/jitter`` randomness, never more than ``Configuration/maximumDelay``
 ///   (60 s).
 /// - `operationNotSupported` (and anything else marked permanent) is never retried.
 /// - A connection that stayed up for ``Configuration/stableAfter`` seconds resets the backoff.
@@ -24,6 +24,10 @@ public struct ReconnectPolicy<Random: RandomNumberGenerator & Sendable>: Sendabl
         public var stableAfter: Double = 30
 
         public init() {}
+
+        var backoff: ExponentialBackoff.Configuration {
+            ExponentialBackoff.Configuration(first: firstDelay, multiplier: multiplier, maximum: maximumDelay, jitter: jitter)
+        }
     }
 
     /// Why the last attempt or connection ended.
@@ -56,14 +60,16 @@ public struct ReconnectPolicy<Random: RandomNumberGenerator & Sendable>: Sendabl
 
     public let configuration: Configuration
     private var random: Random
-    /// Retries since the last stable connection.
-    public private(set) var attempt = 0
-    private var previousDelay: Double = 0
+    private var backoff: ExponentialBackoff
     private var connectedAt: Double?
+
+    /// Retries since the last stable connection.
+    public var attempt: Int { backoff.failures }
 
     public init(configuration: Configuration = Configuration(), random: Random) {
         self.configuration = configuration
         self.random = random
+        backoff = ExponentialBackoff(configuration.backoff)
     }
 
     /// The device connected at `now`.
@@ -73,29 +79,15 @@ public struct ReconnectPolicy<Random: RandomNumberGenerator & Sendable>: Sendabl
 
     /// A connection attempt failed, or the link dropped, at `now`.
     public mutating func failed(_ failure: Failure, at now: Double) -> Action {
-        if let since = connectedAt, now - since >= configuration.stableAfter {
-            attempt = 0
-            previousDelay = 0
-        }
+        if let since = connectedAt, now - since >= configuration.stableAfter { backoff.reset() }
         connectedAt = nil
         guard failure.isRetryable else { return .giveUp }
-        let delay: Double
-        if attempt == 0 {
-            delay = Double.random(in: configuration.firstDelay, using: &random)
-        } else {
-            let spread = configuration.jitter
-            let factor = spread > 0 ? Double.random(in: (1 - spread)...(1 + spread), using: &random) : 1
-            delay = min(configuration.maximumDelay, previousDelay * configuration.multiplier * factor)
-        }
-        attempt += 1
-        previousDelay = min(delay, configuration.maximumDelay)
-        return .retry(after: previousDelay)
+        return .retry(after: backoff.next(random: Double.random(in: 0..<1, using: &random)))
     }
 
     /// Forget the history (e.g. the user asked to connect now).
     public mutating func reset() {
-        attempt = 0
-        previousDelay = 0
+        backoff.reset()
         connectedAt = nil
     }
 }

@@ -1,23 +1,11 @@
 import Testing
 
-@testable import BlueZ
-
-/// A repeatable generator for the tests (SplitMix64).
-struct SeededRandom: RandomNumberGenerator, Sendable {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+import Retry
 
 @Suite("Reconnect policy")
 struct ReconnectPolicyTests {
-    func delays(_ count: Int, seed: UInt64, failure: ReconnectPolicy<SeededRandom>.Failure = .connectionTimeout) -> [Double] {
-        var policy = ReconnectPolicy(random: SeededRandom(state: seed))
+    func delays(_ count: Int, seed: UInt64, failure: ReconnectPolicy<SplitMix64>.Failure = .connectionTimeout) -> [Double] {
+        var policy = ReconnectPolicy(random: SplitMix64(seed: seed))
         var clock = 0.0
         return (0..<count).map { _ in
             guard case .retry(let delay) = policy.failed(failure, at: clock) else { return -1 }
@@ -30,8 +18,10 @@ struct ReconnectPolicyTests {
     func backoffShape(seed: UInt64) {
         let series = delays(12, seed: seed)
         #expect((1...5).contains(series[0]))
-        for (previous, next) in zip(series, series.dropFirst()) where previous < 60 * 0.8 / 2 {
-            #expect(next >= previous * 2 * 0.8 - 1e-9 && next <= previous * 2 * 1.2 + 1e-9)
+        // The n-th delay stays within ±20 % of first · 2ⁿ⁻¹ (jitter does not compound), capped at 60 s.
+        for (index, delay) in series.enumerated().dropFirst() {
+            let base = min(60, series[0] * Double(1 << index))
+            #expect(delay >= base * 0.8 - 1e-9 && delay <= min(60, base * 1.2) + 1e-9)
         }
         #expect(series.allSatisfy { $0 <= 60 })
         #expect(series.suffix(3).allSatisfy { $0 >= 30 }, "after many failures the delay sits near the cap")
@@ -45,7 +35,7 @@ struct ReconnectPolicyTests {
 
     @Test("a dropped link after a stable connection starts again at 1–5 s")
     func resetsAfterStableConnection() {
-        var policy = ReconnectPolicy(random: SeededRandom(state: 5))
+        var policy = ReconnectPolicy(random: SplitMix64(seed: 5))
         for _ in 0..<6 { _ = policy.failed(.connectionTimeout, at: 0) }
         #expect(policy.attempt == 6)
         policy.connected(at: 100)
@@ -59,7 +49,7 @@ struct ReconnectPolicyTests {
 
     @Test("a link that drops quickly does not reset the backoff")
     func shortConnectionKeepsBackoff() {
-        var policy = ReconnectPolicy(random: SeededRandom(state: 5))
+        var policy = ReconnectPolicy(random: SplitMix64(seed: 5))
         var last = 0.0
         for _ in 0..<4 {
             if case .retry(let delay) = policy.failed(.connectionTimeout, at: 0) { last = delay }
@@ -74,7 +64,7 @@ struct ReconnectPolicyTests {
 
     @Test("operationNotSupported and permanent errors are never retried")
     func permanentFailures() {
-        var policy = ReconnectPolicy(random: SeededRandom(state: 1))
+        var policy = ReconnectPolicy(random: SplitMix64(seed: 1))
         #expect(policy.failed(.operationNotSupported, at: 0) == .giveUp)
         #expect(policy.failed(.other(retryable: false), at: 0) == .giveUp)
         if case .retry = policy.failed(.other(retryable: true), at: 0) {} else { Issue.record("retryable error not retried") }
