@@ -284,6 +284,14 @@ def main():
     call('disconnect', DEV_PATH, DEV, 'Disconnect', settle=1.0)
     call('read-disconnected', c('ff05'), CHR, 'ReadValue', dbus.Dictionary({}, 'sv'))
     call('disconnect-again', DEV_PATH, DEV, 'Disconnect')
+    # An adapter power cycle while connected: the order of Connected=false and Powered=false.
+    call('reconnect', DEV_PATH, DEV, 'Connect', settle=0)
+    wait('reconnect', 'ServicesResolved', lambda: bool(dev_props.Get(DEV, 'ServicesResolved')), 20)
+    pump(0.5)
+    call('power-off', adapter, PROPS, 'Set', 'org.bluez.Adapter1', 'Powered', dbus.Boolean(False, variant_level=1),
+         settle=1.0)
+    call('power-on', adapter, PROPS, 'Set', 'org.bluez.Adapter1', 'Powered', dbus.Boolean(True, variant_level=1),
+         settle=1.0)
     rec.step = 'end'
     rec.emit('end')
     print('recorded %d events' % rec.count)

@@ -233,6 +233,29 @@ def main():
             GLib.timeout_add(300, lambda: register() and False)
     bus.add_signal_receiver(owner_changed, 'NameOwnerChanged', 'org.freedesktop.DBus', 'org.freedesktop.DBus')
 
+    # After a central disconnects, the kernel (6.1, btvirt) does not always resume this
+    # advertising instance; a peripheral that wants to stay connectable registers it again.
+    pending_readvertise = {'timer': None}
+
+    def readvertise():
+        pending_readvertise['timer'] = None
+        adapter, name, advert = adverts[0]
+        manager = dbus.Interface(bus.get_object('org.bluez', '/org/bluez/' + adapter), 'org.bluez.LEAdvertisingManager1')
+
+        def again(*_):
+            manager.RegisterAdvertisement(advert.path, {}, reply_handler=lambda: say('advertising again on', adapter),
+                                          error_handler=lambda e: say('re-advertising failed:', e))
+        manager.UnregisterAdvertisement(advert.path, reply_handler=again, error_handler=again)
+        return False
+
+    def link_changed(interface, changed, invalidated, path=None):
+        if interface == 'org.bluez.Device1' and str(path).startswith('/org/bluez/%s/dev_' % args.adapter) \
+                and changed.get('Connected') is not None and not changed['Connected']:
+            say('central disconnected')
+            if pending_readvertise['timer'] is None and registrations['pending'] == 0:
+                pending_readvertise['timer'] = GLib.timeout_add(200, readvertise)
+    bus.add_signal_receiver(link_changed, 'PropertiesChanged', PROPS, 'org.bluez', path_keyword='path')
+
     register()
     GLib.MainLoop().run()
 
