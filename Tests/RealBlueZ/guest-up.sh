@@ -43,8 +43,18 @@ start() {
     sleep 0.05
   done
   [ "$n" -ge "$want" ] || { echo "bluetoothd exposes $n of $want adapters" >&2; return 1; }
+  # bluetoothd may be powering them on itself (AutoEnable); Set then answers Busy: retry.
+  local h ok
   for h in $(ls /sys/class/bluetooth | grep '^hci'); do
-    busctl --system set-property org.bluez /org/bluez/$h org.bluez.Adapter1 Powered b true || return 1
+    ok=""
+    for _ in $(seq 100); do
+      if [ "$(busctl --system get-property org.bluez /org/bluez/$h org.bluez.Adapter1 Powered 2>/dev/null)" = "b true" ]; then
+        ok=1; break
+      fi
+      busctl --system set-property org.bluez /org/bluez/$h org.bluez.Adapter1 Powered b true 2>/dev/null
+      sleep 0.05
+    done
+    [ -n "$ok" ] || { echo "cannot power $h on" >&2; return 1; }
   done
 }
 case "${1:-}" in
