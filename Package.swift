@@ -43,7 +43,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "gattway-bench",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator"],
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport"],
             path: "bench/Sources"
         ),
 

@@ -1,6 +1,7 @@
 import DBus
 import EventLoop
 import Foundation
+import TestSupport
 
 /// D-Bus throughput through a private dbus-daemon: PropertiesChanged-shaped signals received by our
 /// client from a second process (`gattway-bench child dbus-emitter ADDRESS COUNT`), and signals our
@@ -11,7 +12,7 @@ enum DBusBench: BenchSuite {
     static let emitCount = 200_000
 
     static func run() async throws -> [BenchRow] {
-        let daemon = try BenchDBusDaemon()
+        let daemon = try await DBusDaemon()
         defer { daemon.stop() }
         let loop = EventLoop(name: "bench-dbus")
         defer { loop.shutdown() }
@@ -149,61 +150,7 @@ extension DBusConnection {
 }
 
 extension Duration {
-    fileprivate var seconds: Double {
+    var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-}
-
-/// A private dbus-daemon for the benchmark (a small copy of Tests/TestSupport/DBusDaemon.swift,
-/// which is test-only): generated allow-all session config, unix socket in a temporary directory.
-final class BenchDBusDaemon {
-    let address: String
-    let directory: URL
-    let process = Process()
-
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-bench-dbus-\(getpid())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let config = directory.appendingPathComponent("bus.conf")
-        try """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <listen>unix:path=\(directory.path)/bus</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-          <limit name="max_incoming_bytes">1000000000</limit>
-          <limit name="max_outgoing_bytes">1000000000</limit>
-        </busconfig>
-        """.write(to: config, atomically: true, encoding: .utf8)
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        process.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address", "--nopidfile"]
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(0x0A) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line.append(chunk)
-        }
-        let text = String(decoding: line, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
-        guard text.hasPrefix("unix:") else {
-            process.terminate()
-            throw DBusError(.failed, "dbus-daemon did not print its address")
-        }
-        address = text
-    }
-
-    func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-        try? FileManager.default.removeItem(at: directory)
     }
 }
