@@ -13,6 +13,7 @@ let commands: [any Command.Type] = [
     NotifyCommand.self,
     DecodeCommand.self,
     SimulateCommand.self,
+    DoctorCommand.self,
     VersionCommand.self,
 ]
 

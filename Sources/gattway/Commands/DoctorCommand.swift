@@ -1,0 +1,72 @@
+import EventLoop
+import Foundation
+import Gateway
+
+/// `gattway doctor`: checks everything `gattway run` needs and says what to do about each problem.
+///
+/// Checks, in order: the configuration (present, readable, valid; secrets not world-readable),
+/// the state directory, the D-Bus system bus, bluetoothd (`org.bluez`) on it, access to it
+/// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), and the
+/// broker (one connection with the configured credentials). Each check is bounded by `--timeout`.
+/// Exit codes: see ``DoctorReport``.
+struct DoctorCommand: Command {
+    static let name = "doctor"
+    static let summary = "Check BlueZ, the adapter, permissions, the broker and the config; explain what is wrong."
+    static let discussion = """
+        Prints one line per check — ok, warn or fail — with what was found and what to do. Exit \
+        status: 0 when nothing failed (warnings allowed), 1 when a check failed, 78 when the \
+        configuration is missing, unreadable or invalid (whatever else failed: the other checks \
+        then ran on defaults, and fixing the file comes first). Run it as the user the gateway runs \
+        as, e.g. sudo -u gattway gattway doctor --config /etc/gattway/config.json --state-dir /var/lib/gattway. \
+        The broker check connects with its own client id and no last will, so it is safe while the \
+        service runs.
+        """
+    static let options: [Option] = [
+        .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
+        .value("state-dir", "DIR", "The state directory to check (as given to gattway run).", default: "config's state_directory"),
+        .value("timeout", "DURATION", "Time limit of each check that waits (bus calls, the broker).", default: "5s"),
+        .flag("json", "Print a JSON object instead of text."),
+    ]
+
+    let configPath: String
+    let stateDirectory: String?
+    let timeout: Double
+    let json: Bool
+
+    init(parsing arguments: ParsedArguments) throws {
+        if let path = arguments.value("config") {
+            configPath = path
+        } else {
+            configPath = FileManager.default.fileExists(atPath: "config.json") ? "config.json" : "/etc/gattway/config.json"
+        }
+        stateDirectory = arguments.value("state-dir")
+        let timeout = try arguments.duration("timeout") ?? 5
+        guard timeout > 0 else { throw CLIError.usage("--timeout: must be more than 0") }
+        self.timeout = timeout
+        json = arguments.flag("json")
+    }
+
+    func run() async throws -> ExitCode {
+        var report = DoctorReport()
+        let (config, configChecks) = FileDiagnosis.config(path: configPath)
+        report.add(configChecks)
+        let directory = stateDirectory ?? config?.stateDirectory
+        if config != nil || stateDirectory != nil {
+            report.add(FileDiagnosis.stateDirectory(directory, fromOption: stateDirectory != nil))
+        }
+
+        let loop = EventLoop(name: "gattway-doctor")
+        defer { loop.shutdown() }
+        let limit = Duration.milliseconds(Int64(timeout * 1000))
+        let adapter = config?.bluetooth.adapter ?? BluetoothSettings().adapter
+        report.add(await BlueZDiagnosis(adapter: adapter, timeout: limit, loop: loop).run())
+        if let config {
+            report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
+        } else {
+            report.add(.warn("broker", "not checked: the configuration is invalid"))
+        }
+
+        standardOutput(json ? report.json.serialized + "\n" : report.text)
+        return report.exitCode
+    }
+}

@@ -1,0 +1,183 @@
+import BlueZ
+import DBus
+import EventLoop
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The Bluetooth checks of `gattway doctor`, each bounded by ``timeout``: the system bus,
+/// bluetoothd (`org.bluez`) on it, whether the bus lets us talk to it, and the adapter — the
+/// last decided by a ``CentralManager``, so doctor and `gattway run` agree on what "ready" means.
+struct BlueZDiagnosis {
+    /// An adapter as BlueZ exports it.
+    struct Adapter: Sendable {
+        var name: String
+        var address: String
+        var powered: Bool
+        var central: Bool
+    }
+
+    let adapter: String
+    let timeout: Duration
+    let loop: EventLoop
+
+    func run() async -> [DoctorCheck] {
+        var checks: [DoctorCheck] = []
+        let bus = DBusConnection.Bus.system
+        let address = (try? bus.resolvedAddress()) ?? "?"
+        let fromEnvironment = getenv("DBUS_SYSTEM_BUS_ADDRESS") != nil
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(to: bus, on: loop)
+        } catch {
+            let fix =
+                fromEnvironment
+                ? "DBUS_SYSTEM_BUS_ADDRESS is set: is that bus running? unset it to use the machine's system bus"
+                : "is dbus running? sudo systemctl start dbus"
+            checks.append(.fail("bus", "cannot connect to the D-Bus system bus at \(address): \(error)", fix))
+            checks.append(.fail("bluez", "not checked: no system bus"))
+            return checks
+        }
+        checks.append(
+            .ok("bus", "system bus \(address)" + (fromEnvironment ? " (from DBUS_SYSTEM_BUS_ADDRESS, not the machine's default bus)" : "")))
+        checks += await probe(connection)
+        await connection.close()
+        return checks
+    }
+
+    /// bluetoothd on the bus, access to it, and the adapter.
+    private func probe(_ connection: DBusConnection) async -> [DoctorCheck] {
+        var checks: [DoctorCheck] = []
+
+        // bluetoothd present?
+        let owner: String?
+        do {
+            owner = try await connection.nameOwner("org.bluez")
+        } catch {
+            checks.append(.fail("bluez", "the bus did not say who owns org.bluez: \(error)", "sudo systemctl restart dbus bluetooth"))
+            return checks
+        }
+        guard let owner else {
+            checks.append(
+                .fail(
+                    "bluez", "org.bluez is not on the system bus",
+                    "is bluetoothd running? sudo systemctl start bluetooth (sudo apt install bluez if it is missing)"))
+            return checks
+        }
+
+        // Allowed to talk to it, and answering?
+        let objects: [String: DBusValue]
+        do {
+            let reply = try await connection.call(
+                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects", timeout: timeout)
+            objects = reply.first?.dictionary ?? [:]
+        } catch let error as DBusError where error.name == .accessDenied {
+            checks.append(.ok("bluez", "org.bluez is on the bus (\(owner))"))
+            checks.append(
+                .fail(
+                    "access", "AccessDenied talking to org.bluez as \(FileDiagnosis.userName)",
+                    "run as a user in the bluetooth group or install deploy/gattway-dbus.conf to /etc/dbus-1/system.d/ (sudo deploy/install.sh does)"
+                ))
+            return checks
+        } catch let error as DBusError where error.name == .noReply || error.name == .timeout {
+            checks.append(
+                .fail(
+                    "bluez", "org.bluez (\(owner)) did not answer GetManagedObjects within \(seconds) s",
+                    "bluetoothd looks wedged: sudo systemctl restart bluetooth; journalctl -u bluetooth"))
+            return checks
+        } catch {
+            checks.append(.fail("bluez", "org.bluez (\(owner)) failed GetManagedObjects: \(error)", "journalctl -u bluetooth"))
+            return checks
+        }
+        let adapters = Self.adapters(in: objects)
+        let devices = objects.values.filter { $0.dictionary?["org.bluez.Device1"] != nil }.count
+        checks.append(.ok("bluez", "org.bluez is on the bus (\(owner)): \(adapters.count) adapter\(adapters.count == 1 ? "" : "s"), \(devices) device objects"))
+        checks.append(.ok("access", "org.bluez answers \(FileDiagnosis.userName)"))
+        if devices > 1000 {
+            checks.append(
+                .warn(
+                    "bluez", "bluetoothd holds \(devices) device objects (one per random address it heard)",
+                    "lower TemporaryTimeout in /etc/bluetooth/main.conf, or restart bluetooth; docs/raspberry-pi.md"))
+        }
+        checks.append(await adapterCheck(adapters))
+        return checks
+    }
+
+    /// The adapter the gateway would use, judged by a ``CentralManager`` with the configured selector.
+    private func adapterCheck(_ adapters: [Adapter]) async -> DoctorCheck {
+        let selector = AdapterSelector(adapter)
+        let state: CentralState
+        do {
+            let central = try await CentralManager.start(options: CentralOptions(adapter: selector), on: loop)
+            state = await central.state
+            await central.close()
+        } catch {
+            return .fail("adapter", "cannot start the central: \(error)")
+        }
+        let chosen = adapters.filter { candidate in
+            switch selector {
+            case .first: candidate.central
+            case .name(let name): candidate.name == name
+            case .address(let address): candidate.address.uppercased() == address.description.uppercased()
+            }
+        }
+        let adapter = chosen.first { $0.powered } ?? chosen.first
+        let label = adapter.map { "\($0.name) (\($0.address))" } ?? "\(selector)"
+        switch state {
+        case .poweredOn:
+            return .ok("adapter", "\(label) is powered on")
+        case .poweredOff:
+            let blocked = Self.rfkillBlocked()
+            let fix =
+                blocked
+                ? "Bluetooth is blocked by rfkill: sudo rfkill unblock bluetooth, then bluetoothctl power on"
+                : "bluetoothctl power on (to keep it on across reboots: AutoEnable=true in /etc/bluetooth/main.conf)"
+            return .fail("adapter", "\(label) is powered off", fix)
+        case .unsupported:
+            if adapters.isEmpty {
+                return .fail(
+                    "adapter", "bluetoothd reports no Bluetooth adapter",
+                    "check the hardware: btmgmt info; rfkill list; dmesg | grep -i bluetooth")
+            }
+            let present = adapters.map { "\($0.name)\($0.powered ? "" : " (powered off)")" }.joined(separator: ", ")
+            return .fail(
+                "adapter", "no adapter matches \"\(self.adapter)\"; present: \(present)",
+                "set bluetooth.adapter in the config to one of them")
+        case .unauthorized:
+            return .fail("adapter", "not checked: the bus refused access to org.bluez")
+        case .resetting, .unknown:
+            return .fail("adapter", "bluetoothd went away while checking (state \(state))", "sudo systemctl status bluetooth")
+        }
+    }
+
+    private var seconds: Int { Int(timeout.components.seconds) }
+
+    /// Adapters in a `GetManagedObjects` reply, by object path.
+    static func adapters(in objects: [String: DBusValue]) -> [Adapter] {
+        objects.keys.sorted().compactMap { path in
+            guard let properties = objects[path]?.dictionary?["org.bluez.Adapter1"]?.dictionary else { return nil }
+            let roles = properties["Roles"]?.strings
+            return Adapter(
+                name: String(path.split(separator: "/").last ?? ""),
+                address: properties["Address"]?.string ?? "?",
+                powered: properties["Powered"]?.bool ?? false,
+                central: roles == nil || roles?.contains("central") == true)
+        }
+    }
+
+    /// True when a Bluetooth radio is soft- or hard-blocked (/sys/class/rfkill).
+    static func rfkillBlocked() -> Bool {
+        let base = "/sys/class/rfkill"
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: base) else { return false }
+        return entries.contains { entry in
+            func read(_ name: String) -> String {
+                ((try? String(contentsOfFile: "\(base)/\(entry)/\(name)", encoding: .utf8)) ?? "")
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            return read("type") == "bluetooth" && (read("soft") == "1" || read("hard") == "1")
+        }
+    }
+}

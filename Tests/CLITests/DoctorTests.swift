@@ -1,0 +1,214 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// `gattway doctor` as a child process: against a private bus with `gattway simulate` and a real
+/// mosquitto, and in each failure mode we can produce.
+@Suite("gattway doctor")
+struct DoctorTests {
+    static let poweredScenario = """
+        {"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
+         "devices": [{"address": "A4:C1:38:00:00:01", "name": "Battery Sensor", "interval": "100ms", "service_uuids": ["180F"]}]}
+        """
+    static let poweredOffScenario = """
+        {"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00", "powered": false}], "devices": []}
+        """
+
+    /// A private bus, optionally a simulator on it, and a directory for configs.
+    struct World {
+        let daemon: DBusDaemon
+        let simulator: ChildProcess?
+        let directory: URL
+        let gattway: String
+
+        /// Writes `config` (mode `mode`) and runs `gattway doctor --config it` plus `extra`.
+        func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) throws -> (status: Int32, output: String) {
+            let file = directory.appendingPathComponent("config-\(UUID().uuidString).json")
+            try config.write(to: file, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file.path)
+            return try ChildProcess.run(gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
+        }
+    }
+
+    static func withWorld(scenario: String?, extraBusConfig: String = "", _ body: (World) async throws -> Void) async throws {
+        let gattway = try BuiltProduct.path("gattway")
+        let daemon = try await DBusDaemon(extraConfig: extraBusConfig)
+        defer { daemon.stop() }
+        let directory = try TemporaryDirectory.make(prefix: "doctor")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var simulator: ChildProcess?
+        if let scenario {
+            let file = directory.appendingPathComponent("scenario.json")
+            try scenario.write(to: file, atomically: true, encoding: .utf8)
+            let process = try ChildProcess(gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
+            try await process.waitForOutput(containing: "org.bluez is")
+            simulator = process
+        }
+        defer { simulator?.stop() }
+        try await body(World(daemon: daemon, simulator: simulator, directory: directory, gattway: gattway))
+    }
+
+    static func config(broker: String, username: String? = nil, password: String? = nil, stateDirectory: String? = nil, devices: String = "[]") -> String {
+        var mqtt = #""server": "\#(broker)""#
+        if let username { mqtt += #", "username": "\#(username)""# }
+        if let password { mqtt += #", "password": "\#(password)""# }
+        let state = stateDirectory.map { #", "state_directory": "\#($0)""# } ?? ""
+        return #"{"mqtt": {\#(mqtt)}, "bluetooth": {"adapter": "hci0"}, "devices": \#(devices)\#(state)}"#
+    }
+
+    /// The line of the named check with the given status, e.g. `fail  adapter   …`.
+    static func line(_ output: String, _ status: String, _ check: String) -> String? {
+        output.split(separator: "\n").map(String.init).first { $0.hasPrefix(status.padding(toLength: 6, withPad: " ", startingAt: 0) + check + " ") }
+    }
+
+    static func passwordFile(in directory: URL, user: String, password: String) throws -> String {
+        let file = directory.appendingPathComponent("passwd").path
+        let (status, output) = try ChildProcess.run("mosquitto_passwd", ["-c", "-b", file, user, password])
+        guard status == 0 else { throw ChildProcessError("mosquitto_passwd failed: \(output)") }
+        return file
+    }
+
+    @Test("everything reachable: every check ok, exit 0; --json says the same")
+    func allOK() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let state = world.directory.appendingPathComponent("state").path
+            let config = Self.config(broker: broker.url, stateDirectory: state)
+            let result = try world.doctor(config: config)
+            #expect(result.status == 0, "\(result.output)")
+            #expect(!result.output.contains("fail "), "\(result.output)")
+            for check in ["config", "state", "bus", "bluez", "access", "adapter", "broker"] {
+                #expect(Self.line(result.output, "ok", check) != nil, "no ok line for \(check):\n\(result.output)")
+            }
+            #expect(Self.line(result.output, "ok", "adapter")?.contains("hci0 (00:AA:01:00:00:00) is powered on") == true)
+            #expect(Self.line(result.output, "ok", "bus")?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
+            #expect(Self.line(result.output, "ok", "broker")?.contains("connected to 127.0.0.1:\(broker.port)") == true)
+
+            let json = try world.doctor(config: config, ["--json"])
+            #expect(json.status == 0)
+            let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
+            #expect(object?["status"] as? String == "ok")
+            #expect(object?["exit_code"] as? Int == 0)
+            let checks = object?["checks"] as? [[String: Any]] ?? []
+            #expect(checks.count == 7)
+            #expect(checks.allSatisfy { $0["status"] as? String == "ok" })
+        }
+    }
+
+    @Test("no org.bluez on the bus: fail with what to run, exit 1")
+    func noBlueZ() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: nil) { world in
+            let result = try world.doctor(config: Self.config(broker: broker.url))
+            #expect(result.status == 1, "\(result.output)")
+            let line = Self.line(result.output, "fail", "bluez")
+            #expect(line?.contains("org.bluez is not on the system bus — is bluetoothd running? sudo systemctl start bluetooth") == true, "\(result.output)")
+            #expect(Self.line(result.output, "ok", "broker") != nil, "\(result.output)")
+        }
+    }
+
+    @Test("adapter powered off: fail naming the adapter and bluetoothctl power on, exit 1")
+    func poweredOff() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredOffScenario) { world in
+            let result = try world.doctor(config: Self.config(broker: broker.url))
+            #expect(result.status == 1, "\(result.output)")
+            let line = Self.line(result.output, "fail", "adapter")
+            #expect(line?.contains("hci0 (00:AA:01:00:00:00) is powered off") == true, "\(result.output)")
+            #expect(line?.contains("bluetoothctl power on") == true, "\(result.output)")
+            #expect(Self.line(result.output, "ok", "bluez") != nil)
+        }
+    }
+
+    @Test("a configured adapter that does not exist: fail listing the adapters present")
+    func unknownAdapter() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let config = Self.config(broker: broker.url).replacingOccurrences(of: #""adapter": "hci0""#, with: #""adapter": "hci3""#)
+            let result = try world.doctor(config: config)
+            #expect(result.status == 1, "\(result.output)")
+            #expect(Self.line(result.output, "fail", "adapter")?.contains(#"no adapter matches "hci3"; present: hci0"#) == true, "\(result.output)")
+        }
+    }
+
+    @Test("the bus denies access to org.bluez: AccessDenied with the policy to install, exit 1")
+    func accessDenied() async throws {
+        let broker = try await MosquittoBroker()
+        let deny = #"<policy context="default"><deny send_destination="org.bluez"/></policy>"#
+        try await Self.withWorld(scenario: Self.poweredScenario, extraBusConfig: deny) { world in
+            let result = try world.doctor(config: Self.config(broker: broker.url))
+            #expect(result.status == 1, "\(result.output)")
+            let line = Self.line(result.output, "fail", "access")
+            #expect(line?.contains("AccessDenied talking to org.bluez") == true, "\(result.output)")
+            #expect(line?.contains("deploy/gattway-dbus.conf") == true, "\(result.output)")
+        }
+    }
+
+    @Test("broker down: fail saying nothing listens there, exit 1")
+    func brokerDown() async throws {
+        let port = try FreePort.tcp()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let result = try world.doctor(config: Self.config(broker: "mqtt://127.0.0.1:\(port)"))
+            #expect(result.status == 1, "\(result.output)")
+            #expect(
+                Self.line(result.output, "fail", "broker")?.contains("nothing accepts connections at 127.0.0.1:\(port)") == true,
+                "\(result.output)")
+            #expect(Self.line(result.output, "ok", "adapter") != nil, "\(result.output)")
+        }
+    }
+
+    @Test("a wrong password is refused as not authorized; the right one connects; a world-readable password warns")
+    func brokerCredentials() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "doctor-passwd")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let broker = try await MosquittoBroker(passwordFile: Self.passwordFile(in: directory, user: "gateway", password: "s3cret"))
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let wrong = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "wrong"))
+            #expect(wrong.status == 1, "\(wrong.output)")
+            let line = Self.line(wrong.output, "fail", "broker")
+            #expect(line?.contains("broker 127.0.0.1:\(broker.port) refused the connection: not authorized") == true, "\(wrong.output)")
+            #expect(line?.contains("check mqtt.username/password") == true, "\(wrong.output)")
+            #expect(!wrong.output.contains("wrong"), "the password must not be printed:\n\(wrong.output)")
+
+            let right = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"))
+            #expect(right.status == 0, "\(right.output)")
+            #expect(Self.line(right.output, "ok", "broker")?.contains("as gateway") == true, "\(right.output)")
+
+            let readable = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"), mode: 0o644)
+            #expect(readable.status == 0, "warnings do not fail:\n\(readable.output)")
+            #expect(Self.line(readable.output, "warn", "config")?.contains("is world-readable and holds a password") == true, "\(readable.output)")
+        }
+    }
+
+    @Test("an invalid config: one fail line per problem with its JSON path, broker not checked, exit 78")
+    func invalidConfig() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let devices = #"[{"match": {"address": "AA:BB"}}]"#
+            let result = try world.doctor(config: Self.config(broker: broker.url, devices: devices))
+            #expect(result.status == 78, "\(result.output)")
+            #expect(Self.line(result.output, "fail", "config")?.contains("devices[0].match.address") == true, "\(result.output)")
+            #expect(Self.line(result.output, "warn", "broker")?.contains("not checked") == true, "\(result.output)")
+            // The Bluetooth checks still run (on the default adapter).
+            #expect(Self.line(result.output, "ok", "adapter") != nil, "\(result.output)")
+
+            let missing = try ChildProcess.run(
+                world.gattway, ["doctor", "--config", world.directory.appendingPathComponent("nope.json").path],
+                environment: world.daemon.environment)
+            #expect(missing.status == 78, "\(missing.output)")
+            #expect(Self.line(missing.output, "fail", "config")?.contains("does not exist") == true, "\(missing.output)")
+        }
+    }
+
+    @Test("a state directory that is a file: fail, exit 1")
+    func stateDirectoryNotADirectory() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let file = world.directory.appendingPathComponent("not-a-dir")
+            try "x".write(to: file, atomically: true, encoding: .utf8)
+            let result = try world.doctor(config: Self.config(broker: broker.url), ["--state-dir", file.path])
+            #expect(result.status == 1, "\(result.output)")
+            #expect(Self.line(result.output, "fail", "state")?.contains("is not a directory") == true, "\(result.output)")
+        }
+    }
+}
