@@ -62,7 +62,7 @@ public actor Gateway {
     ///     queue is kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     public init(config: GatewayConfig, ble: any BLEPort, mqtt: any MQTTPort, clock: any GatewayClock,
-                reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy() },
+                reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
                 logger: GatewayLogger = .none,
                 version: String = "dev", stateDirectory: String? = nil,
                 processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
