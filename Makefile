@@ -57,13 +57,24 @@ test-one: deps
 lint:
 	$(SWIFT) format lint --recursive --configuration .swift-format Sources Tests bench
 
-# Benchmarks (never part of `make test`): prints a table and writes bench/results.json.
+# Benchmarks (never part of `make test`): prints a table and writes bench/results.json
+# (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
+# when missing. `make bench SUITES=gateway` runs one suite.
+THEENGS_VERSION := 1.8.0
 bench: deps
+	$(SWIFT) build -c release --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build -c release --product gattway-bench $(SWIFT_BUILD_FLAGS)
-	$$($(SWIFT) build -c release --show-bin-path)/gattway-bench run $(SUITES)
+	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
+	@.venv-bench/bin/python -c 'import TheengsGateway' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION)
+	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build -c release --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(SUITES)
 
+# The whole gateway on the simulator (no Bluetooth hardware, no root): a private dbus-daemon, the
+# demo scenario, mosquitto on a free loopback port and gattway run; prints decoded readings and a
+# command round trip, then stops everything it started after DEMO_DURATION (or on Ctrl-C).
+DEMO_DURATION ?= 20s
 demo: deps
-	@echo "make demo: the gateway does not exist yet (issue: Operations — demo); nothing to run."
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv bench/results.json
+	rm -rf .build .venv .venv-bench bench/results.json

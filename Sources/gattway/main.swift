@@ -13,6 +13,7 @@ let commands: [any Command.Type] = [
     NotifyCommand.self,
     DecodeCommand.self,
     SimulateCommand.self,
+    DemoCommand.self,
     DoctorCommand.self,
     VersionCommand.self,
 ]

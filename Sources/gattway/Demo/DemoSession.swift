@@ -1,0 +1,291 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BlueZSimulator
+import EventLoop
+import Foundation
+import JSON
+import MQTT
+
+/// Everything `gattway demo` starts — a private dbus-daemon, the BlueZ simulator with the demo
+/// scenario (in this process), mosquitto on a free loopback port, `gattway run` as a child
+/// process, and an MQTT client that prints what the gateway publishes — and stops again.
+///
+/// ``stop()`` may be called at any point (also while ``run(duration:)`` is still starting
+/// things, e.g. on SIGINT) and stops exactly what was started, in reverse order.
+actor DemoSession {
+    /// Paths of the tools the demo needs.
+    struct Tools: Sendable {
+        var dbusDaemon: String
+        var mosquitto: String
+        var gattway: String
+    }
+
+    private let tools: Tools
+    private let directory: String
+    private let loop = EventLoop(name: "gattway-demo")
+    private var children: [DemoChild] = []
+    private var simulator: BlueZSimulator?
+    private var client: MQTTClient?
+    private var viewer: Task<Void, Never>?
+    private var printer = DemoPrinter(base: DemoConfig.base)
+    /// Messages on the lamp's topics and the bridge state, for the round trip to wait on.
+    private var inbox: [MQTTMessage] = []
+    private var stopped = false
+
+    init(tools: Tools) throws {
+        self.tools = tools
+        let path = FileManager.default.temporaryDirectory.path + "/gattway-demo-\(getpid())-\(UUID().uuidString.prefix(8))"
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw CLIError.failure("cannot create a temporary directory \(path): \(error)")
+        }
+        directory = path
+    }
+
+    /// The directory holding the generated configs, the bus socket and the logs.
+    nonisolated var logDirectory: String { directory }
+
+    /// Starts everything, performs the command round trip, then waits `duration` seconds (or
+    /// until cancelled when nil). Throws with the relevant log when a part does not come up.
+    func run(duration: Double?) async throws {
+        let started = Date()
+        let busAddress = try await startBus()
+        let port = try Self.freePort()
+        try await startBroker(port: port)
+        let simulator = try await BlueZSimulator.start(
+            scenario: try Scenario.parse(Data(DemoScenario.json.utf8)), bus: .address(busAddress), on: loop)
+        self.simulator = simulator
+        say("simulator: the demo scenario owns org.bluez on the private bus (\(busAddress))")
+        try await startViewer(port: port)
+        let gateway = try startGateway(busAddress: busAddress, brokerURL: "mqtt://127.0.0.1:\(port)")
+        try await waitFor("the gateway's bridge/state online", timeout: 20, child: gateway) { message in
+            message.topic == "\(DemoConfig.base)/bridge/state" && message.payloadString == #"{"state":"online"}"#
+        }
+        say("gateway: gattway run (pid \(gateway.pid)) is online; watch it yourself with")
+        say("  mosquitto_sub -h 127.0.0.1 -p \(port) -t '\(DemoConfig.base)/#' -v")
+        say("readings (device, attribute value unit):")
+        try await roundTrip(gateway: gateway)
+        if let duration {
+            let left = duration - Date().timeIntervalSince(started)
+            if left > 0 { try await Task.sleep(nanoseconds: UInt64(left * 1e9)) }
+        } else {
+            while true { try await Task.sleep(nanoseconds: 3_600_000_000_000) }
+        }
+    }
+
+    /// Stops the gateway (it publishes its offline state), the viewer, the simulator, mosquitto
+    /// and dbus-daemon; removes the temporary directory unless `keepFiles`. Safe to call twice.
+    func stop(keepFiles: Bool) async {
+        guard !stopped else { return }
+        stopped = true
+        if let gateway = children.first(where: { $0.name == "gattway run" }) { await gateway.stop(grace: 10) }
+        viewer?.cancel()
+        await client?.disconnect()
+        await simulator?.stop()
+        loop.shutdown()
+        for child in children.reversed() { await child.stop() }
+        let survivors = children.filter(\.isRunning).map { "\($0.name) (pid \($0.pid))" }
+        if !survivors.isEmpty { standardError("gattway demo: still running after stop: \(survivors.joined(separator: ", "))\n") }
+        if keepFiles {
+            standardError("gattway demo: configs and logs kept in \(directory)\n")
+        } else {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    // MARK: Parts
+
+    private func startBus() async throws -> String {
+        let socket = directory + "/bus"
+        let config = """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:path=\(socket)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """
+        let configPath = directory + "/bus.conf"
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        let daemon = try spawn(
+            "dbus-daemon", tools.dbusDaemon, ["--config-file=\(configPath)", "--nofork", "--print-address", "--nopidfile"])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if let line = daemon.log().split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) {
+                say("dbus-daemon: a private bus (pid \(daemon.pid)) stands in for the system bus")
+                return String(line)
+            }
+            guard daemon.isRunning else { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        throw CLIError.failure("dbus-daemon did not start:\n\(daemon.logTail())")
+    }
+
+    private func startBroker(port: UInt16) async throws {
+        var lines = [
+            "listener \(port) 127.0.0.1",
+            "allow_anonymous true",
+            "persistence false",
+            "max_queued_messages 0",
+            "log_dest stdout",
+        ]
+        // As root, mosquitto would switch to the user "mosquitto", which cannot read our files.
+        if getuid() == 0, let entry = getpwuid(getuid()) { lines.insert("user \(String(cString: entry.pointee.pw_name))", at: 0) }
+        let configPath = directory + "/mosquitto.conf"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        let broker = try spawn("mosquitto", tools.mosquitto, ["-c", configPath])
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if Self.accepts(port: port) {
+                say("mosquitto: a local broker (pid \(broker.pid)) on 127.0.0.1:\(port)")
+                return
+            }
+            guard broker.isRunning else { break }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        throw CLIError.failure("mosquitto did not listen on 127.0.0.1:\(port):\n\(broker.logTail())")
+    }
+
+    private func startViewer(port: UInt16) async throws {
+        let client = try MQTTClient(
+            configuration: try MQTTConfiguration(url: "mqtt://127.0.0.1:\(port)", clientID: "gattway-demo-viewer-\(getpid())"),
+            loop: loop)
+        self.client = client
+        try await client.connect()
+        let subscription = try await client.subscribe(to: "#")
+        viewer = Task { [weak self] in
+            for await message in subscription { await self?.received(message) }
+        }
+    }
+
+    private func startGateway(busAddress: String, brokerURL: String) throws -> DemoChild {
+        let configPath = directory + "/config.json"
+        try DemoConfig.text(brokerURL: brokerURL).write(toFile: configPath, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
+        return try spawn("gattway run", tools.gattway, ["run", "--config", configPath, "--log-level", "notice"], environment: environment)
+    }
+
+    /// Lamp on → the write the simulator recorded → the lamp's state read back from `ff02`.
+    private func roundTrip(gateway: DemoChild) async throws {
+        let lamp = "\(DemoConfig.base)/\(DemoConfig.lamp)"
+        try await waitFor("\(DemoConfig.lamp) to connect", timeout: 30, child: gateway) {
+            $0.topic == lamp + "/availability" && $0.payloadString == #"{"state":"online"}"#
+        }
+        let sent = Date()
+        let mark = inbox.count
+        say("command: \(lamp)/set {\"light\": \"ON\", \"transaction\": \"demo-1\"}")
+        try await publish(lamp + "/set", #"{"light": "ON", "transaction": "demo-1"}"#)
+        let response = try await waitFor("the response to demo-1", timeout: 20, after: mark, child: gateway) {
+            $0.topic == lamp + "/response" && (try? JSONValue.parse($0.payload))?["transaction"] == .string("demo-1")
+        }
+        let reply = try? JSONValue.parse(response.payload)
+        guard reply?["status"] == .string("ok") else {
+            throw CLIError.failure("command round trip failed: \(response.payloadString)")
+        }
+        say("response: \(response.payloadString) after \(Int(Date().timeIntervalSince(sent) * 1000)) ms")
+        let writes = await simulator?.recordedWrites.filter {
+            $0.device.description == DemoConfig.lampAddress && $0.uuid.shortDescription == "FF01"
+        } ?? []
+        guard let write = writes.last, write.value == [0x01] else {
+            throw CLIError.failure("command round trip failed: the simulator recorded no write of 01 to ff01 (\(writes.count) writes)")
+        }
+        say("simulator: the lamp received a write of 01 to ff01 (\(write.type))")
+        let readMark = inbox.count
+        try await publish(lamp + "/get", #"{"light": "", "transaction": "demo-2"}"#)
+        try await waitFor("the lamp's state read back", timeout: 20, after: readMark, child: gateway) {
+            $0.topic == lamp && (try? JSONValue.parse($0.payload))?["light"] == .number(1)
+        }
+        say("command round trip OK: light ON → ff01 = 01 written → ff02 read back, \(DemoConfig.lamp) shows light 1")
+    }
+
+    // MARK: Helpers
+
+    private func received(_ message: MQTTMessage) {
+        if message.topic.hasPrefix("homeassistant/") {
+            printer.discovery(message.payload)
+            return
+        }
+        if let line = printer.line(topic: message.topic, payload: message.payload) { standardOutput(line + "\n") }
+        inbox.append(message)
+        if inbox.count > 10_000 { inbox.removeFirst(5_000) }
+    }
+
+    private func publish(_ topic: String, _ payload: String) async throws {
+        guard let client else { throw CLIError.failure("the demo's MQTT client is not connected") }
+        try await client.publish(MQTTMessage(topic: topic, string: payload))
+    }
+
+    /// Waits for a message (received at or after `after`) matching `predicate`; throws with the
+    /// gateway's log when it does not come within `timeout` seconds or the gateway exits.
+    @discardableResult
+    private func waitFor(
+        _ what: String, timeout: Double, after start: Int = 0, child: DemoChild, _ predicate: (MQTTMessage) -> Bool
+    ) async throws -> MQTTMessage {
+        let deadline = Date().addingTimeInterval(timeout)
+        var start = min(start, inbox.count)
+        while true {
+            if let found = inbox[start...].first(where: predicate) { return found }
+            start = inbox.count
+            guard child.isRunning else {
+                throw CLIError.failure("\(child.name) exited (status \(child.exitStatus ?? -1)) while waiting for \(what):\n\(child.logTail())")
+            }
+            guard Date() < deadline else {
+                throw CLIError.failure("no \(what) within \(Int(timeout)) s; \(child.name) log:\n\(child.logTail())")
+            }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+    }
+
+    private func spawn(_ name: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> DemoChild {
+        let logName = name.replacingOccurrences(of: " ", with: "-")
+        let child = try DemoChild(name: name, path: path, arguments: arguments, environment: environment,
+                                  logPath: directory + "/\(logName).log")
+        children.append(child)
+        return child
+    }
+
+    private func say(_ text: String) {
+        standardOutput("\(DemoPrinter.time())  \(text)\n")
+    }
+
+    /// A TCP port on 127.0.0.1 that was free a moment ago.
+    private static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CLIError.failure("socket(): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw CLIError.failure("bind(): \(String(cString: strerror(errno)))") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    private static func accepts(port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
