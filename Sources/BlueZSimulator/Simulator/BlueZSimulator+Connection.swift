@@ -52,10 +52,12 @@ extension BlueZSimulator {
         device.link = .connected
         counters.connects += 1
         change([("Connected", .boolean(true))], interface: Self.deviceInterface, at: path)
-        // MTU exchange: cached characteristics gain MTU now.
+        // MTU exchange: cached characteristics gain MTU now, silently (bluetoothd 5.66 emits no
+        // PropertiesChanged for it on a reconnection; seen in the real-BlueZ lane).
         if device.gattExported {
+            let mtu = DBusValue.uint16(timing.mtu)
             for characteristic in device.characteristics {
-                change([("MTU", .uint16(timing.mtu))], interface: Self.characteristicInterface, at: characteristic.path)
+                withBus { try $0.setProperty("MTU", to: mtu, interface: Self.characteristicInterface, at: characteristic.path, emit: false) }
             }
         }
         flushSignals()  // Connected=true goes out just before the reply, as in bluetoothd
@@ -143,12 +145,18 @@ extension BlueZSimulator {
         }
     }
 
-    /// The link is down: waiting Disconnect() callers get their reply, then one signal carries
-    /// `{ServicesResolved:false, Connected:false}`; MTU vanishes silently; acquired sockets hang
-    /// up; objects stay exported (GATT cache); a temporary device starts its removal countdown.
+    /// The link is down. After our Disconnect(): `ServicesResolved=false`, the waiting callers'
+    /// replies, then `Connected=false` (two signals, as bluetoothd 5.66 in the real-BlueZ lane);
+    /// a drop by the peer or a power-off: one signal `{ServicesResolved:false, Connected:false}`.
+    /// MTU vanishes silently; acquired sockets hang up; objects stay exported (GATT cache); a
+    /// temporary device starts its removal countdown.
     func linkDown(_ device: SimulatedDevice) {
+        var requested = false
         if case .disconnecting(let replies, let timer) = device.link {
             cancel(timer)
+            requested = true
+            change([("ServicesResolved", .boolean(false))], interface: Self.deviceInterface, at: device.path)
+            flushSignals()
             for reply in replies { reply.succeed() }
         }
         device.link = .disconnected
@@ -160,7 +168,11 @@ extension BlueZSimulator {
         device.servicesResolved = false
         let path = device.path
         // After the replies (queued on the loop before this), as bluetoothd orders them.
-        change([("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+        if requested {
+            change([("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+        } else {
+            change([("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+        }
         for characteristic in device.characteristics {
             stopNotifyTimer(characteristic)
             releaseAcquired(characteristic, emit: true)

@@ -36,7 +36,9 @@ extension BlueZSimulator {
     /// The last session ended (stop, client left, power-off): Discovering=false, RSSI and TxPower
     /// invalidated on every device, temporary devices last seen non-connectable removed at once.
     func discoveryStopped(_ adapter: SimulatedAdapter) {
-        change([("Discovering", .boolean(false))], interface: Self.adapterInterfaceName, at: adapter.path)
+        defer {  // after the devices' RSSI/TxPower invalidation, as bluetoothd 5.66 orders them
+            change([("Discovering", .boolean(false))], interface: Self.adapterInterfaceName, at: adapter.path)
+        }
         for path in deviceOrder {
             guard let device = devices[path], device.adapter === adapter, device.exported else { continue }
             let invalidated = device.cache.discoveryStopped()

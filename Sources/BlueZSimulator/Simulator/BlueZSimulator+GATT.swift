@@ -83,7 +83,15 @@ extension BlueZSimulator {
         }
         switch result {
         case .success(let bytes):
-            withBus { try $0.setProperties(["Value": .bytes(bytes)], interface: Self.characteristicInterface, at: characteristic.path) }
+            // A read at an offset patches bluetoothd's cached value there (the signal carries the
+            // cache: "hello world" after reading "world" at offset 6; seen in the real-BlueZ lane).
+            var cached = bytes
+            if offset > 0, let old = current("Value", Self.characteristicInterface, at: characteristic.path)?.bytes,
+                old.count >= Int(offset)
+            {
+                cached = Array(old[..<Int(offset)]) + bytes
+            }
+            withBus { try $0.setProperties(["Value": .bytes(cached)], interface: Self.characteristicInterface, at: characteristic.path) }
             for reply in pending.replies { reply.succeed([.bytes(bytes)]) }
         case .failure(let error):
             for reply in pending.replies { reply.fail(error) }
@@ -222,6 +230,7 @@ extension BlueZSimulator {
         characteristic.notifySessions.append(client)
         if characteristic.notifySessions.count == 1 {
             change([("Notifying", .boolean(true))], interface: Self.characteristicInterface, at: path)
+            flushSignals()  // bluetoothd: Notifying=true before the reply (CCCD written first)
             if device.servicesResolved { startNotifyTimer(device, characteristic) }
         }
     }
@@ -241,6 +250,7 @@ extension BlueZSimulator {
         if characteristic.notifySessions.isEmpty {
             stopNotifyTimer(characteristic)
             change([("Notifying", .boolean(false))], interface: Self.characteristicInterface, at: path)
+            flushSignals()  // bluetoothd: Notifying=false before the reply
         }
     }
 
@@ -311,6 +321,7 @@ extension BlueZSimulator {
         if notify {
             characteristic.acquiredNotify = acquired
             change([("NotifyAcquired", .boolean(true))], interface: Self.characteristicInterface, at: path)
+            flushSignals()  // bluetoothd: NotifyAcquired=true before the reply
             startNotifyTimer(device, characteristic)
         } else {
             characteristic.acquiredWrite = acquired
