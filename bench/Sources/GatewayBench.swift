@@ -102,20 +102,30 @@ enum GatewayBench: BenchSuite {
 
         // 2. Notification pipeline at QoS 0 and 1; 4. latency with the QoS 1 process.
         for qos in [0, 1] {
-            rows += try await notificationPipeline(broker: broker, qos: qos, ceiling: ceiling.receiveRate, latency: qos == 1)
+            rows += await phase("notification pipeline QoS \(qos)") {
+                try await notificationPipeline(broker: broker, qos: qos, ceiling: ceiling.receiveRate, latency: qos == 1)
+            }
         }
-
         // 3. Advertisement pipeline, stepped up.
-        rows += try await advertisementSteps(broker: broker)
-
+        rows += await phase("advertisement pipeline") { try await advertisementSteps(broker: broker) }
         // 6. Side by side with Theengs Gateway on the same advertisement workload.
-        rows += try await PeerBench.sideBySide(broker: broker)
-
+        rows += await phase("side by side") { try await PeerBench.sideBySide(broker: broker) }
         // 5. Memory under 100k rotating addresses.
-        rows += try await memory(broker: broker)
+        rows += await phase("memory") { try await memory(broker: broker) }
 
         rows.append(BenchRow(name: "load average at the end (1/5/15 min)", value: Double(loadAverage().split(separator: " ").first ?? "0") ?? 0, unit: "", detail: loadAverage()))
         return rows
+    }
+
+    /// Runs one phase; a failure becomes a row saying why (and the log), not the end of the run.
+    static func phase(_ name: String, _ body: () async throws -> [BenchRow]) async -> [BenchRow] {
+        FileHandle.standardError.write(Data("gateway: \(name)… (load \(loadAverage()))\n".utf8))
+        do {
+            return try await body()
+        } catch {
+            FileHandle.standardError.write(Data("gateway: \(name) failed: \(error)\n".utf8))
+            return [BenchRow(name: "\(name): FAILED", value: 0, unit: "", detail: "\(error)".split(separator: "\n").first.map(String.init) ?? "")]
+        }
     }
 
     static func dbusCeiling() async throws -> SimulatorBench.BurstResult {
@@ -250,6 +260,10 @@ enum GatewayBench: BenchSuite {
         var emitted: Int
         var delivered: Int
         var usage: PhaseUsage
+        /// Over the whole step, quiet to quiet: the difference is what was dropped.
+        var emittedTotal: Int
+        var deliveredTotal: Int
+        var dropped: Int { emittedTotal - deliveredTotal }
         var emittedRate: Double { Double(emitted) / seconds }
         var deliveredRate: Double { Double(delivered) / seconds }
     }
@@ -261,26 +275,29 @@ enum GatewayBench: BenchSuite {
         world: SimulatedWorld, subscriber: CountingSubscriber, process: GatewayProcess, rate: Double, seconds: Double,
         warmup: Double = 1
     ) async throws -> AdvertisementWindow {
+        // Drops are counted over the whole step, from quiet to quiet (before the devices are
+        // added, after they are removed and the pipeline drained), so nothing in flight at a
+        // window boundary is miscounted; rates and CPU are those of the steady window inside.
+        let base = await world.simulator.counterValues().advertisementReports
+        subscriber.reset()
         let interval = Double(advertisers) / rate
         try await world.simulator.addAdvertisers(count: advertisers, interval: interval)
         try await Task.sleep(for: .seconds(warmup))
-        let before = await world.simulator.counterValues().advertisementReports
-        subscriber.reset()
-        let started = Date()
-        let (usage, _) = try await PhaseUsage.measure(process) {
+        let (usage, window) = try await PhaseUsage.measure(process) {
+            let reports0 = await world.simulator.counterValues().advertisementReports
+            let delivered0 = subscriber.snapshot.count
             try await Task.sleep(for: .seconds(seconds))
-            await world.simulator.removeAdvertisers(count: advertisers)
-            let elapsed = Date().timeIntervalSince(started)
-            let emitted = await world.simulator.counterValues().advertisementReports - before
-            // Drain: what was emitted in the window arrives, then nothing more.
-            _ = await subscriber.waitFor(count: Int.max, quiet: 1.5, timeout: 30)
-            return (elapsed, emitted)
+            let reports1 = await world.simulator.counterValues().advertisementReports
+            let delivered1 = subscriber.snapshot.count
+            return (reports1 - reports0, delivered1 - delivered0)
         }
-        let after = await world.simulator.counterValues().advertisementReports - before
-        let delivered = subscriber.snapshot.count
-        let elapsed = Date().timeIntervalSince(started) - 1.5
-        _ = elapsed
-        return AdvertisementWindow(seconds: seconds, emitted: after, delivered: delivered, usage: usage)
+        await world.simulator.removeAdvertisers(count: advertisers)
+        _ = await subscriber.waitFor(count: Int.max, quiet: 1.5, timeout: 30)
+        let emittedTotal = await world.simulator.counterValues().advertisementReports - base
+        let deliveredTotal = subscriber.snapshot.count
+        return AdvertisementWindow(
+            seconds: seconds, emitted: window.0, delivered: window.1, usage: usage,
+            emittedTotal: emittedTotal, deliveredTotal: deliveredTotal)
     }
 
     static func advertisementSteps(broker: MosquittoBroker) async throws -> [BenchRow] {
@@ -293,8 +310,8 @@ enum GatewayBench: BenchSuite {
         var steps: [String] = []
         for rate in advertisementRates {
             let window = try await advertisementWindow(world: world, subscriber: subscriber, process: gattway, rate: rate, seconds: stepSeconds)
-            let dropped = window.emitted - window.delivered
-            steps.append("\(Int(rate)): sim \(Int(window.emittedRate))/s, gattway \(Int(window.deliveredRate))/s, dropped \(dropped), CPU \(window.usage.cpuSeconds.formatted(2)) s")
+            let dropped = window.dropped
+            steps.append("\(Int(rate)): sim \(Int(window.emittedRate))/s, gattway \(Int(window.deliveredRate))/s, dropped \(dropped) of \(window.emittedTotal), CPU \(window.usage.cpuSeconds.formatted(2)) s")
             FileHandle.standardError.write(Data("gateway: advertisements at \(Int(rate))/s: \(steps.last!)\n".utf8))
             guard dropped <= 0 else { break }
             held = (window.emittedRate, window)

@@ -216,7 +216,7 @@ final class GatewayProcess {
         let process = try GatewayProcess(
             name: "gattway", executable: try BuiltProduct.path("gattway"),
             arguments: ["run", "--config", path, "--log-level", logLevel], world: world)
-        try await process.child.waitForOutput(containing: "MQTT: connected", timeout: 20)
+        try await process.child.waitForOutput(containing: "gateway started", timeout: 20)
         return process
     }
 

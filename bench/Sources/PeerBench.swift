@@ -15,7 +15,8 @@ enum PeerBench {
     static let seconds = 15.0
 
     static var theengsPython: String? {
-        let path = ProcessInfo.processInfo.environment["BENCH_THEENGS_PYTHON"] ?? ".venv-bench/bin/python"
+        var path = ProcessInfo.processInfo.environment["BENCH_THEENGS_PYTHON"] ?? ".venv-bench/bin/python"
+        if !path.hasPrefix("/") { path = FileManager.default.currentDirectoryPath + "/" + path }
         return FileManager.default.isExecutableFile(atPath: path) ? path : nil
     }
 
@@ -79,5 +80,15 @@ enum PeerBench {
         await subscriber.close()
         await world.stop()
         return Figures(window: window, peakRSS: peak)
+    }
+}
+
+/// `gattway-bench run peers`: only the side-by-side figures (also part of `gateway`).
+enum PeerSuite: BenchSuite {
+    static let name = "peers"
+    static func run() async throws -> [BenchRow] {
+        let broker = try await MosquittoBroker()
+        defer { broker.stop() }
+        return try await PeerBench.sideBySide(broker: broker)
     }
 }

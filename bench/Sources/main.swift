@@ -2,7 +2,7 @@ import Foundation
 
 // gattway-bench: `make bench` runs `gattway-bench run [SUITE...]`; suites start their own helper
 // processes as `gattway-bench child ROLE ...`.
-let suites: [any BenchSuite.Type] = [DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self]
+let suites: [any BenchSuite.Type] = [DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self, PeerSuite.self]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
