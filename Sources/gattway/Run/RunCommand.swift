@@ -63,6 +63,8 @@ struct RunCommand: Command {
         // Every line from here on, ours and the core's, has the configuration's secrets removed.
         let log = stderrLog.redacting(config.secrets)
         warnIfSecretsAreReadable(config, log: log)
+        // No live reload: a stray SIGHUP must not end the service (restart it to apply a new config).
+        signal(SIGHUP, SIG_IGN)
         let notifier = SystemdNotifier()
         let loop = EventLoop()
         defer { loop.shutdown() }
