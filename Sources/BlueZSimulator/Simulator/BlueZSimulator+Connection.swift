@@ -169,7 +169,13 @@ extension BlueZSimulator {
         let path = device.path
         // After the replies (queued on the loop before this), as bluetoothd orders them.
         if requested {
-            change([("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+            // The property is false now; its signal follows the replies (which leave through the
+            // connection's own queue, so a loop turn is not enough: a short timer).
+            withBus { try $0.setProperty("Connected", to: .boolean(false), interface: Self.deviceInterface, at: path, emit: false) }
+            _ = after(0.002) { simulator in
+                guard let device = simulator.devices[path], case .disconnected = device.link else { return }
+                simulator.change([("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+            }
         } else {
             change([("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
         }

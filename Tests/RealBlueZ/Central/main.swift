@@ -296,7 +296,11 @@ func run() async throws {
         _ = try await first(events2, within: 30, "reconnected after power-on") { $0 == .connected(peripheral) }
         var detail = "error=\(error?.code.rawValue ?? "nil")"
         if let temperatures { detail += " values=\(try await collect(temperatures, count: 3, "notifications after power-on"))" }
-        let scanning = await second.isScanning
+        var scanning = false
+        for _ in 0..<150 where !scanning {  // re-armed after power-on; bluetoothd defers the start while connecting
+            scanning = await second.isScanning
+            if !scanning { try await Task.sleep(for: .milliseconds(100)) }
+        }
         // The simulator test expects .poweredOff; real bluetoothd signals Connected=false before
         // Powered=false, so the central may report .peripheralDisconnected (docs/simulator.md).
         let codeOK = error?.code == .poweredOff || error?.code == .peripheralDisconnected
