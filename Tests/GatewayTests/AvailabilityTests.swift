@@ -98,6 +98,25 @@ struct AvailabilityTests {
         #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online, Self.offline])
     }
 
+    @Test("many devices appearing at once give one bridge/devices at once and one merged a second later")
+    func devicesListThrottled() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.gateway.start()
+        let before = harness.mqtt.payloads(on: "gattway/bridge/devices").count
+        for n in 0..<100 {
+            await harness.gateway.handle(bthome(address(String(format: "A4:C1:38:00:01:%02X", n))))
+        }
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").count - before <= 1)
+        await harness.advance(1)
+        let lists = harness.mqtt.payloads(on: "gattway/bridge/devices")
+        #expect(lists.count - before <= 2, "100 changes within a second are merged")
+        guard case .array(let list)? = json(lists.last ?? "") else {
+            Issue.record("bridge/devices is not a list")
+            return
+        }
+        #expect(list.count == 100, "the merged publication lists every device")
+    }
+
     @Test("bridge/info and bridge/devices are retained; devices lists matched devices with address, rssi, connected, services")
     func bridgeTopics() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)
@@ -107,6 +126,7 @@ struct AvailabilityTests {
         #expect(info?["config"]?["max_connections"] == .number(3))
         #expect(harness.mqtt.messages(on: "gattway/bridge/info").first?.retain == true)
         await harness.gateway.handle(bthome(Self.sensor, rssi: -55))
+        await harness.advance(1)  // bridge/devices goes out at most once a second
         let devices = json(harness.mqtt.payloads(on: "gattway/bridge/devices").last ?? "")
         guard case .array(let list)? = devices else {
             Issue.record("bridge/devices is not a list")

@@ -41,8 +41,36 @@ extension Gateway {
         ])
     }
 
-    /// `bridge/devices`: every device that matched a rule.
+    /// Interval between two `bridge/devices` publications, in seconds.
+    static let devicesInterval = 1.0
+
+    /// `bridge/devices`: every device that matched a rule. The first change goes out at once;
+    /// further changes within ``devicesInterval`` are merged into one publication at its end.
     func publishDevices() {
+        let now = clock.now()
+        if let last = devicesPublishedAt, now - last < Self.devicesInterval {
+            devicesPending = true
+            armTimer(last + Self.devicesInterval)
+            return
+        }
+        publishDevicesNow(at: now)
+    }
+
+    /// Publishes the pending `bridge/devices` change when its slot has come (from ``tick()``).
+    func publishPendingDevices(at now: Double) {
+        guard devicesPending, let last = devicesPublishedAt, now - last >= Self.devicesInterval else { return }
+        publishDevicesNow(at: now)
+    }
+
+    /// The deadline of a pending `bridge/devices` publication, for the timer.
+    var pendingDevicesDeadline: Double? {
+        guard devicesPending, let last = devicesPublishedAt else { return nil }
+        return last + Self.devicesInterval
+    }
+
+    private func publishDevicesNow(at now: Double) {
+        devicesPending = false
+        devicesPublishedAt = now
         let list: [JSONValue] = devices.map { device in
             var members: [(key: String, value: JSONValue)] = [
                 ("name", .string(device.name)),

@@ -71,8 +71,8 @@ extension Gateway {
             publish(devices[index].stateTopic, [], retain: true)
         }
         devices.remove(at: index)
-        indexByAddress = [:]
-        for (position, device) in devices.enumerated() { indexByAddress[device.address] = position }
+        indexByAddress[address] = nil
+        for position in index..<devices.count { indexByAddress[devices[position].address] = position }
         counters.devicesRemoved += 1
         publishDevices()
     }

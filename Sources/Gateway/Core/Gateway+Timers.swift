@@ -7,6 +7,7 @@ extension Gateway {
     public func tick() {
         let now = clock.now()
         if let due = discoveryRepublishAt, now >= due { republishDiscovery() }
+        publishPendingDevices(at: now)
         for index in devices.indices {
             if let held = devices[index].stateHeldUntil {
                 if now >= held {
@@ -70,7 +71,7 @@ extension Gateway {
 
     /// The earliest time something is due.
     func nextDeadline() -> Double? {
-        var next = min(discoveryRepublishAt ?? .infinity, nextHealthAt ?? .infinity)
+        var next = min(discoveryRepublishAt ?? .infinity, nextHealthAt ?? .infinity, pendingDevicesDeadline ?? .infinity)
         for index in devices.indices {
             let device = devices[index]
             if let held = device.stateHeldUntil { next = min(next, held) }

@@ -47,6 +47,10 @@ public actor Gateway {
     public private(set) var outbox: StoreAndForward?
     var discoveryRepublishAt: Double?
     var nextHealthAt: Double?
+    /// When `bridge/devices` last went out, and whether a change waits for the next slot (the
+    /// list is published at most once a second: with rotating addresses it changes constantly).
+    var devicesPublishedAt: Double?
+    var devicesPending = false
     var startedAt: Double = 0
     var lastProcessSample: (time: Double, sample: ProcessSample)?
 
