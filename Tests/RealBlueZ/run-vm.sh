@@ -44,7 +44,7 @@ shift
   for v in $(compgen -e | grep '^RBZ_' || true); do printf 'export %s=%q\n' "$v" "${!v}"; done
 } > "$RUN/env"
 
-start=$(date +%s.%N)
+start=$(date +%s%N)
 # -nodefaults: no NIC, no VGA, no default devices. Only the serial console and two 9p shares.
 timeout -k 5 "${REALBLUEZ_TIMEOUT:-300}" qemu-system-x86_64 \
   -accel tcg -m "${REALBLUEZ_MEM:-1024}" -smp "${REALBLUEZ_CPUS:-2}" \
@@ -56,8 +56,9 @@ timeout -k 5 "${REALBLUEZ_TIMEOUT:-300}" qemu-system-x86_64 \
   < /dev/null 2> "$RUN/qemu.stderr" \
   | tr -d '\r' | tee "$RUN/console.log" | { if [ -n "${REALBLUEZ_QUIET:-}" ]; then cat >/dev/null; else cat; fi; }
 qemu=${PIPESTATUS[0]}
-wall=$(echo "$(date +%s.%N) - $start" | bc)
-printf '%.1f\n' "$wall" > "$RUN/wall-seconds"
+tenths=$(( ($(date +%s%N) - start) / 100000000 ))
+wall="$((tenths / 10)).$((tenths % 10))"
+echo "$wall" > "$RUN/wall-seconds"
 
 if [ "$qemu" = 124 ] || [ "$qemu" = 137 ]; then
   echo "[run-vm] wall-clock limit of ${REALBLUEZ_TIMEOUT:-300} s reached (run dir $RUN)" >&2
@@ -69,5 +70,5 @@ else
   status=${status:-99}
   [ "$qemu" = 0 ] || { echo "[run-vm] qemu exited with $qemu:" >&2; tail -n 5 "$RUN/qemu.stderr" >&2; }
 fi
-printf '[run-vm] %.1f s wall, guest status %s, run dir %s\n' "$wall" "$status" "$RUN" >&2
+echo "[run-vm] $wall s wall, guest status $status, run dir $RUN" >&2
 exit "$status"
