@@ -9,6 +9,11 @@ import Gateway
 struct CentralBLEPort: BLEPort {
     let central: CentralManager
 
+    /// Notifications of one characteristic that may wait for the gateway before the oldest are
+    /// dropped: far more than real BLE links deliver while the gateway is busy for a moment,
+    /// bounded so a runaway peripheral cannot exhaust memory (about 64 KiB of values each).
+    static let notificationBacklog = 65_536
+
     func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
         let results: AsyncStream<ScanResult>
         do {
@@ -60,13 +65,15 @@ struct CentralBLEPort: BLEPort {
     {
         let values: AsyncThrowingStream<[UInt8], any Error>
         do {
-            values = try await central.notifications(for: try await resolve(address, characteristic))
+            values = try await central.notifications(
+                for: try await resolve(address, characteristic), bufferingNewest: Self.notificationBacklog)
         } catch let error as BLEPortError {
             throw error
         } catch {
             throw Self.portError(error)
         }
-        return AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { continuation in
+        // The relay's buffer never fills before the central's: one bounded queue in the chain.
+        return AsyncStream(bufferingPolicy: .unbounded) { continuation in
             let task = Task {
                 do {
                     for try await value in values { continuation.yield(value) }
