@@ -11,7 +11,7 @@ struct CentralBLEPort: BLEPort {
 
     /// Notifications of one characteristic that may wait for the gateway before the oldest are
     /// dropped: far more than real BLE links deliver while the gateway is busy for a moment,
-    /// bounded so a runaway peripheral cannot exhaust memory (about 64 KiB of values each).
+    /// bounded so a runaway peripheral cannot exhaust memory (a few MB of small values at most).
     static let notificationBacklog = 65_536
 
     func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
