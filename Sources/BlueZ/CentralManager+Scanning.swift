@@ -53,6 +53,11 @@ extension CentralManager {
             }
         }
         armDiscovery()
+        // Devices BlueZ already knows and currently sees are reported at once: in an unfiltered
+        // discovery (another client's, merged with ours) BlueZ signals a known device again only
+        // when its RSSI moves by 8 dBm or its data changes, so waiting for signals could miss it
+        // for good. Signals still queued are handled after this and reported as usual.
+        reportKnownDevices(to: [id])
         return stream
     }
 
@@ -100,6 +105,9 @@ extension CentralManager {
             if !discovery.sessionActive {
                 _ = try await callBlueZ(adapterPath, adapter, "StartDiscovery", timeout: .seconds(10))
                 discovery.sessionActive = true
+                // (Re)armed, e.g. after a power cycle or a bluetoothd restart whose objects came
+                // from GetManagedObjects: what is already being seen will not be signalled again.
+                reportKnownDevices(to: Array(scans.keys))
             }
             discovery.retryDelay = 0
         } catch {
@@ -157,16 +165,27 @@ extension CentralManager {
         }
     }
 
+    /// Reports to the scans `ids` every device of our adapter that BlueZ currently sees: one with
+    /// an `RSSI` (BlueZ invalidates it when discovery stops, so a device merely remembered from
+    /// an earlier discovery is left out). Each scan re-checks its own options as for a signal.
+    func reportKnownDevices(to ids: [Int]) {
+        guard !ids.isEmpty, let adapterPath else { return }
+        for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) where isOurDevice(path) {
+            guard tree.properties(path, BlueZObjectTree.device)?["RSSI"] != nil else { continue }
+            deviceAdvertised(path, changedKeys: nil, only: ids)
+        }
+    }
+
     /// A device was added or its advertisement properties changed: report it to each scan
-    /// whose options it passes.
-    func deviceAdvertised(_ path: DBusObjectPath, changedKeys: Set<String>?) {
+    /// (or each of `only`) whose options it passes.
+    func deviceAdvertised(_ path: DBusObjectPath, changedKeys: Set<String>?, only ids: [Int]? = nil) {
         guard !scans.isEmpty, let props = tree.properties(path, BlueZObjectTree.device), let peripheral = peripheral(at: path)
         else { return }
         let data = Self.advertisementData(props)
         var content = data
         content.rssi = nil
         let contentHash = content.hashValue
-        for (id, scan) in scans {
+        for (id, scan) in scans where ids?.contains(id) ?? true {
             if let services = scan.options.services, !services.contains(where: data.serviceUUIDs.contains) { continue }
             if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
             if !scan.options.allowDuplicates {

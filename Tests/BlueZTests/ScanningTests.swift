@@ -75,6 +75,41 @@ struct ScanningTests {
         }
     }
 
+    @Test(
+        "a scan started after another client's unfiltered discovery created the devices still reports them (BlueZ signals nothing more for a known device then)",
+        arguments: [false, true])
+    func devicesKnownBeforeTheScan(centralStartsFirst: Bool) async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            // With centralStartsFirst the devices reach the central as InterfacesAdded while it
+            // has no scan; otherwise they are in its first GetManagedObjects.
+            let early = centralStartsFirst ? try await harness.central() : nil
+            let other = try await harness.client()
+            _ = try await other.call(
+                destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1", method: "StartDiscovery",
+                timeout: .seconds(5))
+            try await eventually("the other client's discovery exported both devices") {
+                let paths = try await managedDevicePaths(other)
+                return paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_01") && paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_06")
+            }
+            let central: CentralManager
+            if let early { central = early } else { central = try await harness.central() }
+            // The battery sensor's RSSI, data and name never change: in the merged (unfiltered)
+            // scan BlueZ sends no further signal for it.
+            let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
+            let found = try await first(results, within: 3, "the battery sensor reported")
+            #expect(found.peripheral.address == Scenarios.battery)
+            #expect(found.advertisementData.localName == "Battery Sensor")
+            #expect(found.advertisementData.rssi == -58)
+            #expect(found.advertisementData.manufacturerData == [0xFFFF: [0x52, 0x42, 0x5A, 0x31]])
+            // An unfiltered scan of the same manager reports the heart-rate strap as well.
+            let all = try await central.scan()
+            let everyone = try await collect(all, count: 2, within: 3, "both discoverable devices")
+            #expect(Set(everyone.map(\.peripheral.address)) == [Scenarios.battery, Scenarios.heartRate])
+            await central.close()
+            await other.close()
+        }
+    }
+
     @Test("StartDiscovery refused with InProgress is retried with a growing delay, never in a tight loop")
     func discoveryBackoff() async throws {
         try await CentralHarness.run(Scenarios.sensors(startDiscoveryFailures: 3)) { harness in
@@ -125,6 +160,19 @@ func discovering(_ client: DBusConnection) async throws -> Bool {
         destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties", method: "Get",
         arguments: [.string("org.bluez.Adapter1"), .string("Discovering")]
     ).first?.bool == true
+}
+
+/// The device object paths BlueZ exports now (GetManagedObjects).
+func managedDevicePaths(_ client: DBusConnection) async throws -> [String] {
+    let reply = try await client.call(
+        destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects",
+        timeout: .seconds(5))
+    return (reply.first?.entries ?? []).compactMap { entry in
+        guard let path = entry.key.objectPath,
+            entry.value.entries?.contains(where: { $0.key.string == "org.bluez.Device1" }) == true
+        else { return nil }
+        return path.rawValue
+    }
 }
 
 actor ResultCounter {

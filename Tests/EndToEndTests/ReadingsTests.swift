@@ -98,13 +98,12 @@ struct ReadingsTests {
 
     @Test("the same while another BlueZ client scans unfiltered (BlueZ then reports every device to every client)")
     func serviceFilterUnderUnfilteredScan() async throws {
-        // Known gap (found here, not fixed): intermittently (3 of 6 runs), when a second client
-        // starts an unfiltered scan just after the gateway started, the gateway never sees
-        // A4:C1:38:00:00:01/02 — only the lamp is matched. The HR strap is still never
-        // reported; the missing 180F devices make the waits below time out.
-        await withKnownIssue("the central misses 180F devices while another client scans unfiltered", isIntermittent: true) {
-            try await Self.serviceFilter(unfilteredScanner: true, timeout: 8)
-        }
+        // The second client's StartDiscovery races the gateway's: when it wins, BlueZ creates
+        // the devices before the gateway scans and, the merged scan being unfiltered, signals
+        // nothing more for a device whose RSSI and data stay put (the battery sensor). The
+        // central reports such already-seen devices when a scan starts (BlueZTests
+        // ScanningTests.devicesKnownBeforeTheScan covers it deterministically).
+        try await Self.serviceFilter(unfilteredScanner: true)
     }
 
     static func serviceFilter(unfilteredScanner: Bool, timeout: Double = 20) async throws {
