@@ -133,6 +133,13 @@ class Recorder:
                 context = 'notify'
             elif self.name(path).split('/')[-1] in SENSORS:
                 context = 'sensor'  # a changing reading: its bytes differ between runs
+        if interface == DEV and 'Modalias' in changed:
+            # Set by bluetoothd's deviceinfo plugin from the peer's PnP ID, coalesced with whatever
+            # else changes in that main-loop turn: recorded as an event of its own.
+            self.emit('Modalias', path=self.name(path))
+            changed = {k: v for k, v in changed.items() if k != 'Modalias'}
+            if not changed and not invalidated:
+                return
         if interface == DEV and set(changed) == {'RSSI'} and not invalidated:
             # RSSI reports come at the radio's pace: recorded once per step.
             if self.step in self.rssi_steps:

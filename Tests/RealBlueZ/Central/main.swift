@@ -23,7 +23,9 @@ func report(_ ok: Bool, _ name: String, _ detail: String = "") {
 
 struct Timeout: Error, CustomStringConvertible { var description: String }
 
-func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T)
+    async throws -> T
+{
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
@@ -36,7 +38,8 @@ func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @S
 }
 
 func first<S: AsyncSequence & Sendable>(
-    _ stream: S, within seconds: Double = 15, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
+    _ stream: S, within seconds: Double = 15, _ what: String,
+    where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
 ) async throws -> S.Element where S.Element: Sendable {
     try await within(seconds, what) {
         for try await element in stream where predicate(element) { return element }
@@ -44,7 +47,8 @@ func first<S: AsyncSequence & Sendable>(
     }
 }
 
-func collect<S: AsyncSequence & Sendable>(_ stream: S, count: Int, within seconds: Double = 15, _ what: String) async throws -> [S.Element]
+func collect<S: AsyncSequence & Sendable>(_ stream: S, count: Int, within seconds: Double = 15, _ what: String)
+    async throws -> [S.Element]
 where S.Element: Sendable {
     try await within(seconds, what) {
         var out: [S.Element] = []
@@ -86,21 +90,27 @@ func shell(_ command: String) async -> Int32 {
 
 func setPowered(_ client: DBusConnection, _ adapter: String, _ on: Bool) async throws {
     _ = try await client.call(
-        destination: "org.bluez", path: try DBusObjectPath("/org/bluez/\(adapter)"), interface: "org.freedesktop.DBus.Properties",
+        destination: "org.bluez", path: try DBusObjectPath("/org/bluez/\(adapter)"),
+        interface: "org.freedesktop.DBus.Properties",
         method: "Set", arguments: [.string("org.bluez.Adapter1"), .string("Powered"), .variant(.boolean(on))])
 }
 
 /// The peripheral drops the link: bluetoothd's hci1 side disconnects the central.
 func peripheralDropsLink(_ client: DBusConnection) async throws {
     _ = try await client.call(
-        destination: "org.bluez", path: try DBusObjectPath("/org/bluez/hci1/dev_\(centralAddress)"), interface: "org.bluez.Device1",
+        destination: "org.bluez", path: try DBusObjectPath("/org/bluez/hci1/dev_\(centralAddress)"),
+        interface: "org.bluez.Device1",
         method: "Disconnect", timeout: .seconds(10))
 }
 
-func characteristics(_ central: CentralManager, _ peripheral: Peripheral) async throws -> [BluetoothUUID: Characteristic] {
+func characteristics(_ central: CentralManager, _ peripheral: Peripheral) async throws -> [BluetoothUUID:
+    Characteristic]
+{
     var all: [BluetoothUUID: Characteristic] = [:]
     for service in try await central.discoverServices(for: peripheral) {
-        for characteristic in try await central.discoverCharacteristics(for: service) { all[characteristic.uuid] = characteristic }
+        for characteristic in try await central.discoverCharacteristics(for: service) {
+            all[characteristic.uuid] = characteristic
+        }
     }
     return all
 }
@@ -125,7 +135,8 @@ func run() async throws {
     let central = try await CentralManager.start(options: options(acquire: false), on: loop)
     try await central.waitUntilPoweredOn(timeout: .seconds(10))
     let adapterAddress = await central.adapterAddress
-    report(adapterAddress?.description == "00:AA:01:00:00:00", "central.adapter", "\(String(describing: adapterAddress))")
+    report(
+        adapterAddress?.description == "00:AA:01:00:00:00", "central.adapter", "\(String(describing: adapterAddress))")
     let events = await central.connectionEvents()
 
     // Scan with a 180F filter: the battery peripheral with its advertisement, never the 180D one.
@@ -136,10 +147,15 @@ func run() async throws {
         let extra = try? await collect(results, count: 10_000, within: 2, "more results")
         let seen = Set((extra ?? []).map(\.peripheral.address)).union([found.peripheral.address])
         let data = found.advertisementData
-        let ok = !seen.contains(otherAddress) && data.serviceUUIDs.contains(BluetoothUUID(0x180F))
+        let ok =
+            !seen.contains(otherAddress) && data.serviceUUIDs.contains(BluetoothUUID(0x180F))
             && data.localName == "RBZ-Bat" && data.manufacturerData == [0xFFFF: Array("RBZ1".utf8)]
             && data.serviceData == [BluetoothUUID(0x180F): [0x64]]
-        return (ok, "seen=\(seen.map(\.description).sorted()) name=\(data.localName ?? "nil") uuids=\(data.serviceUUIDs) mfr=\(data.manufacturerData) svc=\(data.serviceData) rssi=\(String(describing: data.rssi))", found.peripheral)
+        return (
+            ok,
+            "seen=\(seen.map(\.description).sorted()) name=\(data.localName ?? "nil") uuids=\(data.serviceUUIDs) mfr=\(data.manufacturerData) svc=\(data.serviceData) rssi=\(String(describing: data.rssi))",
+            found.peripheral
+        )
     }
     guard let peripheral else { return }
 
@@ -158,24 +174,31 @@ func run() async throws {
     }
     guard connected != nil else { return }
 
-    let chars: [BluetoothUUID: Characteristic] = await check("discover.services") {
-        let services = try await central.discoverServices(for: peripheral)
-        let uuids = Set(services.map(\.uuid))
-        let filtered = try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
-        let ok = uuids.isSuperset(of: [BluetoothUUID(0x180F), BluetoothUUID(0x181A), BluetoothUUID(0xFF00)])
-            && filtered.map(\.uuid) == [BluetoothUUID(0x180F)]
-        return (ok, "services=\(services.map { "\($0.uuid.shortDescription)@\(String($0.handle, radix: 16))" })", try await characteristics(central, peripheral))
-    } ?? [:]
+    let chars: [BluetoothUUID: Characteristic] =
+        await check("discover.services") {
+            let services = try await central.discoverServices(for: peripheral)
+            let uuids = Set(services.map(\.uuid))
+            let filtered = try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
+            let ok =
+                uuids.isSuperset(of: [BluetoothUUID(0x180F), BluetoothUUID(0x181A), BluetoothUUID(0xFF00)])
+                && filtered.map(\.uuid) == [BluetoothUUID(0x180F)]
+            return (
+                ok, "services=\(services.map { "\($0.uuid.shortDescription)@\(String($0.handle, radix: 16))" })",
+                try await characteristics(central, peripheral)
+            )
+        } ?? [:]
     guard let level = chars[BluetoothUUID(0x2A19)], let command = chars[BluetoothUUID(0xFF01)],
-          let state = chars[BluetoothUUID(0xFF02)], let temperature = chars[BluetoothUUID(0x2A6E)],
-          let humidity = chars[BluetoothUUID(0x2A6F)]
+        let state = chars[BluetoothUUID(0xFF02)], let temperature = chars[BluetoothUUID(0x2A6E)],
+        let humidity = chars[BluetoothUUID(0x2A6F)]
     else {
         report(false, "discover.characteristics", "missing: have \(chars.keys.map(\.shortDescription).sorted())")
         return
     }
-    report(level.properties == [.read, .notify] && temperature.properties == [.read, .notify]
-        && command.properties == [.write, .writeWithoutResponse], "discover.characteristics",
-        "2A19=\(level.properties) 2A6E=\(temperature.properties) FF01=\(command.properties) all=\(chars.keys.map(\.shortDescription).sorted())")
+    report(
+        level.properties == [.read, .notify] && temperature.properties == [.read, .notify]
+            && command.properties == [.write, .writeWithoutResponse], "discover.characteristics",
+        "2A19=\(level.properties) 2A6E=\(temperature.properties) FF01=\(command.properties) all=\(chars.keys.map(\.shortDescription).sorted())"
+    )
     let name = await central.peripheral(batteryAddress).name
     report(name == "RBZ-Bat", "device.name-after-connect", "name=\(name ?? "nil")")
 
@@ -184,7 +207,8 @@ func run() async throws {
         let celsius = try await central.readValue(for: temperature)
         let percent = try await central.readValue(for: humidity)
         let text = try await central.readValue(for: try require2(chars[BluetoothUUID(0xFF05)]))
-        let ok = battery.count == 1 && (1...100).contains(battery[0]) && celsius.count == 2 && percent.count == 2
+        let ok =
+            battery.count == 1 && (1...100).contains(battery[0]) && celsius.count == 2 && percent.count == 2
             && text == Array("hello world".utf8)
         return (ok, "2A19=\(battery) 2A6E=\(celsius) 2A6F=\(percent) FF05=\(String(decoding: text, as: UTF8.self))", ())
     }
@@ -207,13 +231,18 @@ func run() async throws {
     let maxRequest = await central.maximumWriteValueLength(for: command, type: .withResponse)
     // Informational: the simulator answers 514/512 (MTU 517); real BlueZ's MTU property may
     // still say 23 (see docs/simulator.md, known differences).
-    report(maxCommand >= 20 && maxRequest == 512, "write.maximum-length", "command=\(maxCommand) request=\(maxRequest) (simulator: 514/512)")
+    report(
+        maxCommand >= 20 && maxRequest == 512, "write.maximum-length",
+        "command=\(maxCommand) request=\(maxRequest) (simulator: 514/512)")
     await check("error.read-att-0x80") {
         do {
             _ = try await central.readValue(for: try require2(chars[BluetoothUUID(0xFF03)]))
             return (false, "no error", ())
         } catch let error as CentralError {
-            return (error.code == .failed && error.bluezName == "org.bluez.Error.Failed", "\(error.code) \(error.bluezName ?? "-") \(error.message)", ())
+            return (
+                error.code == .failed && error.bluezName == "org.bluez.Error.Failed",
+                "\(error.code) \(error.bluezName ?? "-") \(error.message)", ()
+            )
         }
     }
     await check("error.write-invalid-length") {
@@ -229,7 +258,9 @@ func run() async throws {
             try await central.writeValue([1], for: level, type: .withResponse)
             return (false, "no error", ())
         } catch let error as CentralError {
-            return (error.code == .operationNotSupported, "\(error.code) \(error.bluezName ?? "-") \(error.message)", ())
+            return (
+                error.code == .operationNotSupported, "\(error.code) \(error.bluezName ?? "-") \(error.message)", ()
+            )
         }
     }
 
@@ -295,7 +326,9 @@ func run() async throws {
         _ = try await first(states, "poweredOn") { $0 == .poweredOn }
         _ = try await first(events2, within: 30, "reconnected after power-on") { $0 == .connected(peripheral) }
         var detail = "error=\(error?.code.rawValue ?? "nil")"
-        if let temperatures { detail += " values=\(try await collect(temperatures, count: 3, "notifications after power-on"))" }
+        if let temperatures {
+            detail += " values=\(try await collect(temperatures, count: 3, "notifications after power-on"))"
+        }
         var scanning = false
         for _ in 0..<150 where !scanning {  // re-armed after power-on; bluetoothd defers the start while connecting
             scanning = await second.isScanning
@@ -315,7 +348,9 @@ func run() async throws {
         _ = try await first(scan, within: 20, "rediscovered") { $0.peripheral.address == batteryAddress }
         _ = try await first(events2, within: 30, "reconnected after the restart") { $0 == .connected(peripheral) }
         var detail = "\(dropped)"
-        if let temperatures { detail += " values=\(try await collect(temperatures, count: 3, "notifications after the restart"))" }
+        if let temperatures {
+            detail += " values=\(try await collect(temperatures, count: 3, "notifications after the restart"))"
+        }
         return (true, detail, ())
     }
     await check("disconnect") {
@@ -336,12 +371,14 @@ func run() async throws {
 
 func notifyAcquired(_ client: DBusConnection, _ characteristic: Characteristic) async throws -> Bool? {
     let reply = try await client.call(
-        destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects")
+        destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+        method: "GetManagedObjects")
     let uuid = characteristic.uuid.description.lowercased()
     guard let objects = reply.first?.dictionary else { return nil }
     for (path, interfaces) in objects where path.contains("dev_00_AA_01_01_00_01") {
         guard let props = interfaces.dictionary?["org.bluez.GattCharacteristic1"]?.dictionary,
-              props["UUID"]?.string?.lowercased() == uuid || props["UUID"]?.string?.lowercased().hasPrefix("0000\(uuid)") == true
+            props["UUID"]?.string?.lowercased() == uuid
+                || props["UUID"]?.string?.lowercased().hasPrefix("0000\(uuid)") == true
         else { continue }
         return props["NotifyAcquired"]?.bool
     }
