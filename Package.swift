@@ -28,6 +28,9 @@ let package = Package(
         // Retry timing shared by MQTT, the central and the gateway: exponential backoff, the
         // reconnect policy, a seedable generator.
         .target(name: "Retry"),
+        // posix_spawn with a clean signal mask, output to a log file, stop/kill (gattway demo's
+        // children and the tests' daemons).
+        .target(name: "Subprocess"),
         // JSON values, parsing with path-named errors, compact serialization (config, scenarios, payloads).
         .target(name: "JSON"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
@@ -39,7 +42,9 @@ let package = Package(
         .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry"]),
         .executableTarget(
             name: "gattway",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry"]
+            dependencies: [
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess",
+            ]
         ),
         .executableTarget(
             name: "gattway-bench",
@@ -53,7 +58,7 @@ let package = Package(
         .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop", "Retry"], path: "Tests/RealBlueZ/Central"),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Subprocess"], path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),

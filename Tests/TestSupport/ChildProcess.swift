@@ -1,20 +1,17 @@
 import Foundation
+import Subprocess
 
 /// A daemon or tool started by a test, stopped (SIGTERM, then SIGKILL) by ``stop()`` or when the
 /// value is released, so a failing test never leaves processes behind.
 ///
-/// Started with `posix_spawn` and an empty signal mask with default dispositions: a child spawned
-/// from a Swift concurrency thread would otherwise inherit that thread's blocked signals, and
-/// SIGTERM would never reach it. Output (stdout and stderr together) goes to a log file in a
-/// private temporary directory, so a failing test can show it with ``log()``.
-public final class ChildProcess: @unchecked Sendable {
-    // Invariant for @unchecked Sendable: `pid`, `logURL` and `executable` are immutable; the exit
-    // status is guarded by `lock`.
+/// Started by ``Subprocess`` (`posix_spawn` with an empty signal mask and default dispositions:
+/// a child spawned from a Swift concurrency thread would otherwise inherit that thread's blocked
+/// signals, and SIGTERM would never reach it). Output (stdout and stderr together) goes to a log
+/// file in a private temporary directory, so a failing test can show it with ``log()``.
+public final class ChildProcess: Sendable {
     public let logURL: URL
     public let executable: String
-    public let pid: Int32
-    private let lock = NSLock()
-    private var exitStatus: Int32?
+    private let child: Subprocess
 
     /// Starts `executable` (an absolute path, or a name looked up on PATH) with `arguments`;
     /// `environment` replaces the inherited one when given.
@@ -22,101 +19,38 @@ public final class ChildProcess: @unchecked Sendable {
         self.executable = executable
         let dir = try TemporaryDirectory.make(prefix: "child")
         logURL = dir.appendingPathComponent("output.log")
-        pid = try Self.spawn(
-            path: try Self.resolve(executable), arguments: arguments, environment: environment, outputPath: logURL.path)
+        let path = try Self.resolve(executable)
+        do {
+            child = try Subprocess(path, arguments, environment: environment, logPath: logURL.path)
+        } catch {
+            throw ChildProcessError(error.description)
+        }
     }
 
     deinit { stop() }
 
+    public var pid: Int32 { child.pid }
+
     /// Compatibility with code written against Foundation's `Process`.
     public var process: ChildProcess { self }
 
-    /// The exit status (or 128 + signal number); nil while running.
-    public var terminationStatus: Int32 {
-        _ = isRunning
-        return lock.withLock { exitStatus } ?? -1
-    }
+    /// The exit status (or 128 + signal number); -1 while running.
+    public var terminationStatus: Int32 { child.exitStatus ?? -1 }
 
-    public var isRunning: Bool {
-        lock.withLock {
-            if exitStatus != nil { return false }
-            var status: Int32 = 0
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid {
-                exitStatus = Self.decode(status)
-                return false
-            }
-            return result == 0
-        }
-    }
+    public var isRunning: Bool { child.isRunning }
 
     /// Waits for the process to end and returns its status.
     @discardableResult
-    public func waitUntilExit() -> Int32 {
-        while isRunning { usleep(5_000) }
-        return terminationStatus
-    }
+    public func waitUntilExit() -> Int32 { child.waitUntilExit() }
 
     /// Sends SIGTERM, waits up to `grace` seconds, then SIGKILL. Safe to call more than once.
-    public func stop(grace: Double = 3) {
-        guard isRunning else { return }
-        kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning && Date() < deadline { usleep(5_000) }
-        if isRunning { kill(pid, SIGKILL) }
-        waitUntilExit()
-    }
+    public func stop(grace: Double = 3) { child.stop(grace: grace) }
 
     /// Sends a signal (e.g. SIGINT to ask for a graceful stop) without waiting.
-    public func signal(_ number: Int32) {
-        if isRunning { kill(pid, number) }
-    }
+    public func signal(_ number: Int32) { child.signal(number) }
 
     /// Kills the process with SIGKILL, as a crash would, and waits for it.
-    public func kill9() {
-        guard isRunning else { return }
-        kill(pid, SIGKILL)
-        waitUntilExit()
-    }
-
-    private static func decode(_ status: Int32) -> Int32 {
-        let signal = status & 0x7F
-        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
-    }
-
-    private static func spawn(
-        path: String, arguments: [String], environment: [String: String]?, outputPath: String
-    ) throws -> Int32 {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let environmentLines = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
-        let argv = ([path] + arguments).map { strdup($0) } + [nil]
-        let envp = environmentLines.map { strdup($0) } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var pid: Int32 = 0
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
-        guard result == 0 else {
-            throw ChildProcessError("cannot start \(path): \(String(cString: strerror(result)))")
-        }
-        return pid
-    }
+    public func kill9() { child.kill9() }
 
     /// Everything the process printed so far.
     public func log() -> String {
@@ -166,11 +100,7 @@ public final class ChildProcess: @unchecked Sendable {
     /// absolute path unchanged.
     public static func resolve(_ name: String) throws -> String {
         if name.hasPrefix("/") { return name }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for dir in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/bin"] {
-            let candidate = dir + "/" + name
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
+        if let found = Subprocess.find(name) { return found }
         throw ChildProcessError("\(name) not found on PATH; run `make deps` to install the test daemons")
     }
 }
