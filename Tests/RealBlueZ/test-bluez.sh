@@ -62,5 +62,7 @@ if [ "$failed" != 0 ]; then
   tail -n 15 "$RUN/logs/peripheral.log" 2>/dev/null
 fi
 echo "test-bluez: VM $(cat "$RUN/wall-seconds" 2>/dev/null || echo '?') s, whole lane $(( $(date +%s) - start )) s"
+flaky=$(grep -c '^FLAKY ' "$results")
+[ "$flaky" = 0 ] || echo "test-bluez: $flaky known-flaky check(s) failed once and passed on retry: $(grep '^FLAKY ' "$results" | cut -d' ' -f2 | tr '\n' ' ')"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
