@@ -30,7 +30,10 @@ extension CentralManager {
     /// cycles) and reports discoveries as an `AsyncStream`.
     ///
     /// Several scans may run at once (also from other processes); BlueZ's filter is the merge of
-    /// this manager's scans and every stream re-checks its own ``ScanOptions``. Discovery is
+    /// this manager's scans and every stream re-checks its own ``ScanOptions``. A new scan first
+    /// reports the matching devices BlueZ already sees (those with an `RSSI`), as BlueZ may never
+    /// signal them again while another client's discovery keeps the merged scan unfiltered; the
+    /// same happens whenever this manager's discovery session is (re)started. Discovery is
     /// re-armed by itself after an adapter power cycle or a bluetoothd restart, and `InProgress`
     /// / `NotReady` from BlueZ are retried with backoff. The session ends when the last stream
     /// ends (the consumer stops iterating or cancels), with `StopDiscovery` and a cleared filter.
