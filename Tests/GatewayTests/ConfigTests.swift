@@ -29,6 +29,9 @@ struct ConfigTests {
         #expect(config.commands.ttl == 30)
         #expect(config.availability.fallbackTimeout == 600)
         #expect(config.devices.isEmpty)
+        #expect(config.mqtt.maxQueued == 10_000)
+        #expect(try GatewayConfig.parse(Array(#"{"mqtt": {"max_queued": 500}}"#.utf8)).mqtt.maxQueued == 500)
+        #expect(throws: (any Error).self) { try GatewayConfig.parse(Array(#"{"mqtt": {"max_queued": -1}}"#.utf8)) }
     }
 
     @Test("every problem is reported at once, each with its JSON path and what was expected")
@@ -65,6 +68,29 @@ struct ConfigTests {
             }
             #expect(lines.contains { $0.hasPrefix("mqtt.colour: is not a known key (expected one of server, base_topic") })
             #expect(lines.count == expected.count + 1, "\(lines.joined(separator: "\n"))")
+        }
+    }
+
+    @Test("the broker password can come from a file (first line), never together with password")
+    func passwordFile() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-pw-\(UUID().uuidString)").path
+        try Data("s3cret-pass\n".utf8).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let config = try GatewayConfig.parse(Array(#"{"mqtt": {"username": "gw", "password_file": "\#(path)"}}"#.utf8))
+        #expect(config.mqtt.password == "s3cret-pass")
+        #expect(config.secrets.contains("s3cret-pass"), "a password from a file is redacted from logs like any other")
+        let cases: [(String, String)] = [
+            (#"{"mqtt": {"username": "gw", "password": "x", "password_file": "\#(path)"}}"#, "mqtt.password_file: give either password or password_file"),
+            (#"{"mqtt": {"username": "gw", "password_file": "/nonexistent/pw"}}"#, "mqtt.password_file: cannot read \"/nonexistent/pw\""),
+            (#"{"mqtt": {"password_file": "\#(path)"}}"#, "mqtt.password_file: needs username"),
+        ]
+        for (text, message) in cases {
+            do {
+                _ = try GatewayConfig.parse(Array(text.utf8))
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.lines.contains { $0.hasPrefix(message) }, "\(error.lines)")
+            }
         }
     }
 

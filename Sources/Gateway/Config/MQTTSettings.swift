@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import JSON
 
 /// `mqtt` in config.json: the broker, the base topic and the publishing defaults.
@@ -20,6 +25,10 @@ public struct MQTTSettings: Sendable, Equatable {
     public var retain = false
     /// Also publish each attribute as a plain value on `<base>/<device>/<attribute>`.
     public var attributeTopics = false
+    /// At most this many QoS 1/2 messages wait in the MQTT client for the broker's
+    /// acknowledgements or for a connection; beyond it a message is dropped
+    /// (`dropped.mqtt_queue_full`).
+    public var maxQueued = 10_000
 
     /// `mqtt.tls`: files for mqtts.
     public struct TLS: Sendable, Equatable {
@@ -49,6 +58,22 @@ public struct MQTTSettings: Sendable, Equatable {
         clientID = object.read("client_id", default: clientID) { try $0.nonEmptyString() }
         username = object.optional("username") { try $0.string() }
         password = object.optional("password") { try $0.string() }
+        let passwordFile = object.optional("password_file") { try $0.nonEmptyString() }
+        if let passwordFile {
+            if password != nil {
+                object.problems.add(object.childPath("password_file"), "give either password or password_file, not both")
+            } else if let data = FileManager.default.contents(atPath: passwordFile) {
+                // The file's first line, so `echo secret > file` works (a trailing newline is not part of it).
+                let text = String(decoding: data, as: UTF8.self)
+                var line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+                if line.hasSuffix("\r") { line = line.dropLast() }
+                password = String(line)
+            } else {
+                object.problems.add(
+                    object.childPath("password_file"),
+                    "cannot read \"\(passwordFile)\" (expected a readable file holding the broker password)")
+            }
+        }
         protocolVersion = object.read("protocol", default: protocolVersion) { reader in
             let text = try reader.string()
             guard let version = Self.protocols[text] else {
@@ -78,9 +103,10 @@ public struct MQTTSettings: Sendable, Equatable {
         qos = object.read("qos", default: qos) { try $0.qos() }
         retain = object.read("retain", default: retain) { try $0.bool() }
         attributeTopics = object.read("attribute_topics", default: attributeTopics) { try $0.bool() }
+        maxQueued = object.read("max_queued", default: maxQueued) { try $0.integer(in: 0...10_000_000) }
         object.finish()
         if password != nil && username == nil {
-            object.problems.add(object.childPath("password"), "needs username")
+            object.problems.add(object.childPath(passwordFile == nil ? "password" : "password_file"), "needs username")
         }
     }
 
