@@ -30,8 +30,11 @@ struct EndToEnd: Sendable {
     /// - Parameters:
     ///   - config: config.json text; `$SERVER` is replaced by the broker's URL.
     ///   - scenario: the simulator's world (default: the demo scenario, ten times faster).
+    ///   - makeBroker: starts the broker (default: a plain non-persistent mosquitto).
     static func run(
-        config: String, scenario: Scenario? = nil, _ body: (EndToEnd) async throws -> Void
+        config: String, scenario: Scenario? = nil,
+        broker makeBroker: () async throws -> MosquittoBroker = { try await MosquittoBroker() },
+        _ body: (EndToEnd) async throws -> Void
     ) async throws {
         let world = try scenario ?? Self.fastDemo()
         let daemon = try await DBusDaemon()
@@ -43,7 +46,7 @@ struct EndToEnd: Sendable {
         do {
             let bluez = try await BlueZSimulator.start(scenario: world, bus: .address(daemon.address), on: loop)
             simulator = bluez
-            let started = try await MosquittoBroker()
+            let started = try await makeBroker()
             broker = started
             let messages = MessageRecorder()
             let client = try MQTTClient(
@@ -58,9 +61,7 @@ struct EndToEnd: Sendable {
             let configURL = daemon.directory.appendingPathComponent("config.json")
             try config.replacingOccurrences(of: "$SERVER", with: started.url)
                 .write(to: configURL, atomically: true, encoding: .utf8)
-            let process = try ChildProcess(
-                try BuiltProduct.path("gattway"), ["run", "--config", configURL.path, "--log-level", "debug"],
-                environment: daemon.environment)
+            let process = try Self.launchGateway(configPath: configURL.path, daemon: daemon)
             gateway = process
             let world = EndToEnd(
                 daemon: daemon, loop: loop, simulator: bluez, broker: started, observer: client,
@@ -76,6 +77,13 @@ struct EndToEnd: Sendable {
             throw error
         }
         await Self.stop(gateway: gateway, observer: observer, simulator: simulator, loop: loop, broker: broker, daemon: daemon)
+    }
+
+    /// `gattway run` with the test's config and debug logging, on the private bus.
+    private static func launchGateway(configPath: String, daemon: DBusDaemon) throws -> ChildProcess {
+        try ChildProcess(
+            try BuiltProduct.path("gattway"), ["run", "--config", configPath, "--log-level", "debug"],
+            environment: daemon.environment)
     }
 
     private static func stop(
@@ -117,6 +125,12 @@ struct EndToEnd: Sendable {
     /// The topic of a device (`gattway/<name>`) or one below it.
     static func topic(_ device: String, _ suffix: String? = nil) -> String {
         suffix.map { "\(base)/\(device)/\($0)" } ?? "\(base)/\(device)"
+    }
+
+    /// Starts another `gattway run` with the same config (after the first was killed, say);
+    /// the caller stops it (it is also stopped when released).
+    func startGateway() throws -> ChildProcess {
+        try Self.launchGateway(configPath: configPath, daemon: daemon)
     }
 
     /// Publishes a command as a user would (QoS 1, not retained), optionally with an MQTT 5

@@ -26,10 +26,19 @@ struct ClientMQTTPort: MQTTPort {
         try await client.publish(Self.message(message))
     }
 
+    /// Returns at once, without waiting for the broker's SUBACK: the client sends SUBSCRIBE
+    /// when it is connected (now, or when the broker comes back). Waiting would hold up the
+    /// gateway's start — scanning, BLE readings, the store-and-forward queue and READY=1 — for as
+    /// long as the broker is unreachable.
     func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
-        let subscription = try await client.subscribe(to: try MQTTTopicFilter(filter))
+        let topicFilter = try MQTTTopicFilter(filter)
+        let client = self.client
         return AsyncStream(bufferingPolicy: .unbounded) { continuation in
             let task = Task {
+                guard let subscription = try? await client.subscribe(to: topicFilter) else {
+                    continuation.finish()
+                    return
+                }
                 for await message in subscription {
                     continuation.yield(
                         MQTTInboundMessage(
