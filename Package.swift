@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "Subprocess"),
         // JSON values, parsing with path-named errors, compact serialization (config, scenarios, payloads).
         .target(name: "JSON"),
-        .target(name: "Parsers", dependencies: ["Bluetooth", "CCrypto"]),
+        .target(name: "Parsers", dependencies: ["Bluetooth", "JSON", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.

@@ -71,7 +71,7 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         case "org.bluez.Error.NotSupported": code = .operationNotSupported
         case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized": code = .notPermitted
         case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidValueLength", "org.bluez.Error.InvalidOffset":
-            code = message.localizedCaseInsensitiveContains("length") || name.hasSuffix("InvalidValueLength")
+            code = message.lowercased().contains("length") || name.hasSuffix("InvalidValueLength")
                 ? .invalidValueLength : .invalidArguments
         case "org.bluez.Error.InProgress": code = .inProgress
         case "org.bluez.Error.NotConnected": code = .notConnected

@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
 import Synchronization
 
 /// The one thread that owns every C library connection of the process (libdbus, libmosquitto).
@@ -65,8 +64,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     private let wakeWriteFD: Int32
     private let loopThreadID = Atomic<UInt>(0)
     private let state = Atomic<Int>(0)  // 0 running, 1 stopping, 2 stopped
-    private let stoppedSignal = Mutex<Bool>(false)
-    private let stoppedCondition = NSCondition()
+    private let thread = LoopThread()
 
     // Loop-thread-only state.
     private var nextID: UInt64 = 1
@@ -90,10 +88,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
         wakeFD = ends[0]
         wakeWriteFD = ends[1]
-        let thread = Thread { [self] in self.runLoop() }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
+        thread.start(name: name, stackSize: 1 << 20) { [self] in self.runLoop() }
         // Wait until the thread has published its id, so `inLoop` is exact from the start.
         while loopThreadID.load(ordering: .acquiring) == 0 { sched_yield() }
     }
@@ -152,9 +147,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         if state.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged {
             wake()
         }
-        stoppedCondition.lock()
-        while !stoppedSignal.withLock({ $0 }) { stoppedCondition.wait() }
-        stoppedCondition.unlock()
+        thread.waitUntilStopped()
     }
 
     // MARK: Loop-thread registration
@@ -280,10 +273,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         timers.removeAll()
         prepareHooks.removeAll()
         state.store(2, ordering: .releasing)
-        stoppedCondition.lock()
-        stoppedSignal.withLock { $0 = true }
-        stoppedCondition.broadcast()
-        stoppedCondition.unlock()
+        thread.markStopped()
     }
 
     private func drainInbox(into drained: inout [Work]) {

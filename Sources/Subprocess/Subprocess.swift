@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// A child process started with `posix_spawn`, for `gattway demo` (its dbus-daemon, mosquitto

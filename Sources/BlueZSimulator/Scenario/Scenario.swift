@@ -1,5 +1,5 @@
 import Bluetooth
-import Foundation
+import FoundationEssentials
 import JSON
 
 /// A virtual Bluetooth world for the simulator: adapters, the devices around them (advertising,
@@ -30,7 +30,7 @@ public struct Scenario: Sendable {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw ScenarioError(path: "", message: "cannot read \(url.path): \(error.localizedDescription)")
+            throw ScenarioError(path: "", message: "cannot read \(url.path): \(error)")
         }
         return try parse(data)
     }

@@ -1,7 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
-import Foundation
+import FoundationEssentials
 
 /// Errors of the control interface `io.gattway.Simulator1`.
 enum ControlError {

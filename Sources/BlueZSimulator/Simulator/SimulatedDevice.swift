@@ -81,7 +81,7 @@ final class SimulatedDevice: @unchecked Sendable {
 
     /// `Alias`: the user's alias, else the name, else the address with dashes.
     var aliasValue: String {
-        alias ?? cache.name ?? spec.address.description.replacingOccurrences(of: ":", with: "-")
+        alias ?? cache.name ?? spec.address.description.replacing(":", with: "-")
     }
 
     /// `UUIDs`: advertised ones until services were resolved once, then the remote services.

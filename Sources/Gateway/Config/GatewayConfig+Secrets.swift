@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension GatewayConfig {
     /// Text that must never appear in a log line: the MQTT password (also when written into
@@ -8,7 +8,7 @@ extension GatewayConfig {
     public var secrets: [String] {
         var secrets: [String] = []
         if let password = mqtt.password { secrets.append(password) }
-        if let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.range(of: "://") {
+        if let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.firstRange(of: "://") {
             let userInfo = mqtt.server[scheme.upperBound..<at]
             if let colon = userInfo.firstIndex(of: ":") { secrets.append(String(userInfo[userInfo.index(after: colon)...])) }
         }

@@ -1,5 +1,5 @@
 import Bluetooth
-import Foundation
+import FoundationEssentials
 import JSON
 import Parsers
 
@@ -132,7 +132,7 @@ extension JSONValue {
     /// The `JSONSerialization`-shaped value the Parsers API reads (integral numbers as `Int`).
     var foundationObject: Any {
         switch self {
-        case .null: return NSNull()
+        case .null: return Optional<Any>.none as Any
         case .bool(let flag): return flag
         case .number(let number):
             if number.rounded() == number, abs(number) < 9e15 { return Int(number) }

@@ -1,4 +1,7 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 
 /// Resource use of this process, read from `/proc/self` (Linux).
 public struct ProcessSample: Sendable, Equatable {

@@ -1,5 +1,5 @@
 import Bluetooth
-import Foundation
+import FoundationEssentials
 import JSON
 import Parsers
 
@@ -227,7 +227,7 @@ struct HomeAssistantDiscovery: Sendable {
     static func jsonPath(_ name: String) -> String {
         let identifier = !name.isEmpty && name.unicodeScalars.allSatisfy { ($0.properties.isAlphabetic && $0.isASCII) || $0 == "_" || ("0"..."9").contains($0) }
             && !("0"..."9").contains(name.unicodeScalars.first ?? "0")
-        return identifier ? "." + name : "['" + name.replacingOccurrences(of: "'", with: "\\'") + "']"
+        return identifier ? "." + name : "['" + name.replacing("'", with: "\\'") + "']"
     }
 
     /// A short entity name: `humidity_2` → `Humidity 2`.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The real clock: `ContinuousClock` for monotonic time, `Date` for wall time.
 public struct SystemClock: GatewayClock {

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
+import FoundationEssentials
 
 /// The store-and-forward queue: a bounded FIFO of outgoing messages kept in memory and in a
 /// crash-safe append-only file (or in memory only when `path` is nil).
@@ -71,7 +71,7 @@ public final class DiskQueue {
         self.path = path
         self.limits = limits
         guard let path else { return }
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Self.parentDirectory(of: path)
         if !directory.isEmpty {
             try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
@@ -220,7 +220,7 @@ public final class DiskQueue {
         _ = Glibc.close(fd)
         fd = reopened
         fileSize = buffer.count
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = Self.parentDirectory(of: path)
         let directoryFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             _ = fsync(directoryFD)
@@ -356,4 +356,11 @@ public final class DiskQueue {
     }
 
     private static func errnoText() -> String { String(cString: strerror(errno)) }
+
+    /// `path` without its last component ("" for a bare file name), as NSString's
+    /// `deletingLastPathComponent` (not in FoundationEssentials).
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
 }

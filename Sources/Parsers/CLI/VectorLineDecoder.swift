@@ -1,5 +1,5 @@
 import Bluetooth
-import Foundation
+import JSON
 
 /// Turns one JSON line in the test-vector input format into one JSON output line; the logic
 /// behind `gattway decode`.
@@ -17,8 +17,7 @@ public struct VectorLineDecoder: Sendable {
 
     /// Decodes one line; returns the output line without a trailing newline.
     public func decode(line: String) -> String {
-        guard let data = line.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data), let input = object as? [String: Any]
+        guard let value = try? JSONValue.parse(Array(line.utf8)), let input = Self.plain(value) as? [String: Any]
         else { return Self.errorLine("input is not a JSON object") }
         switch Self.parse(input) {
         case .failure(let error):
@@ -106,6 +105,19 @@ public struct VectorLineDecoder: Sendable {
         public var message: String
         public init(stringLiteral value: String) { message = value }
         public init(stringInterpolation: DefaultStringInterpolation) { message = String(stringInterpolation: stringInterpolation) }
+    }
+
+    /// A parsed JSON value as the `[String: Any]` / `[Any]` / `String` / `Double` / `Bool` tree
+    /// ``parse(_:)`` takes (what `JSONSerialization` would give, without Foundation).
+    static func plain(_ value: JSONValue) -> Any {
+        switch value {
+        case .null: Optional<Any>.none as Any
+        case .bool(let flag): flag
+        case .number(let number): number
+        case .string(let text): text
+        case .array(let items): items.map(plain)
+        case .object(let members): Dictionary(members.map { ($0.key, plain($0.value)) }, uniquingKeysWith: { _, last in last })
+        }
     }
 
     static func errorLine(_ message: String) -> String {

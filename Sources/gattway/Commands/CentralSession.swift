@@ -1,7 +1,7 @@
 import BlueZ
 import Bluetooth
 import EventLoop
-import Foundation
+import FoundationEssentials
 import JSON
 
 #if canImport(Glibc)
@@ -97,7 +97,7 @@ func hexString(_ bytes: [UInt8]) -> String {
 
 /// Parses hex bytes (`01ff`, `01 ff`, `0x01,0xff`); nil when not hex.
 func parseHex(_ text: String) -> [UInt8]? {
-    var digits = text.lowercased().replacingOccurrences(of: "0x", with: "")
+    var digits = text.lowercased().replacing("0x", with: "")
     digits.removeAll { $0 == " " || $0 == "," || $0 == ":" || $0 == "-" }
     guard digits.count % 2 == 0 else { return nil }
     var bytes: [UInt8] = []

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `gattway demo`: the whole product on one machine without Bluetooth hardware — a private
 /// dbus-daemon, the BlueZ simulator with the demo scenario, mosquitto on a free loopback port

@@ -1,5 +1,5 @@
 import EventLoop
-import Foundation
+import FoundationEssentials
 import Gateway
 
 /// `gattway doctor`: checks everything `gattway run` needs and says what to do about each problem.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import BlueZ
 import Bluetooth
 import JSON
@@ -48,7 +48,7 @@ struct InspectCommand: Command {
                         do {
                             let value = try await central.readValue(for: characteristic)
                             line += " = \(hexString(value))"
-                            members.append((key: "value", value: .string(hexString(value).replacingOccurrences(of: " ", with: ""))))
+                            members.append((key: "value", value: .string(hexString(value).replacing(" ", with: ""))))
                             if let readings = try? ParserRegistry.builtIn.decode(characteristic: characteristic.uuid, value: value) {
                                 line += " (" + readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(separator: " ") + ")"
                             }

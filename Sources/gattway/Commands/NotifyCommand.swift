@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import BlueZ
 import Bluetooth
 import JSON
@@ -53,7 +53,7 @@ struct NotifyCommand: Command {
                     if json {
                         standardOutput(JSONValue.object([
                             (key: "characteristic", value: .string(uuid.shortDescription)),
-                            (key: "hex", value: .string(hexString(value).replacingOccurrences(of: " ", with: ""))),
+                            (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
                             (key: "readings", value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })),
                         ]).serialized + "\n")
                     } else {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import BlueZ
 import Bluetooth
 import JSON
@@ -37,7 +37,7 @@ struct ReadCommand: Command {
                 standardOutput(JSONValue.object([
                     (key: "address", value: .string(address.description)),
                     (key: "characteristic", value: .string(target.uuid.shortDescription)),
-                    (key: "hex", value: .string(hexString(value).replacingOccurrences(of: " ", with: ""))),
+                    (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
                     (key: "readings", value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })),
                 ]).serialized + "\n")
             } else {

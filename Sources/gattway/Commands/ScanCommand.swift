@@ -1,5 +1,5 @@
 import BlueZ
-import Foundation
+import FoundationEssentials
 import Bluetooth
 import JSON
 import Parsers
@@ -35,7 +35,7 @@ struct ScanCommand: Command {
     init(parsing arguments: ParsedArguments) throws {
         var uuids: [BluetoothUUID] = []
         for text in arguments.allValues("services").flatMap({ $0.split(separator: ",") }) {
-            guard let uuid = BluetoothUUID(text.trimmingCharacters(in: .whitespaces)) else {
+            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
                 throw CLIError.usage("--services: \"\(text)\" is not a UUID (e.g. 180F)")
             }
             uuids.append(uuid)

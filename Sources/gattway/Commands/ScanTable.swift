@@ -1,6 +1,9 @@
 import BlueZ
 import Bluetooth
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import JSON
 import Parsers
 
@@ -22,11 +25,10 @@ struct ScanTable {
         line("ADDRESS            RSSI  NAME                  SERVICES            DECODED")
         for (address, result) in rows.sorted(by: { ($0.value.rssi ?? -127) > ($1.value.rssi ?? -127) }) {
             let data = result.advertisementData
-            let name = (data.localName ?? result.peripheral.name ?? "").padding(toLength: 20, withPad: " ", startingAt: 0)
-            let services = data.serviceUUIDs.map(\.shortDescription).joined(separator: ",").padding(
-                toLength: 18, withPad: " ", startingAt: 0)
+            let name = (data.localName ?? result.peripheral.name ?? "").padded(to: 20)
+            let services = data.serviceUUIDs.map(\.shortDescription).joined(separator: ",").padded(to: 18)
             let rssi = data.rssi.map { String($0) } ?? "-"
-            line("\(address)  \(rssi.padding(toLength: 4, withPad: " ", startingAt: 0))  \(name)  \(services)  \(Self.decoded(result))")
+            line("\(address)  \(rssi.padded(to: 4))  \(name)  \(services)  \(Self.decoded(result))")
         }
         line("\(rows.count) device(s); Ctrl-C to stop")
         return out
@@ -35,19 +37,17 @@ struct ScanTable {
     /// The terminal's width in columns (`stty size` on the controlling terminal), else 120.
     static func terminalWidth() -> Int {
         if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 20 { return columns }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/stty")
-        process.arguments = ["size"]
-        guard let tty = FileHandle(forReadingAtPath: "/dev/tty") else { return 120 }
-        process.standardInput = tty
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return 120 }
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        let parts = output.split(separator: " ")
-        guard parts.count == 2, let columns = Int(parts[1].trimmingCharacters(in: .whitespacesAndNewlines)), columns > 20 else {
+        guard access("/dev/tty", R_OK) == 0, let stream = popen("/bin/stty size </dev/tty 2>/dev/null", "r") else { return 120 }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, stream)
+            guard count > 0 else { break }
+            output += buffer[..<count]
+        }
+        pclose(stream)
+        let parts = String(decoding: output, as: UTF8.self).split(separator: " ")
+        guard parts.count == 2, let columns = Int(parts[1].trimmingWhitespace()), columns > 20 else {
             return 120
         }
         return columns
@@ -90,11 +90,11 @@ struct ScanTable {
         members.append((key: "services", value: .array(data.serviceUUIDs.map { .string($0.shortDescription) })))
         members.append((
             key: "manufacturer_data",
-            value: .object(data.manufacturerData.sorted { $0.key < $1.key }.map { (key: String($0.key), value: .string(hexString($0.value).replacingOccurrences(of: " ", with: ""))) })
+            value: .object(data.manufacturerData.sorted { $0.key < $1.key }.map { (key: String($0.key), value: .string(hexString($0.value).replacing(" ", with: ""))) })
         ))
         members.append((
             key: "service_data",
-            value: .object(data.serviceData.sorted { $0.key < $1.key }.map { (key: $0.key.shortDescription, value: .string(hexString($0.value).replacingOccurrences(of: " ", with: ""))) })
+            value: .object(data.serviceData.sorted { $0.key < $1.key }.map { (key: $0.key.shortDescription, value: .string(hexString($0.value).replacing(" ", with: ""))) })
         ))
         if let decoded = try? ParserRegistry.builtIn.decode(
             AdvertisementContext(advertisement: data, address: result.peripheral.address))

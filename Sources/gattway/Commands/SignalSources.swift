@@ -1,4 +1,7 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
 import Synchronization
 
 /// Keeps dispatch signal sources alive for the rest of the process (a source is cancelled when

@@ -1,7 +1,7 @@
 import BlueZSimulator
 import DBus
 import EventLoop
-import Foundation
+import FoundationEssentials
 
 /// `gattway simulate`: runs the BlueZ simulator (a virtual bluetoothd owning `org.bluez`) on a
 /// bus until SIGINT or SIGTERM.
@@ -49,7 +49,7 @@ struct SimulateCommand: Command {
         let bus: DBusConnection.Bus = busAddress.map { .address($0) } ?? .system
         let loop = EventLoop(name: "gattway-simulate")
         let quiet = self.quiet
-        let printer: @Sendable (String) -> Void = { line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let printer: @Sendable (String) -> Void = { line in writeToStandardError(line + "\n") }
         let simulator: BlueZSimulator
         do {
             simulator = try await BlueZSimulator.start(scenario: world, bus: bus, on: loop, log: quiet ? nil : printer)
@@ -61,7 +61,7 @@ struct SimulateCommand: Command {
                 + "\(world.adapters.count) adapter(s), \(world.devices.count) device(s); "
                 + "control: \(BlueZSimulator.controlInterface) at \(BlueZSimulator.controlPath)\n")
         let received = await SignalSources.waitForTermination()
-        if !quiet { FileHandle.standardError.write(Data("gattway simulate: \(received), stopping\n".utf8)) }
+        if !quiet { writeToStandardError("gattway simulate: \(received), stopping\n") }
         await simulator.stop()
         loop.shutdown()
         return .success

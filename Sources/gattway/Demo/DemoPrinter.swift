@@ -1,4 +1,7 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import FoundationEssentials
 import JSON
 
 /// Turns what the demo sees on MQTT into readable lines: one line per device state that
@@ -58,13 +61,13 @@ struct DemoPrinter {
 
     /// `{{ value_json.temperature }}` → `temperature`; `{{ value_json['a b'] }}` → `a b`.
     static func attribute(in template: String) -> String? {
-        guard let range = template.range(of: "value_json") else { return nil }
+        guard let range = template.firstRange(of: "value_json") else { return nil }
         var rest = template[range.upperBound...]
         if rest.hasPrefix(".") {
             rest = rest.dropFirst()
             return String(rest.prefix { $0.isLetter || $0.isNumber || $0 == "_" })
         }
-        if rest.hasPrefix("['"), let end = rest.range(of: "']") {
+        if rest.hasPrefix("['"), let end = rest.firstRange(of: "']") {
             return String(rest[rest.index(rest.startIndex, offsetBy: 2)..<end.lowerBound])
         }
         return nil
@@ -84,6 +87,6 @@ struct DemoPrinter {
         var now = time_t(Date().timeIntervalSince1970)
         var parts = tm()
         localtime_r(&now, &parts)
-        return String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return String(twoDigits: parts.tm_hour) + ":" + String(twoDigits: parts.tm_min) + ":" + String(twoDigits: parts.tm_sec)
     }
 }

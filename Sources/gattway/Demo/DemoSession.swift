@@ -3,7 +3,7 @@ import Glibc
 #endif
 import BlueZSimulator
 import EventLoop
-import Foundation
+import FoundationEssentials
 import JSON
 import MQTT
 
@@ -37,7 +37,8 @@ actor DemoSession {
         self.tools = tools
         let path = FileManager.default.temporaryDirectory.path + "/gattway-demo-\(getpid())-\(UUID().uuidString.prefix(8))"
         do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            guard chmod(path, 0o700) == 0 else { throw CLIError.failure("chmod 0700 \(path): \(String(cString: strerror(errno)))") }
         } catch {
             throw CLIError.failure("cannot create a temporary directory \(path): \(error)")
         }
@@ -246,7 +247,7 @@ actor DemoSession {
     }
 
     private func spawn(_ name: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> DemoChild {
-        let logName = name.replacingOccurrences(of: " ", with: "-")
+        let logName = name.replacing(" ", with: "-")
         let child = try DemoChild(name: name, path: path, arguments: arguments, environment: environment,
                                   logPath: directory + "/\(logName).log")
         children.append(child)

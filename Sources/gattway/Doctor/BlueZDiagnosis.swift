@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
 import EventLoop
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -175,7 +175,7 @@ struct BlueZDiagnosis {
         return entries.contains { entry in
             func read(_ name: String) -> String {
                 ((try? String(contentsOfFile: "\(base)/\(entry)/\(name)", encoding: .utf8)) ?? "")
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
+                    .trimmingWhitespace()
             }
             return read("type") == "bluetooth" && (read("soft") == "1" || read("hard") == "1")
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Gateway
 
 #if canImport(Glibc)
@@ -65,10 +65,9 @@ enum FileDiagnosis {
                     + "the systemd unit passes --state-dir /var/lib/gattway)")
         }
         let source = fromOption ? "--state-dir" : "state_directory"
-        var isDirectory: ObjCBool = false
-        let manager = FileManager.default
-        if manager.fileExists(atPath: directory, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else {
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            guard info.st_mode & S_IFMT == S_IFDIR else {
                 return .fail("state", "\(directory) (\(source)) is not a directory", "point \(source) at a directory")
             }
             if canWrite(in: directory) { return .ok("state", "\(directory) is writable") }
@@ -76,7 +75,7 @@ enum FileDiagnosis {
                 "state", "\(directory) (\(source)) is not writable by \(userName)",
                 "run as the service's user (sudo -u gattway …), or: sudo chown gattway: \(directory)")
         }
-        let parent = (directory as NSString).deletingLastPathComponent
+        let parent = directory.lastIndex(of: "/").map { $0 == directory.startIndex ? "/" : String(directory[..<$0]) } ?? ""
         if access(parent.isEmpty ? "." : parent, W_OK) == 0 {
             return .ok("state", "\(directory) does not exist yet; gattway run will create it")
         }
@@ -96,7 +95,9 @@ enum FileDiagnosis {
     }
 
     private static func permissions(_ path: String) -> Int? {
-        (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int(info.st_mode & 0o7777)
     }
 
     /// The effective user's name, for messages.
