@@ -1,6 +1,7 @@
 internal import CMosquitto
 import EventLoop
 import Retry
+import Synchronization
 
 /// An MQTT 3.1.1/5 client over libmosquitto, driven by an ``EventLoop``.
 ///
@@ -19,7 +20,9 @@ import Retry
 /// on the loop thread); the completion runs on the loop thread when the broker acknowledged
 /// (PUBACK for QoS 1, PUBCOMP for QoS 2) or, for QoS 0, when the message was written to the
 /// socket. At most ``MQTTConfiguration/maxInflight`` QoS 1/2 messages are unacknowledged; later
-/// ones wait in order in the client, also while disconnected. QoS 0 publishes fail with
+/// ones wait in order in the client, also while disconnected, up to
+/// ``MQTTConfiguration/maxQueued``; a publish beyond that fails at once with
+/// ``MQTTError/Kind/queueFull`` (nothing already queued is dropped). QoS 0 publishes fail with
 /// ``MQTTError/Kind/notConnected`` while disconnected.
 public actor MQTTClient {
     public nonisolated let configuration: MQTTConfiguration
@@ -70,6 +73,7 @@ public actor MQTTClient {
     private var writtenDuringPublish: [Int32] = []
     private var publishing = false
     private var outbox = Outbox<(MQTTMessage, Completion?)>()
+    private let queueFullPublishes = Atomic<Int>(0)
     private var inflight = 0
     private var inflightLimit: Int
     private var flushAfterRead = false
@@ -215,6 +219,9 @@ public actor MQTTClient {
         }
         try result.get()
     }
+
+    /// QoS 1/2 publishes refused with ``MQTTError/Kind/queueFull`` so far (readable from any thread).
+    public nonisolated var queueFullCount: Int { queueFullPublishes.load(ordering: .relaxed) }
 
     /// Number of QoS 1/2 publishes sent and not yet acknowledged, plus those waiting in the client.
     public var unacknowledgedCount: Int { inflight + outbox.count }
@@ -502,6 +509,11 @@ public actor MQTTClient {
         default:
             if message.qos == .atMostOnce {
                 completion?(.failure(MQTTError(.notConnected, "QoS 0 publish to \(message.topic) while not connected to \(configuration.host):\(configuration.port)")))
+            } else if outbox.count >= configuration.maxQueued {
+                queueFullPublishes.add(1, ordering: .relaxed)
+                completion?(.failure(MQTTError(
+                    .queueFull,
+                    "publish to \(message.topic): \(outbox.count) messages already wait in the client (maxQueued \(configuration.maxQueued)); not queued")))
             } else {
                 outbox.append((message, completion))
             }

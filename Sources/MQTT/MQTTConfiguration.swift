@@ -33,6 +33,12 @@ public struct MQTTConfiguration: Sendable {
     /// At most this many QoS 1/2 publishes are unacknowledged at once (`MOSQ_OPT_SEND_MAXIMUM`);
     /// further ones wait in the client, in order. An MQTT 5 broker's Receive Maximum lowers it.
     public var maxInflight: Int = 1000
+    /// At most this many QoS 1/2 publishes wait in the client beyond the in-flight window (while
+    /// connected) or for a connection; a publish beyond it completes at once with
+    /// ``MQTTError/Kind/queueFull`` and is counted in ``MQTTClient/queueFullCount``. It bounds
+    /// memory when publishes outrun the broker's acknowledgements (each waiting message costs its
+    /// topic, payload and completion).
+    public var maxQueued: Int = 10_000
     /// Delays between connection attempts after the connection is lost.
     public var reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy()
     /// Local address to bind the socket to, if any.
@@ -101,6 +107,7 @@ public struct MQTTConfiguration: Sendable {
             throw invalid("keepAlive \(keepAlive) must be 0 or 5…65535 seconds")
         }
         guard (1...65535).contains(maxInflight) else { throw invalid("maxInflight \(maxInflight) must be 1…65535") }
+        guard maxQueued >= 0 else { throw invalid("maxQueued \(maxQueued) must be 0 or more") }
         if clientID.isEmpty && !cleanSession {
             throw invalid("a persistent session (cleanSession false) needs a client id")
         }

@@ -29,6 +29,9 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         case connectionLost
         /// The client was disconnected by ``MQTTClient/disconnect()`` before the operation completed.
         case closed
+        /// A QoS 1/2 publish found ``MQTTConfiguration/maxQueued`` messages already waiting in the
+        /// client (beyond the in-flight window or for a connection); it was not queued.
+        case queueFull
     }
 
     public let kind: Kind

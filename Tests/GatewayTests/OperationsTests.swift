@@ -25,6 +25,7 @@ struct OperationsTests {
         try await harness.start()
         await harness.gateway.handle(bthome(Self.sensor))
         await harness.gateway.handle(bthome(Self.sensor, rssi: -95))
+        harness.mqtt.queueFullDrops = 7
         await harness.advance(29.9)
         #expect(harness.mqtt.messages(on: "gattway/bridge/health").isEmpty)
         await harness.advance(0.1)
@@ -39,6 +40,7 @@ struct OperationsTests {
         #expect(health["advertisements"] == .number(2))
         #expect(health["decoded"] == .number(1))
         #expect(health["dropped"]?["filtered"] == .number(1))
+        #expect(health["dropped"]?["mqtt_queue_full"] == .number(7), "the MQTT client's queue-full drops")
         #expect(health["queue"]?["depth"] == .number(0))
         #expect(health["connections"] == .number(0))
         #expect(health["devices"] == .number(1))

@@ -29,6 +29,42 @@ struct ClientTests {
         }
     }
 
+    @Test("beyond maxQueued a QoS 1 publish fails at once with queueFull; the queued ones all arrive, in order")
+    func queueBound() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(20) {
+            var configuration = try MQTTConfiguration.test(broker.url, "bounded")
+            configuration.maxInflight = 1
+            configuration.maxQueued = 3
+            let client = try MQTTClient(configuration: configuration, loop: loop)
+            try await client.connect()
+            let subscription = try await client.subscribe(to: MQTTTopicFilter("bound/+"), qos: .atLeastOnce)
+            let (received, task) = collect(subscription)
+            let completions = Collected<(Int, MQTTError.Kind?)>()
+            // All ten in one loop turn: one goes in flight, three wait, six find the queue full.
+            try await loop.submit {
+                for n in 0..<10 {
+                    client.publish(MQTTMessage(topic: "bound/x", string: "m\(n)", qos: .atLeastOnce)) { result in
+                        switch result {
+                        case .success: completions.append((n, nil))
+                        case .failure(let error): completions.append((n, error.kind))
+                        }
+                    }
+                }
+            }
+            try await eventually("ten completions") { completions.count >= 10 }
+            #expect(completions.all.filter { $0.1 == .queueFull }.map(\.0) == Array(4..<10))
+            #expect(completions.all.filter { $0.1 == nil }.map(\.0).sorted() == Array(0..<4))
+            #expect(client.queueFullCount == 6)
+            try await eventually("four messages") { received.count >= 4 }
+            #expect(received.all.map(\.payloadString) == ["m0", "m1", "m2", "m3"])
+            await client.disconnect()
+            await task.value
+        }
+    }
+
     @Test("QoS 1 publishes from mosquitto_pub reach a subscription; ours reach mosquitto_sub")
     func independentPeers() async throws {
         let broker = try await MosquittoBroker()

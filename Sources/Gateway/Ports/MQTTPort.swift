@@ -4,7 +4,8 @@
 /// Contract for an implementation:
 /// - ``publish(_:)`` never blocks and never throws: messages are queued in order (also while
 ///   the broker is unreachable, as far as the client's queue allows) and a failure is counted by
-///   the client. ``publishAndWait(_:)`` returns when the message was delivered (PUBACK for QoS 1)
+///   the client; a message refused because the client's queue is full (`mqtt.max_queued`) is
+///   counted in ``queueFullDrops`` (`dropped.mqtt_queue_full` in `bridge/health`). ``publishAndWait(_:)`` returns when the message was delivered (PUBACK for QoS 1)
 ///   or failed — the gateway uses it only for `bridge/state` offline at shutdown.
 /// - ``subscribe(_:)`` returns once the broker granted the filter; the stream carries every
 ///   matching message (with MQTT 5 response topic and correlation data) until the client ends.
@@ -23,4 +24,12 @@ public protocol MQTTPort: Sendable {
 
     /// Connection changes: `true` when (re)connected, `false` when the connection was lost.
     func connectionEvents() -> AsyncStream<Bool>
+
+    /// Messages ``publish(_:)`` dropped so far because the client's queue was full.
+    var queueFullDrops: Int { get }
+}
+
+extension MQTTPort {
+    /// A port without a bounded queue never drops for that reason.
+    public var queueFullDrops: Int { 0 }
 }

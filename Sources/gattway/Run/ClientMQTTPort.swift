@@ -22,6 +22,8 @@ struct ClientMQTTPort: MQTTPort {
         client.publish(Self.message(message))
     }
 
+    var queueFullDrops: Int { client.queueFullCount }
+
     func publishAndWait(_ message: MQTTOutboundMessage) async throws {
         try await client.publish(Self.message(message))
     }

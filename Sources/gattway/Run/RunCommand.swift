@@ -3,7 +3,7 @@ import Glibc
 #endif
 import BlueZ
 import EventLoop
-import Foundation
+import FoundationEssentials
 import Gateway
 import MQTT
 
@@ -83,7 +83,7 @@ struct RunCommand: Command {
                 switch state {
                 case .connected: log(.notice, "MQTT: connected to \(config.mqtt.server)")
                 case .disconnected(let error?, let retry):
-                    log(.warning, "MQTT: \(error)" + (retry.map { String(format: "; retrying in %.1f s", $0) } ?? ""))
+                    log(.warning, "MQTT: \(error)" + (retry.map { "; retrying in \(String(oneDecimal: $0)) s" } ?? ""))
                 case .disconnected, .connecting: break
                 }
             }
@@ -161,6 +161,7 @@ struct RunCommand: Command {
         let settings = config.mqtt
         var configuration = try MQTTConfiguration(url: settings.server, clientID: settings.clientID)
         configuration.keepAlive = Int(settings.keepalive.rounded())
+        configuration.maxQueued = settings.maxQueued
         configuration.protocolVersion = settings.protocolVersion == 5 ? .v5 : .v311
         if let username = settings.username {
             configuration.credentials = MQTTCredentials(username: username, password: settings.password)
@@ -189,9 +190,9 @@ struct RunCommand: Command {
     /// A config holding a password that other users may read gets a warning (design: secrets
     /// never leak; the file itself is the user's to protect).
     func warnIfSecretsAreReadable(_ config: GatewayConfig, log: GatewayLogger) {
+        var info = stat()
         guard config.mqtt.password != nil,
-            let attributes = try? FileManager.default.attributesOfItem(atPath: configPath),
-            let mode = attributes[.posixPermissions] as? Int, mode & 0o004 != 0
+            stat(configPath, &info) == 0, info.st_mode & 0o004 != 0
         else { return }
         log(.warning, "\(configPath) holds an MQTT password and is readable by every user; run: chmod o-r \(configPath)")
     }

@@ -10,6 +10,7 @@ final class InMemoryMQTT: MQTTPort {
         /// publishAndWait throws while set (the broker is unreachable).
         var failWaits = false
         var waitAttempts = 0
+        var queueFullDrops = 0
     }
 
     private let state = Mutex(State())
@@ -36,6 +37,12 @@ final class InMemoryMQTT: MQTTPort {
     /// Makes ``publishAndWait(_:)`` fail (true) or deliver (false).
     func failWaits(_ fail: Bool) { state.withLock { $0.failWaits = fail } }
     var waitAttempts: Int { state.withLock { $0.waitAttempts } }
+
+    /// What the client reports as refused because its queue was full.
+    var queueFullDrops: Int {
+        get { state.withLock { $0.queueFullDrops } }
+        set { state.withLock { $0.queueFullDrops = newValue } }
+    }
 
     func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTInboundMessage.self)
