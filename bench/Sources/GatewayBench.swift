@@ -89,6 +89,7 @@ enum GatewayBench: BenchSuite {
             let loop = EventLoop(name: "bench-mqtt")
             var configuration = try MQTTConfiguration(url: broker.url, clientID: "bench-ceiling-\(qos.rawValue)")
             configuration.protocolVersion = .v311
+            configuration.maxQueued = count  // the ceiling publishes the whole burst without waiting
             let client = try MQTTClient(configuration: configuration, loop: loop)
             try await client.connect()
             let seconds = try await MQTTBench.measure(client: client, loop: loop, qos: qos, count: count, payload: payload)

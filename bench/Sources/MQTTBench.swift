@@ -20,6 +20,7 @@ enum MQTTBench: BenchSuite {
         for (qos, count, target) in cases {
             var configuration = try MQTTConfiguration(url: "mqtt://127.0.0.1:\(broker.port)", clientID: "bench-\(qos.rawValue)")
             configuration.maxInflight = 1000
+            configuration.maxQueued = count  // the whole burst is published without waiting
             configuration.protocolVersion = .v311
             let client = try MQTTClient(configuration: configuration, loop: loop)
             try await client.connect()
