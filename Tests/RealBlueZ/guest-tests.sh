@@ -62,6 +62,74 @@ echo "[tests $(t)] CentralManager scenario"
 timeout 170 "$BIN/realbluez-central" 2>&1 | tee "$SHARE/out/central.txt" | grep -E '^(PASS|FAIL) ' >> "$RESULTS"
 grep -E '^(PASS|FAIL) |realbluez-central:' "$SHARE/out/central.txt" | sed 's/^/  /'
 
+# ---- gattway run end to end: mosquitto inside the guest, the gateway on hci0, the peripheral on hci1.
+echo "[tests $(t)] gattway run"
+GW=$SHARE/out/gateway
+mkdir -p "$GW"
+cat > "$GW/mosquitto.conf" <<CONF
+listener 18833 127.0.0.1
+allow_anonymous true
+persistence false
+CONF
+mosquitto -c "$GW/mosquitto.conf" > "$GW/mosquitto.log" 2>&1 &
+BROKER=$!
+cat > "$GW/config.json" <<CONF
+{
+  "mqtt": {"server": "mqtt://127.0.0.1:18833", "base_topic": "rbz", "client_id": "rbz-gateway"},
+  "bluetooth": {"adapter": "hci0", "scan": {"services": ["180F"]}},
+  "homeassistant": {"enabled": false},
+  "health": {"enabled": false},
+  "parsers": {"lamp_state": {"characteristic": "ff02", "fields": [{"name": "state", "offset": 0, "type": "u8"}]}},
+  "devices": [
+    {"match": {"address": "$BATTERY"}, "name": "sensor", "connect": true,
+     "subscribe": [{"service": "180F", "characteristic": "2A19", "parser": "battery_level"},
+                   {"service": "FF00", "characteristic": "FF02", "parser": "lamp_state"}],
+     "commands": {"lamp": {"service": "FF00", "characteristic": "FF01", "encoding": "u8"}}}
+  ]
+}
+CONF
+for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$GW/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
+timeout 60 mosquitto_sub -h 127.0.0.1 -p 18833 -t 'rbz/#' -v > "$GW/mqtt.txt" 2>&1 &
+SUB=$!
+sleep 0.3
+"$BIN/gattway" run --config "$GW/config.json" --log-level debug > "$GW/gattway.log" 2>&1 &
+GATEWAY=$!
+waitfor() {  # waitfor SECONDS PATTERN: until mqtt.txt has a line matching PATTERN
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do grep -qE -- "$2" "$GW/mqtt.txt" && return 0; sleep 0.1; done
+  return 1
+}
+if waitfor 45 '^rbz/sensor \{.*"battery":[0-9]+'; then
+  result "PASS gateway.readings $(grep -m1 -E '^rbz/sensor ' "$GW/mqtt.txt" | head -c 160)"
+else
+  result "FAIL gateway.readings $(tail -n 5 "$GW/gattway.log" | tr '\n' ' ' | head -c 400)"
+fi
+if waitfor 5 '^rbz/sensor/availability \{"state":"online"\}'; then
+  result "PASS gateway.availability online"
+else
+  result "FAIL gateway.availability $(grep -E 'availability' "$GW/mqtt.txt" | tail -n 2 | tr '\n' ' ')"
+fi
+mosquitto_pub -h 127.0.0.1 -p 18833 -t rbz/sensor/set -m '{"lamp": 7, "transaction": "rbz-1"}'
+if waitfor 20 '^rbz/sensor/response .*"transaction":"rbz-1".*"status":"ok"'; then
+  result "PASS gateway.command $(grep -m1 -E '^rbz/sensor/response ' "$GW/mqtt.txt" | head -c 200)"
+else
+  result "FAIL gateway.command $(grep -E '^rbz/sensor/response ' "$GW/mqtt.txt" | tail -n 1) $(tail -n 3 "$GW/gattway.log" | tr '\n' ' ' | head -c 300)"
+fi
+if waitfor 20 '^rbz/sensor \{.*"state":7'; then
+  result "PASS gateway.command-effect the lamp's state characteristic notified 7 back through the gateway"
+else
+  result "FAIL gateway.command-effect $(grep -E '^rbz/sensor ' "$GW/mqtt.txt" | tail -n 1 | head -c 200)"
+fi
+kill -TERM $GATEWAY 2>/dev/null
+for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
+if waitfor 5 '^rbz/bridge/state \{"state":"offline"\}'; then
+  result "PASS gateway.stop bridge/state offline after SIGTERM"
+else
+  result "FAIL gateway.stop $(grep -E 'bridge/state' "$GW/mqtt.txt" | tail -n 1)"
+fi
+kill $SUB $BROKER 2>/dev/null
+kill -9 $GATEWAY 2>/dev/null
+
 # ---- The differential recording (compared with the simulator's on the host).
 if [ -x "$HERE/dbus-session.py" ] && [ "${RBZ_DIFF:-1}" = 1 ]; then
   echo "[tests $(t)] differential session"
