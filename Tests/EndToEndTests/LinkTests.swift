@@ -47,8 +47,6 @@ struct LinkTests {
             // design.md §3: first retry after 1–5 s, then twice the previous delay ±20 %.
             #expect(firstGap >= 0.9 && firstGap < 6, "first reconnect after \(firstGap) s")
             #expect(secondGap >= firstGap * 1.4, "second reconnect after \(secondGap) s, first after \(firstGap) s: no backoff")
-            // The link is up for about link_drop_after each time.
-            #expect(drops[0].arrival - online[0].arrival >= 0.3)
             // Readings resume after the reconnect, and the bridge told about each link change.
             try await messages.next(on: "gattway/battery_sensor", after: messages.all.firstIndex { $0.arrival >= online[2].arrival } ?? 0) {
                 $0.number("battery") != nil
