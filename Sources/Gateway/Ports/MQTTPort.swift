@@ -7,8 +7,10 @@
 ///   the client; a message refused because the client's queue is full (`mqtt.max_queued`) is
 ///   counted in ``queueFullDrops`` (`dropped.mqtt_queue_full` in `bridge/health`). ``publishAndWait(_:)`` returns when the message was delivered (PUBACK for QoS 1)
 ///   or failed — the gateway uses it only for `bridge/state` offline at shutdown.
-/// - ``subscribe(_:)`` returns once the broker granted the filter; the stream carries every
-///   matching message (with MQTT 5 response topic and correlation data) until the client ends.
+/// - ``subscribe(_:)`` must not wait for the broker: while it is unreachable the gateway still has
+///   to scan and queue readings. It returns the stream at once; the subscription is made (and
+///   remade) whenever the client is connected, and the stream carries every matching message
+///   (with MQTT 5 response topic and correlation data) until the client ends.
 /// - ``connectionEvents()`` reports each (re)connection, so the gateway republishes its retained
 ///   state after the broker lost it. The last will (``Gateway/lastWill(for:)``) is configured
 ///   on the client by the composition root before connecting.
