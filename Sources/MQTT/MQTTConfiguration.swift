@@ -38,7 +38,7 @@ public struct MQTTConfiguration: Sendable {
     /// ``MQTTError/Kind/queueFull`` and is counted in ``MQTTClient/queueFullCount``. It bounds
     /// memory when publishes outrun the broker's acknowledgements (each waiting message costs its
     /// topic, payload and completion: about 320 B for a 90-byte state message).
-    public var maxQueued: Int = 100_000
+    public var maxQueued: Int = 10_000
     /// Delays between connection attempts after the connection is lost.
     public var reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy()
     /// Local address to bind the socket to, if any.

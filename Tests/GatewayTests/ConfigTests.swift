@@ -29,7 +29,7 @@ struct ConfigTests {
         #expect(config.commands.ttl == 30)
         #expect(config.availability.fallbackTimeout == 600)
         #expect(config.devices.isEmpty)
-        #expect(config.mqtt.maxQueued == 100_000)
+        #expect(config.mqtt.maxQueued == 10_000)
         #expect(try GatewayConfig.parse(Array(#"{"mqtt": {"max_queued": 500}}"#.utf8)).mqtt.maxQueued == 500)
         #expect(throws: (any Error).self) { try GatewayConfig.parse(Array(#"{"mqtt": {"max_queued": -1}}"#.utf8)) }
     }

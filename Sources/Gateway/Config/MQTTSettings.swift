@@ -28,7 +28,7 @@ public struct MQTTSettings: Sendable, Equatable {
     /// At most this many QoS 1/2 messages wait in the MQTT client for the broker's
     /// acknowledgements or for a connection; beyond it a message is dropped
     /// (`dropped.mqtt_queue_full`).
-    public var maxQueued = 100_000
+    public var maxQueued = 10_000
 
     /// `mqtt.tls`: files for mqtts.
     public struct TLS: Sendable, Equatable {
