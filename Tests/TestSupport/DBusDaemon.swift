@@ -1,4 +1,5 @@
 import Foundation
+import Subprocess
 
 /// A private `dbus-daemon` for a test: its own generated config, unix socket and temporary
 /// directory, stopped (and its directory removed) by ``stop()`` or when the value is released.
@@ -21,26 +22,14 @@ public final class DBusDaemon: @unchecked Sendable {
     public init(extraConfig: String = "") async throws {
         directory = try TemporaryDirectory.make(prefix: "dbus")
         let socket = directory.appendingPathComponent("bus").path
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(socket)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
+        let config = PrivateBusConfiguration.xml(socketPath: socket, extra: """
               <limit name="max_incoming_bytes">1000000000</limit>
               <limit name="max_outgoing_bytes">1000000000</limit>
               <limit name="max_message_size">1000000000</limit>
               <limit name="max_replies_per_connection">1000000</limit>
               <limit name="max_match_rules_per_connection">100000</limit>
               \(extraConfig)
-            </busconfig>
-            """
+            """)
         let configURL = directory.appendingPathComponent("bus.conf")
         try config.write(to: configURL, atomically: true, encoding: .utf8)
         child = try ChildProcess(

@@ -6,6 +6,7 @@ import EventLoop
 import FoundationEssentials
 import JSON
 import MQTT
+import Subprocess
 
 /// Everything `gattway demo` starts — a private dbus-daemon, the BlueZ simulator with the demo
 /// scenario (in this process), mosquitto on a free loopback port, `gattway run` as a child
@@ -100,20 +101,7 @@ actor DemoSession {
 
     private func startBus() async throws -> String {
         let socket = directory + "/bus"
-        let config = """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(socket)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """
+        let config = PrivateBusConfiguration.xml(socketPath: socket)
         let configPath = directory + "/bus.conf"
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
         let daemon = try spawn(
