@@ -9,10 +9,11 @@ import Foundation
 /// the temporary directory on a graceful stop and reloads it on ``restart()`` — what a real
 /// broker restart looks like. The process is stopped when the value is released.
 public final class MosquittoBroker: @unchecked Sendable {
-    // Invariant for @unchecked Sendable: `child` is replaced only by start()/restart(), which a
-    // test calls from one task at a time; everything else is immutable.
-    public let port: UInt16
-    public let tlsPort: UInt16?
+    // Invariant for @unchecked Sendable: `port` and `tlsPort` change only inside init (before the
+    // value is shared); `child` is replaced only by start()/restart(), which a test calls from one
+    // task at a time; everything else is immutable.
+    public private(set) var port: UInt16
+    public private(set) var tlsPort: UInt16?
     public let directory: URL
     public private(set) var child: ChildProcess?
 
@@ -40,6 +41,24 @@ public final class MosquittoBroker: @unchecked Sendable {
         port = try FreePort.tcp()
         tlsPort = tls == nil ? nil : try FreePort.tcp()
         directory = try TemporaryDirectory.make(prefix: "mosquitto")
+        // A port that was free a moment ago can be taken (e.g. as the local port of some client's
+        // connection) before mosquitto binds it: then pick other ports and try again.
+        for attempt in 1...5 {
+            if attempt > 1 {
+                port = try FreePort.tcp()
+                if tls != nil { tlsPort = try FreePort.tcp() }
+            }
+            try writeConfiguration(passwordFile: passwordFile, tls: tls, persistent: persistent, extraConfig: extraConfig)
+            do {
+                try await start()
+                return
+            } catch let error as ChildProcessError where attempt < 5 && error.description.contains("Address already in use") {
+                continue
+            }
+        }
+    }
+
+    private func writeConfiguration(passwordFile: String?, tls: TLS?, persistent: Bool, extraConfig: [String]) throws {
         var lines = [
             // Run as ourselves: as root, mosquitto would switch to user "mosquitto", which cannot
             // read the test's private temporary files.
@@ -74,7 +93,6 @@ public final class MosquittoBroker: @unchecked Sendable {
         lines += extraConfig
         try (lines.joined(separator: "\n") + "\n").write(
             to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
-        try await start()
     }
 
     deinit { child?.stop() }

@@ -84,6 +84,10 @@ public final class StoreAndForward: Sendable {
         let now = clock.wallMilliseconds()
         let live: Bool = state.withLock { state in
             if state.connected && !state.replaying { return true }
+            // During a replay only stored messages wait behind it (their order matters);
+            // republished retained state and snapshots go out at once and never take a place in
+            // the bounded queue (they would push out readings captured during the outage).
+            if state.connected && kind != .stored { return true }
             if !state.connected {
                 if kind != .stored { return false }
                 if message.qos == 0 && !settings.queueQoS0 {
