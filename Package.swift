@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "Bluetooth", targets: ["Bluetooth"]),
         .library(name: "Parsers", targets: ["Parsers"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
     ],
     targets: [
         // C libraries from Debian packages, through pkg-config.
