@@ -1,35 +1,8 @@
 #!/bin/sh
-# The differential session on the host: a private dbus-daemon, `gattway simulate` with
-# simulator-scenario.json (the VM's test peripheral as a scenario), then dbus-session.py.
+# The differential session on the host: dbus-session.py against `gattway simulate` with
+# simulator-scenario.json (the VM's test peripheral as a scenario) on a private bus.
 #   Tests/RealBlueZ/simulator-session.sh GATTWAY OUT.jsonl
 set -eu
-GATTWAY=$1
-OUT=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
-DIR=$(mktemp -d /tmp/gattway-realbluez-sim.XXXXXX)
-DAEMON=""
-SIM=""
-cleanup() {
-    [ -n "$SIM" ] && kill "$SIM" 2>/dev/null || true
-    [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null || true
-    rm -rf "$DIR"
-}
-trap cleanup EXIT INT TERM
-cat > "$DIR/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$DIR/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>
-CONF
-dbus-daemon --config-file="$DIR/bus.conf" --nofork --nopidfile --print-address > "$DIR/address" &
-DAEMON=$!
-for _ in $(seq 100); do [ -s "$DIR/address" ] && break; sleep 0.05; done
-ADDRESS=$(head -n1 "$DIR/address")
-"$GATTWAY" simulate --scenario "$HERE/simulator-scenario.json" --bus-address "$ADDRESS" --quiet > "$DIR/sim.out" 2>&1 &
-SIM=$!
-for _ in $(seq 200); do grep -q "org.bluez is" "$DIR/sim.out" 2>/dev/null && break; sleep 0.05; done
-DBUS_SYSTEM_BUS_ADDRESS=$ADDRESS timeout 90 /usr/bin/python3 "$HERE/dbus-session.py" --out "$OUT"
+exec "$HERE/../Scripts/with-simulator.sh" "$1" "$HERE/simulator-scenario.json" \
+    timeout 90 /usr/bin/python3 "$HERE/dbus-session.py" --out "$2"
