@@ -8,27 +8,20 @@ import Parsers
 struct NotifyCommand: Command {
     static let name = "notify"
     static let summary = "Subscribe to a characteristic and print each notification or indication."
-    static let positionals = [
-        Positional(name: "address", help: "Device address."),
-        Positional(name: "characteristic", help: "Characteristic UUID, or SERVICE/CHARACTERISTIC."),
-    ]
+    static let positionals = CharacteristicTarget.positionals
     static let options: [Option] = [
         .value("count", "N", "Stop after N values.", default: "unlimited"),
         .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
         .flag("json", "Print JSON lines."),
     ] + CentralSession.options
 
-    let address: BluetoothAddress
-    let characteristic: String
+    let target: CharacteristicTarget
     let count: Int?
     let duration: Double?
     let json: Bool
-    let adapter: String?
-    let timeout: Double
 
     init(parsing arguments: ParsedArguments) throws {
-        address = try CentralSession.address(arguments.positional("address"))
-        characteristic = arguments.positional("characteristic") ?? ""
+        target = try CharacteristicTarget(parsing: arguments)
         if let text = arguments.value("count") {
             guard let number = Int(text), number > 0 else { throw CLIError.usage("--count: expected a positive number") }
             count = number
@@ -37,13 +30,10 @@ struct NotifyCommand: Command {
         }
         duration = try arguments.duration("duration")
         json = arguments.flag("json")
-        adapter = arguments.value("adapter")
-        timeout = try CentralSession.timeout(arguments)
     }
 
     func run() async throws -> ExitCode {
-        try await CentralSession.withConnection(address, adapter: adapter, timeout: timeout) { session, peripheral in
-            let target = try await session.characteristic(characteristic, on: peripheral)
+        try await self.target.withCharacteristic { session, target in
             let values = try await session.central.notifications(for: target)
             let (count, json, uuid) = (self.count, self.json, target.uuid)
             let printer = Task {

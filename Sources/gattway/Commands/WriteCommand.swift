@@ -5,9 +5,7 @@ import Bluetooth
 struct WriteCommand: Command {
     static let name = "write"
     static let summary = "Write a value (hex, or text with --utf8) to a characteristic."
-    static let positionals = [
-        Positional(name: "address", help: "Device address."),
-        Positional(name: "characteristic", help: "Characteristic UUID, or SERVICE/CHARACTERISTIC."),
+    static let positionals = CharacteristicTarget.positionals + [
         Positional(name: "value", help: "Bytes in hex (01ff, \"01 ff\"), or text with --utf8."),
     ]
     static let options: [Option] = [
@@ -15,16 +13,12 @@ struct WriteCommand: Command {
         .flag("utf8", "VALUE is text, written as UTF-8."),
     ] + CentralSession.options
 
-    let address: BluetoothAddress
-    let characteristic: String
+    let target: CharacteristicTarget
     let value: [UInt8]
     let type: WriteType
-    let adapter: String?
-    let timeout: Double
 
     init(parsing arguments: ParsedArguments) throws {
-        address = try CentralSession.address(arguments.positional("address"))
-        characteristic = arguments.positional("characteristic") ?? ""
+        target = try CharacteristicTarget(parsing: arguments)
         let text = arguments.positional("value") ?? ""
         if arguments.flag("utf8") {
             value = Array(text.utf8)
@@ -33,13 +27,10 @@ struct WriteCommand: Command {
             value = bytes
         }
         type = arguments.flag("without-response") ? .withoutResponse : .withResponse
-        adapter = arguments.value("adapter")
-        timeout = try CentralSession.timeout(arguments)
     }
 
     func run() async throws -> ExitCode {
-        try await CentralSession.withConnection(address, adapter: adapter, timeout: timeout) { session, peripheral in
-            let target = try await session.characteristic(characteristic, on: peripheral)
+        try await self.target.withCharacteristic { session, target in
             try await session.central.writeValue(value, for: target, type: type)
             standardOutput("wrote \(value.count) byte(s) to \(target.uuid.shortDescription) \(type == .withResponse ? "with" : "without") response\n")
         }
