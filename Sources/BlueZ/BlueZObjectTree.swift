@@ -1,3 +1,4 @@
+import Bluetooth
 import DBus
 
 /// BlueZ's objects as last seen: one `GetManagedObjects` snapshot kept current with
@@ -77,5 +78,21 @@ struct BlueZObjectTree {
             if let prefix, !path.rawValue.hasPrefix(prefix) { return nil }
             return path
         }.sorted()
+    }
+
+    /// The adapter `selector` names: with ``AdapterSelector/first`` the first adapter (by path)
+    /// whose `Roles` include `role` (or that reports no roles), preferring a powered one.
+    func adapter(matching selector: AdapterSelector, role: String) -> DBusObjectPath? {
+        let candidates = paths(with: Self.adapter).filter { path in
+            let props = properties(path, Self.adapter) ?? [:]
+            switch selector {
+            case .first:
+                let roles = props["Roles"]?.strings
+                return roles == nil || roles?.contains(role) == true
+            case .name(let name): return path.rawValue == "/org/bluez/\(name)"
+            case .address(let address): return props["Address"]?.string.flatMap(BluetoothAddress.init) == address
+            }
+        }
+        return candidates.first { properties($0, Self.adapter)?["Powered"]?.bool == true } ?? candidates.first
     }
 }

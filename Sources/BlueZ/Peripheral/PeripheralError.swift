@@ -1,0 +1,114 @@
+import DBus
+
+/// The one error type of the ``PeripheralManager``, with Core Bluetooth's meanings (`CBError`).
+///
+/// Like ``CentralError`` it names the operation and, when BlueZ or the bus answered with an
+/// error, carries the D-Bus error name and message unchanged, e.g.
+/// `org.bluez.GattManager1.RegisterApplication failed: org.bluez.Error.Failed: No valid service object found`.
+public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong, in Core Bluetooth terms.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The adapter is powered off (or BlueZ answered `NotReady`), or the manager is not `.poweredOn`.
+        case poweredOff
+        /// bluetoothd is not on the bus, or went away during the operation.
+        case bluezUnavailable
+        /// The bus denied access to BlueZ (`AccessDenied`).
+        case unauthorized
+        /// The adapter has no `GattManager1` / `LEAdvertisingManager1` (not LE capable), or BlueZ
+        /// answered `NotSupported`.
+        case operationNotSupported
+        /// A service, characteristic or descriptor is not acceptable (a reserved UUID such as
+        /// 0x1800/0x1801 or the CCCD 0x2902, no properties, a duplicate), or BlueZ refused the
+        /// application (`Failed` "No valid service object found").
+        case invalidService
+        /// The characteristic or service is not (or no longer) published by this manager.
+        case unknownAttribute
+        /// A value longer than an attribute can hold (512 bytes).
+        case invalidValueLength
+        /// The advertisement does not fit the 31-byte legacy advertising payload
+        /// (`CBError.Code` has no such case; checked before anything is sent to BlueZ).
+        case advertisementTooLarge
+        /// BlueZ could not parse the advertisement (`Failed` "Failed to parse advertisement.").
+        case invalidAdvertisement
+        /// The controller has no free advertising instance (`NotPermitted` "Maximum advertisements reached").
+        case tooManyAdvertisements
+        /// The object is already registered (`AlreadyExists`); `CBError.Code.alreadyAdvertising`.
+        case alreadyExists
+        /// The manager was closed.
+        case cancelled
+        /// Any other failure; see ``bluezName`` and ``message``.
+        case failed
+    }
+
+    /// The Core Bluetooth meaning.
+    public var code: Code
+    /// The operation, e.g. `org.bluez.LEAdvertisingManager1.RegisterAdvertisement` or `add service 180F`.
+    public var operation: String
+    /// The D-Bus error name when BlueZ or the bus answered with one.
+    public var bluezName: String?
+    /// BlueZ's message, or ours when the error was detected locally.
+    public var message: String
+
+    public init(_ code: Code, operation: String, bluezName: String? = nil, message: String) {
+        self.code = code
+        self.operation = operation
+        self.bluezName = bluezName
+        self.message = message
+    }
+
+    public var description: String {
+        if let bluezName { return "\(operation) failed: \(bluezName): \(message)" }
+        return "\(operation) failed: \(message) (\(code.rawValue))"
+    }
+
+    /// Maps a D-Bus error from a `GattManager1` / `LEAdvertisingManager1` call (bluez-dbus.md §5, §7).
+    public init(_ error: DBusError, operation: String) {
+        let name = error.name.rawValue
+        let message = error.message
+        let code: Code
+        switch name {
+        case "org.bluez.Error.NotSupported", DBusError.Name.unknownMethod.rawValue, DBusError.Name.unknownInterface.rawValue:
+            code = .operationNotSupported
+        case "org.bluez.Error.AlreadyExists": code = .alreadyExists
+        case "org.bluez.Error.NotReady": code = .poweredOff
+        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidLength": code = .invalidAdvertisementOrService(operation)
+        case "org.bluez.Error.NotPermitted":
+            code = message.contains("Maximum advertisements") ? .tooManyAdvertisements : .failed
+        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue: code = .unknownAttribute
+        case DBusError.Name.serviceUnknown.rawValue, DBusError.Name.nameHasNoOwner.rawValue,
+            DBusError.Name.disconnected.rawValue, DBusError.Name.noReply.rawValue:
+            code = .bluezUnavailable
+        case DBusError.Name.accessDenied.rawValue: code = .unauthorized
+        case "org.bluez.Error.Failed":
+            if message.hasPrefix("Failed to parse advertisement") {
+                code = .invalidAdvertisement
+            } else if message.contains("service object") || message == "No object received"
+                || message.hasPrefix("Failed to create entry")
+            {
+                code = .invalidService
+            } else {
+                code = .failed
+            }
+        default: code = .failed
+        }
+        self.init(code, operation: operation, bluezName: name, message: message)
+    }
+
+    /// Wraps any error: a ``PeripheralError`` stays as it is, a `DBusError` is mapped, a
+    /// `CancellationError` becomes ``Code/cancelled``.
+    static func wrap(_ error: any Error, operation: String) -> PeripheralError {
+        switch error {
+        case let error as PeripheralError: error
+        case let error as DBusError: PeripheralError(error, operation: operation)
+        case is CancellationError: PeripheralError(.cancelled, operation: operation, message: "cancelled")
+        default: PeripheralError(.failed, operation: operation, message: "\(error)")
+        }
+    }
+}
+
+extension PeripheralError.Code {
+    /// `InvalidArguments` means a bad advertisement for advertising calls, a bad tree otherwise.
+    fileprivate static func invalidAdvertisementOrService(_ operation: String) -> Self {
+        operation.contains("Advertis") ? .invalidAdvertisement : .invalidService
+    }
+}

@@ -1,0 +1,144 @@
+import DBus
+
+extension PeripheralManager {
+    static let advertisementInterface = "org.bluez.LEAdvertisement1"
+
+    /// Whether BlueZ has the advertisement registered now (`isAdvertising`).
+    public var isAdvertising: Bool { advertisementRegistered }
+
+    /// Starts advertising (`startAdvertising(_:)`) through
+    /// `org.bluez.LEAdvertisingManager1.RegisterAdvertisement`; returns when BlueZ accepted it.
+    ///
+    /// The 31-byte legacy limit is checked first (``Advertisement/checkLegacyLength(operation:)``)
+    /// and nothing reaches BlueZ when it is exceeded.
+    /// - Throws: ``PeripheralError``: ``PeripheralError/Code/advertisementTooLarge``,
+    ///   ``PeripheralError/Code/alreadyExists`` when already advertising (use
+    ///   ``updateAdvertisement(_:)``), BlueZ's refusal (``PeripheralError/Code/invalidAdvertisement``,
+    ///   ``PeripheralError/Code/tooManyAdvertisements``), the state's error when not `.poweredOn`.
+    public func startAdvertising(_ advertisement: Advertisement) async throws {
+        let operation = "\(Self.advertisingManager).RegisterAdvertisement"
+        try advertisement.checkLegacyLength(operation: operation)
+        try requirePoweredOn(operation)
+        try await serialized {
+            guard self.advertisement == nil else {
+                throw PeripheralError(.alreadyExists, operation: operation, message: "already advertising; update or stop the advertisement first")
+            }
+            try requirePoweredOn(operation)
+            self.advertisement = advertisement
+            do {
+                try exportAdvertisement(advertisement)
+                try await registerAdvertisement()
+            } catch {
+                self.advertisement = nil
+                unexportAdvertisement()
+                throw PeripheralError.wrap(error, operation: operation)
+            }
+            emit(.advertisingStarted)
+        }
+    }
+
+    /// Changes what is advertised while advertising. bluetoothd (5.66 and later) watches the
+    /// advertisement's `PropertiesChanged` and refreshes the data; a change of ``Advertisement/kind``
+    /// or a field removed re-registers the advertisement instead.
+    /// - Throws: ``PeripheralError``: ``PeripheralError/Code/advertisementTooLarge`` (nothing changes),
+    ///   ``PeripheralError/Code/unknownAttribute`` when not advertising.
+    public func updateAdvertisement(_ advertisement: Advertisement) async throws {
+        let operation = "update the advertisement"
+        try advertisement.checkLegacyLength(operation: operation)
+        try await serialized {
+            guard let current = self.advertisement else {
+                throw PeripheralError(.unknownAttribute, operation: operation, message: "not advertising; start advertising first")
+            }
+            guard current != advertisement else { return }
+            self.advertisement = advertisement
+            let old = Dictionary(current.bluezProperties, uniquingKeysWith: { a, _ in a })
+            let new = advertisement.bluezProperties
+            let removed = new.contains { name, value in value == nil && old[name]! != nil }
+            if current.kind != advertisement.kind || removed {
+                if advertisementRegistered, let adapter = registeredAdapter {
+                    advertisementRegistered = false
+                    _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+                }
+                unexportAdvertisement()
+                try exportAdvertisement(advertisement)
+                if state == .poweredOn {
+                    do {
+                        try await registerAdvertisement()
+                    } catch {
+                        throw PeripheralError.wrap(error, operation: operation)
+                    }
+                    emit(.advertisingStarted)
+                }
+                return
+            }
+            let changes = new.filter { name, value in value != nil && old[name]! != value }.map { (key: $0.0, value: $0.1) }
+            try setAdvertisementProperties(changes)
+        }
+    }
+
+    /// One `PropertiesChanged` on the advertisement, which bluetoothd turns into new data.
+    private func setAdvertisementProperties(_ changes: [(key: String, value: DBusValue?)]) throws {
+        let path = advertisementPath
+        try connection.assumeIsolated { connection in
+            try connection.setProperties(changes, interface: Self.advertisementInterface, at: path, emit: true)
+        }
+    }
+
+    /// Stops advertising (`stopAdvertising()`): `UnregisterAdvertisement` (BlueZ does not call
+    /// `Release` for it) and the object is removed. Does nothing when not advertising.
+    public func stopAdvertising() async {
+        _ = try? await serialized {
+            guard advertisement != nil else { return }
+            advertisement = nil
+            if advertisementRegistered, let adapter = registeredAdapter, bluezOwner != nil {
+                _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+            }
+            advertisementRegistered = false
+            unexportAdvertisement()
+        }
+    }
+
+    func registerAdvertisement() async throws {
+        guard let adapterPath else { throw stateError("register the advertisement") }
+        do {
+            _ = try await callBlueZ(adapterPath, Self.advertisingManager, "RegisterAdvertisement", [.objectPath(advertisementPath), .variantDictionary([String: DBusValue]())])
+        } catch let error as DBusError where error.name.rawValue == "org.bluez.Error.AlreadyExists" {
+            // Still registered from before a power cycle.
+        } catch {
+            throw PeripheralError.wrap(error, operation: "\(Self.advertisingManager).RegisterAdvertisement")
+        }
+        advertisementRegistered = true
+        registeredAdapter = adapterPath
+    }
+
+    private func exportAdvertisement(_ advertisement: Advertisement) throws {
+        let values = Dictionary(advertisement.bluezProperties, uniquingKeysWith: { a, _ in a })
+        let interface = DBusInterface(
+            Self.advertisementInterface,
+            methods: [
+                .immediate("Release") { [weak self] call in
+                    self?.onLoop { $0.released(call) }
+                    return []
+                },
+            ],
+            properties: Advertisement.propertyTypes.map { name, type in DBusProperty(name, type: type, value: values[name] ?? nil) })
+        let path = advertisementPath
+        try connection.assumeIsolated { connection in try connection.export([interface], at: path, announce: false) }
+        advertisementExported = true
+    }
+
+    private func unexportAdvertisement() {
+        guard advertisementExported else { return }
+        advertisementExported = false
+        let path = advertisementPath
+        connection.assumeIsolated { connection in try? connection.unexport(at: path, announce: false) }
+    }
+
+    /// bluetoothd dropped the advertisement (timeout, adapter or daemon going away). It stays
+    /// wanted and is registered again at the next power-on or bluetoothd start.
+    func released(_ call: DBusMessage) {
+        guard call.sender != nil, call.sender == bluezOwner, advertisementRegistered else { return }
+        advertisementRegistered = false
+        emit(.advertisingStopped(reason: "bluetoothd released the advertisement"))
+    }
+}

@@ -1,0 +1,439 @@
+import Bluetooth
+import DBus
+import EventLoop
+
+/// The state of a ``PeripheralManager``: the same states, derived the same way, as the
+/// central's (Core Bluetooth's `CBManagerState` is shared by both managers too).
+public typealias PeripheralState = CentralState
+
+/// The BLE peripheral role (Core Bluetooth's `CBPeripheralManager`) over BlueZ's D-Bus API:
+/// publish GATT services, answer reads and writes, notify subscribed centrals, advertise.
+///
+/// Threading: an actor whose executor is the ``EventLoop`` thread that also runs its one
+/// long-lived ``DBusConnection`` (like ``CentralManager``); every method may be called from any task.
+///
+/// What it does on the bus (bluez-dbus.md §5): the services are exported as a GATT application
+/// (an ObjectManager at `<objectPath>/app` with `GattService1`/`GattCharacteristic1`/
+/// `GattDescriptor1` objects) and registered with `org.bluez.GattManager1.RegisterApplication`;
+/// bluetoothd calls `GetManagedObjects` back before it replies, which the connection serves while
+/// the call is pending (nothing blocks the loop). bluetoothd then calls `ReadValue`, `WriteValue`,
+/// `StartNotify`, `StopNotify` and `Confirm` on those objects; they arrive as ``events(bufferingNewest:)``.
+/// Notifications are `PropertiesChanged(Value)` on the characteristic, which bluetoothd sends to
+/// every subscribed central. Only calls from the current owner of `org.bluez` are served.
+///
+/// Recovery: when bluetoothd leaves the bus the state goes `.resetting`; when it returns, or
+/// after an adapter power cycle, the application and the advertisement are registered again
+/// (``PeripheralEvent/servicesRegistered(_:)`` and ``PeripheralEvent/advertisingStarted`` report it).
+///
+/// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` unregisters everything, ends the
+/// event and state streams and closes the connection.
+public actor PeripheralManager {
+    /// The loop whose thread runs this actor and its D-Bus connection.
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    /// The options the manager was started with.
+    public nonisolated let options: PeripheralOptions
+
+    let connection: DBusConnection
+    var tree = BlueZObjectTree()
+    var adapterPath: DBusObjectPath?
+    var bluezOwner: String?
+    /// The current state; see ``stateUpdates()`` for changes.
+    public private(set) var state: PeripheralState = .unknown
+    var closed = false
+    var nextID = 0
+    var signalTasks: [Task<Void, Never>] = []
+    var stateContinuations: [Int: AsyncStream<PeripheralState>.Continuation] = [:]
+    var eventContinuations: [Int: AsyncStream<PeripheralEvent>.Continuation] = [:]
+
+    /// Published services in the order they were added, and the per-attribute state.
+    var localServices: [LocalService] = []
+    var characteristicRecords: [DBusObjectPath: CharacteristicRecord] = [:]
+    var descriptorRecords: [DBusObjectPath: DescriptorRecord] = [:]
+    var nextServiceIndex = 0
+    /// Whether BlueZ currently has our application / advertisement (on ``registeredAdapter``).
+    var applicationRegistered = false
+    var advertisementRegistered = false
+    var registeredAdapter: DBusObjectPath?
+    /// The advertisement wanted (nil: not advertising), and whether its object is exported.
+    public internal(set) var advertisement: Advertisement?
+    var advertisementExported = false
+    /// Registration calls run one at a time.
+    var operationRunning = false
+    var operationWaiters: [CheckedContinuation<Void, Never>] = []
+
+    struct CharacteristicRecord {
+        var local: LocalCharacteristic
+        /// The cached value reads are answered from; nil: reads go to the app.
+        var cachedValue: [UInt8]?
+        /// bluetoothd called StartNotify (and not StopNotify since).
+        var notifying = false
+    }
+
+    struct DescriptorRecord {
+        var local: LocalDescriptor
+        var value: [UInt8]?
+    }
+
+    init(connection: DBusConnection, options: PeripheralOptions) {
+        self.connection = connection
+        self.loop = connection.loop
+        self.options = options
+    }
+
+    var applicationRoot: DBusObjectPath { (try? options.objectPath.appending("app")) ?? options.objectPath }
+    var advertisementPath: DBusObjectPath { (try? options.objectPath.appending("advertisement0")) ?? options.objectPath }
+
+    /// Connects to the bus, reads BlueZ's adapters and returns once ``state`` is known (any
+    /// state: check it or wait with ``waitUntilPoweredOn(timeout:)``).
+    ///
+    /// - Throws: ``PeripheralError`` ``PeripheralError/Code/bluezUnavailable`` only when the bus
+    ///   itself cannot be reached; a missing bluetoothd or adapter is a state (`.unsupported`).
+    public static func start(
+        options: PeripheralOptions = PeripheralOptions(), bus: DBusConnection.Bus = .system, on loop: EventLoop
+    ) async throws -> PeripheralManager {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection.connect(to: bus, on: loop)
+        } catch {
+            var wrapped = PeripheralError.wrap(error, operation: "connect to the D-Bus system bus")
+            wrapped.code = .bluezUnavailable
+            throw wrapped
+        }
+        let manager = PeripheralManager(connection: connection, options: options)
+        do {
+            try await manager.begin()
+        } catch {
+            await manager.close()
+            throw PeripheralError.wrap(error, operation: "subscribe to org.bluez signals")
+        }
+        return manager
+    }
+
+    private func begin() async throws {
+        await connection.addObjectManager(at: applicationRoot)
+        let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
+        let owners = try await connection.nameOwnerChanges(of: "org.bluez")
+        signalTasks.append(Task { [weak self] in
+            for await message in bluez { await self?.handleSignal(message) }
+        })
+        signalTasks.append(Task { [weak self] in
+            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
+        })
+        let owner: String?
+        do {
+            owner = try await connection.nameOwner("org.bluez")
+        } catch let error as DBusError where error.name == .accessDenied {
+            setState(.unauthorized)
+            return
+        }
+        await bluezOwnerChanged(to: owner)
+    }
+
+    /// Stops advertising, unregisters the application (best effort, 2 s each), ends every stream
+    /// and closes the D-Bus connection. Requests not answered yet fail.
+    public func close() async {
+        guard !closed else { return }
+        closed = true
+        if let adapter = registeredAdapter, bluezOwner != nil {
+            if advertisementRegistered {
+                _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)], timeout: .seconds(2))
+            }
+            if applicationRegistered {
+                _ = try? await callBlueZ(adapter, Self.gattManager, "UnregisterApplication", [.objectPath(applicationRoot)], timeout: .seconds(2))
+            }
+        }
+        advertisementRegistered = false
+        applicationRegistered = false
+        for continuation in stateContinuations.values { continuation.finish() }
+        for continuation in eventContinuations.values { continuation.finish() }
+        stateContinuations.removeAll()
+        eventContinuations.removeAll()
+        for waiter in operationWaiters { waiter.resume() }
+        operationWaiters.removeAll()
+        for task in signalTasks { task.cancel() }
+        await connection.close()
+    }
+
+    // MARK: State and events
+
+    /// The state now, then every change (newest 16 buffered), like ``CentralManager/stateUpdates()``.
+    public func stateUpdates() -> AsyncStream<PeripheralState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralState.self, bufferingPolicy: .bufferingNewest(16))
+        continuation.yield(state)
+        if closed {
+            continuation.finish()
+            return stream
+        }
+        let id = makeID()
+        stateContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
+        }
+        return stream
+    }
+
+    /// Requests, subscriptions and registration news, from now on (see ``PeripheralEvent``).
+    ///
+    /// Every stream gets every event; a request answered by one consumer is answered for all
+    /// (the first answer wins). While no stream exists, reads of attributes without a cached
+    /// value and writes that expect a response are refused with ATT 0x0E (``ATTError/unlikelyError``).
+    /// Buffering: the newest `limit` events; a dropped request is answered with an error.
+    /// Finishes when the manager is closed.
+    public func events(bufferingNewest limit: Int = 1024) -> AsyncStream<PeripheralEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralEvent.self, bufferingPolicy: .bufferingNewest(limit))
+        if closed {
+            continuation.finish()
+            return stream
+        }
+        let id = makeID()
+        eventContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.loop.execute { self.assumeIsolated { _ = $0.eventContinuations.removeValue(forKey: id) } }
+        }
+        return stream
+    }
+
+    func emit(_ event: PeripheralEvent) {
+        for continuation in eventContinuations.values { continuation.yield(event) }
+    }
+
+    /// Waits until ``state`` is `.poweredOn`.
+    /// - Throws: ``PeripheralError`` with the state's meaning after `timeout`, ``PeripheralError/Code/cancelled``
+    ///   when the manager is closed meanwhile.
+    public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
+        if state == .poweredOn { return }
+        let updates = stateUpdates()
+        let waiter = Task {
+            for await state in updates where state == .poweredOn { return true }
+            return false
+        }
+        let timer = loop.addTimer(after: timeout.seconds) { waiter.cancel() }
+        let reached = await waiter.value
+        loop.cancelTimer(timer)
+        if reached { return }
+        if closed { throw PeripheralError(.cancelled, operation: "wait for the adapter", message: "the peripheral manager was closed") }
+        throw stateError("wait for the adapter to be powered on")
+    }
+
+    func setState(_ newState: PeripheralState) {
+        guard newState != state else { return }
+        let old = state
+        state = newState
+        for continuation in stateContinuations.values { continuation.yield(newState) }
+        if newState == .poweredOn {
+            Task { await self.recover() }
+        } else if old == .poweredOn {
+            // A power cycle may or may not keep BlueZ's registrations; register again on power-on
+            // (AlreadyExists then counts as success).
+            applicationRegistered = false
+            if advertisementRegistered, advertisement != nil {
+                emit(.advertisingStopped(reason: newState == .poweredOff ? "the adapter was powered off" : "bluetoothd is gone"))
+            }
+            advertisementRegistered = false
+            resetSubscriptions()
+        }
+    }
+
+    func stateError(_ operation: String) -> PeripheralError {
+        switch state {
+        case .poweredOn: PeripheralError(.failed, operation: operation, message: "no error")
+        case .poweredOff: PeripheralError(.poweredOff, operation: operation, message: "the adapter \(adapterName) is powered off")
+        case .unauthorized: PeripheralError(.unauthorized, operation: operation, message: "the bus denied access to org.bluez")
+        case .unsupported:
+            bluezOwner == nil
+                ? PeripheralError(.bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
+                : PeripheralError(.bluezUnavailable, operation: operation, message: "no Bluetooth adapter matching \(options.adapter) with the peripheral role")
+        case .resetting: PeripheralError(.bluezUnavailable, operation: operation, message: "bluetoothd restarted; waiting for it")
+        case .unknown: PeripheralError(.bluezUnavailable, operation: operation, message: "the peripheral manager is not ready yet")
+        }
+    }
+
+    func requirePoweredOn(_ operation: String) throws {
+        if closed { throw PeripheralError(.cancelled, operation: operation, message: "the peripheral manager was closed") }
+        guard state == .poweredOn else { throw stateError(operation) }
+    }
+
+    var adapterName: String { adapterPath.map { String($0.rawValue.split(separator: "/").last ?? "") } ?? "\(options.adapter)" }
+
+    /// The adapter's address (what centrals see when they connect), when one is chosen.
+    public var adapterAddress: BluetoothAddress? {
+        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(BluetoothAddress.init)
+    }
+
+    // MARK: bluetoothd presence
+
+    func bluezOwnerChanged(to owner: String?) async {
+        guard !closed else { return }
+        if owner == bluezOwner && state != .unknown { return }
+        let previous = bluezOwner
+        bluezOwner = owner
+        if previous != nil { bluezLost() }
+        guard owner != nil else {
+            setState(previous == nil ? .unsupported : .resetting)
+            return
+        }
+        await reload()
+    }
+
+    /// bluetoothd left: our application and advertisement registrations went with it.
+    private func bluezLost() {
+        tree.removeAll()
+        adapterPath = nil
+        setState(.resetting)
+        applicationRegistered = false
+        advertisementRegistered = false
+        registeredAdapter = nil
+    }
+
+    private func reload() async {
+        do {
+            let reply = try await connection.call(
+                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects", timeout: .seconds(25))
+            guard let objects = reply.first else { return }
+            tree.load(objects)
+        } catch let error as DBusError where error.name == .accessDenied {
+            setState(.unauthorized)
+            return
+        } catch {
+            setState(bluezOwner == nil ? .unsupported : .resetting)
+            return
+        }
+        adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+        updateStateFromAdapter()
+    }
+
+    func updateStateFromAdapter() {
+        guard bluezOwner != nil, let adapterPath, let props = tree.properties(adapterPath, BlueZObjectTree.adapter) else {
+            setState(.unsupported)
+            return
+        }
+        setState(props["Powered"]?.bool == true ? .poweredOn : .poweredOff)
+    }
+
+    func handleSignal(_ message: DBusMessage) {
+        guard !closed, message.sender != nil, message.sender == bluezOwner else { return }
+        switch (message.interface, message.member) {
+        case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded") where message.path == .root:
+            guard message.arguments.count == 2, let path = message.arguments[0].objectPath else { return }
+            if tree.add(path, interfaces: message.arguments[1]).contains(BlueZObjectTree.adapter), adapterPath == nil {
+                adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+                updateStateFromAdapter()
+            }
+        case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved") where message.path == .root:
+            guard message.arguments.count == 2, let path = message.arguments[0].objectPath else { return }
+            let names = message.arguments[1].strings ?? []
+            tree.remove(path, interfaces: names)
+            if path == adapterPath, names.contains(BlueZObjectTree.adapter) {
+                adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+                applicationRegistered = false
+                advertisementRegistered = false
+                updateStateFromAdapter()
+            }
+        case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
+            guard message.arguments.count == 3, let path = message.path, let interface = message.arguments[0].string,
+                interface == BlueZObjectTree.adapter
+            else { return }
+            let changed = message.arguments[1].dictionary ?? [:]
+            tree.change(path, interface: interface, changed: changed, invalidated: message.arguments[2].strings ?? [])
+            if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
+        default:
+            break
+        }
+    }
+
+    // MARK: Registration
+
+    static let gattManager = "org.bluez.GattManager1"
+    static let advertisingManager = "org.bluez.LEAdvertisingManager1"
+
+    /// Runs `body` when no other registration change runs (they call back into this actor and
+    /// must not interleave).
+    func serialized<T>(_ body: () async throws -> T) async throws -> T {
+        while operationRunning {
+            await withCheckedContinuation { operationWaiters.append($0) }
+            if closed { throw PeripheralError(.cancelled, operation: "register", message: "the peripheral manager was closed") }
+        }
+        operationRunning = true
+        defer {
+            operationRunning = false
+            if !operationWaiters.isEmpty { operationWaiters.removeFirst().resume() }
+        }
+        return try await body()
+    }
+
+    /// After power-on or bluetoothd's return: registers what should be registered.
+    func recover() async {
+        _ = try? await serialized {
+            guard state == .poweredOn, !closed else { return }
+            if !localServices.isEmpty, !applicationRegistered {
+                do {
+                    try await registerApplication()
+                    emit(.servicesRegistered(localServices))
+                } catch {
+                    emit(.registrationFailed(PeripheralError.wrap(error, operation: "register the GATT application again")))
+                }
+            }
+            if advertisement != nil, !advertisementRegistered {
+                do {
+                    try await registerAdvertisement()
+                    emit(.advertisingStarted)
+                } catch {
+                    emit(.registrationFailed(PeripheralError.wrap(error, operation: "register the advertisement again")))
+                }
+            }
+        }
+    }
+
+    func registerApplication() async throws {
+        guard let adapterPath else { throw stateError("register the GATT application") }
+        let operation = "\(Self.gattManager).RegisterApplication"
+        do {
+            _ = try await callBlueZ(adapterPath, Self.gattManager, "RegisterApplication", [.objectPath(applicationRoot), .variantDictionary([String: DBusValue]())])
+        } catch let error as DBusError where error.name.rawValue == "org.bluez.Error.AlreadyExists" {
+            // Still registered from before a power cycle.
+        } catch {
+            throw PeripheralError.wrap(error, operation: operation)
+        }
+        applicationRegistered = true
+        registeredAdapter = adapterPath
+    }
+
+    func unregisterApplication() async {
+        guard applicationRegistered, let adapter = registeredAdapter else { return }
+        applicationRegistered = false
+        _ = try? await callBlueZ(adapter, Self.gattManager, "UnregisterApplication", [.objectPath(applicationRoot)])
+        resetSubscriptions()
+    }
+
+    /// bluetoothd forgot its CCCD state (unregistered, restarted, powered off): every
+    /// subscription ends.
+    func resetSubscriptions() {
+        for (path, record) in characteristicRecords where record.notifying {
+            characteristicRecords[path]?.notifying = false
+            emit(.unsubscribed(record.local))
+        }
+    }
+
+    func makeID() -> Int {
+        nextID += 1
+        return nextID
+    }
+
+    func callBlueZ(
+        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], timeout: Duration? = nil
+    ) async throws -> [DBusValue] {
+        try await connection.call(
+            destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments,
+            timeout: timeout ?? options.callTimeout)
+    }
+
+    /// Runs `body` isolated on this actor from a D-Bus handler (which runs on the loop thread).
+    nonisolated func onLoop(_ body: (isolated PeripheralManager) -> Void) {
+        assumeIsolated(body)
+    }
+}
