@@ -1,4 +1,4 @@
-/// Standard base64 (RFC 4648 §4) decoding without Foundation, for command values.
+/// Standard base64 (RFC 4648 §4) without Foundation, for command values and published writes.
 enum Base64 {
     static func decode(_ text: String) -> [UInt8]? {
         var bytes: [UInt8] = []
@@ -29,5 +29,23 @@ enum Base64 {
         }
         guard padding <= 2, bits < 6 else { return nil }
         return bytes
+    }
+
+    /// Padded standard base64 of `bytes`.
+    static func encode(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var group: UInt32 = 0
+            for (offset, byte) in chunk.enumerated() { group |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
+            for position in 0..<4 {
+                out.append(position <= chunk.count ? alphabet[Int(group >> (18 - 6 * UInt32(position)) & 0x3F)] : UInt8(ascii: "="))
+            }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

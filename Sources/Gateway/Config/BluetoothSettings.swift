@@ -27,13 +27,7 @@ public struct BluetoothSettings: Sendable, Equatable {
     public init() {}
 
     init(_ object: inout ConfigObject) {
-        adapter = object.read("adapter", default: adapter) { reader in
-            let text = try reader.string()
-            guard text.hasPrefix("hci"), let number = Int(text.dropFirst(3)), number >= 0 else {
-                throw reader.fail("\"\(text)\" is not an adapter name (expected hci0, hci1, …)")
-            }
-            return text
-        }
+        adapter = object.read("adapter", default: adapter) { try $0.adapterName() }
         if let value = object.value("scan"), var scan = ConfigObject(value, object.problems) {
             let problems = object.problems
             scanServices = scan.read("services", default: []) { reader in

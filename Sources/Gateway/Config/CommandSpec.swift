@@ -27,14 +27,7 @@ public struct CommandSpec: Sendable, Equatable {
         }
         service = object.optional("service") { try $0.uuid() }
         let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"FFF1\"") { try $0.uuid() }
-        let encodings = ValueEncoding.allCases.map(\.rawValue).joined(separator: ", ")
-        let encoding = object.required("encoding", expected: "one of \(encodings)") { reader -> ValueEncoding in
-            let text = try reader.string()
-            guard let encoding = ValueEncoding(rawValue: text) else {
-                throw reader.fail("\"\(text)\" is not an encoding (expected one of \(encodings))")
-            }
-            return encoding
-        }
+        let encoding = object.required("encoding", expected: "one of \(ValueEncoding.names)") { try $0.encoding() }
         withResponse = object.read("response", default: true) { try $0.bool() }
         ttl = object.read("ttl", default: nil) { try $0.positiveDuration() }
         minimum = object.optional("minimum") { try $0.number() }

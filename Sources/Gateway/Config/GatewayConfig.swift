@@ -15,6 +15,10 @@ public struct GatewayConfig: Sendable {
     public var homeAssistant = HomeAssistantSettings()
     public var storeAndForward = StoreAndForwardSettings()
     public var health = HealthSettings()
+    /// `role`: central (default), peripheral or both.
+    public var role = GatewayRole.central
+    /// `peripheral`: the GATT server and advertising of the peripheral role.
+    public var peripheral = PeripheralSettings()
     /// `state_directory`: where the store-and-forward queue file lives; nil: the queue is kept
     /// in memory only (``Gateway`` may be given a directory, e.g. from `--state-dir`).
     public var stateDirectory: String?
@@ -58,6 +62,17 @@ public struct GatewayConfig: Sendable {
         if let value = object.value("health"), var section = ConfigObject(value, problems) {
             config.health = HealthSettings(&section)
         }
+        config.role = object.read("role", default: .central) { reader in
+            let text = try reader.string()
+            guard let role = GatewayRole(rawValue: text) else {
+                throw reader.fail("\"\(text)\" is not a role (expected central, peripheral or both)")
+            }
+            return role
+        }
+        let hasPeripheral = object.value("peripheral").map { value in
+            if var section = ConfigObject(value, problems) { config.peripheral = PeripheralSettings(&section) }
+            return true
+        } ?? false
         config.stateDirectory = object.optional("state_directory") { try $0.nonEmptyString() }
         if let value = object.value("parsers") {
             config.parsers = declarativeParsers(value, problems)
@@ -72,6 +87,7 @@ public struct GatewayConfig: Sendable {
         }
         object.finish()
         config.checkNames(problems)
+        config.checkRole(problems, hasPeripheral: hasPeripheral)
         guard problems.errors.isEmpty else { throw GatewayConfigError(problems: problems.errors) }
         return config
     }
@@ -93,6 +109,20 @@ public struct GatewayConfig: Sendable {
             } else {
                 seen[name] = index
             }
+        }
+    }
+
+    /// The `peripheral` section and `role` must agree, so a half-edited file does not silently
+    /// serve nothing or scan for nothing.
+    private func checkRole(_ problems: ConfigProblems, hasPeripheral: Bool) {
+        if role.includesPeripheral, peripheral.services.isEmpty, !peripheral.advertising.enabled {
+            problems.add("peripheral", "role \(role.rawValue) needs services or advertising to serve")
+        }
+        if role == .central, hasPeripheral {
+            problems.add("peripheral", "is set but role is central (set \"role\": \"peripheral\" or \"both\")")
+        }
+        if role == .peripheral, !devices.isEmpty {
+            problems.add("devices", "role peripheral does not scan or connect (set \"role\": \"both\" to keep the device rules)")
         }
     }
 

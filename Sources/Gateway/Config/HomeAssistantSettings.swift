@@ -26,11 +26,7 @@ public struct HomeAssistantSettings: Sendable, Equatable {
             }
             return text
         }
-        statusTopic = object.read("status_topic", default: discoveryPrefix + "/status") { reader in
-            let text = try reader.nonEmptyString()
-            guard !text.contains("+"), !text.contains("#") else { throw reader.fail("\"\(text)\" is not a topic (no wildcards)") }
-            return text
-        }
+        statusTopic = object.read("status_topic", default: discoveryPrefix + "/status") { try $0.topicName() }
         republishDelay = object.read("republish_delay", default: republishDelay) { try $0.duration() }
         stateDelay = object.read("state_delay", default: stateDelay) { try $0.duration() }
         object.finish()

@@ -25,6 +25,31 @@ extension JSONReader {
         return text
     }
 
+    /// A value encoding by name ("u8", "s16le", "hex", …).
+    func encoding() throws -> ValueEncoding {
+        let text = try string()
+        guard let encoding = ValueEncoding(rawValue: text) else {
+            throw fail("\"\(text)\" is not an encoding (expected one of \(ValueEncoding.names))")
+        }
+        return encoding
+    }
+
+    /// An MQTT topic name to publish to or subscribe to exactly (no wildcards).
+    func topicName() throws -> String {
+        let text = try nonEmptyString()
+        guard !text.contains("+"), !text.contains("#") else { throw fail("\"\(text)\" is not a topic (no wildcards)") }
+        return text
+    }
+
+    /// An adapter name such as `hci0`.
+    func adapterName() throws -> String {
+        let text = try string()
+        guard text.hasPrefix("hci"), let number = Int(text.dropFirst(3)), number >= 0 else {
+            throw fail("\"\(text)\" is not an adapter name (expected hci0, hci1, …)")
+        }
+        return text
+    }
+
     /// An MQTT QoS level.
     func qos() throws -> Int { try integer(in: 0...2) }
 }

@@ -35,6 +35,9 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
         }
     }
 
+    /// Every encoding's name, comma-separated (for error messages).
+    static var names: String { allCases.map(\.rawValue).joined(separator: ", ") }
+
     var isNumeric: Bool { integerLayout != nil || self == .float32le }
 
     /// Encodes a JSON value; the error text says what was expected.

@@ -27,6 +27,14 @@ extension Gateway {
             }
         }
         let latency = ble.lastRoundTripLatency()
+        var peripheral: [(key: String, value: JSONValue)] = []
+        if config.role.includesPeripheral {
+            peripheral = [("peripheral", .object([
+                ("updates", number(served.updates)), ("writes", number(served.writes)),
+                ("subscriptions", number(served.subscribers.values.reduce(0) { $0 + $1.count })),
+                ("advertising", .bool(served.advertisement != nil)), ("advertising_errors", number(served.advertisingErrors)),
+            ]))]
+        }
         return .object([
             ("uptime_s", .number((now - startedAt).rounded())),
             ("timestamp", .string(Self.isoText(clock.wallMilliseconds()))),
@@ -47,6 +55,7 @@ extension Gateway {
                 ("queue_expired", number(queue.droppedExpired)),
                 ("offline_qos0", number(queue.droppedQoS0)),
                 ("broker_rejected", number(queue.rejected)),
+                ("peripheral_value", number(served.valueErrors)),
             ])),
             ("queue", .object([
                 ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
@@ -61,7 +70,7 @@ extension Gateway {
             ("commands", number(counters.commands)),
             ("command_errors", number(counters.commandErrors)),
             ("ble_latency_ms", latency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
-        ])
+        ] + peripheral)
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

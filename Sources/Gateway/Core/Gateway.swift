@@ -17,6 +17,8 @@ import Retry
 public actor Gateway {
     let config: GatewayConfig
     let ble: any BLEPort
+    /// The peripheral role's port (nil: central only, whatever `role` says).
+    let peripheral: (any PeripheralPort)?
     let mqtt: any MQTTPort
     let clock: any GatewayClock
     let makeReconnect: @Sendable () -> any ReconnectStrategy
@@ -53,6 +55,8 @@ public actor Gateway {
     var devicesPending = false
     var startedAt: Double = 0
     var lastProcessSample: (time: Double, sample: ProcessSample)?
+    /// The peripheral role's state (values served, what is advertised).
+    var served = PeripheralState()
 
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()
@@ -65,13 +69,16 @@ public actor Gateway {
     ///     from `--state-dir`; overrides `state_directory` of config.json; with neither the
     ///     queue is kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
-    public init(config: GatewayConfig, ble: any BLEPort, mqtt: any MQTTPort, clock: any GatewayClock,
+    ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
+    public init(config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
+                clock: any GatewayClock,
                 reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
                 logger: GatewayLogger = .none,
                 version: String = "dev", stateDirectory: String? = nil,
                 processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
         self.config = config
         self.ble = ble
+        self.peripheral = peripheral
         self.mqtt = mqtt
         self.clock = clock
         self.makeReconnect = reconnect
@@ -136,13 +143,16 @@ public actor Gateway {
         tasks.append(Task { [weak self] in
             for await event in events { await self?.handle(event) }
         })
-        let discoveries = try await ble.scan(services: config.bluetooth.scanServices)
-        tasks.append(Task { [weak self] in
-            for await discovery in discoveries { await self?.handle(discovery) }
-        })
+        if config.role.includesCentral {
+            let discoveries = try await ble.scan(services: config.bluetooth.scanServices)
+            tasks.append(Task { [weak self] in
+                for await discovery in discoveries { await self?.handle(discovery) }
+            })
+        }
+        if config.role.includesPeripheral, let peripheral { try await startPeripheral(peripheral) }
         if config.health.enabled { nextHealthAt = clock.now() + config.health.interval }
         armTimer(min(clock.now() + 3600, nextHealthAt ?? .infinity))
-        log(.notice, "gateway started: \(config.devices.count) device rules, base topic \(base)")
+        log(.notice, "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(base)")
     }
 
     /// Stops scanning and timers, disconnects devices and publishes `bridge/state` offline.

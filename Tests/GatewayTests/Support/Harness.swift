@@ -8,6 +8,7 @@ struct Harness {
     let ble = InMemoryBLE()
     let mqtt = InMemoryMQTT()
     let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
+    let peripheral = InMemoryPeripheral()
     let gateway: Gateway
 
     /// Home Assistant discovery and `bridge/health` are off unless the config text names
@@ -25,7 +26,7 @@ struct Harness {
             }
         }
         config = try GatewayConfig.parse(Array(text.utf8))
-        gateway = Gateway(config: config, ble: ble, mqtt: mqtt, clock: clock,
+        gateway = Gateway(config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock,
                           reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
                           stateDirectory: stateDirectory, processSample: processSample)
     }

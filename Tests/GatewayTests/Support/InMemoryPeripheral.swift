@@ -1,0 +1,68 @@
+import Bluetooth
+import Gateway
+import Synchronization
+
+/// A peripheral port that records what the gateway serves, sets and advertises, and lets tests
+/// play a central's writes and subscriptions.
+final class InMemoryPeripheral: PeripheralPort {
+    private struct State {
+        var services: [PeripheralService]?
+        var values: [PeripheralCharacteristicID: [UInt8]] = [:]
+        /// Every ``setValue(_:for:)`` in order (what subscribed centrals would be notified of).
+        var notified: [(PeripheralCharacteristicID, [UInt8])] = []
+        var advertisements: [PeripheralAdvertisement?] = []
+        var events: AsyncStream<PeripheralEvent>.Continuation?
+        var serveError: BLEPortError?
+        var advertiseError: BLEPortError?
+    }
+
+    private let state = Mutex(State())
+
+    var services: [PeripheralService]? { state.withLock { $0.services } }
+    var notified: [(PeripheralCharacteristicID, [UInt8])] { state.withLock { $0.notified } }
+    var advertisements: [PeripheralAdvertisement?] { state.withLock { $0.advertisements } }
+    func value(_ id: PeripheralCharacteristicID) -> [UInt8]? { state.withLock { $0.values[id] } }
+
+    /// Makes ``serve(_:)`` or ``advertise(_:)`` fail from now on (nil: succeed).
+    func failServe(_ error: BLEPortError?) { state.withLock { $0.serveError = error } }
+    func failAdvertise(_ error: BLEPortError?) { state.withLock { $0.advertiseError = error } }
+
+    func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
+        let error = state.withLock { state -> BLEPortError? in
+            if let error = state.serveError { return error }
+            state.services = services
+            for (serviceIndex, service) in services.enumerated() {
+                for (index, characteristic) in service.characteristics.enumerated() {
+                    state.values[PeripheralCharacteristicID(service: serviceIndex, characteristic: index)] = characteristic.value
+                }
+            }
+            return nil
+        }
+        if let error { throw error }
+    }
+
+    func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
+        state.withLock {
+            $0.values[characteristic] = value
+            $0.notified.append((characteristic, value))
+        }
+    }
+
+    func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError) {
+        let error = state.withLock { state -> BLEPortError? in
+            if let error = state.advertiseError { return error }
+            state.advertisements.append(advertisement)
+            return nil
+        }
+        if let error { throw error }
+    }
+
+    func events() -> AsyncStream<PeripheralEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralEvent.self)
+        state.withLock { $0.events = continuation }
+        return stream
+    }
+
+    /// A central does something.
+    func send(_ event: PeripheralEvent) { _ = state.withLock { $0.events }?.yield(event) }
+}
