@@ -109,6 +109,7 @@ struct PeripheralTests {
         #expect(payload["hex"] == .string("01"))
         #expect(messages.first?.retain == false)
         #expect(await harness.gateway.servedValue(Self.lamp) == [1])
+        #expect(harness.peripheral.value(Self.lamp) == [1], "the port serves the written value to the next read")
         harness.peripheral.send(.write(Self.lamp, value: [1, 2], central: nil))
         let second = await harness.mqtt.waitFor("phone/lamp", count: 2)
         let raw = try #require(json(second[1].payloadText))

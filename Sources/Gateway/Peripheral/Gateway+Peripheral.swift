@@ -95,7 +95,7 @@ extension Gateway {
     /// A central wrote or (un)subscribed: writes go to `to_topic` as
     /// `{"central", "service", "characteristic", "value", "hex"}` and, on a characteristic not
     /// fed from MQTT, become its value; subscriptions are logged.
-    public func handle(_ event: PeripheralEvent) async {
+    public func handle(_ event: PeripheralPortEvent) async {
         switch event {
         case .write(let id, let value, let central):
             guard let (service, characteristic) = peripheralCharacteristic(id) else { return }
@@ -104,9 +104,7 @@ extension Gateway {
             log(.info, "peripheral: \(who) wrote \(value.hexText) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)")
             if characteristic.source == nil, served.values[id] != value {
                 served.values[id] = value
-                if let peripheral, !characteristic.properties.isDisjoint(with: [.notify, .indicate]) {
-                    await peripheral.setValue(value, for: id)
-                }
+                await peripheral?.setValue(value, for: id)
             }
             guard let topic = characteristic.writeTopic else { return }
             publish(topic, json: .object([

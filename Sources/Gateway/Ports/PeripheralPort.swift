@@ -26,7 +26,7 @@ public protocol PeripheralPort: Sendable {
     func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError)
 
     /// Writes and subscription changes by centrals; a single long-lived stream.
-    func events() -> AsyncStream<PeripheralEvent>
+    func events() -> AsyncStream<PeripheralPortEvent>
 }
 
 /// A served characteristic: its service's position and its own position in that service.
@@ -82,7 +82,7 @@ public struct PeripheralAdvertisement: Sendable, Hashable {
 }
 
 /// Something a central did to a served characteristic.
-public enum PeripheralEvent: Sendable, Hashable {
+public enum PeripheralPortEvent: Sendable, Hashable {
     /// A central wrote `value` (BlueZ 5.66 does not say whether as a Write Request or Command).
     case write(PeripheralCharacteristicID, value: [UInt8], central: BluetoothAddress?)
     /// A central enabled notifications or indications.

@@ -11,7 +11,7 @@ final class InMemoryPeripheral: PeripheralPort {
         /// Every ``setValue(_:for:)`` in order (what subscribed centrals would be notified of).
         var notified: [(PeripheralCharacteristicID, [UInt8])] = []
         var advertisements: [PeripheralAdvertisement?] = []
-        var events: AsyncStream<PeripheralEvent>.Continuation?
+        var events: AsyncStream<PeripheralPortEvent>.Continuation?
         var serveError: BLEPortError?
         var advertiseError: BLEPortError?
     }
@@ -57,12 +57,12 @@ final class InMemoryPeripheral: PeripheralPort {
         if let error { throw error }
     }
 
-    func events() -> AsyncStream<PeripheralEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralEvent.self)
+    func events() -> AsyncStream<PeripheralPortEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralPortEvent.self)
         state.withLock { $0.events = continuation }
         return stream
     }
 
     /// A central does something.
-    func send(_ event: PeripheralEvent) { _ = state.withLock { $0.events }?.yield(event) }
+    func send(_ event: PeripheralPortEvent) { _ = state.withLock { $0.events }?.yield(event) }
 }
