@@ -103,20 +103,45 @@ struct RunCommand: Command {
             await client.disconnect()
             return .failure
         }
+        // The peripheral role's manager, on its own adapter when `peripheral.adapter` names one.
+        let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
+        var peripheral: PeripheralManager?
+        if config.role.includesPeripheral {
+            do {
+                peripheral = try await PeripheralManager.start(
+                    options: PeripheralOptions(adapter: AdapterSelector(peripheralAdapter)), on: loop)
+            } catch {
+                log(.error, "BlueZ: \(error)")
+                await central.close()
+                await client.disconnect()
+                return .failure
+            }
+        }
         let termination = Task { await SignalSources.waitForTermination() }
-        // Wait for a powered adapter, saying why we wait; SIGTERM still ends the wait.
+        // Wait for powered adapters, saying why we wait; SIGTERM still ends the wait.
         let stateLog = Task {
             for await state in await central.stateUpdates() { log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)") }
         }
+        let peripheralStateLog = Task { [peripheral] in
+            guard let peripheral else { return }
+            for await state in await peripheral.stateUpdates() { log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)") }
+        }
         // Checked every second so SIGTERM ends the wait promptly; said every 30 s.
-        let powered = Task {
+        let powered = Task { [peripheral] in
             var waited = 0
             while !Task.isCancelled {
-                if (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil { return !Task.isCancelled }
+                var centralReady = true, peripheralReady = true
+                if config.role.includesCentral {
+                    centralReady = (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil
+                }
+                if let peripheral {
+                    peripheralReady = (try? await peripheral.waitUntilPoweredOn(timeout: .seconds(1))) != nil
+                }
+                if centralReady, peripheralReady { return !Task.isCancelled }
                 waited += 1
                 if waited % 30 == 0 {
-                    let state = await central.state
-                    log(.warning, "BlueZ: still waiting for \(config.bluetooth.adapter) to be powered on (state \(state))")
+                    let adapter = centralReady ? peripheralAdapter : config.bluetooth.adapter
+                    log(.warning, "BlueZ: still waiting for \(adapter) to be powered on")
                 }
             }
             return false
@@ -128,8 +153,11 @@ struct RunCommand: Command {
         let ready = await powered.value
         var code = ExitCode.success
         if ready {
+            var peripheralPort: PeripheralBLEPort?
+            if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
             let gateway = Gateway(
-                config: config, ble: CentralBLEPort(central: central), mqtt: ClientMQTTPort(client: client),
+                config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
+                mqtt: ClientMQTTPort(client: client),
                 clock: SystemClock(), logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory)
             do {
@@ -150,8 +178,10 @@ struct RunCommand: Command {
         }
         _ = stopWaiting
         stateLog.cancel()
+        peripheralStateLog.cancel()
         await client.disconnect()
         mqttLog.cancel()
+        await peripheral?.close()
         await central.close()
         return code
     }
