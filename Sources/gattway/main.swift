@@ -22,6 +22,8 @@ let commands: [any Command.Type] = [
     ReadCommand.self,
     WriteCommand.self,
     NotifyCommand.self,
+    AdvertiseCommand.self,
+    ServeCommand.self,
     DecodeCommand.self,
     SimulateCommand.self,
     DemoCommand.self,

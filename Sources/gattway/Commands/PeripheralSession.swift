@@ -1,0 +1,121 @@
+import BlueZ
+import Bluetooth
+import EventLoop
+import JSON
+
+/// What `gattway advertise` and `gattway serve` share: a loop and a peripheral manager on the
+/// system bus that is powered on, the advertisement options, and waiting for the end.
+struct PeripheralSession {
+    let loop: EventLoop
+    let manager: PeripheralManager
+
+    /// Options describing an advertisement (`--name`, `--service`, `--service-data`, …).
+    static let advertisementOptions: [Option] = [
+        .value("name", "NAME", "Advertise this local name."),
+        Option(name: "service", help: "Advertise this service UUID", valueName: "UUID", repeatable: true),
+        Option(name: "service-data", help: "Service data as UUID=HEX, e.g. FCD2=40020a", valueName: "UUID=HEX", repeatable: true),
+        Option(name: "manufacturer-data", help: "Manufacturer data as COMPANY=HEX, e.g. 0xffff=0102",
+               valueName: "ID=HEX", repeatable: true),
+        .value("tx-power", "DBM", "Include the TX power level and ask the controller for this power."),
+        .value("appearance", "N", "GAP appearance value, e.g. 0x0340."),
+        .flag("broadcast", "Non-connectable (a beacon) instead of a connectable peripheral."),
+    ]
+
+    /// `--adapter`, `--timeout` and `--duration`.
+    static let options: [Option] = [
+        .value("adapter", "NAME|ADDRESS", "Bluetooth adapter (hci0 or its address).", default: "first powered adapter"),
+        .value("timeout", "DURATION", "How long to wait for the adapter.", default: "10s"),
+        .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
+    ]
+
+    /// The advertisement the options describe (with `services` appended to `--service`).
+    static func advertisement(_ arguments: ParsedArguments, services: [BluetoothUUID] = []) throws -> Advertisement {
+        var advertisement = Advertisement(kind: arguments.flag("broadcast") ? .broadcast : .connectable)
+        advertisement.localName = arguments.value("name")
+        for text in arguments.allValues("service").flatMap({ $0.split(separator: ",") }) {
+            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else { throw CLIError.usage("--service: \"\(text)\" is not a UUID (e.g. 180F)") }
+            advertisement.serviceUUIDs.append(uuid)
+        }
+        for uuid in services where !advertisement.serviceUUIDs.contains(uuid) { advertisement.serviceUUIDs.append(uuid) }
+        for text in arguments.allValues("service-data") {
+            let (key, bytes) = try keyAndHex(text, option: "service-data")
+            guard let uuid = BluetoothUUID(key) else { throw CLIError.usage("--service-data: \"\(key)\" is not a UUID") }
+            advertisement.serviceData[uuid] = bytes
+        }
+        for text in arguments.allValues("manufacturer-data") {
+            let (key, bytes) = try keyAndHex(text, option: "manufacturer-data")
+            let digits = key.lowercased().hasPrefix("0x") ? String(key.dropFirst(2)) : key
+            guard let company = UInt16(digits, radix: key.lowercased().hasPrefix("0x") ? 16 : 10) else {
+                throw CLIError.usage("--manufacturer-data: \"\(key)\" is not a company id (0…65535 or 0x0000…0xffff)")
+            }
+            advertisement.manufacturerData[company] = bytes
+        }
+        if let text = arguments.value("tx-power") {
+            guard let power = Int8(text), (-127...20).contains(power) else { throw CLIError.usage("--tx-power: expected -127…20 dBm") }
+            advertisement.txPower = power
+        }
+        if let text = arguments.value("appearance") {
+            let digits = text.lowercased().hasPrefix("0x") ? String(text.dropFirst(2)) : text
+            guard let value = UInt16(digits, radix: text.lowercased().hasPrefix("0x") ? 16 : 10) else {
+                throw CLIError.usage("--appearance: expected 0…65535 or 0x0000…0xffff")
+            }
+            advertisement.appearance = value
+        }
+        return advertisement
+    }
+
+    private static func keyAndHex(_ text: String, option: String) throws -> (String, [UInt8]) {
+        let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let bytes = parseHex(parts[1]) else {
+            throw CLIError.usage("--\(option): expected KEY=HEX, got \"\(text)\"")
+        }
+        return (parts[0], bytes)
+    }
+
+    /// Starts the manager and waits for `.poweredOn`.
+    static func start(adapter: String?, timeout: Double) async throws -> PeripheralSession {
+        let loop = EventLoop(name: "gattway-peripheral")
+        do {
+            let manager = try await PeripheralManager.start(options: PeripheralOptions(adapter: AdapterSelector(adapter)), on: loop)
+            do {
+                try await manager.waitUntilPoweredOn(timeout: .seconds(timeout))
+            } catch {
+                let state = await manager.state
+                await manager.close()
+                throw CLIError.failure("Bluetooth is not ready (state \(state)): \(error)")
+            }
+            return PeripheralSession(loop: loop, manager: manager)
+        } catch let error as CLIError {
+            loop.shutdown()
+            throw error
+        } catch {
+            loop.shutdown()
+            throw CLIError.failure("\(error)")
+        }
+    }
+
+    func close() async {
+        await manager.close()
+        loop.shutdown()
+    }
+
+    /// Runs `body` with the manager's events until `duration` passes or SIGINT/SIGTERM, then closes.
+    func run(duration: Double?, _ body: @escaping @Sendable (PeripheralEvent) async -> Void) async {
+        let events = await manager.events()
+        let printer = Task {
+            for await event in events { await body(event) }
+        }
+        if let duration {
+            try? await Task.sleep(for: .seconds(duration))
+        } else {
+            _ = await SignalSources.waitForTermination()
+        }
+        printer.cancel()
+        await close()
+    }
+
+    /// One output line: text, or a JSON object with `event` first.
+    static func line(json: Bool, _ event: String, _ fields: [(key: String, value: JSONValue)], text: String) -> String {
+        json ? JSONValue.object([(key: "event", value: .string(event))] + fields).serialized + "\n" : text + "\n"
+    }
+}
