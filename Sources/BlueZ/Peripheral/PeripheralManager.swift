@@ -36,6 +36,9 @@ public actor PeripheralManager {
     public nonisolated let options: PeripheralOptions
 
     let connection: DBusConnection
+    /// The unique bus name of the manager's connection (e.g. `:1.42`): the owner bluetoothd
+    /// sees for the application and the advertisement.
+    public nonisolated var uniqueBusName: String { connection.uniqueName }
     var tree = BlueZObjectTree()
     var adapterPath: DBusObjectPath?
     var bluezOwner: String?
