@@ -19,7 +19,10 @@ struct SimulatorBusTests {
             let objects = try await client.managedObjects()
             #expect(objects.keys.sorted() == ["/org/bluez", "/org/bluez/hci0", "/io/gattway/Simulator"].sorted())
             let adapter = objects["/org/bluez/hci0"]?.dictionary ?? [:]
-            #expect(adapter.keys.sorted() == ["org.bluez.Adapter1", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties"])
+            #expect(adapter.keys.sorted() == [
+                "org.bluez.Adapter1", "org.bluez.GattManager1", "org.bluez.LEAdvertisingManager1",
+                "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties",
+            ])
             let properties = adapter["org.bluez.Adapter1"]?.dictionary ?? [:]
             #expect(properties["Address"]?.string == "00:AA:01:00:00:00")
             #expect(properties["Powered"]?.bool == true)

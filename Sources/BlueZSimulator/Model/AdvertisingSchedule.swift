@@ -10,6 +10,9 @@ struct AdvertisingSchedule<Key: Hashable> {
 
     mutating func removeAll() { heap.removeAll() }
 
+    /// Whether `key` has an entry (linear; for the rare re-arming of a device).
+    func contains(_ key: Key) -> Bool { heap.contains { $0.key == key } }
+
     mutating func insert(_ key: Key, at deadline: UInt64) {
         heap.append((deadline, key))
         var child = heap.count - 1

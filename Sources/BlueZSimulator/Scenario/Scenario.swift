@@ -12,16 +12,20 @@ public struct Scenario: Sendable {
     public var seed: UInt64
     /// BlueZ's own delays (disconnect timer, temporary-device timeout, …), scalable for tests.
     public var timing: TimingSpec
+    /// Adapters within radio range of each other (like `btvirt -l2`): what one advertises the
+    /// other discovers, and the other can connect to its GATT applications.
+    public var links: [LinkSpec]
 
     public init(
         adapters: [AdapterSpec], devices: [DeviceSpec] = [], events: [TimedEvent] = [], seed: UInt64 = 1,
-        timing: TimingSpec = TimingSpec()
+        timing: TimingSpec = TimingSpec(), links: [LinkSpec] = []
     ) {
         self.adapters = adapters
         self.devices = devices
         self.events = events
         self.seed = seed
         self.timing = timing
+        self.links = links
     }
 
     /// Reads a scenario file; every error names the JSON path.
@@ -58,10 +62,11 @@ public struct Scenario: Sendable {
         }
         let events = try root.optional("events")?.array().map { try TimedEvent.read($0, adapters: names) } ?? []
         let timing = try root.optional("timing").map(TimingSpec.read) ?? TimingSpec()
+        let links = try root.optional("links")?.array().map { try LinkSpec.read($0, adapters: names) } ?? []
         try root.finish()
         return Scenario(
             adapters: adapters, devices: devices, events: events.sorted { $0.at < $1.at }, seed: UInt64(seed),
-            timing: timing)
+            timing: timing, links: links)
     }
 }
 
@@ -74,15 +79,19 @@ public struct AdapterSpec: Sendable, Equatable {
     /// The first N `StartDiscovery` calls fail with `InProgress` "Operation already in progress",
     /// as when the kernel refuses to scan because another stack or process is scanning.
     public var startDiscoveryFailures: Int
+    /// Advertising instances the controller offers (`SupportedInstances` when none is registered).
+    public var advertisingInstances: Int
 
     public init(
-        name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true, startDiscoveryFailures: Int = 0
+        name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true, startDiscoveryFailures: Int = 0,
+        advertisingInstances: Int = 5
     ) {
         self.name = name
         self.address = address
         self.alias = alias ?? "gattway-sim"
         self.powered = powered
         self.startDiscoveryFailures = startDiscoveryFailures
+        self.advertisingInstances = advertisingInstances
     }
 
     static func read(_ reader: JSONReader) throws -> AdapterSpec {
@@ -96,8 +105,55 @@ public struct AdapterSpec: Sendable, Equatable {
         let alias = try object.optional("alias")?.string()
         let powered = try object.optional("powered")?.bool() ?? true
         let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
+        let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
         try object.finish()
-        return AdapterSpec(name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures)
+        return AdapterSpec(
+            name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures,
+            advertisingInstances: instances)
+    }
+}
+
+/// Two adapters in radio range of each other (`links[]`).
+public struct LinkSpec: Sendable, Equatable {
+    public var adapters: (String, String)
+    /// RSSI in dBm each side reports for the other's advertisements.
+    public var rssi: Double
+    /// How often a registered advertisement is reported to the other side (seconds).
+    public var interval: Double
+
+    public init(_ first: String, _ second: String, rssi: Double = -50, interval: Double = 0.1) {
+        adapters = (first, second)
+        self.rssi = rssi
+        self.interval = interval
+    }
+
+    public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
+        lhs.adapters == rhs.adapters && lhs.rssi == rhs.rssi && lhs.interval == rhs.interval
+    }
+
+    /// The other adapter of the link, if `name` is one of its two.
+    public func peer(of name: String) -> String? {
+        if adapters.0 == name { return adapters.1 }
+        if adapters.1 == name { return adapters.0 }
+        return nil
+    }
+
+    static func read(_ reader: JSONReader, adapters known: Set<String>) throws -> LinkSpec {
+        let object = try reader.object()
+        let listReader = try object.required("adapters")
+        let names = try listReader.array().map { item in
+            let name = try item.string()
+            guard known.contains(name) else { throw item.fail("no adapter named \"\(name)\" in \"adapters\"") }
+            return name
+        }
+        guard names.count == 2, names[0] != names[1] else {
+            throw listReader.fail("expected two different adapter names, e.g. [\"hci0\", \"hci1\"]")
+        }
+        let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -50)
+        let interval = try object.optional("interval")?.duration() ?? 0.1
+        guard interval > 0 else { throw try object.required("interval").fail("must be more than 0") }
+        try object.finish()
+        return LinkSpec(names[0], names[1], rssi: rssi, interval: interval)
     }
 }
 

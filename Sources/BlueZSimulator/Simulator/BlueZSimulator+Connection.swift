@@ -51,6 +51,7 @@ extension BlueZSimulator {
         guard let device = devices[path], case .connecting(let reply, _) = device.link else { return }
         device.link = .connected
         counters.connects += 1
+        if device.mirror != nil { mirrorLinkUp(device) }
         change([("Connected", .boolean(true))], interface: Self.deviceInterface, at: path)
         // MTU exchange: cached characteristics gain MTU now, silently (bluetoothd 5.66 emits no
         // PropertiesChanged for it on a reconnection; seen in the real-BlueZ lane).
@@ -193,5 +194,6 @@ extension BlueZSimulator {
         }
         bursts.removeAll { $0.device == path }
         if device.temporary { armTemporaryTimer(device) }
+        linkedLinkDown(device)
     }
 }

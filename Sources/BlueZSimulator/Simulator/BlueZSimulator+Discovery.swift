@@ -213,5 +213,8 @@ extension BlueZSimulator {
         if !fromClient {
             change([("Powered", .boolean(on))], interface: Self.adapterInterfaceName, at: adapter.path)
         }
+        // A powered-off controller stops advertising: bluetoothd releases the advertisements.
+        if !on { releaseAdvertisements(adapter) }
+        peripheralChanged(adapter)
     }
 }

@@ -51,6 +51,7 @@ extension BlueZSimulator {
                 return
             }
             characteristic.pendingRead = (offset, [reply])
+            if let target = characteristic.target { return forwardRead(device, characteristic, target, offset: offset) }
             let complete: @Sendable (isolated BlueZSimulator) -> Void = { simulator in
                 simulator.completeRead(device, characteristic, offset)
             }
@@ -61,9 +62,7 @@ extension BlueZSimulator {
     }
 
     func completeRead(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ offset: UInt16) {
-        guard let pending = characteristic.pendingRead else { return }
-        characteristic.pendingRead = nil
-        counters.reads += 1
+        guard characteristic.pendingRead != nil else { return }
         let result: Result<[UInt8], DBusError>
         if let code = characteristic.spec.readError {
             result = .failure(BlueZError.att(code))
@@ -81,6 +80,15 @@ extension BlueZSimulator {
                 result = .success(Array(value[Int(offset)...]))
             }
         }
+        finishRead(characteristic, result)
+    }
+
+    /// Answers the pending read(s) of a characteristic with the peer's answer.
+    func finishRead(_ characteristic: SimulatedCharacteristic, _ result: Result<[UInt8], DBusError>) {
+        guard let pending = characteristic.pendingRead else { return }
+        characteristic.pendingRead = nil
+        counters.reads += 1
+        let offset = pending.offset
         switch result {
         case .success(let bytes):
             // A read at an offset patches bluetoothd's cached value there (the signal carries the
@@ -125,6 +133,12 @@ extension BlueZSimulator {
                 guard offset == 0 else { throw BlueZError.notSupported }
                 guard bytes.count <= Int(timing.mtu) - 3 else { throw BlueZError.failed("Failed to initiate write") }
                 reply.succeed()
+                if let target = characteristic.target {
+                    if characteristic.has("write-without-response") {
+                        forwardWrite(device, characteristic, target, bytes, offset: 0, reply: nil)
+                    }
+                    return
+                }
                 // The peer silently drops a command it does not permit.
                 if characteristic.has("write-without-response") && characteristic.spec.writeError == nil {
                     peerReceivedWrite(device, characteristic, bytes, offset: 0, type: "command")
@@ -140,6 +154,9 @@ extension BlueZSimulator {
                     || characteristic.has("reliable-write")
                 else { return reply.fail(BlueZError.att(0x03)) }
                 guard Int(offset) + bytes.count <= 512 else { return reply.fail(BlueZError.att(0x0D)) }
+                if let target = characteristic.target {
+                    return simulator.forwardWrite(device, characteristic, target, bytes, offset: offset, reply: reply)
+                }
                 simulator.peerReceivedWrite(device, characteristic, bytes, offset: offset, type: procedure)
                 reply.succeed()
             }
@@ -173,10 +190,13 @@ extension BlueZSimulator {
 
     func readDescriptor(_ devicePath: DBusObjectPath, _ characteristicPath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
         do {
-            let (_, characteristic) = try connectedCharacteristic(devicePath, characteristicPath)
+            let (device, characteristic) = try connectedCharacteristic(devicePath, characteristicPath)
             let offset = Int(try Self.options(call.arguments[0]).offset)
             guard let descriptor = characteristic.descriptors.first(where: { $0.path == path }) else {
                 throw DBusError(.unknownObject, "No such object path '\(path)'")
+            }
+            if let target = device.mirror?.targets[descriptor.handle] {
+                return forwardDescriptor(device, target, path: path, write: nil, offset: UInt16(offset), reply: reply)
             }
             var value = descriptor.value
             if descriptor.uuid == GATTLayout.cccd {
@@ -201,6 +221,9 @@ extension BlueZSimulator {
                 throw DBusError(.unknownObject, "No such object path '\(path)'")
             }
             guard descriptor.uuid != GATTLayout.cccd else { throw BlueZError.notPermitted("Write not permitted") }
+            if let target = device.mirror?.targets[descriptor.handle] {
+                return forwardDescriptor(device, target, path: path, write: call.arguments[0].bytes ?? [], offset: offset, reply: reply)
+            }
             counters.writes += 1
             writes.append(
                 RecordedWrite(
@@ -255,6 +278,7 @@ extension BlueZSimulator {
     }
 
     func startNotifyTimer(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic) {
+        if let target = characteristic.target { return enableCCCD(device, target) }
         guard characteristic.notifyTimer == nil, let interval = characteristic.spec.notifyInterval, interval > 0 else { return }
         let devicePath = device.path
         let path = characteristic.path
@@ -268,6 +292,7 @@ extension BlueZSimulator {
     }
 
     func stopNotifyTimer(_ characteristic: SimulatedCharacteristic) {
+        if let target = characteristic.target, let device = characteristic.mirrorDevice { disableCCCD(device, target) }
         cancel(characteristic.notifyTimer)
         characteristic.notifyTimer = nil
     }

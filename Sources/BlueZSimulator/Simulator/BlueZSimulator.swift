@@ -48,6 +48,11 @@ public actor BlueZSimulator {
     var writes: [RecordedWrite] = []
     var bursts: [BurstState] = []
     var log: (@Sendable (String) -> Void)?
+    /// Signal subscriptions on peripheral applications (one per unique name, counted by the
+    /// applications and advertisements it registered).
+    var ownerWatches: [String: (task: Task<Void, Never>, users: Int)] = [:]
+    /// Per application characteristic, the linked central devices whose CCCD is enabled.
+    var cccdSubscribers: [ApplicationObject: Set<DBusObjectPath>] = [:]
 
     init(scenario: Scenario, bus: DBusConnection.Bus, loop: EventLoop) {
         self.scenario = scenario
@@ -120,7 +125,10 @@ public actor BlueZSimulator {
         var objects: [(DBusObjectPath, [DBusInterface], Bool)] = [
             ("/org/bluez", agentManagerInterfaces(), false), (Self.controlPath, [controlInterfaceDefinition()], false),
         ]
-        for adapter in adapters { objects.append((adapter.path, [adapterInterface(adapter)], true)) }
+        for adapter in adapters {
+            let interfaces = [adapterInterface(adapter), gattManagerInterface(adapter), advertisingManagerInterface(adapter)]
+            objects.append((adapter.path, interfaces, true))
+        }
         try connection.assumeIsolated { connection in
             connection.addObjectManager(at: .root)
             for (path, interfaces, announce) in objects { try connection.export(interfaces, at: path, announce: announce) }
@@ -189,6 +197,12 @@ public actor BlueZSimulator {
         pendingSignals.removeAll()
         bursts.removeAll()
         agents.removeAll()
+        for watch in ownerWatches.values { watch.task.cancel() }
+        ownerWatches.removeAll()
+        cccdSubscribers.removeAll()
+        for adapter in adapters {
+            for advertisement in adapter.advertisements { cancel(advertisement.timeoutTimer) }
+        }
         if let connection {
             connection.assumeIsolated { $0.close() }
         }
@@ -286,6 +300,7 @@ public actor BlueZSimulator {
     func clientLeft(_ client: String, generation: Int) {
         guard generation == self.generation else { return }
         agents.removeValue(forKey: client)
+        peripheralClientLeft(client)
         for adapter in adapters where adapter.sessions.remove(client) {
             discoveryStopped(adapter)
         }

@@ -12,6 +12,14 @@ final class SimulatedAdapter: @unchecked Sendable {
     var sessions = DiscoverySessions()
     /// `StartDiscovery` calls still to refuse with InProgress (the `start_discovery_failures` knob).
     var startDiscoveryFailuresLeft: Int
+    /// GATT applications registered here (GattManager1), in registration order; an entry exists
+    /// from the call on (so a second call is AlreadyExists), `tree` once it was read.
+    var applications: [RegisteredApplication] = []
+    /// The next free handle of the local GATT database (GAP and GATT take 1…9, as the layout of
+    /// a simulated peer).
+    var nextHandle: UInt16 = 10
+    /// Advertisements registered here (LEAdvertisingManager1), in registration order.
+    var advertisements: [RegisteredAdvertisement] = []
 
     init(spec: AdapterSpec) throws {
         self.spec = spec

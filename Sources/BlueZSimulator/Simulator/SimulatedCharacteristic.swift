@@ -35,6 +35,9 @@ final class SimulatedCharacteristic: @unchecked Sendable {
     var acquiredWrite: Acquired?
     var pendingRead: (offset: UInt16, replies: [DBusPendingReply])?
     var writePending = false
+    /// On a linked adapter's device: the application characteristic that answers, and the device.
+    var target: ApplicationObject?
+    var mirrorDevice: DBusObjectPath?
 
     init(layout: GATTLayout.Characteristic, servicePath: DBusObjectPath, serviceUUID: BluetoothUUID, seed: UInt64, address: BluetoothAddress) throws {
         spec = layout.spec

@@ -19,11 +19,16 @@ final class SimulatedDevice: @unchecked Sendable {
         case disconnecting(replies: [DBusPendingReply], timer: EventLoop.Token)
     }
 
-    let spec: DeviceSpec
+    var spec: DeviceSpec
     let path: DBusObjectPath
     let adapter: SimulatedAdapter
-    let layout: GATTLayout
+    var layout: GATTLayout
     var characteristics: [SimulatedCharacteristic] = []
+    /// Set when this device is another (linked) adapter of the simulator: what it advertises
+    /// and whose GATT applications its database holds.
+    var mirror: MirrorState?
+    /// The device object on the other side of a link between two simulated adapters.
+    var linkedTo: DBusObjectPath?
 
     /// Device1 is exported (the device was seen in a scan, or connected).
     var exported = false
@@ -45,16 +50,18 @@ final class SimulatedDevice: @unchecked Sendable {
     var resolveTimer: EventLoop.Token?
 
     var rng: SplitMix64
+    let deviceSeed: UInt64
     var manufacturerData: [(UInt16, PayloadGenerator)]
     var serviceData: [(BluetoothUUID, PayloadGenerator)]
 
-    init(spec: DeviceSpec, adapter: SimulatedAdapter, seed: UInt64) throws {
+    init(spec: DeviceSpec, adapter: SimulatedAdapter, seed: UInt64, layout: GATTLayout? = nil) throws {
         self.spec = spec
         self.adapter = adapter
         path = try adapter.path.appending(spec.address.bluezPathComponent)
-        layout = GATTLayout(spec.services, name: spec.name)
+        self.layout = layout ?? GATTLayout(spec.services, name: spec.name)
         remainingConnectFailures = spec.faults.connectFailures
         let deviceSeed = seed ^ spec.address.rawValue
+        self.deviceSeed = deviceSeed
         rng = SplitMix64(seed: deviceSeed)
         manufacturerData = spec.manufacturerData.enumerated().map { index, entry in
             (entry.companyID, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 1, address: spec.address))
@@ -62,6 +69,13 @@ final class SimulatedDevice: @unchecked Sendable {
         serviceData = spec.serviceData.enumerated().map { index, entry in
             (entry.uuid, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 101, address: spec.address))
         }
+        try buildCharacteristics()
+    }
+
+    /// (Re)creates the characteristics from `layout`.
+    func buildCharacteristics() throws {
+        let deviceSeed = self.deviceSeed
+        characteristics = []
         for service in layout.services where service.exported {
             let servicePath = try path.appending(GATTLayout.element("service", service.handle))
             for characteristic in service.characteristics {
@@ -89,8 +103,15 @@ final class SimulatedDevice: @unchecked Sendable {
         resolvedOnce ? layout.serviceUUIDs : cache.uuids.map(\.description)
     }
 
-    /// The next advertising report (generators advance).
+    /// The next advertising report (generators advance; a linked adapter's advertisements take turns).
     func makeReport() -> AdvertisementReport {
+        if var mirror, !mirror.reports.isEmpty {
+            var report = mirror.reports[mirror.next % mirror.reports.count]
+            mirror.next &+= 1
+            self.mirror = mirror
+            report.rssi = Int16(min(max(spec.rssi.rounded(), -127), 20))
+            return report
+        }
         var rssi = spec.rssi
         if spec.rssiJitter > 0 {
             let unit = Double(rng.next() >> 11) / Double(1 << 53)
@@ -110,4 +131,23 @@ final class SimulatedDevice: @unchecked Sendable {
     func characteristic(uuid: BluetoothUUID) -> SimulatedCharacteristic? {
         characteristics.first { $0.uuid == uuid }
     }
+}
+
+
+/// What a linked adapter shows of itself to the adapter that discovers it.
+struct MirrorState {
+    /// The advertising adapter's name.
+    var peripheralAdapter: String
+    /// One report per registered advertisement, sent in turn.
+    var reports: [AdvertisementReport] = []
+    var next = 0
+    /// Attribute handle (characteristic declaration, descriptor) → the application object behind it.
+    var targets: [UInt16: ApplicationObject] = [:]
+}
+
+/// An object of a registered GATT application: its owner's unique name and path, with the server flags.
+struct ApplicationObject: Hashable {
+    var owner: String
+    var path: DBusObjectPath
+    var flags: [String]
 }
