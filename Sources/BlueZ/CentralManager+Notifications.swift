@@ -29,6 +29,45 @@ extension CentralManager {
     public func notifications(for characteristic: Characteristic, bufferingNewest limit: Int = 1024) async throws
         -> AsyncThrowingStream<[UInt8], any Error>
     {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: [UInt8].self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(limit))
+        try await addConsumer(.stream(continuation), for: characteristic) { ended in
+            continuation.onTermination = { _ in ended() }
+        }
+        return stream
+    }
+
+    /// Notifications and indications of a characteristic with flow control instead of
+    /// dropping: when `highWater` values wait for the consumer, the central stops reading the
+    /// characteristic's `AcquireNotify` socket until the consumer has taken half of them, so the
+    /// backlog waits in the kernel's socket buffer and with the sender rather than in this
+    /// process (``NotificationValues``; values that come as D-Bus signals are not paused).
+    /// Subscription, renewal and ending as ``notifications(for:bufferingNewest:)``.
+    /// - Throws: as ``notifications(for:bufferingNewest:)``.
+    public func notifications(for characteristic: Characteristic, pausingAbove highWater: Int) async throws
+        -> NotificationValues
+    {
+        let loop = self.loop
+        let channel = NotificationChannel(highWater: highWater) { [weak self] in
+            guard let self else { return }
+            loop.execute { self.assumeIsolated { $0.resumeDrainedSockets() } }
+        }
+        let handle = NotificationValues.Handle(channel)
+        try await addConsumer(.channel(channel), for: characteristic) { ended in channel.setOnTerminate(ended) }
+        return NotificationValues(handle: handle)
+    }
+
+    /// A flow-controlled consumer drained to half: read the sockets it paused again.
+    func resumeDrainedSockets() {
+        for subscription in subscriptions.values { subscription.resumeIfDrained() }
+    }
+
+    /// Registers `consumer` for `characteristic` and subscribes in BlueZ when it is the first.
+    /// `onEnd` installs the hook the consumer calls when it goes away.
+    private func addConsumer(
+        _ consumer: NotifySubscription.Consumer, for characteristic: Characteristic,
+        onEnd: (_ ended: @escaping @Sendable () -> Void) -> Void
+    ) async throws {
         let operation = "subscribe to \(characteristic)"
         if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
         var key = characteristic
@@ -46,12 +85,10 @@ extension CentralManager {
         restoredSubscriptions.removeAll { Self.sameCharacteristic($0, key) }
         let subscription = subscriptions[key] ?? NotifySubscription(key)
         subscriptions[key] = subscription
-        let (stream, continuation) = AsyncThrowingStream.makeStream(
-            of: [UInt8].self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(limit))
         let id = makeID()
-        subscription.consumers[id] = continuation
+        subscription.consumers[id] = consumer
         let subscribed = key
-        continuation.onTermination = { [weak self] _ in
+        onEnd { [weak self] in
             guard let self else { return }
             self.loop.execute { self.assumeIsolated { $0.consumerEnded(subscribed, id) } }
         }
@@ -70,7 +107,6 @@ extension CentralManager {
                 // transient (link dropped meanwhile): renewed after reconnection
             }
         }
-        return stream
     }
 
     static func sameCharacteristic(_ a: Characteristic, _ b: Characteristic) -> Bool {
@@ -176,7 +212,10 @@ extension CentralManager {
 
     func consumerEnded(_ key: Characteristic, _ id: Int) {
         guard let subscription = subscriptions[key], subscription.consumers.removeValue(forKey: id) != nil else { return }
-        guard subscription.consumers.isEmpty else { return }
+        guard subscription.consumers.isEmpty else {
+            subscription.resumeIfDrained()
+            return
+        }
         subscriptions.removeValue(forKey: key)
         stopNotifying(subscription)
         saveState()

@@ -14,6 +14,8 @@ final class NotifySocket {
     private let loop: EventLoop
     private var token: EventLoop.Token?
     private(set) var isOpen = true
+    /// Not reading (flow control): datagrams wait in the kernel's socket buffer.
+    private(set) var isPaused = false
 
     /// Takes ownership of `fd`; `onDatagram` gets each notification, `onClose` is called once
     /// when the peer hangs up (disconnect, bluetoothd exit). Both run on the loop thread.
@@ -30,6 +32,7 @@ final class NotifySocket {
                 let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
                 if count > 0 {
                     onDatagram(Array(buffer[0..<count]))
+                    if self.isPaused || !self.isOpen { return }
                     continue
                 }
                 if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -41,6 +44,19 @@ final class NotifySocket {
             self.close()
             onClose()
         }
+    }
+
+    /// Stops reading until ``resume()``; the peer's further datagrams wait in the socket buffer.
+    func pause() {
+        guard isOpen, !isPaused, let token else { return }
+        isPaused = true
+        loop.updateWatch(token, events: [])
+    }
+
+    func resume() {
+        guard isOpen, isPaused, let token else { return }
+        isPaused = false
+        loop.updateWatch(token, events: .readable)
     }
 
     /// Stops reading and closes the descriptor (BlueZ then unsubscribes). Idempotent.

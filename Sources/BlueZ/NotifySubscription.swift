@@ -16,7 +16,14 @@ final class NotifySubscription {
     }
 
     let characteristic: Characteristic
-    var consumers: [Int: AsyncThrowingStream<[UInt8], any Error>.Continuation] = [:]
+    /// Where values go: a stream that keeps the newest (``CentralManager/notifications(for:bufferingNewest:)``)
+    /// or a flow-controlled channel (``CentralManager/notifications(for:pausingAbove:)``).
+    enum Consumer {
+        case stream(AsyncThrowingStream<[UInt8], any Error>.Continuation)
+        case channel(NotificationChannel)
+    }
+
+    var consumers: [Int: Consumer] = [:]
     var mode: Mode = .inactive
     var path: DBusObjectPath?
 
@@ -32,14 +39,34 @@ final class NotifySubscription {
         }
     }
 
+    /// Hands a value to every consumer; a full flow-controlled one pauses the acquired socket.
     func deliver(_ bytes: [UInt8]) {
-        for continuation in consumers.values { continuation.yield(bytes) }
+        var pause = false
+        for consumer in consumers.values {
+            switch consumer {
+            case .stream(let continuation): continuation.yield(bytes)
+            case .channel(let channel): if channel.push(bytes) { pause = true }
+            }
+        }
+        if pause, case .acquired(let socket) = mode { socket.pause() }
+    }
+
+    /// Reads the acquired socket again once no flow-controlled consumer is above its mark.
+    func resumeIfDrained() {
+        guard case .acquired(let socket) = mode, socket.isPaused else { return }
+        for case .channel(let channel) in consumers.values where channel.isPaused { return }
+        socket.resume()
     }
 
     func finish(throwing error: CentralError?) {
         let all = consumers.values
         consumers.removeAll()
-        for continuation in all { continuation.finish(throwing: error) }
+        for consumer in all {
+            switch consumer {
+            case .stream(let continuation): continuation.finish(throwing: error)
+            case .channel(let channel): channel.finish(throwing: error)
+            }
+        }
     }
 
     /// The link dropped: an acquired socket is gone; a StartNotify session stays (sticky).

@@ -74,6 +74,7 @@ public actor MQTTClient {
     private var publishing = false
     private var outbox = Outbox<(MQTTMessage, Completion?)>()
     private let queueFullPublishes = Atomic<Int>(0)
+    private nonisolated let backlog = Backlog()
     private var inflight = 0
     private var inflightLimit: Int
     private var flushAfterRead = false
@@ -204,10 +205,23 @@ public actor MQTTClient {
     public nonisolated func publish(
         _ message: MQTTMessage, completion: (@Sendable (Result<Void, MQTTError>) -> Void)? = nil
     ) {
+        let completion = counted(message, completion)
         if loop.inLoop {
             assumeIsolated { $0.submit(message, completion) }
         } else {
             loop.execute { [self] in assumeIsolated { $0.submit(message, completion) } }
+        }
+    }
+
+    /// QoS 1/2 publishes are counted from the caller's thread, so ``backlogCount`` already
+    /// includes those still on their way to the loop thread; every path completes exactly once.
+    private nonisolated func counted(_ message: MQTTMessage, _ completion: Completion?) -> Completion? {
+        guard message.qos != .atMostOnce else { return completion }
+        backlog.increment()
+        let backlog = self.backlog
+        return { result in
+            backlog.decrement()
+            completion?(result)
         }
     }
 
@@ -225,6 +239,12 @@ public actor MQTTClient {
 
     /// Number of QoS 1/2 publishes sent and not yet acknowledged, plus those waiting in the client.
     public var unacknowledgedCount: Int { inflight + outbox.count }
+
+    /// QoS 1/2 publishes handed to ``publish(_:completion:)`` that have not completed yet (in
+    /// flight, waiting in the client, or on their way to the loop thread). Readable from any
+    /// thread; a caller that keeps it below ``MQTTConfiguration/maxQueued`` is never refused with
+    /// ``MQTTError/Kind/queueFull``.
+    public nonisolated var backlogCount: Int { backlog.current }
 
     // MARK: Subscribing
 
@@ -685,4 +705,12 @@ public actor MQTTClient {
     func logged(level: Int32, _ text: String) {
         if level & Int32(MOSQ_LOG_ERR) != 0 { lastLogError = text }
     }
+}
+
+/// A shared counter (an `Atomic` cannot be captured by a completion closure).
+final class Backlog: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() { value.add(1, ordering: .relaxed) }
+    func decrement() { value.subtract(1, ordering: .relaxed) }
+    var current: Int { value.load(ordering: .relaxed) }
 }

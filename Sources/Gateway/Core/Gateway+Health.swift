@@ -59,7 +59,7 @@ extension Gateway {
             ])),
             ("queue", .object([
                 ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
-                ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
+                ("spilled", number(queue.spilled)), ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
             ])),
             ("devices", number(devices.count)),
             ("connections", number(devices.count { $0.link == .connected })),

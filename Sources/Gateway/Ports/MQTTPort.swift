@@ -29,9 +29,49 @@ public protocol MQTTPort: Sendable {
 
     /// Messages ``publish(_:)`` dropped so far because the client's queue was full.
     var queueFullDrops: Int { get }
+
+    /// QoS 1/2 messages handed to ``publish(_:)`` or ``publishInOrder(_:)`` that the client still
+    /// holds (not yet acknowledged by the broker, nor failed). Must not block; readable from any
+    /// thread.
+    var backlog: Int { get }
+
+    /// How large ``backlog`` may grow before ``publish(_:)`` refuses messages (`mqtt.max_queued`);
+    /// nil when the client's queue is unbounded. The store-and-forward stage keeps the backlog
+    /// below it by queueing further messages itself (flow control, docs/operations.md).
+    var backlogLimit: Int? { get }
+
+    /// Publishes `messages` in this order and returns, for each, whether it was delivered (PUBACK
+    /// at QoS 1). An implementation may have them all in flight at once; the default publishes
+    /// one after another with ``publishAndWait(_:)`` and stops at the first failure (the rest
+    /// report false, not attempted).
+    func publishInOrder(_ messages: [MQTTOutboundMessage]) async -> [Bool]
 }
 
 extension MQTTPort {
     /// A port without a bounded queue never drops for that reason.
     public var queueFullDrops: Int { 0 }
+
+    /// A port that does not count reports an empty backlog.
+    public var backlog: Int { 0 }
+
+    /// No bound by default.
+    public var backlogLimit: Int? { nil }
+
+    public func publishInOrder(_ messages: [MQTTOutboundMessage]) async -> [Bool] {
+        var results: [Bool] = []
+        results.reserveCapacity(messages.count)
+        for message in messages {
+            guard results.last != false else {
+                results.append(false)
+                continue
+            }
+            do {
+                try await publishAndWait(message)
+                results.append(true)
+            } catch {
+                results.append(false)
+            }
+        }
+        return results
+    }
 }

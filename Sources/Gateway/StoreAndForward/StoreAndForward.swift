@@ -14,6 +14,17 @@ import Synchronization
 ///   three times is dropped (``Statistics/rejected``). A crash between the PUBACK and the
 ///   removal replays that one message again after the restart (QoS 1 is at least once).
 ///
+/// Flow control (a broker slower than the readings): while connected and live, a stored
+/// message that would take the port's ``MQTTPort/backlog`` to its ``MQTTPort/backlogLimit``
+/// (`mqtt.max_queued`) is not handed over but queued, and the stage replays — the same mode as
+/// after an outage. Everything handed over earlier is ahead of it in the client, everything
+/// later behind it in the queue, so order holds and the client never refuses a reading; the
+/// queue's own bounds (`max_messages`, `max_bytes`) are then what limits a burst.
+///
+/// Replays go out in batches (``MQTTPort/publishInOrder(_:)``: up to ``replayBatch`` at once,
+/// removed from the queue as they are acknowledged), so they run at the broker's
+/// acknowledgement rate.
+///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
 public final class StoreAndForward: Sendable {
@@ -24,6 +35,9 @@ public final class StoreAndForward: Sendable {
         public var bytes = 0
         /// Messages that went into the queue.
         public var queued = 0
+        /// Of those, queued while the broker was connected: because it was behind (flow
+        /// control) or behind a replay already running.
+        public var spilled = 0
         /// Messages delivered from the queue.
         public var replayed = 0
         /// Dropped to stay within max_messages/max_bytes.
@@ -82,8 +96,19 @@ public final class StoreAndForward: Sendable {
     /// Hands `message` to the port (live) or queues it.
     func publish(_ message: MQTTOutboundMessage, kind: OutboundKind) {
         let now = clock.wallMilliseconds()
+        var startReplay = false
         let live: Bool = state.withLock { state in
-            if state.connected && !state.replaying { return true }
+            if state.connected && !state.replaying {
+                // Flow control: the client holds half its bound → readings wait here, in order.
+                guard kind == .stored, message.qos > 0, let limit = mqtt.backlogLimit, mqtt.backlog >= limit / 2 else {
+                    return true
+                }
+                state.replaying = true
+                startReplay = true
+                state.statistics.spilled += 1
+            } else if state.connected && kind == .stored {
+                state.statistics.spilled += 1
+            }
             // During a replay only stored messages wait behind it (their order matters);
             // republished retained state and snapshots go out at once and never take a place in
             // the bounded queue (they would push out readings captured during the outage).
@@ -100,7 +125,15 @@ public final class StoreAndForward: Sendable {
             return false
         }
         if live { mqtt.publish(message) }
+        if startReplay {
+            log(.info, "store-and-forward: the broker is behind (\(mqtt.backlog) messages unacknowledged): queueing readings in order")
+            Task { await self.replay() }
+        }
     }
+
+    /// Most messages one replay step hands to the port at once: the port's backlog limit
+    /// leaves room for them (half of `mqtt.max_queued`, at most 1,000, at least 1).
+    var replayBatch: Int { max(1, min(1_000, (mqtt.backlogLimit ?? 2_000) / 2)) }
 
     /// The port's connection changed: `false` switches to offline, `true` starts the replay
     /// (or goes live when nothing is queued).
@@ -117,40 +150,46 @@ public final class StoreAndForward: Sendable {
         }
     }
 
-    /// Replays until the queue is empty or the connection is lost.
+    /// Replays until the queue is empty or the connection is lost: a batch at a time, each
+    /// message removed once acknowledged. After a failure the acknowledged prefix is removed and
+    /// the rest goes again (a message the connected broker refuses three times is dropped).
     private func replay() async {
         while true {
             let now = clock.wallMilliseconds()
-            let next: QueuedMessage? = state.withLock { state in
+            let batchSize = replayBatch
+            let batch: [QueuedMessage]? = state.withLock { state in
                 state.queue.dropExpired(now: now)
-                guard state.connected, let first = state.queue.first else {
+                guard state.connected, !state.queue.isEmpty else {
                     state.replaying = false
                     return nil
                 }
-                return first
+                return Array(state.queue.messages.prefix(batchSize))
             }
-            guard let next else { return }
-            var message = next.message
-            message.capturedAt = next.capturedAt
-            do {
-                try await mqtt.publishAndWait(message)
-                state.withLock { state in
-                    if state.queue.remove(next.sequence) { state.statistics.replayed += 1 }
+            guard let batch else { return }
+            let results = await mqtt.publishInOrder(batch.map { queued in
+                var message = queued.message
+                message.capturedAt = queued.capturedAt
+                return message
+            })
+            let failed = batch.indices.first { !results[$0] }
+            let (stillConnected, gaveUp): (Bool, Bool) = state.withLock { state in
+                for queued in batch[..<(failed ?? batch.count)] where state.queue.remove(queued.sequence) {
+                    state.statistics.replayed += 1
+                }
+                guard failed != nil else {
                     state.attempts = 0
+                    return (state.connected, false)
                 }
-            } catch {
-                let (stillConnected, give): (Bool, Bool) = state.withLock { state in
-                    state.attempts += 1
-                    guard state.connected, state.attempts >= 3 else { return (state.connected, false) }
-                    state.attempts = 0
-                    if state.queue.remove(next.sequence) { state.statistics.rejected += 1 }
-                    return (true, true)
-                }
-                if give {
-                    log(.warning, "store-and-forward: \(message.topic) refused 3 times, dropped: \(error)")
-                } else if stillConnected {
-                    try? await clock.sleep(until: clock.now() + 1)
-                }
+                state.attempts += 1
+                guard state.connected, state.attempts >= 3 else { return (state.connected, false) }
+                state.attempts = 0
+                if let first = state.queue.first, state.queue.remove(first.sequence) { state.statistics.rejected += 1 }
+                return (true, true)
+            }
+            if let failed, gaveUp {
+                log(.warning, "store-and-forward: \(batch[failed].message.topic) refused 3 times, dropped")
+            } else if failed != nil, stillConnected {
+                try? await clock.sleep(until: clock.now() + 1)
             }
         }
     }

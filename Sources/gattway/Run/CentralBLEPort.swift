@@ -9,10 +9,10 @@ import Gateway
 struct CentralBLEPort: BLEPort {
     let central: CentralManager
 
-    /// Notifications of one characteristic that may wait for the gateway before the oldest are
-    /// dropped: far more than real BLE links deliver while the gateway is busy for a moment,
-    /// bounded so a runaway peripheral cannot exhaust memory (a few MB of small values at most).
-    static let notificationBacklog = 65_536
+    /// Notifications of one characteristic that may wait for the gateway before the central
+    /// stops reading its AcquireNotify socket (flow control: nothing is dropped; the backlog
+    /// waits in the kernel and with the sender until the gateway has taken half).
+    static let notificationHighWater = 4_096
 
     func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
         let results: AsyncStream<ScanResult>
@@ -63,25 +63,19 @@ struct CentralBLEPort: BLEPort {
     func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
         -> AsyncStream<[UInt8]>
     {
-        let values: AsyncThrowingStream<[UInt8], any Error>
+        let values: NotificationValues
         do {
             values = try await central.notifications(
-                for: try await resolve(address, characteristic), bufferingNewest: Self.notificationBacklog)
+                for: try await resolve(address, characteristic), pausingAbove: Self.notificationHighWater)
         } catch let error as BLEPortError {
             throw error
         } catch {
             throw Self.portError(error)
         }
-        // The relay's buffer never fills before the central's: one bounded queue in the chain.
-        return AsyncStream(bufferingPolicy: .unbounded) { continuation in
-            let task = Task {
-                do {
-                    for try await value in values { continuation.yield(value) }
-                } catch {}
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        // One hand-off: the gateway's iteration pulls straight from the central's bounded
+        // channel (no relay task, no second buffer); an error ends the stream.
+        let source = NotificationSource(values.makeAsyncIterator())
+        return AsyncStream(unfolding: { await source.next() })
     }
 
     func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
@@ -147,5 +141,23 @@ struct CentralBLEPort: BLEPort {
         case .invalidArguments, .inProgress, .cancelled, .failed: kind = .other
         }
         return BLEPortError(kind, central.description)
+    }
+}
+
+/// The iterator of a ``NotificationValues`` behind `AsyncStream(unfolding:)`, which calls it
+/// from one consumer task at a time.
+private final class NotificationSource: @unchecked Sendable {
+    private var iterator: NotificationValues.AsyncIterator
+    private var ended = false
+
+    init(_ iterator: NotificationValues.AsyncIterator) { self.iterator = iterator }
+
+    func next() async -> [UInt8]? {
+        guard !ended else { return nil }
+        do {
+            if let value = try await iterator.next() { return value }
+        } catch {}
+        ended = true
+        return nil
     }
 }

@@ -1,5 +1,6 @@
 import Gateway
 import MQTT
+import Synchronization
 
 /// The gateway's ``MQTTPort`` over ``MQTTClient``.
 struct ClientMQTTPort: MQTTPort {
@@ -23,6 +24,24 @@ struct ClientMQTTPort: MQTTPort {
     }
 
     var queueFullDrops: Int { client.queueFullCount }
+
+    var backlog: Int { client.backlogCount }
+
+    var backlogLimit: Int? { client.configuration.maxQueued }
+
+    /// All at once: the client keeps them in order (in flight up to `max_inflight`, the rest
+    /// waiting behind), so a replay runs at the broker's acknowledgement rate instead of one
+    /// round trip per message.
+    func publishInOrder(_ messages: [MQTTOutboundMessage]) async -> [Bool] {
+        guard !messages.isEmpty else { return [] }
+        let client = self.client
+        return await withCheckedContinuation { continuation in
+            let results = BatchResults(count: messages.count, continuation)
+            for (index, message) in messages.enumerated() {
+                client.publish(Self.message(message)) { results.set(index, $0) }
+            }
+        }
+    }
 
     func publishAndWait(_ message: MQTTOutboundMessage) async throws {
         try await client.publish(Self.message(message))
@@ -68,5 +87,25 @@ struct ClientMQTTPort: MQTTPort {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+}
+
+/// Collects the outcome of a batch of publishes and resumes the waiting replay once all are in.
+private final class BatchResults: Sendable {
+    private let state: Mutex<(results: [Bool], remaining: Int, continuation: CheckedContinuation<[Bool], Never>?)>
+
+    init(count: Int, _ continuation: CheckedContinuation<[Bool], Never>) {
+        state = Mutex((Array(repeating: false, count: count), count, continuation))
+    }
+
+    func set(_ index: Int, _ result: Result<Void, MQTTError>) {
+        let done: ([Bool], CheckedContinuation<[Bool], Never>)? = state.withLock { state in
+            if case .success = result { state.results[index] = true }
+            state.remaining -= 1
+            guard state.remaining == 0, let continuation = state.continuation else { return nil }
+            state.continuation = nil
+            return (state.results, continuation)
+        }
+        if let (results, continuation) = done { continuation.resume(returning: results) }
     }
 }

@@ -11,6 +11,8 @@ final class InMemoryMQTT: MQTTPort {
         var failWaits = false
         var waitAttempts = 0
         var queueFullDrops = 0
+        var backlog = 0
+        var backlogLimit: Int?
     }
 
     private let state = Mutex(State())
@@ -42,6 +44,17 @@ final class InMemoryMQTT: MQTTPort {
     var queueFullDrops: Int {
         get { state.withLock { $0.queueFullDrops } }
         set { state.withLock { $0.queueFullDrops = newValue } }
+    }
+
+    /// What the client reports as held unacknowledged, and its bound (flow control).
+    var backlog: Int {
+        get { state.withLock { $0.backlog } }
+        set { state.withLock { $0.backlog = newValue } }
+    }
+
+    var backlogLimit: Int? {
+        get { state.withLock { $0.backlogLimit } }
+        set { state.withLock { $0.backlogLimit = newValue } }
     }
 
     func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
