@@ -56,7 +56,10 @@ struct ServeCommand: Command {
         let server = TreeServer(manager: session.manager, json: json)
         do {
             for (service, entries) in tree.services {
-                let local = try await session.manager.add(service)
+                // Reads come to the server (no cached values), so each one is printed.
+                var dynamic = service
+                for index in dynamic.characteristics.indices { dynamic.characteristics[index].value = nil }
+                let local = try await session.manager.add(dynamic)
                 for (characteristic, entry) in zip(local.characteristics, entries) {
                     server.configure(characteristic, entry)
                 }
