@@ -135,15 +135,19 @@ struct TestPeripheral {
     }
 
     /// The advertisement the linked-adapter tests use: connectable, the service UUID (128-bit),
-    /// service data under 16-bit FFF0, manufacturer data, a name and TX power.
+    /// manufacturer data and TX power — 3 + 18 + 5 + 3 = 29 bytes.
     static let advertisement: [(String, DBusValue)] = [
         ("Type", .string("peripheral")),
         ("ServiceUUIDs", .strings([serviceUUID])),
-        ("ServiceData", .dictionary(key: .string, value: .variant, [DBusDictionaryEntry(.string("fff0"), .variant(.bytes([1, 2])))])),
         ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0xAB])))])),
-        ("LocalName", .string("gw")),
         ("Includes", .strings(["tx-power"])),
         ("TxPower", .int16(4)),
+    ]
+    /// A second, non-connectable one: service data under 16-bit FFF0 and the name.
+    static let broadcast: [(String, DBusValue)] = [
+        ("Type", .string("broadcast")),
+        ("ServiceData", .dictionary(key: .string, value: .variant, [DBusDictionaryEntry(.string("fff0"), .variant(.bytes([1, 2])))])),
+        ("LocalName", .string("gw-peripheral")),
     ]
 
     func registerApplication(_ adapter: String = "/org/bluez/hci1", root: String = "/app") async throws {
