@@ -56,4 +56,91 @@ struct PeripheralCommandTests {
         #expect(missing.status == 64)
         #expect(missing.output.contains("--tree FILE is required"))
     }
+
+    // MARK: Against the simulator (hci1 serves, hci0 is the central)
+
+    static let scenario = """
+        {
+          "timing": {"disconnect_delay": "50ms", "temporary_timeout": "5s", "resolve_delay": "10ms", "gatt_latency": 0},
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:02:00:00:00"}],
+          "links": [{"adapters": ["hci0", "hci1"], "interval": "20ms"}],
+          "devices": []
+        }
+        """
+
+    static let tree = """
+        {"name": "gw-serve", "services": [
+          {"uuid": "180F", "characteristics": [
+            {"uuid": "2A19", "properties": ["read", "notify"], "value": 94, "encoding": "u8",
+             "descriptors": [{"uuid": "2901", "value": "Level"}]},
+            {"uuid": "FF01", "properties": ["read", "write", "write-without-response", "notify"], "value": "00", "encoding": "hex"},
+            {"uuid": "FF03", "properties": ["read"], "read_error": 128}]}]}
+        """
+
+    /// A private bus with `gattway simulate` on it, the tree in a file, and a function running gattway there.
+    static func withSimulator(_ body: (_ directory: URL, _ environment: [String: String], _ gattway: String) async throws -> Void) async throws {
+        let gattway = try BuiltProduct.path("gattway")
+        let daemon = try await DBusDaemon()
+        defer { daemon.stop() }
+        let scenarioFile = daemon.directory.appendingPathComponent("scenario.json")
+        try scenario.write(to: scenarioFile, atomically: true, encoding: .utf8)
+        try tree.write(to: daemon.directory.appendingPathComponent("tree.json"), atomically: true, encoding: .utf8)
+        let simulator = try ChildProcess(gattway, ["simulate", "--scenario", scenarioFile.path, "--quiet"], environment: daemon.environment)
+        defer { simulator.stop() }
+        try await simulator.waitForOutput(containing: "org.bluez is")
+        try await body(daemon.directory, daemon.environment, gattway)
+    }
+
+    @Test("serve: a central on hci0 reads, writes, gets an app error and notifications; serve prints each")
+    func serve() async throws {
+        try await Self.withSimulator { directory, environment, gattway in
+            let tree = directory.appendingPathComponent("tree.json").path
+            let server = try ChildProcess(gattway, ["serve", "--tree", tree, "--adapter", "hci1", "--json"], environment: environment)
+            defer { server.stop() }
+            try await server.waitForOutput(containing: #""event":"serving""#)
+            let central = ["--adapter", "hci0", "--timeout", "10s"]
+            let read = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "2A19", "--json"] + central, environment: environment)
+            #expect(read.status == 0, "\(read.output)")
+            #expect(read.output.contains(#""hex":"5e""#))
+            try await server.waitForOutput(containing: #""event":"read","characteristic":"2A19","central":"00:AA:01:00:00:00""#)
+            let write = try ChildProcess.run(gattway, ["write", "00:AA:02:00:00:00", "180F/FF01", "0a0b"] + central, environment: environment)
+            #expect(write.status == 0, "\(write.output)")
+            try await server.waitForOutput(containing: #""event":"write","characteristic":"FF01","central":"00:AA:01:00:00:00""#)
+            let back = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF01", "--json"] + central, environment: environment)
+            #expect(back.output.contains(#""hex":"0a0b""#), "\(back.output)")
+            let refused = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF03"] + central, environment: environment)
+            #expect(refused.status == 1)
+            #expect(refused.output.contains("0x80"), "\(refused.output)")
+            try await server.waitForOutput(containing: #""error":128"#)
+            let notify = try ChildProcess.run(
+                gattway, ["notify", "00:AA:02:00:00:00", "FF01", "--duration", "1s"] + central, environment: environment)
+            #expect(notify.status == 0, "\(notify.output)")
+            try await server.waitForOutput(containing: #""event":"subscribed","characteristic":"FF01""#)
+            try await server.waitForOutput(containing: #""event":"unsubscribed","characteristic":"FF01""#)
+        }
+    }
+
+    @Test("advertise: a scan on hci0 sees the name, the service UUID and the data until the advertiser stops")
+    func advertise() async throws {
+        try await Self.withSimulator { _, environment, gattway in
+            let advertiser = try ChildProcess(
+                gattway,
+                ["advertise", "--adapter", "hci1", "--name", "gw-adv", "--service", "181A", "--service-data", "181A=0102",
+                 "--manufacturer-data", "0xffff=0a0b"],
+                environment: environment)
+            defer { advertiser.stop() }
+            try await advertiser.waitForOutput(containing: "advertising as 00:AA:02:00:00:00")
+            let scan = try ChildProcess.run(
+                gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "1s", "--json"], environment: environment)
+            #expect(scan.status == 0, "\(scan.output)")
+            let line = try #require(scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(object["name"] as? String == "gw-adv")
+            #expect((object["services"] as? [String])?.contains { $0.uppercased().contains("181A") } == true, "\(line)")
+            #expect("\(object["service_data"] ?? "")".contains("0102"), "\(line)")
+            #expect("\(object["manufacturer_data"] ?? "")".contains("0a0b"), "\(line)")
+            advertiser.signal(SIGINT)
+            #expect(advertiser.waitUntilExit() == 0)
+        }
+    }
 }

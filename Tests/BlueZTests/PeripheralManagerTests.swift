@@ -1,0 +1,293 @@
+import BlueZ
+import BlueZSimulator
+import Bluetooth
+import DBus
+import Foundation
+import Testing
+import TestSupport
+
+/// gattway's PeripheralManager on hci1 against gattway's CentralManager on hci0, through the
+/// simulator's linked adapters (what hci1 advertises hci0 discovers; connecting proxies GATT
+/// into the registered application).
+@Suite("PeripheralManager against the simulator")
+struct PeripheralManagerTests {
+    static let centralAddress = BluetoothAddress("00:AA:01:00:00:00")!
+    static let peripheralAddress = BluetoothAddress("00:AA:02:00:00:00")!
+
+    static let scenario = """
+        {
+          \(Scenarios.timing),
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:02:00:00:00"}],
+          "links": [{"adapters": ["hci0", "hci1"], "interval": "20ms"}],
+          "devices": []
+        }
+        """
+
+    static let service = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
+        MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [94],
+                              descriptors: [.userDescription("Level")]),
+        MutableCharacteristic(uuid: BluetoothUUID(0xFF01), properties: [.writeWithoutResponse]),
+        MutableCharacteristic(uuid: BluetoothUUID(0xFF02), properties: [.write]),
+        MutableCharacteristic(uuid: BluetoothUUID(0xFF03), properties: [.read]),
+    ])
+
+    static let advertisement = Advertisement(
+        localName: "gw-periph", serviceUUIDs: [BluetoothUUID(0x180F)], manufacturerData: [0xFFFF: [1, 2]],
+        serviceData: [BluetoothUUID(0x180F): [0x5E]])
+
+    /// A peripheral manager on hci1 of the harness bus, powered on.
+    static func peripheral(_ harness: CentralHarness) async throws -> PeripheralManager {
+        let manager = try await PeripheralManager.start(options: PeripheralOptions(adapter: .name("hci1")), bus: harness.bus, on: harness.loop)
+        try await manager.waitUntilPoweredOn(timeout: .seconds(5))
+        return manager
+    }
+
+    /// Scans from hci0 until the peripheral's advertisement shows `predicate`.
+    static func discover(
+        _ central: CentralManager, _ what: String, where predicate: @escaping @Sendable (AdvertisementData) -> Bool = { _ in true }
+    ) async throws -> ScanResult {
+        let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
+        return try await first(results, within: 10, what) { $0.peripheral.address == peripheralAddress && predicate($0.advertisementData) }
+    }
+
+    @Test("scan finds the advertisement; connect, discover, read, write, app errors, notifications, unsubscribe on disconnect")
+    func endToEnd() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            let local = try await manager.add(Self.service)
+            #expect(await manager.services == [local])
+            try await manager.startAdvertising(Self.advertisement)
+            #expect(await manager.isAdvertising)
+
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let found = try await Self.discover(central, "the advertisement")
+            #expect(found.advertisementData.localName == "gw-periph")
+            #expect(found.advertisementData.serviceUUIDs.contains(BluetoothUUID(0x180F)))
+            #expect(found.advertisementData.serviceData[BluetoothUUID(0x180F)] == [0x5E])
+            #expect(found.advertisementData.manufacturerData[0xFFFF] == [1, 2])
+
+            try await central.connect(found.peripheral, timeout: .seconds(5), autoReconnect: false)
+            var characteristics: [BluetoothUUID: Characteristic] = [:]
+            for service in try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral) {
+                for characteristic in try await central.discoverCharacteristics(for: service) {
+                    characteristics[characteristic.uuid] = characteristic
+                }
+            }
+            #expect(Set(characteristics.keys) == [BluetoothUUID(0x2A19), BluetoothUUID(0xFF01), BluetoothUUID(0xFF02), BluetoothUUID(0xFF03)])
+            let level = try #require(characteristics[BluetoothUUID(0x2A19)])
+            #expect(level.properties.isSuperset(of: [.read, .notify]))
+
+            // A cached value is answered by the manager.
+            #expect(try await central.readValue(for: level) == [94])
+            let description = try #require(try await central.discoverDescriptors(for: level).first { $0.uuid == BluetoothUUID(0x2901) })
+            #expect(try await central.readValue(for: description) == Array("Level".utf8))
+
+            // A read the app answers: the request names the central, the offset and the MTU.
+            let dynamic = try #require(characteristics[BluetoothUUID(0xFF03)])
+            let read = Task { try await central.readValue(for: dynamic) }
+            let request = try await Self.nextRead(events)
+            #expect(request.attribute == .characteristic(try #require(await manager.characteristic(BluetoothUUID(0xFF03)))))
+            #expect(request.central?.address == Self.centralAddress)
+            #expect(request.offset == 0)
+            #expect(request.context.mtu == 517)
+            #expect(request.context.link == .le)
+            request.respond(with: [7, 8])
+            #expect(try await read.value == [7, 8])
+
+            // An app error reaches the central as the ATT code it chose.
+            let refused = Task { try await central.readValue(for: dynamic) }
+            try await Self.nextRead(events).fail(.application(0x80))
+            let error = await #expect(throws: CentralError.self) { try await refused.value }
+            #expect(error?.code == .failed)
+            #expect(error?.message.contains("0x80") == true, "\(String(describing: error))")
+
+            // Write with response: answered by the app.
+            let request2 = try #require(characteristics[BluetoothUUID(0xFF02)])
+            let written = Task { try await central.writeValue([1, 2], for: request2, type: .withResponse) }
+            let write = try await Self.nextWrite(events)
+            #expect(write.value == [1, 2])
+            #expect(write.expectsResponse)
+            #expect(write.central?.address == Self.centralAddress)
+            write.respond()
+            try await written.value
+            // …and refused.
+            let refusedWrite = Task { try await central.writeValue([9], for: request2, type: .withResponse) }
+            try await Self.nextWrite(events).fail(.invalidAttributeValueLength)
+            let writeError = await #expect(throws: CentralError.self) { try await refusedWrite.value }
+            #expect(writeError?.code == .invalidValueLength)
+
+            // Write without response: delivered, nothing to answer.
+            try await central.writeValue([3], for: try #require(characteristics[BluetoothUUID(0xFF01)]), type: .withoutResponse)
+            let command = try await Self.nextWrite(events)
+            #expect(command.value == [3])
+            #expect(!command.expectsResponse)
+
+            // Nobody subscribed: nothing is sent, the cached value changes.
+            let localLevel = try #require(await manager.characteristic(BluetoothUUID(0x2A19)))
+            #expect(try await manager.updateValue([95], for: localLevel) == false)
+            #expect(await manager.value(of: localLevel) == [95])
+
+            // Subscribe: StartNotify reaches the app; updateValue notifies.
+            let values = try await central.notifications(for: level)
+            let subscribed = try await first(events, "subscribed") {
+                if case .subscribed = $0 { return true } else { return false }
+            }
+            guard case .subscribed(let which) = subscribed else { return }
+            #expect(which == localLevel)
+            #expect(await manager.isSubscribed(localLevel))
+            #expect(try await manager.updateValue([93], for: localLevel))
+            #expect(try await first(values, "notification") { $0 == [93] } == [93])
+
+            // Disconnect: the last subscriber is gone.
+            try await central.disconnect(found.peripheral)
+            _ = try await first(events, "unsubscribed") {
+                if case .unsubscribed(localLevel) = $0 { return true } else { return false }
+            }
+            #expect(try await manager.updateValue([92], for: localLevel) == false)
+            await central.close()
+            await manager.close()
+        }
+    }
+
+    @Test("bluetoothd restart and adapter power cycle: application and advertisement are registered again")
+    func recovery() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            _ = try await manager.add(Self.service)
+            try await manager.startAdvertising(Self.advertisement)
+            let states = await manager.stateUpdates()
+
+            try await harness.sim.crash(restartAfter: 0.2)
+            _ = try await first(states, "resetting") { $0 == .resetting }
+            _ = try await first(events, "stopped with bluetoothd") {
+                if case .advertisingStopped = $0 { return true } else { return false }
+            }
+            _ = try await first(states, within: 5, "powered on again") { $0 == .poweredOn }
+            _ = try await first(events, within: 5, "services registered again") {
+                if case .servicesRegistered(let services) = $0 { return services.count == 1 } else { return false }
+            }
+            _ = try await first(events, within: 5, "advertising again") {
+                if case .advertisingStarted = $0 { return true } else { return false }
+            }
+            #expect(await manager.isAdvertising)
+            // A central finds and reads it from the new daemon.
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let found = try await Self.discover(central, "the advertisement after the restart")
+            try await central.connect(found.peripheral, timeout: .seconds(5), autoReconnect: false)
+            let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+            let level = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+            #expect(try await central.readValue(for: level) == [94])
+            try await central.disconnect(found.peripheral)
+            await central.close()
+
+            // Power cycle of hci1.
+            try await harness.sim.setPowered(adapter: "hci1", false)
+            _ = try await first(states, "powered off") { $0 == .poweredOff }
+            #expect(await manager.isAdvertising == false)
+            try await harness.sim.setPowered(adapter: "hci1", true)
+            _ = try await first(events, within: 5, "advertising after power-on") {
+                if case .advertisingStarted = $0 { return true } else { return false }
+            }
+            #expect(await manager.isAdvertising)
+            await manager.close()
+        }
+    }
+
+    @Test("updateAdvertisement changes what centrals see; stopAdvertising ends it; too large is refused before BlueZ")
+    func advertisingUpdates() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            try await manager.startAdvertising(Self.advertisement)
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            _ = try await Self.discover(central, "first data") { $0.serviceData[BluetoothUUID(0x180F)] == [0x5E] }
+            var changed = Self.advertisement
+            changed.serviceData[BluetoothUUID(0x180F)] = [0x5D]
+            try await manager.updateAdvertisement(changed)
+            _ = try await Self.discover(central, "updated data") { $0.serviceData[BluetoothUUID(0x180F)] == [0x5D] }
+
+            var tooLarge = changed
+            tooLarge.localName = "a name far too long for 31 bytes"
+            let error = await #expect(throws: PeripheralError.self) { try await manager.updateAdvertisement(tooLarge) }
+            #expect(error?.code == .advertisementTooLarge)
+            #expect(await manager.advertisement == changed)
+
+            let second = await #expect(throws: PeripheralError.self) { try await manager.startAdvertising(changed) }
+            #expect(second?.code == .alreadyExists)
+            await manager.stopAdvertising()
+            #expect(await manager.isAdvertising == false)
+            #expect(await manager.advertisement == nil)
+            await central.close()
+            await manager.close()
+        }
+    }
+
+    @Test("remove re-registers the rest; calls from anyone but bluetoothd are refused")
+    func servicesAndCallers() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            let battery = try await manager.add(Self.service)
+            let other = try await manager.add(MutableService(uuid: BluetoothUUID(0x181A), characteristics: [
+                MutableCharacteristic(uuid: BluetoothUUID(0x2A6E), properties: [.read], value: [0x10, 0x09]),
+            ]))
+            #expect(await manager.services == [battery, other])
+            try await manager.remove(battery)
+            #expect(await manager.services == [other])
+            _ = try await first(events, "registered with one service") {
+                if case .servicesRegistered(let services) = $0 { return services == [other] } else { return false }
+            }
+            let gone = await #expect(throws: PeripheralError.self) {
+                try await manager.updateValue([1], for: battery.characteristics[0])
+            }
+            #expect(gone?.code == .unknownAttribute)
+            let reserved = await #expect(throws: PeripheralError.self) {
+                try await manager.add(MutableService(uuid: BluetoothUUID(0x1801), characteristics: other.characteristics.map { _ in
+                    MutableCharacteristic(uuid: BluetoothUUID(0x2A05), properties: [.indicate])
+                }))
+            }
+            #expect(reserved?.code == .invalidService)
+
+            // Another client calling ReadValue on the application is not bluetoothd.
+            let client = try await harness.client()
+            let paths = await client.connection(to: manager)
+            let intruder = await #expect(throws: DBusError.self) {
+                _ = try await client.call(
+                    destination: paths.owner, path: paths.characteristic, interface: "org.bluez.GattCharacteristic1",
+                    method: "ReadValue", arguments: [.variantDictionary([String: DBusValue]())])
+            }
+            #expect(intruder?.name.rawValue == "org.bluez.Error.NotAuthorized")
+            await client.close()
+            await manager.close()
+        }
+    }
+
+    static func nextRead(_ events: AsyncStream<PeripheralEvent>) async throws -> ReadRequest {
+        let event = try await first(events, "a read request") { if case .read = $0 { return true } else { return false } }
+        guard case .read(let request) = event else { throw TestTimeout(description: "not a read") }
+        return request
+    }
+
+    static func nextWrite(_ events: AsyncStream<PeripheralEvent>) async throws -> WriteRequest {
+        let event = try await first(events, "a write request") { if case .write = $0 { return true } else { return false } }
+        guard case .write(let request) = event else { throw TestTimeout(description: "not a write") }
+        return request
+    }
+}
+
+extension DBusConnection {
+    /// The unique name of `manager`'s connection and its first characteristic's path, found
+    /// through the application's ObjectManager like bluetoothd does.
+    func connection(to manager: PeripheralManager) async -> (owner: String, characteristic: DBusObjectPath) {
+        let owner = manager.uniqueBusName
+        let reply = try? await call(
+            destination: owner, path: "/io/gattway/peripheral/app", interface: "org.freedesktop.DBus.ObjectManager",
+            method: "GetManagedObjects")
+        let path = reply?.first?.entries?.compactMap { entry -> DBusObjectPath? in
+            guard entry.value["org.bluez.GattCharacteristic1"] != nil else { return nil }
+            return entry.key.objectPath
+        }.first ?? "/"
+        return (owner, path)
+    }
+}
