@@ -150,6 +150,43 @@ struct PeripheralManagerTests {
         }
     }
 
+    @Test("indications reach the central and come back as indicationConfirmed; a descriptor without value is read by the app")
+    func indications() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            let local = try await manager.add(MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
+                MutableCharacteristic(uuid: BluetoothUUID(0x2A37), properties: [.indicate],
+                                      descriptors: [MutableDescriptor(uuid: BluetoothUUID(0x2901), value: nil)]),
+            ]))
+            try await manager.startAdvertising(Advertisement(serviceUUIDs: [BluetoothUUID(0x180F)]))
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let found = try await Self.discover(central, "the advertisement")
+            try await central.connect(found.peripheral, timeout: .seconds(5), autoReconnect: false)
+            let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+            let measurement = try #require(try await central.discoverCharacteristics(for: service).first)
+            #expect(measurement.properties.contains(.indicate))
+
+            let descriptor = try #require(try await central.discoverDescriptors(for: measurement).first { $0.uuid == BluetoothUUID(0x2901) })
+            let read = Task { try await central.readValue(for: descriptor) }
+            let request = try await Self.nextRead(events)
+            #expect(request.attribute == .descriptor(local.characteristics[0].descriptors[0]))
+            request.respond(withWholeValue: Array("Heart rate".utf8))
+            #expect(try await read.value == Array("Heart rate".utf8))
+
+            let values = try await central.notifications(for: measurement)
+            _ = try await first(events, "subscribed") { if case .subscribed = $0 { return true } else { return false } }
+            #expect(try await manager.updateValue([0x06, 0x48], for: local.characteristics[0]))
+            #expect(try await first(values, "indication") { _ in true } == [0x06, 0x48])
+            _ = try await first(events, "confirmed") {
+                if case .indicationConfirmed(local.characteristics[0]) = $0 { return true } else { return false }
+            }
+            try await central.disconnect(found.peripheral)
+            await central.close()
+            await manager.close()
+        }
+    }
+
     @Test("bluetoothd restart and adapter power cycle: application and advertisement are registered again")
     func recovery() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
