@@ -50,6 +50,8 @@ public actor CentralManager {
     var links: [BluetoothAddress: Link] = [:]
     /// Addresses whose disconnect this manager asked for (the next `Connected=false` is expected).
     var disconnectsRequested: Set<BluetoothAddress> = []
+    /// Devices whose `ServicesResolved=true` waits for their GATT objects (CentralManager+Resolution).
+    var pendingResolutions: [DBusObjectPath: Int] = [:]
     /// Notification subscriptions by characteristic, and their current object paths.
     var subscriptions: [Characteristic: NotifySubscription] = [:]
     var subscriptionPaths: [DBusObjectPath: Characteristic] = [:]
@@ -103,7 +105,8 @@ public actor CentralManager {
     private func begin() async throws {
         // One rule for every signal of bluetoothd (InterfacesAdded/Removed from `/`, PropertiesChanged
         // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
-        // order BlueZ sent them: GATT objects before the ServicesResolved that announces them.
+        // order BlueZ sent them (which is not always the order it meant: a ServicesResolved may
+        // overtake the GATT objects it announces, see CentralManager+Resolution.swift).
         let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
         signalTasks.append(Task { [weak self] in
@@ -393,14 +396,17 @@ public actor CentralManager {
             if changed["ServicesResolved"]?.bool == true, !wasConnected, changed["Connected"] == nil {
                 changed["Connected"] = .boolean(true)
             }
+            // The GATT objects a ServicesResolved=true announces may still be on their way: it is
+            // applied once they are known (CentralManager+Resolution.swift).
+            let resolving = changed["ServicesResolved"]?.bool == true && !wasResolved && isOurDevice(path)
+            if resolving { changed.removeValue(forKey: "ServicesResolved") }
+            if changed["ServicesResolved"]?.bool == false || changed["Connected"]?.bool == false { cancelServicesResolved(path) }
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated), isOurDevice(path)
             else { return }
             if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {
                 if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
             }
-            if changed["ServicesResolved"]?.bool == true, !wasResolved, let address = address(ofDevicePath: path) {
-                servicesResolved(address)
-            }
+            if resolving { confirmServicesResolved(path) }
             if Self.advertisementKeys.contains(where: { changed[$0] != nil }) {
                 deviceAdvertised(path, changedKeys: Set(changed.keys))
             }
