@@ -6,12 +6,39 @@ pattern a regular expression searched in the event's JSON, side "bluez", "simula
 covers it. Prints one "PASS|FAIL diff.STEP detail" line per step and, for each difference, the
 event and the reason it is allowed; exits 1 on any unexpected difference.
 
+One normalisation before comparing (both recordings alike): the peripheral's
+`{ServicesResolved: true, ...}` change is moved to just after the last GATT object of the
+peripheral added in the same step. bluetoothd 5.66 queues the InterfacesAdded of the GATT objects
+and the Device1 change separately and flushes them in an order that depends on what else was
+pending (bluez issue #1489): the change comes after all objects, between them, or before all of
+them, from run to run. The event itself, its property set and its step are still compared; only
+its position relative to the GATT objects of that step is not.
+
 usage: compare-sessions.py BLUEZ.jsonl SIMULATOR.jsonl known-differences.json
 """
 import difflib
 import json
 import re
 import sys
+
+
+def resolved_change(event):
+    return (event.get('event') == 'PropertiesChanged' and event.get('path') == 'DEV'
+            and event.get('interface') == 'org.bluez.Device1' and event['changed'].get('ServicesResolved') is True)
+
+
+def gatt_object_added(event):
+    return event.get('event') == 'InterfacesAdded' and event.get('path', '').startswith('DEV/')
+
+
+def normalise(events):
+    """Puts a ServicesResolved=true change after the step's last added GATT object (see above)."""
+    resolved = [e for e in events if resolved_change(e)]
+    if len(resolved) != 1 or not any(gatt_object_added(e) for e in events):
+        return events
+    rest = [e for e in events if e is not resolved[0]]
+    last = max(i for i, e in enumerate(rest) if gatt_object_added(e))
+    return rest[:last + 1] + resolved + rest[last + 1:]
 
 
 def load(path):
@@ -27,8 +54,8 @@ def load(path):
             if step not in steps:
                 steps[step] = []
                 order.append(step)
-            steps[step].append(json.dumps(event, sort_keys=True))
-    return steps, order
+            steps[step].append(event)
+    return {step: [json.dumps(e, sort_keys=True) for e in normalise(events)] for step, events in steps.items()}, order
 
 
 def main():

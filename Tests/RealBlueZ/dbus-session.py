@@ -229,7 +229,7 @@ def main():
          dbus.Dictionary({'UUIDs': dbus.Array(['180F'], 's'), 'Transport': 'le'}, 'sv'))
     call('discover', adapter, 'org.bluez.Adapter1', 'StartDiscovery', settle=0)
     wait('discover', 'the peripheral', lambda: any(n == 'DEV' for n in [rec.name(DEV_PATH)]) and
-         rec.count and DEV_PATH in [str(p) for p in objects.GetManagedObjects()], 20)
+         rec.count and DEV_PATH in [str(p) for p in objects.GetManagedObjects()], 45)
     pump(1.0)
     call('discover-again', adapter, 'org.bluez.Adapter1', 'StartDiscovery')
     call('stop-discovery', adapter, 'org.bluez.Adapter1', 'StopDiscovery', settle=0.6)
@@ -288,7 +288,12 @@ def main():
         os.close(fds['fd'])
         pump(1.0)
 
-    call('disconnect', DEV_PATH, DEV, 'Disconnect', settle=1.0)
+    # bluetoothd replies to Disconnect when the link is down on its side and signals Connected=false
+    # when the kernel reports it: up to seconds later under emulation. Wait for it (a missing
+    # signal is recorded as a timeout), then settle.
+    call('disconnect', DEV_PATH, DEV, 'Disconnect', settle=0)
+    wait('disconnect', 'Connected=false', lambda: not bool(dev_props.Get(DEV, 'Connected')), 20)
+    pump(1.0)
     call('read-disconnected', c('ff05'), CHR, 'ReadValue', dbus.Dictionary({}, 'sv'))
     call('disconnect-again', DEV_PATH, DEV, 'Disconnect')
     # An adapter power cycle while connected: the order of Connected=false and Powered=false.

@@ -10,6 +10,8 @@ export PATH=/run/rbz/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
 export HOME=/root LANG=C.UTF-8 TERM=dumb
 export SHARE=/run/share LOGS=/run/share/logs
 mkdir -p "$LOGS" /run/rbz/bin /run/dbus
+# devtmpfs has no /dev/fd (udev would add it): bash's process substitution needs it.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
 # shellcheck disable=SC1091
 . "$SHARE/env"
 export BLUETOOTHD_ARGS
@@ -20,41 +22,61 @@ echo "[guest $(uptime_)] bring-up"
 cat > /run/rbz/bin/rbz-bluetoothd <<'HELPER'
 #!/bin/bash
 # rbz-bluetoothd start|stop|restart [--crash]: bluetoothd with $BLUETOOTHD_ARGS; start waits until
-# every controller has its Adapter1 object and powers them on.
+# every controller has its Adapter1 object and powers them on. Deadlines are wall-clock seconds
+# (under software emulation on a loaded host one busctl call alone can take a second); every
+# failure says why on stderr and exits 1.
 pidfile=/run/rbz/bluetoothd.pid
+now() { date +%s; }
+controllers() { ls /sys/class/bluetooth | grep -E '^hci[0-9]+$'; }
 stop() {
-  local pid sig=TERM
+  local pid sig=TERM deadline
   [ "${1:-}" = --crash ] && sig=KILL
   pid=$(cat $pidfile 2>/dev/null) || return 0
   kill -$sig "$pid" 2>/dev/null
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  # A SIGTERM'd bluetoothd powers the controllers off before it exits: seconds under emulation.
+  # A second bluetoothd started meanwhile would lose the bus name to it and exit.
+  deadline=$(( $(now) + 30 ))
+  while kill -0 "$pid" 2>/dev/null && [ "$(now)" -lt "$deadline" ]; do sleep 0.05; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "rbz-bluetoothd: bluetoothd $pid still running 30 s after SIG$sig; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  fi
   rm -f $pidfile
 }
 start() {
-  local n=0 want
-  want=$(ls /sys/class/bluetooth | grep -c '^hci')
+  local n=0 want pid deadline
+  # Controllers only: a live link shows up next to them as hciN:HANDLE.
+  want=$(controllers | wc -l)
   echo "==== bluetoothd start $(cut -d' ' -f1 /proc/uptime)" >> "$LOGS/bluetoothd.log"
+  # Each line gets the guest uptime in front (the tests print theirs), read without a fork.
   # shellcheck disable=SC2086
-  setsid /usr/libexec/bluetooth/bluetoothd -n $BLUETOOTHD_ARGS >> "$LOGS/bluetoothd.log" 2>&1 < /dev/null &
-  echo $! > $pidfile
-  for _ in $(seq 300); do
+  setsid /usr/libexec/bluetooth/bluetoothd -n $BLUETOOTHD_ARGS > >(
+    while IFS= read -r line; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$line"; done >> "$LOGS/bluetoothd.log"
+  ) 2>&1 < /dev/null &
+  pid=$!
+  echo $pid > $pidfile
+  deadline=$(( $(now) + 60 ))
+  while [ "$(now)" -lt "$deadline" ]; do
+    kill -0 $pid 2>/dev/null || { echo "rbz-bluetoothd: bluetoothd exited: $(tail -n 2 "$LOGS/bluetoothd.log" | tr '\n' ' ')" >&2; return 1; }
     n=$(busctl --system --list tree org.bluez 2>/dev/null | grep -c '^/org/bluez/hci[0-9]*$')
     [ "$n" -ge "$want" ] && break
     sleep 0.05
   done
-  [ "$n" -ge "$want" ] || { echo "bluetoothd exposes $n of $want adapters" >&2; return 1; }
+  [ "$n" -ge "$want" ] || { echo "rbz-bluetoothd: bluetoothd exposes $n of $want adapters after 60 s" >&2; return 1; }
   # bluetoothd may be powering them on itself (AutoEnable); Set then answers Busy: retry.
   local h ok
-  for h in $(ls /sys/class/bluetooth | grep '^hci'); do
+  for h in $(controllers); do
     ok=""
-    for _ in $(seq 100); do
+    deadline=$(( $(now) + 30 ))
+    while [ "$(now)" -lt "$deadline" ]; do
       if [ "$(busctl --system get-property org.bluez /org/bluez/$h org.bluez.Adapter1 Powered 2>/dev/null)" = "b true" ]; then
         ok=1; break
       fi
       busctl --system set-property org.bluez /org/bluez/$h org.bluez.Adapter1 Powered b true 2>/dev/null
       sleep 0.05
     done
-    [ -n "$ok" ] || { echo "cannot power $h on" >&2; return 1; }
+    [ -n "$ok" ] || { echo "rbz-bluetoothd: cannot power $h on within 30 s" >&2; return 1; }
   done
 }
 case "${1:-}" in

@@ -7,7 +7,7 @@
 #
 #   Tests/RealBlueZ/test-bluez.sh BIN-DIR     (BIN-DIR: gattway and realbluez-central, host-built)
 #
-# Environment: REALBLUEZ_TIMEOUT (VM wall-clock limit, default 300 s), REALBLUEZ_VERBOSE=1
+# Environment: REALBLUEZ_TIMEOUT (VM wall-clock limit, default 600 s), REALBLUEZ_VERBOSE=1
 # (echo the whole guest console), and those of run-vm.sh.
 set -uo pipefail
 BIN=$(cd "${1:?usage: test-bluez.sh BIN-DIR}" && pwd)
@@ -62,7 +62,5 @@ if [ "$failed" != 0 ]; then
   tail -n 15 "$RUN/logs/peripheral.log" 2>/dev/null
 fi
 echo "test-bluez: VM $(cat "$RUN/wall-seconds" 2>/dev/null || echo '?') s, whole lane $(( $(date +%s) - start )) s"
-flaky=$(grep -c '^FLAKY ' "$results")
-[ "$flaky" = 0 ] || echo "test-bluez: $flaky known-flaky check(s) failed once and passed on retry: $(grep '^FLAKY ' "$results" | cut -d' ' -f2 | tr '\n' ' ')"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
