@@ -252,6 +252,16 @@ struct PeripheralManagerTests {
 
             let second = await #expect(throws: PeripheralError.self) { try await manager.startAdvertising(changed) }
             #expect(second?.code == .alreadyExists)
+
+            // A field removed or another kind: registered again.
+            let events = await manager.events()
+            var beacon = changed
+            beacon.kind = .broadcast
+            beacon.manufacturerData = [:]
+            try await manager.updateAdvertisement(beacon)
+            _ = try await first(events, "registered again") { if case .advertisingStarted = $0 { return true } else { return false } }
+            #expect(await manager.isAdvertising)
+            #expect(await manager.advertisement == beacon)
             await manager.stopAdvertising()
             #expect(await manager.isAdvertising == false)
             #expect(await manager.advertisement == nil)
