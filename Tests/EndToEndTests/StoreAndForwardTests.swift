@@ -45,6 +45,7 @@ struct StoreAndForwardTests {
         try await EndToEnd.run(config: Self.config(), broker: Self.persistentBroker) { e2e in
             try await Self.withSubscriber(e2e) { recorder in
                 try await Self.waitForReadings(recorder, count: 3, after: 0)
+                try await Self.waitForPacedReading(recorder)
                 let before = recorder.count
                 let stoppedAt = Date().timeIntervalSince1970
                 switch outage {
@@ -55,10 +56,10 @@ struct StoreAndForwardTests {
                 let produced = try await Self.waitForNotifications(e2e, count: 12)
                 let restartedAt = Date().timeIntervalSince1970
                 try await e2e.broker.start()
-                // Everything from the outage, then three live readings.
-                try await Self.waitForReadings(recorder, count: produced + 3, after: before, timeout: 30)
-                let readings = Self.readings(recorder)
-
+                // Everything from the outage, then live readings for more than two seconds (a state
+                // hold after the reconnect would show as a gap here).
+                try await Self.waitForReadings(recorder, count: produced + 12, after: before, timeout: 30)
+                let readings = Self.firstDeliveries(Self.readings(recorder))
                 Self.expectChain(readings)
                 let stamped = readings.filter { $0.capturedAt != nil }
                 // A reading or two may have been handed to the client before it saw the
@@ -86,53 +87,59 @@ struct StoreAndForwardTests {
         }
     }
 
-    @Test("kill -9 with a non-empty queue: the restarted gateway replays it in order, once, before the new readings")
+    @Test("kill -9 with a non-empty queue: the restarted gateway replays exactly what was queued, first, in order, once, and the readings go on without a gap")
     func crashWithQueue() async throws {
         let state = try TemporaryDirectory.make(prefix: "sf-state")
         defer { try? FileManager.default.removeItem(at: state) }
         try await EndToEnd.run(config: Self.config(stateDirectory: state.path), broker: Self.persistentBroker) { e2e in
             try await Self.withSubscriber(e2e) { recorder in
                 try await Self.waitForReadings(recorder, count: 3, after: 0)
+                // Stopped between two readings: none is in flight in the gateway's MQTT client
+                // (whose memory the kill would lose: only the disk queue survives it).
+                try await Self.waitForPacedReading(recorder)
                 let before = recorder.count
                 e2e.broker.stop()
-                let queued = try await Self.waitForNotifications(e2e, count: 8)
+                _ = try await Self.waitForNotifications(e2e, count: 8)
                 let queueFile = state.appendingPathComponent("outbox.log").path
-                let size = (try? FileManager.default.attributesOfItem(atPath: queueFile)[.size] as? Int) ?? 0
-                #expect(size > 0, "no \(queueFile) with queued messages")
+                let sent = try await Self.killOnceStored(e2e, queueFile: queueFile)
                 let killedAt = Date().timeIntervalSince1970
-                e2e.gateway.kill9()
-
                 let second = try e2e.startGateway()
                 defer { second.stop(grace: 5) }
+                var persisted = 0
                 do {
                     try await second.waitForOutput(containing: "messages from the previous run to replay", timeout: 15)
-                    // The new gateway reconnects the sensor and queues new readings (broker still down).
-                    _ = try await Self.waitForNotifications(e2e, count: 5, timeout: 20)
+                    persisted = Self.replayCount(in: second.log()) ?? 0
+                    // The new gateway reconnects the sensor and queues new readings (broker still
+                    // down) for longer than its first state is held for Home Assistant (state_delay).
+                    _ = try await Self.waitForNotifications(e2e, count: 8, timeout: 20)
                     try await e2e.broker.start()
-                    try await recorder.wait(for: "readings captured by the restarted gateway", count: 3, after: before, timeout: 30) {
-                        ($0.number("battery") != nil) && (Self.capturedAt($0).map { $0 > killedAt } ?? true)
+                    try await recorder.wait(for: "readings captured by the restarted gateway", count: 12, after: before, timeout: 30) {
+                        ($0.number("battery") != nil) && (Self.capturedAt($0) ?? $0.string("last_seen").flatMap(Self.seconds) ?? 0) > killedAt
                     }
                 } catch {
                     throw EndToEndFailure(error: error, gatewayLog: second.log())
                 }
                 let readings = Self.readings(recorder)
-                let old = Array(readings.prefix { ($0.capturedAt ?? $0.lastSeen ?? .infinity) < killedAt })
-                let new = Array(readings.dropFirst(old.count))
-                // Before the crash: the readings up to the outage, then the queued ones, as one chain.
-                Self.expectChain(old)
+                // The sensor notifies only while someone holds its notification socket, so it sent
+                // nothing between the kill and the new gateway's subscription, and the kill came
+                // with nothing in flight: every value it sent arrives once, in order — before the
+                // crash, the queued ones replayed, then what the restarted gateway captured.
+                Self.expectChain(readings)
+                let captured = { (reading: Reading) in reading.capturedAt ?? reading.lastSeen ?? .infinity }
+                let beforeKill = readings.prefix { captured($0) < killedAt }
+                let old = Self.firstDeliveries(beforeKill)
                 let replayed = old.filter { $0.capturedAt != nil }
-                #expect(replayed.count >= queued - 2, "\(replayed.count) replayed of \(queued) queued before the crash: \(readings)")
+                // Exactly what the first gateway had queued, ending with the last value sent before the kill.
+                #expect(persisted >= 8 && replayed.count == persisted, "\(replayed.count) replayed, \(persisted) queued: \(readings)")
+                #expect(replayed.last?.value == Self.value(ofNotification: sent), "last value sent before the kill: \(Self.value(ofNotification: sent)): \(readings)")
+                for reading in replayed {
+                    if let captured = reading.capturedAt, let lastSeen = reading.lastSeen {
+                        #expect(abs(lastSeen - captured) < 0.05, "last_seen \(lastSeen) vs captured_at \(captured)")
+                    }
+                }
                 // Nothing captured before the crash comes after the new readings.
-                #expect(new.allSatisfy { ($0.capturedAt ?? $0.lastSeen ?? .infinity) >= killedAt }, "\(readings)")
-                // After the restart the counter goes on (notifications while no gateway ran are
-                // lost; the first value may be the characteristic read again).
-                if let last = old.last?.value, let first = new.first?.value {
-                    #expect(first <= last || last < 10, "\(readings)")
-                }
-                let values = new.map(\.value)
-                for (earlier, later) in zip(values.dropFirst(), values.dropFirst(2)) where earlier > 10 {
-                    #expect(later < earlier, "new readings out of order or repeated: \(new)")
-                }
+                let new = readings.dropFirst(beforeKill.count)
+                #expect(new.count >= 12 && new.allSatisfy { captured($0) >= killedAt }, "\(readings)")
             }
         }
     }
@@ -143,6 +150,7 @@ struct StoreAndForwardTests {
         try await EndToEnd.run(config: config, broker: Self.persistentBroker) { e2e in
             try await Self.withSubscriber(e2e) { recorder in
                 try await Self.waitForReadings(recorder, count: 3, after: 0)
+                try await Self.waitForPacedReading(recorder)
                 let before = recorder.count
                 e2e.broker.stop()
                 let produced = try await Self.waitForNotifications(e2e, count: 10)
@@ -152,7 +160,7 @@ struct StoreAndForwardTests {
                     $0.number("battery") != nil && Self.capturedAt($0) == nil
                 }
                 try await Self.waitForReadings(recorder, count: 6, after: before, timeout: 30)
-                let readings = Self.readings(recorder)
+                let readings = Self.firstDeliveries(Self.readings(recorder))
                 let stamped = readings.filter { $0.capturedAt != nil }
                 #expect(stamped.count == 3, "\(readings)\n\(e2e.gateway.log().split(separator: "\n").suffix(40).joined(separator: "\n"))")
                 // The health snapshot after the reconnect counts what was dropped.
@@ -269,6 +277,79 @@ struct StoreAndForwardTests {
         return formatter.date(from: text)?.timeIntervalSince1970
     }
 
+    /// Waits until a battery reading arrives at the notification pace (≥ 150 ms after the one
+    /// before, not in a burst such as the first states released after `state_delay`), so the
+    /// next one is ~200 ms away: a broker stopped now has nothing of the gateway's in flight.
+    static func waitForPacedReading(_ recorder: MessageRecorder, timeout: Double = 10) async throws {
+        let deadline = MessageRecorder.now() + timeout
+        var known = recorder.all.filter { $0.number("battery") != nil }.count
+        while MessageRecorder.now() < deadline {
+            let battery = recorder.all.filter { $0.number("battery") != nil }
+            if battery.count > known, battery.count >= 2, battery[battery.count - 1].arrival - battery[battery.count - 2].arrival >= 0.15 {
+                return
+            }
+            known = battery.count
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
+        throw RecorderTimeout(description: "no battery reading at the notification pace within \(timeout) s")
+    }
+
+    /// Kills the gateway once it stored the sensor's latest notification in its queue file
+    /// (the payload of the file's last message carries that value), soon after the notification
+    /// so the next one (200 ms later) is far off: nothing is in flight at the kill. Returns how
+    /// many notifications the simulator had sent then.
+    static func killOnceStored(_ e2e: EndToEnd, queueFile: String) async throws -> Int {
+        let deadline = MessageRecorder.now() + 15
+        while MessageRecorder.now() < deadline {
+            let sent = await e2e.simulator.currentCounters.notifications
+            var next = sent
+            while next == sent, MessageRecorder.now() < deadline {
+                try await Task.sleep(nanoseconds: 1_000_000)
+                next = await e2e.simulator.currentCounters.notifications
+            }
+            let notifiedAt = MessageRecorder.now()
+            // Stored within 100 ms (else wait for the next one): half the interval is left.
+            while MessageRecorder.now() - notifiedAt < 0.1 {
+                if lastStoredBattery(queueFile) == value(ofNotification: next) {
+                    guard await e2e.simulator.currentCounters.notifications == next else { break }
+                    e2e.gateway.kill9()
+                    let after = await e2e.simulator.currentCounters.notifications
+                    #expect(after == next, "a notification went out while the gateway was killed")
+                    return next
+                }
+                try await Task.sleep(nanoseconds: 1_000_000)
+            }
+        }
+        throw RecorderTimeout(description: "the gateway did not store a notification within 100 ms of it in 15 s")
+    }
+
+    /// The battery level in the last message of the queue file (its payloads are stored as
+    /// they are, so the last `"battery":` in the file is the newest queued reading).
+    static func lastStoredBattery(_ path: String) -> Int? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        let text = String(decoding: data, as: UTF8.self)
+        guard let key = text.range(of: #""battery":"#, options: .backwards) else { return nil }
+        return Int(text[key.upperBound...].prefix { $0.isNumber })
+    }
+
+    /// N in the restarted gateway's "store-and-forward: N messages from the previous run to replay".
+    static func replayCount(in log: String) -> Int? {
+        guard let line = log.split(separator: "\n").first(where: { $0.contains("messages from the previous run to replay") }),
+            let colon = line.range(of: "store-and-forward: ")
+        else { return nil }
+        return Int(line[colon.upperBound...].prefix { $0.isNumber })
+    }
+
+    /// The value of the simulator's `n`-th battery notification (1-based): 99, 98, … 5, 100, 99, …
+    static func value(ofNotification n: Int) -> Int { 100 - n % 96 }
+
+    /// The readings without MQTT's QoS 1 redeliveries: a message identical to one received
+    /// before (same value, `last_seen` and `captured_at`) is the same message again.
+    static func firstDeliveries(_ readings: some Sequence<Reading>) -> [Reading] {
+        var seen: Set<String> = []
+        return readings.filter { seen.insert("\($0.value) \($0.lastSeen ?? -1) \($0.capturedAt ?? -1)").inserted }
+    }
+
     /// The scenario's counter: 99, 98, … 5, then 100.
     static func follows(_ earlier: Int, _ later: Int) -> Bool {
         later == earlier - 1 || (earlier == 5 && later == 100)
@@ -286,15 +367,13 @@ struct StoreAndForwardTests {
         return -1
     }
 
-    /// Consecutive readings follow the counter: no gap, no duplicate, no reordering. The very
-    /// first reading may be the characteristic's initial read (100) before the notifications.
-    /// Every reading follows the previous one: no gap, no reordering, and no second reading of the
-    /// same value. The one repeat allowed is MQTT's own QoS 1 redelivery — the *same* message
-    /// (same value and same `last_seen`) delivered again because its PUBACK was lost when the
-    /// broker went away; the gateway itself never duplicates a reading.
+    /// Every reading follows the previous one on the counter: no gap, no reordering, and no
+    /// second reading of the same value. The one repeat allowed is MQTT's own QoS 1 redelivery —
+    /// the *same* message (``firstDeliveries(_:)``) delivered again, later, because the broker
+    /// went away before it saw the subscriber's PUBACK; the gateway never duplicates a reading.
     static func expectChain(_ readings: [Reading], sourceLocation: SourceLocation = #_sourceLocation) {
-        for (earlier, later) in zip(readings, readings.dropFirst()) {
-            if later.value == earlier.value, let seen = later.lastSeen, seen == earlier.lastSeen { continue }
+        let first = firstDeliveries(readings)
+        for (earlier, later) in zip(first, first.dropFirst()) {
             #expect(follows(earlier.value, later.value),
                     "\(later.value) after \(earlier.value) in \(readings)", sourceLocation: sourceLocation)
         }

@@ -119,6 +119,35 @@ struct HomeAssistantTests {
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 2)
     }
 
+    @Test("readings during the hold are all published, in order, when it ends: none is merged away")
+    func heldReadingsKeptInOrder() async throws {
+        let harness = try await started()
+        // Temperatures 25.07, 25.08, 25.09 °C while the first state is held.
+        for (step, low) in [UInt8(0xCB), 0xCC, 0xCD].enumerated() {
+            await harness.advance(0.2)
+            await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, low, 0x09, 0x03, 0xBF, 0x13, 0x11, UInt8(step % 2)]))
+        }
+        #expect(harness.mqtt.messages(on: "gattway/A4C138000001").isEmpty)
+        await harness.advance(0.4)
+        let temperatures = harness.mqtt.payloads(on: "gattway/A4C138000001").compactMap { json($0)?["temperature"] }
+        #expect(temperatures == [.number(25.06), .number(25.07), .number(25.08), .number(25.09)])
+    }
+
+    @Test("after an MQTT reconnect the configs are republished but readings go out at once (HA holds states only on its own online)")
+    func reconnectDoesNotHold() async throws {
+        let harness = try await started()
+        await harness.advance(1)
+        let configs = Self.configs(harness).count
+        let states = harness.mqtt.messages(on: "gattway/A4C138000001").count
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.gateway.handle(mqttConnected: true)
+        #expect(Self.configs(harness).count == 2 * configs)
+        await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, 0xCB, 0x09, 0x03, 0xBF, 0x13, 0x11, 0x00]))
+        #expect(harness.mqtt.messages(on: "gattway/A4C138000001").count == states + 1)
+        await harness.advance(2)
+        #expect(harness.mqtt.messages(on: "gattway/A4C138000001").count == states + 1)
+    }
+
     @Test("homeassistant/status online republishes every config after a random delay up to republish_delay, bridge first, then the states")
     func republishOnHomeAssistantStart() async throws {
         let harness = try await started(Self.config.replacingOccurrences(of: #""enabled": true"#, with: #""enabled": true, "republish_delay": "5s""#))

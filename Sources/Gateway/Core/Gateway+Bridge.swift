@@ -10,10 +10,13 @@ extension Gateway {
     }
 
     /// After an MQTT reconnect: everything retained again (the broker may have lost it, and the
-    /// last will may have set `bridge/state` offline).
+    /// last will may have set `bridge/state` offline). States are not held for Home Assistant
+    /// here: an HA that lost its entities says so with `online` on its status topic (it does on
+    /// every connection to the broker), and that holds them; a hold now would only delay every
+    /// reading after each reconnect by `state_delay`.
     func republishRetained() {
         publishBridgeOnline()
-        republishDiscovery()
+        republishDiscovery(holdingStates: false)
         for index in devices.indices {
             if let online = devices[index].availability.published {
                 devices[index].availability.published = nil

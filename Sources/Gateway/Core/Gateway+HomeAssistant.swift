@@ -16,10 +16,10 @@ extension Gateway {
     }
 
     /// Publishes the device's configs — only those not published yet, unless `all` — and holds
-    /// its state back for `homeassistant.state_delay` when a config was new. True when a
-    /// config was new.
+    /// its state back for `homeassistant.state_delay` when a config was new or, with `hold`,
+    /// when all were republished. True when a config was new.
     @discardableResult
-    func publishDiscovery(_ index: Int, all: Bool = false) -> Bool {
+    func publishDiscovery(_ index: Int, all: Bool = false, hold: Bool = true) -> Bool {
         guard let discovery else { return false }
         let device = devices[index]
         let configs = discovery.deviceConfigs(HomeAssistantDiscovery.Device(
@@ -33,15 +33,8 @@ extension Gateway {
             }
             publish(config.topic, json: config.payload, retain: true, kind: .republished)
         }
-        if fresh || all, !devices[index].attributes.isEmpty { holdState(index) }
+        if fresh || (all && hold), !devices[index].attributes.isEmpty { holdState(index) }
         return fresh
-    }
-
-    /// Holds the device's state until `homeassistant.state_delay` from now (the timer publishes it).
-    func holdState(_ index: Int) {
-        let until = clock.now() + config.homeAssistant.stateDelay
-        devices[index].stateHeldUntil = until
-        armTimer(until)
     }
 
     /// Empty retained payloads on every config topic of the device: HA removes the entities.
@@ -62,11 +55,12 @@ extension Gateway {
         armTimer(due)
     }
 
-    /// Every config again (bridge first), then every state after `state_delay`.
-    func republishDiscovery() {
+    /// Every config again (bridge first), then, with `holdingStates`, every state after
+    /// `state_delay` (for Home Assistant starting: it takes a state only after the config).
+    func republishDiscovery(holdingStates: Bool = true) {
         discoveryRepublishAt = nil
         guard config.homeAssistant.enabled else { return }
         publishBridgeDiscovery()
-        for index in devices.indices { publishDiscovery(index, all: true) }
+        for index in devices.indices { publishDiscovery(index, all: true, hold: holdingStates) }
     }
 }

@@ -76,12 +76,12 @@ extension Gateway {
     }
 
     /// Merges readings into the device state and publishes it when rate control allows. A new
-    /// attribute gets its Home Assistant config first, and the state waits `state_delay`.
+    /// attribute gets its Home Assistant config first, and the state messages wait
+    /// `state_delay` (all of them, in order: none is merged away).
     func apply(_ readings: [Reading], to index: Int, now: Double, force: Bool = false) {
         var added = false
         for reading in readings where devices[index].merge(reading) { added = true }
         if added, config.homeAssistant.enabled { publishDiscovery(index) }
-        if devices[index].stateHeldUntil != nil { return }
         if force {
             publishState(index, now: now)
             return
@@ -100,10 +100,11 @@ extension Gateway {
         StatePayload.write(device.attributes, rssi: device.rssi, lastSeen: device.lastSeenWall, into: &scratch)
         let retain = rule.retain ?? config.mqtt.retain
         let qos = rule.qos ?? config.mqtt.qos
-        publish(device.stateTopic, scratch, retain: retain, qos: qos)
+        publishStateMessage(index, topic: device.stateTopic, payload: scratch, retain: retain, qos: qos)
         if rule.attributeTopics ?? config.mqtt.attributeTopics {
             for attribute in device.attributes {
-                publish(device.stateTopic + "/" + attribute.name, StatePayload.plain(attribute.value), retain: retain, qos: qos)
+                publishStateMessage(index, topic: device.stateTopic + "/" + attribute.name, payload: StatePayload.plain(attribute.value),
+                                    retain: retain, qos: qos)
             }
         }
         devices[index].rate.published(device.attributes, now: now)

@@ -10,10 +10,7 @@ extension Gateway {
         publishPendingDevices(at: now)
         for index in devices.indices {
             if let held = devices[index].stateHeldUntil {
-                if now >= held {
-                    devices[index].stateHeldUntil = nil
-                    publishState(index, now: now)
-                }
+                if now >= held { releaseHeldStates(index, now: now) }
             } else if devices[index].rate.due(now: now) {
                 publishState(index, now: now)
             }

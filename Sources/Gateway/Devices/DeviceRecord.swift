@@ -52,6 +52,8 @@ struct DeviceRecord: Sendable {
     /// The state is held until then after new discovery configs (HA drops a state that
     /// arrives within ~0.1 s of a new config); nil: not held.
     var stateHeldUntil: Double?
+    /// State messages of readings that came during the hold, in order, published when it ends.
+    var heldStates: [MQTTOutboundMessage] = []
     /// Commands this device may still take now (`commands.rate_limit`).
     var commandBucket: TokenBucket?
 
