@@ -95,6 +95,33 @@ struct DoctorTests {
         }
     }
 
+    @Test("role peripheral: its adapter's GATT and advertising managers are checked; no free advertising instance fails")
+    func peripheralRole() async throws {
+        let broker = try await MosquittoBroker()
+        let peripheral = #", "role": "peripheral", "peripheral": {"adapter": "hci1", "advertising": {"local_name": "gw"}}}"#
+        let config = String(Self.config(broker: broker.url).dropLast()) + peripheral
+        let twoAdapters = """
+            {"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"},
+                          {"name": "hci1", "address": "00:AA:01:00:00:01", "advertising_instances": %d}], "devices": []}
+            """
+        try await Self.withWorld(scenario: String(format: twoAdapters, 5)) { world in
+            let result = try world.doctor(config: config)
+            #expect(result.status == 0, "\(result.output)")
+            #expect(Self.line(result.output, "ok", "peripheral")?.contains("hci1 can serve GATT applications and advertise (5 advertising instances free)") == true,
+                    "\(result.output)")
+            let other = try world.doctor(config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
+            #expect(other.status == 1, "\(other.output)")
+            #expect(Self.line(other.output, "fail", "peripheral")?.contains("no adapter hci4 for the peripheral role") == true, "\(other.output)")
+            let central = try world.doctor(config: Self.config(broker: broker.url))
+            #expect(Self.line(central.output, "ok", "peripheral") == nil, "role central does not check the peripheral side")
+        }
+        try await Self.withWorld(scenario: String(format: twoAdapters, 0)) { world in
+            let result = try world.doctor(config: config)
+            #expect(result.status == 1, "\(result.output)")
+            #expect(Self.line(result.output, "fail", "peripheral")?.contains("hci1 has no free advertising instance") == true, "\(result.output)")
+        }
+    }
+
     @Test("no org.bluez on the bus: fail with what to run, exit 1")
     func noBlueZ() async throws {
         let broker = try await MosquittoBroker()

@@ -6,8 +6,8 @@ import Gateway
 ///
 /// Checks, in order: the configuration (present, readable, valid; secrets not world-readable),
 /// the state directory, the D-Bus system bus, bluetoothd (`org.bluez`) on it, access to it
-/// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), and the
-/// broker (one connection with the configured credentials). Each check is bounded by `--timeout`.
+/// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), with the
+/// peripheral role its adapter's GATT and advertising managers, and the broker (one connection with the configured credentials). Each check is bounded by `--timeout`.
 /// Exit codes: see ``DoctorReport``.
 struct DoctorCommand: Command {
     static let name = "doctor"
@@ -59,7 +59,11 @@ struct DoctorCommand: Command {
         defer { loop.shutdown() }
         let limit = Duration.milliseconds(Int64(timeout * 1000))
         let adapter = config?.bluetooth.adapter ?? BluetoothSettings().adapter
-        report.add(await BlueZDiagnosis(adapter: adapter, timeout: limit, loop: loop).run())
+        var bluez = BlueZDiagnosis(adapter: adapter, timeout: limit, loop: loop)
+        if let config, config.role.includesPeripheral {
+            bluez.peripheral = (config.peripheral.adapter ?? config.bluetooth.adapter, config.peripheral.advertising.enabled)
+        }
+        report.add(await bluez.run())
         if let config {
             report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
         } else {

@@ -20,6 +20,9 @@ struct BlueZDiagnosis {
     }
 
     let adapter: String
+    /// The adapter of the peripheral role (`peripheral.adapter` or `bluetooth.adapter`) when the
+    /// configuration's role includes it; nil: not checked.
+    var peripheral: (adapter: String, advertising: Bool)? = nil
     let timeout: Duration
     let loop: EventLoop
 
@@ -103,7 +106,36 @@ struct BlueZDiagnosis {
                     "lower TemporaryTimeout in /etc/bluetooth/main.conf, or restart bluetooth; docs/raspberry-pi.md"))
         }
         checks.append(await adapterCheck(adapters))
+        if let peripheral { checks.append(Self.peripheralCheck(objects, adapter: peripheral.adapter, advertising: peripheral.advertising)) }
         return checks
+    }
+
+    /// The peripheral role needs `GattManager1` on its adapter, and `LEAdvertisingManager1` with
+    /// a free advertising instance when it advertises.
+    static func peripheralCheck(_ objects: [String: DBusValue], adapter name: String, advertising: Bool) -> DoctorCheck {
+        guard let interfaces = objects.first(where: { $0.key.hasSuffix("/" + name) && $0.value.dictionary?["org.bluez.Adapter1"] != nil })?
+            .value.dictionary
+        else {
+            return .fail("peripheral", "no adapter \(name) for the peripheral role", "set peripheral.adapter to an adapter bluetoothctl list shows")
+        }
+        guard interfaces["org.bluez.GattManager1"] != nil else {
+            return .fail("peripheral", "\(name) has no org.bluez.GattManager1: bluetoothd cannot serve GATT applications on it",
+                         "use BlueZ 5.50 or later (bluetoothd --version)")
+        }
+        guard advertising else { return .ok("peripheral", "\(name) can serve GATT applications (advertising off)") }
+        guard let manager = interfaces["org.bluez.LEAdvertisingManager1"]?.dictionary else {
+            let powered = interfaces["org.bluez.Adapter1"]?.dictionary?["Powered"]?.bool ?? false
+            return .fail("peripheral", "\(name) has no org.bluez.LEAdvertisingManager1: it cannot advertise",
+                         powered ? "the controller does not support LE advertising; use another adapter (peripheral.adapter)"
+                             : "bluetoothd offers it once the adapter is powered: bluetoothctl power on")
+        }
+        let free = manager["SupportedInstances"]?.int ?? 0
+        let active = manager["ActiveInstances"]?.int ?? 0
+        guard free > 0 else {
+            return .fail("peripheral", "\(name) has no free advertising instance (\(active) in use)",
+                         "another program advertises on \(name) (bluetoothctl advertise off), or use another adapter")
+        }
+        return .ok("peripheral", "\(name) can serve GATT applications and advertise (\(free) advertising instance\(free == 1 ? "" : "s") free)")
     }
 
     /// The adapter the gateway would use, judged by a ``CentralManager`` with the configured selector.
