@@ -27,20 +27,23 @@ struct FlowControlTests {
     }
 
     /// QoS 1 with a client queue of 50 messages; the burst's u32 sequence number is decoded as
-    /// `counter`.
-    static let config = """
-        {"mqtt": {"server": "$SERVER", "qos": 1, "max_queued": 50},
+    /// `counter`. Replayed messages carry `captured_at` only with MQTT 5.
+    static func config(protocol version: String) -> String {
+        """
+        {"mqtt": {"server": "$SERVER", "qos": 1, "max_queued": 50, "protocol": "\(version)"},
          "bluetooth": {"scan": {"services": ["181A"]}, "connect_timeout": "10s"},
          "homeassistant": {"enabled": false},
          "parsers": {"sequence": {"fields": [{"name": "counter", "offset": 0, "type": "u32le"}]}},
          "devices": [{"match": {"address_prefix": "A4:C1:38:00:02"}, "connect": true, "advertisements": false,
                       "subscribe": [{"service": "181A", "characteristic": "2A6E", "parser": "sequence"}]}]}
         """
+    }
 
-    @Test("a QoS 1 burst of 6,000 notifications, 120 times max_queued, arrives complete and in order on each device's topic")
-    func burstLargerThanTheClientQueue() async throws {
+    @Test("a QoS 1 burst of 6,000 notifications, 120 times max_queued, arrives complete and in order on each device's topic",
+          arguments: ["5", "3.1.1"])
+    func burstLargerThanTheClientQueue(protocol version: String) async throws {
         let scenario = try Scenario.parse(Data(Self.scenario.utf8))
-        try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
+        try await EndToEnd.run(config: Self.config(protocol: version), scenario: scenario) { e2e in
             // Subscribed everywhere once a notification no longer fails (NotConnected/NotSubscribed).
             let deadline = Date().addingTimeInterval(60)
             var ready = Set<String>()

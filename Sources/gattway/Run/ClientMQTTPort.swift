@@ -6,21 +6,27 @@ import Synchronization
 struct ClientMQTTPort: MQTTPort {
     let client: MQTTClient
 
-    static func message(_ outbound: MQTTOutboundMessage) -> MQTTMessage {
+    /// The client's message; MQTT 5 properties (correlation data, `captured_at`) only with
+    /// `v5` — an MQTT 3.1.1 client refuses a message that has any.
+    static func message(_ outbound: MQTTOutboundMessage, v5: Bool = true) -> MQTTMessage {
         var properties = MQTTProperties()
-        properties.correlationData = outbound.correlationData
-        if let captured = outbound.capturedAt {
-            // A message replayed from the offline queue says when it was captured (MQTT 5 only;
-            // state payloads carry it in last_seen as well).
-            properties.userProperties.append(MQTTUserProperty("captured_at", Timestamp.string(milliseconds: captured)))
+        if v5 {
+            properties.correlationData = outbound.correlationData
+            if let captured = outbound.capturedAt {
+                // A message replayed from the queue says when it was captured (state payloads
+                // carry it in last_seen as well, which is all MQTT 3.1.1 gets).
+                properties.userProperties.append(MQTTUserProperty("captured_at", Timestamp.string(milliseconds: captured)))
+            }
         }
         return MQTTMessage(
             topic: outbound.topic, payload: outbound.payload, qos: MQTTQoS(rawValue: outbound.qos) ?? .atLeastOnce,
             retain: outbound.retain, properties: properties)
     }
 
+    private var isV5: Bool { client.configuration.protocolVersion == .v5 }
+
     func publish(_ message: MQTTOutboundMessage) {
-        client.publish(Self.message(message))
+        client.publish(Self.message(message, v5: isV5))
     }
 
     var queueFullDrops: Int { client.queueFullCount }
@@ -35,16 +41,17 @@ struct ClientMQTTPort: MQTTPort {
     func publishInOrder(_ messages: [MQTTOutboundMessage]) async -> [Bool] {
         guard !messages.isEmpty else { return [] }
         let client = self.client
+        let v5 = isV5
         return await withCheckedContinuation { continuation in
             let results = BatchResults(count: messages.count, continuation)
             for (index, message) in messages.enumerated() {
-                client.publish(Self.message(message)) { results.set(index, $0) }
+                client.publish(Self.message(message, v5: v5)) { results.set(index, $0) }
             }
         }
     }
 
     func publishAndWait(_ message: MQTTOutboundMessage) async throws {
-        try await client.publish(Self.message(message))
+        try await client.publish(Self.message(message, v5: isV5))
     }
 
     /// Returns at once, without waiting for the broker's SUBACK: the client sends SUBSCRIBE
