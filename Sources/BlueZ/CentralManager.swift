@@ -197,17 +197,10 @@ public actor CentralManager {
 
     /// The error an operation gets while the state is not `.poweredOn`.
     func stateError(_ operation: String) -> CentralError {
-        switch state {
-        case .poweredOn: CentralError(.failed, operation: operation, message: "no error")
-        case .poweredOff: CentralError(.poweredOff, operation: operation, message: "the adapter \(adapterName) is powered off")
-        case .unauthorized: CentralError(.unauthorized, operation: operation, message: "the bus denied access to org.bluez")
-        case .unsupported:
-            bluezOwner == nil
-                ? CentralError(.bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
-                : CentralError(.bluezUnavailable, operation: operation, message: "no Bluetooth adapter matching \(options.adapter)")
-        case .resetting: CentralError(.bluezUnavailable, operation: operation, message: "bluetoothd restarted; waiting for it")
-        case .unknown: CentralError(.bluezUnavailable, operation: operation, message: "the central manager is not ready yet")
-        }
+        let (code, message) = BlueZPresence.unavailability(
+            state, manager: "central manager", adapterName: adapterName, selector: options.adapter, role: "central",
+            bluezPresent: bluezOwner != nil)
+        return CentralError(CentralError.Code(rawValue: code) ?? .failed, operation: operation, message: message)
     }
 
     func requirePoweredOn(_ operation: String) throws {
@@ -215,7 +208,7 @@ public actor CentralManager {
         guard state == .poweredOn else { throw stateError(operation) }
     }
 
-    var adapterName: String { adapterPath.map { String($0.rawValue.split(separator: "/").last ?? "") } ?? "\(options.adapter)" }
+    var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
 
     /// The adapter's address, when one is chosen.
     public var adapterAddress: BluetoothAddress? {
@@ -268,18 +261,11 @@ public actor CentralManager {
 
     /// Reads every object (`GetManagedObjects`), picks the adapter and derives the state.
     private func reload() async {
-        do {
-            let reply = try await connection.call(
-                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
-                method: "GetManagedObjects", timeout: .seconds(25))
-            guard let objects = reply.first else { return }
-            tree.load(objects)
-        } catch let error as DBusError where error.name == .accessDenied {
-            setState(.unauthorized)
-            return
-        } catch {
-            setState(bluezOwner == nil ? .unsupported : .resetting)
-            return
+        switch await BlueZPresence.fetchObjects(connection) {
+        case .objects(let objects): tree.load(objects)
+        case .accessDenied: return setState(.unauthorized)
+        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
+        case .empty: return
         }
         chooseAdapter()
         adoptConnections()
@@ -295,31 +281,11 @@ public actor CentralManager {
     }
 
     private func chooseAdapter() {
-        let adapters = tree.paths(with: BlueZObjectTree.adapter)
-        func matches(_ path: DBusObjectPath) -> Bool {
-            let props = tree.properties(path, BlueZObjectTree.adapter) ?? [:]
-            switch options.adapter {
-            case .first:
-                let roles = props["Roles"]?.strings
-                return roles == nil || roles?.contains("central") == true
-            case .name(let name): return path.rawValue == "/org/bluez/\(name)"
-            case .address(let address): return props["Address"]?.string.flatMap(BluetoothAddress.init) == address
-            }
-        }
-        let candidates = adapters.filter(matches)
-        adapterPath = candidates.first { tree.properties($0, BlueZObjectTree.adapter)?["Powered"]?.bool == true } ?? candidates.first
+        adapterPath = tree.adapter(matching: options.adapter, role: "central")
     }
 
     func updateStateFromAdapter() {
-        guard bluezOwner != nil else {
-            setState(.unsupported)
-            return
-        }
-        guard let adapterPath, let props = tree.properties(adapterPath, BlueZObjectTree.adapter) else {
-            setState(.unsupported)
-            return
-        }
-        setState(props["Powered"]?.bool == true ? .poweredOn : .poweredOff)
+        setState(BlueZPresence.state(bluezPresent: bluezOwner != nil, adapterPath: adapterPath, tree: tree))
     }
 
     /// Connections already up in BlueZ are taken over: reported as connected and kept up.

@@ -174,18 +174,24 @@ extension PeripheralManager {
         }
     }
 
+    /// `ReadValue` and `WriteValue` of a characteristic or descriptor, answered later (deferred).
+    private func requestMethods(_ path: DBusObjectPath) -> [DBusMethod] {
+        [
+            .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { [weak self] call, reply in
+                guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
+                self.onLoop { $0.handleRead(path, call, reply) }
+            },
+            .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { [weak self] call, reply in
+                guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
+                self.onLoop { $0.handleWrite(path, call, reply) }
+            },
+        ]
+    }
+
     private func characteristicInterface(_ characteristic: MutableCharacteristic, path: DBusObjectPath, servicePath: DBusObjectPath) -> DBusInterface {
         DBusInterface(
             Self.characteristicInterface,
-            methods: [
-                .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { [weak self] call, reply in
-                    guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
-                    self.onLoop { $0.handleRead(path, call, reply) }
-                },
-                .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { [weak self] call, reply in
-                    guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
-                    self.onLoop { $0.handleWrite(path, call, reply) }
-                },
+            methods: requestMethods(path) + [
                 .immediate("StartNotify") { [weak self] call in
                     try self?.assumeIsolated { try $0.handleNotify(path, call, start: true) }
                     return []
@@ -211,16 +217,7 @@ extension PeripheralManager {
     private func descriptorInterface(_ descriptor: MutableDescriptor, path: DBusObjectPath, characteristicPath: DBusObjectPath) -> DBusInterface {
         DBusInterface(
             Self.descriptorInterface,
-            methods: [
-                .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { [weak self] call, reply in
-                    guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
-                    self.onLoop { $0.handleRead(path, call, reply) }
-                },
-                .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { [weak self] call, reply in
-                    guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
-                    self.onLoop { $0.handleWrite(path, call, reply) }
-                },
-            ],
+            methods: requestMethods(path),
             properties: [
                 DBusProperty("UUID", type: .string, value: .string(descriptor.uuid.description)),
                 DBusProperty("Characteristic", type: .objectPath, value: .objectPath(characteristicPath)),

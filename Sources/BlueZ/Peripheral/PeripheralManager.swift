@@ -242,17 +242,10 @@ public actor PeripheralManager {
     }
 
     func stateError(_ operation: String) -> PeripheralError {
-        switch state {
-        case .poweredOn: PeripheralError(.failed, operation: operation, message: "no error")
-        case .poweredOff: PeripheralError(.poweredOff, operation: operation, message: "the adapter \(adapterName) is powered off")
-        case .unauthorized: PeripheralError(.unauthorized, operation: operation, message: "the bus denied access to org.bluez")
-        case .unsupported:
-            bluezOwner == nil
-                ? PeripheralError(.bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
-                : PeripheralError(.bluezUnavailable, operation: operation, message: "no Bluetooth adapter matching \(options.adapter) with the peripheral role")
-        case .resetting: PeripheralError(.bluezUnavailable, operation: operation, message: "bluetoothd restarted; waiting for it")
-        case .unknown: PeripheralError(.bluezUnavailable, operation: operation, message: "the peripheral manager is not ready yet")
-        }
+        let (code, message) = BlueZPresence.unavailability(
+            state, manager: "peripheral manager", adapterName: adapterName, selector: options.adapter, role: "peripheral",
+            bluezPresent: bluezOwner != nil)
+        return PeripheralError(PeripheralError.Code(rawValue: code) ?? .failed, operation: operation, message: message)
     }
 
     func requirePoweredOn(_ operation: String) throws {
@@ -260,7 +253,7 @@ public actor PeripheralManager {
         guard state == .poweredOn else { throw stateError(operation) }
     }
 
-    var adapterName: String { adapterPath.map { String($0.rawValue.split(separator: "/").last ?? "") } ?? "\(options.adapter)" }
+    var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
 
     /// The adapter's address (what centrals see when they connect), when one is chosen.
     public var adapterAddress: BluetoothAddress? {
@@ -293,29 +286,18 @@ public actor PeripheralManager {
     }
 
     private func reload() async {
-        do {
-            let reply = try await connection.call(
-                destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
-                method: "GetManagedObjects", timeout: .seconds(25))
-            guard let objects = reply.first else { return }
-            tree.load(objects)
-        } catch let error as DBusError where error.name == .accessDenied {
-            setState(.unauthorized)
-            return
-        } catch {
-            setState(bluezOwner == nil ? .unsupported : .resetting)
-            return
+        switch await BlueZPresence.fetchObjects(connection) {
+        case .objects(let objects): tree.load(objects)
+        case .accessDenied: return setState(.unauthorized)
+        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
+        case .empty: return
         }
         adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
         updateStateFromAdapter()
     }
 
     func updateStateFromAdapter() {
-        guard bluezOwner != nil, let adapterPath, let props = tree.properties(adapterPath, BlueZObjectTree.adapter) else {
-            setState(.unsupported)
-            return
-        }
-        setState(props["Powered"]?.bool == true ? .poweredOn : .poweredOff)
+        setState(BlueZPresence.state(bluezPresent: bluezOwner != nil, adapterPath: adapterPath, tree: tree))
     }
 
     func handleSignal(_ message: DBusMessage) {

@@ -19,26 +19,15 @@ struct AdvertiseCommand: Command {
     ] + PeripheralSession.options
 
     let advertisement: Advertisement
-    let adapter: String?
-    let timeout: Double
-    let duration: Double?
-    let json: Bool
+    let settings: PeripheralSession.Settings
 
     init(parsing arguments: ParsedArguments) throws {
-        advertisement = try PeripheralSession.advertisement(arguments)
-        do {
-            try advertisement.checkLegacyLength()
-        } catch let error as PeripheralError {
-            throw CLIError.usage(error.message)
-        }
-        adapter = arguments.value("adapter")
-        timeout = try arguments.duration("timeout") ?? 10
-        duration = try arguments.duration("duration")
-        json = arguments.flag("json")
+        advertisement = try PeripheralSession.checked(PeripheralSession.advertisement(arguments))
+        settings = try PeripheralSession.Settings(arguments)
     }
 
     func run() async throws -> ExitCode {
-        let session = try await PeripheralSession.start(adapter: adapter, timeout: timeout)
+        let session = try await PeripheralSession.start(settings)
         do {
             try await session.manager.startAdvertising(advertisement)
         } catch {
@@ -46,11 +35,11 @@ struct AdvertiseCommand: Command {
             throw CLIError.failure("\(error)")
         }
         let address = await session.manager.adapterAddress.map(\.description) ?? "?"
-        let (json, length) = (self.json, advertisement.legacyPayloadLength)
+        let (json, length) = (settings.json, advertisement.legacyPayloadLength)
         standardOutput(PeripheralSession.line(
             json: json, "advertising", [(key: "address", value: .string(address)), (key: "bytes", value: .number(Double(length)))],
             text: "advertising as \(address) (\(length) of \(Advertisement.legacyLimit) bytes)"))
-        await session.run(duration: duration) { event in
+        await session.run(duration: settings.duration) { event in
             switch event {
             case .advertisingStopped(let reason):
                 standardOutput(PeripheralSession.line(json: json, "advertising_stopped", [(key: "reason", value: .string(reason))],

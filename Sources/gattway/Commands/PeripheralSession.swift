@@ -28,6 +28,31 @@ struct PeripheralSession {
         .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
     ]
 
+    /// `--adapter`, `--timeout`, `--duration` and `--json` as parsed.
+    struct Settings {
+        let adapter: String?
+        let timeout: Double
+        let duration: Double?
+        let json: Bool
+
+        init(_ arguments: ParsedArguments) throws {
+            adapter = arguments.value("adapter")
+            timeout = try arguments.duration("timeout") ?? 10
+            duration = try arguments.duration("duration")
+            json = arguments.flag("json")
+        }
+    }
+
+    /// `advertisement` when it fits the legacy payload, else a usage error naming the sizes (and `hint`).
+    static func checked(_ advertisement: Advertisement, hint: String = "") throws -> Advertisement {
+        do {
+            try advertisement.checkLegacyLength()
+        } catch let error as PeripheralError {
+            throw CLIError.usage(error.message + hint)
+        }
+        return advertisement
+    }
+
     /// The advertisement the options describe (with `services` appended to `--service`).
     static func advertisement(_ arguments: ParsedArguments, services: [BluetoothUUID] = []) throws -> Advertisement {
         var advertisement = Advertisement(kind: arguments.flag("broadcast") ? .broadcast : .connectable)
@@ -73,7 +98,8 @@ struct PeripheralSession {
     }
 
     /// Starts the manager and waits for `.poweredOn`.
-    static func start(adapter: String?, timeout: Double) async throws -> PeripheralSession {
+    static func start(_ settings: Settings) async throws -> PeripheralSession {
+        let (adapter, timeout) = (settings.adapter, settings.timeout)
         let loop = EventLoop(name: "gattway-peripheral")
         do {
             let manager = try await PeripheralManager.start(options: PeripheralOptions(adapter: AdapterSelector(adapter)), on: loop)

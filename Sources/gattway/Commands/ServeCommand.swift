@@ -24,10 +24,7 @@ struct ServeCommand: Command {
 
     let tree: GATTTreeFile
     let advertisement: Advertisement?
-    let adapter: String?
-    let timeout: Double
-    let duration: Double?
-    let json: Bool
+    let settings: PeripheralSession.Settings
 
     init(parsing arguments: ParsedArguments) throws {
         guard let path = arguments.value("tree") else { throw CLIError.usage("--tree FILE is required") }
@@ -38,22 +35,14 @@ struct ServeCommand: Command {
             let primary = tree.services.filter(\.service.isPrimary).map(\.service.uuid)
             var advertisement = try PeripheralSession.advertisement(arguments, services: primary)
             if advertisement.localName == nil { advertisement.localName = tree.name }
-            do {
-                try advertisement.checkLegacyLength()
-            } catch let error as PeripheralError {
-                throw CLIError.usage("\(error.message) (or use --no-advertise)")
-            }
-            self.advertisement = advertisement
+            self.advertisement = try PeripheralSession.checked(advertisement, hint: " (or use --no-advertise)")
         }
-        adapter = arguments.value("adapter")
-        timeout = try arguments.duration("timeout") ?? 10
-        duration = try arguments.duration("duration")
-        json = arguments.flag("json")
+        settings = try PeripheralSession.Settings(arguments)
     }
 
     func run() async throws -> ExitCode {
-        let session = try await PeripheralSession.start(adapter: adapter, timeout: timeout)
-        let server = TreeServer(manager: session.manager, json: json)
+        let session = try await PeripheralSession.start(settings)
+        let server = TreeServer(manager: session.manager, json: settings.json)
         do {
             for (service, entries) in tree.services {
                 // Reads come to the server (no cached values), so each one is printed.
@@ -72,11 +61,11 @@ struct ServeCommand: Command {
         let address = await session.manager.adapterAddress.map(\.description) ?? "?"
         let count = tree.services.reduce(0) { $0 + $1.service.characteristics.count }
         standardOutput(PeripheralSession.line(
-            json: json, "serving",
+            json: settings.json, "serving",
             [(key: "address", value: .string(address)), (key: "services", value: .number(Double(tree.services.count))),
              (key: "characteristics", value: .number(Double(count))), (key: "advertising", value: .bool(advertisement != nil))],
             text: "serving \(tree.services.count) service(s), \(count) characteristic(s) as \(address)\(advertisement == nil ? "" : ", advertising")"))
-        await session.run(duration: duration) { event in await server.handle(event) }
+        await session.run(duration: settings.duration) { event in await server.handle(event) }
         return .success
     }
 }
