@@ -101,6 +101,31 @@ struct StoreAndForwardTests {
         #expect(queue.count == 0 && queue.drops.expired == 3)
     }
 
+    @Test("messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after")
+    func pinnedBatch() throws {
+        let queue = try DiskQueue(path: nil, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
+        for index in 0..<3 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        let batch = Array(queue.messages)
+        queue.pinned = batch.count
+        // Two readings arrive while the batch is in flight: nothing in flight is dropped.
+        for index in 3..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        queue.dropExpired(now: Self.t0 + 61_000)
+        #expect(queue.count == 5 && queue.drops.full == 0 && queue.drops.expired == 0)
+        for queued in batch { #expect(queue.remove(queued.sequence)) }
+        #expect(queue.pinned == 0)
+        #expect(queue.messages.map(\.message) == [Self.message(3), Self.message(4)])
+        #expect(queue.drops.full == 0)
+        // Not pinned: the oldest go as usual.
+        for index in 5..<7 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        #expect(queue.messages.map(\.message) == [Self.message(4), Self.message(5), Self.message(6)] && queue.drops.full == 1)
+        // A failed batch unpins: the queue is brought back within its bounds at once.
+        queue.pinned = 3
+        queue.append(Self.message(7), capturedAt: Self.t0, now: Self.t0)
+        #expect(queue.count == 4)
+        queue.pinned = 0
+        #expect(queue.messages.map(\.message) == [Self.message(5), Self.message(6), Self.message(7)] && queue.drops.full == 2)
+    }
+
     // MARK: The gateway with a broker that goes away
 
     func harness(_ directory: String, extra: String = "") throws -> Harness {

@@ -107,6 +107,17 @@ public final class DiskQueue {
     /// The oldest message.
     public var first: QueuedMessage? { head < entries.count ? entries[head] : nil }
 
+    /// How many of the oldest messages were handed to the broker (a replay batch) and await its
+    /// acknowledgement: the bounds do not drop them — they leave by ``remove(_:)`` — so a message
+    /// the broker is receiving is never also counted as dropped. Meanwhile the queue may exceed
+    /// its bounds; once none is pinned, the oldest beyond them are dropped as usual.
+    public var pinned = 0 {
+        didSet {
+            pinned = max(0, min(pinned, count))
+            if pinned == 0, oldValue > 0 { trimToLimits() }
+        }
+    }
+
     /// Every waiting message, oldest first.
     public var messages: ArraySlice<QueuedMessage> { entries[head...] }
 
@@ -132,6 +143,7 @@ public final class DiskQueue {
         guard let first, first.sequence == sequence else { return false }
         dropFirst()
         writeRemovalMark()
+        if pinned > 0 { pinned -= 1 }
         return true
     }
 
@@ -139,7 +151,7 @@ public final class DiskQueue {
     public func dropExpired(now: Int64) {
         let oldest = now - Int64(limits.maxAge * 1000)
         var dropped = false
-        while let first, first.capturedAt < oldest {
+        while pinned == 0, let first, first.capturedAt < oldest {
             dropFirst()
             drops.expired += 1
             dropped = true
@@ -151,7 +163,7 @@ public final class DiskQueue {
 
     private func trimToLimits() {
         var dropped = false
-        while count > limits.maxMessages || (count > 0 && bytes > limits.maxBytes) {
+        while pinned == 0, count > limits.maxMessages || (count > 0 && bytes > limits.maxBytes) {
             dropFirst()
             drops.full += 1
             dropped = true

@@ -23,7 +23,9 @@ import Synchronization
 ///
 /// Replays go out in batches (``MQTTPort/publishInOrder(_:)``: up to ``replayBatch`` at once,
 /// removed from the queue as they are acknowledged), so they run at the broker's
-/// acknowledgement rate.
+/// acknowledgement rate. A batch in flight is pinned in the queue (``DiskQueue/pinned``):
+/// readings queued behind it meanwhile do not push it out, so a message is never both
+/// delivered and counted as dropped; the bounds apply again once the batch is done.
 ///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
@@ -163,7 +165,9 @@ public final class StoreAndForward: Sendable {
                     state.replaying = false
                     return nil
                 }
-                return Array(state.queue.messages.prefix(batchSize))
+                let batch = Array(state.queue.messages.prefix(batchSize))
+                state.queue.pinned = batch.count
+                return batch
             }
             guard let batch else { return }
             let results = await mqtt.publishInOrder(batch.map { queued in
@@ -176,6 +180,7 @@ public final class StoreAndForward: Sendable {
                 for queued in batch[..<(failed ?? batch.count)] where state.queue.remove(queued.sequence) {
                     state.statistics.replayed += 1
                 }
+                state.queue.pinned = 0
                 guard failed != nil else {
                     state.attempts = 0
                     return (state.connected, false)
