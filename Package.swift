@@ -73,7 +73,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Parsers", "Bluetooth", "JSON"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -65,54 +65,6 @@ struct CentralHarness {
     }
 }
 
-struct TestTimeout: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// Runs `body`, failing with ``TestTimeout`` when it takes longer than `seconds`.
-func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            throw TestTimeout(description: "\(what): nothing within \(seconds) s")
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next() else { throw TestTimeout(description: what) }
-        return first
-    }
-}
-
-/// The first element of `stream` satisfying `predicate`, within `seconds`.
-func first<S: AsyncSequence & Sendable>(
-    _ stream: S, within seconds: Double = 5, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
-) async throws -> S.Element where S.Element: Sendable {
-    try await within(seconds, what) {
-        for try await element in stream where predicate(element) { return element }
-        throw TestTimeout(description: "\(what): the stream ended")
-    }
-}
-
-/// The first `count` elements of `stream`, within `seconds`.
-func collect<S: AsyncSequence & Sendable>(
-    _ stream: S, count: Int, within seconds: Double = 5, _ what: String
-) async throws -> [S.Element] where S.Element: Sendable {
-    try await within(seconds, what) {
-        var out: [S.Element] = []
-        for try await element in stream {
-            out.append(element)
-            if out.count == count { return out }
-        }
-        throw TestTimeout(description: "\(what): the stream ended after \(out.count)")
-    }
-}
-
-/// Polls `condition` every 10 ms until true, within `seconds` (for state only observable by asking).
-func eventually(_ what: String, within seconds: Double = 5, _ condition: @escaping @Sendable () async throws -> Bool) async throws {
-    try await within(seconds, what) {
-        while try await !condition() { try await Task.sleep(for: .milliseconds(10)) }
-    }
-}
 
 enum Scenarios {
     static let timing = #""timing": {"disconnect_delay": "50ms", "temporary_timeout": "300ms", "resolve_delay": "10ms", "gatt_latency": 0}"#

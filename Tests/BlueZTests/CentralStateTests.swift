@@ -4,6 +4,7 @@ import Bluetooth
 import DBus
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("CentralManager state")
 struct CentralStateTests {

@@ -107,7 +107,7 @@ struct RecoveryTests {
             #expect(await second.connectedPeripherals().map(\.address) == [peripheral.address])
             #expect(await second.connectedPeripherals(withServices: [BluetoothUUID(0x180D)]).isEmpty)
             let events = await second.connectionEvents()
-            _ = try await BlueZTests.first(events, "adopted connection reported") { $0 == .connected(peripheral) }
+            _ = try await TestSupport.first(events, "adopted connection reported") { $0 == .connected(peripheral) }
             let services = try await second.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
             let service = try #require(services.first)
             let level = try #require(try await second.discoverCharacteristics(for: service).first)

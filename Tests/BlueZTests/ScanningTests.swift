@@ -3,6 +3,7 @@ import Bluetooth
 import DBus
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("CentralManager scanning")
 struct ScanningTests {

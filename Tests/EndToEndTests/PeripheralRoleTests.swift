@@ -1,0 +1,106 @@
+import BlueZ
+import BlueZSimulator
+import Bluetooth
+import Foundation
+import MQTT
+import Testing
+import TestSupport
+
+/// `gattway run` in the peripheral role on hci1 of the simulator, and a phone played by
+/// gattway's CentralManager on hci0 (the simulator links the two adapters like `btvirt -l2`):
+/// gateway data read and notified over BLE, BLE writes published on MQTT.
+@Suite("End to end: peripheral role")
+struct PeripheralRoleTests {
+    static let phone = BluetoothAddress("00:AA:01:00:00:00")!
+    static let gatewayRadio = BluetoothAddress("00:AA:02:00:00:00")!
+    static let lampService = BluetoothUUID("6e400001-b5a3-f393-e0a9-e50e24dcca9e")!
+    static let lampCharacteristic = BluetoothUUID("6e400002-b5a3-f393-e0a9-e50e24dcca9e")!
+
+    static let scenario = """
+        {"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:02:00:00:00"}],
+         "links": [{"adapters": ["hci0", "hci1"], "interval": "20ms"}],
+         "timing": {"disconnect_delay": "50ms", "resolve_delay": "10ms", "gatt_latency": 0},
+         "devices": []}
+        """
+
+    static let config = """
+        {"mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+         "bluetooth": {"adapter": "hci0"},
+         "homeassistant": {"enabled": false},
+         "role": "peripheral",
+         "peripheral": {
+           "adapter": "hci1",
+           "advertising": {"local_name": "gw-e2e", "service_uuids": ["181A"],
+                           "service_data": [{"uuid": "181A", "from_topic": "home/beacon", "value": "00"}]},
+           "services": [
+             {"uuid": "181A", "characteristics": [
+               {"uuid": "2A6E", "properties": ["read", "notify"], "from_topic": "home/livingroom/state",
+                "json_key": "temperature", "encoding": "s16le", "scale": 100, "value": 20}]},
+             {"uuid": "6e400001-b5a3-f393-e0a9-e50e24dcca9e", "characteristics": [
+               {"uuid": "6e400002-b5a3-f393-e0a9-e50e24dcca9e", "properties": ["read", "write", "write-without-response"],
+                "to_topic": "phone/lamp", "encoding": "u8", "value": 0}]}
+           ]}}
+        """
+
+    @Test("a central reads and is notified of MQTT values, its writes arrive on MQTT with its address, advertised data follows MQTT")
+    func phoneRoundTrip() async throws {
+        let scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
+            let central = try await CentralManager.start(
+                options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
+            defer { Task { await central.close() } }
+            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+
+            // The gateway's advertisement: name, service UUID, service data as configured.
+            let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)], allowDuplicates: true))
+            let found = try await first(scan, within: 15, "the gateway's advertisement") { $0.peripheral.address == Self.gatewayRadio }
+            #expect(found.advertisementData.localName == "gw-e2e")
+            #expect(found.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x00])
+
+            // Advertised service data follows its topic.
+            try await e2e.send("home/beacon", "4002ca09")
+            _ = try await first(scan, within: 10, "the advertisement with the MQTT service data") {
+                $0.peripheral.address == Self.gatewayRadio && $0.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x40, 0x02, 0xCA, 0x09]
+            }
+
+            try await central.connect(found.peripheral, timeout: .seconds(10), autoReconnect: false)
+            var characteristics: [BluetoothUUID: Characteristic] = [:]
+            for service in try await central.discoverServices(nil, for: found.peripheral) {
+                for characteristic in try await central.discoverCharacteristics(for: service) {
+                    characteristics[characteristic.uuid] = characteristic
+                }
+            }
+            let temperature = try #require(characteristics[BluetoothUUID(0x2A6E)], "served: \(characteristics.keys)")
+            let lamp = try #require(characteristics[Self.lampCharacteristic])
+
+            // The configured initial value, then the value of the MQTT state topic.
+            #expect(try await central.readValue(for: temperature) == [0xD0, 0x07], "20 °C × 100")
+            let values = try await central.notifications(for: temperature)
+            try await e2e.send("home/livingroom/state", #"{"temperature": 21.5, "humidity": 40}"#)
+            let notified = try await first(values, within: 10, "the notification of 21.5 °C")
+            #expect(notified == [0x66, 0x08], "2150 little endian")
+            #expect(try await central.readValue(for: temperature) == [0x66, 0x08])
+
+            // A payload that does not fit changes nothing; the next good one notifies.
+            try await e2e.send("home/livingroom/state", #"{"temperature": "warm"}"#)
+            try await e2e.send("home/livingroom/state", #"{"temperature": -3.25}"#)
+            #expect(try await first(values, within: 10, "the notification of -3.25 °C") == [0xBB, 0xFE])
+
+            // Writes from the phone arrive on MQTT with its address, with and without response.
+            var mark = e2e.messages.count
+            try await central.writeValue([1], for: lamp, type: .withResponse)
+            let on = try await e2e.messages.next(on: "phone/lamp", after: mark)
+            #expect(on.string("central") == Self.phone.description, "\(on.text)")
+            #expect(on.number("value") == 1)
+            #expect(on.string("hex") == "01")
+            #expect(on.message.retain == false)
+            mark = e2e.messages.count
+            try await central.writeValue([0], for: lamp, type: .withoutResponse)
+            let off = try await e2e.messages.next(on: "phone/lamp", after: mark)
+            #expect(off.number("value") == 0, "\(off.text)")
+            // The written value is what the next read returns.
+            #expect(try await central.readValue(for: lamp) == [0])
+            try await central.disconnect(found.peripheral)
+        }
+    }
+}
