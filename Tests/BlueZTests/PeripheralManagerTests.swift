@@ -296,8 +296,20 @@ struct PeripheralManagerTests {
             }
             #expect(reserved?.code == .invalidService)
 
-            // Another client calling ReadValue on the application is not bluetoothd.
+            // bluetoothd wrote the handles it allocated into the writable Handle properties.
             let client = try await harness.client()
+            let objects = try await client.call(
+                destination: manager.uniqueBusName, path: "/io/gattway/peripheral/app", interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects")
+            let handles = (objects.first?.entries ?? []).compactMap { entry -> UInt16? in
+                let interfaces = entry.value
+                let gatt = interfaces["org.bluez.GattService1"] ?? interfaces["org.bluez.GattCharacteristic1"] ?? interfaces["org.bluez.GattDescriptor1"]
+                return gatt?["Handle"]?.uint16
+            }
+            #expect(handles.count == 2)  // the service and its characteristic
+            #expect(!handles.contains(0), "\(handles)")
+
+            // Another client calling ReadValue on the application is not bluetoothd.
             let paths = await client.connection(to: manager)
             let intruder = await #expect(throws: DBusError.self) {
                 _ = try await client.call(
