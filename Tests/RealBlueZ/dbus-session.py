@@ -238,6 +238,10 @@ def main():
     call('connect', DEV_PATH, DEV, 'Connect', settle=0)
     dev_props = dbus.Interface(bus.get_object('org.bluez', DEV_PATH), PROPS)
     wait('connect', 'ServicesResolved', lambda: bool(dev_props.Get(DEV, 'ServicesResolved')), 20)
+    # ServicesResolved may overtake the GATT objects' InterfacesAdded (bluez#1489; under load by
+    # more than a second): the step lasts until every object bluetoothd exports has been announced.
+    wait('connect', 'the GATT objects', lambda: all(
+        str(p) in rec.names for p in objects.GetManagedObjects() if str(p).startswith(DEV_PATH + '/')), 20)
     pump(1.0)
     call('connect-again', DEV_PATH, DEV, 'Connect')
     for path, interfaces in objects.GetManagedObjects().items():  # objects announced before the session
