@@ -70,6 +70,8 @@ public actor CentralManager {
     var lastSavedState: CentralStateFile?
     /// The last error writing the state file (nil after a successful write).
     public internal(set) var stateFileError: CentralError?
+    /// The latest ``ping(timeout:)`` round trip (``lastRoundTrip``).
+    nonisolated let roundTrips = RoundTripRecord()
 
     init(connection: DBusConnection, options: CentralOptions) {
         self.connection = connection
@@ -256,6 +258,7 @@ public actor CentralManager {
         discovery.filterSent = nil
         for subscription in subscriptions.values { subscription.reset() }
         subscriptionPaths.removeAll()
+        roundTrips.record(nil)
         setState(.resetting)
     }
 

@@ -115,6 +115,11 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
+    /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
+    func lastRoundTripLatency() -> Double? {
+        central.lastRoundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+    }
+
     /// The central's characteristic for the gateway's (service, uuid) pair.
     private func resolve(_ address: BluetoothAddress, _ wanted: BLECharacteristic) async throws -> Characteristic {
         let peripheral = await central.peripheral(address)
