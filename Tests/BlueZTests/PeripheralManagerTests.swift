@@ -195,6 +195,50 @@ struct PeripheralManagerTests {
         }
     }
 
+    @Test("long reads: the offset reaches the app and cached values are sliced; past the end is ATT 0x07 Invalid offset")
+    func offsets() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            _ = try await manager.add(Self.service)
+            try await manager.startAdvertising(Self.advertisement)
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let found = try await Self.connect(central, "the advertisement")
+            _ = try await central.discoverServices(for: found.peripheral)
+            // ReadValue with an offset, as BlueZ's long read (Read Blob) does, on hci0's view of the peripheral.
+            let client = try await harness.client()
+            let objects = try await client.call(
+                destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects")
+            func path(_ uuid: UInt16) throws -> DBusObjectPath {
+                let entry = (objects.first?.entries ?? []).first { entry in
+                    guard let path = entry.key.objectPath, path.rawValue.hasPrefix("/org/bluez/hci0/dev_00_AA_02_00_00_00/") else { return false }
+                    return entry.value["org.bluez.GattCharacteristic1"]?["UUID"]?.string == BluetoothUUID(uuid).description
+                }
+                return try #require(entry?.key.objectPath)
+            }
+            func read(_ uuid: UInt16, offset: UInt16) async throws -> [UInt8] {
+                try await client.call(
+                    destination: "org.bluez", path: try path(uuid), interface: "org.bluez.GattCharacteristic1", method: "ReadValue",
+                    arguments: [.variantDictionary(["offset": .uint16(offset)])]
+                ).first?.bytes ?? []
+            }
+            let dynamic = Task { try await read(0xFF03, offset: 2) }
+            let request = try await Self.nextRead(events)
+            #expect(request.offset == 2)
+            request.respond(withWholeValue: [1, 2, 3, 4])
+            #expect(try await dynamic.value == [3, 4])
+
+            #expect(try await read(0x2A19, offset: 1) == [])
+            let past = await #expect(throws: DBusError.self) { _ = try await read(0x2A19, offset: 2) }
+            #expect(past?.name.rawValue == "org.bluez.Error.InvalidArguments")
+            #expect(past?.message == "Invalid offset")
+            await client.close()
+            try await central.disconnect(found.peripheral)
+            await central.close()
+            await manager.close()
+        }
+    }
+
     @Test("bluetoothd restart and adapter power cycle: application and advertisement are registered again")
     func recovery() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
