@@ -239,6 +239,53 @@ struct PeripheralManagerTests {
         }
     }
 
+    @Test("two centrals: StartNotify again for the second, StopNotify only when the last one leaves")
+    func twoCentrals() async throws {
+        let scenario = """
+            {
+              "timing": {"disconnect_delay": "50ms", "temporary_timeout": "5s", "resolve_delay": "10ms", "gatt_latency": 0},
+              "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:02:00:00:00"},
+                           {"name": "hci2", "address": "00:AA:03:00:00:00"}],
+              "links": [{"adapters": ["hci0", "hci1"], "interval": "20ms"}, {"adapters": ["hci2", "hci1"], "interval": "20ms"}],
+              "devices": []
+            }
+            """
+        try await CentralHarness.run(scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            let local = try await manager.add(Self.service)
+            let level = local.characteristics[0]
+            try await manager.startAdvertising(Self.advertisement)
+            var centrals: [(CentralManager, Peripheral, AsyncThrowingStream<[UInt8], any Error>)] = []
+            for adapter in ["hci0", "hci2"] {
+                let central = try await harness.central { $0.adapter = .name(adapter) }
+                let found = try await Self.connect(central, "the advertisement from \(adapter)")
+                let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+                let characteristic = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+                centrals.append((central, found.peripheral, try await central.notifications(for: characteristic)))
+                _ = try await first(events, "subscribed from \(adapter)") {
+                    if case .subscribed(level) = $0 { return true } else { return false }
+                }
+            }
+            #expect(try await manager.updateValue([50], for: level))
+            for (_, _, values) in centrals { #expect(try await first(values, "both notified") { _ in true } == [50]) }
+
+            // The first central leaves: the other is still subscribed.
+            try await centrals[0].0.disconnect(centrals[0].1)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(await manager.isSubscribed(level))
+            #expect(try await manager.updateValue([51], for: level))
+            #expect(try await first(centrals[1].2, "the remaining central notified") { _ in true } == [51])
+
+            // The last one leaves: StopNotify.
+            try await centrals[1].0.disconnect(centrals[1].1)
+            _ = try await first(events, "unsubscribed") { if case .unsubscribed(level) = $0 { return true } else { return false } }
+            #expect(await manager.isSubscribed(level) == false)
+            for (central, _, _) in centrals { await central.close() }
+            await manager.close()
+        }
+    }
+
     @Test("bluetoothd restart and adapter power cycle: application and advertisement are registered again")
     func recovery() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
