@@ -19,10 +19,10 @@ struct GattManagerTests {
             // The reply needs our GetManagedObjects answer on the same connection; it arrives
             // with the handles already set (the Set calls precede the reply on the bus).
             try await app.registerApplication()
-            #expect(await app.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x000A))
-            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char0") == .uint16(0x000C))
-            #expect(await app.property("Handle", "org.bluez.GattDescriptor1", at: "/app/service0/char0/desc0") == .uint16(0x000E))
-            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char3") == .uint16(0x0014))
+            #expect(await app.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x0013))
+            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char0") == .uint16(0x0015))
+            #expect(await app.property("Handle", "org.bluez.GattDescriptor1", at: "/app/service0/char0/desc0") == .uint16(0x0017))
+            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char3") == .uint16(0x001D))
 
             await #expect { try await app.registerApplication() } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.AlreadyExists", "Already Exists")
@@ -31,7 +31,7 @@ struct GattManagerTests {
             let other = TestPeripheral(client: try await harness.client())
             try await other.exportApplication()
             try await other.registerApplication()
-            #expect(await other.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x0015))
+            #expect(await other.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x001E))
 
             try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
             await #expect { try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")]) } throws: {

@@ -8,12 +8,12 @@ import Testing
 @Suite("Simulator linked adapters: an application on one adapter, a central on the other")
 struct LinkedAdapterTests {
     static let remote = S.peripheralOnCentral
-    static let service = remote + "/service000a"
-    static let readable = service + "/char000b"
-    static let writable = service + "/char000f"
-    static let command = service + "/char0011"
-    static let refusing = service + "/char0013"
-    static let userDescription = readable + "/desc000e"
+    static let service = remote + "/service0013"
+    static let readable = service + "/char0014"
+    static let writable = service + "/char0018"
+    static let command = service + "/char001a"
+    static let refusing = service + "/char001c"
+    static let userDescription = readable + "/desc0017"
 
     /// Registers the application and both advertisements on hci1, then discovers hci1 from hci0
     /// with a filter on the service UUID and connects. Returns the central and its signal log.
@@ -91,10 +91,13 @@ struct LinkedAdapterTests {
             let objects = try await central.managedObjects()
             #expect(objects[Self.service]?["org.bluez.GattService1"]?["UUID"]?.string == TestPeripheral.serviceUUID)
             #expect(objects[Self.readable]?["org.bluez.GattCharacteristic1"]?["Flags"]?.strings == ["read", "notify"])
-            #expect(objects[Self.readable + "/desc000d"]?["org.bluez.GattDescriptor1"]?["UUID"]?.string == "00002902-0000-1000-8000-00805f9b34fb")
+            #expect(objects[Self.readable + "/desc0016"]?["org.bluez.GattDescriptor1"]?["UUID"]?.string == "00002902-0000-1000-8000-00805f9b34fb")
             #expect(objects[Self.userDescription]?["org.bluez.GattDescriptor1"]?["UUID"]?.string == "00002901-0000-1000-8000-00805f9b34fb")
             #expect(objects[Self.command]?["org.bluez.GattCharacteristic1"]?["Flags"]?.strings == ["write-without-response"])
             #expect(objects[S.peripheralOnCentral + "/service0001"] == nil, "GAP stays hidden")
+            // bluetoothd's own services as a BlueZ peer shows them: GATT with its four characteristics, DIS.
+            #expect(objects[Self.remote + "/service0006/char000c"]?["org.bluez.GattCharacteristic1"]?["UUID"]?.string == "00002b2a-0000-1000-8000-00805f9b34fb")
+            #expect(objects[Self.remote + "/service0010"]?["org.bluez.GattService1"]?["UUID"]?.string == "0000180a-0000-1000-8000-00805f9b34fb")
             // hci1 sees hci0 connected.
             try await eventually("the central's Device1 on hci1 is connected") {
                 try await central.get(S.centralOnPeripheral, Client.device, "Connected")?.bool == true
@@ -165,9 +168,16 @@ struct LinkedAdapterTests {
             let fd = try #require(reply.first?.unixFD)
             try await eventually("StartNotify again") { app.calls.calls("StartNotify").count == 2 }
             try await app.connection.setProperties(["Value": .bytes([0x42])], interface: TestPeripheral.gattCharacteristic, at: "/app/service0/char0")
-            var buffer = [UInt8](repeating: 0, count: 16)
-            let count = buffer.withUnsafeMutableBytes { read(fd.fileDescriptor, $0.baseAddress, $0.count) }
-            #expect(Array(buffer.prefix(max(0, count))) == [0x42])
+            // Non-blocking reads: the datagram is sent by tasks that need the cooperative pool,
+            // so a blocking read here could starve it.
+            var datagram: [UInt8] = []
+            try await eventually("the notification datagram") {
+                var buffer = [UInt8](repeating: 0, count: 16)
+                let count = buffer.withUnsafeMutableBytes { recv(fd.fileDescriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if count > 0 { datagram = Array(buffer.prefix(count)) }
+                return count > 0
+            }
+            #expect(datagram == [0x42])
         }
     }
 

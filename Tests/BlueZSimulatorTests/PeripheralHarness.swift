@@ -31,13 +31,13 @@ final class AppCalls: Sendable {
 /// BlueZ target's PeripheralManager): a GATT tree under `/app` and an advertisement at `/adv0`,
 /// as a BlueZ application exports them, recording every call bluetoothd (the simulator) makes.
 ///
-/// Tree (handles as the simulator lays them out after GAP 1–5 and GATT 6–9):
-/// - `/app/service0` `serviceUUID` (handle 0x000a)
-///   - `char0` `…def1` read+notify, Value, ReadValue → "hello world" from the offset (0x000b/0x000c, CCCD 0x000d)
-///     - `desc0` 0x2901 read → "Level" (0x000e)
-///   - `char1` `…def2` write (0x000f/0x0010)
-///   - `char2` `…def3` write-without-response (0x0011/0x0012)
-///   - `char3` `…def4` read, answers org.bluez.Error.NotAuthorized (0x0013/0x0014)
+/// Tree (handles as the simulator lays them out after bluetoothd's GAP, GATT and DIS, 1…0x12):
+/// - `/app/service0` `serviceUUID` (handle 0x0013)
+///   - `char0` `…def1` read+notify, Value, ReadValue → "hello world" from the offset (0x0014/0x0015, CCCD 0x0016)
+///     - `desc0` 0x2901 read → "Level" (0x0017)
+///   - `char1` `…def2` write (0x0018/0x0019)
+///   - `char2` `…def3` write-without-response (0x001a/0x001b)
+///   - `char3` `…def4` read, answers org.bluez.Error.NotAuthorized (0x001c/0x001d)
 struct TestPeripheral {
     let client: Client
     let calls = AppCalls()

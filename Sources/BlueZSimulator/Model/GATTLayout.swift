@@ -78,4 +78,39 @@ public struct GATTLayout: Sendable, Equatable {
         let hex = String(handle, radix: 16)
         return kind + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     }
+
+    /// bluetoothd's own local database (`btd_gatt_database_new`, 5.66): GAP (Device Name,
+    /// Appearance), GATT (Service Changed, Client Supported Features, Database Hash, Server
+    /// Supported Features) and Device Information (PnP ID) — handles 0x0001…0x0012. Applications'
+    /// services follow (``nextFreeHandle``).
+    public static func bluezLocal(name: String) -> GATTLayout {
+        GATTLayout([
+            ServiceSpec(uuid: BluetoothUUID(0x1800), characteristics: [
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A00), flags: ["read"], value: .bytes(Array(name.utf8))),
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A01), flags: ["read"], value: .bytes([0, 0])),
+            ]),
+            ServiceSpec(uuid: BluetoothUUID(0x1801), characteristics: [
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A05), flags: ["indicate"]),
+                CharacteristicSpec(uuid: BluetoothUUID(0x2B29), flags: ["read", "write"], value: .bytes([0])),
+                CharacteristicSpec(uuid: BluetoothUUID(0x2B2A), flags: ["read"], value: .bytes([UInt8](repeating: 0, count: 16))),
+                CharacteristicSpec(uuid: BluetoothUUID(0x2B3A), flags: ["read"], value: .bytes([1])),
+            ]),
+            ServiceSpec(uuid: BluetoothUUID(0x180A), characteristics: [
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A50), flags: ["read"], value: .bytes([0x02, 0x6B, 0x1D, 0x46, 0x02, 0x42, 0x05])),
+            ]),
+        ], name: name)
+    }
+
+    /// The first handle after every attribute of the layout.
+    public var nextFreeHandle: UInt16 {
+        var last: UInt16 = 0
+        for service in services {
+            last = max(last, service.handle)
+            for characteristic in service.characteristics {
+                last = max(last, characteristic.valueHandle)
+                for descriptor in characteristic.descriptors { last = max(last, descriptor.handle) }
+            }
+        }
+        return last &+ 1
+    }
 }

@@ -81,11 +81,11 @@ extension BlueZSimulator {
         }
     }
 
-    /// The peripheral adapter's local database as a remote peer shows it: bluetoothd's GAP and
-    /// GATT services (handles 1…9), then every registered application's services at their
-    /// handles; and which application object answers for each attribute handle.
+    /// The peripheral adapter's local database as a remote peer shows it: bluetoothd's own GAP,
+    /// GATT and Device Information services, then every registered application's services at
+    /// their handles; and which application object answers for each attribute handle.
     private func mirrorLayout(of peripheral: SimulatedAdapter) -> (GATTLayout, [UInt16: ApplicationObject]) {
-        var layout = GATTLayout([], name: peripheral.spec.alias)
+        var layout = GATTLayout.bluezLocal(name: peripheral.spec.alias)
         var byHandle: [UInt16: ApplicationObject] = [:]
         for application in peripheral.applications {
             guard let tree = application.tree else { continue }

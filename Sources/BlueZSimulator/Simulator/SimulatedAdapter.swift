@@ -15,9 +15,8 @@ final class SimulatedAdapter: @unchecked Sendable {
     /// GATT applications registered here (GattManager1), in registration order; an entry exists
     /// from the call on (so a second call is AlreadyExists), `tree` once it was read.
     var applications: [RegisteredApplication] = []
-    /// The next free handle of the local GATT database (GAP and GATT take 1…9, as the layout of
-    /// a simulated peer).
-    var nextHandle: UInt16 = 10
+    /// The next free handle of the local GATT database (after bluetoothd's own services).
+    var nextHandle: UInt16
     /// Advertisements registered here (LEAdvertisingManager1), in registration order.
     var advertisements: [RegisteredAdvertisement] = []
 
@@ -25,6 +24,7 @@ final class SimulatedAdapter: @unchecked Sendable {
         self.spec = spec
         powered = spec.powered
         startDiscoveryFailuresLeft = spec.startDiscoveryFailures
+        nextHandle = GATTLayout.bluezLocal(name: spec.alias).nextFreeHandle
         path = try DBusObjectPath("/org/bluez").appending(spec.name)
     }
 }
