@@ -207,6 +207,26 @@ struct DoctorTests {
         }
     }
 
+    @Test("secrets in other files: a world-readable password_file or TLS client key warns; a config that only names them does not")
+    func secretFiles() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let passwordFile = world.directory.appendingPathComponent("password").path
+            let certificate = world.directory.appendingPathComponent("client.crt").path
+            let key = world.directory.appendingPathComponent("client.key").path
+            for path in [passwordFile, certificate, key] { try "s3cret\n".write(toFile: path, atomically: true, encoding: .utf8) }
+            let config = #"{"mqtt": {"server": "\#(broker.url)", "username": "gateway", "password_file": "\#(passwordFile)", "tls": {"cert_file": "\#(certificate)", "key_file": "\#(key)"}}, "devices": []}"#
+            for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path) }
+            let readable = try world.doctor(config: config, mode: 0o644)
+            #expect(readable.output.contains("\(passwordFile) is world-readable and holds the MQTT password (mqtt.password_file)"), "\(readable.output)")
+            #expect(readable.output.contains("\(key) is world-readable and holds the TLS client key (mqtt.tls.key_file)"), "\(readable.output)")
+            #expect(!readable.output.contains("holds a password or key"), "the config holds no secret itself:\n\(readable.output)")
+            for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path) }
+            let closed = try world.doctor(config: config, mode: 0o644)
+            #expect(!closed.output.contains("world-readable"), "\(closed.output)")
+        }
+    }
+
     @Test("an invalid config: one fail line per problem with its JSON path, broker not checked, exit 78")
     func invalidConfig() async throws {
         let broker = try await MosquittoBroker()

@@ -8,10 +8,7 @@ extension GatewayConfig {
     public var secrets: [String] {
         var secrets: [String] = []
         if let password = mqtt.password { secrets.append(password) }
-        if let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.firstRange(of: "://") {
-            let userInfo = mqtt.server[scheme.upperBound..<at]
-            if let colon = userInfo.firstIndex(of: ":") { secrets.append(String(userInfo[userInfo.index(after: colon)...])) }
-        }
+        if let password = serverPassword { secrets.append(password) }
         let digits = Array("0123456789abcdef")
         for rule in devices {
             guard let key = rule.bindKey else { continue }
@@ -19,5 +16,27 @@ extension GatewayConfig {
             secrets += [hex, hex.uppercased()]
         }
         return secrets
+    }
+
+    /// Whether config.json itself holds a secret: a password written in it (not read from
+    /// `password_file`), a password in the server URL, or a bind key.
+    public var holdsSecrets: Bool {
+        (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil || devices.contains { $0.bindKey != nil }
+    }
+
+    /// The other files the config names that hold secrets: `mqtt.password_file` and the TLS
+    /// client key (`mqtt.tls.key_file`).
+    public var secretFiles: [(path: String, holds: String)] {
+        var files: [(path: String, holds: String)] = []
+        if let file = mqtt.passwordFile { files.append((file, "the MQTT password (mqtt.password_file)")) }
+        if let key = mqtt.tls?.keyFile { files.append((key, "the TLS client key (mqtt.tls.key_file)")) }
+        return files
+    }
+
+    /// The password in `mqtt://user:password@host`, if the server URL has one.
+    private var serverPassword: String? {
+        guard let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.firstRange(of: "://") else { return nil }
+        let userInfo = mqtt.server[scheme.upperBound..<at]
+        return userInfo.firstIndex(of: ":").map { String(userInfo[userInfo.index(after: $0)...]) }
     }
 }

@@ -13,7 +13,10 @@ public struct MQTTSettings: Sendable, Equatable {
     public var baseTopic = "gattway"
     public var clientID = "gattway"
     public var username: String?
+    /// The broker password, written in the config or read from ``passwordFile``.
     public var password: String?
+    /// `password_file`: where ``password`` was read from (nil: written in the config, or none).
+    public var passwordFile: String?
     /// 5 or 3 (3.1.1).
     public var protocolVersion = 5
     /// Keepalive in seconds.
@@ -59,6 +62,7 @@ public struct MQTTSettings: Sendable, Equatable {
         username = object.optional("username") { try $0.string() }
         password = object.optional("password") { try $0.string() }
         let passwordFile = object.optional("password_file") { try $0.nonEmptyString() }
+        self.passwordFile = passwordFile
         if let passwordFile {
             if password != nil {
                 object.problems.add(object.childPath("password_file"), "give either password or password_file, not both")

@@ -48,11 +48,11 @@ enum FileDiagnosis {
                 "\(path) is valid (\(rules) device rule\(rules == 1 ? "" : "s"), broker \(config.mqtt.server), "
                     + "base topic \(config.mqtt.baseTopic))")
         ]
-        if !config.secrets.isEmpty, let mode = permissions(path), mode & 0o004 != 0 {
+        for exposure in SecretPermissions.worldReadable(configPath: path, config) {
             checks.append(
                 .warn(
-                    "config", "\(path) is world-readable and holds a password or key",
-                    "chmod o-r \(path) (install.sh installs it 0640 root:gattway)"))
+                    "config", "\(exposure.path) is world-readable and holds \(exposure.holds)",
+                    "chmod o-r \(exposure.path)" + (exposure.path == path ? " (install.sh installs it 0640 root:gattway)" : "")))
         }
         return (config, checks)
     }
@@ -92,12 +92,6 @@ enum FileDiagnosis {
         close(fd)
         unlink(probe)
         return true
-    }
-
-    private static func permissions(_ path: String) -> Int? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return Int(info.st_mode & 0o7777)
     }
 
     /// The effective user's name, for messages.
