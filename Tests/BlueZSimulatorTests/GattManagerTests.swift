@@ -7,7 +7,9 @@ import Testing
 struct GattManagerTests {
     static let manager = "org.bluez.GattManager1"
 
-    @Test("registration reads the tree from the caller, writes allocated handles back before the reply; AlreadyExists, Unregister, DoesNotExist")
+    @Test(
+        "registration reads the tree from the caller, writes allocated handles back before the reply; AlreadyExists, Unregister, DoesNotExist"
+    )
     func registers() async throws {
         try await SimulatorHarness.run(S.linked) { harness in
             let app = TestPeripheral(client: try await harness.client())
@@ -20,9 +22,15 @@ struct GattManagerTests {
             // with the handles already set (the Set calls precede the reply on the bus).
             try await app.registerApplication()
             #expect(await app.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x0013))
-            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char0") == .uint16(0x0015))
-            #expect(await app.property("Handle", "org.bluez.GattDescriptor1", at: "/app/service0/char0/desc0") == .uint16(0x0017))
-            #expect(await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char3") == .uint16(0x001D))
+            #expect(
+                await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char0")
+                    == .uint16(0x0015))
+            #expect(
+                await app.property("Handle", "org.bluez.GattDescriptor1", at: "/app/service0/char0/desc0")
+                    == .uint16(0x0017))
+            #expect(
+                await app.property("Handle", TestPeripheral.gattCharacteristic, at: "/app/service0/char3")
+                    == .uint16(0x001D))
 
             await #expect { try await app.registerApplication() } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.AlreadyExists", "Already Exists")
@@ -34,20 +42,31 @@ struct GattManagerTests {
             #expect(await other.property("Handle", "org.bluez.GattService1", at: "/app/service0") == .uint16(0x001E))
 
             try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
-            await #expect { try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")]) } throws: {
+            await #expect {
+                try await app.client.call(
+                    "/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
+            } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.DoesNotExist", "Does Not Exist")
             }
             // Registered on hci1 only.
-            await #expect { try await other.client.call("/org/bluez/hci0", Self.manager, "UnregisterApplication", [.objectPath("/app")]) } throws: {
+            await #expect {
+                try await other.client.call(
+                    "/org/bluez/hci0", Self.manager, "UnregisterApplication", [.objectPath("/app")])
+            } throws: {
                 ($0 as? DBusError)?.name.rawValue == "org.bluez.Error.DoesNotExist"
             }
-            await #expect { try await app.client.call("/org/bluez/hci1", Self.manager, "RegisterApplication", [.string("/app"), Client.emptyOptions]) } throws: {
+            await #expect {
+                try await app.client.call(
+                    "/org/bluez/hci1", Self.manager, "RegisterApplication", [.string("/app"), Client.emptyOptions])
+            } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.InvalidArguments", "Invalid arguments in method call")
             }
         }
     }
 
-    @Test("refusals: empty tree, unknown flag, a parent that is not in the tree, GAP/GATT service, no answer from the app")
+    @Test(
+        "refusals: empty tree, unknown flag, a parent that is not in the tree, GAP/GATT service, no answer from the app"
+    )
     func refusals() async throws {
         try await SimulatorHarness.run(S.linked) { harness in
             let client = try await harness.client()
@@ -68,11 +87,15 @@ struct GattManagerTests {
             // A characteristic whose service is outside the registered root.
             await client.connection.addObjectManager(at: "/orphan")
             try await client.connection.export(
-                [DBusInterface(TestPeripheral.gattCharacteristic, properties: [
-                    DBusProperty("UUID", type: .string, value: "2a19"),
-                    DBusProperty("Service", type: .objectPath, value: .objectPath("/elsewhere/service0")),
-                    DBusProperty("Flags", type: .array(.string), value: .strings(["read"])),
-                ])], at: "/orphan/char0")
+                [
+                    DBusInterface(
+                        TestPeripheral.gattCharacteristic,
+                        properties: [
+                            DBusProperty("UUID", type: .string, value: "2a19"),
+                            DBusProperty("Service", type: .objectPath, value: .objectPath("/elsewhere/service0")),
+                            DBusProperty("Flags", type: .array(.string), value: .strings(["read"])),
+                        ])
+                ], at: "/orphan/char0")
             await #expect { try await app.registerApplication(root: "/orphan") } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.Failed", "No valid service object found")
             }
@@ -95,7 +118,8 @@ struct GattManagerTests {
             try await app.client.connection.unexport(at: "/app/service0/char3")  // InterfacesRemoved under the root
             try await eventually("unregistered after InterfacesRemoved") {
                 do {
-                    try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
+                    try await app.client.call(
+                        "/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
                     return false
                 } catch let error as DBusError where error.name.rawValue == "org.bluez.Error.DoesNotExist" {
                     return true
@@ -116,7 +140,10 @@ struct GattManagerTests {
                 let owner = try await app.connection.nameOwner("org.bluez")
                 return owner != nil && owner != first
             }
-            await #expect { try await app.client.call("/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")]) } throws: {
+            await #expect {
+                try await app.client.call(
+                    "/org/bluez/hci1", Self.manager, "UnregisterApplication", [.objectPath("/app")])
+            } throws: {
                 ($0 as? DBusError)?.name.rawValue == "org.bluez.Error.DoesNotExist"
             }
             try await app.registerApplication()

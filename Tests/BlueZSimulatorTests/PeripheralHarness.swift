@@ -17,13 +17,16 @@ final class AppCalls: Sendable {
 
     /// Waits (polling every 5 ms) for a call matching `predicate`.
     @discardableResult
-    func wait(for what: String, within seconds: Double = 5, _ predicate: @Sendable (DBusMessage) -> Bool) async throws -> DBusMessage {
+    func wait(for what: String, within seconds: Double = 5, _ predicate: @Sendable (DBusMessage) -> Bool) async throws
+        -> DBusMessage
+    {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
             if let match = all.first(where: predicate) { return match }
             try await Task.sleep(for: .milliseconds(5))
         }
-        throw HarnessTimeout(description: "no call \(what) within \(seconds) s; got:\n" + all.map(\.description).joined(separator: "\n"))
+        throw HarnessTimeout(
+            description: "no call \(what) within \(seconds) s; got:\n" + all.map(\.description).joined(separator: "\n"))
     }
 }
 
@@ -50,18 +53,26 @@ struct TestPeripheral {
     var connection: DBusConnection { client.connection }
 
     /// Exports the application's ObjectManager and GATT objects under `root`.
-    func exportApplication(root: String = "/app", extraFlag: String? = nil, serviceUUID: String = Self.serviceUUID) async throws {
+    func exportApplication(root: String = "/app", extraFlag: String? = nil, serviceUUID: String = Self.serviceUUID)
+        async throws
+    {
         let calls = self.calls
         let rootPath = try DBusObjectPath(root)
         await connection.addObjectManager(at: rootPath)
         let service = try rootPath.appending("service0")
         try await connection.export(
-            [DBusInterface("org.bluez.GattService1", properties: [
-                DBusProperty("UUID", type: .string, value: .string(serviceUUID)),
-                DBusProperty("Primary", type: .boolean, value: true),
-                DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
-            ])], at: service)
-        func characteristic(_ index: Int, flags: [String], read: (@Sendable (DBusMessage) throws -> [DBusValue])? = nil) -> DBusInterface {
+            [
+                DBusInterface(
+                    "org.bluez.GattService1",
+                    properties: [
+                        DBusProperty("UUID", type: .string, value: .string(serviceUUID)),
+                        DBusProperty("Primary", type: .boolean, value: true),
+                        DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
+                    ])
+            ], at: service)
+        func characteristic(_ index: Int, flags: [String], read: (@Sendable (DBusMessage) throws -> [DBusValue])? = nil)
+            -> DBusInterface
+        {
             DBusInterface(
                 Self.gattCharacteristic,
                 methods: [
@@ -85,52 +96,66 @@ struct TestPeripheral {
                 properties: [
                     DBusProperty("UUID", type: .string, value: .string(Self.characteristicUUID(index))),
                     DBusProperty("Service", type: .objectPath, value: .objectPath(service)),
-                    DBusProperty("Flags", type: .array(.string), value: .strings(flags + (index == 0 ? extraFlag.map { [$0] } ?? [] : []))),
+                    DBusProperty(
+                        "Flags", type: .array(.string),
+                        value: .strings(flags + (index == 0 ? extraFlag.map { [$0] } ?? [] : []))),
                     DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
                     DBusProperty("Value", type: .array(.byte), value: .bytes([])),
                 ])
         }
         let char0 = try service.appending("char0")
         try await connection.export(
-            [characteristic(0, flags: ["read", "notify"]) { call in
-                let offset = Int(call.arguments[0]["offset"]?.uint16 ?? 0)
-                return [.bytes(Array("hello world".utf8).dropFirst(offset))]
-            }], at: char0)
+            [
+                characteristic(0, flags: ["read", "notify"]) { call in
+                    let offset = Int(call.arguments[0]["offset"]?.uint16 ?? 0)
+                    return [.bytes(Array("hello world".utf8).dropFirst(offset))]
+                }
+            ], at: char0)
         try await connection.export(
-            [DBusInterface("org.bluez.GattDescriptor1",
-                methods: [
-                    .immediate("ReadValue", in: Self.options, out: [.array(.byte)]) { call in
-                        calls.record(call)
-                        return [.bytes(Array("Level".utf8))]
-                    },
-                ],
-                properties: [
-                    DBusProperty("UUID", type: .string, value: "00002901-0000-1000-8000-00805f9b34fb"),
-                    DBusProperty("Characteristic", type: .objectPath, value: .objectPath(char0)),
-                    DBusProperty("Flags", type: .array(.string), value: .strings(["read"])),
-                    DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
-                ])], at: try char0.appending("desc0"))
+            [
+                DBusInterface(
+                    "org.bluez.GattDescriptor1",
+                    methods: [
+                        .immediate("ReadValue", in: Self.options, out: [.array(.byte)]) { call in
+                            calls.record(call)
+                            return [.bytes(Array("Level".utf8))]
+                        }
+                    ],
+                    properties: [
+                        DBusProperty("UUID", type: .string, value: "00002901-0000-1000-8000-00805f9b34fb"),
+                        DBusProperty("Characteristic", type: .objectPath, value: .objectPath(char0)),
+                        DBusProperty("Flags", type: .array(.string), value: .strings(["read"])),
+                        DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
+                    ])
+            ], at: try char0.appending("desc0"))
         try await connection.export([characteristic(1, flags: ["write"])], at: try service.appending("char1"))
-        try await connection.export([characteristic(2, flags: ["write-without-response"])], at: try service.appending("char2"))
         try await connection.export(
-            [characteristic(3, flags: ["read"]) { _ in
-                throw DBusError(DBusError.Name("org.bluez.Error.NotAuthorized"), "Not authorized")
-            }], at: try service.appending("char3"))
+            [characteristic(2, flags: ["write-without-response"])], at: try service.appending("char2"))
+        try await connection.export(
+            [
+                characteristic(3, flags: ["read"]) { _ in
+                    throw DBusError(DBusError.Name("org.bluez.Error.NotAuthorized"), "Not authorized")
+                }
+            ], at: try service.appending("char3"))
     }
 
     /// Exports an `LEAdvertisement1` at `path` with `properties` (Release is recorded).
     func exportAdvertisement(at path: String = "/adv0", _ properties: [(String, DBusValue)]) async throws {
         let calls = self.calls
         try await connection.export(
-            [DBusInterface(
-                "org.bluez.LEAdvertisement1",
-                methods: [
-                    .immediate("Release") { call in
-                        calls.record(call)
-                        return []
-                    }
-                ],
-                properties: properties.map { name, value in DBusProperty(name, type: value.type, access: .readwrite, value: value) })],
+            [
+                DBusInterface(
+                    "org.bluez.LEAdvertisement1",
+                    methods: [
+                        .immediate("Release") { call in
+                            calls.record(call)
+                            return []
+                        }
+                    ],
+                    properties: properties.map { name, value in
+                        DBusProperty(name, type: value.type, access: .readwrite, value: value)
+                    })
+            ],
             at: try DBusObjectPath(path))
     }
 
@@ -139,27 +164,38 @@ struct TestPeripheral {
     static let advertisement: [(String, DBusValue)] = [
         ("Type", .string("peripheral")),
         ("ServiceUUIDs", .strings([serviceUUID])),
-        ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0xAB])))])),
+        (
+            "ManufacturerData",
+            .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0xAB])))])
+        ),
         ("Includes", .strings(["tx-power"])),
         ("TxPower", .int16(4)),
     ]
     /// A second, non-connectable one: service data under 16-bit FFF0 and the name.
     static let broadcast: [(String, DBusValue)] = [
         ("Type", .string("broadcast")),
-        ("ServiceData", .dictionary(key: .string, value: .variant, [DBusDictionaryEntry(.string("fff0"), .variant(.bytes([1, 2])))])),
+        (
+            "ServiceData",
+            .dictionary(
+                key: .string, value: .variant, [DBusDictionaryEntry(.string("fff0"), .variant(.bytes([1, 2])))])
+        ),
         ("LocalName", .string("gw-peripheral")),
     ]
 
     func registerApplication(_ adapter: String = "/org/bluez/hci1", root: String = "/app") async throws {
-        try await client.call(adapter, "org.bluez.GattManager1", "RegisterApplication", [
-            .objectPath(try DBusObjectPath(root)), Client.emptyOptions,
-        ])
+        try await client.call(
+            adapter, "org.bluez.GattManager1", "RegisterApplication",
+            [
+                .objectPath(try DBusObjectPath(root)), Client.emptyOptions,
+            ])
     }
 
     func registerAdvertisement(_ adapter: String = "/org/bluez/hci1", path: String = "/adv0") async throws {
-        try await client.call(adapter, "org.bluez.LEAdvertisingManager1", "RegisterAdvertisement", [
-            .objectPath(try DBusObjectPath(path)), Client.emptyOptions,
-        ])
+        try await client.call(
+            adapter, "org.bluez.LEAdvertisingManager1", "RegisterAdvertisement",
+            [
+                .objectPath(try DBusObjectPath(path)), Client.emptyOptions,
+            ])
     }
 
     /// A property of the application's own object (e.g. the Handle bluetoothd wrote back).
@@ -172,13 +208,13 @@ struct TestPeripheral {
 extension TestScenarios {
     /// Two adapters in range of each other; hci1 has two advertising instances.
     static let linked = """
-    {
-      \(timing),
-      "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"},
-                   {"name": "hci1", "address": "00:AA:01:00:00:01", "advertising_instances": 2}],
-      "links": [{"adapters": ["hci0", "hci1"], "rssi": -42, "interval": "20ms"}]
-    }
-    """
+        {
+          \(timing),
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"},
+                       {"name": "hci1", "address": "00:AA:01:00:00:01", "advertising_instances": 2}],
+          "links": [{"adapters": ["hci0", "hci1"], "rssi": -42, "interval": "20ms"}]
+        }
+        """
     /// hci1 as hci0 discovers it, and hci0 as hci1 sees it connected.
     static let peripheralOnCentral = "/org/bluez/hci0/dev_00_AA_01_00_00_01"
     static let centralOnPeripheral = "/org/bluez/hci1/dev_00_AA_01_00_00_00"

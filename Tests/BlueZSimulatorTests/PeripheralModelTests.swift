@@ -29,12 +29,23 @@ struct PeripheralModelTests {
 
     @Test("links: two known, different adapters; rssi and interval")
     func links() throws {
-        let adapters = #""adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}]"#
-        let scenario = try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci1\"], \"rssi\": -30, \"interval\": \"50ms\"}]}".utf8))
+        let adapters =
+            #""adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}]"#
+        let scenario = try Scenario.parse(
+            Data(
+                "{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci1\"], \"rssi\": -30, \"interval\": \"50ms\"}]}"
+                    .utf8))
         #expect(scenario.links == [LinkSpec("hci0", "hci1", rssi: -30, interval: 0.05)])
         #expect(scenario.links.first?.peer(of: "hci1") == "hci0")
-        #expect(throws: ScenarioError.self) { try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci2\"]}]}".utf8)) }
-        #expect(throws: ScenarioError.self) { try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci0\"]}]}".utf8)) }
-        #expect(throws: ScenarioError.self) { try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci1\"], \"range\": 3}]}".utf8)) }
+        #expect(throws: ScenarioError.self) {
+            try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci2\"]}]}".utf8))
+        }
+        #expect(throws: ScenarioError.self) {
+            try Scenario.parse(Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci0\"]}]}".utf8))
+        }
+        #expect(throws: ScenarioError.self) {
+            try Scenario.parse(
+                Data("{\(adapters), \"links\": [{\"adapters\": [\"hci0\", \"hci1\"], \"range\": 3}]}".utf8))
+        }
     }
 }

@@ -28,10 +28,12 @@ public struct LEAdvertisementData: Sendable, Equatable {
     public static let parseError = BlueZError.failed("Failed to parse advertisement.")
 
     public static func == (lhs: LEAdvertisementData, rhs: LEAdvertisementData) -> Bool {
-        lhs.connectable == rhs.connectable && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.solicitUUIDs == rhs.solicitUUIDs
+        lhs.connectable == rhs.connectable && lhs.serviceUUIDs == rhs.serviceUUIDs
+            && lhs.solicitUUIDs == rhs.solicitUUIDs
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.bytes) == rhs.manufacturerData.map(\.bytes)
-            && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid) && lhs.serviceData.map(\.bytes) == rhs.serviceData.map(\.bytes)
+            && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
+            && lhs.serviceData.map(\.bytes) == rhs.serviceData.map(\.bytes)
             && lhs.data.map(\.type) == rhs.data.map(\.type) && lhs.data.map(\.bytes) == rhs.data.map(\.bytes)
             && lhs.includes == rhs.includes && lhs.localName == rhs.localName && lhs.appearance == rhs.appearance
             && lhs.discoverable == rhs.discoverable && lhs.timeout == rhs.timeout && lhs.txPower == rhs.txPower
@@ -54,7 +56,9 @@ public struct LEAdvertisementData: Sendable, Equatable {
             guard let strings = value.strings else { throw wrongType(name, "as") }
             var result: [BluetoothUUID] = []
             for text in strings {
-                guard let uuid = BluetoothUUID(text) else { throw AdvertisementProblem("\(name): \"\(text)\" is not a UUID") }
+                guard let uuid = BluetoothUUID(text) else {
+                    throw AdvertisementProblem("\(name): \"\(text)\" is not a UUID")
+                }
                 result.append(uuid)
             }
             return result
@@ -62,14 +66,20 @@ public struct LEAdvertisementData: Sendable, Equatable {
         serviceUUIDs = try uuids("ServiceUUIDs")
         solicitUUIDs = try uuids("SolicitUUIDs")
         if let value = properties["ManufacturerData"] {
-            guard case .dictionary(.uint16, _, let entries) = value.unwrapped else { throw wrongType("ManufacturerData", "a{qv}") }
+            guard case .dictionary(.uint16, _, let entries) = value.unwrapped else {
+                throw wrongType("ManufacturerData", "a{qv}")
+            }
             for entry in entries {
-                guard let id = entry.key.uint16, let bytes = entry.value.bytes else { throw wrongType("ManufacturerData", "a{qv} of ay") }
+                guard let id = entry.key.uint16, let bytes = entry.value.bytes else {
+                    throw wrongType("ManufacturerData", "a{qv} of ay")
+                }
                 manufacturerData.append((id, bytes))
             }
         }
         if let value = properties["ServiceData"] {
-            guard case .dictionary(.string, _, let entries) = value.unwrapped else { throw wrongType("ServiceData", "a{sv}") }
+            guard case .dictionary(.string, _, let entries) = value.unwrapped else {
+                throw wrongType("ServiceData", "a{sv}")
+            }
             for entry in entries {
                 guard let text = entry.key.string, let uuid = BluetoothUUID(text), let bytes = entry.value.bytes else {
                     throw wrongType("ServiceData", "a{sv} of UUID → ay")
@@ -80,7 +90,9 @@ public struct LEAdvertisementData: Sendable, Equatable {
         if let value = properties["Data"] {
             guard case .dictionary(.byte, _, let entries) = value.unwrapped else { throw wrongType("Data", "a{yv}") }
             for entry in entries {
-                guard let type = entry.key.uint8, let bytes = entry.value.bytes else { throw wrongType("Data", "a{yv} of ay") }
+                guard let type = entry.key.uint8, let bytes = entry.value.bytes else {
+                    throw wrongType("Data", "a{yv} of ay")
+                }
                 data.append((type, bytes))
             }
         }
@@ -167,7 +179,9 @@ public struct LEAdvertisementData: Sendable, Equatable {
     /// complete when it fits after the other structures, else shortened to the room left
     /// (AD type 0x08, as bluetoothd's `bt_ad` does), nil when not even one byte fits.
     public func nameOnAir(adapterAlias: String) -> (name: String, complete: Bool)? {
-        guard let name = localName ?? (includes.contains("local-name") ? adapterAlias : nil), !name.isEmpty else { return nil }
+        guard let name = localName ?? (includes.contains("local-name") ? adapterAlias : nil), !name.isEmpty else {
+            return nil
+        }
         let room = Self.maximumLength - lengthWithoutName - 2
         let bytes = Array(name.utf8)
         if bytes.count <= room { return (name, true) }

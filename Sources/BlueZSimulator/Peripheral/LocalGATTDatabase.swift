@@ -39,8 +39,12 @@ public struct LocalApplicationTree: Sendable, Equatable {
             if any("read", "encrypt-read", "encrypt-authenticated-read", "secure-read") { result.append("read") }
             if any("write-without-response") { result.append("write-without-response") }
             if any("write", "encrypt-write", "encrypt-authenticated-write", "secure-write") { result.append("write") }
-            if any("notify", "encrypt-notify", "encrypt-authenticated-notify", "secure-notify") { result.append("notify") }
-            if any("indicate", "encrypt-indicate", "encrypt-authenticated-indicate", "secure-indicate") { result.append("indicate") }
+            if any("notify", "encrypt-notify", "encrypt-authenticated-notify", "secure-notify") {
+                result.append("notify")
+            }
+            if any("indicate", "encrypt-indicate", "encrypt-authenticated-indicate", "secure-indicate") {
+                result.append("indicate")
+            }
             if any("authenticated-signed-writes") { result.append("authenticated-signed-writes") }
             if any("reliable-write", "writable-auxiliaries") {
                 result.append("extended-properties")
@@ -113,7 +117,9 @@ public struct LocalApplicationTree: Sendable, Equatable {
             if let properties = interfaces[Self.serviceInterface] {
                 found = true
                 let uuid = try Self.uuid(properties, path)
-                guard let primary = properties["Primary"]?.bool else { throw .invalidObject("\(path): Primary (b) missing") }
+                guard let primary = properties["Primary"]?.bool else {
+                    throw .invalidObject("\(path): Primary (b) missing")
+                }
                 let handle = try Self.handle(properties, path)
                 guard uuid != BluetoothUUID(0x1800), uuid != BluetoothUUID(0x1801) else {
                     throw .database("\(path): GAP and GATT services are bluetoothd's own")
@@ -123,10 +129,13 @@ public struct LocalApplicationTree: Sendable, Equatable {
             if let properties = interfaces[Self.characteristicInterface] {
                 found = true
                 let uuid = try Self.uuid(properties, path)
-                guard let service = properties["Service"]?.objectPath else { throw .invalidObject("\(path): Service (o) missing") }
+                guard let service = properties["Service"]?.objectPath else {
+                    throw .invalidObject("\(path): Service (o) missing")
+                }
                 let flags = try Self.flags(properties, path, allowed: Self.characteristicFlags)
                 let handle = try Self.handle(properties, path)
-                characteristics.append((service, Characteristic(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
+                characteristics.append(
+                    (service, Characteristic(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
             }
             if let properties = interfaces[Self.descriptorInterface] {
                 found = true
@@ -136,7 +145,8 @@ public struct LocalApplicationTree: Sendable, Equatable {
                 }
                 let flags = try Self.flags(properties, path, allowed: Self.descriptorFlags)
                 let handle = try Self.handle(properties, path)
-                descriptors.append((characteristic, Descriptor(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
+                descriptors.append(
+                    (characteristic, Descriptor(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
             }
         }
         guard found else { throw .noObject }
@@ -157,7 +167,8 @@ public struct LocalApplicationTree: Sendable, Equatable {
                 }
             }
             guard placed else {
-                throw .invalidObject("\(descriptor.path): characteristic \(characteristicPath) is not in the application")
+                throw .invalidObject(
+                    "\(descriptor.path): characteristic \(characteristicPath) is not in the application")
             }
         }
         self.services = services
@@ -219,7 +230,9 @@ public struct LocalApplicationTree: Sendable, Equatable {
         return handle
     }
 
-    private static func flags(_ properties: DBusValue, _ path: DBusObjectPath, allowed: Set<String>) throws(Refusal) -> [String] {
+    private static func flags(_ properties: DBusValue, _ path: DBusObjectPath, allowed: Set<String>) throws(Refusal)
+        -> [String]
+    {
         guard let flags = properties["Flags"]?.strings else { throw .invalidObject("\(path): Flags (as) missing") }
         for flag in flags where !allowed.contains(flag) {
             throw .invalidObject("\(path): unknown flag \"\(flag)\"")

@@ -40,7 +40,8 @@ extension BlueZSimulator {
             properties: [
                 DBusProperty("ActiveInstances", type: .byte, value: .byte(0)),
                 DBusProperty("SupportedInstances", type: .byte, value: .byte(instances)),
-                DBusProperty("SupportedIncludes", type: .array(.string), value: .strings(LEAdvertisementData.supportedIncludes)),
+                DBusProperty(
+                    "SupportedIncludes", type: .array(.string), value: .strings(LEAdvertisementData.supportedIncludes)),
             ])
     }
 
@@ -65,7 +66,8 @@ extension BlueZSimulator {
     }
 
     private func readAdvertisement(
-        _ adapter: SimulatedAdapter, _ advertisement: RegisteredAdvertisement, _ reply: DBusPendingReply, generation: Int
+        _ adapter: SimulatedAdapter, _ advertisement: RegisteredAdvertisement, _ reply: DBusPendingReply,
+        generation: Int
     ) async {
         var outcome: Result<LEAdvertisementData, DBusError>
         var watching = false
@@ -100,12 +102,15 @@ extension BlueZSimulator {
                 let path = advertisement.path, owner = advertisement.owner, name = adapter.spec.name
                 advertisement.timeoutTimer = after(Double(timeout)) { simulator in
                     guard let adapter = simulator.adapter(named: name),
-                        let advertisement = adapter.advertisements.first(where: { $0.owner == owner && $0.path == path })
+                        let advertisement = adapter.advertisements.first(where: { $0.owner == owner && $0.path == path }
+                        )
                     else { return }
                     simulator.releaseAdvertisement(advertisement, from: adapter)
                 }
             }
-            log?("simulator: \(adapter.spec.name) advertises \(advertisement.path) of \(advertisement.owner) (\(data.length(adapterAlias: adapter.spec.alias)) bytes)")
+            log?(
+                "simulator: \(adapter.spec.name) advertises \(advertisement.path) of \(advertisement.owner) (\(data.length(adapterAlias: adapter.spec.alias)) bytes)"
+            )
             reply.succeed()
             advertisingInstancesChanged(adapter)
             peripheralChanged(adapter)
@@ -151,14 +156,17 @@ extension BlueZSimulator {
     /// bluetoothd drops the advertisement itself (Timeout, power-off): `Release()` (no reply expected).
     func releaseAdvertisement(_ advertisement: RegisteredAdvertisement, from adapter: SimulatedAdapter) {
         let owner = advertisement.owner, path = advertisement.path
-        withBus { try $0.send(destination: owner, path: path, interface: Self.advertisementInterface, method: "Release") }
+        withBus {
+            try $0.send(destination: owner, path: path, interface: Self.advertisementInterface, method: "Release")
+        }
         log?("simulator: \(adapter.spec.name) released advertisement \(path) of \(owner)")
         dropAdvertisement(advertisement, from: adapter)
     }
 
     /// The application changed properties of a registered advertisement: bluetoothd re-reads
     /// them and refreshes the data (a change that no longer parses or fits is ignored, logged).
-    func advertisementChanged(owner: String, path: DBusObjectPath, changed: [String: DBusValue], invalidated: [String]) {
+    func advertisementChanged(owner: String, path: DBusObjectPath, changed: [String: DBusValue], invalidated: [String])
+    {
         for adapter in adapters {
             guard let advertisement = adapter.advertisements.first(where: { $0.owner == owner && $0.path == path }),
                 advertisement.data != nil
@@ -182,7 +190,10 @@ extension BlueZSimulator {
         let active = adapter.advertisements.count
         let remaining = max(0, adapter.spec.advertisingInstances - active)
         change(
-            [("ActiveInstances", .byte(UInt8(clamping: active))), ("SupportedInstances", .byte(UInt8(clamping: remaining)))],
+            [
+                ("ActiveInstances", .byte(UInt8(clamping: active))),
+                ("SupportedInstances", .byte(UInt8(clamping: remaining))),
+            ],
             interface: Self.advertisingManagerInterfaceName, at: adapter.path)
     }
 

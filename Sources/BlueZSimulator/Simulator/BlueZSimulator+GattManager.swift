@@ -70,7 +70,8 @@ extension BlueZSimulator {
                 destination: application.owner, path: application.root, interface: Self.objectManagerInterface,
                 method: "GetManagedObjects")
             do {
-                outcome = .success(try LocalApplicationTree(managedObjects: values.first ?? .array(.byte, []), root: application.root))
+                outcome = .success(
+                    try LocalApplicationTree(managedObjects: values.first ?? .array(.byte, []), root: application.root))
             } catch {
                 outcome = .failure(error)
             }
@@ -94,8 +95,11 @@ extension BlueZSimulator {
             withBus { connection in
                 for writeBack in tree.handleWriteBacks {
                     try connection.send(
-                        destination: application.owner, path: writeBack.path, interface: Self.propertiesInterface, method: "Set",
-                        arguments: [.string(writeBack.interface), .string("Handle"), .variant(.uint16(writeBack.handle))])
+                        destination: application.owner, path: writeBack.path, interface: Self.propertiesInterface,
+                        method: "Set",
+                        arguments: [
+                            .string(writeBack.interface), .string("Handle"), .variant(.uint16(writeBack.handle)),
+                        ])
                 }
             }
             log?("simulator: \(adapter.spec.name) registered application \(application.root) of \(application.owner)")
@@ -118,7 +122,9 @@ extension BlueZSimulator {
     /// Removes an application from the local database (linked centrals see its services go).
     func dropApplication(_ application: RegisteredApplication, from adapter: SimulatedAdapter) {
         adapter.applications.removeAll { $0 === application }
-        cccdSubscribers = cccdSubscribers.filter { key, _ in !(key.owner == application.owner && key.path.isDescendant(of: application.root)) }
+        cccdSubscribers = cccdSubscribers.filter { key, _ in
+            !(key.owner == application.owner && key.path.isDescendant(of: application.root))
+        }
         unwatchOwner(application.owner)
         log?("simulator: \(adapter.spec.name) unregistered application \(application.root) of \(application.owner)")
         peripheralChanged(adapter)
@@ -178,7 +184,9 @@ extension BlueZSimulator {
             guard names.contains(where: gatt.contains) else { return }
             for adapter in adapters {
                 for application in adapter.applications
-                where application.owner == owner && application.tree != nil && removed.isDescendant(of: application.root) {
+                where application.owner == owner && application.tree != nil
+                    && removed.isDescendant(of: application.root)
+                {
                     dropApplication(application, from: adapter)
                 }
             }
@@ -218,7 +226,8 @@ extension BlueZSimulator {
             do {
                 result = .success(
                     try await connection.call(
-                        destination: target.owner, path: target.path, interface: interface, method: method, arguments: arguments))
+                        destination: target.owner, path: target.path, interface: interface, method: method,
+                        arguments: arguments))
             } catch let error as DBusError {
                 result = .failure(error)
             } catch {
@@ -232,7 +241,9 @@ extension BlueZSimulator {
     /// The options bluetoothd 5.66 passes to an application's ReadValue/WriteValue:
     /// `device`, `mtu`, `link` and `offset` only when not 0 (no `type`).
     func applicationOptions(device: DBusObjectPath, offset: UInt16) -> DBusValue {
-        var pairs: [(String, DBusValue)] = [("device", .objectPath(device)), ("mtu", .uint16(timing.mtu)), ("link", .string("LE"))]
+        var pairs: [(String, DBusValue)] = [
+            ("device", .objectPath(device)), ("mtu", .uint16(timing.mtu)), ("link", .string("LE")),
+        ]
         if offset != 0 { pairs.append(("offset", .uint16(offset))) }
         return .variantDictionary(pairs)
     }

@@ -11,7 +11,9 @@ extension BlueZSimulator {
     /// The advertisements or applications of `adapter` changed: update what linked adapters see.
     func peripheralChanged(_ adapter: SimulatedAdapter) {
         for link in scenario.links {
-            guard let otherName = link.peer(of: adapter.spec.name), let central = self.adapter(named: otherName) else { continue }
+            guard let otherName = link.peer(of: adapter.spec.name), let central = self.adapter(named: otherName) else {
+                continue
+            }
             updateMirror(of: adapter, on: central, link: link)
         }
     }
@@ -26,10 +28,14 @@ extension BlueZSimulator {
         } else {
             guard !advertisements.isEmpty else { return }
             let spec = DeviceSpec(
-                address: peripheral.spec.address, addressType: .public, adapter: central.spec.name, name: nil, rssi: link.rssi,
+                address: peripheral.spec.address, addressType: .public, adapter: central.spec.name, name: nil,
+                rssi: link.rssi,
                 rssiJitter: 0, interval: 0, connectable: false, discoverable: false, txPower: nil, appearance: nil,
                 serviceUUIDs: [], manufacturerData: [], serviceData: [], services: [], faults: FaultSpec())
-            guard let created = try? SimulatedDevice(spec: spec, adapter: central, seed: scenario.seed, layout: GATTLayout([], name: nil)) else {
+            guard
+                let created = try? SimulatedDevice(
+                    spec: spec, adapter: central, seed: scenario.seed, layout: GATTLayout([], name: nil))
+            else {
                 return
             }
             created.mirror = MirrorState(peripheralAdapter: peripheral.spec.name)
@@ -57,12 +63,15 @@ extension BlueZSimulator {
         // The GATT database.
         let (layout, targets) = mirrorLayout(of: peripheral)
         guard layout != device.layout || device.mirror?.targets != targets else { return }
-        for characteristic in device.characteristics where characteristic.target != nil { stopNotifyTimer(characteristic) }
+        for characteristic in device.characteristics where characteristic.target != nil {
+            stopNotifyTimer(characteristic)
+        }
         if device.gattExported {
             // Service Changed: the old objects go, the new ones come once discovered again.
             forgetSignals(under: device.path)
             withBus { connection in
-                for objectPath in connection.exportedPaths.reversed() where objectPath != device.path && objectPath.isDescendant(of: device.path) {
+                for objectPath in connection.exportedPaths.reversed()
+                where objectPath != device.path && objectPath.isDescendant(of: device.path) {
                     try connection.unexport(at: objectPath)
                 }
             }
@@ -77,7 +86,9 @@ extension BlueZSimulator {
         }
         if device.servicesResolved {
             exportGATT(device)
-            for characteristic in device.characteristics where characteristic.isSubscribed { startNotifyTimer(device, characteristic) }
+            for characteristic in device.characteristics where characteristic.isSubscribed {
+                startNotifyTimer(device, characteristic)
+            }
         }
     }
 
@@ -97,13 +108,16 @@ extension BlueZSimulator {
                         descriptors.append(GATTLayout.Descriptor(uuid: GATTLayout.cccd, handle: cccd, value: [0, 0]))
                     }
                     for descriptor in characteristic.descriptors {
-                        descriptors.append(GATTLayout.Descriptor(uuid: descriptor.uuid, handle: descriptor.handle, value: []))
-                        byHandle[descriptor.handle] = ApplicationObject(owner: application.owner, path: descriptor.path, flags: descriptor.flags)
+                        descriptors.append(
+                            GATTLayout.Descriptor(uuid: descriptor.uuid, handle: descriptor.handle, value: []))
+                        byHandle[descriptor.handle] = ApplicationObject(
+                            owner: application.owner, path: descriptor.path, flags: descriptor.flags)
                     }
                     characteristics.append(
                         GATTLayout.Characteristic(
                             spec: CharacteristicSpec(uuid: characteristic.uuid, flags: characteristic.clientFlags),
-                            handle: characteristic.handle, valueHandle: characteristic.valueHandle, descriptors: descriptors))
+                            handle: characteristic.handle, valueHandle: characteristic.valueHandle,
+                            descriptors: descriptors))
                     byHandle[characteristic.handle] = ApplicationObject(
                         owner: application.owner, path: characteristic.path, flags: characteristic.flags)
                 }
@@ -130,10 +144,13 @@ extension BlueZSimulator {
             counterpart = existing
         } else {
             let spec = DeviceSpec(
-                address: device.adapter.spec.address, addressType: .public, adapter: peripheral.spec.name, name: nil, rssi: -50,
+                address: device.adapter.spec.address, addressType: .public, adapter: peripheral.spec.name, name: nil,
+                rssi: -50,
                 rssiJitter: 0, interval: 0, connectable: true, discoverable: false, txPower: nil, appearance: nil,
                 serviceUUIDs: [], manufacturerData: [], serviceData: [], services: [], faults: FaultSpec())
-            guard let created = try? SimulatedDevice(spec: spec, adapter: peripheral, seed: scenario.seed) else { return }
+            guard let created = try? SimulatedDevice(spec: spec, adapter: peripheral, seed: scenario.seed) else {
+                return
+            }
             devices[path] = created
             deviceOrder.append(path)
             counterpart = created
@@ -168,7 +185,10 @@ extension BlueZSimulator {
     }
 
     /// A central's read of an application characteristic: ReadValue into the application.
-    func forwardRead(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject, offset: UInt16) {
+    func forwardRead(
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject,
+        offset: UInt16
+    ) {
         guard characteristic.has("read") else { return finishRead(characteristic, .failure(BlueZError.att(0x02))) }
         guard let options = options(for: device, offset: offset) else {
             return finishRead(characteristic, .failure(BlueZError.failed("Not connected")))
@@ -178,7 +198,8 @@ extension BlueZSimulator {
             case .success(let values):
                 simulator.finishRead(characteristic, .success(Array((values.first?.bytes ?? []).prefix(512))))
             case .failure(let error):
-                simulator.finishRead(characteristic, .failure(BlueZError.att(attError(fromApplication: error, write: false))))
+                simulator.finishRead(
+                    characteristic, .failure(BlueZError.att(attError(fromApplication: error, write: false))))
             }
         }
     }
@@ -187,7 +208,8 @@ extension BlueZSimulator {
     /// request to a characteristic with write-without-response is acknowledged at once (bluetoothd
     /// ignores the application's answer); otherwise the application's answer is the reply.
     func forwardWrite(
-        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject, _ bytes: [UInt8],
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject,
+        _ bytes: [UInt8],
         offset: UInt16, reply: DBusPendingReply?
     ) {
         guard let options = options(for: device, offset: offset) else {
@@ -214,10 +236,13 @@ extension BlueZSimulator {
 
     /// A central's descriptor read or write answered by an application descriptor (nil bytes: read).
     func forwardDescriptor(
-        _ device: SimulatedDevice, _ target: ApplicationObject, path: DBusObjectPath, write bytes: [UInt8]?, offset: UInt16,
+        _ device: SimulatedDevice, _ target: ApplicationObject, path: DBusObjectPath, write bytes: [UInt8]?,
+        offset: UInt16,
         reply: DBusPendingReply
     ) {
-        guard let options = options(for: device, offset: offset) else { return reply.fail(BlueZError.failed("Not connected")) }
+        guard let options = options(for: device, offset: offset) else {
+            return reply.fail(BlueZError.failed("Not connected"))
+        }
         let method = bytes == nil ? "ReadValue" : "WriteValue"
         let arguments = bytes.map { [DBusValue.bytes($0), options] } ?? [options]
         callApplication(target, interface: Self.descriptorInterface, method, arguments) { simulator, result in
@@ -225,7 +250,9 @@ extension BlueZSimulator {
             case .success(let values):
                 if bytes == nil {
                     let value = values.first?.bytes ?? []
-                    simulator.withBus { try $0.setProperties(["Value": .bytes(value)], interface: Self.descriptorInterface, at: path) }
+                    simulator.withBus {
+                        try $0.setProperties(["Value": .bytes(value)], interface: Self.descriptorInterface, at: path)
+                    }
                     reply.succeed([.bytes(value)])
                 } else {
                     reply.succeed()
