@@ -34,7 +34,9 @@ test-swift:
 
 # bleak (PyPI, pinned, in .venv created only when missing) against `gattway simulate --scenario demo`
 # on a private dbus-daemon: scan with a service filter, connect, services, read, write with and
-# without response, notifications, disconnect. Works with a pyenv shim or Debian's /usr/bin/python3.
+# without response, notifications, disconnect; then bleak as the central on hci0 against `gattway
+# run` in the peripheral role on hci1 (linked simulated adapters, its own mosquitto): read, MQTT →
+# notification, writes → MQTT. Works with a pyenv shim or Debian's /usr/bin/python3.
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 BLEAK_VERSION := 3.0.1
 test-conformance: deps

@@ -26,7 +26,7 @@ struct PeripheralRoleTests {
     static let config = """
         {"mqtt": {"server": "$SERVER", "base_topic": "gattway"},
          "bluetooth": {"adapter": "hci0"},
-         "homeassistant": {"enabled": false},
+         "homeassistant": {"enabled": false}, "health": {"interval": "1s"},
          "role": "peripheral",
          "peripheral": {
            "adapter": "hci1",
@@ -57,8 +57,9 @@ struct PeripheralRoleTests {
             #expect(found.advertisementData.localName == "gw-e2e")
             #expect(found.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x00])
 
-            // Advertised service data follows its topic.
-            try await e2e.send("home/beacon", "4002ca09")
+            // Advertised service data follows its topic (published retained, as state topics are:
+            // the gateway's subscription may still be on its way to the broker).
+            try await e2e.observer.publish(MQTTMessage(topic: "home/beacon", string: "4002ca09", retain: true))
             _ = try await first(scan, within: 10, "the advertisement with the MQTT service data") {
                 $0.peripheral.address == Self.gatewayRadio && $0.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x40, 0x02, 0xCA, 0x09]
             }
@@ -76,6 +77,9 @@ struct PeripheralRoleTests {
             // The configured initial value, then the value of the MQTT state topic.
             #expect(try await central.readValue(for: temperature) == [0xD0, 0x07], "20 °C × 100")
             let values = try await central.notifications(for: temperature)
+            // BlueZ answers the central's CCCD write without waiting for the application's
+            // StartNotify, so wait until the gateway counts the subscription (bridge/health).
+            try await e2e.messages.next(on: "gattway/bridge/health") { $0.json?["peripheral"]?["subscriptions"] == .number(1) }
             try await e2e.send("home/livingroom/state", #"{"temperature": 21.5, "humidity": 40}"#)
             let notified = try await first(values, within: 10, "the notification of 21.5 °C")
             #expect(notified == [0x66, 0x08], "2150 little endian")
@@ -101,6 +105,20 @@ struct PeripheralRoleTests {
             // The written value is what the next read returns.
             #expect(try await central.readValue(for: lamp) == [0])
             try await central.disconnect(found.peripheral)
+        }
+    }
+
+    @Test("an advertisement over the 31-byte legacy limit stops gattway run with exit 78 and the byte count per field")
+    func advertisementTooLarge() async throws {
+        let scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        // The default service_uuids lists both services: flags 3 + 16-bit list 4 + 128-bit list 18 + service data 5 + name 8 = 38.
+        let config = Self.config.replacingOccurrences(of: #""service_uuids": ["181A"],"#, with: "")
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            let status = await Task.detached { e2e.gateway.waitUntilExit() }.value
+            #expect(status == 78, "\(e2e.gateway.log())")
+            let log = e2e.gateway.log()
+            #expect(log.contains("advertisement needs 38 bytes, legacy limit is 31"), "\(log)")
+            #expect(log.contains("128-bit service UUIDs (1) 18"), "\(log)")
         }
     }
 }

@@ -9,7 +9,7 @@ extension ReconnectPolicy: ReconnectStrategy {
         case .connectionTimeout: failure = .connectionTimeout
         case .peripheralDisconnected, .notConnected: failure = .peripheralDisconnected
         case .operationNotSupported: failure = .operationNotSupported
-        case .notPermitted, .notFound: failure = .other(retryable: false)
+        case .notPermitted, .notFound, .invalidConfiguration: failure = .other(retryable: false)
         case .invalidValueLength, .unavailable, .other: failure = .other(retryable: true)
         }
         switch failed(failure, at: now) {

@@ -20,7 +20,8 @@ extension Gateway {
             do {
                 try await port.serve(services)
             } catch {
-                throw GatewayStartError("peripheral: cannot serve the GATT services: \(error)")
+                throw GatewayStartError("peripheral: cannot serve the GATT services: \(error)",
+                                        isConfiguration: error.kind == .invalidConfiguration)
             }
             log(.notice, "peripheral: serving \(services.count) service(s): \(services.map(\.uuid.shortDescription).joined(separator: ", "))")
         }
@@ -29,7 +30,7 @@ extension Gateway {
             do {
                 try await port.advertise(advertisement)
             } catch {
-                throw GatewayStartError("peripheral: cannot advertise: \(error)")
+                throw GatewayStartError("peripheral: cannot advertise: \(error)", isConfiguration: error.kind == .invalidConfiguration)
             }
             log(.notice, "peripheral: advertising" + (advertisement.data.localName.map { " as \"\($0)\"" } ?? ""))
         }

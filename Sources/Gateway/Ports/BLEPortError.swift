@@ -19,6 +19,9 @@ public struct BLEPortError: Error, Sendable, Hashable, CustomStringConvertible {
         case notFound = "not_found"
         /// The adapter or bluetoothd is not available.
         case unavailable
+        /// What the configuration asks for cannot be done at all (an advertisement over the
+        /// 31-byte legacy limit, a service BlueZ refuses); retrying would not help.
+        case invalidConfiguration = "invalid_configuration"
         /// Anything else.
         case other
     }

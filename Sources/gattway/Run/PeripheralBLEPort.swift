@@ -154,6 +154,7 @@ final class PeripheralBLEPort: PeripheralPort {
         case .operationNotSupported: kind = .operationNotSupported
         case .invalidValueLength: kind = .invalidValueLength
         case .unknownAttribute: kind = .notFound
+        case .advertisementTooLarge, .invalidAdvertisement, .invalidService: kind = .invalidConfiguration
         default: kind = .other
         }
         return BLEPortError(kind, error.description)

@@ -169,7 +169,9 @@ struct RunCommand: Command {
                 watchdog?.cancel()
             } catch {
                 log(.error, "gateway: \(error)")
-                code = .failure
+                // A configuration BlueZ can never accept is a config error: systemd does not
+                // restart on 78 (RestartPreventExitStatus).
+                code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
             }
             notifier.notify("STOPPING=1")
             await gateway.stop()
