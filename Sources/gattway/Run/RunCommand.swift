@@ -103,6 +103,8 @@ struct RunCommand: Command {
             await client.disconnect()
             return .failure
         }
+        // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
+        if config.health.enabled { await central.startPinging(every: .milliseconds(Int64(config.health.interval * 1000))) }
         // The peripheral role's manager, on its own adapter when `peripheral.adapter` names one.
         let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
         var peripheral: PeripheralManager?
@@ -219,13 +221,12 @@ struct RunCommand: Command {
         }
     }
 
-    /// A config holding a password that other users may read gets a warning (design: secrets
-    /// never leak; the file itself is the user's to protect).
+    /// Each file with a secret that other users may read gets a warning — the config holding a
+    /// password or bind key, `password_file`, the TLS client key (design: secrets never leak; the
+    /// files themselves are the user's to protect).
     func warnIfSecretsAreReadable(_ config: GatewayConfig, log: GatewayLogger) {
-        var info = stat()
-        guard config.mqtt.password != nil,
-            stat(configPath, &info) == 0, info.st_mode & 0o004 != 0
-        else { return }
-        log(.warning, "\(configPath) holds an MQTT password and is readable by every user; run: chmod o-r \(configPath)")
+        for exposure in SecretPermissions.worldReadable(configPath: configPath, config) {
+            log(.warning, "\(exposure.path) is world-readable and holds \(exposure.holds); run: chmod o-r \(exposure.path)")
+        }
     }
 }
