@@ -141,7 +141,7 @@ struct OperationalConfigTests {
         let config = GatewayConfig()
         #expect(config.homeAssistant.enabled && config.homeAssistant.discoveryPrefix == "homeassistant")
         #expect(config.homeAssistant.statusTopic == "homeassistant/status")
-        #expect(config.storeAndForward.maxMessages == 10_000 && config.storeAndForward.maxAge == 86_400)
+        #expect(config.storeAndForward.maxMessages == 100_000 && config.storeAndForward.maxAge == 86_400)
         #expect(config.health.interval == 60 && config.bluetooth.forgetAfter == 3600 && config.bluetooth.maxDevices == 1000)
         #expect(config.stateDirectory == nil)
     }

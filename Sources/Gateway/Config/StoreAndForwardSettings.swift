@@ -6,8 +6,10 @@ public struct StoreAndForwardSettings: Sendable, Equatable {
     /// Queue while offline at all (false: messages go to the MQTT client, which keeps what its
     /// own queue allows).
     public var enabled = true
-    /// At most this many messages; the oldest are dropped (and counted) beyond it.
-    public var maxMessages = 10_000
+    /// At most this many messages; the oldest are dropped (and counted) beyond it. Also the
+    /// bound of a burst that outruns the broker (flow control): about 200 B of memory each
+    /// besides the file.
+    public var maxMessages = 100_000
     /// At most this many bytes of messages (topic + payload); the oldest are dropped beyond it.
     public var maxBytes = 16 * 1024 * 1024
     /// Messages older than this (by capture time) are dropped instead of replayed.

@@ -218,7 +218,14 @@ public actor Gateway {
     func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
                  kind: OutboundKind = .stored) {
         counters.published += 1
-        let message = MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
+        // An exact-size copy: `payload` is usually `scratch`, whose buffer has the capacity of the
+        // largest message so far (a `bridge/devices` list: kilobytes). Sharing it would make the
+        // next write into `scratch` copy that whole capacity and leave every waiting message
+        // holding a buffer of that size — ~4 KB per queued 90-byte state (BENCHMARKS.md).
+        let exact = [UInt8](unsafeUninitializedCapacity: payload.count) { buffer, count in
+            count = buffer.initialize(fromContentsOf: payload)
+        }
+        let message = MQTTOutboundMessage(topic: topic, payload: exact, qos: qos ?? config.mqtt.qos, retain: retain,
                                           correlationData: correlationData)
         if let outbox { outbox.publish(message, kind: kind) } else { mqtt.publish(message) }
     }

@@ -68,6 +68,7 @@ struct RunCommand: Command {
         let notifier = SystemdNotifier()
         let loop = EventLoop()
         defer { loop.shutdown() }
+        MemoryTrimmer.start(on: loop)
 
         let client: MQTTClient
         do {
