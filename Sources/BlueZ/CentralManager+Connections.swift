@@ -86,6 +86,17 @@ extension CentralManager {
             throw CentralError.wrap(error, operation: "org.bluez.Device1.Connect \(address)")
         }
         // BlueZ emits Connected=true just before the reply; wait until it has been processed.
+        // bluetoothd 5.66 skips that signal when the ATT channel came up before the kernel's
+        // connected event ("Device … is already connected"), and the ServicesResolved that
+        // implies it can be seconds away under load: then the property itself says so.
+        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool != true,
+            let reply = try? await callBlueZ(
+                path, "org.freedesktop.DBus.Properties", "Get", [.string(BlueZObjectTree.device), .string("Connected")],
+                timeout: .seconds(5)),
+            reply.first?.bool == true
+        {
+            connectedWithoutSignal(path)
+        }
         let _: Void = try await waitUntil(timeout: .seconds(5), operation: operation, timeoutCode: .connectionFailed) { central in
             guard let props = central.tree.properties(path, BlueZObjectTree.device) else {
                 return .failure(CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
@@ -148,6 +159,15 @@ extension CentralManager {
 
     func emit(_ event: ConnectionEvent) {
         for continuation in connectionContinuations.values { continuation.yield(event) }
+    }
+
+    /// bluetoothd says `Connected` is true but did not signal it (see ``establish(_:timeout:)``):
+    /// recorded as if it had.
+    func connectedWithoutSignal(_ path: DBusObjectPath) {
+        guard tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool != true,
+            tree.change(path, interface: BlueZObjectTree.device, changed: ["Connected": .boolean(true)], invalidated: [])
+        else { return }
+        if isOurDevice(path), let peripheral = peripheral(at: path) { linkCameUp(peripheral) } else { evaluateWaiters() }
     }
 
     func linkCameUp(_ peripheral: Peripheral) {
