@@ -121,4 +121,26 @@ struct PeripheralRoleTests {
             #expect(log.contains("128-bit service UUIDs (1) 18"), "\(log)")
         }
     }
+
+    @Test("after bluetoothd restarts, gattway run serves and advertises again with the latest MQTT value")
+    func bluetoothdRestart() async throws {
+        let scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
+            try await e2e.observer.publish(MQTTMessage(topic: "home/livingroom/state", string: #"{"temperature": 23.4}"#, retain: true))
+            try await e2e.gateway.waitForOutput(containing: "peripheral: advertising")
+            await e2e.simulator.crash(restartAfter: 0.3)
+            try await e2e.gateway.waitForOutput(containing: "advertising stopped")
+            let central = try await CentralManager.start(
+                options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
+            defer { Task { await central.close() } }
+            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+            let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)]))
+            let found = try await first(scan, within: 20, "the advertisement after the restart") { $0.peripheral.address == Self.gatewayRadio }
+            try await central.connect(found.peripheral, timeout: .seconds(10), autoReconnect: false)
+            let service = try #require(try await central.discoverServices([BluetoothUUID(0x181A)], for: found.peripheral).first)
+            let temperature = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A6E)], for: service).first)
+            #expect(try await central.readValue(for: temperature) == [0x24, 0x09], "2340: the value from MQTT, not the configured 20 °C")
+            #expect(e2e.gateway.isRunning)
+        }
+    }
 }
