@@ -22,24 +22,10 @@ struct CentralSession {
 
     /// Starts the central and waits for `.poweredOn`.
     static func start(adapter: String?, timeout: Double) async throws -> CentralSession {
-        let loop = EventLoop(name: "gattway-central")
-        do {
-            let central = try await CentralManager.start(options: CentralOptions(adapter: AdapterSelector(adapter)), on: loop)
-            do {
-                try await central.waitUntilPoweredOn(timeout: .seconds(min(timeout, 10)))
-            } catch {
-                let state = await central.state
-                await central.close()
-                throw CLIError.failure("Bluetooth is not ready (state \(state)): \(error)")
-            }
-            return CentralSession(loop: loop, central: central)
-        } catch let error as CLIError {
-            loop.shutdown()
-            throw error
-        } catch {
-            loop.shutdown()
-            throw CLIError.failure("\(error)")
+        let (loop, central) = try await startPoweredOn(loopName: "gattway-central", timeout: min(timeout, 10)) { loop in
+            try await CentralManager.start(options: CentralOptions(adapter: AdapterSelector(adapter)), on: loop)
         }
+        return CentralSession(loop: loop, central: central)
     }
 
     func close() async {

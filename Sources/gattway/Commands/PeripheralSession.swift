@@ -99,25 +99,10 @@ struct PeripheralSession {
 
     /// Starts the manager and waits for `.poweredOn`.
     static func start(_ settings: Settings) async throws -> PeripheralSession {
-        let (adapter, timeout) = (settings.adapter, settings.timeout)
-        let loop = EventLoop(name: "gattway-peripheral")
-        do {
-            let manager = try await PeripheralManager.start(options: PeripheralOptions(adapter: AdapterSelector(adapter)), on: loop)
-            do {
-                try await manager.waitUntilPoweredOn(timeout: .seconds(timeout))
-            } catch {
-                let state = await manager.state
-                await manager.close()
-                throw CLIError.failure("Bluetooth is not ready (state \(state)): \(error)")
-            }
-            return PeripheralSession(loop: loop, manager: manager)
-        } catch let error as CLIError {
-            loop.shutdown()
-            throw error
-        } catch {
-            loop.shutdown()
-            throw CLIError.failure("\(error)")
+        let (loop, manager) = try await startPoweredOn(loopName: "gattway-peripheral", timeout: settings.timeout) { loop in
+            try await PeripheralManager.start(options: PeripheralOptions(adapter: AdapterSelector(settings.adapter)), on: loop)
         }
+        return PeripheralSession(loop: loop, manager: manager)
     }
 
     func close() async {
