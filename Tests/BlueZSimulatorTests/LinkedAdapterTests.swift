@@ -169,6 +169,14 @@ struct LinkedAdapterTests {
             #expect(command.arguments[0].bytes == [7])
             #expect(command.arguments[1]["type"] == nil && command.arguments[1]["mtu"]?.uint16 == 517)
 
+            // A request to a write-without-response characteristic is acknowledged at once:
+            // bluetoothd ignores the application's answer (here NotPermitted).
+            try await central.call(
+                Self.command, Client.characteristic, "WriteValue", [.bytes([8]), .variantDictionary(["type": .string("request")])])
+            try await app.calls.wait(for: "the request reached the app too") {
+                $0.member == "WriteValue" && $0.path == "/app/service0/char2" && $0.arguments[0].bytes == [8]
+            }
+
             // The application answers NotAuthorized: ATT 0x08, which the central's bluetoothd reports as NotAuthorized.
             await #expect {
                 try await central.call(Self.refusing, Client.characteristic, "ReadValue", [Client.emptyOptions])

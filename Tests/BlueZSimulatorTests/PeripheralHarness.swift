@@ -39,7 +39,7 @@ final class AppCalls: Sendable {
 ///   - `char0` `…def1` read+notify, Value, ReadValue → "hello world" from the offset (0x0014/0x0015, CCCD 0x0016)
 ///     - `desc0` 0x2901 read → "Level" (0x0017)
 ///   - `char1` `…def2` write (0x0018/0x0019)
-///   - `char2` `…def3` write-without-response (0x001a/0x001b)
+///   - `char2` `…def3` write-without-response, WriteValue answers NotPermitted (0x001a/0x001b)
 ///   - `char3` `…def4` read, answers org.bluez.Error.NotAuthorized (0x001c/0x001d)
 struct TestPeripheral {
     let client: Client
@@ -70,8 +70,10 @@ struct TestPeripheral {
                         DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
                     ])
             ], at: service)
-        func characteristic(_ index: Int, flags: [String], read: (@Sendable (DBusMessage) throws -> [DBusValue])? = nil)
-            -> DBusInterface
+        func characteristic(
+            _ index: Int, flags: [String], writeError: DBusError? = nil,
+            read: (@Sendable (DBusMessage) throws -> [DBusValue])? = nil
+        ) -> DBusInterface
         {
             DBusInterface(
                 Self.gattCharacteristic,
@@ -82,6 +84,7 @@ struct TestPeripheral {
                     },
                     .immediate("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call in
                         calls.record(call)
+                        if let writeError { throw writeError }
                         return []
                     },
                     .immediate("StartNotify") { call in
@@ -130,7 +133,8 @@ struct TestPeripheral {
             ], at: try char0.appending("desc0"))
         try await connection.export([characteristic(1, flags: ["write"])], at: try service.appending("char1"))
         try await connection.export(
-            [characteristic(2, flags: ["write-without-response"])], at: try service.appending("char2"))
+            [characteristic(2, flags: ["write-without-response"], writeError: BlueZError.notPermitted("refused"))],
+            at: try service.appending("char2"))
         try await connection.export(
             [
                 characteristic(3, flags: ["read"]) { _ in
