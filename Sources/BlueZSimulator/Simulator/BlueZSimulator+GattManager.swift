@@ -146,9 +146,12 @@ extension BlueZSimulator {
             return
         }
         let generation = self.generation
-        let task = Task { [weak self] in
+        // Isolated to the simulator (it captures self; the task ends when cancelled by
+        // unwatchOwner/tearDown or when the connection closes), so signals are handled on the
+        // loop in the order they arrived relative to the replies of our calls into the app.
+        let task = Task {
             for await message in stream {
-                await self?.applicationSignal(message, from: owner, generation: generation)
+                self.applicationSignal(message, from: owner, generation: generation)
             }
         }
         ownerWatches[owner] = (task, 1)
