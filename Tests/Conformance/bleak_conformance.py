@@ -13,6 +13,8 @@ from bleak import BleakClient, BleakScanner
 from dbus_fast import BusType, Message
 from dbus_fast.aio import MessageBus
 
+from steps import Steps
+
 BATTERY = "A4:C1:38:00:00:01"
 ENV = "A4:C1:38:00:00:02"
 LAMP = "A4:C1:38:00:00:03"
@@ -22,23 +24,8 @@ LEVEL = "00002a19-0000-1000-8000-00805f9b34fb"
 LAMP_WRITE = "0000ff01-0000-1000-8000-00805f9b34fb"
 LAMP_STATE = "0000ff02-0000-1000-8000-00805f9b34fb"
 
-failures = 0
-passed = 0
-
-
-def summary():
-    # The plain closing line CI reads: "N passed, N failed".
-    print(f"conformance: {passed} passed, {failures} failed", flush=True)
-
-
-def step(name, ok, detail=""):
-    global failures, passed
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f"  ({detail})" if detail else ""), flush=True)
-    if not ok:
-        failures += 1
-        summary()
-        raise SystemExit(1)
-    passed += 1
+steps = Steps("conformance")
+step = steps.step
 
 
 async def control(method, signature, body):
@@ -112,7 +99,7 @@ async def main():
     types = [w["Type"].value for w in reply.body[0] if w["Device"].value == LAMP]
     step("the simulator recorded both writes", types == ["request", "command"], f"{types}")
     print(f"all steps passed in {time.monotonic() - started:.1f} s", flush=True)
-    summary()
+    steps.summary()
 
 
 if __name__ == "__main__":
@@ -121,8 +108,4 @@ if __name__ == "__main__":
     except SystemExit:
         raise
     except BaseException as error:  # noqa: BLE001 - report any bleak error as a failed step
-        print(f"FAIL  unexpected {type(error).__name__}: {error}", flush=True)
-        failures += 1
-        summary()
-        sys.exit(1)
-    sys.exit(1 if failures else 0)
+        steps.unexpected(error)

@@ -18,6 +18,8 @@ import time
 
 from bleak import BleakClient, BleakScanner
 
+from steps import Steps
+
 GATTWAY = sys.argv[1]
 PHONE = "00:AA:01:00:00:00"
 GATEWAY_RADIO = "00:AA:02:00:00:00"
@@ -25,23 +27,9 @@ ENVIRONMENTAL = "0000181a-0000-1000-8000-00805f9b34fb"
 TEMPERATURE = "00002a6e-0000-1000-8000-00805f9b34fb"
 LAMP = "6e400002-b5a3-f393-e0a9-e50e24dcca9e"
 
-failures = 0
-passed = 0
+steps = Steps("peripheral conformance")
+step = steps.step
 children = []
-
-
-def summary():
-    print(f"peripheral conformance: {passed} passed, {failures} failed", flush=True)
-
-
-def step(name, ok, detail=""):
-    global failures, passed
-    print(f"{'PASS' if ok else 'FAIL'}  {name}" + (f"  ({detail})" if detail else ""), flush=True)
-    if not ok:
-        failures += 1
-        summary()
-        raise SystemExit(1)
-    passed += 1
 
 
 def free_port():
@@ -162,12 +150,14 @@ def run():
     with tempfile.TemporaryDirectory(prefix="gattway-bleak-periph.") as work:
         try:
             asyncio.run(main(work))
-            summary()
+            steps.summary()
         except SystemExit as exit:
             code = exit.code or 0
-        except Exception as error:  # an exception from bleak is a failure with its message
-            print(f"FAIL  {type(error).__name__}: {error}", flush=True)
-            code = 1
+        except Exception as error:  # noqa: BLE001 - report any bleak error as a failed step
+            try:
+                steps.unexpected(error)
+            except SystemExit:
+                code = 1
         finally:
             for process in reversed(children):
                 process.terminate()
