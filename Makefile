@@ -64,13 +64,17 @@ lint:
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
 # when missing. `make bench SUITES=gateway` runs one suite.
+# gattway is built as deploy/install.sh builds it (release, static Swift runtime), so the
+# measured memory is what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
+# of the gateway suite.
 THEENGS_VERSION := 1.8.0
+BENCH_BUILD := -c release --static-swift-stdlib
 bench: deps
-	$(SWIFT) build -c release --product gattway $(SWIFT_BUILD_FLAGS)
-	$(SWIFT) build -c release --product gattway-bench $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION)
-	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build -c release --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(SUITES)
+	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(SUITES)
 
 # The whole gateway on the simulator (no Bluetooth hardware, no root): a private dbus-daemon, the
 # demo scenario, mosquitto on a free loopback port and gattway run; prints decoded readings and a

@@ -118,8 +118,14 @@ enum GatewayBench: BenchSuite {
         return rows
     }
 
+    /// `BENCH_PHASES` (comma-separated words, e.g. `notification,memory`) runs only the phases
+    /// whose name contains one of them; the ceilings always run.
+    static let selectedPhases: [String]? = ProcessInfo.processInfo.environment["BENCH_PHASES"]
+        .map { $0.split(separator: ",").map(String.init) }
+
     /// Runs one phase; a failure becomes a row saying why (and the log), not the end of the run.
     static func phase(_ name: String, _ body: () async throws -> [BenchRow]) async -> [BenchRow] {
+        if let selected = selectedPhases, !selected.contains(where: { name.contains($0) }) { return [] }
         FileHandle.standardError.write(Data("gateway: \(name)… (load \(loadAverage()))\n".utf8))
         do {
             return try await body()

@@ -208,14 +208,16 @@ final class GatewayProcess {
         child = try ChildProcess(executable, arguments, environment: environment)
     }
 
-    /// `gattway run --config FILE` with `config` (JSON text) written to a temporary file.
+    /// `gattway run --config FILE --state-dir DIR` with `config` (JSON text) written to a
+    /// temporary directory that is also the state directory (the store-and-forward queue is a
+    /// file there, as under the systemd unit).
     static func gattway(config: String, world: SimulatedWorld, logLevel: String = "notice") async throws -> GatewayProcess {
         let dir = try TemporaryDirectory.make(prefix: "bench-gattway")
         let path = dir.appendingPathComponent("config.json").path
         try config.write(toFile: path, atomically: true, encoding: .utf8)
         let process = try GatewayProcess(
             name: "gattway", executable: try BuiltProduct.path("gattway"),
-            arguments: ["run", "--config", path, "--log-level", logLevel], world: world)
+            arguments: ["run", "--config", path, "--state-dir", dir.path, "--log-level", logLevel], world: world)
         try await process.child.waitForOutput(containing: "gateway started", timeout: 20)
         return process
     }
