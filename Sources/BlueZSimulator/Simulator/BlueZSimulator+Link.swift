@@ -286,7 +286,8 @@ extension BlueZSimulator {
     }
 
     /// The application emitted `PropertiesChanged(Value)`: a notification (or indication, then
-    /// `Confirm()`) to every linked central whose CCCD is enabled. Values are cut at 512 bytes.
+    /// `Confirm()`) to every linked central whose CCCD is enabled. Values are cut at 512 bytes and
+    /// to what one notification carries (MTU − 3).
     func applicationValueChanged(owner: String, path: DBusObjectPath, value: [UInt8]) {
         for (target, subscribers) in cccdSubscribers where target.owner == owner && target.path == path {
             var confirmed = false
@@ -294,7 +295,7 @@ extension BlueZSimulator {
                 guard let device = devices[devicePath], case .connected = device.link,
                     let characteristic = device.characteristics.first(where: { $0.target == target })
                 else { continue }
-                deliverNotification(device, characteristic, Array(value.prefix(512)))
+                deliverNotification(device, characteristic, Array(value.prefix(min(512, Int(timing.mtu) - 3))))
                 if !characteristic.has("notify") && characteristic.has("indicate") { confirmed = true }
             }
             if confirmed { callApplication(target, interface: Self.characteristicInterface, "Confirm") }
