@@ -2,7 +2,9 @@
 # Runs inside the real-BlueZ VM (through run-vm.sh) with bluetoothd up on hci0..hci2:
 #   Tests/RealBlueZ/guest-tests.sh BIN-DIR
 # BIN-DIR holds the host-built gattway and realbluez-central. Starts peripheral.py (hci1 + hci2),
-# then the CLI checks, the CentralManager scenario and the differential recording. Every check is
+# then the CLI checks, the CentralManager scenario, gattway run, the differential recording, and
+# gattway serve on hci1 in place of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a
+# python with bleak) as centrals. RBZ_DIFF=0 / RBZ_SERVE=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
 set -u
@@ -29,11 +31,14 @@ else
 fi
 
 # ---- The CLI against the real bluetoothd (each command connects and disconnects itself).
+# Each command connects and disconnects itself. A connection needs an advertising report of the
+# peripheral after the Connect, and btvirt's controllers send one per scan or advertising start
+# (the kernel restarts its LE scan every 10.24 s): --timeout 45s covers four such windows.
 cli() {  # cli NAME PATTERN [NOT-PATTERN] -- gattway args...
   local name=$1 want=$2 unwanted=$3 out status
   shift 4
   out=$SHARE/out/cli-$name.txt
-  timeout 40 "$BIN/gattway" "$@" --adapter hci0 > "$out" 2>&1
+  timeout 70 "$BIN/gattway" "$@" --adapter hci0 --timeout 45s > "$out" 2>&1
   status=$?
   if [ $status -eq 0 ] && grep -qiE -- "$want" "$out" && { [ -z "$unwanted" ] || ! grep -qiE -- "$unwanted" "$out"; }; then
     result "PASS cli.$name $(head -c 160 "$out" | tr '\n' ' ')"
@@ -73,7 +78,7 @@ cli notify-2A19 '.' "" -- notify --json --count 3 $BATTERY 2a19
 
 # ---- The CentralManager scenario.
 echo "[tests $(t)] CentralManager scenario"
-timeout 260 "$BIN/realbluez-central" 2>&1 | tee "$SHARE/out/central.txt" | grep -E '^(PASS|FAIL) ' >> "$RESULTS"
+timeout 380 "$BIN/realbluez-central" 2>&1 | tee "$SHARE/out/central.txt" | grep -E '^(PASS|FAIL) ' >> "$RESULTS"
 grep -E '^(PASS|FAIL) |realbluez-central:' "$SHARE/out/central.txt" | sed 's/^/  /'
 
 # ---- gattway run end to end: mosquitto inside the guest, the gateway on hci0, the peripheral on hci1.
@@ -103,7 +108,7 @@ cat > "$GW/config.json" <<CONF
 }
 CONF
 for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$GW/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
-timeout 60 mosquitto_sub -h 127.0.0.1 -p 18833 -t 'rbz/#' -v > "$GW/mqtt.txt" 2>&1 &
+timeout 240 mosquitto_sub -h 127.0.0.1 -p 18833 -t 'rbz/#' -v > "$GW/mqtt.txt" 2>&1 &
 SUB=$!
 sleep 0.3
 "$BIN/gattway" run --config "$GW/config.json" --log-level debug > "$GW/gattway.log" 2>&1 &
@@ -154,6 +159,63 @@ if [ -x "$HERE/dbus-session.py" ] && [ "${RBZ_DIFF:-1}" = 1 ]; then
   fi
 fi
 
+# ---- gattway as the peripheral (issue #10): `gattway serve` on hci1 instead of peripheral.py;
+# gattway's CLI and bleak (from the project's .venv, when given) as centrals on hci0.
 kill $PERIPHERAL 2>/dev/null
+wait $PERIPHERAL 2>/dev/null
+if [ "${RBZ_SERVE:-1}" = 1 ]; then
+  echo "[tests $(t)] gattway serve"
+  SV=$SHARE/out/serve
+  mkdir -p "$SV"
+  # hci0 keeps the device object of the same address: its GATT cache is checked against the
+  # new server's Database Hash (a mismatch makes bluetoothd discover the services again).
+  "$BIN/gattway" serve --tree "$HERE/serve-tree.json" --adapter hci1 > "$SV/serve.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do grep -q '^serving' "$SV/serve.log" && break; kill -0 $SERVER 2>/dev/null || break; sleep 0.1; done
+  if grep -q '^serving 2 service(s), 3 characteristic(s) as 00:AA:01:01:00:01, advertising' "$SV/serve.log"; then
+    result "PASS serve.started $(head -n 1 "$SV/serve.log")"
+    cli serve-read '"hex":"4d"' "" -- read --json $BATTERY 2a19
+    cli serve-write "" "" -- write $BATTERY ff11 0a0b
+    cli serve-read-back '0a ?0b' "" -- read $BATTERY ff11
+    cli serve-write-command "" "" -- write --without-response $BATTERY ff11 0c
+    cli serve-read-back-2 '0c' "" -- read $BATTERY ff11
+    # A read the server answers with ATT 0x80: the CLI fails and says so.
+    timeout 70 "$BIN/gattway" read $BATTERY ff12 --adapter hci0 --timeout 45s > "$SHARE/out/cli-serve-read-error.txt" 2>&1
+    status=$?
+    if [ $status -ne 0 ] && grep -q '0x80' "$SHARE/out/cli-serve-read-error.txt"; then
+      result "PASS cli.serve-read-error exit $status: $(head -c 160 "$SHARE/out/cli-serve-read-error.txt" | tr '\n' ' ')"
+    else
+      result "FAIL cli.serve-read-error exit $status: $(head -c 300 "$SHARE/out/cli-serve-read-error.txt" | tr '\n' ' ')"
+    fi
+    # Notifications: a subscribed CLI sees the value another CLI writes (the server notifies writes).
+    timeout 120 "$BIN/gattway" notify --json --count 1 $BATTERY ff11 --adapter hci0 --timeout 45s > "$SHARE/out/cli-serve-notify.txt" 2>&1 &
+    NOTIFIER=$!
+    for _ in $(seq 600); do grep -q 'subscribed FF11' "$SV/serve.log" && break; sleep 0.1; done
+    timeout 70 "$BIN/gattway" write $BATTERY ff11 0d --adapter hci0 --timeout 45s > /dev/null 2>&1
+    wait $NOTIFIER
+    if grep -qi '"hex":"0d"' "$SHARE/out/cli-serve-notify.txt"; then
+      result "PASS cli.serve-notify $(head -c 160 "$SHARE/out/cli-serve-notify.txt" | tr '\n' ' ')"
+    else
+      result "FAIL cli.serve-notify $(head -c 300 "$SHARE/out/cli-serve-notify.txt" | tr '\n' ' ')"
+    fi
+    if grep -q 'write FF11 by 00:AA:01:00:00:00 .*0a 0b' "$SV/serve.log"; then
+      result "PASS serve.saw-writes $(grep -c '^write ' "$SV/serve.log") writes, $(grep -c '^read ' "$SV/serve.log") reads printed"
+    else
+      result "FAIL serve.saw-writes $(grep -E '^(write|read) ' "$SV/serve.log" | head -n 3 | tr '\n' ' ')"
+    fi
+    if [ -n "${RBZ_BLEAK_PYTHON:-}" ]; then
+      timeout 150 "$RBZ_BLEAK_PYTHON" -u "$HERE/bleak-central.py" > "$SV/bleak.txt" 2>&1
+      grep -E '^(PASS|FAIL) ' "$SV/bleak.txt" | tee -a "$RESULTS"
+      grep -qE '^(PASS|FAIL) serve.bleak-disconnect' "$SV/bleak.txt" \
+        || result "FAIL serve.bleak $(tail -n 3 "$SV/bleak.txt" | tr '\n' ' ' | head -c 400)"
+    else
+      echo "[tests $(t)] bleak not run: RBZ_BLEAK_PYTHON is not set (make test-bluez sets it)"
+    fi
+  else
+    result "FAIL serve.started $(tail -n 3 "$SV/serve.log" | tr '\n' ' ')"
+  fi
+  kill -INT $SERVER 2>/dev/null
+  wait $SERVER 2>/dev/null
+fi
 echo "[tests $(t)] done"
 ! grep -q '^FAIL ' "$RESULTS"
