@@ -81,7 +81,7 @@ struct StoreAndForwardTests {
                 // Captured at the notification pace: never paused for MQTT.
                 let captures = stamped.compactMap(\.capturedAt)
                 for (earlier, later) in zip(captures, captures.dropFirst()) {
-                    #expect(later > earlier && later - earlier < 0.6, "capture times \(captures)")
+                    #expect(later >= earlier && later - earlier < 0.6, "capture times \(captures)")
                 }
             }
         }
@@ -98,6 +98,7 @@ struct StoreAndForwardTests {
                 // (whose memory the kill would lose: only the disk queue survives it).
                 try await Self.waitForPacedReading(recorder)
                 let before = recorder.count
+                let stoppedAt = Date().timeIntervalSince1970
                 e2e.broker.stop()
                 _ = try await Self.waitForNotifications(e2e, count: 8)
                 let queueFile = state.appendingPathComponent("outbox.log").path
@@ -124,7 +125,19 @@ struct StoreAndForwardTests {
                 // nothing between the kill and the new gateway's subscription, and the kill came
                 // with nothing in flight: every value it sent arrives once, in order — before the
                 // crash, the queued ones replayed, then what the restarted gateway captured.
-                Self.expectChain(readings)
+                // The one gap allowed is right before the first queued reading: readings of the
+                // moment between the broker's stop and the gateway noticing it (a loaded machine
+                // may take longer than a notification interval) went to the MQTT client live and
+                // died with it in the kill -9 (docs/operations.md) — at most one per 200 ms of
+                // that moment.
+                let first = Self.firstDeliveries(readings)
+                let queuedFrom = first.firstIndex { $0.capturedAt != nil } ?? 0
+                Self.expectChain(Array(first[..<queuedFrom]))
+                Self.expectChain(Array(first[queuedFrom...]))
+                if queuedFrom > 0, let queuedAt = first[queuedFrom].capturedAt {
+                    let lost = Self.missing(from: first[queuedFrom - 1].value, to: first[queuedFrom].value)
+                    #expect(lost >= 0 && Double(lost) <= ((queuedAt - stoppedAt) / 0.2).rounded(.down), "\(lost) lost before the first queued reading: \(readings)")
+                }
                 let captured = { (reading: Reading) in reading.capturedAt ?? reading.lastSeen ?? .infinity }
                 let beforeKill = readings.prefix { captured($0) < killedAt }
                 let old = Self.firstDeliveries(beforeKill)
@@ -166,8 +179,12 @@ struct StoreAndForwardTests {
                 let log = e2e.gateway.log()
                 #expect(Self.count(in: log, before: " queued messages", after: "replaying ") == 3,
                         "\(readings)\n\(log.split(separator: "\n").suffix(40).joined(separator: "\n"))")
-                // The health snapshot after the reconnect counts what was dropped.
-                let health = try await e2e.messages.next(on: "gattway/bridge/health", after: mark, timeout: 10)
+                // A health snapshot taken after the replay counts what was dropped (one the MQTT
+                // client still held from before the outage may arrive after the reconnect too).
+                let health = try await e2e.messages.next(on: "gattway/bridge/health", after: mark, timeout: 10) {
+                    if case .number(let replayed)? = $0.json?["queue"]?["replayed"] { return replayed >= 3 }
+                    return false
+                }
                 guard case .number(let full)? = health.json?["dropped"]?["queue_full"] else {
                     Issue.record("no dropped.queue_full in \(health.text)")
                     return
