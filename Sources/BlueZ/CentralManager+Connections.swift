@@ -66,6 +66,7 @@ extension CentralManager {
         if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true { return }
         let remaining = timeout - (ContinuousClock.now - start)
         let callTimeout = remaining + .seconds(5)
+        let timesUpBefore = links[address]?.timesUp ?? 0
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
@@ -85,7 +86,9 @@ extension CentralManager {
         } catch {
             throw CentralError.wrap(error, operation: "org.bluez.Device1.Connect \(address)")
         }
-        // BlueZ emits Connected=true just before the reply; wait until it has been processed.
+        // BlueZ emits Connected=true just before the reply; wait until it has been processed. The
+        // link may be down again by then (the peer dropped it at once): it came up, which is what
+        // this attempt waits for; the drop was reported as a disconnection.
         // bluetoothd 5.66 skips that signal when the ATT channel came up before the kernel's
         // connected event ("Device … is already connected"), and the ServicesResolved that
         // implies it can be seconds away under load: then the property itself says so.
@@ -101,7 +104,8 @@ extension CentralManager {
             guard let props = central.tree.properties(path, BlueZObjectTree.device) else {
                 return .failure(CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
             }
-            return props["Connected"]?.bool == true ? .success(()) : nil
+            let cameUp = (central.links[address]?.timesUp ?? 0) > timesUpBefore
+            return props["Connected"]?.bool == true || cameUp ? .success(()) : nil
         }
     }
 
@@ -173,6 +177,7 @@ extension CentralManager {
     func linkCameUp(_ peripheral: Peripheral) {
         if links[peripheral.address] != nil {
             links[peripheral.address]?.connected = true
+            links[peripheral.address]?.timesUp += 1
             links[peripheral.address]?.policy.connected(at: Self.now)
         }
         emit(.connected(peripheral))

@@ -111,11 +111,16 @@ public actor CentralManager {
         // overtake the GATT objects it announces, see CentralManager+Resolution.swift).
         let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
-        signalTasks.append(Task { [weak self] in
-            for await message in bluez { await self?.handleSignal(message) }
+        // Both tasks are isolated to the manager (they capture self until close() cancels them):
+        // each signal is handled on the loop in the order it arrived, relative to the other
+        // signals and to the replies of our calls. A global-pool task hopping in could come after
+        // a later reply — on a loaded machine the `Value` signal of our own ReadValue arrived
+        // after its reply and went out as a notification.
+        signalTasks.append(Task {
+            for await message in bluez { self.handleSignal(message) }
         })
-        signalTasks.append(Task { [weak self] in
-            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
+        signalTasks.append(Task {
+            for await change in owners { await self.bluezOwnerChanged(to: change.newOwner) }
         })
         loadStateFile()
         let owner: String?

@@ -10,6 +10,9 @@ struct Link {
     var connecting = false
     /// The link is up.
     var connected = false
+    /// How many times the link came up: an attempt that sees it grow succeeded even when the
+    /// link already dropped again before the attempt looked (a peer that drops at once, a slow host).
+    var timesUp = 0
     /// Reconnect automatically after drops and failures.
     var autoReconnect = true
 
