@@ -149,7 +149,7 @@ struct AdvertisingTests {
             try await app.exportAdvertisement(at: "/adv1", [("Type", "peripheral")])
             try await app.registerAdvertisement()
             try await app.registerAdvertisement(path: "/adv1")
-            try await app.calls.wait(for: "Release of /adv0 after its 1 s Timeout", within: 3) {
+            try await app.calls.wait(for: "Release of /adv0 after its 1 s Timeout") {
                 $0.member == "Release" && $0.path == "/adv0"
             }
             #expect(app.calls.calls("Release", at: "/adv1").isEmpty)

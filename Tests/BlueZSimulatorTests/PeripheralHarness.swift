@@ -2,6 +2,7 @@ import BlueZSimulator
 import DBus
 import Foundation
 import Synchronization
+import TestSupport
 
 /// The method calls an application received, in order (recorded by its exported handlers).
 final class AppCalls: Sendable {
@@ -17,14 +18,10 @@ final class AppCalls: Sendable {
 
     /// Waits (polling every 5 ms) for a call matching `predicate`.
     @discardableResult
-    func wait(for what: String, within seconds: Double = 5, _ predicate: @Sendable (DBusMessage) -> Bool) async throws
+    func wait(for what: String, within seconds: Double = defaultWait, _ predicate: @Sendable (DBusMessage) -> Bool) async throws
         -> DBusMessage
     {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let match = all.first(where: predicate) { return match }
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        if let match = try await poll(within: seconds, { all.first(where: predicate) }) { return match }
         throw HarnessTimeout(
             description: "no call \(what) within \(seconds) s; got:\n" + all.map(\.description).joined(separator: "\n"))
     }

@@ -108,7 +108,10 @@ struct SimulatorBusTests {
 
     @Test("two clients at once: an unfiltered client widens the scan; when it leaves the bus the filter applies again")
     func twoClients() async throws {
-        try await SimulatorHarness.run(S.sensors) { harness in
+        // The HR strap must expire while the test waits; the battery sensor must not expire between
+        // StopDiscovery and the RSSI check below: 3 s is both short and long enough.
+        let scenario = S.sensors.replacingOccurrences(of: S.timing, with: S.timing(temporaryTimeout: "3s"))
+        try await SimulatorHarness.run(scenario) { harness in
             let filtered = try await harness.client()
             let unfiltered = try await harness.client()
             let log = try await filtered.signals()
@@ -119,7 +122,7 @@ struct SimulatorBusTests {
             #expect(!log.all.contains { $0.isInterfacesAdded(S.beacon) }, "no discoverable flag: an unfiltered scan ignores it")
             await unfiltered.close()
             // The HR strap is no longer reported: after the temporary timeout it is removed.
-            try await log.wait(for: "HR strap removed", within: 3) {
+            try await log.wait(for: "HR strap removed") {
                 $0.member == "InterfacesRemoved" && $0.arguments.first?.objectPath?.rawValue == S.heartRate
             }
             #expect(try await filtered.get("/org/bluez/hci0", Client.adapter, "Discovering")?.bool == true)

@@ -21,6 +21,10 @@ public struct SimulatorCounters: Sendable, Equatable {
     public var advertisementReports = 0
     /// `StartDiscovery` calls received (refused ones included), to check clients back off.
     public var startDiscoveryCalls = 0
+    /// `Device1.Connect` calls received (refused and failing ones included), so a test can wait
+    /// until its call is pending instead of sleeping.
+    public var connectCalls = 0
+    /// Links that came up.
     public var connects = 0
     public var connectFailures = 0
     public var disconnects = 0
@@ -38,7 +42,7 @@ public struct SimulatorCounters: Sendable, Equatable {
     public var dictionary: [(String, UInt64)] {
         [
             ("AdvertisementReports", UInt64(advertisementReports)), ("StartDiscoveryCalls", UInt64(startDiscoveryCalls)),
-            ("Connects", UInt64(connects)),
+            ("ConnectCalls", UInt64(connectCalls)), ("Connects", UInt64(connects)),
             ("ConnectFailures", UInt64(connectFailures)), ("Disconnects", UInt64(disconnects)),
             ("Reads", UInt64(reads)), ("Writes", UInt64(writes)), ("Notifications", UInt64(notifications)),
             ("LastBurstCount", UInt64(lastBurstCount)),

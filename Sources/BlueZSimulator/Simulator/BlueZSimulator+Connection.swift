@@ -12,6 +12,7 @@ extension BlueZSimulator {
         guard let device = devices[path], device.exported else {
             return reply.fail(DBusError(.unknownObject, "No such object path '\(path)'"))
         }
+        counters.connectCalls += 1
         guard device.adapter.powered else { return reply.fail(BlueZError.notReady) }
         switch device.link {
         case .connected:
