@@ -14,7 +14,7 @@ struct PeripheralTests {
             let central = try await harness.central()
             let events = await central.connectionEvents()
             let peripheral = try await central.findBattery()
-            let connected = try await central.connect(peripheral, timeout: .seconds(5), autoReconnect: false)
+            let connected = try await central.connect(peripheral, timeout: .seconds(30), autoReconnect: false)
             #expect(connected.isConnected)
             _ = try await first(events, "connected event") { $0 == .connected(peripheral) }
             let services = try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
@@ -119,7 +119,7 @@ struct PeripheralTests {
             await #expect { try await central.connect(peripheral, timeout: .milliseconds(300), autoReconnect: false) } throws: {
                 ($0 as? CentralError)?.code == .connectionTimeout
             }
-            #expect(ContinuousClock.now - started < .seconds(3))
+            #expect(ContinuousClock.now - started < .seconds(10), "our 300 ms timeout, not the device's 20 s")
             await central.close()
         }
     }
@@ -130,7 +130,7 @@ struct PeripheralTests {
             let central = try await harness.central()
             let events = await central.connectionEvents()
             let peripheral = try await central.findBattery()
-            await #expect { try await central.connect(peripheral, timeout: .seconds(5)) } throws: {
+            await #expect { try await central.connect(peripheral, timeout: .seconds(30)) } throws: {
                 let error = $0 as? CentralError
                 return error?.code == .connectionFailed && error?.message == "le-connection-abort-by-local"
                     && error?.bluezName == "org.bluez.Error.Failed"

@@ -25,7 +25,7 @@ struct CentralCommandTests {
         """
 
     /// Runs `body` with a private bus, a simulator process on it, and a function running gattway there.
-    static func withSimulator(_ body: (_ run: ([String]) throws -> (status: Int32, output: String)) async throws -> Void) async throws {
+    static func withSimulator(_ body: (_ run: ([String]) async throws -> (status: Int32, output: String)) async throws -> Void) async throws {
         let gattway = try BuiltProduct.path("gattway")
         let daemon = try await DBusDaemon()
         defer { daemon.stop() }
@@ -34,13 +34,13 @@ struct CentralCommandTests {
         let simulator = try ChildProcess(gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
         defer { simulator.stop() }
         try await simulator.waitForOutput(containing: "org.bluez is")
-        try await body { arguments in try ChildProcess.run(gattway, arguments, environment: daemon.environment) }
+        try await body { arguments in try await ChildProcess.run(gattway, arguments, environment: daemon.environment) }
     }
 
     @Test("scan prints JSON lines when not on a terminal, with --services and --duration, decoding known adverts")
     func scan() async throws {
         try await Self.withSimulator { run in
-            let result = try run(["scan", "--duration", "1s"])
+            let result = try await run(["scan", "--duration", "1s"])
             #expect(result.status == 0)
             let lines = result.output.split(separator: "\n").compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -48,7 +48,7 @@ struct CentralCommandTests {
             #expect(Set(lines.compactMap { $0["address"] as? String }).isSuperset(of: ["A4:C1:38:00:00:01", "A4:C1:38:00:00:06", "A4:C1:38:00:00:07"]))
             let bthome = lines.first { $0["address"] as? String == "A4:C1:38:00:00:07" }
             #expect((bthome?["decoded"] as? [String: Any])?["format"] as? String == "bthome_v2")
-            let filtered = try run(["scan", "--services", "180F", "--duration", "1s", "--json"])
+            let filtered = try await run(["scan", "--services", "180F", "--duration", "1s", "--json"])
             #expect(filtered.status == 0)
             #expect(filtered.output.contains("Battery Sensor"))
             #expect(!filtered.output.contains("HR Strap"))
@@ -58,7 +58,7 @@ struct CentralCommandTests {
     @Test("inspect prints the GATT tree with flags, values and descriptors")
     func inspect() async throws {
         try await Self.withSimulator { run in
-            let result = try run(["inspect", "A4:C1:38:00:00:01", "--timeout", "10s"])
+            let result = try await run(["inspect", "A4:C1:38:00:00:01", "--timeout", "10s"])
             #expect(result.status == 0, "\(result.output)")
             #expect(result.output.contains("service 180F (Battery Service)"))
             #expect(result.output.contains("characteristic 2A19 (Battery Level) [read,notify] = 5e (battery=94%)"))
@@ -70,12 +70,12 @@ struct CentralCommandTests {
     @Test("write, read back, and notify")
     func readWriteNotify() async throws {
         try await Self.withSimulator { run in
-            let write = try run(["write", "A4:C1:38:00:00:01", "ff01", "0a0b"])
+            let write = try await run(["write", "A4:C1:38:00:00:01", "ff01", "0a0b"])
             #expect(write.status == 0, "\(write.output)")
-            let read = try run(["read", "A4:C1:38:00:00:01", "FF00/ff02", "--json"])
+            let read = try await run(["read", "A4:C1:38:00:00:01", "FF00/ff02", "--json"])
             #expect(read.status == 0, "\(read.output)")
             #expect(read.output.contains(#""hex":"0a0b""#))
-            let notify = try run(["notify", "A4:C1:38:00:00:01", "2A19", "--count", "3"])
+            let notify = try await run(["notify", "A4:C1:38:00:00:01", "2A19", "--count", "3"])
             #expect(notify.status == 0, "\(notify.output)")
             #expect(notify.output.split(separator: "\n").filter { $0.contains("battery=") }.count == 3)
         }
@@ -89,7 +89,7 @@ struct CentralCommandTests {
     ])
     func errors(arguments: [String], status: Int32, message: String) async throws {
         try await Self.withSimulator { run in
-            let result = try run(arguments + ["--timeout", "5s"])
+            let result = try await run(arguments + ["--timeout", "5s"])
             #expect(result.status == status)
             #expect(result.output.contains(message), "\(result.output)")
         }

@@ -11,8 +11,8 @@ struct CommandLineTests {
     }
 
     @Test("--help lists every command with its summary and the exit codes")
-    func overviewHelp() throws {
-        let result = try ChildProcess.run(gattway, ["--help"])
+    func overviewHelp() async throws {
+        let result = try await ChildProcess.run(gattway, ["--help"])
         #expect(result.status == 0)
         #expect(result.output.contains("usage: gattway <command>"))
         #expect(result.output.contains("version"))
@@ -20,19 +20,19 @@ struct CommandLineTests {
     }
 
     @Test("version prints the version, as text and as JSON")
-    func version() throws {
-        let text = try ChildProcess.run(gattway, ["version"])
+    func version() async throws {
+        let text = try await ChildProcess.run(gattway, ["version"])
         #expect(text.status == 0)
         #expect(text.output.hasPrefix("gattway "))
-        let json = try ChildProcess.run(gattway, ["version", "--json"])
+        let json = try await ChildProcess.run(gattway, ["version", "--json"])
         #expect(json.status == 0)
         let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
         #expect((object?["version"] as? String)?.isEmpty == false)
     }
 
     @Test("a command's --help is generated from its declared options")
-    func commandHelp() throws {
-        let result = try ChildProcess.run(gattway, ["version", "--help"])
+    func commandHelp() async throws {
+        let result = try await ChildProcess.run(gattway, ["version", "--help"])
         #expect(result.status == 0)
         #expect(result.output.contains("usage: gattway version [options]"))
         #expect(result.output.contains("--json"))
@@ -43,8 +43,8 @@ struct CommandLineTests {
         (["version", "--bogus"], "unknown option --bogus"),
         (["version", "extra"], "unexpected argument \"extra\""),
     ])
-    func usageErrors(arguments: [String], message: String) throws {
-        let result = try ChildProcess.run(gattway, arguments)
+    func usageErrors(arguments: [String], message: String) async throws {
+        let result = try await ChildProcess.run(gattway, arguments)
         #expect(result.status == 64)
         #expect(result.output.contains(message))
     }

@@ -10,7 +10,7 @@ struct DeployTests {
         .deletingLastPathComponent()
 
     @Test("the systemd unit verifies and keeps the promised settings")
-    func unitVerifies() throws {
+    func unitVerifies() async throws {
         let unit = try String(contentsOf: Self.repository.appendingPathComponent("deploy/gattway.service"), encoding: .utf8)
         for setting in ["Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=64 78",
                         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "ProtectSystem=strict", "NoNewPrivileges=yes"] {
@@ -24,20 +24,20 @@ struct DeployTests {
             .replacingOccurrences(of: "User=gattway\n", with: "").replacingOccurrences(of: "Group=gattway\n", with: "")
         let path = directory.appendingPathComponent("gattway.service")
         try copy.write(to: path, atomically: true, encoding: .utf8)
-        let result = try ChildProcess.run("/usr/bin/systemd-analyze", ["verify", "--man=no", path.path])
+        let result = try await ChildProcess.run("/usr/bin/systemd-analyze", ["verify", "--man=no", path.path])
         #expect(result.status == 0, "systemd-analyze verify: \(result.output)")
         #expect(!result.output.contains("gattway.service:"), "warnings about the unit: \(result.output)")
     }
 
     @Test("install.sh stages every file with the documented modes and keeps an existing config")
-    func installStages() throws {
+    func installStages() async throws {
         let root = try TemporaryDirectory.make(prefix: "stage")
         let gattway = try BuiltProduct.path("gattway")
         let script = Self.repository.appendingPathComponent("deploy/install.sh").path
         var environment = ProcessInfo.processInfo.environment
         environment["DESTDIR"] = root.path
         environment["GATTWAY_BINARY"] = gattway
-        let first = try ChildProcess.run("/bin/bash", [script], environment: environment)
+        let first = try await ChildProcess.run("/bin/bash", [script], environment: environment)
         #expect(first.status == 0, "install.sh: \(first.output)")
         let files = FileManager.default
         for (path, mode) in [("usr/local/bin/gattway", 0o755), ("etc/systemd/system/gattway.service", 0o644),
@@ -46,11 +46,11 @@ struct DeployTests {
             let attributes = try files.attributesOfItem(atPath: root.appendingPathComponent(path).path)
             #expect((attributes[.posixPermissions] as? Int) == mode, "\(path) has mode \(String(describing: attributes[.posixPermissions]))")
         }
-        let check = try ChildProcess.run(gattway, ["config", "check", root.appendingPathComponent("etc/gattway/config.json").path])
+        let check = try await ChildProcess.run(gattway, ["config", "check", root.appendingPathComponent("etc/gattway/config.json").path])
         #expect(check.status == 0, "the installed default configuration is valid: \(check.output)")
         let config = root.appendingPathComponent("etc/gattway/config.json")
         try Data("{\"mqtt\": {}}".utf8).write(to: config)
-        let second = try ChildProcess.run("/bin/bash", [script], environment: environment)
+        let second = try await ChildProcess.run("/bin/bash", [script], environment: environment)
         #expect(second.status == 0)
         #expect(second.output.contains("kept the existing"))
         #expect(try String(contentsOf: config, encoding: .utf8) == "{\"mqtt\": {}}", "a second install keeps the user's config")

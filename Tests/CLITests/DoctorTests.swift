@@ -22,11 +22,11 @@ struct DoctorTests {
         let gattway: String
 
         /// Writes `config` (mode `mode`) and runs `gattway doctor --config it` plus `extra`.
-        func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) throws -> (status: Int32, output: String) {
+        func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) async throws -> (status: Int32, output: String) {
             let file = directory.appendingPathComponent("config-\(UUID().uuidString).json")
             try config.write(to: file, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file.path)
-            return try ChildProcess.run(gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
+            return try await ChildProcess.run(gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
         }
     }
 
@@ -61,9 +61,9 @@ struct DoctorTests {
         output.split(separator: "\n").map(String.init).first { $0.hasPrefix(status.padding(toLength: 6, withPad: " ", startingAt: 0) + check + " ") }
     }
 
-    static func passwordFile(in directory: URL, user: String, password: String) throws -> String {
+    static func passwordFile(in directory: URL, user: String, password: String) async throws -> String {
         let file = directory.appendingPathComponent("passwd").path
-        let (status, output) = try ChildProcess.run("mosquitto_passwd", ["-c", "-b", file, user, password])
+        let (status, output) = try await ChildProcess.run("mosquitto_passwd", ["-c", "-b", file, user, password])
         guard status == 0 else { throw ChildProcessError("mosquitto_passwd failed: \(output)") }
         return file
     }
@@ -74,7 +74,7 @@ struct DoctorTests {
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let state = world.directory.appendingPathComponent("state").path
             let config = Self.config(broker: broker.url, stateDirectory: state)
-            let result = try world.doctor(config: config)
+            let result = try await world.doctor(config: config)
             #expect(result.status == 0, "\(result.output)")
             #expect(!result.output.contains("fail "), "\(result.output)")
             for check in ["config", "state", "bus", "bluez", "access", "adapter", "broker"] {
@@ -84,7 +84,7 @@ struct DoctorTests {
             #expect(Self.line(result.output, "ok", "bus")?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
             #expect(Self.line(result.output, "ok", "broker")?.contains("connected to 127.0.0.1:\(broker.port)") == true)
 
-            let json = try world.doctor(config: config, ["--json"])
+            let json = try await world.doctor(config: config, ["--json"])
             #expect(json.status == 0)
             let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
             #expect(object?["status"] as? String == "ok")
@@ -105,18 +105,18 @@ struct DoctorTests {
                           {"name": "hci1", "address": "00:AA:01:00:00:01", "advertising_instances": %d}], "devices": []}
             """
         try await Self.withWorld(scenario: String(format: twoAdapters, 5)) { world in
-            let result = try world.doctor(config: config)
+            let result = try await world.doctor(config: config)
             #expect(result.status == 0, "\(result.output)")
             #expect(Self.line(result.output, "ok", "peripheral")?.contains("hci1 can serve GATT applications and advertise (5 advertising instances free)") == true,
                     "\(result.output)")
-            let other = try world.doctor(config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
+            let other = try await world.doctor(config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
             #expect(other.status == 1, "\(other.output)")
             #expect(Self.line(other.output, "fail", "peripheral")?.contains("no adapter hci4 for the peripheral role") == true, "\(other.output)")
-            let central = try world.doctor(config: Self.config(broker: broker.url))
+            let central = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(Self.line(central.output, "ok", "peripheral") == nil, "role central does not check the peripheral side")
         }
         try await Self.withWorld(scenario: String(format: twoAdapters, 0)) { world in
-            let result = try world.doctor(config: config)
+            let result = try await world.doctor(config: config)
             #expect(result.status == 1, "\(result.output)")
             #expect(Self.line(result.output, "fail", "peripheral")?.contains("hci1 has no free advertising instance") == true, "\(result.output)")
         }
@@ -126,7 +126,7 @@ struct DoctorTests {
     func noBlueZ() async throws {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: nil) { world in
-            let result = try world.doctor(config: Self.config(broker: broker.url))
+            let result = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(result.status == 1, "\(result.output)")
             let line = Self.line(result.output, "fail", "bluez")
             #expect(line?.contains("org.bluez is not on the system bus — is bluetoothd running? sudo systemctl start bluetooth") == true, "\(result.output)")
@@ -138,7 +138,7 @@ struct DoctorTests {
     func poweredOff() async throws {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: Self.poweredOffScenario) { world in
-            let result = try world.doctor(config: Self.config(broker: broker.url))
+            let result = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(result.status == 1, "\(result.output)")
             let line = Self.line(result.output, "fail", "adapter")
             #expect(line?.contains("hci0 (00:AA:01:00:00:00) is powered off") == true, "\(result.output)")
@@ -152,7 +152,7 @@ struct DoctorTests {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let config = Self.config(broker: broker.url).replacingOccurrences(of: #""adapter": "hci0""#, with: #""adapter": "hci3""#)
-            let result = try world.doctor(config: config)
+            let result = try await world.doctor(config: config)
             #expect(result.status == 1, "\(result.output)")
             #expect(Self.line(result.output, "fail", "adapter")?.contains(#"no adapter matches "hci3"; present: hci0"#) == true, "\(result.output)")
         }
@@ -163,7 +163,7 @@ struct DoctorTests {
         let broker = try await MosquittoBroker()
         let deny = #"<policy context="default"><deny send_destination="org.bluez"/></policy>"#
         try await Self.withWorld(scenario: Self.poweredScenario, extraBusConfig: deny) { world in
-            let result = try world.doctor(config: Self.config(broker: broker.url))
+            let result = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(result.status == 1, "\(result.output)")
             let line = Self.line(result.output, "fail", "access")
             #expect(line?.contains("AccessDenied talking to org.bluez") == true, "\(result.output)")
@@ -173,9 +173,11 @@ struct DoctorTests {
 
     @Test("broker down: fail saying nothing listens there, exit 1")
     func brokerDown() async throws {
-        let port = try FreePort.tcp()
+        let refusing = try RefusingPort()
+        let port = refusing.port
+        defer { withExtendedLifetime(refusing) {} }
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
-            let result = try world.doctor(config: Self.config(broker: "mqtt://127.0.0.1:\(port)"))
+            let result = try await world.doctor(config: Self.config(broker: "mqtt://127.0.0.1:\(port)"))
             #expect(result.status == 1, "\(result.output)")
             #expect(
                 Self.line(result.output, "fail", "broker")?.contains("nothing accepts connections at 127.0.0.1:\(port)") == true,
@@ -190,18 +192,18 @@ struct DoctorTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let broker = try await MosquittoBroker(passwordFile: Self.passwordFile(in: directory, user: "gateway", password: "s3cret"))
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
-            let wrong = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "wrong"))
+            let wrong = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "wrong"))
             #expect(wrong.status == 1, "\(wrong.output)")
             let line = Self.line(wrong.output, "fail", "broker")
             #expect(line?.contains("broker 127.0.0.1:\(broker.port) refused the connection: not authorized") == true, "\(wrong.output)")
             #expect(line?.contains("check mqtt.username/password") == true, "\(wrong.output)")
             #expect(!wrong.output.contains("wrong"), "the password must not be printed:\n\(wrong.output)")
 
-            let right = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"))
+            let right = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"))
             #expect(right.status == 0, "\(right.output)")
             #expect(Self.line(right.output, "ok", "broker")?.contains("as gateway") == true, "\(right.output)")
 
-            let readable = try world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"), mode: 0o644)
+            let readable = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"), mode: 0o644)
             #expect(readable.status == 0, "warnings do not fail:\n\(readable.output)")
             #expect(Self.line(readable.output, "warn", "config")?.contains("is world-readable and holds a password") == true, "\(readable.output)")
         }
@@ -217,12 +219,12 @@ struct DoctorTests {
             for path in [passwordFile, certificate, key] { try "s3cret\n".write(toFile: path, atomically: true, encoding: .utf8) }
             let config = #"{"mqtt": {"server": "\#(broker.url)", "username": "gateway", "password_file": "\#(passwordFile)", "tls": {"cert_file": "\#(certificate)", "key_file": "\#(key)"}}, "devices": []}"#
             for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path) }
-            let readable = try world.doctor(config: config, mode: 0o644)
+            let readable = try await world.doctor(config: config, mode: 0o644)
             #expect(readable.output.contains("\(passwordFile) is world-readable and holds the MQTT password (mqtt.password_file)"), "\(readable.output)")
             #expect(readable.output.contains("\(key) is world-readable and holds the TLS client key (mqtt.tls.key_file)"), "\(readable.output)")
             #expect(!readable.output.contains("holds a password or key"), "the config holds no secret itself:\n\(readable.output)")
             for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path) }
-            let closed = try world.doctor(config: config, mode: 0o644)
+            let closed = try await world.doctor(config: config, mode: 0o644)
             #expect(!closed.output.contains("world-readable"), "\(closed.output)")
         }
     }
@@ -232,14 +234,14 @@ struct DoctorTests {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let devices = #"[{"match": {"address": "AA:BB"}}]"#
-            let result = try world.doctor(config: Self.config(broker: broker.url, devices: devices))
+            let result = try await world.doctor(config: Self.config(broker: broker.url, devices: devices))
             #expect(result.status == 78, "\(result.output)")
             #expect(Self.line(result.output, "fail", "config")?.contains("devices[0].match.address") == true, "\(result.output)")
             #expect(Self.line(result.output, "warn", "broker")?.contains("not checked") == true, "\(result.output)")
             // The Bluetooth checks still run (on the default adapter).
             #expect(Self.line(result.output, "ok", "adapter") != nil, "\(result.output)")
 
-            let missing = try ChildProcess.run(
+            let missing = try await ChildProcess.run(
                 world.gattway, ["doctor", "--config", world.directory.appendingPathComponent("nope.json").path],
                 environment: world.daemon.environment)
             #expect(missing.status == 78, "\(missing.output)")
@@ -253,7 +255,7 @@ struct DoctorTests {
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let file = world.directory.appendingPathComponent("not-a-dir")
             try "x".write(to: file, atomically: true, encoding: .utf8)
-            let result = try world.doctor(config: Self.config(broker: broker.url), ["--state-dir", file.path])
+            let result = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", file.path])
             #expect(result.status == 1, "\(result.output)")
             #expect(Self.line(result.output, "fail", "state")?.contains("is not a directory") == true, "\(result.output)")
         }

@@ -12,8 +12,8 @@ struct PeripheralCommandTests {
     }
 
     @Test("advertise refuses an advertisement over 31 bytes with exit 64, naming the size and the fields")
-    func advertiseTooLarge() throws {
-        let result = try ChildProcess.run(
+    func advertiseTooLarge() async throws {
+        let result = try await ChildProcess.run(
             gattway, ["advertise", "--name", "Kitchen sensor", "--service", "6e400001-b5a3-f393-e0a9-e50e24dcca9e"])
         #expect(result.status == 64)
         #expect(result.output.contains("advertisement needs 37 bytes, legacy limit is 31"), "\(result.output)")
@@ -22,17 +22,17 @@ struct PeripheralCommandTests {
     }
 
     @Test("advertise refuses malformed data options with exit 64")
-    func advertiseBadOptions() throws {
-        let data = try ChildProcess.run(gattway, ["advertise", "--service-data", "180F:64"])
+    func advertiseBadOptions() async throws {
+        let data = try await ChildProcess.run(gattway, ["advertise", "--service-data", "180F:64"])
         #expect(data.status == 64)
         #expect(data.output.contains("--service-data: expected KEY=HEX"))
-        let company = try ChildProcess.run(gattway, ["advertise", "--manufacturer-data", "0x1ffff=01"])
+        let company = try await ChildProcess.run(gattway, ["advertise", "--manufacturer-data", "0x1ffff=01"])
         #expect(company.status == 64)
         #expect(company.output.contains("is not a company id"))
     }
 
     @Test("serve names the JSON path of a bad tree and exits 64")
-    func serveBadTree() throws {
+    func serveBadTree() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-serve-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -48,11 +48,11 @@ struct PeripheralCommandTests {
         for (index, (tree, message)) in cases.enumerated() {
             let file = directory.appendingPathComponent("tree\(index).json")
             try tree.write(to: file, atomically: true, encoding: .utf8)
-            let result = try ChildProcess.run(gattway, ["serve", "--tree", file.path])
+            let result = try await ChildProcess.run(gattway, ["serve", "--tree", file.path])
             #expect(result.status == 64, "\(tree)")
             #expect(result.output.contains(message), "\(result.output)")
         }
-        let missing = try ChildProcess.run(gattway, ["serve"])
+        let missing = try await ChildProcess.run(gattway, ["serve"])
         #expect(missing.status == 64)
         #expect(missing.output.contains("--tree FILE is required"))
     }
@@ -99,20 +99,20 @@ struct PeripheralCommandTests {
             defer { server.stop() }
             try await server.waitForOutput(containing: #""event":"serving""#)
             let central = ["--adapter", "hci0", "--timeout", "10s"]
-            let read = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "2A19", "--json"] + central, environment: environment)
+            let read = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "2A19", "--json"] + central, environment: environment)
             #expect(read.status == 0, "\(read.output)")
             #expect(read.output.contains(#""hex":"5e""#))
             try await server.waitForOutput(containing: #""event":"read","characteristic":"2A19","central":"00:AA:01:00:00:00""#)
-            let write = try ChildProcess.run(gattway, ["write", "00:AA:02:00:00:00", "180F/FF01", "0a0b"] + central, environment: environment)
+            let write = try await ChildProcess.run(gattway, ["write", "00:AA:02:00:00:00", "180F/FF01", "0a0b"] + central, environment: environment)
             #expect(write.status == 0, "\(write.output)")
             try await server.waitForOutput(containing: #""event":"write","characteristic":"FF01","central":"00:AA:01:00:00:00""#)
-            let back = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF01", "--json"] + central, environment: environment)
+            let back = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF01", "--json"] + central, environment: environment)
             #expect(back.output.contains(#""hex":"0a0b""#), "\(back.output)")
-            let refused = try ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF03"] + central, environment: environment)
+            let refused = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF03"] + central, environment: environment)
             #expect(refused.status == 1)
             #expect(refused.output.contains("0x80"), "\(refused.output)")
             try await server.waitForOutput(containing: #""error":128"#)
-            let notify = try ChildProcess.run(
+            let notify = try await ChildProcess.run(
                 gattway, ["notify", "00:AA:02:00:00:00", "FF01", "--duration", "1s"] + central, environment: environment)
             #expect(notify.status == 0, "\(notify.output)")
             try await server.waitForOutput(containing: #""event":"subscribed","characteristic":"FF01""#)
@@ -130,7 +130,7 @@ struct PeripheralCommandTests {
                 environment: environment)
             defer { advertiser.stop() }
             try await advertiser.waitForOutput(containing: "advertising as 00:AA:02:00:00:00")
-            let scan = try ChildProcess.run(
+            let scan = try await ChildProcess.run(
                 gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "1s", "--json"], environment: environment)
             #expect(scan.status == 0, "\(scan.output)")
             let line = try #require(scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
@@ -140,7 +140,7 @@ struct PeripheralCommandTests {
             #expect("\(object["service_data"] ?? "")".contains("0102"), "\(line)")
             #expect("\(object["manufacturer_data"] ?? "")".contains("0a0b"), "\(line)")
             advertiser.signal(SIGINT)
-            #expect(advertiser.waitUntilExit() == 0)
+            #expect(try await within(30, "gattway advertise to exit on SIGINT") { try await advertiser.exited() } == 0)
         }
     }
 }

@@ -5,6 +5,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import TestSupport
 #endif
 
 /// An object with an `Echo` method that returns its arguments, whatever their types.
@@ -308,19 +309,19 @@ struct CallTests {
                 [DBusInterface("org.gattway.Test", methods: [
                     .immediate("Greet", in: [.string], out: [.string]) { call in ["hello \(call.arguments[0].string ?? "")"] }
                 ])], at: "/org/gattway/test")
-            let busctl = try await runTool(
+            let busctl = try await ChildProcess.run(
                 "busctl", ["--address=\(bus.daemon.address)", "call", server.uniqueName, "/org/gattway/test", "org.gattway.Test", "Greet", "s", "busctl"])
             #expect(busctl.status == 0, "\(busctl.output)")
             #expect(busctl.output.contains("s \"hello busctl\""), "\(busctl.output)")
-            let gdbus = try await runTool(
+            let gdbus = try await ChildProcess.run(
                 "gdbus", ["call", "--address", bus.daemon.address, "--dest", server.uniqueName, "--object-path", "/org/gattway/test",
                           "--method", "org.gattway.Test.Greet", "gdbus"])
             #expect(gdbus.status == 0, "\(gdbus.output)")
             #expect(gdbus.output.contains("('hello gdbus',)"), "\(gdbus.output)")
-            let introspection = try await runTool(
+            let introspection = try await ChildProcess.run(
                 "gdbus", ["introspect", "--address", bus.daemon.address, "--dest", server.uniqueName, "--object-path", "/org/gattway/test"])
             #expect(introspection.output.contains("Greet(in  s arg_0") || introspection.output.contains("Greet("), "\(introspection.output)")
-            let busctlError = try await runTool(
+            let busctlError = try await ChildProcess.run(
                 "busctl", ["--address=\(bus.daemon.address)", "call", server.uniqueName, "/org/gattway/test", "org.gattway.Test", "Greet", "i", "5"])
             #expect(busctlError.status != 0)
             #expect(busctlError.output.contains("expected s"), "\(busctlError.output)")

@@ -1,5 +1,6 @@
 import DBus
 import Testing
+import TestSupport
 
 let deviceInterface = "org.bluez.Device1"
 
@@ -185,9 +186,9 @@ struct ExportTests {
             let middle = try await client.call(
                 destination: name, path: "/org/bluez", interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
             #expect(middle.first?.string?.contains("<node name=\"hci0\"/>") == true)
-            let busctl = try await runTool("busctl", ["--address=\(bus.daemon.address)", "tree", name])
+            let busctl = try await ChildProcess.run("busctl", ["--address=\(bus.daemon.address)", "tree", name])
             #expect(busctl.output.contains("/org/bluez/hci0/dev_AA"), "\(busctl.output)")
-            let gdbus = try await runTool("gdbus", ["call", "--address", bus.daemon.address, "--dest", name, "--object-path", "/org/bluez/hci0/dev_AA", "--method", "org.freedesktop.DBus.Properties.Get", "org.bluez.Device1", "Name"])
+            let gdbus = try await ChildProcess.run("gdbus", ["call", "--address", bus.daemon.address, "--dest", name, "--object-path", "/org/bluez/hci0/dev_AA", "--method", "org.freedesktop.DBus.Properties.Get", "org.bluez.Device1", "Name"])
             #expect(gdbus.output.contains("(<'Thermo'>,)"), "\(gdbus.output)")
             await client.close()
             await server.close()

@@ -1,5 +1,6 @@
 import DBus
 import Testing
+import TestSupport
 
 @Suite("Signals and match rules")
 struct SignalTests {
@@ -89,7 +90,7 @@ struct SignalTests {
             let probe = try await bus.connect()
             func ruleCount() async throws -> Int {
                 // Debian's dbus-daemon is built with org.freedesktop.DBus.Debug.Stats, which counts rules.
-                let output = try await runTool("busctl", ["--address=\(bus.daemon.address)", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", listener.uniqueName])
+                let output = try await ChildProcess.run("busctl", ["--address=\(bus.daemon.address)", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", listener.uniqueName])
                 guard output.status == 0, let range = output.output.range(of: "\"MatchRules\" u ") else { return -1 }
                 return Int(output.output[range.upperBound...].prefix { $0.isNumber }) ?? -1
             }

@@ -37,7 +37,7 @@ struct TestTimeout: Error, CustomStringConvertible {
 
 /// The next element of `iterator`, or a `TestTimeout` after `seconds`.
 func next<Element: Sendable>(
-    _ iterator: inout AsyncStream<Element>.Iterator, within seconds: Double = 5, _ what: String = "element"
+    _ iterator: inout AsyncStream<Element>.Iterator, within seconds: Double = defaultWait, _ what: String = "element"
 ) async throws -> Element {
     let box = IteratorBox(iterator)
     defer { iterator = box.iterator }
@@ -61,15 +61,6 @@ final class IteratorBox<Element: Sendable>: @unchecked Sendable {
     var iterator: AsyncStream<Element>.Iterator
     init(_ iterator: AsyncStream<Element>.Iterator) { self.iterator = iterator }
     func next() async -> Element? { await iterator.next() }
-}
-
-/// Runs a command-line tool to completion off the cooperative pool.
-func runTool(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result { try ChildProcess.run(executable, arguments) })
-        }
-    }
 }
 
 /// A value shared between a test and handlers running on the loop thread.

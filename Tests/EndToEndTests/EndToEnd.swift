@@ -67,7 +67,7 @@ struct EndToEnd: Sendable {
                 daemon: daemon, loop: loop, simulator: bluez, broker: started, observer: client,
                 messages: messages, gateway: process, configPath: configURL.path)
             do {
-                try await messages.next(on: "\(base)/bridge/state", timeout: 15) { $0.text == #"{"state":"online"}"# }
+                try await messages.next(on: "\(base)/bridge/state", timeout: 60) { $0.text == #"{"state":"online"}"# }
                 try await body(world)
             } catch {
                 throw EndToEndFailure(error: error, gatewayLog: process.log())
@@ -153,7 +153,7 @@ struct EndToEnd: Sendable {
         let recording = Task { for await message in subscription { late.record(message) } }
         defer { recording.cancel() }
         do {
-            let found = try await late.wait(for: "\(count) retained message(s) on \(filter)", count: count, timeout: 10) { _ in true }
+            let found = try await late.wait(for: "\(count) retained message(s) on \(filter)", count: count, timeout: 30) { _ in true }
             await client.disconnect()
             return found.map(\.message)
         } catch {
@@ -168,7 +168,7 @@ struct EndToEnd: Sendable {
         let connection = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
         _ = try await connection.call(
             destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1", method: "StartDiscovery",
-            timeout: .seconds(10))
+            timeout: .seconds(30))
         return connection
     }
 }

@@ -17,7 +17,7 @@ struct HealthTests {
                     || ($0.topic == "gattway/env_sensor" && $0.number("temperature") != nil)
             }
             let mark = e2e.messages.count
-            let received = try await e2e.messages.next(on: "gattway/bridge/health", after: mark, timeout: 10) {
+            let received = try await e2e.messages.next(on: "gattway/bridge/health", after: mark, timeout: 30) {
                 $0.json?["connections"] == .number(3)
             }
             #expect(!received.message.retain)

@@ -46,7 +46,7 @@ final class MessageRecorder: Sendable {
     /// within `timeout` seconds.
     @discardableResult
     func wait(
-        for what: String, count: Int = 1, after start: Int = 0, timeout: Double = 20,
+        for what: String, count: Int = 1, after start: Int = 0, timeout: Double = 60,
         _ predicate: @escaping @Sendable (Received) -> Bool
     ) async throws -> [Received] {
         try await poll(what, timeout: timeout) { snapshot in
@@ -59,7 +59,7 @@ final class MessageRecorder: Sendable {
     /// after position `start` (take ``count`` before an action to see only what it caused).
     @discardableResult
     func next(
-        on topic: String, after start: Int = 0, timeout: Double = 20,
+        on topic: String, after start: Int = 0, timeout: Double = 60,
         where predicate: @escaping @Sendable (Received) -> Bool = { _ in true }
     ) async throws -> Received {
         try await poll("a message on \(topic) after #\(start)", timeout: timeout) { snapshot in

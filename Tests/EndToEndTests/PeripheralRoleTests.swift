@@ -49,22 +49,22 @@ struct PeripheralRoleTests {
             let central = try await CentralManager.start(
                 options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
             defer { Task { await central.close() } }
-            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+            try await central.waitUntilPoweredOn(timeout: .seconds(30))
 
             // The gateway's advertisement: name, service UUID, service data as configured.
             let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)], allowDuplicates: true))
-            let found = try await first(scan, within: 15, "the gateway's advertisement") { $0.peripheral.address == Self.gatewayRadio }
+            let found = try await first(scan, within: 60, "the gateway's advertisement") { $0.peripheral.address == Self.gatewayRadio }
             #expect(found.advertisementData.localName == "gw-e2e")
             #expect(found.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x00])
 
             // Advertised service data follows its topic (published retained, as state topics are:
             // the gateway's subscription may still be on its way to the broker).
             try await e2e.observer.publish(MQTTMessage(topic: "home/beacon", string: "4002ca09", retain: true))
-            _ = try await first(scan, within: 10, "the advertisement with the MQTT service data") {
+            _ = try await first(scan, within: 60, "the advertisement with the MQTT service data") {
                 $0.peripheral.address == Self.gatewayRadio && $0.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x40, 0x02, 0xCA, 0x09]
             }
 
-            try await central.connect(found.peripheral, timeout: .seconds(10), autoReconnect: false)
+            try await central.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
             var characteristics: [BluetoothUUID: Characteristic] = [:]
             for service in try await central.discoverServices(nil, for: found.peripheral) {
                 for characteristic in try await central.discoverCharacteristics(for: service) {
@@ -81,14 +81,14 @@ struct PeripheralRoleTests {
             // StartNotify, so wait until the gateway counts the subscription (bridge/health).
             try await e2e.messages.next(on: "gattway/bridge/health") { $0.json?["peripheral"]?["subscriptions"] == .number(1) }
             try await e2e.send("home/livingroom/state", #"{"temperature": 21.5, "humidity": 40}"#)
-            let notified = try await first(values, within: 10, "the notification of 21.5 °C")
+            let notified = try await first(values, within: 60, "the notification of 21.5 °C")
             #expect(notified == [0x66, 0x08], "2150 little endian")
             #expect(try await central.readValue(for: temperature) == [0x66, 0x08])
 
             // A payload that does not fit changes nothing; the next good one notifies.
             try await e2e.send("home/livingroom/state", #"{"temperature": "warm"}"#)
             try await e2e.send("home/livingroom/state", #"{"temperature": -3.25}"#)
-            #expect(try await first(values, within: 10, "the notification of -3.25 °C") == [0xBB, 0xFE])
+            #expect(try await first(values, within: 60, "the notification of -3.25 °C") == [0xBB, 0xFE])
 
             // Writes from the phone arrive on MQTT with its address, with and without response.
             var mark = e2e.messages.count
@@ -114,7 +114,7 @@ struct PeripheralRoleTests {
         // The default service_uuids lists both services: flags 3 + 16-bit list 4 + 128-bit list 18 + service data 5 + name 8 = 38.
         let config = Self.config.replacingOccurrences(of: #""service_uuids": ["181A"],"#, with: "")
         try await EndToEnd.run(config: config, scenario: scenario) { e2e in
-            let status = await Task.detached { e2e.gateway.waitUntilExit() }.value
+            let status = try await within(60, "gattway run to exit") { try await e2e.gateway.exited() }
             #expect(status == 78, "\(e2e.gateway.log())")
             let log = e2e.gateway.log()
             #expect(log.contains("advertisement needs 38 bytes, legacy limit is 31"), "\(log)")
@@ -133,10 +133,10 @@ struct PeripheralRoleTests {
             let central = try await CentralManager.start(
                 options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
             defer { Task { await central.close() } }
-            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+            try await central.waitUntilPoweredOn(timeout: .seconds(30))
             let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)]))
-            let found = try await first(scan, within: 20, "the advertisement after the restart") { $0.peripheral.address == Self.gatewayRadio }
-            try await central.connect(found.peripheral, timeout: .seconds(10), autoReconnect: false)
+            let found = try await first(scan, within: 60, "the advertisement after the restart") { $0.peripheral.address == Self.gatewayRadio }
+            try await central.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
             let service = try #require(try await central.discoverServices([BluetoothUUID(0x181A)], for: found.peripheral).first)
             let temperature = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A6E)], for: service).first)
             #expect(try await central.readValue(for: temperature) == [0x24, 0x09], "2340: the value from MQTT, not the configured 20 °C")

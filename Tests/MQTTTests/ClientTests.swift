@@ -11,7 +11,7 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let client = try MQTTClient(configuration: .test(broker.url), loop: loop)
             try await client.connect()
             let subscription = try await client.subscribe(to: MQTTTopicFilter("t/\(qos.rawValue)/+"), qos: .exactlyOnce)
@@ -34,7 +34,7 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             var configuration = try MQTTConfiguration.test(broker.url, "bounded")
             configuration.maxInflight = 1
             configuration.maxQueued = 3
@@ -70,17 +70,20 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let client = try MQTTClient(configuration: .test(broker.url), loop: loop)
             try await client.connect()
             let (received, _) = collect(try await client.subscribe(to: "peer/in"))
-            try ChildProcess.run("mosquitto_pub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/in", "-m", "hello from mosquitto_pub"])
+            try await ChildProcess.run("mosquitto_pub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/in", "-m", "hello from mosquitto_pub"])
             try await eventually("mosquitto_pub's message") { received.count == 1 }
             #expect(received.all.first?.payloadString == "hello from mosquitto_pub")
 
-            let sub = try ChildProcess("mosquitto_sub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/out", "-v", "-C", "3"])
+            // -d prints "received SUBACK" once the subscription is in place (line-buffered through
+            // stdbuf: the log is a file); only then are our messages sure to reach it.
+            let sub = try ChildProcess(
+                "stdbuf", ["-oL", "mosquitto_sub", "-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/out", "-v", "-C", "3", "-d"])
             defer { sub.stop() }
-            try await Task.sleep(nanoseconds: 300_000_000)  // let mosquitto_sub subscribe
+            try await sub.waitForOutput(containing: "received SUBACK")
             for n in 0..<3 { try await client.publish(MQTTMessage(topic: "peer/out", string: "ours \(n)")) }
             try await sub.waitForOutput(containing: "peer/out ours 2")
             #expect(sub.log().contains("peer/out ours 0"))
@@ -93,7 +96,7 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let publisher = try MQTTClient(configuration: .test(broker.url, "pub"), loop: loop)
             try await publisher.connect()
             try await publisher.publish(MQTTMessage(topic: "gattway/bridge/state", string: #"{"state":"online"}"#, retain: true))
@@ -116,7 +119,7 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(30) {
+        try await withTimeout(120) {
             let observer = try MQTTClient(configuration: .test(broker.url, "observer"), loop: loop)
             try await observer.connect()
             let (received, _) = collect(try await observer.subscribe(to: "peer/+/state"))
@@ -140,7 +143,7 @@ struct ClientTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let observer = try MQTTClient(configuration: .test(broker.url, "observer"), loop: loop)
             try await observer.connect()
             let (received, _) = collect(try await observer.subscribe(to: "will/topic"))

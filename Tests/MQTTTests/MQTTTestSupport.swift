@@ -3,6 +3,7 @@ import Foundation
 import MQTT
 import Synchronization
 import Testing
+import TestSupport
 
 /// Collects values from another task, for assertions.
 final class Collected<Value: Sendable>: Sendable {
@@ -14,7 +15,7 @@ final class Collected<Value: Sendable>: Sendable {
 
 /// Waits until `condition` holds, polling every 10 ms; fails the test after `timeout` seconds.
 func eventually(
-    timeout: Double = 10, _ what: @autoclosure () -> String = "condition",
+    timeout: Double = defaultWait, _ what: @autoclosure () -> String = "condition",
     sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
 ) async throws {
     let deadline = Date().addingTimeInterval(timeout)

@@ -11,7 +11,7 @@ struct PropertiesTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let subscriber = try MQTTClient(configuration: .test(broker.url, "sub"), loop: loop)
             try await subscriber.connect()
             let (received, _) = collect(try await subscriber.subscribe(to: "gattway/kitchen/set"))
@@ -40,7 +40,7 @@ struct PropertiesTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             let client = try MQTTClient(configuration: .test(broker.url, "v311", version: .v311), loop: loop)
             try await client.connect()
             let error = await #expect(throws: MQTTError.self) {

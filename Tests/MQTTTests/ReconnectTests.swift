@@ -27,7 +27,7 @@ struct ReconnectTests {
         let broker = try await MosquittoBroker(persistent: true)
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(60) {
+        try await withTimeout(120) {
             var subscriberConfig = try MQTTConfiguration.test(broker.url, "persistent-sub")
             subscriberConfig.cleanSession = false
             subscriberConfig.sessionExpiryInterval = 3600
@@ -68,7 +68,7 @@ struct ReconnectTests {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(60) {
+        try await withTimeout(120) {
             let client = try MQTTClient(configuration: .test(broker.url, "crash", version: .v311), loop: loop)
             let states = Collected<MQTTConnectionState>()
             let stateStream = client.connectionStates()
@@ -98,10 +98,12 @@ struct ReconnectTests {
 
     @Test("with nothing listening the client retries with growing delays and does not crash")
     func deadBroker() async throws {
-        let port = try FreePort.tcp()
+        let refusing = try RefusingPort()
+        let port = refusing.port
+        defer { withExtendedLifetime(refusing) {} }
         let loop = EventLoop()
         defer { loop.shutdown() }
-        try await withTimeout(20) {
+        try await withTimeout(120) {
             var configuration = try MQTTConfiguration.test("mqtt://127.0.0.1:\(port)", "dead")
             configuration.reconnect = MQTTReconnectPolicy(minimumDelay: 0.02, maximumDelay: 0.2, multiplier: 2, jitter: 0.1)
             let once = try MQTTClient(configuration: configuration, loop: loop)

@@ -39,9 +39,15 @@ public final class ChildProcess: Sendable {
 
     public var isRunning: Bool { child.isRunning }
 
-    /// Waits for the process to end and returns its status.
+    /// Waits for the process to end and returns its status. Polls with `Task.sleep` instead of
+    /// blocking: the cooperative pool has one thread per core, and a test blocking one (while
+    /// hundreds of tests run at once on a 2-core machine) stalls every other test's tasks —
+    /// including an in-process simulator that the awaited child may be talking to.
     @discardableResult
-    public func waitUntilExit() -> Int32 { child.waitUntilExit() }
+    public func exited() async throws -> Int32 {
+        while isRunning { try await Task.sleep(nanoseconds: 5_000_000) }
+        return terminationStatus
+    }
 
     /// Sends SIGTERM, waits up to `grace` seconds, then SIGKILL. Safe to call more than once.
     public func stop(grace: Double = 3) { child.stop(grace: grace) }
@@ -59,41 +65,32 @@ public final class ChildProcess: Sendable {
 
     /// Waits until the process's output contains `text`; throws with the log when it does not
     /// appear within `timeout` seconds or the process exits first.
-    public func waitForOutput(containing text: String, timeout: Double = 10) async throws {
+    /// The output is checked once more after the deadline, so a task that was not scheduled for a
+    /// while (hundreds of tests share two cores) does not fail on output that is there.
+    public func waitForOutput(containing text: String, timeout: Double = 30) async throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        while true {
             if log().contains(text) { return }
             if !isRunning {
                 throw ChildProcessError("\(executable) exited (status \(terminationStatus)) before printing \"\(text)\":\n\(log())")
             }
+            if Date() >= deadline { break }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         throw ChildProcessError("\(executable) did not print \"\(text)\" within \(timeout) s:\n\(log())")
     }
 
-    /// Runs a command to completion and returns its exit status and combined output.
+    /// Runs a command to completion and returns its exit status and combined output (stdin is
+    /// /dev/null). Waits as ``exited()`` does, without holding a thread.
     @discardableResult
     public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-        input: Data? = nil
-    ) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try resolve(executable))
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        let inputPipe = Pipe()
-        process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
-        try process.run()
-        if let input {
-            inputPipe.fileHandleForWriting.write(input)
-            try inputPipe.fileHandleForWriting.close()
-        }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil
+    ) async throws -> (status: Int32, output: String) {
+        let child = try ChildProcess(executable, arguments, environment: environment)
+        let status = try await child.exited()
+        let output = child.log()
+        try? FileManager.default.removeItem(at: child.logURL.deletingLastPathComponent())
+        return (status, output)
     }
 
     /// Finds `name` on PATH (and in /usr/sbin, where Debian puts mosquitto), or returns an
@@ -126,9 +123,15 @@ public enum TemporaryDirectory {
 public enum FreePort {
     /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, read back, closed).
     public static func tcp() throws -> UInt16 {
+        let (fd, port) = try bindLoopback()
+        close(fd)
+        return port
+    }
+
+    /// A socket bound to a free port on 127.0.0.1 and the port.
+    static func bindLoopback() throws -> (fd: Int32, port: UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ChildProcessError("socket() failed: errno \(errno)") }
-        defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
@@ -138,13 +141,29 @@ public enum FreePort {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0 else { throw ChildProcessError("bind() failed: errno \(errno)") }
+        guard bound == 0 else {
+            let error = errno
+            close(fd)
+            throw ChildProcessError("bind() failed: errno \(error)")
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        return UInt16(bigEndian: address.sin_port)
+        return (fd, UInt16(bigEndian: address.sin_port))
     }
+}
+
+/// A port on 127.0.0.1 where nothing accepts connections (they are refused) for as long as the
+/// value lives: bound, never listening. A port from ``FreePort/tcp()`` is free again at once, and
+/// another test's broker may take it meanwhile.
+public final class RefusingPort: Sendable {
+    public let port: UInt16
+    private let fd: Int32
+
+    public init() throws { (fd, port) = try FreePort.bindLoopback() }
+
+    deinit { close(fd) }
 }
 
 /// Executables that `swift build` put next to the test bundle (the same build directory).

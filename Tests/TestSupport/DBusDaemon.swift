@@ -35,7 +35,7 @@ public final class DBusDaemon: @unchecked Sendable {
         child = try ChildProcess(
             "dbus-daemon", ["--config-file=\(configURL.path)", "--nofork", "--print-address", "--nopidfile"])
         do {
-            try await child.waitForOutput(containing: "unix:path=", timeout: 10)
+            try await child.waitForOutput(containing: "unix:path=", timeout: 60)
         } catch {
             child.stop()
             throw error

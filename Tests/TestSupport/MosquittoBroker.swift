@@ -110,15 +110,17 @@ public final class MosquittoBroker: @unchecked Sendable {
         // mosquitto and it saves its state when persistence is on.
         let process = try ChildProcess("mosquitto", ["-c", config])
         child = process
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        // Generous: the whole suite starts its brokers and buses at once on two cores.
+        let deadline = Date().addingTimeInterval(60)
+        while true {
             if !process.isRunning {
                 throw ChildProcessError("mosquitto exited (status \(process.process.terminationStatus)):\n\(process.log())")
             }
             if Self.accepts(port: port) && (tlsPort.map(Self.accepts(port:)) ?? true) { return }
+            if Date() >= deadline { break }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        throw ChildProcessError("mosquitto did not listen on \(port) within 10 s:\n\(process.log())")
+        throw ChildProcessError("mosquitto did not listen on \(port) within 60 s:\n\(process.log())")
     }
 
     /// Stops the broker gracefully (SIGTERM: clients see the connection close; a persistent

@@ -1,5 +1,12 @@
 /// Bounded waits for async tests: every wait names what it waits for and fails with
 /// ``TestTimeout`` instead of hanging the suite.
+///
+/// A deadline here is a failure detector, not a speed check: the whole suite runs at once on a
+/// 2-core CI machine, where a task can wait seconds for a thread. The defaults are generous
+/// (``defaultWait``); the normal case returns as soon as the awaited thing happens.
+
+/// Seconds a wait allows unless the test says otherwise.
+public let defaultWait: Double = 30
 
 /// A test waited longer than it allows.
 public struct TestTimeout: Error, CustomStringConvertible {
@@ -23,7 +30,7 @@ public func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @esca
 
 /// The first element of `stream` satisfying `predicate`, within `seconds`.
 public func first<S: AsyncSequence & Sendable>(
-    _ stream: S, within seconds: Double = 5, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
+    _ stream: S, within seconds: Double = defaultWait, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
 ) async throws -> S.Element where S.Element: Sendable {
     try await within(seconds, what) {
         for try await element in stream where predicate(element) { return element }
@@ -33,7 +40,7 @@ public func first<S: AsyncSequence & Sendable>(
 
 /// The first `count` elements of `stream`, within `seconds`.
 public func collect<S: AsyncSequence & Sendable>(
-    _ stream: S, count: Int, within seconds: Double = 5, _ what: String
+    _ stream: S, count: Int, within seconds: Double = defaultWait, _ what: String
 ) async throws -> [S.Element] where S.Element: Sendable {
     try await within(seconds, what) {
         var out: [S.Element] = []
@@ -46,7 +53,7 @@ public func collect<S: AsyncSequence & Sendable>(
 }
 
 /// Polls `condition` every 10 ms until true, within `seconds` (for state only observable by asking).
-public func eventually(_ what: String, within seconds: Double = 5, _ condition: @escaping @Sendable () async throws -> Bool) async throws {
+public func eventually(_ what: String, within seconds: Double = defaultWait, _ condition: @escaping @Sendable () async throws -> Bool) async throws {
     try await within(seconds, what) {
         while try await !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }
