@@ -211,6 +211,29 @@ struct StoreAndForwardTests {
         #expect(states.allSatisfy { $0.capturedAt != nil })
     }
 
+    @Test("readings held for Home Assistant (state_delay) while offline are queued with their capture time, not the hold's end; held ones that go out live are not stamped")
+    func heldWhileOffline() async throws {
+        let directory = Self.temporaryDirectory()
+        let harness = try harness(directory)
+        try await harness.start()
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.gateway.handle(Self.reading(2000))  // new configs: the state is held 1 s
+        await harness.advance(0.2)
+        await harness.gateway.handle(Self.reading(2001))
+        await harness.advance(1)
+        #expect(harness.mqtt.messages(on: "gattway/A4C138000001").isEmpty)
+        await harness.gateway.handle(mqttConnected: true)
+        let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 2)
+        #expect(states.map(\.capturedAt) == [Self.t0, Self.t0 + 200])
+        #expect(states.map { json($0.payloadText)?["last_seen"] } == [.string("2026-11-30T17:00:00.000Z"), .string("2026-11-30T17:00:00.200Z")])
+
+        // A new attribute while connected: held, then published live without a stamp.
+        await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, 0xD0, 0x07, 0x03, 0xBF, 0x13]))
+        await harness.advance(1)
+        let live = harness.mqtt.messages(on: "gattway/A4C138000001").dropFirst(2)
+        #expect(live.count == 1 && live.allSatisfy { $0.capturedAt == nil }, "\(live)")
+    }
+
     @Test("offline: QoS 0 messages and retained bridge topics are not queued (QoS 0 counted as dropped); queue_qos0 keeps QoS 0")
     func qos0AndRetained() async throws {
         let harness = try Harness(#"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)

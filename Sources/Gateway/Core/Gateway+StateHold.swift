@@ -12,7 +12,8 @@ extension Gateway {
         armTimer(until)
     }
 
-    /// Publishes one state message of the device now, or keeps it while the state is held.
+    /// Publishes one state message of the device now, or keeps it while the state is held,
+    /// stamped with the time it would have gone out (its capture time if it ends up queued).
     func publishStateMessage(_ index: Int, topic: String, payload: [UInt8], retain: Bool, qos: Int) {
         guard devices[index].stateHeldUntil != nil else {
             publish(topic, payload, retain: retain, qos: qos)
@@ -22,7 +23,8 @@ extension Gateway {
             devices[index].heldStates.removeFirst()
             counters.dropped.rateControl += 1
         }
-        devices[index].heldStates.append(MQTTOutboundMessage(topic: topic, payload: payload, qos: qos, retain: retain))
+        devices[index].heldStates.append(
+            MQTTOutboundMessage(topic: topic, payload: payload, qos: qos, retain: retain, capturedAt: clock.wallMilliseconds()))
     }
 
     /// The hold ended: every state message kept meanwhile goes out in order (each payload has
@@ -36,6 +38,16 @@ extension Gateway {
             publishState(index, now: now)
             return
         }
-        for message in held { publish(message.topic, message.payload, retain: message.retain, qos: message.qos) }
+        for message in held {
+            counters.published += 1
+            if let outbox {
+                // Queued now (broker away or a replay running), it keeps its capture time.
+                outbox.publish(message, kind: .stored)
+            } else {
+                var live = message
+                live.capturedAt = nil
+                mqtt.publish(live)
+            }
+        }
     }
 }

@@ -122,11 +122,16 @@ public final class StoreAndForward: Sendable {
                     return false
                 }
             }
-            state.queue.append(message, capturedAt: now, now: now)
+            state.queue.append(message, capturedAt: message.capturedAt ?? now, now: now)
             state.statistics.queued += 1
             return false
         }
-        if live { mqtt.publish(message) }
+        if live {
+            // Only replayed messages say when they were captured.
+            var outgoing = message
+            outgoing.capturedAt = nil
+            mqtt.publish(outgoing)
+        }
         if startReplay {
             log(.info, "store-and-forward: the broker is behind (\(mqtt.backlog) messages unacknowledged): queueing readings in order")
             Task { await self.replay() }
