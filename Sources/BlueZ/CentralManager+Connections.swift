@@ -107,6 +107,10 @@ extension CentralManager {
             let cameUp = (central.links[address]?.timesUp ?? 0) > timesUpBefore
             return props["Connected"]?.bool == true || cameUp ? .success(()) : nil
         }
+        // Already down again: a retry that fired meanwhile was skipped (this attempt was running).
+        if links[address]?.connected == false, links[address]?.retryTimer == nil {
+            scheduleReconnect(address, after: CentralError(.peripheralDisconnected, operation: operation, message: "the link dropped"))
+        }
     }
 
     /// Disconnects (`Device1.Disconnect`, about 2 s in BlueZ) and forgets the connection: no

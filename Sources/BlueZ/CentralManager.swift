@@ -40,6 +40,8 @@ public actor CentralManager {
     var closed = false
     var nextID = 0
     var signalTasks: [Task<Void, Never>] = []
+    /// bluetoothd's signals, handled as they are dispatched.
+    var bluezSignals: DBusSignalHandler?
     var stateContinuations: [Int: AsyncStream<CentralState>.Continuation] = [:]
     var connectionContinuations: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
     var waiters: [Int: Waiter] = [:]
@@ -109,18 +111,16 @@ public actor CentralManager {
         // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
         // order BlueZ sent them (which is not always the order it meant: a ServicesResolved may
         // overtake the GATT objects it announces, see CentralManager+Resolution.swift).
-        let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
+        // Handled on the loop as they are dispatched, in order with the replies to our calls (a
+        // task iterating a stream could run after a later reply: on a loaded machine the `Value`
+        // signal of our own ReadValue then came after the read had finished and went out as a
+        // notification).
+        bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) { [weak self] message in
+            self?.assumeIsolated { $0.handleSignal(message) }
+        }
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
-        // Both tasks are isolated to the manager (they capture self until close() cancels them):
-        // each signal is handled on the loop in the order it arrived, relative to the other
-        // signals and to the replies of our calls. A global-pool task hopping in could come after
-        // a later reply — on a loaded machine the `Value` signal of our own ReadValue arrived
-        // after its reply and went out as a notification.
-        signalTasks.append(Task {
-            for await message in bluez { self.handleSignal(message) }
-        })
-        signalTasks.append(Task {
-            for await change in owners { await self.bluezOwnerChanged(to: change.newOwner) }
+        signalTasks.append(Task { [weak self] in
+            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
         })
         loadStateFile()
         let owner: String?
@@ -155,6 +155,7 @@ public actor CentralManager {
         connectionContinuations.removeAll()
         if let timer = discovery.retryTimer { loop.cancelTimer(timer) }
         for task in signalTasks { task.cancel() }
+        bluezSignals?.cancel()
         await connection.close()
     }
 

@@ -1,4 +1,5 @@
 internal import CDBus
+import Synchronization
 
 extension DBusConnection {
     /// Signals matching `rule`, as an `AsyncStream` of messages.
@@ -21,6 +22,22 @@ extension DBusConnection {
             rule, deliver: { continuation.yield($0) }, finish: { continuation.finish() },
             setTermination: { handler in continuation.onTermination = { _ in handler() } })
         return stream
+    }
+
+    /// Signals matching `rule`, handed to `handler` on the loop thread as they are dispatched, so
+    /// in order with the replies to this connection's calls: a signal that arrived before a reply
+    /// has been handled when the caller awaiting that reply resumes (an ``signals(matching:bufferingPolicy:)``
+    /// consumer task may run later). `handler` runs on this connection's loop: an actor on the
+    /// same loop can use `assumeIsolated` in it. It must not block.
+    ///
+    /// The rule is added to the bus before this returns; ``DBusSignalHandler/cancel()`` removes it.
+    /// - Throws: ``DBusError`` from `AddMatch`, or `Disconnected`.
+    public func handleSignals(
+        matching rule: DBusMatchRule, _ handler: @escaping @Sendable (DBusMessage) -> Void
+    ) async throws -> DBusSignalHandler {
+        let registration = DBusSignalHandler()
+        try await subscribe(rule, deliver: handler, finish: {}, setTermination: { registration.setCancel($0) })
+        return registration
     }
 
     /// Registers a subscription, adds its rule to the bus, and arranges removal when the
@@ -124,5 +141,23 @@ extension DBusConnection {
                 subscription.deliver(decoded)
             }
         }
+    }
+}
+
+/// A registration made by ``DBusConnection/handleSignals(matching:_:)``.
+public final class DBusSignalHandler: Sendable {
+    private let onCancel = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init() {}
+
+    func setCancel(_ body: @escaping @Sendable () -> Void) { onCancel.withLock { $0 = body } }
+
+    /// Stops handing signals to the handler and removes the rule from the bus. Safe to call twice.
+    public func cancel() {
+        let body = onCancel.withLock { current -> (@Sendable () -> Void)? in
+            defer { current = nil }
+            return current
+        }
+        body?()
     }
 }

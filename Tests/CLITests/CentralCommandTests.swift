@@ -40,7 +40,7 @@ struct CentralCommandTests {
     @Test("scan prints JSON lines when not on a terminal, with --services and --duration, decoding known adverts")
     func scan() async throws {
         try await Self.withSimulator { run in
-            let result = try await run(["scan", "--duration", "1s"])
+            let result = try await run(["scan", "--duration", "5s"])
             #expect(result.status == 0)
             let lines = result.output.split(separator: "\n").compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
@@ -48,7 +48,7 @@ struct CentralCommandTests {
             #expect(Set(lines.compactMap { $0["address"] as? String }).isSuperset(of: ["A4:C1:38:00:00:01", "A4:C1:38:00:00:06", "A4:C1:38:00:00:07"]))
             let bthome = lines.first { $0["address"] as? String == "A4:C1:38:00:00:07" }
             #expect((bthome?["decoded"] as? [String: Any])?["format"] as? String == "bthome_v2")
-            let filtered = try await run(["scan", "--services", "180F", "--duration", "1s", "--json"])
+            let filtered = try await run(["scan", "--services", "180F", "--duration", "5s", "--json"])
             #expect(filtered.status == 0)
             #expect(filtered.output.contains("Battery Sensor"))
             #expect(!filtered.output.contains("HR Strap"))

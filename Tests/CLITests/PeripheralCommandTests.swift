@@ -131,7 +131,7 @@ struct PeripheralCommandTests {
             defer { advertiser.stop() }
             try await advertiser.waitForOutput(containing: "advertising as 00:AA:02:00:00:00")
             let scan = try await ChildProcess.run(
-                gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "1s", "--json"], environment: environment)
+                gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "5s", "--json"], environment: environment)
             #expect(scan.status == 0, "\(scan.output)")
             let line = try #require(scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])

@@ -35,6 +35,38 @@ struct SignalTests {
         }
     }
 
+    @Test("handleSignals: a signal sent before a reply has been handled when the call returns; cancel stops it")
+    func handlerOrderedWithReplies() async throws {
+        try await TestBus.run { bus in
+            let server = try await bus.connect()
+            let client = try await bus.connect()
+            let counter = Locked(0)
+            try await server.export(
+                [DBusInterface("org.gattway.Test", methods: [
+                    DBusMethod("Read") { _ in
+                        counter.withLock { $0 += 1 }
+                        try await server.emit(path: "/dev", interface: "org.gattway.Test", member: "Changed", arguments: [.uint32(UInt32(counter.value))])
+                        return []
+                    },
+                ])], at: "/dev")
+            let seen = Locked<[DBusValue]>([])
+            let handler = try await client.handleSignals(matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")) { message in
+                seen.withLock { $0 += message.arguments }
+            }
+            for round in 1...50 {
+                _ = try await client.call(destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
+                #expect(seen.value.last == .uint32(UInt32(round)), "the signal of round \(round) before its reply")
+            }
+            handler.cancel()
+            handler.cancel()
+            try await server.emit(path: "/dev", interface: "org.gattway.Test", member: "Changed", arguments: [.uint32(0)])
+            _ = try await client.call(destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
+            #expect(seen.value.count == 50, "nothing after cancel()")
+            await client.close()
+            await server.close()
+        }
+    }
+
     @Test("argument and sender rules select signals")
     func argumentAndSenderRules() async throws {
         try await TestBus.run { bus in
