@@ -101,6 +101,8 @@ enum GatewayBench: BenchSuite {
                 detail: "\(count) × \(payload.count) B from one MQTTClient, counted on completion"))
         }
 
+        // Idle RSS, the baseline, with the resident memory of each mapping.
+        rows += await phase("idle") { try await idle(broker: broker) }
         // 2. Notification pipeline at QoS 0 and 1; 4. latency with the QoS 1 process.
         for qos in [0, 1] {
             rows += await phase("notification pipeline QoS \(qos)") {
@@ -341,6 +343,25 @@ enum GatewayBench: BenchSuite {
         }
         rows.append(BenchRow(name: "advertisements: gattway peak RSS", value: peak.megabytes, unit: "MB", target: "≤ 12", detail: "VmHWM over all steps"))
         return rows
+    }
+
+    // MARK: Idle
+
+    /// `gattway run` connected to the broker and scanning a simulator with no devices, 10 s after
+    /// it said "gateway started": VmRSS, and the resident kB of the gattway binary's mappings, the
+    /// C libraries and anonymous memory from /proc/PID/smaps.
+    static func idle(broker: MosquittoBroker) async throws -> [BenchRow] {
+        let world = try await SimulatedWorld(scenario: emptyScenario)
+        let gattway = try await GatewayProcess.gattway(config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world)
+        try await Task.sleep(for: .seconds(10))
+        let sample = try gattway.sample
+        let mappings = MappingRSS.read(gattway.child.pid)
+        gattway.stop()
+        await world.stop()
+        return [
+            BenchRow(name: "idle: gattway RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
+                     detail: mappings.summary),
+        ]
     }
 
     // MARK: Memory

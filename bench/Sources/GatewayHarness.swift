@@ -36,6 +36,41 @@ struct ProcessSample: Sendable {
     }
 }
 
+/// Resident kB per mapped file of another process (/proc/PID/smaps), the process's own
+/// executable, and anonymous memory (`[anon]`, `[heap]`, `[stack]`, and private copies of file pages
+/// are counted under their file, as smaps does).
+struct MappingRSS {
+    var kilobytesByName: [String: Int] = [:]
+    var executable = ""
+
+    static func read(_ pid: Int32) -> MappingRSS {
+        var result = MappingRSS()
+        result.executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? ""
+        // Read to the end: procfs files report size 0, and a sized read stops after the first page.
+        guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps")?.readDataToEndOfFile() else { return result }
+        let smaps = String(decoding: data, as: UTF8.self)
+        var name = "[anon]"
+        for line in smaps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard let first = fields.first else { continue }
+            if first.contains("-"), !first.hasSuffix(":") {
+                name = fields.count >= 6 ? fields[5...].joined(separator: " ") : "[anon]"
+            } else if first == "Rss:", fields.count >= 2, let kilobytes = Int(fields[1]) {
+                result.kilobytesByName[name, default: 0] += kilobytes
+            }
+        }
+        return result
+    }
+
+    /// "binary 5.9 MB, libc.so.6 1.6 MB, …" for the mappings of at least 100 kB, largest first.
+    var summary: String {
+        kilobytesByName.filter { $0.value >= 100 }.sorted { $0.value > $1.value }.map { name, kilobytes in
+            let label = name == executable ? "the gattway binary" : String(name.split(separator: "/").last ?? Substring(name))
+            return "\(label) \((Double(kilobytes) / 1024).formatted(1)) MB"
+        }.joined(separator: ", ")
+    }
+}
+
 /// Samples a process's RSS every `interval` until stopped; reports the peak of the samples.
 final class RSSSampler: Sendable {
     private let box = Locked<(peak: Int, last: Int)>((0, 0))
