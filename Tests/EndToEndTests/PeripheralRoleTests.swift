@@ -128,8 +128,9 @@ struct PeripheralRoleTests {
         try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
             try await e2e.observer.publish(MQTTMessage(topic: "home/livingroom/state", string: #"{"temperature": 23.4}"#, retain: true))
             try await e2e.gateway.waitForOutput(containing: "peripheral: advertising")
-            await e2e.simulator.crash(restartAfter: 0.3)
+            await e2e.simulator.crash()
             try await e2e.gateway.waitForOutput(containing: "advertising stopped")
+            try await e2e.simulator.restart()
             let central = try await CentralManager.start(
                 options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
             defer { Task { await central.close() } }

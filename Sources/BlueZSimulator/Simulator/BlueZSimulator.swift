@@ -179,7 +179,13 @@ public actor BlueZSimulator {
         tearDown()
         if let restartAfter {
             _ = loop.addTimer(after: restartAfter) { [self] in
-                Task { try? await self.restart() }
+                Task {
+                    do {
+                        try await self.restart()
+                    } catch {
+                        self.log?("simulator: restart failed: \(error)")
+                    }
+                }
             }
         }
     }
