@@ -199,6 +199,17 @@ extension CentralManager {
         }
     }
 
+    /// What BlueZ remembers of a peripheral's advertisements (`Device1`'s name, service UUIDs —
+    /// with the GATT services once resolved —, manufacturer and service data; an RSSI only while
+    /// a discovery sees it); empty when BlueZ does not know the device. For a connected
+    /// peripheral, which usually no longer advertises, this is all there is.
+    public func rememberedAdvertisementData(_ address: BluetoothAddress) -> AdvertisementData {
+        guard let path = devicePath(address), let props = tree.properties(path, BlueZObjectTree.device) else {
+            return AdvertisementData()
+        }
+        return Self.advertisementData(props)
+    }
+
     /// `Device1` properties as ``AdvertisementData`` (RSSI 127 "not available" becomes nil).
     static func advertisementData(_ props: BlueZObjectTree.Properties) -> AdvertisementData {
         var data = AdvertisementData()

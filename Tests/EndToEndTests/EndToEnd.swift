@@ -31,9 +31,12 @@ struct EndToEnd: Sendable {
     ///   - config: config.json text; `$SERVER` is replaced by the broker's URL.
     ///   - scenario: the simulator's world (default: the demo scenario, ten times faster).
     ///   - makeBroker: starts the broker (default: a plain non-persistent mosquitto).
+    ///   - beforeGateway: runs once the simulator is up, before `gattway run` starts (another
+    ///     BlueZ client's doings the gateway finds at start), with the bus address and the loop.
     static func run(
         config: String, scenario: Scenario? = nil,
         broker makeBroker: () async throws -> MosquittoBroker = { try await MosquittoBroker() },
+        beforeGateway: (String, EventLoop) async throws -> Void = { _, _ in },
         _ body: (EndToEnd) async throws -> Void
     ) async throws {
         let world = try scenario ?? Self.fastDemo()
@@ -46,6 +49,7 @@ struct EndToEnd: Sendable {
         do {
             let bluez = try await BlueZSimulator.start(scenario: world, bus: .address(daemon.address), on: loop)
             simulator = bluez
+            try await beforeGateway(daemon.address, loop)
             let started = try await makeBroker()
             broker = started
             let messages = MessageRecorder()

@@ -195,10 +195,14 @@ public struct DeviceSpec: Sendable, Equatable {
     public var serviceData: [(uuid: BluetoothUUID, payload: PayloadSpec)]
     public var services: [ServiceSpec]
     public var faults: FaultSpec
+    /// Goes on advertising while a central is connected (false: silent from the link coming up
+    /// until it ends, as most peripherals with a single connection are).
+    public var advertisesWhileConnected: Bool = true
 
     public static func == (lhs: DeviceSpec, rhs: DeviceSpec) -> Bool {
         lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.name == rhs.name
             && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.services == rhs.services && lhs.faults == rhs.faults
+            && lhs.advertisesWhileConnected == rhs.advertisesWhileConnected
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.payload) == rhs.manufacturerData.map(\.payload)
             && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
@@ -234,6 +238,7 @@ public struct DeviceSpec: Sendable, Equatable {
         let interval = try object.optional("interval")?.duration() ?? 1
         let connectable = try object.optional("connectable")?.bool() ?? true
         let discoverable = try object.optional("discoverable")?.bool() ?? true
+        let advertisesWhileConnected = try object.optional("advertises_while_connected")?.bool() ?? true
         let txPower = try object.optional("tx_power")?.integer(in: -127...20)
         let appearance = try object.optional("appearance").map { UInt16(try $0.integer(in: 0...0xFFFF)) }
         let serviceUUIDs = try object.optional("service_uuids")?.array().map(readUUID) ?? []
@@ -260,7 +265,8 @@ public struct DeviceSpec: Sendable, Equatable {
             rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
             txPower: txPower, appearance: appearance, serviceUUIDs: serviceUUIDs,
             manufacturerData: manufacturerData.map { (companyID: $0.0, payload: $0.1) },
-            serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults)
+            serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
+            advertisesWhileConnected: advertisesWhileConnected)
     }
 }
 

@@ -132,7 +132,7 @@ extension BlueZSimulator {
             guard let device = devices[path], device.adapter.sessions.isDiscovering, device.adapter.powered,
                 device.spec.interval > 0
             else { continue }
-            report(device)
+            if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
             let next = max(deadline + UInt64(device.spec.interval * 1e9), now)
             schedule.insert(path, at: next)
         }

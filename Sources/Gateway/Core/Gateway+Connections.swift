@@ -143,9 +143,11 @@ extension Gateway {
         }
     }
 
-    /// A link dropped (or was closed by the gateway).
+    /// A link dropped (or was closed by the gateway), or came up.
     public func handle(_ event: BLEConnectionEvent) {
         switch event {
+        case .connected(let discovery):
+            adoptLink(discovery)
         case .disconnected(let address, let reason):
             guard let index = indexByAddress[address] else { return }
             let link = devices[index].link
@@ -157,6 +159,26 @@ extension Gateway {
             publishEvent("device_disconnected", index)
             publishDevices()
         }
+    }
+
+    /// A link is up that the gateway may not have made (one left up by another client before
+    /// the start, say): a device whose rule wants a connection is connected through it now —
+    /// the port's connect finds the link up — instead of waiting for an advertisement that a
+    /// connected peripheral usually no longer sends. Links the gateway is making or has are
+    /// left alone, as are devices whose rule does not connect.
+    func adoptLink(_ discovery: BLEDiscovery) {
+        guard config.role.includesCentral else { return }
+        let index: Int
+        if let known = indexByAddress[discovery.address] {
+            index = known
+        } else {
+            let matching = config.devices.first { $0.match.matches(discovery.address, discovery.advertisement) }
+            guard matching?.connect == true, let registered = register(discovery) else { return }
+            index = registered
+        }
+        guard rule(index).connect, devices[index].link == .idle, !devices[index].gaveUp else { return }
+        log(.info, "\(devices[index].name): link already up: adopting it")
+        requestConnection(index, urgent: false)
     }
 
     /// Suspends until the device is connected, connecting it on demand (ahead of background

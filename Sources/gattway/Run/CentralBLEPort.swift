@@ -105,8 +105,14 @@ struct CentralBLEPort: BLEPort {
         AsyncStream(bufferingPolicy: .unbounded) { continuation in
             let task = Task {
                 for await event in await central.connectionEvents() {
-                    if case .disconnected(let peripheral, let error) = event {
+                    switch event {
+                    case .disconnected(let peripheral, let error):
                         continuation.yield(.disconnected(peripheral.address, reason: error.map(Self.portError)))
+                    case .connected(let peripheral):
+                        let known = await central.rememberedAdvertisementData(peripheral.address)
+                        continuation.yield(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
+                    case .failedToConnect:
+                        break  // the connect call that failed reports it
                     }
                 }
                 continuation.finish()
