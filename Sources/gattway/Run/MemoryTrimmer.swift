@@ -21,18 +21,6 @@ enum MemoryTrimmer {
         let trim = unsafeBitCast(symbol, to: MallocTrim.self)
         loop.execute { schedule(on: loop) { _ = trim(0) } }
         #endif
-        loop.execute { scheduleCodeRelease(on: loop, after: interval) }
-    }
-
-    /// Code pages that only startup used are unmapped 2 s after start, and whatever ran once since
-    /// (a reconnect, a rare decoder) every minute after that (`ExecutableCodePages`).
-    static let codeReleaseInterval = 60.0
-
-    private static func scheduleCodeRelease(on loop: EventLoop, after delay: Double) {
-        _ = loop.addTimer(after: delay) {
-            ExecutableCodePages.release()
-            scheduleCodeRelease(on: loop, after: codeReleaseInterval)
-        }
     }
 
     private static func schedule(on loop: EventLoop, _ trim: @escaping () -> Void) {
