@@ -27,4 +27,21 @@ struct LinkAdoptionTests {
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts == [Self.sensor])
     }
+
+    @Test("a link reported up after the gateway's attempt failed (it came up and dropped meanwhile) waits for the backoff")
+    func lateReportAfterFailure() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"address": "00:00:00:00:00:0A"}, "name": "sensor", "connect": true}]}"#)
+        harness.ble.add(Self.sensor, .init(characteristics: [], connectError: BLEPortError(.peripheralDisconnected, "link lost")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.sensor, advertisement: .init(rssi: -50)))
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts == [Self.sensor])
+        harness.ble.update(Self.sensor) { $0.connectError = nil }
+        await harness.gateway.handle(.connected(BLEDiscovery(address: Self.sensor, advertisement: .init())))
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts == [Self.sensor])
+        await harness.advance(6)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts == [Self.sensor, Self.sensor])
+    }
 }

@@ -164,8 +164,8 @@ extension Gateway {
     /// A link is up that the gateway may not have made (one left up by another client before
     /// the start, say): a device whose rule wants a connection is connected through it now —
     /// the port's connect finds the link up — instead of waiting for an advertisement that a
-    /// connected peripheral usually no longer sends. Links the gateway is making or has are
-    /// left alone, as are devices whose rule does not connect.
+    /// connected peripheral usually no longer sends. Links the gateway is making or has, or
+    /// will retry after its backoff, are left alone, as are devices whose rule does not connect.
     func adoptLink(_ discovery: BLEDiscovery) {
         guard config.role.includesCentral else { return }
         let index: Int
@@ -176,9 +176,16 @@ extension Gateway {
             guard matching?.connect == true, let registered = register(discovery) else { return }
             index = registered
         }
-        guard rule(index).connect, devices[index].link == .idle, !devices[index].gaveUp else { return }
+        guard awaitsConnection(index) else { return }
         log(.info, "\(devices[index].name): link already up: adopting it")
         requestConnection(index, urgent: false)
+    }
+
+    /// Whether the device's rule wants a link that nothing is working on: idle, no retry
+    /// pending (a link reported up after an attempt failed — it came up and dropped during the
+    /// attempt — waits for the backoff too), not given up.
+    func awaitsConnection(_ index: Int) -> Bool {
+        rule(index).connect && devices[index].link == .idle && devices[index].retryAt == nil && !devices[index].gaveUp
     }
 
     /// Suspends until the device is connected, connecting it on demand (ahead of background

@@ -38,9 +38,7 @@ extension Gateway {
             devices[index].availability.advertisement(at: now)
             if devices[index].availability.published != true { publishAvailability(index, online: true) }
         }
-        if rule.connect, devices[index].link == .idle, devices[index].retryAt == nil, !devices[index].gaveUp {
-            requestConnection(index, urgent: false)
-        }
+        if awaitsConnection(index) { requestConnection(index, urgent: false) }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty else { return }
         do {
             let decoded = try config.registry.decode(

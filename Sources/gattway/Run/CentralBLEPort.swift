@@ -109,6 +109,8 @@ struct CentralBLEPort: BLEPort {
                     case .disconnected(let peripheral, let error):
                         continuation.yield(.disconnected(peripheral.address, reason: error.map(Self.portError)))
                     case .connected(let peripheral):
+                        // Reported late (a busy loop), the link may be down again: that was reported as well.
+                        guard await central.peripheral(peripheral.address).isConnected else { continue }
                         let known = await central.rememberedAdvertisementData(peripheral.address)
                         continuation.yield(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
                     case .failedToConnect:
