@@ -137,6 +137,7 @@ extension Gateway {
         if let delay = devices[index].reconnect.failed(reason, at: now) {
             devices[index].retryAt = now + delay
             armTimer(now + delay)
+            log(.info, "\(devices[index].name): reconnecting in \((delay * 100).rounded() / 100) s")
         } else {
             devices[index].gaveUp = true
             log(.error, "\(devices[index].name): not reconnecting: \(reason)")
