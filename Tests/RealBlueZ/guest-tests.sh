@@ -4,7 +4,8 @@
 # BIN-DIR holds the host-built gattway and realbluez-central. Starts peripheral.py (hci1 + hci2),
 # then the CLI checks, the CentralManager scenario, gattway run, the differential recording, and
 # gattway serve on hci1 in place of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a
-# python with bleak) as centrals. RBZ_DIFF=0 / RBZ_SERVE=0 leave a section out. Every check is
+# python with bleak) as centrals, and `gattway run` in the peripheral role on hci1 with mosquitto
+# and the CLI as the central. RBZ_DIFF=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
 set -u
@@ -50,19 +51,23 @@ echo "[tests $(t)] CLI"
 # Scanning as a user would: until the peripheral shows up (up to 45 s: btvirt's controllers send
 # one advertising report per scan or advertising start, which the kernel can miss; the next comes
 # when it restarts its LE scan 10.24 s later), then 2 s more in which the 180D device must not.
+scan_for() {  # scan_for OUT SERVICE PATTERN: `gattway scan` until PATTERN shows (≤ 45 s), then 2 s more
+  local out=$1 scanner scan_start
+  "$BIN/gattway" scan --json --services "$2" --adapter hci0 > "$out" 2>&1 &
+  scanner=$!
+  scan_start=$(date +%s)
+  while [ "$(date +%s)" -lt $(( scan_start + 45 )) ] && ! grep -qiE -- "$3" "$out"; do
+    kill -0 $scanner 2>/dev/null || break
+    sleep 0.2
+  done
+  scan_seconds=$(( $(date +%s) - scan_start ))
+  sleep 2
+  kill -INT $scanner 2>/dev/null
+  wait $scanner
+  scan_status=$?
+}
 scan_out=$SHARE/out/cli-scan-180F.txt
-"$BIN/gattway" scan --json --services 180F --adapter hci0 > "$scan_out" 2>&1 &
-scanner=$!
-scan_start=$(date +%s)
-while [ "$(date +%s)" -lt $(( scan_start + 45 )) ] && ! grep -q "\"$BATTERY\"" "$scan_out"; do
-  kill -0 $scanner 2>/dev/null || break
-  sleep 0.2
-done
-scan_seconds=$(( $(date +%s) - scan_start ))
-sleep 2
-kill -INT $scanner 2>/dev/null
-wait $scanner
-scan_status=$?
+scan_for "$scan_out" 180F "\"$BATTERY\""
 if grep -q "\"$BATTERY\"" "$scan_out" && ! grep -q "$OTHER" "$scan_out"; then
   result "PASS cli.scan-180F found after ${scan_seconds} s: $(head -c 160 "$scan_out" | tr '\n' ' ')"
 else
@@ -216,6 +221,112 @@ if [ "${RBZ_SERVE:-1}" = 1 ]; then
   fi
   kill -INT $SERVER 2>/dev/null
   wait $SERVER 2>/dev/null
+fi
+
+# ---- gattway run in the peripheral role (issue #10): the gateway serves and advertises on hci1,
+# its characteristics bridged to mosquitto in the guest; gattway's CLI is the central on hci0.
+if [ "${RBZ_PERIPHERAL_RUN:-1}" = 1 ]; then
+  echo "[tests $(t)] gattway run, role peripheral"
+  PR=$SHARE/out/peripheral-run
+  PRLOG=$LOGS/gattway-peripheral.log
+  mkdir -p "$PR"
+  printf 'listener 18834 127.0.0.1\nallow_anonymous true\npersistence false\n' > "$PR/mosquitto.conf"
+  mosquitto -c "$PR/mosquitto.conf" > "$PR/mosquitto.log" 2>&1 &
+  BROKER=$!
+  for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$PR/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
+  pub() { mosquitto_pub -h 127.0.0.1 -p 18834 -r -t home/state -m "{\"temperature\": $1}"; }
+  pub 21.57                                   # retained: 2157 = 0x086D → 6d 08
+  cat > "$PR/config.json" <<'CONF'
+{
+  "mqtt": {"server": "mqtt://127.0.0.1:18834", "base_topic": "rbz", "client_id": "rbz-peripheral"},
+  "homeassistant": {"enabled": false},
+  "health": {"enabled": false},
+  "role": "peripheral",
+  "peripheral": {
+    "adapter": "hci1",
+    "advertising": {"local_name": "rbz-gw", "service_uuids": ["181A"], "service_data": [{"uuid": "181A", "value": "2a"}]},
+    "services": [
+      {"uuid": "181A", "characteristics": [
+        {"uuid": "2A6E", "properties": ["read", "notify"], "from_topic": "home/state",
+         "json_key": "temperature", "encoding": "s16le", "scale": 100}]},
+      {"uuid": "FF20", "characteristics": [
+        {"uuid": "FF21", "properties": ["read", "write", "write-without-response"],
+         "to_topic": "phone/lamp", "encoding": "u8", "value": 0}]}
+    ]
+  }
+}
+CONF
+  "$BIN/gattway" run --config "$PR/config.json" --log-level debug > "$PRLOG" 2>&1 &
+  GATEWAY=$!
+  for _ in $(seq 300); do grep -q 'peripheral: advertising' "$PRLOG" && break; kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
+  if grep -q 'peripheral: advertising' "$PRLOG"; then
+    result "PASS prun.started $(grep -m1 'peripheral: serving' "$PRLOG" | head -c 160)"
+  else
+    result "FAIL prun.started $(tail -n 3 "$PRLOG" | tr '\n' ' ' | head -c 400)"
+  fi
+  # hci0 still has the device object of this address with the GATT services it resolved from
+  # `gattway serve`: bluetoothd then keeps those as its UUIDs and ignores the advertised ones
+  # (181A would not show; see README "Open issues"). A central meeting the gateway anew:
+  dbus-send --system --print-reply --dest=org.bluez /org/bluez/hci0 org.bluez.Adapter1.RemoveDevice \
+    objpath:/org/bluez/hci0/dev_${BATTERY//:/_} > /dev/null 2>&1
+  scan_for "$PR/scan.txt" 181A "\"$BATTERY\".*\"181a\":\"2a\""
+  if grep -qiE "\"$BATTERY\".*\"services\":\[[^]]*\"181a\".*\"service_data\":\{\"181a\":\"2a\"\}" "$PR/scan.txt"; then
+    result "PASS prun.scan found after ${scan_seconds} s: $(grep -m1 "$BATTERY" "$PR/scan.txt" | head -c 200)"
+  else
+    result "FAIL prun.scan exit $scan_status: $(head -c 400 "$PR/scan.txt" | tr '\n' ' ')"
+  fi
+  cli prun-read '"hex":"6d ?08"' "" -- read --json $BATTERY 2a6e
+  # A subscribed CLI gets the value of the next MQTT message as a notification.
+  timeout 120 "$BIN/gattway" notify --json --count 1 $BATTERY 2a6e --adapter hci0 --timeout 45s > "$PR/notify.txt" 2>&1 &
+  NOTIFIER=$!
+  for _ in $(seq 600); do grep -q 'subscribed to 2A6E' "$PRLOG" && break; kill -0 $NOTIFIER 2>/dev/null || break; sleep 0.1; done
+  pub 22.5                                    # 2250 = 0x08CA
+  wait $NOTIFIER
+  if grep -qiE '"hex":"ca ?08"' "$PR/notify.txt"; then
+    result "PASS prun.notify MQTT 22.5 → $(head -c 160 "$PR/notify.txt" | tr '\n' ' ')"
+  else
+    result "FAIL prun.notify $(head -c 300 "$PR/notify.txt" | tr '\n' ' ')"
+  fi
+  written() {  # written NAME VALUE [--without-response]: a CLI write of FF21 arrives on phone/lamp
+    timeout 100 mosquitto_sub -h 127.0.0.1 -p 18834 -t phone/lamp -C 1 -W 90 > "$PR/lamp-$1.txt" 2>&1 &
+    local sub=$!
+    sleep 0.3
+    timeout 70 "$BIN/gattway" write ${3:-} $BATTERY ff21 "0$2" --adapter hci0 --timeout 45s > "$PR/write-$1.txt" 2>&1
+    wait $sub
+    if grep -qiE '"central":"00:AA:01:00:00:00".*"value":'"$2"'[,}]' "$PR/lamp-$1.txt"; then
+      result "PASS prun.$1 $(head -c 200 "$PR/lamp-$1.txt")"
+    else
+      result "FAIL prun.$1 write: $(head -c 200 "$PR/write-$1.txt" | tr '\n' ' ') phone/lamp: $(head -c 200 "$PR/lamp-$1.txt")"
+    fi
+  }
+  written write-request 1
+  written write-command 0 --without-response
+  # Every CLI command disconnects when it is done: no link of hci0 is left.
+  for _ in $(seq 100); do ls /sys/class/bluetooth | grep -q '^hci0:' || break; sleep 0.1; done
+  if ls /sys/class/bluetooth | grep -q '^hci0:'; then
+    result "FAIL prun.disconnect a link is still up: $(ls /sys/class/bluetooth | tr '\n' ' ')"
+  else
+    result "PASS prun.disconnect no link left on hci0"
+  fi
+  # bluetoothd goes away; a value published meanwhile is what the re-registered service serves.
+  lines=$(wc -l < "$PRLOG")
+  rbz-bluetoothd stop > "$LOGS/rbz-bluetoothd-prun.txt" 2>&1
+  pub 23                                      # 2300 = 0x08FC
+  if rbz-bluetoothd start >> "$LOGS/rbz-bluetoothd-prun.txt" 2>&1; then
+    for _ in $(seq 600); do tail -n +$((lines + 1)) "$PRLOG" | grep -qE 'peripheral: advertising( as|\s*$)' && break; sleep 0.1; done
+    if tail -n +$((lines + 1)) "$PRLOG" | grep -q 'peripheral: BlueZ serves' \
+      && tail -n +$((lines + 1)) "$PRLOG" | grep -qE 'peripheral: advertising( as|\s*$)'; then
+      result "PASS prun.re-registered after the bluetoothd restart: $(tail -n +$((lines + 1)) "$PRLOG" | grep -m1 'BlueZ serves' | head -c 160)"
+    else
+      result "FAIL prun.re-registered $(tail -n +$((lines + 1)) "$PRLOG" | tail -n 4 | tr '\n' ' ' | head -c 400)"
+    fi
+    cli prun-read-after-restart '"hex":"fc ?08"' "" -- read --json $BATTERY 2a6e
+  else
+    result "FAIL prun.re-registered rbz-bluetoothd: $(tail -n 2 "$LOGS/rbz-bluetoothd-prun.txt" | tr '\n' ' ')"
+  fi
+  kill -TERM $GATEWAY 2>/dev/null
+  for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
+  kill -9 $GATEWAY $BROKER 2>/dev/null
 fi
 echo "[tests $(t)] done"
 ! grep -q '^FAIL ' "$RESULTS"
