@@ -189,7 +189,9 @@ extension CentralManager {
         content.rssi = nil
         let contentHash = content.hashValue
         for (id, scan) in scans where ids?.contains(id) ?? true {
-            if let services = scan.options.services, !services.contains(where: data.serviceUUIDs.contains) { continue }
+            if let services = scan.options.services,
+                !services.contains(where: { data.serviceUUIDs.contains($0) || data.serviceData[$0] != nil })
+            { continue }
             if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
             if !scan.options.allowDuplicates {
                 if scan.lastContent[path] == contentHash { continue }

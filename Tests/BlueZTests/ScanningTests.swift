@@ -111,6 +111,36 @@ struct ScanningTests {
         }
     }
 
+    @Test("a 181A scan still reports a device connected before whose GATT services lack 181A, by its 181A service data")
+    func serviceDataAfterResolution() async throws {
+        let scenario = """
+            {
+              \(Scenarios.timing),
+              "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
+              "devices": [
+                {"address": "A4:C1:38:00:00:0A", "name": "Env", "rssi": -50, "interval": "20ms", "service_uuids": ["181A"],
+                 "service_data": {"181A": {"hex": "2a"}},
+                 "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["read"], "value": {"hex": "5e"}}]}]}
+              ]
+            }
+            """
+        try await CentralHarness.run(scenario) { harness in
+            let central = try await harness.central()
+            let filter = ScanOptions(services: [BluetoothUUID(0x181A)])
+            let found = try await first(try await central.scan(filter), "found by its advertised 181A").peripheral
+            try await central.connect(found, timeout: .seconds(30), autoReconnect: false)
+            _ = try await central.discoverServices(for: found)
+            try await central.disconnect(found)
+            // BlueZ's UUIDs are now the resolved services: 181A is only in the service data.
+            let remembered = await central.rememberedAdvertisementData(found.address)
+            #expect(!remembered.serviceUUIDs.contains(BluetoothUUID(0x181A)))
+            let again = try await first(try await central.scan(filter), "found again after the connection")
+            #expect(again.peripheral.address == found.address)
+            #expect(again.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x2A])
+            await central.close()
+        }
+    }
+
     @Test("StartDiscovery refused with InProgress is retried with a growing delay, never in a tight loop")
     func discoveryBackoff() async throws {
         try await CentralHarness.run(Scenarios.sensors(startDiscoveryFailures: 3)) { harness in
