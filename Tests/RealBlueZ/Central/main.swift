@@ -379,6 +379,10 @@ func run() async throws {
         return (event == .disconnected(peripheral, nil), "\(event) in \(ContinuousClock.now - started)", ())
     }
     await check("connect-again") {
+        // This central learns of the restarted bluetoothd's adapter from its own signals, which
+        // may come after the first central saw poweredOn: Core Bluetooth's rule, connect only
+        // when poweredOn.
+        try await second.waitUntilPoweredOn(timeout: .seconds(30))
         // connect returns when the link is up; the GATT objects are there once discovery says so
         // (after a bluetoothd restart and a disconnect they may be exported anew).
         _ = try await second.connect(peripheral, timeout: .seconds(45), autoReconnect: false)
