@@ -1,4 +1,5 @@
 import Foundation
+import Subprocess
 
 /// A private mosquitto broker for a test: its own config, port and temporary directory.
 ///
@@ -116,7 +117,7 @@ public final class MosquittoBroker: @unchecked Sendable {
             if !process.isRunning {
                 throw ChildProcessError("mosquitto exited (status \(process.process.terminationStatus)):\n\(process.log())")
             }
-            if Self.accepts(port: port) && (tlsPort.map(Self.accepts(port:)) ?? true) { return }
+            if LoopbackPort.accepts(port) && (tlsPort.map(LoopbackPort.accepts) ?? true) { return }
             if Date() >= deadline { break }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
@@ -138,19 +139,4 @@ public final class MosquittoBroker: @unchecked Sendable {
 
     /// Everything the broker logged so far (all runs).
     public func log() -> String { child?.log() ?? "" }
-
-    private static func accepts(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
 }

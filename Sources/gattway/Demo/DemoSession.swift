@@ -54,7 +54,12 @@ actor DemoSession {
     func run(duration: Double?) async throws {
         let started = Date()
         let busAddress = try await startBus()
-        let port = try Self.freePort()
+        let port: UInt16
+        do {
+            port = try LoopbackPort.free()
+        } catch {
+            throw CLIError.failure("\(error)")
+        }
         try await startBroker(port: port)
         let simulator = try await BlueZSimulator.start(
             scenario: try Scenario.parse(Data(DemoScenario.json.utf8)), bus: .address(busAddress), on: loop)
@@ -133,7 +138,7 @@ actor DemoSession {
         let broker = try spawn("mosquitto", tools.mosquitto, ["-c", configPath])
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if Self.accepts(port: port) {
+            if LoopbackPort.accepts(port) {
                 say("mosquitto: a local broker (pid \(broker.pid)) on 127.0.0.1:\(port)")
                 return
             }
@@ -244,37 +249,5 @@ actor DemoSession {
 
     private func say(_ text: String) {
         standardOutput("\(DemoPrinter.time())  \(text)\n")
-    }
-
-    /// A TCP port on 127.0.0.1 that was free a moment ago.
-    private static func freePort() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CLIError.failure("socket(): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw CLIError.failure("bind(): \(String(cString: strerror(errno)))") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return UInt16(bigEndian: address.sin_port)
-    }
-
-    private static func accepts(port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
     }
 }
