@@ -31,20 +31,22 @@ let package = Package(
         .target(name: "Retry"),
         // posix_spawn with a clean signal mask, output to a log file, stop/kill (gattway demo's
         // children and the tests' daemons).
-        .target(name: "Subprocess"),
+        .target(name: "Subprocess", dependencies: ["LocalSystem"]),
         // JSON values, parsing with path-named errors, compact serialization (config, scenarios, payloads).
         .target(name: "JSON"),
+        // Files, environment and wall clock on POSIX calls, so the executable links no Foundation.
+        .target(name: "LocalSystem"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "JSON", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.
-        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry"]),
+        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem"]),
         .executableTarget(
             name: "gattway",
             dependencies: [
-                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess",
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
             ]
         ),
         .executableTarget(
@@ -66,6 +68,7 @@ let package = Package(
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
+        .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.

@@ -1,4 +1,4 @@
-import FoundationEssentials
+import LocalSystem
 
 extension GatewayConfig {
     /// Text that must never appear in a log line: the MQTT password (also when written into

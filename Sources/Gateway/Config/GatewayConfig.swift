@@ -1,5 +1,5 @@
 import Bluetooth
-import FoundationEssentials
+import LocalSystem
 import JSON
 import Parsers
 
@@ -94,7 +94,7 @@ public struct GatewayConfig: Sendable {
 
     /// Reads the file at `path`.
     public static func load(path: String) throws(GatewayConfigError) -> GatewayConfig {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = LocalFile.read(path) else {
             throw GatewayConfigError(problems: [JSONPathError(path: "", message: "cannot read \(path)")])
         }
         return try parse(data)

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+import LocalSystem
 #else
-import Foundation
+import LocalSystem
 #endif
 import JSON
 
@@ -66,7 +66,7 @@ public struct MQTTSettings: Sendable, Equatable {
         if let passwordFile {
             if password != nil {
                 object.problems.add(object.childPath("password_file"), "give either password or password_file, not both")
-            } else if let data = FileManager.default.contents(atPath: passwordFile) {
+            } else if let data = LocalFile.read(passwordFile) {
                 // The file's first line, so `echo secret > file` works (a trailing newline is not part of it).
                 let text = String(decoding: data, as: UTF8.self)
                 var line = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
+import LocalSystem
 
 /// Resource use of this process, read from `/proc/self` (Linux).
 public struct ProcessSample: Sendable, Equatable {
@@ -17,8 +17,8 @@ public struct ProcessSample: Sendable, Equatable {
 
     /// The current sample; nil where `/proc` is not available.
     public static func current() -> ProcessSample? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-            let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8)
+        guard let status = LocalFile.readText("/proc/self/status"),
+            let stat = LocalFile.readText("/proc/self/stat")
         else { return nil }
         return parse(status: status, stat: stat, ticksPerSecond: Double(sysconf(Int32(_SC_CLK_TCK))))
     }

@@ -1,5 +1,5 @@
 import Bluetooth
-import FoundationEssentials
+import LocalSystem
 import JSON
 import Parsers
 

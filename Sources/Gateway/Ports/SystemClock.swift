@@ -1,6 +1,6 @@
-import FoundationEssentials
+import LocalSystem
 
-/// The real clock: `ContinuousClock` for monotonic time, `Date` for wall time.
+/// The real clock: `ContinuousClock` for monotonic time, `WallClock` (CLOCK_REALTIME) for wall time.
 public struct SystemClock: GatewayClock {
     private let origin = ContinuousClock.now
 
@@ -12,7 +12,7 @@ public struct SystemClock: GatewayClock {
     }
 
     public func wallMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        WallClock.milliseconds()
     }
 
     public func sleep(until deadline: Double) async throws {

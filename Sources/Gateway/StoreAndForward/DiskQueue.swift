@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
+import LocalSystem
 
 /// The store-and-forward queue: a bounded FIFO of outgoing messages kept in memory and in a
 /// crash-safe append-only file (or in memory only when `path` is nil).
@@ -73,10 +73,10 @@ public final class DiskQueue {
         guard let path else { return }
         let directory = Self.parentDirectory(of: path)
         if !directory.isEmpty {
-            try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            try? LocalFile.createDirectories(directory)
         }
         unlink(path + ".tmp")
-        let contents = FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
+        let contents = LocalFile.read(path) ?? []
         let valid = recover(contents)
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreAndForwardError("cannot open the store-and-forward queue \(path): \(Self.errnoText())") }
