@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
+import LocalSystem
 import Synchronization
 
 /// A child process started with `posix_spawn`, for `gattway demo` (its dbus-daemon, mosquitto
@@ -51,7 +51,7 @@ public final class Subprocess: Sendable {
             flags |= POSIX_SPAWN_SETPGROUP
         }
         posix_spawnattr_setflags(&attributes, Int16(flags))
-        let environmentLines = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
+        let environmentLines = (environment ?? LocalEnvironment.all).map { "\($0.key)=\($0.value)" }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environmentLines.map { strdup($0) } + [nil]
         defer {
@@ -104,8 +104,8 @@ public final class Subprocess: Sendable {
     public func stop(grace: Double = 3) {
         guard isRunning else { return }
         kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning && Date() < deadline { usleep(5_000) }
+        let deadline = ContinuousClock.now + .seconds(grace)
+        while isRunning && ContinuousClock.now < deadline { usleep(5_000) }
         if isRunning { kill(pid, SIGKILL) }
         waitUntilExit()
     }
@@ -114,8 +114,8 @@ public final class Subprocess: Sendable {
     public func terminate(grace: Double = 3) async {
         guard isRunning else { return }
         kill(pid, SIGTERM)
-        let deadline = Date().addingTimeInterval(grace)
-        while isRunning && Date() < deadline { try? await Task.sleep(nanoseconds: 10_000_000) }
+        let deadline = ContinuousClock.now + .seconds(grace)
+        while isRunning && ContinuousClock.now < deadline { try? await Task.sleep(nanoseconds: 10_000_000) }
         if isRunning { kill(pid, SIGKILL) }
         while isRunning { try? await Task.sleep(nanoseconds: 5_000_000) }
     }
@@ -129,17 +129,17 @@ public final class Subprocess: Sendable {
 
     /// Everything the process printed so far.
     public func log() -> String {
-        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        LocalFile.readText(logPath) ?? ""
     }
 
     /// The absolute path of `name` on PATH or in the sbin directories (where Debian puts
     /// mosquitto); an absolute `name` is returned unchanged when executable. Nil when not found.
     public static func find(_ name: String) -> String? {
-        if name.hasPrefix("/") { return FileManager.default.isExecutableFile(atPath: name) ? name : nil }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        if name.hasPrefix("/") { return LocalFile.isExecutable(name) ? name : nil }
+        let path = LocalEnvironment.value("PATH") ?? "/usr/bin:/bin"
         for directory in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/bin", "/usr/local/sbin"] {
             let candidate = directory + "/" + name
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            if LocalFile.isExecutable(candidate) { return candidate }
         }
         return nil
     }
