@@ -34,7 +34,7 @@ struct HealthTests {
                 #expect((number(health[counter]) ?? 0) > 0, "\(counter) in \(received.text)")
             }
             for reason in ["filtered", "rate_control", "rate_limited", "registry_full", "mqtt_queue_full", "parse_error",
-                           "queue_full", "queue_expired", "offline_qos0", "broker_rejected"] {
+                           "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected"] {
                 #expect(number(health["dropped"]?[reason]) != nil, "dropped.\(reason) in \(received.text)")
             }
             #expect(number(health["queue"]?["depth"]) == 0, "\(received.text)")

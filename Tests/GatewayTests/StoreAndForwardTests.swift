@@ -35,11 +35,11 @@ struct StoreAndForwardTests {
         #expect(!queue.remove(5), "only the head can be acknowledged")
         queue.close()
         let reopened = try DiskQueue(path: path, limits: Self.limits)
-        #expect(reopened.messages.map(\.message) == [Self.message(1), Self.message(2)])
-        #expect(reopened.messages.map(\.capturedAt) == [Self.t0 + 1, Self.t0 + 2])
+        #expect(reopened.oldest().map(\.message) == [Self.message(1), Self.message(2)])
+        #expect(reopened.oldest().map(\.capturedAt) == [Self.t0 + 1, Self.t0 + 2])
         #expect(reopened.discardedBytes == 0)
         reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
-        #expect(reopened.messages.map(\.sequence) == [1, 2, 3])
+        #expect(reopened.oldest().map(\.sequence) == [1, 2, 3])
         #expect(reopened.remove(1) && reopened.remove(2) && reopened.remove(3))
         #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == 0, "an empty queue truncates its file")
     }
@@ -59,14 +59,14 @@ struct StoreAndForwardTests {
             let reopened = try DiskQueue(path: copy, limits: Self.limits)
             let count = reopened.count
             #expect(count >= previous && count <= 4)
-            #expect(reopened.messages.map(\.message) == (0..<count).map { Self.message($0) })
+            #expect(reopened.oldest().map(\.message) == (0..<count).map { Self.message($0) })
             previous = count
             if cut == full.count - 3 {
                 #expect(count == 3 && reopened.discardedBytes > 0)
                 reopened.append(Self.message(9), capturedAt: Self.t0 + 9, now: Self.t0 + 9)
                 reopened.close()
                 let again = try DiskQueue(path: copy, limits: Self.limits)
-                #expect(again.messages.map(\.message) == [Self.message(0), Self.message(1), Self.message(2), Self.message(9)])
+                #expect(again.oldest().map(\.message) == [Self.message(0), Self.message(1), Self.message(2), Self.message(9)])
                 #expect(again.discardedBytes == 0)
             }
         }
@@ -81,31 +81,49 @@ struct StoreAndForwardTests {
         bytes[bytes.count - 2] ^= 0xFF
         _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
         let reopened = try DiskQueue(path: path, limits: Self.limits)
-        #expect(reopened.messages.map(\.message) == [Self.message(0), Self.message(1)])
+        #expect(reopened.oldest().map(\.message) == [Self.message(0), Self.message(1)])
         #expect(reopened.discardedBytes > 0)
     }
 
-    @Test("bounds: beyond max_messages and max_bytes the oldest are dropped and counted; older than max_age expire")
-    func bounds() throws {
-        let queue = try DiskQueue(path: nil, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
-        for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
-        #expect(queue.messages.map(\.message) == [Self.message(2), Self.message(3), Self.message(4)])
-        #expect(queue.drops.full == 2)
-        let size = Self.message(5).topic.utf8.count + Self.message(5).payload.count
-        let bytesBound = try DiskQueue(path: nil, limits: .init(maxMessages: 100, maxBytes: 2 * size, maxAge: 60))
-        for index in 5..<8 { bytesBound.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
-        #expect(bytesBound.count == 2 && bytesBound.drops.full == 1 && bytesBound.bytes == 2 * size)
-        queue.dropExpired(now: Self.t0 + 60_000)
-        #expect(queue.count == 3)
-        queue.dropExpired(now: Self.t0 + 60_001)
-        #expect(queue.count == 0 && queue.drops.expired == 3)
+    /// A queue in a new file, or in memory only.
+    static func queue(file: Bool, limits: DiskQueue.Limits) throws -> DiskQueue {
+        try DiskQueue(path: file ? temporaryDirectory() + "/outbox.log" : nil, limits: limits)
     }
 
-    @Test("messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after")
-    func pinnedBatch() throws {
-        let queue = try DiskQueue(path: nil, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
+    @Test("bounds: beyond max_messages and max_bytes the oldest are dropped and counted; older than max_age expire; with a file the dropped stay dropped after a reopen",
+          arguments: [false, true])
+    func bounds(file: Bool) throws {
+        var queue = try Self.queue(file: file, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
+        for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        #expect(queue.oldest().map(\.message) == [Self.message(2), Self.message(3), Self.message(4)])
+        #expect(queue.drops.full == 2)
+        let size = Self.message(5).topic.utf8.count + Self.message(5).payload.count
+        let bytesBound = try Self.queue(file: file, limits: .init(maxMessages: 100, maxBytes: 2 * size, maxAge: 60))
+        for index in 5..<8 { bytesBound.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        #expect(bytesBound.count == 2 && bytesBound.drops.full == 1 && bytesBound.bytes == 2 * size)
+        #expect(bytesBound.oldest().map(\.message) == [Self.message(6), Self.message(7)])
+        if let path = queue.path {
+            queue.close()
+            // Reopened with a smaller bound: the oldest go at once.
+            let smaller = try DiskQueue(path: path, limits: .init(maxMessages: 2, maxBytes: 1 << 20, maxAge: 60))
+            #expect(smaller.oldest().map(\.message) == [Self.message(3), Self.message(4)] && smaller.drops.full == 1)
+            smaller.close()
+            queue = try DiskQueue(path: path, limits: queue.limits)
+            #expect(queue.oldest().map(\.message) == [Self.message(3), Self.message(4)], "the dropped ones stay dropped")
+        }
+        let remaining = queue.count
+        queue.dropExpired(now: Self.t0 + 60_000)
+        #expect(queue.count == remaining)
+        queue.dropExpired(now: Self.t0 + 60_001)
+        #expect(queue.count == 0 && queue.drops.expired == remaining)
+    }
+
+    @Test("messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after",
+          arguments: [false, true])
+    func pinnedBatch(file: Bool) throws {
+        let queue = try Self.queue(file: file, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
         for index in 0..<3 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
-        let batch = Array(queue.messages)
+        let batch = queue.oldest()
         queue.pinned = batch.count
         // Two readings arrive while the batch is in flight: nothing in flight is dropped.
         for index in 3..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
@@ -113,17 +131,147 @@ struct StoreAndForwardTests {
         #expect(queue.count == 5 && queue.drops.full == 0 && queue.drops.expired == 0)
         for queued in batch { #expect(queue.remove(queued.sequence)) }
         #expect(queue.pinned == 0)
-        #expect(queue.messages.map(\.message) == [Self.message(3), Self.message(4)])
+        #expect(queue.oldest().map(\.message) == [Self.message(3), Self.message(4)])
         #expect(queue.drops.full == 0)
         // Not pinned: the oldest go as usual.
         for index in 5..<7 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
-        #expect(queue.messages.map(\.message) == [Self.message(4), Self.message(5), Self.message(6)] && queue.drops.full == 1)
+        #expect(queue.oldest().map(\.message) == [Self.message(4), Self.message(5), Self.message(6)] && queue.drops.full == 1)
         // A failed batch unpins: the queue is brought back within its bounds at once.
         queue.pinned = 3
         queue.append(Self.message(7), capturedAt: Self.t0, now: Self.t0)
         #expect(queue.count == 4)
         queue.pinned = 0
-        #expect(queue.messages.map(\.message) == [Self.message(5), Self.message(6), Self.message(7)] && queue.drops.full == 2)
+        #expect(queue.oldest().map(\.message) == [Self.message(5), Self.message(6), Self.message(7)] && queue.drops.full == 2)
+    }
+
+    /// Message `index` of a long queue: payload sizes from empty to larger than one read of the
+    /// file, every QoS, retain and correlation data now and then.
+    static func varied(_ index: Int) -> MQTTOutboundMessage {
+        let length = index % 500 == 7 ? 300_000 + index : (index * 37) % 700
+        return MQTTOutboundMessage(topic: "gattway/sensor-\(index % 13)/state", payload: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) },
+                                   qos: 1 + index % 2, retain: index % 3 == 0, correlationData: index % 5 == 0 ? Array("req-\(index)".utf8) : nil)
+    }
+
+    static func capture(_ index: Int) -> Int64 { t0 + Int64(index) * 7 }
+
+    /// Replays the way the stage does: a batch of the oldest, each removed once "acknowledged".
+    static func replay(_ queue: DiskQueue, batch: Int = 1_000, until stop: Int = .max) -> [QueuedMessage] {
+        var delivered: [QueuedMessage] = []
+        while !queue.isEmpty, delivered.count < stop {
+            let next = queue.oldest(min(batch, stop - delivered.count))
+            queue.pinned = next.count
+            for queued in next where queue.remove(queued.sequence) { delivered.append(queued) }
+        }
+        return delivered
+    }
+
+    @Test("a long queue in a file replays in batches every message in order with the same topic, payload, QoS, retain, correlation data and capture time, across a reopen halfway and with readings queued meanwhile")
+    func longReplay() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        let limits = DiskQueue.Limits(maxMessages: 100_000, maxBytes: 1 << 30, maxAge: 3600)
+        var queue = try DiskQueue(path: path, limits: limits)
+        for index in 0..<3_000 { queue.append(Self.varied(index), capturedAt: Self.capture(index), now: Self.t0) }
+        #expect(queue.count == 3_000 && queue.writeErrors == 0)
+        var delivered = Self.replay(queue, batch: 700, until: 1_200)
+        queue.close()
+        queue = try DiskQueue(path: path, limits: limits)
+        #expect(queue.count == 1_800 && queue.discardedBytes == 0)
+        // Readings go on behind the queue while it is replayed.
+        var next = 3_000
+        while !queue.isEmpty {
+            delivered += Self.replay(queue, batch: 1_000, until: 900)
+            for _ in 0..<50 {
+                queue.append(Self.varied(next), capturedAt: Self.capture(next), now: Self.t0)
+                next += 1
+            }
+            if next > 3_300 { delivered += Self.replay(queue) }
+        }
+        #expect(delivered.count == next)
+        #expect(delivered.map(\.message) == (0..<next).map { Self.varied($0) })
+        #expect(delivered.map(\.capturedAt) == (0..<next).map { Self.capture($0) })
+        #expect(delivered.map(\.sequence) == (0..<next).map { UInt64($0) })
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == 0, "an empty queue truncates its file")
+    }
+
+    @Test("a file of many read chunks (records larger than one too) with a torn last record, or a corrupt one in the middle, reopens to every complete record before it, the same as written")
+    func largeFileTornTail() throws {
+        let directory = Self.temporaryDirectory()
+        let path = directory + "/outbox.log"
+        let limits = DiskQueue.Limits(maxMessages: 100_000, maxBytes: 1 << 30, maxAge: 3600)
+        let queue = try DiskQueue(path: path, limits: limits)
+        for index in 0..<1_510 { queue.append(Self.varied(index), capturedAt: Self.capture(index), now: Self.t0) }
+        queue.close()
+        let full = try #require(FileManager.default.contents(atPath: path))
+        #expect(full.count > 1_000_000)
+        let torn = directory + "/torn.log"
+        _ = FileManager.default.createFile(atPath: torn, contents: full.prefix(full.count - 3))
+        let reopened = try DiskQueue(path: torn, limits: limits)
+        #expect(reopened.discardedBytes > 0 && reopened.count == 1_509)
+        let delivered = Self.replay(reopened)
+        #expect(delivered.map(\.message) == (0..<1_509).map { Self.varied($0) })
+        #expect(delivered.map(\.capturedAt) == (0..<1_509).map { Self.capture($0) })
+        // A byte flipped inside message 1,007 (the one of 300 KB): records 0..<1,007 remain.
+        // Records are [length u32 LE][crc32][body]; nothing was removed, so all are messages.
+        var bytes = [UInt8](full)
+        var at = 0
+        for _ in 0..<1_007 { at += 8 + (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
+        bytes[at + 8 + 150_000] ^= 0x55
+        let corrupt = directory + "/corrupt.log"
+        _ = FileManager.default.createFile(atPath: corrupt, contents: Data(bytes))
+        let damaged = try DiskQueue(path: corrupt, limits: limits)
+        #expect(damaged.count == 1_007 && damaged.discardedBytes > 0)
+        #expect(Self.replay(damaged).map(\.message) == (0..<1_007).map { Self.varied($0) })
+    }
+
+    @Test("a queue drained one acknowledgement at a time compacts its file (temporary file, rename): it shrinks while messages wait, and what waits reads back the same, also after a reopen")
+    func compaction() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        let limits = DiskQueue.Limits(maxMessages: 100_000, maxBytes: 1 << 30, maxAge: 3600)
+        let queue = try DiskQueue(path: path, limits: limits)
+        let message = { (index: Int) in
+            MQTTOutboundMessage(topic: "gattway/dev\(index)", payload: Array(String(repeating: "\(index % 10)", count: 200).utf8), qos: 1, retain: false)
+        }
+        for index in 0..<20_000 { queue.append(message(index), capturedAt: Self.capture(index), now: Self.t0) }
+        func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1 }
+        let full = try fileSize()
+        #expect(full > 20_000 * 200)
+        for sequence in 0..<16_000 { #expect(queue.remove(UInt64(sequence))) }
+        let compacted = try fileSize()
+        #expect(compacted < full / 2, "compacted: \(compacted) of \(full) bytes")
+        #expect(queue.oldest().map(\.message) == (16_000..<20_000).map(message))
+        #expect(queue.oldest().map(\.capturedAt) == (16_000..<20_000).map(Self.capture))
+        queue.append(message(20_000), capturedAt: Self.capture(20_000), now: Self.t0)
+        queue.close()
+        #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
+        let reopened = try DiskQueue(path: path, limits: limits)
+        #expect(reopened.discardedBytes == 0)
+        #expect(reopened.oldest().map(\.message) == (16_000...20_000).map(message))
+        #expect(reopened.oldest().map(\.sequence) == (16_000...20_000).map { UInt64($0) })
+    }
+
+    @Test("disk full: messages whose write fails are counted as write errors and still replayed in order from memory")
+    func diskFull() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        // Every write to /dev/full fails with ENOSPC.
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/dev/full")
+        let queue = try DiskQueue(path: path, limits: Self.limits)
+        for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0 + Int64(index), now: Self.t0) }
+        #expect(queue.writeErrors == 5)
+        #expect(Self.replay(queue, batch: 2).map(\.message) == (0..<5).map { Self.message($0) })
+        #expect(queue.isEmpty)
+    }
+
+    @Test("records cut from the file under a running queue are dropped and counted when their turn comes; the ones before them are replayed")
+    func fileCutUnderTheQueue() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        let queue = try filled(path, count: 3)
+        let intact = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+        queue.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
+        queue.append(Self.message(4), capturedAt: Self.t0 + 4, now: Self.t0 + 4)
+        #expect(truncate(path, off_t(intact + 5)) == 0)
+        #expect(queue.oldest().map(\.message) == [Self.message(0), Self.message(1), Self.message(2)])
+        #expect(Self.replay(queue).map(\.message) == [Self.message(0), Self.message(1), Self.message(2)])
+        #expect(queue.isEmpty && queue.drops.unreadable == 2)
     }
 
     // MARK: The gateway with a broker that goes away

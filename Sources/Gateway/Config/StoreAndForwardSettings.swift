@@ -7,8 +7,8 @@ public struct StoreAndForwardSettings: Sendable, Equatable {
     /// own queue allows).
     public var enabled = true
     /// At most this many messages; the oldest are dropped (and counted) beyond it. Also the
-    /// bound of a burst that outruns the broker (flow control): about 200 B of memory each
-    /// besides the file.
+    /// bound of a burst that outruns the broker (flow control): 32 B of memory each with a
+    /// queue file (the messages are read back from it), about 200 B each in memory only.
     public var maxMessages = 100_000
     /// At most this many bytes of messages (topic + payload); the oldest are dropped beyond it.
     public var maxBytes = 16 * 1024 * 1024

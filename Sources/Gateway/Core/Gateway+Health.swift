@@ -53,6 +53,7 @@ extension Gateway {
                 ("parse_error", number(counters.parseErrors)),
                 ("queue_full", number(queue.droppedFull)),
                 ("queue_expired", number(queue.droppedExpired)),
+                ("queue_unreadable", number(queue.droppedUnreadable)),
                 ("offline_qos0", number(queue.droppedQoS0)),
                 ("broker_rejected", number(queue.rejected)),
                 ("peripheral_value", number(served.valueErrors)),

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import LocalSystem
 
-/// The store-and-forward queue: a bounded FIFO of outgoing messages kept in memory and in a
-/// crash-safe append-only file (or in memory only when `path` is nil).
+/// The store-and-forward queue: a bounded FIFO of outgoing messages in a crash-safe append-only
+/// file (or in memory only when `path` is nil).
 ///
 /// File format (little endian): a sequence of records `[length u32][crc32 u32][body]`, where
 /// the body is either a message (`1`, sequence u64, captured-at i64, qos u8, retain u8, topic,
@@ -16,6 +16,12 @@ import LocalSystem
 /// file is not fsynced per message (the page cache survives a process crash; a power loss may
 /// lose the last seconds). When the queue empties the file is truncated; when removal marks
 /// make it mostly dead it is rewritten to a temporary file, fsynced and renamed over.
+///
+/// Memory: with a file, the queue keeps only where each message's record is (offset, length)
+/// with its sequence, capture time and size (32 bytes a message); ``oldest(_:)`` reads the
+/// messages back from the file (checking each record's CRC again). A message whose write failed
+/// (disk full, I/O error) is kept whole in memory until it is delivered or the file is compacted.
+/// Without a file every message is kept whole in memory.
 ///
 /// Bounds: ``Limits`` — when a message would exceed `maxMessages` or `maxBytes` the oldest
 /// messages are dropped (``Drops/full``); messages older than `maxAge` by capture time are
@@ -47,6 +53,9 @@ public final class DiskQueue {
         public var full = 0
         /// Older than `maxAge` when replayed (or when the queue was trimmed).
         public var expired = 0
+        /// Their record could not be read back from the file (changed or damaged under the
+        /// running gateway, or an I/O error).
+        public var unreadable = 0
     }
 
     public let path: String?
@@ -59,12 +68,29 @@ public final class DiskQueue {
     /// Bytes of the queued messages (``QueuedMessage/size``).
     public private(set) var bytes = 0
 
-    private var entries: [QueuedMessage] = []
-    private var head = 0
+    /// Where a queued message is.
+    private struct Entry {
+        var sequence: UInt64
+        var capturedAt: Int64
+        /// The file offset of its record, or -1: the message is the next one in `held`.
+        var offset: Int
+        /// The whole record (header and body) in the file.
+        var length: UInt32
+        /// ``QueuedMessage/size``.
+        var size: UInt32
+    }
+
+    /// Every queued message, oldest first.
+    private var entries = FIFO<Entry>()
+    /// The messages that are not in the file (all of them without a file), oldest first.
+    private var held = FIFO<QueuedMessage>()
     private var nextSequence: UInt64 = 0
     private var fd: Int32 = -1
     private var fileSize = 0
     private var record: [UInt8] = []
+
+    /// Most bytes read from the file at once (a replay batch, a compaction step).
+    static let readChunk = 256 * 1024
 
     /// Opens (or creates) the queue file at `path`, recovering what a crash left; nil: memory only.
     public init(path: String?, limits: Limits) throws(StoreAndForwardError) {
@@ -76,12 +102,12 @@ public final class DiskQueue {
             try? LocalFile.createDirectories(directory)
         }
         unlink(path + ".tmp")
-        let contents = LocalFile.read(path) ?? []
-        let valid = recover(contents)
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreAndForwardError("cannot open the store-and-forward queue \(path): \(Self.errnoText())") }
-        if valid < contents.count {
-            discardedBytes = contents.count - valid
+        let size = Int(lseek(fd, 0, SEEK_END))
+        let valid = recover(size: max(0, size))
+        if valid < size {
+            discardedBytes = size - valid
             if ftruncate(fd, off_t(valid)) != 0 {
                 throw StoreAndForwardError("cannot truncate the damaged tail of \(path): \(Self.errnoText())")
             }
@@ -93,19 +119,26 @@ public final class DiskQueue {
 
     deinit { close() }
 
-    /// Closes the file (the queue keeps working in memory).
+    /// Closes the file (at shutdown, or before the file is opened again): the messages stay in
+    /// it for the next open and leave this queue, which can no longer read them. Without a file
+    /// nothing changes.
     public func close() {
-        if fd >= 0 { _ = Glibc.close(fd) }
+        guard fd >= 0 else { return }
+        _ = Glibc.close(fd)
         fd = -1
+        entries.removeAll()
+        held.removeAll()
+        bytes = 0
+        pinned = 0
     }
 
     /// Messages waiting.
-    public var count: Int { entries.count - head }
+    public var count: Int { entries.count }
 
     public var isEmpty: Bool { count == 0 }
 
-    /// The oldest message.
-    public var first: QueuedMessage? { head < entries.count ? entries[head] : nil }
+    /// The sequence of the oldest message.
+    public var firstSequence: UInt64? { entries.first?.sequence }
 
     /// How many of the oldest messages were handed to the broker (a replay batch) and await its
     /// acknowledgement: the bounds do not drop them — they leave by ``remove(_:)`` — so a message
@@ -118,8 +151,18 @@ public final class DiskQueue {
         }
     }
 
-    /// Every waiting message, oldest first.
-    public var messages: ArraySlice<QueuedMessage> { entries[head...] }
+    /// Up to `limit` of the oldest messages, oldest first, read back from the file. A record that
+    /// can no longer be read ends the batch before it; when it is the oldest (and nothing is
+    /// pinned) it is dropped and counted (``Drops/unreadable``) and the next ones are read.
+    public func oldest(_ limit: Int = .max) -> [QueuedMessage] {
+        while true {
+            let batch = read(upTo: limit)
+            guard batch.isEmpty, count > 0, limit > 0, pinned == 0 else { return batch }
+            dropFirst()
+            drops.unreadable += 1
+            writeRemovalMark()
+        }
+    }
 
     /// Appends a message captured at `capturedAt` (ms since 1970), then enforces the bounds
     /// (oldest out) with `now` as the current wall time.
@@ -127,11 +170,18 @@ public final class DiskQueue {
         var queued = QueuedMessage(message: message, capturedAt: capturedAt, sequence: nextSequence)
         queued.message.capturedAt = nil
         nextSequence += 1
-        entries.append(queued)
-        bytes += queued.size
-        record.removeAll(keepingCapacity: true)
-        Self.encode(queued, into: &record)
-        write(record)
+        let size = queued.size
+        let offset = fileSize
+        var stored = false
+        if fd >= 0 {
+            record.removeAll(keepingCapacity: true)
+            Self.encode(queued, into: &record)
+            stored = write(record)
+        }
+        if !stored { held.append(queued) }
+        entries.append(Entry(sequence: queued.sequence, capturedAt: capturedAt, offset: stored ? offset : -1,
+                             length: stored ? UInt32(record.count) : 0, size: UInt32(truncatingIfNeeded: size)))
+        bytes += size
         dropExpired(now: now)
         trimToLimits()
     }
@@ -140,7 +190,7 @@ public final class DiskQueue {
     /// it is no longer queued (a bound dropped it meanwhile).
     @discardableResult
     public func remove(_ sequence: UInt64) -> Bool {
-        guard let first, first.sequence == sequence else { return false }
+        guard let first = firstSequence, first == sequence else { return false }
         dropFirst()
         writeRemovalMark()
         if pinned > 0 { pinned -= 1 }
@@ -151,7 +201,7 @@ public final class DiskQueue {
     public func dropExpired(now: Int64) {
         let oldest = now - Int64(limits.maxAge * 1000)
         var dropped = false
-        while pinned == 0, let first, first.capturedAt < oldest {
+        while pinned == 0, let first = entries.first, first.capturedAt < oldest {
             dropFirst()
             drops.expired += 1
             dropped = true
@@ -172,29 +222,64 @@ public final class DiskQueue {
     }
 
     private func dropFirst() {
-        bytes -= entries[head].size
-        head += 1
-        if head == entries.count {
-            entries.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 1024, head * 2 >= entries.count {
-            entries.removeFirst(head)
-            head = 0
+        let first = entries.removeFirst()
+        bytes -= Int(first.size)
+        if first.offset < 0 { held.removeFirst() }
+    }
+
+    /// The longest prefix of up to `limit` oldest messages that can be read: records that lie
+    /// next to each other in the file are read with one `pread(2)` of at most ``readChunk``.
+    private func read(upTo limit: Int) -> [QueuedMessage] {
+        let total = min(limit, count)
+        var batch: [QueuedMessage] = []
+        batch.reserveCapacity(total)
+        var buffer: [UInt8] = []
+        var heldIndex = 0
+        var index = 0
+        while index < total {
+            let entry = entries[index]
+            guard entry.offset >= 0 else {
+                batch.append(held[heldIndex])
+                heldIndex += 1
+                index += 1
+                continue
+            }
+            var end = index + 1
+            var spanEnd = entry.offset + Int(entry.length)
+            while end < total {
+                let next = entries[end]
+                let nextEnd = next.offset + Int(next.length)
+                guard next.offset >= spanEnd, nextEnd - entry.offset <= Self.readChunk else { break }
+                spanEnd = nextEnd
+                end += 1
+            }
+            guard fd >= 0 else { return batch }
+            let got = Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer)
+            for position in index..<end {
+                let located = entries[position]
+                let start = located.offset - entry.offset
+                guard start + Int(located.length) <= got, let queued = Self.decodeRecord(buffer[start..<(start + Int(located.length))]),
+                    queued.sequence == located.sequence, queued.capturedAt == located.capturedAt
+                else { return batch }
+                batch.append(queued)
+            }
+            index = end
         }
+        return batch
     }
 
     /// Records that everything before the current head is gone, truncating or compacting the
     /// file when that pays.
     private func writeRemovalMark() {
         guard fd >= 0 else { return }
-        if count == 0 {
+        guard let first = entries.first else {
             truncateFile()
             return
         }
         record.removeAll(keepingCapacity: true)
         Self.appendRecord(&record) { body in
             body.append(2)
-            Self.append(entries[head].sequence, &body)
+            Self.append(first.sequence, &body)
         }
         write(record)
         if fileSize > 1 << 20, fileSize > 4 * (bytes + count * 40) { compact() }
@@ -205,33 +290,76 @@ public final class DiskQueue {
         if ftruncate(fd, 0) == 0 { fileSize = 0 } else { writeErrors += 1 }
     }
 
-    /// Rewrites the live messages to `<path>.tmp`, fsyncs it and renames it over the file: a
-    /// crash leaves either the old or the new file, both complete.
+    /// Rewrites the live messages to `<path>.tmp` (copying their records from the file a chunk at
+    /// a time, writing those held in memory), fsyncs it and renames it over the file: a crash
+    /// leaves either the old or the new file, both complete.
     private func compact() {
         guard let path, fd >= 0 else { return }
-        var buffer: [UInt8] = []
-        for queued in entries[head...] { Self.encode(queued, into: &buffer) }
         let temporary = path + ".tmp"
         let out = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard out >= 0 else {
             writeErrors += 1
             return
         }
-        let written = Self.writeAll(out, buffer) && fsync(out) == 0
+        var written = 0
+        var copied = true
+        var buffer: [UInt8] = []
+        var pending: [UInt8] = []
+        var heldIndex = 0
+        var index = 0
+        while copied, index < entries.count {
+            let entry = entries[index]
+            if entry.offset < 0 {
+                let before = pending.count
+                Self.encode(held[heldIndex], into: &pending)
+                entries[index].length = UInt32(pending.count - before)
+                heldIndex += 1
+                index += 1
+            } else {
+                // Live records in the file, up to a chunk, copied as they are.
+                var end = index + 1
+                var spanEnd = entry.offset + Int(entry.length)
+                while end < entries.count {
+                    let next = entries[end]
+                    guard next.offset >= 0, next.offset >= spanEnd, next.offset + Int(next.length) - entry.offset <= Self.readChunk else { break }
+                    spanEnd = next.offset + Int(next.length)
+                    end += 1
+                }
+                copied = Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd - entry.offset
+                for position in index..<end where copied {
+                    let start = entries[position].offset - entry.offset
+                    pending.append(contentsOf: buffer[start..<(start + Int(entries[position].length))])
+                }
+                index = end
+            }
+            if copied, pending.count >= Self.readChunk || index == entries.count {
+                copied = Self.writeAll(out, pending)
+                written += pending.count
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        let synced = copied && fsync(out) == 0
         _ = Glibc.close(out)
-        guard written, rename(temporary, path) == 0 else {
+        guard synced, rename(temporary, path) == 0 else {
             unlink(temporary)
             writeErrors += 1
             return
         }
         let reopened = open(path, O_RDWR | O_APPEND | O_CLOEXEC)
         guard reopened >= 0 else {
+            // The renamed file is complete, but this run can no longer read or append to it.
             writeErrors += 1
             return
         }
         _ = Glibc.close(fd)
         fd = reopened
-        fileSize = buffer.count
+        fileSize = written
+        var offset = 0
+        for position in 0..<entries.count {
+            entries[position].offset = offset
+            offset += Int(entries[position].length)
+        }
+        held.removeAll()
         let directory = Self.parentDirectory(of: path)
         let directoryFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
@@ -240,15 +368,17 @@ public final class DiskQueue {
         }
     }
 
-    private func write(_ bytes: [UInt8]) {
-        guard fd >= 0 else { return }
+    @discardableResult
+    private func write(_ bytes: [UInt8]) -> Bool {
+        guard fd >= 0 else { return false }
         if Self.writeAll(fd, bytes) {
             fileSize += bytes.count
-        } else {
-            writeErrors += 1
-            // Never leave a torn record in the middle: later records would be unreachable.
-            _ = ftruncate(fd, off_t(fileSize))
+            return true
         }
+        writeErrors += 1
+        // Never leave a torn record in the middle: later records would be unreachable.
+        _ = ftruncate(fd, off_t(fileSize))
+        return false
     }
 
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
@@ -267,29 +397,71 @@ public final class DiskQueue {
         return true
     }
 
-    /// Reads the records of `contents` into the queue; returns the length of the valid prefix.
-    private func recover(_ contents: [UInt8]) -> Int {
+    /// Reads `count` bytes at `offset` into `buffer` (replacing its contents); returns how many
+    /// it read: fewer after an error or at the end of the file.
+    private static func read(_ fd: Int32, at offset: Int, count: Int, into buffer: inout [UInt8]) -> Int {
+        if buffer.count != count { buffer = [UInt8](repeating: 0, count: count) }
+        var done = 0
+        while done < count {
+            let result = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return pread(fd, base + done, count - done, off_t(offset + done))
+            }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { return done }
+            done += result
+        }
+        return done
+    }
+
+    /// Reads the records of the file (`size` bytes) into the queue, a chunk at a time; returns
+    /// the length of the valid prefix.
+    private func recover(size: Int) -> Int {
         var offset = 0
         var removedBelow: UInt64 = 0
-        var found: [QueuedMessage] = []
-        while contents.count - offset >= 8 {
-            let length = Int(Self.u32(contents, offset))
-            let checksum = Self.u32(contents, offset + 4)
-            guard length > 0, length <= contents.count - offset - 8 else { break }
-            let body = contents[(offset + 8)..<(offset + 8 + length)]
+        var lastSequence: UInt64?
+        var window: [UInt8] = []
+        var windowOffset = 0
+        var chunk: [UInt8] = []
+        /// Makes `window` hold the file's bytes `offset..<offset + count`.
+        func load(_ count: Int) -> Bool {
+            if offset + count <= windowOffset + window.count { return true }
+            window.removeFirst(offset - windowOffset)
+            windowOffset = offset
+            let missing = offset + count - (windowOffset + window.count)
+            let got = Self.read(fd, at: windowOffset + window.count, count: min(max(missing, Self.readChunk), size - offset - window.count),
+                                into: &chunk)
+            window.append(contentsOf: chunk[0..<got])
+            return offset + count <= windowOffset + window.count
+        }
+        while size - offset >= 8, load(8) {
+            let header = offset - windowOffset
+            let length = Int(Self.u32(window[...], header))
+            let checksum = Self.u32(window[...], header + 4)
+            guard length > 0, length <= size - offset - 8, load(8 + length) else { break }
+            let start = offset - windowOffset + 8
+            let body = window[start..<(start + length)]
             guard CRC32.checksum(body) == checksum else { break }
             if body.first == 2, body.count == 9 {
-                removedBelow = max(removedBelow, Self.u64(contents, body.startIndex + 1))
-            } else if body.first == 1, let queued = Self.decode(body) {
-                found.append(queued)
+                removedBelow = max(removedBelow, Self.u64(body, body.startIndex + 1))
+            } else if body.first == 1, let layout = Layout(body) {
+                entries.append(Entry(sequence: layout.sequence, capturedAt: layout.capturedAt, offset: offset,
+                                     length: UInt32(8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
+                lastSequence = layout.sequence
             } else {
                 break
             }
             offset += 8 + length
         }
-        entries = found.filter { $0.sequence >= removedBelow }
-        bytes = entries.reduce(0) { $0 + $1.size }
-        nextSequence = max(removedBelow, (found.last?.sequence).map { $0 + 1 } ?? 0)
+        var live = FIFO<Entry>()
+        while let entry = entries.first {
+            entries.removeFirst()
+            if entry.sequence >= removedBelow { live.append(entry) }
+        }
+        entries = live
+        bytes = 0
+        for index in 0..<entries.count { bytes += Int(entries[index].size) }
+        nextSequence = max(removedBelow, lastSequence.map { $0 + 1 } ?? 0)
         return offset
     }
 
@@ -313,29 +485,63 @@ public final class DiskQueue {
         }
     }
 
+    /// Where the fields of a message record's body are (the body starts with its type byte).
+    struct Layout {
+        var sequence: UInt64
+        var capturedAt: Int64
+        var qos: UInt8
+        var retain: Bool
+        var topic: Range<Int>
+        var correlation: Range<Int>?
+        var payload: Range<Int>
+
+        /// ``QueuedMessage/size``.
+        var size: Int { topic.count + payload.count + (correlation?.count ?? 0) }
+
+        /// Nil unless `body` is exactly one well-formed message.
+        init?(_ body: ArraySlice<UInt8>) {
+            var offset = body.startIndex + 1
+            func take(_ count: Int) -> Range<Int>? {
+                guard count >= 0, body.endIndex - offset >= count else { return nil }
+                defer { offset += count }
+                return offset..<(offset + count)
+            }
+            func field() -> Range<Int>? {
+                guard let length = take(4) else { return nil }
+                return take(Int(DiskQueue.u32(body, length.lowerBound)))
+            }
+            guard let sequence = take(8), let captured = take(8), let flags = take(2), let topic = field(),
+                let hasCorrelation = take(1)
+            else { return nil }
+            var correlation: Range<Int>?
+            if body[hasCorrelation.lowerBound] == 1 {
+                guard let data = field() else { return nil }
+                correlation = data
+            }
+            guard let payload = field(), offset == body.endIndex else { return nil }
+            self.sequence = DiskQueue.u64(body, sequence.lowerBound)
+            self.capturedAt = Int64(bitPattern: DiskQueue.u64(body, captured.lowerBound))
+            self.qos = body[flags.lowerBound]
+            self.retain = body[flags.lowerBound + 1] == 1
+            self.topic = topic
+            self.correlation = correlation
+            self.payload = payload
+        }
+    }
+
     static func decode(_ body: ArraySlice<UInt8>) -> QueuedMessage? {
-        var offset = body.startIndex + 1
-        func take(_ count: Int) -> ArraySlice<UInt8>? {
-            guard count >= 0, body.endIndex - offset >= count else { return nil }
-            defer { offset += count }
-            return body[offset..<(offset + count)]
-        }
-        func bytes() -> [UInt8]? {
-            guard let length = take(4).map({ u32(Array($0), 0) }) else { return nil }
-            return take(Int(length)).map(Array.init)
-        }
-        guard let sequence = take(8).map({ u64(Array($0), 0) }), let captured = take(8).map({ u64(Array($0), 0) }),
-            let flags = take(2), let topic = bytes(), let hasCorrelation = take(1)?.first
-        else { return nil }
-        var correlation: [UInt8]?
-        if hasCorrelation == 1 {
-            guard let data = bytes() else { return nil }
-            correlation = data
-        }
-        guard let payload = bytes(), offset == body.endIndex else { return nil }
-        let message = MQTTOutboundMessage(topic: String(decoding: topic, as: UTF8.self), payload: payload, qos: Int(flags[flags.startIndex]),
-                                          retain: flags[flags.startIndex + 1] == 1, correlationData: correlation)
-        return QueuedMessage(message: message, capturedAt: Int64(bitPattern: captured), sequence: sequence)
+        guard body.first == 1, let layout = Layout(body) else { return nil }
+        let message = MQTTOutboundMessage(topic: String(decoding: body[layout.topic], as: UTF8.self), payload: Array(body[layout.payload]),
+                                          qos: Int(layout.qos), retain: layout.retain, correlationData: layout.correlation.map { Array(body[$0]) })
+        return QueuedMessage(message: message, capturedAt: layout.capturedAt, sequence: layout.sequence)
+    }
+
+    /// A whole message record (header and body) whose length and CRC hold.
+    static func decodeRecord(_ record: ArraySlice<UInt8>) -> QueuedMessage? {
+        guard record.count > 8 else { return nil }
+        let body = record.dropFirst(8)
+        guard Int(u32(record, record.startIndex)) == body.count, CRC32.checksum(body) == u32(record, record.startIndex + 4) else { return nil }
+        return decode(body)
     }
 
     private static func appendRecord(_ buffer: inout [UInt8], _ body: (inout [UInt8]) -> Void) {
@@ -359,11 +565,12 @@ public final class DiskQueue {
         buffer.append(contentsOf: bytes)
     }
 
-    private static func u32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
+    /// The u32 at index `offset` of `bytes` (an index of the slice, not relative to its start).
+    private static func u32(_ bytes: ArraySlice<UInt8>, _ offset: Int) -> UInt32 {
         (0..<4).reduce(0) { $0 | UInt32(bytes[offset + $1]) << (8 * UInt32($1)) }
     }
 
-    private static func u64(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
+    private static func u64(_ bytes: ArraySlice<UInt8>, _ offset: Int) -> UInt64 {
         (0..<8).reduce(0) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
     }
 
@@ -374,5 +581,42 @@ public final class DiskQueue {
     static func parentDirectory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "" }
         return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
+
+/// A first-in first-out array: removing the oldest is O(1) (the storage is compacted once half
+/// of it is removed, freed once all of it is). Subscripts count from the oldest.
+struct FIFO<Element> {
+    private var storage: [Element] = []
+    private var head = 0
+
+    var count: Int { storage.count - head }
+    var first: Element? { head < storage.count ? storage[head] : nil }
+
+    subscript(index: Int) -> Element {
+        get { storage[head + index] }
+        set { storage[head + index] = newValue }
+    }
+
+    mutating func append(_ element: Element) { storage.append(element) }
+
+    @discardableResult
+    mutating func removeFirst() -> Element {
+        let element = storage[head]
+        head += 1
+        if head == storage.count {
+            // Empty: a small array is kept for reuse, a large one (after a burst) freed.
+            storage.removeAll(keepingCapacity: storage.count <= 4096)
+            head = 0
+        } else if head >= 1024, head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+
+    mutating func removeAll() {
+        storage = []
+        head = 0
     }
 }

@@ -27,6 +27,9 @@ import Synchronization
 /// readings queued behind it meanwhile do not push it out, so a message is never both
 /// delivered and counted as dropped; the bounds apply again once the batch is done.
 ///
+/// With a queue file, the queue holds only where each message is in the file; each batch is
+/// read back from it (``DiskQueue/oldest(_:)``), so a burst or an outage costs disk, not memory.
+///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
 public final class StoreAndForward: Sendable {
@@ -46,6 +49,8 @@ public final class StoreAndForward: Sendable {
         public var droppedFull = 0
         /// Dropped as older than max_age.
         public var droppedExpired = 0
+        /// Dropped because their record could no longer be read back from the queue file.
+        public var droppedUnreadable = 0
         /// QoS 0 messages dropped while offline.
         public var droppedQoS0 = 0
         /// Refused three times by a connected broker.
@@ -69,10 +74,12 @@ public final class StoreAndForward: Sendable {
     private let clock: any GatewayClock
     private let settings: StoreAndForwardSettings
     private let log: GatewayLogger
+    private let queuePath: String?
 
     /// - Parameter queue: the queue (file-backed or memory only); the stage owns it from now on.
     public init(queue: sending DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
                 logger: GatewayLogger = .none) {
+        queuePath = queue.path
         var initial = State(queue: queue)
         initial.statistics.discardedBytes = queue.discardedBytes
         state = Mutex(initial)
@@ -90,6 +97,7 @@ public final class StoreAndForward: Sendable {
             statistics.bytes = state.queue.bytes
             statistics.droppedFull = state.queue.drops.full
             statistics.droppedExpired = state.queue.drops.expired
+            statistics.droppedUnreadable = state.queue.drops.unreadable
             statistics.writeErrors = state.queue.writeErrors
             return statistics
         }
@@ -164,15 +172,20 @@ public final class StoreAndForward: Sendable {
         while true {
             let now = clock.wallMilliseconds()
             let batchSize = replayBatch
-            let batch: [QueuedMessage]? = state.withLock { state in
+            let (batch, unreadable): ([QueuedMessage]?, Int) = state.withLock { state in
                 state.queue.dropExpired(now: now)
-                guard state.connected, !state.queue.isEmpty else {
+                let unreadableBefore = state.queue.drops.unreadable
+                let batch = state.connected ? state.queue.oldest(batchSize) : []
+                let unreadable = state.queue.drops.unreadable - unreadableBefore
+                guard !batch.isEmpty else {
                     state.replaying = false
-                    return nil
+                    return (nil, unreadable)
                 }
-                let batch = Array(state.queue.messages.prefix(batchSize))
                 state.queue.pinned = batch.count
-                return batch
+                return (batch, unreadable)
+            }
+            if unreadable > 0 {
+                log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
             }
             guard let batch else { return }
             let results = await mqtt.publishInOrder(batch.map { queued in
@@ -193,7 +206,7 @@ public final class StoreAndForward: Sendable {
                 state.attempts += 1
                 guard state.connected, state.attempts >= 3 else { return (state.connected, false) }
                 state.attempts = 0
-                if let first = state.queue.first, state.queue.remove(first.sequence) { state.statistics.rejected += 1 }
+                if let first = state.queue.firstSequence, state.queue.remove(first) { state.statistics.rejected += 1 }
                 return (true, true)
             }
             if let failed, gaveUp {
