@@ -11,8 +11,13 @@ import Glibc
 public enum LocalFile {
     /// The whole file, or nil when it cannot be opened or read.
     public static func read(_ path: String) -> [UInt8]? {
+        try? contents(path)
+    }
+
+    /// The whole file; the error says "cannot read PATH" and the system's reason.
+    public static func contents(_ path: String) throws(LocalFileError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { throw LocalFileError("cannot read \(path)", errno: errno) }
         defer { close(fd) }
         var contents: [UInt8] = []
         var status = stat()
@@ -22,7 +27,7 @@ public enum LocalFile {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                return nil
+                throw LocalFileError("cannot read \(path)", errno: errno)
             }
             if count == 0 { return contents }
             contents.append(contentsOf: chunk[0..<count])

@@ -15,6 +15,7 @@ struct LocalSystemTests {
 
     @Test("a written file reads back byte for byte, with no temporary file left and the mode asked for")
     func writeAndRead() throws {
+        defer { LocalFile.removeTree(root) }
         let path = root + "/data.bin"
         let bytes = (0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
         try LocalFile.write(bytes, to: path, mode: 0o600)
@@ -24,14 +25,19 @@ struct LocalSystemTests {
         #expect(LocalFile.permissions(path)?.mode == 0o600)
         try LocalFile.write("héllo\n", to: path)
         #expect(LocalFile.readText(path) == "héllo\n")
-        defer { LocalFile.removeTree(root) }
     }
 
-    @Test("reading a missing file or a directory gives nil; writing into a missing directory says which")
+    @Test("reading a missing file or a directory gives nil, or an error naming the file and the reason; writing into a missing directory says which")
     func failures() throws {
         defer { LocalFile.removeTree(root) }
         #expect(LocalFile.read(root + "/missing") == nil)
         #expect(LocalFile.read(root) == nil)
+        let missing = #expect(throws: LocalFileError.self) { try LocalFile.contents(root + "/missing") }
+        #expect(missing?.description == "cannot read \(root)/missing: No such file or directory")
+        let directory = #expect(throws: LocalFileError.self) { try LocalFile.contents(root) }
+        #expect(directory?.description == "cannot read \(root): Is a directory")
+        try LocalFile.write([1, 2, 3], to: root + "/three")
+        #expect(try LocalFile.contents(root + "/three") == [1, 2, 3])
         #expect(throws: LocalFileError.self) { try LocalFile.write("x", to: root + "/no/such/file") }
         do {
             try LocalFile.write("x", to: root + "/no/such/file")
