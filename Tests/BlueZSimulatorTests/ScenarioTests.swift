@@ -63,6 +63,18 @@ struct ScenarioTests {
         }
     }
 
+    @Test("a scenario file is read from its path; a missing one is named with the reason")
+    func loadsFromPath() throws {
+        let path = NSTemporaryDirectory() + "scenario-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).json"
+        try DemoScenario.json.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let loaded = try Scenario.load(path: path)
+        #expect(loaded.devices == (try Scenario.parse(Data(DemoScenario.json.utf8))).devices)
+        #expect(!loaded.devices.isEmpty)
+        let missing = #expect(throws: ScenarioError.self) { try Scenario.load(path: path + ".missing") }
+        #expect(missing?.description == "cannot read \(path).missing: No such file or directory")
+    }
+
     @Test("number generators: counters wrap, sequences repeat, random stays in range and repeats with the seed")
     func generators() {
         var counter = NumberSource(.counter(start: 2, step: -1, min: 0, max: 2), seed: 1)

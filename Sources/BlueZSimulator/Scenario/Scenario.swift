@@ -1,6 +1,6 @@
 import Bluetooth
-import FoundationEssentials
 import JSON
+import LocalSystem
 
 /// A virtual Bluetooth world for the simulator: adapters, the devices around them (advertising,
 /// connectable, with GATT trees and fault knobs) and timed events. Documented in docs/simulator.md.
@@ -29,19 +29,19 @@ public struct Scenario: Sendable {
     }
 
     /// Reads a scenario file; every error names the JSON path.
-    public static func load(contentsOf url: URL) throws -> Scenario {
-        let data: Data
+    public static func load(path: String) throws -> Scenario {
+        let bytes: [UInt8]
         do {
-            data = try Data(contentsOf: url)
+            bytes = try LocalFile.contents(path)
         } catch {
-            throw ScenarioError(path: "", message: "cannot read \(url.path): \(error)")
+            throw ScenarioError(path: "", message: error.description)
         }
-        return try parse(data)
+        return try parse(bytes)
     }
 
     /// Parses scenario JSON; every error names the JSON path.
-    public static func parse(_ data: Data) throws -> Scenario {
-        let root = try JSONReader.parse(data).object()
+    public static func parse(_ json: some Collection<UInt8>) throws -> Scenario {
+        let root = try JSONReader.parse(json).object()
         let seed = try root.optional("seed")?.integer(in: 0...Int.max) ?? 1
         var adapters = try root.optional("adapters")?.array().map(AdapterSpec.read) ?? []
         if adapters.isEmpty { adapters = [AdapterSpec(name: "hci0", address: BluetoothAddress("00:AA:01:00:00:00")!)] }
@@ -210,8 +210,8 @@ public struct DeviceSpec: Sendable, Equatable {
     }
 
     /// Reads one device object (as in a scenario's `devices[]`, or the control interface's `AddDevice`).
-    public static func parse(_ data: Data, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
-        try read(try JSONReader.parse(data), adapters: adapters, defaultAdapter: defaultAdapter)
+    public static func parse(_ json: some Collection<UInt8>, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
+        try read(try JSONReader.parse(json), adapters: adapters, defaultAdapter: defaultAdapter)
     }
 
     static func read(_ reader: JSONReader, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {

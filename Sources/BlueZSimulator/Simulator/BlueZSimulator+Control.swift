@@ -1,7 +1,6 @@
 import Bluetooth
 import DBus
 import EventLoop
-import FoundationEssentials
 
 /// Errors of the control interface `io.gattway.Simulator1`.
 enum ControlError {
@@ -121,7 +120,7 @@ extension BlueZSimulator {
         let spec: DeviceSpec
         do {
             spec = try DeviceSpec.parse(
-                Data(json.utf8), adapters: Set(scenario.adapters.map(\.name)), defaultAdapter: scenario.adapters[0].name)
+                json.utf8, adapters: Set(scenario.adapters.map(\.name)), defaultAdapter: scenario.adapters[0].name)
         } catch {
             throw ControlError.invalid("\(error)")
         }

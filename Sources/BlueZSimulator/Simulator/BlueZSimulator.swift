@@ -1,7 +1,6 @@
 import Bluetooth
 import DBus
 import EventLoop
-import FoundationEssentials
 
 /// A virtual bluetoothd: owns `org.bluez` on a bus and behaves towards central clients as BlueZ
 /// 5.66 does (objects, discovery, connections, remote GATT), driven by a ``Scenario``.

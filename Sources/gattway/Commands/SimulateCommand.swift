@@ -1,7 +1,6 @@
 import BlueZSimulator
 import DBus
 import EventLoop
-import FoundationEssentials
 
 /// `gattway simulate`: runs the BlueZ simulator (a virtual bluetoothd owning `org.bluez`) on a
 /// bus until SIGINT or SIGTERM.
@@ -41,8 +40,8 @@ struct SimulateCommand: Command {
         let world: Scenario
         do {
             world = scenario == "demo"
-                ? try Scenario.parse(Data(DemoScenario.json.utf8))
-                : try Scenario.load(contentsOf: URL(fileURLWithPath: scenario))
+                ? try Scenario.parse(DemoScenario.json.utf8)
+                : try Scenario.load(path: scenario)
         } catch {
             throw CLIError.config("\(scenario): \(error)")
         }
