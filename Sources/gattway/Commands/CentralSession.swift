@@ -1,7 +1,6 @@
 import BlueZ
 import Bluetooth
 import EventLoop
-import FoundationEssentials
 import JSON
 
 #if canImport(Glibc)

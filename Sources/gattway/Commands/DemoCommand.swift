@@ -1,5 +1,4 @@
-import FoundationEssentials
-
+import LocalSystem
 /// `gattway demo`: the whole product on one machine without Bluetooth hardware — a private
 /// dbus-daemon, the BlueZ simulator with the demo scenario, mosquitto on a free loopback port
 /// and `gattway run`, printing the readings the gateway publishes and a command round trip.
@@ -72,6 +71,6 @@ struct DemoCommand: Command {
 
     /// This executable (the gateway runs as `gattway run` from the same build).
     static func ownExecutable() -> String {
-        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        LocalFile.symbolicLinkDestination("/proc/self/exe") ?? CommandLine.arguments[0]
     }
 }

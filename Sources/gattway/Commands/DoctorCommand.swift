@@ -1,6 +1,6 @@
 import EventLoop
-import FoundationEssentials
 import Gateway
+import LocalSystem
 
 /// `gattway doctor`: checks everything `gattway run` needs and says what to do about each problem.
 ///
@@ -37,7 +37,7 @@ struct DoctorCommand: Command {
         if let path = arguments.value("config") {
             configPath = path
         } else {
-            configPath = FileManager.default.fileExists(atPath: "config.json") ? "config.json" : "/etc/gattway/config.json"
+            configPath = LocalFile.exists("config.json") ? "config.json" : "/etc/gattway/config.json"
         }
         stateDirectory = arguments.value("state-dir")
         let timeout = try arguments.duration("timeout") ?? 5

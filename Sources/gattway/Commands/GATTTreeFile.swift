@@ -1,8 +1,8 @@
 import BlueZ
 import Bluetooth
-import FoundationEssentials
 import Gateway
 import JSON
+import LocalSystem
 
 /// The JSON file `gattway serve --tree` publishes (docs/peripheral.md):
 ///
@@ -29,7 +29,7 @@ struct GATTTreeFile {
     var services: [(service: MutableService, entries: [CharacteristicEntry])]
 
     static func load(path: String) throws -> GATTTreeFile {
-        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.usage("--tree: cannot read \(path)") }
+        guard let data = LocalFile.read(path) else { throw CLIError.usage("--tree: cannot read \(path)") }
         do {
             return try parse(JSONReader.parse(data))
         } catch let error as JSONPathError {

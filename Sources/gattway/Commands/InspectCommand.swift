@@ -1,4 +1,3 @@
-import FoundationEssentials
 import BlueZ
 import Bluetooth
 import JSON

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Synchronization
 
 /// A flag that can be claimed once from any thread (e.g. to resume a continuation exactly once).

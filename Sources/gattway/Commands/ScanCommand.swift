@@ -1,5 +1,4 @@
 import BlueZ
-import FoundationEssentials
 import Bluetooth
 import JSON
 import Parsers

@@ -3,8 +3,8 @@ import Bluetooth
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
 import JSON
+import LocalSystem
 import Parsers
 
 /// The devices seen so far and their rendering as a table or JSON.
@@ -36,7 +36,7 @@ struct ScanTable {
 
     /// The terminal's width in columns (`stty size` on the controlling terminal), else 120.
     static func terminalWidth() -> Int {
-        if let columns = ProcessInfo.processInfo.environment["COLUMNS"].flatMap(Int.init), columns > 20 { return columns }
+        if let columns = LocalEnvironment.value("COLUMNS").flatMap(Int.init), columns > 20 { return columns }
         guard access("/dev/tty", R_OK) == 0, let stream = popen("/bin/stty size </dev/tty 2>/dev/null", "r") else { return 120 }
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64)

@@ -3,8 +3,8 @@ import Glibc
 #endif
 
 /// Text helpers the CLI used to take from Foundation (`trimmingCharacters`, `padding`,
-/// `String(format:)`, `FileHandle.standardError`), so the executable links FoundationEssentials
-/// only (no ICU; BENCHMARKS.md, resident memory).
+/// `String(format:)`, `FileHandle.standardError`), so the executable links no Foundation at all
+/// (scripts/check-layering.sh; BENCHMARKS.md, resident memory).
 extension StringProtocol {
     /// Without leading and trailing whitespace and newlines.
     func trimmingWhitespace() -> String {

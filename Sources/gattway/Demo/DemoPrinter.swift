@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
 import JSON
 
 /// Turns what the demo sees on MQTT into readable lines: one line per device state that
@@ -84,7 +83,7 @@ struct DemoPrinter {
 
     /// Local wall-clock time, `HH:MM:SS`.
     static func time() -> String {
-        var now = time_t(Date().timeIntervalSince1970)
+        var now = Glibc.time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
         return String(twoDigits: parts.tm_hour) + ":" + String(twoDigits: parts.tm_min) + ":" + String(twoDigits: parts.tm_sec)

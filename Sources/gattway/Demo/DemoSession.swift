@@ -3,8 +3,8 @@ import Glibc
 #endif
 import BlueZSimulator
 import EventLoop
-import FoundationEssentials
 import JSON
+import LocalSystem
 import MQTT
 import Subprocess
 
@@ -36,9 +36,10 @@ actor DemoSession {
 
     init(tools: Tools) throws {
         self.tools = tools
-        let path = FileManager.default.temporaryDirectory.path + "/gattway-demo-\(getpid())-\(UUID().uuidString.prefix(8))"
+        let suffix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let path = LocalFile.temporaryDirectory + "/gattway-demo-\(getpid())-\(suffix.suffix(8))"
         do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            try LocalFile.createDirectories(path, mode: 0o700)
             guard chmod(path, 0o700) == 0 else { throw CLIError.failure("chmod 0700 \(path): \(String(cString: strerror(errno)))") }
         } catch {
             throw CLIError.failure("cannot create a temporary directory \(path): \(error)")
@@ -52,7 +53,7 @@ actor DemoSession {
     /// Starts everything, performs the command round trip, then waits `duration` seconds (or
     /// until cancelled when nil). Throws with the relevant log when a part does not come up.
     func run(duration: Double?) async throws {
-        let started = Date()
+        let started = ContinuousClock.now
         let busAddress = try await startBus()
         let port: UInt16
         do {
@@ -62,7 +63,7 @@ actor DemoSession {
         }
         try await startBroker(port: port)
         let simulator = try await BlueZSimulator.start(
-            scenario: try Scenario.parse(Data(DemoScenario.json.utf8)), bus: .address(busAddress), on: loop)
+            scenario: try Scenario.parse(DemoScenario.json.utf8), bus: .address(busAddress), on: loop)
         self.simulator = simulator
         say("simulator: the demo scenario owns org.bluez on the private bus (\(busAddress))")
         try await startViewer(port: port)
@@ -75,8 +76,8 @@ actor DemoSession {
         say("readings (device, attribute value unit):")
         try await roundTrip(gateway: gateway)
         if let duration {
-            let left = duration - Date().timeIntervalSince(started)
-            if left > 0 { try await Task.sleep(nanoseconds: UInt64(left * 1e9)) }
+            let left = started + .seconds(duration) - ContinuousClock.now
+            if left > .zero { try await Task.sleep(for: left) }
         } else {
             while true { try await Task.sleep(nanoseconds: 3_600_000_000_000) }
         }
@@ -98,7 +99,7 @@ actor DemoSession {
         if keepFiles {
             standardError("gattway demo: configs and logs kept in \(directory)\n")
         } else {
-            try? FileManager.default.removeItem(atPath: directory)
+            LocalFile.removeTree(directory)
         }
     }
 
@@ -108,11 +109,11 @@ actor DemoSession {
         let socket = directory + "/bus"
         let config = PrivateBusConfiguration.xml(socketPath: socket)
         let configPath = directory + "/bus.conf"
-        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        try LocalFile.write(config, to: configPath)
         let daemon = try spawn(
             "dbus-daemon", tools.dbusDaemon, ["--config-file=\(configPath)", "--nofork", "--print-address", "--nopidfile"])
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if let line = daemon.log().split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) {
                 say("dbus-daemon: a private bus (pid \(daemon.pid)) stands in for the system bus")
                 return String(line)
@@ -134,10 +135,10 @@ actor DemoSession {
         // As root, mosquitto would switch to the user "mosquitto", which cannot read our files.
         if getuid() == 0, let entry = getpwuid(getuid()) { lines.insert("user \(String(cString: entry.pointee.pw_name))", at: 0) }
         let configPath = directory + "/mosquitto.conf"
-        try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)
+        try LocalFile.write(lines.joined(separator: "\n") + "\n", to: configPath)
         let broker = try spawn("mosquitto", tools.mosquitto, ["-c", configPath])
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
             if LoopbackPort.accepts(port) {
                 say("mosquitto: a local broker (pid \(broker.pid)) on 127.0.0.1:\(port)")
                 return
@@ -162,8 +163,8 @@ actor DemoSession {
 
     private func startGateway(busAddress: String, brokerURL: String) throws -> DemoChild {
         let configPath = directory + "/config.json"
-        try DemoConfig.text(brokerURL: brokerURL).write(toFile: configPath, atomically: true, encoding: .utf8)
-        var environment = ProcessInfo.processInfo.environment
+        try LocalFile.write(DemoConfig.text(brokerURL: brokerURL), to: configPath)
+        var environment = LocalEnvironment.all
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
         return try spawn("gattway run", tools.gattway, ["run", "--config", configPath, "--log-level", "notice"], environment: environment)
     }
@@ -174,7 +175,7 @@ actor DemoSession {
         try await waitFor("\(DemoConfig.lamp) to connect", timeout: 30, child: gateway) {
             $0.topic == lamp + "/availability" && $0.payloadString == #"{"state":"online"}"#
         }
-        let sent = Date()
+        let sent = ContinuousClock.now
         let mark = inbox.count
         say("command: \(lamp)/set {\"light\": \"ON\", \"transaction\": \"demo-1\"}")
         try await publish(lamp + "/set", #"{"light": "ON", "transaction": "demo-1"}"#)
@@ -185,7 +186,7 @@ actor DemoSession {
         guard reply?["status"] == .string("ok") else {
             throw CLIError.failure("command round trip failed: \(response.payloadString)")
         }
-        say("response: \(response.payloadString) after \(Int(Date().timeIntervalSince(sent) * 1000)) ms")
+        say("response: \(response.payloadString) after \(Int((ContinuousClock.now - sent) / .milliseconds(1))) ms")
         let writes = await simulator?.recordedWrites.filter {
             $0.device.description == DemoConfig.lampAddress && $0.uuid.shortDescription == "FF01"
         } ?? []
@@ -224,7 +225,7 @@ actor DemoSession {
     private func waitFor(
         _ what: String, timeout: Double, after start: Int = 0, child: DemoChild, _ predicate: (MQTTMessage) -> Bool
     ) async throws -> MQTTMessage {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = ContinuousClock.now + .seconds(timeout)
         var start = min(start, inbox.count)
         while true {
             if let found = inbox[start...].first(where: predicate) { return found }
@@ -232,7 +233,7 @@ actor DemoSession {
             guard child.isRunning else {
                 throw CLIError.failure("\(child.name) exited (status \(child.exitStatus ?? -1)) while waiting for \(what):\n\(child.logTail())")
             }
-            guard Date() < deadline else {
+            guard ContinuousClock.now < deadline else {
                 throw CLIError.failure("no \(what) within \(Int(timeout)) s; \(child.name) log:\n\(child.logTail())")
             }
             try await Task.sleep(nanoseconds: 20_000_000)

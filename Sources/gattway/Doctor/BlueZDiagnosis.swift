@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
 import EventLoop
-import FoundationEssentials
+import LocalSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -203,10 +203,10 @@ struct BlueZDiagnosis {
     /// True when a Bluetooth radio is soft- or hard-blocked (/sys/class/rfkill).
     static func rfkillBlocked() -> Bool {
         let base = "/sys/class/rfkill"
-        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: base) else { return false }
+        guard let entries = LocalFile.contentsOfDirectory(base) else { return false }
         return entries.contains { entry in
             func read(_ name: String) -> String {
-                ((try? String(contentsOfFile: "\(base)/\(entry)/\(name)", encoding: .utf8)) ?? "")
+                (LocalFile.readText("\(base)/\(entry)/\(name)") ?? "")
                     .trimmingWhitespace()
             }
             return read("type") == "bluetooth" && (read("soft") == "1" || read("hard") == "1")

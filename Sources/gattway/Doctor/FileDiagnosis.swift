@@ -1,5 +1,5 @@
-import FoundationEssentials
 import Gateway
+import LocalSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -10,15 +10,14 @@ import Glibc
 enum FileDiagnosis {
     /// Loads the configuration; returns it (nil when invalid) and its checks.
     static func config(path: String) -> (GatewayConfig?, [DoctorCheck]) {
-        let manager = FileManager.default
-        if !manager.fileExists(atPath: path) {
+        if !LocalFile.exists(path) {
             var check = DoctorCheck.fail(
                 "config", "\(path) does not exist",
                 "pass --config FILE, or install one: sudo deploy/install.sh (docs/config.md has every key)")
             check.configProblem = true
             return (nil, [check])
         }
-        if !manager.isReadableFile(atPath: path) {
+        if access(path, R_OK) != 0 {
             var check = DoctorCheck.fail(
                 "config", "\(path) is not readable by \(userName)",
                 "run doctor as the service's user: sudo -u gattway gattway doctor --config \(path)")

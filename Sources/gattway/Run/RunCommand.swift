@@ -3,8 +3,8 @@ import Glibc
 #endif
 import BlueZ
 import EventLoop
-import FoundationEssentials
 import Gateway
+import LocalSystem
 import MQTT
 
 /// `gattway run`: the gateway — BlueZ central + parsers + MQTT, as configured in config.json.
@@ -41,7 +41,7 @@ struct RunCommand: Command {
         if let path = arguments.value("config") {
             configPath = path
         } else {
-            configPath = FileManager.default.fileExists(atPath: "config.json") ? "config.json" : "/etc/gattway/config.json"
+            configPath = LocalFile.exists("config.json") ? "config.json" : "/etc/gattway/config.json"
         }
         let levelName = arguments.value("log-level") ?? "info"
         guard let level = GatewayLogger.Level(name: levelName) else {
@@ -93,7 +93,7 @@ struct RunCommand: Command {
         var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
         let stateDirectory = self.stateDirectory ?? config.stateDirectory
         if let stateDirectory {
-            try? FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            try? LocalFile.createDirectories(stateDirectory)
             options.stateFilePath = stateDirectory + "/central.json"
         }
         let central: CentralManager

@@ -1,19 +1,19 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FoundationEssentials
+import LocalSystem
 
 /// `sd_notify(3)` without libsystemd: datagrams to `$NOTIFY_SOCKET` (`READY=1`, `WATCHDOG=1`,
 /// `STOPPING=1`, `STATUS=…`). Does nothing when the variable is unset (not started by systemd).
 struct SystemdNotifier: Sendable {
     let socketPath: String?
 
-    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    init(environment: [String: String] = LocalEnvironment.all) {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// The watchdog interval systemd expects pings at, from `$WATCHDOG_USEC` (nil: no watchdog).
-    static func watchdogInterval(environment: [String: String] = ProcessInfo.processInfo.environment) -> Double? {
+    static func watchdogInterval(environment: [String: String] = LocalEnvironment.all) -> Double? {
         guard let text = environment["WATCHDOG_USEC"], let usec = Double(text), usec > 0 else { return nil }
         if let pid = environment["WATCHDOG_PID"], Int32(pid) != getpid() { return nil }
         return usec / 1_000_000
