@@ -4,6 +4,10 @@
 #  - Those imports are `internal import` (or narrower), so the compiler rejects any C type in a
 #    public signature of the wrapper.
 #  - Gateway never imports DBus, BlueZ, MQTT or a C module (it talks to ports only).
+#  - Nothing under Sources/ (every module the gattway executable links) imports Foundation,
+#    FoundationEssentials, FoundationInternationalization or FoundationNetworking: linked
+#    statically they cost megabytes of resident memory (issue #8); LocalSystem has the file,
+#    environment and clock calls instead. Tests and bench may use Foundation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -35,5 +39,16 @@ if [ -d Sources/Gateway ]; then
     status=1
   fi
 fi
-[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally)"
+foundation='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+((struct|class|enum|protocol|typealias|func|let|var)[[:space:]]+)?(Foundation|FoundationEssentials|FoundationInternationalization|FoundationNetworking|_FoundationCollections)([.[:space:]]|$)'
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  file=${line%%:*}
+  rest=${line#*:}
+  number=${rest%%:*}
+  module=$(sed -E 's/.*import[[:space:]]+((struct|class|enum|protocol|typealias|func|let|var)[[:space:]]+)?([A-Za-z_]+).*/\3/' <<<"${rest#*:}")
+  echo "layering: $file:$number imports $module; the gattway executable links every module under Sources/ and must link no Foundation (use LocalSystem, or Glibc)" >&2
+  status=1
+done < <(grep -rnE --include='*.swift' "$foundation" Sources 2>/dev/null || true)
+
+[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; no Foundation under Sources/)"
 exit $status
