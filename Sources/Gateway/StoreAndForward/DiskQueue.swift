@@ -244,15 +244,7 @@ public final class DiskQueue {
                 index += 1
                 continue
             }
-            var end = index + 1
-            var spanEnd = entry.offset + Int(entry.length)
-            while end < total {
-                let next = entries[end]
-                let nextEnd = next.offset + Int(next.length)
-                guard next.offset >= spanEnd, nextEnd - entry.offset <= Self.readChunk else { break }
-                spanEnd = nextEnd
-                end += 1
-            }
+            let (end, spanEnd) = run(from: index, below: total)
             guard fd >= 0 else { return batch }
             let got = Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer)
             for position in index..<end {
@@ -266,6 +258,23 @@ public final class DiskQueue {
             index = end
         }
         return batch
+    }
+
+    /// The entries from `index` (in the file) on, before `limit`, whose records follow each other in
+    /// the file within one ``readChunk`` (at least the first): the index after them and the file
+    /// offset where the last one ends.
+    private func run(from index: Int, below limit: Int) -> (end: Int, spanEnd: Int) {
+        let start = entries[index].offset
+        var end = index + 1
+        var spanEnd = start + Int(entries[index].length)
+        while end < limit {
+            let next = entries[end]
+            let nextEnd = next.offset + Int(next.length)
+            guard next.offset >= spanEnd, nextEnd - start <= Self.readChunk else { break }
+            spanEnd = nextEnd
+            end += 1
+        }
+        return (end, spanEnd)
     }
 
     /// Records that everything before the current head is gone, truncating or compacting the
@@ -317,14 +326,7 @@ public final class DiskQueue {
                 index += 1
             } else {
                 // Live records in the file, up to a chunk, copied as they are.
-                var end = index + 1
-                var spanEnd = entry.offset + Int(entry.length)
-                while end < entries.count {
-                    let next = entries[end]
-                    guard next.offset >= 0, next.offset >= spanEnd, next.offset + Int(next.length) - entry.offset <= Self.readChunk else { break }
-                    spanEnd = next.offset + Int(next.length)
-                    end += 1
-                }
+                let (end, spanEnd) = run(from: index, below: entries.count)
                 copied = Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd - entry.offset
                 for position in index..<end where copied {
                     let start = entries[position].offset - entry.offset
