@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release test test-swift test-conformance test-bluez check-layering lint bench demo clean
+.PHONY: all deps build release order-file test test-swift test-conformance test-bluez check-layering lint bench demo clean
 
 all: build
 
@@ -15,8 +15,18 @@ deps:
 build: deps
 	$(SWIFT) build $(SWIFT_BUILD_FLAGS)
 
+# The build users install (deploy/install.sh) and `make bench` measures: release, static Swift
+# runtime, and the link options of scripts/release-flags.sh (code laid out by deploy/gattway.order).
+RELEASE_BUILD = $(shell SWIFT=$(SWIFT) scripts/release-flags.sh)
+
 release: deps
-	$(SWIFT) build -c release $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build $(RELEASE_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+
+# Regenerates deploy/gattway.order from a profile of `gattway run` on the simulator's demo world
+# under callgrind (scripts/profile-order.py); commit the result. Not part of `make test`.
+order-file: deps
+	@scripts/install-deps.sh valgrind binutils
+	$(PYTHON) scripts/profile-order.py
 
 check-layering:
 	@scripts/check-layering.sh
@@ -71,11 +81,11 @@ lint:
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
 # when missing. `make bench SUITES=gateway` runs one suite.
-# gattway is built as deploy/install.sh builds it (release, static Swift runtime), so the
-# measured memory is what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
+# gattway is built as deploy/install.sh builds it ($(RELEASE_BUILD)), so the measured memory is
+# what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
 # of the gateway suite.
 THEENGS_VERSION := 1.8.0
-BENCH_BUILD := -c release --static-swift-stdlib
+BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps
 	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)

@@ -9,7 +9,8 @@
 #   GATTWAY_BINARY=…    install this binary instead of building one
 #
 # What it does: installs the Debian packages gattway needs at run time (BlueZ, D-Bus, the MQTT
-# and D-Bus client libraries), builds `swift build -c release --static-swift-stdlib`, creates the
+# and D-Bus client libraries), builds `swift build -c release --static-swift-stdlib` with the link options of
+# scripts/release-flags.sh (BENCHMARKS.md, resident memory), creates the
 # `gattway` system user (in the `bluetooth` group), and installs
 #   /usr/local/bin/gattway
 #   /etc/gattway/config.json            (only when absent; mode 0640 root:gattway — it may hold secrets)
@@ -41,8 +42,9 @@ fi
 binary=${GATTWAY_BINARY:-}
 if [ -z "$binary" ]; then
   "$repo/scripts/install-deps.sh" pkg-config libdbus-1-dev libmosquitto-dev libssl-dev
-  (cd "$repo" && swift build -c release --static-swift-stdlib --product gattway)
-  binary="$(cd "$repo" && swift build -c release --show-bin-path)/gattway"
+  mapfile -t flags < <("$repo/scripts/release-flags.sh")
+  (cd "$repo" && swift build "${flags[@]}" --product gattway)
+  binary="$(cd "$repo" && swift build "${flags[@]}" --show-bin-path)/gattway"
 fi
 
 install -D -m 0755 "$binary" "$destdir/usr/local/bin/gattway"
