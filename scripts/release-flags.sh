@@ -14,6 +14,12 @@
 #   -z pack-relative-relocs            (glibc >= 2.36 only: the binary needs it where it runs, and
 #                                      install.sh builds on that machine) 8 kB of relocations
 #                                      instead of 1 MB read at every start
+#   libstdc++ linked statically        the Swift runtime uses a sliver of it (operator new, a few
+#                                      helpers); the shared library costs ~1 MB resident for its
+#                                      relocations and locale tables. `-lstdc++` comes from the
+#                                      runtime's own link line, so a directory holding only
+#                                      libstdc++.a (.build/static-libstdc++) is searched first.
+#                                      GCC's runtime library exception allows static linking.
 # Without the toolchain's lld the ordering and packing are left out (plain release build).
 # BENCHMARKS.md, "Resident memory", has what each one is worth.
 set -euo pipefail
@@ -27,6 +33,12 @@ if [ -x "$toolchain_bin/ld.lld" ] || command -v ld.lld >/dev/null 2>&1; then
   flags+=(-Xlinker --no-export-dynamic)
   if [ -s "$repo/deploy/gattway.order" ]; then
     flags+=(-Xlinker "--symbol-ordering-file=$repo/deploy/gattway.order" -Xlinker --no-warn-symbol-ordering)
+  fi
+  archive=$(gcc -print-file-name=libstdc++.a 2>/dev/null || true)
+  if [ -f "$archive" ]; then
+    mkdir -p "$repo/.build/static-libstdc++"
+    ln -sfn "$archive" "$repo/.build/static-libstdc++/libstdc++.a"
+    flags+=(-Xlinker "-L$repo/.build/static-libstdc++")
   fi
   glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
   if [ -n "$glibc" ] && [ "$(printf '%s\n2.36\n' "$glibc" | sort -V | head -1)" = "2.36" ]; then
