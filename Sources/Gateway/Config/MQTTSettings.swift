@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
 import LocalSystem
-#else
-import LocalSystem
-#endif
 import JSON
 
 /// `mqtt` in config.json: the broker, the base topic and the publishing defaults.
