@@ -390,6 +390,7 @@ enum GatewayBench: BenchSuite {
         }
         try await Task.sleep(for: .seconds(3))
         let end = try gattway.sample
+        let mappings = MappingRSS.read(gattway.child.pid)
         sampler.stop()
         let reports = await world.simulator.counterValues().advertisementReports
         let messages = subscriber.snapshot.count
@@ -402,7 +403,7 @@ enum GatewayBench: BenchSuite {
         return [
             BenchRow(name: "memory: RSS at start (rotating addresses)", value: start.rss.megabytes, unit: "MB", detail: detail),
             BenchRow(name: "memory: peak RSS", value: peak.megabytes, unit: "MB", target: "≤ 12"),
-            BenchRow(name: "memory: RSS at end", value: end.rss.megabytes, unit: "MB"),
+            BenchRow(name: "memory: RSS at end", value: end.rss.megabytes, unit: "MB", detail: mappings.summary),
             BenchRow(name: "memory: growth start → end", value: (end.rss - start.rss).megabytes, unit: "MB", target: "< 2",
                      detail: "CPU \(end.cpuSeconds - start.cpuSeconds) s"),
         ]

@@ -250,10 +250,16 @@ final class GatewayProcess {
         let dir = try TemporaryDirectory.make(prefix: "bench-gattway")
         let path = dir.appendingPathComponent("config.json").path
         try config.write(toFile: path, atomically: true, encoding: .utf8)
-        let process = try GatewayProcess(
-            name: "gattway", executable: try BuiltProduct.path("gattway"),
-            arguments: ["run", "--config", path, "--state-dir", dir.path, "--log-level", logLevel], world: world)
-        try await process.child.waitForOutput(containing: "gateway started", timeout: 20)
+        var executable = try BuiltProduct.path("gattway")
+        var arguments = ["run", "--config", path, "--state-dir", dir.path, "--log-level", logLevel]
+        // BENCH_MASSIF=FILE runs gattway under valgrind's massif (heap profile to FILE, read with
+        // ms_print) to find what the memory figures consist of; far too slow for the rate figures.
+        if let massif = ProcessInfo.processInfo.environment["BENCH_MASSIF"], !massif.isEmpty {
+            arguments = ["--tool=massif", "--massif-out-file=\(massif)", executable] + arguments
+            executable = "/usr/bin/valgrind"
+        }
+        let process = try GatewayProcess(name: "gattway", executable: executable, arguments: arguments, world: world)
+        try await process.child.waitForOutput(containing: "gateway started", timeout: 60)
         return process
     }
 
