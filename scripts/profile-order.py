@@ -4,9 +4,10 @@
 `make order-file` runs this. It builds gattway as users install it (scripts/release-flags.sh),
 starts a private dbus-daemon, the BlueZ simulator's demo world and mosquitto on a free loopback
 port, and runs `gattway run` under valgrind's callgrind for PROFILE_SECONDS (default 45): start-up,
-connecting and subscribing to the demo's GATT sensors, decoding every advertiser (BTHome, Ruuvi,
-the rest through a catch-all rule), Home Assistant discovery, health, a command round trip, and
-idle time. Every function callgrind saw running that the gattway binary defines is written out,
+connecting and subscribing to the demo's GATT sensors, decoding every advertiser (the demo's BTHome
+and Ruuvi sensors and 40 more in the bench's mix — BTHome v2, ATC1441, pvvx, Ruuvi — through a
+catch-all rule, some of which go away again), Home Assistant discovery, health, a command round
+trip, and idle time. Every function callgrind saw running that the gattway binary defines is written out,
 one mangled name a line, for lld's --symbol-ordering-file.
 
 Functions that live in an object's single `.text` section (parts of the static Swift runtime are
@@ -69,6 +70,30 @@ def config(port):
 """ % port
 
 
+def advertisers(bus, count):
+    """Adds `count` advertisement-only sensors in the bench's mix (every simulator template, public
+    and random addresses) through the simulator's control interface, then removes a quarter of
+    them again (devices that go away)."""
+    templates = [
+        '"service_data": {"FCD2": {"template": "bthome_v2", "fields": {"packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}}}}',
+        '"service_data": {"181A": {"template": "atc1441"}}',
+        '"service_data": {"181A": {"template": "pvvx"}}',
+        '"manufacturer_data": {"0x0499": {"template": "ruuvi_rawv2"}}',
+    ]
+    call = ["busctl", f"--address=unix:path={bus}", "call", "org.bluez", "/io/gattway/Simulator", "io.gattway.Simulator1"]
+    addresses = []
+    for index in range(count):
+        address = "%s:7C:8D:00:00:%02X" % ("C4" if index % 2 else "D4", index)
+        kind = "public" if index % 2 else "random"
+        device = '{"address": "%s", "address_type": "%s", "interval": 0.2, "connectable": false, %s}' % (
+            address, kind, templates[index % len(templates)])
+        subprocess.run(call + ["AddDevice", "s", device], check=True, capture_output=True)
+        addresses.append(address)
+    time.sleep(5)
+    for address in addresses[: count // 4]:
+        subprocess.run(call + ["RemoveDevice", "s", address], check=True, capture_output=True)
+
+
 def executed_functions(callgrind_out):
     """Function names in callgrind's output, in order of first appearance (fn= and cfn= lines)."""
     names, seen = [], set()
@@ -123,7 +148,7 @@ def static_library_objects(work):
 
 
 def main():
-    for tool in ("valgrind", "mosquitto", "dbus-daemon", "mosquitto_pub", "readelf", "nm", "ar"):
+    for tool in ("valgrind", "mosquitto", "dbus-daemon", "mosquitto_pub", "busctl", "readelf", "nm", "ar"):
         if not shutil.which(tool):
             sys.exit(f"profile-order: {tool} is needed (apt install valgrind mosquitto mosquitto-clients dbus-daemon binutils)")
     flags = run([os.path.join(REPO, "scripts", "release-flags.sh")]).split()
@@ -161,6 +186,7 @@ def main():
              "--config", f"{work}/config.json", "--state-dir", f"{work}/state"],
             env=env, stdout=open(gateway_log, "w"), stderr=subprocess.STDOUT)
         wait_for(lambda: "gateway started" in open(gateway_log).read(), 120, "gattway run under valgrind")
+        advertisers(bus, count=40)
         time.sleep(SECONDS / 2)
         for payload in ("ON", "OFF"):
             subprocess.run(["mosquitto_pub", "-p", str(port), "-t", "gattway/desk_lamp/light/set", "-m", payload], check=True)
