@@ -5,7 +5,10 @@
 /// with an error that says where the mismatch is. Accessors such as ``string`` and
 /// ``dictionary`` (in `DBusValue+Accessors.swift`) read values comfortably and look through
 /// variants.
-public indirect enum DBusValue: Hashable, Sendable {
+///
+/// Only the containers are `indirect` (boxed on the heap): a number, string or path is stored in
+/// the value itself, so an `ay` of 20 bytes is one array rather than 20 boxed values.
+public enum DBusValue: Hashable, Sendable {
     /// `y`
     case byte(UInt8)
     /// `b`
@@ -33,13 +36,13 @@ public indirect enum DBusValue: Hashable, Sendable {
     /// `h`: an owned descriptor (see ``DBusUnixFD`` for duplication rules).
     case unixFD(DBusUnixFD)
     /// `aT`: the element type and the elements (each must be of that type).
-    case array(DBusType, [DBusValue])
+    indirect case array(DBusType, [DBusValue])
     /// `a{KV}`: key and value types and the entries, in wire order.
-    case dictionary(key: DBusType, value: DBusType, [DBusDictionaryEntry])
+    indirect case dictionary(key: DBusType, value: DBusType, [DBusDictionaryEntry])
     /// `(…)`: the fields (at least one).
-    case structure([DBusValue])
+    indirect case structure([DBusValue])
     /// `v`: any single value, carrying its own type.
-    case variant(DBusValue)
+    indirect case variant(DBusValue)
 
     /// The value's complete type.
     public var type: DBusType {
