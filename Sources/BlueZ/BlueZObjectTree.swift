@@ -3,17 +3,37 @@ import DBus
 
 /// BlueZ's objects as last seen: one `GetManagedObjects` snapshot kept current with
 /// `InterfacesAdded`, `InterfacesRemoved` and `PropertiesChanged`. Only the interfaces the central
-/// uses are kept, so memory is proportional to the objects BlueZ currently exports (an object is
-/// dropped as soon as BlueZ removes it).
+/// uses are kept, and of those only the properties it reads (``keptProperties``), so memory is
+/// proportional to the objects BlueZ currently exports (an object is dropped as soon as BlueZ
+/// removes it) and small per object: with a thousand advertising devices a device's `Alias`,
+/// `Class`, `Icon`, `Paired`, `Trusted`, `Adapter`, `AdvertisingFlags`… are not worth keeping.
 struct BlueZObjectTree {
     static let adapter = "org.bluez.Adapter1"
     static let device = "org.bluez.Device1"
     static let service = "org.bluez.GattService1"
     static let characteristic = "org.bluez.GattCharacteristic1"
     static let descriptor = "org.bluez.GattDescriptor1"
-    static let kept: Set<String> = [adapter, device, service, characteristic, descriptor]
 
-    typealias Properties = [String: DBusValue]
+    /// The properties the central reads, per kept interface. Anything else BlueZ sends (in
+    /// `InterfacesAdded`, `GetManagedObjects` or `PropertiesChanged`) is dropped on arrival. The
+    /// names stored are these literals, not the decoded strings: a name over 15 bytes
+    /// (`org.bluez.Device1`, `ServicesResolved`, `ManufacturerData`) would otherwise be a heap
+    /// allocation per object.
+    static let keptProperties: [(interface: String, keys: [String])] = [
+        (adapter, ["Address", "Powered", "Roles"]),
+        (device, ["Address", "AddressType", "Name", "Connected", "ServicesResolved", "UUIDs", "ManufacturerData",
+                  "ServiceData", "TxPower", "RSSI"]),
+        (service, ["UUID", "Primary"]),
+        (characteristic, ["UUID", "Flags", "NotifyAcquired", "MTU"]),
+        (descriptor, ["UUID"]),
+    ]
+
+    /// The kept interface named `name` (its literal name and kept properties), or nil.
+    static func kept(_ name: String) -> (interface: String, keys: [String])? {
+        keptProperties.first { $0.interface == name }
+    }
+
+    typealias Properties = PropertyList
 
     private(set) var objects: [DBusObjectPath: [String: Properties]] = [:]
 
@@ -35,9 +55,9 @@ struct BlueZObjectTree {
     mutating func add(_ path: DBusObjectPath, interfaces: DBusValue) -> [String] {
         var added: [String] = []
         for entry in interfaces.entries ?? [] {
-            guard let name = entry.key.string, Self.kept.contains(name) else { continue }
-            objects[path, default: [:]][name] = entry.value.dictionary ?? [:]
-            added.append(name)
+            guard let name = entry.key.string, let kept = Self.kept(name) else { continue }
+            objects[path, default: [:]][kept.interface] = PropertyList(entry.value.entries ?? [], keeping: kept.keys)
+            added.append(kept.interface)
         }
         return added
     }
@@ -57,12 +77,16 @@ struct BlueZObjectTree {
         for key in objects.keys where key.rawValue.hasPrefix(prefix) { objects.removeValue(forKey: key) }
     }
 
-    /// Applies `PropertiesChanged(s, a{sv}, as)`; false when the object or interface is unknown.
+    /// Applies `PropertiesChanged(s, a{sv}, as)` (properties the central does not read are
+    /// ignored); false when the object or interface is unknown.
     @discardableResult
     mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
-        guard objects[path]?[interface] != nil else { return false }
-        for (key, value) in changed { objects[path]?[interface]?[key] = value }
-        for key in invalidated { objects[path]?[interface]?.removeValue(forKey: key) }
+        guard let kept = Self.kept(interface), objects[path]?[kept.interface] != nil else { return false }
+        for (key, value) in changed {
+            guard let keptKey = kept.keys.first(where: { $0 == key }) else { continue }
+            objects[path]?[kept.interface]?[keptKey] = value
+        }
+        for key in invalidated { objects[path]?[kept.interface]?.removeValue(forKey: key) }
         return true
     }
 
@@ -94,5 +118,91 @@ struct BlueZObjectTree {
             }
         }
         return candidates.first { properties($0, Self.adapter)?["Powered"]?.bool == true } ?? candidates.first
+    }
+}
+
+/// One object's properties of one interface: a short list of name–value pairs (at most the ten
+/// ``BlueZObjectTree/keptProperties`` of `Device1`), read and written like a dictionary. A list
+/// because a `Dictionary` of ten entries takes sixteen buckets, twice the memory, and a lookup
+/// compares a handful of interned names. Values are stored without their variant wrapper (the
+/// accessors look through it anyway), and byte arrays — `ManufacturerData` and `ServiceData`
+/// (`a{qv}`/`a{sv}` of `ay`), `Value` — as plain bytes: a ``DBusValue`` array spends 24 bytes per
+/// byte. Reading such a property builds the ``DBusValue`` again.
+struct PropertyList: ExpressibleByDictionaryLiteral {
+    private enum Stored {
+        case value(DBusValue)
+        /// `ay`
+        case bytes([UInt8])
+        /// `a{Kv}` whose every value is an `ay` (in a variant): the key type and the entries.
+        case byteEntries(DBusType, [(key: DBusValue, bytes: [UInt8])])
+
+        init(_ value: DBusValue) {
+            let value = value.unwrapped
+            switch value {
+            case .array(.byte, _):
+                self = .bytes(value.bytes ?? [])
+            case .dictionary(let keyType, .variant, let entries) where !entries.isEmpty:
+                var compact: [(key: DBusValue, bytes: [UInt8])] = []
+                compact.reserveCapacity(entries.count)
+                for entry in entries {
+                    guard let bytes = entry.value.bytes else {
+                        self = .value(value)
+                        return
+                    }
+                    compact.append((entry.key, bytes))
+                }
+                self = .byteEntries(keyType, compact)
+            default:
+                self = .value(value)
+            }
+        }
+
+        var value: DBusValue {
+            switch self {
+            case .value(let value): value
+            case .bytes(let bytes): .bytes(bytes)
+            case .byteEntries(let keyType, let entries):
+                .dictionary(key: keyType, value: .variant, entries.map { DBusDictionaryEntry($0.key, .variant(.bytes($0.bytes))) })
+            }
+        }
+    }
+
+    private var pairs: [(key: String, value: Stored)] = []
+
+    init(dictionaryLiteral elements: (String, DBusValue)...) {
+        for (key, value) in elements { self[key] = value }
+    }
+
+    /// The entries of an `a{sv}` whose names are in `keys`, named by the literal in `keys`.
+    init(_ entries: [DBusDictionaryEntry], keeping keys: [String]) {
+        var kept: [(key: String, value: DBusValue)] = []
+        for entry in entries {
+            guard let name = entry.key.string, let key = keys.first(where: { $0 == name }) else { continue }
+            if let index = kept.firstIndex(where: { $0.key == key }) { kept.remove(at: index) }  // the last one wins
+            kept.append((key, entry.value))
+        }
+        pairs.reserveCapacity(kept.count)
+        for (key, value) in kept { pairs.append((key, Stored(value))) }
+    }
+
+    var isEmpty: Bool { pairs.isEmpty }
+    var count: Int { pairs.count }
+    var keys: [String] { pairs.map(\.key) }
+
+    subscript(key: String) -> DBusValue? {
+        get { pairs.first { $0.key == key }?.value.value }
+        set {
+            let index = pairs.firstIndex { $0.key == key }
+            switch (index, newValue) {
+            case (let index?, let value?): pairs[index].value = Stored(value)
+            case (let index?, nil): pairs.remove(at: index)
+            case (nil, let value?): pairs.append((key, Stored(value)))
+            case (nil, nil): break
+            }
+        }
+    }
+
+    mutating func removeValue(forKey key: String) {
+        self[key] = nil
     }
 }

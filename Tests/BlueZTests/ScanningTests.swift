@@ -141,6 +141,54 @@ struct ScanningTests {
         }
     }
 
+    @Test("scan results, the remembered advertisement and the peripheral snapshot keep name, UUIDs, manufacturer and service data, RSSI, tx power and the link state while BlueZ changes properties the central does not keep")
+    func keptProperties() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
+            _ = try await first(results, "the battery sensor reported") { $0.peripheral.address == Scenarios.battery }
+            // Alias and Trusted are writable Device1 properties the central does not keep: their
+            // PropertiesChanged must change nothing it reports.
+            let client = try await harness.client()
+            let path = try #require(DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01"))
+            for (name, value) in [("Alias", DBusValue.string("Kitchen")), ("Trusted", .boolean(true))] {
+                _ = try await client.call(
+                    destination: "org.bluez", path: path, interface: "org.freedesktop.DBus.Properties", method: "Set",
+                    arguments: [.string("org.bluez.Device1"), .string(name), .variant(value)], timeout: .seconds(10))
+            }
+            _ = try await central.ping()  // bluetoothd's reply comes after its signals
+            let fresh = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
+            let found = try await first(fresh, "the battery sensor reported to a new scan")
+            #expect(found.peripheral.name == "Battery Sensor")
+            #expect(found.peripheral.addressType == .public)
+            let data = found.advertisementData
+            #expect(data.localName == "Battery Sensor")
+            #expect(data.serviceUUIDs == [BluetoothUUID(0x180F)])
+            #expect(data.manufacturerData == [0xFFFF: [0x52, 0x42, 0x5A, 0x31]])
+            #expect(data.serviceData == [BluetoothUUID(0x180F): [0x64]])
+            #expect(data.txPower == 4)
+            #expect(data.rssi == -58)
+
+            try await central.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
+            _ = try await central.discoverServices(for: found.peripheral)
+            let snapshot = await central.peripheral(Scenarios.battery)
+            #expect(snapshot.isConnected && snapshot.servicesResolved)
+            #expect(snapshot.name == "Battery Sensor")
+            // Once resolved, BlueZ's UUIDs are the GATT services.
+            #expect(await central.connectedPeripherals(withServices: [BluetoothUUID(0xFF00)]).map(\.address) == [Scenarios.battery])
+            let remembered = await central.rememberedAdvertisementData(Scenarios.battery)
+            #expect(remembered.localName == "Battery Sensor")
+            #expect(remembered.serviceUUIDs.contains(BluetoothUUID(0xFF00)))
+            #expect(remembered.manufacturerData == [0xFFFF: [0x52, 0x42, 0x5A, 0x31]])
+            #expect(remembered.serviceData == [BluetoothUUID(0x180F): [0x64]])
+            #expect(remembered.txPower == 4)
+            try await central.disconnect(found.peripheral)
+            #expect(await !central.peripheral(Scenarios.battery).isConnected)
+            await client.close()
+            await central.close()
+        }
+    }
+
     @Test("StartDiscovery refused with InProgress is retried with a growing delay, never in a tight loop")
     func discoveryBackoff() async throws {
         try await CentralHarness.run(Scenarios.sensors(startDiscoveryFailures: 3)) { harness in

@@ -1,0 +1,86 @@
+@testable import BlueZ
+import Bluetooth
+import DBus
+import Testing
+
+/// What the central keeps of BlueZ's objects: the properties it reads, nothing else, and nothing
+/// of an object once BlueZ removes it.
+@Suite("BlueZ object tree")
+struct ObjectTreeTests {
+    static let device = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01")!
+    static let characteristic = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010/char0011")!
+
+    /// `InterfacesAdded`'s second argument for one device as bluetoothd 5.66 sends it.
+    static let deviceInterfaces: DBusValue = .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
+        DBusDictionaryEntry(.string("org.freedesktop.DBus.Introspectable"), .variantDictionary([String: DBusValue]())),
+        DBusDictionaryEntry(.string("org.bluez.Device1"), .variantDictionary([
+            ("Address", .string("A4:C1:38:00:00:01")), ("AddressType", .string("public")), ("Name", .string("Battery Sensor")),
+            ("Alias", .string("Battery Sensor")), ("Paired", .boolean(false)), ("Bonded", .boolean(false)),
+            ("Trusted", .boolean(false)), ("Blocked", .boolean(false)), ("LegacyPairing", .boolean(false)),
+            ("RSSI", .int16(-58)), ("TxPower", .int16(4)), ("Connected", .boolean(false)),
+            ("UUIDs", .strings(["0000180f-0000-1000-8000-00805f9b34fb"])), ("Adapter", .objectPath(DBusObjectPath(rawValue: "/org/bluez/hci0")!)),
+            ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0x52, 0x42])))])),
+            ("ServiceData", .dictionary(key: .string, value: .variant, [
+                DBusDictionaryEntry(.string("0000180f-0000-1000-8000-00805f9b34fb"), .variant(.bytes([0x64])))])),
+            ("ServicesResolved", .boolean(false)), ("AdvertisingFlags", .bytes([0x06])),
+        ])),
+        DBusDictionaryEntry(.string("org.freedesktop.DBus.Properties"), .variantDictionary([String: DBusValue]())),
+    ])
+
+    @Test("a device keeps the ten properties the central reads; Alias, Paired, Adapter, AdvertisingFlags… are dropped")
+    func keepsWhatTheCentralReads() throws {
+        var tree = BlueZObjectTree()
+        let added = tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        #expect(added == ["org.bluez.Device1"])
+        let props = try #require(tree.properties(Self.device, BlueZObjectTree.device))
+        #expect(Set(props.keys) == [
+            "Address", "AddressType", "Name", "RSSI", "TxPower", "Connected", "UUIDs", "ManufacturerData", "ServiceData",
+            "ServicesResolved",
+        ])
+        let data = CentralManager.advertisementData(props)
+        #expect(data.localName == "Battery Sensor")
+        #expect(data.manufacturerData == [0xFFFF: [0x52, 0x42]])
+        #expect(data.serviceData == [BluetoothUUID(0x180F): [0x64]])
+        #expect(data.txPower == 4 && data.rssi == -58)
+        #expect(data.serviceUUIDs == [BluetoothUUID(0x180F)])
+    }
+
+    @Test("PropertiesChanged applies the kept properties, ignores the others and invalidates")
+    func changes() throws {
+        var tree = BlueZObjectTree()
+        tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        let applied = tree.change(
+            Self.device, interface: BlueZObjectTree.device,
+            changed: ["Alias": .variant(.string("Kitchen")), "Trusted": .variant(.boolean(true)), "RSSI": .variant(.int16(-70)),
+                      "Connected": .variant(.boolean(true))],
+            invalidated: ["TxPower", "Icon"])
+        #expect(applied)
+        let props = try #require(tree.properties(Self.device, BlueZObjectTree.device))
+        #expect(props["Alias"] == nil && props["Trusted"] == nil)
+        #expect(props["RSSI"]?.int == -70)
+        #expect(props["Connected"]?.bool == true)
+        #expect(props["TxPower"] == nil)
+        #expect(props["Name"]?.string == "Battery Sensor")
+        // Unknown objects and interfaces are not created by a change.
+        let unknownObject = tree.change(
+            Self.characteristic, interface: BlueZObjectTree.characteristic, changed: ["Value": .bytes([1])], invalidated: [])
+        let unknownInterface = tree.change(Self.device, interface: "org.bluez.Battery1", changed: ["Percentage": .byte(90)], invalidated: [])
+        #expect(!unknownObject && !unknownInterface)
+        #expect(tree.count == 1)
+    }
+
+    @Test("removing a device removes its GATT objects; nothing is left behind")
+    func removal() {
+        var tree = BlueZObjectTree()
+        tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        tree.add(Self.characteristic, interfaces: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
+            DBusDictionaryEntry(.string("org.bluez.GattCharacteristic1"), .variantDictionary([
+                ("UUID", .string("00002a19-0000-1000-8000-00805f9b34fb")), ("Flags", .strings(["read", "notify"])),
+                ("Value", .bytes([94])), ("Notifying", .boolean(false)),
+            ])),
+        ]))
+        #expect(tree.properties(Self.characteristic, BlueZObjectTree.characteristic)?.keys == ["UUID", "Flags"])
+        tree.remove(Self.device, interfaces: ["org.freedesktop.DBus.Properties", "org.bluez.Device1"])
+        #expect(tree.count == 0)
+    }
+}
