@@ -163,8 +163,18 @@ extension CentralManager {
 
     func deviceRemoved(_ path: DBusObjectPath) {
         for id in scans.keys { scans[id]?.lastContent.removeValue(forKey: path) }
+        cancelServicesResolved(path)
         if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true, let peripheral = peripheral(at: path) {
             linkWentDown(peripheral, reason: nil)
+        }
+    }
+
+    /// Forgets the reported content of devices BlueZ no longer has (they went while bluetoothd
+    /// was away, so no `InterfacesRemoved` said so).
+    func forgetVanishedDevices() {
+        for (id, scan) in scans {
+            let kept = scan.lastContent.filter { tree.objects[$0.key] != nil }
+            scans[id]?.lastContent = kept
         }
     }
 

@@ -271,7 +271,9 @@ public actor CentralManager {
     /// Reads every object (`GetManagedObjects`), picks the adapter and derives the state.
     private func reload() async {
         switch await BlueZPresence.fetchObjects(connection) {
-        case .objects(let objects): tree.load(objects)
+        case .objects(let objects):
+            tree.load(objects)
+            forgetVanishedDevices()
         case .accessDenied: return setState(.unauthorized)
         case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
         case .empty: return
