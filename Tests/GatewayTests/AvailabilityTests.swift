@@ -143,6 +143,60 @@ struct AvailabilityTests {
         #expect(event?["data"]?["address"] == .string("A4:C1:38:00:00:01"))
     }
 
+    @Test("bridge/devices text: every device in registration order, with local name, services, format, link and rule")
+    func devicesListText() async throws {
+        let harness = try Harness("""
+            {"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
+                          "subscribe": [{"characteristic": "2A19"}]},
+                         {"match": {"services": ["FCD2"]}}]}
+            """)
+        harness.ble.add(Self.remote, .init(characteristics: [
+            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read, .notify]),
+        ]))
+        try await harness.start()
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last == "[]")
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(
+            localName: "Remote \"1\"", serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70)))
+        await harness.gateway.waitUntilIdle()
+        await harness.gateway.handle(bthome(Self.sensor, rssi: -55))
+        await harness.gateway.handle(bthome(address("A4:C1:38:00:00:03"), rssi: -81))
+        await harness.advance(1)
+        let expected = #"[{"name":"remote","address":"A4:C1:38:00:00:02","local_name":"Remote \"1\"","rssi":-70,"connected":true,"services":["180F"],"rule":0},"#
+            + #"{"name":"A4C138000001","address":"A4:C1:38:00:00:01","rssi":-55,"connected":false,"services":[],"format":"bthome_v2","rule":1},"#
+            + #"{"name":"A4C138000003","address":"A4:C1:38:00:00:03","rssi":-81,"connected":false,"services":[],"format":"bthome_v2","rule":1}]"#
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last == expected)
+    }
+
+    @Test("max_devices full: the longest-silent device goes (its retained state cleared), the newest are listed and publish")
+    func evictionKeepsNewest() async throws {
+        let harness = try Harness(#"{"mqtt": {"retain": true}, "bluetooth": {"max_devices": 3}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        try await harness.start()
+        let addresses = (1...5).map { address("C0:00:00:00:00:0\($0)") }
+        for device in addresses.prefix(3) {
+            await harness.gateway.handle(bthome(device))
+            await harness.advance(1)
+        }
+        // The first one advertises again: the second is now the longest silent.
+        await harness.gateway.handle(bthome(addresses[0]))
+        await harness.advance(1)
+        for device in addresses.suffix(2) {
+            await harness.gateway.handle(bthome(device, rssi: -42))
+            await harness.advance(1)
+        }
+        let list = json(harness.mqtt.payloads(on: "gattway/bridge/devices").last ?? "")
+        guard case .array(let entries)? = list else { Issue.record("no bridge/devices"); return }
+        #expect(entries.map { $0["name"] } == ["C00000000001", "C00000000004", "C00000000005"].map { .string($0) })
+        // The evicted devices' retained state and availability are cleared, each once.
+        for gone in ["C00000000002", "C00000000003"] {
+            #expect(harness.mqtt.messages(on: "gattway/" + gone).last?.payload == [])
+            #expect(harness.mqtt.messages(on: "gattway/" + gone + "/availability").last?.payload == [])
+        }
+        #expect(harness.mqtt.messages(on: "gattway/C00000000001").allSatisfy { !$0.payload.isEmpty })
+        let newest = harness.mqtt.payloads(on: "gattway/C00000000005").last ?? ""
+        #expect(newest.hasPrefix(#"{"temperature":25.06,"humidity":50.55,"rssi":-42"#))
+        #expect(await harness.gateway.counters.devicesRemoved == 2)
+    }
+
     @Test("after an MQTT reconnect the retained bridge state and availability are published again")
     func republishOnReconnect() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)

@@ -74,20 +74,49 @@ extension Gateway {
     private func publishDevicesNow(at now: Double) {
         devicesPending = false
         devicesPublishedAt = now
-        let list: [JSONValue] = devices.map { device in
-            var members: [(key: String, value: JSONValue)] = [
-                ("name", .string(device.name)),
-                ("address", .string(device.address.description)),
-            ]
-            if let localName = device.localName { members.append(("local_name", .string(localName))) }
-            members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
-            members.append(("connected", .bool(device.link == .connected)))
-            members.append(("services", .array(device.services.map { .string($0.shortDescription) })))
-            if let format = device.format { members.append(("format", .string(format))) }
-            members.append(("rule", .number(Double(device.ruleIndex))))
-            return .object(members)
+        // Written straight to bytes (a JSONValue tree of 1,000 devices was ~0.35 MB more at
+        // each publication), into its own buffer: `scratch` would keep a list-sized capacity.
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(2 + devices.count * Self.devicesEntryEstimate)
+        bytes.append(UInt8(ascii: "["))
+        for position in devices.indices {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            Self.writeDeviceEntry(devices[position], into: &bytes)
         }
-        publish(base + "/bridge/devices", json: .array(list), retain: true, kind: .republished)
+        bytes.append(UInt8(ascii: "]"))
+        publish(base + "/bridge/devices", bytes, retain: true, kind: .republished)
+    }
+
+    /// About the bytes of one `bridge/devices` entry of an advertising sensor.
+    static let devicesEntryEstimate = 128
+
+    /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
+    /// "services","format"?,"rule"}`.
+    static func writeDeviceEntry(_ device: DeviceRecord, into bytes: inout [UInt8]) {
+        bytes.append(contentsOf: #"{"name":"#.utf8)
+        JSONValue.writeString(device.name, into: &bytes)
+        bytes.append(contentsOf: #","address":"#.utf8)
+        JSONValue.writeString(device.address.description, into: &bytes)
+        if let localName = device.localName {
+            bytes.append(contentsOf: #","local_name":"#.utf8)
+            JSONValue.writeString(localName, into: &bytes)
+        }
+        bytes.append(contentsOf: #","rssi":"#.utf8)
+        if let rssi = device.rssi { JSONValue.writeNumber(Double(rssi), into: &bytes) } else { bytes.append(contentsOf: "null".utf8) }
+        bytes.append(contentsOf: (device.link == .connected ? #","connected":true"# : #","connected":false"#).utf8)
+        bytes.append(contentsOf: #","services":["#.utf8)
+        for (position, uuid) in device.services.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(uuid.shortDescription, into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        if let format = device.format {
+            bytes.append(contentsOf: #","format":"#.utf8)
+            JSONValue.writeString(format, into: &bytes)
+        }
+        bytes.append(contentsOf: #","rule":"#.utf8)
+        JSONValue.writeNumber(Double(device.ruleIndex), into: &bytes)
+        bytes.append(UInt8(ascii: "}"))
     }
 
     /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.
@@ -104,6 +133,6 @@ extension Gateway {
         guard config.availability.enabled, devices[index].availability.published != online else { return }
         devices[index].availability.published = online
         let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
-        publish(devices[index].stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
+        publish(stateTopic(index) + "/availability", Array(payload.utf8), retain: true, kind: .republished)
     }
 }

@@ -293,9 +293,14 @@ extension Gateway {
 
     /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
     func rateLimit(_ index: Int, now: Double) -> String? {
-        guard devices[index].commandBucket?.take(now: now) == false else { return nil }
-        counters.dropped.rateLimited += 1
         let limit = config.commands.rateLimit
+        guard limit.enabled else { return nil }
+        // Made at the first command: a bucket made at registration would be just as full by then.
+        var bucket = devices[index].commandBucket ?? TokenBucket(capacity: limit.burst, interval: limit.interval, now: now)
+        let took = bucket.take(now: now)
+        devices[index].commandBucket = bucket
+        guard !took else { return nil }
+        counters.dropped.rateLimited += 1
         return "rate limited: \(devices[index].name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
     }
 
@@ -308,8 +313,8 @@ extension Gateway {
     func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> Int {
         let rule = config.devices[ruleIndex]
         let name = rule.name ?? DeviceRecord.defaultName(address)
-        var record = DeviceRecord(address: address, name: name, ruleIndex: ruleIndex, stateTopic: base + "/" + name,
-                                  rate: RateControl(rule.rateControl), reconnect: makeReconnect())
+        var record = DeviceRecord(address: address, name: name, ruleIndex: ruleIndex,
+                                  rate: RateControl(rule.rateControl))
         record.pollDue = rule.poll.map { _ in .infinity }
         if let advertisement {
             record.rssi = advertisement.rssi.map(Int.init)
@@ -317,10 +322,6 @@ extension Gateway {
             record.services = advertisement.serviceUUIDs
         }
         record.lastActivity = clock.now()
-        if config.commands.rateLimit.enabled {
-            record.commandBucket = TokenBucket(capacity: config.commands.rateLimit.burst, interval: config.commands.rateLimit.interval,
-                                               now: clock.now())
-        }
         devices.append(record)
         indexByAddress[address] = devices.count - 1
         publishDevices()

@@ -64,7 +64,7 @@ extension Gateway {
             guard devices[index].link == .connecting else { return }
             devices[index].characteristics = characteristics
             devices[index].link = .connected
-            devices[index].reconnect.connected(at: now)
+            updateReconnect(index) { $0.connected(at: now) }
             counters.connects += 1
             if devices[index].everConnected { counters.reconnects += 1 }
             devices[index].everConnected = true
@@ -134,7 +134,7 @@ extension Gateway {
         guard rule.connect else { return }
         publishAvailability(index, online: false)
         guard started, let reason else { return }
-        if let delay = devices[index].reconnect.failed(reason, at: now) {
+        if let delay = updateReconnect(index, { $0.failed(reason, at: now) }) {
             devices[index].retryAt = now + delay
             armTimer(now + delay)
             log(.info, "\(devices[index].name): reconnecting in \((delay * 100).rounded() / 100) s")
@@ -182,6 +182,15 @@ extension Gateway {
         requestConnection(index, urgent: false)
     }
 
+    /// Runs `body` on the device's reconnect rule, made by the `reconnect` given to ``init`` the
+    /// first time a connection succeeds or fails (advertisement-only devices never need one).
+    func updateReconnect<Result>(_ index: Int, _ body: (inout any ReconnectStrategy) -> Result) -> Result {
+        var strategy = devices[index].reconnect ?? makeReconnect()
+        let result = body(&strategy)
+        devices[index].reconnect = strategy
+        return result
+    }
+
     /// Whether the device's rule wants a link that nothing is working on: idle, no retry
     /// pending (a link reported up after an attempt failed — it came up and dropped during the
     /// attempt — waits for the backoff too), not given up.
@@ -200,7 +209,7 @@ extension Gateway {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             connectWaiters[address, default: []].append(ConnectionWaiter(id: id, expiresAt: expiresAt, continuation: continuation))
             if devices[index].link == .idle || devices[index].link == .queued {
-                devices[index].reconnect.reset()
+                devices[index].reconnect?.reset()  // none yet: nothing to forget
                 requestConnection(index, urgent: true)
             }
         }

@@ -77,8 +77,7 @@ extension Gateway {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     func apply(_ readings: [Reading], to index: Int, now: Double, force: Bool = false) {
-        var added = false
-        for reading in readings where devices[index].merge(reading) { added = true }
+        let added = devices[index].merge(readings)
         if added, config.homeAssistant.enabled { publishDiscovery(index) }
         if force {
             publishState(index, now: now)
@@ -95,13 +94,14 @@ extension Gateway {
     func publishState(_ index: Int, now: Double) {
         let rule = rule(index)
         let device = devices[index]
+        let topic = stateTopic(index)
         StatePayload.write(device.attributes, rssi: device.rssi, lastSeen: device.lastSeenWall, into: &scratch)
         let retain = rule.retain ?? config.mqtt.retain
         let qos = rule.qos ?? config.mqtt.qos
-        publishStateMessage(index, topic: device.stateTopic, payload: scratch, retain: retain, qos: qos)
+        publishStateMessage(index, topic: topic, payload: scratch, retain: retain, qos: qos)
         if rule.attributeTopics ?? config.mqtt.attributeTopics {
             for attribute in device.attributes {
-                publishStateMessage(index, topic: device.stateTopic + "/" + attribute.name, payload: StatePayload.plain(attribute.value),
+                publishStateMessage(index, topic: topic + "/" + attribute.name, payload: StatePayload.plain(attribute.value),
                                     retain: retain, qos: qos)
             }
         }

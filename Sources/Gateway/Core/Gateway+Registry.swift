@@ -65,10 +65,10 @@ extension Gateway {
         publishEvent("device_removed", index)
         removeDiscovery(index)
         if devices[index].availability.published != nil {
-            publish(devices[index].stateTopic + "/availability", [], retain: true)
+            publish(stateTopic(index) + "/availability", [], retain: true)
         }
         if rule(index).retain ?? config.mqtt.retain, !devices[index].attributes.isEmpty {
-            publish(devices[index].stateTopic, [], retain: true)
+            publish(stateTopic(index), [], retain: true)
         }
         devices.remove(at: index)
         indexByAddress[address] = nil
