@@ -16,6 +16,7 @@ listed symbol is. They are listed last, so they do not split the run of movable 
 Code that no profile saw (the CLI, the simulator, error paths) simply follows; it still works, it is
 only not pre-grouped. Regenerate after larger changes; stale names are ignored by the linker.
 """
+import json
 import os
 import re
 import shutil
@@ -49,25 +50,14 @@ def wait_for(predicate, timeout, what):
     sys.exit(f"profile-order: timed out waiting for {what}")
 
 
-def config(port):
-    # The demo's devices (docs/simulator.md) plus a catch-all rule, so every advertiser is decoded.
-    return """{
-  "mqtt": {"server": "mqtt://127.0.0.1:%d", "base_topic": "gattway", "client_id": "gattway-profile"},
-  "homeassistant": {"state_delay": "200ms"},
-  "health": {"interval": "5s"},
-  "parsers": {"lamp_state": {"characteristic": "ff02", "fields": [{"name": "light", "offset": 0, "type": "u8"}]}},
-  "devices": [
-    {"match": {"address": "A4:C1:38:00:00:01"}, "name": "battery_sensor", "connect": true,
-     "subscribe": [{"service": "180F", "characteristic": "2A19"}]},
-    {"match": {"address": "A4:C1:38:00:00:02"}, "name": "env_sensor", "connect": true,
-     "subscribe": [{"characteristic": "2A6E"}, {"characteristic": "2A6F"}, {"characteristic": "2A19"}]},
-    {"match": {"address": "A4:C1:38:00:00:03"}, "name": "desk_lamp", "connect": true,
-     "subscribe": [{"service": "ff00", "characteristic": "ff02", "parser": "lamp_state"}],
-     "commands": {"light": {"service": "ff00", "characteristic": "ff01", "encoding": "bool"}}},
-    {"match": {}}
-  ]
-}
-""" % port
+def config(gattway, port):
+    """The demo's gateway configuration (gattway demo --print-config) plus a catch-all rule, so
+    every advertiser is decoded, and a health message every 5 s."""
+    config = json.loads(run([gattway, "demo", "--print-config", f"mqtt://127.0.0.1:{port}"]))
+    config["mqtt"]["client_id"] = "gattway-profile"
+    config["health"] = {"interval": "5s"}
+    config["devices"].append({"match": {}})
+    return json.dumps(config, indent=1)
 
 
 def advertisers(bus, count):
@@ -178,7 +168,7 @@ def main():
         children.append(subprocess.Popen(["mosquitto", "-c", f"{work}/mosquitto.conf"], stdout=log("mosquitto"), stderr=subprocess.STDOUT))
         children.append(subprocess.Popen([gattway, "simulate", "--scenario", "demo", "--quiet"], env=env, stdout=log("simulator"), stderr=subprocess.STDOUT))
         with open(os.path.join(work, "config.json"), "w") as f:
-            f.write(config(port))
+            f.write(config(gattway, port))
         out = os.path.join(work, "callgrind.out")
         gateway_log = os.path.join(work, "gattway.log")
         gateway = subprocess.Popen(

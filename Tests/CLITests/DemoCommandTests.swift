@@ -35,6 +35,20 @@ struct DemoCommandTests {
         }
     }
 
+    @Test("demo --print-config prints the demo's gateway configuration for the given broker, which config check accepts")
+    func printConfig() async throws {
+        let gattway = try BuiltProduct.path("gattway")
+        let printed = try await ChildProcess.run(gattway, ["demo", "--print-config", "mqtt://127.0.0.1:18999"])
+        #expect(printed.status == 0)
+        #expect(printed.output.contains(#""server": "mqtt://127.0.0.1:18999""#))
+        #expect(printed.output.contains("desk_lamp"))
+        let path = NSTemporaryDirectory() + "demo-config-\(getpid()).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try printed.output.write(toFile: path, atomically: true, encoding: .utf8)
+        let check = try await ChildProcess.run(gattway, ["config", "check", path])
+        #expect(check.status == 0, "\(check.output)")
+    }
+
     /// The direct children of `pid`, from /proc/*/stat.
     static func children(of pid: Int32) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []

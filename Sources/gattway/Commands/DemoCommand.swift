@@ -16,15 +16,22 @@ struct DemoCommand: Command {
         """
     static let options: [Option] = [
         .value("duration", "DURATION", "Stop after this long (e.g. 20s).", default: "until SIGINT"),
+        .value("print-config", "BROKER_URL", "Print the gateway configuration the demo uses, for that broker, and exit."),
     ]
 
     let duration: Double?
+    let printConfigBroker: String?
 
     init(parsing arguments: ParsedArguments) throws {
         duration = try arguments.duration("duration")
+        printConfigBroker = arguments.value("print-config")
     }
 
     func run() async throws -> ExitCode {
+        if let broker = printConfigBroker {
+            standardOutput(DemoConfig.text(brokerURL: broker) + "\n")
+            return .success
+        }
         guard let mosquitto = DemoChild.find("mosquitto") else {
             throw CLIError.failure(
                 "gattway demo needs mosquitto, which is not installed (looked on PATH and in /usr/sbin); "
