@@ -75,7 +75,8 @@ extension Gateway {
         devicesPending = false
         devicesPublishedAt = now
         // Written straight to bytes (a JSONValue tree of 1,000 devices was ~0.35 MB more at
-        // each publication), into its own buffer: `scratch` would keep a list-sized capacity.
+        // each publication), into its own buffer that becomes the message: `scratch` would keep a
+        // list-sized capacity, and a copy would need the list's size twice.
         var bytes: [UInt8] = []
         bytes.reserveCapacity(2 + devices.count * Self.devicesEntryEstimate)
         bytes.append(UInt8(ascii: "["))
@@ -84,7 +85,8 @@ extension Gateway {
             Self.writeDeviceEntry(devices[position], into: &bytes)
         }
         bytes.append(UInt8(ascii: "]"))
-        publish(base + "/bridge/devices", bytes, retain: true, kind: .republished)
+        if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Self.exactCopy(bytes) }  // the estimate was far off
+        publish(base + "/bridge/devices", owned: bytes, retain: true, kind: .republished)
     }
 
     /// About the bytes of one `bridge/devices` entry of an advertising sensor.

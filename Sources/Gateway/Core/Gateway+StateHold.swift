@@ -24,7 +24,8 @@ extension Gateway {
             counters.dropped.rateControl += 1
         }
         devices[index].heldStates.append(
-            MQTTOutboundMessage(topic: topic, payload: payload, qos: qos, retain: retain, capturedAt: clock.wallMilliseconds()))
+            MQTTOutboundMessage(topic: topic, payload: Self.exactCopy(payload), qos: qos, retain: retain,
+                                capturedAt: clock.wallMilliseconds()))
     }
 
     /// The hold ended: every state message kept meanwhile goes out in order (each payload has

@@ -217,17 +217,27 @@ public actor Gateway {
 
     func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
                  kind: OutboundKind = .stored) {
+        publish(topic, owned: Self.exactCopy(payload), retain: retain, qos: qos, correlationData: correlationData, kind: kind)
+    }
+
+    /// Publishes `payload` without copying it: for a buffer made for this one message, which
+    /// nothing writes into afterwards.
+    func publish(_ topic: String, owned payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
+                 kind: OutboundKind = .stored) {
         counters.published += 1
-        // An exact-size copy: `payload` is usually `scratch`, whose buffer has the capacity of the
-        // largest message so far (a `bridge/devices` list: kilobytes). Sharing it would make the
-        // next write into `scratch` copy that whole capacity and leave every waiting message
-        // holding a buffer of that size — ~4 KB per queued 90-byte state (BENCHMARKS.md).
-        let exact = [UInt8](unsafeUninitializedCapacity: payload.count) { buffer, count in
-            count = buffer.initialize(fromContentsOf: payload)
-        }
-        let message = MQTTOutboundMessage(topic: topic, payload: exact, qos: qos ?? config.mqtt.qos, retain: retain,
+        let message = MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
                                           correlationData: correlationData)
         if let outbox { outbox.publish(message, kind: kind) } else { mqtt.publish(message) }
+    }
+
+    /// An exact-size copy of a payload that is usually `scratch`, whose buffer has the capacity of
+    /// the largest message so far. Sharing it would make the next write into `scratch` copy that
+    /// whole capacity and leave every waiting message holding a buffer of that size — ~4 KB per
+    /// queued 90-byte state (BENCHMARKS.md).
+    static func exactCopy(_ payload: [UInt8]) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: payload.count) { buffer, count in
+            count = buffer.initialize(fromContentsOf: payload)
+        }
     }
 
     func publish(_ topic: String, json: JSONValue, retain: Bool, qos: Int? = nil, kind: OutboundKind = .stored) {
