@@ -72,6 +72,10 @@ enum Scenarios {
     static let timing = #""timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0}"#
     static let battery = BluetoothAddress("A4:C1:38:00:00:01")!
     static let heartRate = BluetoothAddress("A4:C1:38:00:00:06")!
+    /// What a scan reports of the battery sensor in ``sensors(batteryFaults:events:notifyEvery:startDiscoveryFailures:)``.
+    static let batteryAdvertisement = AdvertisementData(
+        localName: "Battery Sensor", serviceUUIDs: [BluetoothUUID(0x180F)], manufacturerData: [0xFFFF: [0x52, 0x42, 0x5A, 0x31]],
+        serviceData: [BluetoothUUID(0x180F): [0x64]], txPower: 4, rssi: -58)
 
     static func sensors(
         batteryFaults: String = "", events: String = "", notifyEvery: String = "20ms", startDiscoveryFailures: Int = 0
