@@ -35,7 +35,7 @@ struct BlueZObjectTree {
 
     typealias Properties = PropertyList
 
-    private(set) var objects: [DBusObjectPath: [String: Properties]] = [:]
+    private(set) var objects: [DBusObjectPath: InterfaceList] = [:]
 
     var count: Int { objects.count }
 
@@ -121,13 +121,51 @@ struct BlueZObjectTree {
     }
 }
 
-/// One object's properties of one interface: a short list of name–value pairs (at most the ten
-/// ``BlueZObjectTree/keptProperties`` of `Device1`), read and written like a dictionary. A list
-/// because a `Dictionary` of ten entries takes sixteen buckets, twice the memory, and a lookup
-/// compares a handful of interned names. Values are stored without their variant wrapper (the
-/// accessors look through it anyway), and byte arrays — `ManufacturerData` and `ServiceData`
-/// (`a{qv}`/`a{sv}` of `ay`), `Value` — as plain bytes: a ``DBusValue`` array spends 24 bytes per
-/// byte. Reading such a property builds the ``DBusValue`` again.
+/// A few values by name in a list, read and written like a dictionary: an object's kept
+/// interfaces (usually one) and an interface's kept properties (at most ten). A `Dictionary` of
+/// ten entries takes sixteen buckets, and one of a single entry is an allocation several times
+/// its size; a lookup here compares a handful of interned names.
+struct SmallMap<Value>: ExpressibleByDictionaryLiteral {
+    private(set) var pairs: [(key: String, value: Value)] = []
+
+    init(dictionaryLiteral elements: (String, Value)...) {
+        for (key, value) in elements { self[key] = value }
+    }
+
+    /// `pairs` (unique keys) with no spare capacity.
+    init(exactly pairs: [(key: String, value: Value)]) {
+        self.pairs.reserveCapacity(pairs.count)
+        self.pairs.append(contentsOf: pairs)
+    }
+
+    var isEmpty: Bool { pairs.isEmpty }
+    var keys: [String] { pairs.map(\.key) }
+
+    subscript(key: String) -> Value? {
+        get { pairs.first { $0.key == key }?.value }
+        set {
+            let index = pairs.firstIndex { $0.key == key }
+            switch (index, newValue) {
+            case (let index?, let value?): pairs[index].value = value
+            case (let index?, nil): pairs.remove(at: index)
+            case (nil, let value?): pairs.append((key, value))
+            case (nil, nil): break
+            }
+        }
+    }
+
+    mutating func removeValue(forKey key: String) {
+        self[key] = nil
+    }
+}
+
+/// One object's kept interfaces.
+typealias InterfaceList = SmallMap<PropertyList>
+
+/// One object's kept properties of one interface. Values are stored without their variant
+/// wrapper (the accessors look through it anyway), and byte arrays — `ManufacturerData` and
+/// `ServiceData` (`a{qv}`/`a{sv}` of `ay`) — as plain bytes: a ``DBusValue`` array spends 24
+/// bytes per byte. Reading such a property builds the ``DBusValue`` again.
 struct PropertyList: ExpressibleByDictionaryLiteral {
     private enum Stored {
         case value(DBusValue)
@@ -167,42 +205,34 @@ struct PropertyList: ExpressibleByDictionaryLiteral {
         }
     }
 
-    private var pairs: [(key: String, value: Stored)] = []
+    private var stored: SmallMap<Stored>
 
     init(dictionaryLiteral elements: (String, DBusValue)...) {
+        stored = [:]
         for (key, value) in elements { self[key] = value }
     }
 
-    /// The entries of an `a{sv}` whose names are in `keys`, named by the literal in `keys`.
+    /// The entries of an `a{sv}` whose names are in `keys`, named by the literal in `keys`
+    /// (when a name repeats, the last entry wins).
     init(_ entries: [DBusDictionaryEntry], keeping keys: [String]) {
-        var kept: [(key: String, value: DBusValue)] = []
+        var kept: [(key: String, value: Stored)] = []
         for entry in entries {
             guard let name = entry.key.string, let key = keys.first(where: { $0 == name }) else { continue }
-            if let index = kept.firstIndex(where: { $0.key == key }) { kept.remove(at: index) }  // the last one wins
-            kept.append((key, entry.value))
+            kept.removeAll { $0.key == key }
+            kept.append((key, Stored(entry.value)))
         }
-        pairs.reserveCapacity(kept.count)
-        for (key, value) in kept { pairs.append((key, Stored(value))) }
+        stored = SmallMap(exactly: kept)
     }
 
-    var isEmpty: Bool { pairs.isEmpty }
-    var count: Int { pairs.count }
-    var keys: [String] { pairs.map(\.key) }
+    var isEmpty: Bool { stored.isEmpty }
+    var keys: [String] { stored.keys }
 
     subscript(key: String) -> DBusValue? {
-        get { pairs.first { $0.key == key }?.value.value }
-        set {
-            let index = pairs.firstIndex { $0.key == key }
-            switch (index, newValue) {
-            case (let index?, let value?): pairs[index].value = Stored(value)
-            case (let index?, nil): pairs.remove(at: index)
-            case (nil, let value?): pairs.append((key, Stored(value)))
-            case (nil, nil): break
-            }
-        }
+        get { stored[key]?.value }
+        set { stored[key] = newValue.map(Stored.init) }
     }
 
     mutating func removeValue(forKey key: String) {
-        self[key] = nil
+        stored.removeValue(forKey: key)
     }
 }
