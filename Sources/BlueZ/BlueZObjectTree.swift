@@ -148,7 +148,11 @@ struct SmallMap<Value>: ExpressibleByDictionaryLiteral {
             switch (index, newValue) {
             case (let index?, let value?): pairs[index].value = value
             case (let index?, nil): pairs.remove(at: index)
-            case (nil, let value?): pairs.append((key, value))
+            case (nil, let value?):
+                // One more slot, not twice as many: a list is made to size and seldom grows (a
+                // property BlueZ sets later, such as RSSI), so a doubled one would stay half empty.
+                if pairs.count == pairs.capacity { pairs.reserveCapacity(pairs.count + 1) }
+                pairs.append((key, value))
             case (nil, nil): break
             }
         }
