@@ -77,7 +77,7 @@ extension Gateway {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     func apply(_ readings: [Reading], to index: Int, now: Double, force: Bool = false) {
-        let added = devices[index].merge(readings)
+        let added = devices[index].merge(readings, infos: &attributeInfos)
         if added, config.homeAssistant.enabled { publishDiscovery(index) }
         if force {
             publishState(index, now: now)

@@ -57,6 +57,8 @@ public actor Gateway {
     var lastProcessSample: (time: Double, sample: ProcessSample)?
     /// The peripheral role's state (values served, what is advertised).
     var served = PeripheralState()
+    /// The units and device classes the attributes of all devices share.
+    var attributeInfos = AttributeInfo.Table()
 
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()

@@ -172,13 +172,18 @@ struct DeviceRecord: Sendable {
     /// Merges readings into the state (attributes keep their first-seen order); true when an
     /// attribute is new. New attributes get exactly the room they need: most devices send the
     /// same set every time, so the array never grows again.
-    mutating func merge(_ readings: [Reading]) -> Bool {
+    mutating func merge(_ readings: [Reading], infos: inout AttributeInfo.Table) -> Bool {
         var added = false
         for (position, reading) in readings.enumerated() {
             if let index = attributes.firstIndex(where: { $0.name == reading.name }) {
                 attributes[index].value = reading.value
-                if let unit = reading.unit { attributes[index].unit = unit }
-                if let deviceClass = reading.deviceClass { attributes[index].deviceClass = deviceClass }
+                // A reading without a unit or class keeps the one known.
+                let old = attributes[index].info
+                let unit = reading.unit ?? old?.unit
+                let deviceClass = reading.deviceClass ?? old?.deviceClass
+                if unit != old?.unit || deviceClass != old?.deviceClass {
+                    attributes[index].info = infos.info(unit: unit, deviceClass: deviceClass)
+                }
                 continue
             }
             let needed = attributes.count + readings.count - position
@@ -187,7 +192,8 @@ struct DeviceRecord: Sendable {
                 attributes.reserveCapacity(needed)
             }
             added = true
-            attributes.append(Attribute(name: reading.name, value: reading.value, unit: reading.unit, deviceClass: reading.deviceClass))
+            attributes.append(Attribute(name: reading.name, value: reading.value,
+                                        info: infos.info(unit: reading.unit, deviceClass: reading.deviceClass)))
         }
         return added
     }
