@@ -54,24 +54,36 @@ extension JSONValue {
 
     /// Appends a string as a quoted, escaped JSON string.
     public static func writeString(_ value: String, into bytes: inout [UInt8]) {
+        let backslash = UInt8(ascii: "\\")
         bytes.append(UInt8(ascii: "\""))
-        let hex = Array("0123456789abcdef".utf8)
         for byte in value.utf8 {
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case UInt8(ascii: "\""), backslash:
+                bytes.append(backslash)
+                bytes.append(byte)
+            case 0x0A:
+                bytes.append(backslash)
+                bytes.append(UInt8(ascii: "n"))
+            case 0x0D:
+                bytes.append(backslash)
+                bytes.append(UInt8(ascii: "r"))
+            case 0x09:
+                bytes.append(backslash)
+                bytes.append(UInt8(ascii: "t"))
             case 0..<0x20:
+                // \u00XX with lower-case hex digits, computed: no table to allocate per call.
                 bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0F)])
+                bytes.append(hexDigit(byte >> 4))
+                bytes.append(hexDigit(byte & 0x0F))
             default:
                 bytes.append(byte)
             }
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     /// The member `key` of an object (the last one when repeated), else nil.

@@ -26,6 +26,9 @@ struct JSONTests {
         let value = JSONValue.string("°C\u{01}")
         #expect(value.serialized == "\"°C\\u0001\"")
         #expect(try JSONValue.parse(Array(value.serialized.utf8)) == value)
+        let every = JSONValue.string("a\"b\\c\nd\re\tf\u{1F}g\u{0B}")
+        #expect(every.serialized == #""a\"b\\c\nd\re\tf\u001fg\u000b""#)
+        #expect(try JSONValue.parse(Array(every.serialized.utf8)) == every)
     }
 
     @Test("malformed JSON is an error with the byte offset, never a crash", arguments: [
