@@ -191,8 +191,10 @@ def main():
                          for o in os.listdir(d) if o.endswith(".o")]
         fixed = unmovable_functions(build_objects + static_library_objects(os.path.join(work, "archives")))
         ours = [n for n in executed if n in defined]
-        movable = [n for n in ours if n not in fixed]
-        unmovable = [n for n in ours if n in fixed]
+        # Sorted, so that a regenerated file differs only where the code did: for the resident
+        # size only which functions are grouped matters, not their order inside the group.
+        movable = sorted(n for n in ours if n not in fixed)
+        unmovable = sorted(n for n in ours if n in fixed)
         with open(os.path.join(REPO, "deploy", "gattway.order"), "w") as f:
             f.write("\n".join(movable + unmovable) + "\n")
         # The order file is not an input SwiftPM tracks: remove the binary so the next build links again.
