@@ -239,4 +239,14 @@ struct PropertyList: ExpressibleByDictionaryLiteral {
     mutating func removeValue(forKey key: String) {
         stored.removeValue(forKey: key)
     }
+
+    /// The entries of a byte-array map (`ManufacturerData`, `ServiceData`) as stored, without
+    /// building the ``DBusValue`` again: this is read for every advertisement report.
+    func byteEntries(_ key: String) -> [(key: DBusValue, bytes: [UInt8])] {
+        switch stored[key] {
+        case .byteEntries(_, let entries)?: entries
+        case .value(let value)?: (value.entries ?? []).compactMap { entry in entry.value.bytes.map { (entry.key, $0) } }
+        case .bytes?, nil: []
+        }
+    }
 }

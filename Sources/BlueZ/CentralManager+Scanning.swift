@@ -227,13 +227,13 @@ extension CentralManager {
         var data = AdvertisementData()
         data.localName = props["Name"]?.string
         data.serviceUUIDs = (props["UUIDs"]?.strings ?? []).compactMap(BluetoothUUID.init)
-        for entry in props["ManufacturerData"]?.entries ?? [] {
-            guard let id = entry.key.uint16, let bytes = entry.value.bytes else { continue }
-            data.manufacturerData[id] = bytes
+        for entry in props.byteEntries("ManufacturerData") {
+            guard let id = entry.key.uint16 else { continue }
+            data.manufacturerData[id] = entry.bytes
         }
-        for entry in props["ServiceData"]?.entries ?? [] {
-            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let bytes = entry.value.bytes else { continue }
-            data.serviceData[uuid] = bytes
+        for entry in props.byteEntries("ServiceData") {
+            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init) else { continue }
+            data.serviceData[uuid] = entry.bytes
         }
         if let power = props["TxPower"]?.int { data.txPower = Int8(clamping: power) }
         if let rssi = props["RSSI"]?.int, rssi != 127 { data.rssi = Int16(clamping: rssi) }
