@@ -313,7 +313,7 @@ extension Gateway {
     func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> Int {
         let rule = config.devices[ruleIndex]
         let name = rule.name ?? DeviceRecord.defaultName(address)
-        var record = DeviceRecord(address: address, name: name, ruleIndex: ruleIndex,
+        var record = DeviceRecord(address: address, name: name, stateTopic: base + "/" + name, ruleIndex: ruleIndex,
                                   rate: RateControl(rule.rateControl))
         record.pollDue = rule.poll.map { _ in .infinity }
         if let advertisement {

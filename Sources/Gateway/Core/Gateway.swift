@@ -250,6 +250,6 @@ public actor Gateway {
 
     func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }
 
-    /// `<base>/<name>`: the device's state topic (made when needed, not kept per device).
-    func stateTopic(_ index: Int) -> String { base + "/" + devices[index].name }
+    /// `<base>/<name>`: the device's state topic.
+    func stateTopic(_ index: Int) -> String { devices[index].stateTopic }
 }

@@ -53,6 +53,8 @@ struct DeviceRecord: Sendable {
     let address: BluetoothAddress
     /// The topic level: friendly name, else the address without colons.
     let name: String
+    /// `<base>/<name>`, kept (one string per device) rather than made for every state message.
+    let stateTopic: String
     let ruleIndex: Int
 
     var attributes: [Attribute] = []
@@ -69,9 +71,10 @@ struct DeviceRecord: Sendable {
     var lastActivity: Double = 0
     private var box: LinkBox?
 
-    init(address: BluetoothAddress, name: String, ruleIndex: Int, rate: RateControl) {
+    init(address: BluetoothAddress, name: String, stateTopic: String, ruleIndex: Int, rate: RateControl) {
         self.address = address
         self.name = name
+        self.stateTopic = stateTopic
         self.ruleIndex = ruleIndex
         self.rate = rate
     }
