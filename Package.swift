@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "LocalSystem"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "JSON", "CCrypto"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
-        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.

@@ -1,5 +1,6 @@
 import Bluetooth
 import JSON
+import LocalSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -102,22 +103,12 @@ struct CentralStateFile: Equatable {
 
     /// Reads the file; nil when it does not exist.
     static func load(path: String) throws -> CentralStateFile? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            throw CentralError(.failed, operation: "read the state file \(path)", message: String(cString: strerror(errno)))
-        }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else {
-                throw CentralError(.failed, operation: "read the state file \(path)", message: String(cString: strerror(errno)))
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: buffer[0..<count])
+        let bytes: [UInt8]
+        do {
+            bytes = try LocalFile.contents(path)
+        } catch {
+            if error.code == ENOENT { return nil }
+            throw CentralError(.failed, operation: "read the state file \(path)", message: error.description)
         }
         do {
             return try CentralStateFile(json: bytes)
@@ -126,33 +117,15 @@ struct CentralStateFile: Equatable {
         }
     }
 
-    /// Writes the file atomically: `path.tmp`, `fsync`, `rename`.
+    /// Writes the file atomically (``LocalFile/write(_:to:mode:)``: `path.tmp`, `fsync`, `rename`).
     func save(path: String) throws {
         var bytes: [UInt8] = []
         json.write(into: &bytes)
         bytes.append(UInt8(ascii: "\n"))
-        let temporary = path + ".tmp"
-        let operation = "write the state file \(path)"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw CentralError(.failed, operation: operation, message: String(cString: strerror(errno))) }
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                let message = String(cString: strerror(errno))
-                close(fd)
-                unlink(temporary)
-                throw CentralError(.failed, operation: operation, message: message)
-            }
-            offset += count
-        }
-        fsync(fd)
-        close(fd)
-        guard rename(temporary, path) == 0 else {
-            let message = String(cString: strerror(errno))
-            unlink(temporary)
-            throw CentralError(.failed, operation: operation, message: message)
+        do {
+            try LocalFile.write(bytes, to: path)
+        } catch {
+            throw CentralError(.failed, operation: "write the state file \(path)", message: error.description)
         }
     }
 }

@@ -150,8 +150,11 @@ public enum LocalFile {
 /// A failed file operation: what was attempted and the system's reason.
 public struct LocalFileError: Error, CustomStringConvertible, Sendable {
     public let description: String
+    /// The system's error number (`ENOENT`, …), 0 when the failure was not a system call's.
+    public let code: Int32
 
     public init(_ what: String, errno code: Int32 = 0) {
+        self.code = code
         description = code == 0 ? what : "\(what): \(String(cString: strerror(code)))"
     }
 }
