@@ -36,9 +36,23 @@ public actor MQTTClient {
 
     private enum Phase { case idle, connecting, connected, waiting, closing, closed }
 
+    /// A publish waiting for libmosquitto's publish callback, by message id. Ids wrap at 65,535
+    /// and a QoS 0 message keeps its id until it is written, so a burst that outruns the socket
+    /// can hand an id out again while it is still pending: such later publishes wait in `later`,
+    /// in order, and the callbacks for that id complete them first to last.
     private struct Pending {
         var qos: MQTTQoS
         var completion: Completion?
+        var later: [(qos: MQTTQoS, completion: Completion?)] = []
+
+        /// This publish and those queued behind it, in order.
+        var all: [(qos: MQTTQoS, completion: Completion?)] { [(qos, completion)] + later }
+
+        /// The publishes after the first, as an entry of their own; nil when there are none.
+        var rest: Pending? {
+            guard let next = later.first else { return nil }
+            return Pending(qos: next.qos, completion: next.completion, later: Array(later.dropFirst()))
+        }
     }
 
     private struct FilterEntry {
@@ -355,7 +369,7 @@ public actor MQTTClient {
         for waiter in connectWaiters { waiter.resume(throwing: closed) }
         connectWaiters.removeAll()
         resumeCloseWaiters()
-        let inFlight = pending.values
+        let inFlight = pending.values.flatMap(\.all)
         pending.removeAll()
         for entry in inFlight { entry.completion?(.failure(closed)) }
         for (_, completion) in outbox.removeAll() { completion?(.failure(closed)) }
@@ -439,11 +453,16 @@ public actor MQTTClient {
 
     /// QoS 0 messages not yet written are dropped by libmosquitto on reconnect; fail them now.
     private func failUnwrittenQoS0() {
-        let lost = pending.filter { $0.value.qos == .atMostOnce }
+        var lost: [Completion?] = []
+        for (mid, entry) in pending where entry.all.contains(where: { $0.qos == .atMostOnce }) {
+            let all = entry.all
+            lost += all.filter { $0.qos == .atMostOnce }.map(\.completion)
+            let kept = all.filter { $0.qos != .atMostOnce }
+            pending[mid] = kept.first.map { Pending(qos: $0.qos, completion: $0.completion, later: Array(kept.dropFirst())) }
+        }
         guard !lost.isEmpty else { return }
-        for mid in lost.keys { pending[mid] = nil }
         let error = MQTTError(.connectionLost, "the connection was lost before the QoS 0 message was written")
-        for entry in lost.values { entry.completion?(.failure(error)) }
+        for completion in lost { completion?(.failure(error)) }
     }
 
     /// Adds TLS detail that libmosquitto only logged.
@@ -574,7 +593,11 @@ public actor MQTTClient {
             completion?(.success(()))
             return
         }
-        pending[mid] = Pending(qos: message.qos, completion: completion)
+        if pending[mid] != nil {
+            pending[mid]!.later.append((message.qos, completion))
+        } else {
+            pending[mid] = Pending(qos: message.qos, completion: completion)
+        }
     }
 
     private func flushOutbox() {
@@ -669,6 +692,7 @@ public actor MQTTClient {
             if publishing { writtenDuringPublish.append(mid) }
             return
         }
+        if let rest = entry.rest { pending[mid] = rest }
         if entry.qos != .atMostOnce { inflight -= 1 }
         if reason >= 0x80 {
             let code = MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))

@@ -65,6 +65,42 @@ struct ClientTests {
         }
     }
 
+    @Test("every publish of a QoS 0 burst larger than the 65,535 message ids completes, in order")
+    func burstBeyondMessageIDs() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(120) {
+            var configuration = try MQTTConfiguration.test(broker.url, "burst")
+            configuration.maxQueued = 200_000
+            let client = try MQTTClient(configuration: configuration, loop: loop)
+            try await client.connect()
+            // All in one loop turn while the broker is stopped: the socket fills after some
+            // thousands, libmosquitto queues the rest with their ids, and ids are handed out again
+            // while the first holders still wait to be written.
+            broker.child?.signal(SIGSTOP)
+            let count = 150_000
+            let completed = Collected<Int>()
+            let failed = Collected<Int>()
+            let payload = [UInt8](repeating: 0x41, count: 60)
+            try await loop.submit {
+                for n in 0..<count {
+                    client.publish(MQTTMessage(topic: "burst/x", payload: payload, qos: .atMostOnce)) { result in
+                        switch result {
+                        case .success: completed.append(n)
+                        case .failure: failed.append(n)
+                        }
+                    }
+                }
+            }
+            broker.child?.signal(SIGCONT)
+            try await eventually(timeout: 60, "\(count) completions") { completed.count + failed.count >= count }
+            #expect(failed.count == 0)
+            #expect(completed.all == Array(0..<count))
+            await client.disconnect()
+        }
+    }
+
     @Test("QoS 1 publishes from mosquitto_pub reach a subscription; ours reach mosquitto_sub")
     func independentPeers() async throws {
         let broker = try await MosquittoBroker()
