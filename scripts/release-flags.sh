@@ -7,7 +7,10 @@
 #                                      the functions `gattway run` executes (a profile, made by
 #                                      `make order-file`) sit together at the start of .text, so the
 #                                      kernel's 64 KB fault-around maps few pages of code that never
-#                                      runs; the CLI, simulator and demo code stays on disk
+#                                      runs; the CLI, simulator and demo code stays on disk.
+#                                      deploy/gattway.ld groups the functions the compiler emits
+#                                      without a symbol (closure-context destructors and the like),
+#                                      which the order file cannot name
 #   --no-export-dynamic                the static runtime's link line exports every symbol of the
 #                                      executable; nothing looks them up, and exported symbols are
 #                                      kept alive, so the linker could not drop unused code
@@ -34,6 +37,7 @@ if [ -x "$toolchain_bin/ld.lld" ] || command -v ld.lld >/dev/null 2>&1; then
   if [ -s "$repo/deploy/gattway.order" ]; then
     flags+=(-Xlinker "--symbol-ordering-file=$repo/deploy/gattway.order" -Xlinker --no-warn-symbol-ordering)
   fi
+  flags+=(-Xlinker -T -Xlinker "$repo/deploy/gattway.ld")
   archive=$(gcc -print-file-name=libstdc++.a 2>/dev/null || true)
   if [ -f "$archive" ]; then
     mkdir -p "$repo/.build/static-libstdc++"
