@@ -14,22 +14,31 @@ if let symbol = dlsym(nil, "mallopt") {
 #endif
 
 /// Every subcommand, in the order `gattway --help` lists them.
-let commands: [any Command.Type] = [
-    RunCommand.self,
-    ConfigCheckCommand.self,
-    ScanCommand.self,
-    InspectCommand.self,
-    ReadCommand.self,
-    WriteCommand.self,
-    NotifyCommand.self,
-    AdvertiseCommand.self,
-    ServeCommand.self,
-    DecodeCommand.self,
-    SimulateCommand.self,
-    DemoCommand.self,
-    DoctorCommand.self,
-    VersionCommand.self,
-]
+func allCommands() -> [any Command.Type] {
+    [
+        RunCommand.self,
+        ConfigCheckCommand.self,
+        ScanCommand.self,
+        InspectCommand.self,
+        ReadCommand.self,
+        WriteCommand.self,
+        NotifyCommand.self,
+        AdvertiseCommand.self,
+        ServeCommand.self,
+        DecodeCommand.self,
+        SimulateCommand.self,
+        DemoCommand.self,
+        DoctorCommand.self,
+        VersionCommand.self,
+    ]
+}
 
-let code = await CommandLineTool(commands: commands).main(Array(CommandLine.arguments.dropFirst()))
-exit(code.rawValue)
+// The tool runs as a task while the main thread only waits. With an `await` here, main would be
+// async and end in dispatch_main(), whose pthread_exit() unwinds the main thread's stack: the
+// unwinder's lookups touch most of the binary's .eh_frame_hdr and parts of .eh_frame, ~0.5 MB that
+// then stays resident in every process (BENCHMARKS.md, session 4). Nothing here uses the main
+// queue or the main actor.
+Task.detached {
+    exit(await CommandLineTool(commands: allCommands()).main(Array(CommandLine.arguments.dropFirst())).rawValue)
+}
+while true { pause() }
