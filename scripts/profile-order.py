@@ -54,15 +54,17 @@ def wait_for(predicate, timeout, what):
 
 def config(gattway, port):
     """The demo's gateway configuration (gattway demo --print-config) plus a catch-all rule, so
-    every advertiser is decoded, a health message every 5 s and a few common MQTT and Bluetooth
-    settings."""
+    every advertiser is decoded, a health message every 5 s, a few common MQTT settings and a
+    device limit the advertisers exceed."""
     config = json.loads(run([gattway, "demo", "--print-config", f"mqtt://127.0.0.1:{port}"]))
     config["mqtt"]["client_id"] = "gattway-profile"
     # Settings users commonly give that the demo leaves at their defaults (each is parsed by code
     # of its own).
     config["mqtt"]["qos"] = 0
     config["mqtt"]["protocol"] = "3.1.1"
-    config.setdefault("bluetooth", {})["max_devices"] = 1000
+    # Fewer than the advertisers, so registering a device evicts another (as with rotating
+    # random addresses, where the registry stays full).
+    config.setdefault("bluetooth", {})["max_devices"] = 30
     config["health"] = {"interval": "5s"}
     config["devices"].append({"match": {}})
     return json.dumps(config, indent=1)
