@@ -7,7 +7,8 @@ import Subprocess
 /// Started by ``Subprocess`` (`posix_spawn` with an empty signal mask and default dispositions:
 /// a child spawned from a Swift concurrency thread would otherwise inherit that thread's blocked
 /// signals, and SIGTERM would never reach it). Output (stdout and stderr together) goes to a log
-/// file in a private temporary directory, so a failing test can show it with ``log()``.
+/// file in a private temporary directory, so a failing test can show it with ``log()``; the
+/// directory goes with the value.
 public final class ChildProcess: Sendable {
     public let logURL: URL
     public let executable: String
@@ -27,7 +28,11 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    deinit { stop() }
+    /// Stops the process and removes its log directory (nothing can read the log afterwards).
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: logURL.deletingLastPathComponent())
+    }
 
     public var pid: Int32 { child.pid }
 

@@ -8,7 +8,8 @@ import Subprocess
 /// (no limit) so a test's offline persistent session never drops messages. With
 /// `persistent: true` the broker saves its state (sessions, subscriptions, queued messages) to
 /// the temporary directory on a graceful stop and reloads it on ``restart()`` — what a real
-/// broker restart looks like. The process is stopped when the value is released.
+/// broker restart looks like. The process is stopped and the directory removed when the value is
+/// released.
 public final class MosquittoBroker: @unchecked Sendable {
     // Invariant for @unchecked Sendable: `port` and `tlsPort` change only inside init (before the
     // value is shared); `child` is replaced only by start()/restart(), which a test calls from one
@@ -96,7 +97,10 @@ public final class MosquittoBroker: @unchecked Sendable {
             to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
     }
 
-    deinit { child?.stop() }
+    deinit {
+        child?.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     /// `mqtt://127.0.0.1:PORT`.
     public var url: String { "mqtt://127.0.0.1:\(port)" }
