@@ -44,7 +44,7 @@ struct BlueZObjectTree {
 
     /// Number of objects (paths) with a kept interface.
     var count: Int {
-        objects.count + devices.count - objects.keys.filter { devices[$0] != nil }.count
+        objects.count + devices.count - objects.keys.reduce(0) { $0 + (devices[$1] != nil ? 1 : 0) }
     }
 
     /// Whether an object at `path` has a kept interface.
