@@ -60,11 +60,6 @@ struct DeviceObject {
 
     private var storage: Storage
 
-    /// A device with no properties.
-    init() {
-        storage = Storage.make(Header(), capacity: 0)
-    }
-
     /// The entries of an `a{sv}` (`InterfacesAdded`, `GetManagedObjects`); the kept ones are
     /// applied in order (a repeated name: the last wins).
     init(_ entries: [DBusDictionaryEntry]) {
@@ -84,12 +79,10 @@ struct DeviceObject {
 
     // MARK: Reading
 
-    private var header: Header { storage.header }
     private var flags: Flags { Flags(rawValue: UInt16(truncatingIfNeeded: storage.header.addressAndFlags >> 48)) }
 
     var address: BluetoothAddress? {
-        let word = header.addressAndFlags
-        return flags.contains(.hasAddress) ? BluetoothAddress(rawValue: word) : nil
+        flags.contains(.hasAddress) ? BluetoothAddress(rawValue: storage.header.addressAndFlags) : nil
     }
 
     var addressType: BluetoothAddress.AddressType? {
@@ -99,14 +92,14 @@ struct DeviceObject {
         return nil
     }
 
-    var name: String? { header.name }
+    var name: String? { storage.header.name }
     var isConnected: Bool { flags.contains(.connected) }
     var servicesResolved: Bool { flags.contains(.servicesResolved) }
     /// Whether BlueZ has an `RSSI` for the device (it invalidates it when discovery stops).
     var hasRSSI: Bool { flags.contains(.hasRSSI) }
     /// `RSSI` as an integer (127 "not available" included).
-    var rssi: Int? { flags.contains(.rssiIsInteger) ? Int(header.rssi) : nil }
-    var txPower: Int? { flags.contains(.hasTxPower) ? Int(header.txPower) : nil }
+    var rssi: Int? { flags.contains(.rssiIsInteger) ? Int(storage.header.rssi) : nil }
+    var txPower: Int? { flags.contains(.hasTxPower) ? Int(storage.header.txPower) : nil }
 
     /// `UUIDs` that parse, in BlueZ's order.
     var serviceUUIDs: [BluetoothUUID] {
@@ -143,7 +136,7 @@ struct DeviceObject {
     }
 
     /// Bytes of encoded payload (for tests).
-    var payloadCount: Int { Int(header.payloadCount) }
+    var payloadCount: Int { Int(storage.header.payloadCount) }
 
     private func withPayload<R>(_ body: (Payload) -> R) -> R {
         storage.withUnsafeMutablePointers { header, elements in
@@ -161,7 +154,6 @@ struct DeviceObject {
             replacePayload(replacement)
             return
         }
-        guard Self.keys.contains(name) else { return }
         makeUnique()
         Self.apply(name, value, to: &storage.header)
     }
@@ -235,7 +227,7 @@ struct DeviceObject {
         let copy = Storage.make(storage.header, capacity: capacity)
         storage.withUnsafeMutablePointers { header, elements in
             let count = min(Int(header.pointee.payloadCount), capacity)
-            copy.withUnsafeMutablePointerToElements { $0.update(from: elements, count: count) }
+            copy.withUnsafeMutablePointerToElements { $0.initialize(from: elements, count: count) }
             copy.header.payloadCount = UInt32(count)
         }
         return copy
