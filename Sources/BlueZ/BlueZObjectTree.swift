@@ -127,6 +127,11 @@ struct BlueZObjectTree {
         devices[path]
     }
 
+    /// Number of devices below `parent` (without building their paths).
+    func deviceCount(below parent: DBusObjectPath) -> Int {
+        devices.count(below: parent.rawValue + "/")
+    }
+
     /// Paths of objects carrying `interface`, optionally only below `parent`, sorted.
     func paths(with interface: String, below parent: DBusObjectPath? = nil) -> [DBusObjectPath] {
         let prefix = parent.map { $0.rawValue + "/" }

@@ -229,7 +229,7 @@ public actor CentralManager {
     /// Number of devices of the adapter currently known.
     public var knownDeviceCount: Int {
         guard let adapterPath else { return 0 }
-        return tree.paths(with: BlueZObjectTree.device, below: adapterPath).count
+        return tree.deviceCount(below: adapterPath)
     }
 
     // MARK: bluetoothd presence and the object tree

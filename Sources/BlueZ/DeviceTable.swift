@@ -154,6 +154,15 @@ struct DeviceTable {
         other = other.filter { !$0.key.rawValue.hasPrefix(prefix) }
     }
 
+    /// The number of devices below `prefix` (a directory with its final slash).
+    func count(below prefix: String) -> Int {
+        var count = other.keys.reduce(0) { $0 + ($1.rawValue.hasPrefix(prefix) ? 1 : 0) }
+        for index in prefixes.indices where prefixes[index].hasPrefix(prefix) {
+            count += compact.keys.reduce(0) { $0 + ($1 >> 48 == UInt64(index) ? 1 : 0) }
+        }
+        return count
+    }
+
     /// The paths of the devices, optionally only those below `prefix` (with its final slash).
     func paths(below prefix: String?) -> [DBusObjectPath] {
         var paths: [DBusObjectPath] = []

@@ -195,6 +195,8 @@ struct DeviceObjectTests {
         #expect(tree.paths(with: BlueZObjectTree.device) == all)
         #expect(tree.paths(with: BlueZObjectTree.device, below: Self.adapter) == all.filter { $0.parent == Self.adapter })
         #expect(tree.count == all.count)
+        #expect(tree.deviceCount(below: Self.adapter) == all.filter { $0.rawValue.hasPrefix("/org/bluez/hci0/") }.count)
+        #expect(tree.deviceCount(below: DBusObjectPath(rawValue: "/org/bluez")!) == all.count - 1)
         for path in all { #expect(tree.device(path)?.address == BluetoothAddress("C4:7C:8D:6A:00:01")) }
         #expect(tree.device(DBusObjectPath(rawValue: "/org/bluez/hci2/dev_C4_7C_8D_6A_00_01")!) == nil)
         #expect(tree.device(DBusObjectPath(rawValue: "/org/bluez/hci0/dev_C4_7C_8D_6A_00_02")!) == nil)
