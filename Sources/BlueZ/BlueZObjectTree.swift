@@ -7,6 +7,9 @@ import DBus
 /// proportional to the objects BlueZ currently exports (an object is dropped as soon as BlueZ
 /// removes it) and small per object: with a thousand advertising devices a device's `Alias`,
 /// `Class`, `Icon`, `Paired`, `Trusted`, `Adapter`, `AdvertisingFlags`… are not worth keeping.
+///
+/// Devices, the many objects, are kept apart in a ``DeviceTable`` of compact ``DeviceObject``s
+/// (read with ``device(_:)``); adapters and GATT objects, a few, as generic ``PropertyList``s.
 struct BlueZObjectTree {
     static let adapter = "org.bluez.Adapter1"
     static let device = "org.bluez.Device1"
@@ -21,8 +24,7 @@ struct BlueZObjectTree {
     /// allocation per object.
     static let keptProperties: [(interface: String, keys: [String])] = [
         (adapter, ["Address", "Powered", "Roles"]),
-        (device, ["Address", "AddressType", "Name", "Connected", "ServicesResolved", "UUIDs", "ManufacturerData",
-                  "ServiceData", "TxPower", "RSSI"]),
+        (device, DeviceObject.keys),
         (service, ["UUID", "Primary"]),
         (characteristic, ["UUID", "Flags", "NotifyAcquired", "MTU"]),
         (descriptor, ["UUID"]),
@@ -35,15 +37,29 @@ struct BlueZObjectTree {
 
     typealias Properties = PropertyList
 
+    /// Every kept interface but `Device1`, by object.
     private(set) var objects: [DBusObjectPath: InterfaceList] = [:]
+    /// The `Device1` interfaces.
+    private(set) var devices = DeviceTable()
 
-    var count: Int { objects.count }
+    /// Number of objects (paths) with a kept interface.
+    var count: Int {
+        objects.count + devices.count - objects.keys.reduce(0) { $0 + (devices[$1] != nil ? 1 : 0) }
+    }
 
-    mutating func removeAll() { objects.removeAll() }
+    /// Whether an object at `path` has a kept interface.
+    func contains(_ path: DBusObjectPath) -> Bool {
+        objects[path] != nil || devices[path] != nil
+    }
+
+    mutating func removeAll() {
+        objects.removeAll()
+        devices.removeAll()
+    }
 
     /// Replaces everything with a `GetManagedObjects` reply (`a{oa{sa{sv}}}`).
     mutating func load(_ reply: DBusValue) {
-        objects.removeAll()
+        removeAll()
         for entry in reply.entries ?? [] {
             guard let path = entry.key.objectPath else { continue }
             add(path, interfaces: entry.value)
@@ -56,7 +72,11 @@ struct BlueZObjectTree {
         var added: [String] = []
         for entry in interfaces.entries ?? [] {
             guard let name = entry.key.string, let kept = Self.kept(name) else { continue }
-            objects[path, default: [:]][kept.interface] = PropertyList(entry.value.entries ?? [], keeping: kept.keys)
+            if kept.interface == Self.device {
+                devices.insert(DeviceObject(entry.value.entries ?? []), at: path)
+            } else {
+                objects[path, default: [:]][kept.interface] = PropertyList(entry.value.entries ?? [], keeping: kept.keys)
+            }
             added.append(kept.interface)
         }
         return added
@@ -66,21 +86,28 @@ struct BlueZObjectTree {
     /// device goes, its GATT children go with it (BlueZ sends separate signals for them, but
     /// not reliably on shutdown).
     mutating func remove(_ path: DBusObjectPath, interfaces: [String]) {
-        guard var entry = objects[path] else { return }
-        for name in interfaces { entry.removeValue(forKey: name) }
-        if entry.isEmpty { objects.removeValue(forKey: path) } else { objects[path] = entry }
+        guard contains(path) else { return }
+        if interfaces.contains(Self.device) { devices.remove(path) }
+        if var entry = objects[path] {
+            for name in interfaces { entry.removeValue(forKey: name) }
+            if entry.isEmpty { objects.removeValue(forKey: path) } else { objects[path] = entry }
+        }
         if interfaces.contains(Self.device) || interfaces.contains(Self.adapter) { removeDescendants(of: path) }
     }
 
     mutating func removeDescendants(of path: DBusObjectPath) {
         let prefix = path.rawValue + "/"
         for key in objects.keys where key.rawValue.hasPrefix(prefix) { objects.removeValue(forKey: key) }
+        devices.removeAll(below: prefix)
     }
 
     /// Applies `PropertiesChanged(s, a{sv}, as)` (properties the central does not read are
     /// ignored); false when the object or interface is unknown.
     @discardableResult
     mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+        if interface == Self.device {
+            return devices.modify(path) { $0.change(changed, invalidated: invalidated) }
+        }
         guard let kept = Self.kept(interface), objects[path]?[kept.interface] != nil else { return false }
         for (key, value) in changed {
             guard let keptKey = kept.keys.first(where: { $0 == key }) else { continue }
@@ -90,13 +117,25 @@ struct BlueZObjectTree {
         return true
     }
 
+    /// The kept properties of an adapter or GATT object (a device's are read with ``device(_:)``).
     func properties(_ path: DBusObjectPath, _ interface: String) -> Properties? {
         objects[path]?[interface]
+    }
+
+    /// The device at `path`, when BlueZ has one there.
+    func device(_ path: DBusObjectPath) -> DeviceObject? {
+        devices[path]
+    }
+
+    /// Number of devices below `parent` (without building their paths).
+    func deviceCount(below parent: DBusObjectPath) -> Int {
+        devices.count(below: parent.rawValue + "/")
     }
 
     /// Paths of objects carrying `interface`, optionally only below `parent`, sorted.
     func paths(with interface: String, below parent: DBusObjectPath? = nil) -> [DBusObjectPath] {
         let prefix = parent.map { $0.rawValue + "/" }
+        if interface == Self.device { return devices.paths(below: prefix).sorted() }
         return objects.compactMap { path, interfaces in
             guard interfaces[interface] != nil else { return nil }
             if let prefix, !path.rawValue.hasPrefix(prefix) { return nil }

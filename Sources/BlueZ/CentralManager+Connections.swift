@@ -58,12 +58,12 @@ extension CentralManager {
         defer { links[address]?.connecting = false }
         let path: DBusObjectPath = try await waitUntil(timeout: timeout, operation: operation) { central in
             guard central.state == .poweredOn else { return .failure(central.stateError(operation)) }
-            guard let path = central.devicePath(address), central.tree.properties(path, BlueZObjectTree.device) != nil else {
+            guard let path = central.devicePath(address), central.tree.device(path) != nil else {
                 return nil
             }
             return .success(path)
         }
-        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true { return }
+        if tree.device(path)?.isConnected == true { return }
         let remaining = timeout - (ContinuousClock.now - start)
         let callTimeout = remaining + .seconds(5)
         let timesUpBefore = links[address]?.timesUp ?? 0
@@ -92,7 +92,7 @@ extension CentralManager {
         // bluetoothd 5.66 skips that signal when the ATT channel came up before the kernel's
         // connected event ("Device … is already connected"), and the ServicesResolved that
         // implies it can be seconds away under load: then the property itself says so.
-        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool != true,
+        if tree.device(path)?.isConnected != true,
             let reply = try? await callBlueZ(
                 path, "org.freedesktop.DBus.Properties", "Get", [.string(BlueZObjectTree.device), .string("Connected")],
                 timeout: .seconds(5)),
@@ -101,11 +101,11 @@ extension CentralManager {
             connectedWithoutSignal(path)
         }
         let _: Void = try await waitUntil(timeout: .seconds(5), operation: operation, timeoutCode: .connectionFailed) { central in
-            guard let props = central.tree.properties(path, BlueZObjectTree.device) else {
+            guard let device = central.tree.device(path) else {
                 return .failure(CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
             }
             let cameUp = (central.links[address]?.timesUp ?? 0) > timesUpBefore
-            return props["Connected"]?.bool == true || cameUp ? .success(()) : nil
+            return device.isConnected || cameUp ? .success(()) : nil
         }
         // Already down again: a retry that fired meanwhile was skipped (this attempt was running).
         if links[address]?.connected == false, links[address]?.retryTimer == nil {
@@ -128,8 +128,7 @@ extension CentralManager {
         }
         restoredSubscriptions.removeAll { $0.peripheral == address }
         saveState()
-        guard let path = devicePath(address), let props = tree.properties(path, BlueZObjectTree.device) else { return }
-        let connected = props["Connected"]?.bool == true
+        guard let path = devicePath(address), let connected = tree.device(path)?.isConnected else { return }
         if connected { disconnectsRequested.insert(address) }
         do {
             _ = try await callBlueZ(path, BlueZObjectTree.device, "Disconnect", timeout: .seconds(15))
@@ -141,7 +140,7 @@ extension CentralManager {
         }
         guard connected else { return }
         try await waitUntil(timeout: .seconds(10), operation: operation) { central in
-            central.tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true ? nil : .success(())
+            central.tree.device(path)?.isConnected == true ? nil : .success(())
         }
     }
 
@@ -172,7 +171,7 @@ extension CentralManager {
     /// bluetoothd says `Connected` is true but did not signal it (see ``establish(_:timeout:)``):
     /// recorded as if it had.
     func connectedWithoutSignal(_ path: DBusObjectPath) {
-        guard tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool != true,
+        guard tree.device(path)?.isConnected != true,
             tree.change(path, interface: BlueZObjectTree.device, changed: ["Connected": .boolean(true)], invalidated: [])
         else { return }
         if isOurDevice(path), let peripheral = peripheral(at: path) { linkCameUp(peripheral) } else { evaluateWaiters() }

@@ -17,13 +17,13 @@ extension CentralManager {
         let devicePath: DBusObjectPath = try await waitUntil(
             timeout: options.resolveTimeout, operation: operation, timeoutCode: .connectionTimeout
         ) { central in
-            guard let path = central.devicePath(address), let props = central.tree.properties(path, BlueZObjectTree.device) else {
+            guard let path = central.devicePath(address), let device = central.tree.device(path) else {
                 return .failure(CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know \(address)"))
             }
-            guard props["Connected"]?.bool == true else {
+            guard device.isConnected else {
                 return .failure(CentralError(.notConnected, operation: operation, message: "\(address) is not connected"))
             }
-            return props["ServicesResolved"]?.bool == true ? .success(path) : nil
+            return device.servicesResolved ? .success(path) : nil
         }
         return tree.paths(with: BlueZObjectTree.service, below: devicePath).compactMap { path in
             guard path.parent == devicePath, let props = tree.properties(path, BlueZObjectTree.service),
@@ -88,7 +88,7 @@ extension CentralManager {
 
     /// Finds the characteristic's object: by its path when it was discovered, else by UUIDs.
     func resolve(_ characteristic: Characteristic, operation: String) throws -> (DBusObjectPath, Characteristic) {
-        guard let devicePath = devicePath(characteristic.peripheral), tree.properties(devicePath, BlueZObjectTree.device) != nil else {
+        guard let devicePath = devicePath(characteristic.peripheral), tree.device(devicePath) != nil else {
             throw CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know \(characteristic.peripheral)")
         }
         if let relative = characteristic.relativePath, let path = try? DBusObjectPath(devicePath.rawValue + "/" + relative),
@@ -107,7 +107,7 @@ extension CentralManager {
 
     func requireConnected(_ address: BluetoothAddress, _ operation: String) throws {
         try requirePoweredOn(operation)
-        guard let path = devicePath(address), tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true else {
+        guard let path = devicePath(address), tree.device(path)?.isConnected == true else {
             throw CentralError(.notConnected, operation: operation, message: "\(address) is not connected")
         }
     }
@@ -209,7 +209,7 @@ extension CentralManager {
     func gattError(_ error: any Error, _ address: BluetoothAddress, _ operation: String) -> CentralError {
         var failure = CentralError.wrap(error, operation: operation)
         if failure.code == .failed || failure.code == .bluezUnavailable, let path = devicePath(address),
-            tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool != true, bluezOwner != nil
+            tree.device(path)?.isConnected != true, bluezOwner != nil
         {
             failure.code = .peripheralDisconnected
         }

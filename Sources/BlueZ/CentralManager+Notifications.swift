@@ -119,10 +119,10 @@ extension CentralManager {
     }
 
     func isResolved(_ address: BluetoothAddress) -> Bool {
-        guard state == .poweredOn, let path = devicePath(address), let props = tree.properties(path, BlueZObjectTree.device) else {
+        guard state == .poweredOn, let path = devicePath(address), let device = tree.device(path) else {
             return false
         }
-        return props["Connected"]?.bool == true && props["ServicesResolved"]?.bool == true
+        return device.isConnected && device.servicesResolved
     }
 
     /// Subscribes in BlueZ (AcquireNotify, else StartNotify). Idempotent while active.

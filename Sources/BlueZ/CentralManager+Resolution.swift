@@ -28,7 +28,7 @@ extension CentralManager {
             if let objects = reply?.first {
                 let prefix = path.rawValue + "/"
                 for entry in objects.entries ?? [] {
-                    guard let object = entry.key.objectPath, object.rawValue.hasPrefix(prefix), tree.objects[object] == nil
+                    guard let object = entry.key.objectPath, object.rawValue.hasPrefix(prefix), !tree.contains(object)
                     else { continue }
                     tree.add(object, interfaces: entry.value)
                 }

@@ -7,8 +7,9 @@ struct ScanSubscription {
     let options: ScanOptions
     let continuation: AsyncStream<ScanResult>.Continuation
     /// Hash of the last reported advertisement content per device (without RSSI), for
-    /// `allowDuplicates == false`; entries go when BlueZ removes the device.
-    var lastContent: [DBusObjectPath: Int] = [:]
+    /// `allowDuplicates == false`; entries go when BlueZ removes the device. Keyed like the
+    /// tree's devices (no path string per device).
+    var lastContent: [DeviceTable.Key: Int] = [:]
 }
 
 /// This manager's discovery session in BlueZ. Actor-confined.
@@ -155,16 +156,19 @@ extension CentralManager {
     }
 
     func deviceAppeared(_ path: DBusObjectPath) {
-        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true, let peripheral = peripheral(at: path) {
+        if let device = tree.device(path), device.isConnected, let peripheral = device.peripheral {
             linkCameUp(peripheral)
         }
-        deviceAdvertised(path, changedKeys: nil)
+        deviceAdvertised(path)
     }
 
     func deviceRemoved(_ path: DBusObjectPath) {
-        for id in scans.keys { scans[id]?.lastContent.removeValue(forKey: path) }
+        if scans.values.contains(where: { !$0.lastContent.isEmpty }) {
+            let key = tree.devices.key(path)
+            for id in scans.keys { scans[id]?.lastContent.removeValue(forKey: key) }
+        }
         cancelServicesResolved(path)
-        if tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true, let peripheral = peripheral(at: path) {
+        if let device = tree.device(path), device.isConnected, let peripheral = device.peripheral {
             linkWentDown(peripheral, reason: nil)
         }
     }
@@ -173,7 +177,7 @@ extension CentralManager {
     /// was away, so no `InterfacesRemoved` said so).
     func forgetVanishedDevices() {
         for (id, scan) in scans {
-            let kept = scan.lastContent.filter { tree.objects[$0.key] != nil }
+            let kept = scan.lastContent.filter { tree.devices.contains($0.key) }
             scans[id]?.lastContent = kept
         }
     }
@@ -184,28 +188,32 @@ extension CentralManager {
     func reportKnownDevices(to ids: [Int]) {
         guard !ids.isEmpty, let adapterPath else { return }
         for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) where isOurDevice(path) {
-            guard tree.properties(path, BlueZObjectTree.device)?["RSSI"] != nil else { continue }
-            deviceAdvertised(path, changedKeys: nil, only: ids)
+            guard tree.device(path)?.hasRSSI == true else { continue }
+            deviceAdvertised(path, only: ids)
         }
     }
 
     /// A device was added or its advertisement properties changed: report it to each scan
     /// (or each of `only`) whose options it passes.
-    func deviceAdvertised(_ path: DBusObjectPath, changedKeys: Set<String>?, only ids: [Int]? = nil) {
-        guard !scans.isEmpty, let props = tree.properties(path, BlueZObjectTree.device), let peripheral = peripheral(at: path)
-        else { return }
-        let data = Self.advertisementData(props)
-        var content = data
-        content.rssi = nil
-        let contentHash = content.hashValue
+    func deviceAdvertised(_ path: DBusObjectPath, only ids: [Int]? = nil) {
+        guard !scans.isEmpty, let device = tree.device(path), let peripheral = device.peripheral else { return }
+        let data = device.advertisementData
+        // The content (without RSSI) is hashed only for a scan that drops duplicates: the
+        // gateway's scan keeps them, and this runs for every advertisement report.
+        var seen: (key: DeviceTable.Key, contentHash: Int)?
         for (id, scan) in scans where ids?.contains(id) ?? true {
             if let services = scan.options.services,
                 !services.contains(where: { data.serviceUUIDs.contains($0) || data.serviceData[$0] != nil })
             { continue }
             if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
             if !scan.options.allowDuplicates {
-                if scan.lastContent[path] == contentHash { continue }
-                scans[id]?.lastContent[path] = contentHash
+                if seen == nil {
+                    var content = data
+                    content.rssi = nil
+                    seen = (tree.devices.key(path), content.hashValue)
+                }
+                guard let (key, contentHash) = seen, scan.lastContent[key] != contentHash else { continue }
+                scans[id]?.lastContent[key] = contentHash
             }
             scan.continuation.yield(ScanResult(peripheral: peripheral, advertisementData: data))
         }
@@ -216,27 +224,7 @@ extension CentralManager {
     /// a discovery sees it); empty when BlueZ does not know the device. For a connected
     /// peripheral, which usually no longer advertises, this is all there is.
     public func rememberedAdvertisementData(_ address: BluetoothAddress) -> AdvertisementData {
-        guard let path = devicePath(address), let props = tree.properties(path, BlueZObjectTree.device) else {
-            return AdvertisementData()
-        }
-        return Self.advertisementData(props)
-    }
-
-    /// `Device1` properties as ``AdvertisementData`` (RSSI 127 "not available" becomes nil).
-    static func advertisementData(_ props: BlueZObjectTree.Properties) -> AdvertisementData {
-        var data = AdvertisementData()
-        data.localName = props["Name"]?.string
-        data.serviceUUIDs = (props["UUIDs"]?.strings ?? []).compactMap(BluetoothUUID.init)
-        for entry in props.byteEntries("ManufacturerData") {
-            guard let id = entry.key.uint16 else { continue }
-            data.manufacturerData[id] = entry.bytes
-        }
-        for entry in props.byteEntries("ServiceData") {
-            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init) else { continue }
-            data.serviceData[uuid] = entry.bytes
-        }
-        if let power = props["TxPower"]?.int { data.txPower = Int8(clamping: power) }
-        if let rssi = props["RSSI"]?.int, rssi != 127 { data.rssi = Int16(clamping: rssi) }
-        return data
+        guard let path = devicePath(address), let device = tree.device(path) else { return AdvertisementData() }
+        return device.advertisementData
     }
 }

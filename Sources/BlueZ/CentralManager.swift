@@ -229,7 +229,7 @@ public actor CentralManager {
     /// Number of devices of the adapter currently known.
     public var knownDeviceCount: Int {
         guard let adapterPath else { return 0 }
-        return tree.paths(with: BlueZObjectTree.device, below: adapterPath).count
+        return tree.deviceCount(below: adapterPath)
     }
 
     // MARK: bluetoothd presence and the object tree
@@ -252,9 +252,7 @@ public actor CentralManager {
     private func bluezLost() {
         let lostError = CentralError(.bluezUnavailable, operation: "connection", message: "bluetoothd left the bus")
         for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
-            if let props = tree.properties(path, BlueZObjectTree.device), props["Connected"]?.bool == true,
-                let peripheral = peripheral(at: path)
-            {
+            if let device = tree.device(path), device.isConnected, let peripheral = device.peripheral {
                 linkWentDown(peripheral, reason: lostError)
             }
         }
@@ -283,9 +281,7 @@ public actor CentralManager {
         updateStateFromAdapter()
         // Subscriptions on devices already connected and resolved are renewed now.
         for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
-            if let props = tree.properties(path, BlueZObjectTree.device), props["ServicesResolved"]?.bool == true,
-                let address = address(ofDevicePath: path)
-            {
+            if let device = tree.device(path), device.servicesResolved, let address = device.address {
                 servicesResolved(address)
             }
         }
@@ -303,9 +299,7 @@ public actor CentralManager {
     private func adoptConnections() {
         guard let adapterPath else { return }
         for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) {
-            guard tree.properties(path, BlueZObjectTree.device)?["Connected"]?.bool == true,
-                let peripheral = peripheral(at: path)
-            else { continue }
+            guard let device = tree.device(path), device.isConnected, let peripheral = device.peripheral else { continue }
             if links[peripheral.address] == nil { links[peripheral.address] = Link(configuration: options.reconnect) }
             links[peripheral.address]?.connected = true
             links[peripheral.address]?.policy.connected(at: Self.now)
@@ -365,8 +359,8 @@ public actor CentralManager {
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated) else { return }
             if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
         case BlueZObjectTree.device:
-            let wasConnected = tree.properties(path, interface)?["Connected"]?.bool ?? false
-            let wasResolved = tree.properties(path, interface)?["ServicesResolved"]?.bool ?? false
+            // (No DeviceObject is held over the change below: it would make the change copy it.)
+            let (wasConnected, wasResolved) = tree.device(path).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
             // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
             // before the kernel's Device Connected event it logs "Device … is already connected"
             // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
@@ -385,7 +379,7 @@ public actor CentralManager {
             }
             if resolving { confirmServicesResolved(path) }
             if Self.advertisementKeys.contains(where: { changed[$0] != nil }) {
-                deviceAdvertised(path, changedKeys: Set(changed.keys))
+                deviceAdvertised(path)
             }
         case BlueZObjectTree.characteristic:
             tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
@@ -411,17 +405,11 @@ public actor CentralManager {
     }
 
     func address(ofDevicePath path: DBusObjectPath) -> BluetoothAddress? {
-        tree.properties(path, BlueZObjectTree.device)?["Address"]?.string.flatMap(BluetoothAddress.init)
+        tree.device(path)?.address
     }
 
     func peripheral(at path: DBusObjectPath) -> Peripheral? {
-        guard let props = tree.properties(path, BlueZObjectTree.device),
-            let address = props["Address"]?.string.flatMap(BluetoothAddress.init)
-        else { return nil }
-        return Peripheral(
-            address: address, addressType: props["AddressType"]?.string.flatMap(BluetoothAddress.AddressType.init(rawValue:)),
-            name: props["Name"]?.string, isConnected: props["Connected"]?.bool ?? false,
-            servicesResolved: props["ServicesResolved"]?.bool ?? false)
+        tree.device(path)?.peripheral
     }
 
     /// The current snapshot of a peripheral, or a bare one when BlueZ does not know it (now).
@@ -434,12 +422,12 @@ public actor CentralManager {
     public func connectedPeripherals(withServices services: [BluetoothUUID]? = nil) -> [Peripheral] {
         guard let adapterPath else { return [] }
         return tree.paths(with: BlueZObjectTree.device, below: adapterPath).compactMap { path in
-            guard let props = tree.properties(path, BlueZObjectTree.device), props["Connected"]?.bool == true else { return nil }
+            guard let device = tree.device(path), device.isConnected else { return nil }
             if let services {
-                let offered = Set((props["UUIDs"]?.strings ?? []).compactMap(BluetoothUUID.init))
+                let offered = Set(device.serviceUUIDs)
                 guard services.contains(where: offered.contains) else { return nil }
             }
-            return peripheral(at: path)
+            return device.peripheral
         }
     }
 

@@ -32,17 +32,19 @@ struct ObjectTreeTests {
         var tree = BlueZObjectTree()
         let added = tree.add(Self.device, interfaces: Self.deviceInterfaces)
         #expect(added == ["org.bluez.Device1"])
-        let props = try #require(tree.properties(Self.device, BlueZObjectTree.device))
-        #expect(Set(props.keys) == [
-            "Address", "AddressType", "Name", "RSSI", "TxPower", "Connected", "UUIDs", "ManufacturerData", "ServiceData",
-            "ServicesResolved",
-        ])
-        let data = CentralManager.advertisementData(props)
+        let device = try #require(tree.device(Self.device))
+        #expect(device.address == BluetoothAddress("A4:C1:38:00:00:01"))
+        #expect(device.addressType == .public)
+        #expect(!device.isConnected && !device.servicesResolved && device.hasRSSI)
+        #expect(tree.properties(Self.device, BlueZObjectTree.device) == nil)  // devices are read with device(_:)
+        let data = device.advertisementData
         #expect(data.localName == "Battery Sensor")
         #expect(data.manufacturerData == [0xFFFF: [0x52, 0x42]])
         #expect(data.serviceData == [BluetoothUUID(0x180F): [0x64]])
         #expect(data.txPower == 4 && data.rssi == -58)
         #expect(data.serviceUUIDs == [BluetoothUUID(0x180F)])
+        #expect(tree.paths(with: BlueZObjectTree.device) == [Self.device])
+        #expect(tree.count == 1 && tree.contains(Self.device))
     }
 
     @Test("PropertiesChanged applies the kept properties, ignores the others and invalidates")
@@ -55,17 +57,19 @@ struct ObjectTreeTests {
                       "Connected": .variant(.boolean(true))],
             invalidated: ["TxPower", "Icon"])
         #expect(applied)
-        let props = try #require(tree.properties(Self.device, BlueZObjectTree.device))
-        #expect(props["Alias"] == nil && props["Trusted"] == nil)
-        #expect(props["RSSI"]?.int == -70)
-        #expect(props["Connected"]?.bool == true)
-        #expect(props["TxPower"] == nil)
-        #expect(props["Name"]?.string == "Battery Sensor")
+        let device = try #require(tree.device(Self.device))
+        #expect(device.rssi == -70)
+        #expect(device.isConnected)
+        #expect(device.txPower == nil)
+        #expect(device.name == "Battery Sensor")
         // Unknown objects and interfaces are not created by a change.
         let unknownObject = tree.change(
             Self.characteristic, interface: BlueZObjectTree.characteristic, changed: ["Value": .bytes([1])], invalidated: [])
         let unknownInterface = tree.change(Self.device, interface: "org.bluez.Battery1", changed: ["Percentage": .byte(90)], invalidated: [])
-        #expect(!unknownObject && !unknownInterface)
+        let unknownDevice = tree.change(
+            DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_02")!, interface: BlueZObjectTree.device,
+            changed: ["RSSI": .int16(-40)], invalidated: [])
+        #expect(!unknownObject && !unknownInterface && !unknownDevice)
         #expect(tree.count == 1)
     }
 
