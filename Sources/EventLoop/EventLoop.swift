@@ -284,8 +284,18 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
             case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
             }
         }
-        drained.removeAll(keepingCapacity: true)
+        // The two buffers trade places every turn and keep their capacity, which is what makes a
+        // turn allocation-free; but one that grew to a lag's backlog (thousands of jobs while the
+        // loop was behind) would keep that memory for good, so a large one is let go.
+        if drained.capacity > Self.retainedWorkCapacity {
+            drained = []
+        } else {
+            drained.removeAll(keepingCapacity: true)
+        }
     }
+
+    /// Queued work a turn's buffers keep room for (entries), beyond which they are released.
+    static let retainedWorkCapacity = 1024
 
     private func buildPollSet() {
         pollFDs.removeAll(keepingCapacity: true)
