@@ -82,7 +82,7 @@ extension Gateway {
         bytes.append(UInt8(ascii: "["))
         for position in devices.indices {
             if position > 0 { bytes.append(UInt8(ascii: ",")) }
-            Self.deviceEntry(devices[position]).write(into: &bytes)
+            Self.deviceEntry(devices[position], format: format(position)).write(into: &bytes)
         }
         bytes.append(UInt8(ascii: "]"))
         if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Self.exactCopy(bytes) }  // the estimate was far off
@@ -94,7 +94,7 @@ extension Gateway {
 
     /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
     /// "services","format"?,"rule"}`.
-    static func deviceEntry(_ device: DeviceRecord) -> JSONValue {
+    static func deviceEntry(_ device: DeviceRecord, format: String?) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("name", .string(device.name)),
             ("address", .string(device.address.description)),
@@ -103,7 +103,7 @@ extension Gateway {
         members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
         members.append(("connected", .bool(device.link == .connected)))
         members.append(("services", .array(device.services.map { .string($0.shortDescription) })))
-        if let format = device.format { members.append(("format", .string(format))) }
+        if let format { members.append(("format", .string(format))) }
         members.append(("rule", .number(Double(device.ruleIndex))))
         return .object(members)
     }

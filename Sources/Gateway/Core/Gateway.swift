@@ -57,8 +57,8 @@ public actor Gateway {
     var lastProcessSample: (time: Double, sample: ProcessSample)?
     /// The peripheral role's state (values served, what is advertised).
     var served = PeripheralState()
-    /// The units and device classes the attributes of all devices share.
-    var attributeInfos = AttributeInfo.Table()
+    /// The attribute names, units, device classes and formats all devices share.
+    var attributeTable = AttributeTable()
 
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()
@@ -249,6 +249,9 @@ public actor Gateway {
     }
 
     func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }
+
+    /// The device's advertisement format, nil before one was decoded.
+    func format(_ index: Int) -> String? { attributeTable.format(devices[index].format) }
 
     /// `<base>/<name>`: the device's state topic.
     func stateTopic(_ index: Int) -> String { devices[index].stateTopic }
