@@ -53,6 +53,8 @@ public actor Gateway {
     /// list is published at most once a second: with rotating addresses it changes constantly).
     var devicesPublishedAt: Double?
     var devicesPending = false
+    /// The bytes per entry of the last `bridge/devices`, to size the next one's buffer.
+    var devicesEntryBytes = Gateway.devicesEntryEstimate
     var startedAt: Double = 0
     var lastProcessSample: (time: Double, sample: ProcessSample)?
     /// The peripheral role's state (values served, what is advertised).
