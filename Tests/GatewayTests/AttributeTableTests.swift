@@ -101,4 +101,31 @@ struct AttributeTableTests {
         for time in 13...400 { tracker.advertisement(at: Double(time)) }
         #expect(tracker.learnedInterval == 1)
     }
+
+    @Test("service lists: one stored list per distinct list, new UUIDs appended in order, a full table keeps lists per device")
+    func serviceLists() {
+        var lists = ServiceLists()
+        let fcd2 = BluetoothUUID(0xFCD2), environmental = BluetoothUUID(0x181A), battery = BluetoothUUID(0x180F)
+        #expect(MemoryLayout<ServiceList>.size <= 9)
+        #expect(lists.list(.empty) == [])
+        let first = lists.store([fcd2])
+        #expect(first != .empty && lists.store([fcd2]) == first && lists.count == 2)
+        #expect(lists.adding([fcd2], to: first) == nil, "nothing new: no list made")
+        #expect(lists.adding([], to: first) == nil)
+        let grown = lists.adding([battery, fcd2, environmental], to: first)
+        #expect(grown.map { lists.list($0) } == [fcd2, battery, environmental])
+        #expect(lists.store([fcd2, battery, environmental]) == grown)
+        #expect(lists.count == 3)
+
+        var index = 0
+        while lists.count < ServiceLists.capacity {
+            _ = lists.store([BluetoothUUID(UInt16(0x2000 + index))])
+            index += 1
+        }
+        let own = lists.store([environmental, battery])
+        #expect(own == .own([environmental, battery]))
+        #expect(lists.list(own) == [environmental, battery])
+        #expect(lists.count == ServiceLists.capacity)
+        #expect(lists.store([fcd2]) == first, "known lists are still shared")
+    }
 }

@@ -85,7 +85,8 @@ extension Gateway {
         bytes.append(UInt8(ascii: "["))
         for position in devices.indices {
             if position > 0 { bytes.append(UInt8(ascii: ",")) }
-            Self.deviceEntry(devices[position], format: format(position)).write(into: &bytes)
+            Self.deviceEntry(devices[position], format: format(position), services: serviceLists.list(devices[position].services))
+                .write(into: &bytes)
         }
         bytes.append(UInt8(ascii: "]"))
         if !devices.isEmpty { devicesEntryBytes = max(16, bytes.count / devices.count) }
@@ -99,7 +100,7 @@ extension Gateway {
 
     /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
     /// "services","format"?,"rule"}`.
-    static func deviceEntry(_ device: DeviceRecord, format: String?) -> JSONValue {
+    static func deviceEntry(_ device: DeviceRecord, format: String?, services: [BluetoothUUID]) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("name", .string(device.name)),
             ("address", .string(device.address.description)),
@@ -107,7 +108,7 @@ extension Gateway {
         if let localName = device.localName { members.append(("local_name", .string(localName))) }
         members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
         members.append(("connected", .bool(device.link == .connected)))
-        members.append(("services", .array(device.services.map { .string($0.shortDescription) })))
+        members.append(("services", .array(services.map { .string($0.shortDescription) })))
         if let format { members.append(("format", .string(format))) }
         members.append(("rule", .number(Double(device.ruleIndex))))
         return .object(members)

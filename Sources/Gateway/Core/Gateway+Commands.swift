@@ -318,7 +318,7 @@ extension Gateway {
         if let advertisement {
             record.rssi = advertisement.rssi.map(Int.init)
             record.localName = advertisement.localName
-            record.services = advertisement.serviceUUIDs
+            record.services = serviceLists.store(advertisement.serviceUUIDs)
         }
         record.lastActivity = clock.now()
         devices.append(record)

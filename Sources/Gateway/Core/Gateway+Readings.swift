@@ -30,8 +30,10 @@ extension Gateway {
         devices[index].lastActivity = now
         if let rssi = advertisement.rssi { devices[index].rssi = Int(rssi) }
         if let name = advertisement.localName, devices[index].localName != name { devices[index].localName = name }
-        for uuid in advertisement.serviceUUIDs where !devices[index].services.contains(uuid) {
-            devices[index].services.append(uuid)
+        if !advertisement.serviceUUIDs.isEmpty,
+            let services = serviceLists.adding(advertisement.serviceUUIDs, to: devices[index].services)
+        {
+            devices[index].services = services
         }
         let rule = rule(index)
         if !rule.connect {

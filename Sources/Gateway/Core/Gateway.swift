@@ -61,6 +61,8 @@ public actor Gateway {
     var served = PeripheralState()
     /// The attribute names, units, device classes and formats all devices share.
     var attributeTable = AttributeTable()
+    /// The service UUID lists devices advertised, each kept once.
+    var serviceLists = ServiceLists()
 
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()

@@ -58,7 +58,8 @@ struct DeviceRecord: Sendable {
     /// `<base>/<name>`, kept (one string per device) rather than made for every state message.
     let stateTopic: String
     var attributes: [Attribute] = []
-    var services: [BluetoothUUID] = []
+    /// The advertised service UUIDs, usually a list shared with other devices (``ServiceLists``).
+    var services = ServiceList.empty
     var localName: String?
     private var box: LinkBox?
     /// Monotonic time of the last advertisement or GATT value (registration time before that):
