@@ -26,6 +26,13 @@ struct AttributeTableTests {
         #expect(attribute.value == .string("on"))
         attribute.value = .string("on")
         #expect(attribute.value == .string("on"))
+        // Equal is not enough to keep the old value: the new one's bytes are published.
+        attribute.value = .string("caf\u{E9}")
+        attribute.value = .string("cafe\u{301}")
+        #expect(attribute.value.stringBytes == Array("cafe\u{301}".utf8))
+        attribute.value = .numbers([0, 1])
+        attribute.value = .numbers([-0.0, 1])
+        #expect(attribute.value.numbers?.first?.sign == .minus)
         attribute.value = .null
         #expect(attribute.value == .null)
         #expect(attribute.name == 3 && attribute.info == 2)
@@ -127,5 +134,17 @@ struct AttributeTableTests {
         #expect(lists.list(own) == [environmental, battery])
         #expect(lists.count == ServiceLists.capacity)
         #expect(lists.store([fcd2]) == first, "known lists are still shared")
+    }
+}
+
+extension ReadingValue {
+    fileprivate var stringBytes: [UInt8]? {
+        if case .string(let text) = self { return Array(text.utf8) }
+        return nil
+    }
+
+    fileprivate var numbers: [Double]? {
+        if case .numbers(let list) = self { return list }
+        return nil
     }
 }

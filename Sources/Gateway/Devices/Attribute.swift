@@ -19,9 +19,9 @@ struct Attribute: Sendable, Equatable {
     var value: ReadingValue {
         get { stored.value }
         set {
-            // A string or list equal to the one kept keeps its box: no allocation for a value
+            // A string or list identical to the one kept keeps its box: no allocation for a value
             // that repeats in every advertisement (e.g. a MAC address or a firmware text).
-            if case .boxed(let old) = stored, old == newValue { return }
+            if case .boxed(let old) = stored, StoredValue.identical(old, newValue) { return }
             stored = StoredValue(newValue)
         }
     }
@@ -41,6 +41,17 @@ enum StoredValue: Sendable, Equatable {
         case .bool(let flag): self = .bool(flag)
         case .null: self = .null
         case .string, .numbers: self = .boxed(value)
+        }
+    }
+
+    /// Same bytes when published: `==` would take canonically equivalent strings (`é` composed
+    /// or not) and `0` and `-0` in a list as equal.
+    static func identical(_ lhs: ReadingValue, _ rhs: ReadingValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let left), .string(let right)): left.utf8.elementsEqual(right.utf8)
+        case (.numbers(let left), .numbers(let right)):
+            left.count == right.count && zip(left, right).allSatisfy { $0.bitPattern == $1.bitPattern }
+        default: false
         }
     }
 
