@@ -2,7 +2,8 @@ import JSON
 import Parsers
 
 /// Builds the JSON state message of a device: every current attribute, then `rssi`,
-/// `linkquality` and `last_seen`, into a reused byte buffer.
+/// `linkquality` and `last_seen`, into a reused byte buffer (`names`: the
+/// ``AttributeTable``'s names, which the attributes refer to by index).
 enum StatePayload {
     static func write(_ attributes: [Attribute], names: [String], rssi: Int?, lastSeen: Int64?,
                       into bytes: inout [UInt8]) {
