@@ -1,7 +1,8 @@
 import Bluetooth
-@testable import Gateway
 import Parsers
 import Testing
+
+@testable import Gateway
 
 @Suite("Compact attributes and the attribute table")
 struct AttributeTableTests {
@@ -16,8 +17,10 @@ struct AttributeTableTests {
 
     @Test("every kind of value is kept as it came")
     func values() {
-        let values: [ReadingValue] = [.number(21.5), .number(-0.0), .bool(true), .bool(false), .null,
-                                      .string("A4:C1:38:00:00:01"), .string(""), .numbers([0.5, 1])]
+        let values: [ReadingValue] = [
+            .number(21.5), .number(-0.0), .bool(true), .bool(false), .null,
+            .string("A4:C1:38:00:00:01"), .string(""), .numbers([0.5, 1]),
+        ]
         for value in values {
             #expect(Attribute(name: 0, value: value, info: 0).value == value)
         }
@@ -65,10 +68,13 @@ struct AttributeTableTests {
     @Test("merge keeps first-seen order, known units and one table entry per name")
     func merge() {
         var table = AttributeTable()
-        var first = DeviceRecord(address: BluetoothAddress("A4:C1:38:00:00:01")!, name: "a", stateTopic: "gattway/a", ruleIndex: 0)
-        var second = DeviceRecord(address: BluetoothAddress("A4:C1:38:00:00:02")!, name: "b", stateTopic: "gattway/b", ruleIndex: 0)
+        var first = DeviceRecord(
+            address: BluetoothAddress("A4:C1:38:00:00:01")!, name: "a", stateTopic: "gattway/a", ruleIndex: 0)
+        var second = DeviceRecord(
+            address: BluetoothAddress("A4:C1:38:00:00:02")!, name: "b", stateTopic: "gattway/b", ruleIndex: 0)
         #expect(first.merge([Reading(.temperature, 21.5), Reading("rssi_raw", 3)], table: &table))
-        #expect(!first.merge([Reading(name: "temperature", value: .number(22)), Reading("rssi_raw", 4)], table: &table))
+        #expect(
+            !first.merge([Reading(name: "temperature", value: .number(22)), Reading("rssi_raw", 4)], table: &table))
         #expect(second.merge([Reading(name: "mac", value: .string("x")), Reading(.temperature, 20)], table: &table))
         #expect(table.nameCount == 3)
         #expect(first.attributes.map { table.name($0.name) } == ["temperature", "rssi_raw"])
@@ -80,13 +86,15 @@ struct AttributeTableTests {
 
         var bytes: [UInt8] = []
         StatePayload.write(first.attributes, names: table.names, rssi: -60, lastSeen: nil, into: &bytes)
-        #expect(String(decoding: bytes, as: UTF8.self) == #"{"temperature":22,"rssi_raw":4,"rssi":-60,"linkquality":"#
-            + String(LinkQuality.from(rssi: -60)) + "}")
+        #expect(
+            String(decoding: bytes, as: UTF8.self) == #"{"temperature":22,"rssi_raw":4,"rssi":-60,"linkquality":"#
+                + String(LinkQuality.from(rssi: -60)) + "}")
     }
 
     @Test("optional fields kept with sentinels read back as set")
     func sentinels() {
-        var record = DeviceRecord(address: BluetoothAddress("A4:C1:38:00:00:01")!, name: "a", stateTopic: "gattway/a", ruleIndex: 7)
+        var record = DeviceRecord(
+            address: BluetoothAddress("A4:C1:38:00:00:01")!, name: "a", stateTopic: "gattway/a", ruleIndex: 7)
         #expect(record.rssi == nil && record.lastSeenWall == nil && record.ruleIndex == 7)
         record.rssi = -128
         record.lastSeenWall = 0
@@ -109,7 +117,9 @@ struct AttributeTableTests {
         #expect(tracker.learnedInterval == 1)
     }
 
-    @Test("service lists: one stored list per distinct list, new UUIDs appended in order, a full table keeps lists per device")
+    @Test(
+        "service lists: one stored list per distinct list, new UUIDs appended in order, a full table keeps lists per device"
+    )
     func serviceLists() {
         var lists = ServiceLists()
         let fcd2 = BluetoothUUID(0xFCD2), environmental = BluetoothUUID(0x181A), battery = BluetoothUUID(0x180F)

@@ -105,7 +105,8 @@ struct AttributeTable: Sendable {
     /// The attribute as a reading (for Home Assistant discovery).
     func reading(_ attribute: Attribute) -> Reading {
         let info = infos[Int(attribute.info)]
-        return Reading(name: names[Int(attribute.name)], value: attribute.value, unit: info.unit, deviceClass: info.deviceClass)
+        return Reading(
+            name: names[Int(attribute.name)], value: attribute.value, unit: info.unit, deviceClass: info.deviceClass)
     }
 
     /// The index of `name`, stored if new; nil when the table is full.

@@ -61,7 +61,9 @@ struct RateControl: Sendable {
 
     /// New readings arrived at `now` (`state` is the device state with them merged in).
     mutating func offer(_ state: [Attribute], settings: RateControlSettings, names: [String], now: Double) -> Decision {
-        guard isChange(state, settings, names) else { return pending ? .deferred(until: nextAllowed(settings) ?? now) : .drop }
+        guard isChange(state, settings, names) else {
+            return pending ? .deferred(until: nextAllowed(settings) ?? now) : .drop
+        }
         if let next = nextAllowed(settings), now < next {
             pending = true
             return .deferred(until: next)
