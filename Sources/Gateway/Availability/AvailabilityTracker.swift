@@ -2,12 +2,24 @@
 /// advertising interval (moving average of the gaps between reports) and says when the device
 /// is overdue — ``deadline(settings:fixedTimeout:)`` — so the gateway marks it offline at that
 /// time rather than on the next advertisement.
+///
+/// 18 bytes (one per device): the times are NaN for none rather than `Double?` (16 bytes each),
+/// and the gap count stops at 2, all that ``learnedInterval`` asks.
 struct AvailabilityTracker: Sendable {
-    private(set) var lastAdvertisement: Double?
-    private(set) var interval: Double?
-    private var gaps = 0
+    private var lastTime = Double.nan
+    private var averageGap = Double.nan
+    private var gaps: UInt8 = 0
     /// What was last published: nil before the first publish.
     var published: Bool?
+
+    private(set) var lastAdvertisement: Double? {
+        get { lastTime.isNaN ? nil : lastTime }
+        set { lastTime = newValue ?? .nan }
+    }
+    private(set) var interval: Double? {
+        get { averageGap.isNaN ? nil : averageGap }
+        set { averageGap = newValue ?? .nan }
+    }
 
     /// Gaps shorter than this are duplicate reports of one advertising event.
     static let minimumGap = 0.02
@@ -17,7 +29,7 @@ struct AvailabilityTracker: Sendable {
         guard let last = lastAdvertisement else { return }
         let gap = now - last
         guard gap >= Self.minimumGap else { return }
-        gaps += 1
+        if gaps < 2 { gaps += 1 }
         interval = interval.map { $0 * 0.8 + gap * 0.2 } ?? gap
     }
 

@@ -76,25 +76,31 @@ extension Gateway {
         devicesPublishedAt = now
         // Written entry by entry (a JSONValue tree of all 1,000 devices at once was ~0.35 MB more at
         // each publication), into its own buffer that becomes the message: `scratch` would keep a
-        // list-sized capacity, and a copy would need the list's size twice.
+        // list-sized capacity, and a copy would need the list's size twice. The buffer is sized
+        // from the last list's entries (plus a little): an estimate that falls short doubles the
+        // buffer while the list is written and then needs an exact copy — three list-sized
+        // buffers at once instead of one.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(2 + devices.count * Self.devicesEntryEstimate)
+        bytes.reserveCapacity(2 + devices.count * (devicesEntryBytes + devicesEntryBytes / 16))
         bytes.append(UInt8(ascii: "["))
         for position in devices.indices {
             if position > 0 { bytes.append(UInt8(ascii: ",")) }
-            Self.deviceEntry(devices[position]).write(into: &bytes)
+            Self.deviceEntry(devices[position], format: format(position), services: serviceLists.list(devices[position].services))
+                .write(into: &bytes)
         }
         bytes.append(UInt8(ascii: "]"))
+        if !devices.isEmpty { devicesEntryBytes = max(16, bytes.count / devices.count) }
         if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Self.exactCopy(bytes) }  // the estimate was far off
         publish(base + "/bridge/devices", owned: bytes, retain: true, kind: .republished)
     }
 
-    /// About the bytes of one `bridge/devices` entry of an advertising sensor.
+    /// About the bytes of one `bridge/devices` entry of an advertising sensor (the first list's
+    /// estimate; later ones use the last list's average).
     static let devicesEntryEstimate = 128
 
     /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
     /// "services","format"?,"rule"}`.
-    static func deviceEntry(_ device: DeviceRecord) -> JSONValue {
+    static func deviceEntry(_ device: DeviceRecord, format: String?, services: [BluetoothUUID]) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("name", .string(device.name)),
             ("address", .string(device.address.description)),
@@ -102,8 +108,8 @@ extension Gateway {
         if let localName = device.localName { members.append(("local_name", .string(localName))) }
         members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
         members.append(("connected", .bool(device.link == .connected)))
-        members.append(("services", .array(device.services.map { .string($0.shortDescription) })))
-        if let format = device.format { members.append(("format", .string(format))) }
+        members.append(("services", .array(services.map { .string($0.shortDescription) })))
+        if let format { members.append(("format", .string(format))) }
         members.append(("rule", .number(Double(device.ruleIndex))))
         return .object(members)
     }

@@ -313,13 +313,12 @@ extension Gateway {
     func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> Int {
         let rule = config.devices[ruleIndex]
         let name = rule.name ?? DeviceRecord.defaultName(address)
-        var record = DeviceRecord(address: address, name: name, stateTopic: base + "/" + name, ruleIndex: ruleIndex,
-                                  rate: RateControl(rule.rateControl))
+        var record = DeviceRecord(address: address, name: name, stateTopic: base + "/" + name, ruleIndex: ruleIndex)
         record.pollDue = rule.poll.map { _ in .infinity }
         if let advertisement {
             record.rssi = advertisement.rssi.map(Int.init)
             record.localName = advertisement.localName
-            record.services = advertisement.serviceUUIDs
+            record.services = serviceLists.store(advertisement.serviceUUIDs)
         }
         record.lastActivity = clock.now()
         devices.append(record)

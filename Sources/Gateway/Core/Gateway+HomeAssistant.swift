@@ -23,8 +23,9 @@ extension Gateway {
         guard let discovery else { return false }
         let device = devices[index]
         let configs = discovery.deviceConfigs(HomeAssistantDiscovery.Device(
-            address: device.address, name: device.name, localName: device.localName, format: device.format,
-            attributes: device.attributes, commands: rule(index).commands, hasRSSI: device.rssi != nil))
+            address: device.address, name: device.name, localName: device.localName, format: format(index),
+            attributes: device.attributes.map { attributeTable.reading($0) }, commands: rule(index).commands,
+            hasRSSI: device.rssi != nil))
         var fresh = false
         for config in configs where all || !device.discoveryTopics.contains(config.topic) {
             if !devices[index].discoveryTopics.contains(config.topic) {

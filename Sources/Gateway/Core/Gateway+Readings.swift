@@ -30,8 +30,10 @@ extension Gateway {
         devices[index].lastActivity = now
         if let rssi = advertisement.rssi { devices[index].rssi = Int(rssi) }
         if let name = advertisement.localName, devices[index].localName != name { devices[index].localName = name }
-        for uuid in advertisement.serviceUUIDs where !devices[index].services.contains(uuid) {
-            devices[index].services.append(uuid)
+        if !advertisement.serviceUUIDs.isEmpty,
+            let services = serviceLists.adding(advertisement.serviceUUIDs, to: devices[index].services)
+        {
+            devices[index].services = services
         }
         let rule = rule(index)
         if !rule.connect {
@@ -43,7 +45,9 @@ extension Gateway {
         do {
             let decoded = try config.registry.decode(
                 AdvertisementContext(advertisement: advertisement, address: discovery.address, bindKey: rule.bindKey))
-            devices[index].format = decoded.format
+            if attributeTable.format(devices[index].format) != decoded.format {
+                devices[index].format = attributeTable.formatIndex(decoded.format)
+            }
             // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
             if !decoded.readings.isEmpty {
                 counters.decoded += 1
@@ -77,13 +81,14 @@ extension Gateway {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     func apply(_ readings: [Reading], to index: Int, now: Double, force: Bool = false) {
-        let added = devices[index].merge(readings, infos: &attributeInfos)
+        let added = devices[index].merge(readings, table: &attributeTable)
         if added, config.homeAssistant.enabled { publishDiscovery(index) }
         if force {
             publishState(index, now: now)
             return
         }
-        switch devices[index].rate.offer(devices[index].attributes, now: now) {
+        switch devices[index].rate.offer(devices[index].attributes, settings: config.devices[devices[index].ruleIndex].rateControl,
+                                         names: attributeTable.names, now: now) {
         case .publish: publishState(index, now: now)
         case .deferred(let until): armTimer(until)
         case .drop: counters.dropped.rateControl += 1
@@ -95,18 +100,20 @@ extension Gateway {
         let rule = rule(index)
         let device = devices[index]
         let topic = stateTopic(index)
-        StatePayload.write(device.attributes, rssi: device.rssi, lastSeen: device.lastSeenWall, into: &scratch)
+        StatePayload.write(device.attributes, names: attributeTable.names, rssi: device.rssi, lastSeen: device.lastSeenWall,
+                           into: &scratch)
         let retain = rule.retain ?? config.mqtt.retain
         let qos = rule.qos ?? config.mqtt.qos
         publishStateMessage(index, topic: topic, payload: scratch, retain: retain, qos: qos)
         if rule.attributeTopics ?? config.mqtt.attributeTopics {
             for attribute in device.attributes {
-                publishStateMessage(index, topic: topic + "/" + attribute.name, payload: StatePayload.plain(attribute.value),
+                publishStateMessage(index, topic: topic + "/" + attributeTable.name(attribute.name),
+                                    payload: StatePayload.plain(attribute.value),
                                     retain: retain, qos: qos)
             }
         }
-        devices[index].rate.published(device.attributes, now: now)
-        if let next = devices[index].rate.nextDeadline { armTimer(next) }
+        devices[index].rate.published(device.attributes, settings: rule.rateControl, now: now)
+        if let next = devices[index].rate.nextDeadline(settings: rule.rateControl) { armTimer(next) }
     }
 
     func parseFailed(_ index: Int, _ what: String, _ error: ParseError) {

@@ -9,12 +9,12 @@ extension Gateway {
         if let due = discoveryRepublishAt, now >= due { republishDiscovery() }
         publishPendingDevices(at: now)
         for index in devices.indices {
+            let rule = rule(index)
             if let held = devices[index].stateHeldUntil {
                 if now >= held { releaseHeldStates(index, now: now) }
-            } else if devices[index].rate.due(now: now) {
+            } else if devices[index].rate.due(now: now, settings: rule.rateControl) {
                 publishState(index, now: now)
             }
-            let rule = rule(index)
             if !rule.connect, config.availability.enabled, devices[index].availability.published == true,
                 let deadline = devices[index].availability.deadline(settings: config.availability, fixedTimeout: rule.availabilityTimeout),
                 now >= deadline
@@ -73,11 +73,11 @@ extension Gateway {
             let device = devices[index]
             if let held = device.stateHeldUntil { next = min(next, held) }
             if let forget = forgetDeadline(index) { next = min(next, forget) }
-            if let deadline = device.rate.nextDeadline { next = min(next, deadline) }
             if let retry = device.retryAt { next = min(next, retry) }
             if let idle = device.idleDisconnectAt { next = min(next, idle) }
             if device.link == .connected, let poll = device.pollDue.min() { next = min(next, poll) }
             let rule = rule(index)
+            if let deadline = device.rate.nextDeadline(settings: rule.rateControl) { next = min(next, deadline) }
             if !rule.connect, device.availability.published == true,
                 let deadline = device.availability.deadline(settings: config.availability, fixedTimeout: rule.availabilityTimeout)
             {

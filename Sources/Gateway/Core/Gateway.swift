@@ -53,12 +53,16 @@ public actor Gateway {
     /// list is published at most once a second: with rotating addresses it changes constantly).
     var devicesPublishedAt: Double?
     var devicesPending = false
+    /// The bytes per entry of the last `bridge/devices`, to size the next one's buffer.
+    var devicesEntryBytes = Gateway.devicesEntryEstimate
     var startedAt: Double = 0
     var lastProcessSample: (time: Double, sample: ProcessSample)?
     /// The peripheral role's state (values served, what is advertised).
     var served = PeripheralState()
-    /// The units and device classes the attributes of all devices share.
-    var attributeInfos = AttributeInfo.Table()
+    /// The attribute names, units, device classes and formats all devices share.
+    var attributeTable = AttributeTable()
+    /// The service UUID lists devices advertised, each kept once.
+    var serviceLists = ServiceLists()
 
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()
@@ -249,6 +253,9 @@ public actor Gateway {
     }
 
     func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }
+
+    /// The device's advertisement format, nil before one was decoded.
+    func format(_ index: Int) -> String? { attributeTable.format(devices[index].format) }
 
     /// `<base>/<name>`: the device's state topic.
     func stateTopic(_ index: Int) -> String { devices[index].stateTopic }

@@ -1,50 +1,144 @@
 import Parsers
 
-/// One attribute of a device's state, with the unit and Home Assistant device class of the
-/// reading that produced it (for discovery).
+/// One attribute of a device's state, in 16 bytes: the value (numbers, booleans and null inline;
+/// strings and number lists in a box), and the name and the unit/device class as indexes into
+/// the gateway's ``AttributeTable``, which holds each distinct name and pair once for all devices.
 struct Attribute: Sendable, Equatable {
-    var name: String
-    var value: ReadingValue
-    /// The unit and device class, one shared object per distinct pair (``AttributeInfo/Table``):
-    /// a reference instead of two optional strings in every attribute of every device.
-    var info: AttributeInfo?
+    private(set) var stored: StoredValue
+    /// The unit and device class: an ``AttributeTable`` index, 0 for neither.
+    var info: UInt16
+    /// The name: an ``AttributeTable`` index.
+    let name: UInt16
 
-    var unit: String? { info?.unit }
-    var deviceClass: DeviceClass? { info?.deviceClass }
+    init(name: UInt16, value: ReadingValue, info: UInt16) {
+        self.stored = StoredValue(value)
+        self.info = info
+        self.name = name
+    }
+
+    var value: ReadingValue {
+        get { stored.value }
+        set {
+            // A string or list identical to the one kept keeps its box: no allocation for a value
+            // that repeats in every advertisement (e.g. a MAC address or a firmware text).
+            if case .boxed(let old) = stored, StoredValue.identical(old, newValue) { return }
+            stored = StoredValue(newValue)
+        }
+    }
 }
 
-/// The unit and Home Assistant device class of an attribute.
-final class AttributeInfo: Sendable, Equatable {
-    let unit: String?
-    let deviceClass: DeviceClass?
+/// A ``ReadingValue`` in 9 bytes: what does not fit in 8 is boxed.
+enum StoredValue: Sendable, Equatable {
+    case number(Double)
+    case bool(Bool)
+    case null
+    /// `.string` and `.numbers`.
+    indirect case boxed(ReadingValue)
 
-    private init(unit: String?, deviceClass: DeviceClass?) {
-        self.unit = unit
-        self.deviceClass = deviceClass
+    init(_ value: ReadingValue) {
+        switch value {
+        case .number(let number): self = .number(number)
+        case .bool(let flag): self = .bool(flag)
+        case .null: self = .null
+        case .string, .numbers: self = .boxed(value)
+        }
     }
 
-    static func == (lhs: AttributeInfo, rhs: AttributeInfo) -> Bool {
-        lhs.unit == rhs.unit && lhs.deviceClass == rhs.deviceClass
+    /// Same bytes when published: `==` would take canonically equivalent strings (`é` composed
+    /// or not) and `0` and `-0` in a list as equal.
+    static func identical(_ lhs: ReadingValue, _ rhs: ReadingValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.string(let left), .string(let right)): left.utf8.elementsEqual(right.utf8)
+        case (.numbers(let left), .numbers(let right)):
+            left.count == right.count && zip(left, right).allSatisfy { $0.bitPattern == $1.bitPattern }
+        default: false
+        }
     }
 
-    /// One ``AttributeInfo`` per distinct pair (the parsers and the configured characteristics
-    /// use a few dozen).
-    struct Table: Sendable {
-        private var infos: [Key: AttributeInfo] = [:]
-
-        private struct Key: Hashable {
-            let unit: String?
-            let deviceClass: DeviceClass?
+    var value: ReadingValue {
+        switch self {
+        case .number(let number): .number(number)
+        case .bool(let flag): .bool(flag)
+        case .null: .null
+        case .boxed(let value): value
         }
+    }
+}
 
-        /// The shared info of the pair; nil when both are nil.
-        mutating func info(unit: String?, deviceClass: DeviceClass?) -> AttributeInfo? {
-            guard unit != nil || deviceClass != nil else { return nil }
-            let key = Key(unit: unit, deviceClass: deviceClass)
-            if let info = infos[key] { return info }
-            let info = AttributeInfo(unit: unit, deviceClass: deviceClass)
-            infos[key] = info
-            return info
-        }
+/// The attribute names, unit/device class pairs and advertisement formats of all devices, each
+/// stored once and referred to by a 16-bit index.
+///
+/// Entries are never removed. What bounds the table is where the strings come from: names,
+/// units, classes and formats are the parsers' vocabulary (fixed in the code; BTHome numbers a
+/// repeated name with its position in one frame, so at most a few dozen numbered variants) and
+/// the configuration's parser fields and characteristics — a few hundred strings at most, not
+/// one per device. Should 65,535 of a kind ever be reached, a new name is not stored (the
+/// reading is left out of the state), a new pair is stored as neither, a new format as none.
+struct AttributeTable: Sendable {
+    /// The names, by index (``Attribute/name``).
+    private(set) var names: [String] = []
+    private var nameIndexes: [String: UInt16] = [:]
+    private var infos: [Info] = [Info(unit: nil, deviceClass: nil)]
+    private var infoIndexes: [Info: UInt16] = [:]
+    private var formats: [String] = [""]
+    private var formatIndexes: [String: UInt16] = [:]
+
+    /// The most entries of each kind (indexes are 16-bit).
+    static let capacity = Int(UInt16.max)
+
+    struct Info: Hashable, Sendable {
+        let unit: String?
+        let deviceClass: DeviceClass?
+    }
+
+    var nameCount: Int { names.count }
+    var infoCount: Int { infos.count - 1 }
+    var formatCount: Int { formats.count - 1 }
+
+    func name(_ index: UInt16) -> String { names[Int(index)] }
+    func info(_ index: UInt16) -> Info { infos[Int(index)] }
+    func unit(_ attribute: Attribute) -> String? { infos[Int(attribute.info)].unit }
+    func deviceClass(_ attribute: Attribute) -> DeviceClass? { infos[Int(attribute.info)].deviceClass }
+    /// The format of an index from ``formatIndex(_:)``; nil for 0.
+    func format(_ index: UInt16) -> String? { index == 0 ? nil : formats[Int(index)] }
+
+    /// The attribute as a reading (for Home Assistant discovery).
+    func reading(_ attribute: Attribute) -> Reading {
+        let info = infos[Int(attribute.info)]
+        return Reading(
+            name: names[Int(attribute.name)], value: attribute.value, unit: info.unit, deviceClass: info.deviceClass)
+    }
+
+    /// The index of `name`, stored if new; nil when the table is full.
+    mutating func nameIndex(_ name: String) -> UInt16? {
+        if let index = nameIndexes[name] { return index }
+        guard names.count < Self.capacity else { return nil }
+        let index = UInt16(names.count)
+        names.append(name)
+        nameIndexes[name] = index
+        return index
+    }
+
+    /// The index of the pair, stored if new; 0 when both are nil (or the table is full).
+    mutating func infoIndex(unit: String?, deviceClass: DeviceClass?) -> UInt16 {
+        guard unit != nil || deviceClass != nil else { return 0 }
+        let info = Info(unit: unit, deviceClass: deviceClass)
+        if let index = infoIndexes[info] { return index }
+        guard infos.count <= Self.capacity else { return 0 }
+        let index = UInt16(infos.count)
+        infos.append(info)
+        infoIndexes[info] = index
+        return index
+    }
+
+    /// The index of a format, stored if new; 0 for nil (or when the table is full).
+    mutating func formatIndex(_ format: String?) -> UInt16 {
+        guard let format else { return 0 }
+        if let index = formatIndexes[format] { return index }
+        guard formats.count <= Self.capacity else { return 0 }
+        let index = UInt16(formats.count)
+        formats.append(format)
+        formatIndexes[format] = index
+        return index
     }
 }

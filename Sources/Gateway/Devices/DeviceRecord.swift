@@ -50,33 +50,46 @@ struct DeviceRecord: Sendable {
         init(_ value: LinkState) { self.value = value }
     }
 
+    // Inline fields, widest first (Swift lays them out in this order): optionals of 8-byte
+    // values are stored with a sentinel rather than as `Optional` (which takes 16 bytes).
     let address: BluetoothAddress
     /// The topic level: friendly name, else the address without colons.
     let name: String
     /// `<base>/<name>`, kept (one string per device) rather than made for every state message.
     let stateTopic: String
-    let ruleIndex: Int
-
     var attributes: [Attribute] = []
-    var rssi: Int?
-    var lastSeenWall: Int64?
+    /// The advertised service UUIDs, usually a list shared with other devices (``ServiceLists``).
+    var services = ServiceList.empty
     var localName: String?
-    var services: [BluetoothUUID] = []
-    var format: String?
-    var rate: RateControl
-    var availability = AvailabilityTracker()
-    var link: Link = .idle
+    private var box: LinkBox?
     /// Monotonic time of the last advertisement or GATT value (registration time before that):
     /// advertisement-only devices silent for `bluetooth.forget_after` are forgotten.
     var lastActivity: Double = 0
-    private var box: LinkBox?
+    private var lastSeenMilliseconds = Int64.min
+    var rate = RateControl()
+    var availability = AvailabilityTracker()
+    private let rule: UInt32
+    private var signal = Int16.min
+    /// The advertisement format: an ``AttributeTable`` index, 0 for none (``Gateway/format(_:)``).
+    var format: UInt16 = 0
+    var link: Link = .idle
 
-    init(address: BluetoothAddress, name: String, stateTopic: String, ruleIndex: Int, rate: RateControl) {
+    var ruleIndex: Int { Int(rule) }
+    var rssi: Int? {
+        get { signal == .min ? nil : Int(signal) }
+        // RSSI comes from an Int8; clamping keeps the sentinel out of reach.
+        set { signal = newValue.map { Int16(clamping: max($0, Int(Int16.min) + 1)) } ?? .min }
+    }
+    var lastSeenWall: Int64? {
+        get { lastSeenMilliseconds == .min ? nil : lastSeenMilliseconds }
+        set { lastSeenMilliseconds = newValue ?? .min }
+    }
+
+    init(address: BluetoothAddress, name: String, stateTopic: String, ruleIndex: Int) {
         self.address = address
         self.name = name
         self.stateTopic = stateTopic
-        self.ruleIndex = ruleIndex
-        self.rate = rate
+        self.rule = UInt32(ruleIndex)
     }
 
     /// The connection, command and discovery fields; writing allocates them (once).
@@ -175,28 +188,29 @@ struct DeviceRecord: Sendable {
     /// Merges readings into the state (attributes keep their first-seen order); true when an
     /// attribute is new. New attributes get exactly the room they need: most devices send the
     /// same set every time, so the array never grows again.
-    mutating func merge(_ readings: [Reading], infos: inout AttributeInfo.Table) -> Bool {
+    mutating func merge(_ readings: [Reading], table: inout AttributeTable) -> Bool {
         var added = false
         for (position, reading) in readings.enumerated() {
-            if let index = attributes.firstIndex(where: { $0.name == reading.name }) {
+            if let index = attributes.firstIndex(where: { table.name($0.name) == reading.name }) {
                 attributes[index].value = reading.value
                 // A reading without a unit or class keeps the one known.
-                let old = attributes[index].info
-                let unit = reading.unit ?? old?.unit
-                let deviceClass = reading.deviceClass ?? old?.deviceClass
-                if unit != old?.unit || deviceClass != old?.deviceClass {
-                    attributes[index].info = infos.info(unit: unit, deviceClass: deviceClass)
+                let old = table.info(attributes[index].info)
+                let unit = reading.unit ?? old.unit
+                let deviceClass = reading.deviceClass ?? old.deviceClass
+                if unit != old.unit || deviceClass != old.deviceClass {
+                    attributes[index].info = table.infoIndex(unit: unit, deviceClass: deviceClass)
                 }
                 continue
             }
+            guard let name = table.nameIndex(reading.name) else { continue }
             let needed = attributes.count + readings.count - position
             if !added, attributes.capacity < needed {
                 // The readings from here on: a bound (one may repeat a known name), usually exact.
                 attributes.reserveCapacity(needed)
             }
             added = true
-            attributes.append(Attribute(name: reading.name, value: reading.value,
-                                        info: infos.info(unit: reading.unit, deviceClass: reading.deviceClass)))
+            attributes.append(Attribute(name: name, value: reading.value,
+                                        info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
         }
         return added
     }

@@ -26,7 +26,8 @@ struct HomeAssistantDiscovery: Sendable {
         var name: String
         var localName: String?
         var format: String?
-        var attributes: [Attribute]
+        /// The attributes, each as its last reading (name, value, unit and device class).
+        var attributes: [Reading]
         var commands: [CommandSpec]
         var hasRSSI: Bool
     }

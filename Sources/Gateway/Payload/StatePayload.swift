@@ -2,18 +2,20 @@ import JSON
 import Parsers
 
 /// Builds the JSON state message of a device: every current attribute, then `rssi`,
-/// `linkquality` and `last_seen`, into a reused byte buffer.
+/// `linkquality` and `last_seen`, into a reused byte buffer (`names`: the
+/// ``AttributeTable``'s names, which the attributes refer to by index).
 enum StatePayload {
-    static func write(_ attributes: [Attribute], rssi: Int?, lastSeen: Int64?, into bytes: inout [UInt8]) {
+    static func write(_ attributes: [Attribute], names: [String], rssi: Int?, lastSeen: Int64?,
+                      into bytes: inout [UInt8]) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(UInt8(ascii: "{"))
         var first = true
         for attribute in attributes {
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
-            JSONValue.writeString(attribute.name, into: &bytes)
+            JSONValue.writeString(names[Int(attribute.name)], into: &bytes)
             bytes.append(UInt8(ascii: ":"))
-            writeValue(attribute.value, into: &bytes)
+            writeValue(attribute.stored, into: &bytes)
         }
         if let rssi {
             if !first { bytes.append(UInt8(ascii: ",")) }
@@ -45,6 +47,16 @@ enum StatePayload {
                 JSONValue.writeNumber(number, into: &bytes)
             }
             bytes.append(UInt8(ascii: "]"))
+        }
+    }
+
+    /// A stored value as JSON text, without making a ``ReadingValue`` of it.
+    static func writeValue(_ value: StoredValue, into bytes: inout [UInt8]) {
+        switch value {
+        case .number(let number): JSONValue.writeNumber(number, into: &bytes)
+        case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .boxed(let value): writeValue(value, into: &bytes)
         }
     }
 
