@@ -240,7 +240,7 @@ struct DeviceObject {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(replacement.encodedSizeBound, 1)) { scratch in
             let scratch = scratch.baseAddress!
             // The new sections, encoded one after another into `scratch`.
-            var newRanges = Payload.Ranges()
+            var newRanges = Payload.Ranges(0..<0)
             var writer = Payload.Writer(base: scratch, count: 0)
             for section in Payload.Section.allCases {
                 guard let value = replacement[section] else { continue }
@@ -317,11 +317,13 @@ struct Payload {
         }
     }
 
-    /// New values for some sections (an empty array for an invalidated one).
-    struct Replacement {
-        private var values: (DBusValue?, DBusValue?, DBusValue?) = (nil, nil, nil)
+    /// One value per section, held inline (no array to allocate).
+    struct PerSection<Value> {
+        private var values: (Value, Value, Value)
 
-        subscript(section: Section) -> DBusValue? {
+        init(_ initial: Value) { values = (initial, initial, initial) }
+
+        subscript(section: Section) -> Value {
             get {
                 switch section {
                 case .uuids: values.0
@@ -337,8 +339,18 @@ struct Payload {
                 }
             }
         }
+    }
 
-        var isEmpty: Bool { values.0 == nil && values.1 == nil && values.2 == nil }
+    /// New values for some sections (an empty array for an invalidated one).
+    struct Replacement {
+        private var values = PerSection<DBusValue?>(nil)
+
+        subscript(section: Section) -> DBusValue? {
+            get { values[section] }
+            set { values[section] = newValue }
+        }
+
+        var isEmpty: Bool { Section.allCases.allSatisfy { values[$0] == nil } }
 
         /// At least the bytes the new sections encode to (counted without parsing anything).
         var encodedSizeBound: Int {
@@ -385,26 +397,7 @@ struct Payload {
     }
 
     /// A range per section.
-    struct Ranges {
-        private var ranges: (Range<Int>, Range<Int>, Range<Int>) = (0..<0, 0..<0, 0..<0)
-
-        subscript(section: Section) -> Range<Int> {
-            get {
-                switch section {
-                case .uuids: ranges.0
-                case .manufacturerData: ranges.1
-                case .serviceData: ranges.2
-                }
-            }
-            set {
-                switch section {
-                case .uuids: ranges.0 = newValue
-                case .manufacturerData: ranges.1 = newValue
-                case .serviceData: ranges.2 = newValue
-                }
-            }
-        }
-    }
+    typealias Ranges = PerSection<Range<Int>>
 
     /// Where each section lies (sections are stored in order; an empty one is an empty range
     /// where it would start).
@@ -421,7 +414,7 @@ struct Payload {
             }
             index = entryEnd(at: index)
         }
-        var ranges = Ranges()
+        var ranges = Ranges(0..<0)
         ranges[.uuids] = 0..<manufacturerStart
         ranges[.manufacturerData] = manufacturerStart..<serviceStart
         ranges[.serviceData] = serviceStart..<bytes.count
