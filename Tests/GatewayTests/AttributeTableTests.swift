@@ -15,6 +15,21 @@ struct AttributeTableTests {
         #expect(MemoryLayout<DeviceRecord>.stride <= 152)
     }
 
+    @Test("an interned table hands out one index per distinct value, never its placeholder, and refuses a 65,537th")
+    func interned() {
+        var table = Interned<Int>(first: -1)
+        #expect(table.index(of: 7) == 1)
+        #expect(table.index(of: 8) == 2)
+        #expect(table.index(of: 7) == 1)
+        #expect(table.index(of: -1) == 3)  // the placeholder is not a stored value
+        #expect(table.values == [-1, 7, 8, -1])
+        var full = Interned<Int>()
+        for value in 0..<65_536 { #expect(full.index(of: value) == UInt16(value)) }
+        #expect(full.index(of: 65_536) == nil)
+        #expect(full.index(of: 65_535) == 65_535)
+        #expect(full.values.count == 65_536)
+    }
+
     @Test("every kind of value is kept as it came")
     func values() {
         let values: [ReadingValue] = [

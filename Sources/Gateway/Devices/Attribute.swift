@@ -75,16 +75,15 @@ enum StoredValue: Sendable, Equatable {
 /// one per device. Should 65,535 of a kind ever be reached, a new name is not stored (the
 /// reading is left out of the state), a new pair is stored as neither, a new format as none.
 struct AttributeTable: Sendable {
-    /// The names, by index (``Attribute/name``).
-    private(set) var names: [String] = []
-    private var nameIndexes: [String: UInt16] = [:]
-    private var infos: [Info] = [Info(unit: nil, deviceClass: nil)]
-    private var infoIndexes: [Info: UInt16] = [:]
-    private var formats: [String] = [""]
-    private var formatIndexes: [String: UInt16] = [:]
+    private var nameTable = Interned<String>()
+    /// Index 0 is "neither unit nor class", index 0 of formats "none".
+    private var infoTable = Interned<Info>(first: Info(unit: nil, deviceClass: nil))
+    private var formatTable = Interned<String>(first: "")
 
-    /// The most entries of each kind (indexes are 16-bit).
-    static let capacity = Int(UInt16.max)
+    /// The names, by index (``Attribute/name``).
+    var names: [String] { nameTable.values }
+    private var infos: [Info] { infoTable.values }
+    private var formats: [String] { formatTable.values }
 
     struct Info: Hashable, Sendable {
         let unit: String?
@@ -111,34 +110,39 @@ struct AttributeTable: Sendable {
 
     /// The index of `name`, stored if new; nil when the table is full.
     mutating func nameIndex(_ name: String) -> UInt16? {
-        if let index = nameIndexes[name] { return index }
-        guard names.count < Self.capacity else { return nil }
-        let index = UInt16(names.count)
-        names.append(name)
-        nameIndexes[name] = index
-        return index
+        nameTable.index(of: name)
     }
 
     /// The index of the pair, stored if new; 0 when both are nil (or the table is full).
     mutating func infoIndex(unit: String?, deviceClass: DeviceClass?) -> UInt16 {
         guard unit != nil || deviceClass != nil else { return 0 }
-        let info = Info(unit: unit, deviceClass: deviceClass)
-        if let index = infoIndexes[info] { return index }
-        guard infos.count <= Self.capacity else { return 0 }
-        let index = UInt16(infos.count)
-        infos.append(info)
-        infoIndexes[info] = index
-        return index
+        return infoTable.index(of: Info(unit: unit, deviceClass: deviceClass)) ?? 0
     }
 
     /// The index of a format, stored if new; 0 for nil (or when the table is full).
     mutating func formatIndex(_ format: String?) -> UInt16 {
         guard let format else { return 0 }
-        if let index = formatIndexes[format] { return index }
-        guard formats.count <= Self.capacity else { return 0 }
-        let index = UInt16(formats.count)
-        formats.append(format)
-        formatIndexes[format] = index
+        return formatTable.index(of: format) ?? 0
+    }
+}
+
+/// Distinct values, each stored once, by 16-bit index (at most 65,536 of them).
+struct Interned<Value: Hashable & Sendable>: Sendable {
+    private(set) var values: [Value] = []
+    private var indexes: [Value: UInt16] = [:]
+
+    init() {}
+
+    /// A table whose index 0 is `first`, a placeholder that ``index(of:)`` never hands out.
+    init(first: Value) { values = [first] }
+
+    /// The index of `value`, stored if new; nil when the table is full.
+    mutating func index(of value: Value) -> UInt16? {
+        if let index = indexes[value] { return index }
+        guard values.count <= Int(UInt16.max) else { return nil }
+        let index = UInt16(values.count)
+        values.append(value)
+        indexes[value] = index
         return index
     }
 }
