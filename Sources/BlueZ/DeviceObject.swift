@@ -538,7 +538,7 @@ struct Payload {
                 case .signature(let signature): text = signature.description
                 default: continue
                 }
-                guard let uuid = parseUUID(text) else { continue }
+                guard let uuid = BluetoothUUID(text) else { continue }
                 writer.put(uuid, tagBase: 0)
             }
         case .manufacturerData:
@@ -550,7 +550,7 @@ struct Payload {
             }
         case .serviceData:
             for entry in value.entries ?? [] {
-                guard let uuid = entry.key.string.flatMap(parseUUID), let elements = byteElements(entry.value) else { continue }
+                guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let elements = byteElements(entry.value) else { continue }
                 writer.put(uuid, tagBase: 0x20)
                 writer.putData(elements)
             }
@@ -561,33 +561,5 @@ struct Payload {
     static func byteElements(_ value: DBusValue) -> [DBusValue]? {
         guard case .array(.byte, let elements) = value.unwrapped else { return nil }
         return elements
-    }
-
-    /// `BluetoothUUID(_:)`, without its allocation for the 36-character form BlueZ writes.
-    static func parseUUID(_ text: String) -> BluetoothUUID? {
-        var text = text
-        let fast: BluetoothUUID? = text.withUTF8 { utf8 in
-            guard utf8.count == 36 else { return nil }
-            var high: UInt64 = 0
-            var low: UInt64 = 0
-            var digits = 0
-            for (index, byte) in utf8.enumerated() {
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard byte == UInt8(ascii: "-") else { return nil }
-                    continue
-                }
-                let nibble: UInt8
-                switch byte {
-                case 0x30...0x39: nibble = byte - 0x30
-                case 0x41...0x46: nibble = byte - 0x41 + 10
-                case 0x61...0x66: nibble = byte - 0x61 + 10
-                default: return nil
-                }
-                if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
-                digits += 1
-            }
-            return BluetoothUUID(high: high, low: low)
-        }
-        return fast ?? BluetoothUUID(text)
     }
 }

@@ -57,10 +57,14 @@ public struct BluetoothUUID: Sendable, Hashable, Comparable, CustomStringConvert
         var high: UInt64 = 0
         var low: UInt64 = 0
         var digits = 0
-        var hyphenPositions: [Int] = []
+        // Counted, not collected: BlueZ hands over a 36-character UUID string for every UUID and
+        // service-data key of every advertisement, so parsing allocates nothing.
+        var hyphens = 0
+        var hyphensStandard = true  // each at 8, 12, 16, 20 digits so far
         for scalar in description.unicodeScalars {
             if scalar == "-" {
-                hyphenPositions.append(digits)
+                if hyphens >= 4 || digits != 8 + 4 * hyphens { hyphensStandard = false }
+                hyphens += 1
                 continue
             }
             guard let nibble = BluetoothAddress.hexValue(scalar), digits < 32 else { return nil }
@@ -69,10 +73,10 @@ public struct BluetoothUUID: Sendable, Hashable, Comparable, CustomStringConvert
         }
         switch digits {
         case 4, 8:
-            guard hyphenPositions.isEmpty else { return nil }
+            guard hyphens == 0 else { return nil }
             self.init(high: high << 32 | Self.baseHigh, low: Self.baseLow)
         case 32:
-            guard hyphenPositions.isEmpty || hyphenPositions == [8, 12, 16, 20] else { return nil }
+            guard hyphens == 0 || (hyphens == 4 && hyphensStandard) else { return nil }
             self.init(high: high, low: low)
         default:
             return nil
