@@ -125,24 +125,3 @@ struct AttributeTable: Sendable {
         return formatTable.index(of: format) ?? 0
     }
 }
-
-/// Distinct values, each stored once, by 16-bit index (at most 65,536 of them).
-struct Interned<Value: Hashable & Sendable>: Sendable {
-    private(set) var values: [Value] = []
-    private var indexes: [Value: UInt16] = [:]
-
-    init() {}
-
-    /// A table whose index 0 is `first`, a placeholder that ``index(of:)`` never hands out.
-    init(first: Value) { values = [first] }
-
-    /// The index of `value`, stored if new; nil when the table is full.
-    mutating func index(of value: Value) -> UInt16? {
-        if let index = indexes[value] { return index }
-        guard values.count <= Int(UInt16.max) else { return nil }
-        let index = UInt16(values.count)
-        values.append(value)
-        indexes[value] = index
-        return index
-    }
-}

@@ -16,29 +16,29 @@ enum ServiceList: Sendable, Equatable {
 /// Lists are never removed; the table stops at ``capacity`` lists (a neighbourhood of devices
 /// each advertising a list of its own fills it), after which a new list stays with its device.
 struct ServiceLists: Sendable {
-    private var lists: [[BluetoothUUID]] = [[]]
-    private var indexes: [[BluetoothUUID]: UInt16] = [[]: 0]
+    /// Index 0 is the empty list.
+    private var table: Interned<[BluetoothUUID]>
 
     /// The most lists kept (the empty one included).
     static let capacity = 256
 
-    var count: Int { lists.count }
+    init() {
+        table = Interned(capacity: Self.capacity)
+        _ = table.index(of: [])
+    }
+
+    var count: Int { table.values.count }
 
     func list(_ services: ServiceList) -> [BluetoothUUID] {
         switch services {
-        case .shared(let index): lists[Int(index)]
+        case .shared(let index): table.values[Int(index)]
         case .own(let list): list
         }
     }
 
     /// The shared list equal to `list`, stored if new; `list` itself when the table is full.
     mutating func store(_ list: [BluetoothUUID]) -> ServiceList {
-        if let index = indexes[list] { return .shared(index) }
-        guard lists.count < Self.capacity else { return .own(list) }
-        let index = UInt16(lists.count)
-        lists.append(list)
-        indexes[list] = index
-        return .shared(index)
+        table.index(of: list).map(ServiceList.shared) ?? .own(list)
     }
 
     /// `services` with the UUIDs of `advertised` it lacks appended; nil when it has them all
