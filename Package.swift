@@ -60,6 +60,15 @@ let package = Package(
         // The CentralManager scenario against the real bluetoothd in the real-BlueZ VM (make test-bluez).
         .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop", "Retry"], path: "Tests/RealBlueZ/Central"),
 
+        // Fuzzing (Tests/Fuzz, docs/operations.md "Untrusted input"): one target per external input
+        // surface; gattway-fuzz runs them with libFuzzer when built with -sanitize=fuzzer (make
+        // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
+        .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
+        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway"],
+                path: "Tests/Fuzz/Targets"),
+        .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
+        .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
+
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
         .target(name: "TestSupport", dependencies: ["Subprocess"], path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),

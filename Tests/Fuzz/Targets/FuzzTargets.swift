@@ -1,0 +1,9 @@
+/// Every fuzz target, one per external input surface (docs/operations.md, "Untrusted input").
+/// A new input surface adds its target here; `make fuzz` and the tests pick it up.
+public enum FuzzTargets {
+    public static let all: [FuzzTarget] = [
+        advertisement,
+    ]
+
+    public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
+}

@@ -1,0 +1,31 @@
+import FuzzTargets
+import Testing
+
+/// Every fuzz target in the ordinary test build: its seeds (the fixtures), its saved corpus
+/// (`Tests/Fixtures/fuzz/NAME`: every crasher found, kept after the fix), then a seeded
+/// mutational run. A trap or a broken property ends the test process, naming the target.
+/// `make test-fuzz` runs the same targets coverage-guided (libFuzzer); `make fuzz` for longer.
+@Suite("Fuzz targets")
+struct FuzzTargetTests {
+    @Test("every external input surface has a target with seeds")
+    func inventory() {
+        let names = Set(FuzzTargets.all.map(\.name))
+        #expect(names.count == FuzzTargets.all.count, "target names are unique")
+        for target in FuzzTargets.all { #expect(!target.seeds().isEmpty, "\(target.name) has no seeds") }
+    }
+
+    @Test("seeds and saved corpus replay without a trap", arguments: FuzzTargets.all.map(\.name))
+    func replay(_ name: String) throws {
+        let target = try #require(FuzzTargets.named(name))
+        for input in target.seeds() { target.run(input) }
+        for file in FixtureFiles.corpus(name) { target.run(file.bytes) }
+    }
+
+    @Test("a seeded mutational run finds nothing", arguments: FuzzTargets.all.map(\.name))
+    func mutations(_ name: String) throws {
+        let target = try #require(FuzzTargets.named(name))
+        let seeds = target.seeds()
+        var mutator = Mutator(seed: 0x6761_7474)
+        for _ in 0..<2000 { target.run(mutator.next(from: seeds)) }
+    }
+}
