@@ -184,8 +184,13 @@ struct BTHomeObject: Sendable {
             readings.append(Reading(name: readingName, value: .string(event == 1 ? "rotate_left" : event == 2 ? "rotate_right" : "unknown_\(event)")))
             readings.append(Reading(name: readingName + "_steps", value: .number(Double(steps))))
         case .timestamp:
+            // v1 gives the length in the frame: up to 8 bytes, so up to 2^64 - 1 seconds.
             let seconds = try reader.uintLE(length)
-            readings.append(Reading(name: readingName, value: .string(isoTimestamp(Int64(seconds))), deviceClass: .timestamp))
+            guard seconds <= latestTimestamp else {
+                throw ParseError(.malformed, "BTHome timestamp \(seconds) s is after the year 9999")
+            }
+            readings.append(Reading(name: readingName, value: .string(isoTimestamp(Int64(truncatingIfNeeded: seconds))),
+                                    deviceClass: .timestamp))
         case .text:
             let text = try reader.bytes(length)
             readings.append(Reading(name: readingName, value: .string(String(decoding: text, as: UTF8.self))))
@@ -261,7 +266,12 @@ enum Float16Bits {
     }
 }
 
-/// `2023-05-14T19:41:17+00:00` for Unix seconds (proleptic Gregorian, UTC).
+/// 9999-12-31T23:59:59Z in Unix seconds: the last moment ``isoTimestamp(_:)`` writes with a
+/// four-digit year.
+let latestTimestamp: UInt64 = 253_402_300_799
+
+/// `2023-05-14T19:41:17+00:00` for Unix seconds (proleptic Gregorian, UTC), for
+/// `0...latestTimestamp`.
 func isoTimestamp(_ seconds: Int64) -> String {
     let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
     let secondsOfDay = seconds - days * 86400
