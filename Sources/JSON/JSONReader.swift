@@ -54,19 +54,20 @@ public struct JSONReader: Sendable {
     }
 
     public func integer(in range: ClosedRange<Int>) throws -> Int {
-        guard case .number(let number) = value, number.rounded() == number,
-            number >= Double(range.lowerBound), number <= Double(range.upperBound)
-        else {
+        // Int(exactly:) rather than a comparison with Double(range.upperBound): Double(Int.max)
+        // rounds up to 2^63, which Int cannot hold.
+        guard case .number(let number) = value, let integer = Int(exactly: number), range.contains(integer) else {
             throw fail("expected an integer from \(range.lowerBound) to \(range.upperBound), got \(shown)")
         }
-        return Int(number)
+        return integer
     }
 
-    /// A duration written as "500ms", "2s", "5m" or a number of seconds.
+    /// A duration written as "500ms", "2s", "5m" or a number of seconds, at most
+    /// ``DurationText/maximumSeconds``.
     public func duration() throws -> Double {
-        if case .number(let n) = value, n >= 0 { return n }
+        if case .number(let n) = value, let seconds = DurationText.bounded(n) { return seconds }
         if case .string(let text) = value, let seconds = DurationText.seconds(text) { return seconds }
-        throw fail("expected a duration such as \"500ms\", \"2s\" or \"5m\", got \(shown)")
+        throw fail("expected a duration such as \"500ms\", \"2s\" or \"5m\" (at most \(DurationText.maximumText)), got \(shown)")
     }
 
     public func array() throws -> [JSONReader] {

@@ -95,14 +95,27 @@ extension JSONValue {
 
 /// Durations written as text in configuration and on the command line.
 public enum DurationText {
-    /// Seconds for "500ms", "30s", "5m", "1h", "1.5s" or a bare number of seconds; nil otherwise.
+    /// The longest duration accepted anywhere (config.json, command-line options): 365 days.
+    /// Nothing a gateway waits for is longer, and a bound keeps every deadline and sleep computed
+    /// from a duration far from overflow.
+    public static let maximumSeconds: Double = 365 * 86400
+
+    /// How the bound reads in error messages.
+    public static let maximumText = "365 days"
+
+    /// Seconds for "500ms", "30s", "5m", "1h", "1.5s" or a bare number of seconds, from 0 to
+    /// ``maximumSeconds``; nil otherwise.
     public static func seconds(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, factor) in units where text.hasSuffix(suffix) {
-            guard let value = Double(text.dropLast(suffix.count)), value >= 0, value.isFinite else { return nil }
-            return value * factor
+            guard let value = Double(text.dropLast(suffix.count)) else { return nil }
+            return bounded(value * factor)
         }
-        if let value = Double(text), value >= 0, value.isFinite { return value }
-        return nil
+        return Double(text).flatMap(bounded)
+    }
+
+    /// `seconds` when it is a duration this program accepts (finite, 0...``maximumSeconds``).
+    public static func bounded(_ seconds: Double) -> Double? {
+        seconds >= 0 && seconds <= maximumSeconds ? seconds : nil
     }
 }

@@ -145,3 +145,34 @@ struct ConfigTests {
         #expect(!config.devices[1].rateControl.onlyChanges)
     }
 }
+
+@Suite("Config: durations are bounded")
+struct DurationBoundTests {
+    @Test("a duration over 365 days (or not finite) is refused with its path and the bound", arguments: [
+        (#"{"commands": {"ttl": "1e17s"}}"#, "commands.ttl"),
+        (#"{"commands": {"ttl": 1e17}}"#, "commands.ttl"),
+        (#"{"bluetooth": {"connect_timeout": "32000000000ms"}}"#, "bluetooth.connect_timeout"),
+        (#"{"health": {"interval": "8761h"}}"#, "health.interval"),
+    ])
+    func refused(text: String, path: String) {
+        do {
+            let config = try GatewayConfig.parse(Array(text.utf8))
+            Issue.record("accepted \(text): ttl \(config.commands.ttl)")
+        } catch {
+            let problem = error.problems.first { $0.path == path }
+            #expect(problem != nil, "\(error.problems)")
+            #expect(problem?.message.contains("at most 365 days") == true, "\(problem?.message ?? "")")
+        }
+    }
+
+    @Test("a number too large for a double (1e999) is refused by the JSON reader")
+    func infinite() {
+        #expect(throws: GatewayConfigError.self) { try GatewayConfig.parse(Array(#"{"commands": {"ttl": 1e999}}"#.utf8)) }
+    }
+
+    @Test("365 days itself is accepted")
+    func limit() throws {
+        let config = try GatewayConfig.parse(Array(#"{"commands": {"ttl": "8760h"}}"#.utf8))
+        #expect(config.commands.ttl == 365 * 86400)
+    }
+}
