@@ -90,14 +90,24 @@ struct CommandRequest {
         for (key, value) in members {
             if key == "transaction" { transaction = value }
             if key == "timestamp" {
-                if case .number(let number) = value, number > 0, number.isFinite {
-                    // Seconds or milliseconds since 1970: anything below 1e11 is seconds.
-                    timestamp = Int64(number < 1e11 ? number * 1000 : number)
+                // Seconds or milliseconds since 1970: anything below 1e11 is seconds. A number
+                // past Int64's milliseconds (1e19, say) is refused, not converted.
+                if case .number(let number) = value, number > 0,
+                    let milliseconds = Int64(exactly: (number < 1e11 ? number * 1000 : number).rounded(.down))
+                {
+                    timestamp = milliseconds
                 } else {
                     timestampError = CommandError("timestamp: expected the send time in (milli)seconds since 1970, got \(value.serialized)")
                 }
             }
         }
+    }
+
+    /// The `transaction` of a payload that may be anything (for answers to refused commands);
+    /// nil for a payload over `maxBytes`, which is not parsed.
+    static func transaction(in payload: [UInt8], maxBytes: Int) -> JSONValue? {
+        guard payload.count <= maxBytes, case .success(let members) = parseObject(payload) else { return nil }
+        return members.last(where: { $0.key == "transaction" })?.value
     }
 
     static func parseObject(_ payload: [UInt8]) -> Result<[(key: String, value: JSONValue)], CommandError> {

@@ -8,6 +8,8 @@ public struct DropCounters: Sendable, Equatable {
     public var rateLimited = 0
     /// Devices dropped or forgotten because the registry reached `bluetooth.max_devices`.
     public var registryFull = 0
+    /// Commands published with the retain flag, answered and not run.
+    public var retainedCommand = 0
 
     public init() {}
 }

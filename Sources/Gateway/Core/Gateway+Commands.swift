@@ -9,29 +9,24 @@ extension Gateway {
         guard message.topic.hasPrefix(base + "/") else { return }
         let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         if levels.first == "bridge" {
-            if levels.count >= 3, levels[1] == "request" { bridgeRequest(levels[2...].joined(separator: "/"), message) }
-            return
+            guard levels.count >= 3, levels[1] == "request" else { return }
+            let verb = levels[2...].joined(separator: "/")
+            if message.retain { return refuseRetained(message, defaultTopic: "\(base)/bridge/response/\(verb)") }
+            return bridgeRequest(verb, message)
         }
         guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2) else { return }
-        if message.retain {
-            // A retained command would actuate again on every restart.
-            log(.warning, "ignoring retained command on \(message.topic)")
-        }
+        if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
         counters.commands += 1
         let now = clock.now()
         var reply = CommandReply(topic: message.responseTopic ?? "\(base)/\(levels[0])/response",
                                  correlationData: message.correlationData)
         guard let index = device(named: levels[0]) else {
-            if case .success(let members) = CommandRequest.parseObject(message.payload) {
-                reply.transaction = members.last(where: { $0.key == "transaction" })?.value
-            }
+            reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: config.commands.maxPayloadBytes)
             respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
             return
         }
         if let refusal = rateLimit(index, now: now) {
-            if case .success(let members) = CommandRequest.parseObject(message.payload) {
-                reply.transaction = members.last(where: { $0.key == "transaction" })?.value
-            }
+            reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: config.commands.maxPayloadBytes)
             return respond(reply, .error, refusal)
         }
         let rule = rule(index)
@@ -60,6 +55,18 @@ extension Gateway {
             }
         }
         submit(kind, index: index, reply: reply, ttl: ttl, sentAt: request.timestamp, now: now)
+    }
+
+    /// A command published with the retain flag: the broker hands it to every new subscription,
+    /// so running it would actuate again at every start and every broker reconnect. It is
+    /// answered once (on its response topic) and counted (`dropped.retained_command`), never run.
+    func refuseRetained(_ message: MQTTInboundMessage, defaultTopic: String) {
+        counters.commands += 1
+        counters.dropped.retainedCommand += 1
+        log(.warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
+        var reply = CommandReply(topic: message.responseTopic ?? defaultTopic, correlationData: message.correlationData)
+        reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: config.commands.maxPayloadBytes)
+        respond(reply, .error, "retained command not executed")
     }
 
     /// Queues a validated job, or answers `expired` / queue full right away.

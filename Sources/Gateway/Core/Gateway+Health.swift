@@ -49,6 +49,7 @@ extension Gateway {
                 ("rate_control", number(counters.dropped.rateControl)),
                 ("rate_limited", number(counters.dropped.rateLimited)),
                 ("registry_full", number(counters.dropped.registryFull)),
+                ("retained_command", number(counters.dropped.retainedCommand)),
                 ("mqtt_queue_full", number(mqtt.queueFullDrops)),
                 ("parse_error", number(counters.parseErrors)),
                 ("queue_full", number(queue.droppedFull)),
