@@ -56,6 +56,76 @@ struct HostileInputTests {
         let live = await harness.command("gattway/lamp/set", #"{"brightness": 80}"#, responseTopic: "gattway/lamp/response")
         #expect(live.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
     }
+
+    /// Advertisement-only sensors registered before the lamp sit at lower positions of the
+    /// registry; forgetting them while the lamp's command waits for its connection moves the
+    /// lamp. The write must still go to the lamp, and only to it.
+    @Test("devices forgotten while a command waits for its connection: the write lands on the commanded device")
+    func evictionDuringConnect() async throws {
+        let config = CommandTests.config.replacingOccurrences(
+            of: #""devices": ["#,
+            with: #""bluetooth": {"gatt_timeout": "5s", "forget_after": "10s"}, "devices": [{"match": {"services": ["FCD2"]}},"#)
+            .replacingOccurrences(of: #""bluetooth": {"gatt_timeout": "5s"},"#, with: "")
+        let harness = try Harness(config)
+        harness.ble.add(Self.lamp, .init(characteristics: [CommandTests.led, CommandTests.mode], holdConnect: true))
+        try await harness.start()
+        let sensors = (1...4).map { address("C0:00:00:00:00:0\($0)") }
+        for sensor in sensors { await harness.gateway.handle(bthome(sensor)) }
+        await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 7}"#.utf8)))
+        try await waitUntil { harness.ble.connectAttempts == [Self.lamp] }
+        // The sensors fall silent and are forgotten while the lamp is connecting.
+        await harness.advance(11)
+        #expect(await harness.gateway.counters.devicesRemoved == 4)
+        harness.ble.update(Self.lamp) { $0.holdConnect = false }
+        let responses = await harness.mqtt.waitFor("gattway/lamp/response")
+        await harness.gateway.waitUntilIdle()
+        #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
+        #expect(harness.ble.writes == ["write-begin A4:C1:38:00:00:10 FFF1 7", "write-end A4:C1:38:00:00:10 FFF1 request"])
+    }
+
+    @Test("devices forgotten between the writes of one command: every write lands on the commanded device")
+    func evictionBetweenWrites() async throws {
+        let config = #"""
+            {"bluetooth": {"forget_after": "10s"},
+             "devices": [{"match": {"services": ["FCD2"]}},
+                         {"match": {"address": "A4:C1:38:00:00:10"}, "name": "lamp",
+                          "commands": {"brightness": {"characteristic": "FFF1", "encoding": "u8"},
+                                       "mode": {"characteristic": "FFF2", "encoding": "u8"}}}]}
+            """#
+        let harness = try Harness(config)
+        harness.ble.add(Self.lamp, .init(characteristics: [CommandTests.led, CommandTests.mode]))
+        try await harness.start()
+        for sensor in (1...3).map({ address("C0:00:00:00:00:0\($0)") }) { await harness.gateway.handle(bthome(sensor)) }
+        // Connected first, so the command's writes start at once.
+        _ = await harness.command("gattway/lamp/set", #"{"brightness": 1}"#, responseTopic: "gattway/lamp/response")
+        await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 2, "mode": 3}"#.utf8)))
+        // The first write takes a few scheduling turns: forget the sensors meanwhile.
+        await harness.advance(11)
+        _ = await harness.mqtt.waitFor("gattway/lamp/response", count: 2)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.mqtt.payloads(on: "gattway/lamp/response").compactMap { json($0)?["status"] } == [.string("ok"), .string("ok")])
+        #expect(harness.ble.writes.allSatisfy { $0.contains("A4:C1:38:00:00:10") }, "\(harness.ble.writes)")
+        #expect(harness.ble.writes.filter { $0.hasPrefix("write-end") }.count == 3)
+    }
+
+    /// Two `from_topic` messages for one characteristic: the first one's `setValue` is slow (a
+    /// D-Bus round trip), the second one's finishes first. What centrals read must end as the
+    /// newest value, the one the gateway reports serving.
+    @Test("a slow port call does not leave an older value served than the newest message")
+    func peripheralValueOrder() async throws {
+        let harness = try Harness(PeripheralTests.thermometer)
+        try await harness.start()
+        let topic = "home/humidity"
+        harness.peripheral.holdNextSetValue()
+        let gateway = harness.gateway
+        let first = Task { await gateway.handle(peripheralSource: MQTTInboundMessage(topic: topic, payload: Array("40".utf8))) }
+        try await waitUntil { harness.peripheral.isHoldingSetValue }
+        await gateway.handle(peripheralSource: MQTTInboundMessage(topic: topic, payload: Array("55.5".utf8)))
+        harness.peripheral.releaseSetValue()
+        await first.value
+        #expect(await gateway.servedValue(PeripheralTests.humidity) == [0xAE, 0x15])
+        #expect(harness.peripheral.value(PeripheralTests.humidity) == [0xAE, 0x15], "the port ends with the newest value")
+    }
 }
 
 /// Polls `condition` every millisecond for up to five seconds.

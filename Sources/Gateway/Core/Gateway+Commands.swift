@@ -127,8 +127,12 @@ extension Gateway {
         signalIdleIfNeeded()
     }
 
+    /// Runs one job of the device at `address`. A device is named by its address across every
+    /// suspension: its position in `devices` moves when another device is removed, and it may be
+    /// removed itself, so the position is looked up again after each `await` (``current(_:)``).
     func perform(_ job: DeviceJob, _ address: BluetoothAddress) async {
         guard let index = indexByAddress[address] else { return }
+        let name = devices[index].name
         var timing = CommandReply.Timing()
         let start = clock.now()
         timing.queued = start - job.receivedAt
@@ -137,7 +141,7 @@ extension Gateway {
         do {
             if let expiresAt = job.expiresAt, start >= expiresAt { throw JobFailure.expired }
             do {
-                try await awaitConnection(index, expiresAt: job.expiresAt)
+                try await awaitConnection(address, expiresAt: job.expiresAt)
             } catch let error as BLEPortError {
                 throw error.kind == .connectionTimeout ? JobFailure.timeout("connect: \(error)") : JobFailure.error("connect: \(error)")
             }
@@ -145,7 +149,7 @@ extension Gateway {
             timing.connect = connected - start
             if let expiresAt = job.expiresAt, connected >= expiresAt { throw JobFailure.expired }
             gattStart = connected
-            let data = try await gatt(job.kind, index)
+            let data = try await gatt(job.kind, address)
             timing.gatt = clock.now() - connected
             if let reply = job.reply { respond(reply, .ok, nil, timing: timing, data: data) }
         } catch let failure as JobFailure {
@@ -156,7 +160,7 @@ extension Gateway {
                 timing.connect = now - start
             }
             guard let reply = job.reply else {
-                log(.warning, "\(devices[index].name): poll failed: \(failure)")
+                log(.warning, "\(name): poll failed: \(failure)")
                 return
             }
             switch failure {
@@ -169,12 +173,18 @@ extension Gateway {
         }
     }
 
+    /// Where the device at `address` is in `devices` now; fails the job when it was removed.
+    func current(_ address: BluetoothAddress) throws(JobFailure) -> Int {
+        guard let index = indexByAddress[address] else { throw JobFailure.error("the device was removed") }
+        return index
+    }
+
     /// The GATT part of a job; returns the `data` of the response (raw reads).
-    private func gatt(_ kind: DeviceJob.Kind, _ index: Int) async throws -> JSONValue? {
-        let address = devices[index].address
+    private func gatt(_ kind: DeviceJob.Kind, _ address: BluetoothAddress) async throws -> JSONValue? {
         switch kind {
         case .write(let writes):
             for write in writes {
+                let index = try current(address)
                 guard let characteristic = devices[index].characteristics.first(where: { write.command.matches($0) }) else {
                     throw JobFailure.error("\(write.command.name): characteristic \(write.command.characteristic.shortDescription) not found on the device")
                 }
@@ -184,17 +194,17 @@ extension Gateway {
             }
             return nil
         case .read(let refs):
-            for ref in refs { try await read(ref, index, force: true) }
+            for ref in refs { try await read(ref, address, force: true) }
             return nil
         case .poll(let spec):
-            try await read(CharacteristicRef(poll: true, index: spec), index, force: false)
+            try await read(CharacteristicRef(poll: true, index: spec), address, force: false)
             return nil
         case .rawRead(let service, let uuid):
-            let characteristic = try rawCharacteristic(index, service, uuid)
+            let characteristic = try rawCharacteristic(try current(address), service, uuid)
             let value = try await operation("read") { [ble] in try await ble.read(address, characteristic: characteristic) }
             return .object([("value", .string(value.hexText))])
         case .rawWrite(let service, let uuid, let value, let withResponse):
-            let characteristic = try rawCharacteristic(index, service, uuid)
+            let characteristic = try rawCharacteristic(try current(address), service, uuid)
             try await operation("write") { [ble] in
                 try await ble.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
             }
@@ -202,8 +212,8 @@ extension Gateway {
         }
     }
 
-    private func read(_ ref: CharacteristicRef, _ index: Int, force: Bool) async throws {
-        let address = devices[index].address
+    private func read(_ ref: CharacteristicRef, _ address: BluetoothAddress, force: Bool) async throws {
+        let index = try current(address)
         let specs = ref.poll ? rule(index).poll : rule(index).subscribe
         guard specs.indices.contains(ref.index) else { return }
         let spec = specs[ref.index]
@@ -214,8 +224,8 @@ extension Gateway {
             try await ble.read(address, characteristic: characteristic)
         }
         counters.reads += 1
-        guard let current = indexByAddress[address] else { return }
-        characteristicValue(current, poll: ref.poll, spec: ref.index, value: value, force: force)
+        guard let now = indexByAddress[address] else { return }
+        characteristicValue(now, poll: ref.poll, spec: ref.index, value: value, force: force)
     }
 
     private func rawCharacteristic(_ index: Int, _ service: BluetoothUUID?, _ uuid: BluetoothUUID) throws -> BLECharacteristic {

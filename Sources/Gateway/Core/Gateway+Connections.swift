@@ -200,9 +200,9 @@ extension Gateway {
 
     /// Suspends until the device is connected, connecting it on demand (ahead of background
     /// reconnects). Throws the connect error, or ``JobFailure/expired`` at `expiresAt`.
-    func awaitConnection(_ index: Int, expiresAt: Double?) async throws {
+    func awaitConnection(_ address: BluetoothAddress, expiresAt: Double?) async throws {
+        let index = try current(address)
         if devices[index].link == .connected { return }
-        let address = devices[index].address
         nextWaiterID += 1
         let id = nextWaiterID
         if let expiresAt { armTimer(expiresAt) }

@@ -45,9 +45,13 @@ extension Gateway {
     /// A message on a `from_topic`: every characteristic and advertising field that follows
     /// the topic takes the new value. A payload that does not fit is logged and counted
     /// (`dropped.peripheral_value`); the previous value stays.
+    ///
+    /// The served state changes before anything is awaited, so messages handled while an earlier
+    /// one waits for the port see it; the port then gets the latest value (``pushServedValue``).
     public func handle(peripheralSource message: MQTTInboundMessage) async {
         guard let port = peripheral else { return }
         let settings = config.peripheral
+        var changed: [PeripheralCharacteristicID] = []
         for (serviceIndex, service) in settings.services.enumerated() {
             for (index, characteristic) in service.characteristics.enumerated() {
                 guard let source = characteristic.source, source.topic == message.topic else { continue }
@@ -57,11 +61,11 @@ extension Gateway {
                 guard served.values[id] != value else { continue }
                 served.values[id] = value
                 served.updates += 1
-                await port.setValue(value, for: id)
+                changed.append(id)
             }
         }
-        var data = served.advertisingData
-        var changed = false
+        var data = served.wantedAdvertisingData
+        var advertisingChanged = false
         let advertising = settings.advertising
         let fields = advertising.manufacturerData.enumerated().map { (PeripheralDataID.manufacturer($0.offset), $0.element.data) }
             + advertising.serviceData.enumerated().map { (PeripheralDataID.service($0.offset), $0.element.data) }
@@ -70,16 +74,42 @@ extension Gateway {
                 let value = sourceValue(source, message, what: "advertising \(id)"), data[id] != value
             else { continue }
             data[id] = value
-            changed = true
+            advertisingChanged = true
         }
-        guard changed, let advertisement = PeripheralState.advertisement(settings, data: data) else { return }
-        do {
-            try await port.advertise(advertisement)
-            served.advertisingData = data
-            served.advertisement = advertisement
-        } catch {
-            served.advertisingErrors += 1
-            log(.warning, "peripheral: advertising the value of \(message.topic) failed, the previous advertisement stays: \(error)")
+        if advertisingChanged { served.pendingAdvertisingData = data }
+        for id in changed { await pushServedValue(id, to: port) }
+        if advertisingChanged { await pushAdvertisement(to: port, topic: message.topic) }
+    }
+
+    /// Hands the port the characteristic's served value until what it was given last is the
+    /// value served now: a message handled while this one waited changed it, and its own push
+    /// may have reached the port first.
+    func pushServedValue(_ id: PeripheralCharacteristicID, to port: any PeripheralPort) async {
+        var sent: [UInt8]?
+        while let value = served.values[id], value != sent {
+            await port.setValue(value, for: id)
+            sent = value
+        }
+    }
+
+    /// Advertises the pending advertising data until none is pending; a refused advertisement
+    /// is logged and counted, and the previous one stays.
+    func pushAdvertisement(to port: any PeripheralPort, topic: String) async {
+        while let data = served.pendingAdvertisingData {
+            guard let advertisement = PeripheralState.advertisement(config.peripheral, data: data) else {
+                served.pendingAdvertisingData = nil
+                return
+            }
+            do {
+                try await port.advertise(advertisement)
+                served.advertisingData = data
+                served.advertisement = advertisement
+            } catch {
+                served.advertisingErrors += 1
+                log(.warning, "peripheral: advertising the value of \(topic) failed, the previous advertisement stays: \(error)")
+            }
+            // Newer data arrived while the port worked: advertise that next.
+            if served.pendingAdvertisingData == data { served.pendingAdvertisingData = nil }
         }
     }
 
@@ -103,9 +133,9 @@ extension Gateway {
             served.writes += 1
             let who = central?.description ?? "a central"
             log(.info, "peripheral: \(who) wrote \(value.hexText) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)")
-            if characteristic.source == nil, served.values[id] != value {
+            if characteristic.source == nil, served.values[id] != value, let port = peripheral {
                 served.values[id] = value
-                await peripheral?.setValue(value, for: id)
+                await pushServedValue(id, to: port)
             }
             guard let topic = characteristic.writeTopic else { return }
             publish(topic, json: .object([

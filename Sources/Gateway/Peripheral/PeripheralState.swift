@@ -5,8 +5,12 @@ import Bluetooth
 struct PeripheralState {
     var values: [PeripheralCharacteristicID: [UInt8]] = [:]
     var advertisement: PeripheralAdvertisement?
-    /// Advertising data fed from MQTT so far.
+    /// Advertising data fed from MQTT so far (what ``advertisement`` carries).
     var advertisingData: [PeripheralDataID: [UInt8]] = [:]
+    /// Newer MQTT-fed advertising data not advertised yet (the port is busy or was refused).
+    var pendingAdvertisingData: [PeripheralDataID: [UInt8]]?
+    /// The data the next advertisement should carry: the pending data, else the current.
+    var wantedAdvertisingData: [PeripheralDataID: [UInt8]] { pendingAdvertisingData ?? advertisingData }
     /// Centrals subscribed per characteristic (for logs and `bridge/health`).
     var subscribers: [PeripheralCharacteristicID: Set<BluetoothAddress?>] = [:]
     var updates = 0

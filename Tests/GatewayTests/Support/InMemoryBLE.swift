@@ -11,6 +11,9 @@ final class InMemoryBLE: BLEPort {
         var connectError: BLEPortError?
         /// Writes never complete (until cancelled).
         var hangWrites = false
+        /// Connecting waits while this is set (``update(_:_:)`` clears it), so a test can act
+        /// while a connection attempt is in flight.
+        var holdConnect = false
     }
 
     private struct State {
@@ -60,9 +63,14 @@ final class InMemoryBLE: BLEPort {
     }
 
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
-        let result: BLEPortError? = state.withLock { state in
+        state.withLock { state in
             state.connectAttempts.append(address)
             state.log.append("connect \(address)")
+        }
+        while state.withLock({ $0.peripherals[address]?.holdConnect == true }) {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        let result: BLEPortError? = state.withLock { state in
             guard let peripheral = state.peripherals[address] else { return BLEPortError(.connectionTimeout, "no such device") }
             if let error = peripheral.connectError { return error }
             state.connected.insert(address)

@@ -14,6 +14,9 @@ final class InMemoryPeripheral: PeripheralPort {
         var events: AsyncStream<PeripheralPortEvent>.Continuation?
         var serveError: BLEPortError?
         var advertiseError: BLEPortError?
+        /// The next ``setValue(_:for:)`` waits until ``releaseSetValue()`` (a slow D-Bus call).
+        var holdNextSetValue = false
+        var holding = false
     }
 
     private let state = Mutex(State())
@@ -41,7 +44,19 @@ final class InMemoryPeripheral: PeripheralPort {
         if let error { throw error }
     }
 
+    /// Makes the next ``setValue(_:for:)`` wait for ``releaseSetValue()``.
+    func holdNextSetValue() { state.withLock { $0.holdNextSetValue = true } }
+    var isHoldingSetValue: Bool { state.withLock { $0.holding } }
+    func releaseSetValue() { state.withLock { $0.holding = false } }
+
     func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
+        let held = state.withLock { state in
+            guard state.holdNextSetValue else { return false }
+            state.holdNextSetValue = false
+            state.holding = true
+            return true
+        }
+        while held, state.withLock({ $0.holding }) { try? await Task.sleep(for: .milliseconds(1)) }
         state.withLock {
             $0.values[characteristic] = value
             $0.notified.append((characteristic, value))
