@@ -59,6 +59,8 @@ public actor MQTTClient {
         var filter: MQTTTopicFilter
         var subscribers: [UInt64: (qos: MQTTQoS, continuation: AsyncStream<MQTTMessage>.Continuation)] = [:]
         var waiters: [(id: UInt64, continuation: CheckedContinuation<MQTTQoS, any Error>)] = []
+        /// Whether a subscriber asked for the retain flag as published (kept once asked).
+        var retainAsPublished = false
         var maxQoS: MQTTQoS { subscribers.values.map(\.qos).max() ?? .atMostOnce }
     }
 
@@ -265,8 +267,13 @@ public actor MQTTClient {
     /// Subscribes to `filter` and returns once the broker granted it (SUBACK). Messages that
     /// arrive from then on — including retained ones sent right after SUBACK — are in the
     /// returned sequence. While disconnected, the SUBSCRIBE is sent when the connection is up.
-    public func subscribe(to filter: MQTTTopicFilter, qos: MQTTQoS = .atLeastOnce) async throws(MQTTError)
-        -> MQTTSubscription
+    ///
+    /// `retainAsPublished` (MQTT 5's subscription option; ignored with protocol 3.1.1): a
+    /// message published with the retain flag keeps it when delivered live too, not only when
+    /// the broker replays it at subscription — so a receiver can tell retained publications
+    /// apart either way. Once a subscriber of a filter asks for it, the filter keeps it.
+    public func subscribe(to filter: MQTTTopicFilter, qos: MQTTQoS = .atLeastOnce, retainAsPublished: Bool = false)
+        async throws(MQTTError) -> MQTTSubscription
     {
         guard phase != .closed && phase != .closing else { throw Self.closedError }
         nextID += 1
@@ -277,6 +284,7 @@ public actor MQTTClient {
             self?.onLoop { $0.removeSubscriber(id, key: key) }
         }
         filters[key, default: FilterEntry(filter: filter)].subscribers[id] = (qos, continuation)
+        if retainAsPublished { filters[key]?.retainAsPublished = true }
         do {
             let granted = try await withCheckedThrowingContinuation { waiter in
                 filters[key]?.waiters.append((id, waiter))
@@ -611,7 +619,8 @@ public actor MQTTClient {
     private func sendSubscribe(_ key: String) {
         guard let handle, let entry = filters[key] else { return }
         do {
-            let mid = try handle.subscribe(key, qos: entry.maxQoS)
+            let mid = try handle.subscribe(key, qos: entry.maxQoS,
+                                           retainAsPublished: entry.retainAsPublished && configuration.protocolVersion == .v5)
             subscribeMids[mid] = key
         } catch {
             failWaiters(key, error)

@@ -127,10 +127,12 @@ final class Mosquitto {
         return (mid, rc)
     }
 
-    /// `mosquitto_subscribe_v5`; returns the message id of the SUBSCRIBE.
-    func subscribe(_ filter: String, qos: MQTTQoS) throws(MQTTError) -> Int32 {
+    /// `mosquitto_subscribe_v5`; returns the message id of the SUBSCRIBE. `retainAsPublished`
+    /// sets `MQTT_SUB_OPT_RETAIN_AS_PUBLISHED` (MQTT 5 only: in 3.1.1 those bits are reserved).
+    func subscribe(_ filter: String, qos: MQTTQoS, retainAsPublished: Bool = false) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
-        try Self.check(mosquitto_subscribe_v5(raw, &mid, filter, Int32(qos.rawValue), 0, nil), "mosquitto_subscribe_v5(\(filter))")
+        let options = retainAsPublished ? Int32(MQTT_SUB_OPT_RETAIN_AS_PUBLISHED.rawValue) : 0
+        try Self.check(mosquitto_subscribe_v5(raw, &mid, filter, Int32(qos.rawValue), options, nil), "mosquitto_subscribe_v5(\(filter))")
         return mid
     }
 

@@ -150,6 +150,27 @@ struct ClientTests {
         }
     }
 
+    @Test("retain as published: a retained message delivered live keeps its flag with MQTT 5 when asked, loses it otherwise",
+          arguments: [(MQTTProtocolVersion.v5, true, true), (.v5, false, false), (.v311, true, false)])
+    func retainAsPublished(version: MQTTProtocolVersion, asked: Bool, flagged: Bool) async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(120) {
+            let subscriber = try MQTTClient(configuration: .test(broker.url, "sub", version: version), loop: loop)
+            try await subscriber.connect()
+            let (received, _) = collect(try await subscriber.subscribe(to: "cmd/+", retainAsPublished: asked))
+            let publisher = try MQTTClient(configuration: .test(broker.url, "pub"), loop: loop)
+            try await publisher.connect()
+            try await publisher.publish(MQTTMessage(topic: "cmd/a", string: "on", retain: true))
+            try await publisher.publish(MQTTMessage(topic: "cmd/b", string: "off"))
+            try await eventually("both messages") { received.count == 2 }
+            #expect(received.all.map(\.retain) == [flagged, false])
+            await publisher.disconnect()
+            await subscriber.disconnect()
+        }
+    }
+
     @Test("the last will is published when the client process is killed")
     func lastWill() async throws {
         let broker = try await MosquittoBroker()

@@ -63,7 +63,9 @@ struct ClientMQTTPort: MQTTPort {
         let client = self.client
         return AsyncStream(bufferingPolicy: .unbounded) { continuation in
             let task = Task {
-                guard let subscription = try? await client.subscribe(to: topicFilter) else {
+                // Retain as published: a command published retained is refused even when it
+                // arrives live, not only when the broker replays it (Gateway.refuseRetained).
+                guard let subscription = try? await client.subscribe(to: topicFilter, retainAsPublished: true) else {
                     continuation.finish()
                     return
                 }
