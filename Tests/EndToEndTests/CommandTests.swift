@@ -64,6 +64,55 @@ struct CommandTests {
         }
     }
 
+    /// A lamp switched by a retained `/set` would switch again whenever the broker hands the
+    /// message out: to the gateway's live subscription, after a broker restart, and at every
+    /// start of the gateway. Each time it is answered once with an error and not written.
+    @Test("a retained command is refused live, after a broker restart and at a gateway start; the lamp is never written")
+    func retainedCommand() async throws {
+        try await EndToEnd.run(config: DemoWorldConfig.text, broker: StoreAndForwardTests.persistentBroker) { e2e in
+            let messages = e2e.messages
+            try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
+            let refused: @Sendable (MessageRecorder.Received) -> Bool = {
+                $0.string("status") == "error" && $0.string("error") == "retained command not executed"
+            }
+            /// The next response to the retained command (transaction r1), which must be a refusal.
+            func expectRefusal(after mark: Int, _ when: String) async throws {
+                let response = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "r1" }
+                #expect(refused(response), "\(when): \(response.text)")
+            }
+            var mark = messages.count
+            try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: #"{"light": "ON", "transaction": "r1"}"#,
+                                                       retain: true))
+            try await expectRefusal(after: mark, "live")
+
+            // The broker restarts (gracefully, keeping its retained messages): the gateway
+            // subscribes again and is handed the command again.
+            mark = messages.count
+            e2e.broker.stop()
+            try await e2e.broker.start()
+            try await expectRefusal(after: mark, "after the broker restart")
+
+            // A new gateway process finds it at its start.
+            e2e.gateway.stop(grace: 5)
+            mark = messages.count
+            let second = try e2e.startGateway()
+            defer { second.stop(grace: 5) }
+            try await expectRefusal(after: mark, "at the gateway's start")
+            try await messages.next(on: "gattway/lamp/availability", after: mark) { $0.text == #"{"state":"online"}"# }
+            #expect(await Self.lampWrites(e2e).isEmpty, "a retained command reached the lamp")
+            #expect(messages.messages(on: "gattway/lamp/response").filter { refused($0) }.count == 3,
+                    "one response each time the broker handed it out")
+
+            // Cleared (an empty retained payload, itself refused and counted), a live command works.
+            try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: "", retain: true))
+            mark = messages.count
+            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "live"}"#)
+            let live = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "live" }
+            #expect(live.string("status") == "ok", "\(live.text)")
+            #expect(await Self.lampWrites(e2e).map(\.value) == [[0x01]])
+        }
+    }
+
     @Test("unknown device, unknown command, out-of-range value, malformed JSON and oversize payload: one error response each, nothing written")
     func badCommands() async throws {
         try await EndToEnd.run(config: DemoWorldConfig.text) { e2e in
