@@ -51,6 +51,7 @@ extension Gateway {
                 ("registry_full", number(counters.dropped.registryFull)),
                 ("retained_command", number(counters.dropped.retainedCommand)),
                 ("mqtt_queue_full", number(mqtt.queueFullDrops)),
+                ("mqtt_inbound_full", number(mqtt.inboundDrops)),
                 ("parse_error", number(counters.parseErrors)),
                 ("queue_full", number(queue.droppedFull)),
                 ("queue_expired", number(queue.droppedExpired)),

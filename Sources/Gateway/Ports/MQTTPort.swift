@@ -30,6 +30,10 @@ public protocol MQTTPort: Sendable {
     /// Messages ``publish(_:)`` dropped so far because the client's queue was full.
     var queueFullDrops: Int { get }
 
+    /// Received messages dropped so far because a subscription's stream was full (the gateway
+    /// fell behind a flood); `dropped.mqtt_inbound_full` in `bridge/health`.
+    var inboundDrops: Int { get }
+
     /// QoS 1/2 messages handed to ``publish(_:)`` or ``publishInOrder(_:)`` that the client still
     /// holds (not yet acknowledged by the broker, nor failed). Must not block; readable from any
     /// thread.
@@ -50,6 +54,9 @@ public protocol MQTTPort: Sendable {
 extension MQTTPort {
     /// A port without a bounded queue never drops for that reason.
     public var queueFullDrops: Int { 0 }
+
+    /// A port with unbounded subscription streams never drops a received message.
+    public var inboundDrops: Int { 0 }
 
     /// A port that does not count reports an empty backlog.
     public var backlog: Int { 0 }

@@ -5,6 +5,12 @@ import Synchronization
 /// The gateway's ``MQTTPort`` over ``MQTTClient``.
 struct ClientMQTTPort: MQTTPort {
     let client: MQTTClient
+    /// Messages dropped because the gateway fell ``inboundLimit`` messages behind a subscription.
+    let inbound = InboundDrops()
+
+    /// How many received messages a subscription holds for the gateway before it drops new
+    /// ones: a client flooding the command topics must not grow memory without bound.
+    static let inboundLimit = 4096
 
     /// The client's message; MQTT 5 properties (correlation data, `captured_at`) only with
     /// `v5` — an MQTT 3.1.1 client refuses a message that has any.
@@ -30,6 +36,8 @@ struct ClientMQTTPort: MQTTPort {
     }
 
     var queueFullDrops: Int { client.queueFullCount }
+
+    var inboundDrops: Int { inbound.count.load(ordering: .relaxed) }
 
     var backlog: Int { client.backlogCount }
 
@@ -61,7 +69,8 @@ struct ClientMQTTPort: MQTTPort {
     func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
         let topicFilter = try MQTTTopicFilter(filter)
         let client = self.client
-        return AsyncStream(bufferingPolicy: .unbounded) { continuation in
+        let inbound = self.inbound
+        return AsyncStream(bufferingPolicy: .bufferingOldest(Self.inboundLimit)) { continuation in
             let task = Task {
                 // Retain as published: a command published retained is refused even when it
                 // arrives live, not only when the broker replays it (Gateway.refuseRetained).
@@ -70,10 +79,11 @@ struct ClientMQTTPort: MQTTPort {
                     return
                 }
                 for await message in subscription {
-                    continuation.yield(
+                    let result = continuation.yield(
                         MQTTInboundMessage(
                             topic: message.topic, payload: message.payload, responseTopic: message.properties.responseTopic,
                             correlationData: message.properties.correlationData, retain: message.retain))
+                    if case .dropped = result { inbound.count.add(1, ordering: .relaxed) }
                 }
                 continuation.finish()
             }
@@ -117,4 +127,9 @@ private final class BatchResults: Sendable {
         }
         if let (results, continuation) = done { continuation.resume(returning: results) }
     }
+}
+
+/// The count behind ``ClientMQTTPort/inboundDrops``, shared by the port's subscriptions.
+final class InboundDrops: Sendable {
+    let count = Atomic<Int>(0)
 }
