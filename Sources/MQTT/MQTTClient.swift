@@ -350,8 +350,8 @@ public actor MQTTClient {
         if let credentials = config.credentials { try handle.setCredentials(credentials) }
         if let tls = config.tls { try handle.setTLS(tls) }
         if let will = config.will { try handle.setWill(will, version5: v5) }
-        if v5, let expiry = config.sessionExpiryInterval {
-            var properties = try PropertyList(sessionExpiry: expiry)
+        if v5, config.sessionExpiryInterval != nil || config.maximumPacketSize != nil {
+            var properties = try PropertyList(sessionExpiry: config.sessionExpiryInterval, maximumPacketSize: config.maximumPacketSize)
             defer { properties.free() }
             try handle.storeConnectProperties(&properties)
         }

@@ -24,6 +24,11 @@ public struct MQTTConfiguration: Sendable {
     /// MQTT 5 session expiry interval in seconds (nil: 0, the session ends with the connection;
     /// `UInt32.max`: never expires). Ignored by 3.1.1, where a non-clean session never expires.
     public var sessionExpiryInterval: UInt32?
+    /// MQTT 5 Maximum Packet Size (bytes) the client accepts: the broker does not send it a
+    /// larger packet (it drops the message for this client), so a publisher cannot make the
+    /// client hold a message of hundreds of megabytes. nil: the protocol's limit (256 MiB).
+    /// Ignored by 3.1.1, which has no such property.
+    public var maximumPacketSize: UInt32?
     /// User name and password for the broker's authentication.
     public var credentials: MQTTCredentials?
     /// TLS settings; set by `mqtts://` URLs (with the system's CA certificates) and required for them.

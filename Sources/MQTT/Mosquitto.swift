@@ -197,11 +197,23 @@ struct PropertyList {
         }
     }
 
-    /// CONNECT properties: the session expiry interval.
-    init(sessionExpiry: UInt32) throws(MQTTError) {
-        try Mosquitto.check(
-            mosquitto_property_add_int32(&head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry),
-            "mosquitto_property_add_int32(session expiry interval)")
+    /// CONNECT properties: the session expiry interval and the maximum packet size, each when set.
+    init(sessionExpiry: UInt32?, maximumPacketSize: UInt32?) throws(MQTTError) {
+        do throws(MQTTError) {
+            if let sessionExpiry {
+                try Mosquitto.check(
+                    mosquitto_property_add_int32(&head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry),
+                    "mosquitto_property_add_int32(session expiry interval)")
+            }
+            if let maximumPacketSize {
+                try Mosquitto.check(
+                    mosquitto_property_add_int32(&head, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximumPacketSize),
+                    "mosquitto_property_add_int32(maximum packet size)")
+            }
+        } catch {
+            free()
+            throw error
+        }
     }
 
     mutating func free() { mosquitto_property_free_all(&head) }

@@ -171,6 +171,28 @@ struct ClientTests {
         }
     }
 
+    @Test("with a maximum packet size the broker does not hand the client a larger message; smaller ones still arrive")
+    func maximumPacketSize() async throws {
+        let broker = try await MosquittoBroker()
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(120) {
+            var configuration = try MQTTConfiguration.test(broker.url, "small")
+            configuration.maximumPacketSize = 1024
+            let subscriber = try MQTTClient(configuration: configuration, loop: loop)
+            try await subscriber.connect()
+            let (received, _) = collect(try await subscriber.subscribe(to: "big/+"))
+            let publisher = try MQTTClient(configuration: .test(broker.url, "pub"), loop: loop)
+            try await publisher.connect()
+            try await publisher.publish(MQTTMessage(topic: "big/a", payload: [UInt8](repeating: 0x41, count: 4096)))
+            try await publisher.publish(MQTTMessage(topic: "big/b", string: "small"))
+            try await eventually("the small message") { received.count >= 1 }
+            #expect(received.all.map(\.topic) == ["big/b"])
+            await publisher.disconnect()
+            await subscriber.disconnect()
+        }
+    }
+
     @Test("the last will is published when the client process is killed")
     func lastWill() async throws {
         let broker = try await MosquittoBroker()

@@ -191,6 +191,11 @@ struct RunCommand: Command {
         return code
     }
 
+    /// The largest packet the gateway takes from the broker (MQTT 5): its commands are at most
+    /// `commands.max_payload_bytes` (≤ 256 KiB) and `from_topic` values are small state messages,
+    /// so nothing it subscribes to needs more; a larger publication is dropped by the broker.
+    static let maximumInboundPacket: UInt32 = 1 << 20
+
     /// The MQTT client configuration from the gateway's settings, with the bridge's last will.
     static func mqttConfiguration(_ config: GatewayConfig) throws -> MQTTConfiguration {
         let settings = config.mqtt
@@ -198,6 +203,7 @@ struct RunCommand: Command {
         configuration.keepAlive = Int(settings.keepalive.rounded())
         configuration.maxQueued = settings.maxQueued
         configuration.protocolVersion = settings.protocolVersion == 5 ? .v5 : .v311
+        if configuration.protocolVersion == .v5 { configuration.maximumPacketSize = Self.maximumInboundPacket }
         if let username = settings.username {
             configuration.credentials = MQTTCredentials(username: username, password: settings.password)
         }
