@@ -15,22 +15,22 @@ import Glibc
 ///
 /// Written atomically (a temporary file in the same directory, `fsync`, `rename`), so a crash
 /// leaves either the old or the new file.
-struct CentralStateFile: Equatable {
-    struct Device: Equatable {
+package struct CentralStateFile: Equatable {
+    package struct Device: Equatable {
         var address: BluetoothAddress
         var name: String?
         var connect: Bool
     }
 
-    var devices: [Device] = []
-    var subscriptions: [Characteristic] = []
+    package var devices: [Device] = []
+    package var subscriptions: [Characteristic] = []
 
-    static func == (lhs: CentralStateFile, rhs: CentralStateFile) -> Bool {
+    package static func == (lhs: CentralStateFile, rhs: CentralStateFile) -> Bool {
         lhs.devices == rhs.devices && lhs.subscriptions.map(\.description) == rhs.subscriptions.map(\.description)
             && lhs.subscriptions.map(\.relativePath) == rhs.subscriptions.map(\.relativePath)
     }
 
-    var json: JSONValue {
+    package var json: JSONValue {
         .object([
             (key: "version", value: .number(1)),
             (
@@ -60,7 +60,7 @@ struct CentralStateFile: Equatable {
     }
 
     /// Parses the file's JSON; every error names its JSON path.
-    init(json bytes: [UInt8]) throws {
+    package init(json bytes: [UInt8]) throws {
         let root = try JSONReader.parse(bytes).object()
         _ = try root.optional("version")?.integer(in: 1...1)
         for entry in try root.optional("devices")?.array() ?? [] {

@@ -3,6 +3,8 @@
 public enum FuzzTargets {
     public static let all: [FuzzTarget] = [
         advertisement,
+        decodeLine,
+        centralState,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
