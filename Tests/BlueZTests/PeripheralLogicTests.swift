@@ -91,6 +91,15 @@ struct PeripheralLogicTests {
         #expect(ATTError(code: 0x05) == nil)
     }
 
+    @Test("request offsets and lengths outside ATT's 512-byte values are refused", arguments: [
+        (0, 0, nil), (0, 512, nil), (511, 1, nil), (512, 0, nil),
+        (-1, 0, ATTError.invalidOffset), (513, 0, .invalidOffset), (Int.max, 1, .invalidOffset), (Int.min, 0, .invalidOffset),
+        (0, 513, .invalidAttributeValueLength), (500, 13, .invalidAttributeValueLength),
+    ])
+    func requestBounds(offset: Int, length: Int, refusal: ATTError?) {
+        #expect(PeripheralManager.refusal(offset: offset, length: length) == refusal)
+    }
+
     @Test("BlueZ registration errors get Core Bluetooth meanings")
     func peripheralErrorMapping() {
         let register = "org.bluez.GattManager1.RegisterApplication"

@@ -236,9 +236,22 @@ extension PeripheralManager {
 
     static let notFromBlueZ = DBusError("org.bluez.Error.NotAuthorized", "only bluetoothd (the owner of org.bluez) may call this")
 
+    /// The longest attribute value ATT allows (Core Specification Vol 3 Part F §3.2.9).
+    static let maximumValueLength = 512
+
+    /// Why a request at `offset` with `length` bytes cannot be served, nil when it can: the
+    /// options come over the bus, so a negative or huge offset (which would slice past a value
+    /// or pad a write to gigabytes) is refused before the app sees the request.
+    static func refusal(offset: Int, length: Int) -> ATTError? {
+        guard offset >= 0, offset <= maximumValueLength else { return .invalidOffset }
+        guard length <= maximumValueLength - offset else { return .invalidAttributeValueLength }
+        return nil
+    }
+
     func handleRead(_ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
         guard fromBlueZ(call) else { return reply.fail(Self.notFromBlueZ) }
         let context = RequestContext(options: call.arguments.first)
+        if let refusal = Self.refusal(offset: context.offset, length: 0) { return reply.fail(refusal.bluezError) }
         let attribute: LocalAttribute
         let cached: [UInt8]?
         if let record = characteristicRecords[path] {
@@ -261,6 +274,7 @@ extension PeripheralManager {
         let options = call.arguments.count > 1 ? call.arguments[1] : nil
         let context = RequestContext(options: options)
         let value = call.arguments.first?.bytes ?? []
+        if let refusal = Self.refusal(offset: context.offset, length: value.count) { return reply.fail(refusal.bluezError) }
         let attribute: LocalAttribute
         let expectsResponse: Bool
         if let record = characteristicRecords[path] {
