@@ -29,7 +29,7 @@ public struct JSONReader: Sendable {
         switch value {
         case .null: "null"
         case .bool(let b): b ? "true" : "false"
-        case .number(let n): n.rounded() == n && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .number(let n): abs(n) < 1e15 ? Int64(exactly: n).map { String($0) } ?? String(n) : String(n)
         case .string(let s): "\"\(s)\""
         case .array: "an array"
         case .object: "an object"
@@ -54,12 +54,11 @@ public struct JSONReader: Sendable {
     }
 
     public func integer(in range: ClosedRange<Int>) throws -> Int {
-        guard case .number(let number) = value, number.rounded() == number,
-            number >= Double(range.lowerBound), number <= Double(range.upperBound)
-        else {
+        // Double(Int.max) rounds up to 2^63, so a bound check in Double alone lets 2^63 through.
+        guard case .number(let number) = value, let integer = Int(exactly: number), range.contains(integer) else {
             throw fail("expected an integer from \(range.lowerBound) to \(range.upperBound), got \(shown)")
         }
-        return Int(number)
+        return integer
     }
 
     /// A duration written as "500ms", "2s", "5m" or a number of seconds.

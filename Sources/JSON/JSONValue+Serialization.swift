@@ -45,8 +45,8 @@ extension JSONValue {
             bytes.append(contentsOf: "null".utf8)
             return
         }
-        if value.rounded() == value, abs(value) < 9_007_199_254_740_992 {
-            bytes.append(contentsOf: String(Int64(value)).utf8)
+        if abs(value) < 9_007_199_254_740_992, let integer = Int64(exactly: value) {
+            bytes.append(contentsOf: String(integer).utf8)
         } else {
             bytes.append(contentsOf: value.description.utf8)
         }
@@ -99,7 +99,7 @@ public enum DurationText {
     public static func seconds(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, factor) in units where text.hasSuffix(suffix) {
-            guard let value = Double(text.dropLast(suffix.count)), value >= 0, value.isFinite else { return nil }
+            guard let value = Double(text.dropLast(suffix.count)), value >= 0, (value * factor).isFinite else { return nil }
             return value * factor
         }
         if let value = Double(text), value >= 0, value.isFinite { return value }
