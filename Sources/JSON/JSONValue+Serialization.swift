@@ -99,8 +99,9 @@ public enum DurationText {
     public static func seconds(_ text: String) -> Double? {
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
         for (suffix, factor) in units where text.hasSuffix(suffix) {
-            guard let value = Double(text.dropLast(suffix.count)), value >= 0, (value * factor).isFinite else { return nil }
-            return value * factor
+            guard let value = Double(text.dropLast(suffix.count)), value >= 0 else { return nil }
+            let seconds = value * factor
+            return seconds.isFinite ? seconds : nil
         }
         if let value = Double(text), value >= 0, value.isFinite { return value }
         return nil
