@@ -47,7 +47,8 @@ enum MessageEncoder {
                     for case .byte(let b) in elements { bytes.append(b) }
                     // DBUS_MAXIMUM_ARRAY_LENGTH; libdbus refuses longer arrays as if out of memory.
                     guard bytes.count <= 67_108_864 else {
-                        throw DBusError(.invalidArgs, "a byte array of \(bytes.count) bytes is longer than D-Bus allows (64 MiB)")
+                        throw DBusError(
+                            .invalidArgs, "a byte array of \(bytes.count) bytes is longer than D-Bus allows (64 MiB)")
                     }
                     try bytes.withUnsafeBufferPointer { buffer in
                         var base = buffer.baseAddress

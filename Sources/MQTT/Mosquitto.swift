@@ -58,7 +58,8 @@ final class Mosquitto {
             throw MQTTError(.invalidArgument, "will payload of \(will.payload.count) bytes is longer than 2147483647")
         }
         let rc = will.payload.withUnsafeBytes { bytes in
-            mosquitto_will_set_v5(raw, will.topic, length, bytes.baseAddress, Int32(will.qos.rawValue), will.retain, properties.head)
+            mosquitto_will_set_v5(
+                raw, will.topic, length, bytes.baseAddress, Int32(will.qos.rawValue), will.retain, properties.head)
         }
         if rc == 0 { properties.head = nil }  // libmosquitto took ownership
         try Self.check(rc, "mosquitto_will_set_v5(\(will.topic))")
@@ -122,7 +123,9 @@ final class Mosquitto {
     /// before writing it, so a non-zero code with a non-zero id means "queued, not yet written".
     func publish(_ message: MQTTMessage, properties: OpaquePointer?) -> (mid: Int32, rc: Int32) {
         var mid: Int32 = 0
-        guard let length = Int32(exactly: message.payload.count) else { return (0, Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue)) }
+        guard let length = Int32(exactly: message.payload.count) else {
+            return (0, Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue))
+        }
         let rc = message.payload.withUnsafeBytes { bytes in
             mosquitto_publish_v5(
                 raw, &mid, message.topic, length, bytes.baseAddress, Int32(message.qos.rawValue),

@@ -443,7 +443,9 @@ public final class DiskQueue {
             let header = offset - windowOffset
             let length = Int(Self.u32(window[...], header))
             let checksum = Self.u32(window[...], header + 4)
-            guard length > 0, length <= size - offset - 8, length <= Int(UInt32.max) - 8, load(8 + length) else { break }
+            guard length > 0, length <= size - offset - 8, length <= Int(UInt32.max) - 8, load(8 + length) else {
+                break
+            }
             let start = offset - windowOffset + 8
             let body = window[start..<(start + length)]
             guard CRC32.checksum(body) == checksum else { break }

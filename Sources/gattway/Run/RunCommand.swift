@@ -106,7 +106,9 @@ struct RunCommand: Command {
             return .failure
         }
         // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
-        if config.health.enabled { await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000))) }
+        if config.health.enabled {
+            await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
+        }
         // The peripheral role's manager, on its own adapter when `peripheral.adapter` names one.
         let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
         var peripheral: PeripheralManager?
