@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-conformance test-bluez check-layering lint bench demo clean
+.PHONY: all deps build release order-file test test-swift test-conformance test-bluez check-layering check-conversions lint bench demo clean
 
 all: build
 
@@ -31,11 +31,17 @@ order-file: deps
 check-layering:
 	@scripts/check-layering.sh
 
-# The whole suite: layering rules, then every Swift test (unit tests and integration tests
+# Numeric conversions under Sources/ that a grep can tell would trap (Int64 of a Double, …);
+# the self-test first shows the script still catches each pattern.
+check-conversions:
+	@scripts/check-conversions.sh --self-test
+	@scripts/check-conversions.sh
+
+# The whole suite: layering and conversion rules, then every Swift test (unit tests and integration tests
 # against a private dbus-daemon and a real mosquitto that the tests start and stop), then bleak
 # against the BlueZ simulator, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM
 # files are built into .build/realbluez on the first run, so a clean clone builds them).
-test: deps check-layering test-swift test-conformance test-bluez
+test: deps check-layering check-conversions test-swift test-conformance test-bluez
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not

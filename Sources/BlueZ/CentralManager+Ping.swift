@@ -51,7 +51,7 @@ extension CentralManager {
             roundTrips.record(nil)
             throw CentralError.wrap(error, operation: operation)
         }
-        let roundTrip = Duration.nanoseconds(Int64(EventLoop.now() - start))
+        let roundTrip = Duration.nanoseconds(Int64(clamping: EventLoop.now() - start))
         roundTrips.record(roundTrip)
         return roundTrip
     }

@@ -445,7 +445,7 @@ struct Payload {
             return BluetoothUUID(UInt16(bytes[index]) | UInt16(bytes[index + 1]) << 8)
         case 0x02:
             defer { index += 4 }
-            return BluetoothUUID(bits32: UInt32(readWord(at: index, count: 4)))
+            return BluetoothUUID(bits32: UInt32(truncatingIfNeeded: readWord(at: index, count: 4)))
         default:
             defer { index += 16 }
             return BluetoothUUID(high: readWord(at: index, count: 8), low: readWord(at: index + 8, count: 8))

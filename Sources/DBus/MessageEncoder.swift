@@ -45,10 +45,16 @@ enum MessageEncoder {
                     var bytes = [UInt8]()
                     bytes.reserveCapacity(elements.count)
                     for case .byte(let b) in elements { bytes.append(b) }
+                    // DBUS_MAXIMUM_ARRAY_LENGTH; libdbus refuses longer arrays as if out of memory.
+                    guard bytes.count <= 67_108_864 else {
+                        throw DBusError(
+                            .invalidArgs, "a byte array of \(bytes.count) bytes is longer than D-Bus allows (64 MiB)")
+                    }
                     try bytes.withUnsafeBufferPointer { buffer in
                         var base = buffer.baseAddress
                         try LibDBus.check(
-                            dbus_message_iter_append_fixed_array(sub, TypeCode.byte, &base, Int32(buffer.count)),
+                            dbus_message_iter_append_fixed_array(
+                                sub, TypeCode.byte, &base, Int32(truncatingIfNeeded: buffer.count)),
                             "dbus_message_iter_append_fixed_array")
                     }
                 } else {

@@ -182,7 +182,11 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     public func addTimer(after interval: Double, handler: @escaping () -> Void) -> Token {
         preconditionInLoop()
         let id = allocateID()
-        let deadline = Self.now() &+ UInt64(max(0, interval) * 1e9)
+        // A negative or NaN interval fires at once; one past the clock's range never fires.
+        let nanoseconds = interval * 1e9
+        let delay: UInt64 = nanoseconds > 0 ? UInt64(exactly: nanoseconds.rounded(.towardZero)) ?? .max : 0
+        let (sum, overflow) = Self.now().addingReportingOverflow(delay)
+        let deadline = overflow ? .max : sum
         timers[id] = Timer(deadline: deadline, handler: handler)
         timerHeap.push(deadline: deadline, id: id)
         return Token(id: id)
@@ -317,7 +321,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
             }
             let now = Self.now()
             if top.deadline <= now { return 0 }
-            let ms = (top.deadline - now + 999_999) / 1_000_000
+            let gap = top.deadline - now
+            let ms = gap / 1_000_000 + (gap % 1_000_000 == 0 ? 0 : 1)
             return Int32(min(ms, UInt64(Int32.max)))
         }
         return -1

@@ -29,7 +29,7 @@ public struct JSONReader: Sendable {
         switch value {
         case .null: "null"
         case .bool(let b): b ? "true" : "false"
-        case .number(let n): n.rounded() == n && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .number(let n): abs(n) < 1e15 ? Int64(exactly: n).map { String($0) } ?? String(n) : String(n)
         case .string(let s): "\"\(s)\""
         case .array: "an array"
         case .object: "an object"

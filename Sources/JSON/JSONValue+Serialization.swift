@@ -45,8 +45,8 @@ extension JSONValue {
             bytes.append(contentsOf: "null".utf8)
             return
         }
-        if value.rounded() == value, abs(value) < 9_007_199_254_740_992 {
-            bytes.append(contentsOf: String(Int64(value)).utf8)
+        if abs(value) < 9_007_199_254_740_992, let integer = Int64(exactly: value) {
+            bytes.append(contentsOf: String(integer).utf8)
         } else {
             bytes.append(contentsOf: value.description.utf8)
         }

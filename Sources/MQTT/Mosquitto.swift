@@ -54,8 +54,12 @@ final class Mosquitto {
     func setWill(_ will: MQTTMessage, version5: Bool) throws(MQTTError) {
         var properties = try version5 ? PropertyList(will.properties) : PropertyList()
         defer { properties.free() }
+        guard let length = Int32(exactly: will.payload.count) else {
+            throw MQTTError(.invalidArgument, "will payload of \(will.payload.count) bytes is longer than 2147483647")
+        }
         let rc = will.payload.withUnsafeBytes { bytes in
-            mosquitto_will_set_v5(raw, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain, properties.head)
+            mosquitto_will_set_v5(
+                raw, will.topic, length, bytes.baseAddress, Int32(will.qos.rawValue), will.retain, properties.head)
         }
         if rc == 0 { properties.head = nil }  // libmosquitto took ownership
         try Self.check(rc, "mosquitto_will_set_v5(\(will.topic))")
@@ -119,9 +123,12 @@ final class Mosquitto {
     /// before writing it, so a non-zero code with a non-zero id means "queued, not yet written".
     func publish(_ message: MQTTMessage, properties: OpaquePointer?) -> (mid: Int32, rc: Int32) {
         var mid: Int32 = 0
+        guard let length = Int32(exactly: message.payload.count) else {
+            return (0, Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue))
+        }
         let rc = message.payload.withUnsafeBytes { bytes in
             mosquitto_publish_v5(
-                raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, Int32(message.qos.rawValue),
+                raw, &mid, message.topic, length, bytes.baseAddress, Int32(message.qos.rawValue),
                 message.retain, properties)
         }
         return (mid, rc)

@@ -54,6 +54,8 @@ struct ScenarioTests {
         (#"{"devices": [{"address": "A4:C1:38:00:00:01", "adapter": "hci7"}]}"#, "devices[0].adapter: no adapter named \"hci7\""),
         (#"{"devices": [{"address": "A4:C1:38:00:00:01"}, {"address": "a4:c1:38:00:00:01"}]}"#, "devices[1].address: A4:C1:38:00:00:01 is used twice"),
         (#"{"devices": [}"#, "invalid JSON at byte 13"),
+        (#"{"seed": 9223372036854775808}"#, "seed: expected an integer from 0 to 9223372036854775807"),
+        (#"{"seed": 1e300}"#, "seed: expected an integer from 0 to 9223372036854775807"),
     ])
     func errorsNamePaths(json: String, message: String) {
         #expect {
@@ -98,6 +100,18 @@ struct ScenarioTests {
     ] as [(Double, NumberFormat, [UInt8])])
     func formats(value: Double, format: NumberFormat, bytes: [UInt8]) {
         #expect(format.encode(value) == bytes)
+    }
+
+    @Test("number formats and templates turn NaN and infinite values (a zero scale, runaway generators) into bytes instead of trapping")
+    func nonFiniteValues() throws {
+        #expect(NumberFormat(.u8, scale: 0).encode(0) == [0x00], "0 / 0 is NaN")
+        #expect(NumberFormat(.s16le, scale: 0).encode(-1) == [0x00, 0x80], "-1 / 0 clamps to the minimum")
+        #expect(NumberFormat(.u32le).encode(.infinity) == [0xFF, 0xFF, 0xFF, 0xFF])
+        let address = try #require(BluetoothAddress("A4:C1:38:D5:D4:98"))
+        for template in AdvertisementTemplate.allCases {
+            let values = Dictionary(uniqueKeysWithValues: template.defaults.map { ($0.name, Double.nan) })
+            #expect(template.encode(values, address: address).count == template.encode([:], address: address).count)
+        }
     }
 
     @Test("templates produce the documented byte layouts")

@@ -162,6 +162,20 @@ struct PeripheralTests {
         }
     }
 
+    @Test("a simulator burst at an infinite rate (a D-Bus double) sends everything at once instead of trapping")
+    func infiniteBurstRate() async throws {
+        try await CentralHarness.run(Scenarios.sensors(notifyEvery: "1h")) { harness in
+            let central = try await harness.central()
+            let (_, chars) = try await central.connectBattery(autoReconnect: false)
+            let level = try #require(chars[BluetoothUUID(0x2A19)])
+            let values = try await central.notifications(for: level, bufferingNewest: 1_000)
+            try await harness.sim.burst(address: "A4:C1:38:00:00:01", uuid: "2A19", count: 50, rate: .infinity)
+            let received = try await collect(values, count: 50, within: 20, "50 notifications")
+            #expect(received.count == 50)
+            await central.close()
+        }
+    }
+
     @Test("notifications via AcquireNotify when BlueZ offers it; a burst arrives complete and in order")
     func acquireNotify() async throws {
         try await CentralHarness.run(Scenarios.sensors(notifyEvery: "1h")) { harness in

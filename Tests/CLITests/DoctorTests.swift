@@ -95,6 +95,21 @@ struct DoctorTests {
         }
     }
 
+    @Test("a --timeout too long to count in milliseconds (1e300s) means no practical limit, not a crash")
+    func enormousTimeout() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let file = world.directory.appendingPathComponent("config.json")
+            let state = world.directory.appendingPathComponent("state").path
+            try Self.config(broker: broker.url, stateDirectory: state).write(to: file, atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+            let result = try await ChildProcess.run(
+                world.gattway, ["doctor", "--config", file.path, "--timeout", "1e300s"], environment: world.daemon.environment)
+            #expect(result.status == 0, "\(result.output)")
+            #expect(Self.line(result.output, "ok", "broker") != nil, "\(result.output)")
+        }
+    }
+
     @Test("role peripheral: its adapter's GATT and advertising managers are checked; no free advertising instance fails")
     func peripheralRole() async throws {
         let broker = try await MosquittoBroker()

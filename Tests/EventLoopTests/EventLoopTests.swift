@@ -103,6 +103,23 @@ struct EventLoopTests {
         #expect(fired.withLock { $0 } == ["10ms", "30ms"])
     }
 
+    @Test("a timer interval from outside that does not fit in nanoseconds (1e300 s, infinity) never fires; NaN or negative fires at once")
+    func outOfRangeTimerIntervals() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let fired = Shared<[String]>([])
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            loop.execute {
+                _ = loop.addTimer(after: 1e300) { fired.withLock { $0.append("1e300") } }
+                _ = loop.addTimer(after: .infinity) { fired.withLock { $0.append("infinity") } }
+                _ = loop.addTimer(after: .nan) { fired.withLock { $0.append("nan") } }
+                _ = loop.addTimer(after: -5) { fired.withLock { $0.append("negative") } }
+                _ = loop.addTimer(after: 0.05) { continuation.resume() }
+            }
+        }
+        #expect(fired.withLock { $0 }.sorted() == ["nan", "negative"])
+    }
+
     @Test("prepare hooks run before every poll")
     func prepareHooksRun() async throws {
         let loop = EventLoop()

@@ -118,6 +118,16 @@ struct StoreAndForwardTests {
         #expect(queue.count == 0 && queue.drops.expired == remaining)
     }
 
+    @Test("a max_age too long for milliseconds since 1970 (1e300 s, infinity) expires nothing instead of stopping the gateway",
+          arguments: [1e300, 1e17, Double.infinity])
+    func enormousMaxAge(maxAge: Double) throws {
+        let queue = try Self.queue(file: false, limits: .init(maxMessages: 10, maxBytes: 1 << 20, maxAge: maxAge))
+        for index in 0..<2 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
+        queue.dropExpired(now: Self.t0 + 86_400_000)
+        queue.dropExpired(now: .max)
+        #expect(queue.count == 2 && queue.drops.expired == 0)
+    }
+
     @Test("messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after",
           arguments: [false, true])
     func pinnedBatch(file: Bool) throws {

@@ -61,8 +61,42 @@ struct JSONTests {
         #expect(DurationText.seconds(text) == seconds)
     }
 
-    @Test("bad durations are rejected", arguments: ["", "ms", "-1s", "5x", "1e400s"])
+    @Test("bad durations are rejected", arguments: ["", "ms", "-1s", "5x", "1e400s", "1e306h", "1e308m"])
     func badDurations(text: String) {
         #expect(DurationText.seconds(text) == nil)
+    }
+
+    @Test("an integer just past Int.max is a reader error, not a trap", arguments: [
+        "9223372036854775808", "1e19", "-1e19", "1e300",
+    ])
+    func integerBeyondInt(text: String) throws {
+        let reader = try JSONReader.parse(Array("{\"seed\": \(text)}".utf8)).object().required("seed")
+        #expect(throws: JSONPathError.self) { try reader.integer(in: 0...Int.max) }
+        #expect(throws: JSONPathError.self) { try reader.integer(in: Int.min...Int.max) }
+    }
+
+    @Test("integers in range still read, including the largest exactly representable ones")
+    func integersInRange() throws {
+        let reader = try JSONReader.parse(Array("[0, 9007199254740992, -9223372036854775808, 2.5]".utf8)).array()
+        #expect(try reader[0].integer(in: 0...Int.max) == 0)
+        #expect(try reader[1].integer(in: 0...Int.max) == 9_007_199_254_740_992)
+        #expect(try reader[2].integer(in: Int.min...0) == Int.min)
+        #expect(throws: JSONPathError.self) { try reader[3].integer(in: 0...10) }
+    }
+
+    @Test("saturating conversion: toward zero in range, the nearest bound outside it, 0 for NaN")
+    func saturatingConversion() {
+        #expect(Int64(saturating: 2.9) == 2)
+        #expect(Int64(saturating: -2.9) == -2)
+        #expect(Int64(saturating: 1e19) == .max)
+        #expect(Int64(saturating: 9_223_372_036_854_775_808.0) == .max)
+        #expect(Int64(saturating: -1e300) == .min)
+        #expect(Int64(saturating: Double.infinity) == .max)
+        #expect(Int64(saturating: Double.nan) == 0)
+        #expect(UInt64(saturating: -1.0) == 0)
+        #expect(UInt64(saturating: 1e20) == .max)
+        #expect(Int16(saturating: 40_000.0) == .max)
+        #expect(UInt8(saturating: 255.9) == 255)
+        #expect(Int32(saturating: Float(-3e9)) == .min)
     }
 }

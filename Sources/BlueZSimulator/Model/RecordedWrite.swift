@@ -1,4 +1,5 @@
 import Bluetooth
+import JSON
 
 /// A write a simulated peripheral received (listed by the control interface's `RecordedWrites`).
 public struct RecordedWrite: Sendable, Equatable {
@@ -46,7 +47,7 @@ public struct SimulatorCounters: Sendable, Equatable {
             ("ConnectFailures", UInt64(connectFailures)), ("Disconnects", UInt64(disconnects)),
             ("Reads", UInt64(reads)), ("Writes", UInt64(writes)), ("Notifications", UInt64(notifications)),
             ("LastBurstCount", UInt64(lastBurstCount)),
-            ("LastBurstMicroseconds", UInt64(max(0, lastBurstSeconds * 1_000_000))),
+            ("LastBurstMicroseconds", UInt64(saturating: lastBurstSeconds * 1_000_000)),
         ]
     }
 }

@@ -1,4 +1,5 @@
 import Bluetooth
+import JSON
 
 /// Sensor advertisement formats the simulator can produce, so the demo and the tests show real,
 /// decodable sensors. Byte layouts follow shared formats (bthome.io v2, the ATC1441 and pvvx custom
@@ -52,7 +53,7 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
             values[name] ?? defaults.first { $0.name == name }?.value ?? 0
         }
         func int(_ v: Double, _ range: ClosedRange<Double>) -> Int64 {
-            Int64(min(max(v.rounded(), range.lowerBound), range.upperBound))
+            Int64(saturating: min(max(v.rounded(), range.lowerBound), range.upperBound))
         }
         func le(_ v: Int64, _ count: Int) -> [UInt8] {
             (0..<count).map { UInt8(truncatingIfNeeded: v >> (8 * Int64($0))) }

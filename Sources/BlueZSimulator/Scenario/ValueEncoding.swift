@@ -45,7 +45,7 @@ public struct NumberFormat: Sendable, Equatable {
             return (0..<4).map { UInt8(truncatingIfNeeded: bits >> (8 * $0)) }
         }
         let raw = min(max((value / scale).rounded(), layout.range.lowerBound), layout.range.upperBound)
-        let integer = UInt64(bitPattern: Int64(raw))
+        let integer = UInt64(bitPattern: Int64(saturating: raw))
         let count = layout.byteCount
         let littleEndian = (0..<count).map { UInt8(truncatingIfNeeded: integer >> (8 * UInt64($0))) }
         switch layout {

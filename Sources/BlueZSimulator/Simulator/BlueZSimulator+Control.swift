@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import JSON
 
 /// Errors of the control interface `io.gattway.Simulator1`.
 enum ControlError {
@@ -210,8 +211,9 @@ extension BlueZSimulator {
             }
             var due = burst.count - burst.sent
             if burst.rate > 0 {
-                let elapsed = Double(now - burst.started) / 1e9
-                due = min(due, Int(elapsed * burst.rate) + 1 - burst.sent)
+                // The rate comes over D-Bus: infinity (or 0 × infinity, NaN) means all at once.
+                let produced = Double(now - burst.started) / 1e9 * burst.rate
+                if produced < Double(burst.count) { due = min(due, Int(produced) + 1 - burst.sent) }
             }
             let batch = min(max(due, 0), 512)
             for _ in 0..<batch {

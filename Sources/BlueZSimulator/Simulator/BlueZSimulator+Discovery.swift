@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import JSON
 
 extension BlueZSimulator {
     // MARK: Adapter1 methods
@@ -110,7 +111,7 @@ extension BlueZSimulator {
         for path in deviceOrder {
             guard let device = devices[path], device.adapter === adapter, device.spec.interval > 0 else { continue }
             let unit = Double(device.rng.next() >> 11) / Double(1 << 53)
-            schedule.insert(path, at: now + UInt64(unit * device.spec.interval * 1e9))
+            schedule.insert(path, at: later(now, by: unit * device.spec.interval))
         }
         armSchedule()
     }
@@ -133,7 +134,7 @@ extension BlueZSimulator {
                 device.spec.interval > 0
             else { continue }
             if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
-            let next = max(deadline + UInt64(device.spec.interval * 1e9), now)
+            let next = max(later(deadline, by: device.spec.interval), now)
             schedule.insert(path, at: next)
         }
         armSchedule()
@@ -217,4 +218,11 @@ extension BlueZSimulator {
         if !on { releaseAdvertisements(adapter) }
         peripheralChanged(adapter)
     }
+}
+
+/// `seconds` after `instant` on the monotonic nanosecond clock. A scenario's interval may be any
+/// duration; one past the clock's range gives its end (that device never advertises again).
+private func later(_ instant: UInt64, by seconds: Double) -> UInt64 {
+    let (sum, overflow) = instant.addingReportingOverflow(UInt64(saturating: seconds * 1e9))
+    return overflow ? .max : sum
 }

@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import JSON
 import Retry
 
 /// One remote device's live state: advertising, the BlueZ-side cache, the link and its GATT
@@ -109,7 +110,7 @@ final class SimulatedDevice: @unchecked Sendable {
             var report = mirror.reports[mirror.next % mirror.reports.count]
             mirror.next &+= 1
             self.mirror = mirror
-            report.rssi = Int16(min(max(spec.rssi.rounded(), -127), 20))
+            report.rssi = Int16(saturating: min(max(spec.rssi.rounded(), -127), 20))
             return report
         }
         var rssi = spec.rssi
@@ -117,7 +118,7 @@ final class SimulatedDevice: @unchecked Sendable {
             let unit = Double(rng.next() >> 11) / Double(1 << 53)
             rssi += (unit * 2 - 1) * spec.rssiJitter
         }
-        let clamped = Int16(min(max(rssi.rounded(), -127), 20))
+        let clamped = Int16(saturating: min(max(rssi.rounded(), -127), 20))
         return AdvertisementReport(
             rssi: clamped, txPower: spec.txPower.map { Int16($0) }, name: spec.name, serviceUUIDs: spec.serviceUUIDs,
             manufacturerData: manufacturerData.indices.map { (manufacturerData[$0].0, manufacturerData[$0].1.next()) },

@@ -165,7 +165,7 @@ extension JSONValue {
         case .null: return Optional<Any>.none as Any
         case .bool(let flag): return flag
         case .number(let number):
-            if number.rounded() == number, abs(number) < 9e15 { return Int(number) }
+            if abs(number) < 9e15, let integer = Int(exactly: number) { return integer }
             return number
         case .string(let text): return text
         case .array(let items): return items.map(\.foundationObject)

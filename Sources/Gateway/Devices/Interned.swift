@@ -18,8 +18,7 @@ struct Interned<Value: Hashable & Sendable>: Sendable {
     /// The index of `value`, stored if new; nil when the table is full.
     mutating func index(of value: Value) -> UInt16? {
         if let index = indexes[value] { return index }
-        guard values.count < capacity else { return nil }
-        let index = UInt16(values.count)
+        guard values.count < capacity, let index = UInt16(exactly: values.count) else { return nil }
         values.append(value)
         indexes[value] = index
         return index

@@ -243,9 +243,9 @@ extension ValueEncoding {
     /// The values the encoding can carry (for HA `number` min/max).
     var numericRange: ClosedRange<Double> {
         guard let layout = integerLayout else { return -1_000_000...1_000_000 }
-        let bits = Double(layout.size * 8)
+        let bits = layout.size * 8
         return layout.signed ? -pow2d(bits - 1)...(pow2d(bits - 1) - 1) : 0...(pow2d(bits) - 1)
     }
 }
 
-private func pow2d(_ exponent: Double) -> Double { Double(sign: .plus, exponent: Int(exponent), significand: 1) }
+private func pow2d(_ exponent: Int) -> Double { Double(sign: .plus, exponent: exponent, significand: 1) }

@@ -40,9 +40,9 @@ struct PeripheralState {
         for (index, entry) in advertising.serviceData.enumerated() {
             content.serviceData[entry.uuid] = data[.service(index)] ?? entry.data.initialValue
         }
-        content.txPower = advertising.txPower.map { Int8($0) }
+        content.txPower = advertising.txPower.flatMap { Int8(exactly: $0) }
         return PeripheralAdvertisement(connectable: advertising.connectable, data: content,
-                                       appearance: advertising.appearance.map { UInt16($0) })
+                                       appearance: advertising.appearance.flatMap { UInt16(exactly: $0) })
     }
 }
 

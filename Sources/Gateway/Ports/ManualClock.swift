@@ -1,3 +1,4 @@
+import JSON
 import Synchronization
 
 /// A clock that moves only when told to: ``advance(by:)`` sets the time and resumes every
@@ -22,13 +23,13 @@ public final class ManualClock: GatewayClock {
     /// Starts at monotonic time `start` and wall time `wallMilliseconds` (default
     /// 2026-11-30T17:00:00.000Z).
     public init(start: Double = 0, wallMilliseconds: Int64 = 1_796_058_000_000) {
-        state = Mutex(State(now: start, wallOrigin: wallMilliseconds - Int64(start * 1000)))
+        state = Mutex(State(now: start, wallOrigin: wallMilliseconds - Int64(saturating: start * 1000)))
     }
 
     public func now() -> Double { state.withLock { $0.now } }
 
     public func wallMilliseconds() -> Int64 {
-        state.withLock { $0.wallOrigin + Int64(($0.now * 1000).rounded()) }
+        state.withLock { $0.wallOrigin + Int64(saturating: ($0.now * 1000).rounded()) }
     }
 
     /// Number of tasks sleeping on this clock (tests wait for a timer to be armed).

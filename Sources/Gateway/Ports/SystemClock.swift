@@ -1,3 +1,4 @@
+import JSON
 import LocalSystem
 
 /// The real clock: `ContinuousClock` for monotonic time, `WallClock` (CLOCK_REALTIME) for wall time.
@@ -17,6 +18,6 @@ public struct SystemClock: GatewayClock {
 
     public func sleep(until deadline: Double) async throws {
         let delay = deadline - now()
-        if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
+        if delay > 0 { try await Task.sleep(for: .nanoseconds(Int64(saturating: delay * 1e9))) }
     }
 }

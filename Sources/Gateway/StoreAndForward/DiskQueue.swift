@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import JSON
 import LocalSystem
 
 /// The store-and-forward queue: a bounded FIFO of outgoing messages in a crash-safe append-only
@@ -199,7 +200,9 @@ public final class DiskQueue {
 
     /// Drops messages older than `maxAge` (by capture time) at wall time `now` (ms since 1970).
     public func dropExpired(now: Int64) {
-        let oldest = now - Int64(limits.maxAge * 1000)
+        // max_age may be any positive duration; one reaching before Int64.min milliseconds expires nothing.
+        let (oldest, overflow) = now.subtractingReportingOverflow(Int64(saturating: limits.maxAge * 1000))
+        if overflow { return }
         var dropped = false
         while pinned == 0, let first = entries.first, first.capturedAt < oldest {
             dropFirst()
@@ -440,7 +443,9 @@ public final class DiskQueue {
             let header = offset - windowOffset
             let length = Int(Self.u32(window[...], header))
             let checksum = Self.u32(window[...], header + 4)
-            guard length > 0, length <= size - offset - 8, load(8 + length) else { break }
+            guard length > 0, length <= size - offset - 8, length <= Int(UInt32.max) - 8, load(8 + length) else {
+                break
+            }
             let start = offset - windowOffset + 8
             let body = window[start..<(start + length)]
             guard CRC32.checksum(body) == checksum else { break }
@@ -448,7 +453,7 @@ public final class DiskQueue {
                 removedBelow = max(removedBelow, Self.u64(body, body.startIndex + 1))
             } else if body.first == 1, let layout = Layout(body) {
                 entries.append(Entry(sequence: layout.sequence, capturedAt: layout.capturedAt, offset: offset,
-                                     length: UInt32(8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
+                                     length: UInt32(truncatingIfNeeded: 8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
                 lastSequence = layout.sequence
             } else {
                 break

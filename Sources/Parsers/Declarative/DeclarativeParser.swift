@@ -156,8 +156,8 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
             case .u16be, .u24be, .u32be: raw = Double(try reader.uintBE(field.type.size))
             case .s8, .s16le, .s24le, .s32le: raw = Double(try reader.intLE(field.type.size))
             case .s16be, .s24be, .s32be: raw = Double(try reader.intBE(field.type.size))
-            case .float32le: raw = Double(Float(bitPattern: UInt32(try reader.uintLE(4))))
-            case .float32be: raw = Double(Float(bitPattern: UInt32(try reader.uintBE(4))))
+            case .float32le: raw = Double(Float(bitPattern: UInt32(truncatingIfNeeded: try reader.uintLE(4))))
+            case .float32be: raw = Double(Float(bitPattern: UInt32(truncatingIfNeeded: try reader.uintBE(4))))
             case .sfloat, .float:
                 let medical = field.type == .sfloat ? try reader.sfloat() : try reader.medfloat()
                 guard case .number(let number) = medical else {

@@ -38,7 +38,7 @@ struct CentralSession {
         let scan = try await central.scan()
         defer { withExtendedLifetime(scan) {} }
         do {
-            return try await central.connect(Peripheral(address: address), timeout: .seconds(timeout), autoReconnect: false)
+            return try await central.connect(Peripheral(address: address), timeout: .nanoseconds(Int64(saturating: timeout * 1e9)), autoReconnect: false)
         } catch {
             throw CLIError.failure("\(error)")
         }

@@ -1,5 +1,6 @@
 import EventLoop
 import Gateway
+import JSON
 import LocalSystem
 
 /// `gattway doctor`: checks everything `gattway run` needs and says what to do about each problem.
@@ -57,7 +58,7 @@ struct DoctorCommand: Command {
 
         let loop = EventLoop(name: "gattway-doctor")
         defer { loop.shutdown() }
-        let limit = Duration.milliseconds(Int64(timeout * 1000))
+        let limit = Duration.milliseconds(Int64(saturating: timeout * 1000))
         let adapter = config?.bluetooth.adapter ?? BluetoothSettings().adapter
         var bluez = BlueZDiagnosis(adapter: adapter, timeout: limit, loop: loop)
         if let config, config.role.includesPeripheral {

@@ -55,7 +55,7 @@ struct NotifyCommand: Command {
             }
             let stopper = Task {
                 if let duration = self.duration {
-                    try? await Task.sleep(for: .seconds(duration))
+                    try? await Task.sleep(for: .nanoseconds(Int64(saturating: duration * 1e9)))
                 } else {
                     _ = await SignalSources.waitForTermination()
                 }

@@ -117,7 +117,7 @@ struct PeripheralSession {
             for await event in events { await body(event) }
         }
         if let duration {
-            try? await Task.sleep(for: .seconds(duration))
+            try? await Task.sleep(for: .nanoseconds(Int64(saturating: duration * 1e9)))
         } else {
             _ = await SignalSources.waitForTermination()
         }

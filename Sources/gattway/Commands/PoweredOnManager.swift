@@ -1,5 +1,6 @@
 import BlueZ
 import EventLoop
+import JSON
 
 /// What the ad-hoc commands need of a BlueZ manager (the central's and the peripheral's alike)
 /// to start one and wait for its adapter.
@@ -21,7 +22,7 @@ func startPoweredOn<Manager: PoweredOnManager>(
     do {
         let manager = try await start(loop)
         do {
-            try await manager.waitUntilPoweredOn(timeout: .seconds(timeout))
+            try await manager.waitUntilPoweredOn(timeout: .nanoseconds(Int64(saturating: timeout * 1e9)))
         } catch {
             let state = await manager.state
             await manager.close()

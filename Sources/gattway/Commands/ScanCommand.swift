@@ -81,7 +81,7 @@ struct ScanCommand: Command {
             }
         }
         if let duration {
-            try? await Task.sleep(for: .seconds(duration))
+            try? await Task.sleep(for: .nanoseconds(Int64(saturating: duration * 1e9)))
         } else {
             _ = await SignalSources.waitForTermination()
         }

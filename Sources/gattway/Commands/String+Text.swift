@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import JSON
 
 /// Text helpers the CLI used to take from Foundation (`trimmingCharacters`, `padding`,
 /// `String(format:)`, `FileHandle.standardError`), so the executable links no Foundation at all
@@ -20,7 +21,7 @@ extension StringProtocol {
 extension String {
     /// `value` with exactly one digit after the point (`%.1f`).
     init(oneDecimal value: Double) {
-        let tenths = Int((value * 10).rounded())
+        let tenths = Int(saturating: (value * 10).rounded())
         self = "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
     }
 

@@ -54,7 +54,11 @@ struct DemoPrinter {
         guard printed[topic] != text else { return nil }
         printed[topic] = text
         var rssi = ""
-        if case .number(let value)? = JSONValue.object(members)["rssi"] { rssi = "  (rssi \(Int(value)) dBm)" }
+        if case .number(let value)? = JSONValue.object(members)["rssi"],
+            let dBm = Int(exactly: value.rounded(.towardZero))
+        {
+            rssi = "  (rssi \(dBm) dBm)"
+        }
         return "\(Self.time())  \(Self.padded(device, 15)) \(text)\(rssi)"
     }
 

@@ -76,7 +76,7 @@ actor DemoSession {
         say("readings (device, attribute value unit):")
         try await roundTrip(gateway: gateway)
         if let duration {
-            let left = started + .seconds(duration) - ContinuousClock.now
+            let left = started + .nanoseconds(Int64(saturating: duration * 1e9)) - ContinuousClock.now
             if left > .zero { try await Task.sleep(for: left) }
         } else {
             while true { try await Task.sleep(nanoseconds: 3_600_000_000_000) }

@@ -1,6 +1,7 @@
 import BlueZ
 import Bluetooth
 import Gateway
+import JSON
 
 /// The gateway's ``BLEPort`` over the BlueZ ``CentralManager``.
 ///
@@ -35,7 +36,8 @@ struct CentralBLEPort: BLEPort {
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
         do {
             let peripheral = await central.peripheral(address)
-            try await central.connect(peripheral, timeout: .milliseconds(Int64(timeout * 1000)), autoReconnect: false)
+            let limit = Duration.milliseconds(Int64(saturating: timeout * 1000))
+            try await central.connect(peripheral, timeout: limit, autoReconnect: false)
             _ = try await central.discoverServices(nil, for: peripheral)
         } catch {
             throw Self.portError(error)

@@ -4,6 +4,7 @@ import Glibc
 import BlueZ
 import EventLoop
 import Gateway
+import JSON
 import LocalSystem
 import MQTT
 
@@ -105,7 +106,9 @@ struct RunCommand: Command {
             return .failure
         }
         // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
-        if config.health.enabled { await central.startPinging(every: .milliseconds(Int64(config.health.interval * 1000))) }
+        if config.health.enabled {
+            await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
+        }
         // The peripheral role's manager, on its own adapter when `peripheral.adapter` names one.
         let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
         var peripheral: PeripheralManager?
@@ -200,7 +203,7 @@ struct RunCommand: Command {
     static func mqttConfiguration(_ config: GatewayConfig) throws -> MQTTConfiguration {
         let settings = config.mqtt
         var configuration = try MQTTConfiguration(url: settings.server, clientID: settings.clientID)
-        configuration.keepAlive = Int(settings.keepalive.rounded())
+        configuration.keepAlive = Int(saturating: settings.keepalive.rounded())
         configuration.maxQueued = settings.maxQueued
         configuration.protocolVersion = settings.protocolVersion == 5 ? .v5 : .v311
         if configuration.protocolVersion == .v5 { configuration.maximumPacketSize = Self.maximumInboundPacket }
@@ -222,7 +225,7 @@ struct RunCommand: Command {
         guard let interval = SystemdNotifier.watchdogInterval() else { return nil }
         return Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(Int64(interval * 500)))
+                try? await Task.sleep(for: .milliseconds(Int64(saturating: interval * 500)))
                 _ = try? await loop.submit { notifier.notify("WATCHDOG=1") }
             }
         }

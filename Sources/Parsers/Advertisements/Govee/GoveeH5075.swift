@@ -14,7 +14,7 @@ public struct GoveeH5075: AdvertisementParser {
         guard payload.count == 6 || (payload.count > 6 && payload[6] == 0x4C), payload.first == 0,
               !GoveeH5074.namesLittleEndianLayout(context) else { return nil }
         var reader = ByteReader(payload, from: 1, what: "Govee H5075")
-        let packed = UInt32(try reader.uintBE(3))
+        let packed = UInt32(truncatingIfNeeded: try reader.uintBE(3))
         var readings: [Reading] = []
         readings.reserveCapacity(3)
         goveePacked(packed, into: &readings)

@@ -28,7 +28,7 @@ public struct GoveeH5101: AdvertisementParser {
         }
         // A remote-probe frame of the H5178 (`01 01 01 …` with 9 bytes) is a different layout.
         guard payload.count < 9 || payload.count > 9 else { return nil }
-        goveePacked(UInt32(try reader.uintBE(3)), into: &readings)
+        goveePacked(UInt32(truncatingIfNeeded: try reader.uintBE(3)), into: &readings)
         if goveeBattery(try reader.u8(), into: &readings) {
             readings[0].value = .null
             readings[1].value = .null
