@@ -133,3 +133,27 @@ func waitUntil(_ condition: () -> Bool) async throws {
     for _ in 0..<5000 where !condition() { try await Task.sleep(for: .milliseconds(1)) }
     #expect(condition())
 }
+
+@Suite("Hostile input: advertisements that must not flood the journal")
+struct ParseWarningTests {
+    @Test("garbage from 200 rotating addresses: every payload counted, at most 20 warnings at once, then the held-back count")
+    func rotatingGarbage() async throws {
+        let capture = LogCapture()
+        let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#, logger: capture.logger)
+        try await harness.start()
+        // BTHome service data with a version byte that is not v2: a parse error for every frame.
+        for device in 0..<200 {
+            let address = BluetoothAddress(rawValue: 0xC0_00_00_00_00_00 + UInt64(device))
+            await harness.gateway.handle(bthome(address, payload: [0xE0]))
+        }
+        #expect(await harness.gateway.counters.parseErrors == 200)
+        var warnings = capture.all.filter { $0.contains("not decoded") }
+        #expect(warnings.count == 20, "\(warnings.count) warnings")
+        // Three seconds later one more line may go out, and it says how many were held back.
+        await harness.advance(3)
+        await harness.gateway.handle(bthome(BluetoothAddress(rawValue: 0xC1_00_00_00_00_00), payload: [0xE0]))
+        warnings = capture.all.filter { $0.contains("not decoded") }
+        #expect(warnings.count == 21)
+        #expect(warnings.last?.contains("and 180 more payloads not decoded and not logged") == true, "\(warnings.last ?? "")")
+    }
+}

@@ -119,11 +119,17 @@ extension Gateway {
     func parseFailed(_ index: Int, _ what: String, _ error: ParseError) {
         counters.parseErrors += 1
         let message = "\(devices[index].name): \(what) not decoded: \(error)"
-        // Log each distinct failure once in a row, so a device sending garbage does not flood the journal.
-        if devices[index].lastError != message {
-            devices[index].lastError = message
-            log(.warning, message)
+        // Log each distinct failure once in a row, so a device sending garbage does not flood the
+        // journal, and all devices together within ``parseWarnings``.
+        guard devices[index].lastError != message else { return }
+        devices[index].lastError = message
+        guard parseWarnings.take(now: clock.now()) else {
+            parseWarningsHeld += 1
+            return
         }
+        let held = parseWarningsHeld
+        parseWarningsHeld = 0
+        log(.warning, held == 0 ? message : message + " (and \(held) more payloads not decoded and not logged since the last such line)")
     }
 
     /// A characteristic value from a notification or read: decode with the configured parser

@@ -64,6 +64,12 @@ public actor Gateway {
     /// The service UUID lists devices advertised, each kept once.
     var serviceLists = ServiceLists()
 
+    /// Warnings about undecodable payloads: 20 at once, then one per 3 s, so garbage from many
+    /// devices (rotating addresses) cannot flood the journal; what is held back is counted in
+    /// the next line and in `parse_errors`.
+    var parseWarnings = TokenBucket(capacity: 20, interval: 3, now: 0)
+    var parseWarningsHeld = 0
+
     /// What the gateway did so far.
     public internal(set) var counters = GatewayCounters()
 
