@@ -33,7 +33,7 @@ struct HealthTests {
             for counter in ["advertisements", "notifications", "decoded", "published"] {
                 #expect((number(health[counter]) ?? 0) > 0, "\(counter) in \(received.text)")
             }
-            for reason in ["filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "mqtt_queue_full",
+            for reason in ["filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "response_topic", "mqtt_queue_full",
                            "mqtt_inbound_full", "parse_error",
                            "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected"] {
                 #expect(number(health["dropped"]?[reason]) != nil, "dropped.\(reason) in \(received.text)")

@@ -57,6 +57,27 @@ struct HostileInputTests {
         #expect(live.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
     }
 
+    @Test("an MQTT 5 response topic the gateway must not publish on (its own state and bridge topics, discovery, wildcards) is replaced by the default",
+          arguments: ["gattway/lamp", "gattway/bridge/state", "homeassistant/switch/gattway_lamp/config", "homeassistant", "a/+/b", "$SYS/x", ""])
+    func refusedResponseTopic(_ topic: String) async throws {
+        let harness = try await harness(CommandTests.config.replacingOccurrences(of: #"{"commands""#, with: #"{"homeassistant": {"enabled": true}, "commands""#))
+        let responses = await harness.command("gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "gattway/lamp/response",
+                                              mqtt5ResponseTopic: topic)
+        #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
+        #expect(!harness.mqtt.messages(on: topic).contains { json($0.payloadText)?["status"] != nil }, "no response on \(topic)")
+        #expect(await harness.gateway.counters.dropped.responseTopic == 1)
+    }
+
+    @Test("a response topic of the requester's own is used")
+    func ownResponseTopic() async throws {
+        let harness = try await harness()
+        let responses = await harness.command("gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "replies/phone-1",
+                                              mqtt5ResponseTopic: "replies/phone-1")
+        #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
+        #expect(harness.mqtt.messages(on: "gattway/lamp/response").isEmpty)
+        #expect(await harness.gateway.counters.dropped.responseTopic == 0)
+    }
+
     /// Advertisement-only sensors registered before the lamp sit at lower positions of the
     /// registry; forgetting them while the lamp's command waits for its connection moves the
     /// lamp. The write must still go to the lamp, and only to it.

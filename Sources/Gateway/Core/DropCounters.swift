@@ -10,6 +10,8 @@ public struct DropCounters: Sendable, Equatable {
     public var registryFull = 0
     /// Commands published with the retain flag, answered and not run.
     public var retainedCommand = 0
+    /// MQTT 5 response topics refused (answered on the default response topic instead).
+    public var responseTopic = 0
 
     public init() {}
 }

@@ -18,7 +18,7 @@ extension Gateway {
         if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
         counters.commands += 1
         let now = clock.now()
-        var reply = CommandReply(topic: message.responseTopic ?? "\(base)/\(levels[0])/response",
+        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
                                  correlationData: message.correlationData)
         guard let index = device(named: levels[0]) else {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: config.commands.maxPayloadBytes)
@@ -64,9 +64,30 @@ extension Gateway {
         counters.commands += 1
         counters.dropped.retainedCommand += 1
         log(.warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
-        var reply = CommandReply(topic: message.responseTopic ?? defaultTopic, correlationData: message.correlationData)
+        var reply = CommandReply(topic: responseTopic(message, default: defaultTopic), correlationData: message.correlationData)
         reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: config.commands.maxPayloadBytes)
         respond(reply, .error, "retained command not executed")
+    }
+
+    /// Where a command's response goes: the MQTT 5 response topic when it is one the gateway may
+    /// publish a response on, else `fallback`. A response topic is the requester's choice, and the
+    /// gateway publishes with its own rights, so one under the base topic (other than a
+    /// `…/response` topic) or the Home Assistant discovery prefix would let a client that may only
+    /// send commands overwrite device states or discovery configs; wildcards and `$` topics are
+    /// not publishable at all.
+    func responseTopic(_ message: MQTTInboundMessage, default fallback: String) -> String {
+        guard let topic = message.responseTopic else { return fallback }
+        let reserved = topic.hasPrefix(base + "/") && !topic.hasSuffix("/response") && !topic.hasPrefix(base + "/bridge/response/")
+        let discovery = config.homeAssistant.enabled && (topic == config.homeAssistant.discoveryPrefix
+            || topic.hasPrefix(config.homeAssistant.discoveryPrefix + "/"))
+        guard !topic.isEmpty, topic.utf8.count <= 1024, !topic.hasPrefix("$"), !topic.contains("+"), !topic.contains("#"),
+            !topic.utf8.contains(0), !reserved, !discovery
+        else {
+            counters.dropped.responseTopic += 1
+            log(.info, "\(message.topic): response topic \"\(topic.prefix(120))\" refused; answering on \(fallback)")
+            return fallback
+        }
+        return topic
     }
 
     /// Queues a validated job, or answers `expired` / queue full right away.
@@ -259,7 +280,8 @@ extension Gateway {
     func bridgeRequest(_ verb: String, _ message: MQTTInboundMessage) {
         counters.commands += 1
         let now = clock.now()
-        var reply = CommandReply(topic: message.responseTopic ?? "\(base)/bridge/response/\(verb)", correlationData: message.correlationData)
+        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/bridge/response/\(verb)"),
+                                 correlationData: message.correlationData)
         guard message.payload.count <= config.commands.maxPayloadBytes else {
             return respond(reply, .error, "payload of \(message.payload.count) bytes exceeds the limit of \(config.commands.maxPayloadBytes)")
         }

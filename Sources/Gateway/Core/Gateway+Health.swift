@@ -50,6 +50,7 @@ extension Gateway {
                 ("rate_limited", number(counters.dropped.rateLimited)),
                 ("registry_full", number(counters.dropped.registryFull)),
                 ("retained_command", number(counters.dropped.retainedCommand)),
+                ("response_topic", number(counters.dropped.responseTopic)),
                 ("mqtt_queue_full", number(mqtt.queueFullDrops)),
                 ("mqtt_inbound_full", number(mqtt.inboundDrops)),
                 ("parse_error", number(counters.parseErrors)),
