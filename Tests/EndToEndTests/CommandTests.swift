@@ -72,44 +72,49 @@ struct CommandTests {
         try await EndToEnd.run(config: DemoWorldConfig.text, broker: StoreAndForwardTests.persistentBroker) { e2e in
             let messages = e2e.messages
             try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
-            let refused: @Sendable (MessageRecorder.Received) -> Bool = {
-                $0.string("status") == "error" && $0.string("error") == "retained command not executed"
+            // Responses through a persistent session (QoS 1, kept by the broker across its
+            // restart), so none is missed while this client reconnects after the broker.
+            try await StoreAndForwardTests.withSubscriber(e2e, filter: "gattway/lamp/response") { responses in
+                let refused: @Sendable (MessageRecorder.Received) -> Bool = {
+                    $0.string("status") == "error" && $0.string("error") == "retained command not executed"
+                }
+                /// The next response to the retained command (transaction r1), which must be a refusal.
+                func expectRefusal(after mark: Int, _ when: String) async throws {
+                    let response = try await responses.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "r1" }
+                    #expect(refused(response), "\(when): \(response.text)")
+                }
+                var mark = responses.count
+                try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: #"{"light": "ON", "transaction": "r1"}"#,
+                                                           retain: true))
+                try await expectRefusal(after: mark, "live")
+
+                // The broker restarts (gracefully, keeping its retained messages): the gateway
+                // subscribes again and is handed the command again.
+                mark = responses.count
+                e2e.broker.stop()
+                try await e2e.broker.start()
+                try await expectRefusal(after: mark, "after the broker restart")
+
+                // A new gateway process finds it at its start.
+                e2e.gateway.stop(grace: 5)
+                mark = responses.count
+                let started = messages.count
+                let second = try e2e.startGateway()
+                defer { second.stop(grace: 5) }
+                try await expectRefusal(after: mark, "at the gateway's start")
+                try await messages.next(on: "gattway/lamp/availability", after: started) { $0.text == #"{"state":"online"}"# }
+                #expect(await Self.lampWrites(e2e).isEmpty, "a retained command reached the lamp")
+                #expect(responses.messages(on: "gattway/lamp/response").filter { refused($0) }.count == 3,
+                        "one response each time the broker handed it out")
+
+                // Cleared (an empty retained payload, itself refused and counted), a live command works.
+                try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: "", retain: true))
+                mark = responses.count
+                try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "live"}"#)
+                let live = try await responses.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "live" }
+                #expect(live.string("status") == "ok", "\(live.text)")
+                #expect(await Self.lampWrites(e2e).map(\.value) == [[0x01]])
             }
-            /// The next response to the retained command (transaction r1), which must be a refusal.
-            func expectRefusal(after mark: Int, _ when: String) async throws {
-                let response = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "r1" }
-                #expect(refused(response), "\(when): \(response.text)")
-            }
-            var mark = messages.count
-            try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: #"{"light": "ON", "transaction": "r1"}"#,
-                                                       retain: true))
-            try await expectRefusal(after: mark, "live")
-
-            // The broker restarts (gracefully, keeping its retained messages): the gateway
-            // subscribes again and is handed the command again.
-            mark = messages.count
-            e2e.broker.stop()
-            try await e2e.broker.start()
-            try await expectRefusal(after: mark, "after the broker restart")
-
-            // A new gateway process finds it at its start.
-            e2e.gateway.stop(grace: 5)
-            mark = messages.count
-            let second = try e2e.startGateway()
-            defer { second.stop(grace: 5) }
-            try await expectRefusal(after: mark, "at the gateway's start")
-            try await messages.next(on: "gattway/lamp/availability", after: mark) { $0.text == #"{"state":"online"}"# }
-            #expect(await Self.lampWrites(e2e).isEmpty, "a retained command reached the lamp")
-            #expect(messages.messages(on: "gattway/lamp/response").filter { refused($0) }.count == 3,
-                    "one response each time the broker handed it out")
-
-            // Cleared (an empty retained payload, itself refused and counted), a live command works.
-            try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: "", retain: true))
-            mark = messages.count
-            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "live"}"#)
-            let live = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "live" }
-            #expect(live.string("status") == "ok", "\(live.text)")
-            #expect(await Self.lampWrites(e2e).map(\.value) == [[0x01]])
         }
     }
 

@@ -247,7 +247,7 @@ struct StoreAndForwardTests {
 
     /// A user's client: persistent session (fixed id, clean start off, session never expires),
     /// QoS 1 subscription to the battery sensor's state, reconnecting quickly.
-    static func withSubscriber(_ e2e: EndToEnd, _ body: (MessageRecorder) async throws -> Void) async throws {
+    static func withSubscriber(_ e2e: EndToEnd, filter: String = topic, _ body: (MessageRecorder) async throws -> Void) async throws {
         var configuration = try MQTTConfiguration(url: e2e.broker.url, clientID: "e2e-sf-\(UUID().uuidString.prefix(8))")
         configuration.cleanSession = false
         configuration.sessionExpiryInterval = UInt32.max
@@ -255,7 +255,7 @@ struct StoreAndForwardTests {
         let client = try MQTTClient(configuration: configuration, loop: e2e.loop)
         try await client.connect()
         let recorder = MessageRecorder()
-        let subscription = try await client.subscribe(to: MQTTTopicFilter(topic), qos: .atLeastOnce)
+        let subscription = try await client.subscribe(to: MQTTTopicFilter(filter), qos: .atLeastOnce)
         let recording = Task { for await message in subscription { recorder.record(message) } }
         defer { recording.cancel() }
         do {
