@@ -3,6 +3,9 @@
 public enum FuzzTargets {
     public static let all: [FuzzTarget] = [
         advertisement,
+        // External input surfaces beyond the pure data (branch h-fuzzgw): the broker, the radio
+        // side, org.bluez over D-Bus.
+        mqttCommands,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
