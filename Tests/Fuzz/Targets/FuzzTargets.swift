@@ -6,6 +6,7 @@ public enum FuzzTargets {
         // External input surfaces beyond the pure data (branch h-fuzzgw): the broker, the radio
         // side, org.bluez over D-Bus.
         mqttCommands,
+        peripheralSources,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
