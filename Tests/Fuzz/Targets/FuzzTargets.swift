@@ -7,6 +7,7 @@ public enum FuzzTargets {
         // side, org.bluez over D-Bus.
         mqttCommands,
         peripheralSources,
+        bluezObjects,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
