@@ -8,6 +8,7 @@ public enum FuzzTargets {
         mqttCommands,
         peripheralSources,
         bluezObjects,
+        notifyDatagrams,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
