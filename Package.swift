@@ -78,7 +78,7 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),

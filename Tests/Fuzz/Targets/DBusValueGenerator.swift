@@ -5,17 +5,17 @@ import DBus
 /// properties, the value BlueZ sends (``property(_:_:)``) most of the time, any other type the
 /// rest. Strings and paths come from pools of what BlueZ sends and what it must not (addresses
 /// and UUIDs in other case or not at all, empty, very long), or from the input.
-enum DBusValueGenerator {
-    static let maxDepth = 4
+public enum DBusValueGenerator {
+    public static let maxDepth = 4
 
-    static let strings: [String] = [
+    public static let strings: [String] = [
         "AA:BB:CC:DD:EE:FF", "aa:bb:cc:dd:ee:ff", "A4:C1:38:00:00:10", "ZZ:ZZ:ZZ:ZZ:ZZ:ZZ", "AA:BB:CC:DD:EE", "",
         "0000180f-0000-1000-8000-00805f9b34fb", "180F", "fcd2", "0000FCD2-0000-1000-8000-00805F9B34FB", "not-a-uuid",
         "12345678-1234-5678-1234-56789abcdef0", "public", "random", "read", "notify", "write-without-response",
         "central", "peripheral", "org.bluez.Device1", "RSSI", String(repeating: "x", count: 300), "héllo\u{FFFE}",
     ]
 
-    static let paths: [String] = [
+    public static let paths: [String] = [
         "/", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci1", "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF",
         "/org/bluez/hci0/dev_A4_C1_38_00_00_10", "/org/bluez/hci0/dev_aa_bb_cc_dd_ee_ff", "/org/bluez/hci0/dev_ZZ",
         "/org/bluez/hci0/dev_", "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF_00", "/org/bluez/hci1/dev_11_22_33_44_55_66",
@@ -26,13 +26,13 @@ enum DBusValueGenerator {
         "/org/bluez/hci0" + String(repeating: "/d", count: 40),
     ]
 
-    static func string(_ input: inout FuzzInput) -> String {
+    public static func string(_ input: inout FuzzInput) -> String {
         let choice = input.index(strings.count + 1)
         return choice < strings.count ? strings[choice] : input.string(limit: 40)
     }
 
     /// A valid object path: from the pool, or the pool's entry with a level made of input bytes.
-    static func path(_ input: inout FuzzInput) -> DBusObjectPath {
+    public static func path(_ input: inout FuzzInput) -> DBusObjectPath {
         let choice = input.index(paths.count + 1)
         if choice < paths.count { return DBusObjectPath(rawValue: paths[choice]) ?? .root }
         let allowed = Array("ABCDEFabcdef0123456789_Zdev".utf8)
@@ -41,12 +41,12 @@ enum DBusValueGenerator {
         return DBusObjectPath(rawValue: text) ?? .root
     }
 
-    static func basicType(_ input: inout FuzzInput) -> DBusType {
+    public static func basicType(_ input: inout FuzzInput) -> DBusType {
         [.byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature][
             Int(input.byte() % 12)]
     }
 
-    static func type(_ input: inout FuzzInput, depth: Int) -> DBusType {
+    public static func type(_ input: inout FuzzInput, depth: Int) -> DBusType {
         let code = input.byte() % (depth >= maxDepth ? 12 : 17)
         switch code {
         case 12: return .variant
@@ -59,7 +59,7 @@ enum DBusValueGenerator {
     }
 
     /// How many elements a container gets: mostly a few, sometimes many (bytes: up to 70,000).
-    static func count(_ input: inout FuzzInput, bytes: Bool) -> Int {
+    public static func count(_ input: inout FuzzInput, bytes: Bool) -> Int {
         let choice = input.byte()
         switch choice {
         case 0xF0...0xF7: return bytes ? 300 : 40
@@ -69,7 +69,7 @@ enum DBusValueGenerator {
         }
     }
 
-    static func value(_ type: DBusType, _ input: inout FuzzInput, depth: Int) -> DBusValue {
+    public static func value(_ type: DBusType, _ input: inout FuzzInput, depth: Int) -> DBusValue {
         switch type {
         case .byte: return .byte(input.byte())
         case .boolean: return .boolean(input.bool())
@@ -106,12 +106,12 @@ enum DBusValueGenerator {
     }
 
     /// Any well-typed value.
-    static func any(_ input: inout FuzzInput, depth: Int = 0) -> DBusValue {
+    public static func any(_ input: inout FuzzInput, depth: Int = 0) -> DBusValue {
         value(type(&input, depth: depth), &input, depth: depth)
     }
 
     /// The types BlueZ gives its properties.
-    static let propertyTypes: [String: DBusType] = [
+    public static let propertyTypes: [String: DBusType] = [
         "Address": .string, "AddressType": .string, "Name": .string, "Alias": .string, "Connected": .boolean,
         "ServicesResolved": .boolean, "Paired": .boolean, "UUIDs": .array(.string),
         "ManufacturerData": .dictionary(key: .uint16, value: .variant), "ServiceData": .dictionary(key: .string, value: .variant),
@@ -121,7 +121,7 @@ enum DBusValueGenerator {
 
     /// A property's value inside its `a{sv}` variant: of BlueZ's type with fuzzed content, or
     /// of any type.
-    static func property(_ name: String, _ input: inout FuzzInput) -> DBusValue {
+    public static func property(_ name: String, _ input: inout FuzzInput) -> DBusValue {
         guard input.byte() % 4 != 0, let type = propertyTypes[name] else { return .variant(any(&input, depth: 1)) }
         switch name {
         case "ManufacturerData", "ServiceData":
@@ -139,15 +139,15 @@ enum DBusValueGenerator {
         }
     }
 
-    static let propertyNames: [String] = Array(propertyTypes.keys).sorted() + ["Icon", "Class", ""]
+    public static let propertyNames: [String] = Array(propertyTypes.keys).sorted() + ["Icon", "Class", ""]
 
-    static func propertyName(_ input: inout FuzzInput) -> String {
+    public static func propertyName(_ input: inout FuzzInput) -> String {
         let choice = input.index(propertyNames.count + 1)
         return choice < propertyNames.count ? propertyNames[choice] : input.string(limit: 20)
     }
 
     /// An `a{sv}` of properties.
-    static func properties(_ input: inout FuzzInput) -> DBusValue {
+    public static func properties(_ input: inout FuzzInput) -> DBusValue {
         let count = Int(input.byte() % 8)
         return .dictionary(key: .string, value: .variant, (0..<count).map { _ in
             let name = propertyName(&input)
@@ -155,18 +155,18 @@ enum DBusValueGenerator {
         })
     }
 
-    static let interfaces = [
+    public static let interfaces = [
         "org.bluez.Adapter1", "org.bluez.Device1", "org.bluez.GattService1", "org.bluez.GattCharacteristic1",
         "org.bluez.GattDescriptor1", "org.bluez.Battery1", "org.freedesktop.DBus.Properties",
     ]
 
-    static func interface(_ input: inout FuzzInput) -> String {
+    public static func interface(_ input: inout FuzzInput) -> String {
         let choice = input.index(interfaces.count + 1)
         return choice < interfaces.count ? interfaces[choice] : input.string(limit: 30)
     }
 
     /// The `a{sa{sv}}` of `InterfacesAdded` (sometimes any value).
-    static func interfaceMap(_ input: inout FuzzInput) -> DBusValue {
+    public static func interfaceMap(_ input: inout FuzzInput) -> DBusValue {
         if input.byte() % 10 == 0 { return any(&input, depth: 1) }
         let count = Int(input.byte() % 4)
         return .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), (0..<count).map { _ in
@@ -175,7 +175,7 @@ enum DBusValueGenerator {
     }
 
     /// The `a{oa{sa{sv}}}` of a `GetManagedObjects` reply (sometimes any value).
-    static func managedObjects(_ input: inout FuzzInput) -> DBusValue {
+    public static func managedObjects(_ input: inout FuzzInput) -> DBusValue {
         if input.byte() % 12 == 0 { return any(&input) }
         let count = Int(input.byte() % 6)
         return .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
