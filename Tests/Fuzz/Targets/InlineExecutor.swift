@@ -54,10 +54,18 @@ public enum InlineExecutor {
         case stuck
     }
 
+    /// One run at a time in the process (the queue and the hook are shared): a second thread
+    /// waits here (tests run fuzz targets in parallel).
+    private static let runLock = Mutex(())
+
     /// Runs `body` to completion, and the jobs left after it (tasks it cancelled unwinding).
     @discardableResult
     public static func run(_ body: @escaping @Sendable () async -> Void) -> Outcome {
         install()
+        return runLock.withLock { _ in runAlone(body) }
+    }
+
+    private static func runAlone(_ body: @escaping @Sendable () async -> Void) -> Outcome {
         precondition(capturing.load(ordering: .acquiring) == 0, "InlineExecutor.run is not reentrant")
         capturing.store(UInt(pthread_self()), ordering: .releasing)
         defer { capturing.store(0, ordering: .releasing) }

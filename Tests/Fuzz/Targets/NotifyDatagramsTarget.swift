@@ -32,6 +32,18 @@ enum NotifyDatagramsFuzz {
     /// One loop thread for every input (each input has its own sockets and channel).
     static let loop = EventLoop(name: "fuzz-notify")
 
+    /// Runs the consumer task's jobs on the loop thread: the fuzz callback blocks a thread of the
+    /// cooperative pool (in the tests, beside other blocking fuzz callbacks on a 2-core machine),
+    /// so a consumer on the pool could starve.
+    final class LoopTaskExecutor: TaskExecutor {
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+        }
+    }
+
+    static let onLoop = LoopTaskExecutor()
+
     /// What the loop thread and the consumer task hand back.
     final class Outcome: Sendable {
         struct State {
@@ -82,7 +94,7 @@ enum NotifyDatagramsFuzz {
         }
         while !opened.load(ordering: .acquiring) { usleep(20) }
         let capacity = NotifySocket.capacity(mtu: mtu)
-        let consumer = Task {
+        let consumer = Task(executorPreference: onLoop) {
             while let value = try? await channel.next() { outcome.state.withLock { $0.values.append(value) } }
             outcome.state.withLock { $0.consumerDone = true }
         }
