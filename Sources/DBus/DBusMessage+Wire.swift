@@ -23,7 +23,9 @@ extension DBusMessage {
         try LibDBus.check(dbus_message_marshal(message, &buffer, &length), "dbus_message_marshal")
         defer { dbus_free(buffer) }
         guard let buffer, length > 0 else { return [] }
-        return buffer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) { Array(UnsafeBufferPointer(start: $0, count: Int(length))) }
+        return buffer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) {
+            Array(UnsafeBufferPointer(start: $0, count: Int(length)))
+        }
     }
 
     /// A message in the D-Bus wire format: validated by libdbus (`dbus_message_demarshal`, as on
@@ -33,7 +35,9 @@ extension DBusMessage {
         guard bytes.count <= Int(Int32.max) else { throw DBusError(.invalidArgs, "message of \(bytes.count) bytes") }
         let message = try LibDBus.withError { error in
             bytes.withUnsafeBufferPointer { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { dbus_message_demarshal($0.baseAddress, Int32(buffer.count), error) }
+                buffer.withMemoryRebound(to: CChar.self) {
+                    dbus_message_demarshal($0.baseAddress, Int32(buffer.count), error)
+                }
             }
         }
         guard let message else { throw DBusError(.invalidArgs, "not a D-Bus message") }

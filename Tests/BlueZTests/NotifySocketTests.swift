@@ -1,4 +1,4 @@
-@testable import BlueZ
+import BlueZ
 import EventLoop
 import Glibc
 import Synchronization
@@ -26,9 +26,11 @@ struct NotifySocketTests {
         let received = Received()
         let (ours, peer) = (fds[0], fds[1])
         let socket = try await loop.submit {
-            UncheckedBox(NotifySocket(fd: ours, mtu: mtu, loop: loop,
-                                      onDatagram: { value in received.state.withLock { $0.values.append(value) } },
-                                      onClose: { received.state.withLock { $0.closes += 1 } }))
+            UncheckedBox(
+                NotifySocket(
+                    fd: ours, mtu: mtu, loop: loop,
+                    onDatagram: { value in received.state.withLock { $0.values.append(value) } },
+                    onClose: { received.state.withLock { $0.closes += 1 } }))
         }
         body(peer)
         for _ in 0..<2000 where received.values.count < count { try await Task.sleep(for: .milliseconds(1)) }
@@ -69,7 +71,9 @@ struct NotifySocketTests {
         #expect(drops == 1)
     }
 
-    @Test("the buffer size is bounded whatever MTU bluetoothd reports", arguments: [Int.max, Int.min, -1, 0, 23, 517, 65_535, 1 << 40])
+    @Test(
+        "the buffer size is bounded whatever MTU bluetoothd reports",
+        arguments: [Int.max, Int.min, -1, 0, 23, 517, 65_535, 1 << 40])
     func capacity(mtu: Int) {
         let capacity = NotifySocket.capacity(mtu: mtu)
         #expect(capacity >= 517 + 16)

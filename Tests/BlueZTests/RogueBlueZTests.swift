@@ -28,17 +28,25 @@ struct RogueBlueZTests {
 
     /// The adapter the central needs, and hostile objects around it.
     static func managedObjects(_ input: inout FuzzInput, hostile: Int = 40) -> DBusValue {
-        let adapter = DBusValue.dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
-            DBusDictionaryEntry(.string("org.bluez.Adapter1"), .variantDictionary([
-                ("Address", .string("00:11:22:33:44:55")), ("Powered", .boolean(true)), ("Roles", .strings(["central", "peripheral"])),
-            ])),
-        ])
+        let adapter = DBusValue.dictionary(
+            key: .string, value: .dictionary(key: .string, value: .variant),
+            [
+                DBusDictionaryEntry(
+                    .string("org.bluez.Adapter1"),
+                    .variantDictionary([
+                        ("Address", .string("00:11:22:33:44:55")), ("Powered", .boolean(true)),
+                        ("Roles", .strings(["central", "peripheral"])),
+                    ]))
+            ])
         var entries = [DBusDictionaryEntry(.objectPath(hci0), adapter)]
         for _ in 0..<hostile {
             // No second adapter: a powered one elsewhere (say at /org/bluez) is chosen instead of
             // hci0, rightly, and the devices of hci0 are then not this central's.
-            guard case .dictionary(let key, let type, let interfaces) = DBusValueGenerator.interfaceMap(&input) else { continue }
-            let value = DBusValue.dictionary(key: key, value: type, interfaces.filter { $0.key != .string("org.bluez.Adapter1") })
+            guard case .dictionary(let key, let type, let interfaces) = DBusValueGenerator.interfaceMap(&input) else {
+                continue
+            }
+            let value = DBusValue.dictionary(
+                key: key, value: type, interfaces.filter { $0.key != .string("org.bluez.Adapter1") })
             let path = hostilePath(&input)
             // Only what can be sent: the reply is one message, and one value the encoder refuses
             // (a NUL in a string) would make it an error reply.
@@ -55,7 +63,9 @@ struct RogueBlueZTests {
         return path == hci0 ? DBusObjectPath(rawValue: "/org/bluez/hci0/dev_00_00_00_00_00_00")! : path
     }
 
-    @Test("a central scanning through hundreds of hostile objects and signals stays responsive and reports a well-formed device", )
+    @Test(
+        "a central scanning through hundreds of hostile objects and signals stays responsive and reports a well-formed device",
+    )
     func hostileStream() async throws {
         let (objects, signals) = (40, 400)
         try await CentralHarness.run(nil) { harness in
@@ -64,29 +74,39 @@ struct RogueBlueZTests {
             var input = Self.input(seed: 0x6761_7474_7761_7921, bytes: 1 << 20)
             let reply = Self.managedObjects(&input, hostile: objects)
             let calls = Mutex(0)
-            try await rogue.export([
-                DBusInterface("org.freedesktop.DBus.ObjectManager", methods: [
-                    .immediate("GetManagedObjects", out: [Self.interfaceMapType.wrappedInManagedObjects]) { _ in [reply] },
-                ]),
-            ], at: .root, announce: false)
-            try await rogue.export([
-                DBusInterface("org.bluez.Adapter1", methods: [
-                    .immediate("SetDiscoveryFilter", in: [.dictionary(key: .string, value: .variant)]) { _ in
-                        calls.withLock { $0 += 1 }
-                        return []
-                    },
-                    .immediate("StartDiscovery") { _ in
-                        calls.withLock { $0 += 1 }
-                        return []
-                    },
-                    .immediate("StopDiscovery") { _ in [] },
-                ]),
-            ], at: Self.hci0, announce: false)
+            try await rogue.export(
+                [
+                    DBusInterface(
+                        "org.freedesktop.DBus.ObjectManager",
+                        methods: [
+                            .immediate("GetManagedObjects", out: [Self.interfaceMapType.wrappedInManagedObjects]) { _ in
+                                [reply]
+                            }
+                        ])
+                ], at: .root, announce: false)
+            try await rogue.export(
+                [
+                    DBusInterface(
+                        "org.bluez.Adapter1",
+                        methods: [
+                            .immediate("SetDiscoveryFilter", in: [.dictionary(key: .string, value: .variant)]) { _ in
+                                calls.withLock { $0 += 1 }
+                                return []
+                            },
+                            .immediate("StartDiscovery") { _ in
+                                calls.withLock { $0 += 1 }
+                                return []
+                            },
+                            .immediate("StopDiscovery") { _ in [] },
+                        ])
+                ], at: Self.hci0, announce: false)
             let central = try await harness.central()
             try await central.waitUntilPoweredOn()
             let results = try await central.scan(ScanOptions(allowDuplicates: true))
             let seen = Mutex<[BluetoothAddress]>([])
-            let scanning = Task { for await result in results { seen.withLock { $0.append(result.peripheral.address) } } }
+            let scanning = Task {
+                for await result in results { seen.withLock { $0.append(result.peripheral.address) } }
+            }
             var sent = 0
             var refused = 0
             for index in 0..<signals {
@@ -100,13 +120,17 @@ struct RogueBlueZTests {
                     arguments = [.objectPath(path), DBusValueGenerator.interfaceMap(&input)]
                 case 1:
                     (member, signalPath) = ("PropertiesChanged", path)
-                    arguments = [.string(DBusValueGenerator.interface(&input)), DBusValueGenerator.properties(&input),
-                                 .strings([DBusValueGenerator.propertyName(&input)])]
+                    arguments = [
+                        .string(DBusValueGenerator.interface(&input)), DBusValueGenerator.properties(&input),
+                        .strings([DBusValueGenerator.propertyName(&input)]),
+                    ]
                 default:
                     (member, signalPath) = ("InterfacesRemoved", .root)
                     arguments = [.objectPath(path), .strings([DBusValueGenerator.interface(&input)])]
                 }
-                let interface = member == "PropertiesChanged" ? "org.freedesktop.DBus.Properties" : "org.freedesktop.DBus.ObjectManager"
+                let interface =
+                    member == "PropertiesChanged"
+                    ? "org.freedesktop.DBus.Properties" : "org.freedesktop.DBus.ObjectManager"
                 do {
                     try await rogue.emit(path: signalPath, interface: interface, member: member, arguments: arguments)
                     sent += 1
@@ -117,17 +141,25 @@ struct RogueBlueZTests {
             }
             #expect(sent >= signals * 3 / 4, "\(sent) hostile signals sent, \(refused) refused by the encoder")
             // Then a well-formed device: the central must still see it.
-            try await rogue.emit(path: .root, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded", arguments: [
-                .objectPath(try Self.hci0.appending(Self.survivor.bluezPathComponent)),
-                .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
-                    DBusDictionaryEntry(.string("org.bluez.Device1"), .variantDictionary([
-                        ("Address", .string(Self.survivor.description)), ("AddressType", .string("public")),
-                        ("Name", .string("survivor")), ("RSSI", .int16(-50)),
-                    ])),
-                ]),
-            ])
+            try await rogue.emit(
+                path: .root, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded",
+                arguments: [
+                    .objectPath(try Self.hci0.appending(Self.survivor.bluezPathComponent)),
+                    .dictionary(
+                        key: .string, value: .dictionary(key: .string, value: .variant),
+                        [
+                            DBusDictionaryEntry(
+                                .string("org.bluez.Device1"),
+                                .variantDictionary([
+                                    ("Address", .string(Self.survivor.description)), ("AddressType", .string("public")),
+                                    ("Name", .string("survivor")), ("RSSI", .int16(-50)),
+                                ]))
+                        ]),
+                ])
             try await rogue.flush()
-            try await eventually("the well-formed device is reported", within: 10) { seen.withLock { $0.contains(Self.survivor) } }
+            try await eventually("the well-formed device is reported", within: 10) {
+                seen.withLock { $0.contains(Self.survivor) }
+            }
             #expect(await central.state == .poweredOn)
             #expect(calls.withLock { $0 } >= 1, "the central armed discovery on the rogue adapter")
             scanning.cancel()
@@ -140,4 +172,3 @@ extension DBusType {
     /// `a{o<self>}`: a `GetManagedObjects` reply whose values are `self`.
     fileprivate var wrappedInManagedObjects: DBusType { .dictionary(key: .objectPath, value: self) }
 }
-

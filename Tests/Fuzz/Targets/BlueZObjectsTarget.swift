@@ -10,7 +10,8 @@ extension FuzzTargets {
     /// path). See ``BlueZObjectsFuzz``.
     static let bluezObjects = FuzzTarget(
         name: "bluez-objects",
-        summary: "org.bluez object tree updates (GetManagedObjects, InterfacesAdded/Removed, PropertiesChanged) with hostile values",
+        summary:
+            "org.bluez object tree updates (GetManagedObjects, InterfacesAdded/Removed, PropertiesChanged) with hostile values",
         seeds: { BlueZObjectsFuzz.seeds },
         run: { BlueZObjectsFuzz.run($0) })
 }
@@ -79,7 +80,9 @@ enum BlueZObjectsFuzz {
             }
         }
 
-        mutating func change(_ path: DBusObjectPath, _ interface: String, _ changed: [String: DBusValue], _ invalidated: [String]) -> Bool {
+        mutating func change(
+            _ path: DBusObjectPath, _ interface: String, _ changed: [String: DBusValue], _ invalidated: [String]
+        ) -> Bool {
             if interface == BlueZObjectTree.device {
                 guard var device = devices[path] else { return false }
                 for (key, value) in changed where DeviceObject.keys.contains(key) { device[key] = value }
@@ -107,12 +110,18 @@ enum BlueZObjectsFuzz {
             case 0: arguments = [DBusValueGenerator.managedObjects(&input)]
             case 1: arguments = [.objectPath(DBusValueGenerator.path(&input)), DBusValueGenerator.interfaceMap(&input)]
             case 2:
-                let names = (0..<(input.byte() % 3 + 1)).map { _ in DBusValue.string(DBusValueGenerator.interface(&input)) }
+                let names = (0..<(input.byte() % 3 + 1)).map { _ in
+                    DBusValue.string(DBusValueGenerator.interface(&input))
+                }
                 arguments = [.objectPath(DBusValueGenerator.path(&input)), .array(.string, names)]
             default:
-                let invalidated = (0..<(input.byte() % 3)).map { _ in DBusValue.string(DBusValueGenerator.propertyName(&input)) }
-                arguments = [.string(DBusValueGenerator.interface(&input)), DBusValueGenerator.properties(&input),
-                             .array(.string, invalidated), .objectPath(DBusValueGenerator.path(&input))]
+                let invalidated = (0..<(input.byte() % 3)).map { _ in
+                    DBusValue.string(DBusValueGenerator.propertyName(&input))
+                }
+                arguments = [
+                    .string(DBusValueGenerator.interface(&input)), DBusValueGenerator.properties(&input),
+                    .array(.string, invalidated), .objectPath(DBusValueGenerator.path(&input)),
+                ]
             }
             if op & 4 != 0 { arguments = roundTrip(arguments, &input, damage: op & 8 != 0) ?? arguments }
             apply(op & 3, arguments, &tree, &model)
@@ -130,7 +139,9 @@ enum BlueZObjectsFuzz {
             fuzzProperty(false, "libdbus marshalled a message it then refused: \(error)")
             return nil
         }
-        fuzzProperty("\(decoded.arguments)" == "\(arguments)", "round trip changed the value: \(arguments) → \(decoded.arguments)")
+        fuzzProperty(
+            "\(decoded.arguments)" == "\(arguments)",
+            "round trip changed the value: \(arguments) → \(decoded.arguments)")
         if damage, !wire.isEmpty {
             var damaged = wire
             for _ in 0..<(1 + input.byte() % 4) {
@@ -159,23 +170,32 @@ enum BlueZObjectsFuzz {
             model.remove(path, names)
         default:
             // As handlePropertiesChanged reads it (the path is the message's).
-            guard arguments.count == 4, let path = arguments[3].objectPath, let interface = arguments[0].string else { return }
+            guard arguments.count == 4, let path = arguments[3].objectPath, let interface = arguments[0].string else {
+                return
+            }
             let changed = arguments[1].dictionary ?? [:]
             let invalidated = arguments[2].strings ?? []
             let result = tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
-            fuzzProperty(result == model.change(path, interface, changed, invalidated), "change(\(path), \(interface)) returned \(result)")
+            fuzzProperty(
+                result == model.change(path, interface, changed, invalidated),
+                "change(\(path), \(interface)) returned \(result)")
         }
     }
 
     static func compare(_ tree: BlueZObjectTree, _ model: Model) {
         let paths = Set(model.devices.keys).union(model.objects.keys)
-        fuzzProperty(tree.count == paths.count, "the tree counts \(tree.count) objects, the updates leave \(paths.count)")
+        fuzzProperty(
+            tree.count == paths.count, "the tree counts \(tree.count) objects, the updates leave \(paths.count)")
         fuzzProperty(tree.paths(with: BlueZObjectTree.device) == model.devices.keys.sorted(), "device paths differ")
         let hci0 = DBusObjectPath(rawValue: "/org/bluez/hci0") ?? .root
-        fuzzProperty(tree.deviceCount(below: hci0) == model.devices.keys.filter { $0.rawValue.hasPrefix("/org/bluez/hci0/") }.count,
-                     "device count below hci0")
-        fuzzProperty(tree.paths(with: BlueZObjectTree.device, below: hci0)
-                        == model.devices.keys.filter { $0.rawValue.hasPrefix("/org/bluez/hci0/") }.sorted(), "device paths below hci0")
+        fuzzProperty(
+            tree.deviceCount(below: hci0)
+                == model.devices.keys.filter { $0.rawValue.hasPrefix("/org/bluez/hci0/") }.count,
+            "device count below hci0")
+        fuzzProperty(
+            tree.paths(with: BlueZObjectTree.device, below: hci0)
+                == model.devices.keys.filter { $0.rawValue.hasPrefix("/org/bluez/hci0/") }.sorted(),
+            "device paths below hci0")
         for (path, properties) in model.devices {
             guard let device = tree.device(path) else {
                 fuzzProperty(false, "the tree lost the device at \(path)")
@@ -187,15 +207,18 @@ enum BlueZObjectsFuzz {
             let expected = model.objects.filter { $0.value[interface] != nil }.keys.sorted()
             fuzzProperty(tree.paths(with: interface) == expected, "paths with \(interface) differ")
             for path in expected {
-                guard let properties = tree.properties(path, interface), let wanted = model.objects[path]?[interface] else {
+                guard let properties = tree.properties(path, interface), let wanted = model.objects[path]?[interface]
+                else {
                     fuzzProperty(false, "\(path) lost \(interface)")
                     return
                 }
-                fuzzProperty(Set(properties.keys) == Set(wanted.keys) && Set(properties.keys).isSubset(of: keys),
-                             "\(path) \(interface): keys \(properties.keys), expected \(wanted.keys.sorted())")
+                fuzzProperty(
+                    Set(properties.keys) == Set(wanted.keys) && Set(properties.keys).isSubset(of: keys),
+                    "\(path) \(interface): keys \(properties.keys), expected \(wanted.keys.sorted())")
                 for (key, value) in wanted {
-                    fuzzProperty(properties[key].map(normalized) == normalized(value),
-                                 "\(path) \(interface).\(key): \(properties[key].map { "\($0)" } ?? "nil"), expected \(value)")
+                    fuzzProperty(
+                        properties[key].map(normalized) == normalized(value),
+                        "\(path) \(interface).\(key): \(properties[key].map { "\($0)" } ?? "nil"), expected \(value)")
                 }
                 // What the central reads of GATT objects (CentralManager+GATT.swift).
                 _ = properties["UUID"]?.string.flatMap(BluetoothUUID.init)
@@ -212,26 +235,34 @@ enum BlueZObjectsFuzz {
     /// What the central reads of a device, against what the model's properties say it should.
     static func check(_ device: DeviceObject, _ properties: [String: DBusValue], _ path: DBusObjectPath) {
         let address = properties["Address"]?.string.flatMap(BluetoothAddress.init)
-        fuzzProperty(device.address == address, "\(path): address \(device.address.map { "\($0)" } ?? "nil"), expected \(address.map { "\($0)" } ?? "nil")")
-        fuzzProperty(device.addressType == properties["AddressType"]?.string.flatMap(BluetoothAddress.AddressType.init(rawValue:)),
-                     "\(path): address type")
+        fuzzProperty(
+            device.address == address,
+            "\(path): address \(device.address.map { "\($0)" } ?? "nil"), expected \(address.map { "\($0)" } ?? "nil")")
+        fuzzProperty(
+            device.addressType
+                == properties["AddressType"]?.string.flatMap(BluetoothAddress.AddressType.init(rawValue:)),
+            "\(path): address type")
         fuzzProperty(device.name == properties["Name"]?.string, "\(path): name")
         fuzzProperty(device.isConnected == (properties["Connected"]?.bool == true), "\(path): connected")
-        fuzzProperty(device.servicesResolved == (properties["ServicesResolved"]?.bool == true), "\(path): services resolved")
+        fuzzProperty(
+            device.servicesResolved == (properties["ServicesResolved"]?.bool == true), "\(path): services resolved")
         fuzzProperty(device.hasRSSI == (properties["RSSI"] != nil), "\(path): RSSI presence")
         let rssi = properties["RSSI"]?.int.map { Int(Int16(clamping: $0)) }
         fuzzProperty(device.rssi == rssi, "\(path): RSSI \(device.rssi ?? -1), expected \(rssi ?? -1)")
         let power = properties["TxPower"]?.int.map { Int(Int16(clamping: $0)) }
         fuzzProperty(device.txPower == power, "\(path): TX power")
         var uuids: [BluetoothUUID] = []
-        if case .array(let type, let elements)? = properties["UUIDs"]?.unwrapped, type == .string || type == .objectPath || type == .signature {
+        if case .array(let type, let elements)? = properties["UUIDs"]?.unwrapped,
+            type == .string || type == .objectPath || type == .signature
+        {
             for element in elements {
-                let text: String? = switch element {
-                case .string(let string): string
-                case .objectPath(let path): path.rawValue
-                case .signature(let signature): signature.description
-                default: nil
-                }
+                let text: String? =
+                    switch element {
+                    case .string(let string): string
+                    case .objectPath(let path): path.rawValue
+                    case .signature(let signature): signature.description
+                    default: nil
+                    }
                 if let uuid = text.flatMap(BluetoothUUID.init) { uuids.append(uuid) }
             }
         }
@@ -242,12 +273,16 @@ enum BlueZObjectsFuzz {
             expected.manufacturerData[id] = bytes
         }
         for entry in properties["ServiceData"]?.entries ?? [] {
-            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let bytes = byteArray(entry.value) else { continue }
+            guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let bytes = byteArray(entry.value) else {
+                continue
+            }
             expected.serviceData[uuid] = bytes
         }
         if let power { expected.txPower = Int8(clamping: power) }
         if let rssi, rssi != 127 { expected.rssi = Int16(clamping: rssi) }
-        fuzzProperty(device.advertisementData == expected, "\(path): advertisement \(device.advertisementData), expected \(expected)")
+        fuzzProperty(
+            device.advertisementData == expected,
+            "\(path): advertisement \(device.advertisementData), expected \(expected)")
         fuzzProperty((device.peripheral != nil) == (address != nil), "\(path): a peripheral without an address")
     }
 
@@ -320,7 +355,8 @@ enum BlueZObjectsFuzz {
             builder.uint16(interface("org.bluez.GattCharacteristic1"))
             builder.byte(3)
             builder.uint16(name("UUID")); builder.byte(1); builder.uint16(string("fcd2"))
-            builder.uint16(name("Flags")); builder.byte(1); builder.byte(2); builder.uint16(string("read")); builder.uint16(string("notify"))
+            builder.uint16(name("Flags")); builder.byte(1); builder.byte(2); builder.uint16(string("read"));
+            builder.uint16(string("notify"))
             builder.uint16(name("MTU")); builder.byte(1); builder.uint16(517)
             builder.byte(2)
             builder.byte(0)

@@ -26,7 +26,9 @@ final class CheckedBLE: BLEPort {
 
     func disconnect(_ address: BluetoothAddress) async { await inner.disconnect(address) }
 
-    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
+    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+        -> [BLECharacteristic]
+    {
         try await inner.discover(address, services: services)
     }
 

@@ -31,17 +31,22 @@ final class CommandOracle: @unchecked Sendable {
 
     func check(_ operation: CheckedBLE.Operation, _ address: BluetoothAddress, _ characteristic: BLECharacteristic) {
         let rules = rules(for: address)
-        fuzzProperty(!rules.isEmpty, "\(operation) of \(characteristic) on \(address), which no device rule names or matched")
+        fuzzProperty(
+            !rules.isEmpty, "\(operation) of \(characteristic) on \(address), which no device rule names or matched")
         let named = rules.contains { rule in
             if rule.rawGATT { return true }
             switch operation {
             case .write:
                 return rule.commands.contains { Self.names($0.service, $0.characteristic, characteristic) }
             case .read:
-                return (rule.subscribe + rule.poll).contains { Self.names($0.service, $0.characteristic, characteristic) }
+                return (rule.subscribe + rule.poll).contains {
+                    Self.names($0.service, $0.characteristic, characteristic)
+                }
             }
         }
-        fuzzProperty(named, "\(operation) of \(characteristic) on \(address): no rule for the device names it (nor allows raw GATT)")
+        fuzzProperty(
+            named,
+            "\(operation) of \(characteristic) on \(address): no rule for the device names it (nor allows raw GATT)")
         switch operation {
         case .read: reads += 1
         case .write: writes += 1

@@ -19,7 +19,8 @@ public enum DBusValueGenerator {
         "/", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci1", "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF",
         "/org/bluez/hci0/dev_A4_C1_38_00_00_10", "/org/bluez/hci0/dev_aa_bb_cc_dd_ee_ff", "/org/bluez/hci0/dev_ZZ",
         "/org/bluez/hci0/dev_", "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF_00", "/org/bluez/hci1/dev_11_22_33_44_55_66",
-        "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a", "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a/char000b",
+        "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a",
+        "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a/char000b",
         "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a/char000b/desc000c",
         "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/dev_11_22_33_44_55_66", "/org/bluez/dev_AA_BB_CC_DD_EE_FF",
         "/org/bluez/hci0/" + String(repeating: "a", count: 200),
@@ -42,7 +43,10 @@ public enum DBusValueGenerator {
     }
 
     public static func basicType(_ input: inout FuzzInput) -> DBusType {
-        [.byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature][
+        [
+            .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath,
+            .signature,
+        ][
             Int(input.byte() % 12)]
     }
 
@@ -54,7 +58,11 @@ public enum DBusValueGenerator {
         case 14: return .dictionary(key: basicType(&input), value: type(&input, depth: depth + 1))
         case 15: return .structure((0...(input.byte() % 3)).map { _ in type(&input, depth: depth + 1) })
         case 16: return .array(.byte)
-        default: return [.byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath, .signature][Int(code)]
+        default:
+            return [
+                .byte, .boolean, .int16, .uint16, .int32, .uint32, .int64, .uint64, .double, .string, .objectPath,
+                .signature,
+            ][Int(code)]
         }
     }
 
@@ -83,7 +91,8 @@ public enum DBusValueGenerator {
         case .string: return .string(string(&input))
         case .objectPath: return .objectPath(path(&input))
         case .signature:
-            return .signature(DBusSignature(types: (0..<(input.byte() % 3)).map { _ in self.type(&input, depth: depth + 1) }))
+            return .signature(
+                DBusSignature(types: (0..<(input.byte() % 3)).map { _ in self.type(&input, depth: depth + 1) }))
         case .unixFD: return .byte(0)
         case .variant:
             let inner = depth >= maxDepth ? basicType(&input) : self.type(&input, depth: depth + 1)
@@ -91,15 +100,19 @@ public enum DBusValueGenerator {
         case .array(.byte):
             let count = count(&input, bytes: true)
             let pattern = input.chunk(limit: 16)
-            return .bytes((0..<count).map { pattern.isEmpty ? UInt8(truncatingIfNeeded: $0) : pattern[$0 % pattern.count] })
+            return .bytes(
+                (0..<count).map { pattern.isEmpty ? UInt8(truncatingIfNeeded: $0) : pattern[$0 % pattern.count] })
         case .array(let element):
             let count = depth >= maxDepth ? min(2, count(&input, bytes: false)) : count(&input, bytes: false)
             return .array(element, (0..<count).map { _ in value(element, &input, depth: depth + 1) })
         case .dictionary(let key, let valueType):
             let count = count(&input, bytes: false)
-            return .dictionary(key: key, value: valueType, (0..<count).map { _ in
-                DBusDictionaryEntry(value(key, &input, depth: depth + 1), value(valueType, &input, depth: depth + 1))
-            })
+            return .dictionary(
+                key: key, value: valueType,
+                (0..<count).map { _ in
+                    DBusDictionaryEntry(
+                        value(key, &input, depth: depth + 1), value(valueType, &input, depth: depth + 1))
+                })
         case .structure(let fields):
             return .structure(fields.map { value($0, &input, depth: depth + 1) })
         }
@@ -114,8 +127,10 @@ public enum DBusValueGenerator {
     public static let propertyTypes: [String: DBusType] = [
         "Address": .string, "AddressType": .string, "Name": .string, "Alias": .string, "Connected": .boolean,
         "ServicesResolved": .boolean, "Paired": .boolean, "UUIDs": .array(.string),
-        "ManufacturerData": .dictionary(key: .uint16, value: .variant), "ServiceData": .dictionary(key: .string, value: .variant),
-        "TxPower": .int16, "RSSI": .int16, "Powered": .boolean, "Roles": .array(.string), "UUID": .string, "Primary": .boolean,
+        "ManufacturerData": .dictionary(key: .uint16, value: .variant),
+        "ServiceData": .dictionary(key: .string, value: .variant),
+        "TxPower": .int16, "RSSI": .int16, "Powered": .boolean, "Roles": .array(.string), "UUID": .string,
+        "Primary": .boolean,
         "Flags": .array(.string), "NotifyAcquired": .boolean, "MTU": .uint16,
     ]
 
@@ -132,8 +147,10 @@ public enum DBusValueGenerator {
                 let inner = input.byte() % 8 == 0 ? any(&input, depth: 2) : value(.array(.byte), &input, depth: 2)
                 return DBusDictionaryEntry(key, .variant(inner))
             }
-            return .variant(.dictionary(key: type == .dictionary(key: .uint16, value: .variant) ? .uint16 : .string,
-                                        value: .variant, entries))
+            return .variant(
+                .dictionary(
+                    key: type == .dictionary(key: .uint16, value: .variant) ? .uint16 : .string,
+                    value: .variant, entries))
         default:
             return .variant(value(type, &input, depth: 1))
         }
@@ -149,10 +166,12 @@ public enum DBusValueGenerator {
     /// An `a{sv}` of properties.
     public static func properties(_ input: inout FuzzInput) -> DBusValue {
         let count = Int(input.byte() % 8)
-        return .dictionary(key: .string, value: .variant, (0..<count).map { _ in
-            let name = propertyName(&input)
-            return DBusDictionaryEntry(.string(name), property(name, &input))
-        })
+        return .dictionary(
+            key: .string, value: .variant,
+            (0..<count).map { _ in
+                let name = propertyName(&input)
+                return DBusDictionaryEntry(.string(name), property(name, &input))
+            })
     }
 
     public static let interfaces = [
@@ -169,16 +188,19 @@ public enum DBusValueGenerator {
     public static func interfaceMap(_ input: inout FuzzInput) -> DBusValue {
         if input.byte() % 10 == 0 { return any(&input, depth: 1) }
         let count = Int(input.byte() % 4)
-        return .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), (0..<count).map { _ in
-            DBusDictionaryEntry(.string(interface(&input)), properties(&input))
-        })
+        return .dictionary(
+            key: .string, value: .dictionary(key: .string, value: .variant),
+            (0..<count).map { _ in
+                DBusDictionaryEntry(.string(interface(&input)), properties(&input))
+            })
     }
 
     /// The `a{oa{sa{sv}}}` of a `GetManagedObjects` reply (sometimes any value).
     public static func managedObjects(_ input: inout FuzzInput) -> DBusValue {
         if input.byte() % 12 == 0 { return any(&input) }
         let count = Int(input.byte() % 6)
-        return .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
-                           (0..<count).map { _ in DBusDictionaryEntry(.objectPath(path(&input)), interfaceMap(&input)) })
+        return .dictionary(
+            key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
+            (0..<count).map { _ in DBusDictionaryEntry(.objectPath(path(&input)), interfaceMap(&input)) })
     }
 }

@@ -142,8 +142,12 @@ enum MQTTCommandsFuzz {
         let config: GatewayConfig
         do { config = try GatewayConfig.parse(Array(text.utf8)) } catch { fatalError("mqtt-commands config: \(error)") }
         var pool: [BluetoothAddress] = []
-        for rule in config.devices { for address in rule.match.addresses where !pool.contains(address) { pool.append(address) } }
-        for extra in ["A4:C1:38:AA:BB:CC", "A4:C1:38:00:00:99", "11:22:33:44:55:66", "C4:D3:8C:12:4A:5F", "DE:AD:BE:EF:00:01"] {
+        for rule in config.devices {
+            for address in rule.match.addresses where !pool.contains(address) { pool.append(address) }
+        }
+        for extra in [
+            "A4:C1:38:AA:BB:CC", "A4:C1:38:00:00:99", "11:22:33:44:55:66", "C4:D3:8C:12:4A:5F", "DE:AD:BE:EF:00:01",
+        ] {
             if let address = BluetoothAddress(extra), !pool.contains(address) { pool.append(address) }
         }
         var names = config.devices.compactMap(\.name)
@@ -216,7 +220,8 @@ enum MQTTCommandsFuzz {
             case 7: return .connected(address(&input, setup), advertisement(&input, setup))
             case 8: return .advance(input.pick(MQTTCommandsFuzz.advances))
             default:
-                let uuids = setup.config.devices.flatMap { $0.subscribe.map(\.characteristic) } + [BluetoothUUID(0x2A19)]
+                let uuids =
+                    setup.config.devices.flatMap { $0.subscribe.map(\.characteristic) } + [BluetoothUUID(0x2A19)]
                 return .notify(address(&input, setup), input.pick(uuids), input.chunk(limit: 24))
             }
         }
@@ -230,7 +235,8 @@ enum MQTTCommandsFuzz {
 
         static func advertisement(_ input: inout FuzzInput, _ setup: Setup) -> AdvertisementData {
             let names: [String?] = [nil, "ATC_1234", "lamp", "ATC_", "x"]
-            var advertisement = AdvertisementData(localName: input.pick(names), rssi: Int16(Int8(bitPattern: input.byte())))
+            var advertisement = AdvertisementData(
+                localName: input.pick(names), rssi: Int16(Int8(bitPattern: input.byte())))
             // Service data under FCD2 (BTHome v2, a valid reading first), a UUID no parser reads,
             // or none; not BTHome v1 (181C/181E: its timestamp trap is known and fixed elsewhere).
             let payload = input.chunk(limit: 20)
@@ -261,12 +267,15 @@ enum MQTTCommandsFuzz {
                 topic = "\(base)/\(name)/set"
                 writes = true
             case 1:
-                let level = commandChoice < setup.commands.count ? setup.commands[commandChoice] : input.string(limit: 12)
+                let level =
+                    commandChoice < setup.commands.count ? setup.commands[commandChoice] : input.string(limit: 12)
                 topic = "\(base)/\(name)/set/\(level)"
                 writes = true
             case 2: topic = "\(base)/\(name)/get"
             case 3:
-                let verb = commandChoice < MQTTCommandsFuzz.verbs.count ? MQTTCommandsFuzz.verbs[commandChoice] : input.string(limit: 12)
+                let verb =
+                    commandChoice < MQTTCommandsFuzz.verbs.count
+                    ? MQTTCommandsFuzz.verbs[commandChoice] : input.string(limit: 12)
                 topic = "\(base)/bridge/request/\(verb)"
                 writes = verb == "gatt/write"
             case 4:
@@ -281,9 +290,11 @@ enum MQTTCommandsFuzz {
             let payload = input.chunk()
             // The topic parse the gateway does: the command shapes only when the levels fit.
             command = command && Self.isCommandTopic(topic, base: base)
-            return .message(MQTTInboundMessage(topic: topic, payload: payload, responseTopic: responseTopic,
-                                               correlationData: correlation, retain: flags & 1 != 0),
-                            command: command, writes: writes)
+            return .message(
+                MQTTInboundMessage(
+                    topic: topic, payload: payload, responseTopic: responseTopic,
+                    correlationData: correlation, retain: flags & 1 != 0),
+                command: command, writes: writes)
         }
 
         /// `<base>/<device>/set[/<command>]`, `<base>/<device>/get` or `<base>/bridge/request/<verb>`.
@@ -309,16 +320,22 @@ enum MQTTCommandsFuzz {
                 return characteristic
             }
             let fails = position < 7 && flags & (1 << UInt8(position)) != 0
-            fake.add(address, .init(characteristics: characteristics, values: [BluetoothUUID(0x2A19): [42]],
-                                    connectError: fails ? BLEPortError(.connectionTimeout, "fuzz: no answer") : nil))
+            fake.add(
+                address,
+                .init(
+                    characteristics: characteristics, values: [BluetoothUUID(0x2A19): [42]],
+                    connectError: fails ? BLEPortError(.connectionTimeout, "fuzz: no answer") : nil))
         }
         let ble = CheckedBLE(fake) { oracle.check($0, $1, $2) }
         let mqtt = InMemoryMQTT()
         let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
-        let gateway = Gateway(config: setup.config, ble: ble, peripheral: nil, mqtt: mqtt, clock: clock,
-                              reconnect: { FixedReconnectDelay(delay: 5) }, logger: .none, stateDirectory: nil,
-                              processSample: { nil })
-        do { try await gateway.start() } catch { fuzzProperty(false, "mqtt-commands: the gateway did not start: \(error)") }
+        let gateway = Gateway(
+            config: setup.config, ble: ble, peripheral: nil, mqtt: mqtt, clock: clock,
+            reconnect: { FixedReconnectDelay(delay: 5) }, logger: .none, stateDirectory: nil,
+            processSample: { nil })
+        do { try await gateway.start() } catch {
+            fuzzProperty(false, "mqtt-commands: the gateway did not start: \(error)")
+        }
         await InlineExecutor.settle()
         var sent: [Sent] = []
         for step in steps {
@@ -334,7 +351,8 @@ enum MQTTCommandsFuzz {
                 let tag: [UInt8]? = message.correlationData.map { $0 + [0xF5, UInt8(id >> 8), UInt8(id & 0xFF)] }
                 message.correlationData = tag
                 if let topic = message.responseTopic { message.responseTopic = topic + "/r\(id)" }
-                sent.append(Sent(tag: tag, retained: message.retain, command: command, writes: writes, topic: message.topic))
+                sent.append(
+                    Sent(tag: tag, retained: message.retain, command: command, writes: writes, topic: message.topic))
                 await gateway.handle(message)
             case .advertise(let address, let advertisement):
                 oracle.saw(address, advertisement)
@@ -388,9 +406,11 @@ enum MQTTCommandsFuzz {
         var untagged = 0
         for message in published where isResponseTopic(message.topic) {
             let payload = try? JSONValue.parse(message.payload)
-            guard case .object(let members)? = payload, case .string(let status)? = members.last(where: { $0.key == "status" })?.value
+            guard case .object(let members)? = payload,
+                case .string(let status)? = members.last(where: { $0.key == "status" })?.value
             else {
-                fuzzProperty(false, "response on \(message.topic) is not a JSON object with a status: \(message.payloadText)")
+                fuzzProperty(
+                    false, "response on \(message.topic) is not a JSON object with a status: \(message.payloadText)")
                 return
             }
             fuzzProperty(["ok", "error", "timeout", "expired"].contains(status), "response status \(status)")
@@ -404,11 +424,14 @@ enum MQTTCommandsFuzz {
                 fuzzProperty(answers.count == 1, "no response to the command on \(message.topic)")
             }
             if checkRetained, message.retained, message.writes {
-                fuzzProperty(answers.first?["status"] != .string("ok"), "a retained command on \(message.topic) was carried out")
+                fuzzProperty(
+                    answers.first?["status"] != .string("ok"), "a retained command on \(message.topic) was carried out")
             }
         }
         let untaggedCommands = sent.filter { $0.tag == nil && $0.command }.count
-        fuzzProperty(untagged <= untaggedCommands, "\(untagged) responses without correlation data to \(untaggedCommands) commands")
+        fuzzProperty(
+            untagged <= untaggedCommands,
+            "\(untagged) responses without correlation data to \(untaggedCommands) commands")
     }
 
     /// Where responses go: `<device>/response`, `bridge/response/…` and the fuzzed response
@@ -448,15 +471,19 @@ extension MQTTCommandsFuzz {
             (0, 1, "lamp", "pattern", "01ff"),
             (0, 3, "lamp", "gatt/read", #"{"device": "lamp", "characteristic": "2A19", "transaction": "r"}"#),
             (0, 3, "lamp", "gatt/write", #"{"device": "lamp", "characteristic": "FFF1", "value": "0102"}"#),
-            (0, 3, "lamp", "gatt/write",
-             #"{"device": "A4:C1:38:00:00:10", "service": "FFF0", "characteristic": "FFF1", "value": "01", "response": false}"#),
+            (
+                0, 3, "lamp", "gatt/write",
+                #"{"device": "A4:C1:38:00:00:10", "service": "FFF0", "characteristic": "FFF1", "value": "01", "response": false}"#
+            ),
             (0, 3, "lamp", "device/remove", #"{"device": "lamp", "transaction": "x"}"#),
             (0, 3, "lamp", "gatt/read", #"{"device": "meter", "characteristic": "2A19"}"#),
             (0, 2, "meter", "", #"{"battery_level": "", "transaction": "g"}"#),
             (0, 2, "meter", "", #"{"2A6E": ""}"#),
             (0, 0, "meter", "", #"{"reset": true}"#),
-            (0, 0, "A4C138000012", "",
-             #"{"text": "hello", "blob": "AAEC", "cfg": {"a": [1, 2]}, "f": 1.5, "s": -5, "transaction": [1]}"#),
+            (
+                0, 0, "A4C138000012", "",
+                #"{"text": "hello", "blob": "AAEC", "cfg": {"a": [1, 2]}, "f": 1.5, "s": -5, "transaction": [1]}"#
+            ),
             (1, 0, "lamp", "", #"{"light": "ON", "transaction": "t1"}"#),
             (1, 1, "lamp", "light", "OFF"),
             (1, 1, "lamp", "light", "maybe"),
@@ -472,8 +499,10 @@ extension MQTTCommandsFuzz {
             (1, 4, "", "", "offline"),
             (1, 3, "lamp", "device/remove", #"{"device": "battery_sensor"}"#),
             (2, 0, "112233445566", "", #"{"on": true}"#),
-            (2, 3, "", "gatt/write",
-             #"{"device": "11:22:33:44:55:67", "characteristic": "2A19", "value": "ff", "transaction": 1}"#),
+            (
+                2, 3, "", "gatt/write",
+                #"{"device": "11:22:33:44:55:67", "characteristic": "2A19", "value": "ff", "transaction": 1}"#
+            ),
             (2, 0, "C4D38C124A5F", "", #"{"x": 65535}"#),
         ]
         var seeds: [[UInt8]] = []
@@ -485,7 +514,11 @@ extension MQTTCommandsFuzz {
             // An advertisement from the device first (registers advertisement-matched devices).
             if position % 3 == 0 {
                 builder.byte(5)
-                builder.index(max(0, setup.pool.firstIndex { setup.names.contains(String($0.description.filter { $0 != ":" })) } ?? 0))
+                builder.index(
+                    max(
+                        0,
+                        setup.pool.firstIndex { setup.names.contains(String($0.description.filter { $0 != ":" })) } ?? 0
+                    ))
                 builder.index(1)
                 builder.byte(0xC4)
                 builder.chunk([0x03, 0xBF, 0x13])

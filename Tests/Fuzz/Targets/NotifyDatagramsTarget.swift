@@ -65,12 +65,16 @@ enum NotifyDatagramsFuzz {
         var datagrams: [[UInt8]] = []
         while !input.isEmpty, datagrams.count < 12 {
             let sizeChoice = Int(input.byte())
-            let size = sizeChoice < sizes.count ? sizes[sizeChoice] : sizeChoice < 200 ? sizeChoice : Int(input.uint16())
+            let size =
+                sizeChoice < sizes.count ? sizes[sizeChoice] : sizeChoice < 200 ? sizeChoice : Int(input.uint16())
             let pattern = input.chunk(limit: 8)
-            datagrams.append((0..<size).map { pattern.isEmpty ? UInt8(truncatingIfNeeded: $0 &* 31) : pattern[$0 % pattern.count] })
+            datagrams.append(
+                (0..<size).map { pattern.isEmpty ? UInt8(truncatingIfNeeded: $0 &* 31) : pattern[$0 % pattern.count] })
         }
         var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { fatalError("socketpair: \(errno)") }
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else {
+            fatalError("socketpair: \(errno)")
+        }
         let (ours, peer) = (fds[0], fds[1])
         var size: Int32 = 1 << 20
         _ = setsockopt(peer, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -103,7 +107,9 @@ enum NotifyDatagramsFuzz {
         for datagram in datagrams {
             var tries = 0
             while true {
-                let sent = datagram.withUnsafeBytes { send(peer, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                let sent = datagram.withUnsafeBytes {
+                    send(peer, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                }
                 if sent >= 0 {
                     fuzzProperty(sent == datagram.count, "a datagram of \(datagram.count) bytes went out as \(sent)")
                     if datagram.count <= capacity { expected.append(datagram) } else { oversized += 1 }
@@ -111,7 +117,9 @@ enum NotifyDatagramsFuzz {
                 }
                 if errno == EMSGSIZE { break }
                 tries += 1
-                fuzzProperty(tries < 20_000, "the peer could not send for a second: the reader stalled (flow control never resumed)")
+                fuzzProperty(
+                    tries < 20_000,
+                    "the peer could not send for a second: the reader stalled (flow control never resumed)")
                 usleep(50)
             }
         }
@@ -132,17 +140,24 @@ enum NotifyDatagramsFuzz {
             }
         }
         let (values, closes) = outcome.state.withLock { ($0.values, $0.closes) }
-        fuzzProperty(values.count == expected.count, "\(values.count) values for \(expected.count) datagrams that fit (\(datagrams.map(\.count)), capacity \(capacity))")
+        fuzzProperty(
+            values.count == expected.count,
+            "\(values.count) values for \(expected.count) datagrams that fit (\(datagrams.map(\.count)), capacity \(capacity))"
+        )
         for (index, (value, wanted)) in zip(values, expected).enumerated() {
             fuzzProperty(value == wanted, "value \(index): \(value.count) bytes, the datagram had \(wanted.count)")
         }
-        fuzzProperty(closes == (closePeer ? 1 : 0), "the socket closed \(closes) times (the peer \(closePeer ? "closed" : "did not close"))")
+        fuzzProperty(
+            closes == (closePeer ? 1 : 0),
+            "the socket closed \(closes) times (the peer \(closePeer ? "closed" : "did not close"))")
         // Tear down on the loop thread (the socket is loop-confined).
         let closed = Atomic<Bool>(false)
         let sentOversized = oversized
         loop.execute {
             let oversized = sentOversized
-            fuzzProperty(outcome.socket?.oversizedDrops == oversized, "\(outcome.socket?.oversizedDrops ?? -1) oversized datagrams counted, \(oversized) sent")
+            fuzzProperty(
+                outcome.socket?.oversizedDrops == oversized,
+                "\(outcome.socket?.oversizedDrops ?? -1) oversized datagrams counted, \(oversized) sent")
             outcome.socket?.close()
             outcome.socket = nil
             closed.store(true, ordering: .releasing)

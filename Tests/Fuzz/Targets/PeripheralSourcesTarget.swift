@@ -93,7 +93,9 @@ enum PeripheralSourcesFuzz {
     ]
 
     static let configs: [GatewayConfig] = configTexts.map { text in
-        do { return try GatewayConfig.parse(Array(text.utf8)) } catch { fatalError("peripheral-sources config: \(error)") }
+        do { return try GatewayConfig.parse(Array(text.utf8)) } catch {
+            fatalError("peripheral-sources config: \(error)")
+        }
     }
 
     /// One step of an input.
@@ -115,12 +117,14 @@ enum PeripheralSourcesFuzz {
                 let topic = choice < topics.count ? topics[choice] : input.string(limit: 30)
                 steps.append(.message(topic: topic, payload: input.chunk()))
             case 3:
-                let id = PeripheralCharacteristicID(service: Int(input.byte() % 4), characteristic: Int(input.byte() % 10))
+                let id = PeripheralCharacteristicID(
+                    service: Int(input.byte() % 4), characteristic: Int(input.byte() % 10))
                 let value = input.chunk(limit: 64)
                 let central = input.bool() ? BluetoothAddress(rawValue: 0x1122_3344_5566) : nil
                 steps.append(.write(id, value, central: central))
             default:
-                let id = PeripheralCharacteristicID(service: Int(input.byte() % 4), characteristic: Int(input.byte() % 10))
+                let id = PeripheralCharacteristicID(
+                    service: Int(input.byte() % 4), characteristic: Int(input.byte() % 10))
                 steps.append(.subscription(id, on: input.bool()))
             }
         }
@@ -134,8 +138,9 @@ enum PeripheralSourcesFuzz {
         let port = InMemoryPeripheral()
         let mqtt = InMemoryMQTT()
         let clock = ManualClock()
-        let gateway = Gateway(config: config, ble: InMemoryBLE(), peripheral: port, mqtt: mqtt, clock: clock,
-                              logger: .none, processSample: { nil })
+        let gateway = Gateway(
+            config: config, ble: InMemoryBLE(), peripheral: port, mqtt: mqtt, clock: clock,
+            logger: .none, processSample: { nil })
         do { try await gateway.start() } catch { fuzzProperty(false, "peripheral-sources: no start: \(error)") }
         // The model: every configured characteristic's value, the MQTT-fed advertising data.
         var expected: [PeripheralCharacteristicID: [UInt8]] = [:]
@@ -186,15 +191,24 @@ enum PeripheralSourcesFuzz {
             await InlineExecutor.settle()
             for id in ids {
                 let served = await gateway.servedValue(id)
-                fuzzProperty(served == expected[id], "\(id): served \(served ?? []) where the config's sources give \(expected[id] ?? [])")
-                fuzzProperty(port.value(id) == expected[id], "\(id): the port holds \(port.value(id) ?? []), expected \(expected[id] ?? [])")
+                fuzzProperty(
+                    served == expected[id],
+                    "\(id): served \(served ?? []) where the config's sources give \(expected[id] ?? [])")
+                fuzzProperty(
+                    port.value(id) == expected[id],
+                    "\(id): the port holds \(port.value(id) ?? []), expected \(expected[id] ?? [])")
             }
-            for id in [PeripheralCharacteristicID(service: settings.services.count, characteristic: 0),
-                       PeripheralCharacteristicID(service: 0, characteristic: 9)] where !ids.contains(id) {
+            for id in [
+                PeripheralCharacteristicID(service: settings.services.count, characteristic: 0),
+                PeripheralCharacteristicID(service: 0, characteristic: 9),
+            ] where !ids.contains(id) {
                 let served = await gateway.servedValue(id)
-                fuzzProperty(served == nil && port.value(id) == nil, "a value served for \(id), which the config does not name")
+                fuzzProperty(
+                    served == nil && port.value(id) == nil, "a value served for \(id), which the config does not name")
             }
-            fuzzProperty(port.notified.allSatisfy { ids.contains($0.0) }, "a notification for a characteristic the config does not name")
+            fuzzProperty(
+                port.notified.allSatisfy { ids.contains($0.0) },
+                "a notification for a characteristic the config does not name")
             checkAdvertisement(port.advertisements.last ?? nil, settings, manufacturer, serviceData)
         }
         // bridge/health says how many values did not fit.
@@ -202,14 +216,18 @@ enum PeripheralSourcesFuzz {
         await gateway.tick()
         await InlineExecutor.settle()
         let health = mqtt.messages(on: "gattway/bridge/health").last.flatMap { try? JSONValue.parse($0.payload) }
-        fuzzProperty(health?["dropped"]?["peripheral_value"] == .number(Double(errors)),
-                     "dropped.peripheral_value is \(health?["dropped"]?["peripheral_value"] ?? .null), \(errors) values did not fit")
+        fuzzProperty(
+            health?["dropped"]?["peripheral_value"] == .number(Double(errors)),
+            "dropped.peripheral_value is \(health?["dropped"]?["peripheral_value"] ?? .null), \(errors) values did not fit"
+        )
         await gateway.stop()
         await InlineExecutor.settle()
     }
 
-    static func checkAdvertisement(_ advertisement: PeripheralAdvertisement?, _ settings: PeripheralSettings,
-                                   _ manufacturer: [[UInt8]], _ serviceData: [[UInt8]]) {
+    static func checkAdvertisement(
+        _ advertisement: PeripheralAdvertisement?, _ settings: PeripheralSettings,
+        _ manufacturer: [[UInt8]], _ serviceData: [[UInt8]]
+    ) {
         let advertising = settings.advertising
         guard advertising.enabled else {
             fuzzProperty(advertisement == nil, "advertising while the config turns it off")
@@ -221,18 +239,24 @@ enum PeripheralSourcesFuzz {
         }
         let data = advertisement.data
         fuzzProperty(data.localName == advertising.localName, "advertised name \(data.localName ?? "none")")
-        fuzzProperty(data.serviceUUIDs == (advertising.serviceUUIDs ?? settings.services.map(\.uuid)), "advertised services")
+        fuzzProperty(
+            data.serviceUUIDs == (advertising.serviceUUIDs ?? settings.services.map(\.uuid)), "advertised services")
         fuzzProperty(advertisement.connectable == advertising.connectable, "connectable")
         fuzzProperty(data.txPower.map(Int.init) == advertising.txPower, "TX power")
-        fuzzProperty(Set(data.manufacturerData.keys) == Set(advertising.manufacturerData.map(\.companyID)), "manufacturer data keys")
+        fuzzProperty(
+            Set(data.manufacturerData.keys) == Set(advertising.manufacturerData.map(\.companyID)),
+            "manufacturer data keys")
         fuzzProperty(Set(data.serviceData.keys) == Set(advertising.serviceData.map(\.uuid)), "service data keys")
         for (index, entry) in advertising.manufacturerData.enumerated() {
-            fuzzProperty(data.manufacturerData[entry.companyID] == manufacturer[index],
-                         "manufacturer data \(entry.companyID): \(data.manufacturerData[entry.companyID] ?? []), expected \(manufacturer[index])")
+            fuzzProperty(
+                data.manufacturerData[entry.companyID] == manufacturer[index],
+                "manufacturer data \(entry.companyID): \(data.manufacturerData[entry.companyID] ?? []), expected \(manufacturer[index])"
+            )
         }
         for (index, entry) in advertising.serviceData.enumerated() {
-            fuzzProperty(data.serviceData[entry.uuid] == serviceData[index],
-                         "service data \(entry.uuid): \(data.serviceData[entry.uuid] ?? []), expected \(serviceData[index])")
+            fuzzProperty(
+                data.serviceData[entry.uuid] == serviceData[index],
+                "service data \(entry.uuid): \(data.serviceData[entry.uuid] ?? []), expected \(serviceData[index])")
         }
     }
 
