@@ -26,6 +26,7 @@ extension FuzzTargets {
 /// too — and a longer one is dropped and counted, never handed on cut; the socket closes
 /// (once) only when the sender closed its end; nothing stalls (flow control resumes).
 enum NotifyDatagramsFuzz {
+    static let sentinel: [UInt8] = [0xEE, 0xFF, 0x5E]
     static let mtus = [23, 185, 247, 517, 65_535, 0, -1, Int.max, Int.min]
     static let sizes = [0, 1, 20, 244, 514, 517, 533, 534, 2048, 65_535]
 
@@ -104,7 +105,9 @@ enum NotifyDatagramsFuzz {
         }
         var expected: [[UInt8]] = []
         var oversized = 0
-        for datagram in datagrams {
+        // A last small datagram: when it arrives, every datagram before it was read (dropped or
+        // handed on), so the drop count can be compared.
+        for datagram in datagrams + [sentinel] {
             var tries = 0
             while true {
                 let sent = datagram.withUnsafeBytes {
