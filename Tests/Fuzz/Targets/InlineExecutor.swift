@@ -21,7 +21,7 @@ public enum InlineExecutor {
     nonisolated(unsafe) private static var installed = false
     private static let installLock = Mutex(())
     /// Jobs run without the queue ever being empty before the run counts as a livelock.
-    public static let jobBudget = 2_000_000
+    public static let jobBudget = 20_000_000
 
     /// `swift_task_enqueueGlobal_hook`'s type: the job, and the runtime's own enqueue.
     private typealias Original = @convention(c) (UnsafeMutableRawPointer) -> Void
@@ -79,6 +79,10 @@ public enum InlineExecutor {
         while true {
             if head < queue.count, jobs < jobBudget {
                 jobs += 1
+                // A task that keeps yielding (a write that never completes, polling for its
+                // cancellation) never lets the queue empty: the settlers go on after a while,
+                // so the body can move the clock to the deadline that ends it.
+                if jobs % settleBudget == 0, !settlers.isEmpty { resumeSettlers() }
                 let job = queue[head]
                 head += 1
                 if head > 1024, head * 2 > queue.count {
@@ -93,20 +97,27 @@ public enum InlineExecutor {
             queue.removeAll(keepingCapacity: true)
             head = 0
             if !settlers.isEmpty {
-                let waiting = settlers
-                settlers.removeAll()
-                for settler in waiting { settler.resume() }
+                resumeSettlers()
                 continue
             }
             return completion.done ? .finished : .stuck
         }
     }
 
+    private static func resumeSettlers() {
+        let waiting = settlers
+        settlers.removeAll()
+        for settler in waiting { settler.resume() }
+    }
+
+    /// Jobs run while the queue never empties before ``settle()`` returns anyway.
+    public static let settleBudget = 2_000
+
     /// Jobs waiting to run (read from inside ``run(_:)``'s body).
     public static var pendingJobs: Int { queue.count - head }
 
     /// Inside the body: returns once nothing else is runnable — every other task waits for an
-    /// event or the clock.
+    /// event or the clock — or after ``settleBudget`` jobs when something keeps yielding.
     public static func settle() async {
         await withUnsafeContinuation { settlers.append($0) }
     }

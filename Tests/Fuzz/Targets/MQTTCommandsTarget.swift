@@ -19,7 +19,8 @@ extension FuzzTargets {
 /// The driver of ``FuzzTargets/mqttCommands``.
 ///
 /// Encoding: config choice (u16), a byte of fake-device flags (bit n: the n-th pool address fails
-/// to connect; bit 7: subscribed characteristics are read-only), then up to ``maxSteps`` steps,
+/// to connect; bits 4–6 all set: writes never complete, until gatt_timeout; bit 7: subscribed
+/// characteristics are read-only), then up to ``maxSteps`` steps,
 /// each an op byte and its operands:
 /// - 0–4 a message: shape (u16: set, set/<command>, get, bridge/request/<verb>, the HA status
 ///   topic, any topic), device (u16 into ``Setup/names``, past it a string), command or verb
@@ -324,7 +325,8 @@ enum MQTTCommandsFuzz {
                 address,
                 .init(
                     characteristics: characteristics, values: [BluetoothUUID(0x2A19): [42]],
-                    connectError: fails ? BLEPortError(.connectionTimeout, "fuzz: no answer") : nil))
+                    connectError: fails ? BLEPortError(.connectionTimeout, "fuzz: no answer") : nil,
+                    hangWrites: flags & 0x70 == 0x70))
         }
         let ble = CheckedBLE(fake) { oracle.check($0, $1, $2) }
         let mqtt = InMemoryMQTT()
@@ -546,6 +548,21 @@ extension MQTTCommandsFuzz {
             }
             seeds.append(builder.bytes)
         }
+        // Writes that never complete (answered timeout after gatt_timeout), with a second
+        // command queued behind the first.
+        var hanging = FuzzInputBuilder()
+        hanging.index(0)
+        hanging.byte(0x70)
+        for payload in [#"{"brightness": 80, "transaction": "h1"}"#, #"{"mode": 2, "transaction": "h2"}"#] {
+            hanging.byte(0)
+            hanging.index(0)
+            hanging.index(setups[0].names.firstIndex(of: "lamp") ?? 0)
+            hanging.index(0)
+            hanging.byte(0)
+            hanging.chunk([9])
+            hanging.string(payload)
+        }
+        seeds.append(hanging.bytes)
         return seeds
     }()
 }
