@@ -41,8 +41,9 @@ enum MQTTCommandsFuzz {
     static let maxSteps = 16
     /// Retained `/set` and `gatt/write` messages must not write. Off while the known bug stands
     /// (the gateway logs "ignoring retained command" and then runs it anyway; being fixed in
-    /// main): with it on the target fails on the first retained command (seed
-    /// `Tests/Fixtures/fuzz/mqtt-commands/retained-set-writes`). Turn it on with that fix.
+    /// main): with it on the target fails on the first retained command (fixture
+    /// `Tests/Fixtures/fuzz/mqtt-commands/retained-set-brightness-writes`: a retained "10" on
+    /// `gattway/lamp/set/brightness` writes FFF1 and answers ok). Turn it on with that fix.
     nonisolated(unsafe) static var checkRetained = false
     /// Every command message with a device topic gets exactly one response (not only at most one)
     /// once the gateway is idle.
