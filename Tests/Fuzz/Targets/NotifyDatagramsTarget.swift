@@ -140,7 +140,9 @@ enum NotifyDatagramsFuzz {
             Glibc.close(peer)
             let closedAt = EventLoop.now()
             while !outcome.state.withLock({ $0.consumerDone }) {
-                fuzzProperty(EventLoop.now() < closedAt + 15_000_000_000, "the stream did not end within 15 s of the peer closing")
+                fuzzProperty(
+                    EventLoop.now() < closedAt + 15_000_000_000,
+                    "the stream did not end within 15 s of the peer closing")
                 usleep(50)
             }
         }
