@@ -64,7 +64,7 @@ let package = Package(
         // surface; gattway-fuzz runs them with libFuzzer when built with -sanitize=fuzzer (make
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
-        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "BlueZ"],
+        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes", "BlueZ", "DBus", "EventLoop"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
@@ -78,12 +78,14 @@ let package = Package(
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Parsers", "Bluetooth", "JSON"]),
+        // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
+        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth"], path: "Tests/GatewayFakes"),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

@@ -10,19 +10,19 @@ import DBus
 ///
 /// Devices, the many objects, are kept apart in a ``DeviceTable`` of compact ``DeviceObject``s
 /// (read with ``device(_:)``); adapters and GATT objects, a few, as generic ``PropertyList``s.
-struct BlueZObjectTree {
-    static let adapter = "org.bluez.Adapter1"
-    static let device = "org.bluez.Device1"
-    static let service = "org.bluez.GattService1"
-    static let characteristic = "org.bluez.GattCharacteristic1"
-    static let descriptor = "org.bluez.GattDescriptor1"
+package struct BlueZObjectTree {
+    package static let adapter = "org.bluez.Adapter1"
+    package static let device = "org.bluez.Device1"
+    package static let service = "org.bluez.GattService1"
+    package static let characteristic = "org.bluez.GattCharacteristic1"
+    package static let descriptor = "org.bluez.GattDescriptor1"
 
     /// The properties the central reads, per kept interface. Anything else BlueZ sends (in
     /// `InterfacesAdded`, `GetManagedObjects` or `PropertiesChanged`) is dropped on arrival. The
     /// names stored are these literals, not the decoded strings: a name over 15 bytes
     /// (`org.bluez.Device1`, `ServicesResolved`, `ManufacturerData`) would otherwise be a heap
     /// allocation per object.
-    static let keptProperties: [(interface: String, keys: [String])] = [
+    package static let keptProperties: [(interface: String, keys: [String])] = [
         (adapter, ["Address", "Powered", "Roles"]),
         (device, DeviceObject.keys),
         (service, ["UUID", "Primary"]),
@@ -31,11 +31,13 @@ struct BlueZObjectTree {
     ]
 
     /// The kept interface named `name` (its literal name and kept properties), or nil.
-    static func kept(_ name: String) -> (interface: String, keys: [String])? {
+    package static func kept(_ name: String) -> (interface: String, keys: [String])? {
         keptProperties.first { $0.interface == name }
     }
 
-    typealias Properties = PropertyList
+    package typealias Properties = PropertyList
+
+    package init() {}
 
     /// Every kept interface but `Device1`, by object.
     private(set) var objects: [DBusObjectPath: InterfaceList] = [:]
@@ -43,12 +45,12 @@ struct BlueZObjectTree {
     private(set) var devices = DeviceTable()
 
     /// Number of objects (paths) with a kept interface.
-    var count: Int {
+    package var count: Int {
         objects.count + devices.count - objects.keys.reduce(0) { $0 + (devices[$1] != nil ? 1 : 0) }
     }
 
     /// Whether an object at `path` has a kept interface.
-    func contains(_ path: DBusObjectPath) -> Bool {
+    package func contains(_ path: DBusObjectPath) -> Bool {
         objects[path] != nil || devices[path] != nil
     }
 
@@ -58,7 +60,7 @@ struct BlueZObjectTree {
     }
 
     /// Replaces everything with a `GetManagedObjects` reply (`a{oa{sa{sv}}}`).
-    mutating func load(_ reply: DBusValue) {
+    package mutating func load(_ reply: DBusValue) {
         removeAll()
         for entry in reply.entries ?? [] {
             guard let path = entry.key.objectPath else { continue }
@@ -68,7 +70,7 @@ struct BlueZObjectTree {
 
     /// Applies `InterfacesAdded(o, a{sa{sv}})`; returns the kept interface names added.
     @discardableResult
-    mutating func add(_ path: DBusObjectPath, interfaces: DBusValue) -> [String] {
+    package mutating func add(_ path: DBusObjectPath, interfaces: DBusValue) -> [String] {
         var added: [String] = []
         for entry in interfaces.entries ?? [] {
             guard let name = entry.key.string, let kept = Self.kept(name) else { continue }
@@ -85,7 +87,7 @@ struct BlueZObjectTree {
     /// Applies `InterfacesRemoved(o, as)`; removes the object when nothing is left. When a
     /// device goes, its GATT children go with it (BlueZ sends separate signals for them, but
     /// not reliably on shutdown).
-    mutating func remove(_ path: DBusObjectPath, interfaces: [String]) {
+    package mutating func remove(_ path: DBusObjectPath, interfaces: [String]) {
         guard contains(path) else { return }
         if interfaces.contains(Self.device) { devices.remove(path) }
         if var entry = objects[path] {
@@ -104,7 +106,7 @@ struct BlueZObjectTree {
     /// Applies `PropertiesChanged(s, a{sv}, as)` (properties the central does not read are
     /// ignored); false when the object or interface is unknown.
     @discardableResult
-    mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+    package mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
         if interface == Self.device {
             return devices.modify(path) { $0.change(changed, invalidated: invalidated) }
         }
@@ -118,22 +120,22 @@ struct BlueZObjectTree {
     }
 
     /// The kept properties of an adapter or GATT object (a device's are read with ``device(_:)``).
-    func properties(_ path: DBusObjectPath, _ interface: String) -> Properties? {
+    package func properties(_ path: DBusObjectPath, _ interface: String) -> Properties? {
         objects[path]?[interface]
     }
 
     /// The device at `path`, when BlueZ has one there.
-    func device(_ path: DBusObjectPath) -> DeviceObject? {
+    package func device(_ path: DBusObjectPath) -> DeviceObject? {
         devices[path]
     }
 
     /// Number of devices below `parent` (without building their paths).
-    func deviceCount(below parent: DBusObjectPath) -> Int {
+    package func deviceCount(below parent: DBusObjectPath) -> Int {
         devices.count(below: parent.rawValue + "/")
     }
 
     /// Paths of objects carrying `interface`, optionally only below `parent`, sorted.
-    func paths(with interface: String, below parent: DBusObjectPath? = nil) -> [DBusObjectPath] {
+    package func paths(with interface: String, below parent: DBusObjectPath? = nil) -> [DBusObjectPath] {
         let prefix = parent.map { $0.rawValue + "/" }
         if interface == Self.device { return devices.paths(below: prefix).sorted() }
         return objects.compactMap { path, interfaces in
@@ -145,7 +147,7 @@ struct BlueZObjectTree {
 
     /// The adapter `selector` names: with ``AdapterSelector/first`` the first adapter (by path)
     /// whose `Roles` include `role` (or that reports no roles), preferring a powered one.
-    func adapter(matching selector: AdapterSelector, role: String) -> DBusObjectPath? {
+    package func adapter(matching selector: AdapterSelector, role: String) -> DBusObjectPath? {
         let candidates = paths(with: Self.adapter).filter { path in
             let props = properties(path, Self.adapter) ?? [:]
             switch selector {
@@ -209,7 +211,7 @@ typealias InterfaceList = SmallMap<PropertyList>
 /// wrapper (the accessors look through it anyway), and byte arrays — `ManufacturerData` and
 /// `ServiceData` (`a{qv}`/`a{sv}` of `ay`) — as plain bytes: a ``DBusValue`` array spends 24
 /// bytes per byte. Reading such a property builds the ``DBusValue`` again.
-struct PropertyList: ExpressibleByDictionaryLiteral {
+package struct PropertyList: ExpressibleByDictionaryLiteral {
     private enum Stored {
         case value(DBusValue)
         /// `ay`
@@ -250,7 +252,7 @@ struct PropertyList: ExpressibleByDictionaryLiteral {
 
     private var stored: SmallMap<Stored>
 
-    init(dictionaryLiteral elements: (String, DBusValue)...) {
+    package init(dictionaryLiteral elements: (String, DBusValue)...) {
         stored = [:]
         for (key, value) in elements { self[key] = value }
     }
@@ -267,10 +269,10 @@ struct PropertyList: ExpressibleByDictionaryLiteral {
         stored = SmallMap(exactly: kept)
     }
 
-    var isEmpty: Bool { stored.isEmpty }
-    var keys: [String] { stored.keys }
+    package var isEmpty: Bool { stored.isEmpty }
+    package var keys: [String] { stored.keys }
 
-    subscript(key: String) -> DBusValue? {
+    package subscript(key: String) -> DBusValue? {
         get { stored[key]?.value }
         set { stored[key] = newValue.map(Stored.init) }
     }

@@ -15,9 +15,9 @@ import DBus
 ///
 /// A value type: the block is copied before a write when it is shared (it never is while it sits
 /// in the tree, so an `RSSI` or a same-length `ServiceData` change writes in place).
-struct DeviceObject {
+package struct DeviceObject {
     /// The kept properties, by the name BlueZ gives them.
-    static let keys = [
+    package static let keys = [
         "Address", "AddressType", "Name", "Connected", "ServicesResolved", "UUIDs", "ManufacturerData", "ServiceData",
         "TxPower", "RSSI",
     ]
@@ -81,28 +81,28 @@ struct DeviceObject {
 
     private var flags: Flags { Flags(rawValue: UInt16(truncatingIfNeeded: storage.header.addressAndFlags >> 48)) }
 
-    var address: BluetoothAddress? {
+    package var address: BluetoothAddress? {
         flags.contains(.hasAddress) ? BluetoothAddress(rawValue: storage.header.addressAndFlags) : nil
     }
 
-    var addressType: BluetoothAddress.AddressType? {
+    package var addressType: BluetoothAddress.AddressType? {
         let flags = flags
         if flags.contains(.publicAddress) { return .public }
         if flags.contains(.randomAddress) { return .random }
         return nil
     }
 
-    var name: String? { storage.header.name }
-    var isConnected: Bool { flags.contains(.connected) }
-    var servicesResolved: Bool { flags.contains(.servicesResolved) }
+    package var name: String? { storage.header.name }
+    package var isConnected: Bool { flags.contains(.connected) }
+    package var servicesResolved: Bool { flags.contains(.servicesResolved) }
     /// Whether BlueZ has an `RSSI` for the device (it invalidates it when discovery stops).
-    var hasRSSI: Bool { flags.contains(.hasRSSI) }
+    package var hasRSSI: Bool { flags.contains(.hasRSSI) }
     /// `RSSI` as an integer (127 "not available" included).
-    var rssi: Int? { flags.contains(.rssiIsInteger) ? Int(storage.header.rssi) : nil }
-    var txPower: Int? { flags.contains(.hasTxPower) ? Int(storage.header.txPower) : nil }
+    package var rssi: Int? { flags.contains(.rssiIsInteger) ? Int(storage.header.rssi) : nil }
+    package var txPower: Int? { flags.contains(.hasTxPower) ? Int(storage.header.txPower) : nil }
 
     /// `UUIDs` that parse, in BlueZ's order.
-    var serviceUUIDs: [BluetoothUUID] {
+    package var serviceUUIDs: [BluetoothUUID] {
         withPayload { payload in
             var uuids: [BluetoothUUID] = []
             payload.forEach { entry in if case .uuid(let uuid) = entry { uuids.append(uuid) } }
@@ -111,7 +111,7 @@ struct DeviceObject {
     }
 
     /// The properties as ``AdvertisementData`` (RSSI 127 "not available" becomes nil).
-    var advertisementData: AdvertisementData {
+    package var advertisementData: AdvertisementData {
         var data = AdvertisementData()
         data.localName = name
         withPayload { payload in
@@ -129,14 +129,14 @@ struct DeviceObject {
     }
 
     /// The peripheral snapshot, when the device has an address.
-    var peripheral: Peripheral? {
+    package var peripheral: Peripheral? {
         guard let address else { return nil }
         return Peripheral(
             address: address, addressType: addressType, name: name, isConnected: isConnected, servicesResolved: servicesResolved)
     }
 
     /// Bytes of encoded payload (for tests).
-    var payloadCount: Int { Int(storage.header.payloadCount) }
+    package var payloadCount: Int { Int(storage.header.payloadCount) }
 
     private func withPayload<R>(_ body: (Payload) -> R) -> R {
         storage.withUnsafeMutablePointers { header, elements in

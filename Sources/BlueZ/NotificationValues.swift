@@ -38,7 +38,7 @@ public struct NotificationValues: AsyncSequence, Sendable {
 
 /// The bounded hand-off between the central (producer, on the loop thread) and one consumer
 /// task. Thread-safe.
-final class NotificationChannel: Sendable {
+package final class NotificationChannel: Sendable {
     private struct State {
         var values: [[UInt8]] = []
         var head = 0
@@ -57,7 +57,7 @@ final class NotificationChannel: Sendable {
     /// Called from the consumer's thread when it drained a paused channel to half.
     private let onResume: @Sendable () -> Void
 
-    init(highWater: Int, onResume: @escaping @Sendable () -> Void) {
+    package init(highWater: Int, onResume: @escaping @Sendable () -> Void) {
         self.highWater = max(1, highWater)
         self.onResume = onResume
     }
@@ -68,11 +68,11 @@ final class NotificationChannel: Sendable {
     }
 
     /// True while the producer should not read more for this consumer.
-    var isPaused: Bool { state.withLock { $0.paused } }
+    package var isPaused: Bool { state.withLock { $0.paused } }
 
     /// Hands `value` to the consumer; true when `highWater` values wait (the producer should
     /// pause reading until ``onResume`` runs).
-    func push(_ value: [UInt8]) -> Bool {
+    package func push(_ value: [UInt8]) -> Bool {
         let (waiter, pause): (CheckedContinuation<[UInt8]?, any Error>?, Bool) = state.withLock { state in
             guard state.end == nil else { return (nil, false) }
             if let waiter = state.waiter {
@@ -88,7 +88,7 @@ final class NotificationChannel: Sendable {
     }
 
     /// Ends the stream after the values already waiting (with `error`, if any).
-    func finish(throwing error: (any Error)?) {
+    package func finish(throwing error: (any Error)?) {
         let waiter: CheckedContinuation<[UInt8]?, any Error>? = state.withLock { state in
             guard state.end == nil else { return nil }
             state.end = error.map { .failure($0) } ?? .success(())
@@ -100,7 +100,7 @@ final class NotificationChannel: Sendable {
 
     /// The consumer went away (cancelled, or the sequence was released): drop what waits and
     /// tell the central once.
-    func terminate() {
+    package func terminate() {
         let (waiter, onTerminate): (CheckedContinuation<[UInt8]?, any Error>?, (@Sendable () -> Void)?) = state.withLock { state in
             if state.end == nil { state.end = .success(()) }
             state.values = []
@@ -143,7 +143,7 @@ final class NotificationChannel: Sendable {
         return .wait
     }
 
-    func next() async throws -> [UInt8]? {
+    package func next() async throws -> [UInt8]? {
         let highWater = self.highWater
         switch state.withLock({ Self.take(&$0, highWater: highWater) }) {
         case .value(let value, let resume):

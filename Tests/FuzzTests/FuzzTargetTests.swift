@@ -1,3 +1,4 @@
+import Foundation
 import FuzzTargets
 import Testing
 
@@ -15,17 +16,35 @@ struct FuzzTargetTests {
     }
 
     @Test("seeds and saved corpus replay without a trap", arguments: FuzzTargets.all.map(\.name))
-    func replay(_ name: String) throws {
+    func replay(_ name: String) async throws {
         let target = try #require(FuzzTargets.named(name))
-        for input in target.seeds() { target.run(input) }
-        for file in FixtureFiles.corpus(name) { target.run(file.bytes) }
+        await Self.onOwnThread {
+            for input in target.seeds() { target.run(input) }
+            for file in FixtureFiles.corpus(name) { target.run(file.bytes) }
+        }
     }
 
     @Test("a seeded mutational run finds nothing", arguments: FuzzTargets.all.map(\.name))
-    func mutations(_ name: String) throws {
+    func mutations(_ name: String) async throws {
         let target = try #require(FuzzTargets.named(name))
-        let seeds = target.seeds()
-        var mutator = Mutator(seed: 0x6761_7474)
-        for _ in 0..<2000 { target.run(mutator.next(from: seeds)) }
+        await Self.onOwnThread {
+            let seeds = target.seeds()
+            var mutator = Mutator(seed: 0x6761_7474)
+            for _ in 0..<2000 { target.run(mutator.next(from: seeds)) }
+        }
+    }
+
+    /// Runs `body` on a thread of its own: fuzz callbacks are synchronous and run for seconds,
+    /// and on the cooperative pool (two threads on a 2-core machine) they would starve the tests
+    /// running beside them.
+    static func onOwnThread(_ body: @escaping @Sendable () -> Void) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                body()
+                continuation.resume()
+            }
+            thread.stackSize = 8 << 20
+            thread.start()
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Bluetooth
 import Gateway
+import GatewayFakes
 import JSON
 import Testing
 

@@ -5,6 +5,10 @@ public enum FuzzTargets {
         advertisement,
         decodeLine,
         centralState,
+        mqttCommands,
+        peripheralSources,
+        bluezObjects,
+        notifyDatagrams,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

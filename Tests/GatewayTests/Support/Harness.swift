@@ -1,5 +1,6 @@
 import Bluetooth
 import Gateway
+import GatewayFakes
 import JSON
 
 /// A gateway wired to in-memory ports and a manual clock.

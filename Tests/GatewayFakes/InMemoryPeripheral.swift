@@ -4,7 +4,7 @@ import Synchronization
 
 /// A peripheral port that records what the gateway serves, sets and advertises, and lets tests
 /// play a central's writes and subscriptions.
-final class InMemoryPeripheral: PeripheralPort {
+public final class InMemoryPeripheral: PeripheralPort {
     private struct State {
         var services: [PeripheralService]?
         var values: [PeripheralCharacteristicID: [UInt8]] = [:]
@@ -21,16 +21,18 @@ final class InMemoryPeripheral: PeripheralPort {
 
     private let state = Mutex(State())
 
-    var services: [PeripheralService]? { state.withLock { $0.services } }
-    var notified: [(PeripheralCharacteristicID, [UInt8])] { state.withLock { $0.notified } }
-    var advertisements: [PeripheralAdvertisement?] { state.withLock { $0.advertisements } }
-    func value(_ id: PeripheralCharacteristicID) -> [UInt8]? { state.withLock { $0.values[id] } }
+    public init() {}
+
+    public var services: [PeripheralService]? { state.withLock { $0.services } }
+    public var notified: [(PeripheralCharacteristicID, [UInt8])] { state.withLock { $0.notified } }
+    public var advertisements: [PeripheralAdvertisement?] { state.withLock { $0.advertisements } }
+    public func value(_ id: PeripheralCharacteristicID) -> [UInt8]? { state.withLock { $0.values[id] } }
 
     /// Makes ``serve(_:)`` or ``advertise(_:)`` fail from now on (nil: succeed).
-    func failServe(_ error: BLEPortError?) { state.withLock { $0.serveError = error } }
-    func failAdvertise(_ error: BLEPortError?) { state.withLock { $0.advertiseError = error } }
+    public func failServe(_ error: BLEPortError?) { state.withLock { $0.serveError = error } }
+    public func failAdvertise(_ error: BLEPortError?) { state.withLock { $0.advertiseError = error } }
 
-    func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
+    public func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
         let error = state.withLock { state -> BLEPortError? in
             if let error = state.serveError { return error }
             state.services = services
@@ -45,11 +47,11 @@ final class InMemoryPeripheral: PeripheralPort {
     }
 
     /// Makes the next ``setValue(_:for:)`` wait for ``releaseSetValue()``.
-    func holdNextSetValue() { state.withLock { $0.holdNextSetValue = true } }
-    var isHoldingSetValue: Bool { state.withLock { $0.holding } }
-    func releaseSetValue() { state.withLock { $0.holding = false } }
+    public func holdNextSetValue() { state.withLock { $0.holdNextSetValue = true } }
+    public var isHoldingSetValue: Bool { state.withLock { $0.holding } }
+    public func releaseSetValue() { state.withLock { $0.holding = false } }
 
-    func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
+    public func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
         let held = state.withLock { state in
             guard state.holdNextSetValue else { return false }
             state.holdNextSetValue = false
@@ -63,7 +65,7 @@ final class InMemoryPeripheral: PeripheralPort {
         }
     }
 
-    func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError) {
+    public func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError) {
         let error = state.withLock { state -> BLEPortError? in
             if let error = state.advertiseError { return error }
             state.advertisements.append(advertisement)
@@ -72,12 +74,12 @@ final class InMemoryPeripheral: PeripheralPort {
         if let error { throw error }
     }
 
-    func events() -> AsyncStream<PeripheralPortEvent> {
+    public func events() -> AsyncStream<PeripheralPortEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: PeripheralPortEvent.self)
         state.withLock { $0.events = continuation }
         return stream
     }
 
     /// A central does something.
-    func send(_ event: PeripheralPortEvent) { _ = state.withLock { $0.events }?.yield(event) }
+    public func send(_ event: PeripheralPortEvent) { _ = state.withLock { $0.events }?.yield(event) }
 }

@@ -2,7 +2,7 @@ import Gateway
 import Synchronization
 
 /// An MQTT port that records what the gateway publishes and lets tests inject inbound messages.
-final class InMemoryMQTT: MQTTPort {
+public final class InMemoryMQTT: MQTTPort {
     private struct State {
         var published: [MQTTOutboundMessage] = []
         var subscriptions: [(filter: String, continuation: AsyncStream<MQTTInboundMessage>.Continuation)] = []
@@ -17,17 +17,19 @@ final class InMemoryMQTT: MQTTPort {
 
     private let state = Mutex(State())
 
-    var published: [MQTTOutboundMessage] { state.withLock { $0.published } }
+    public init() {}
 
-    func messages(on topic: String) -> [MQTTOutboundMessage] { published.filter { $0.topic == topic } }
-    func payloads(on topic: String) -> [String] { messages(on: topic).map(\.payloadText) }
-    var filters: [String] { state.withLock { $0.subscriptions.map(\.filter) } }
+    public var published: [MQTTOutboundMessage] { state.withLock { $0.published } }
 
-    func publish(_ message: MQTTOutboundMessage) {
+    public func messages(on topic: String) -> [MQTTOutboundMessage] { published.filter { $0.topic == topic } }
+    public func payloads(on topic: String) -> [String] { messages(on: topic).map(\.payloadText) }
+    public var filters: [String] { state.withLock { $0.subscriptions.map(\.filter) } }
+
+    public func publish(_ message: MQTTOutboundMessage) {
         state.withLock { $0.published.append(message) }
     }
 
-    func publishAndWait(_ message: MQTTOutboundMessage) async throws {
+    public func publishAndWait(_ message: MQTTOutboundMessage) async throws {
         let fail = state.withLock { state in
             state.waitAttempts += 1
             if !state.failWaits { state.published.append(message) }
@@ -37,51 +39,51 @@ final class InMemoryMQTT: MQTTPort {
     }
 
     /// Makes ``publishAndWait(_:)`` fail (true) or deliver (false).
-    func failWaits(_ fail: Bool) { state.withLock { $0.failWaits = fail } }
-    var waitAttempts: Int { state.withLock { $0.waitAttempts } }
+    public func failWaits(_ fail: Bool) { state.withLock { $0.failWaits = fail } }
+    public var waitAttempts: Int { state.withLock { $0.waitAttempts } }
 
     /// What the client reports as refused because its queue was full.
-    var queueFullDrops: Int {
+    public var queueFullDrops: Int {
         get { state.withLock { $0.queueFullDrops } }
         set { state.withLock { $0.queueFullDrops = newValue } }
     }
 
     /// What the client reports as held unacknowledged, and its bound (flow control).
-    var backlog: Int {
+    public var backlog: Int {
         get { state.withLock { $0.backlog } }
         set { state.withLock { $0.backlog = newValue } }
     }
 
-    var backlogLimit: Int? {
+    public var backlogLimit: Int? {
         get { state.withLock { $0.backlogLimit } }
         set { state.withLock { $0.backlogLimit = newValue } }
     }
 
-    func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
+    public func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTInboundMessage.self)
         state.withLock { $0.subscriptions.append((filter, continuation)) }
         return stream
     }
 
-    func connectionEvents() -> AsyncStream<Bool> {
+    public func connectionEvents() -> AsyncStream<Bool> {
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
         state.withLock { $0.connection.append(continuation) }
         return stream
     }
 
     /// Delivers `message` to every matching subscription, as a broker would.
-    func inject(_ message: MQTTInboundMessage) {
+    public func inject(_ message: MQTTInboundMessage) {
         let targets = state.withLock { $0.subscriptions.filter { Self.matches($0.filter, message.topic) } }
         for target in targets { target.continuation.yield(message) }
     }
 
-    func setConnected(_ connected: Bool) {
+    public func setConnected(_ connected: Bool) {
         for continuation in state.withLock({ $0.connection }) { continuation.yield(connected) }
     }
 
-    func clear() { state.withLock { $0.published = [] } }
+    public func clear() { state.withLock { $0.published = [] } }
 
-    static func matches(_ filter: String, _ topic: String) -> Bool {
+    public static func matches(_ filter: String, _ topic: String) -> Bool {
         let f = filter.split(separator: "/", omittingEmptySubsequences: false)
         let t = topic.split(separator: "/", omittingEmptySubsequences: false)
         for (index, level) in f.enumerated() {
@@ -94,7 +96,7 @@ final class InMemoryMQTT: MQTTPort {
 
     /// Waits (real time, bounded) until `count` messages were published on `topic`.
     @discardableResult
-    func waitFor(_ topic: String, count: Int = 1, timeout: Double = 5) async -> [MQTTOutboundMessage] {
+    public func waitFor(_ topic: String, count: Int = 1, timeout: Double = 5) async -> [MQTTOutboundMessage] {
         let deadline = ContinuousClock.now + .seconds(timeout)
         while ContinuousClock.now < deadline {
             let found = messages(on: topic)

@@ -3,17 +3,26 @@ import Gateway
 import Synchronization
 
 /// A BLE port backed by a table of fake peripherals; records every operation in order.
-final class InMemoryBLE: BLEPort {
-    struct Peripheral {
-        var characteristics: [BLECharacteristic]
-        var values: [BluetoothUUID: [UInt8]] = [:]
+public final class InMemoryBLE: BLEPort {
+    public struct Peripheral: Sendable {
+        public var characteristics: [BLECharacteristic]
+        public var values: [BluetoothUUID: [UInt8]] = [:]
         /// Connecting fails with this error.
-        var connectError: BLEPortError?
+        public var connectError: BLEPortError?
         /// Writes never complete (until cancelled).
-        var hangWrites = false
+        public var hangWrites = false
         /// Connecting waits while this is set (``update(_:_:)`` clears it), so a test can act
         /// while a connection attempt is in flight.
-        var holdConnect = false
+        public var holdConnect = false
+
+        public init(characteristics: [BLECharacteristic], values: [BluetoothUUID: [UInt8]] = [:],
+                    connectError: BLEPortError? = nil, hangWrites: Bool = false, holdConnect: Bool = false) {
+            self.characteristics = characteristics
+            self.values = values
+            self.connectError = connectError
+            self.hangWrites = hangWrites
+            self.holdConnect = holdConnect
+        }
     }
 
     private struct State {
@@ -29,11 +38,13 @@ final class InMemoryBLE: BLEPort {
 
     private let state = Mutex(State())
 
-    func add(_ address: BluetoothAddress, _ peripheral: Peripheral) {
+    public init() {}
+
+    public func add(_ address: BluetoothAddress, _ peripheral: Peripheral) {
         state.withLock { $0.peripherals[address] = peripheral }
     }
 
-    func update(_ address: BluetoothAddress, _ change: @Sendable (inout Peripheral) -> Void) {
+    public func update(_ address: BluetoothAddress, _ change: @Sendable (inout Peripheral) -> Void) {
         state.withLock { state in
             if var peripheral = state.peripherals[address] {
                 change(&peripheral)
@@ -42,13 +53,13 @@ final class InMemoryBLE: BLEPort {
         }
     }
 
-    var log: [String] { state.withLock { $0.log } }
-    var writes: [String] { log.filter { $0.hasPrefix("write") } }
-    var scanFilters: [[BluetoothUUID]] { state.withLock { $0.scanFilters } }
-    var connectAttempts: [BluetoothAddress] { state.withLock { $0.connectAttempts } }
-    func isConnected(_ address: BluetoothAddress) -> Bool { state.withLock { $0.connected.contains(address) } }
+    public var log: [String] { state.withLock { $0.log } }
+    public var writes: [String] { log.filter { $0.hasPrefix("write") } }
+    public var scanFilters: [[BluetoothUUID]] { state.withLock { $0.scanFilters } }
+    public var connectAttempts: [BluetoothAddress] { state.withLock { $0.connectAttempts } }
+    public func isConnected(_ address: BluetoothAddress) -> Bool { state.withLock { $0.connected.contains(address) } }
 
-    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
+    public func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
         let (stream, continuation) = AsyncStream.makeStream(of: BLEDiscovery.self)
         state.withLock {
             $0.scanFilters.append(services)
@@ -58,11 +69,11 @@ final class InMemoryBLE: BLEPort {
     }
 
     /// Reports an advertisement (no filtering here: BlueZ merges the filters of all clients).
-    func advertise(_ discovery: BLEDiscovery) {
+    public func advertise(_ discovery: BLEDiscovery) {
         _ = state.withLock { $0.discoveries }?.yield(discovery)
     }
 
-    func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+    public func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
         state.withLock { state in
             state.connectAttempts.append(address)
             state.log.append("connect \(address)")
@@ -79,7 +90,7 @@ final class InMemoryBLE: BLEPort {
         if let result { throw result }
     }
 
-    func disconnect(_ address: BluetoothAddress) async {
+    public func disconnect(_ address: BluetoothAddress) async {
         let events: [AsyncStream<BLEConnectionEvent>.Continuation]? = state.withLock { state in
             guard state.connected.remove(address) != nil else { return nil }
             state.log.append("disconnect \(address)")
@@ -90,7 +101,7 @@ final class InMemoryBLE: BLEPort {
     }
 
     /// The device drops the link.
-    func dropLink(_ address: BluetoothAddress) {
+    public func dropLink(_ address: BluetoothAddress) {
         let events = state.withLock { state in
             state.connected.remove(address)
             return state.events
@@ -108,7 +119,7 @@ final class InMemoryBLE: BLEPort {
         for entry in ended { entry.continuation.finish() }
     }
 
-    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
+    public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
         try state.withLock { state throws(BLEPortError) in
             guard state.connected.contains(address), let peripheral = state.peripherals[address] else {
                 throw BLEPortError(.notConnected, "not connected")
@@ -117,7 +128,7 @@ final class InMemoryBLE: BLEPort {
         }
     }
 
-    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> AsyncStream<[UInt8]> {
+    public func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> AsyncStream<[UInt8]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
         state.withLock {
             $0.notifications.append((address, characteristic.uuid, continuation))
@@ -127,14 +138,14 @@ final class InMemoryBLE: BLEPort {
     }
 
     /// The device notifies a value.
-    func notify(_ address: BluetoothAddress, _ uuid: BluetoothUUID, _ value: [UInt8]) {
+    public func notify(_ address: BluetoothAddress, _ uuid: BluetoothUUID, _ value: [UInt8]) {
         let targets = state.withLock { $0.notifications.filter { $0.address == address && $0.uuid == uuid } }
         for target in targets { target.continuation.yield(value) }
     }
 
-    var notificationCount: Int { state.withLock { $0.notifications.count } }
+    public var notificationCount: Int { state.withLock { $0.notifications.count } }
 
-    func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
+    public func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
         try state.withLock { state throws(BLEPortError) in
             guard state.connected.contains(address) else { throw BLEPortError(.notConnected, "not connected") }
             state.log.append("read \(address) \(characteristic.uuid.shortDescription)")
@@ -142,7 +153,7 @@ final class InMemoryBLE: BLEPort {
         }
     }
 
-    func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
+    public func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
         async throws(BLEPortError)
     {
         let hang: Bool = try state.withLock { state throws(BLEPortError) in
@@ -161,7 +172,7 @@ final class InMemoryBLE: BLEPort {
         }
     }
 
-    func connectionEvents() -> AsyncStream<BLEConnectionEvent> {
+    public func connectionEvents() -> AsyncStream<BLEConnectionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: BLEConnectionEvent.self)
         state.withLock { $0.events.append(continuation) }
         return stream

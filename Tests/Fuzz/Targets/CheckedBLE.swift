@@ -1,0 +1,54 @@
+import Bluetooth
+import Gateway
+import GatewayFakes
+
+/// A BLE port that passes everything to an ``InMemoryBLE`` and shows every read and write to
+/// `check` before the fake device sees it (``InMemoryBLE``'s log does not name the service).
+final class CheckedBLE: BLEPort {
+    /// A GATT operation the gateway asked for.
+    enum Operation: Sendable { case read, write }
+
+    let inner: InMemoryBLE
+    let check: @Sendable (Operation, BluetoothAddress, BLECharacteristic) -> Void
+
+    init(_ inner: InMemoryBLE, check: @escaping @Sendable (Operation, BluetoothAddress, BLECharacteristic) -> Void) {
+        self.inner = inner
+        self.check = check
+    }
+
+    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
+        try await inner.scan(services: services)
+    }
+
+    func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+        try await inner.connect(address, timeout: timeout)
+    }
+
+    func disconnect(_ address: BluetoothAddress) async { await inner.disconnect(address) }
+
+    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+        -> [BLECharacteristic]
+    {
+        try await inner.discover(address, services: services)
+    }
+
+    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
+        -> AsyncStream<[UInt8]>
+    {
+        try await inner.notifications(address, characteristic: characteristic)
+    }
+
+    func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
+        check(.read, address, characteristic)
+        return try await inner.read(address, characteristic: characteristic)
+    }
+
+    func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
+        async throws(BLEPortError)
+    {
+        check(.write, address, characteristic)
+        try await inner.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
+    }
+
+    func connectionEvents() -> AsyncStream<BLEConnectionEvent> { inner.connectionEvents() }
+}
