@@ -146,9 +146,13 @@ package struct BlueZObjectTree {
     }
 
     /// The adapter `selector` names: with ``AdapterSelector/first`` the first adapter (by path)
-    /// whose `Roles` include `role` (or that reports no roles), preferring a powered one.
+    /// whose `Roles` include `role` (or that reports no roles), preferring a powered one. Only
+    /// objects where bluetoothd puts adapters count (`/org/bluez/<name>`): an `Adapter1` that
+    /// anything else on the bus claims at `/org/bluez` or below a device is not one.
     package func adapter(matching selector: AdapterSelector, role: String) -> DBusObjectPath? {
         let candidates = paths(with: Self.adapter).filter { path in
+            let name = path.rawValue.dropFirst("/org/bluez/".count)
+            guard path.rawValue.hasPrefix("/org/bluez/"), !name.isEmpty, !name.contains("/") else { return false }
             let props = properties(path, Self.adapter) ?? [:]
             switch selector {
             case .first:

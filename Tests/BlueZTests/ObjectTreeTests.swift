@@ -27,6 +27,24 @@ struct ObjectTreeTests {
         DBusDictionaryEntry(.string("org.freedesktop.DBus.Properties"), .variantDictionary([String: DBusValue]())),
     ])
 
+    @Test("only /org/bluez/<name> objects are adapters: a powered Adapter1 claimed at /org/bluez or below a device is passed over")
+    func adapterPaths() throws {
+        func adapter(powered: Bool) -> DBusValue {
+            .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
+                DBusDictionaryEntry(.string(BlueZObjectTree.adapter), .variantDictionary([
+                    ("Address", .string("00:AA:01:00:00:00")), ("Powered", .boolean(powered)), ("Roles", .strings(["central"])),
+                ])),
+            ])
+        }
+        var tree = BlueZObjectTree()
+        tree.add(DBusObjectPath(rawValue: "/org/bluez")!, interfaces: adapter(powered: true))
+        tree.add(DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01")!, interfaces: adapter(powered: true))
+        tree.add(DBusObjectPath(rawValue: "/org/bluez/hci0")!, interfaces: adapter(powered: false))
+        #expect(tree.adapter(matching: .first, role: "central")?.rawValue == "/org/bluez/hci0")
+        #expect(tree.adapter(matching: .address(try #require(BluetoothAddress("00:AA:01:00:00:00"))), role: "central")?.rawValue
+            == "/org/bluez/hci0")
+    }
+
     @Test("a device keeps the ten properties the central reads; Alias, Paired, Adapter, AdvertisingFlags… are dropped")
     func keepsWhatTheCentralReads() throws {
         var tree = BlueZObjectTree()
