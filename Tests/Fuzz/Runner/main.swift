@@ -8,12 +8,14 @@ import LocalSystem
 //   gattway-fuzz list
 //   gattway-fuzz run NAME [libFuzzer options] [CORPUS_DIR…]
 //   gattway-fuzz replay NAME [FILE…]
+//   gattway-fuzz seeds NAME DIR
 //
 // Built with `-sanitize=fuzzer` (make fuzz, make test-fuzz) `run` is libFuzzer, coverage-guided,
 // with its options (-seed=, -runs=, -max_total_time=, -artifact_prefix=…). In any other build it
 // is the seeded mutational loop of ``Mutator``, which takes -seed=, -runs=, -max_total_time= and
 // -artifact_prefix= too. `replay` runs the target's seeds and its fixture folder
-// (Tests/Fixtures/fuzz/NAME), or the given files, and says how many inputs ran.
+// (Tests/Fixtures/fuzz/NAME), or the given files, and says how many inputs ran. `seeds` writes the
+// target's seeds into DIR as `seed-<hash>` files (make fuzz starts libFuzzer's corpus with them).
 
 nonisolated(unsafe) var selected: FuzzTarget?
 /// The input being run, for the crash handler of the fallback loop.
@@ -26,7 +28,7 @@ func complain(_ text: String) {
 }
 
 func usage() -> Never {
-    complain("usage: gattway-fuzz list | run NAME [options] [CORPUS…] | replay NAME [FILE…]\n")
+    complain("usage: gattway-fuzz list | run NAME [options] [CORPUS…] | replay NAME [FILE…] | seeds NAME DIR\n")
     exit(64)
 }
 
@@ -131,6 +133,21 @@ case "replay":
     }
     for input in inputs { target.run(input) }
     print("replay: \(target.name): \(inputs.count) inputs, no crash")
+case "seeds":
+    guard arguments.count == 4 else { usage() }
+    let target = target(arguments[2])
+    let directory = arguments[3]
+    try? LocalFile.createDirectories(directory)
+    let seeds = target.seeds()
+    for seed in seeds {
+        do {
+            try LocalFile.write(seed, to: directory + "/seed-" + fnv(seed))
+        } catch {
+            complain("gattway-fuzz: cannot write into \(directory): \(error)\n")
+            exit(73)
+        }
+    }
+    print("seeds: \(target.name): \(seeds.count) written to \(directory)")
 case "run":
     guard arguments.count >= 3 else { usage() }
     selected = target(arguments[2])

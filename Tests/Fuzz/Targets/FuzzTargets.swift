@@ -3,6 +3,12 @@
 public enum FuzzTargets {
     public static let all: [FuzzTarget] = [
         advertisement,
+        characteristic,
+        config,
+        scenario,
+        gattTree,
+        storeAndForward,
+        json,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
