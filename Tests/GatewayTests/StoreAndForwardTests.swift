@@ -111,6 +111,34 @@ struct StoreAndForwardTests {
         }
     }
 
+    /// Found by the store-and-forward fuzz target in `make test-fuzz` (Tests/Fixtures/fuzz/
+    /// store-and-forward/sequence-going-backwards-resurrects-expired): a file whose message
+    /// sequences go backwards (1, then 0) was kept whole; the next append reused sequence 1, the
+    /// expired first message's removal mark ("below 0") removed nothing, and after a reopen the
+    /// expired message was queued again.
+    @Test("a message whose sequence is not above the previous one is damage: the file is cut there, a dropped message never comes back")
+    func sequenceGoingBackwards() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        try filled(path, count: 2).close()
+        // The records of a second queue (sequences 0, 1 again) appended after the first's.
+        let other = Self.temporaryDirectory() + "/other.log"
+        try filled(other, count: 2).close()
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(try #require(FileManager.default.contents(atPath: other)))
+        handle.closeFile()
+        let reopened = try DiskQueue(path: path, limits: Self.limits)
+        #expect(reopened.oldest().map(\.sequence) == [0, 1])
+        #expect(reopened.discardedBytes == (try #require(FileManager.default.contents(atPath: other))).count)
+        // An expired head dropped on append stays dropped across a reopen.
+        let late = Self.t0 + 3_600_001 + 1000
+        reopened.append(Self.message(7), capturedAt: late, now: late)
+        #expect(reopened.oldest().map(\.sequence) == [2])
+        reopened.close()
+        let again = try DiskQueue(path: path, limits: Self.limits)
+        #expect(again.oldest().map(\.sequence) == [2] && again.discardedBytes == 0)
+    }
+
     /// A queue in a new file, or in memory only.
     static func queue(file: Bool, limits: DiskQueue.Limits) throws -> DiskQueue {
         try DiskQueue(path: file ? temporaryDirectory() + "/outbox.log" : nil, limits: limits)
