@@ -1,6 +1,7 @@
 import Gateway
 import Glibc
 import LocalSystem
+import Synchronization
 
 /// Queue files for ``FuzzTargets/storeAndForward``: the one temporary directory of this process,
 /// the structured encoding of fuzzed records, and the seeds (files written by ``DiskQueue``).
@@ -15,7 +16,7 @@ import LocalSystem
 ///   payload chunk.
 enum QueueFileRecords {
     /// A directory made once per process (on tmpfs when there is one: the queue's fsyncs are
-    /// then free); every input uses the same file in it and removes it afterwards.
+    /// then free); each input uses a file of its own in it (``newPath()``) and removes it afterwards.
     static let directory: String = {
         for base in ["/dev/shm", "/tmp"] where LocalFile.isDirectory(base) {
             var template = Array("\(base)/gattway-fuzz-XXXXXX".utf8CString)
@@ -24,7 +25,13 @@ enum QueueFileRecords {
         fatalError("gattway-fuzz: cannot make a temporary directory")
     }()
 
-    static let path = directory + "/queue"
+    private static let inputs = Atomic<Int>(0)
+
+    /// A file name for one input: the tests run a target's replay and mutations at once in one
+    /// process, so two inputs must never share the file.
+    static func newPath() -> String {
+        directory + "/queue-\(inputs.add(1, ordering: .relaxed).newValue)"
+    }
 
     static func frame(_ input: inout FuzzInput) -> [UInt8] {
         var file: [UInt8] = []
@@ -92,7 +99,7 @@ enum QueueFileRecords {
     /// Files written by DiskQueue itself (messages of every shape, removal marks, a torn tail),
     /// as raw-mode inputs, and a few structured inputs.
     static let seeds: [[UInt8]] = {
-        let seedPath = directory + "/seed"
+        let seedPath = newPath()
         defer { unlink(seedPath) }
         func written(_ body: (DiskQueue) -> Void) -> [UInt8] {
             unlink(seedPath)

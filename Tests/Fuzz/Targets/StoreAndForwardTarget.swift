@@ -26,7 +26,7 @@ extension FuzzTargets {
             var input = FuzzInput(bytes)
             let mode = input.byte()
             let file = mode & 1 != 0 ? QueueFileRecords.frame(&input) : input.rest()
-            let path = QueueFileRecords.path
+            let path = QueueFileRecords.newPath()
             defer {
                 unlink(path)
                 unlink(path + ".tmp")
