@@ -47,12 +47,14 @@ test-swift:
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --no-parallel --filter EndToEndTests
 
 # Fuzzing (Tests/Fuzz; docs/operations.md, "Untrusted input"): gattway-fuzz built with libFuzzer
-# (coverage-guided; the toolchain's lld links it, gold cannot) in its own scratch path, so it never disturbs the
-# ordinary build. `make fuzz` runs every target (or TARGETS="json config") for FUZZ_SECONDS each,
-# keeping the corpus in .build/fuzz-corpus/NAME; crashes land in Tests/Fixtures/fuzz/NAME/ to
-# become fixtures once fixed. `make test-fuzz` is the bounded, seeded lane of `make test`; it fails
-# on any crash and names the input. scripts/fuzz.sh prints executions, execs/s, corpus, crashes.
-FUZZ_BUILD = -c release --scratch-path .build/fuzz -Xswiftc -sanitize=fuzzer -Xswiftc -use-ld=lld
+# (coverage-guided) and AddressSanitizer (the unsafe-pointer code: file I/O, libcrypto calls; about
+# 3x slower, one combined -sanitize= flag or coverage is lost) in its own scratch path, so it never
+# disturbs the ordinary build; the toolchain's lld links it, gold cannot. `make fuzz` runs every
+# target (or TARGETS="json config") for FUZZ_SECONDS each, keeping the corpus in
+# .build/fuzz-corpus/NAME; crashes land in Tests/Fixtures/fuzz/NAME/ to become fixtures once fixed.
+# `make test-fuzz` is the bounded, seeded lane of `make test` (about a minute after the build); it
+# fails on any crash and names the input. scripts/fuzz.sh prints executions, execs/s, corpus, crashes.
+FUZZ_BUILD = -c release --scratch-path .build/fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
 FUZZ_BINARY = $$($(SWIFT) build $(FUZZ_BUILD) --show-bin-path)/gattway-fuzz
 FUZZ_SECONDS ?= 120
 fuzz: deps
