@@ -64,6 +64,8 @@ for name in $targets; do
     -artifact_prefix="$artifacts" ${FUZZ_FLAGS:-} "${dirs[@]}" >"$log" 2>&1 || status=$?
   elapsed=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   executions=$(stat_of number_of_executed_units "$log")
+  # -fork prints no final stats; its progress lines (#N: …) count the executions of every job.
+  [ -n "$executions" ] || executions=$(sed -n 's/^#\([0-9][0-9]*\): cov:.*/\1/p' "$log" | tail -1)
   # libFuzzer's average_exec_per_sec counts whole seconds (0 for a run under one); this is the
   # wall time of the whole run, loading the corpus included.
   per_second=$(awk -v n="${executions:-0}" -v t="$elapsed" 'BEGIN { printf "%d", (t > 0 ? n / t : 0) }')
