@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-conformance test-bluez check-layering check-conversions lint bench demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-conformance test-bluez check-layering check-conversions lint fuzz bench demo clean
 
 all: build
 
@@ -37,11 +37,12 @@ check-conversions:
 	@scripts/check-conversions.sh --self-test
 	@scripts/check-conversions.sh
 
-# The whole suite: layering and conversion rules, then every Swift test (unit tests and integration tests
-# against a private dbus-daemon and a real mosquitto that the tests start and stop), then bleak
-# against the BlueZ simulator, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM
-# files are built into .build/realbluez on the first run, so a clean clone builds them).
-test: deps check-layering check-conversions test-swift test-conformance test-bluez
+# The whole suite: layering and conversion rules, then every Swift test (unit tests and
+# integration tests against a private dbus-daemon and a real mosquitto that the tests start and
+# stop), then a short coverage-guided run of every fuzz target, then bleak against the BlueZ
+# simulator, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
+# .build/realbluez on the first run, so a clean clone builds them).
+test: deps check-layering check-conversions test-swift test-fuzz test-conformance test-bluez
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -50,6 +51,25 @@ test-swift:
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip EndToEndTests
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --no-parallel --filter EndToEndTests
+
+# Fuzzing (Tests/Fuzz; docs/operations.md, "Untrusted input"): gattway-fuzz built with libFuzzer
+# (coverage-guided) and AddressSanitizer (the unsafe-pointer code: file I/O, libcrypto calls; about
+# 3x slower, one combined -sanitize= flag or coverage is lost) in its own scratch path, so it never
+# disturbs the ordinary build; the toolchain's lld links it, gold cannot. `make fuzz` runs every
+# target (or TARGETS="json config") for FUZZ_SECONDS each, keeping the corpus in
+# .build/fuzz-corpus/NAME; crashes land in Tests/Fixtures/fuzz/NAME/ to become fixtures once fixed.
+# `make test-fuzz` is the bounded, seeded lane of `make test` (about a minute after the build); it
+# fails on any crash and names the input. scripts/fuzz.sh prints executions, execs/s, corpus, crashes.
+FUZZ_BUILD = -c release --scratch-path .build/fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
+FUZZ_BINARY = $$($(SWIFT) build $(FUZZ_BUILD) --show-bin-path)/gattway-fuzz
+FUZZ_SECONDS ?= 120
+fuzz: deps
+	$(SWIFT) build $(FUZZ_BUILD) --product gattway-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) TARGETS="$(TARGETS)" scripts/fuzz.sh fuzz "$(FUZZ_BINARY)"
+
+test-fuzz: deps
+	$(SWIFT) build $(FUZZ_BUILD) --product gattway-fuzz
+	TARGETS="$(TARGETS)" scripts/fuzz.sh test "$(FUZZ_BINARY)"
 
 # bleak (PyPI, pinned, in .venv created only when missing) against `gattway simulate --scenario demo`
 # on a private dbus-daemon: scan with a service filter, connect, services, read, write with and

@@ -43,10 +43,14 @@ let package = Package(
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.
         .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem"]),
+        // `gattway serve --tree` files: BlueZ's peripheral types with Gateway's value encodings (which
+        // may not import each other), a library so the fuzz target can parse hostile trees.
+        .target(name: "GATTTree", dependencies: ["BlueZ", "Bluetooth", "Gateway", "JSON"]),
         .executableTarget(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
+                "GATTTree",
             ]
         ),
         .executableTarget(
@@ -64,7 +68,8 @@ let package = Package(
         // surface; gattway-fuzz runs them with libFuzzer when built with -sanitize=fuzzer (make
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
-        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes", "BlueZ", "DBus", "EventLoop"],
+        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
+                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),

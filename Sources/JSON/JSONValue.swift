@@ -164,9 +164,16 @@ public struct JSONTextParser {
                     if (0xD800..<0xDC00).contains(code), index + 1 < bytes.count,
                         bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
                     {
+                        // A pair only when the second escape is a low surrogate; otherwise the high
+                        // one stands alone (U+FFFD) and the second escape is read on its own.
+                        let second = index
                         index += 2
                         let low = try hex4()
-                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        if (0xDC00..<0xE000).contains(low) {
+                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            index = second
+                        }
                     }
                     scalars = String.UnicodeScalarView()
                     scalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
@@ -183,7 +190,10 @@ public struct JSONTextParser {
     }
 
     private mutating func hex4() throws -> UInt32 {
-        guard index + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16) else {
+        // Four hex digits exactly: UInt32(_:radix:) alone would also take a sign ("\u+12a").
+        guard index + 4 <= bytes.count, !bytes[index..<index + 4].contains(where: { $0 == 0x2B || $0 == 0x2D }),
+            let code = UInt32(String(decoding: bytes[index..<index + 4], as: UTF8.self), radix: 16)
+        else {
             throw error("invalid \\u escape")
         }
         index += 4

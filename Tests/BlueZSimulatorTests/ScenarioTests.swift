@@ -65,6 +65,31 @@ struct ScenarioTests {
         }
     }
 
+    /// Found by the scenario fuzz target (Tests/Fixtures/fuzz/scenario/notify-every-2.6e79s): a
+    /// duration the simulator's UInt64-nanosecond timers cannot hold parsed, and arming its timer
+    /// (`UInt64(seconds * 1e9)`) would trap. Every scenario duration is now at most 365 days.
+    @Test("a duration past 365 days is an error naming its path, wherever durations are", arguments: [
+        #"{"devices": [{"address": "A4:C1:38:00:00:01", "interval": "1e300s"}]}"#,
+        #"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["notify"], "notify": {"every": "25555555555555555555555555555555555555555555555555555555555555555555555555555555s"}}]}]}]}"#,
+        #"{"devices": [{"address": "A4:C1:38:00:00:01", "faults": {"connect_delay": 31536001}}]}"#,
+        #"{"events": [{"at": "525601m", "crash": true}]}"#,
+        #"{"timing": {"temporary_timeout": "8761h"}}"#,
+        #"{"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}], "links": [{"adapters": ["hci0", "hci1"], "interval": "1e12s"}]}"#,
+    ])
+    func durationsAreBounded(json: String) {
+        #expect {
+            _ = try Scenario.parse(Data(json.utf8))
+        } throws: { error in
+            "\(error)".contains("expected a duration of at most 365 days")
+        }
+    }
+
+    @Test("365 days exactly is still a duration")
+    func longestDuration() throws {
+        let scenario = try Scenario.parse(Data(#"{"events": [{"at": "8760h", "crash": true}]}"#.utf8))
+        #expect(scenario.events.first?.at == ScenarioLimits.maxDuration)
+    }
+
     @Test("a scenario file is read from its path; a missing one is named with the reason")
     func loadsFromPath() throws {
         let path = NSTemporaryDirectory() + "scenario-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).json"

@@ -85,6 +85,60 @@ struct StoreAndForwardTests {
         #expect(reopened.discardedBytes > 0)
     }
 
+    /// Found by the store-and-forward fuzz target (Tests/Fixtures/fuzz/store-and-forward/
+    /// sequence-at-uint64-max): a record with a good CRC claiming sequence 2^64 − 2 made the next
+    /// sequence 2^64 − 1, and the second append after opening trapped (arithmetic overflow).
+    @Test("a record with a good CRC but a sequence no queue reaches (≥ 2^63, message or removal mark) is damage: cut and counted, appends work")
+    func sequenceOutOfRange() throws {
+        for (kind, sequence) in [(UInt8(1), UInt64.max - 1), (1, UInt64.max), (1, 1 << 63), (2, UInt64.max)] {
+            let path = Self.temporaryDirectory() + "/outbox.log"
+            try filled(path, count: 2).close()
+            var body: [UInt8] = [kind] + (0..<8).map { UInt8(truncatingIfNeeded: sequence >> (8 * UInt64($0))) }
+            if kind == 1 { body += [UInt8](repeating: 0, count: 8) + [1, 0] + [0, 0, 0, 0] + [0] + [0, 0, 0, 0] }
+            let length = UInt32(body.count)
+            let checksum = CRC32.checksum(body)
+            let header = (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * UInt32($0))) }
+                + (0..<4).map { UInt8(truncatingIfNeeded: checksum >> (8 * UInt32($0))) }
+            let handle = try #require(FileHandle(forWritingAtPath: path))
+            handle.seekToEndOfFile()
+            handle.write(Data(header + body))
+            handle.closeFile()
+            let reopened = try DiskQueue(path: path, limits: Self.limits)
+            #expect(reopened.count == 2 && reopened.discardedBytes == header.count + body.count, "kind \(kind), sequence \(sequence)")
+            reopened.append(Self.message(2), capturedAt: Self.t0 + 2, now: Self.t0 + 2)
+            reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
+            #expect(reopened.oldest().map(\.sequence) == [0, 1, 2, 3])
+        }
+    }
+
+    /// Found by the store-and-forward fuzz target in `make test-fuzz` (Tests/Fixtures/fuzz/
+    /// store-and-forward/sequence-going-backwards-resurrects-expired): a file whose message
+    /// sequences go backwards (1, then 0) was kept whole; the next append reused sequence 1, the
+    /// expired first message's removal mark ("below 0") removed nothing, and after a reopen the
+    /// expired message was queued again.
+    @Test("a message whose sequence is not above the previous one is damage: the file is cut there, a dropped message never comes back")
+    func sequenceGoingBackwards() throws {
+        let path = Self.temporaryDirectory() + "/outbox.log"
+        try filled(path, count: 2).close()
+        // The records of a second queue (sequences 0, 1 again) appended after the first's.
+        let other = Self.temporaryDirectory() + "/other.log"
+        try filled(other, count: 2).close()
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        handle.seekToEndOfFile()
+        handle.write(try #require(FileManager.default.contents(atPath: other)))
+        handle.closeFile()
+        let reopened = try DiskQueue(path: path, limits: Self.limits)
+        #expect(reopened.oldest().map(\.sequence) == [0, 1])
+        #expect(reopened.discardedBytes == (try #require(FileManager.default.contents(atPath: other))).count)
+        // An expired head dropped on append stays dropped across a reopen.
+        let late = Self.t0 + 3_600_001 + 1000
+        reopened.append(Self.message(7), capturedAt: late, now: late)
+        #expect(reopened.oldest().map(\.sequence) == [2])
+        reopened.close()
+        let again = try DiskQueue(path: path, limits: Self.limits)
+        #expect(again.oldest().map(\.sequence) == [2] && again.discardedBytes == 0)
+    }
+
     /// A queue in a new file, or in memory only.
     static func queue(file: Bool, limits: DiskQueue.Limits) throws -> DiskQueue {
         try DiskQueue(path: file ? temporaryDirectory() + "/outbox.log" : nil, limits: limits)

@@ -99,4 +99,33 @@ struct JSONTests {
         #expect(UInt8(saturating: 255.9) == 255)
         #expect(Int32(saturating: Float(-3e9)) == .min)
     }
+
+    /// Found by the json (and scenario) fuzz targets: Tests/Fixtures/fuzz/json/
+    /// surrogate-pair-low-half-below-dc00. A high surrogate followed by a `\u` escape that is not
+    /// a low surrogate (`\udB00`, `\u0041`) trapped on `low - 0xDC00` (arithmetic overflow).
+    @Test("a high surrogate without its low half is U+FFFD and the next escape stands alone", arguments: [
+        (#""\ud83d\udB00 x""#, "\u{FFFD}\u{FFFD} x"), (#""\ud800\u0041""#, "\u{FFFD}A"), (#""\ud83d\ude00""#, "😀"),
+        (#""\udc00\ud800""#, "\u{FFFD}\u{FFFD}"), (#""\ud800 ""#, "\u{FFFD} "),
+    ])
+    func loneSurrogates(text: String, parsed: String) throws {
+        #expect(try JSONValue.parse(Array(text.utf8)) == .string(parsed))
+    }
+
+    @Test("a \\u escape is exactly four hex digits, no sign", arguments: [#""\u+12a""#, #""\u-000""#, #""\u12""#, #""\u12g4""#])
+    func badUnicodeEscapes(text: String) {
+        #expect(throws: JSONTextParser.SyntaxError.self) { try JSONValue.parse(Array(text.utf8)) }
+    }
+
+    @Test("1 MB of '[' or of '{\"k\":' is a clear error at the depth limit, not a stack overflow")
+    func hostileNesting() {
+        for unit in ["[", #"{"k":"#] {
+            let text = [UInt8](String(repeating: unit, count: (1 << 20) / unit.utf8.count).utf8)
+            do {
+                _ = try JSONValue.parse(text)
+                Issue.record("accepted")
+            } catch {
+                #expect("\(error)".contains("nested too deeply"))
+            }
+        }
+    }
 }

@@ -93,6 +93,15 @@ public final class DiskQueue {
     /// Most bytes read from the file at once (a replay batch, a compaction step).
     static let readChunk = 256 * 1024
 
+    /// Sequences at or above this are damage, not messages: one per message, a queue never gets
+    /// near it, and a record claiming one (a flipped high bit, a hand-edited file) would leave
+    /// no room for the sequences of the next appends (which would overflow). ``init(path:limits:)``
+    /// cuts the file at such a record like at a bad CRC — and at a message whose sequence is not
+    /// above the one before it: the queue only ever writes them increasing, and removal marks
+    /// ("everything below") cannot remove a message that sits later with a lower sequence, so
+    /// after a reopen it would come back (delivered or expired, replayed again).
+    static let sequenceLimit: UInt64 = 1 << 63
+
     /// Opens (or creates) the queue file at `path`, recovering what a crash left; nil: memory only.
     public init(path: String?, limits: Limits) throws(StoreAndForwardError) {
         self.path = path
@@ -450,8 +459,12 @@ public final class DiskQueue {
             let body = window[start..<(start + length)]
             guard CRC32.checksum(body) == checksum else { break }
             if body.first == 2, body.count == 9 {
-                removedBelow = max(removedBelow, Self.u64(body, body.startIndex + 1))
-            } else if body.first == 1, let layout = Layout(body) {
+                let below = Self.u64(body, body.startIndex + 1)
+                guard below < Self.sequenceLimit else { break }
+                removedBelow = max(removedBelow, below)
+            } else if body.first == 1, let layout = Layout(body), layout.sequence < Self.sequenceLimit,
+                lastSequence.map({ layout.sequence > $0 }) ?? true
+            {
                 entries.append(Entry(sequence: layout.sequence, capturedAt: layout.capturedAt, offset: offset,
                                      length: UInt32(truncatingIfNeeded: 8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
                 lastSequence = layout.sequence

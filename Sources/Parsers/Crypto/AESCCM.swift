@@ -6,11 +6,12 @@ internal import CCrypto
 /// BTHome v2, MiBeacon v4/v5 and pvvx encrypted advertisements.
 ///
 /// This is the only file that calls libcrypto. Every call's result is checked; any failure,
-/// including a MIC mismatch, gives nil.
-enum AESCCM {
+/// including a MIC mismatch, gives nil. `package`, not public: the fuzz targets (same package)
+/// encrypt plaintexts with it so the code after decryption is fuzzed too.
+package enum AESCCM {
     /// Decrypts `ciphertext` and verifies the `tag` (MIC); nil when the key, nonce or tag are
     /// the wrong size or the tag does not match.
-    static func decrypt(key: [UInt8], nonce: [UInt8], ciphertext: [UInt8], tag: [UInt8], aad: [UInt8] = []) -> [UInt8]? {
+    package static func decrypt(key: [UInt8], nonce: [UInt8], ciphertext: [UInt8], tag: [UInt8], aad: [UInt8] = []) -> [UInt8]? {
         guard key.count == 16, (7...13).contains(nonce.count), [4, 6, 8, 10, 12, 14, 16].contains(tag.count),
             let ciphertextLength = Int32(exactly: ciphertext.count), let aadLength = Int32(exactly: aad.count)
         else {
@@ -40,8 +41,8 @@ enum AESCCM {
         return plaintext
     }
 
-    /// Encrypts for tests and simulators: returns ciphertext and tag, nil on failure.
-    static func encrypt(key: [UInt8], nonce: [UInt8], plaintext: [UInt8], tagLength: Int, aad: [UInt8] = [])
+    /// Encrypts for tests, simulators and fuzz targets: returns ciphertext and tag, nil on failure.
+    package static func encrypt(key: [UInt8], nonce: [UInt8], plaintext: [UInt8], tagLength: Int, aad: [UInt8] = [])
         -> (ciphertext: [UInt8], tag: [UInt8])?
     {
         guard key.count == 16, (7...13).contains(nonce.count), (4...16).contains(tagLength),

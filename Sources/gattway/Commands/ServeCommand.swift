@@ -1,5 +1,6 @@
 import BlueZ
 import Bluetooth
+import GATTTree
 import JSON
 import Synchronization
 

@@ -8,12 +8,15 @@ import LocalSystem
 //   gattway-fuzz list
 //   gattway-fuzz run NAME [libFuzzer options] [CORPUS_DIR…]
 //   gattway-fuzz replay NAME [FILE…]
+//   gattway-fuzz seeds NAME DIR
 //
 // Built with `-sanitize=fuzzer` (make fuzz, make test-fuzz) `run` is libFuzzer, coverage-guided,
 // with its options (-seed=, -runs=, -max_total_time=, -artifact_prefix=…). In any other build it
 // is the seeded mutational loop of ``Mutator``, which takes -seed=, -runs=, -max_total_time= and
-// -artifact_prefix= too. `replay` runs the target's seeds and its fixture folder
-// (Tests/Fixtures/fuzz/NAME), or the given files, and says how many inputs ran.
+// -artifact_prefix= too (libFuzzer's -fork=N and -ignore_crashes=1 work: its child processes
+// find the target in GATTWAY_FUZZ_TARGET). `replay` runs the target's seeds and its fixture folder
+// (Tests/Fixtures/fuzz/NAME), or the given files, and says how many inputs ran. `seeds` writes the
+// target's seeds into DIR as `seed-<hash>` files (make fuzz starts libFuzzer's corpus with them).
 
 nonisolated(unsafe) var selected: FuzzTarget?
 /// The input being run, for the crash handler of the fallback loop.
@@ -26,7 +29,7 @@ func complain(_ text: String) {
 }
 
 func usage() -> Never {
-    complain("usage: gattway-fuzz list | run NAME [options] [CORPUS…] | replay NAME [FILE…]\n")
+    complain("usage: gattway-fuzz list | run NAME [options] [CORPUS…] | replay NAME [FILE…] | seeds NAME DIR\n")
     exit(64)
 }
 
@@ -113,6 +116,11 @@ nonisolated(unsafe) let crashed: @convention(c) (Int32) -> Void = { signal in
 }
 
 var arguments = CommandLine.arguments
+// libFuzzer's -fork and -merge modes run this program again with only their own options: the
+// target named by the first `run` (in the environment) is meant.
+if arguments.count >= 2, arguments[1].hasPrefix("-"), let name = getenv("GATTWAY_FUZZ_TARGET") {
+    arguments.insert(contentsOf: ["run", String(cString: name)], at: 1)
+}
 guard arguments.count >= 2 else { usage() }
 switch arguments[1] {
 case "list":
@@ -131,9 +139,25 @@ case "replay":
     }
     for input in inputs { target.run(input) }
     print("replay: \(target.name): \(inputs.count) inputs, no crash")
+case "seeds":
+    guard arguments.count == 4 else { usage() }
+    let target = target(arguments[2])
+    let directory = arguments[3]
+    try? LocalFile.createDirectories(directory)
+    let seeds = target.seeds()
+    for seed in seeds {
+        do {
+            try LocalFile.write(seed, to: directory + "/seed-" + fnv(seed))
+        } catch {
+            complain("gattway-fuzz: cannot write into \(directory): \(error)\n")
+            exit(73)
+        }
+    }
+    print("seeds: \(target.name): \(seeds.count) written to \(directory)")
 case "run":
     guard arguments.count >= 3 else { usage() }
     selected = target(arguments[2])
+    setenv("GATTWAY_FUZZ_TARGET", arguments[2], 1)
     let rest = Array(arguments[3...])
     guard gattway_libfuzzer_linked() != 0 else { exit(mutationalRun(selected!, rest)) }
     // libFuzzer reads its own argv: the program name, then its options and corpus folders.

@@ -9,7 +9,10 @@ extension FuzzTargets {
     ///
     /// Encoding: key choice (u16: one of the built-in parsers' keys, or any 16-bit UUID/company
     /// from the next u16 when the choice is past the list), flags (bit 0 a 16-byte bind key
-    /// follows, bit 1 a 6-byte address, bit 2 a name chunk), then the payload.
+    /// follows, bit 1 a 6-byte address, bit 2 a name chunk, bit 3 encrypt mode), then the payload.
+    /// In encrypt mode the rest is a format choice and header (``AdvertisementEncryption``) and
+    /// a plaintext, encrypted with the bind key as the device would: random ciphertext never
+    /// passes the MIC, so without this the code after decryption would never run.
     static let advertisement = FuzzTarget(
         name: "advertisement",
         summary: "service data, manufacturer data and names through every advertisement parser",
@@ -18,7 +21,7 @@ extension FuzzTargets {
             var input = FuzzInput(bytes)
             let keys = AdvertisementSeeds.keys
             let choice = input.index(keys.count + 2)
-            let key: AdvertisementKey
+            var key: AdvertisementKey
             if choice < keys.count {
                 key = keys[choice]
             } else {
@@ -29,17 +32,30 @@ extension FuzzTargets {
             let bindKey = flags & 1 != 0 ? input.bytes(16) : nil
             let address = flags & 2 != 0 ? BluetoothAddress(octets: input.bytes(6)) : nil
             let name = flags & 4 != 0 ? input.string(limit: 40) : nil
-            let payload = input.rest()
+            var payload: [UInt8]
+            var sealed = false
+            var context = AdvertisementContext(advertisement: AdvertisementData(), address: address, bindKey: bindKey)
+            if flags & 8 != 0 {
+                (key, payload, sealed) = AdvertisementEncryption.frame(&input, context: &context)
+            } else {
+                payload = input.rest()
+            }
             var advertisement = AdvertisementData(localName: name, rssi: -60)
             switch key {
             case .serviceData(let uuid): advertisement.serviceData[BluetoothUUID(uuid)] = payload
             case .manufacturer(let company): advertisement.manufacturerData[company] = payload
             }
-            let context = AdvertisementContext(advertisement: advertisement, address: address, bindKey: bindKey)
+            context.advertisement = advertisement
             if let decoded = try? ParserRegistry.builtIn.decode(context) { checkReadings(decoded.readings, decoded.format) }
             for format in ParserRegistry.builtIn.advertisementFormats {
                 guard let parser = ParserRegistry.builtIn.advertisementParser(format: format), parser.keys.contains(key) else { continue }
-                if let readings = try? parser.decode(payload, key: key, context: context) { checkReadings(readings, format) }
+                do throws(ParseError) {
+                    let readings = try parser.decode(payload, key: key, context: context)
+                    checkReadings(readings ?? [], format)
+                } catch {
+                    let rejected = sealed && error.kind == .decryptionFailed
+                    fuzzProperty(!rejected, "\(format) rejected a frame sealed as it decrypts: \(error)")
+                }
             }
         })
 
@@ -102,6 +118,9 @@ enum AdvertisementSeeds {
                 if let name { builder.string(name) }
                 builder.rest(payload)
                 seeds.append(builder.bytes)
+                if let plaintext = AdvertisementEncryption.seed(key: key, payload: payload, address: address) {
+                    seeds.append(plaintext)
+                }
             }
         }
         return seeds

@@ -3,6 +3,12 @@
 public enum FuzzTargets {
     public static let all: [FuzzTarget] = [
         advertisement,
+        characteristic,
+        config,
+        scenario,
+        gattTree,
+        storeAndForward,
+        json,
         decodeLine,
         centralState,
         mqttCommands,

@@ -2,7 +2,6 @@ import BlueZ
 import Bluetooth
 import Gateway
 import JSON
-import LocalSystem
 
 /// The JSON file `gattway serve --tree` publishes (docs/peripheral.md):
 ///
@@ -17,27 +16,27 @@ import LocalSystem
 ///
 /// Values are written in their `encoding` (the command encodings: u8…s32be, float32le, bool, hex,
 /// base64, utf8, json; default utf8). Properties are BlueZ flag names. Every error names its JSON path.
-struct GATTTreeFile {
-    struct CharacteristicEntry {
-        var characteristic: MutableCharacteristic
+///
+/// A library of its own because it needs both the peripheral types of `BlueZ` and the value
+/// encodings of `Gateway`, which may not import each other; the CLI loads the file
+/// (`GATTTreeFile.load(path:)` in the executable) and the fuzz target parses hostile ones.
+public struct GATTTreeFile {
+    public struct CharacteristicEntry {
+        public var characteristic: MutableCharacteristic
         /// ATT error codes to answer reads / writes with (to try a central's error handling).
-        var readError: ATTError?
-        var writeError: ATTError?
+        public var readError: ATTError?
+        public var writeError: ATTError?
     }
 
-    var name: String?
-    var services: [(service: MutableService, entries: [CharacteristicEntry])]
+    public var name: String?
+    public var services: [(service: MutableService, entries: [CharacteristicEntry])]
 
-    static func load(path: String) throws -> GATTTreeFile {
-        guard let data = LocalFile.read(path) else { throw CLIError.usage("--tree: cannot read \(path)") }
-        do {
-            return try parse(JSONReader.parse(data))
-        } catch let error as JSONPathError {
-            throw CLIError.usage("\(path): \(error)")
-        }
+    /// Parses the file's text; every error is a ``JSONPathError`` naming the JSON path.
+    public static func parse<C: Collection>(_ bytes: C) throws -> GATTTreeFile where C.Element == UInt8 {
+        try parse(JSONReader.parse(bytes))
     }
 
-    static func parse(_ root: JSONReader) throws -> GATTTreeFile {
+    public static func parse(_ root: JSONReader) throws -> GATTTreeFile {
         let object = try root.object()
         let name = try object.optional("name")?.string()
         var services: [(MutableService, [CharacteristicEntry])] = []
