@@ -84,7 +84,7 @@ let package = Package(
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "TestSupport"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),

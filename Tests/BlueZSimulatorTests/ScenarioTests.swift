@@ -1,4 +1,5 @@
 import Bluetooth
+import JSON
 import Foundation
 import Testing
 
@@ -80,14 +81,14 @@ struct ScenarioTests {
         #expect {
             _ = try Scenario.parse(Data(json.utf8))
         } throws: { error in
-            "\(error)".contains("expected a duration of at most 365 days")
+            "\(error)".contains("(at most 365 days)")
         }
     }
 
     @Test("365 days exactly is still a duration")
     func longestDuration() throws {
         let scenario = try Scenario.parse(Data(#"{"events": [{"at": "8760h", "crash": true}]}"#.utf8))
-        #expect(scenario.events.first?.at == ScenarioLimits.maxDuration)
+        #expect(scenario.events.first?.at == DurationText.maximumSeconds)
     }
 
     @Test("a scenario file is read from its path; a missing one is named with the reason")

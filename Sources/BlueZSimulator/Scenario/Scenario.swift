@@ -150,7 +150,7 @@ public struct LinkSpec: Sendable, Equatable {
             throw listReader.fail("expected two different adapter names, e.g. [\"hci0\", \"hci1\"]")
         }
         let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -50)
-        let interval = try object.optional("interval")?.scenarioDuration() ?? 0.1
+        let interval = try object.optional("interval")?.duration() ?? 0.1
         guard interval > 0 else { throw try object.required("interval").fail("must be more than 0") }
         try object.finish()
         return LinkSpec(names[0], names[1], rssi: rssi, interval: interval)
@@ -235,7 +235,7 @@ public struct DeviceSpec: Sendable, Equatable {
         let name = try object.optional("name")?.string()
         let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -60)
         let jitter = try object.optional("rssi_jitter")?.number() ?? 0
-        let interval = try object.optional("interval")?.scenarioDuration() ?? 1
+        let interval = try object.optional("interval")?.duration() ?? 1
         let connectable = try object.optional("connectable")?.bool() ?? true
         let discoverable = try object.optional("discoverable")?.bool() ?? true
         let advertisesWhileConnected = try object.optional("advertises_while_connected")?.bool() ?? true
@@ -347,7 +347,7 @@ public struct CharacteristicSpec: Sendable, Equatable {
         var notifyValue: PayloadSpec?
         if let notify = object.optional("notify") {
             let spec = try notify.object()
-            notifyInterval = try spec.optional("every")?.scenarioDuration()
+            notifyInterval = try spec.optional("every")?.duration()
             notifyValue = try spec.optional("value").map(PayloadSpec.read)
             try spec.finish()
             guard flags.contains("notify") || flags.contains("indicate") else {
@@ -409,10 +409,10 @@ public struct FaultSpec: Sendable, Equatable {
         let object = try reader.object()
         var faults = FaultSpec()
         faults.connectFailures = try object.optional("connect_failures")?.integer(in: 0...1_000_000) ?? 0
-        faults.connectDelay = try object.optional("connect_delay")?.scenarioDuration() ?? faults.connectDelay
-        faults.linkDropAfter = try object.optional("link_drop_after")?.scenarioDuration()
+        faults.connectDelay = try object.optional("connect_delay")?.duration() ?? faults.connectDelay
+        faults.linkDropAfter = try object.optional("link_drop_after")?.duration()
         faults.unreachable = try object.optional("unreachable")?.bool() ?? false
-        faults.connectTimeout = try object.optional("connect_timeout")?.scenarioDuration() ?? 20
+        faults.connectTimeout = try object.optional("connect_timeout")?.duration() ?? 20
         try object.finish()
         return faults
     }
@@ -433,11 +433,11 @@ public struct TimedEvent: Sendable, Equatable {
 
     static func read(_ reader: JSONReader, adapters: Set<String>) throws -> TimedEvent {
         let object = try reader.object()
-        let at = try object.required("at").scenarioDuration()
+        let at = try object.required("at").duration()
         let action: Action
         if let crash = object.optional("crash") {
             guard try crash.bool() else { throw crash.fail("only true makes sense here") }
-            action = .crash(restartAfter: try object.optional("restart_after")?.scenarioDuration())
+            action = .crash(restartAfter: try object.optional("restart_after")?.duration())
         } else if let powered = object.optional("powered") {
             let adapterReader = try object.required("adapter")
             let adapter = try adapterReader.string()
@@ -470,10 +470,10 @@ public struct TimingSpec: Sendable, Equatable {
     static func read(_ reader: JSONReader) throws -> TimingSpec {
         let object = try reader.object()
         var timing = TimingSpec()
-        timing.disconnectDelay = try object.optional("disconnect_delay")?.scenarioDuration() ?? timing.disconnectDelay
-        timing.temporaryTimeout = try object.optional("temporary_timeout")?.scenarioDuration() ?? timing.temporaryTimeout
-        timing.resolveDelay = try object.optional("resolve_delay")?.scenarioDuration() ?? timing.resolveDelay
-        timing.gattLatency = try object.optional("gatt_latency")?.scenarioDuration() ?? timing.gattLatency
+        timing.disconnectDelay = try object.optional("disconnect_delay")?.duration() ?? timing.disconnectDelay
+        timing.temporaryTimeout = try object.optional("temporary_timeout")?.duration() ?? timing.temporaryTimeout
+        timing.resolveDelay = try object.optional("resolve_delay")?.duration() ?? timing.resolveDelay
+        timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
         timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
         try object.finish()
         return timing

@@ -8,7 +8,7 @@ extension FuzzTargets {
     /// bus: every payload generator stepped a few times (number formats, sensor templates) and
     /// every duration as the simulator's timers take it. Properties: no trap, no hang; every
     /// duration is finite, not negative and fits the simulator's nanosecond timers
-    /// (``ScenarioLimits/maxDuration``); generated payloads have their format's size.
+    /// (``DurationText.maximumSeconds``); generated payloads have their format's size.
     static let scenario = FuzzTarget(
         name: "scenario",
         summary: "simulator scenario files through Scenario.parse and the payload generators",
@@ -40,7 +40,7 @@ extension FuzzTargets {
             }
             for duration in durations {
                 fuzzProperty(
-                    duration.isFinite && duration >= 0 && duration <= ScenarioLimits.maxDuration,
+                    duration.isFinite && duration >= 0 && duration <= DurationText.maximumSeconds,
                     "scenario duration \(duration) s does not fit the simulator's timers")
                 // As the simulator arms its timers (EventLoop.addTimer, the advertising schedule).
                 _ = UInt64(duration * 1e9)
