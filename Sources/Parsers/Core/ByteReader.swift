@@ -139,7 +139,7 @@ extension Array where Element == UInt8 {
     }
 
     /// Parses hex (any case, no separators); nil for odd length or non-hex.
-    init?(hex: String) {
+    package init?(hex: String) {
         var out = [UInt8]()
         out.reserveCapacity(hex.utf8.count / 2)
         var high: UInt8?

@@ -88,14 +88,14 @@ enum AdvertisementSeeds {
             var payloads: [(AdvertisementKey, [UInt8])] = []
             if case .object(let members)? = object["service_data"] {
                 for (uuid, value) in members {
-                    if let short = BluetoothUUID(uuid)?.uint16, case .string(let hex) = value, let bytes = hexBytes(hex) {
+                    if let short = BluetoothUUID(uuid)?.uint16, case .string(let hex) = value, let bytes = [UInt8](hex: hex) {
                         payloads.append((.serviceData(short), bytes))
                     }
                 }
             }
             if case .object(let members)? = object["manufacturer_data"] {
                 for (company, value) in members {
-                    if let id = UInt16(company), case .string(let hex) = value, let bytes = hexBytes(hex) {
+                    if let id = UInt16(company), case .string(let hex) = value, let bytes = [UInt8](hex: hex) {
                         payloads.append((.manufacturer(id), bytes))
                     }
                 }
@@ -110,7 +110,7 @@ enum AdvertisementSeeds {
                     case .manufacturer(let company): builder.index(keys.count + 1); builder.uint16(company)
                     }
                 }
-                let bindKey: [UInt8]? = if case .string(let hex)? = object["bindkey"] { hexBytes(hex) } else { nil }
+                let bindKey: [UInt8]? = if case .string(let hex)? = object["bindkey"] { [UInt8](hex: hex) } else { nil }
                 let address: BluetoothAddress? = if case .string(let text)? = object["address"] { BluetoothAddress(text) } else { nil }
                 builder.byte((name != nil ? 4 : 0) | (address != nil ? 2 : 0) | (bindKey != nil ? 1 : 0))
                 if let bindKey { builder.rest(bindKey) }
@@ -125,17 +125,4 @@ enum AdvertisementSeeds {
         }
         return seeds
     }()
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        guard text.utf8.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
-        return bytes
-    }
 }
