@@ -33,9 +33,14 @@ struct NotifySocketTests {
                     onClose: { received.state.withLock { $0.closes += 1 } }))
         }
         body(peer)
-        for _ in 0..<2000 where received.values.count < count { try await Task.sleep(for: .milliseconds(1)) }
+        // Deadlines on the clock, not counts of 1 ms sleeps: on a loaded machine (the whole suite
+        // in parallel on two cores) a sleep takes much longer and the loop thread runs late.
+        let clock = ContinuousClock()
+        var deadline = clock.now + .seconds(15)
+        while received.values.count < count, clock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         Glibc.close(peer)
-        for _ in 0..<2000 where received.closes == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        deadline = clock.now + .seconds(15)
+        while received.closes == 0, clock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         let drops = try await loop.submit { socket.value.oversizedDrops }
         return (received, drops)
     }
