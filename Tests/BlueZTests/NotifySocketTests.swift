@@ -22,7 +22,7 @@ struct NotifySocketTests {
         let loop = EventLoop(name: "notify-test")
         defer { loop.shutdown() }
         var fds: [Int32] = [-1, -1]
-        try #require(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0)
+        try #require(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
         let received = Received()
         let (ours, peer) = (fds[0], fds[1])
         let socket = try await loop.submit {

@@ -73,7 +73,7 @@ enum NotifyDatagramsFuzz {
                 (0..<size).map { pattern.isEmpty ? UInt8(truncatingIfNeeded: $0 &* 31) : pattern[$0 % pattern.count] })
         }
         var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else {
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
             fatalError("socketpair: \(errno)")
         }
         let (ours, peer) = (fds[0], fds[1])
