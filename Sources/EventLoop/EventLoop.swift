@@ -11,7 +11,10 @@ import Synchronization
 /// other thread can hand it work through ``execute(_:)``. It is also a `SerialExecutor`: actors
 /// whose `unownedExecutor` returns ``asUnownedSerialExecutor()`` run their jobs on this thread, so
 /// isolation of the C state is checked by the compiler and C callbacks (which arrive on this
-/// thread) may enter such an actor with `assumeIsolated`.
+/// thread) may enter such an actor with `assumeIsolated`. Its ``taskExecutor`` runs tasks too: a
+/// task started with it as executor preference (`group.addTask(executorPreference:
+/// loop.taskExecutor)`) runs its nonisolated code on this thread, so its calls into actors of
+/// this loop are no thread hops (docs/architecture.md).
 ///
 /// Threading rules:
 /// - ``execute(_:)``, ``enqueue(_:)`` and ``shutdown()`` may be called from any thread.
@@ -21,7 +24,7 @@ import Synchronization
 /// - Handlers run on the loop thread and must not block.
 ///
 /// Invariant behind `@unchecked Sendable`: every stored property except `inbox`, the pipe ends,
-/// `loopThreadID` and `state` is read and written on the loop thread only (checked by
+/// `loopThreadID`, `state` and `unfinished` is read and written on the loop thread only (checked by
 /// `preconditionInLoop()`); `inbox` is guarded by its `Mutex`, the others are atomics or immutable.
 public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Readiness conditions of a file descriptor (`POLLIN`, `POLLOUT`, `POLLERR`, `POLLHUP`).
@@ -56,7 +59,10 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     private enum Work {
         case closure(@Sendable () -> Void)
+        /// A job of an actor whose executor is this loop.
         case job(UnownedJob)
+        /// A job of a task that prefers ``taskExecutor``.
+        case taskJob(UnownedJob)
     }
 
     private let inbox = Mutex<[Work]>([])
@@ -64,6 +70,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     private let wakeWriteFD: Int32
     private let loopThreadID = Atomic<UInt>(0)
     private let state = Atomic<Int>(0)  // 0 running, 1 stopping, 2 stopped
+    /// Work items queued and not yet finished (for ``settle()``).
+    private let unfinished = Atomic<Int>(0)
     private let thread = LoopThread()
 
     // Loop-thread-only state.
@@ -88,6 +96,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
         wakeFD = ends[0]
         wakeWriteFD = ends[1]
+        taskExecutorStorage = LoopTaskExecutor(loop: self)
         thread.start(name: name, stackSize: 1 << 20) { [self] in self.runLoop() }
         // Wait until the thread has published its id, so `inLoop` is exact from the start.
         while loopThreadID.load(ordering: .acquiring) == 0 { sched_yield() }
@@ -121,6 +130,20 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
+    /// Returns once the loop has nothing left to run: everything queued so far has run, and what
+    /// it queued in turn, until a turn ends with no work waiting. What still waits then waits for
+    /// a file descriptor, a timer or another thread. For tests of code that runs on the loop
+    /// (drive inputs, settle, look at the outcome) — deterministic with fakes that never wait on
+    /// real time. Must not be called on the loop thread.
+    public func settle() async {
+        precondition(!inLoop, "settle() would wait for itself on the loop thread")
+        while true {
+            // The closure itself is one unfinished item; any other means more work is queued.
+            let idle: Bool = (try? await submit { [self] in unfinished.load(ordering: .acquiring) == 1 }) ?? true
+            if idle { return }
+        }
+    }
+
     // MARK: SerialExecutor
 
     public func enqueue(_ job: consuming ExecutorJob) {
@@ -130,6 +153,25 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
+
+    /// The loop as a task executor: tasks that prefer it run their nonisolated code on the
+    /// loop thread (the gateway's jobs), in order with everything else the loop runs.
+    public var taskExecutor: any TaskExecutor { loopTaskExecutor }
+
+    /// See ``taskExecutor``. Holds the loop unowned: the loop owns it.
+    private final class LoopTaskExecutor: TaskExecutor {
+        unowned let loop: EventLoop
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            loop.push(.taskJob(UnownedJob(job)))
+        }
+    }
+
+    /// Set once in `init`, before the thread starts; never written again.
+    private var taskExecutorStorage: LoopTaskExecutor?
+    private var loopTaskExecutor: LoopTaskExecutor { taskExecutorStorage! }
 
     public func checkIsolated() {
         preconditionInLoop()
@@ -228,11 +270,14 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     private func push(_ work: Work) {
+        unfinished.add(1, ordering: .relaxed)
         let wasEmpty = inbox.withLock { queue in
             queue.append(work)
             return queue.count == 1
         }
-        if wasEmpty { wake() }
+        // The loop thread drains the inbox before it polls again (and then polls without
+        // sleeping), so work it queues for itself needs no wake-up: no write(2) per job.
+        if wasEmpty, !inLoop { wake() }
     }
 
     private func wake() {
@@ -286,7 +331,9 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
             switch work {
             case .closure(let body): body()
             case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+            case .taskJob(let job): job.runSynchronously(on: loopTaskExecutor.asUnownedTaskExecutor())
             }
+            unfinished.subtract(1, ordering: .releasing)
         }
         // The two buffers trade places every turn and keep their capacity, which is what makes a
         // turn allocation-free; but one that grew to a lag's backlog (thousands of jobs while the

@@ -139,3 +139,65 @@ struct EventLoopTests {
         #expect(ran.withLock { $0 } == 100)
     }
 }
+
+@Suite("Event loop as task executor")
+struct LoopTaskExecutorTests {
+    /// A continuation resumed from another thread.
+    final class Parked: Sendable {
+        let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        func park() async { await withCheckedContinuation { continuation in waiting.withLock { $0 = continuation } } }
+        func release() -> Bool {
+            guard let continuation = waiting.withLock({ $0.take() }) else { return false }
+            continuation.resume()
+            return true
+        }
+    }
+
+    @Test("a task preferring the loop runs on it, also after a continuation resumed from another thread; settle waits for it")
+    func preferenceAndSettle() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let parked = Parked()
+        let threads = Shared<[Bool]>([])
+        let task = Task(executorPreference: loop.taskExecutor) {
+            threads.withLock { $0.append(loop.inLoop) }
+            await parked.park()
+            threads.withLock { $0.append(loop.inLoop) }
+            for _ in 0..<50 { await Task.yield() }
+            threads.withLock { $0.append(loop.inLoop) }
+        }
+        await loop.settle()
+        #expect(threads.withLock { $0 } == [true])
+        #expect(parked.release())
+        await loop.settle()
+        #expect(threads.withLock { $0 } == [true, true, true], "resumed on the loop, and settle waited for the yields")
+        await task.value
+    }
+}
+
+extension LoopTaskExecutorTests {
+    @Test("children of a task group in a loop-preferring task are settled too")
+    func groupChildren() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let marks = Shared<[String]>([])
+        let gate = LoopTaskExecutorTests.Parked()
+        let task = Task(executorPreference: loop.taskExecutor) {
+            await gate.park()
+            marks.withLock { $0.append("resumed \(loop.inLoop)") }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    marks.withLock { $0.append("child \(loop.inLoop)") }
+                    for _ in 0..<20 { await Task.yield() }
+                    marks.withLock { $0.append("child done \(loop.inLoop)") }
+                }
+            }
+            marks.withLock { $0.append("done") }
+        }
+        await loop.settle()
+        #expect(gate.release())
+        await loop.settle()
+        #expect(marks.withLock { $0 } == ["resumed true", "child true", "child done true", "done"])
+        await task.value
+    }
+}
