@@ -55,12 +55,39 @@ public actor MQTTClient {
         }
     }
 
+    /// Where a subscription's messages go: a stream (``subscribe(to:qos:retainAsPublished:)``)
+    /// or a handler called on the loop thread (``subscribe(to:qos:retainAsPublished:handler:)``).
+    enum Sink {
+        case stream(AsyncStream<MQTTMessage>.Continuation)
+        case handler(@Sendable (MQTTMessage) -> Void)
+
+        func deliver(_ message: MQTTMessage) {
+            switch self {
+            case .stream(let continuation): continuation.yield(message)
+            case .handler(let handler): handler(message)
+            }
+        }
+
+        func finish() {
+            if case .stream(let continuation) = self { continuation.finish() }
+        }
+    }
+
+    /// Where connection states go (``connectionStates()`` or ``observeConnectionStates(_:)``).
+    enum StateSink {
+        case stream(AsyncStream<MQTTConnectionState>.Continuation)
+        case handler(@Sendable (MQTTConnectionState) -> Void)
+    }
+
     private struct FilterEntry {
         var filter: MQTTTopicFilter
-        var subscribers: [UInt64: (qos: MQTTQoS, continuation: AsyncStream<MQTTMessage>.Continuation)] = [:]
+        var subscribers: [UInt64: (qos: MQTTQoS, sink: Sink)] = [:]
         var waiters: [(id: UInt64, continuation: CheckedContinuation<MQTTQoS, any Error>)] = []
         /// Whether a subscriber asked for the retain flag as published (kept once asked).
         var retainAsPublished = false
+        /// Added (or changed) while not connected: SUBSCRIBE is due at the next connection even
+        /// when the broker kept the session.
+        var needsSubscribe = false
         var maxQoS: MQTTQoS { subscribers.values.map(\.qos).max() ?? .atMostOnce }
     }
 
@@ -91,6 +118,9 @@ public actor MQTTClient {
     private var outbox = Outbox<(MQTTMessage, Completion?)>()
     private let queueFullPublishes = Atomic<Int>(0)
     private nonisolated let backlog = Backlog()
+    /// Ids of handler subscriptions, made on any thread (the top bit keeps them apart from
+    /// ``nextID``'s).
+    private nonisolated let handlerIDs = Atomic<UInt64>(0)
     private var inflight = 0
     private var inflightLimit: Int
     private var flushAfterRead = false
@@ -99,7 +129,7 @@ public actor MQTTClient {
     private var subscribeMids: [Int32: String] = [:]
     private var unsubscribeWaiters: [Int32: CheckedContinuation<Void, Never>] = [:]
     private var nextID: UInt64 = 0
-    private var observers: [UInt64: AsyncStream<MQTTConnectionState>.Continuation] = [:]
+    private var observers: [UInt64: StateSink] = [:]
 
     /// Validates `configuration`; no connection is made and no task started until ``connect()``
     /// or ``start()``.
@@ -205,12 +235,24 @@ public actor MQTTClient {
             }
             client.nextID += 1
             let id = client.nextID
-            client.observers[id] = continuation
+            client.observers[id] = .stream(continuation)
             continuation.onTermination = { [weak client] _ in
                 client?.onLoop { $0.observers[id] = nil }
             }
         }
         return stream
+    }
+
+    /// Calls `handler` on the loop thread with every connection state change from now on, inside
+    /// the libmosquitto call that caused it (no task, no buffer), until ``disconnect()``.
+    /// Callable from any thread (from another thread, changes before the registration reached
+    /// the loop are not reported).
+    public nonisolated func observeConnectionStates(_ handler: @escaping @Sendable (MQTTConnectionState) -> Void) {
+        onLoop { client in
+            guard client.phase != .closed else { return }
+            client.nextID += 1
+            client.observers[client.nextID] = .handler(handler)
+        }
     }
 
     // MARK: Publishing
@@ -283,7 +325,7 @@ public actor MQTTClient {
         continuation.onTermination = { [weak self] _ in
             self?.onLoop { $0.removeSubscriber(id, key: key) }
         }
-        filters[key, default: FilterEntry(filter: filter)].subscribers[id] = (qos, continuation)
+        filters[key, default: FilterEntry(filter: filter)].subscribers[id] = (qos, .stream(continuation))
         if retainAsPublished { filters[key]?.retainAsPublished = true }
         do {
             let granted = try await withCheckedThrowingContinuation { waiter in
@@ -298,11 +340,49 @@ public actor MQTTClient {
         }
     }
 
+    /// Subscribes to `filter` and calls `handler` on the loop thread with every matching message,
+    /// inside the read that received it: no task, no buffer, so nothing queues between the
+    /// socket and the handler (which must not block). Returns at once, without waiting for the
+    /// broker: SUBSCRIBE goes out now when connected, else when the connection is up, and again
+    /// after each reconnect without a kept session. Lasts until ``unsubscribe(_:)`` or
+    /// ``disconnect()``. Callable from any thread; from another thread the registration reaches
+    /// the loop on its next turn.
+    ///
+    /// `retainAsPublished` as for ``subscribe(to:qos:retainAsPublished:)``.
+    public nonisolated func subscribe(
+        to filter: MQTTTopicFilter, qos: MQTTQoS = .atLeastOnce, retainAsPublished: Bool = false,
+        handler: @escaping @Sendable (MQTTMessage) -> Void
+    ) -> MQTTHandlerSubscription {
+        let id = handlerIDs.wrappingAdd(1, ordering: .relaxed).newValue | (1 << 63)
+        let key = filter.rawValue
+        onLoop { client in
+            guard client.phase != .closed && client.phase != .closing else { return }
+            let isNew = client.filters[key] == nil
+            client.filters[key, default: FilterEntry(filter: filter)].subscribers[id] = (qos, .handler(handler))
+            let retainChanged = retainAsPublished && client.filters[key]?.retainAsPublished == false
+            if retainAsPublished { client.filters[key]?.retainAsPublished = true }
+            guard isNew || retainChanged else { return }
+            if client.phase == .connected {
+                client.sendSubscribe(key)
+            } else {
+                client.filters[key]?.needsSubscribe = true
+            }
+        }
+        return MQTTHandlerSubscription(filter: filter, id: id)
+    }
+
+    /// Ends a handler subscription: its handler is not called again, and if no other
+    /// subscription uses the filter the client sends UNSUBSCRIBE (without waiting for UNSUBACK).
+    public nonisolated func unsubscribe(_ subscription: MQTTHandlerSubscription) {
+        let key = subscription.filter.rawValue
+        onLoop { client in client.removeSubscriber(subscription.id, key: key) }
+    }
+
     /// Ends `subscription`: its sequence finishes, and if no other subscription uses the same
     /// filter the client sends UNSUBSCRIBE and waits for UNSUBACK (when connected).
     public func unsubscribe(_ subscription: MQTTSubscription) async {
         let key = subscription.filter.rawValue
-        filters[key]?.subscribers[subscription.id]?.continuation.finish()
+        filters[key]?.subscribers[subscription.id]?.sink.finish()
         if let mid = removeSubscriber(subscription.id, key: key) {
             await withCheckedContinuation { unsubscribeWaiters[mid] = $0 }
         }
@@ -383,14 +463,14 @@ public actor MQTTClient {
         for (_, completion) in outbox.removeAll() { completion?(.failure(closed)) }
         inflight = 0
         for entry in filters.values {
-            for subscriber in entry.subscribers.values { subscriber.continuation.finish() }
+            for subscriber in entry.subscribers.values { subscriber.sink.finish() }
             for waiter in entry.waiters { waiter.continuation.resume(throwing: closed) }
         }
         filters.removeAll()
         for waiter in unsubscribeWaiters.values { waiter.resume() }
         unsubscribeWaiters.removeAll()
         setState(.disconnected(error: nil, reconnectIn: nil))
-        for observer in observers.values { observer.finish() }
+        for case .stream(let observer) in observers.values { observer.finish() }
         observers.removeAll()
     }
 
@@ -406,7 +486,12 @@ public actor MQTTClient {
 
     private func setState(_ new: MQTTConnectionState) {
         state = new
-        for observer in observers.values { observer.yield(new) }
+        for observer in observers.values {
+            switch observer {
+            case .stream(let continuation): continuation.yield(new)
+            case .handler(let handler): handler(new)
+            }
+        }
     }
 
     // MARK: Internals — connection attempts
@@ -618,6 +703,7 @@ public actor MQTTClient {
 
     private func sendSubscribe(_ key: String) {
         guard let handle, let entry = filters[key] else { return }
+        filters[key]?.needsSubscribe = false
         do {
             let mid = try handle.subscribe(key, qos: entry.maxQoS,
                                            retainAsPublished: entry.retainAsPublished && configuration.protocolVersion == .v5)
@@ -630,7 +716,7 @@ public actor MQTTClient {
     private func failWaiters(_ key: String, _ error: MQTTError) {
         guard let entry = filters[key] else { return }
         for waiter in entry.waiters {
-            filters[key]?.subscribers[waiter.id]?.continuation.finish()
+            filters[key]?.subscribers[waiter.id]?.sink.finish()
             filters[key]?.subscribers[waiter.id] = nil
             waiter.continuation.resume(throwing: error)
         }
@@ -671,7 +757,7 @@ public actor MQTTClient {
         if !sessionPresent {
             for key in filters.keys { sendSubscribe(key) }
         } else {
-            for (key, entry) in filters where !entry.waiters.isEmpty { sendSubscribe(key) }
+            for (key, entry) in filters where !entry.waiters.isEmpty || entry.needsSubscribe { sendSubscribe(key) }
         }
         flushAfterRead = true
         setState(.connected(sessionPresent: sessionPresent))
@@ -714,7 +800,7 @@ public actor MQTTClient {
 
     func received(_ message: MQTTMessage) {
         for entry in filters.values where entry.filter.matches(message.topic) {
-            for subscriber in entry.subscribers.values { subscriber.continuation.yield(message) }
+            for subscriber in entry.subscribers.values { subscriber.sink.deliver(message) }
         }
     }
 

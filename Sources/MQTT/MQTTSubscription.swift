@@ -20,3 +20,12 @@ public struct MQTTSubscription: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncStream<MQTTMessage>.Iterator { stream.makeAsyncIterator() }
 }
+
+/// A subscription whose messages go to a handler on the loop thread, from
+/// ``MQTTClient/subscribe(to:qos:retainAsPublished:handler:)``; ends with
+/// ``MQTTClient/unsubscribe(_:)-(MQTTHandlerSubscription)`` or ``MQTTClient/disconnect()``.
+public struct MQTTHandlerSubscription: Sendable, Hashable {
+    /// The subscribed filter.
+    public let filter: MQTTTopicFilter
+    let id: UInt64
+}
