@@ -156,7 +156,7 @@ extension CentralManager {
             return stream
         }
         let id = makeID()
-        connectionContinuations[id] = continuation
+        connectionContinuations[id] = .stream(continuation)
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute { self.assumeIsolated { _ = $0.connectionContinuations.removeValue(forKey: id) } }
@@ -164,8 +164,23 @@ extension CentralManager {
         return stream
     }
 
+    /// Connection changes like ``connectionEvents()``, handed to `handler` on the loop thread as
+    /// they happen (no stream, no task): first a `.connected` for each link up now, before this
+    /// returns. Lasts until ``stopConnectionEvents(_:)`` or ``close()``.
+    public func connectionEvents(handler: @escaping @Sendable (ConnectionEvent) -> Void) -> ConnectionEventsToken {
+        for peripheral in connectedPeripherals() { handler(.connected(peripheral)) }
+        let id = makeID()
+        if !closed { connectionContinuations[id] = .handler(handler) }
+        return ConnectionEventsToken(id: id)
+    }
+
+    /// Ends a ``connectionEvents(handler:)`` registration.
+    public func stopConnectionEvents(_ token: ConnectionEventsToken) {
+        connectionContinuations.removeValue(forKey: token.id)
+    }
+
     func emit(_ event: ConnectionEvent) {
-        for continuation in connectionContinuations.values { continuation.yield(event) }
+        for sink in connectionContinuations.values { sink.deliver(event) }
     }
 
     /// bluetoothd says `Connected` is true but did not signal it (see ``establish(_:timeout:)``):

@@ -57,6 +57,32 @@ extension CentralManager {
         return NotificationValues(handle: handle)
     }
 
+    /// Notifications and indications of a characteristic, handed to `handler` on the loop thread
+    /// as each arrives — inside the read of the `AcquireNotify` datagram or the handling of the
+    /// `Value` signal: no stream, no buffer, no task, so the handler must not block. After the
+    /// last value, `handler` gets ``NotificationDelivery/ended(_:)`` once when the subscription
+    /// ends for a reason other than ``endNotifications(_:)`` (disconnect, close, a failed renewal).
+    /// Subscription and renewal as ``notifications(for:bufferingNewest:)``.
+    /// - Throws: as ``notifications(for:bufferingNewest:)``.
+    public func notifications(
+        for characteristic: Characteristic, handler: @escaping @Sendable (NotificationDelivery) -> Void
+    ) async throws -> NotificationToken {
+        var token: NotificationToken?
+        try await addConsumer(.handler(handler), for: characteristic) { _ in } registered: { key, id in
+            token = NotificationToken(characteristic: key, id: id)
+        }
+        guard let token else {
+            throw CentralError(.failed, operation: "subscribe to \(characteristic)", message: "the subscription was not registered")
+        }
+        return token
+    }
+
+    /// Ends a ``notifications(for:handler:)`` consumer: its handler is not called again; the last
+    /// consumer of a characteristic unsubscribes in BlueZ.
+    public func endNotifications(_ token: NotificationToken) {
+        consumerEnded(token.characteristic, token.id)
+    }
+
     /// A flow-controlled consumer drained to half: read the sockets it paused again.
     func resumeDrainedSockets() {
         for subscription in subscriptions.values { subscription.resumeIfDrained() }
@@ -66,7 +92,8 @@ extension CentralManager {
     /// `onEnd` installs the hook the consumer calls when it goes away.
     private func addConsumer(
         _ consumer: NotifySubscription.Consumer, for characteristic: Characteristic,
-        onEnd: (_ ended: @escaping @Sendable () -> Void) -> Void
+        onEnd: (_ ended: @escaping @Sendable () -> Void) -> Void,
+        registered: (Characteristic, Int) -> Void = { _, _ in }
     ) async throws {
         let operation = "subscribe to \(characteristic)"
         if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
@@ -87,6 +114,7 @@ extension CentralManager {
         subscriptions[key] = subscription
         let id = makeID()
         subscription.consumers[id] = consumer
+        registered(key, id)
         let subscribed = key
         onEnd { [weak self] in
             guard let self else { return }

@@ -2,10 +2,17 @@ import Bluetooth
 import DBus
 import EventLoop
 
-/// One consumer of ``CentralManager/scan(_:bufferingNewest:)``. Actor-confined.
+/// One consumer of ``CentralManager/scan(_:bufferingNewest:)`` or
+/// ``CentralManager/scan(_:handler:)``. Actor-confined.
 struct ScanSubscription {
+    /// Where results go: a stream, or a handler called on the loop thread.
+    enum Sink {
+        case stream(AsyncStream<ScanResult>.Continuation)
+        case handler(@Sendable (ScanResult) -> Void)
+    }
+
     let options: ScanOptions
-    let continuation: AsyncStream<ScanResult>.Continuation
+    let sink: Sink
     /// Hash of the last reported advertisement content per device (without RSSI), for
     /// `allowDuplicates == false`; entries go when BlueZ removes the device. Keyed like the
     /// tree's devices (no path string per device).
@@ -46,7 +53,7 @@ extension CentralManager {
         try requirePoweredOn("scan")
         let (stream, continuation) = AsyncStream.makeStream(of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
         let id = makeID()
-        scans[id] = ScanSubscription(options: options, continuation: continuation)
+        scans[id] = ScanSubscription(options: options, sink: .stream(continuation))
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute {
@@ -63,6 +70,27 @@ extension CentralManager {
         // for good. Signals still queued are handled after this and reported as usual.
         reportKnownDevices(to: [id])
         return stream
+    }
+
+    /// Scans like ``scan(_:bufferingNewest:)``, but hands every result to `handler` on the loop
+    /// thread, inside the handling of the BlueZ signal that carried it: no stream, no buffer, no
+    /// task between bluetoothd and the handler, which must not block. Devices BlueZ already sees
+    /// are reported before this returns. Lasts until ``stopScan(_:)`` or ``close()``.
+    /// - Throws: ``CentralError`` when the state is not `.poweredOn`.
+    public func scan(_ options: ScanOptions = ScanOptions(), handler: @escaping @Sendable (ScanResult) -> Void) throws -> ScanToken {
+        try requirePoweredOn("scan")
+        let id = makeID()
+        scans[id] = ScanSubscription(options: options, sink: .handler(handler))
+        armDiscovery()
+        reportKnownDevices(to: [id])
+        return ScanToken(id: id)
+    }
+
+    /// Ends a scan started with ``scan(_:handler:)``: its handler is not called again; the
+    /// discovery session ends when it was the last scan.
+    public func stopScan(_ token: ScanToken) {
+        guard scans.removeValue(forKey: token.id) != nil else { return }
+        armDiscovery()
     }
 
     /// Whether this manager holds a discovery session in BlueZ now.
@@ -215,7 +243,11 @@ extension CentralManager {
                 guard let (key, contentHash) = seen, scan.lastContent[key] != contentHash else { continue }
                 scans[id]?.lastContent[key] = contentHash
             }
-            scan.continuation.yield(ScanResult(peripheral: peripheral, advertisementData: data))
+            let result = ScanResult(peripheral: peripheral, advertisementData: data)
+            switch scan.sink {
+            case .stream(let continuation): continuation.yield(result)
+            case .handler(let handler): handler(result)
+            }
         }
     }
 

@@ -43,7 +43,9 @@ public actor CentralManager {
     /// bluetoothd's signals, handled as they are dispatched.
     var bluezSignals: DBusSignalHandler?
     var stateContinuations: [Int: AsyncStream<CentralState>.Continuation] = [:]
-    var connectionContinuations: [Int: AsyncStream<ConnectionEvent>.Continuation] = [:]
+    /// Where connection events go: streams (``connectionEvents()``) and handlers
+    /// (``connectionEvents(handler:)``).
+    var connectionContinuations: [Int: EventSink<ConnectionEvent>] = [:]
     var waiters: [Int: Waiter] = [:]
     /// Scanning.
     var scans: [Int: ScanSubscription] = [:]
@@ -139,7 +141,7 @@ public actor CentralManager {
     public func close() async {
         guard !closed else { return }
         closed = true
-        for (_, scan) in scans { scan.continuation.finish() }
+        for case .stream(let continuation) in scans.values.map(\.sink) { continuation.finish() }
         scans.removeAll()
         if discovery.sessionActive, let adapterPath {
             _ = try? await callBlueZ(adapterPath, BlueZObjectTree.adapter, "StopDiscovery", timeout: .seconds(2))
@@ -150,7 +152,7 @@ public actor CentralManager {
         subscriptions.removeAll()
         failAllWaiters(CentralError(.cancelled, operation: "wait", message: "the central manager was closed"))
         for continuation in stateContinuations.values { continuation.finish() }
-        for continuation in connectionContinuations.values { continuation.finish() }
+        for case .stream(let continuation) in connectionContinuations.values { continuation.finish() }
         stateContinuations.removeAll()
         connectionContinuations.removeAll()
         if let timer = discovery.retryTimer { loop.cancelTimer(timer) }

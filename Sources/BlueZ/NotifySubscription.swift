@@ -21,6 +21,8 @@ final class NotifySubscription {
     enum Consumer {
         case stream(AsyncThrowingStream<[UInt8], any Error>.Continuation)
         case channel(NotificationChannel)
+        /// ``CentralManager/notifications(for:handler:)``: called on the loop thread.
+        case handler(@Sendable (NotificationDelivery) -> Void)
     }
 
     var consumers: [Int: Consumer] = [:]
@@ -46,6 +48,7 @@ final class NotifySubscription {
             switch consumer {
             case .stream(let continuation): continuation.yield(bytes)
             case .channel(let channel): if channel.push(bytes) { pause = true }
+            case .handler(let handler): handler(.value(bytes))
             }
         }
         if pause, case .acquired(let socket) = mode { socket.pause() }
@@ -65,6 +68,7 @@ final class NotifySubscription {
             switch consumer {
             case .stream(let continuation): continuation.finish(throwing: error)
             case .channel(let channel): channel.finish(throwing: error)
+            case .handler(let handler): handler(.ended(error))
             }
         }
     }
