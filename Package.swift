@@ -41,8 +41,9 @@ let package = Package(
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
-        // The gateway logic (design.md §§5–6) against ports; never imports DBus, BlueZ or MQTT.
-        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem"]),
+        // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
+        // imports DBus, BlueZ or MQTT.
+        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop"]),
         // `gattway serve --tree` files: BlueZ's peripheral types with Gateway's value encodings (which
         // may not import each other), a library so the fuzz target can parse hostile trees.
         .target(name: "GATTTree", dependencies: ["BlueZ", "Bluetooth", "Gateway", "JSON"]),
@@ -89,8 +90,8 @@ let package = Package(
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
-        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth"], path: "Tests/GatewayFakes"),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON"]),
+        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

@@ -3,6 +3,9 @@ import Gateway
 import Synchronization
 
 /// A BLE port backed by a table of fake peripherals; records every operation in order.
+/// Deliveries (advertisements, notifications, link events) are made on the calling thread, so
+/// the gateway queues them to its loop; a test settles the loop to see what they did. Nothing
+/// here waits on real time: held connects and hanging writes wait on gates.
 public final class InMemoryBLE: BLEPort {
     public struct Peripheral: Sendable {
         public var characteristics: [BLECharacteristic]
@@ -11,8 +14,8 @@ public final class InMemoryBLE: BLEPort {
         public var connectError: BLEPortError?
         /// Writes never complete (until cancelled).
         public var hangWrites = false
-        /// Connecting waits while this is set (``update(_:_:)`` clears it), so a test can act
-        /// while a connection attempt is in flight.
+        /// Connecting waits while this is set (``update(_:_:)`` clearing it lets it go on), so a
+        /// test can act while a connection attempt is in flight.
         public var holdConnect = false
 
         public init(characteristics: [BLECharacteristic], values: [BluetoothUUID: [UInt8]] = [:],
@@ -29,14 +32,19 @@ public final class InMemoryBLE: BLEPort {
         var peripherals: [BluetoothAddress: Peripheral] = [:]
         var connected: Set<BluetoothAddress> = []
         var scanFilters: [[BluetoothUUID]] = []
-        var discoveries: AsyncStream<BLEDiscovery>.Continuation?
-        var events: [AsyncStream<BLEConnectionEvent>.Continuation] = []
-        var notifications: [(address: BluetoothAddress, uuid: BluetoothUUID, continuation: AsyncStream<[UInt8]>.Continuation)] = []
+        var discoveries: (@Sendable (BLEDiscovery) -> Void)?
+        var events: [UInt64: @Sendable (BLEConnectionEvent) -> Void] = [:]
+        var notifications: [UInt64: (address: BluetoothAddress, uuid: BluetoothUUID, deliver: @Sendable ([UInt8]) -> Void)] = [:]
+        var nextID: UInt64 = 0
         var log: [String] = []
         var connectAttempts: [BluetoothAddress] = []
+        /// Opened whenever ``update(_:_:)`` runs: held connects look again.
+        var connectGate = Gate(open: false)
     }
 
     private let state = Mutex(State())
+    /// Writes of peripherals with `hangWrites` wait here until cancelled.
+    private let never = Gate(open: false)
 
     public init() {}
 
@@ -45,12 +53,15 @@ public final class InMemoryBLE: BLEPort {
     }
 
     public func update(_ address: BluetoothAddress, _ change: @Sendable (inout Peripheral) -> Void) {
-        state.withLock { state in
+        let gate: Gate = state.withLock { state in
             if var peripheral = state.peripherals[address] {
                 change(&peripheral)
                 state.peripherals[address] = peripheral
             }
+            defer { state.connectGate = Gate(open: false) }
+            return state.connectGate
         }
+        gate.open()
     }
 
     public var log: [String] { state.withLock { $0.log } }
@@ -59,18 +70,19 @@ public final class InMemoryBLE: BLEPort {
     public var connectAttempts: [BluetoothAddress] { state.withLock { $0.connectAttempts } }
     public func isConnected(_ address: BluetoothAddress) -> Bool { state.withLock { $0.connected.contains(address) } }
 
-    public func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
-        let (stream, continuation) = AsyncStream.makeStream(of: BLEDiscovery.self)
+    public func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+        -> PortRegistration
+    {
         state.withLock {
             $0.scanFilters.append(services)
-            $0.discoveries = continuation
+            $0.discoveries = deliver
         }
-        return stream
+        return PortRegistration { [self] in state.withLock { $0.discoveries = nil } }
     }
 
     /// Reports an advertisement (no filtering here: BlueZ merges the filters of all clients).
     public func advertise(_ discovery: BLEDiscovery) {
-        _ = state.withLock { $0.discoveries }?.yield(discovery)
+        state.withLock { $0.discoveries }?(discovery)
     }
 
     public func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
@@ -78,9 +90,10 @@ public final class InMemoryBLE: BLEPort {
             state.connectAttempts.append(address)
             state.log.append("connect \(address)")
         }
-        while state.withLock({ $0.peripherals[address]?.holdConnect == true }) {
-            try? await Task.sleep(for: .milliseconds(1))
+        while let gate = state.withLock({ $0.peripherals[address]?.holdConnect == true ? $0.connectGate : nil }), !Task.isCancelled {
+            await gate.wait()
         }
+        if Task.isCancelled { throw BLEPortError(.other, "cancelled") }
         let result: BLEPortError? = state.withLock { state in
             guard let peripheral = state.peripherals[address] else { return BLEPortError(.connectionTimeout, "no such device") }
             if let error = peripheral.connectError { return error }
@@ -91,32 +104,28 @@ public final class InMemoryBLE: BLEPort {
     }
 
     public func disconnect(_ address: BluetoothAddress) async {
-        let events: [AsyncStream<BLEConnectionEvent>.Continuation]? = state.withLock { state in
+        let events: [@Sendable (BLEConnectionEvent) -> Void]? = state.withLock { state in
             guard state.connected.remove(address) != nil else { return nil }
             state.log.append("disconnect \(address)")
-            return state.events
+            return Array(state.events.values)
         }
         finishNotifications(address)
-        for continuation in events ?? [] { continuation.yield(.disconnected(address, reason: nil)) }
+        for deliver in events ?? [] { deliver(.disconnected(address, reason: nil)) }
     }
 
     /// The device drops the link.
     public func dropLink(_ address: BluetoothAddress) {
         let events = state.withLock { state in
             state.connected.remove(address)
-            return state.events
+            return Array(state.events.values)
         }
         finishNotifications(address)
-        for continuation in events { continuation.yield(.disconnected(address, reason: BLEPortError(.peripheralDisconnected, "link lost"))) }
+        for deliver in events { deliver(.disconnected(address, reason: BLEPortError(.peripheralDisconnected, "link lost"))) }
     }
 
+    /// The link went: its notification subscriptions end (as AcquireNotify sockets do).
     private func finishNotifications(_ address: BluetoothAddress) {
-        let ended = state.withLock { state in
-            let ended = state.notifications.filter { $0.address == address }
-            state.notifications.removeAll { $0.address == address }
-            return ended
-        }
-        for entry in ended { entry.continuation.finish() }
+        state.withLock { state in state.notifications = state.notifications.filter { $0.value.address != address } }
     }
 
     public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
@@ -128,19 +137,22 @@ public final class InMemoryBLE: BLEPort {
         }
     }
 
-    public func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> AsyncStream<[UInt8]> {
-        let (stream, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        state.withLock {
-            $0.notifications.append((address, characteristic.uuid, continuation))
+    public func notifications(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
+    ) async throws(BLEPortError) -> PortRegistration {
+        let id: UInt64 = state.withLock {
+            $0.nextID += 1
+            $0.notifications[$0.nextID] = (address, characteristic.uuid, deliver)
             $0.log.append("notify \(address) \(characteristic.uuid.shortDescription)")
+            return $0.nextID
         }
-        return stream
+        return PortRegistration { [self] in _ = state.withLock { $0.notifications.removeValue(forKey: id) } }
     }
 
     /// The device notifies a value.
     public func notify(_ address: BluetoothAddress, _ uuid: BluetoothUUID, _ value: [UInt8]) {
-        let targets = state.withLock { $0.notifications.filter { $0.address == address && $0.uuid == uuid } }
-        for target in targets { target.continuation.yield(value) }
+        let targets = state.withLock { $0.notifications.values.filter { $0.address == address && $0.uuid == uuid } }
+        for target in targets { target.deliver(value) }
     }
 
     public var notificationCount: Int { state.withLock { $0.notifications.count } }
@@ -162,7 +174,7 @@ public final class InMemoryBLE: BLEPort {
             return state.peripherals[address]?.hangWrites ?? false
         }
         if hang {
-            while !Task.isCancelled { await Task.yield() }
+            await never.wait()
             throw BLEPortError(.other, "cancelled")
         }
         // Take a few scheduling turns, so writes that were not serialised would interleave.
@@ -172,9 +184,21 @@ public final class InMemoryBLE: BLEPort {
         }
     }
 
-    public func connectionEvents() -> AsyncStream<BLEConnectionEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: BLEConnectionEvent.self)
-        state.withLock { $0.events.append(continuation) }
-        return stream
+    public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
+        let id: UInt64 = state.withLock {
+            $0.nextID += 1
+            $0.events[$0.nextID] = deliver
+            return $0.nextID
+        }
+        return PortRegistration { [self] in _ = state.withLock { $0.events.removeValue(forKey: id) } }
+    }
+
+    /// A link the gateway did not make comes up (another client connected the device).
+    public func linkUp(_ address: BluetoothAddress, advertisement: AdvertisementData = AdvertisementData()) {
+        let events = state.withLock { state in
+            state.connected.insert(address)
+            return Array(state.events.values)
+        }
+        for deliver in events { deliver(.connected(BLEDiscovery(address: address, advertisement: advertisement))) }
     }
 }

@@ -1,12 +1,17 @@
+import EventLoop
 import Gateway
 import Synchronization
 
 /// An MQTT port that records what the gateway publishes and lets tests inject inbound messages.
+/// Deliveries are made on the calling thread (the gateway queues them to its loop); with
+/// ``loop`` set, ``waitFor(_:count:timeout:)`` settles that loop instead of waiting on real time.
 public final class InMemoryMQTT: MQTTPort {
     private struct State {
         var published: [MQTTOutboundMessage] = []
-        var subscriptions: [(filter: String, continuation: AsyncStream<MQTTInboundMessage>.Continuation)] = []
-        var connection: [AsyncStream<Bool>.Continuation] = []
+        var subscriptions: [UInt64: (filter: String, deliver: @Sendable (MQTTInboundMessage) -> Void)] = [:]
+        var nextID: UInt64 = 0
+        var connection: [@Sendable (Bool) -> Void] = []
+        var loop: EventLoop?
         /// publishAndWait throws while set (the broker is unreachable).
         var failWaits = false
         var waitAttempts = 0
@@ -23,22 +28,29 @@ public final class InMemoryMQTT: MQTTPort {
 
     public func messages(on topic: String) -> [MQTTOutboundMessage] { published.filter { $0.topic == topic } }
     public func payloads(on topic: String) -> [String] { messages(on: topic).map(\.payloadText) }
-    public var filters: [String] { state.withLock { $0.subscriptions.map(\.filter) } }
 
     public func publish(_ message: MQTTOutboundMessage) {
         state.withLock { $0.published.append(message) }
     }
 
-    public func publishAndWait(_ message: MQTTOutboundMessage) async throws {
+    /// Records the message and reports it delivered, unless ``failWaits(_:)`` makes it fail (the
+    /// broker is unreachable: nothing recorded).
+    public func publish(_ message: MQTTOutboundMessage, completion: @escaping @Sendable (Bool) -> Void) {
         let fail = state.withLock { state in
             state.waitAttempts += 1
             if !state.failWaits { state.published.append(message) }
             return state.failWaits
         }
-        if fail { throw CancellationError() }
+        completion(!fail)
     }
 
-    /// Makes ``publishAndWait(_:)`` fail (true) or deliver (false).
+    /// The loop of the gateway under test: ``waitFor(_:count:timeout:)`` settles it.
+    public var loop: EventLoop? {
+        get { state.withLock { $0.loop } }
+        set { state.withLock { $0.loop = newValue } }
+    }
+
+    /// Makes ``publish(_:completion:)`` fail (true) or deliver (false).
     public func failWaits(_ fail: Bool) { state.withLock { $0.failWaits = fail } }
     public var waitAttempts: Int { state.withLock { $0.waitAttempts } }
 
@@ -59,26 +71,30 @@ public final class InMemoryMQTT: MQTTPort {
         set { state.withLock { $0.backlogLimit = newValue } }
     }
 
-    public func subscribe(_ filter: String) async throws -> AsyncStream<MQTTInboundMessage> {
-        let (stream, continuation) = AsyncStream.makeStream(of: MQTTInboundMessage.self)
-        state.withLock { $0.subscriptions.append((filter, continuation)) }
-        return stream
+    public func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws -> PortRegistration {
+        let id: UInt64 = state.withLock {
+            $0.nextID += 1
+            $0.subscriptions[$0.nextID] = (filter, deliver)
+            return $0.nextID
+        }
+        return PortRegistration { [self] in _ = state.withLock { $0.subscriptions.removeValue(forKey: id) } }
     }
 
-    public func connectionEvents() -> AsyncStream<Bool> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
-        state.withLock { $0.connection.append(continuation) }
-        return stream
+    public func connectionEvents(_ deliver: @escaping @Sendable (Bool) -> Void) {
+        state.withLock { $0.connection.append(deliver) }
     }
+
+    /// The filters subscribed now.
+    public var filters: [String] { state.withLock { $0.subscriptions.sorted { $0.key < $1.key }.map(\.value.filter) } }
 
     /// Delivers `message` to every matching subscription, as a broker would.
     public func inject(_ message: MQTTInboundMessage) {
-        let targets = state.withLock { $0.subscriptions.filter { Self.matches($0.filter, message.topic) } }
-        for target in targets { target.continuation.yield(message) }
+        let targets = state.withLock { $0.subscriptions.sorted { $0.key < $1.key }.map(\.value).filter { Self.matches($0.filter, message.topic) } }
+        for target in targets { target.deliver(message) }
     }
 
     public func setConnected(_ connected: Bool) {
-        for continuation in state.withLock({ $0.connection }) { continuation.yield(connected) }
+        for deliver in state.withLock({ $0.connection }) { deliver(connected) }
     }
 
     public func clear() { state.withLock { $0.published = [] } }
@@ -94,9 +110,15 @@ public final class InMemoryMQTT: MQTTPort {
         return f.count == t.count
     }
 
-    /// Waits (real time, bounded) until `count` messages were published on `topic`.
+    /// The messages published on `topic` once the gateway settled (with ``loop`` set: every
+    /// input queued so far and what it caused have run); without a loop, waits (real time,
+    /// bounded by `timeout`) until there are `count`.
     @discardableResult
     public func waitFor(_ topic: String, count: Int = 1, timeout: Double = 5) async -> [MQTTOutboundMessage] {
+        if let loop {
+            await loop.settle()
+            return messages(on: topic)
+        }
         let deadline = ContinuousClock.now + .seconds(timeout)
         while ContinuousClock.now < deadline {
             let found = messages(on: topic)

@@ -11,12 +11,12 @@ public final class InMemoryPeripheral: PeripheralPort {
         /// Every ``setValue(_:for:)`` in order (what subscribed centrals would be notified of).
         var notified: [(PeripheralCharacteristicID, [UInt8])] = []
         var advertisements: [PeripheralAdvertisement?] = []
-        var events: AsyncStream<PeripheralPortEvent>.Continuation?
+        var events: (@Sendable (PeripheralPortEvent) -> Void)?
         var serveError: BLEPortError?
         var advertiseError: BLEPortError?
         /// The next ``setValue(_:for:)`` waits until ``releaseSetValue()`` (a slow D-Bus call).
         var holdNextSetValue = false
-        var holding = false
+        var holding: Gate?
     }
 
     private let state = Mutex(State())
@@ -48,17 +48,18 @@ public final class InMemoryPeripheral: PeripheralPort {
 
     /// Makes the next ``setValue(_:for:)`` wait for ``releaseSetValue()``.
     public func holdNextSetValue() { state.withLock { $0.holdNextSetValue = true } }
-    public var isHoldingSetValue: Bool { state.withLock { $0.holding } }
-    public func releaseSetValue() { state.withLock { $0.holding = false } }
+    public var isHoldingSetValue: Bool { state.withLock { $0.holding?.waiting ?? 0 > 0 } }
+    public func releaseSetValue() { state.withLock { $0.holding }?.open() }
 
     public func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
-        let held = state.withLock { state in
-            guard state.holdNextSetValue else { return false }
+        let gate: Gate? = state.withLock { state in
+            guard state.holdNextSetValue else { return nil }
             state.holdNextSetValue = false
-            state.holding = true
-            return true
+            let gate = Gate(open: false)
+            state.holding = gate
+            return gate
         }
-        while held, state.withLock({ $0.holding }) { try? await Task.sleep(for: .milliseconds(1)) }
+        await gate?.wait()
         state.withLock {
             $0.values[characteristic] = value
             $0.notified.append((characteristic, value))
@@ -74,12 +75,10 @@ public final class InMemoryPeripheral: PeripheralPort {
         if let error { throw error }
     }
 
-    public func events() -> AsyncStream<PeripheralPortEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralPortEvent.self)
-        state.withLock { $0.events = continuation }
-        return stream
+    public func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void) {
+        state.withLock { $0.events = deliver }
     }
 
     /// A central does something.
-    public func send(_ event: PeripheralPortEvent) { _ = state.withLock { $0.events }?.yield(event) }
+    public func send(_ event: PeripheralPortEvent) { state.withLock { $0.events }?(event) }
 }

@@ -83,10 +83,8 @@ struct AttributeTableTests {
     @Test("merge keeps first-seen order, known units and one table entry per name")
     func merge() {
         var table = AttributeTable()
-        var first = DeviceRecord(
-            address: BluetoothAddress("A4:C1:38:00:00:01")!, name: "a", stateTopic: "gattway/a", ruleIndex: 0)
-        var second = DeviceRecord(
-            address: BluetoothAddress("A4:C1:38:00:00:02")!, name: "b", stateTopic: "gattway/b", ruleIndex: 0)
+        var first = DeviceStates.State()
+        var second = DeviceStates.State()
         #expect(first.merge([Reading(.temperature, 21.5), Reading("rssi_raw", 3)], table: &table))
         #expect(
             !first.merge([Reading(name: "temperature", value: .number(22)), Reading("rssi_raw", 4)], table: &table))

@@ -72,8 +72,7 @@ struct CommandTests {
     func badCommands(topic: String, payload: String, responseTopic: String, error: String) async throws {
         let harness = try await harness()
         let responses = await harness.command(topic, payload, responseTopic: responseTopic)
-        try await Task.sleep(for: .milliseconds(20))
-        #expect(harness.mqtt.messages(on: responseTopic).count == 1)
+        #expect(responses.count == 1)
         let reply = response(responses)
         let expectedStatus = error.contains("TTL") ? "expired" : "error"
         #expect(reply?["status"] == .string(expectedStatus))
@@ -107,10 +106,11 @@ struct CommandTests {
     func gattTimeout() async throws {
         let harness = try await harness(hang: true)
         await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 1}"#.utf8)))
-        // Wait until the write is in flight and its deadline armed.
-        for _ in 0..<5000 where harness.ble.writes.isEmpty || harness.clock.sleeperCount < 2 { await Task.yield() }
+        // The write is in flight and its deadline armed once the gateway settled.
+        await harness.settle()
+        #expect(harness.ble.writes.count == 1)
         harness.clock.advance(by: 4.9)
-        try await Task.sleep(for: .milliseconds(20))
+        await harness.settle()
         #expect(harness.mqtt.messages(on: "gattway/lamp/response").isEmpty)
         harness.clock.advance(by: 0.1)
         let responses = await harness.mqtt.waitFor("gattway/lamp/response")
@@ -149,7 +149,6 @@ struct CommandTests {
         await harness.advance(29)
         #expect(harness.ble.isConnected(Self.lamp))
         await harness.advance(1)
-        for _ in 0..<1000 where harness.ble.isConnected(Self.lamp) { await Task.yield() }
         #expect(!harness.ble.isConnected(Self.lamp))
     }
 }

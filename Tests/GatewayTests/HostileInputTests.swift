@@ -93,7 +93,8 @@ struct HostileInputTests {
         let sensors = (1...4).map { address("C0:00:00:00:00:0\($0)") }
         for sensor in sensors { await harness.gateway.handle(bthome(sensor)) }
         await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 7}"#.utf8)))
-        try await waitUntil { harness.ble.connectAttempts == [Self.lamp] }
+        await harness.settle()
+        #expect(harness.ble.connectAttempts == [Self.lamp], "the lamp is connecting (held by the fake)")
         // The sensors fall silent and are forgotten while the lamp is connecting.
         await harness.advance(11)
         #expect(await harness.gateway.counters.devicesRemoved == 4)
@@ -139,20 +140,14 @@ struct HostileInputTests {
         let topic = "home/humidity"
         harness.peripheral.holdNextSetValue()
         let gateway = harness.gateway
-        let first = Task { await gateway.handle(peripheralSource: MQTTInboundMessage(topic: topic, payload: Array("40".utf8))) }
-        try await waitUntil { harness.peripheral.isHoldingSetValue }
-        await gateway.handle(peripheralSource: MQTTInboundMessage(topic: topic, payload: Array("55.5".utf8)))
+        await harness.source(topic, "40")
+        #expect(harness.peripheral.isHoldingSetValue, "the first value's setValue waits in the port")
+        await harness.source(topic, "55.5")
         harness.peripheral.releaseSetValue()
-        await first.value
+        await harness.settle()
         #expect(await gateway.servedValue(PeripheralTests.humidity) == [0xAE, 0x15])
         #expect(harness.peripheral.value(PeripheralTests.humidity) == [0xAE, 0x15], "the port ends with the newest value")
     }
-}
-
-/// Polls `condition` every millisecond for up to five seconds.
-func waitUntil(_ condition: () -> Bool) async throws {
-    for _ in 0..<5000 where !condition() { try await Task.sleep(for: .milliseconds(1)) }
-    #expect(condition())
 }
 
 @Suite("Hostile input: advertisements that must not flood the journal")

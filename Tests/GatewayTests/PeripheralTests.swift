@@ -64,18 +64,18 @@ struct PeripheralTests {
         let harness = try Harness(Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
         try await harness.start()
         let state = "gattway/thermo/state"
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array(#"{"temperature": 21.57, "humidity": 40}"#.utf8)))
+        await harness.source(state, #"{"temperature": 21.57, "humidity": 40}"#)
         #expect(harness.peripheral.value(Self.temperature) == [0x6D, 0x08], "21.57 × 100 = 2157 = 0x086D")
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array(#"{"temperature": 21.57}"#.utf8)))
+        await harness.source(state, #"{"temperature": 21.57}"#)
         #expect(harness.peripheral.notified.count == 1, "the same value again does not notify")
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array(#"{"temperature": -5.5}"#.utf8)))
+        await harness.source(state, #"{"temperature": -5.5}"#)
         #expect(harness.peripheral.value(Self.temperature) == [0xDA, 0xFD], "-550 as s16le")
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array(#"{"humidity": 40}"#.utf8)))
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array("not json".utf8)))
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: state, payload: Array(#"{"temperature": 400}"#.utf8)))
+        await harness.source(state, #"{"humidity": 40}"#)
+        await harness.source(state, "not json")
+        await harness.source(state, #"{"temperature": 400}"#)
         #expect(harness.peripheral.value(Self.temperature) == [0xDA, 0xFD], "payloads that do not fit leave the value as it was")
         #expect(await harness.gateway.servedValue(Self.temperature) == [0xDA, 0xFD])
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: "home/humidity", payload: Array("55.5".utf8)))
+        await harness.source("home/humidity", "55.5")
         #expect(harness.peripheral.value(Self.humidity) == [0xAE, 0x15], "plain text 55.5 × 100 = 5550")
         await harness.advance(60)
         let health = try #require(harness.mqtt.payloads(on: "gattway/bridge/health").last.flatMap(json))
@@ -89,9 +89,7 @@ struct PeripheralTests {
         let harness = try Harness(Self.thermometer)
         try await harness.start()
         harness.mqtt.inject(MQTTInboundMessage(topic: "home/humidity", payload: Array("12".utf8)))
-        for _ in 0..<500 where harness.peripheral.value(Self.humidity) != [0xB0, 0x04] {
-            try await Task.sleep(for: .milliseconds(2))
-        }
+        await harness.settle()
         #expect(harness.peripheral.value(Self.humidity) == [0xB0, 0x04])
     }
 
@@ -122,17 +120,17 @@ struct PeripheralTests {
     func advertisingFromMQTT() async throws {
         let harness = try Harness(Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
         try await harness.start()
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: "beacon/data", payload: Array("40 02 ca 09".utf8)))
+        await harness.source("beacon/data", "40 02 ca 09")
         let advertisement = try #require(harness.peripheral.advertisements.last ?? nil)
         #expect(advertisement.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x02, 0xCA, 0x09])
         #expect(advertisement.data.localName == "gw")
         harness.peripheral.failAdvertise(BLEPortError(.other, "Failed to parse advertisement."))
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: "beacon/data", payload: Array(String(repeating: "ff", count: 40).utf8)))
+        await harness.source("beacon/data", String(repeating: "ff", count: 40))
         await harness.advance(60)
         let health = try #require(harness.mqtt.payloads(on: "gattway/bridge/health").last.flatMap(json))
         #expect(health["peripheral"]?["advertising_errors"] == .number(1))
         harness.peripheral.failAdvertise(nil)
-        await harness.gateway.handle(peripheralSource: MQTTInboundMessage(topic: "beacon/data", payload: Array("4003".utf8)))
+        await harness.source("beacon/data", "4003")
         #expect((harness.peripheral.advertisements.last ?? nil)?.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x03])
     }
 

@@ -45,8 +45,7 @@ struct SchedulerTests {
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts == [Self.a])
         harness.ble.dropLink(Self.a)
-        for _ in 0..<1000 where harness.ble.connectAttempts.count < 2 { await Task.yield() }
-        await harness.gateway.waitUntilIdle()
+        await harness.settle()
         #expect(harness.ble.connectAttempts == [Self.a, Self.b])
     }
 }

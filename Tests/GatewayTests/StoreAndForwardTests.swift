@@ -362,7 +362,7 @@ struct StoreAndForwardTests {
             await harness.gateway.handle(Self.reading(2000 + step))
         }
         #expect(harness.mqtt.published.isEmpty, "nothing reaches the port while offline")
-        #expect(await harness.gateway.outbox?.statistics.depth == 3)
+        #expect(await harness.gateway.outboxStatistics?.depth == 3)
         #expect(await harness.gateway.healthPayload["queue"]?["depth"] == .number(3))
         await harness.gateway.handle(mqttConnected: true)
         let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
@@ -373,13 +373,12 @@ struct StoreAndForwardTests {
         // Retained state republished on reconnect supersedes anything older, so it never waits in
         // (or takes a place of) the bounded queue, where it would push out captured readings.
         #expect(bridge.first?.capturedAt == nil, "the republish is live, not replayed")
-        #expect(await harness.gateway.outbox?.statistics.replayed == 3, "only the three readings were replayed")
+        #expect(await harness.gateway.outboxStatistics?.replayed == 3, "only the three readings were replayed")
         // Live again: the next state goes straight out, once.
-        try await Task.sleep(for: .milliseconds(20))
         await harness.gateway.handle(Self.reading(2100))
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 4)
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").last?.capturedAt == nil)
-        #expect(await harness.gateway.outbox?.statistics.depth == 0)
+        #expect(await harness.gateway.outboxStatistics?.depth == 0)
     }
 
     @Test("a failed hand-off keeps the message: each queued message reaches the broker exactly once")
@@ -391,19 +390,19 @@ struct StoreAndForwardTests {
         harness.mqtt.failWaits(true)
         await harness.gateway.handle(mqttConnected: true)
         // The first attempt fails; the broker goes away again before the retry.
-        for _ in 0..<200 where harness.mqtt.waitAttempts == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        await harness.settle()
+        #expect(harness.mqtt.waitAttempts > 0)
         await harness.gateway.handle(mqttConnected: false)
         harness.clock.advance(by: 1)
-        try await Task.sleep(for: .milliseconds(20))
+        await harness.settle()
         harness.mqtt.failWaits(false)
         await harness.gateway.handle(mqttConnected: true)
         let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
-        try await Task.sleep(for: .milliseconds(20))
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 3)
         #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
         let delivered = harness.mqtt.published.count { $0.capturedAt != nil }
         #expect(harness.mqtt.waitAttempts > delivered, "a hand-off failed on the way")
-        #expect(await harness.gateway.outbox?.statistics.replayed == delivered)
+        #expect(await harness.gateway.outboxStatistics?.replayed == delivered)
     }
 
     @Test("what a crashed run queued is replayed by the next run at start")
@@ -452,7 +451,7 @@ struct StoreAndForwardTests {
         try await harness.start()
         await harness.gateway.handle(mqttConnected: false)
         await harness.gateway.handle(Self.reading(2001))
-        let statistics = await harness.gateway.outbox?.statistics
+        let statistics = await harness.gateway.outboxStatistics
         #expect(statistics?.depth == 0)
         #expect(statistics?.droppedQoS0 ?? 0 >= 2, "the state and the device_seen event")
         let keeping = try Harness(#"{"mqtt": {"qos": 0}, "store_and_forward": {"queue_qos0": true}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
@@ -460,6 +459,6 @@ struct StoreAndForwardTests {
         await keeping.gateway.handle(mqttConnected: false)
         await keeping.gateway.handle(Self.reading(2001))
         // bridge/devices and availability (retained, republished on reconnect) are not queued.
-        #expect(await keeping.gateway.outbox?.statistics.depth == 2)
+        #expect(await keeping.gateway.outboxStatistics?.depth == 2)
     }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+import EventLoop
 import Bluetooth
 import Gateway
 import JSON
@@ -54,15 +56,28 @@ struct UnitTests {
         #expect(LinkQuality.from(rssi: rssi) == quality)
     }
 
-    @Test("the manual clock resumes sleepers in deadline order only when advanced past them")
+    @Test("the manual clock resumes sleepers and fires timers only when advanced past them, timers in deadline order on their loop")
     func manualClock() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
         let clock = ManualClock()
-        let task = Task { try await clock.sleep(until: 10) }
-        while clock.sleeperCount == 0 { await Task.yield() }
-        clock.advance(by: 9)
+        let task = Task(executorPreference: loop.taskExecutor) { try await clock.sleep(until: 10) }
+        await loop.settle()
         #expect(clock.sleeperCount == 1)
+        let fired = Mutex<[Int]>([])
+        let late = clock.schedule(at: 10, on: loop) { fired.withLock { $0.append(10) } }
+        _ = clock.schedule(at: 5, on: loop) { fired.withLock { $0.append(5) } }
+        let cancelled = clock.schedule(at: 7, on: loop) { fired.withLock { $0.append(7) } }
+        cancelled.cancel()
+        clock.advance(by: 9)
+        await loop.settle()
+        #expect(clock.sleeperCount == 1)
+        #expect(fired.withLock { $0 } == [5])
         clock.advance(by: 1)
         try await task.value
+        await loop.settle()
+        #expect(fired.withLock { $0 } == [5, 10])
+        _ = late
         #expect(clock.now() == 10)
     }
 }

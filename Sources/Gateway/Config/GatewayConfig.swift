@@ -3,7 +3,7 @@ import LocalSystem
 import JSON
 import Parsers
 
-/// The validated contents of config.json (design.md §6; every key is in docs/config.md).
+/// The validated contents of config.json (every key is in docs/config.md).
 ///
 /// ``parse(_:)`` reads the whole file and reports every problem at once, each naming its JSON
 /// path and what was expected; the CLI prints one line per problem and exits 78.

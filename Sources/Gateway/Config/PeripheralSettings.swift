@@ -21,7 +21,7 @@ public struct PeripheralValueSource: Sendable, Equatable {
     public var topic: String
     /// `json_key`: take this member of a JSON object payload; nil: the whole payload.
     public var jsonKey: String?
-    /// `encoding`: how the value becomes bytes (the command encodings, design.md §5).
+    /// `encoding`: how the value becomes bytes (the command encodings of docs/config.md).
     public var encoding: ValueEncoding
     /// `scale`: numbers are multiplied by it before encoding (e.g. 100 for 0.01 °C units).
     public var scale: Double?

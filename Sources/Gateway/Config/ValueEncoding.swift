@@ -1,6 +1,6 @@
 import JSON
 
-/// How a command value becomes the bytes written to a characteristic (design.md §5).
+/// How a command value becomes the bytes written to a characteristic (docs/config.md, "Commands").
 ///
 /// Numbers are checked against the type's range (and the command's `minimum`/`maximum`); a
 /// value that does not fit is an error and nothing is written.

@@ -1,6 +1,6 @@
 import Retry
 
-/// The reconnect rule of design.md §3 (1–5 s, jittered doubling up to 60 s, reset after a stable
+/// The reconnect rule of docs/architecture.md (1–5 s, jittered doubling up to 60 s, reset after a stable
 /// link, permanent failures never retried) is the gateway's default strategy.
 extension ReconnectPolicy: ReconnectStrategy {
     public mutating func failed(_ error: BLEPortError, at now: Double) -> Double? {

@@ -1,5 +1,5 @@
 /// When to connect again after a failed attempt or a dropped link — the central's reconnect
-/// rule (design.md §3), kept per device by the gateway and evaluated on the gateway's clock.
+/// rule (docs/architecture.md), kept per device by the gateway and evaluated on the gateway's clock.
 ///
 /// `Retry.ReconnectPolicy` conforms (the default); tests use a fixed delay.
 public protocol ReconnectStrategy: Sendable {

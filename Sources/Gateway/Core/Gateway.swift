@@ -1,79 +1,70 @@
 import Bluetooth
+import EventLoop
 import JSON
 import Parsers
 import Retry
 
-/// The gateway (design.md §§5–6): scans, matches device rules, connects, subscribes and polls,
-/// decodes, publishes state with rate control, runs commands through one queue per device, and
-/// keeps availability and the bridge topics — all through ports (``BLEPort``, ``MQTTPort``,
-/// ``GatewayClock``), so every behaviour is testable with in-memory ports and a manual clock.
+/// The gateway core (docs/architecture.md): scans, matches device rules, connects, subscribes
+/// and polls, decodes, publishes state with rate control, runs commands through one queue per
+/// device, and keeps availability, Home Assistant discovery and the bridge topics — all through
+/// ports (``BLEPort``, ``MQTTPort``, ``PeripheralPort``, ``GatewayClock``), so every behaviour is
+/// testable with in-memory ports and a manual clock.
+///
+/// Execution model: an actor whose executor is the ``EventLoop`` that also runs D-Bus and MQTT.
+/// Every input — an advertisement, a notification, a link change, an MQTT message, the timer, a
+/// job's completion — is an event handled to completion, one at a time, by synchronous code:
+/// nothing in the core suspends between reading and writing its state. Ports deliver on the loop
+/// thread and the event is handled right there (no hop); from another thread it is queued to the
+/// loop. Long operations (connect, GATT, peripheral port calls) are jobs: child tasks of
+/// ``run()``, on the loop, whose results come back as events.
+///
+/// The gateway routes; each feature owns its state: ``DeviceRegistry`` (identities, eviction),
+/// ``DeviceStates`` (readings, rate control), ``Availability``, ``ConnectionManager``,
+/// ``CommandRunner``, ``BridgePublisher``, ``HomeAssistantPublisher``, ``PeripheralBridge``,
+/// ``HealthReporter``, and the ``StoreAndForward`` stage behind ``Output``.
 ///
 /// Life cycle: ``start()`` publishes the bridge topics, subscribes to the command topics and
-/// starts scanning and the timer; ``stop()`` ends everything and publishes `bridge/state`
-/// offline (waiting for delivery) — call it before disconnecting MQTT. The entry points
-/// ``handle(_:)-(BLEDiscovery)``, ``handle(_:)-(MQTTInboundMessage)``,
-/// ``handle(_:)-(BLEConnectionEvent)`` and ``tick()`` are what the started loops call; tests and
-/// other drivers may call them directly.
+/// starts scanning and the timer; ``run()`` runs the jobs until its task is cancelled;
+/// ``stop()`` ends everything and publishes `bridge/state` offline (waiting a bounded time for
+/// delivery) — call it before disconnecting MQTT. The `handle` methods and ``tick()`` put an
+/// input in directly (tests, fuzz targets).
 public actor Gateway {
+    /// The loop whose thread runs the core.
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
     let config: GatewayConfig
     let ble: any BLEPort
-    /// The peripheral role's port (nil: central only, whatever `role` says).
-    let peripheral: (any PeripheralPort)?
     let mqtt: any MQTTPort
     let clock: any GatewayClock
-    let makeReconnect: @Sendable () -> any ReconnectStrategy
     let log: GatewayLogger
-    let version: String
-    let base: String
-
-    var devices: [DeviceRecord] = []
-    var indexByAddress: [BluetoothAddress: Int] = [:]
-    var scheduler: ConnectionScheduler
-    var queues: [BluetoothAddress: [DeviceJob]] = [:]
-    var draining: Set<BluetoothAddress> = []
-    var connectWaiters: [BluetoothAddress: [ConnectionWaiter]] = [:]
-    var nextWaiterID: UInt64 = 0
-    var activeJobs = 0
-    var connectTasks = 0
-    var idleWaiters: [CheckedContinuation<Void, Never>] = []
-
-    var tasks: [Task<Void, Never>] = []
-    var timerTask: Task<Void, Never>?
-    var sleepingUntil: Double?
-    var started = false
-    var scratch: [UInt8] = []
-
     let stateDirectory: String?
-    let processSample: @Sendable () -> ProcessSample?
-    /// The store-and-forward stage, opened by ``start()`` (nil when disabled).
-    public private(set) var outbox: StoreAndForward?
-    var discoveryRepublishAt: Double?
-    var nextHealthAt: Double?
-    /// When `bridge/devices` last went out, and whether a change waits for the next slot (the
-    /// list is published at most once a second: with rotating addresses it changes constantly).
-    var devicesPublishedAt: Double?
-    var devicesPending = false
-    /// The bytes per entry of the last `bridge/devices`, to size the next one's buffer.
-    var devicesEntryBytes = Gateway.devicesEntryEstimate
-    var startedAt: Double = 0
-    var lastProcessSample: (time: Double, sample: ProcessSample)?
-    /// The peripheral role's state (values served, what is advertised).
-    var served = PeripheralState()
-    /// The attribute names, units, device classes and formats all devices share.
-    var attributeTable = AttributeTable()
-    /// The service UUID lists devices advertised, each kept once.
-    var serviceLists = ServiceLists()
+    let context: CoreContext
+    let registry = DeviceRegistry()
+    let states: DeviceStates
+    let availability: Availability
+    let connections: ConnectionManager
+    let commands: CommandRunner
+    let bridge: BridgePublisher
+    let homeAssistant: HomeAssistantPublisher
+    let health: HealthReporter
+    /// The peripheral role (nil: central only, whatever `role` says).
+    let peripheralBridge: PeripheralBridge?
 
-    /// Warnings about undecodable payloads: 20 at once, then one per 3 s, so garbage from many
-    /// devices (rotating addresses) cannot flood the journal; what is held back is counted in
-    /// the next line and in `parse_errors`.
-    var parseWarnings = TokenBucket(capacity: 20, interval: 3, now: 0)
-    var parseWarningsHeld = 0
-
-    /// What the gateway did so far.
-    public internal(set) var counters = GatewayCounters()
+    private var started = false
+    private var wired = false
+    private var runningJobs = false
+    private var registrations: [PortRegistration] = []
+    private var timer: ClockTimer?
+    private var timerDeadline = Double.infinity
+    /// Events that arrived while one was being handled (a port called back from inside a call
+    /// the core made): handled right after it, in order.
+    private var deferred: [CoreEvent] = []
+    private var dispatching = false
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// - Parameters:
+    ///   - loop: the event loop the core runs on (the one of the ports' C libraries).
     ///   - reconnect: makes the per-device reconnect rule (the central's policy, adapted).
     ///   - logger: where log lines go; ``GatewayConfig/secrets`` are redacted before they reach it.
     ///   - version: reported on `bridge/info`.
@@ -83,23 +74,29 @@ public actor Gateway {
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
     public init(config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
-                clock: any GatewayClock,
+                clock: any GatewayClock, loop: EventLoop,
                 reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
                 logger: GatewayLogger = .none,
                 version: String = "dev", stateDirectory: String? = nil,
                 processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
+        self.loop = loop
         self.config = config
         self.ble = ble
-        self.peripheral = peripheral
         self.mqtt = mqtt
         self.clock = clock
-        self.makeReconnect = reconnect
         self.log = logger.redacting(config.secrets)
-        self.version = version
         self.stateDirectory = stateDirectory ?? config.stateDirectory
-        self.processSample = processSample
-        self.base = config.mqtt.baseTopic
-        self.scheduler = ConnectionScheduler(limit: config.bluetooth.maxConnections)
+        let context = CoreContext(config: config, clock: clock, log: log, output: Output(mqtt: mqtt, qos: config.mqtt.qos), loop: loop)
+        self.context = context
+        states = DeviceStates(context: context)
+        availability = Availability(context: context)
+        let connections = ConnectionManager(context: context, ble: ble, reconnect: reconnect)
+        self.connections = connections
+        commands = CommandRunner(context: context, ble: ble, connections: connections)
+        bridge = BridgePublisher(context: context, version: version)
+        homeAssistant = HomeAssistantPublisher(context: context, version: version)
+        health = HealthReporter(context: context, processSample: processSample)
+        peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
     }
 
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
@@ -121,148 +118,642 @@ public actor Gateway {
     /// The file name of the store-and-forward queue in the state directory.
     public static let queueFileName = "outbox.log"
 
+    /// How long ``stop()`` waits for `bridge/state` offline to be delivered.
+    public static let offlinePublishTimeout = 2.0
+
+    // MARK: Life cycle
+
     /// Opens the store-and-forward queue (replaying what a previous run left), publishes the
-    /// bridge topics and discovery, subscribes to commands, starts scanning and the timers.
-    /// Throws ``StoreAndForwardError`` when the queue file cannot be opened.
+    /// bridge topics and discovery, subscribes to commands, starts scanning and the timer.
+    /// Throws ``StoreAndForwardError`` when the queue file cannot be opened,
+    /// ``GatewayStartError`` when the peripheral port refuses the configured services, and
+    /// ``BLEPortError`` when scanning cannot start.
     public func start() async throws {
         guard !started else { return }
-        if config.storeAndForward.enabled, outbox == nil {
+        wire()
+        if config.storeAndForward.enabled, context.output.outbox == nil {
             let queue = try DiskQueue(path: stateDirectory.map { $0 + "/" + Self.queueFileName },
                                       limits: DiskQueue.Limits(config.storeAndForward))
             if queue.discardedBytes > 0 {
                 log(.warning, "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")")
             }
             if !queue.isEmpty { log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay") }
-            outbox = StoreAndForward(queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
+            let outbox = StoreAndForward(queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
+            outbox.deliver = context.deliver
+            outbox.loop = loop
+            context.output.outbox = outbox
         }
         started = true
-        startedAt = clock.now()
+        health.start(now: clock.now())
         log(.debug, "configuration: \(config.mqtt), \(config.devices.count) device rules")
-        outbox?.connectionChanged(true)
-        publishBridgeOnline()
-        publishBridgeDiscovery()
+        dispatch {
+            $0.context.output.outbox?.connectionChanged(true)
+            $0.bridge.publishOnline()
+            $0.homeAssistant.publishBridge()
+        }
+        let deliver = context.deliver
         for filter in Self.subscriptions(for: config) {
-            let stream = try await mqtt.subscribe(filter)
-            tasks.append(Task { [weak self] in
-                for await message in stream { await self?.handle(message) }
-            })
+            registrations.append(try mqtt.subscribe(filter) { deliver(.command($0)) })
         }
-        let connectionStates = mqtt.connectionEvents()
-        tasks.append(Task { [weak self] in
-            for await connected in connectionStates { await self?.handle(mqttConnected: connected) }
-        })
-        let events = ble.connectionEvents()
-        tasks.append(Task { [weak self] in
-            for await event in events { await self?.handle(event) }
-        })
+        mqtt.connectionEvents { deliver(.mqttConnection($0)) }
+        registrations.append(await ble.connectionEvents { deliver(.link($0)) })
         if config.role.includesCentral {
-            let discoveries = try await ble.scan(services: config.bluetooth.scanServices)
-            tasks.append(Task { [weak self] in
-                for await discovery in discoveries { await self?.handle(discovery) }
-            })
+            registrations.append(try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
         }
-        if config.role.includesPeripheral, let peripheral { try await startPeripheral(peripheral) }
-        if config.health.enabled { nextHealthAt = clock.now() + config.health.interval }
-        armTimer(min(clock.now() + 3600, nextHealthAt ?? .infinity))
-        log(.notice, "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(base)")
+        if config.role.includesPeripheral, let peripheralBridge {
+            peripheralBridge.port.events { deliver(.peripheral($0)) }
+            try await peripheralBridge.start()
+            for topic in config.peripheral.sourceTopics {
+                registrations.append(try mqtt.subscribe(topic) { deliver(.peripheralSource($0)) })
+            }
+        }
+        armTimer(min(clock.now() + 3600, health.nextDeadline ?? .infinity))
+        log(.notice, "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(context.base)")
     }
 
-    /// Stops scanning and timers, disconnects devices and publishes `bridge/state` offline.
+    /// Runs the core's jobs (connects, GATT operations, peripheral port calls) as child tasks on
+    /// the loop until the calling task is cancelled; then cancels those still running and
+    /// returns once they ended. Call after ``start()``, once; call ``stop()`` after it returns.
+    /// Jobs started before it runs wait for it.
+    public func run() async {
+        guard !runningJobs else { return }
+        runningJobs = true
+        wire()
+        let jobs = context.jobs.stream
+        let executor = loop.taskExecutor
+        // The loop as task executor for the whole loop below, so the stream's own nonisolated
+        // code resumes there too (not on a pool thread that would then hop back).
+        await withTaskExecutorPreference(executor) {
+            await withDiscardingTaskGroup { group in
+                for await job in jobs {
+                    group.addTask(executorPreference: executor) { [self] in receive(.completed(await job())) }
+                }
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// Stops scanning and timers, disconnects the devices the gateway connected (all at once:
+    /// BlueZ answers each Disconnect only after its 2 s disconnect timer) and publishes
+    /// `bridge/state` offline, waiting at most ``offlinePublishTimeout`` for its delivery.
     public func stop() async {
         guard started else { return }
         started = false
-        for task in tasks { task.cancel() }
-        tasks = []
-        timerTask?.cancel()
-        timerTask = nil
-        var links: [BluetoothAddress] = []
-        for index in devices.indices {
-            for task in devices[index].notificationTasks { task.cancel() }
-            devices[index].notificationTasks = []
-            if devices[index].link == .connected || devices[index].link == .connecting {
-                devices[index].link = .disconnecting
-                links.append(devices[index].address)
-            }
-        }
-        // All at once: BlueZ answers Disconnect only after its disconnect timer (2 s), so one
-        // after another would take 2 s per connected device.
+        for registration in registrations { registration.cancel() }
+        registrations = []
+        timer?.cancel()
+        timer = nil
+        timerDeadline = .infinity
+        context.output.outbox?.stop()
+        context.jobs.close()
+        let links = connections.stop()
         let ble = self.ble
-        await withTaskGroup(of: Void.self) { group in
-            for address in links { group.addTask { await ble.disconnect(address) } }
+        await withDiscardingTaskGroup { group in
+            for address in links { group.addTask(executorPreference: loop.taskExecutor) { await ble.disconnect(address) } }
         }
-        try? await mqtt.publishAndWait(Self.lastWill(for: config))
+        _ = await publishAndWait(Self.lastWill(for: config), timeout: Self.offlinePublishTimeout)
         log(.notice, "gateway stopped")
     }
 
-    /// Runs until the task is cancelled, then stops.
-    public func run() async throws {
-        try await start()
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(3600))
+    /// Publishes `message` on the MQTT port (not through the store-and-forward stage) and waits
+    /// for its delivery, at most `timeout` seconds; whether it was delivered.
+    private func publishAndWait(_ message: MQTTOutboundMessage, timeout: Double) async -> Bool {
+        let mqtt = self.mqtt
+        let clock = self.clock
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in mqtt.publish(message) { continuation.resume(returning: $0) } }
+            }
+            group.addTask {
+                try? await clock.sleep(until: clock.now() + timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            let first = await group.next()
+            return (first ?? nil) ?? false
         }
-        await stop()
     }
 
-    /// Waits until no command, poll or connection attempt is in progress (tests, shutdown).
+    /// Waits until no job runs and no command is queued or waiting (tests, shutdown).
     public func waitUntilIdle() async {
-        while activeJobs > 0 || connectTasks > 0 || !draining.isEmpty {
+        while !isIdle {
             await withCheckedContinuation { idleWaiters.append($0) }
         }
     }
 
-    func signalIdleIfNeeded() {
-        guard activeJobs == 0, connectTasks == 0, draining.isEmpty else { return }
-        let waiters = idleWaiters
-        idleWaiters = []
-        for waiter in waiters { waiter.resume() }
+    private var isIdle: Bool { context.jobs.inFlight == 0 && commands.isIdle }
+
+    /// Sets the features' hooks into each other, once (they are closures isolated to the core).
+    private func wire() {
+        guard !wired else { return }
+        wired = true
+        context.deliver = { [weak self] event in self?.receive(event) }
+        bridge.deviceCount = { [unowned self] in registry.count }
+        bridge.writeDeviceEntries = { [unowned self] bytes in
+            for (position, id) in registry.order.enumerated() {
+                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                let device = registry[id]
+                BridgePublisher.deviceEntry(device, connected: connections.isConnected(device.address), format: states.format(id),
+                                            services: registry.services(id)).write(into: &bytes)
+            }
+        }
+        commands.resolve = { [unowned self] name in device(named: name).map(target) }
+        commands.known = { [unowned self] text in
+            (registry.id(named: text) ?? BluetoothAddress(text).flatMap { registry.id($0) }).map(target)
+        }
+        commands.sources = { [unowned self] id in states.sources(id) }
+        commands.valueRead = { [unowned self] address, ref, value, force in
+            guard let id = registry.id(address) else { return }
+            characteristicValue(id, poll: ref.poll, spec: ref.index, value: value, force: force)
+        }
+        commands.drained = { [unowned self] address in
+            guard let id = registry.id(address) else { return }
+            connections.scheduleIdleDisconnect(address, rule: rule(id), now: clock.now())
+        }
+        commands.remove = { [unowned self] id in removeDevice(id) }
+        commands.homeAssistantStatus = { [unowned self] message in homeAssistant.status(message) }
     }
 
-    /// The MQTT connection changed (what ``MQTTPort/connectionEvents()`` reports): the
-    /// store-and-forward stage switches mode; after a reconnect the retained topics and
-    /// discovery are published again (behind any replay).
-    public func handle(mqttConnected connected: Bool) {
-        outbox?.connectionChanged(connected)
-        if connected { republishRetained() }
+    private func target(_ id: DeviceID) -> CommandRunner.Target {
+        let device = registry[id]
+        return CommandRunner.Target(id: id, address: device.address, name: device.name, ruleIndex: device.ruleIndex)
     }
 
-    // MARK: Publishing
+    // MARK: Events
 
-    func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
-                 kind: OutboundKind = .stored) {
-        publish(topic, owned: Self.exactCopy(payload), retain: retain, qos: qos, correlationData: correlationData, kind: kind)
-    }
-
-    /// Publishes `payload` without copying it: for a buffer made for this one message, which
-    /// nothing writes into afterwards.
-    func publish(_ topic: String, owned payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
-                 kind: OutboundKind = .stored) {
-        counters.published += 1
-        let message = MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? config.mqtt.qos, retain: retain,
-                                          correlationData: correlationData)
-        if let outbox { outbox.publish(message, kind: kind) } else { mqtt.publish(message) }
-    }
-
-    /// An exact-size copy of a payload that is usually `scratch`, whose buffer has the capacity of
-    /// the largest message so far. Sharing it would make the next write into `scratch` copy that
-    /// whole capacity and leave every waiting message holding a buffer of that size — ~4 KB per
-    /// queued 90-byte state (BENCHMARKS.md).
-    static func exactCopy(_ payload: [UInt8]) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: payload.count) { buffer, count in
-            count = buffer.initialize(fromContentsOf: payload)
+    /// Hands an event to the core: handled at once on the loop thread, else queued to the loop.
+    nonisolated func receive(_ event: CoreEvent) {
+        if loop.inLoop {
+            assumeIsolated { $0.dispatch(event) }
+        } else {
+            loop.execute { [self] in assumeIsolated { $0.dispatch(event) } }
         }
     }
 
-    func publish(_ topic: String, json: JSONValue, retain: Bool, qos: Int? = nil, kind: OutboundKind = .stored) {
-        scratch.removeAll(keepingCapacity: true)
-        json.write(into: &scratch)
-        publish(topic, scratch, retain: retain, qos: qos, kind: kind)
+    /// Handles `event` to completion, then what arrived meanwhile; then re-arms the timer for
+    /// what became due.
+    private func dispatch(_ event: CoreEvent) {
+        if dispatching {
+            deferred.append(event)
+            return
+        }
+        dispatching = true
+        handle(event)
+        var next = 0
+        while next < deferred.count {
+            handle(deferred[next])
+            next += 1
+        }
+        if next > 0 { deferred.removeAll(keepingCapacity: deferred.capacity <= 64) }
+        dispatching = false
+        settled()
     }
 
-    func rule(_ index: Int) -> DeviceRule { config.devices[devices[index].ruleIndex] }
+    /// Runs `body` as one event (for inputs that are not ``CoreEvent``s: start, the public
+    /// `handle` methods).
+    private func dispatch(_ body: (isolated Gateway) -> Void) {
+        guard !dispatching else { return body(self) }
+        dispatching = true
+        body(self)
+        dispatching = false
+        settled()
+    }
 
-    /// The device's advertisement format, nil before one was decoded.
-    func format(_ index: Int) -> String? { attributeTable.format(devices[index].format) }
+    /// After an event: the timer covers what became due; idle waiters go on when idle.
+    private func settled() {
+        let wanted = context.takeWantedDeadline()
+        if wanted < timerDeadline { armTimer(wanted) }
+        if !idleWaiters.isEmpty, isIdle {
+            let waiters = idleWaiters
+            idleWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+    }
 
-    /// `<base>/<name>`: the device's state topic.
-    func stateTopic(_ index: Int) -> String { devices[index].stateTopic }
+    private func handle(_ event: CoreEvent) {
+        if case .completed(let completion) = event {
+            context.jobs.finished()
+            return completed(completion)
+        }
+        guard started else { return }
+        switch event {
+        case .advertisement(let discovery): advertisement(discovery)
+        case .notification(let address, let spec, let value): notification(address, spec: spec, value: value)
+        case .link(let change): link(change)
+        case .command(let message): commands.handle(message)
+        case .peripheralSource(let message): peripheralBridge?.source(message)
+        case .mqttConnection(let connected): mqttConnection(connected)
+        case .peripheral(let change): peripheralBridge?.event(change)
+        case .timer: timerFired()
+        case .replayed(let results): context.output.outbox?.replayed(results)
+        case .replayRetry: context.output.outbox?.retryDue()
+        case .completed: break
+        }
+    }
+
+    /// One advertisement report (the public entry point; ports deliver through ``receive(_:)``).
+    public func handle(_ discovery: BLEDiscovery) { dispatch(.advertisement(discovery)) }
+
+    /// A message on a command topic or the Home Assistant status topic.
+    public func handle(_ message: MQTTInboundMessage) { dispatch(.command(message)) }
+
+    /// A link came up or went down.
+    public func handle(_ event: BLEConnectionEvent) { dispatch(.link(event)) }
+
+    /// The MQTT connection changed: the store-and-forward stage switches mode; after a
+    /// reconnect the retained topics and discovery are published again (behind any replay).
+    public func handle(mqttConnected connected: Bool) { dispatch(.mqttConnection(connected)) }
+
+    /// A message on a peripheral `from_topic`.
+    public func handle(peripheralSource message: MQTTInboundMessage) { dispatch(.peripheralSource(message)) }
+
+    /// A central wrote to or (un)subscribed from a served characteristic.
+    public func handle(_ event: PeripheralPortEvent) { dispatch(.peripheral(event)) }
+
+    /// Runs everything that is due at the clock's current time (what the timer does).
+    public func tick() { dispatch(.timer) }
+
+    // MARK: Advertisements and values
+
+    /// One advertisement report: the hot path. Filters on the scan services and RSSI threshold,
+    /// finds (or registers) the device, updates RSSI/last seen/availability, decodes the payload
+    /// and publishes through rate control.
+    private func advertisement(_ discovery: BLEDiscovery) {
+        context.counters.advertisements += 1
+        let advertisement = discovery.advertisement
+        let bluetooth = config.bluetooth
+        if let threshold = bluetooth.rssiThreshold, let rssi = advertisement.rssi, Int(rssi) < threshold {
+            context.counters.dropped.filtered += 1
+            return
+        }
+        if !bluetooth.scanServices.isEmpty, !bluetooth.scanServices.contains(where: { advertisement.advertises($0) }) {
+            context.counters.dropped.filtered += 1
+            return
+        }
+        guard let id = registry.id(discovery.address) ?? register(discovery) else { return }
+        let now = clock.now()
+        registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        if !rule.connect { availability.advertised(id, device, rule: rule, now: now) }
+        if connections.awaitsConnection(device.address, rule: rule) {
+            connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
+        }
+        guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
+            let readings = states.decode(id, advertisement, address: discovery.address, bindKey: rule.bindKey, name: device.name)
+        else { return }
+        apply(readings, to: id, now: now)
+    }
+
+    /// A value of a subscribed characteristic.
+    private func notification(_ address: BluetoothAddress, spec: Int, value: [UInt8]) {
+        context.counters.notifications += 1
+        guard let id = registry.id(address), connections.accepts(address) else { return }
+        characteristicValue(id, poll: false, spec: spec, value: value)
+    }
+
+    /// A characteristic value from a notification or read: decoded with the configured parser
+    /// and published (forced for `/get`, so the state is republished).
+    private func characteristicValue(_ id: DeviceID, poll: Bool, spec index: Int, value: [UInt8], force: Bool = false) {
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        let specs = poll ? rule.poll : rule.subscribe
+        guard specs.indices.contains(index),
+            let readings = states.decode(id, value: value, spec: specs[index], poll: poll, index: index, name: device.name)
+        else { return }
+        let now = clock.now()
+        registry.heard(id, now: now, wall: clock.wallMilliseconds())
+        apply(readings, to: id, now: now, force: force)
+    }
+
+    /// Merges readings into the device's state and publishes it when rate control allows. A new
+    /// attribute gets its Home Assistant config first, and the state messages wait
+    /// `state_delay` (all of them, in order: none is merged away).
+    private func apply(_ readings: [Reading], to id: DeviceID, now: Double, force: Bool = false) {
+        if states.merge(id, readings), homeAssistant.enabled { publishDiscovery(id) }
+        let device = registry[id]
+        states.offer(id, device, rule: config.devices[device.ruleIndex], now: now, force: force)
+    }
+
+    // MARK: Devices
+
+    private func rule(_ id: DeviceID) -> DeviceRule { config.devices[registry[id].ruleIndex] }
+
+    /// Finds the first rule matching the device and registers it; nil when no rule matches or
+    /// the registry is full of devices that stay (``makeRoomForDevice()``).
+    private func register(_ discovery: BLEDiscovery) -> DeviceID? {
+        guard let ruleIndex = config.devices.firstIndex(where: { $0.match.matches(discovery.address, discovery.advertisement) })
+        else { return nil }
+        guard makeRoomForDevice() else {
+            let full = context.counters.dropped.registryFull
+            if full == 1 || full % 1000 == 0 {
+                log(.warning, "device registry full (bluetooth.max_devices \(config.bluetooth.maxDevices)): \(discovery.address) not tracked; \(full) dropped so far")
+            }
+            return nil
+        }
+        let id = register(discovery.address, ruleIndex: ruleIndex, advertisement: discovery.advertisement)
+        let device = registry[id]
+        log(.info, "device \(device.name) (\(discovery.address)) matched devices[\(ruleIndex)]")
+        bridge.event("device_seen", device)
+        if config.devices[ruleIndex].connect { availability.publish(id, device, online: false) }
+        return id
+    }
+
+    /// Registers a device under `ruleIndex` (also one a rule names by address before it was seen).
+    private func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> DeviceID {
+        let rule = config.devices[ruleIndex]
+        let name = rule.name ?? DeviceRecord.defaultName(address)
+        let id = registry.add(address, name: name, stateTopic: context.base + "/" + name, ruleIndex: ruleIndex, now: clock.now(),
+                              advertisement: advertisement)
+        states.added(id)
+        availability.added(id)
+        homeAssistant.added(id)
+        bridge.devicesChanged()
+        if homeAssistant.enabled, !rule.commands.isEmpty { publishDiscovery(id) }
+        return id
+    }
+
+    /// The device a topic level names: a known device, else a rule's friendly name or an
+    /// address a rule names (registered now, so a command can connect to a device not seen yet).
+    private func device(named name: String) -> DeviceID? {
+        if let id = registry.id(named: name) { return id }
+        for (ruleIndex, rule) in config.devices.enumerated() {
+            guard rule.match.addresses.count == 1, let address = rule.match.addresses.first else { continue }
+            if rule.name == name || (rule.name == nil && DeviceRecord.defaultName(address) == name) {
+                return registry.id(address) ?? register(address, ruleIndex: ruleIndex)
+            }
+        }
+        return nil
+    }
+
+    /// Whether the device may be forgotten when silent: advertisement-only, not named by a rule
+    /// with exactly one address, and not busy (idle link, no command queued or running).
+    private func isForgettable(_ id: DeviceID) -> Bool {
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        return !rule.connect && rule.match.addresses.count != 1 && connections.phase(device.address) == .idle
+            && !commands.isBusy(device.address)
+    }
+
+    /// When a forgettable device will be forgotten if nothing arrives.
+    private func forgetDeadline(_ id: DeviceID) -> Double? {
+        isForgettable(id) ? registry[id].lastActivity + config.bluetooth.forgetAfter : nil
+    }
+
+    /// Forgets advertisement-only devices silent for `bluetooth.forget_after`.
+    private func forgetSilentDevices(now: Double) {
+        for id in registry.order.reversed() {
+            guard let deadline = forgetDeadline(id), now >= deadline else { continue }
+            let device = registry[id]
+            log(.info, "\(device.name) (\(device.address)): forgotten after \(config.bluetooth.forgetAfter)s without an advertisement")
+            removeDevice(id)
+        }
+    }
+
+    /// Makes room for one more device when the registry is full: the longest-silent forgettable
+    /// device goes. False (counted as a drop) when the registry is full of devices that stay.
+    private func makeRoomForDevice() -> Bool {
+        guard registry.count >= config.bluetooth.maxDevices else { return true }
+        let oldest = registry.oldest(where: isForgettable)
+        context.counters.dropped.registryFull += 1
+        guard let oldest else { return false }
+        log(.info, "\(registry[oldest].name): forgotten to make room (bluetooth.max_devices \(config.bluetooth.maxDevices))")
+        removeDevice(oldest)
+        return true
+    }
+
+    /// Removes a device: its link ends, its Home Assistant configs, retained availability and
+    /// retained state are cleared (empty retained payloads), `bridge/event` says
+    /// `device_removed` and `bridge/devices` is republished. A device that advertises again is
+    /// registered again.
+    private func removeDevice(_ id: DeviceID) {
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        connections.removed(device.address)
+        bridge.event("device_removed", device)
+        homeAssistant.removed(id)
+        availability.removed(id, device)
+        if rule.retain ?? config.mqtt.retain, states.hasState(id) {
+            context.output.publish(device.stateTopic, [], retain: true)
+        }
+        states.removed(id)
+        registry.remove(id)
+        context.counters.devicesRemoved += 1
+        bridge.devicesChanged()
+        commands.removed(device.address, name: device.name)
+    }
+
+    // MARK: Home Assistant
+
+    /// Publishes the device's configs — only those not published yet, unless `all` — and holds
+    /// its state back for `homeassistant.state_delay` when a config was new or, with `hold`,
+    /// when all were republished.
+    private func publishDiscovery(_ id: DeviceID, all: Bool = false, hold: Bool = true) {
+        let device = registry[id]
+        let fresh = homeAssistant.publish(id, HomeAssistantDiscovery.Device(
+            address: device.address, name: device.name, localName: device.localName, format: states.format(id),
+            attributes: states.readings(id), commands: config.devices[device.ruleIndex].commands,
+            hasRSSI: device.rssi != nil), all: all)
+        if fresh || (all && hold), states.hasState(id) {
+            states.hold(id, until: clock.now() + config.homeAssistant.stateDelay)
+        }
+    }
+
+    /// Every config again (bridge first), then, with `holdingStates`, every state after
+    /// `state_delay` (for Home Assistant starting: it takes a state only after the config).
+    private func republishDiscovery(holdingStates: Bool = true) {
+        homeAssistant.republished()
+        guard homeAssistant.enabled else { return }
+        homeAssistant.publishBridge()
+        for id in registry.order { publishDiscovery(id, all: true, hold: holdingStates) }
+    }
+
+    // MARK: Links
+
+    /// A link dropped (or was closed by the gateway), or came up.
+    private func link(_ change: BLEConnectionEvent) {
+        switch change {
+        case .connected(let discovery):
+            adoptLink(discovery)
+        case .disconnected(let address, let reason):
+            guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
+            let device = registry[id]
+            log(.info, "\(device.name): disconnected\(reason.map { ": \($0)" } ?? "")")
+            linkEnded(id, reason: wasEnding ? nil : (reason ?? BLEPortError(.peripheralDisconnected, "link lost")), now: clock.now())
+            bridge.event("device_disconnected", device)
+            bridge.devicesChanged()
+        }
+    }
+
+    /// A link is up that the gateway may not have made (one left up by another client before
+    /// the start, say): a device whose rule wants a connection is connected through it now —
+    /// the port's connect finds the link up — instead of waiting for an advertisement that a
+    /// connected peripheral usually no longer sends. Links the gateway is making or has, or
+    /// will retry after its backoff, are left alone, as are devices whose rule does not connect.
+    private func adoptLink(_ discovery: BLEDiscovery) {
+        guard config.role.includesCentral else { return }
+        let id: DeviceID
+        if let known = registry.id(discovery.address) {
+            id = known
+        } else {
+            let matching = config.devices.first { $0.match.matches(discovery.address, discovery.advertisement) }
+            guard matching?.connect == true, let registered = register(discovery) else { return }
+            id = registered
+        }
+        let device = registry[id]
+        guard connections.awaitsConnection(device.address, rule: config.devices[device.ruleIndex]) else { return }
+        log(.info, "\(device.name): link already up: adopting it")
+        connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
+    }
+
+    /// A link ended or an attempt failed: a command waiting for it fails, the device goes
+    /// offline (rules that connect) and a retry is planned.
+    private func linkEnded(_ id: DeviceID, reason: BLEPortError?, now: Double) {
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        connections.linkEnded(device.address, reason: reason, rule: rule, name: device.name, started: started, now: now)
+        commands.linkFailed(device.address, reason ?? BLEPortError(.peripheralDisconnected, "disconnected"))
+        if rule.connect { availability.publish(id, device, online: false) }
+    }
+
+    // MARK: Job completions
+
+    private func completed(_ completion: JobCompletion) {
+        switch completion {
+        case .connect(let address, let result): established(address, result)
+        case .gatt(let address, let outcome): commands.finished(address, outcome)
+        case .servedValue(let id, let sent): peripheralBridge?.valueSent(id, sent: sent)
+        case .advertised(let attempt, let error): peripheralBridge?.advertised(attempt, error: error)
+        case .done: break
+        }
+    }
+
+    /// A connect job ended.
+    private func established(_ address: BluetoothAddress, _ result: Result<EstablishedLink, BLEPortError>) {
+        guard let id = registry.id(address) else {
+            // Removed while connecting: end the link the port just made.
+            return connections.establishedForRemoved(address, result)
+        }
+        let device = registry[id]
+        let rule = config.devices[device.ruleIndex]
+        let now = clock.now()
+        switch connections.established(address, result, name: device.name, now: now) {
+        case .failed(let error):
+            linkEnded(id, reason: error, now: now)
+            bridge.event("device_connect_failed", device, error: error.description)
+        case .ignored:
+            break
+        case .connected(let readOnce, _):
+            if !readOnce.isEmpty { commands.enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: target(id)) }
+            if rule.connect { availability.publish(id, device, online: true) }
+            bridge.event("device_connected", device)
+            bridge.devicesChanged()
+            commands.linkUp(address)
+            if !commands.isBusy(address) { connections.scheduleIdleDisconnect(address, rule: rule, now: now) }
+        }
+    }
+
+    // MARK: MQTT connection
+
+    private func mqttConnection(_ connected: Bool) {
+        context.output.outbox?.connectionChanged(connected)
+        if connected { republishRetained() }
+    }
+
+    /// After an MQTT reconnect: everything retained again (the broker may have lost it, and the
+    /// last will may have set `bridge/state` offline). States are not held for Home Assistant
+    /// here: an HA that lost its entities says so with `online` on its status topic (it does on
+    /// every connection to the broker), and that holds them; a hold now would only delay every
+    /// reading after each reconnect by `state_delay`.
+    private func republishRetained() {
+        bridge.publishOnline()
+        republishDiscovery(holdingStates: false)
+        for id in registry.order { availability.republish(id, registry[id]) }
+    }
+
+    // MARK: Timer
+
+    /// Makes sure the timer fires by `deadline` (re-arming it when it would fire later).
+    private func armTimer(_ deadline: Double) {
+        guard started, deadline < timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        let deliver = context.deliver
+        timer = clock.schedule(at: deadline, on: loop) { deliver(.timer) }
+    }
+
+    private func timerFired() {
+        timer = nil
+        timerDeadline = .infinity
+        runDue()
+        let now = clock.now()
+        armTimer(max(now + 0.01, min(nextDeadline() ?? now + 3600, now + 3600)))
+    }
+
+    /// Runs everything that is due at the clock's current time: deferred and heartbeat
+    /// publishes, states held for Home Assistant, discovery republishing, advertisement
+    /// availability timeouts, reconnect retries, polls, command connection waits that expired,
+    /// idle disconnects of on-demand connections, forgetting silent devices and `bridge/health`.
+    private func runDue() {
+        let now = clock.now()
+        if homeAssistant.republishDue(now: now) { republishDiscovery() }
+        bridge.tick(now: now)
+        for id in registry.order {
+            let device = registry[id]
+            let rule = config.devices[device.ruleIndex]
+            states.tick(id, device, rule: rule, now: now)
+            if availability.tick(id, device, rule: rule, now: now) { bridge.event("device_unavailable", device) }
+        }
+        connections.tick(now: now, busy: { [commands] in commands.isBusy($0) }) { address, spec in
+            guard let id = registry.id(address) else { return }
+            commands.enqueue(DeviceJob(kind: .poll(spec), receivedAt: now), for: target(id))
+        }
+        commands.tick(now: now)
+        forgetSilentDevices(now: now)
+        if health.due(now: now) { health.publish(now: now, healthFigures) }
+    }
+
+    /// The earliest time something is due.
+    private func nextDeadline() -> Double? {
+        var next = min(homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
+                       connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity)
+        for id in registry.order {
+            let rule = self.rule(id)
+            if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }
+            if let forget = forgetDeadline(id) { next = min(next, forget) }
+            if let offline = availability.nextDeadline(id, rule: rule) { next = min(next, offline) }
+        }
+        return next.isFinite ? next : nil
+    }
+
+    // MARK: Reading the core (health, tests)
+
+    /// What the gateway did so far.
+    public var counters: GatewayCounters {
+        var counters = context.counters
+        counters.published = context.output.published
+        return counters
+    }
+
+    /// The store-and-forward stage's counters (nil when it is disabled or not started).
+    public var outboxStatistics: StoreAndForward.Statistics? { context.output.outbox?.statistics }
+
+    /// The value a served characteristic has now (what a central reads).
+    public func servedValue(_ id: PeripheralCharacteristicID) -> [UInt8]? { peripheralBridge?.value(id) }
+
+    /// The `bridge/health` payload as it would be published now (without a process sample).
+    public var healthPayload: JSONValue { health.payload(now: clock.now(), sample: nil, healthFigures) }
+
+    private var healthFigures: HealthReporter.Figures {
+        var peripheral: PeripheralBridge.Statistics?
+        if config.role.includesPeripheral {
+            peripheral = peripheralBridge?.statistics
+                ?? PeripheralBridge.Statistics(updates: 0, writes: 0, subscriptions: 0, advertising: false, advertisingErrors: 0,
+                                               valueErrors: 0)
+        }
+        return HealthReporter.Figures(
+            counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),
+            mqttQueueFull: mqtt.queueFullDrops, mqttInboundFull: mqtt.inboundDrops, devices: registry.count,
+            connections: connections.connectedCount, bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral)
+    }
 }

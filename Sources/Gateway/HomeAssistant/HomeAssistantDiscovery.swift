@@ -3,7 +3,7 @@ import LocalSystem
 import JSON
 import Parsers
 
-/// Builds Home Assistant MQTT discovery configs (design.md §5) — pure, from what the gateway
+/// Builds Home Assistant MQTT discovery configs (docs/operations.md, "Home Assistant") — pure, from what the gateway
 /// knows about the bridge and a device.
 ///
 /// What Home Assistant needs, and how it is met:

@@ -47,7 +47,7 @@ struct PeripheralState {
 }
 
 /// An MQTT-fed piece of advertising data: its position in `manufacturer_data` or `service_data`.
-enum PeripheralDataID: Hashable, CustomStringConvertible {
+enum PeripheralDataID: Hashable, Sendable, CustomStringConvertible {
     case manufacturer(Int)
     case service(Int)
 

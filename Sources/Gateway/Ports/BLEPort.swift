@@ -1,25 +1,34 @@
 import Bluetooth
 
-/// What the gateway needs from a Bluetooth LE central (design.md §3), in the shape the BlueZ
-/// `CentralManager` offers it: continuous scanning, connections by address, GATT discovery,
-/// reads, writes and notification streams.
+/// What the gateway needs from a Bluetooth LE central (docs/architecture.md), in the shape the
+/// BlueZ `CentralManager` offers it: continuous scanning, connections by address, GATT
+/// discovery, reads, writes and notifications.
+///
+/// Inputs are pushed, not pulled: ``scan(services:_:)``, ``notifications(_:characteristic:_:)``
+/// and ``connectionEvents(_:)`` take a `deliver` closure that the port calls for each report.
+/// A production port calls it on the gateway's event loop thread, inside the handling of the
+/// D-Bus signal or `AcquireNotify` datagram that carried it (no stream, no task, no buffer in
+/// between); the gateway then handles it at once. A port may call it on any other thread (test
+/// fakes do): the gateway queues the input to its loop.
 ///
 /// Contract for an implementation:
-/// - ``scan(services:)`` scans continuously (never stop/start cycles) until the returned stream
-///   is dropped or the task iterating it is cancelled. The service filter is a hint: the gateway
-///   filters again, because BlueZ merges the filters of every client on the adapter.
+/// - ``scan(services:_:)`` scans continuously (never stop/start cycles) until the returned
+///   registration is cancelled. The service filter is a hint: the gateway filters again,
+///   because BlueZ merges the filters of every client on the adapter.
 /// - ``connect(_:timeout:)`` returns once the link is up and services are resolved; it throws
 ///   ``BLEPortError`` (kind `connectionTimeout` after `timeout`). The gateway decides when to
 ///   retry (``ReconnectStrategy``); the port does not reconnect on its own.
 /// - Every link that drops after a successful connect — and every link the gateway ends with
-///   ``disconnect(_:)`` — is reported once on ``connectionEvents()``.
-/// - ``notifications(_:characteristic:)`` enables notifications (or indications) and returns
-///   their values in order; the stream finishes when the link drops.
-/// - All methods may be called concurrently for different devices; for one device the gateway
+///   ``disconnect(_:)`` — is reported once through ``connectionEvents(_:)``.
+/// - ``notifications(_:characteristic:_:)`` enables notifications (or indications) and delivers
+///   their values in order until the registration is cancelled or the link drops.
+/// - The async methods are called from the gateway's jobs and must honour task cancellation.
+///   They may be called concurrently for different devices; for one device the gateway
 ///   serialises GATT operations itself.
 public protocol BLEPort: Sendable {
     /// Starts (or joins) continuous discovery with a service filter (empty: every device).
-    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery>
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+        -> PortRegistration
 
     /// Connects to `address` and resolves its services, failing after `timeout` seconds.
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError)
@@ -30,9 +39,10 @@ public protocol BLEPort: Sendable {
     /// The characteristics of a connected device, optionally only under `services`.
     func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic]
 
-    /// Enables notifications of `characteristic` and returns the values as they arrive.
-    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
-        -> AsyncStream<[UInt8]>
+    /// Enables notifications of `characteristic` and hands every value to `deliver`.
+    func notifications(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
+    ) async throws(BLEPortError) -> PortRegistration
 
     /// Reads the value of `characteristic`.
     func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8]
@@ -41,8 +51,9 @@ public protocol BLEPort: Sendable {
     func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
         async throws(BLEPortError)
 
-    /// Links that dropped or were closed, one event each; a single long-lived stream.
-    func connectionEvents() -> AsyncStream<BLEConnectionEvent>
+    /// Hands every link that came up or went down to `deliver` (first a `.connected` for each
+    /// link up now), until the registration is cancelled.
+    func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
 
     /// Seconds of a recent round trip to bluetoothd, for `bridge/health` (optional: the
     /// default implementation returns nil).
@@ -54,4 +65,22 @@ extension BLEPort {
     /// average of D-Bus method calls), for `bridge/health`; nil when unknown. Must not block:
     /// return a value the port already measured. The default is nil.
     public func lastRoundTripLatency() -> Double? { nil }
+}
+
+/// Something a port delivers until it is cancelled: a scan, a notification subscription, a
+/// subscription to an MQTT topic filter, connection events.
+public struct PortRegistration: Sendable {
+    private let end: @Sendable () -> Void
+
+    /// - Parameter cancel: stops the deliveries; called at most once by the gateway, on its loop
+    ///   thread; must not block.
+    public init(cancel: @escaping @Sendable () -> Void) {
+        end = cancel
+    }
+
+    /// A registration with nothing to stop.
+    public static let none = PortRegistration {}
+
+    /// Stops the deliveries (what is already on its way to the gateway may still arrive).
+    public func cancel() { end() }
 }

@@ -1,4 +1,4 @@
-/// A failed BLE operation, classified the way the central's errors are (design.md §3), with the
+/// A failed BLE operation, classified the way the central's errors are (Core Bluetooth's meanings, docs/architecture.md), with the
 /// underlying message (e.g. the BlueZ error name and text).
 public struct BLEPortError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure; the gateway's retry and response logic depends on it.

@@ -1,3 +1,5 @@
+import EventLoop
+
 /// Time as the gateway sees it: a monotonic clock for intervals, timeouts and timers, and the
 /// wall clock for `last_seen`. Injected so tests advance time by hand (``ManualClock``).
 public protocol GatewayClock: Sendable {
@@ -7,4 +9,18 @@ public protocol GatewayClock: Sendable {
     func wallMilliseconds() -> Int64
     /// Suspends until ``now()`` ≥ `deadline`; throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Double) async throws
+    /// Calls `fire` once on `loop`'s thread when ``now()`` reaches `deadline`, unless the returned
+    /// timer is cancelled first. Called on the loop thread.
+    func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer
+}
+
+/// A timer from ``GatewayClock/schedule(at:on:_:)``.
+public struct ClockTimer: Sendable {
+    private let end: @Sendable () -> Void
+
+    /// - Parameter cancel: stops the timer; called at most once, on the loop thread.
+    public init(cancel: @escaping @Sendable () -> Void) { end = cancel }
+
+    /// Stops the timer if it has not fired.
+    public func cancel() { end() }
 }

@@ -1,9 +1,10 @@
+import EventLoop
 import JSON
 import Synchronization
 
 /// A clock that moves only when told to: ``advance(by:)`` sets the time and resumes every
-/// sleeper whose deadline has passed, in deadline order. For deterministic tests of timeouts,
-/// rate control and availability.
+/// sleeper whose deadline has passed and fires every due timer (on its loop), in deadline order.
+/// For deterministic tests of timeouts, rate control and availability.
 public final class ManualClock: GatewayClock {
     private struct Sleeper {
         var id: UInt64
@@ -11,11 +12,19 @@ public final class ManualClock: GatewayClock {
         var continuation: CheckedContinuation<Void, any Error>
     }
 
+    private struct Timer {
+        var id: UInt64
+        var deadline: Double
+        var loop: EventLoop
+        var fire: @Sendable () -> Void
+    }
+
     private struct State {
         var now: Double
         var wallOrigin: Int64
         var nextID: UInt64 = 0
         var sleepers: [Sleeper] = []
+        var timers: [Timer] = []
     }
 
     private let state: Mutex<State>
@@ -35,16 +44,37 @@ public final class ManualClock: GatewayClock {
     /// Number of tasks sleeping on this clock (tests wait for a timer to be armed).
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
-    /// Moves time forward and resumes the sleepers that are due.
+    /// Number of timers armed on this clock and not fired or cancelled.
+    public var timerCount: Int { state.withLock { $0.timers.count } }
+
+    /// Moves time forward, resumes the sleepers that are due and queues the due timers to their
+    /// loops (a test settles the loop to see what they did).
     public func advance(by seconds: Double) {
-        let due: [Sleeper] = state.withLock { state in
+        let (due, timers): ([Sleeper], [Timer]) = state.withLock { state in
             state.now += max(0, seconds)
             let now = state.now
             let due = state.sleepers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
             state.sleepers.removeAll { $0.deadline <= now }
-            return due
+            let timers = state.timers.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
+            state.timers.removeAll { $0.deadline <= now }
+            return (due, timers)
         }
         for sleeper in due { sleeper.continuation.resume() }
+        for timer in timers { timer.loop.execute(timer.fire) }
+    }
+
+    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer {
+        let id: UInt64? = state.withLock { state in
+            guard deadline > state.now else { return nil }
+            state.nextID += 1
+            state.timers.append(Timer(id: state.nextID, deadline: deadline, loop: loop, fire: fire))
+            return state.nextID
+        }
+        guard let id else {
+            loop.execute(fire)
+            return ClockTimer {}
+        }
+        return ClockTimer { [self] in state.withLock { $0.timers.removeAll { $0.id == id } } }
     }
 
     public func sleep(until deadline: Double) async throws {

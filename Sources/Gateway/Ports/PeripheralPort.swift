@@ -12,7 +12,9 @@ import Bluetooth
 /// - ``setValue(_:for:)`` also notifies (or indicates) every subscribed central.
 /// - ``advertise(_:)`` starts advertising, or replaces what is advertised; nil stops.
 /// - Writes by centrals are accepted by the port (Write Requests answered with success) and
-///   reported on ``events()`` in order, as are subscriptions.
+///   handed to the closure given to ``events(_:)`` in order, as are subscriptions (on the
+///   gateway's loop thread or any other, as for ``BLEPort``).
+/// - The async methods are called from the gateway's jobs and must honour task cancellation.
 /// - After the stack restarts (bluetoothd, adapter power) the port serves and advertises again
 ///   by itself, with the latest values.
 public protocol PeripheralPort: Sendable {
@@ -25,8 +27,8 @@ public protocol PeripheralPort: Sendable {
     /// Advertises `advertisement` (replacing the previous one); nil stops advertising.
     func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError)
 
-    /// Writes and subscription changes by centrals; a single long-lived stream.
-    func events() -> AsyncStream<PeripheralPortEvent>
+    /// Hands writes and subscription changes by centrals to `deliver`, for as long as the port lives.
+    func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void)
 }
 
 /// A served characteristic: its service's position and its own position in that service.

@@ -1,7 +1,9 @@
+import EventLoop
 import JSON
 import LocalSystem
 
-/// The real clock: `ContinuousClock` for monotonic time, `WallClock` (CLOCK_REALTIME) for wall time.
+/// The real clock: `ContinuousClock` for monotonic time, `WallClock` (CLOCK_REALTIME) for wall
+/// time, the event loop's timers for ``schedule(at:on:_:)``.
 public struct SystemClock: GatewayClock {
     private let origin = ContinuousClock.now
 
@@ -19,5 +21,10 @@ public struct SystemClock: GatewayClock {
     public func sleep(until deadline: Double) async throws {
         let delay = deadline - now()
         if delay > 0 { try await Task.sleep(for: .nanoseconds(Int64(saturating: delay * 1e9))) }
+    }
+
+    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer {
+        let token = loop.addTimer(after: deadline - now(), handler: fire)
+        return ClockTimer { loop.cancelTimer(token) }
     }
 }

@@ -1,16 +1,17 @@
-import Synchronization
+import EventLoop
 
 /// The stage between the gateway and the ``MQTTPort`` that keeps messages while the broker is
 /// unreachable and replays them, in order, after the reconnect (docs/operations.md).
 ///
-/// Modes, switched only under the lock, so every message is decided exactly once:
+/// Modes (the stage runs on the event loop's thread with the rest of the core, so every message
+/// is decided exactly once, in the order it came):
 /// - **live** (connected, queue empty): messages go to ``MQTTPort/publish(_:)``.
 /// - **offline** (after ``connectionChanged(_:)`` `false`): messages are appended to the
 ///   ``DiskQueue`` (QoS 0 and republished/snapshot messages are dropped and counted).
-/// - **replaying** (connected, queue not empty): one task hands the oldest message to
-///   ``MQTTPort/publishAndWait(_:)`` and removes it from the queue only when that returns
-///   (PUBACK at QoS 1); new messages are appended behind the queue, so order holds. A failed
-///   hand-off keeps the message for the next attempt; a message the connected broker refuses
+/// - **replaying** (connected, queue not empty): the oldest messages go to the port and each is
+///   removed from the queue only when the port reports it delivered (PUBACK at QoS 1); new
+///   messages are appended behind the queue, so order holds. A failed hand-off keeps the
+///   message for the next attempt (a second later); a message the connected broker refuses
 ///   three times is dropped (``Statistics/rejected``). A crash between the PUBACK and the
 ///   removal replays that one message again after the restart (QoS 1 is at least once).
 ///
@@ -21,9 +22,10 @@ import Synchronization
 /// later behind it in the queue, so order holds and the client never refuses a reading; the
 /// queue's own bounds (`max_messages`, `max_bytes`) are then what limits a burst.
 ///
-/// Replays go out in batches (``MQTTPort/publishInOrder(_:)``: up to ``replayBatch`` at once,
-/// removed from the queue as they are acknowledged), so they run at the broker's
-/// acknowledgement rate. A batch in flight is pinned in the queue (``DiskQueue/pinned``):
+/// Replays go out in batches (``MQTTPort/publishInOrder(_:completion:)``: up to ``replayBatch``
+/// at once, removed from the queue as they are acknowledged), so they run at the broker's
+/// acknowledgement rate; the port's completion comes back to the core as an event
+/// (``CoreEvent/replayed(_:)``), no task waits for it. A batch in flight is pinned in the queue (``DiskQueue/pinned``):
 /// readings queued behind it meanwhile do not push it out, so a message is never both
 /// delivered and counted as dropped; the bounds apply again once the batch is done.
 ///
@@ -31,8 +33,8 @@ import Synchronization
 /// read back from it (``DiskQueue/oldest(_:)``), so a burst or an outage costs disk, not memory.
 ///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
-/// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
-public final class StoreAndForward: Sendable {
+/// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`. Loop-confined.
+public final class StoreAndForward {
     /// What the stage did so far (for `bridge/health`).
     public struct Statistics: Sendable, Equatable {
         /// Messages waiting now.
@@ -61,28 +63,30 @@ public final class StoreAndForward: Sendable {
         public var writeErrors = 0
     }
 
-    private struct State {
-        var queue: DiskQueue
-        var connected = true
-        var replaying = false
-        var statistics = Statistics()
-        var attempts = 0
-    }
-
-    private let state: Mutex<State>
+    private var queue: DiskQueue
+    private var connected = true
+    private var replaying = false
+    /// A batch is with the port (its completion has not come back).
+    private var batchInFlight: [QueuedMessage]?
+    private var retryTimer: ClockTimer?
+    private var counts = Statistics()
+    private var attempts = 0
     private let mqtt: any MQTTPort
     private let clock: any GatewayClock
     private let settings: StoreAndForwardSettings
     private let log: GatewayLogger
     private let queuePath: String?
+    /// Brings the port's completions and the retry timer back to the core (set by the gateway).
+    var deliver: @Sendable (CoreEvent) -> Void = { _ in }
+    /// The loop the retry timer fires on (set by the gateway).
+    var loop: EventLoop?
 
     /// - Parameter queue: the queue (file-backed or memory only); the stage owns it from now on.
-    public init(queue: sending DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
-                logger: GatewayLogger = .none) {
+    init(queue: DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
+         logger: GatewayLogger = .none) {
         queuePath = queue.path
-        var initial = State(queue: queue)
-        initial.statistics.discardedBytes = queue.discardedBytes
-        state = Mutex(initial)
+        self.queue = queue
+        counts.discardedBytes = queue.discardedBytes
         self.mqtt = mqtt
         self.clock = clock
         self.settings = settings
@@ -91,59 +95,57 @@ public final class StoreAndForward: Sendable {
 
     /// The counters, with the queue's current depth.
     public var statistics: Statistics {
-        state.withLock { state in
-            var statistics = state.statistics
-            statistics.depth = state.queue.count
-            statistics.bytes = state.queue.bytes
-            statistics.droppedFull = state.queue.drops.full
-            statistics.droppedExpired = state.queue.drops.expired
-            statistics.droppedUnreadable = state.queue.drops.unreadable
-            statistics.writeErrors = state.queue.writeErrors
-            return statistics
-        }
+        var statistics = counts
+        statistics.depth = queue.count
+        statistics.bytes = queue.bytes
+        statistics.droppedFull = queue.drops.full
+        statistics.droppedExpired = queue.drops.expired
+        statistics.droppedUnreadable = queue.drops.unreadable
+        statistics.writeErrors = queue.writeErrors
+        return statistics
     }
 
     /// Hands `message` to the port (live) or queues it.
     func publish(_ message: MQTTOutboundMessage, kind: OutboundKind) {
-        let now = clock.wallMilliseconds()
-        var startReplay = false
-        let live: Bool = state.withLock { state in
-            if state.connected && !state.replaying {
-                // Flow control: the client holds half its bound → readings wait here, in order.
-                guard kind == .stored, message.qos > 0, let limit = mqtt.backlogLimit, mqtt.backlog >= limit / 2 else {
-                    return true
-                }
-                state.replaying = true
-                startReplay = true
-                state.statistics.spilled += 1
-            } else if state.connected && kind == .stored {
-                state.statistics.spilled += 1
+        if connected && !replaying {
+            // Flow control: the client holds half its bound → readings wait here, in order.
+            guard kind == .stored, message.qos > 0, let limit = mqtt.backlogLimit, mqtt.backlog >= limit / 2 else {
+                return sendLive(message)
             }
-            // During a replay only stored messages wait behind it (their order matters);
-            // republished retained state and snapshots go out at once and never take a place in
-            // the bounded queue (they would push out readings captured during the outage).
-            if state.connected && kind != .stored { return true }
-            if !state.connected {
-                if kind != .stored { return false }
-                if message.qos == 0 && !settings.queueQoS0 {
-                    state.statistics.droppedQoS0 += 1
-                    return false
-                }
-            }
-            state.queue.append(message, capturedAt: message.capturedAt ?? now, now: now)
-            state.statistics.queued += 1
-            return false
-        }
-        if live {
-            // Only replayed messages say when they were captured.
-            var outgoing = message
-            outgoing.capturedAt = nil
-            mqtt.publish(outgoing)
-        }
-        if startReplay {
+            replaying = true
+            counts.spilled += 1
+            enqueue(message)
             log(.info, "store-and-forward: the broker is behind (\(mqtt.backlog) messages unacknowledged): queueing readings in order")
-            Task { await self.replay() }
+            replayNext()
+            return
         }
+        // During a replay only stored messages wait behind it (their order matters);
+        // republished retained state and snapshots go out at once and never take a place in
+        // the bounded queue (they would push out readings captured during the outage).
+        if connected {
+            guard kind == .stored else { return sendLive(message) }
+            counts.spilled += 1
+        } else {
+            guard kind == .stored else { return }
+            if message.qos == 0 && !settings.queueQoS0 {
+                counts.droppedQoS0 += 1
+                return
+            }
+        }
+        enqueue(message)
+    }
+
+    private func enqueue(_ message: MQTTOutboundMessage) {
+        let now = clock.wallMilliseconds()
+        queue.append(message, capturedAt: message.capturedAt ?? now, now: now)
+        counts.queued += 1
+    }
+
+    /// Only replayed messages say when they were captured.
+    private func sendLive(_ message: MQTTOutboundMessage) {
+        var outgoing = message
+        outgoing.capturedAt = nil
+        mqtt.publish(outgoing)
     }
 
     /// Most messages one replay step hands to the port at once: the port's backlog limit
@@ -153,67 +155,83 @@ public final class StoreAndForward: Sendable {
     /// The port's connection changed: `false` switches to offline, `true` starts the replay
     /// (or goes live when nothing is queued).
     public func connectionChanged(_ connected: Bool) {
-        let startReplay: Bool = state.withLock { state in
-            state.connected = connected
-            guard connected, !state.replaying, !state.queue.isEmpty else { return false }
-            state.replaying = true
-            return true
-        }
-        if startReplay {
-            log(.notice, "MQTT connected: replaying \(statistics.depth) queued messages")
-            Task { await self.replay() }
-        }
+        self.connected = connected
+        guard connected, !replaying, !queue.isEmpty else { return }
+        replaying = true
+        log(.notice, "MQTT connected: replaying \(queue.count) queued messages")
+        replayNext()
     }
 
-    /// Replays until the queue is empty or the connection is lost: a batch at a time, each
-    /// message removed once acknowledged. After a failure the acknowledged prefix is removed and
-    /// the rest goes again (a message the connected broker refuses three times is dropped).
-    private func replay() async {
-        while true {
-            let now = clock.wallMilliseconds()
-            let batchSize = replayBatch
-            let (batch, unreadable): ([QueuedMessage]?, Int) = state.withLock { state in
-                state.queue.dropExpired(now: now)
-                let unreadableBefore = state.queue.drops.unreadable
-                let batch = state.connected ? state.queue.oldest(batchSize) : []
-                let unreadable = state.queue.drops.unreadable - unreadableBefore
-                guard !batch.isEmpty else {
-                    state.replaying = false
-                    return (nil, unreadable)
-                }
-                state.queue.pinned = batch.count
-                return (batch, unreadable)
-            }
-            if unreadable > 0 {
-                log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
-            }
-            guard let batch else { return }
-            let results = await mqtt.publishInOrder(batch.map { queued in
-                var message = queued.message
-                message.capturedAt = queued.capturedAt
-                return message
-            })
-            let failed = batch.indices.first { !results[$0] }
-            let (stillConnected, gaveUp): (Bool, Bool) = state.withLock { state in
-                for queued in batch[..<(failed ?? batch.count)] where state.queue.remove(queued.sequence) {
-                    state.statistics.replayed += 1
-                }
-                state.queue.pinned = 0
-                guard failed != nil else {
-                    state.attempts = 0
-                    return (state.connected, false)
-                }
-                state.attempts += 1
-                guard state.connected, state.attempts >= 3 else { return (state.connected, false) }
-                state.attempts = 0
-                if let first = state.queue.firstSequence, state.queue.remove(first) { state.statistics.rejected += 1 }
-                return (true, true)
-            }
-            if let failed, gaveUp {
-                log(.warning, "store-and-forward: \(batch[failed].message.topic) refused 3 times, dropped")
-            } else if failed != nil, stillConnected {
-                try? await clock.sleep(until: clock.now() + 1)
-            }
+    /// Hands the next batch to the port, or ends the replay when nothing (readable) is left or
+    /// the connection is lost. A batch in flight is pinned in the queue (its completion removes
+    /// what was acknowledged).
+    private func replayNext() {
+        guard batchInFlight == nil, retryTimer == nil else { return }
+        queue.dropExpired(now: clock.wallMilliseconds())
+        let unreadableBefore = queue.drops.unreadable
+        let batch = connected ? queue.oldest(replayBatch) : []
+        let unreadable = queue.drops.unreadable - unreadableBefore
+        if unreadable > 0 {
+            log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
         }
+        guard !batch.isEmpty else {
+            replaying = false
+            return
+        }
+        queue.pinned = batch.count
+        batchInFlight = batch
+        let deliver = self.deliver
+        mqtt.publishInOrder(batch.map { queued in
+            var message = queued.message
+            message.capturedAt = queued.capturedAt
+            return message
+        }) { results in deliver(.replayed(results)) }
+    }
+
+    /// The port reported a batch: the acknowledged prefix leaves the queue; after a failure the
+    /// rest goes again a second later (a message the connected broker refuses three times is
+    /// dropped).
+    func replayed(_ results: [Bool]) {
+        guard let batch = batchInFlight else { return }
+        batchInFlight = nil
+        let failed = batch.indices.first { !(results.indices.contains($0) && results[$0]) }
+        for queued in batch[..<(failed ?? batch.count)] where queue.remove(queued.sequence) {
+            counts.replayed += 1
+        }
+        queue.pinned = 0
+        guard let failed else {
+            attempts = 0
+            return replayNext()
+        }
+        attempts += 1
+        if connected, attempts >= 3 {
+            attempts = 0
+            if let first = queue.firstSequence, queue.remove(first) { counts.rejected += 1 }
+            log(.warning, "store-and-forward: \(batch[failed].message.topic) refused 3 times, dropped")
+            return replayNext()
+        }
+        guard connected else {
+            replaying = false
+            return
+        }
+        guard let loop else { return replayNext() }
+        let deliver = self.deliver
+        retryTimer = clock.schedule(at: clock.now() + 1, on: loop) { deliver(.replayRetry) }
+    }
+
+    /// A second after a failed batch: try again.
+    func retryDue() {
+        retryTimer = nil
+        guard connected else {
+            replaying = false
+            return
+        }
+        replayNext()
+    }
+
+    /// Ends the stage's timer (the gateway stops).
+    func stop() {
+        retryTimer?.cancel()
+        retryTimer = nil
     }
 }

@@ -7,30 +7,26 @@ import JSON
 ///
 /// The gateway owns reconnection (its connection scheduler bounds concurrent connects and
 /// queues them fairly), so every connect here asks the central *not* to reconnect on its own.
+/// Scan results, notification values and link changes reach the gateway synchronously on the
+/// loop thread that runs both the central and the gateway (docs/architecture.md).
 struct CentralBLEPort: BLEPort {
     let central: CentralManager
 
-    /// Notifications of one characteristic that may wait for the gateway before the central
-    /// stops reading its AcquireNotify socket (flow control: nothing is dropped; the backlog
-    /// waits in the kernel and with the sender until the gateway has taken half).
-    static let notificationHighWater = 4_096
-
-    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
-        let results: AsyncStream<ScanResult>
+    /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
+    /// thread: no stream, no task in between.
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+        -> PortRegistration
+    {
+        let token: ScanToken
         do {
-            results = try await central.scan(ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true))
+            token = try await central.scan(ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true)) { result in
+                deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
+            }
         } catch {
             throw Self.portError(error)
         }
-        return AsyncStream(bufferingPolicy: .bufferingNewest(4096)) { continuation in
-            let task = Task {
-                for await result in results {
-                    continuation.yield(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
-                }
-                continuation.finish()
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+        let central = self.central
+        return PortRegistration { central.onLoop { $0.stopScan(token) } }
     }
 
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
@@ -62,22 +58,23 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
-    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
-        -> AsyncStream<[UInt8]>
-    {
-        let values: NotificationValues
+    /// Values come to `deliver` from the central's read of the `AcquireNotify` datagram (or its
+    /// handling of the `Value` signal), on the loop thread.
+    func notifications(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
+    ) async throws(BLEPortError) -> PortRegistration {
+        let token: NotificationToken
         do {
-            values = try await central.notifications(
-                for: try await resolve(address, characteristic), pausingAbove: Self.notificationHighWater)
+            token = try await central.notifications(for: try await resolve(address, characteristic)) { delivery in
+                if case .value(let value) = delivery { deliver(value) }
+            }
         } catch let error as BLEPortError {
             throw error
         } catch {
             throw Self.portError(error)
         }
-        // One hand-off: the gateway's iteration pulls straight from the central's bounded
-        // channel (no relay task, no second buffer); an error ends the stream.
-        let source = NotificationSource(values.makeAsyncIterator())
-        return AsyncStream(unfolding: { await source.next() })
+        let central = self.central
+        return PortRegistration { central.onLoop { $0.endNotifications(token) } }
     }
 
     func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
@@ -103,26 +100,22 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
-    func connectionEvents() -> AsyncStream<BLEConnectionEvent> {
-        AsyncStream(bufferingPolicy: .unbounded) { continuation in
-            let task = Task {
-                for await event in await central.connectionEvents() {
-                    switch event {
-                    case .disconnected(let peripheral, let error):
-                        continuation.yield(.disconnected(peripheral.address, reason: error.map(Self.portError)))
-                    case .connected(let peripheral):
-                        // Reported late (a busy loop), the link may be down again: that was reported as well.
-                        guard await central.peripheral(peripheral.address).isConnected else { continue }
-                        let known = await central.rememberedAdvertisementData(peripheral.address)
-                        continuation.yield(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
-                    case .failedToConnect:
-                        break  // the connect call that failed reports it
-                    }
-                }
-                continuation.finish()
+    /// Link changes come to `deliver` as the central notices them, on the loop thread. A link
+    /// that came up carries what BlueZ remembers of the device, for matching device rules.
+    func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
+        let central = self.central
+        let token = await central.connectionEvents { event in
+            switch event {
+            case .disconnected(let peripheral, let error):
+                deliver(.disconnected(peripheral.address, reason: error.map(Self.portError)))
+            case .connected(let peripheral):
+                let known = central.assumeIsolated { $0.rememberedAdvertisementData(peripheral.address) }
+                deliver(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
+            case .failedToConnect:
+                break  // the connect call that failed reports it
             }
-            continuation.onTermination = { _ in task.cancel() }
         }
+        return PortRegistration { central.onLoop { $0.stopConnectionEvents(token) } }
     }
 
     /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
@@ -159,20 +152,14 @@ struct CentralBLEPort: BLEPort {
     }
 }
 
-/// The iterator of a ``NotificationValues`` behind `AsyncStream(unfolding:)`, which calls it
-/// from one consumer task at a time.
-private final class NotificationSource: @unchecked Sendable {
-    private var iterator: NotificationValues.AsyncIterator
-    private var ended = false
-
-    init(_ iterator: NotificationValues.AsyncIterator) { self.iterator = iterator }
-
-    func next() async -> [UInt8]? {
-        guard !ended else { return nil }
-        do {
-            if let value = try await iterator.next() { return value }
-        } catch {}
-        ended = true
-        return nil
+extension CentralManager {
+    /// Runs `body` isolated to the central: now when called on its loop thread, else on the
+    /// loop's next turn (the gateway ends registrations from its loop; nothing waits for it).
+    nonisolated func onLoop(_ body: @escaping @Sendable (isolated CentralManager) -> Void) {
+        if loop.inLoop {
+            assumeIsolated { body($0) }
+        } else {
+            loop.execute { [self] in assumeIsolated { body($0) } }
+        }
     }
 }

@@ -16,9 +16,10 @@ final class PeripheralBLEPort: PeripheralPort {
         var advertising = false
     }
     private let state = Mutex(State())
+    /// Where events go once the gateway asked (``events(_:)``); earlier ones wait in the stream.
     private let eventStream: AsyncStream<PeripheralPortEvent>
     private let continuation: AsyncStream<PeripheralPortEvent>.Continuation
-    private let relay: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let relays: Mutex<[Task<Void, Never>]> = Mutex([])
 
     init(manager: PeripheralManager, log: GatewayLogger) async {
         self.manager = manager
@@ -28,11 +29,11 @@ final class PeripheralBLEPort: PeripheralPort {
         let task = Task { [weak self] in
             for await event in managerEvents { await self?.handle(event) }
         }
-        relay.withLock { $0 = task }
+        relays.withLock { $0.append(task) }
     }
 
     deinit {
-        relay.withLock { $0?.cancel() }
+        relays.withLock { tasks in for task in tasks { task.cancel() } }
         continuation.finish()
     }
 
@@ -88,7 +89,15 @@ final class PeripheralBLEPort: PeripheralPort {
         }
     }
 
-    func events() -> AsyncStream<PeripheralPortEvent> { eventStream }
+    /// Writes and subscriptions come to `deliver` from a task that relays the manager's events
+    /// (the peripheral role is no hot path; the manager answers each request first).
+    func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void) {
+        let stream = eventStream
+        let task = Task {
+            for await event in stream { deliver(event) }
+        }
+        relays.withLock { $0.append(task) }
+    }
 
     private func handle(_ event: BlueZ.PeripheralEvent) async {
         switch event {

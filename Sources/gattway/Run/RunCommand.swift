@@ -161,11 +161,14 @@ struct RunCommand: Command {
         if ready {
             var peripheralPort: PeripheralBLEPort?
             if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
+            // The core runs on the loop with the central and the client (docs/architecture.md);
+            // its jobs run in `jobs` until the stop.
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
                 mqtt: ClientMQTTPort(client: client),
-                clock: SystemClock(), logger: log,
+                clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory)
+            let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
             do {
                 try await gateway.start()
                 notifier.notify("READY=1\nSTATUS=running")
@@ -180,6 +183,8 @@ struct RunCommand: Command {
                 code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
             }
             notifier.notify("STOPPING=1")
+            jobs.cancel()
+            await jobs.value
             await gateway.stop()
         } else {
             notifier.notify("STOPPING=1")

@@ -16,8 +16,10 @@ final class CheckedBLE: BLEPort {
         self.check = check
     }
 
-    func scan(services: [BluetoothUUID]) async throws(BLEPortError) -> AsyncStream<BLEDiscovery> {
-        try await inner.scan(services: services)
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+        -> PortRegistration
+    {
+        try await inner.scan(services: services, deliver)
     }
 
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
@@ -32,10 +34,10 @@ final class CheckedBLE: BLEPort {
         try await inner.discover(address, services: services)
     }
 
-    func notifications(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
-        -> AsyncStream<[UInt8]>
-    {
-        try await inner.notifications(address, characteristic: characteristic)
+    func notifications(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
+    ) async throws(BLEPortError) -> PortRegistration {
+        try await inner.notifications(address, characteristic: characteristic, deliver)
     }
 
     func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
@@ -50,5 +52,7 @@ final class CheckedBLE: BLEPort {
         try await inner.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
     }
 
-    func connectionEvents() -> AsyncStream<BLEConnectionEvent> { inner.connectionEvents() }
+    func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
+        await inner.connectionEvents(deliver)
+    }
 }

@@ -1,6 +1,7 @@
 import Bluetooth
 import Gateway
 import GatewayFakes
+import Synchronization
 import JSON
 
 extension FuzzTargets {
@@ -195,7 +196,7 @@ enum MQTTCommandsFuzz {
         var steps: [Step] = []
         while !input.isEmpty, steps.count < maxSteps { steps.append(Step.read(&input, setup)) }
         let decoded = steps
-        let outcome = InlineExecutor.run { await drive(setup, flags: flags, steps: decoded) }
+        let outcome = LoopDriver.run { await drive(setup, flags: flags, steps: decoded) }
         fuzzProperty(outcome == .finished, "mqtt-commands: the driver never finished (a call into the gateway hangs)")
     }
 
@@ -327,14 +328,16 @@ enum MQTTCommandsFuzz {
         let ble = CheckedBLE(fake) { oracle.check($0, $1, $2) }
         let mqtt = InMemoryMQTT()
         let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
+        let loop = LoopDriver.loop
         let gateway = Gateway(
-            config: setup.config, ble: ble, peripheral: nil, mqtt: mqtt, clock: clock,
+            config: setup.config, ble: ble, peripheral: nil, mqtt: mqtt, clock: clock, loop: loop,
             reconnect: { FixedReconnectDelay(delay: 5) }, logger: .none, stateDirectory: nil,
             processSample: { nil })
+        let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
         do { try await gateway.start() } catch {
             fuzzProperty(false, "mqtt-commands: the gateway did not start: \(error)")
         }
-        await InlineExecutor.settle()
+        await loop.settle()
         var sent: [Sent] = []
         for step in steps {
             switch step {
@@ -354,37 +357,38 @@ enum MQTTCommandsFuzz {
                 fake.dropLink(address)
             case .connected(let address, let advertisement):
                 oracle.saw(address, advertisement)
-                await gateway.handle(.connected(BLEDiscovery(address: address, advertisement: advertisement)))
+                await gateway.handle(BLEConnectionEvent.connected(BLEDiscovery(address: address, advertisement: advertisement)))
             case .advance(let seconds):
                 clock.advance(by: seconds)
-                await InlineExecutor.settle()
+                await loop.settle()
                 await gateway.tick()
             case .notify(let address, let uuid, let value):
                 fake.notify(address, uuid, value)
             }
-            await InlineExecutor.settle()
+            await loop.settle()
         }
         // Time passes until every command has its answer: nothing may wait for ever.
-        let idle = IdleFlag()
-        Task {
+        let idle = Atomic<Bool>(false)
+        let waiter = Task {
             await gateway.waitUntilIdle()
-            idle.value = true
+            idle.store(true, ordering: .releasing)
         }
         for _ in 0..<8 {
-            await InlineExecutor.settle()
-            if idle.value { break }
+            await loop.settle()
+            if idle.load(ordering: .acquiring) { break }
             clock.advance(by: 120)
+            await loop.settle()
             await gateway.tick()
         }
-        await InlineExecutor.settle()
-        fuzzProperty(idle.value, "mqtt-commands: the gateway is not idle after 16 minutes without input")
+        await loop.settle()
+        fuzzProperty(idle.load(ordering: .acquiring), "mqtt-commands: the gateway is not idle after 16 minutes without input")
+        waiter.cancel()
         check(mqtt.published, sent, setup: setup)
+        jobs.cancel()
+        await jobs.value
         await gateway.stop()
-        await InlineExecutor.settle()
+        await loop.settle()
     }
-
-    /// A flag set by a task on the inline executor's thread.
-    final class IdleFlag: @unchecked Sendable { var value = false }
 
     static func check(_ published: [MQTTOutboundMessage], _ sent: [Sent], setup: Setup) {
         var responses: [[UInt8]: [JSONValue]] = [:]

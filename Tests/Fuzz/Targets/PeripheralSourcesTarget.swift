@@ -129,7 +129,7 @@ enum PeripheralSourcesFuzz {
             }
         }
         let decoded = steps
-        let outcome = InlineExecutor.run { await drive(config, decoded) }
+        let outcome = LoopDriver.run { await drive(config, decoded) }
         fuzzProperty(outcome == .finished, "peripheral-sources: the driver never finished")
     }
 
@@ -138,9 +138,11 @@ enum PeripheralSourcesFuzz {
         let port = InMemoryPeripheral()
         let mqtt = InMemoryMQTT()
         let clock = ManualClock()
+        let loop = LoopDriver.loop
         let gateway = Gateway(
-            config: config, ble: InMemoryBLE(), peripheral: port, mqtt: mqtt, clock: clock,
+            config: config, ble: InMemoryBLE(), peripheral: port, mqtt: mqtt, clock: clock, loop: loop,
             logger: .none, processSample: { nil })
+        let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
         do { try await gateway.start() } catch { fuzzProperty(false, "peripheral-sources: no start: \(error)") }
         // The model: every configured characteristic's value, the MQTT-fed advertising data.
         var expected: [PeripheralCharacteristicID: [UInt8]] = [:]
@@ -184,11 +186,12 @@ enum PeripheralSourcesFuzz {
                 if ids.contains(id), settings.services[id.service].characteristics[id.characteristic].source == nil {
                     expected[id] = value
                 }
-                await gateway.handle(.write(id, value: value, central: central))
+                await gateway.handle(PeripheralPortEvent.write(id, value: value, central: central))
             case .subscription(let id, let on):
-                await gateway.handle(on ? .subscribed(id, central: nil) : .unsubscribed(id, central: nil))
+                let event: PeripheralPortEvent = on ? .subscribed(id, central: nil) : .unsubscribed(id, central: nil)
+                await gateway.handle(event)
             }
-            await InlineExecutor.settle()
+            await loop.settle()
             for id in ids {
                 let served = await gateway.servedValue(id)
                 fuzzProperty(
@@ -213,15 +216,18 @@ enum PeripheralSourcesFuzz {
         }
         // bridge/health says how many values did not fit.
         clock.advance(by: 61)
+        await loop.settle()
         await gateway.tick()
-        await InlineExecutor.settle()
+        await loop.settle()
         let health = mqtt.messages(on: "gattway/bridge/health").last.flatMap { try? JSONValue.parse($0.payload) }
         fuzzProperty(
             health?["dropped"]?["peripheral_value"] == .number(Double(errors)),
             "dropped.peripheral_value is \(health?["dropped"]?["peripheral_value"] ?? .null), \(errors) values did not fit"
         )
+        jobs.cancel()
+        await jobs.value
         await gateway.stop()
-        await InlineExecutor.settle()
+        await loop.settle()
     }
 
     static func checkAdvertisement(

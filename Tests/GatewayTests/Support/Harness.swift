@@ -1,16 +1,23 @@
 import Bluetooth
+import EventLoop
 import Gateway
 import GatewayFakes
 import JSON
 
-/// A gateway wired to in-memory ports and a manual clock.
-struct Harness {
+/// A gateway wired to in-memory ports and a manual clock, on an event loop of its own.
+///
+/// Deterministic: the core, its jobs and the fakes' deliveries all run on that one loop thread
+/// in the order they were queued, and nothing waits on real time, so ``settle()`` (the loop has
+/// nothing left to run) is when the outcome of an input can be looked at.
+final class Harness {
     let config: GatewayConfig
     let ble = InMemoryBLE()
     let mqtt = InMemoryMQTT()
     let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
     let peripheral = InMemoryPeripheral()
+    let loop = EventLoop(name: "gateway-test")
     let gateway: Gateway
+    private var jobs: Task<Void, Never>?
 
     /// Home Assistant discovery and `bridge/health` are off unless the config text names
     /// `homeassistant` / `health` (they add messages and hold first states back).
@@ -27,30 +34,62 @@ struct Harness {
             }
         }
         config = try GatewayConfig.parse(Array(text.utf8))
-        gateway = Gateway(config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock,
+        mqtt.loop = loop
+        gateway = Gateway(config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock, loop: loop,
                           reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
                           stateDirectory: stateDirectory, processSample: processSample)
     }
 
-    func start() async throws {
-        try await gateway.start()
+    deinit {
+        jobs?.cancel()
+        loop.shutdown()
     }
 
-    /// Advances the clock and runs what is due.
+    /// Starts the gateway and its jobs, and settles.
+    func start() async throws {
+        let gateway = self.gateway
+        // On the loop from its first step, so a settle never misses the runner's start.
+        if jobs == nil { jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() } }
+        try await gateway.start()
+        await settle()
+    }
+
+    /// Stops the gateway (after its jobs) and settles.
+    func stop() async {
+        jobs?.cancel()
+        await jobs?.value
+        await gateway.stop()
+        await settle()
+    }
+
+    /// Returns once the loop has nothing left to run: every input so far has been handled, and
+    /// every job is done or waits for the clock or a fake's gate.
+    func settle() async {
+        await loop.settle()
+    }
+
+    /// Advances the clock, runs what is due and settles.
     func advance(_ seconds: Double) async {
         clock.advance(by: seconds)
+        await settle()
         await gateway.tick()
+        await settle()
     }
 
-    /// Sends a command as a client would and waits for its response on `responseTopic`.
+    /// A message on a peripheral `from_topic`, handled, and the port calls it makes done.
+    func source(_ topic: String, _ payload: String) async {
+        await gateway.handle(peripheralSource: MQTTInboundMessage(topic: topic, payload: Array(payload.utf8)))
+        await settle()
+    }
+
+    /// Sends a command as a client would and returns the responses on `responseTopic` once the
+    /// gateway settled.
     @discardableResult
     func command(_ topic: String, _ payload: String, responseTopic: String, correlation: [UInt8]? = nil,
                  mqtt5ResponseTopic: String? = nil) async -> [MQTTOutboundMessage] {
-        let before = mqtt.messages(on: responseTopic).count
         await gateway.handle(MQTTInboundMessage(topic: topic, payload: Array(payload.utf8), responseTopic: mqtt5ResponseTopic,
                                                 correlationData: correlation))
-        await mqtt.waitFor(responseTopic, count: before + 1)
-        await gateway.waitUntilIdle()
+        await settle()
         return mqtt.messages(on: responseTopic)
     }
 }

@@ -1,0 +1,129 @@
+import Bluetooth
+import JSON
+
+/// The bridge topics: `bridge/state`, `bridge/info` and `bridge/devices` (retained) and
+/// `bridge/event`. `bridge/devices` goes out at most once a second: with rotating addresses the
+/// list changes constantly. Loop-confined.
+final class BridgePublisher {
+    private let context: CoreContext
+    private let version: String
+    /// The number of devices, and a writer of one entry per device into a buffer (separated by
+    /// commas, no brackets): set by the gateway, which knows where each field of an entry lives.
+    var deviceCount: () -> Int = { 0 }
+    var writeDeviceEntries: (inout [UInt8]) -> Void = { _ in }
+    /// When `bridge/devices` last went out, and whether a change waits for the next slot.
+    private var devicesPublishedAt: Double?
+    private var devicesPending = false
+    /// The bytes per entry of the last `bridge/devices`, to size the next one's buffer.
+    private var devicesEntryBytes = BridgePublisher.devicesEntryEstimate
+
+    /// Interval between two `bridge/devices` publications, in seconds.
+    static let devicesInterval = 1.0
+
+    /// About the bytes of one `bridge/devices` entry of an advertising sensor (the first list's
+    /// estimate; later ones use the last list's average).
+    static let devicesEntryEstimate = 128
+
+    init(context: CoreContext, version: String) {
+        self.context = context
+        self.version = version
+    }
+
+    private var base: String { context.base }
+
+    /// `bridge/state` online, `bridge/info` and `bridge/devices`, all retained.
+    func publishOnline() {
+        context.output.publish(base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
+        context.output.publish(base + "/bridge/info", json: info, retain: true, kind: .republished)
+        devicesChanged()
+    }
+
+    var info: JSONValue {
+        let config = context.config
+        return .object([
+            ("version", .string(version)),
+            ("base_topic", .string(base)),
+            ("adapter", .string(config.bluetooth.adapter)),
+            ("config", .object([
+                ("scan_services", .array(config.bluetooth.scanServices.map { .string($0.shortDescription) })),
+                ("max_connections", .number(Double(config.bluetooth.maxConnections))),
+                ("device_rules", .number(Double(config.devices.count))),
+                ("parsers", .array(config.parsers.map { .string($0.name) })),
+                ("qos", .number(Double(config.mqtt.qos))),
+                ("retain", .bool(config.mqtt.retain)),
+                ("availability", .bool(config.availability.enabled)),
+                ("homeassistant", .bool(config.homeAssistant.enabled)),
+                ("store_and_forward", .bool(config.storeAndForward.enabled)),
+            ])),
+        ])
+    }
+
+    /// The device list changed: the first change goes out at once; further changes within
+    /// ``devicesInterval`` are merged into one publication at its end.
+    func devicesChanged() {
+        let now = context.clock.now()
+        if let last = devicesPublishedAt, now - last < Self.devicesInterval {
+            devicesPending = true
+            context.due(at: last + Self.devicesInterval)
+            return
+        }
+        publishDevices(at: now)
+    }
+
+    /// Publishes a pending `bridge/devices` change when its slot has come.
+    func tick(now: Double) {
+        guard devicesPending, let last = devicesPublishedAt, now - last >= Self.devicesInterval else { return }
+        publishDevices(at: now)
+    }
+
+    /// The deadline of a pending `bridge/devices` publication, for the timer.
+    var nextDeadline: Double? {
+        guard devicesPending, let last = devicesPublishedAt else { return nil }
+        return last + Self.devicesInterval
+    }
+
+    private func publishDevices(at now: Double) {
+        devicesPending = false
+        devicesPublishedAt = now
+        // Written entry by entry (a JSONValue tree of all 1,000 devices at once was ~0.35 MB more at
+        // each publication), into its own buffer that becomes the message: a shared buffer would
+        // keep a list-sized capacity, and a copy would need the list's size twice. The buffer is
+        // sized from the last list's entries (plus a little): an estimate that falls short doubles
+        // the buffer while the list is written and then needs an exact copy — three list-sized
+        // buffers at once instead of one.
+        var bytes: [UInt8] = []
+        let count = deviceCount()
+        bytes.reserveCapacity(2 + count * (devicesEntryBytes + devicesEntryBytes / 16))
+        bytes.append(UInt8(ascii: "["))
+        writeDeviceEntries(&bytes)
+        bytes.append(UInt8(ascii: "]"))
+        if count > 0 { devicesEntryBytes = max(16, bytes.count / count) }
+        if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Output.exactCopy(bytes) }  // the estimate was far off
+        context.output.publish(base + "/bridge/devices", owned: bytes, retain: true, kind: .republished)
+    }
+
+    /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
+    /// "services","format"?,"rule"}`.
+    static func deviceEntry(_ device: DeviceRecord, connected: Bool, format: String?, services: [BluetoothUUID]) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [
+            ("name", .string(device.name)),
+            ("address", .string(device.address.description)),
+        ]
+        if let localName = device.localName { members.append(("local_name", .string(localName))) }
+        members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
+        members.append(("connected", .bool(connected)))
+        members.append(("services", .array(services.map { .string($0.shortDescription) })))
+        if let format { members.append(("format", .string(format))) }
+        members.append(("rule", .number(Double(device.ruleIndex))))
+        return .object(members)
+    }
+
+    /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.
+    func event(_ type: String, _ device: DeviceRecord, error: String? = nil) {
+        var data: [(key: String, value: JSONValue)] = [
+            ("name", .string(device.name)), ("address", .string(device.address.description)),
+        ]
+        if let error { data.append(("error", .string(error))) }
+        context.output.publish(base + "/bridge/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
+    }
+}

@@ -1,0 +1,476 @@
+import Bluetooth
+import JSON
+
+/// Commands: MQTT command topics parsed into jobs, one serial queue per device (GATT operations
+/// of a device never interleave), TTL and expiry, `commands.rate_limit`, and exactly one
+/// response per command. A job waits for its device's link (asking the connection manager for
+/// it ahead of background reconnects), then runs its GATT operations as one job of the core;
+/// its completion answers the command and starts the next. Loop-confined.
+final class CommandRunner {
+    /// A device a command may name, as the gateway resolved it.
+    struct Target {
+        var id: DeviceID
+        var address: BluetoothAddress
+        var name: String
+        var ruleIndex: Int
+    }
+
+    /// The job a device runs now.
+    private struct Running {
+        var job: DeviceJob
+        var name: String
+        var ruleIndex: Int
+        var startedAt: Double
+        var timing = CommandReply.Timing()
+        /// Waiting for the link (until it comes up, fails, or the job expires).
+        var waiting = true
+    }
+
+    private let context: CoreContext
+    private let ble: any BLEPort
+    private let connections: ConnectionManager
+    private var queues: [BluetoothAddress: [DeviceJob]] = [:]
+    private var running: [BluetoothAddress: Running] = [:]
+    private var buckets: [BluetoothAddress: TokenBucket] = [:]
+
+    /// Set by the gateway: the device a topic level names (a known device, or an address a
+    /// rule names, registered now so a command can connect to a device not seen yet).
+    var resolve: (String) -> Target? = { _ in nil }
+    /// Set by the gateway: a known device by name or address, without registering one.
+    var known: (String) -> Target? = { _ in nil }
+    /// Set by the gateway: the configured characteristic each attribute of a device came from.
+    var sources: (DeviceID) -> [(attribute: String, poll: Bool, index: Int)] = { _ in [] }
+    /// Set by the gateway: a value read for a configured characteristic (decoded and published
+    /// by the device's state; `force`: republished even when rate control would hold it).
+    var valueRead: (BluetoothAddress, CharacteristicRef, [UInt8], _ force: Bool) -> Void = { _, _, _, _ in }
+    /// Set by the gateway: the device's queue ran empty (an on-demand link may end when idle).
+    var drained: (BluetoothAddress) -> Void = { _ in }
+    /// Set by the gateway: `bridge/request/device/remove` of an idle device.
+    var remove: (DeviceID) -> Void = { _ in }
+    /// Set by the gateway: `homeassistant/status`.
+    var homeAssistantStatus: (MQTTInboundMessage) -> Void = { _ in }
+
+    init(context: CoreContext, ble: any BLEPort, connections: ConnectionManager) {
+        self.context = context
+        self.ble = ble
+        self.connections = connections
+    }
+
+    private var base: String { context.base }
+    private var limits: CommandSettings { context.config.commands }
+
+    /// Whether the device has a job queued or running (it may not be forgotten or removed).
+    func isBusy(_ address: BluetoothAddress) -> Bool {
+        running[address] != nil || !(queues[address] ?? []).isEmpty
+    }
+
+    /// Whether any device has a job queued or running.
+    var isIdle: Bool { running.isEmpty && queues.isEmpty }
+
+    // MARK: Messages
+
+    /// A message on a command topic: `<device>/set`, `<device>/set/<command>`, `<device>/get`
+    /// or `bridge/request/<verb>`. Every command gets exactly one response.
+    func handle(_ message: MQTTInboundMessage) {
+        let homeAssistant = context.config.homeAssistant
+        if homeAssistant.enabled, message.topic == homeAssistant.statusTopic { return homeAssistantStatus(message) }
+        guard message.topic.hasPrefix(base + "/") else { return }
+        let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if levels.first == "bridge" {
+            guard levels.count >= 3, levels[1] == "request" else { return }
+            let verb = levels[2...].joined(separator: "/")
+            if message.retain { return refuseRetained(message, defaultTopic: "\(base)/bridge/response/\(verb)") }
+            return bridgeRequest(verb, message)
+        }
+        guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2) else { return }
+        if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
+        context.counters.commands += 1
+        let now = context.clock.now()
+        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
+                                 correlationData: message.correlationData)
+        guard let target = resolve(levels[0]) else {
+            reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
+            return respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
+        }
+        if let refusal = rateLimit(target, now: now) {
+            reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
+            return respond(reply, .error, refusal)
+        }
+        let rule = context.rule(target.ruleIndex)
+        let kind: DeviceJob.Kind
+        var ttl = limits.ttl
+        let sentAt: Int64?
+        if levels[1] == "set" {
+            let parsed = CommandRequest.set(message.payload, command: levels.count == 3 ? levels[2] : nil, rule: rule,
+                                            maxBytes: limits.maxPayloadBytes)
+            reply.transaction = parsed.request.transaction
+            sentAt = parsed.request.timestamp
+            switch parsed.writes {
+            case .failure(let error): return respond(reply, .error, error.message)
+            case .success(let writes):
+                kind = .write(writes)
+                ttl = writes.compactMap(\.command.ttl).min() ?? ttl
+            }
+        } else {
+            let parsed = CommandRequest.get(message.payload, rule: rule, sources: sources(target.id), maxBytes: limits.maxPayloadBytes)
+            reply.transaction = parsed.request.transaction
+            sentAt = parsed.request.timestamp
+            switch parsed.reads {
+            case .failure(let error): return respond(reply, .error, error.message)
+            case .success(let reads): kind = .read(reads)
+            }
+        }
+        submit(kind, to: target, reply: reply, ttl: ttl, sentAt: sentAt, now: now)
+    }
+
+    /// A command published with the retain flag: the broker hands it to every new subscription,
+    /// so running it would actuate again at every start and every broker reconnect. It is
+    /// answered once (on its response topic) and counted (`dropped.retained_command`), never run.
+    private func refuseRetained(_ message: MQTTInboundMessage, defaultTopic: String) {
+        context.counters.commands += 1
+        context.counters.dropped.retainedCommand += 1
+        context.log(.warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
+        var reply = CommandReply(topic: responseTopic(message, default: defaultTopic), correlationData: message.correlationData)
+        reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
+        respond(reply, .error, "retained command not executed")
+    }
+
+    /// Where a command's response goes: the MQTT 5 response topic when it is one the gateway may
+    /// publish a response on, else `fallback`. A response topic is the requester's choice, and the
+    /// gateway publishes with its own rights, so one under the base topic (other than a
+    /// `…/response` topic) or the Home Assistant discovery prefix would let a client that may only
+    /// send commands overwrite device states or discovery configs; wildcards and `$` topics are
+    /// not publishable at all.
+    private func responseTopic(_ message: MQTTInboundMessage, default fallback: String) -> String {
+        guard let topic = message.responseTopic else { return fallback }
+        let homeAssistant = context.config.homeAssistant
+        let reserved = topic.hasPrefix(base + "/") && !topic.hasSuffix("/response") && !topic.hasPrefix(base + "/bridge/response/")
+        let discovery = homeAssistant.enabled && (topic == homeAssistant.discoveryPrefix
+            || topic.hasPrefix(homeAssistant.discoveryPrefix + "/"))
+        guard !topic.isEmpty, topic.utf8.count <= 1024, !topic.hasPrefix("$"), !topic.contains("+"), !topic.contains("#"),
+            !topic.utf8.contains(0), !reserved, !discovery
+        else {
+            context.counters.dropped.responseTopic += 1
+            context.log(.info, "\(message.topic): response topic \"\(topic.prefix(120))\" refused; answering on \(fallback)")
+            return fallback
+        }
+        return topic
+    }
+
+    /// `bridge/request/gatt/read|write` with `{"device", "service"?, "characteristic", "value"?,
+    /// "response"?, "transaction"?}`, only for devices whose rule sets `raw_gatt`; and
+    /// `bridge/request/device/remove` `{"device", "transaction"?}`.
+    private func bridgeRequest(_ verb: String, _ message: MQTTInboundMessage) {
+        context.counters.commands += 1
+        let now = context.clock.now()
+        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/bridge/response/\(verb)"),
+                                 correlationData: message.correlationData)
+        guard message.payload.count <= limits.maxPayloadBytes else {
+            return respond(reply, .error, "payload of \(message.payload.count) bytes exceeds the limit of \(limits.maxPayloadBytes)")
+        }
+        let members: [(key: String, value: JSONValue)]
+        switch CommandRequest.parseObject(message.payload) {
+        case .success(let object): members = object
+        case .failure(let error): return respond(reply, .error, error.message)
+        }
+        let object = JSONValue.object(members)
+        reply.transaction = object["transaction"]
+        if verb == "device/remove" { return removeRequest(object, reply: reply) }
+        guard verb == "gatt/read" || verb == "gatt/write" else {
+            return respond(reply, .error, "unknown request \"\(verb)\" (expected gatt/read, gatt/write or device/remove)")
+        }
+        guard case .string(let name)? = object["device"], let target = resolve(name) ?? addressTarget(name) else {
+            return respond(reply, .error, "device: expected the name or address of a device config.json names")
+        }
+        if let refusal = rateLimit(target, now: now) { return respond(reply, .error, refusal) }
+        guard context.rule(target.ruleIndex).rawGATT else {
+            return respond(reply, .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
+        }
+        guard case .string(let uuidText)? = object["characteristic"], let uuid = BluetoothUUID(uuidText) else {
+            return respond(reply, .error, "characteristic: expected a characteristic UUID")
+        }
+        var service: BluetoothUUID?
+        if let value = object["service"] {
+            guard case .string(let text) = value, let parsed = BluetoothUUID(text) else {
+                return respond(reply, .error, "service: expected a service UUID")
+            }
+            service = parsed
+        }
+        let kind: DeviceJob.Kind
+        if verb == "gatt/read" {
+            kind = .rawRead(service: service, characteristic: uuid)
+        } else {
+            guard case .string(let hex)? = object["value"], let bytes = ValueEncoding.hexBytes(hex) else {
+                return respond(reply, .error, "value: expected the bytes to write as hex, e.g. \"01ff\"")
+            }
+            var withResponse = true
+            if let flag = object["response"] {
+                guard case .bool(let value) = flag else { return respond(reply, .error, "response: expected true or false") }
+                withResponse = value
+            }
+            kind = .rawWrite(service: service, characteristic: uuid, value: bytes, withResponse: withResponse)
+        }
+        submit(kind, to: target, reply: reply, ttl: limits.ttl, sentAt: nil, now: now)
+    }
+
+    private func addressTarget(_ text: String) -> Target? {
+        guard BluetoothAddress(text) != nil else { return nil }
+        return known(text)
+    }
+
+    /// `bridge/request/device/remove` `{"device": name or address, "transaction"?}`.
+    private func removeRequest(_ object: JSONValue, reply: CommandReply) {
+        guard case .string(let name)? = object["device"], let target = known(name) else {
+            return respond(reply, .error, "device: expected the name or address of a known device")
+        }
+        if isBusy(target.address) {
+            return respond(reply, .error, "\(target.name) has a command in progress; try again when it has answered")
+        }
+        context.log(.notice, "\(target.name) (\(target.address)): removed on request")
+        remove(target.id)
+        respond(reply, .ok, nil)
+    }
+
+    /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
+    private func rateLimit(_ target: Target, now: Double) -> String? {
+        let limit = limits.rateLimit
+        guard limit.enabled else { return nil }
+        // Made at the first command: a bucket made at registration would be just as full by then.
+        var bucket = buckets[target.address] ?? TokenBucket(capacity: limit.burst, interval: limit.interval, now: now)
+        let took = bucket.take(now: now)
+        buckets[target.address] = bucket
+        guard !took else { return nil }
+        context.counters.dropped.rateLimited += 1
+        return "rate limited: \(target.name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
+    }
+
+    // MARK: Queues
+
+    /// Queues a validated job, or answers `expired` / queue full right away.
+    private func submit(_ kind: DeviceJob.Kind, to target: Target, reply: CommandReply, ttl: Double, sentAt: Int64?, now: Double) {
+        var expiresAt = now + ttl
+        if let sentAt {
+            let age = max(0, Double(context.clock.wallMilliseconds() - sentAt) / 1000)
+            expiresAt -= age
+            if expiresAt <= now {
+                return respond(reply, .expired, "the command is \(age)s old, older than its TTL of \(ttl)s")
+            }
+        }
+        if (queues[target.address]?.count ?? 0) >= limits.queueLimit {
+            return respond(reply, .error, "the command queue of \(target.name) is full (\(limits.queueLimit) waiting)")
+        }
+        enqueue(DeviceJob(kind: kind, receivedAt: now, expiresAt: expiresAt, reply: reply), for: target)
+    }
+
+    /// Appends a job (a command, a `/get`, a poll, a read-once) to the device's queue and starts
+    /// it when the device is idle.
+    func enqueue(_ job: DeviceJob, for target: Target) {
+        queues[target.address, default: []].append(job)
+        if running[target.address] == nil { advance(target.address, name: target.name, ruleIndex: target.ruleIndex) }
+    }
+
+    /// Starts the device's next job: answered at once when it expired, dropped when it is a poll
+    /// of a device no longer connected, run when the link is up, else waiting for the link.
+    private func advance(_ address: BluetoothAddress, name: String, ruleIndex: Int) {
+        while var queue = queues[address], !queue.isEmpty {
+            let job = queue.removeFirst()
+            queues[address] = queue.isEmpty ? nil : queue
+            let now = context.clock.now()
+            var entry = Running(job: job, name: name, ruleIndex: ruleIndex, startedAt: now)
+            entry.timing.queued = now - job.receivedAt
+            if case .poll = job.kind, !connections.isConnected(address) { continue }
+            if let expiresAt = job.expiresAt, now >= expiresAt {
+                finish(entry, failure: .expired)
+                continue
+            }
+            if connections.isConnected(address) {
+                running[address] = entry
+                return startGATT(address)
+            }
+            running[address] = entry
+            if let expiresAt = job.expiresAt { context.due(at: expiresAt) }
+            connections.requestForCommand(address, ruleIndex: ruleIndex)
+            return
+        }
+        drained(address)
+    }
+
+    /// The device's link is up: a job waiting for it runs.
+    func linkUp(_ address: BluetoothAddress) {
+        guard running[address]?.waiting == true else { return }
+        startGATT(address)
+    }
+
+    /// The device's link ended or an attempt failed: a job waiting for it fails with that error.
+    func linkFailed(_ address: BluetoothAddress, _ error: BLEPortError) {
+        guard var entry = running[address], entry.waiting else { return }
+        running[address] = nil
+        entry.timing.connect = context.clock.now() - entry.startedAt
+        finish(entry, failure: error.kind == .connectionTimeout ? .timeout("connect: \(error)") : .error("connect: \(error)"))
+        advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
+    }
+
+    /// Jobs waiting for a link past their TTL at `now` are answered `expired`; a device that was
+    /// only queued for a slot for them leaves the queue.
+    func tick(now: Double) {
+        for (address, entry) in running where entry.waiting {
+            guard let expiresAt = entry.job.expiresAt, expiresAt <= now else { continue }
+            running[address] = nil
+            finish(entry, failure: .expired)
+            connections.abandonQueued(address, rule: context.rule(entry.ruleIndex))
+            advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
+        }
+    }
+
+    /// The earliest expiry of a job waiting for its link.
+    var nextDeadline: Double? {
+        running.values.filter(\.waiting).compactMap(\.job.expiresAt).min()
+    }
+
+    /// Runs the GATT part of the device's current job as a job of the core.
+    private func startGATT(_ address: BluetoothAddress) {
+        guard var entry = running[address] else { return }
+        let now = context.clock.now()
+        entry.waiting = false
+        entry.timing.connect = now - entry.startedAt
+        if let expiresAt = entry.job.expiresAt, now >= expiresAt {
+            running[address] = nil
+            finish(entry, failure: .expired)
+            return advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
+        }
+        running[address] = entry
+        let steps = plan(entry.job.kind, rule: context.rule(entry.ruleIndex), characteristics: connections.characteristics(address))
+        let ble = self.ble
+        let clock = context.clock
+        let timeout = context.config.bluetooth.gattTimeout
+        context.jobs.spawn {
+            .gatt(address, await Self.run(steps, address: address, ble: ble, clock: clock, timeout: timeout))
+        }
+    }
+
+    /// The GATT operations of a job, with their characteristics resolved now.
+    private func plan(_ kind: DeviceJob.Kind, rule: DeviceRule, characteristics: [BLECharacteristic]) -> [GATTStep] {
+        func configured(_ ref: CharacteristicRef) -> GATTStep? {
+            let specs = ref.poll ? rule.poll : rule.subscribe
+            guard specs.indices.contains(ref.index) else { return nil }
+            let spec = specs[ref.index]
+            return GATTStep(action: .read(ref), characteristic: characteristics.first { spec.matches($0) },
+                            what: "read \(spec.characteristic.shortDescription)",
+                            missing: "characteristic \(spec.characteristic.shortDescription) not found on the device")
+        }
+        func raw(_ service: BluetoothUUID?, _ uuid: BluetoothUUID, _ action: GATTStep.Action, _ what: String) -> GATTStep {
+            GATTStep(action: action, characteristic: characteristics.first { $0.uuid == uuid && (service == nil || $0.service == service) },
+                     what: what, missing: "characteristic \(uuid.shortDescription) not found on the device")
+        }
+        switch kind {
+        case .write(let writes):
+            return writes.map { write in
+                GATTStep(action: .write(write.bytes, withResponse: write.command.withResponse),
+                         characteristic: characteristics.first { write.command.matches($0) }, what: "\(write.command.name): write",
+                         missing: "\(write.command.name): characteristic \(write.command.characteristic.shortDescription) not found on the device")
+            }
+        case .read(let refs): return refs.compactMap(configured)
+        case .poll(let spec): return [configured(CharacteristicRef(poll: true, index: spec))].compactMap { $0 }
+        case .rawRead(let service, let uuid): return [raw(service, uuid, .read(nil), "read")]
+        case .rawWrite(let service, let uuid, let value, let withResponse):
+            return [raw(service, uuid, .write(value, withResponse: withResponse), "write")]
+        }
+    }
+
+    /// The GATT job: each step with `bluetooth.gatt_timeout`, stopping at the first failure.
+    private static func run(_ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
+                            timeout: Double) async -> GATTOutcome {
+        let start = clock.now()
+        var outcome = await perform(steps, address: address, ble: ble, clock: clock, timeout: timeout)
+        outcome.seconds = clock.now() - start
+        return outcome
+    }
+
+    private static func perform(_ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
+                                timeout: Double) async -> GATTOutcome {
+        var outcome = GATTOutcome()
+        for step in steps {
+            guard let characteristic = step.characteristic else {
+                outcome.failure = .error(step.missing)
+                return outcome
+            }
+            do {
+                switch step.action {
+                case .write(let value, let withResponse):
+                    try await withDeadline(clock.now() + timeout, clock: clock) {
+                        try await ble.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
+                    }
+                case .read(let ref):
+                    let value = try await withDeadline(clock.now() + timeout, clock: clock) {
+                        try await ble.read(address, characteristic: characteristic)
+                    }
+                    if let ref {
+                        outcome.values.append((ref, value))
+                    } else {
+                        outcome.data = .object([("value", .string(value.hexText))])
+                    }
+                }
+            } catch is DeadlineExceeded {
+                outcome.failure = .timeout("\(step.what) did not complete in \(timeout)s")
+                return outcome
+            } catch let error as BLEPortError {
+                outcome.failure = error.kind == .connectionTimeout ? .timeout("\(step.what): \(error)") : .error("\(step.what): \(error)")
+                return outcome
+            } catch {
+                outcome.failure = .error("\(step.what): \(error)")
+                return outcome
+            }
+        }
+        return outcome
+    }
+
+    /// A GATT job of the device ended: the values read are decoded and published, the command
+    /// answered, and the device's next job starts.
+    func finished(_ address: BluetoothAddress, _ outcome: GATTOutcome) {
+        guard var entry = running.removeValue(forKey: address) else { return }
+        let force: Bool
+        if case .poll = entry.job.kind { force = false } else { force = true }
+        for (ref, value) in outcome.values {
+            context.counters.reads += 1
+            valueRead(address, ref, value, force)
+        }
+        entry.timing.gatt = outcome.seconds
+        finish(entry, failure: outcome.failure, data: outcome.data)
+        advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
+    }
+
+    /// Answers the job: `ok` with `data`, or its failure (a poll's failure is logged instead).
+    private func finish(_ entry: Running, failure: JobFailure?, data: JSONValue? = nil) {
+        guard let reply = entry.job.reply else {
+            if let failure { context.log(.warning, "\(entry.name): poll failed: \(failure)") }
+            return
+        }
+        switch failure {
+        case nil: respond(reply, .ok, nil, timing: entry.timing, data: data)
+        case .expired: respond(reply, .expired, "not started within its TTL", timing: entry.timing)
+        case .timeout(let text): respond(reply, .timeout, text, timing: entry.timing)
+        case .error(let text): respond(reply, .error, text, timing: entry.timing)
+        }
+    }
+
+    /// Publishes the one response of a command.
+    func respond(_ reply: CommandReply, _ status: CommandReply.Status, _ error: String?, timing: CommandReply.Timing = .init(),
+                 data: JSONValue? = nil) {
+        if status != .ok { context.counters.commandErrors += 1 }
+        let output = context.output
+        output.scratch.removeAll(keepingCapacity: true)
+        reply.payload(status, error: error, timing: timing, data: data).write(into: &output.scratch)
+        output.publish(reply.topic, output.scratch, retain: false, correlationData: reply.correlationData)
+    }
+
+    /// The device is removed: what it still had queued or running is answered with that.
+    func removed(_ address: BluetoothAddress, name: String) {
+        var entries: [Running] = []
+        if let entry = running.removeValue(forKey: address) { entries.append(entry) }
+        for job in queues.removeValue(forKey: address) ?? [] {
+            entries.append(Running(job: job, name: name, ruleIndex: 0, startedAt: context.clock.now()))
+        }
+        buckets[address] = nil
+        for entry in entries { finish(entry, failure: .error("the device was removed")) }
+    }
+}

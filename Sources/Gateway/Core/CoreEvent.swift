@@ -1,0 +1,29 @@
+import Bluetooth
+
+/// An input of the gateway core. Every input is an event handled to completion, one at a time,
+/// on the event loop's thread (docs/architecture.md): what the ports deliver, the timer, and the
+/// completions of the core's own jobs.
+enum CoreEvent: Sendable {
+    /// An advertisement report of the scan.
+    case advertisement(BLEDiscovery)
+    /// A value of a subscribed characteristic: `subscribe[spec]` of the device's rule.
+    case notification(BluetoothAddress, spec: Int, value: [UInt8])
+    /// A link came up or went down.
+    case link(BLEConnectionEvent)
+    /// A message on a command topic (or the Home Assistant status topic).
+    case command(MQTTInboundMessage)
+    /// A message on a peripheral `from_topic`.
+    case peripheralSource(MQTTInboundMessage)
+    /// The MQTT connection came up (true) or was lost (false).
+    case mqttConnection(Bool)
+    /// A central wrote to or (un)subscribed from a served characteristic.
+    case peripheral(PeripheralPortEvent)
+    /// The gateway's timer: something is due.
+    case timer
+    /// A job finished.
+    case completed(JobCompletion)
+    /// The MQTT port reported a store-and-forward replay batch: delivered or not, per message.
+    case replayed([Bool])
+    /// A second after a replay batch failed.
+    case replayRetry
+}

@@ -1,0 +1,268 @@
+import Bluetooth
+import Parsers
+
+/// The state of every device: its attributes (what its readings said last), the advertisement
+/// format, rate control, and the state messages held back for Home Assistant; it decodes what
+/// devices send and publishes `<base>/<device>` (and the attribute topics). Loop-confined.
+///
+/// Kept per registry slot (``DeviceID``): what every device needs inline; what few need (the
+/// characteristic each attribute came from, the last parse error, a hold) in a box made the
+/// first time it is written.
+final class DeviceStates {
+    /// One device's state.
+    struct State {
+        var attributes: [Attribute] = []
+        var rate = RateControl()
+        /// The advertisement format: an ``AttributeTable`` index, 0 for none.
+        var format: UInt16 = 0
+        var extra: Extra?
+    }
+
+    /// What few devices need: connected devices (``sources``), devices sending garbage
+    /// (``lastError``), devices announced to Home Assistant (the hold).
+    final class Extra {
+        /// Which configured characteristic produced each attribute (for `/get`).
+        var sources: [(attribute: String, poll: Bool, index: Int)] = []
+        var lastError: String?
+        /// The state is held until then after new discovery configs (HA drops a state that
+        /// arrives within ~0.1 s of a new config); nil: not held.
+        var heldUntil: Double?
+        /// State messages of readings that came during the hold, in order.
+        var held: [MQTTOutboundMessage] = []
+    }
+
+    /// Most state messages one device keeps while its state is held; beyond it the oldest is
+    /// dropped (counted as `dropped.rate_control`). A second of a 100 Hz sensor fits many times.
+    static let maxHeldStates = 1024
+
+    private let context: CoreContext
+    private var states: [State] = []
+    /// The attribute names, units, device classes and formats all devices share.
+    private(set) var table = AttributeTable()
+    /// Warnings about undecodable payloads: 20 at once, then one per 3 s, so garbage from many
+    /// devices (rotating addresses) cannot flood the journal; what is held back is counted in
+    /// the next line and in `parse_errors`.
+    private var parseWarnings = TokenBucket(capacity: 20, interval: 3, now: 0)
+    private var parseWarningsHeld = 0
+
+    init(context: CoreContext) {
+        self.context = context
+    }
+
+    /// A device was registered in `id`'s slot: it starts with no state.
+    func added(_ id: DeviceID) {
+        if id.index >= states.count { states.append(contentsOf: repeatElement(State(), count: id.index + 1 - states.count)) }
+        states[id.index] = State()
+    }
+
+    /// The device was removed: its state goes.
+    func removed(_ id: DeviceID) {
+        states[id.index] = State()
+    }
+
+    func attributes(_ id: DeviceID) -> [Attribute] { states[id.index].attributes }
+    func hasState(_ id: DeviceID) -> Bool { !states[id.index].attributes.isEmpty }
+    /// The device's advertisement format, nil before one was decoded.
+    func format(_ id: DeviceID) -> String? { table.format(states[id.index].format) }
+    /// The attributes as readings (for Home Assistant discovery).
+    func readings(_ id: DeviceID) -> [Reading] { states[id.index].attributes.map { table.reading($0) } }
+    /// Which configured characteristic produced each attribute (for `/get`).
+    func sources(_ id: DeviceID) -> [(attribute: String, poll: Bool, index: Int)] { states[id.index].extra?.sources ?? [] }
+
+    private func extra(_ id: DeviceID) -> Extra {
+        if let extra = states[id.index].extra { return extra }
+        let extra = Extra()
+        states[id.index].extra = extra
+        return extra
+    }
+
+    // MARK: Decoding
+
+    /// Decodes an advertisement of the device with the configured parsers (and the rule's bind
+    /// key); the readings, or nil when there are none (no parser knows the format, a frame
+    /// without values, or a payload that failed — counted and logged).
+    func decode(_ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, bindKey: [UInt8]?,
+                name: String) -> [Reading]? {
+        do {
+            let decoded = try context.config.registry.decode(
+                AdvertisementContext(advertisement: advertisement, address: address, bindKey: bindKey))
+            if table.format(states[id.index].format) != decoded.format {
+                states[id.index].format = table.formatIndex(decoded.format)
+            }
+            // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
+            guard !decoded.readings.isEmpty else { return nil }
+            context.counters.decoded += 1
+            return decoded.readings
+        } catch {
+            guard error.kind != .unknownFormat else { return nil }
+            parseFailed(id, name: name, "advertisement", error)
+            return nil
+        }
+    }
+
+    /// Decodes a characteristic value of `spec` (`subscribe` or `poll[index]` of the rule); the
+    /// readings (each remembered as coming from that characteristic), or nil when the parser
+    /// rejected it (counted and logged).
+    func decode(_ id: DeviceID, value: [UInt8], spec: CharacteristicSpec, poll: Bool, index: Int, name: String) -> [Reading]? {
+        do {
+            let readings = try spec.parser.decode(value)
+            context.counters.decoded += 1
+            var sources = states[id.index].extra?.sources ?? []
+            let known = sources.count
+            for reading in readings where !sources.contains(where: { $0.attribute == reading.name }) {
+                sources.append((reading.name, poll, index))
+            }
+            if sources.count != known { extra(id).sources = sources }
+            return readings
+        } catch {
+            parseFailed(id, name: name, "\(spec.characteristic.shortDescription) value \(value.hexText)", error)
+            return nil
+        }
+    }
+
+    private func parseFailed(_ id: DeviceID, name: String, _ what: String, _ error: ParseError) {
+        context.counters.parseErrors += 1
+        let message = "\(name): \(what) not decoded: \(error)"
+        // Log each distinct failure once in a row, so a device sending garbage does not flood the
+        // journal, and all devices together within ``parseWarnings``.
+        guard states[id.index].extra?.lastError != message else { return }
+        extra(id).lastError = message
+        guard parseWarnings.take(now: context.clock.now()) else {
+            parseWarningsHeld += 1
+            return
+        }
+        let held = parseWarningsHeld
+        parseWarningsHeld = 0
+        context.log(.warning, held == 0 ? message : message + " (and \(held) more payloads not decoded and not logged since the last such line)")
+    }
+
+    // MARK: Merging and publishing
+
+    /// Merges readings into the device's state; true when an attribute is new (its Home
+    /// Assistant config goes out before the state).
+    func merge(_ id: DeviceID, _ readings: [Reading]) -> Bool {
+        states[id.index].merge(readings, table: &table)
+    }
+
+    /// Publishes the state when rate control allows (always with `force`); a deferred publish
+    /// asks for the timer.
+    func offer(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double, force: Bool) {
+        if force { return publish(id, device, rule: rule, now: now) }
+        switch states[id.index].rate.offer(states[id.index].attributes, settings: rule.rateControl, names: table.names, now: now) {
+        case .publish: publish(id, device, rule: rule, now: now)
+        case .deferred(let until): context.due(at: until)
+        case .drop: context.counters.dropped.rateControl += 1
+        }
+    }
+
+    /// Publishes `<base>/<device>` (and the attribute topics when configured).
+    func publish(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double) {
+        let output = context.output
+        let attributes = states[id.index].attributes
+        StatePayload.write(attributes, names: table.names, rssi: device.rssi, lastSeen: device.lastSeenWall,
+                           into: &output.scratch)
+        let mqtt = context.config.mqtt
+        let retain = rule.retain ?? mqtt.retain
+        let qos = rule.qos ?? mqtt.qos
+        publishMessage(id, topic: device.stateTopic, payload: output.scratch, retain: retain, qos: qos)
+        if rule.attributeTopics ?? mqtt.attributeTopics {
+            for attribute in attributes {
+                publishMessage(id, topic: device.stateTopic + "/" + table.name(attribute.name), payload: StatePayload.plain(attribute.value),
+                               retain: retain, qos: qos)
+            }
+        }
+        states[id.index].rate.published(attributes, settings: rule.rateControl, now: now)
+        if let next = states[id.index].rate.nextDeadline(settings: rule.rateControl) { context.due(at: next) }
+    }
+
+    /// Publishes one state message of the device now, or keeps it while the state is held,
+    /// stamped with the time it would have gone out (its capture time if it ends up queued).
+    private func publishMessage(_ id: DeviceID, topic: String, payload: [UInt8], retain: Bool, qos: Int) {
+        guard let extra = states[id.index].extra, extra.heldUntil != nil else {
+            context.output.publish(topic, payload, retain: retain, qos: qos)
+            return
+        }
+        if extra.held.count >= Self.maxHeldStates {
+            extra.held.removeFirst()
+            context.counters.dropped.rateControl += 1
+        }
+        extra.held.append(MQTTOutboundMessage(topic: topic, payload: Output.exactCopy(payload), qos: qos, retain: retain,
+                                              capturedAt: context.clock.wallMilliseconds()))
+    }
+
+    /// Holds the device's state messages until `until`: readings meanwhile are kept, not merged
+    /// away; ``tick(_:_:rule:now:)`` publishes each of them, in order, when the hold ends.
+    func hold(_ id: DeviceID, until: Double) {
+        extra(id).heldUntil = until
+        context.due(at: until)
+    }
+
+    /// What is due for the device at `now`: the end of a hold (every state message kept
+    /// meanwhile goes out in order; when none came, the current state — what Home Assistant
+    /// waits for after a new config), else a deferred publish or a heartbeat.
+    func tick(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double) {
+        if let extra = states[id.index].extra, let until = extra.heldUntil {
+            guard now >= until else { return }
+            extra.heldUntil = nil
+            let held = extra.held
+            extra.held = []
+            guard !held.isEmpty else { return publish(id, device, rule: rule, now: now) }
+            for message in held { context.output.send(message) }
+        } else if states[id.index].rate.due(now: now, settings: rule.rateControl) {
+            publish(id, device, rule: rule, now: now)
+        }
+    }
+
+    /// When the device next needs ``tick(_:_:rule:now:)``: the end of its hold, a deferred
+    /// publish or a heartbeat.
+    func nextDeadline(_ id: DeviceID, rule: DeviceRule) -> Double? {
+        if let until = states[id.index].extra?.heldUntil { return until }
+        return states[id.index].rate.nextDeadline(settings: rule.rateControl)
+    }
+}
+
+extension DeviceStates.State {
+    /// Merges readings into the state (attributes keep their first-seen order); true when an
+    /// attribute is new. New attributes get exactly the room they need: most devices send the
+    /// same set every time, so the array never grows again.
+    mutating func merge(_ readings: [Reading], table: inout AttributeTable) -> Bool {
+        var added = false
+        for (position, reading) in readings.enumerated() {
+            if let index = attributes.firstIndex(where: { table.name($0.name) == reading.name }) {
+                attributes[index].value = reading.value
+                // A reading without a unit or class keeps the one known.
+                let old = table.info(attributes[index].info)
+                let unit = reading.unit ?? old.unit
+                let deviceClass = reading.deviceClass ?? old.deviceClass
+                if unit != old.unit || deviceClass != old.deviceClass {
+                    attributes[index].info = table.infoIndex(unit: unit, deviceClass: deviceClass)
+                }
+                continue
+            }
+            guard let name = table.nameIndex(reading.name) else { continue }
+            let needed = attributes.count + readings.count - position
+            if !added, attributes.capacity < needed {
+                // The readings from here on: a bound (one may repeat a known name), usually exact.
+                attributes.reserveCapacity(needed)
+            }
+            added = true
+            attributes.append(Attribute(name: name, value: reading.value,
+                                        info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
+        }
+        return added
+    }
+}
+
+extension [UInt8] {
+    /// Lower-case hex digits, two per byte (logs and raw-read responses).
+    var hexText: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
