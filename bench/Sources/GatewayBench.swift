@@ -113,6 +113,9 @@ enum GatewayBench: BenchSuite {
         rows += await phase("advertisement pipeline") { try await advertisementSteps(broker: broker) }
         // 6. Side by side with Theengs Gateway on the same advertisement workload.
         rows += await phase("side by side") { try await PeerBench.sideBySide(broker: broker) }
+        // Realistic rates: 50 ATC1441 advertisers at 100 and 1,000/s, gattway (and a baseline
+        // binary, BENCH_GATTWAY_BASELINE) next to Theengs Gateway, CPU and system calls per message.
+        rows += await phase("realistic rates") { try await RealisticBench.run(broker: broker) }
         // 5. Memory under 100k rotating addresses.
         rows += await phase("memory") { try await memory(broker: broker) }
 
