@@ -109,10 +109,13 @@ lint:
 # when missing. `make bench SUITES=gateway` runs one suite.
 # gattway is built as deploy/install.sh builds it ($(RELEASE_BUILD)), so the measured memory is
 # what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
-# of the gateway suite.
+# of the gateway suite. `SUITES=realistic` runs only the idle figures and the realistic rates
+# (also a phase of gateway, `BENCH_PHASES=realistic`); `BENCH_GATTWAY_BASELINE=PATH` measures
+# another gattway binary there too (before/after in one run). strace counts system calls.
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps
+	@scripts/install-deps.sh strace
 	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench

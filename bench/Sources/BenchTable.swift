@@ -23,10 +23,14 @@ protocol BenchSuite {
     /// Handles a helper subprocess role (e.g. a signal emitter) when `arguments[0]` names one of
     /// this suite's roles; returns false when the role is not this suite's.
     static func child(_ arguments: [String]) async throws -> Bool
+    /// True for a suite that another suite already contains (`realistic` is a phase of `gateway`):
+    /// it runs only when named, not in `gattway-bench run` without suite names.
+    static var onlyWhenNamed: Bool { get }
 }
 
 extension BenchSuite {
     static func child(_ arguments: [String]) async throws -> Bool { false }
+    static var onlyWhenNamed: Bool { false }
 }
 
 enum BenchTable {

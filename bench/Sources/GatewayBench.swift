@@ -113,6 +113,9 @@ enum GatewayBench: BenchSuite {
         rows += await phase("advertisement pipeline") { try await advertisementSteps(broker: broker) }
         // 6. Side by side with Theengs Gateway on the same advertisement workload.
         rows += await phase("side by side") { try await PeerBench.sideBySide(broker: broker) }
+        // Realistic rates: 50 ATC1441 advertisers at 100 and 1,000/s, gattway (and a baseline
+        // binary, BENCH_GATTWAY_BASELINE) next to Theengs Gateway, CPU and system calls per message.
+        rows += await phase("realistic rates") { try await RealisticBench.run(broker: broker) }
         // 5. Memory under 100k rotating addresses.
         rows += await phase("memory") { try await memory(broker: broker) }
 
@@ -349,18 +352,40 @@ enum GatewayBench: BenchSuite {
 
     /// `gattway run` connected to the broker and scanning a simulator with no devices, 10 s after
     /// it said "gateway started": VmRSS, and the resident kB of the gattway binary's mappings, the
-    /// C libraries and anonymous memory from /proc/PID/smaps.
-    static func idle(broker: MosquittoBroker) async throws -> [BenchRow] {
+    /// C libraries and anonymous memory from /proc/PID/smaps; and the CPU it used in those 10 s
+    /// (utime + stime, in ticks of 1/CLK_TCK s, and the finer on-CPU time of its threads from
+    /// schedstat). `executable` and `label` measure another binary (the realistic suite's baseline).
+    static func idle(broker: MosquittoBroker, executable: String? = nil, label: String = "gattway") async throws
+        -> [BenchRow]
+    {
         let world = try await SimulatedWorld(scenario: emptyScenario)
-        let gattway = try await GatewayProcess.gattway(config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world)
-        try await Task.sleep(for: .seconds(10))
+        let gattway = try await GatewayProcess.gattway(
+            config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world, executable: executable)
+        let started = try gattway.sample
+        // On-CPU time second by second, so a tail of start-up shows apart from steady idle.
+        var threads = ProcessThreads.onCPUNanoseconds(gattway.child.pid)
+        var perSecond: [Double] = []
+        for _ in 0..<10 {
+            try await Task.sleep(for: .seconds(1))
+            let now = ProcessThreads.onCPUNanoseconds(gattway.child.pid)
+            perSecond.append(Double(ProcessThreads.onCPUNanoseconds(from: threads, to: now)) / 1e6)
+            threads = now
+        }
         let sample = try gattway.sample
+        let onCPU = perSecond.reduce(0, +)
         let mappings = MappingRSS.read(gattway.child.pid)
         gattway.stop()
         await world.stop()
+        let cpu = sample.cpuSeconds - started.cpuSeconds
+        let ticks = Int((cpu * ProcessSample.ticksPerSecond).rounded())
         return [
-            BenchRow(name: "idle: gattway RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
+            BenchRow(name: "idle: \(label) RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
                      detail: mappings.summary),
+            BenchRow(
+                name: "idle: \(label) CPU (10 s after start)", value: cpu * 1000, unit: "CPU ms", target: "0",
+                detail: "\(ticks) ticks of \(Int(1000 / ProcessSample.ticksPerSecond)) ms (utime+stime) from \"gateway started\" to 10 s later; "
+                    + "on a CPU \(onCPU.formatted(2)) ms (schedstat of its threads; per second "
+                    + perSecond.map { $0.formatted(2) }.joined(separator: " ") + ")"),
         ]
     }
 

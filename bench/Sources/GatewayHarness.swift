@@ -245,12 +245,15 @@ final class GatewayProcess {
 
     /// `gattway run --config FILE --state-dir DIR` with `config` (JSON text) written to a
     /// temporary directory that is also the state directory (the store-and-forward queue is a
-    /// file there, as under the systemd unit).
-    static func gattway(config: String, world: SimulatedWorld, logLevel: String = "notice") async throws -> GatewayProcess {
+    /// file there, as under the systemd unit). `executable` is another gattway binary to run
+    /// instead of the one built next to gattway-bench (the realistic phase's baseline).
+    static func gattway(
+        config: String, world: SimulatedWorld, logLevel: String = "notice", executable other: String? = nil
+    ) async throws -> GatewayProcess {
         let dir = try TemporaryDirectory.make(prefix: "bench-gattway")
         let path = dir.appendingPathComponent("config.json").path
         try config.write(toFile: path, atomically: true, encoding: .utf8)
-        var executable = try BuiltProduct.path("gattway")
+        var executable = try other ?? BuiltProduct.path("gattway")
         var arguments = ["run", "--config", path, "--state-dir", dir.path, "--log-level", logLevel]
         // BENCH_MASSIF=FILE runs gattway under valgrind's massif (heap profile to FILE, read with
         // ms_print) to find what the memory figures consist of; far too slow for the rate figures.

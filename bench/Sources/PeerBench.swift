@@ -34,23 +34,7 @@ enum PeerBench {
             return [BenchRow(name: "Theengs Gateway", value: 0, unit: "", detail: "not measured: no .venv-bench/bin/python (make bench creates it)")]
         }
         let theirs = try await measure(broker: broker, topic: "theengs/BTtoMQTT/+") { world in
-            let dir = try TemporaryDirectory.make(prefix: "bench-theengs")
-            let process = try GatewayProcess(
-                name: "Theengs Gateway", executable: python,
-                arguments: [
-                    "-m", "TheengsGateway", "-c", dir.appendingPathComponent("theengsgw.conf").path,
-                    "-H", "127.0.0.1", "-P", String(broker.port), "-a", "hci0", "-s", "active",
-                    "-sd", "3600", "-tb", "0", "-D", "0", "-pr", "0", "-pa", "0", "-gs", "0", "-ll", "WARNING",
-                    "-pt", "theengs/BTtoMQTT", "-Lt", "theengs/LWT",
-                ],
-                world: world, extraEnvironment: ["HOME": dir.path])
-            // Scanning once StartDiscovery reached the simulator.
-            for _ in 0..<300 {
-                if await world.simulator.counterValues().startDiscoveryCalls > 0 { break }
-                if !process.child.isRunning { throw BenchError("Theengs Gateway exited:\n\(process.child.log().suffix(3000))") }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            return process
+            try await startTheengs(python: python, broker: broker, world: world)
         }
         let detail = "\(GatewayBench.advertisers) advertisers at \(Int(rate))/s for \(Int(seconds)) s, QoS 0, same simulator and broker, one after the other"
         func row(_ name: String, _ a: Double, _ b: Double, _ unit: String, target: String? = nil, _ extra: String) -> [BenchRow] {
@@ -66,6 +50,31 @@ enum PeerBench {
             + row("CPU per 1k msgs", ours.cpuPerThousand, theirs.cpuPerThousand, "CPU ms", target: "≤ 0.10",
                   "gattway \(ours.window.usage.cpuSeconds.formatted(2)) s for \(ours.window.delivered), Theengs \(theirs.window.usage.cpuSeconds.formatted(2)) s for \(theirs.window.delivered)")
             + row("peak RSS", ours.peakRSS.megabytes, theirs.peakRSS.megabytes, "MB", target: "≤ 0.33", "VmHWM of each process")
+    }
+
+    /// Theengs Gateway on `world`'s bus, publishing decoded messages only (`theengs/BTtoMQTT/<id>`)
+    /// to `broker`: continuous active scan, no discovery, no presence, as in the side by side;
+    /// returns once its StartDiscovery reached the simulator.
+    static func startTheengs(python: String, broker: MosquittoBroker, world: SimulatedWorld) async throws
+        -> GatewayProcess
+    {
+        let dir = try TemporaryDirectory.make(prefix: "bench-theengs")
+        let process = try GatewayProcess(
+            name: "Theengs Gateway", executable: python,
+            arguments: [
+                "-m", "TheengsGateway", "-c", dir.appendingPathComponent("theengsgw.conf").path,
+                "-H", "127.0.0.1", "-P", String(broker.port), "-a", "hci0", "-s", "active",
+                "-sd", "3600", "-tb", "0", "-D", "0", "-pr", "0", "-pa", "0", "-gs", "0", "-ll", "WARNING",
+                "-pt", "theengs/BTtoMQTT", "-Lt", "theengs/LWT",
+            ],
+            world: world, extraEnvironment: ["HOME": dir.path])
+        // Scanning once StartDiscovery reached the simulator.
+        for _ in 0..<300 {
+            if await world.simulator.counterValues().startDiscoveryCalls > 0 { break }
+            if !process.child.isRunning { throw BenchError("Theengs Gateway exited:\n\(process.child.log().suffix(3000))") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return process
     }
 
     static func measure(broker: MosquittoBroker, topic: String, start: (SimulatedWorld) async throws -> GatewayProcess) async throws -> Figures {

@@ -2,7 +2,10 @@ import Foundation
 
 // gattway-bench: `make bench` runs `gattway-bench run [SUITE...]`; suites start their own helper
 // processes as `gattway-bench child ROLE ...`.
-let suites: [any BenchSuite.Type] = [DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self, PeerSuite.self]
+let suites: [any BenchSuite.Type] = [
+    DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self, PeerSuite.self,
+    RealisticSuite.self,
+]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
@@ -14,7 +17,7 @@ case "child":
 case "run", nil:
     let wanted = Set(arguments.dropFirst())
     var rows: [BenchRow] = []
-    for suite in suites where wanted.isEmpty || wanted.contains(suite.name) {
+    for suite in suites where wanted.isEmpty ? !suite.onlyWhenNamed : wanted.contains(suite.name) {
         FileHandle.standardError.write(Data("running \(suite.name)…\n".utf8))
         rows += try await suite.run()
     }

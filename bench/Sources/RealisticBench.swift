@@ -1,0 +1,335 @@
+import BlueZSimulator
+import EventLoop
+import Foundation
+import MQTT
+import TestSupport
+
+/// Realistic rates: 50 ATC1441 thermometers (the custom firmware's format, service data 0x181A)
+/// advertising 100 and then 1,000 times a second in total, through gattway and then through Theengs
+/// Gateway, in the same run, on a fresh simulator each and the same broker. Per rate and gateway:
+/// CPU µs per published message (utime + stime over a 30 s window ÷ the messages the subscriber
+/// received in it), messages/s, lost messages, and system calls and futex calls per message from
+/// `strace -c -f` in a separate 10 s window after the CPU window (strace slows the process it
+/// traces, so CPU is never measured while it is attached).
+///
+/// `BENCH_GATTWAY_BASELINE=PATH` measures another gattway binary the same way, after gattway and
+/// before Theengs, labelled "baseline", with the ratios gattway/baseline: a before/after table
+/// from one run.
+enum RealisticBench {
+    static let advertisers = 50
+    static let rates = [100.0, 1_000]
+    static let warmup = 5.0
+    static let seconds = 30.0
+    static let traceSeconds = 10.0
+
+    /// The binary `BENCH_GATTWAY_BASELINE` names (relative to the working directory), or nil.
+    static func baselineExecutable() throws -> String? {
+        guard var path = ProcessInfo.processInfo.environment["BENCH_GATTWAY_BASELINE"], !path.isEmpty else {
+            return nil
+        }
+        if !path.hasPrefix("/") { path = FileManager.default.currentDirectoryPath + "/" + path }
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw BenchError("BENCH_GATTWAY_BASELINE=\(path) is not an executable file")
+        }
+        return path
+    }
+
+    /// LYWSD03MMC thermometers carry Xiaomi's A4:C1:38 prefix, and Theengs' decoder for the
+    /// ATC1441 format only takes service data that starts with it.
+    static func address(_ index: Int) -> String {
+        String(format: "A4:C1:38:5A:%02X:%02X", (index >> 8) & 0xFF, index & 0xFF)
+    }
+
+    /// One thermometer: non-connectable, the firmware's `ATC_` name, a frame counter that changes
+    /// on every report and random temperature and humidity, so each report is a new reading.
+    static func advertiserJSON(index: Int, interval: Double) -> String {
+        let counter = #"{"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}"#
+        let temperature = #"{"random": {"min": 18, "max": 26, "resolution": 0.1}}"#
+        let humidity = #"{"random": {"min": 30, "max": 60, "resolution": 1}}"#
+        let fields = #"{"counter": \#(counter), "temperature": \#(temperature), "humidity": \#(humidity)}"#
+        let name = String(format: "ATC_5A%02X%02X", (index >> 8) & 0xFF, index & 0xFF)
+        return
+            #"{"address": "\#(address(index))", "name": "\#(name)", "interval": \#(interval), "connectable": false, "#
+            + #""service_data": {"181A": {"template": "atc1441", "fields": \#(fields)}}}"#
+    }
+
+    /// What one gateway did at one rate.
+    struct Step {
+        var rate: Double
+        /// The CPU window: its length, the simulator's reports and the subscriber's messages in it,
+        /// and the process's utime + stime over it.
+        var seconds: Double
+        var emitted: Int
+        var delivered: Int
+        var cpuSeconds: Double
+        /// The strace window after it, and the subscriber's messages in that window.
+        var trace: SyscallCounts
+        var traceMessages: Int
+        /// Over the whole step, quiet to quiet (warm-up and strace window included).
+        var emittedTotal: Int
+        var deliveredTotal: Int
+
+        var lost: Int { emittedTotal - deliveredTotal }
+        var messagesPerSecond: Double { Double(delivered) / seconds }
+        var cpuMicrosPerMessage: Double { delivered > 0 ? cpuSeconds * 1e6 / Double(delivered) : 0 }
+        var syscallsPerMessage: Double { traceMessages > 0 ? Double(trace.total) / Double(traceMessages) : 0 }
+        var futexPerMessage: Double { traceMessages > 0 ? Double(trace.futex) / Double(traceMessages) : 0 }
+    }
+
+    /// One gateway's steps, or why it could not be measured.
+    struct Measured {
+        var label: String
+        var steps: [Step]
+        var failure: String?
+    }
+
+    static func run(broker: MosquittoBroker) async throws -> [BenchRow] {
+        let baseline = try baselineExecutable()
+        let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000)
+        let loadAtStart = loadAverage()
+        var measured: [Measured] = []
+        measured.append(
+            await measureOrFail(label: "gattway", broker: broker, topic: "gattway/+") { world in
+                try await GatewayProcess.gattway(config: config, world: world)
+            })
+        if let baseline {
+            measured.append(
+                await measureOrFail(label: "baseline", broker: broker, topic: "gattway/+") { world in
+                    try await GatewayProcess.gattway(config: config, world: world, executable: baseline)
+                })
+        }
+        if let python = PeerBench.theengsPython {
+            measured.append(
+                await measureOrFail(label: "Theengs Gateway", broker: broker, topic: "theengs/BTtoMQTT/+") { world in
+                    try await PeerBench.startTheengs(python: python, broker: broker, world: world)
+                })
+        } else {
+            measured.append(
+                Measured(
+                    label: "Theengs Gateway", steps: [],
+                    failure: "not measured: no .venv-bench/bin/python (make bench creates it)"))
+        }
+        var rows = [
+            BenchRow(
+                name: "realistic: setup", value: Double(advertisers), unit: "advertisers",
+                detail: "ATC1441 (181A) at \(rates.map { String(Int($0)) }.joined(separator: " and ")) adv/s in total, "
+                    + "\(Int(warmup)) s warm-up, CPU over \(Int(seconds)) s, then strace -c -f over \(Int(traceSeconds)) s; "
+                    + "QoS 0, one after the other on a fresh simulator, the same broker"
+                    + (baseline.map { "; baseline \($0)" } ?? "") + "; load \(loadAtStart) at start")
+        ]
+        for failed in measured where failed.failure != nil {
+            rows.append(BenchRow(name: "realistic: \(failed.label)", value: 0, unit: "", detail: failed.failure ?? ""))
+        }
+        for (index, rate) in rates.enumerated() {
+            rows += rateRows(
+                rate: rate, measured.compactMap { $0.steps.count > index ? ($0.label, $0.steps[index]) : nil })
+        }
+        rows.append(
+            BenchRow(
+                name: "realistic: load average at the end (1/5/15 min)",
+                value: Double(loadAverage().split(separator: " ").first ?? "0") ?? 0, unit: "", detail: loadAverage()))
+        return rows
+    }
+
+    /// The rows of one rate: each gateway's figures, then the ratios.
+    static func rateRows(rate: Double, _ steps: [(label: String, step: Step)]) -> [BenchRow] {
+        let prefix = "realistic \(Int(rate)) adv/s:"
+        var rows: [BenchRow] = []
+        for (label, step) in steps {
+            let ours = label == "gattway"
+            let trace = step.trace
+            rows += [
+                BenchRow(
+                    name: "\(prefix) CPU per msg, \(label)", value: step.cpuMicrosPerMessage, unit: "CPU µs",
+                    detail: "\(step.cpuSeconds.formatted(2)) CPU s (utime+stime) for \(step.delivered) msgs in "
+                        + "\(Int(step.seconds)) s; simulator emitted \(step.emitted)"),
+                BenchRow(name: "\(prefix) msgs/s, \(label)", value: step.messagesPerSecond, unit: "msgs/s"),
+                BenchRow(
+                    name: "\(prefix) lost, \(label)", value: Double(step.lost), unit: "msgs", target: ours ? "0" : nil,
+                    detail: "\(step.emittedTotal) emitted − \(step.deliveredTotal) received over the whole step, "
+                        + "quiet to quiet"),
+                BenchRow(
+                    name: "\(prefix) syscalls per msg, \(label)", value: step.syscallsPerMessage, unit: "calls",
+                    detail: "\(trace.total) calls for \(step.traceMessages) msgs in \(trace.seconds.formatted(1)) s, "
+                        + "\(trace.traced)/\(trace.threads) threads traced (\(trace.attachment)); \(trace.top(5))"),
+                BenchRow(
+                    name: "\(prefix) futex per msg, \(label)", value: step.futexPerMessage, unit: "calls",
+                    target: ours ? "≤ 1" : nil, detail: "\(trace.futex) futex calls"),
+            ]
+        }
+        guard let ours = steps.first(where: { $0.label == "gattway" })?.step else { return rows }
+        func ratio(_ name: String, _ other: String, _ value: (Step) -> Double, target: String? = nil) -> BenchRow? {
+            guard let theirs = steps.first(where: { $0.label == other })?.step else { return nil }
+            let denominator = value(theirs)
+            return BenchRow(
+                name: "\(prefix) \(name), gattway/\(other == "Theengs Gateway" ? "Theengs" : other)",
+                value: denominator > 0 ? value(ours) / denominator : 0, unit: "×", target: target,
+                detail: denominator > 0 ? "" : "not comparable: \(other) has no messages")
+        }
+        rows += [
+            ratio("CPU per msg", "Theengs Gateway", \.cpuMicrosPerMessage, target: "≤ 0.10"),
+            ratio("syscalls per msg", "Theengs Gateway", \.syscallsPerMessage),
+            ratio("CPU per msg", "baseline", \.cpuMicrosPerMessage),
+            ratio("syscalls per msg", "baseline", \.syscallsPerMessage),
+            ratio("futex per msg", "baseline", \.futexPerMessage),
+        ].compactMap { $0 }
+        return rows
+    }
+
+    /// ``measure(label:broker:topic:start:)``, with a failure turned into a reason (so one
+    /// gateway failing still leaves the others' rows).
+    static func measureOrFail(
+        label: String, broker: MosquittoBroker, topic: String,
+        start: (SimulatedWorld) async throws -> GatewayProcess
+    ) async -> Measured {
+        do {
+            return Measured(
+                label: label, steps: try await measure(label: label, broker: broker, topic: topic, start: start))
+        } catch {
+            FileHandle.standardError.write(Data("realistic: \(label) failed: \(error)\n".utf8))
+            let reason = "\(error)".split(separator: "\n").first.map(String.init) ?? ""
+            return Measured(label: label, steps: [], failure: "FAILED: \(reason)")
+        }
+    }
+
+    /// Starts one gateway on a fresh simulator and runs every rate on it.
+    static func measure(
+        label: String, broker: MosquittoBroker, topic: String,
+        start: (SimulatedWorld) async throws -> GatewayProcess
+    ) async throws -> [Step] {
+        let world = try await SimulatedWorld(scenario: GatewayBench.emptyScenario)
+        var subscriber: CountingSubscriber?
+        var process: GatewayProcess?
+        do {
+            let counting = try await CountingSubscriber(
+                brokerPort: broker.port, filter: topic, qos: .atMostOnce,
+                name: "realistic-" + label.replacingOccurrences(of: " ", with: "-"))
+            subscriber = counting
+            let started = try await start(world)
+            process = started
+            try await Task.sleep(for: .seconds(2))
+            var steps: [Step] = []
+            for rate in rates {
+                FileHandle.standardError.write(
+                    Data("realistic: \(label) at \(Int(rate)) adv/s (load \(loadAverage()))\n".utf8))
+                let step = try await measureStep(world: world, subscriber: counting, process: started, rate: rate)
+                FileHandle.standardError.write(
+                    Data(
+                        ("realistic: \(label) at \(Int(rate)) adv/s: \(Int(step.messagesPerSecond)) msgs/s, "
+                            + "\(step.cpuMicrosPerMessage.formatted(1)) CPU µs/msg, lost \(step.lost), "
+                            + "\(step.syscallsPerMessage.formatted(2)) syscalls/msg, "
+                            + "\(step.futexPerMessage.formatted(2)) futex/msg\n").utf8))
+                steps.append(step)
+            }
+            started.stop()
+            await counting.close()
+            await world.stop()
+            return steps
+        } catch {
+            process?.stop()
+            await subscriber?.close()
+            await world.stop()
+            throw error
+        }
+    }
+
+    /// Adds the advertisers at `rate` in total, warms up, measures CPU, then system calls,
+    /// removes them and waits for the pipeline to drain.
+    static func measureStep(
+        world: SimulatedWorld, subscriber: CountingSubscriber, process: GatewayProcess, rate: Double
+    ) async throws -> Step {
+        let base = await world.simulator.counterValues().advertisementReports
+        subscriber.reset()
+        try await world.simulator.addATCAdvertisers(count: advertisers, interval: Double(advertisers) / rate)
+        try await Task.sleep(for: .seconds(warmup))
+        let (usage, window) = try await PhaseUsage.measure(process) {
+            let reports0 = await world.simulator.counterValues().advertisementReports
+            let delivered0 = subscriber.snapshot.count
+            try await Task.sleep(for: .seconds(seconds))
+            let reports1 = await world.simulator.counterValues().advertisementReports
+            let delivered1 = subscriber.snapshot.count
+            return (emitted: reports1 - reports0, delivered: delivered1 - delivered0)
+        }
+        let (trace, traceMessages) = try await SyscallTrace.measure(process.child.pid) {
+            let delivered0 = subscriber.snapshot.count
+            try await Task.sleep(for: .seconds(traceSeconds))
+            return subscriber.snapshot.count - delivered0
+        }
+        let emittedTotal = await world.removeATCAdvertisersBetweenTurns(count: advertisers) - base
+        _ = await subscriber.waitFor(count: Int.max, quiet: 2, timeout: 60)
+        return Step(
+            rate: rate, seconds: seconds, emitted: window.emitted, delivered: window.delivered,
+            cpuSeconds: usage.cpuSeconds, trace: trace, traceMessages: traceMessages,
+            emittedTotal: emittedTotal, deliveredTotal: subscriber.snapshot.count)
+    }
+}
+
+/// `gattway-bench run realistic`: the idle figures (of the baseline too, when
+/// `BENCH_GATTWAY_BASELINE` names one) and the realistic rates; also part of `gateway`, so
+/// `run` without a suite name does not run it twice.
+enum RealisticSuite: BenchSuite {
+    static let name = "realistic"
+    static let onlyWhenNamed = true
+
+    static func run() async throws -> [BenchRow] {
+        let broker = try await MosquittoBroker()
+        defer { broker.stop() }
+        FileHandle.standardError.write(Data("realistic: load average \(loadAverage()) at start\n".utf8))
+        var rows = await GatewayBench.phase("idle") { try await GatewayBench.idle(broker: broker) }
+        if let baseline = try RealisticBench.baselineExecutable() {
+            rows += await GatewayBench.phase("idle (baseline)") {
+                try await GatewayBench.idle(broker: broker, executable: baseline, label: "baseline")
+            }
+        }
+        rows += await GatewayBench.phase("realistic rates") { try await RealisticBench.run(broker: broker) }
+        return rows
+    }
+}
+
+extension SimulatedWorld {
+    /// Removes the advertisers at the start of a loop turn and returns the simulator's report
+    /// count at that moment.
+    ///
+    /// The simulator counts a report when it makes it but queues its PropertiesChanged for the end
+    /// of the loop turn (coalesced), and removing a device drops its queued signals: a removal
+    /// that ran between a report and its signal counted a report that never left the simulator
+    /// (seen as 11 and 50 "lost" messages at the end of a step, for gattway and Theengs alike,
+    /// with every message the simulator sent received). Reports come from timers, whose signals
+    /// go out in the same turn's queue, so at the start of a turn (a prepare hook, before poll)
+    /// every report counted so far has been signalled.
+    func removeATCAdvertisersBetweenTurns(count: Int) async -> Int {
+        let simulator = self.simulator
+        let loop = self.loop
+        return await withCheckedContinuation { continuation in
+            loop.execute {
+                final class Hook {
+                    var token: EventLoop.Token?
+                }
+                let hook = Hook()
+                hook.token = loop.addPrepareHook {
+                    guard let token = hook.token else { return }
+                    hook.token = nil
+                    loop.removePrepareHook(token)
+                    let reports = simulator.assumeIsolated { simulator in
+                        let reports = simulator.counterValues().advertisementReports
+                        simulator.removeATCAdvertisers(count: count)
+                        return reports
+                    }
+                    continuation.resume(returning: reports)
+                }
+            }
+        }
+    }
+}
+
+extension BlueZSimulator {
+    func addATCAdvertisers(count: Int, interval: Double) throws {
+        for index in 0..<count {
+            try addDevice(json: RealisticBench.advertiserJSON(index: index, interval: interval))
+        }
+    }
+
+    func removeATCAdvertisers(count: Int) {
+        for index in 0..<count { try? removeDevice(address: RealisticBench.address(index)) }
+    }
+}
