@@ -62,7 +62,7 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         return "\(operation) failed: \(message) (\(code.rawValue))"
     }
 
-    /// Maps a D-Bus error from a BlueZ call to its Core Bluetooth meaning (bluez-dbus.md §4.4, §7).
+    /// Maps a D-Bus error from a BlueZ call to its Core Bluetooth meaning (docs/bluez.md §2.1, §2.2).
     public init(_ error: DBusError, operation: String) {
         let name = error.name.rawValue
         let message = error.message

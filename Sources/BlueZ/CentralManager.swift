@@ -8,7 +8,7 @@ import EventLoop
 /// long-lived ``DBusConnection``; every method may be called from any task. Results, streams and
 /// values handed out are `Sendable` snapshots.
 ///
-/// What it does on the bus (bluez-dbus.md §8): one `GetManagedObjects` at start and after each
+/// What it does on the bus (docs/bluez.md §6): one `GetManagedObjects` at start and after each
 /// bluetoothd restart, then only the signals of `org.bluez` (`InterfacesAdded`/`InterfacesRemoved`
 /// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one match rule so their order is
 /// kept) — never polling. GATT

@@ -22,7 +22,7 @@ struct PeripheralModelTests {
         #expect(code("org.bluez.Error.NotPermitted") == 0x02)
         #expect(code("org.bluez.Error.NotPermitted", write: true) == 0x03)
         #expect(code("org.freedesktop.DBus.Error.NoReply") == 0x0E)
-        // …and the central's bluetoothd reports them as reference §4.4 says.
+        // …and the central's bluetoothd reports them as docs/bluez.md §2.2 says.
         #expect(BlueZError.att(0x80) == DBusError("org.bluez.Error.Failed", "Operation failed with ATT error: 0x80"))
         #expect(BlueZError.att(0x08) == DBusError("org.bluez.Error.NotAuthorized", "Operation Not Authorized"))
     }

@@ -65,7 +65,7 @@ struct PeripheralLogicTests {
 
     // MARK: ATT errors
 
-    @Test("each ATT error becomes the org.bluez.Error bluetoothd maps back to that code (bluez-dbus.md §5.1)")
+    @Test("each ATT error becomes the org.bluez.Error bluetoothd maps back to that code (docs/bluez.md §5.2)")
     func attErrorMapping() {
         let expected: [(ATTError, String, UInt8)] = [
             (.readNotPermitted, "org.bluez.Error.NotPermitted", 0x02),

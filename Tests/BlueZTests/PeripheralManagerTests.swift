@@ -51,7 +51,7 @@ struct PeripheralManagerTests {
     }
 
     /// Finds the peripheral and connects while still scanning (BlueZ drops a temporary device
-    /// that is not seen any more; bluez-dbus.md §8.5).
+    /// that is not seen any more; docs/bluez.md §3.3).
     static func connect(_ central: CentralManager, _ what: String) async throws -> ScanResult {
         let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
         let found = try await first(results, within: 10, what) { $0.peripheral.address == peripheralAddress }

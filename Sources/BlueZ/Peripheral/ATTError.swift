@@ -4,7 +4,7 @@ import DBus
 /// `CBATTError.Code`), limited to what a BlueZ GATT application can return.
 ///
 /// BlueZ turns the D-Bus error of the application's `ReadValue`/`WriteValue` reply into the ATT
-/// error the central receives (bluez-dbus.md §5.1); ``bluezError`` is that D-Bus error:
+/// error the central receives (docs/bluez.md §5.2); ``bluezError`` is that D-Bus error:
 ///
 /// | case | ATT code | D-Bus error (message) |
 /// |---|---|---|
@@ -15,7 +15,7 @@ import DBus
 /// | ``invalidAttributeValueLength`` | 0x0D | `org.bluez.Error.InvalidValueLength` |
 /// | ``unlikelyError`` | 0x0E | `org.bluez.Error.Failed` ("Unlikely error") |
 /// | ``application(_:)`` 0x80…0x9F | that code | `org.bluez.Error.Failed` ("0x80"…"0x9f") |
-/// | ``outOfRange`` | 0xFF (5.76+: 0xFD for `ImproperlyConfigured`) | `org.bluez.Error.ImproperlyConfigured` |
+/// | ``outOfRange`` | 0xFD (bluetoothd before 5.76: 0x0E) | `org.bluez.Error.ImproperlyConfigured` |
 ///
 /// Encryption and authentication (ATT 0x05, 0x0C, 0x0F) are not errors an application returns:
 /// BlueZ enforces them itself from the permissions (``AttributePermissions``) before calling.

@@ -108,7 +108,7 @@ public struct Advertisement: Sendable, Hashable {
     /// How the UUID is written on air: 16-bit and 32-bit SIG UUIDs shortened, others 128-bit.
     static func onAirWidth(_ uuid: BluetoothUUID) -> BluetoothUUID.Width { uuid.width }
 
-    /// The `LEAdvertisement1` properties (bluez-dbus.md §5.3), in a stable order.
+    /// The `LEAdvertisement1` properties (docs/bluez.md §5.3), in a stable order.
     var bluezProperties: [(String, DBusValue?)] {
         [
             ("Type", .string(kind.rawValue)),

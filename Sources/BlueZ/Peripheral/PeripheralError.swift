@@ -61,7 +61,7 @@ public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertibl
         return "\(operation) failed: \(message) (\(code.rawValue))"
     }
 
-    /// Maps a D-Bus error from a `GattManager1` / `LEAdvertisingManager1` call (bluez-dbus.md §5, §7).
+    /// Maps a D-Bus error from a `GattManager1` / `LEAdvertisingManager1` call (docs/bluez.md §2.1, §5.1, §5.3).
     public init(_ error: DBusError, operation: String) {
         let name = error.name.rawValue
         let message = error.message

@@ -298,7 +298,7 @@ extension PeripheralManager {
         emit(.write(request))
     }
 
-    /// Whether bluetoothd waits for the app's answer to a write (bluez-dbus.md §5.1): newer
+    /// Whether bluetoothd waits for the app's answer to a write (docs/bluez.md §5.1): newer
     /// bluetoothd says so in `type`; 5.66 sends no type and acknowledges every write to a
     /// characteristic with `write-without-response` itself.
     static func expectsResponse(type: String?, properties: CharacteristicProperties, noReplyExpected: Bool) -> Bool {

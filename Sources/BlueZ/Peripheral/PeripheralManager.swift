@@ -12,7 +12,7 @@ public typealias PeripheralState = CentralState
 /// Threading: an actor whose executor is the ``EventLoop`` thread that also runs its one
 /// long-lived ``DBusConnection`` (like ``CentralManager``); every method may be called from any task.
 ///
-/// What it does on the bus (bluez-dbus.md §5): the services are exported as a GATT application
+/// What it does on the bus (docs/bluez.md §5): the services are exported as a GATT application
 /// (an ObjectManager at `<objectPath>/app` with `GattService1`/`GattCharacteristic1`/
 /// `GattDescriptor1` objects) and registered with `org.bluez.GattManager1.RegisterApplication`;
 /// bluetoothd calls `GetManagedObjects` back before it replies, which the connection serves while

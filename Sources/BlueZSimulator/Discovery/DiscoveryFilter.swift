@@ -23,7 +23,7 @@ public struct DiscoveryFilter: Sendable, Equatable {
 /// The filters of every discovering client merged the way bluetoothd merges them before handing
 /// the kernel one filter: union of UUIDs, lowest RSSI, DuplicateData if anyone wants it; a client
 /// discovering without a filter makes the whole scan unfiltered. (5.66 semantics; see
-/// shared reference §2.1 — a pattern, once any client sets one, filters for everyone.)
+/// docs/bluez.md §3.1 — a pattern, once any client sets one, filters for everyone.)
 public struct MergedDiscoveryFilter: Sendable, Equatable {
     /// True when every discovering client set a filter.
     public var isFiltered: Bool

@@ -29,7 +29,7 @@ public enum BlueZError {
     /// `NotPermitted` with a custom text, e.g. "Write acquired".
     public static func notPermitted(_ message: String) -> DBusError { DBusError(name("NotPermitted"), message) }
 
-    /// The reply for an ATT error response from the peer (reference §4.4).
+    /// The reply for an ATT error response from the peer (docs/bluez.md §2.2).
     public static func att(_ code: UInt8) -> DBusError {
         switch code {
         case 0: failed("Operation failed")

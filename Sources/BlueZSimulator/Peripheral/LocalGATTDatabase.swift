@@ -243,7 +243,7 @@ public struct LocalApplicationTree: Sendable, Equatable {
 
 /// The ATT error bluetoothd's server answers when the application's method returns `error`
 /// (5.66 `gatt-database.c`): `Failed` with "0x80"…"0x9f" is that application error, other
-/// numbers 0x0E, other text 0x80; the named errors map as in the reference's §5.1 table.
+/// numbers 0x0E, other text 0x80; the named errors map as in docs/bluez.md §5.2.
 public func attError(fromApplication error: DBusError, write: Bool) -> UInt8 {
     let name = error.name.rawValue
     switch name {
