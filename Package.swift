@@ -1,9 +1,9 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-/// Layering (design.md §2): only `DBus` imports `CDBus`, only `MQTT` imports `CMosquitto`,
-/// only `Parsers` imports `CCrypto`, always as `internal import` so no C type can leak into a
-/// public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
+/// Layering (docs/architecture.md, "Layers"): only `DBus` imports `CDBus`, only `MQTT` imports
+/// `CMosquitto`, only `Parsers` imports `CCrypto`, always as `internal import` so no C type can
+/// leak into a public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
 let package = Package(
     name: "gattway",
     platforms: [.macOS(.v15)],

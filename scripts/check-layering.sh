@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the layering rules of design.md §2 on the source tree; run by `make test`.
+# Checks the layering rules of docs/architecture.md ("Layers") on the source tree; run by `make test`.
 #  - C modules are imported only by their wrapper: CDBus by DBus, CMosquitto by MQTT, CCrypto by Parsers.
 #  - Those imports are `internal import` (or narrower), so the compiler rejects any C type in a
 #    public signature of the wrapper.
@@ -35,7 +35,7 @@ done < <(grep -rnE '^[[:space:]]*(@_implementationOnly[[:space:]]+)?((public|pac
 
 if [ -d Sources/Gateway ]; then
   if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|CDBus|CMosquitto|CCrypto|EventLoop)\b' Sources/Gateway; then
-    echo "layering: Gateway must talk to BLE and MQTT through its ports only (design.md §2)" >&2
+    echo "layering: Gateway must talk to BLE and MQTT through its ports only (docs/architecture.md, section Layers)" >&2
     status=1
   fi
 fi

@@ -7,7 +7,8 @@ public struct CentralOptions: Sendable {
     /// Where to save known devices, wanted connections and subscriptions (JSON, written
     /// atomically on every change); nil keeps nothing across restarts of the process.
     public var stateFilePath: String?
-    /// Backoff for automatic reconnection (design.md §3: 1–5 s, doubling with jitter up to 60 s).
+    /// Backoff for automatic reconnection (1–5 s, doubling with jitter up to 60 s: the rule in
+    /// docs/architecture.md, "Links: errors and reconnects").
     public var reconnect: ReconnectPolicy<SystemRandomNumberGenerator>.Configuration
     /// First delay before retrying `StartDiscovery` after `InProgress`/`NotReady`, in seconds;
     /// it doubles up to ``discoveryRetryMaximum``.

@@ -1,5 +1,6 @@
 /// When to try connecting again after a connection attempt failed or a link dropped: the
-/// reconnect rule of design.md §3 as a pure state machine over ``ExponentialBackoff``.
+/// reconnect rule of docs/architecture.md ("Links: errors and reconnects") as a pure state
+/// machine over ``ExponentialBackoff``.
 ///
 /// - After `connectionTimeout` or `peripheralDisconnected` the first retry comes after a random
 ///   delay in ``Configuration/firstDelay`` (1–5 s), each further one after twice the previous

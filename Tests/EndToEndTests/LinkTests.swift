@@ -43,9 +43,10 @@ struct LinkTests {
             let drops = offline.filter { $0.arrival > online[0].arrival }
             try #require(drops.count >= 2, "\(all.map(\.text))")
             let firstGap = online[1].arrival - drops[0].arrival
-            // design.md §3: first retry after 1–5 s, then twice the previous delay ±20 %. A gap also
-            // holds the reconnection itself (Connect, resolution, subscribing, publishing), which
-            // takes seconds on a loaded machine: the upper bound only tells 1–5 s from far longer.
+            // The reconnect rule (docs/architecture.md, "Links: errors and reconnects"): first retry
+            // after 1–5 s, then twice the previous delay ±20 %. A gap also holds the reconnection
+            // itself (Connect, resolution, subscribing, publishing), which takes seconds on a
+            // loaded machine: the upper bound only tells 1–5 s from far longer.
             #expect(firstGap >= 0.9 && firstGap < 15, "first reconnect after \(firstGap) s")
             // The backoff itself, from the delays the gateway chose (the gaps above also hold the
             // reconnection's own work, seconds under load, which blurs any ratio of them): the

@@ -57,7 +57,8 @@ struct Option: Sendable {
     }
 }
 
-/// Process exit codes (design.md §7; the sysexits.h values for usage and config).
+/// Process exit codes, as README.md lists them under "Commands" (the sysexits.h values for
+/// usage and config).
 struct ExitCode: RawRepresentable, Hashable, Sendable, Error {
     var rawValue: Int32
     init(rawValue: Int32) { self.rawValue = rawValue }
