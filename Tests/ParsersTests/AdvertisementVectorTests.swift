@@ -14,8 +14,9 @@ struct AdvertisementVectorTests {
     /// Failures we accept, by line index (0-based) in advertisements.jsonl, with the reason.
     static let acceptedFailures: [Int: String] = [
         18: "Theengs 2.5.0 keeps 4 decimals for negative H5072/H5075 temperatures (-7.3481); the packed value "
-            + "carries one decimal and govee-ble gives -7.3, as we do (formats.md §3.7)",
-        544: "xiaomi-ble truncates LYWSD03MMC humidity to an integer (46); the object carries 46.7 (formats.md §3.2)",
+            + "carries one decimal and govee-ble gives -7.3, as we do (docs/parsers.md, Byte formats: Govee)",
+        544: "xiaomi-ble truncates LYWSD03MMC humidity to an integer (46); the object carries 46.7 "
+            + "(docs/parsers.md, Byte formats: MiBeacon)",
         579: "MiBeacon object 0x2000 (MMC-T201-1 body temperature) uses an undocumented formula; not decoded",
         763: "the corpus input holds only 14 of the 18 eTLM bytes: the salt and MIC the oracle reports are not in it",
     ]

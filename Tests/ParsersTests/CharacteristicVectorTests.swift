@@ -3,7 +3,8 @@ import Foundation
 import Parsers
 import Testing
 
-/// Every line of characteristics.jsonl must decode exactly as expected (formats.md §2).
+/// Every line of characteristics.jsonl must decode exactly as expected (docs/parsers.md, Byte formats:
+/// SIG characteristics).
 @Suite("SIG characteristic vectors")
 struct CharacteristicVectorTests {
     /// The vectors' field names that differ from ours.

@@ -4,7 +4,7 @@ import Testing
 
 @Suite("Parser building blocks")
 struct ParserBehaviourTests {
-    @Test("IEEE-11073 SFLOAT and FLOAT decode the worked examples of formats.md §1",
+    @Test("IEEE-11073 SFLOAT and FLOAT decode the worked examples of docs/parsers.md (Byte formats)",
           arguments: [(UInt16(0x0079), 121.0), (0xF0A0, 16.0), (0xE0C8, 2.0), (0x0B2E, -1234.0)])
     func sfloat(_ raw: UInt16, _ value: Double) {
         #expect(IEEE11073.sfloat(raw) == .number(value))
