@@ -8,6 +8,10 @@
 #    FoundationEssentials, FoundationInternationalization or FoundationNetworking: linked
 #    statically they cost megabytes of resident memory (issue #8); LocalSystem has the file,
 #    environment and clock calls instead. Tests and bench may use Foundation.
+#  - The repository stands alone: no tracked file cites the private notes kept beside a
+#    developer's checkout (the shared folder next to it, or its design, BlueZ D-Bus and byte
+#    format notes by file name). Facts from them belong in docs/ in our own words; comments
+#    point to files in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -50,5 +54,32 @@ while IFS= read -r line; do
   status=1
 done < <(grep -rnE --include='*.swift' "$foundation" Sources 2>/dev/null || true)
 
-[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; no Foundation under Sources/)"
+# Self-containment. The patterns are assembled from pieces so this file does not match itself.
+dot='\.'
+notes="shared"
+private=(
+  "${dot}${dot}/${notes}"           # the folder beside the checkout
+  "/work/${notes}"                  # the same folder by absolute path
+  "${notes}/reference"
+  "design${dot}md"
+  "bluez-dbus${dot}md"
+  "formats${dot}md"
+)
+pattern=$(IFS='|'; echo "${private[*]}")
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  citations=$(git grep -nIE "$pattern" -- . || true)
+else  # not a git checkout (e.g. an unpacked archive): every file but build output
+  citations=$(grep -rnIE --exclude-dir=.git --exclude-dir=.build "$pattern" . | sed 's|^\./||' || true)
+fi
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  file=${line%%:*}
+  rest=${line#*:}
+  number=${rest%%:*}
+  found=$(grep -oE "$pattern" <<<"${rest#*:}" | head -1 || true)
+  echo "standalone: $file:$number cites '$found', a private note outside the repository; state the fact in docs/ (bluez.md, parsers.md, architecture.md, config.md) and point there" >&2
+  status=1
+done <<<"$citations"
+
+[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; no Foundation under Sources/; nothing cites notes outside the repository)"
 exit $status
