@@ -1,4 +1,5 @@
 @testable import BlueZ
+import BlueZSimulator
 import Bluetooth
 import DBus
 import Testing
@@ -89,6 +90,20 @@ struct PeripheralLogicTests {
         // Outside 0x80…0x9F an "application" code is what bluetoothd would make of it: 0x0E.
         #expect(ATTError.application(0x42).code == 0x0E)
         #expect(ATTError(code: 0x05) == nil)
+    }
+
+    @Test("bluetoothd 5.66, as the simulator models it, answers each ATT error's D-Bus error with that code (docs/bluez.md §5.2)")
+    func attErrorsThroughBlueZ() {
+        // `Failed` with text that is not a number would be 0x80, not 0x0E.
+        let errors: [ATTError] = [
+            .readNotPermitted, .writeNotPermitted, .requestNotSupported, .invalidOffset, .insufficientAuthorization,
+            .invalidAttributeValueLength, .unlikelyError, .application(0x80), .application(0x9F), .application(0x42),
+        ]
+        for error in errors {
+            #expect(attError(fromApplication: error.bluezError, write: error == .writeNotPermitted) == error.code, "\(error)")
+        }
+        // ImproperlyConfigured is 0xFD only from BlueZ 5.76; 5.66 answers 0x0E.
+        #expect(attError(fromApplication: ATTError.outOfRange.bluezError, write: false) == 0x0E)
     }
 
     @Test("request offsets and lengths outside ATT's 512-byte values are refused", arguments: [

@@ -13,7 +13,7 @@ import DBus
 /// | ``invalidOffset`` | 0x07 | `org.bluez.Error.InvalidOffset` |
 /// | ``insufficientAuthorization`` | 0x08 | `org.bluez.Error.NotAuthorized` |
 /// | ``invalidAttributeValueLength`` | 0x0D | `org.bluez.Error.InvalidValueLength` |
-/// | ``unlikelyError`` | 0x0E | `org.bluez.Error.Failed` ("Unlikely error") |
+/// | ``unlikelyError`` | 0x0E | `org.bluez.Error.Failed` ("0x0e": a number outside 0x80…0x9F; other text would be 0x80) |
 /// | ``application(_:)`` 0x80…0x9F | that code | `org.bluez.Error.Failed` ("0x80"…"0x9f") |
 /// | ``outOfRange`` | 0xFD (bluetoothd before 5.76: 0x0E) | `org.bluez.Error.ImproperlyConfigured` |
 ///
@@ -65,7 +65,7 @@ public enum ATTError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidOffset: DBusError("org.bluez.Error.InvalidOffset", "Invalid offset")
         case .insufficientAuthorization: DBusError("org.bluez.Error.NotAuthorized", "Operation Not Authorized")
         case .invalidAttributeValueLength: DBusError("org.bluez.Error.InvalidValueLength", "Invalid value length")
-        case .unlikelyError: DBusError("org.bluez.Error.Failed", "Unlikely error")
+        case .unlikelyError: DBusError("org.bluez.Error.Failed", "0x0e")
         case .application:
             DBusError("org.bluez.Error.Failed", "0x" + String(code, radix: 16, uppercase: false).leftPadded(to: 2))
         case .outOfRange: DBusError("org.bluez.Error.ImproperlyConfigured", "Improperly configured")
