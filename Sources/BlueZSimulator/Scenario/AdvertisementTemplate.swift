@@ -2,8 +2,8 @@ import Bluetooth
 import JSON
 
 /// Sensor advertisement formats the simulator can produce, so the demo and the tests show real,
-/// decodable sensors. Byte layouts follow shared formats (bthome.io v2, the ATC1441 and pvvx custom
-/// firmware formats, Ruuvi data format 5).
+/// decodable sensors. Byte layouts follow the published formats (bthome.io v2, the ATC1441 and
+/// pvvx custom firmware formats, Ruuvi data format 5) as docs/parsers.md ("Byte formats") states them.
 public enum AdvertisementTemplate: String, Sendable, CaseIterable {
     /// BTHome v2, service data 0xFCD2, unencrypted.
     case bthomeV2 = "bthome_v2"
