@@ -128,7 +128,8 @@ extension DBusConnection {
         for subscription in subscriptions.values
         where subscription.rule.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
             if decoded == nil {
-                guard let message = try? DBusMessage(copying: message) else { return }
+                guard let message = try? DBusMessage(copying: message, sender: sender, path: path, interface: interface, member: member)
+                else { return }
                 decoded = message
             }
             guard let decoded else { return }

@@ -50,17 +50,27 @@ public struct DBusMessage: Sendable, CustomStringConvertible {
 
     /// Copies header fields out of a libdbus `DBusMessage*` and decodes its body.
     init(copying message: OpaquePointer) throws {
+        try self.init(
+            copying: message, sender: dbus_message_get_sender(message).map { String(cString: $0) },
+            path: dbus_message_get_path(message).map { String(cString: $0) },
+            interface: dbus_message_get_interface(message).map { String(cString: $0) },
+            member: dbus_message_get_member(message).map { String(cString: $0) })
+    }
+
+    /// As ``init(copying:)``, with the header fields a caller already read (a signal's, to match
+    /// rules): each is copied out of libdbus once per message, not twice.
+    init(copying message: OpaquePointer, sender: String?, path: String?, interface: String?, member: String?) throws {
         switch dbus_message_get_type(message) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
         case DBUS_MESSAGE_TYPE_METHOD_RETURN: kind = .methodReturn
         case DBUS_MESSAGE_TYPE_ERROR: kind = .error
         default: kind = .signal
         }
-        sender = dbus_message_get_sender(message).map { String(cString: $0) }
+        self.sender = sender
         destination = dbus_message_get_destination(message).map { String(cString: $0) }
-        path = dbus_message_get_path(message).map { DBusObjectPath(unchecked: String(cString: $0)) }
-        interface = dbus_message_get_interface(message).map { String(cString: $0) }
-        member = dbus_message_get_member(message).map { String(cString: $0) }
+        self.path = path.map { DBusObjectPath(unchecked: $0) }
+        self.interface = interface
+        self.member = member
         errorName = dbus_message_get_error_name(message).map { String(cString: $0) }
         serial = dbus_message_get_serial(message)
         arguments = try MessageDecoder.values(of: message)

@@ -34,6 +34,18 @@ extension MQTTClient {
         mosquitto_unsubscribe_v5_callback_set(handle.raw) { _, userdata, mid, _ in
             MQTTClient.client(userdata)?.assumeIsolated { $0.unsubscribed(mid: mid) }
         }
+        setLogging(handle, true)
+    }
+
+    /// libmosquitto's log callback, for the error detail (TLS) of a failed connection attempt:
+    /// on while connecting, off once connected. libmosquitto formats every log line — one per
+    /// packet sent — before it calls the callback, whatever the level, so leaving it on would
+    /// cost a `malloc` and a `vsnprintf` per publish.
+    static func setLogging(_ handle: Mosquitto, _ on: Bool) {
+        guard on else {
+            mosquitto_log_callback_set(handle.raw, nil)
+            return
+        }
         mosquitto_log_callback_set(handle.raw) { _, userdata, level, text in
             guard level & Int32(MOSQ_LOG_ERR) != 0, let text else { return }
             let copy = String(cString: text)

@@ -124,6 +124,10 @@ public actor MQTTClient {
     private var inflight = 0
     private var inflightLimit: Int
     private var flushAfterRead = false
+    /// Publishes sent in this loop turn; from the second on the socket is corked, so the turn's
+    /// publishes after the first leave together when it ends (``prepareForPoll()``).
+    private var sentThisTurn = 0
+    private var corked = false
 
     private var filters: [String: FilterEntry] = [:]
     private var subscribeMids: [Int32: String] = [:]
@@ -503,6 +507,7 @@ public actor MQTTClient {
         phase = .connecting
         refusal = nil
         lastLogError = nil
+        MQTTClient.setLogging(handle, true)
         setState(.connecting(attempt: attempt))
         do {
             try handle.connectAsync(
@@ -572,6 +577,11 @@ public actor MQTTClient {
     /// Before each poll: follow libmosquitto's socket and ask for writability when it has bytes queued.
     private func prepareForPoll() {
         syncWatch()
+        sentThisTurn = 0
+        if corked {
+            corked = false
+            handle?.cork(false)
+        }
         guard let handle, let current = watch else { return }
         var events: EventLoop.IOEvents = .readable
         if handle.wantsWrite { events.insert(.writable) }
@@ -670,6 +680,12 @@ public actor MQTTClient {
                 return
             }
         }
+        // The turn's publishes after its first leave in one segment at its end instead of one
+        // each: the loopback (or network) transmit is most of a small publish's cost, and a
+        // radio's reports often come several to a turn (docs/architecture.md). A lone publish
+        // goes out at once, as before.
+        sentThisTurn += 1
+        if !corked, sentThisTurn == 2, phase == .connected { corked = handle.cork(true) }
         publishing = true
         let (mid, rc) = handle.publish(message, properties: properties.head)
         publishing = false
@@ -748,6 +764,7 @@ public actor MQTTClient {
         phase = .connected
         firstConnect = false
         attempt = 0
+        if let handle { MQTTClient.setLogging(handle, false) }
         backoff.reset()
         inflightLimit = min(configuration.maxInflight, receiveMaximum ?? configuration.maxInflight)
         let sessionPresent = flags & 1 == 1

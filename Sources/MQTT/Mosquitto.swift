@@ -109,6 +109,17 @@ final class Mosquitto {
 
     /// `mosquitto_socket`: the connection's file descriptor, or -1.
     var socket: Int32 { mosquitto_socket(raw) }
+
+    /// `TCP_CORK` on the connection's socket (setsockopt): while set, what is written waits in
+    /// the kernel and goes out in full segments when it is cleared. False when there is no
+    /// socket or the option cannot be set.
+    @discardableResult
+    func cork(_ on: Bool) -> Bool {
+        let fd = socket
+        guard fd >= 0 else { return false }
+        var value: Int32 = on ? 1 : 0
+        return setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size)) == 0
+    }
     /// `mosquitto_want_write`: libmosquitto has bytes queued for the socket.
     var wantsWrite: Bool { mosquitto_want_write(raw) }
     /// `mosquitto_loop_read`: reads and handles available packets (callbacks run inside).
