@@ -46,9 +46,24 @@ extension JSONValue {
             return
         }
         if abs(value) < 9_007_199_254_740_992, let integer = Int64(exactly: value) {
-            bytes.append(contentsOf: String(integer).utf8)
+            writeInteger(integer, into: &bytes)
         } else {
             bytes.append(contentsOf: value.description.utf8)
+        }
+    }
+
+    /// Appends an integer in decimal, digit by digit (no `String` made on the way: state
+    /// payloads write several per message).
+    public static func writeInteger(_ value: Int64, into bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        // The magnitude as unsigned, so Int64.min does not overflow.
+        var rest = value.magnitude
+        var divisor: UInt64 = 1
+        while rest / divisor >= 10 { divisor *= 10 }
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest / divisor))
+            rest %= divisor
+            divisor /= 10
         }
     }
 

@@ -98,7 +98,8 @@ struct AttributeTableTests {
         #expect(second.attributes[1].name == first.attributes[0].name, "one index per name across devices")
 
         var bytes: [UInt8] = []
-        StatePayload.write(first.attributes, names: table.names, rssi: -60, lastSeen: nil, into: &bytes)
+        var timestamps = Timestamp.Cache()
+        StatePayload.write(first.attributes, keys: table.keys, rssi: -60, lastSeen: nil, into: &bytes, timestamps: &timestamps)
         #expect(
             String(decoding: bytes, as: UTF8.self) == #"{"temperature":22,"rssi_raw":4,"rssi":-60,"linkquality":"#
                 + String(LinkQuality.from(rssi: -60)) + "}")

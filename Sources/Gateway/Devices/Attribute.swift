@@ -82,6 +82,8 @@ struct AttributeTable: Sendable {
 
     /// The names, by index (``Attribute/name``).
     var names: [String] { nameTable.values }
+    /// The names as JSON keys with their colon (`"temperature":`), by index: for state payloads.
+    private(set) var keys: [[UInt8]] = []
     private var infos: [Info] { infoTable.values }
     private var formats: [String] { formatTable.values }
 
@@ -110,7 +112,9 @@ struct AttributeTable: Sendable {
 
     /// The index of `name`, stored if new; nil when the table is full.
     mutating func nameIndex(_ name: String) -> UInt16? {
-        nameTable.index(of: name)
+        let index = nameTable.index(of: name)
+        while keys.count < nameTable.values.count { keys.append(StatePayload.key(nameTable.values[keys.count])) }
+        return index
     }
 
     /// The index of the pair, stored if new; 0 when both are nil (or the table is full).

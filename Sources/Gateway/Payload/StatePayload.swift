@@ -2,35 +2,43 @@ import JSON
 import Parsers
 
 /// Builds the JSON state message of a device: every current attribute, then `rssi`,
-/// `linkquality` and `last_seen`, into a reused byte buffer (`names`: the
-/// ``AttributeTable``'s names, which the attributes refer to by index).
+/// `linkquality` and `last_seen`, into a reused byte buffer. The attributes refer to their names
+/// by index: `keys` are the ``AttributeTable``'s names as JSON keys (`"temperature":`), escaped
+/// once rather than per message.
 enum StatePayload {
-    static func write(_ attributes: [Attribute], names: [String], rssi: Int?, lastSeen: Int64?,
-                      into bytes: inout [UInt8]) {
+    static func write(_ attributes: [Attribute], keys: [[UInt8]], rssi: Int?, lastSeen: Int64?,
+                      into bytes: inout [UInt8], timestamps: inout Timestamp.Cache) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(UInt8(ascii: "{"))
         var first = true
         for attribute in attributes {
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
-            JSONValue.writeString(names[Int(attribute.name)], into: &bytes)
-            bytes.append(UInt8(ascii: ":"))
+            bytes.append(contentsOf: keys[Int(attribute.name)])
             writeValue(attribute.stored, into: &bytes)
         }
         if let rssi {
             if !first { bytes.append(UInt8(ascii: ",")) }
             first = false
             bytes.append(contentsOf: "\"rssi\":".utf8)
-            bytes.append(contentsOf: String(rssi).utf8)
+            JSONValue.writeInteger(Int64(rssi), into: &bytes)
             bytes.append(contentsOf: ",\"linkquality\":".utf8)
-            bytes.append(contentsOf: String(LinkQuality.from(rssi: rssi)).utf8)
+            JSONValue.writeInteger(Int64(LinkQuality.from(rssi: rssi)), into: &bytes)
         }
         if let lastSeen {
             if !first { bytes.append(UInt8(ascii: ",")) }
             bytes.append(contentsOf: "\"last_seen\":".utf8)
-            Timestamp.write(milliseconds: lastSeen, into: &bytes, quoted: true)
+            Timestamp.write(milliseconds: lastSeen, into: &bytes, quoted: true, cache: &timestamps)
         }
         bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// `name` as a JSON object key with its colon: `"name":`.
+    static func key(_ name: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        JSONValue.writeString(name, into: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        return bytes
     }
 
     /// A reading value as JSON (state payload) text.

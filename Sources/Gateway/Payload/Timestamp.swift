@@ -40,6 +40,31 @@ public enum Timestamp {
         if quoted { bytes.append(UInt8(ascii: "\"")) }
     }
 
+    /// As ``write(milliseconds:into:quoted:)``, reusing `cache`'s text of the same second: a
+    /// state message per advertisement mostly falls in a second already written.
+    static func write(milliseconds: Int64, into bytes: inout [UInt8], quoted: Bool, cache: inout Cache) {
+        let millis = Int(((milliseconds % 1000) + 1000) % 1000)
+        let second = (milliseconds - Int64(millis)) / 1000
+        if second != cache.second || cache.prefix.isEmpty {
+            cache.prefix.removeAll(keepingCapacity: true)
+            write(milliseconds: second * 1000, into: &cache.prefix)
+            cache.prefix.removeLast(4)  // "000Z": the milliseconds and the zone go per message
+            cache.second = second
+        }
+        if quoted { bytes.append(UInt8(ascii: "\"")) }
+        bytes.append(contentsOf: cache.prefix)
+        digits(millis, 3, &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+        if quoted { bytes.append(UInt8(ascii: "\"")) }
+    }
+
+    /// The text of the last second written (`2026-11-30T17:00:00.`), for
+    /// ``write(milliseconds:into:quoted:cache:)``.
+    struct Cache {
+        var second = Int64.min
+        var prefix: [UInt8] = []
+    }
+
     /// The timestamp as a string.
     public static func string(milliseconds: Int64) -> String {
         var bytes: [UInt8] = []

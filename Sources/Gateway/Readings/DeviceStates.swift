@@ -44,6 +44,8 @@ final class DeviceStates {
     /// the next line and in `parse_errors`.
     private var parseWarnings = TokenBucket(capacity: 20, interval: 3, now: 0)
     private var parseWarningsHeld = 0
+    /// The `last_seen` text of the second last written.
+    private var timestamps = Timestamp.Cache()
 
     init(context: CoreContext) {
         self.context = context
@@ -159,8 +161,8 @@ final class DeviceStates {
     func publish(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double) {
         let output = context.output
         let attributes = states[id.index].attributes
-        StatePayload.write(attributes, names: table.names, rssi: device.rssi, lastSeen: device.lastSeenWall,
-                           into: &output.scratch)
+        StatePayload.write(attributes, keys: table.keys, rssi: device.rssi, lastSeen: device.lastSeenWall,
+                           into: &output.scratch, timestamps: &timestamps)
         let mqtt = context.config.mqtt
         let retain = rule.retain ?? mqtt.retain
         let qos = rule.qos ?? mqtt.qos
@@ -227,8 +229,12 @@ extension DeviceStates.State {
     /// same set every time, so the array never grows again.
     mutating func merge(_ readings: [Reading], table: inout AttributeTable) -> Bool {
         var added = false
+        var names = table.names
         for (position, reading) in readings.enumerated() {
-            if let index = attributes.firstIndex(where: { table.name($0.name) == reading.name }) {
+            // A device's readings come in the same order every time: look at the same position first.
+            let index = position < attributes.count && names[Int(attributes[position].name)] == reading.name
+                ? position : attributes.firstIndex(where: { names[Int($0.name)] == reading.name })
+            if let index {
                 attributes[index].value = reading.value
                 // A reading without a unit or class keeps the one known.
                 let old = table.info(attributes[index].info)
@@ -248,6 +254,7 @@ extension DeviceStates.State {
             added = true
             attributes.append(Attribute(name: name, value: reading.value,
                                         info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
+            names = table.names  // the new name is in the table now
         }
         return added
     }
