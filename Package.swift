@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
         .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth"], path: "Tests/GatewayFakes"),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "TestSupport"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

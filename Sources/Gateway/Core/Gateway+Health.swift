@@ -65,6 +65,10 @@ extension Gateway {
                 ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
                 ("spilled", number(queue.spilled)), ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
             ])),
+            ("store_and_forward", .object([
+                ("durable", .bool(queue.durable)), ("memory_only", number(queue.memoryOnly)),
+                ("free_bytes", queue.freeBytes.map(number) ?? .null),
+            ])),
             ("devices", number(devices.count)),
             ("connections", number(devices.count { $0.link == .connected })),
             ("connects", number(counters.connects)),

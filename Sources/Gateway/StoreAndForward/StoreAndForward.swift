@@ -1,3 +1,4 @@
+import JSON
 import Synchronization
 
 /// The stage between the gateway and the ``MQTTPort`` that keeps messages while the broker is
@@ -30,6 +31,12 @@ import Synchronization
 /// With a queue file, the queue holds only where each message is in the file; each batch is
 /// read back from it (``DiskQueue/oldest(_:)``), so a burst or an outage costs disk, not memory.
 ///
+/// A queue file that cannot be written (disk full, read-only, I/O error; ``DiskQueue/fileFailure``)
+/// is an episode: its first failure is logged once, with what it means (the queue is kept in
+/// memory only, within its bounds), and every ``retryInterval`` seconds the stage tries the file
+/// again (``DiskQueue/retryFile()``: every queued message rewritten to a fresh file) until it
+/// takes the queue, which is logged once too. ``Statistics/durable`` says which it is.
+///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`.
 public final class StoreAndForward: Sendable {
@@ -57,9 +64,19 @@ public final class StoreAndForward: Sendable {
         public var rejected = 0
         /// Torn/corrupt bytes discarded when the queue file was opened.
         public var discardedBytes = 0
-        /// Failed writes to the queue file.
+        /// Failed attempts to change the queue file (``DiskQueue/writeErrors``).
         public var writeErrors = 0
+        /// Every queued message is in the queue file and the file took the last change: false
+        /// without a state directory and while the file cannot be written.
+        public var durable = false
+        /// Messages kept only in memory (lost if the process stops).
+        public var memoryOnly = 0
+        /// Bytes free on the state directory's file system (nil without one).
+        public var freeBytes: Int?
     }
+
+    /// Seconds between two attempts to write a queue file that could not be written.
+    public static let retryInterval = 5.0
 
     private struct State {
         var queue: DiskQueue
@@ -67,6 +84,8 @@ public final class StoreAndForward: Sendable {
         var replaying = false
         var statistics = Statistics()
         var attempts = 0
+        /// When the queue file's current failure episode began (``clock`` time); nil: none.
+        var failingSince: Double?
     }
 
     private let state: Mutex<State>
@@ -82,16 +101,18 @@ public final class StoreAndForward: Sendable {
         queuePath = queue.path
         var initial = State(queue: queue)
         initial.statistics.discardedBytes = queue.discardedBytes
+        let failure = Self.newFailure(&initial, now: clock.now())
         state = Mutex(initial)
         self.mqtt = mqtt
         self.clock = clock
         self.settings = settings
         self.log = logger
+        if let failure { failed(failure) }
     }
 
     /// The counters, with the queue's current depth.
     public var statistics: Statistics {
-        state.withLock { state in
+        var statistics = state.withLock { state in
             var statistics = state.statistics
             statistics.depth = state.queue.count
             statistics.bytes = state.queue.bytes
@@ -99,14 +120,63 @@ public final class StoreAndForward: Sendable {
             statistics.droppedExpired = state.queue.drops.expired
             statistics.droppedUnreadable = state.queue.drops.unreadable
             statistics.writeErrors = state.queue.writeErrors
+            statistics.durable = state.queue.isDurable
+            statistics.memoryOnly = state.queue.memoryOnlyCount
             return statistics
         }
+        statistics.freeBytes = queuePath.flatMap(DiskQueue.freeBytes(besides:))
+        return statistics
+    }
+
+    // MARK: The queue file's failure episodes
+
+    /// The queue file's failure that began an episode just now (the queue noted it during the
+    /// last operation), marking the episode begun; nil when there is none or it was known.
+    private static func newFailure(_ state: inout State, now: Double) -> DiskQueue.FileFailure? {
+        guard state.failingSince == nil, let failure = state.queue.fileFailure else { return nil }
+        state.failingSince = now
+        return failure
+    }
+
+    /// Logs the start of an episode and tries the file again every ``retryInterval`` until it
+    /// takes the queue (one such task per episode; it ends with the episode or the stage).
+    private func failed(_ failure: DiskQueue.FileFailure) {
+        log(.error, "store-and-forward: \(failure): queue kept in memory only (lost if gattway stops), bounded by "
+            + "max_messages \(settings.maxMessages) and max_bytes \(settings.maxBytes); trying the file again every "
+            + "\(Int(saturating: Self.retryInterval)) s")
+        let clock = self.clock
+        Task { [weak self] in
+            while true {
+                do { try await clock.sleep(until: clock.now() + Self.retryInterval) } catch { return }
+                guard let self else { return }
+                if self.retryFile() { return }
+            }
+        }
+    }
+
+    /// One attempt to end the failure episode; true when it is over (logged) or none is on.
+    @discardableResult
+    func retryFile() -> Bool {
+        let now = clock.now()
+        let recovered: (moved: Int, seconds: Double)? = state.withLock { state in
+            guard let since = state.failingSince else { return nil }
+            let moved = state.queue.memoryOnlyCount
+            guard state.queue.retryFile() else { return (-1, 0) }
+            state.failingSince = nil
+            return (moved, now - since)
+        }
+        guard let recovered else { return true }
+        guard recovered.moved >= 0 else { return false }
+        log(.notice, "store-and-forward: writing the queue file \(queuePath ?? "") again after "
+            + "\(Int(saturating: recovered.seconds.rounded())) s: \(recovered.moved) messages moved from memory into it")
+        return true
     }
 
     /// Hands `message` to the port (live) or queues it.
     func publish(_ message: MQTTOutboundMessage, kind: OutboundKind) {
         let now = clock.wallMilliseconds()
         var startReplay = false
+        var failure: DiskQueue.FileFailure?
         let live: Bool = state.withLock { state in
             if state.connected && !state.replaying {
                 // Flow control: the client holds half its bound → readings wait here, in order.
@@ -132,8 +202,10 @@ public final class StoreAndForward: Sendable {
             }
             state.queue.append(message, capturedAt: message.capturedAt ?? now, now: now)
             state.statistics.queued += 1
+            failure = Self.newFailure(&state, now: clock.now())
             return false
         }
+        if let failure { failed(failure) }
         if live {
             // Only replayed messages say when they were captured.
             var outgoing = message
@@ -172,7 +244,9 @@ public final class StoreAndForward: Sendable {
         while true {
             let now = clock.wallMilliseconds()
             let batchSize = replayBatch
+            var failure: DiskQueue.FileFailure?
             let (batch, unreadable): ([QueuedMessage]?, Int) = state.withLock { state in
+                defer { failure = Self.newFailure(&state, now: clock.now()) }
                 state.queue.dropExpired(now: now)
                 let unreadableBefore = state.queue.drops.unreadable
                 let batch = state.connected ? state.queue.oldest(batchSize) : []
@@ -184,6 +258,7 @@ public final class StoreAndForward: Sendable {
                 state.queue.pinned = batch.count
                 return (batch, unreadable)
             }
+            if let failure { failed(failure) }
             if unreadable > 0 {
                 log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
             }
@@ -194,7 +269,9 @@ public final class StoreAndForward: Sendable {
                 return message
             })
             let failed = batch.indices.first { !results[$0] }
+            var fileFailure: DiskQueue.FileFailure?
             let (stillConnected, gaveUp): (Bool, Bool) = state.withLock { state in
+                defer { fileFailure = Self.newFailure(&state, now: clock.now()) }
                 for queued in batch[..<(failed ?? batch.count)] where state.queue.remove(queued.sequence) {
                     state.statistics.replayed += 1
                 }
@@ -209,6 +286,7 @@ public final class StoreAndForward: Sendable {
                 if let first = state.queue.firstSequence, state.queue.remove(first) { state.statistics.rejected += 1 }
                 return (true, true)
             }
+            if let fileFailure { self.failed(fileFailure) }
             if let failed, gaveUp {
                 log(.warning, "store-and-forward: \(batch[failed].message.topic) refused 3 times, dropped")
             } else if failed != nil, stillConnected {
