@@ -3,9 +3,12 @@ import Foundation
 
 /// ``SoakScenario/advertisers`` ATC1441 thermometers at a time; every ``period`` seconds the
 /// oldest leaves (the simulator removes it: InterfacesRemoved) and a new address appears, so
-/// the gateway keeps meeting devices and forgetting them (each lives 200 s at one a second).
+/// the gateway keeps meeting devices and forgetting them: each address lives 50 s, and the
+/// gateway's registry (`bluetooth.max_devices`, 1,000) is full after about 200 s — before the
+/// soak's 5-minute warm-up ends, so the RSS after it is that of the steady state, in which every
+/// new device makes room by forgetting the longest-silent one.
 final class AdvertiserRotation: Sendable {
-    let period = 1.0
+    let period = 0.25
     private struct State {
         var live: [Int] = []
         var head = 0

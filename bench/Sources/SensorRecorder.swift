@@ -25,6 +25,8 @@ final class SensorRecorder: Sendable {
         var rssBytes: Double?
         var durable: Bool?
         var queueDepth: Double
+        /// Devices in the registry.
+        var devices: Double
     }
 
     private struct State {
@@ -79,7 +81,8 @@ final class SensorRecorder: Sendable {
                 let entry = Health(
                     arrival: Soak.monotonic(), published: object["published"] as? Double ?? 0,
                     cpuSeconds: process?["cpu_seconds"] as? Double, rssBytes: process?["rss_bytes"] as? Double,
-                    durable: storeAndForward?["durable"] as? Bool, queueDepth: queue?["depth"] as? Double ?? 0)
+                    durable: storeAndForward?["durable"] as? Bool, queueDepth: queue?["depth"] as? Double ?? 0,
+                    devices: object["devices"] as? Double ?? 0)
                 state.value.withLock { $0.healths.append(entry) }
             }
         })

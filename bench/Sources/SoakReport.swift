@@ -17,6 +17,8 @@ struct SoakReport: Encodable {
         var lasted: Double
         /// Until every connected sensor's first value sent after the fault arrived (nil: never).
         var recovery: Double?
+        /// Whether both sensors were sending when it began (false: still down from an earlier fault).
+        var sensorsUp: Bool
     }
 
     var date: String
@@ -75,10 +77,12 @@ struct SoakReport: Encodable {
             let peak = after.map(\.sample.rss).max() ?? 0
             let judged = inputs.minutes >= 15
             if judged { passed = passed && growth < 1 }
+            let registry = { (time: Double) in inputs.healths.first { $0.arrival >= time }.map { "\(Int($0.devices))" } ?? "?" }
             rows.append(BenchRow(
                 name: "soak: RSS growth after the warm-up", value: growth, unit: "MB", target: judged ? "< 1" : "not judged",
                 detail: (judged ? "" : "judged from 15 min on; ") + "\(baseline.sample.rss.megabytes.formatted(2)) MB at \(Int((baseline.time - inputs.start) / 60)) min → \(last.sample.rss.megabytes.formatted(2)) MB at the end; "
-                    + "max \(peak.megabytes.formatted(2)) MB; least-squares slope \(Self.slope(after).formatted(2)) MB/h over \(after.count) samples"))
+                    + "max \(peak.megabytes.formatted(2)) MB; least-squares slope \(Self.slope(after).formatted(2)) MB/h over \(after.count) samples; "
+                    + "devices in the registry \(registry(baseline.time)) → \(inputs.healths.last.map { "\(Int($0.devices))" } ?? "?")"))
         }
         if let first = inputs.samples.first {
             rows.append(BenchRow(
@@ -107,6 +111,7 @@ struct SoakReport: Encodable {
         // Faults and recovery.
         var recoveredCount = 0
         var byKind: [SoakFault: [Double]] = [:]
+        var downAtStart: [SoakFault: Int] = [:]
         for record in inputs.faults {
             let times = accounts.map { $0.1.recovery(after: record.ended, emissions: $0.2) }
             let recovery: Double? = times.contains { $0 == nil } ? nil : times.compactMap { $0 }.max()
@@ -114,8 +119,13 @@ struct SoakReport: Encodable {
                 recoveredCount += 1
                 byKind[record.fault, default: []].append(recovery)
             }
+            // Sending when the fault began: a value within the last 2.5 intervals.
+            let up = accounts.allSatisfy { sensor, _, emissions in
+                emissions.contains { $0.time <= record.started && $0.time > record.started - 2.5 * sensor.interval }
+            }
+            if !up { downAtStart[record.fault, default: 0] += 1 }
             faults.append(Fault(fault: record.fault.rawValue, at: (record.started - inputs.start).rounded(), lasted: record.ended - record.started,
-                                recovery: recovery))
+                                recovery: recovery, sensorsUp: up))
         }
         passed = passed && recoveredCount == inputs.faults.count
         rows.append(BenchRow(
@@ -128,9 +138,12 @@ struct SoakReport: Encodable {
                 rows.append(BenchRow(name: "soak: recovery after \(kind.rawValue), p50", value: 0, unit: "s", detail: "none of \(count) recovered"))
                 continue
             }
+            let down = downAtStart[kind] ?? 0
             rows.append(BenchRow(
                 name: "soak: recovery after \(kind.rawValue), p50", value: times[times.count / 2], unit: "s",
-                detail: "max \(times.last?.formatted(2) ?? "?") s over \(times.count) of \(count); from the end of the fault to the arrival of the first value each connected sensor sent after it"))
+                detail: "max \(times.last?.formatted(2) ?? "?") s over \(times.count) of \(count)"
+                    + (down > 0 ? " (\(down) began with a sensor still down from an earlier fault)" : "")
+                    + "; from the end of the fault to the arrival of the first value each connected sensor sent after it"))
         }
 
         // CPU per message, from gattway's own health (CPU seconds and messages published).
