@@ -99,13 +99,6 @@ public final class ScratchFileSystem: @unchecked Sendable {
         }
     }
 
-    /// Bytes free (statvfs, available to unprivileged users).
-    public var freeBytes: Int {
-        var info = statvfs()
-        guard statvfs(path, &info) == 0 else { return -1 }
-        return Int(info.f_bavail) * Int(info.f_frsize)
-    }
-
     /// ext4 only: an error as the file system would record on a failed I/O
     /// (`/sys/fs/ext4/<device>/trigger_fs_error`); with `errors=remount-ro` the file system is
     /// read-only from now on, also for files already open for writing (EROFS).

@@ -157,19 +157,26 @@ public final class StoreAndForward: Sendable {
     /// One attempt to end the failure episode; true when it is over (logged) or none is on.
     @discardableResult
     func retryFile() -> Bool {
-        let now = clock.now()
-        let recovered: (moved: Int, seconds: Double)? = state.withLock { state in
-            guard let since = state.failingSince else { return nil }
-            let moved = state.queue.memoryOnlyCount
-            guard state.queue.retryFile() else { return (-1, 0) }
-            state.failingSince = nil
-            return (moved, now - since)
+        enum Outcome {
+            case noEpisode, stillFailing
+            case recovered(moved: Int, seconds: Double)
         }
-        guard let recovered else { return true }
-        guard recovered.moved >= 0 else { return false }
-        log(.notice, "store-and-forward: writing the queue file \(queuePath ?? "") again after "
-            + "\(Int(saturating: recovered.seconds.rounded())) s: \(recovered.moved) messages moved from memory into it")
-        return true
+        let now = clock.now()
+        let outcome: Outcome = state.withLock { state in
+            guard let since = state.failingSince else { return .noEpisode }
+            let moved = state.queue.memoryOnlyCount
+            guard state.queue.retryFile() else { return .stillFailing }
+            state.failingSince = nil
+            return .recovered(moved: moved, seconds: now - since)
+        }
+        switch outcome {
+        case .noEpisode: return true
+        case .stillFailing: return false
+        case .recovered(let moved, let seconds):
+            log(.notice, "store-and-forward: writing the queue file \(queuePath ?? "") again after "
+                + "\(Int(saturating: seconds.rounded())) s: \(moved) messages moved from memory into it")
+            return true
+        }
     }
 
     /// Hands `message` to the port (live) or queues it.
