@@ -91,6 +91,11 @@ struct SensorAccount: Sendable {
         return problems
     }
 
+    /// Seconds from sending to arrival of the delivered values, sorted.
+    func latencies(_ emissions: [CounterSensor.Emission]) -> [Double] {
+        zip(arrivals, emissions).compactMap { arrival, emission in arrival.map { $0 - emission.time } }.sorted()
+    }
+
     /// Seconds from `time` until the first value sent at or after it arrived (nil: none did).
     func recovery(after time: Double, emissions: [CounterSensor.Emission]) -> Double? {
         guard let first = emissions.firstIndex(where: { $0.time >= time }) else { return nil }

@@ -98,9 +98,13 @@ struct SoakReport: Encodable {
             let account = SensorAccount(emissions: emissions, readings: readings)
             accounts.append((sensor, account, emissions))
             lostTotal += account.lost + account.unexpected
+            let latencies = account.latencies(emissions)
+            let percentile = { (p: Double) in latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
             details.append(
                 "\(sensor.name) \(account.delivered)/\(account.emitted) (lost \(account.lost), unexpected \(account.unexpected), "
-                    + "QoS 1 redeliveries \(account.redeliveries), republished \(account.repeats))"
+                    + "QoS 1 redeliveries \(account.redeliveries), republished \(account.repeats); sending "
+                    + "\(Int(Double(account.emitted) * sensor.interval / elapsed * 100)) % of the time; sent → received p50 "
+                    + "\(percentile(0.5).formatted(2)) s, p99 \(percentile(0.99).formatted(2)) s, max \(latencies.last?.formatted(2) ?? "?") s)"
                     + (account.examples.isEmpty ? "" : ": " + account.examples.joined(separator: "; ")))
         }
         passed = passed && lostTotal == 0
