@@ -93,7 +93,7 @@ enum FileDiagnosis {
                     "run as the service's user (sudo -u gattway …), or: sudo chown gattway: \(directory)")
             }
             guard measured else { return .ok("state", "\(directory) is writable") }
-            let free = Int(clamping: UInt64(space.f_bavail).multipliedReportingOverflow(by: UInt64(space.f_frsize)).partialValue)
+            let free = DiskQueue.freeBytes(besides: directory + "/" + Gateway.queueFileName) ?? 0
             let needed = freeSpaceNeeded(storeAndForward)
             if free < needed {
                 let reason = storeAndForward.enabled
