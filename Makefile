@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-conformance test-bluez check-layering check-conversions lint fuzz bench demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-conformance test-bluez check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -121,6 +121,19 @@ bench: deps
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION)
 	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(SUITES)
+
+# The soak (never part of `make test`; RELIABILITY.md): MINUTES (30) of gattway run, built as for
+# `make bench`, on the simulator — the demo's connected devices, 200 rotating ATC1441 advertisers at
+# 500 adv/s — with a fault every 20 s in turn (peer disconnect, bluetoothd restart without
+# InterfacesRemoved, broker SIGKILL + restart, adapter power cycle). Prints alive, RSS every 10 s
+# and its growth after a 5-minute warm-up, the connected sensors' readings lost (QoS 1), recovery
+# per fault kind and CPU per message; writes bench/soak-results.json (SOAK_RESULTS=FILE);
+# exits 1 when a target is missed. Loopback and private daemons only; it ends by itself.
+MINUTES ?= 30
+soak: deps
+	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
+	$$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench soak $(MINUTES)
 
 # The whole gateway on the simulator (no Bluetooth hardware, no root): a private dbus-daemon, the
 # demo scenario, mosquitto on a free loopback port and gattway run; prints decoded readings and a

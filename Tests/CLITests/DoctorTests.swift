@@ -279,4 +279,43 @@ struct DoctorTests {
             #expect(Self.line(result.output, "fail", "state")?.contains("is not a directory") == true, "\(result.output)")
         }
     }
+
+    @Test("a state directory with less free space than twice store_and_forward.max_bytes warns (exit 0), naming both; with max_bytes lowered it is ok",
+          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    func stateDirectoryLowOnSpace() async throws {
+        let broker = try await MosquittoBroker()
+        let fs = try ScratchFileSystem(tmpfsBytes: 4 << 20)
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let low = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", fs.path])
+            #expect(low.status == 0, "warnings do not fail: \(low.output)")
+            let warning = Self.line(low.output, "warn", "state")
+            #expect(warning?.contains("\(fs.path) has 4.0 MiB free, less than 32.0 MiB (twice store_and_forward.max_bytes") == true, "\(low.output)")
+            #expect(warning?.contains("lower store_and_forward.max_bytes") == true, "\(low.output)")
+            let lowered = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0"}, "store_and_forward": {"max_bytes": 1048576}, "devices": []}"#
+            let enough = try await world.doctor(config: lowered, ["--state-dir", fs.path])
+            #expect(enough.status == 0, "\(enough.output)")
+            #expect(Self.line(enough.output, "ok", "state")?.contains("\(fs.path) is writable, 4.0 MiB free") == true, "\(enough.output)")
+        }
+    }
+
+    @Test("a state directory on a read-only file system fails naming its mount point (exit 1); a full one fails too",
+          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    func stateDirectoryReadOnlyOrFull() async throws {
+        let broker = try await MosquittoBroker()
+        let readOnly = try ScratchFileSystem(tmpfsBytes: 4 << 20, readOnly: true)
+        let full = try ScratchFileSystem(tmpfsBytes: 64 << 10)
+        try full.fill()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let result = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", readOnly.path])
+            #expect(result.status == 1, "\(result.output)")
+            let line = Self.line(result.output, "fail", "state")
+            #expect(line?.contains("\(readOnly.path) (--state-dir) is on a read-only file system") == true, "\(result.output)")
+            #expect(line?.contains("mount -o remount,rw \(readOnly.path)") == true, "\(result.output)")
+            let inside = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", readOnly.path + "/gattway"])
+            #expect(Self.line(inside.output, "fail", "state")?.contains("its parent is on a read-only file system") == true, "\(inside.output)")
+            let filled = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", full.path])
+            #expect(filled.status == 1, "\(filled.output)")
+            #expect(Self.line(filled.output, "fail", "state")?.contains("\(full.path) (--state-dir) is full") == true, "\(filled.output)")
+        }
+    }
 }

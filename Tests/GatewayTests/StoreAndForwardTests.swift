@@ -313,14 +313,17 @@ struct StoreAndForwardTests {
         #expect(reopened.oldest().map(\.sequence) == (16_000...20_000).map { UInt64($0) })
     }
 
-    @Test("disk full: messages whose write fails are counted as write errors and still replayed in order from memory")
+    @Test("disk full: the first failed write begins an episode (ENOSPC, not durable, one write error); the messages are kept in memory and replayed in order")
     func diskFull() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         // Every write to /dev/full fails with ENOSPC.
         try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: "/dev/full")
         let queue = try DiskQueue(path: path, limits: Self.limits)
+        #expect(queue.isDurable)
         for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0 + Int64(index), now: Self.t0) }
-        #expect(queue.writeErrors == 5)
+        #expect(queue.writeErrors == 1, "only the first write is tried during the episode")
+        #expect(queue.fileFailure?.code == ENOSPC && queue.fileFailure?.operation == "write")
+        #expect(!queue.isDurable && queue.memoryOnlyCount == 5)
         #expect(Self.replay(queue, batch: 2).map(\.message) == (0..<5).map { Self.message($0) })
         #expect(queue.isEmpty)
     }

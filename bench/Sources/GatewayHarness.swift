@@ -217,11 +217,14 @@ final class SimulatedWorld {
     let loop: EventLoop
     let simulator: BlueZSimulator
 
-    init(scenario: String) async throws {
+    convenience init(scenario: String) async throws {
+        try await self.init(scenario: try Scenario.parse(Data(scenario.utf8)))
+    }
+
+    init(scenario: Scenario) async throws {
         daemon = try await DBusDaemon()
         loop = EventLoop(name: "bench-simulator")
-        simulator = try await BlueZSimulator.start(
-            scenario: try Scenario.parse(Data(scenario.utf8)), bus: .address(daemon.address), on: loop)
+        simulator = try await BlueZSimulator.start(scenario: scenario, bus: .address(daemon.address), on: loop)
     }
 
     func stop() async {

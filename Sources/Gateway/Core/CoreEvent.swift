@@ -26,4 +26,6 @@ enum CoreEvent: Sendable {
     case replayed([Bool])
     /// A second after a replay batch failed.
     case replayRetry
+    /// Time to try the store-and-forward queue file again after it could not be written.
+    case queueFileRetry
 }

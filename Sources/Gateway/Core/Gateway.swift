@@ -125,7 +125,8 @@ public actor Gateway {
 
     /// Opens the store-and-forward queue (replaying what a previous run left), publishes the
     /// bridge topics and discovery, subscribes to commands, starts scanning and the timer.
-    /// Throws ``StoreAndForwardError`` when the queue file cannot be opened,
+    /// Throws ``StoreAndForwardError`` when the queue file cannot be opened at all (a setup
+    /// mistake: a full or read-only state directory is an episode of the queue instead),
     /// ``GatewayStartError`` when the peripheral port refuses the configured services, and
     /// ``BLEPortError`` when scanning cannot start.
     public func start() async throws {
@@ -142,6 +143,7 @@ public actor Gateway {
             outbox.deliver = context.deliver
             outbox.loop = loop
             context.output.outbox = outbox
+            outbox.checkFile()  // a state directory full or read-only at start
         }
         started = true
         health.start(now: clock.now())
@@ -347,6 +349,7 @@ public actor Gateway {
         case .timer: timerFired()
         case .replayed(let results): context.output.outbox?.replayed(results)
         case .replayRetry: context.output.outbox?.retryDue()
+        case .queueFileRetry: context.output.outbox?.retryFile()
         case .completed: break
         }
     }

@@ -106,6 +106,10 @@ final class HealthReporter {
                 ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
                 ("spilled", number(queue.spilled)), ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
             ])),
+            ("store_and_forward", .object([
+                ("durable", .bool(queue.durable)), ("memory_only", number(queue.memoryOnly)),
+                ("free_bytes", queue.freeBytes.map(number) ?? .null),
+            ])),
             ("devices", number(figures.devices)),
             ("connections", number(figures.connections)),
             ("connects", number(counters.connects)),

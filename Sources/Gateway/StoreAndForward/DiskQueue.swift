@@ -20,9 +20,18 @@ import LocalSystem
 ///
 /// Memory: with a file, the queue keeps only where each message's record is (offset, length)
 /// with its sequence, capture time and size (32 bytes a message); ``oldest(_:)`` reads the
-/// messages back from the file (checking each record's CRC again). A message whose write failed
-/// (disk full, I/O error) is kept whole in memory until it is delivered or the file is compacted.
-/// Without a file every message is kept whole in memory.
+/// messages back from the file (checking each record's CRC again). Without a file every message
+/// is kept whole in memory.
+///
+/// A file that cannot be written (disk full, read-only file system, I/O error): the first failed
+/// write, truncation or compaction starts a failure episode (``fileFailure``, the operation and
+/// `errno`). During it the file is left alone: new messages are kept whole in memory (the bounds
+/// still apply), removals are not written, and what is in the file is still read from it.
+/// ``retryFile()`` ends the episode by rewriting every queued message — those in the file and
+/// those in memory, in order — to a fresh file, as a compaction does (the caller decides when;
+/// ``StoreAndForward`` tries every ``StoreAndForward/retryInterval``). A file that cannot be
+/// opened for writing at start (read-only, full, I/O error) starts an episode too: what a
+/// previous run left in it is read through a read-only descriptor and replayed as usual.
 ///
 /// Bounds: ``Limits`` — when a message would exceed `maxMessages` or `maxBytes` the oldest
 /// messages are dropped (``Drops/full``); messages older than `maxAge` by capture time are
@@ -64,8 +73,22 @@ public final class DiskQueue {
     public private(set) var drops = Drops()
     /// Bytes of a torn or corrupt tail discarded when the file was opened.
     public private(set) var discardedBytes = 0
-    /// Writes that failed (disk full, I/O error); the message stays queued in memory.
+    /// Failed attempts to change the file: the write that began a failure episode, and each
+    /// failed ``retryFile()`` (messages queued during an episode are not tried one by one).
     public private(set) var writeErrors = 0
+    /// Why the file is not being written, since the failure that began the episode; nil while
+    /// it is (or without a file).
+    public private(set) var fileFailure: FileFailure?
+
+    /// A failed change of the queue file: which operation, on which path, and `errno`.
+    public struct FileFailure: Sendable, Equatable, CustomStringConvertible {
+        /// "open", "write", "truncate", "create", "fsync", "rename".
+        public var operation: String
+        public var path: String
+        public var code: Int32
+
+        public var description: String { "cannot \(operation) \(path) (\(String(cString: strerror(code))))" }
+    }
     /// Bytes of the queued messages (``QueuedMessage/size``).
     public private(set) var bytes = 0
 
@@ -113,12 +136,25 @@ public final class DiskQueue {
         }
         unlink(path + ".tmp")
         fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreAndForwardError("cannot open the store-and-forward queue \(path): \(Self.errnoText())") }
+        if fd < 0 {
+            let code = errno
+            // A medium that may recover by itself (space freed, remounted read-write) does not
+            // stop the gateway: the queue starts in memory; a setup mistake (permissions, a
+            // missing directory, a directory in the file's place) does.
+            guard Self.storageErrors.contains(code) else {
+                throw StoreAndForwardError("cannot open the store-and-forward queue \(path): \(String(cString: strerror(code)))")
+            }
+            fileFailure = FileFailure(operation: "open", path: path + " for writing", code: code)
+            writeErrors += 1
+            fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+        }
         let size = Int(lseek(fd, 0, SEEK_END))
         let valid = recover(size: max(0, size))
         if valid < size {
             discardedBytes = size - valid
-            if ftruncate(fd, off_t(valid)) != 0 {
+            // Read-only: the damaged tail stays until the file is rewritten, which leaves it out.
+            if fileFailure == nil, ftruncate(fd, off_t(valid)) != 0 {
                 throw StoreAndForwardError("cannot truncate the damaged tail of \(path): \(Self.errnoText())")
             }
         }
@@ -126,6 +162,10 @@ public final class DiskQueue {
         trimToLimits()
         if count == 0, fileSize > 0 { truncateFile() }
     }
+
+    /// `errno` values of a file system that cannot take the file now but may later: full (space
+    /// or quota), read-only, an I/O error.
+    static let storageErrors: Set<Int32> = [ENOSPC, EDQUOT, EROFS, EIO]
 
     deinit { close() }
 
@@ -146,6 +186,36 @@ public final class DiskQueue {
     public var count: Int { entries.count }
 
     public var isEmpty: Bool { count == 0 }
+
+    /// Every queued message is in the file, and the file took the last change: true unless
+    /// there is no file or a failure episode is on (``fileFailure``).
+    public var isDurable: Bool { path != nil && fileFailure == nil }
+
+    /// Messages kept only in memory: without a file all of them, with one those queued during a
+    /// failure episode (or whose write began it).
+    public var memoryOnlyCount: Int { held.count }
+
+    /// Bytes free for an unprivileged user on the file system of `path`'s directory
+    /// (`statvfs`: available blocks × fragment size); nil when it cannot be asked.
+    public static func freeBytes(besides path: String) -> Int? {
+        let directory = parentDirectory(of: path)
+        var info = statvfs()
+        guard statvfs(directory.isEmpty ? "." : directory, &info) == 0 else { return nil }
+        let (bytes, overflow) = UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize))
+        return overflow ? Int.max : Int(clamping: bytes)
+    }
+
+    /// Ends a failure episode if the file can be written again: writes every queued message, in
+    /// order, to a fresh file (a temporary file, fsynced, renamed over the old one) and appends
+    /// to that from now on. True when the queue is durable again (also when no episode was on
+    /// and there is a file); false while the file still cannot be written (counted in
+    /// ``writeErrors``) and without a file.
+    @discardableResult
+    public func retryFile() -> Bool {
+        guard path != nil else { return false }
+        guard fileFailure != nil else { return true }
+        return rewrite()
+    }
 
     /// The sequence of the oldest message.
     public var firstSequence: UInt64? { entries.first?.sequence }
@@ -183,7 +253,7 @@ public final class DiskQueue {
         let size = queued.size
         let offset = fileSize
         var stored = false
-        if fd >= 0 {
+        if fd >= 0, fileFailure == nil {
             record.removeAll(keepingCapacity: true)
             Self.encode(queued, into: &record)
             stored = write(record)
@@ -292,42 +362,57 @@ public final class DiskQueue {
     /// Records that everything before the current head is gone, truncating or compacting the
     /// file when that pays.
     private func writeRemovalMark() {
-        guard fd >= 0 else { return }
+        guard fd >= 0, fileFailure == nil else { return }
         guard let first = entries.first else {
             truncateFile()
             return
         }
         record.removeAll(keepingCapacity: true)
-        Self.appendRecord(&record) { body in
-            body.append(2)
-            Self.append(first.sequence, &body)
-        }
+        Self.encodeRemovalMark(below: first.sequence, into: &record)
         write(record)
-        if fileSize > 1 << 20, fileSize > 4 * (bytes + count * 40) { compact() }
+        if fileSize > 1 << 20, fileSize > 4 * (bytes + count * 40) { rewrite() }
     }
 
     private func truncateFile() {
-        guard fd >= 0 else { return }
-        if ftruncate(fd, 0) == 0 { fileSize = 0 } else { writeErrors += 1 }
+        guard fd >= 0, fileFailure == nil else { return }
+        if ftruncate(fd, 0) == 0 { fileSize = 0 } else { fail("truncate", path ?? "", errno) }
+    }
+
+    /// Counts a failed change of the file; the first one begins a failure episode.
+    private func fail(_ operation: String, _ path: String, _ code: Int32) {
+        writeErrors += 1
+        if fileFailure == nil { fileFailure = FileFailure(operation: operation, path: path, code: code) }
     }
 
     /// Rewrites the live messages to `<path>.tmp` (copying their records from the file a chunk at
     /// a time, writing those held in memory), fsyncs it and renames it over the file: a crash
-    /// leaves either the old or the new file, both complete.
-    private func compact() {
-        guard let path, fd >= 0 else { return }
+    /// leaves either the old or the new file, both complete. The new file starts with a removal
+    /// mark below the oldest message (or the next sequence), so even an empty queue writes
+    /// something: on a full disk this fails instead of ending a failure episode in vain.
+    /// Compacts a mostly dead file, and ends a failure episode (``retryFile()``); true when the
+    /// file was rewritten.
+    @discardableResult
+    private func rewrite() -> Bool {
+        guard let path else { return false }
         let temporary = path + ".tmp"
         let out = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard out >= 0 else {
-            writeErrors += 1
-            return
+            fail("create", temporary, errno)
+            return false
         }
         var written = 0
         var copied = true
+        var failure: (operation: String, code: Int32)?
         var buffer: [UInt8] = []
         var pending: [UInt8] = []
+        Self.encodeRemovalMark(below: entries.first?.sequence ?? nextSequence, into: &pending)
         var heldIndex = 0
         var index = 0
+        if entries.count == 0 {
+            copied = Self.writeAll(out, pending)
+            if !copied { failure = ("write", errno) }
+            written = pending.count
+        }
         while copied, index < entries.count {
             let entry = entries[index]
             if entry.offset < 0 {
@@ -339,7 +424,8 @@ public final class DiskQueue {
             } else {
                 // Live records in the file, up to a chunk, copied as they are.
                 let (end, spanEnd) = run(from: index, below: entries.count)
-                copied = Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd - entry.offset
+                copied = fd >= 0 && Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd - entry.offset
+                if !copied { failure = ("read", errno) }
                 for position in index..<end where copied {
                     let start = entries[position].offset - entry.offset
                     pending.append(contentsOf: buffer[start..<(start + Int(entries[position].length))])
@@ -348,48 +434,59 @@ public final class DiskQueue {
             }
             if copied, pending.count >= Self.readChunk || index == entries.count {
                 copied = Self.writeAll(out, pending)
+                if !copied { failure = ("write", errno) }
                 written += pending.count
                 pending.removeAll(keepingCapacity: true)
             }
         }
-        let synced = copied && fsync(out) == 0
+        if copied, fsync(out) != 0 { failure = ("fsync", errno) }
         _ = Glibc.close(out)
-        guard synced, rename(temporary, path) == 0 else {
+        if failure == nil, rename(temporary, path) != 0 { failure = ("rename", errno) }
+        if let failure {
             unlink(temporary)
-            writeErrors += 1
-            return
+            if failure.operation == "read" {
+                // A record cut or damaged under the running queue is not the medium refusing
+                // writes: the replay drops it when its turn comes (``Drops/unreadable``).
+                writeErrors += 1
+            } else {
+                fail(failure.operation, temporary, failure.code)
+            }
+            return false
         }
         let reopened = open(path, O_RDWR | O_APPEND | O_CLOEXEC)
         guard reopened >= 0 else {
-            // The renamed file is complete, but this run can no longer read or append to it.
-            writeErrors += 1
-            return
+            // The renamed file is complete, but this run cannot append to it: the old descriptor
+            // still reads the records at their old offsets; the next retry rewrites them.
+            fail("open", path + " for writing", errno)
+            return false
         }
-        _ = Glibc.close(fd)
+        if fd >= 0 { _ = Glibc.close(fd) }
         fd = reopened
         fileSize = written
-        var offset = 0
+        var offset = Self.removalMarkLength
         for position in 0..<entries.count {
             entries[position].offset = offset
             offset += Int(entries[position].length)
         }
         held.removeAll()
+        fileFailure = nil
         let directory = Self.parentDirectory(of: path)
         let directoryFD = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryFD >= 0 {
             _ = fsync(directoryFD)
             _ = Glibc.close(directoryFD)
         }
+        return true
     }
 
     @discardableResult
     private func write(_ bytes: [UInt8]) -> Bool {
-        guard fd >= 0 else { return false }
+        guard fd >= 0, fileFailure == nil else { return false }
         if Self.writeAll(fd, bytes) {
             fileSize += bytes.count
             return true
         }
-        writeErrors += 1
+        fail("write", path ?? "", errno)
         // Never leave a torn record in the middle: later records would be unreachable.
         _ = ftruncate(fd, off_t(fileSize))
         return false
@@ -504,6 +601,17 @@ public final class DiskQueue {
             appendBytes(queued.message.payload, &body)
         }
     }
+
+    /// A removal mark: every message below `sequence` is gone.
+    static func encodeRemovalMark(below sequence: UInt64, into buffer: inout [UInt8]) {
+        appendRecord(&buffer) { body in
+            body.append(2)
+            append(sequence, &body)
+        }
+    }
+
+    /// Bytes of a removal mark record (header and body).
+    static let removalMarkLength = 8 + 9
 
     /// Where the fields of a message record's body are (the body starts with its type byte).
     struct Layout {

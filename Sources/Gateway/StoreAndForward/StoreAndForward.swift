@@ -32,6 +32,13 @@ import EventLoop
 /// With a queue file, the queue holds only where each message is in the file; each batch is
 /// read back from it (``DiskQueue/oldest(_:)``), so a burst or an outage costs disk, not memory.
 ///
+/// A queue file that cannot be written (disk full, read-only, I/O error; ``DiskQueue/fileFailure``)
+/// is an episode: its first failure is logged once, with what it means (the queue is kept in
+/// memory only, within its bounds), and every ``retryInterval`` seconds (a clock timer whose
+/// firing comes back to the core as ``CoreEvent/queueFileRetry``) the stage tries the file again
+/// (``DiskQueue/retryFile()``: every queued message rewritten to a fresh file) until it takes the
+/// queue, which is logged once too. ``Statistics/durable`` says which it is.
+///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`. Loop-confined.
 public final class StoreAndForward {
@@ -59,9 +66,21 @@ public final class StoreAndForward {
         public var rejected = 0
         /// Torn/corrupt bytes discarded when the queue file was opened.
         public var discardedBytes = 0
-        /// Failed writes to the queue file.
+        /// Failed attempts to change the queue file (``DiskQueue/writeErrors``).
         public var writeErrors = 0
+        /// Every queued message is in the queue file and the file took the last change: false
+        /// without a state directory and while the file cannot be written.
+        public var durable = false
+        /// Messages kept only in memory (lost if the process stops).
+        public var memoryOnly = 0
+        /// Bytes free on the state directory's file system (nil without one).
+        public var freeBytes: Int?
+
+        public init() {}
     }
+
+    /// Seconds between two attempts to write a queue file that could not be written.
+    public static let retryInterval = 5.0
 
     private var queue: DiskQueue
     private var connected = true
@@ -71,6 +90,9 @@ public final class StoreAndForward {
     private var retryTimer: ClockTimer?
     private var counts = Statistics()
     private var attempts = 0
+    /// When the queue file's current failure episode began (``clock`` time); nil: none.
+    private var failingSince: Double?
+    private var fileRetryTimer: ClockTimer?
     private let mqtt: any MQTTPort
     private let clock: any GatewayClock
     private let settings: StoreAndForwardSettings
@@ -102,7 +124,42 @@ public final class StoreAndForward {
         statistics.droppedExpired = queue.drops.expired
         statistics.droppedUnreadable = queue.drops.unreadable
         statistics.writeErrors = queue.writeErrors
+        statistics.durable = queue.isDurable
+        statistics.memoryOnly = queue.memoryOnlyCount
+        statistics.freeBytes = queuePath.flatMap(DiskQueue.freeBytes(besides:))
         return statistics
+    }
+
+    // MARK: The queue file's failure episodes
+
+    /// After every operation on the queue: a failure of its file that begins an episode is
+    /// logged, and the file is tried again every ``retryInterval``. Also at the start, for a
+    /// file that could not be opened for writing.
+    func checkFile() {
+        guard failingSince == nil, let failure = queue.fileFailure else { return }
+        failingSince = clock.now()
+        log(.error, "store-and-forward: \(failure): queue kept in memory only (lost if gattway stops), bounded by "
+            + "max_messages \(settings.maxMessages) and max_bytes \(settings.maxBytes); trying the file again every "
+            + "\(Int(saturating: Self.retryInterval)) s")
+        scheduleFileRetry()
+    }
+
+    private func scheduleFileRetry() {
+        guard let loop else { return }
+        let deliver = self.deliver
+        fileRetryTimer = clock.schedule(at: clock.now() + Self.retryInterval, on: loop) { deliver(.queueFileRetry) }
+    }
+
+    /// One attempt to end the failure episode (the retry timer fired): the next in
+    /// ``retryInterval`` when the file still fails, else the recovery is logged.
+    func retryFile() {
+        fileRetryTimer = nil
+        guard let since = failingSince else { return }
+        let moved = queue.memoryOnlyCount
+        guard queue.retryFile() else { return scheduleFileRetry() }
+        failingSince = nil
+        log(.notice, "store-and-forward: writing the queue file \(queuePath ?? "") again after "
+            + "\(Int(saturating: (clock.now() - since).rounded())) s: \(moved) messages moved from memory into it")
     }
 
     /// Hands `message` to the port (live) or queues it.
@@ -139,6 +196,7 @@ public final class StoreAndForward {
         let now = clock.wallMilliseconds()
         queue.append(message, capturedAt: message.capturedAt ?? now, now: now)
         counts.queued += 1
+        checkFile()
     }
 
     /// Only replayed messages say when they were captured.
@@ -171,6 +229,7 @@ public final class StoreAndForward {
         let unreadableBefore = queue.drops.unreadable
         let batch = connected ? queue.oldest(replayBatch) : []
         let unreadable = queue.drops.unreadable - unreadableBefore
+        checkFile()
         if unreadable > 0 {
             log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
         }
@@ -199,6 +258,7 @@ public final class StoreAndForward {
             counts.replayed += 1
         }
         queue.pinned = 0
+        checkFile()
         guard let failed else {
             attempts = 0
             return replayNext()
@@ -229,9 +289,11 @@ public final class StoreAndForward {
         replayNext()
     }
 
-    /// Ends the stage's timer (the gateway stops).
+    /// Ends the stage's timers (the gateway stops).
     func stop() {
         retryTimer?.cancel()
         retryTimer = nil
+        fileRetryTimer?.cancel()
+        fileRetryTimer = nil
     }
 }

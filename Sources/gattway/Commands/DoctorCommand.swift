@@ -6,7 +6,7 @@ import LocalSystem
 /// `gattway doctor`: checks everything `gattway run` needs and says what to do about each problem.
 ///
 /// Checks, in order: the configuration (present, readable, valid; secrets not world-readable),
-/// the state directory, the D-Bus system bus, bluetoothd (`org.bluez`) on it, access to it
+/// the state directory (writable, not read-only, free space), the D-Bus system bus, bluetoothd (`org.bluez`) on it, access to it
 /// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), with the
 /// peripheral role its adapter's GATT and advertising managers, and the broker (one connection with the configured credentials). Each check is bounded by `--timeout`.
 /// Exit codes: see ``DoctorReport``.
@@ -53,7 +53,8 @@ struct DoctorCommand: Command {
         report.add(configChecks)
         let directory = stateDirectory ?? config?.stateDirectory
         if config != nil || stateDirectory != nil {
-            report.add(FileDiagnosis.stateDirectory(directory, fromOption: stateDirectory != nil))
+            report.add(FileDiagnosis.stateDirectory(
+                directory, fromOption: stateDirectory != nil, storeAndForward: config?.storeAndForward ?? StoreAndForwardSettings()))
         }
 
         let loop = EventLoop(name: "gattway-doctor")
