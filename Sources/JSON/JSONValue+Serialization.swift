@@ -47,9 +47,44 @@ extension JSONValue {
         }
         if abs(value) < 9_007_199_254_740_992, let integer = Int64(exactly: value) {
             writeInteger(integer, into: &bytes)
+        } else if writeShortDecimal(value, into: &bytes) {
+            return
         } else {
             bytes.append(contentsOf: value.description.utf8)
         }
+    }
+
+    /// Appends `value` with at most three decimals when that is how it reads back exactly
+    /// (`21.3`, `2.95`, `-0.125`): the text `value.description` would give — the shortest that
+    /// reads back as `value` — without making a `String`. False (nothing written) otherwise.
+    ///
+    /// Why it is the same text: below 10^12 a double's spacing is under 0.001, so at most one
+    /// decimal with `digits` places reads back as `value`, and `scaled / scale` (both exact, the
+    /// division correctly rounded) equals `value` exactly when that decimal does; trying one, two,
+    /// three places in turn finds the shortest.
+    static func writeShortDecimal(_ value: Double, into bytes: inout [UInt8]) -> Bool {
+        let magnitude = abs(value)
+        guard magnitude >= 0.001, magnitude < 1e12 else { return false }
+        var scale = 10.0
+        for digits in 1...3 {
+            let scaled = (magnitude * scale).rounded()
+            if scaled / scale == magnitude, let units = UInt64(exactly: scaled) {
+                if value < 0 { bytes.append(UInt8(ascii: "-")) }
+                var divisor: UInt64 = 1
+                for _ in 0..<digits { divisor *= 10 }
+                writeDigits(units / divisor, into: &bytes)
+                bytes.append(UInt8(ascii: "."))
+                var fraction = units % divisor
+                for _ in 0..<digits {
+                    divisor /= 10
+                    bytes.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: fraction / divisor))
+                    fraction %= divisor
+                }
+                return true
+            }
+            scale *= 10
+        }
+        return false
     }
 
     /// Appends an integer in decimal, digit by digit (no `String` made on the way: state
@@ -57,7 +92,11 @@ extension JSONValue {
     public static func writeInteger(_ value: Int64, into bytes: inout [UInt8]) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         // The magnitude as unsigned, so Int64.min does not overflow.
-        var rest = value.magnitude
+        writeDigits(value.magnitude, into: &bytes)
+    }
+
+    private static func writeDigits(_ value: UInt64, into bytes: inout [UInt8]) {
+        var rest = value
         var divisor: UInt64 = 1
         while rest / divisor >= 10 { divisor *= 10 }
         while divisor > 0 {

@@ -137,10 +137,13 @@ final class Mosquitto {
         guard let length = Int32(exactly: message.payload.count) else {
             return (0, Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue))
         }
-        let rc = message.payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(
-                raw, &mid, message.topic, length, bytes.baseAddress, Int32(message.qos.rawValue),
-                message.retain, properties)
+        // withCString hands over a native string's own storage; passing the String as the
+        // argument would copy it into a new C array per publish.
+        let rc = message.topic.withCString { topic in
+            message.payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    raw, &mid, topic, length, bytes.baseAddress, Int32(message.qos.rawValue), message.retain, properties)
+            }
         }
         return (mid, rc)
     }

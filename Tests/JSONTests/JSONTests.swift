@@ -21,6 +21,41 @@ struct JSONTests {
         #expect(JSONValue.number(value).serialized == text)
     }
 
+    @Test("a number is written as Swift's shortest round-trip text: the decimal and integer fast paths agree with description on a million values")
+    func numbersAgreeWithDescription() {
+        // Seeded values in the shapes readings take (decimals of 1–4 places, scaled raw
+        // integers) and arbitrary doubles across magnitudes.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        var mismatches: [String] = []
+        for index in 0..<1_000_000 {
+            let raw = Double(Int64(bitPattern: next()) % 10_000_000)
+            let value: Double
+            switch index % 5 {
+            case 0: value = raw / 10
+            case 1: value = raw / 100
+            case 2: value = raw / 1000
+            case 3: value = raw / 10_000
+            default: value = Double(bitPattern: next())
+            }
+            guard value.isFinite else { continue }
+            var bytes: [UInt8] = []
+            JSONValue.writeNumber(value, into: &bytes)
+            let expected = abs(value) < 9_007_199_254_740_992 && Int64(exactly: value) != nil
+                ? String(Int64(exactly: value)!) : value.description
+            if String(decoding: bytes, as: UTF8.self) != expected, mismatches.count < 5 {
+                mismatches.append("\(value.bitPattern): \(String(decoding: bytes, as: UTF8.self)) vs \(expected)")
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches)")
+    }
+
     @Test("control characters are escaped, other Unicode passes through")
     func escaping() throws {
         let value = JSONValue.string("°C\u{01}")
