@@ -193,6 +193,12 @@ public final class InMemoryBLE: BLEPort {
         return PortRegistration { [self] in _ = state.withLock { $0.events.removeValue(forKey: id) } }
     }
 
+    /// The adapter is powered on again (or bluetoothd is back).
+    public func adapterReady() {
+        let events = state.withLock { Array($0.events.values) }
+        for deliver in events { deliver(.adapterReady) }
+    }
+
     /// A link the gateway did not make comes up (another client connected the device).
     public func linkUp(_ address: BluetoothAddress, advertisement: AdvertisementData = AdvertisementData()) {
         let events = state.withLock { state in

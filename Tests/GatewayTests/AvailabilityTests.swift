@@ -85,6 +85,44 @@ struct AvailabilityTests {
         #expect(harness.ble.connectAttempts.count == 1)
     }
 
+    @Test("the adapter back (powered on again, bluetoothd restarted): a device waiting for its retry connects at once")
+    func adapterReady() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true}]}"#,
+                                  retryDelay: 60)
+        harness.ble.add(Self.remote, .init(characteristics: []))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        harness.ble.dropLink(Self.remote)
+        await harness.advance(1)
+        #expect(harness.ble.connectAttempts.count == 1)  // the retry is 60 s away
+        harness.ble.adapterReady()
+        await harness.settle()
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 2)
+        #expect(harness.ble.isConnected(Self.remote))
+        #expect(harness.mqtt.payloads(on: "gattway/remote/availability").last == Self.online)
+        // Connected now: the old retry time passes without another connect, and the next
+        // adapterReady leaves the link alone.
+        await harness.advance(60)
+        harness.ble.adapterReady()
+        await harness.settle()
+        #expect(harness.ble.connectAttempts.count == 2)
+    }
+
+    @Test("the adapter back does not retry a device given up on")
+    func adapterReadyGivenUp() async throws {
+        let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)
+        harness.ble.add(Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        harness.ble.adapterReady()
+        await harness.settle()
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 1)
+    }
+
     @Test("bridge/state is online (retained) at start; the last will and stop() say offline")
     func bridgeState() async throws {
         let harness = try Harness("{}")

@@ -207,6 +207,19 @@ final class ConnectionManager {
         links[address] = link
     }
 
+    /// The adapter is usable again (powered on again, or bluetoothd back after a restart): the
+    /// devices waiting for a retry lost their links or failed to connect through no fault of
+    /// their own, so each forgets its backoff and is tried now (the scheduler still bounds how
+    /// many connect at once). Devices given up on stay so. Returns how many were waiting.
+    func adapterReady() -> Int {
+        let due = links.filter { $0.value.retryAt != nil && $0.value.phase == .idle && !$0.value.gaveUp }
+        for (address, link) in due {
+            links[address]?.reconnect?.reset()
+            request(address, ruleIndex: link.ruleIndex, urgent: false)
+        }
+        return due.count
+    }
+
     /// A command waiting for an on-demand link expired: a device still only queued for a slot
     /// leaves the queue.
     func abandonQueued(_ address: BluetoothAddress, rule: DeviceRule) {

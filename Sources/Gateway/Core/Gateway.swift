@@ -585,6 +585,9 @@ public actor Gateway {
             linkEnded(id, reason: wasEnding ? nil : (reason ?? BLEPortError(.peripheralDisconnected, "link lost")), now: clock.now())
             bridge.event("device_disconnected", device)
             bridge.devicesChanged()
+        case .adapterReady:
+            let retrying = connections.adapterReady()
+            if retrying > 0 { log(.info, "adapter ready: reconnecting \(retrying) device(s) now") }
         }
     }
 

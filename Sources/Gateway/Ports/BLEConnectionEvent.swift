@@ -9,4 +9,7 @@ public enum BLEConnectionEvent: Sendable, Hashable {
     /// stack remembers of the device (name, service UUIDs) for matching device rules; a
     /// connected peripheral usually stops advertising, so a scan may never report it.
     case connected(BLEDiscovery)
+    /// The adapter is usable again: powered on after it was off, or bluetoothd is back after
+    /// a restart. Links that ended meanwhile ended through no fault of their devices.
+    case adapterReady
 }

@@ -101,7 +101,8 @@ struct CentralBLEPort: BLEPort {
     }
 
     /// Link changes come to `deliver` as the central notices them, on the loop thread. A link
-    /// that came up carries what BlueZ remembers of the device, for matching device rules.
+    /// that came up carries what BlueZ remembers of the device, for matching device rules. The
+    /// adapter's return to `poweredOn` comes as ``BLEConnectionEvent/adapterReady``.
     func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
         let central = self.central
         let token = await central.connectionEvents { event in
@@ -115,7 +116,20 @@ struct CentralBLEPort: BLEPort {
                 break  // the connect call that failed reports it
             }
         }
-        return PortRegistration { central.onLoop { $0.stopConnectionEvents(token) } }
+        // The adapter usable again after it was not (powered off, bluetoothd restarting): told
+        // once per return. State changes are rare, so a stream and a task do.
+        let states = Task {
+            var usable: Bool?
+            for await state in await central.stateUpdates() {
+                let now = state == .poweredOn
+                if now, usable == false { deliver(.adapterReady) }
+                usable = now
+            }
+        }
+        return PortRegistration {
+            states.cancel()
+            central.onLoop { $0.stopConnectionEvents(token) }
+        }
     }
 
     /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
