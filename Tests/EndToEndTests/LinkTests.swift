@@ -72,4 +72,39 @@ struct LinkTests {
             #expect(retained.first?.retain == true)
         }
     }
+
+    @Test("the adapter powered off and on again: a connected device is back at once, not after the backoff its failed retries grew")
+    func adapterPowerCycle() async throws {
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+              "bluetooth": {"adapter": "hci0", "connect_timeout": "5s", "gatt_timeout": "3s"},
+              "devices": [
+                {"match": {"address": "A4:C1:38:00:00:01"}, "name": "battery_sensor", "connect": true,
+                 "subscribe": [{"service": "180F", "characteristic": "2A19"}]}
+              ]
+            }
+            """
+        try await EndToEnd.run(config: config) { e2e in
+            let messages = e2e.messages
+            let topic = "gattway/battery_sensor/availability"
+            try await messages.next(on: topic, timeout: 30) { $0.text == #"{"state":"online"}"# }
+            await e2e.simulator.setPowered(adapter: "hci0", false)
+            try await messages.next(on: topic, after: messages.count, timeout: 10) { $0.text == #"{"state":"offline"}"# }
+            // Powered off long enough for retries to fail and the delay to grow (1–5 s, then
+            // twice that, …): at least two attempts failed before power comes back.
+            let retriesWhileOff = { e2e.gateway.log().components(separatedBy: "battery_sensor: reconnecting in ").count - 1 }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while retriesWhileOff() < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+            try #require(retriesWhileOff() >= 3, "the backoff did not grow while the adapter was off")
+            let poweredOn = MessageRecorder.now()
+            let mark = messages.count
+            await e2e.simulator.setPowered(adapter: "hci0", true)
+            let online = try await messages.next(on: topic, after: mark, timeout: 15) { $0.text == #"{"state":"online"}"# }
+            // The third delay alone would be 4–20 s; connecting itself takes well under a second.
+            #expect((online.arrival - poweredOn) < 3.5, "back after \((online.arrival - poweredOn)) s")
+            #expect(e2e.gateway.log().contains("adapter ready: reconnecting 1 device(s) now"))
+            try await messages.next(on: "gattway/battery_sensor", after: mark, timeout: 10) { $0.number("battery") != nil }
+        }
+    }
 }
