@@ -301,24 +301,30 @@ public actor Gateway {
         }
         dispatching = true
         handle(event)
+        handleDeferred()
+        dispatching = false
+        settled()
+    }
+
+    /// Runs `body` as one event (for inputs that are not ``CoreEvent``s: start, the public
+    /// `handle` methods), then what arrived meanwhile.
+    private func dispatch(_ body: (isolated Gateway) -> Void) {
+        guard !dispatching else { return body(self) }
+        dispatching = true
+        body(self)
+        handleDeferred()
+        dispatching = false
+        settled()
+    }
+
+    /// Handles the events that arrived while one was being handled, in order (and those they bring).
+    private func handleDeferred() {
         var next = 0
         while next < deferred.count {
             handle(deferred[next])
             next += 1
         }
         if next > 0 { deferred.removeAll(keepingCapacity: deferred.capacity <= 64) }
-        dispatching = false
-        settled()
-    }
-
-    /// Runs `body` as one event (for inputs that are not ``CoreEvent``s: start, the public
-    /// `handle` methods).
-    private func dispatch(_ body: (isolated Gateway) -> Void) {
-        guard !dispatching else { return body(self) }
-        dispatching = true
-        body(self)
-        dispatching = false
-        settled()
     }
 
     /// After an event: the timer covers what became due; idle waiters go on when idle.
