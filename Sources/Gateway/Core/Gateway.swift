@@ -216,6 +216,9 @@ public actor Gateway {
     ///    last will already; the message is handed to the client without waiting). When
     ///    `timeout` passes first, what is still waited for is cancelled: a link whose Disconnect
     ///    did not finish is left to BlueZ (the next start adopts it if it is still up).
+    /// 3. The store-and-forward stage writes what lives only in memory to its queue file: the
+    ///    stored messages the broker has not acknowledged, ahead of the queue
+    ///    (``StoreAndForward/stop()``).
     ///
     /// Call it after the task running ``run()`` has ended, and before disconnecting MQTT. The
     /// ports must honour task cancellation (``BLEPort``) for the bound to hold.
@@ -229,7 +232,8 @@ public actor Gateway {
         timer?.cancel()
         timer = nil
         timerDeadline = .infinity
-        context.output.outbox?.stop()
+        let outbox = context.output.outbox
+        outbox?.stopTimers()
         context.jobs.close()
         let links = connections.stop()
         let ble = self.ble
@@ -252,6 +256,7 @@ public actor Gateway {
                 ? Self.withDeadline(offlineDeadline, clock: clock) { await Self.publishAndWait(offline, on: mqtt) } : nil
             return await (linksEnded, offlineResult)
         }
+        outbox?.stop()
         let offlineText: String
         switch (waitForOffline, delivered) {
         case (false, _): offlineText = "bridge/state offline handed to the MQTT client without waiting (not connected)"
@@ -407,6 +412,11 @@ public actor Gateway {
             context.jobs.finished()
             return completed(completion)
         }
+        if case .liveCompleted(let sequence) = event {
+            // Also while stopping: the broker acknowledged it while bridge/state offline was awaited.
+            context.output.outbox?.liveCompleted(sequence)
+            return
+        }
         guard started else { return }
         switch event {
         case .advertisement(let discovery): advertisement(discovery)
@@ -420,7 +430,7 @@ public actor Gateway {
         case .replayed(let results): context.output.outbox?.replayed(results)
         case .replayRetry: context.output.outbox?.retryDue()
         case .queueFileRetry: context.output.outbox?.retryFile()
-        case .completed: break
+        case .completed, .liveCompleted: break
         }
     }
 
