@@ -191,6 +191,28 @@ struct StopTests {
         #expect(Self.temperatures(next.mqtt) == [Self.temperature(3), Self.temperature(4)])
     }
 
+    @Test("the queue file is written as soon as the offline wait is over, while a Disconnect bluetoothd does not answer is still awaited")
+    func writtenWhileLinksEnd() async throws {
+        let directory = StoreAndForwardTests.temporaryDirectory()
+        let linked = address("A4:C1:38:00:00:02")
+        let harness = try Harness("""
+            {"store_and_forward": {"max_messages": 1000},
+             "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}, {"match": {"services": ["FCD2"]}}]}
+            """, stateDirectory: directory)
+        harness.ble.add(linked, InMemoryBLE.Peripheral(characteristics: [], hangDisconnect: true))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: linked, advertisement: AdvertisementData(rssi: -50)))
+        await harness.gateway.waitUntilIdle()
+        harness.mqtt.holdAcknowledgements(true)
+        for step in 1...2 { await harness.gateway.handle(Self.reading(step)) }
+        await harness.gateway.handle(mqttConnected: false)
+        let stop = await harness.beginStop()
+        #expect(!stop.returned, "the Disconnect is awaited")
+        #expect(try QueueFileFailureTests.inFile(directory + "/outbox.log") == [20.01, 20.02])
+        await Self.advance(harness, Gateway.stopTimeout)
+        #expect(stop.returned)
+    }
+
     @Test("QoS 0 readings and republished topics are not kept for the stop; without a state directory nothing is, and the queued messages lost at the stop are logged")
     func notKept() async throws {
         let qos0 = try Harness(#"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,

@@ -216,9 +216,9 @@ public actor Gateway {
     ///    last will already; the message is handed to the client without waiting). When
     ///    `timeout` passes first, what is still waited for is cancelled: a link whose Disconnect
     ///    did not finish is left to BlueZ (the next start adopts it if it is still up).
-    /// 3. The store-and-forward stage writes what lives only in memory to its queue file: the
-    ///    stored messages the broker has not acknowledged, ahead of the queue
-    ///    (``StoreAndForward/stop()``).
+    /// 3. Once the offline wait is over (while the links may still be ending), the
+    ///    store-and-forward stage writes what lives only in memory to its queue file: the stored
+    ///    messages the broker has not acknowledged, ahead of the queue (``StoreAndForward/stop()``).
     ///
     /// Call it after the task running ``run()`` has ended, and before disconnecting MQTT. The
     /// ports must honour task cancellation (``BLEPort``) for the bound to hold.
@@ -252,11 +252,13 @@ public actor Gateway {
                 }
                 return true
             }
-            async let offlineResult = waitForOffline
-                ? Self.withDeadline(offlineDeadline, clock: clock) { await Self.publishAndWait(offline, on: mqtt) } : nil
-            return await (linksEnded, offlineResult)
+            let delivered = waitForOffline
+                ? await Self.withDeadline(offlineDeadline, clock: clock) { await Self.publishAndWait(offline, on: mqtt) } : nil
+            // After the offline wait (what the broker acknowledged meanwhile is not written),
+            // while the links may still be ending.
+            outbox?.stop()
+            return (await linksEnded, delivered)
         }
-        outbox?.stop()
         let offlineText: String
         switch (waitForOffline, delivered) {
         case (false, _): offlineText = "bridge/state offline handed to the MQTT client without waiting (not connected)"

@@ -8,16 +8,18 @@ import Gateway
 ///
 /// - until ``waitLimit`` after the signal: the gateway's jobs end (cancelled), and at the same
 ///   time BlueZ ends the links (`Disconnect`, which BlueZ answers after ~2 s) and the broker
-///   acknowledges `bridge/state` offline (at most ``Gateway/offlinePublishTimeout``); whatever
-///   is still waited for then is cancelled;
-/// - then the store-and-forward queue file takes what lived only in memory (local disk);
+///   acknowledges `bridge/state` offline (at most ``Gateway/offlinePublishTimeout``), after which
+///   the store-and-forward queue file takes what lived only in memory (local disk) while the
+///   links may still be ending; whatever is still waited for at ``waitLimit`` is cancelled;
 /// - then, at once, MQTT DISCONNECT is written and the BlueZ managers close (discovery stopped,
 ///   peripheral registrations removed), for at most ``closeLimit`` more (or until ``waitLimit``
 ///   after the signal, when that is later);
 /// - at ``bound`` the process ends whatever it is doing (``armBackstop()``; exit status 1).
 ///
 /// In the worst case (a frozen bluetoothd and a frozen broker) the stop takes about
-/// `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect.
+/// `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect. The
+/// margin to ``bound`` is for writing the queue file on slow storage (a full 18 MB queue file
+/// is rewritten in about 0.1 s on an SSD; an SD card may take a second or two).
 struct StopDeadline: Sendable {
     /// Seconds from the signal to the process's exit, at most. systemd's `TimeoutStopSec`
     /// (deploy/gattway.service) leaves a margin above it.
