@@ -21,9 +21,9 @@ import Gateway
 /// margin to ``bound`` is for writing the queue file on slow storage (a full 18 MB queue file
 /// is rewritten in about 0.1 s on an SSD; an SD card may take a second or two).
 struct StopDeadline: Sendable {
-    /// Seconds from the signal to the process's exit, at most. systemd's `TimeoutStopSec`
-    /// (deploy/gattway.service) leaves a margin above it.
-    static let bound = 5.0
+    /// Seconds from the signal to the process's exit, at most (whole seconds: `alarm(2)`).
+    /// systemd's `TimeoutStopSec` (deploy/gattway.service) leaves a margin above it.
+    static let bound: UInt32 = 5
     /// Seconds after the signal until which the stop waits for BlueZ and the broker.
     static let waitLimit = Gateway.stopTimeout
     /// Seconds the last step (MQTT DISCONNECT, closing the BlueZ managers) may take.
@@ -74,7 +74,7 @@ struct StopDeadline: Sendable {
             _ = write(2, line.utf8Start, line.utf8CodeUnitCount)
             _exit(1)
         }
-        alarm(UInt32(bound))
+        alarm(bound)
     }
 
     private static func seconds(_ duration: Duration) -> Double {
