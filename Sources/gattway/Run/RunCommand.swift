@@ -23,7 +23,9 @@ struct RunCommand: Command {
     static let discussion = """
         Reads the configuration (default: ./config.json when present, else /etc/gattway/config.json), \
         connects to BlueZ on the D-Bus system bus (DBUS_SYSTEM_BUS_ADDRESS is honoured) and to the \
-        MQTT broker, and runs until SIGINT or SIGTERM. Logs go to stderr with syslog priority \
+        MQTT broker, and runs until SIGINT or SIGTERM, then stops within 5 s (exit 0): links dropped, \
+        bridge/state offline, what the broker had not acknowledged written to the state directory. \
+        Logs go to stderr with syslog priority \
         prefixes (<3> error … <7> debug). Under systemd (Type=notify) it reports READY=1 and pings \
         the watchdog from the event loop.
         """
