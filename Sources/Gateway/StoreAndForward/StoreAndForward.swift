@@ -349,6 +349,10 @@ public final class StoreAndForward {
             return
         }
         let ahead = queue.prepend(inFlight)
+        if ahead < inFlight.count {
+            // Not expected: a message goes live only while nothing is queued (so it is older).
+            log(.warning, "store-and-forward: \(inFlight.count - ahead) unacknowledged messages not written: newer than the queue")
+        }
         let held = queue.memoryOnlyCount
         guard held > 0 else { return }
         let queued = queue.count - ahead
