@@ -207,9 +207,10 @@ public actor MQTTClient {
 
     /// Sends DISCONNECT (so the broker discards the last will), closes the socket and stops all
     /// loop watches and timers. Final: publishes not yet acknowledged fail with
-    /// ``MQTTError/Kind/closed``, subscriptions and state streams finish. Waits at most two
-    /// seconds for DISCONNECT to be written.
-    public func disconnect() async {
+    /// ``MQTTError/Kind/closed``, subscriptions and state streams finish. Waits at most
+    /// `timeout` seconds (default two) for DISCONNECT to be written; when it is not, the socket
+    /// is closed anyway (the broker then publishes the last will).
+    public func disconnect(timeout: Double = 2) async {
         guard phase != .closed && phase != .closing else { return }
         autoReconnect = false
         cancelReconnectTimer()
@@ -218,7 +219,7 @@ public actor MQTTClient {
             disconnectSeen = false
             _ = handle.disconnect()
             if !disconnectSeen && handle.socket >= 0 {
-                closeTimer = loop.addTimer(after: 2) { [weak self] in
+                closeTimer = loop.addTimer(after: max(0, timeout)) { [weak self] in
                     self?.assumeIsolated { $0.resumeCloseWaiters() }
                 }
                 await withCheckedContinuation { closeWaiters.append($0) }

@@ -13,7 +13,9 @@ struct DeployTests {
     func unitVerifies() async throws {
         let unit = try String(contentsOf: Self.repository.appendingPathComponent("deploy/gattway.service"), encoding: .utf8)
         for setting in ["Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=64 78",
-                        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "ProtectSystem=strict", "NoNewPrivileges=yes"] {
+                        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                        // gattway run stops within 5 s (docs/operations.md, "Stopping"): SIGKILL only well after.
+                        "TimeoutStopSec=10s"] {
             #expect(unit.contains(setting), "gattway.service lacks \(setting)")
         }
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else { return }

@@ -17,14 +17,19 @@ public final class InMemoryBLE: BLEPort {
         /// Connecting waits while this is set (``update(_:_:)`` clearing it lets it go on), so a
         /// test can act while a connection attempt is in flight.
         public var holdConnect = false
+        /// Disconnecting never completes (until cancelled; the link then stays up), as with a
+        /// bluetoothd that stopped answering.
+        public var hangDisconnect = false
 
         public init(characteristics: [BLECharacteristic], values: [BluetoothUUID: [UInt8]] = [:],
-                    connectError: BLEPortError? = nil, hangWrites: Bool = false, holdConnect: Bool = false) {
+                    connectError: BLEPortError? = nil, hangWrites: Bool = false, holdConnect: Bool = false,
+                    hangDisconnect: Bool = false) {
             self.characteristics = characteristics
             self.values = values
             self.connectError = connectError
             self.hangWrites = hangWrites
             self.holdConnect = holdConnect
+            self.hangDisconnect = hangDisconnect
         }
     }
 
@@ -43,7 +48,8 @@ public final class InMemoryBLE: BLEPort {
     }
 
     private let state = Mutex(State())
-    /// Writes of peripherals with `hangWrites` wait here until cancelled.
+    /// Writes of peripherals with `hangWrites` (and their disconnects with `hangDisconnect`)
+    /// wait here until cancelled.
     private let never = Gate(open: false)
 
     public init() {}
@@ -104,6 +110,16 @@ public final class InMemoryBLE: BLEPort {
     }
 
     public func disconnect(_ address: BluetoothAddress) async {
+        let hang = state.withLock { state in
+            guard state.peripherals[address]?.hangDisconnect == true, state.connected.contains(address) else { return false }
+            state.log.append("disconnect-begin \(address)")
+            return true
+        }
+        if hang {
+            await never.wait()
+            state.withLock { $0.log.append("disconnect-cancelled \(address)") }
+            return
+        }
         let events: [@Sendable (BLEConnectionEvent) -> Void]? = state.withLock { state in
             guard state.connected.remove(address) != nil else { return nil }
             state.log.append("disconnect \(address)")

@@ -18,6 +18,10 @@ public final class InMemoryMQTT: MQTTPort {
         var queueFullDrops = 0
         var backlog = 0
         var backlogLimit: Int?
+        /// Completions of ``publish(_:completion:)`` kept back while set (the broker has not
+        /// acknowledged), oldest first.
+        var holdAcknowledgements = false
+        var unacknowledged: [@Sendable (Bool) -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -34,14 +38,37 @@ public final class InMemoryMQTT: MQTTPort {
     }
 
     /// Records the message and reports it delivered, unless ``failWaits(_:)`` makes it fail (the
-    /// broker is unreachable: nothing recorded).
+    /// broker is unreachable: nothing recorded); with ``holdAcknowledgements(_:)`` the report
+    /// waits for ``acknowledge(_:delivered:)``.
     public func publish(_ message: MQTTOutboundMessage, completion: @escaping @Sendable (Bool) -> Void) {
-        let fail = state.withLock { state in
+        let report: Bool? = state.withLock { state in
             state.waitAttempts += 1
-            if !state.failWaits { state.published.append(message) }
-            return state.failWaits
+            if state.failWaits { return false }
+            state.published.append(message)
+            guard !state.holdAcknowledgements else {
+                state.unacknowledged.append(completion)
+                return nil
+            }
+            return true
         }
-        completion(!fail)
+        if let report { completion(report) }
+    }
+
+    /// Keeps the completions of ``publish(_:completion:)`` back (true), as a broker that does not
+    /// acknowledge (frozen, or gone without the client noticing yet) would.
+    public func holdAcknowledgements(_ hold: Bool) { state.withLock { $0.holdAcknowledgements = hold } }
+
+    /// Completions kept back, not reported yet.
+    public var unacknowledged: Int { state.withLock { $0.unacknowledged.count } }
+
+    /// Reports the oldest `count` completions kept back: delivered (the broker acknowledged) or failed.
+    public func acknowledge(_ count: Int = .max, delivered: Bool = true) {
+        let due = state.withLock { state in
+            let due = Array(state.unacknowledged.prefix(count))
+            state.unacknowledged.removeFirst(due.count)
+            return due
+        }
+        for completion in due { completion(delivered) }
     }
 
     /// The loop of the gateway under test: ``waitFor(_:count:timeout:)`` settles it.

@@ -423,6 +423,10 @@ struct StoreAndForwardTests {
         let states = await second.mqtt.waitFor("gattway/A4C138000001", count: 2)
         #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02)])
         #expect(states.allSatisfy { $0.capturedAt != nil })
+        // The port reported the replay done inside the start (this fake does so at once): the
+        // queue is empty without another input.
+        let statistics = await second.gateway.outboxStatistics
+        #expect(statistics?.depth == 0 && statistics?.replayed == 3, "bridge/event device_seen and two states: \(String(describing: statistics))")
     }
 
     @Test("readings held for Home Assistant (state_delay) while offline are queued with their capture time, not the hold's end; held ones that go out live are not stamped")

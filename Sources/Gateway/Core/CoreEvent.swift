@@ -24,6 +24,9 @@ enum CoreEvent: Sendable {
     case completed(JobCompletion)
     /// The MQTT port reported a store-and-forward replay batch: delivered or not, per message.
     case replayed([Bool])
+    /// The MQTT port reported done (acknowledged, or failed for good) a stored message the
+    /// store-and-forward stage handed over live: its sequence.
+    case liveCompleted(UInt64)
     /// A second after a replay batch failed.
     case replayRetry
     /// Time to try the store-and-forward queue file again after it could not be written.

@@ -62,6 +62,9 @@ public actor Gateway {
     private var deferred: [CoreEvent] = []
     private var dispatching = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The MQTT port's connection as last reported (assumed up from the start, like the
+    /// store-and-forward stage does, until the port says otherwise).
+    private var mqttConnected = true
 
     /// - Parameters:
     ///   - loop: the event loop the core runs on (the one of the ports' C libraries).
@@ -118,8 +121,14 @@ public actor Gateway {
     /// The file name of the store-and-forward queue in the state directory.
     public static let queueFileName = "outbox.log"
 
-    /// How long ``stop()`` waits for `bridge/state` offline to be delivered.
+    /// How long ``stop(timeout:)`` waits at most for `bridge/state` offline to be acknowledged.
     public static let offlinePublishTimeout = 2.0
+
+    /// How long ``stop(timeout:)`` waits at most by default for what is outside the process:
+    /// BlueZ ending the links (its Disconnect answers after its 2 s disconnect timer) and, at the
+    /// same time, the broker acknowledging `bridge/state` offline (at most
+    /// ``offlinePublishTimeout`` of it).
+    public static let stopTimeout = 3.0
 
     // MARK: Life cycle
 
@@ -195,44 +204,106 @@ public actor Gateway {
         }
     }
 
-    /// Stops scanning and timers, disconnects the devices the gateway connected (all at once:
-    /// BlueZ answers each Disconnect only after its 2 s disconnect timer) and publishes
-    /// `bridge/state` offline, waiting at most ``offlinePublishTimeout`` for its delivery.
-    public func stop() async {
+    /// Stops the gateway, waiting at most `timeout` seconds (by the core's clock) for anything
+    /// outside the process (docs/operations.md, "Stopping"):
+    ///
+    /// 1. Scanning, notification subscriptions (their registrations end: an `AcquireNotify`
+    ///    socket is closed, a `StartNotify` is stopped), MQTT subscriptions, timers and jobs end.
+    /// 2. At the same time: the links the gateway has or is making are disconnected, all at once
+    ///    (BlueZ answers each Disconnect after its 2 s disconnect timer), and `bridge/state`
+    ///    offline is published, waiting at most ``offlinePublishTimeout`` for its
+    ///    acknowledgement when MQTT is connected (when it is not, the broker has published the
+    ///    last will already; the message is handed to the client without waiting). When
+    ///    `timeout` passes first, what is still waited for is cancelled: a link whose Disconnect
+    ///    did not finish is left to BlueZ (the next start adopts it if it is still up).
+    /// 3. Once the offline wait is over (while the links may still be ending), the
+    ///    store-and-forward stage writes what lives only in memory to its queue file: the stored
+    ///    messages the broker has not acknowledged, ahead of the queue (``StoreAndForward/stop()``).
+    ///
+    /// Call it after the task running ``run()`` has ended, and before disconnecting MQTT. The
+    /// ports must honour task cancellation (``BLEPort``) for the bound to hold.
+    public func stop(timeout: Double = Gateway.stopTimeout) async {
         guard started else { return }
         started = false
+        let start = clock.now()
+        let deadline = start + max(0, timeout)
         for registration in registrations { registration.cancel() }
         registrations = []
         timer?.cancel()
         timer = nil
         timerDeadline = .infinity
-        context.output.outbox?.stop()
+        let outbox = context.output.outbox
+        outbox?.stopTimers()
         context.jobs.close()
         let links = connections.stop()
         let ble = self.ble
-        await withDiscardingTaskGroup { group in
-            for address in links { group.addTask(executorPreference: loop.taskExecutor) { await ble.disconnect(address) } }
-        }
-        _ = await publishAndWait(Self.lastWill(for: config), timeout: Self.offlinePublishTimeout)
-        log(.notice, "gateway stopped")
-    }
-
-    /// Publishes `message` on the MQTT port (not through the store-and-forward stage) and waits
-    /// for its delivery, at most `timeout` seconds; whether it was delivered.
-    private func publishAndWait(_ message: MQTTOutboundMessage, timeout: Double) async -> Bool {
         let mqtt = self.mqtt
         let clock = self.clock
-        return await withTaskGroup(of: Bool?.self) { group in
-            group.addTask {
-                await withCheckedContinuation { continuation in mqtt.publish(message) { continuation.resume(returning: $0) } }
+        let executor = loop.taskExecutor
+        let offline = Self.lastWill(for: config)
+        let waitForOffline = mqttConnected
+        if !waitForOffline { mqtt.publish(offline) }
+        let offlineDeadline = min(deadline, start + Self.offlinePublishTimeout)
+        // Every task below runs on the loop (no thread hops; tests see it settle).
+        let (ended, delivered) = await withTaskExecutorPreference(executor) {
+            async let linksEnded = Self.withDeadline(deadline, clock: clock) {
+                await withDiscardingTaskGroup { group in
+                    for address in links { group.addTask { await ble.disconnect(address) } }
+                }
+                return true
             }
+            let delivered = waitForOffline
+                ? await Self.withDeadline(offlineDeadline, clock: clock) { await Self.publishAndWait(offline, on: mqtt) } : nil
+            // After the offline wait (what the broker acknowledged meanwhile is not written),
+            // while the links may still be ending.
+            outbox?.stop()
+            return (await linksEnded, delivered)
+        }
+        let offlineText: String
+        switch (waitForOffline, delivered) {
+        case (false, _): offlineText = "bridge/state offline handed to the MQTT client without waiting (not connected)"
+        case (true, true?): offlineText = "bridge/state offline acknowledged"
+        case (true, false?): offlineText = "bridge/state offline not delivered"
+        case (true, nil): offlineText = "bridge/state offline not acknowledged within \(Self.tenths(offlineDeadline - start)) s"
+        }
+        let linkCount = links.count == 1 ? "1 link" : "\(links.count) links"
+        let linksText = links.isEmpty ? "no links to end"
+            : ended == nil ? "\(linkCount): Disconnect not answered within \(Self.tenths(deadline - start)) s, cancelled (left to BlueZ)"
+            : "\(linkCount) disconnected"
+        log(.notice, "gateway stopped in \(Self.tenths(clock.now() - start)) s: \(offlineText); \(linksText)")
+    }
+
+    /// Seconds rounded to a tenth, for log lines.
+    private static func tenths(_ seconds: Double) -> Double { (seconds * 10).rounded() / 10 }
+
+    /// What `operation` returns, or nil when `deadline` (on `clock`) passes first; `operation`
+    /// is then cancelled and this returns once it has ended (it must honour cancellation).
+    nonisolated static func withDeadline<Result: Sendable>(
+        _ deadline: Double, clock: any GatewayClock, _ operation: @escaping @Sendable () async -> Result
+    ) async -> Result? {
+        await withTaskGroup(of: Result?.self) { group in
+            group.addTask { await operation() }
             group.addTask {
-                try? await clock.sleep(until: clock.now() + timeout)
+                try? await clock.sleep(until: deadline)
                 return nil
             }
             defer { group.cancelAll() }
-            let first = await group.next()
-            return (first ?? nil) ?? false
+            return await group.next() ?? nil
+        }
+    }
+
+    /// Publishes `message` on the MQTT port (not through the store-and-forward stage) and waits
+    /// for the port's completion; false when it failed or the task was cancelled first (the
+    /// wait ends at once then, whatever the port does later).
+    nonisolated static func publishAndWait(_ message: MQTTOutboundMessage, on mqtt: any MQTTPort) async -> Bool {
+        let first = FirstOutcome<Bool>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                first.wait(continuation)
+                mqtt.publish(message) { first.resolve($0) }
+            }
+        } onCancel: {
+            first.resolve(false)
         }
     }
 
@@ -301,24 +372,30 @@ public actor Gateway {
         }
         dispatching = true
         handle(event)
+        handleDeferred()
+        dispatching = false
+        settled()
+    }
+
+    /// Runs `body` as one event (for inputs that are not ``CoreEvent``s: start, the public
+    /// `handle` methods), then what arrived meanwhile.
+    private func dispatch(_ body: (isolated Gateway) -> Void) {
+        guard !dispatching else { return body(self) }
+        dispatching = true
+        body(self)
+        handleDeferred()
+        dispatching = false
+        settled()
+    }
+
+    /// Handles the events that arrived while one was being handled, in order (and those they bring).
+    private func handleDeferred() {
         var next = 0
         while next < deferred.count {
             handle(deferred[next])
             next += 1
         }
         if next > 0 { deferred.removeAll(keepingCapacity: deferred.capacity <= 64) }
-        dispatching = false
-        settled()
-    }
-
-    /// Runs `body` as one event (for inputs that are not ``CoreEvent``s: start, the public
-    /// `handle` methods).
-    private func dispatch(_ body: (isolated Gateway) -> Void) {
-        guard !dispatching else { return body(self) }
-        dispatching = true
-        body(self)
-        dispatching = false
-        settled()
     }
 
     /// After an event: the timer covers what became due; idle waiters go on when idle.
@@ -337,6 +414,11 @@ public actor Gateway {
             context.jobs.finished()
             return completed(completion)
         }
+        if case .liveCompleted(let sequence) = event {
+            // Also while stopping: the broker acknowledged it while bridge/state offline was awaited.
+            context.output.outbox?.liveCompleted(sequence)
+            return
+        }
         guard started else { return }
         switch event {
         case .advertisement(let discovery): advertisement(discovery)
@@ -350,7 +432,7 @@ public actor Gateway {
         case .replayed(let results): context.output.outbox?.replayed(results)
         case .replayRetry: context.output.outbox?.retryDue()
         case .queueFileRetry: context.output.outbox?.retryFile()
-        case .completed: break
+        case .completed, .liveCompleted: break
         }
     }
 
@@ -662,6 +744,7 @@ public actor Gateway {
     // MARK: MQTT connection
 
     private func mqttConnection(_ connected: Bool) {
+        mqttConnected = connected
         context.output.outbox?.connectionChanged(connected)
         if connected { republishRetained() }
     }

@@ -220,6 +220,58 @@ public final class DiskQueue {
     /// The sequence of the oldest message.
     public var firstSequence: UInt64? { entries.first?.sequence }
 
+    /// A sequence for a message that is not queued now but may be put ahead of the queue later
+    /// (``prepend(_:)``): a message handed to the broker live, not yet acknowledged. Sequences
+    /// reserved and appended come from one counter, so they follow the order of the calls.
+    public func reserveSequence() -> UInt64 {
+        defer { nextSequence += 1 }
+        return nextSequence
+    }
+
+    /// Puts `messages` — oldest first, each with a sequence from ``reserveSequence()`` below
+    /// every queued message's — ahead of the queue, in memory only until ``persist()`` writes
+    /// them. A message whose sequence would break the order of the file (not above the one
+    /// before it, not below the oldest queued) is left out: a reopen would cut the file there.
+    /// The bounds are not applied here (the next open applies them), nor is ``pinned`` changed:
+    /// this is for the stop (``StoreAndForward/stop()``). Returns how many were put.
+    @discardableResult
+    public func prepend(_ messages: [QueuedMessage]) -> Int {
+        let limit = entries.first?.sequence ?? nextSequence
+        var front = FIFO<Entry>()
+        var frontHeld = FIFO<QueuedMessage>()
+        var previous: UInt64?
+        for queued in messages where queued.sequence < limit && previous.map({ queued.sequence > $0 }) ?? true {
+            previous = queued.sequence
+            var message = queued
+            message.message.capturedAt = nil
+            let size = message.size
+            front.append(Entry(sequence: message.sequence, capturedAt: message.capturedAt, offset: -1, length: 0,
+                               size: UInt32(truncatingIfNeeded: size)))
+            frontHeld.append(message)
+            bytes += size
+        }
+        let added = front.count
+        guard added > 0 else { return 0 }
+        for index in 0..<entries.count { front.append(entries[index]) }
+        for index in 0..<held.count { frontHeld.append(held[index]) }
+        entries = front
+        held = frontHeld
+        return added
+    }
+
+    /// Writes every message kept only in memory (``memoryOnlyCount``: put ahead by
+    /// ``prepend(_:)``, or queued during a failure episode) to the file, in order with those
+    /// already in it, by rewriting the whole file (temporary file, fsync, rename — as
+    /// ``retryFile()``). True when every queued message is in the file afterwards (also when
+    /// nothing was held and the file takes changes); false without a file and when it cannot be
+    /// written (counted in ``writeErrors``; the messages stay in memory).
+    @discardableResult
+    public func persist() -> Bool {
+        guard path != nil else { return false }
+        guard held.count > 0 || fileFailure != nil else { return true }
+        return rewrite()
+    }
+
     /// How many of the oldest messages were handed to the broker (a replay batch) and await its
     /// acknowledgement: the bounds do not drop them — they leave by ``remove(_:)`` — so a message
     /// the broker is receiving is never also counted as dropped. Meanwhile the queue may exceed

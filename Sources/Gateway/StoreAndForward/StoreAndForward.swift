@@ -39,6 +39,16 @@ import EventLoop
 /// (``DiskQueue/retryFile()``: every queued message rewritten to a fresh file) until it takes the
 /// queue, which is logged once too. ``Statistics/durable`` says which it is.
 ///
+/// At a stop (``stop()``), nothing the stage accepted is left only in memory when it can be
+/// written: with a queue file, each stored QoS 1/2 message handed to the port live is kept (a
+/// dictionary entry, its sequence reserved in the queue) until the port reports it done
+/// (``MQTTPort/publish(_:completion:)``, back to the core as ``CoreEvent/liveCompleted(_:)``);
+/// those the broker has not acknowledged by the stop are written ahead of the queue (they are
+/// older), with the messages a failure episode kept in memory, so the next start replays them
+/// first, in order. One the broker received without acknowledging it is sent twice (QoS 1 is at
+/// least once). Their number is bounded by the port's backlog (flow control keeps it below half
+/// of ``MQTTPort/backlogLimit``).
+///
 /// Replayed messages carry ``MQTTOutboundMessage/capturedAt``. The gateway never waits for
 /// this stage: ``publish(_:kind:)`` only appends to memory and one `write(2)`. Loop-confined.
 public final class StoreAndForward {
@@ -75,6 +85,9 @@ public final class StoreAndForward {
         public var memoryOnly = 0
         /// Bytes free on the state directory's file system (nil without one).
         public var freeBytes: Int?
+        /// Stored QoS 1/2 messages handed to the port live that it has not reported done yet
+        /// (kept to be written to the queue file at a stop; with a queue file only).
+        public var unacknowledged = 0
 
         public init() {}
     }
@@ -93,6 +106,11 @@ public final class StoreAndForward {
     /// When the queue file's current failure episode began (``clock`` time); nil: none.
     private var failingSince: Double?
     private var fileRetryTimer: ClockTimer?
+    /// Stored QoS 1/2 messages handed to the port live and not reported done, by the sequence
+    /// reserved for them in the queue (with a queue file only: without one nothing survives a stop).
+    private var unacknowledged: [UInt64: QueuedMessage] = [:]
+    private let tracksLiveMessages: Bool
+    private var stopped = false
     private let mqtt: any MQTTPort
     private let clock: any GatewayClock
     private let settings: StoreAndForwardSettings
@@ -107,6 +125,7 @@ public final class StoreAndForward {
     init(queue: DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
          logger: GatewayLogger = .none) {
         queuePath = queue.path
+        tracksLiveMessages = queue.path != nil
         self.queue = queue
         counts.discardedBytes = queue.discardedBytes
         self.mqtt = mqtt
@@ -127,6 +146,7 @@ public final class StoreAndForward {
         statistics.durable = queue.isDurable
         statistics.memoryOnly = queue.memoryOnlyCount
         statistics.freeBytes = queuePath.flatMap(DiskQueue.freeBytes(besides:))
+        statistics.unacknowledged = unacknowledged.count
         return statistics
     }
 
@@ -167,7 +187,7 @@ public final class StoreAndForward {
         if connected && !replaying {
             // Flow control: the client holds half its bound → readings wait here, in order.
             guard kind == .stored, message.qos > 0, let limit = mqtt.backlogLimit, mqtt.backlog >= limit / 2 else {
-                return sendLive(message)
+                return sendLive(message, kind: kind)
             }
             replaying = true
             counts.spilled += 1
@@ -180,7 +200,7 @@ public final class StoreAndForward {
         // republished retained state and snapshots go out at once and never take a place in
         // the bounded queue (they would push out readings captured during the outage).
         if connected {
-            guard kind == .stored else { return sendLive(message) }
+            guard kind == .stored else { return sendLive(message, kind: kind) }
             counts.spilled += 1
         } else {
             guard kind == .stored else { return }
@@ -199,11 +219,24 @@ public final class StoreAndForward {
         checkFile()
     }
 
-    /// Only replayed messages say when they were captured.
-    private func sendLive(_ message: MQTTOutboundMessage) {
+    /// Only replayed messages say when they were captured. A stored QoS 1/2 message is kept
+    /// until the port reports it done, to be written to the queue file if the gateway stops
+    /// before the broker acknowledged it.
+    private func sendLive(_ message: MQTTOutboundMessage, kind: OutboundKind) {
         var outgoing = message
         outgoing.capturedAt = nil
-        mqtt.publish(outgoing)
+        guard tracksLiveMessages, kind == .stored, message.qos > 0 else { return mqtt.publish(outgoing) }
+        let sequence = queue.reserveSequence()
+        unacknowledged[sequence] = QueuedMessage(message: outgoing, capturedAt: message.capturedAt ?? clock.wallMilliseconds(),
+                                                 sequence: sequence)
+        let deliver = self.deliver
+        mqtt.publish(outgoing) { _ in deliver(.liveCompleted(sequence)) }
+    }
+
+    /// The port reported a message handed over live done (acknowledged, or failed for good: a
+    /// broker's refusal): it is no longer kept for a stop.
+    func liveCompleted(_ sequence: UInt64) {
+        unacknowledged.removeValue(forKey: sequence)
     }
 
     /// Most messages one replay step hands to the port at once: the port's backlog limit
@@ -289,11 +322,50 @@ public final class StoreAndForward {
         replayNext()
     }
 
-    /// Ends the stage's timers (the gateway stops).
-    func stop() {
+    /// Ends the stage's timers (the gateway begins to stop).
+    func stopTimers() {
         retryTimer?.cancel()
         retryTimer = nil
         fileRetryTimer?.cancel()
         fileRetryTimer = nil
+    }
+
+    /// The gateway stops (after `bridge/state` offline had its chance, so what the broker
+    /// acknowledged meanwhile is not written): the stored messages handed over live that the
+    /// broker has not acknowledged are put ahead of the queue (they are older than everything in
+    /// it) and, with them, what a failure episode kept in memory is written to the queue file, in
+    /// order, for the next start to replay first. Logged; what cannot be written (no state
+    /// directory, a file that still cannot be written) is lost and logged as such. Once.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        stopTimers()
+        let inFlight = unacknowledged.values.sorted { $0.sequence < $1.sequence }
+        unacknowledged = [:]
+        guard let path = queuePath else {
+            if !queue.isEmpty {
+                log(.warning, "store-and-forward: \(queue.count) queued messages are lost: without a state directory the queue is in memory only")
+            }
+            return
+        }
+        let ahead = queue.prepend(inFlight)
+        if ahead < inFlight.count {
+            // Not expected: a message goes live only while nothing is queued (so it is older).
+            log(.warning, "store-and-forward: \(inFlight.count - ahead) unacknowledged messages not written: newer than the queue")
+        }
+        let held = queue.memoryOnlyCount
+        guard held > 0 else { return }
+        let queued = queue.count - ahead
+        if queue.persist() {
+            var parts: [String] = []
+            if ahead > 0 { parts.append("\(ahead) messages the broker had not acknowledged (ahead of the \(queued) queued)") }
+            if held > ahead { parts.append("\(held - ahead) messages kept in memory") }
+            log(.notice, "store-and-forward: wrote \(parts.joined(separator: " and ")) to \(path): the next start replays "
+                + "the \(queue.count) queued messages in order")
+        } else {
+            let reason = queue.fileFailure.map { "\($0)" } ?? "cannot write \(path)"
+            log(.error, "store-and-forward: \(reason): \(held) messages kept only in memory are lost "
+                + "(\(ahead) not acknowledged by the broker)")
+        }
     }
 }

@@ -13,15 +13,19 @@ import MQTT
 /// Start-up order: configuration (exit 78 on any problem) → event loop → MQTT client (connects
 /// and reconnects in the background, last will = `bridge/state` offline) → central (waits for a
 /// powered adapter; a missing bluetoothd is waited for, not fatal) → gateway core → `READY=1`.
-/// Shutdown in reverse (SIGINT/SIGTERM): the gateway publishes `bridge/state` offline and
-/// disconnects its devices, then MQTT disconnects, then the central closes.
+/// Shutdown in reverse (SIGINT/SIGTERM), bounded by one deadline (``StopDeadline``: exit within
+/// 5 s, status 0): the gateway's jobs are cancelled; the gateway disconnects its devices and
+/// publishes `bridge/state` offline at once, then writes what the store-and-forward stage held
+/// only in memory to the queue file; then MQTT disconnects and the BlueZ managers close.
 struct RunCommand: Command {
     static let name = "run"
     static let summary = "Run the gateway (the default mode of the systemd service)."
     static let discussion = """
         Reads the configuration (default: ./config.json when present, else /etc/gattway/config.json), \
         connects to BlueZ on the D-Bus system bus (DBUS_SYSTEM_BUS_ADDRESS is honoured) and to the \
-        MQTT broker, and runs until SIGINT or SIGTERM. Logs go to stderr with syslog priority \
+        MQTT broker, and runs until SIGINT or SIGTERM, then stops within 5 s (exit 0): links dropped, \
+        bridge/state offline, what the broker had not acknowledged written to the state directory. \
+        Logs go to stderr with syslog priority \
         prefixes (<3> error … <7> debug). Under systemd (Type=notify) it reports READY=1 and pings \
         the watchdog from the event loop.
         """
@@ -158,6 +162,7 @@ struct RunCommand: Command {
         }
         let ready = await powered.value
         var code = ExitCode.success
+        let stop: StopDeadline
         if ready {
             var peripheralPort: PeripheralBLEPort?
             if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
@@ -183,19 +188,32 @@ struct RunCommand: Command {
                 code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
             }
             notifier.notify("STOPPING=1")
+            stop = StopDeadline.begin()
+            // Jobs honour cancellation (their D-Bus calls are cancelled), so this is quick; a
+            // job that did not end is left behind rather than holding up the stop.
             jobs.cancel()
-            await jobs.value
-            await gateway.stop()
+            if !(await StopDeadline.bounded(stop.waitRemaining) { await jobs.value }) {
+                log(.warning, "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s; going on")
+            }
+            await gateway.stop(timeout: stop.waitRemaining)
         } else {
             notifier.notify("STOPPING=1")
+            stop = StopDeadline.begin()
         }
         _ = stopWaiting
         stateLog.cancel()
         peripheralStateLog.cancel()
-        await client.disconnect()
+        // MQTT DISCONNECT (the broker then discards the last will) and the BlueZ managers'
+        // close at once; a frozen bluetoothd has its calls cancelled at the deadline.
+        let closeTime = stop.closeRemaining
+        async let mqttClosed: Void = client.disconnect(timeout: min(StopDeadline.closeLimit, closeTime))
+        let bluezClosed = await StopDeadline.bounded(closeTime) { [peripheral] in
+            await peripheral?.close()
+            await central.close()
+        }
+        await mqttClosed
         mqttLog.cancel()
-        await peripheral?.close()
-        await central.close()
+        log(.notice, "stopped in \(String(oneDecimal: stop.elapsed)) s" + (bluezClosed ? "" : " (BlueZ did not answer: its calls were cancelled)"))
         return code
     }
 

@@ -3,6 +3,7 @@ import EventLoop
 import Gateway
 import GatewayFakes
 import JSON
+import Synchronization
 
 /// A gateway wired to in-memory ports and a manual clock, on an event loop of its own.
 ///
@@ -62,6 +63,22 @@ final class Harness {
         await settle()
     }
 
+    /// Begins the stop as `gattway run` does (the jobs first, then ``Gateway/stop(timeout:)``) in a
+    /// task on the loop, and returns without waiting for it: ``StopProgress/returned`` says when
+    /// `stop` returned (after a settle). Its waits are on the manual clock.
+    func beginStop(timeout: Double = Gateway.stopTimeout) async -> StopProgress {
+        jobs?.cancel()
+        await jobs?.value
+        let progress = StopProgress()
+        let gateway = self.gateway
+        Task(executorPreference: loop.taskExecutor) {
+            await gateway.stop(timeout: timeout)
+            progress.finished()
+        }
+        await settle()
+        return progress
+    }
+
     /// Returns once the loop has nothing left to run: every input so far has been handled, and
     /// every job is done or waits for the clock or a fake's gate.
     func settle() async {
@@ -92,6 +109,13 @@ final class Harness {
         await settle()
         return mqtt.messages(on: responseTopic)
     }
+}
+
+/// Whether a stop begun by ``Harness/beginStop(timeout:)`` has returned.
+final class StopProgress: Sendable {
+    private let done = Mutex(false)
+    var returned: Bool { done.withLock { $0 } }
+    func finished() { done.withLock { $0 = true } }
 }
 
 func address(_ text: String) -> BluetoothAddress {

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Gateway
+
+/// The one deadline of `gattway run`'s stop (docs/operations.md, "Stopping"): from SIGTERM or
+/// SIGINT to the exit takes at most ``bound`` seconds, shared like this:
+///
+/// - until ``waitLimit`` after the signal: the gateway's jobs end (cancelled), and at the same
+///   time BlueZ ends the links (`Disconnect`, which BlueZ answers after ~2 s) and the broker
+///   acknowledges `bridge/state` offline (at most ``Gateway/offlinePublishTimeout``), after which
+///   the store-and-forward queue file takes what lived only in memory (local disk) while the
+///   links may still be ending; whatever is still waited for at ``waitLimit`` is cancelled;
+/// - then, at once, MQTT DISCONNECT is written and the BlueZ managers close (discovery stopped,
+///   peripheral registrations removed), for at most ``closeLimit`` more (or until ``waitLimit``
+///   after the signal, when that is later);
+/// - at ``bound`` the process ends whatever it is doing (``armBackstop()``; exit status 1).
+///
+/// In the worst case (a frozen bluetoothd and a frozen broker) the stop takes about
+/// `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect. The
+/// margin to ``bound`` is for writing the queue file on slow storage (a full 18 MB queue file
+/// is rewritten in about 0.1 s on an SSD; an SD card may take a second or two).
+struct StopDeadline: Sendable {
+    /// Seconds from the signal to the process's exit, at most (whole seconds: `alarm(2)`).
+    /// systemd's `TimeoutStopSec` (deploy/gattway.service) leaves a margin above it.
+    static let bound: UInt32 = 5
+    /// Seconds after the signal until which the stop waits for BlueZ and the broker.
+    static let waitLimit = Gateway.stopTimeout
+    /// Seconds the last step (MQTT DISCONNECT, closing the BlueZ managers) may take.
+    static let closeLimit = 0.5
+
+    /// When the stop began (the signal arrived, or the start failed).
+    let began = ContinuousClock.now
+
+    /// Begins a stop now and arms the backstop.
+    static func begin() -> StopDeadline {
+        armBackstop()
+        return StopDeadline()
+    }
+
+    /// Seconds since the stop began.
+    var elapsed: Double { Self.seconds(ContinuousClock.now - began) }
+
+    /// Seconds left until ``waitLimit`` after the signal (0 when it passed).
+    var waitRemaining: Double { max(0, Self.waitLimit - elapsed) }
+
+    /// Seconds the last step may take from now.
+    var closeRemaining: Double { max(Self.closeLimit, waitRemaining) }
+
+    /// Runs `operation` in a task and returns true when it ended within `seconds`; else the
+    /// task is cancelled and false is returned at once (the task is left to end on its own).
+    static func bounded(_ seconds: Double, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let once = OnceFlag()
+            let work = Task {
+                await operation()
+                if once.claim() { continuation.resume(returning: true) }
+            }
+            Task {
+                try? await Task.sleep(for: .nanoseconds(Int64(saturating: max(0, seconds) * 1e9)))
+                work.cancel()
+                if once.claim() { continuation.resume(returning: false) }
+            }
+        }
+    }
+
+    /// At ``bound`` seconds from now, SIGALRM ends the process — whatever holds up the stop, even
+    /// a wedged event loop — with one line on stderr and exit status 1 (`write(2)` and `_exit(2)`
+    /// are safe in a signal handler). Nothing else in gattway uses SIGALRM.
+    static func armBackstop() {
+        signal(SIGALRM) { _ in
+            // Keep the text's "5 s" in step with `bound`.
+            let line: StaticString = "<3>stopping took longer than 5 s: exiting now (status 1)\n"
+            _ = write(2, line.utf8Start, line.utf8CodeUnitCount)
+            _exit(1)
+        }
+        alarm(bound)
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    }
+}
