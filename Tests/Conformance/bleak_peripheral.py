@@ -57,6 +57,17 @@ def wait_for(path, text, seconds):
     return False
 
 
+def wait_for_port(port, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
 def publish(port, topic, payload):
     subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t", topic, "-m", payload], check=True)
 
@@ -81,6 +92,7 @@ async def main(work):
         f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
     broker_log = open(os.path.join(work, "mosquitto.log"), "w")
     start(["mosquitto", "-c", os.path.join(work, "mosquitto.conf")], broker_log)
+    wait_for_port(port, 10)
     config = {
         "mqtt": {"server": f"mqtt://127.0.0.1:{port}", "base_topic": "gattway"},
         "homeassistant": {"enabled": False},
@@ -121,11 +133,18 @@ async def main(work):
         # bluetoothd answers the CCCD write without waiting for the application's StartNotify:
         # wait until the gateway logs the subscription.
         step("the gateway sees the subscription", await asyncio.to_thread(wait_for, gateway_log_path, "subscribed to 2A6E", 10))
-        await asyncio.to_thread(publish, port, "home/state", json.dumps({"temperature": 21.5}))
-        try:
-            data = await asyncio.wait_for(notified.get(), 10)
-        except asyncio.TimeoutError:
-            data = None
+        # The gateway subscribes to home/state once it is connected to the broker, which on a slow
+        # machine can be after the central subscribed: a message published before that is (as
+        # MQTT has it for a non-retained message) not delivered, so publish again until one is.
+        await asyncio.to_thread(wait_for, gateway_log_path, "MQTT: connected", 15)
+        data = None
+        for _ in range(10):
+            await asyncio.to_thread(publish, port, "home/state", json.dumps({"temperature": 21.5}))
+            try:
+                data = await asyncio.wait_for(notified.get(), 1)
+                break
+            except asyncio.TimeoutError:
+                pass
         step("MQTT home/state 21.5 → notification 0x0866", data == bytes([0x66, 0x08]), data.hex() if data else "nothing")
 
         subscriber = listen(port, "phone/lamp")

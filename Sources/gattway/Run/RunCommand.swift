@@ -76,14 +76,16 @@ struct RunCommand: Command {
         MemoryTrimmer.start(on: loop)
 
         let client: MQTTClient
+        let mqttStates: AsyncStream<MQTTConnectionState>
         do {
             client = try MQTTClient(configuration: try Self.mqttConfiguration(config), loop: loop)
+            // Observed before the start, so that a first connection the broker refuses is logged too.
+            mqttStates = client.connectionStates()
             try await client.start()
         } catch {
             log(.error, "MQTT: \(error)")
             return .config
         }
-        let mqttStates = client.connectionStates()
         let mqttLog = Task {
             for await state in mqttStates {
                 switch state {
