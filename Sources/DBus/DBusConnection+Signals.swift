@@ -60,7 +60,7 @@ extension DBusConnection {
         } catch {
             if let subscription = subscriptions.removeValue(forKey: id) {
                 subscription.finish()
-                if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
+                if let name = subscription.trackedSender { untrackOwner(of: name) }
             }
             throw error
         }
@@ -110,7 +110,7 @@ extension DBusConnection {
 
     private func unsubscribe(id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id), raw != nil else { return }
-        if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
+        if let name = subscription.trackedSender { untrackOwner(of: name) }
         try? send(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "RemoveMatch", arguments: [.string(subscription.rule.description)])
@@ -126,18 +126,14 @@ extension DBusConnection {
         let member = dbus_message_get_member(message).map { String(cString: $0) }
         var decoded: DBusMessage? = nil
         for subscription in subscriptions.values
-        where subscription.rule.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
+        where subscription.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
             if decoded == nil {
                 guard let message = try? DBusMessage(copying: message, sender: sender, path: path, interface: interface, member: member)
                 else { return }
                 decoded = message
             }
             guard let decoded else { return }
-            if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender,
-                senderOwners[name]?.owner != sender
-            {
-                continue
-            }
+            if let name = subscription.trackedSender, senderOwners[name]?.owner != sender { continue }
             if subscription.rule.arguments.isEmpty || subscription.rule.matchesArguments(decoded.arguments) {
                 subscription.deliver(decoded)
             }
