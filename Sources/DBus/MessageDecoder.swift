@@ -12,9 +12,12 @@ enum MessageDecoder {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(message, &iter) != 0 else { return [] }
         var out: [DBusValue] = []
-        repeat {
-            out.append(try value(&iter))
-        } while dbus_message_iter_next(&iter) != 0
+        var code = dbus_message_iter_get_arg_type(&iter)
+        while code != TypeCode.invalid {
+            out.append(try value(&iter, code))
+            dbus_message_iter_next(&iter)
+            code = dbus_message_iter_get_arg_type(&iter)
+        }
         return out
     }
 
@@ -30,8 +33,9 @@ enum MessageDecoder {
         return pointer.map { String(cString: $0) }
     }
 
-    static func value(_ iter: UnsafeMutablePointer<DBusMessageIter>) throws -> DBusValue {
-        let code = dbus_message_iter_get_arg_type(iter)
+    /// The value at `iter`, whose type code (`dbus_message_iter_get_arg_type`) is `code`: the
+    /// caller has read it already to know there is a value, so it is not asked for twice.
+    static func value(_ iter: UnsafeMutablePointer<DBusMessageIter>, _ code: Int32) throws -> DBusValue {
         switch code {
         case TypeCode.byte: return .byte(basic(iter, UInt8(0)))
         case TypeCode.boolean: return .boolean(basic(iter, dbus_bool_t(0)) != 0)
@@ -53,21 +57,7 @@ enum MessageDecoder {
             let elementCode = dbus_message_iter_get_element_type(iter)
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(iter, &sub)
-            if elementCode == TypeCode.dictEntry {
-                guard case .dictionary(let keyType, let valueType) = try containerType(iter) else {
-                    throw DBusError(.invalidSignature, "dictionary without a dictionary signature")
-                }
-                var entries: [DBusDictionaryEntry] = []
-                while dbus_message_iter_get_arg_type(&sub) == TypeCode.dictEntry {
-                    var pair = DBusMessageIter()
-                    dbus_message_iter_recurse(&sub, &pair)
-                    let key = try value(&pair)
-                    dbus_message_iter_next(&pair)
-                    entries.append(DBusDictionaryEntry(key, try value(&pair)))
-                    dbus_message_iter_next(&sub)
-                }
-                return .dictionary(key: keyType, value: valueType, entries)
-            }
+            if elementCode == TypeCode.dictEntry { return try dictionary(iter, &sub) }
             if elementCode == TypeCode.byte {
                 var base: UnsafePointer<UInt8>? = nil
                 var count: Int32 = 0
@@ -75,37 +65,79 @@ enum MessageDecoder {
                 let bytes = UnsafeBufferPointer(start: base, count: base == nil ? 0 : Int(count))
                 return .array(.byte, bytes.map { .byte($0) })
             }
-            let elementType: DBusType
-            if let basicType = basicType(elementCode) {
-                elementType = basicType
-            } else {
-                guard case .array(let element) = try containerType(iter) else {
-                    throw DBusError(.invalidSignature, "array without an array signature")
-                }
-                elementType = element
-            }
             var elements: [DBusValue] = []
-            while dbus_message_iter_get_arg_type(&sub) != TypeCode.invalid {
-                elements.append(try value(&sub))
+            var code = dbus_message_iter_get_arg_type(&sub)
+            while code != TypeCode.invalid {
+                elements.append(try value(&sub, code))
                 dbus_message_iter_next(&sub)
+                code = dbus_message_iter_get_arg_type(&sub)
             }
-            return .array(elementType, elements)
+            // The element type without parsing the array's signature: a basic type or `v` from
+            // its code, else the type of the first element (libdbus checked that every element
+            // has the array's element type, and a decoded value carries its complete type).
+            // Only an empty array of containers needs the signature.
+            if let basicType = basicType(elementCode) { return .array(basicType, elements) }
+            if let first = elements.first { return .array(first.type, elements) }
+            guard case .array(let element) = try containerType(iter) else {
+                throw DBusError(.invalidSignature, "array without an array signature")
+            }
+            return .array(element, elements)
         case TypeCode.structure:
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(iter, &sub)
             var fields: [DBusValue] = []
-            while dbus_message_iter_get_arg_type(&sub) != TypeCode.invalid {
-                fields.append(try value(&sub))
+            var code = dbus_message_iter_get_arg_type(&sub)
+            while code != TypeCode.invalid {
+                fields.append(try value(&sub, code))
                 dbus_message_iter_next(&sub)
+                code = dbus_message_iter_get_arg_type(&sub)
             }
             return .structure(fields)
         case TypeCode.variant:
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(iter, &sub)
-            return .variant(try value(&sub))
+            return .variant(try value(&sub, dbus_message_iter_get_arg_type(&sub)))
         default:
             throw DBusError(.invalidSignature, "unexpected D-Bus type code \(code) in message")
         }
+    }
+
+    /// The dictionary (`a{KV}`) at `iter`, whose entries `sub` iterates.
+    ///
+    /// The key and value types come from the first entry's type codes when the value type is
+    /// basic or `v` (`a{sv}`, the shape of every property map), else from the first entry's
+    /// decoded value: reading and parsing the signature string (`dbus_message_iter_get_signature`,
+    /// an allocation and a parse per dictionary) is left for an empty dictionary.
+    private static func dictionary(
+        _ iter: UnsafeMutablePointer<DBusMessageIter>, _ sub: UnsafeMutablePointer<DBusMessageIter>
+    ) throws -> DBusValue {
+        var entries: [DBusDictionaryEntry] = []
+        var types: (key: DBusType, value: DBusType)? = nil
+        while dbus_message_iter_get_arg_type(sub) == TypeCode.dictEntry {
+            var pair = DBusMessageIter()
+            dbus_message_iter_recurse(sub, &pair)
+            let keyCode = dbus_message_iter_get_arg_type(&pair)
+            let key = try value(&pair, keyCode)
+            dbus_message_iter_next(&pair)
+            let valueCode = dbus_message_iter_get_arg_type(&pair)
+            let value = try value(&pair, valueCode)
+            if types == nil {
+                // A few entries are the rule (BlueZ's PropertiesChanged carries one to three):
+                // room for four saves growing the array entry by entry.
+                entries.reserveCapacity(4)
+                guard let keyType = basicType(keyCode), keyType.isBasic else {
+                    throw DBusError(.invalidSignature, "dictionary key of type code \(keyCode)")
+                }
+                types = (keyType, basicType(valueCode) ?? value.type)
+            }
+            entries.append(DBusDictionaryEntry(key, value))
+            dbus_message_iter_next(sub)
+        }
+        if let types { return .dictionary(key: types.key, value: types.value, entries) }
+        guard case .dictionary(let keyType, let valueType) = try containerType(iter) else {
+            throw DBusError(.invalidSignature, "dictionary without a dictionary signature")
+        }
+        return .dictionary(key: keyType, value: valueType, entries)
     }
 
     @inline(__always)
