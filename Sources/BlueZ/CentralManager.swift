@@ -354,15 +354,17 @@ public actor CentralManager {
         guard message.arguments.count == 3, let path = message.path,
             let interface = message.arguments[0].string
         else { return }
-        var changed = message.arguments[1].dictionary ?? [:]
+        var changed = PropertyChanges(message.arguments[1])
         let invalidated = message.arguments[2].strings ?? []
         switch interface {
         case BlueZObjectTree.adapter:
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated) else { return }
             if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
         case BlueZObjectTree.device:
+            let key = tree.devices.key(path)  // once for the lookups below
             // (No DeviceObject is held over the change below: it would make the change copy it.)
-            let (wasConnected, wasResolved) = tree.device(path).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
+            let (wasConnected, wasResolved) =
+                tree.device(key).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
             // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
             // before the kernel's Device Connected event it logs "Device … is already connected"
             // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
@@ -374,14 +376,13 @@ public actor CentralManager {
             let resolving = changed["ServicesResolved"]?.bool == true && !wasResolved && isOurDevice(path)
             if resolving { changed.removeValue(forKey: "ServicesResolved") }
             if changed["ServicesResolved"]?.bool == false || changed["Connected"]?.bool == false { cancelServicesResolved(path) }
-            guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated), isOurDevice(path)
-            else { return }
+            guard tree.changeDevice(key, changed: changed, invalidated: invalidated), isOurDevice(path) else { return }
             if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {
                 if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
             }
             if resolving { confirmServicesResolved(path) }
-            if Self.advertisementKeys.contains(where: { changed[$0] != nil }) {
-                deviceAdvertised(path)
+            if changed.contains(anyOf: Self.advertisementKeys) {
+                deviceAdvertised(path, key: key)
             }
         case BlueZObjectTree.characteristic:
             tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
@@ -398,7 +399,7 @@ public actor CentralManager {
 
     func isOurDevice(_ path: DBusObjectPath) -> Bool {
         guard let adapterPath else { return false }
-        return path.parent == adapterPath
+        return path.isChild(of: adapterPath)
     }
 
     func devicePath(_ address: BluetoothAddress) -> DBusObjectPath? {

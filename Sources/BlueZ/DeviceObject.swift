@@ -160,8 +160,13 @@ package struct DeviceObject {
 
     /// Applies a `PropertiesChanged` (the payload in one go when several of its parts change).
     mutating func change(_ changed: [String: DBusValue], invalidated: [String]) {
+        change(PropertyChanges(changed), invalidated: invalidated)
+    }
+
+    /// Applies a `PropertiesChanged` as the signal carried it.
+    mutating func change(_ changed: PropertyChanges, invalidated: [String]) {
         var sections = Payload.Replacement()
-        for (name, value) in changed {
+        changed.forEach { name, value in
             if let section = Payload.Section(name) { sections[section] = value } else { set(name, value) }
         }
         for name in invalidated {

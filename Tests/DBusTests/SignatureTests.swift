@@ -57,6 +57,23 @@ struct SignatureTests {
         #expect((DBusObjectPath(rawValue: text) != nil) == valid)
     }
 
+    @Test("isChild(of:) agrees with parent", arguments: [
+        "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+        "/org/bluez/hci01/dev_A4_C1_38_00_00_01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010",
+        "/org/bluez/hci0x/dev_A4", "/org/bluez/hci/dev_A4",
+    ])
+    func isChild(path: String) throws {
+        let candidates = [
+            "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+            "/org/bluez/hci", "/org/bluez/hci0x",
+        ]
+        let child = try #require(DBusObjectPath(rawValue: path))
+        for text in candidates {
+            let parent = try #require(DBusObjectPath(rawValue: text))
+            #expect(child.isChild(of: parent) == (child.parent == parent), "\(path) child of \(text)")
+        }
+    }
+
     @Test("accessors look through variants and read nested BlueZ-style dictionaries")
     func accessors() throws {
         let objects = DBusValue.dictionary(
