@@ -7,8 +7,17 @@ import EventLoop
 struct ScanSubscription {
     /// Where results go: a stream, or a handler called on the loop thread.
     enum Sink {
-        case stream(AsyncStream<ScanResult>.Continuation)
+        case stream(Stream)
         case handler(@Sendable (ScanResult) -> Void)
+    }
+
+    /// A stream's continuation, behind a reference. `AsyncStream.Continuation` comes from a
+    /// library built for evolution, so its size is only known at run time: held inline it made
+    /// every copy of a subscription, and every step through ``CentralManager/scans`` for each
+    /// advertisement report, go through runtime value witnesses and type metadata.
+    final class Stream: Sendable {
+        let continuation: AsyncStream<ScanResult>.Continuation
+        init(_ continuation: AsyncStream<ScanResult>.Continuation) { self.continuation = continuation }
     }
 
     let options: ScanOptions
@@ -53,7 +62,7 @@ extension CentralManager {
         try requirePoweredOn("scan")
         let (stream, continuation) = AsyncStream.makeStream(of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
         let id = makeID()
-        scans[id] = ScanSubscription(options: options, sink: .stream(continuation))
+        scans[id] = ScanSubscription(options: options, sink: .stream(ScanSubscription.Stream(continuation)))
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute {
@@ -250,7 +259,7 @@ extension CentralManager {
             }
             let result = ScanResult(peripheral: peripheral, advertisementData: data)
             switch scan.sink {
-            case .stream(let continuation): continuation.yield(result)
+            case .stream(let stream): stream.continuation.yield(result)
             case .handler(let handler): handler(result)
             }
         }

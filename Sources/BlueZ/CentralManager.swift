@@ -141,7 +141,7 @@ public actor CentralManager {
     public func close() async {
         guard !closed else { return }
         closed = true
-        for case .stream(let continuation) in scans.values.map(\.sink) { continuation.finish() }
+        for case .stream(let stream) in scans.values.map(\.sink) { stream.continuation.finish() }
         scans.removeAll()
         if discovery.sessionActive, let adapterPath {
             _ = try? await callBlueZ(adapterPath, BlueZObjectTree.adapter, "StopDiscovery", timeout: .seconds(2))
@@ -365,19 +365,24 @@ public actor CentralManager {
             // (No DeviceObject is held over the change below: it would make the change copy it.)
             let (wasConnected, wasResolved) =
                 tree.device(key).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
+            // Each looked up once (an advertisement report carries neither).
+            let servicesResolved = changed["ServicesResolved"]?.bool
+            let connectedValue = changed["Connected"]
+            var connected = connectedValue?.bool
             // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
             // before the kernel's Device Connected event it logs "Device … is already connected"
             // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
-            if changed["ServicesResolved"]?.bool == true, !wasConnected, changed["Connected"] == nil {
+            if servicesResolved == true, !wasConnected, connectedValue == nil {
                 changed["Connected"] = .boolean(true)
+                connected = true
             }
             // The GATT objects a ServicesResolved=true announces may still be on their way: it is
             // applied once they are known (CentralManager+Resolution.swift).
-            let resolving = changed["ServicesResolved"]?.bool == true && !wasResolved && isOurDevice(path)
+            let resolving = servicesResolved == true && !wasResolved && isOurDevice(path)
             if resolving { changed.removeValue(forKey: "ServicesResolved") }
-            if changed["ServicesResolved"]?.bool == false || changed["Connected"]?.bool == false { cancelServicesResolved(path) }
+            if servicesResolved == false || connected == false { cancelServicesResolved(path) }
             guard tree.changeDevice(key, changed: changed, invalidated: invalidated), isOurDevice(path) else { return }
-            if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {
+            if let connected, connected != wasConnected, let peripheral = peripheral(at: path) {
                 if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
             }
             if resolving { confirmServicesResolved(path) }

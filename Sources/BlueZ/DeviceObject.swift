@@ -543,7 +543,7 @@ struct Payload {
                 case .signature(let signature): text = signature.description
                 default: continue
                 }
-                guard let uuid = BluetoothUUID(text) else { continue }
+                guard let uuid = parseUUID(text) else { continue }
                 writer.put(uuid, tagBase: 0)
             }
         case .manufacturerData:
@@ -555,11 +555,46 @@ struct Payload {
             }
         case .serviceData:
             for entry in value.entries ?? [] {
-                guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let elements = byteElements(entry.value) else { continue }
+                guard let uuid = entry.key.string.flatMap(parseUUID), let elements = byteElements(entry.value) else {
+                    continue
+                }
                 writer.put(uuid, tagBase: 0x20)
                 writer.putData(elements)
             }
         }
+    }
+
+    /// `BluetoothUUID(text)`, with BlueZ's own spelling (`0000181a-0000-1000-8000-00805f9b34fb`:
+    /// 36 characters, hyphens after 8, 12, 16 and 20 hex digits) read straight from its bytes.
+    /// The general parser walks Unicode scalars, and a service data key is parsed for every
+    /// advertisement report; any other text goes to it.
+    static func parseUUID(_ text: String) -> BluetoothUUID? {
+        let parsed = text.utf8.withContiguousStorageIfAvailable { bytes -> BluetoothUUID? in
+            guard bytes.count == 36 else { return nil }
+            var halves: (UInt64, UInt64) = (0, 0)
+            var digits = 0
+            for (index, byte) in bytes.enumerated() {
+                if index == 8 || index == 13 || index == 18 || index == 23 {
+                    guard byte == UInt8(ascii: "-") else { return nil }
+                    continue
+                }
+                let nibble: UInt8
+                switch byte {
+                case 0x30...0x39: nibble = byte - 0x30
+                case 0x41...0x46: nibble = byte - 0x41 + 10
+                case 0x61...0x66: nibble = byte - 0x61 + 10
+                default: return nil
+                }
+                if digits < 16 {
+                    halves.0 = halves.0 << 4 | UInt64(nibble)
+                } else {
+                    halves.1 = halves.1 << 4 | UInt64(nibble)
+                }
+                digits += 1
+            }
+            return BluetoothUUID(high: halves.0, low: halves.1)
+        }
+        return (parsed ?? nil) ?? BluetoothUUID(text)
     }
 
     /// The elements of an `ay` (through variants), without copying them into bytes.

@@ -32,14 +32,18 @@ struct PropertyChanges {
     /// entry (so it wins); setting nil removes every entry of that name.
     subscript(name: String) -> DBusValue? {
         get {
-            for entry in entries.reversed() where entry.key.stringLike == name { return entry.value }
+            var index = entries.endIndex
+            while index > entries.startIndex {
+                index -= 1
+                if Self.key(entries[index].key, is: name) { return entries[index].value }
+            }
             return nil
         }
         set {
             if let newValue {
                 entries.append(DBusDictionaryEntry(.string(name), newValue))
             } else {
-                entries.removeAll { $0.key.stringLike == name }
+                entries.removeAll { Self.key($0.key, is: name) }
             }
         }
     }
@@ -50,7 +54,18 @@ struct PropertyChanges {
 
     /// Whether any of `names` is among the properties.
     func contains(anyOf names: [String]) -> Bool {
-        entries.contains { entry in entry.key.stringLike.map(names.contains) ?? false }
+        entries.contains { entry in names.contains { Self.key(entry.key, is: $0) } }
+    }
+
+    /// Whether `key`'s text (``DBus/DBusValue/stringLike``) is `name`, matched in place rather
+    /// than through a copy of the key: this runs a few times per advertisement report.
+    private static func key(_ key: DBusValue, is name: String) -> Bool {
+        switch key {
+        case .string(let text): text == name
+        case .objectPath(let path): path.rawValue == name
+        case .signature(let signature): signature.description == name
+        default: false
+        }
     }
 
     /// Calls `body` with each property in wire order; a name that repeats comes more than once,

@@ -168,6 +168,17 @@ struct DeviceObjectTests {
         #expect(device.payloadCount == 0 && device.peripheral == nil)
     }
 
+    @Test("service data keys and UUIDs parse as BluetoothUUID parses them, BlueZ's spelling by the fast path", arguments: [
+        "0000181a-0000-1000-8000-00805f9b34fb", "0000181A-0000-1000-8000-00805F9B34FB", "6e400001-b5a3-f393-e0a9-e50e24dcca9e",
+        "0000181a00001000800000805f9b34fb", "181A", "0000181a", "0000181a-0000-1000-8000-00805f9b34f", "0000181a-0000-1000-8000-00805f9b34fbb",
+        "0000181a-00001-000-8000-00805f9b34fb", "0000181a_0000-1000-8000-00805f9b34fb", "0000181g-0000-1000-8000-00805f9b34fb",
+        "0000181a-0000-1000-8000-00805f9b34f\u{e9}", "0000181a-0000-1000-8000-00805f9b34\u{e9}", "-0000181a-0000-1000-8000-00805f9b34f",
+        "", "------------------------------------",
+    ])
+    func uuidParsing(text: String) {
+        #expect(Payload.parseUUID(text) == BluetoothUUID(text))
+    }
+
     @Test("a copy is not changed by a change of the original")
     func valueSemantics() {
         var device = DeviceObject(Self.entries(Self.full))
