@@ -120,15 +120,18 @@ extension DBusConnection {
     /// and only if some header matches.
     func deliverSignal(_ message: OpaquePointer) {
         guard !subscriptions.isEmpty else { return }
-        let sender = dbus_message_get_sender(message).map { String(cString: $0) }
-        let path = dbus_message_get_path(message).map { String(cString: $0) }
-        let interface = dbus_message_get_interface(message).map { String(cString: $0) }
-        let member = dbus_message_get_member(message).map { String(cString: $0) }
+        let sender = dbus_message_get_sender(message).map(signalStrings.string)
+        let path = dbus_message_get_path(message).map(signalStrings.string)
+        let interface = dbus_message_get_interface(message).map(signalStrings.string)
+        let member = dbus_message_get_member(message).map(signalStrings.string)
         var decoded: DBusMessage? = nil
         for subscription in subscriptions.values
         where subscription.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
             if decoded == nil {
-                guard let message = try? DBusMessage(copying: message, sender: sender, path: path, interface: interface, member: member)
+                guard
+                    let message = try? DBusMessage(
+                        copying: message, sender: sender, path: path, interface: interface, member: member,
+                        strings: signalStrings)
                 else { return }
                 decoded = message
             }

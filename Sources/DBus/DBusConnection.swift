@@ -68,6 +68,8 @@ public actor DBusConnection {
     var pendingCalls: [UInt64: PendingCall] = [:]
     var pendingByPointer: [OpaquePointer: UInt64] = [:]
     var subscriptions: [UInt64: SignalSubscription] = [:]
+    /// Long strings of received signals, reused while they repeat (``StringCache``).
+    let signalStrings = StringCache()
     var objects: [DBusObjectPath: ExportedObject] = [:]
     /// Current owners of well-known names used as match-rule senders (nil: no owner), with the
     /// number of subscriptions using each and the id of the internal NameOwnerChanged subscription.

@@ -7,14 +7,15 @@ internal import CDBus
 /// element signature cannot be parsed, reported as ``DBusError`` `InvalidSignature`.
 /// Unix fds are returned by libdbus as fresh duplicates, owned by the resulting ``DBusUnixFD``.
 enum MessageDecoder {
-    /// All arguments of `message` (a `DBusMessage*`).
-    static func values(of message: OpaquePointer) throws -> [DBusValue] {
+    /// All arguments of `message` (a `DBusMessage*`); long strings come from `strings` when given.
+    static func values(of message: OpaquePointer, strings: StringCache? = nil) throws -> [DBusValue] {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(message, &iter) != 0 else { return [] }
         var out: [DBusValue] = []
+        out.reserveCapacity(argumentCount(dbus_message_get_signature(message)))
         var code = dbus_message_iter_get_arg_type(&iter)
         while code != TypeCode.invalid {
-            out.append(try value(&iter, code))
+            out.append(try value(&iter, code, strings))
             dbus_message_iter_next(&iter)
             code = dbus_message_iter_get_arg_type(&iter)
         }
@@ -33,9 +34,31 @@ enum MessageDecoder {
         return pointer.map { String(cString: $0) }
     }
 
+    /// The number of complete types in a (valid) signature: the number of arguments, so that
+    /// their array is allocated once rather than grown one argument at a time.
+    static func argumentCount(_ signature: UnsafePointer<CChar>?) -> Int {
+        guard var next = signature else { return 0 }
+        var count = 0
+        var depth = 0
+        while next.pointee != 0 {
+            switch UInt8(bitPattern: next.pointee) {
+            case UInt8(ascii: "("), UInt8(ascii: "{"): depth += 1
+            case UInt8(ascii: ")"), UInt8(ascii: "}"):
+                depth -= 1
+                if depth == 0 { count += 1 }
+            case UInt8(ascii: "a"): break  // the element type that follows completes it
+            default: if depth == 0 { count += 1 }
+            }
+            next += 1
+        }
+        return count
+    }
+
     /// The value at `iter`, whose type code (`dbus_message_iter_get_arg_type`) is `code`: the
     /// caller has read it already to know there is a value, so it is not asked for twice.
-    static func value(_ iter: UnsafeMutablePointer<DBusMessageIter>, _ code: Int32) throws -> DBusValue {
+    static func value(
+        _ iter: UnsafeMutablePointer<DBusMessageIter>, _ code: Int32, _ strings: StringCache? = nil
+    ) throws -> DBusValue {
         switch code {
         case TypeCode.byte: return .byte(basic(iter, UInt8(0)))
         case TypeCode.boolean: return .boolean(basic(iter, dbus_bool_t(0)) != 0)
@@ -46,9 +69,9 @@ enum MessageDecoder {
         case TypeCode.int64: return .int64(basic(iter, Int64(0)))
         case TypeCode.uint64: return .uint64(basic(iter, UInt64(0)))
         case TypeCode.double: return .double(basic(iter, Double(0)))
-        case TypeCode.string: return .string(string(iter))
-        case TypeCode.objectPath: return .objectPath(DBusObjectPath(unchecked: string(iter)))
-        case TypeCode.signature: return .signature(try DBusSignature(string(iter)))
+        case TypeCode.string: return .string(string(iter, strings))
+        case TypeCode.objectPath: return .objectPath(DBusObjectPath(unchecked: string(iter, strings)))
+        case TypeCode.signature: return .signature(try DBusSignature(string(iter, nil)))
         case TypeCode.unixFD:
             let fd = basic(iter, Int32(-1))
             guard fd >= 0 else { throw DBusError(.failed, "message carried an invalid unix fd") }
@@ -57,7 +80,7 @@ enum MessageDecoder {
             let elementCode = dbus_message_iter_get_element_type(iter)
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(iter, &sub)
-            if elementCode == TypeCode.dictEntry { return try dictionary(iter, &sub) }
+            if elementCode == TypeCode.dictEntry { return try dictionary(iter, &sub, strings) }
             if elementCode == TypeCode.byte {
                 var base: UnsafePointer<UInt8>? = nil
                 var count: Int32 = 0
@@ -68,7 +91,7 @@ enum MessageDecoder {
             var elements: [DBusValue] = []
             var code = dbus_message_iter_get_arg_type(&sub)
             while code != TypeCode.invalid {
-                elements.append(try value(&sub, code))
+                elements.append(try value(&sub, code, strings))
                 dbus_message_iter_next(&sub)
                 code = dbus_message_iter_get_arg_type(&sub)
             }
@@ -88,7 +111,7 @@ enum MessageDecoder {
             var fields: [DBusValue] = []
             var code = dbus_message_iter_get_arg_type(&sub)
             while code != TypeCode.invalid {
-                fields.append(try value(&sub, code))
+                fields.append(try value(&sub, code, strings))
                 dbus_message_iter_next(&sub)
                 code = dbus_message_iter_get_arg_type(&sub)
             }
@@ -96,7 +119,7 @@ enum MessageDecoder {
         case TypeCode.variant:
             var sub = DBusMessageIter()
             dbus_message_iter_recurse(iter, &sub)
-            return .variant(try value(&sub, dbus_message_iter_get_arg_type(&sub)))
+            return .variant(try value(&sub, dbus_message_iter_get_arg_type(&sub), strings))
         default:
             throw DBusError(.invalidSignature, "unexpected D-Bus type code \(code) in message")
         }
@@ -109,7 +132,8 @@ enum MessageDecoder {
     /// decoded value: reading and parsing the signature string (`dbus_message_iter_get_signature`,
     /// an allocation and a parse per dictionary) is left for an empty dictionary.
     private static func dictionary(
-        _ iter: UnsafeMutablePointer<DBusMessageIter>, _ sub: UnsafeMutablePointer<DBusMessageIter>
+        _ iter: UnsafeMutablePointer<DBusMessageIter>, _ sub: UnsafeMutablePointer<DBusMessageIter>,
+        _ strings: StringCache?
     ) throws -> DBusValue {
         var entries: [DBusDictionaryEntry] = []
         var types: (key: DBusType, value: DBusType)? = nil
@@ -117,10 +141,10 @@ enum MessageDecoder {
             var pair = DBusMessageIter()
             dbus_message_iter_recurse(sub, &pair)
             let keyCode = dbus_message_iter_get_arg_type(&pair)
-            let key = try value(&pair, keyCode)
+            let key = try value(&pair, keyCode, strings)
             dbus_message_iter_next(&pair)
             let valueCode = dbus_message_iter_get_arg_type(&pair)
-            let value = try value(&pair, valueCode)
+            let value = try value(&pair, valueCode, strings)
             if types == nil {
                 // A few entries are the rule (BlueZ's PropertiesChanged carries one to three):
                 // room for four saves growing the array entry by entry.
@@ -147,10 +171,11 @@ enum MessageDecoder {
         return value
     }
 
-    private static func string(_ iter: UnsafeMutablePointer<DBusMessageIter>) -> String {
+    private static func string(_ iter: UnsafeMutablePointer<DBusMessageIter>, _ strings: StringCache?) -> String {
         var pointer: UnsafePointer<CChar>? = nil
         dbus_message_iter_get_basic(iter, &pointer)
-        return pointer.map { String(cString: $0) } ?? ""
+        guard let pointer else { return "" }
+        return strings?.string(pointer) ?? String(cString: pointer)
     }
 
     /// The full type of the container at `iter` (`dbus_message_iter_get_signature`).
