@@ -23,7 +23,7 @@ import EventLoop
 /// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` ends every stream, stops
 /// discovery and closes the connection (connections to peripherals stay up in BlueZ, as BlueZ
 /// keeps them — call ``disconnect(_:)`` first to drop them).
-public actor CentralManager {
+public actor CentralManager: LoopIsolated {
     /// The loop whose thread runs this actor and its D-Bus connection.
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -118,7 +118,7 @@ public actor CentralManager {
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
         bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) { [weak self] message in
-            self?.assumeIsolated { $0.handleSignal(message) }
+            self?.assumeLoopIsolated { $0.handleSignal(message) }
         }
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
         signalTasks.append(Task { [weak self] in
