@@ -8,7 +8,14 @@ internal import CDBus
 /// Unix fds are returned by libdbus as fresh duplicates, owned by the resulting ``DBusUnixFD``.
 enum MessageDecoder {
     /// All arguments of `message` (a `DBusMessage*`); long strings come from `strings` when given.
+    /// Read from the wire format (``WireDecoder``) when it can, else with the iterator.
     static func values(of message: OpaquePointer, strings: StringCache? = nil) throws -> [DBusValue] {
+        if let values = WireDecoder.values(of: message, strings: strings) { return values }
+        return try iteratorValues(of: message, strings: strings)
+    }
+
+    /// All arguments of `message`, walked with `DBusMessageIter`.
+    static func iteratorValues(of message: OpaquePointer, strings: StringCache? = nil) throws -> [DBusValue] {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(message, &iter) != 0 else { return [] }
         var out: [DBusValue] = []
