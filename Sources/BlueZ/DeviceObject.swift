@@ -242,17 +242,28 @@ package struct DeviceObject {
     /// keeping the others. In place when every replaced section keeps its length (a sensor's
     /// `ServiceData` with new readings); otherwise in a new block of the exact size.
     private mutating func replacePayload(_ replacement: Payload.Replacement) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(replacement.encodedSizeBound, 1)) { scratch in
+        // The new sections are encoded into scratch space on the stack, of a size that holds any
+        // advertisement; a larger value (a long list of UUIDs, say) is encoded again into space
+        // of the size the first attempt measured. (Measuring first cost a walk of the values.)
+        var capacity = 256
+        while let needed = replacePayload(replacement, scratchCapacity: capacity) { capacity = needed }
+    }
+
+    /// ``replacePayload(_:)`` with `capacity` bytes of scratch space; nil when done, else (with
+    /// nothing changed) the space the new sections need.
+    private mutating func replacePayload(_ replacement: Payload.Replacement, scratchCapacity capacity: Int) -> Int? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch -> Int? in
             let scratch = scratch.baseAddress!
             // The new sections, encoded one after another into `scratch`.
             var newRanges = Payload.Ranges(0..<0)
-            var writer = Payload.Writer(base: scratch, count: 0)
+            var writer = Payload.Writer(base: scratch, capacity: capacity)
             for section in Payload.Section.allCases {
                 guard let value = replacement[section] else { continue }
                 let start = writer.count
                 Payload.encode(section, value, into: &writer)
                 newRanges[section] = start..<writer.count
             }
+            guard writer.count <= capacity else { return writer.count }
             let oldRanges = withPayload { $0.sectionRanges() }
             var inPlace = isKnownUniquelyReferenced(&storage)
             var total = 0
@@ -268,7 +279,7 @@ package struct DeviceObject {
                         (elements + oldRanges[section].lowerBound).update(from: scratch + new.lowerBound, count: new.count)
                     }
                 }
-                return
+                return nil
             }
             let fresh = Storage.make(storage.header, capacity: total)
             storage.withUnsafeMutablePointerToElements { oldElements in
@@ -284,6 +295,7 @@ package struct DeviceObject {
             }
             fresh.header.payloadCount = UInt32(total)
             storage = fresh
+            return nil
         }
     }
 }
@@ -356,23 +368,6 @@ struct Payload {
         }
 
         var isEmpty: Bool { Section.allCases.allSatisfy { values[$0] == nil } }
-
-        /// At least the bytes the new sections encode to (counted without parsing anything).
-        var encodedSizeBound: Int {
-            var bound = 0
-            for section in Section.allCases {
-                guard let value = self[section] else { continue }
-                switch section {
-                case .uuids:
-                    bound += 17 * (value.array?.count ?? 0)
-                case .manufacturerData, .serviceData:
-                    for entry in value.entries ?? [] {
-                        bound += 17 + 10 + (Payload.byteElements(entry.value)?.count ?? 0)
-                    }
-                }
-            }
-            return bound
-        }
     }
 
     enum Entry {
@@ -479,12 +474,20 @@ struct Payload {
 
     // MARK: Encoding
 
+    /// Writes into `capacity` bytes at `base`; past them it only counts (``count`` is then the
+    /// space the encoding needs).
     struct Writer {
         let base: UnsafeMutablePointer<UInt8>
-        var count: Int
+        let capacity: Int
+        var count = 0
+
+        init(base: UnsafeMutablePointer<UInt8>, capacity: Int) {
+            self.base = base
+            self.capacity = capacity
+        }
 
         mutating func put(_ byte: UInt8) {
-            base[count] = byte
+            if count < capacity { base[count] = byte }
             count += 1
         }
 
@@ -570,31 +573,30 @@ struct Payload {
     /// advertisement report; any other text goes to it.
     static func parseUUID(_ text: String) -> BluetoothUUID? {
         let parsed = text.utf8.withContiguousStorageIfAvailable { bytes -> BluetoothUUID? in
-            guard bytes.count == 36 else { return nil }
-            var halves: (UInt64, UInt64) = (0, 0)
-            var digits = 0
-            for (index, byte) in bytes.enumerated() {
-                if index == 8 || index == 13 || index == 18 || index == 23 {
-                    guard byte == UInt8(ascii: "-") else { return nil }
-                    continue
-                }
-                let nibble: UInt8
-                switch byte {
-                case 0x30...0x39: nibble = byte - 0x30
-                case 0x41...0x46: nibble = byte - 0x41 + 10
-                case 0x61...0x66: nibble = byte - 0x61 + 10
-                default: return nil
-                }
-                if digits < 16 {
-                    halves.0 = halves.0 << 4 | UInt64(nibble)
-                } else {
-                    halves.1 = halves.1 << 4 | UInt64(nibble)
-                }
-                digits += 1
+            let hyphen = UInt8(ascii: "-")
+            guard bytes.count == 36, bytes[8] == hyphen, bytes[13] == hyphen, bytes[18] == hyphen, bytes[23] == hyphen
+            else { return nil }
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            var invalid: UInt8 = 0  // bit 4 set by any byte that is not a hex digit
+            for index in 0..<36 where index != 8 && index != 13 && index != 18 && index != 23 {
+                let nibble = hexValue(bytes[index])
+                invalid |= nibble
+                if index < 19 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
             }
-            return BluetoothUUID(high: halves.0, low: halves.1)
+            return invalid & 0x10 == 0 ? BluetoothUUID(high: high, low: low) : nil
         }
         return (parsed ?? nil) ?? BluetoothUUID(text)
+    }
+
+    /// The value of a hex digit (`0-9`, `A-F`, `a-f`), else 0x10.
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case 0x30...0x39: byte &- 0x30
+        case 0x41...0x46: byte &- 0x41 &+ 10
+        case 0x61...0x66: byte &- 0x61 &+ 10
+        default: 0x10
+        }
     }
 
     /// The elements of an `ay` (through variants), without copying them into bytes.

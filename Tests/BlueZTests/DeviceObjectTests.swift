@@ -151,6 +151,13 @@ struct DeviceObjectTests {
             changed: ["ManufacturerData": Self.manufacturer([]), "ServiceData": Self.service([(fcd2, Array(0..<200))]),
                       "UUIDs": .strings([])])
         Self.expectSame(&props, &device, changed: ["UUIDs": .strings([fcd2, fcd2])])
+        // More than the encoder's first scratch space (256 bytes): encoded again at its size.
+        let many = (0..<40).map { "6e40\(10 + $0)01-b5a3-f393-e0a9-e50e24dcca9e" }
+        Self.expectSame(
+            &props, &device,
+            changed: ["ServiceData": Self.service([(fcd2, Array(repeating: 7, count: 300))]), "UUIDs": .strings(many)])
+        #expect(device.payloadCount > 900)
+        Self.expectSame(&props, &device, changed: ["UUIDs": .strings([fcd2, fcd2])])
         // Scalars.
         Self.expectSame(
             &props, &device,
