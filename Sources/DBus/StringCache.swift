@@ -17,7 +17,19 @@ import Glibc
 /// before plus the hash. Confined to its connection's loop thread (not `Sendable`).
 final class StringCache {
     static let slotCount = 256
-    private var slots = [String?](repeating: nil, count: StringCache.slotCount)
+    /// The slots, in memory of their own rather than an array property: a class's stored `var`
+    /// is accessed with a dynamic exclusivity check each time (`swift_beginAccess`).
+    private let slots: UnsafeMutablePointer<String?>
+
+    init() {
+        slots = .allocate(capacity: Self.slotCount)
+        slots.initialize(repeating: nil, count: Self.slotCount)
+    }
+
+    deinit {
+        slots.deinitialize(count: Self.slotCount)
+        slots.deallocate()
+    }
 
     /// The string of the `count` UTF-8 bytes at `bytes` (valid UTF-8: libdbus validated it).
     func string(_ bytes: UnsafePointer<CChar>, count: Int) -> String {
