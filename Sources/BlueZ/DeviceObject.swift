@@ -576,14 +576,22 @@ struct Payload {
             let hyphen = UInt8(ascii: "-")
             guard bytes.count == 36, bytes[8] == hyphen, bytes[13] == hyphen, bytes[18] == hyphen, bytes[23] == hyphen
             else { return nil }
+            let text = bytes.baseAddress!  // 36 bytes
+            var invalid: UInt8 = 0  // bit 4 set by any byte that is not a hex digit
+            func hex(_ range: Range<Int>, into word: inout UInt64) {
+                for index in range {
+                    let nibble = hexValue(text[index])
+                    invalid |= nibble
+                    word = word << 4 | UInt64(nibble & 0xF)
+                }
+            }
             var high: UInt64 = 0
             var low: UInt64 = 0
-            var invalid: UInt8 = 0  // bit 4 set by any byte that is not a hex digit
-            for index in 0..<36 where index != 8 && index != 13 && index != 18 && index != 23 {
-                let nibble = hexValue(bytes[index])
-                invalid |= nibble
-                if index < 19 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
-            }
+            hex(0..<8, into: &high)
+            hex(9..<13, into: &high)
+            hex(14..<18, into: &high)
+            hex(19..<23, into: &low)
+            hex(24..<36, into: &low)
             return invalid & 0x10 == 0 ? BluetoothUUID(high: high, low: low) : nil
         }
         return (parsed ?? nil) ?? BluetoothUUID(text)
