@@ -107,16 +107,30 @@ package struct BlueZObjectTree {
     /// ignored); false when the object or interface is unknown.
     @discardableResult
     package mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+        change(path, interface: interface, changed: PropertyChanges(changed), invalidated: invalidated)
+    }
+
+    /// As ``change(_:interface:changed:invalidated:)``, with the changes as the signal carried them.
+    @discardableResult
+    mutating func change(
+        _ path: DBusObjectPath, interface: String, changed: PropertyChanges, invalidated: [String]
+    ) -> Bool {
         if interface == Self.device {
-            return devices.modify(path) { $0.change(changed, invalidated: invalidated) }
+            return changeDevice(devices.key(path), changed: changed, invalidated: invalidated)
         }
         guard let kept = Self.kept(interface), objects[path]?[kept.interface] != nil else { return false }
-        for (key, value) in changed {
-            guard let keptKey = kept.keys.first(where: { $0 == key }) else { continue }
+        changed.forEach { key, value in
+            guard let keptKey = kept.keys.first(where: { $0 == key }) else { return }
             objects[path]?[kept.interface]?[keptKey] = value
         }
         for key in invalidated { objects[path]?[kept.interface]?.removeValue(forKey: key) }
         return true
+    }
+
+    /// Applies a `PropertiesChanged` of `Device1` to the device with `key` (``DeviceTable/key(_:)``
+    /// of its path, worked out once per signal by the caller); false when there is none.
+    mutating func changeDevice(_ key: DeviceTable.Key, changed: PropertyChanges, invalidated: [String]) -> Bool {
+        devices.modify(key) { $0.change(changed, invalidated: invalidated) }
     }
 
     /// The kept properties of an adapter or GATT object (a device's are read with ``device(_:)``).
@@ -127,6 +141,11 @@ package struct BlueZObjectTree {
     /// The device at `path`, when BlueZ has one there.
     package func device(_ path: DBusObjectPath) -> DeviceObject? {
         devices[path]
+    }
+
+    /// The device with `key` (``DeviceTable/key(_:)`` of its path), when BlueZ has one there.
+    func device(_ key: DeviceTable.Key) -> DeviceObject? {
+        devices[key]
     }
 
     /// Number of devices below `parent` (without building their paths).

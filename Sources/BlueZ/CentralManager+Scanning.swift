@@ -7,8 +7,17 @@ import EventLoop
 struct ScanSubscription {
     /// Where results go: a stream, or a handler called on the loop thread.
     enum Sink {
-        case stream(AsyncStream<ScanResult>.Continuation)
+        case stream(Stream)
         case handler(@Sendable (ScanResult) -> Void)
+    }
+
+    /// A stream's continuation, behind a reference. `AsyncStream.Continuation` comes from a
+    /// library built for evolution, so its size is only known at run time: held inline it made
+    /// every copy of a subscription, and every step through ``CentralManager/scans`` for each
+    /// advertisement report, go through runtime value witnesses and type metadata.
+    final class Stream: Sendable {
+        let continuation: AsyncStream<ScanResult>.Continuation
+        init(_ continuation: AsyncStream<ScanResult>.Continuation) { self.continuation = continuation }
     }
 
     let options: ScanOptions
@@ -53,7 +62,7 @@ extension CentralManager {
         try requirePoweredOn("scan")
         let (stream, continuation) = AsyncStream.makeStream(of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
         let id = makeID()
-        scans[id] = ScanSubscription(options: options, sink: .stream(continuation))
+        scans[id] = ScanSubscription(options: options, sink: .stream(ScanSubscription.Stream(continuation)))
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute {
@@ -224,28 +233,33 @@ extension CentralManager {
     /// A device was added or its advertisement properties changed: report it to each scan
     /// (or each of `only`) whose options it passes.
     func deviceAdvertised(_ path: DBusObjectPath, only ids: [Int]? = nil) {
-        guard !scans.isEmpty, let device = tree.device(path), let peripheral = device.peripheral else { return }
+        deviceAdvertised(path, key: tree.devices.key(path), only: ids)
+    }
+
+    /// As ``deviceAdvertised(_:only:)``, with the device's key (``DeviceTable/key(_:)`` of `path`).
+    func deviceAdvertised(_ path: DBusObjectPath, key: DeviceTable.Key, only ids: [Int]? = nil) {
+        guard !scans.isEmpty, let device = tree.device(key), let peripheral = device.peripheral else { return }
         let data = device.advertisementData
         // The content (without RSSI) is hashed only for a scan that drops duplicates: the
         // gateway's scan keeps them, and this runs for every advertisement report.
-        var seen: (key: DeviceTable.Key, contentHash: Int)?
+        var contentHash: Int?
         for (id, scan) in scans where ids?.contains(id) ?? true {
             if let services = scan.options.services,
                 !services.contains(where: { data.serviceUUIDs.contains($0) || data.serviceData[$0] != nil })
             { continue }
             if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
             if !scan.options.allowDuplicates {
-                if seen == nil {
+                if contentHash == nil {
                     var content = data
                     content.rssi = nil
-                    seen = (tree.devices.key(path), content.hashValue)
+                    contentHash = content.hashValue
                 }
-                guard let (key, contentHash) = seen, scan.lastContent[key] != contentHash else { continue }
+                guard scan.lastContent[key] != contentHash else { continue }
                 scans[id]?.lastContent[key] = contentHash
             }
             let result = ScanResult(peripheral: peripheral, advertisementData: data)
             switch scan.sink {
-            case .stream(let continuation): continuation.yield(result)
+            case .stream(let stream): stream.continuation.yield(result)
             case .handler(let handler): handler(result)
             }
         }

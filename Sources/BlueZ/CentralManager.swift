@@ -23,7 +23,7 @@ import EventLoop
 /// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` ends every stream, stops
 /// discovery and closes the connection (connections to peripherals stay up in BlueZ, as BlueZ
 /// keeps them — call ``disconnect(_:)`` first to drop them).
-public actor CentralManager {
+public actor CentralManager: LoopIsolated {
     /// The loop whose thread runs this actor and its D-Bus connection.
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -118,7 +118,7 @@ public actor CentralManager {
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
         bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) { [weak self] message in
-            self?.assumeIsolated { $0.handleSignal(message) }
+            self?.assumeLoopIsolated { $0.handleSignal(message) }
         }
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
         signalTasks.append(Task { [weak self] in
@@ -141,7 +141,7 @@ public actor CentralManager {
     public func close() async {
         guard !closed else { return }
         closed = true
-        for case .stream(let continuation) in scans.values.map(\.sink) { continuation.finish() }
+        for case .stream(let stream) in scans.values.map(\.sink) { stream.continuation.finish() }
         scans.removeAll()
         if discovery.sessionActive, let adapterPath {
             _ = try? await callBlueZ(adapterPath, BlueZObjectTree.adapter, "StopDiscovery", timeout: .seconds(2))
@@ -354,34 +354,40 @@ public actor CentralManager {
         guard message.arguments.count == 3, let path = message.path,
             let interface = message.arguments[0].string
         else { return }
-        var changed = message.arguments[1].dictionary ?? [:]
+        var changed = PropertyChanges(message.arguments[1])
         let invalidated = message.arguments[2].strings ?? []
         switch interface {
         case BlueZObjectTree.adapter:
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated) else { return }
             if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
         case BlueZObjectTree.device:
+            let key = tree.devices.key(path)  // once for the lookups below
             // (No DeviceObject is held over the change below: it would make the change copy it.)
-            let (wasConnected, wasResolved) = tree.device(path).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
+            let (wasConnected, wasResolved) =
+                tree.device(key).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
+            // Each looked up once (an advertisement report carries neither).
+            let servicesResolved = changed["ServicesResolved"]?.bool
+            let connectedValue = changed["Connected"]
+            var connected = connectedValue?.bool
             // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
             // before the kernel's Device Connected event it logs "Device … is already connected"
             // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
-            if changed["ServicesResolved"]?.bool == true, !wasConnected, changed["Connected"] == nil {
+            if servicesResolved == true, !wasConnected, connectedValue == nil {
                 changed["Connected"] = .boolean(true)
+                connected = true
             }
             // The GATT objects a ServicesResolved=true announces may still be on their way: it is
             // applied once they are known (CentralManager+Resolution.swift).
-            let resolving = changed["ServicesResolved"]?.bool == true && !wasResolved && isOurDevice(path)
+            let resolving = servicesResolved == true && !wasResolved && isOurDevice(path)
             if resolving { changed.removeValue(forKey: "ServicesResolved") }
-            if changed["ServicesResolved"]?.bool == false || changed["Connected"]?.bool == false { cancelServicesResolved(path) }
-            guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated), isOurDevice(path)
-            else { return }
-            if let connected = changed["Connected"]?.bool, connected != wasConnected, let peripheral = peripheral(at: path) {
+            if servicesResolved == false || connected == false { cancelServicesResolved(path) }
+            guard tree.changeDevice(key, changed: changed, invalidated: invalidated), isOurDevice(path) else { return }
+            if let connected, connected != wasConnected, let peripheral = peripheral(at: path) {
                 if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
             }
             if resolving { confirmServicesResolved(path) }
-            if Self.advertisementKeys.contains(where: { changed[$0] != nil }) {
-                deviceAdvertised(path)
+            if changed.contains(anyOf: Self.advertisementKeys) {
+                deviceAdvertised(path, key: key)
             }
         case BlueZObjectTree.characteristic:
             tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
@@ -398,7 +404,7 @@ public actor CentralManager {
 
     func isOurDevice(_ path: DBusObjectPath) -> Bool {
         guard let adapterPath else { return false }
-        return path.parent == adapterPath
+        return path.isChild(of: adapterPath)
     }
 
     func devicePath(_ address: BluetoothAddress) -> DBusObjectPath? {

@@ -160,8 +160,13 @@ package struct DeviceObject {
 
     /// Applies a `PropertiesChanged` (the payload in one go when several of its parts change).
     mutating func change(_ changed: [String: DBusValue], invalidated: [String]) {
+        change(PropertyChanges(changed), invalidated: invalidated)
+    }
+
+    /// Applies a `PropertiesChanged` as the signal carried it.
+    mutating func change(_ changed: PropertyChanges, invalidated: [String]) {
         var sections = Payload.Replacement()
-        for (name, value) in changed {
+        changed.forEach { name, value in
             if let section = Payload.Section(name) { sections[section] = value } else { set(name, value) }
         }
         for name in invalidated {
@@ -237,17 +242,28 @@ package struct DeviceObject {
     /// keeping the others. In place when every replaced section keeps its length (a sensor's
     /// `ServiceData` with new readings); otherwise in a new block of the exact size.
     private mutating func replacePayload(_ replacement: Payload.Replacement) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(replacement.encodedSizeBound, 1)) { scratch in
+        // The new sections are encoded into scratch space on the stack, of a size that holds any
+        // advertisement; a larger value (a long list of UUIDs, say) is encoded again into space
+        // of the size the first attempt measured. (Measuring first cost a walk of the values.)
+        var capacity = 256
+        while let needed = replacePayload(replacement, scratchCapacity: capacity) { capacity = needed }
+    }
+
+    /// ``replacePayload(_:)`` with `capacity` bytes of scratch space; nil when done, else (with
+    /// nothing changed) the space the new sections need.
+    private mutating func replacePayload(_ replacement: Payload.Replacement, scratchCapacity capacity: Int) -> Int? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch -> Int? in
             let scratch = scratch.baseAddress!
             // The new sections, encoded one after another into `scratch`.
             var newRanges = Payload.Ranges(0..<0)
-            var writer = Payload.Writer(base: scratch, count: 0)
+            var writer = Payload.Writer(base: scratch, capacity: capacity)
             for section in Payload.Section.allCases {
                 guard let value = replacement[section] else { continue }
                 let start = writer.count
                 Payload.encode(section, value, into: &writer)
                 newRanges[section] = start..<writer.count
             }
+            guard writer.count <= capacity else { return writer.count }
             let oldRanges = withPayload { $0.sectionRanges() }
             var inPlace = isKnownUniquelyReferenced(&storage)
             var total = 0
@@ -263,7 +279,7 @@ package struct DeviceObject {
                         (elements + oldRanges[section].lowerBound).update(from: scratch + new.lowerBound, count: new.count)
                     }
                 }
-                return
+                return nil
             }
             let fresh = Storage.make(storage.header, capacity: total)
             storage.withUnsafeMutablePointerToElements { oldElements in
@@ -279,6 +295,7 @@ package struct DeviceObject {
             }
             fresh.header.payloadCount = UInt32(total)
             storage = fresh
+            return nil
         }
     }
 }
@@ -351,23 +368,6 @@ struct Payload {
         }
 
         var isEmpty: Bool { Section.allCases.allSatisfy { values[$0] == nil } }
-
-        /// At least the bytes the new sections encode to (counted without parsing anything).
-        var encodedSizeBound: Int {
-            var bound = 0
-            for section in Section.allCases {
-                guard let value = self[section] else { continue }
-                switch section {
-                case .uuids:
-                    bound += 17 * (value.array?.count ?? 0)
-                case .manufacturerData, .serviceData:
-                    for entry in value.entries ?? [] {
-                        bound += 17 + 10 + (Payload.byteElements(entry.value)?.count ?? 0)
-                    }
-                }
-            }
-            return bound
-        }
     }
 
     enum Entry {
@@ -474,12 +474,20 @@ struct Payload {
 
     // MARK: Encoding
 
+    /// Writes into `capacity` bytes at `base`; past them it only counts (``count`` is then the
+    /// space the encoding needs).
     struct Writer {
         let base: UnsafeMutablePointer<UInt8>
-        var count: Int
+        let capacity: Int
+        var count = 0
+
+        init(base: UnsafeMutablePointer<UInt8>, capacity: Int) {
+            self.base = base
+            self.capacity = capacity
+        }
 
         mutating func put(_ byte: UInt8) {
-            base[count] = byte
+            if count < capacity { base[count] = byte }
             count += 1
         }
 
@@ -538,7 +546,7 @@ struct Payload {
                 case .signature(let signature): text = signature.description
                 default: continue
                 }
-                guard let uuid = BluetoothUUID(text) else { continue }
+                guard let uuid = parseUUID(text) else { continue }
                 writer.put(uuid, tagBase: 0)
             }
         case .manufacturerData:
@@ -550,10 +558,52 @@ struct Payload {
             }
         case .serviceData:
             for entry in value.entries ?? [] {
-                guard let uuid = entry.key.string.flatMap(BluetoothUUID.init), let elements = byteElements(entry.value) else { continue }
+                guard let uuid = entry.key.string.flatMap(parseUUID), let elements = byteElements(entry.value) else {
+                    continue
+                }
                 writer.put(uuid, tagBase: 0x20)
                 writer.putData(elements)
             }
+        }
+    }
+
+    /// `BluetoothUUID(text)`, with BlueZ's own spelling (`0000181a-0000-1000-8000-00805f9b34fb`:
+    /// 36 characters, hyphens after 8, 12, 16 and 20 hex digits) read straight from its bytes.
+    /// The general parser walks Unicode scalars, and a service data key is parsed for every
+    /// advertisement report; any other text goes to it.
+    static func parseUUID(_ text: String) -> BluetoothUUID? {
+        let parsed = text.utf8.withContiguousStorageIfAvailable { bytes -> BluetoothUUID? in
+            let hyphen = UInt8(ascii: "-")
+            guard bytes.count == 36, bytes[8] == hyphen, bytes[13] == hyphen, bytes[18] == hyphen, bytes[23] == hyphen
+            else { return nil }
+            let text = bytes.baseAddress!  // 36 bytes
+            var invalid: UInt8 = 0  // bit 4 set by any byte that is not a hex digit
+            func hex(_ range: Range<Int>, into word: inout UInt64) {
+                for index in range {
+                    let nibble = hexValue(text[index])
+                    invalid |= nibble
+                    word = word << 4 | UInt64(nibble & 0xF)
+                }
+            }
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            hex(0..<8, into: &high)
+            hex(9..<13, into: &high)
+            hex(14..<18, into: &high)
+            hex(19..<23, into: &low)
+            hex(24..<36, into: &low)
+            return invalid & 0x10 == 0 ? BluetoothUUID(high: high, low: low) : nil
+        }
+        return (parsed ?? nil) ?? BluetoothUUID(text)
+    }
+
+    /// The value of a hex digit (`0-9`, `A-F`, `a-f`), else 0x10.
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case 0x30...0x39: byte &- 0x30
+        case 0x41...0x46: byte &- 0x41 &+ 10
+        case 0x61...0x66: byte &- 0x61 &+ 10
+        default: 0x10
         }
     }
 

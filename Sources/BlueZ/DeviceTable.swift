@@ -1,6 +1,10 @@
 import Bluetooth
 import DBus
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The `org.bluez.Device1` objects of a ``BlueZObjectTree``, by path, without a path string per
 /// device.
 ///
@@ -51,7 +55,19 @@ struct DeviceTable {
     }
 
     private func prefixIndex(_ path: DBusObjectPath, length: Int) -> Int? {
-        prefixes.firstIndex { $0.utf8.count == length && path.rawValue.utf8.starts(with: $0.utf8) }
+        // The bytes are compared in place: `starts(with:)` of one `UTF8View` with another went
+        // byte by byte through the generic collection code, three times per advertisement report.
+        let found = path.rawValue.utf8.withContiguousStorageIfAvailable { bytes in
+            prefixes.firstIndex { prefix in
+                guard prefix.utf8.count == length else { return false }
+                let equal = prefix.utf8.withContiguousStorageIfAvailable {
+                    memcmp(bytes.baseAddress!, $0.baseAddress!, length) == 0
+                }
+                return equal ?? prefix.utf8.elementsEqual(bytes.prefix(length))
+            }
+        }
+        // Native strings are contiguous; the generic way for any other kind.
+        return found ?? prefixes.firstIndex { $0.utf8.count == length && path.rawValue.utf8.starts(with: $0.utf8) }
     }
 
     /// The address in `path` and the length of its directory (with the final slash), when the
@@ -127,9 +143,9 @@ struct DeviceTable {
         }
     }
 
-    /// Changes the device at `path` in place; false when there is none.
-    mutating func modify(_ path: DBusObjectPath, _ body: (inout DeviceObject) -> Void) -> Bool {
-        switch key(path) {
+    /// Changes the device with `key` in place; false when there is none.
+    mutating func modify(_ key: Key, _ body: (inout DeviceObject) -> Void) -> Bool {
+        switch key {
         case .compact(let value):
             guard compact[value] != nil else { return false }
             body(&compact[value]!)

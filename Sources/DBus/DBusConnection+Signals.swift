@@ -60,7 +60,7 @@ extension DBusConnection {
         } catch {
             if let subscription = subscriptions.removeValue(forKey: id) {
                 subscription.finish()
-                if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
+                if let name = subscription.trackedSender { untrackOwner(of: name) }
             }
             throw error
         }
@@ -110,7 +110,7 @@ extension DBusConnection {
 
     private func unsubscribe(id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id), raw != nil else { return }
-        if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender { untrackOwner(of: name) }
+        if let name = subscription.trackedSender { untrackOwner(of: name) }
         try? send(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "RemoveMatch", arguments: [.string(subscription.rule.description)])
@@ -120,24 +120,23 @@ extension DBusConnection {
     /// and only if some header matches.
     func deliverSignal(_ message: OpaquePointer) {
         guard !subscriptions.isEmpty else { return }
-        let sender = dbus_message_get_sender(message).map { String(cString: $0) }
-        let path = dbus_message_get_path(message).map { String(cString: $0) }
-        let interface = dbus_message_get_interface(message).map { String(cString: $0) }
-        let member = dbus_message_get_member(message).map { String(cString: $0) }
+        let sender = dbus_message_get_sender(message).map(signalStrings.string)
+        let path = dbus_message_get_path(message).map(signalStrings.string)
+        let interface = dbus_message_get_interface(message).map(signalStrings.string)
+        let member = dbus_message_get_member(message).map(signalStrings.string)
         var decoded: DBusMessage? = nil
         for subscription in subscriptions.values
-        where subscription.rule.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
+        where subscription.matchesHeader(sender: sender, path: path, interface: interface, member: member) {
             if decoded == nil {
-                guard let message = try? DBusMessage(copying: message, sender: sender, path: path, interface: interface, member: member)
+                guard
+                    let message = try? DBusMessage(
+                        copying: message, sender: sender, path: path, interface: interface, member: member,
+                        strings: signalStrings)
                 else { return }
                 decoded = message
             }
             guard let decoded else { return }
-            if let name = subscription.rule.sender, subscription.rule.hasWellKnownSender,
-                senderOwners[name]?.owner != sender
-            {
-                continue
-            }
+            if let name = subscription.trackedSender, senderOwners[name]?.owner != sender { continue }
             if subscription.rule.arguments.isEmpty || subscription.rule.matchesArguments(decoded.arguments) {
                 subscription.deliver(decoded)
             }

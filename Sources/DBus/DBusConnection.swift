@@ -22,7 +22,7 @@ import Glibc
 /// Cleanup: call ``close()`` when done. Until then libdbus holds the connection (its hooks keep a
 /// reference), so dropping the last Swift reference does not close it. Closing fails pending calls
 /// with `Disconnected`, finishes every signal stream, and forgets exported objects.
-public actor DBusConnection {
+public actor DBusConnection: LoopIsolated {
     /// Which bus to connect to.
     public enum Bus: Sendable, Hashable {
         /// The system bus: `$DBUS_SYSTEM_BUS_ADDRESS`, else `unix:path=/var/run/dbus/system_bus_socket`.
@@ -68,6 +68,8 @@ public actor DBusConnection {
     var pendingCalls: [UInt64: PendingCall] = [:]
     var pendingByPointer: [OpaquePointer: UInt64] = [:]
     var subscriptions: [UInt64: SignalSubscription] = [:]
+    /// Long strings of received signals, reused while they repeat (``StringCache``).
+    let signalStrings = StringCache()
     var objects: [DBusObjectPath: ExportedObject] = [:]
     /// Current owners of well-known names used as match-rule senders (nil: no owner), with the
     /// number of subscriptions using each and the id of the internal NameOwnerChanged subscription.
@@ -183,12 +185,12 @@ public actor DBusConnection {
                         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
                     }
                     let pointer = LoopPointer(message)
-                    return connection.assumeIsolated { $0.handleIncoming(pointer.raw) }
+                    return connection.assumeLoopIsolated { $0.handleIncoming(pointer.raw) }
                 },
                 Unmanaged.passRetained(self).toOpaque(), release),
             "dbus_connection_add_filter")
         prepareHook = loop.addPrepareHook { [self] in
-            self.assumeIsolated { $0.dispatchQueued() }
+            self.assumeLoopIsolated { $0.dispatchQueued() }
         }
     }
 

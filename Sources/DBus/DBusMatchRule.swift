@@ -53,18 +53,6 @@ public struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Whether the header fields match (arguments are checked by ``matchesArguments(_:)``).
-    func matchesHeader(sender: String?, path: String?, interface: String?, member: String?) -> Bool {
-        if let want = self.sender, !hasWellKnownSender, want != sender { return false }
-        if let want = self.path, want.rawValue != path { return false }
-        if let want = pathNamespace {
-            guard let path, DBusObjectPath(unchecked: path).isDescendant(of: want) else { return false }
-        }
-        if let want = self.interface, want != interface { return false }
-        if let want = self.member, want != member { return false }
-        return true
-    }
-
     /// True when `sender` is a well-known name other than the bus's own (which the bus uses
     /// literally as the sender of its signals).
     var hasWellKnownSender: Bool {

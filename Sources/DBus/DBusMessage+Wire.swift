@@ -32,6 +32,19 @@ extension DBusMessage {
     /// receipt) and decoded as a received message is.
     /// - Throws: ``DBusError`` with libdbus's reason when the bytes are not a valid message.
     package static func decode(wire bytes: [UInt8]) throws -> DBusMessage {
+        try withDemarshalled(bytes) { try DBusMessage(copying: $0) }
+    }
+
+    /// The arguments of a message in the wire format decoded both ways: from the wire format
+    /// (``WireDecoder``; nil when it leaves the message to the iterator) and by walking it with
+    /// libdbus's iterator. For tests that check the two agree.
+    package static func decodeBothWays(wire bytes: [UInt8]) throws -> (wire: [DBusValue]?, iterator: [DBusValue]) {
+        try withDemarshalled(bytes) { message in
+            (WireDecoder.values(of: message, strings: StringCache()), try MessageDecoder.iteratorValues(of: message))
+        }
+    }
+
+    private static func withDemarshalled<T>(_ bytes: [UInt8], _ body: (OpaquePointer) throws -> T) throws -> T {
         guard bytes.count <= Int(Int32.max) else { throw DBusError(.invalidArgs, "message of \(bytes.count) bytes") }
         let message = try LibDBus.withError { error in
             bytes.withUnsafeBufferPointer { buffer in
@@ -42,6 +55,6 @@ extension DBusMessage {
         }
         guard let message else { throw DBusError(.invalidArgs, "not a D-Bus message") }
         defer { dbus_message_unref(message) }
-        return try DBusMessage(copying: message)
+        return try body(message)
     }
 }

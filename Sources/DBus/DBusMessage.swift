@@ -58,8 +58,12 @@ public struct DBusMessage: Sendable, CustomStringConvertible {
     }
 
     /// As ``init(copying:)``, with the header fields a caller already read (a signal's, to match
-    /// rules): each is copied out of libdbus once per message, not twice.
-    init(copying message: OpaquePointer, sender: String?, path: String?, interface: String?, member: String?) throws {
+    /// rules): each is copied out of libdbus once per message, not twice. Long strings of the
+    /// body come from `strings` when given.
+    init(
+        copying message: OpaquePointer, sender: String?, path: String?, interface: String?, member: String?,
+        strings: StringCache? = nil
+    ) throws {
         switch dbus_message_get_type(message) {
         case DBUS_MESSAGE_TYPE_METHOD_CALL: kind = .methodCall
         case DBUS_MESSAGE_TYPE_METHOD_RETURN: kind = .methodReturn
@@ -73,7 +77,7 @@ public struct DBusMessage: Sendable, CustomStringConvertible {
         self.member = member
         errorName = dbus_message_get_error_name(message).map { String(cString: $0) }
         serial = dbus_message_get_serial(message)
-        arguments = try MessageDecoder.values(of: message)
+        arguments = try MessageDecoder.values(of: message, strings: strings)
         noReplyExpected = dbus_message_get_no_reply(message) != 0
     }
 

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A validated D-Bus object path such as `/org/bluez/hci0` (`dbus_validate_path` rules: starts with
 /// `/`, elements of `[A-Za-z0-9_]` separated by single `/`, no trailing `/` except the root).
 public struct DBusObjectPath: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
@@ -40,6 +44,26 @@ public struct DBusObjectPath: RawRepresentable, Hashable, Comparable, Sendable, 
         guard let slash = utf8.lastIndex(of: UInt8(ascii: "/")) else { return nil }
         if slash == utf8.startIndex { return .root }
         return DBusObjectPath(unchecked: String(rawValue[..<slash]))
+    }
+
+    /// Whether `parent` is this path's ``parent``, found without building the parent's string:
+    /// BlueZ's central asks it of every device path for every advertisement report.
+    package func isChild(of parent: DBusObjectPath) -> Bool {
+        // A path is valid ASCII, so its parent is the bytes before its last slash (`/` when that
+        // is the first byte): `parent` + `/` + an element without a slash.
+        let prefixCount = parent.rawValue == "/" ? 0 : parent.rawValue.utf8.count
+        if prefixCount == 0 && parent.rawValue != "/" { return false }  // no path's parent is ""
+        let found = rawValue.utf8.withContiguousStorageIfAvailable { path -> Bool? in
+            guard path.count > prefixCount + 1, path[prefixCount] == UInt8(ascii: "/"),
+                !path[(prefixCount + 1)...].contains(UInt8(ascii: "/"))
+            else { return false }
+            if prefixCount == 0 { return true }
+            return parent.rawValue.utf8.withContiguousStorageIfAvailable {
+                memcmp(path.baseAddress!, $0.baseAddress!, prefixCount) == 0
+            }
+        }
+        // Both strings are native, hence contiguous; the generic way for any other kind.
+        return (found ?? nil) ?? (self.parent == parent)
     }
 
     /// True when `self` is `ancestor` or lies below it (`path_namespace` semantics).

@@ -158,7 +158,9 @@ extension DBusValue {
         return nil
     }
 
-    var stringLike: String? {
+    /// The text of an `s`, `o` or `g` (not through variants): what ``dictionary`` keys an entry
+    /// by, for code that reads a dictionary's entries in place (package-wide).
+    package var stringLike: String? {
         switch self {
         case .string(let s): s
         case .objectPath(let p): p.rawValue

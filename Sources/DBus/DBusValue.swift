@@ -6,8 +6,11 @@
 /// ``dictionary`` (in `DBusValue+Accessors.swift`) read values comfortably and look through
 /// variants.
 ///
-/// Only the containers are `indirect` (boxed on the heap): a number, string or path is stored in
-/// the value itself, so an `ay` of 20 bytes is one array rather than 20 boxed values.
+/// A number, string or path is stored in the value itself, so an `ay` of 20 bytes is one array
+/// rather than 20 boxed values. So are an array and a struct (a type and an array reference: no
+/// larger than a string), which saves a box per container decoded. Only a variant (which holds a
+/// value) and a dictionary (two types and its entries, which would make every value larger) are
+/// `indirect`, boxed on the heap.
 public enum DBusValue: Hashable, Sendable {
     /// `y`
     case byte(UInt8)
@@ -36,11 +39,11 @@ public enum DBusValue: Hashable, Sendable {
     /// `h`: an owned descriptor (see ``DBusUnixFD`` for duplication rules).
     case unixFD(DBusUnixFD)
     /// `aT`: the element type and the elements (each must be of that type).
-    indirect case array(DBusType, [DBusValue])
+    case array(DBusType, [DBusValue])
     /// `a{KV}`: key and value types and the entries, in wire order.
     indirect case dictionary(key: DBusType, value: DBusType, [DBusDictionaryEntry])
     /// `(…)`: the fields (at least one).
-    indirect case structure([DBusValue])
+    case structure([DBusValue])
     /// `v`: any single value, carrying its own type.
     indirect case variant(DBusValue)
 

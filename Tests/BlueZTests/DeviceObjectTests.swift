@@ -151,6 +151,13 @@ struct DeviceObjectTests {
             changed: ["ManufacturerData": Self.manufacturer([]), "ServiceData": Self.service([(fcd2, Array(0..<200))]),
                       "UUIDs": .strings([])])
         Self.expectSame(&props, &device, changed: ["UUIDs": .strings([fcd2, fcd2])])
+        // More than the encoder's first scratch space (256 bytes): encoded again at its size.
+        let many = (0..<40).map { "6e40\(10 + $0)01-b5a3-f393-e0a9-e50e24dcca9e" }
+        Self.expectSame(
+            &props, &device,
+            changed: ["ServiceData": Self.service([(fcd2, Array(repeating: 7, count: 300))]), "UUIDs": .strings(many)])
+        #expect(device.payloadCount > 900)
+        Self.expectSame(&props, &device, changed: ["UUIDs": .strings([fcd2, fcd2])])
         // Scalars.
         Self.expectSame(
             &props, &device,
@@ -166,6 +173,17 @@ struct DeviceObjectTests {
             &props, &device,
             invalidated: ["Address", "AddressType", "Connected", "ServicesResolved", "ManufacturerData", "RSSI"])
         #expect(device.payloadCount == 0 && device.peripheral == nil)
+    }
+
+    @Test("service data keys and UUIDs parse as BluetoothUUID parses them, BlueZ's spelling by the fast path", arguments: [
+        "0000181a-0000-1000-8000-00805f9b34fb", "0000181A-0000-1000-8000-00805F9B34FB", "6e400001-b5a3-f393-e0a9-e50e24dcca9e",
+        "0000181a00001000800000805f9b34fb", "181A", "0000181a", "0000181a-0000-1000-8000-00805f9b34f", "0000181a-0000-1000-8000-00805f9b34fbb",
+        "0000181a-00001-000-8000-00805f9b34fb", "0000181a_0000-1000-8000-00805f9b34fb", "0000181g-0000-1000-8000-00805f9b34fb",
+        "0000181a-0000-1000-8000-00805f9b34f\u{e9}", "0000181a-0000-1000-8000-00805f9b34\u{e9}", "-0000181a-0000-1000-8000-00805f9b34f",
+        "", "------------------------------------",
+    ])
+    func uuidParsing(text: String) {
+        #expect(Payload.parseUUID(text) == BluetoothUUID(text))
     }
 
     @Test("a copy is not changed by a change of the original")

@@ -91,6 +91,35 @@ struct ObjectTreeTests {
         #expect(tree.count == 1)
     }
 
+    @Test("a PropertiesChanged's changes read as the dictionary DBusValue.dictionary makes of them")
+    func propertyChanges() throws {
+        let values: [DBusValue] = [
+            .variantDictionary([("RSSI", .int16(-60)), ("ServiceData", .bytes([1])), ("RSSI", .int16(-50))]),
+            .dictionary(key: .objectPath, value: .variant, [DBusDictionaryEntry(.objectPath(Self.device), .variant(.int16(1)))]),
+            .dictionary(key: .signature, value: .variant, [DBusDictionaryEntry(.signature([.string]), .variant(.int16(2)))]),
+            .dictionary(key: .string, value: .variant, [DBusDictionaryEntry(.variant(.string("RSSI")), .variant(.int16(3)))]),
+            .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(1), .variant(.int16(4)))]),
+            .variant(.variantDictionary([("Connected", .boolean(true))])),
+            .strings(["RSSI"]),
+            .int16(5),
+        ]
+        let names = ["RSSI", "ServiceData", "Connected", Self.device.rawValue, "s", "Name"]
+        for value in values {
+            let changes = PropertyChanges(value)
+            let dictionary = value.dictionary ?? [:]
+            for name in names { #expect(changes[name] == dictionary[name], "\(value): \(name)") }
+            var applied: [String: DBusValue] = [:]
+            changes.forEach { name, value in applied[name] = value }
+            #expect(applied == dictionary, "\(value)")
+            #expect(changes.contains(anyOf: CentralManager.advertisementKeys) == CentralManager.advertisementKeys.contains { dictionary[$0] != nil })
+        }
+        var changes = PropertyChanges(values[0])
+        changes["Connected"] = .boolean(true)
+        changes["RSSI"] = nil
+        #expect(changes["Connected"] == .boolean(true) && changes["RSSI"] == nil && changes["ServiceData"] == .variant(.bytes([1])))
+        #expect(changes.contains(anyOf: ["ServiceData"]) && !changes.contains(anyOf: ["RSSI", "Name"]))
+    }
+
     @Test("removing a device removes its GATT objects; nothing is left behind")
     func removal() {
         var tree = BlueZObjectTree()

@@ -1,4 +1,4 @@
-import DBus
+@testable import DBus
 import Testing
 
 @Suite("Signatures and values (no bus)")
@@ -55,6 +55,45 @@ struct SignatureTests {
     ])
     func objectPaths(text: String, valid: Bool) {
         #expect((DBusObjectPath(rawValue: text) != nil) == valid)
+    }
+
+    @Test("isChild(of:) agrees with parent", arguments: [
+        "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+        "/org/bluez/hci01/dev_A4_C1_38_00_00_01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010",
+        "/org/bluez/hci0x/dev_A4", "/org/bluez/hci/dev_A4",
+    ])
+    func isChild(path: String) throws {
+        let candidates = [
+            "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+            "/org/bluez/hci", "/org/bluez/hci0x",
+        ]
+        let child = try #require(DBusObjectPath(rawValue: path))
+        for text in candidates {
+            let parent = try #require(DBusObjectPath(rawValue: text))
+            #expect(child.isChild(of: parent) == (child.parent == parent), "\(path) child of \(text)")
+        }
+    }
+
+    @Test("the argument count read off a signature is its number of complete types", arguments: [
+        "", "s", "sa{sv}as", "a{oa{sa{sv}}}", "(ii)(s)", "aai", "v", "a(sv)ya{s(iv)}", "((s)a(ay))h", "aa{sa{sv}}ao",
+    ])
+    func argumentCount(signature: String) throws {
+        let count = signature.withCString { MessageDecoder.argumentCount($0) }
+        #expect(count == (try DBusSignature(signature)).types.count)
+    }
+
+    @Test("the string cache gives back the same text, for long and short strings, colliding or not")
+    func stringCache() {
+        let cache = StringCache()
+        let texts = (0..<2000).map { "/org/bluez/hci\($0 % 3)/dev_A4_C1_38_5A_\(String($0, radix: 16))" }
+            + ["PropertiesChanged", "org.bluez.Device1", "RSSI", "0000181a-0000-1000-8000-00805f9b34fb", ""]
+            + ["héllo wörld, ünïcode", "a\u{1F600}b\u{1F600}c\u{1F600}d\u{1F600}"]
+        for _ in 0..<2 {
+            for text in texts {
+                let decoded = text.withCString { cache.string($0) }
+                #expect(decoded == text && decoded.utf8.elementsEqual(text.utf8))
+            }
+        }
     }
 
     @Test("accessors look through variants and read nested BlueZ-style dictionaries")

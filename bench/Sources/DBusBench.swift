@@ -5,18 +5,18 @@ import TestSupport
 
 /// D-Bus throughput through a private dbus-daemon: PropertiesChanged-shaped signals received by our
 /// client from a second process (`gattway-bench child dbus-emitter ADDRESS COUNT`), and signals our
-/// connection emits.
+/// connection emits; and, without a bus, the CPU time of decoding one advertisement report.
 enum DBusBench: BenchSuite {
     static let name = "dbus"
     static let receiveCount = 200_000
     static let emitCount = 200_000
 
     static func run() async throws -> [BenchRow] {
+        var rows: [BenchRow] = [try decodeRow()]
         let daemon = try await DBusDaemon()
         defer { daemon.stop() }
         let loop = EventLoop(name: "bench-dbus")
         defer { loop.shutdown() }
-        var rows: [BenchRow] = []
 
         // 1. Receive from a second process.
         let client = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
@@ -84,6 +84,31 @@ enum DBusBench: BenchSuite {
         await receiver.close()
         await client.close()
         return rows
+    }
+
+    /// Decoding alone, no bus: the advertisement report bluetoothd sends for an ATC1441 sensor
+    /// (`PropertiesChanged` of `Device1`: RSSI and 13 bytes of service data) demarshalled (libdbus
+    /// validates it, as on receipt) and decoded into a `DBusMessage`, over and over.
+    static func decodeRow() throws -> BenchRow {
+        let serviceData = DBusValue.dictionary(
+            key: .string, value: .variant,
+            [
+                DBusDictionaryEntry(
+                    .string("0000181a-0000-1000-8000-00805f9b34fb"),
+                    .variant(.bytes([0xA4, 0xC1, 0x38, 0x5A, 0x00, 0x00, 0x00, 0xD2, 0x28, 0x5A, 0x0B, 0xB8, 0x01])))
+            ])
+        let changed = DBusValue.variantDictionary([("RSSI", .int16(-60)), ("ServiceData", serviceData)])
+        let wire = try DBusMessage.wire(["org.bluez.Device1", changed, .array(.string, [])])
+        let count = 200_000
+        var checksum = 0
+        let start = ContinuousClock.now
+        for _ in 0..<count { checksum &+= try DBusMessage.decode(wire: wire).arguments.count }
+        let seconds = (ContinuousClock.now - start).seconds
+        return BenchRow(
+            name: "D-Bus advertisement report demarshalled and decoded", value: seconds / Double(count) * 1e9,
+            unit: "ns/signal",
+            detail: "PropertiesChanged(Device1, {RSSI, ServiceData}, []), \(wire.count) bytes, through "
+                + "dbus_message_demarshal and DBusMessage(copying:), \(count) times, no bus (checksum \(checksum))")
     }
 
     static func child(_ arguments: [String]) async throws -> Bool {
