@@ -37,10 +37,13 @@ extension DBusMessage {
 
     /// The arguments of a message in the wire format decoded both ways: from the wire format
     /// (``WireDecoder``; nil when it leaves the message to the iterator) and by walking it with
-    /// libdbus's iterator. For tests that check the two agree.
-    package static func decodeBothWays(wire bytes: [UInt8]) throws -> (wire: [DBusValue]?, iterator: [DBusValue]) {
+    /// libdbus's iterator. For tests and the `dbus-wire` fuzz target that check the two agree;
+    /// `strings` is the cache the wire decoding uses (one per connection in the gateway).
+    package static func decodeBothWays(
+        wire bytes: [UInt8], strings: StringCache = StringCache()
+    ) throws -> (wire: [DBusValue]?, iterator: [DBusValue]) {
         try withDemarshalled(bytes) { message in
-            (WireDecoder.values(of: message, strings: StringCache()), try MessageDecoder.iteratorValues(of: message))
+            (WireDecoder.values(of: message, strings: strings), try MessageDecoder.iteratorValues(of: message))
         }
     }
 

@@ -15,13 +15,13 @@ import Glibc
 /// replacing what was there. A bounded memory (``slotCount`` strings) and no eviction logic;
 /// with more devices than slots paths miss more often, and a miss costs what decoding cost
 /// before plus the hash. Confined to its connection's loop thread (not `Sendable`).
-final class StringCache {
+package final class StringCache {
     static let slotCount = 256
     /// The slots, in memory of their own rather than an array property: a class's stored `var`
     /// is accessed with a dynamic exclusivity check each time (`swift_beginAccess`).
     private let slots: UnsafeMutablePointer<String?>
 
-    init() {
+    package init() {
         slots = .allocate(capacity: Self.slotCount)
         slots.initialize(repeating: nil, count: Self.slotCount)
     }

@@ -14,6 +14,7 @@ public enum FuzzTargets {
         mqttCommands,
         peripheralSources,
         bluezObjects,
+        dbusWire,
         notifyDatagrams,
     ]
 
