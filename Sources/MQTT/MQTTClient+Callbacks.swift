@@ -2,20 +2,20 @@ internal import CMosquitto
 
 /// libmosquitto's C callbacks. They run on the loop thread inside `mosquitto_loop_read`/`_write`
 /// /`_misc`/`_publish` calls made by the actor, copy what they need out of libmosquitto's
-/// buffers, and enter the actor with `assumeIsolated`; none blocks.
+/// buffers, and enter the actor with `assumeLoopIsolated` (EventLoop/LoopIsolated.swift); none blocks.
 extension MQTTClient {
     static func installCallbacks(_ handle: Mosquitto) {
         mosquitto_connect_v5_callback_set(handle.raw) { _, userdata, reason, flags, properties in
             let receiveMaximum = PropertyList.receiveMaximum(properties)
-            MQTTClient.client(userdata)?.assumeIsolated {
+            MQTTClient.client(userdata)?.assumeLoopIsolated {
                 $0.connected(reason: reason, flags: flags, receiveMaximum: receiveMaximum)
             }
         }
         mosquitto_disconnect_v5_callback_set(handle.raw) { _, userdata, reason, _ in
-            MQTTClient.client(userdata)?.assumeIsolated { $0.disconnected(reason: reason) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.disconnected(reason: reason) }
         }
         mosquitto_publish_v5_callback_set(handle.raw) { _, userdata, mid, reason, _ in
-            MQTTClient.client(userdata)?.assumeIsolated { $0.published(mid: mid, reason: reason) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.published(mid: mid, reason: reason) }
         }
         mosquitto_message_v5_callback_set(handle.raw) { _, userdata, message, properties in
             guard let message, let topic = message.pointee.topic else { return }
@@ -25,14 +25,14 @@ extension MQTTClient {
                 topic: String(cString: topic), payload: payload,
                 qos: MQTTQoS(rawValue: Int(message.pointee.qos)) ?? .atMostOnce, retain: message.pointee.retain,
                 properties: PropertyList.read(properties))
-            MQTTClient.client(userdata)?.assumeIsolated { $0.received(copy) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.received(copy) }
         }
         mosquitto_subscribe_v5_callback_set(handle.raw) { _, userdata, mid, count, granted, _ in
             let codes = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, count)))) } ?? []
-            MQTTClient.client(userdata)?.assumeIsolated { $0.subscribed(mid: mid, granted: codes) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.subscribed(mid: mid, granted: codes) }
         }
         mosquitto_unsubscribe_v5_callback_set(handle.raw) { _, userdata, mid, _ in
-            MQTTClient.client(userdata)?.assumeIsolated { $0.unsubscribed(mid: mid) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.unsubscribed(mid: mid) }
         }
         setLogging(handle, true)
     }
@@ -49,7 +49,7 @@ extension MQTTClient {
         mosquitto_log_callback_set(handle.raw) { _, userdata, level, text in
             guard level & Int32(MOSQ_LOG_ERR) != 0, let text else { return }
             let copy = String(cString: text)
-            MQTTClient.client(userdata)?.assumeIsolated { $0.logged(level: level, copy) }
+            MQTTClient.client(userdata)?.assumeLoopIsolated { $0.logged(level: level, copy) }
         }
     }
 

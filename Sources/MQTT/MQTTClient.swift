@@ -8,7 +8,7 @@ import Synchronization
 /// The actor runs on the loop's thread (its `unownedExecutor` is the loop), which owns the
 /// libmosquitto handle: the socket is a loop watch served with `mosquitto_loop_read`/`_write`, a
 /// one-second loop timer runs `mosquitto_loop_misc` (keepalive), and libmosquitto's callbacks
-/// arrive on the loop thread inside those calls and enter the actor with `assumeIsolated`.
+/// arrive on the loop thread inside those calls and enter the actor with `assumeLoopIsolated` (EventLoop/LoopIsolated.swift).
 ///
 /// Life cycle: ``connect()`` (first attempt must succeed) or ``start()`` (keep trying), then
 /// automatic reconnection with ``MQTTReconnectPolicy`` backoff until ``disconnect()``, which is
@@ -24,7 +24,7 @@ import Synchronization
 /// ``MQTTConfiguration/maxQueued``; a publish beyond that fails at once with
 /// ``MQTTError/Kind/queueFull`` (nothing already queued is dropped). QoS 0 publishes fail with
 /// ``MQTTError/Kind/notConnected`` while disconnected.
-public actor MQTTClient {
+public actor MQTTClient: LoopIsolated {
     public nonisolated let configuration: MQTTConfiguration
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -220,7 +220,7 @@ public actor MQTTClient {
             _ = handle.disconnect()
             if !disconnectSeen && handle.socket >= 0 {
                 closeTimer = loop.addTimer(after: max(0, timeout)) { [weak self] in
-                    self?.assumeIsolated { $0.resumeCloseWaiters() }
+                    self?.assumeLoopIsolated { $0.resumeCloseWaiters() }
                 }
                 await withCheckedContinuation { closeWaiters.append($0) }
             }
@@ -270,9 +270,9 @@ public actor MQTTClient {
     ) {
         let completion = counted(message, completion)
         if loop.inLoop {
-            assumeIsolated { $0.submit(message, completion) }
+            assumeLoopIsolated { $0.submit(message, completion) }
         } else {
-            loop.execute { [self] in assumeIsolated { $0.submit(message, completion) } }
+            loop.execute { [self] in assumeLoopIsolated { $0.submit(message, completion) } }
         }
     }
 
@@ -417,9 +417,9 @@ public actor MQTTClient {
     /// Runs `body` isolated on the loop thread: now if already there, else on the next turn.
     nonisolated func onLoop(_ body: @escaping @Sendable (isolated MQTTClient) -> Void) {
         if loop.inLoop {
-            assumeIsolated { body($0) }
+            assumeLoopIsolated { body($0) }
         } else {
-            loop.execute { [self] in assumeIsolated { body($0) } }
+            loop.execute { [self] in assumeLoopIsolated { body($0) } }
         }
     }
 
@@ -443,8 +443,8 @@ public actor MQTTClient {
         handle.setUserData(Unmanaged.passUnretained(self).toOpaque())
         MQTTClient.installCallbacks(handle)
         self.handle = handle
-        prepareHook = loop.addPrepareHook { [weak self] in self?.assumeIsolated { $0.prepareForPoll() } }
-        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeIsolated { $0.housekeepingTick() } }
+        prepareHook = loop.addPrepareHook { [weak self] in self?.assumeLoopIsolated { $0.prepareForPoll() } }
+        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeLoopIsolated { $0.housekeepingTick() } }
     }
 
     private func tearDown() {
@@ -544,7 +544,7 @@ public actor MQTTClient {
         let delay = backoff.next(random: Double.random(in: 0..<1))
         setState(.disconnected(error: error, reconnectIn: delay))
         reconnectTimer = loop.addTimer(after: delay) { [weak self] in
-            self?.assumeIsolated { client in
+            self?.assumeLoopIsolated { client in
                 if client.phase == .waiting { client.beginAttempt() }
             }
         }
@@ -602,7 +602,7 @@ public actor MQTTClient {
         guard fd >= 0, fd != abandonedFD else { return }
         abandonedFD = -1
         let token = loop.addWatch(fd: fd, events: .readable) { [weak self] events in
-            self?.assumeIsolated { $0.socketReady(events, fd: fd) }
+            self?.assumeLoopIsolated { $0.socketReady(events, fd: fd) }
         }
         watch = (token, fd, .readable)
     }
@@ -638,7 +638,7 @@ public actor MQTTClient {
                 connectionEnded(MQTTError.library(rc, "keepalive"))
             }
         }
-        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeIsolated { $0.housekeepingTick() } }
+        housekeeping = loop.addTimer(after: 1) { [weak self] in self?.assumeLoopIsolated { $0.housekeepingTick() } }
     }
 
     // MARK: Internals — publishing

@@ -28,7 +28,7 @@ import Retry
 /// ``stop()`` ends everything and publishes `bridge/state` offline (waiting a bounded time for
 /// delivery) — call it before disconnecting MQTT. The `handle` methods and ``tick()`` put an
 /// input in directly (tests, fuzz targets).
-public actor Gateway {
+public actor Gateway: LoopIsolated {
     /// The loop whose thread runs the core.
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -357,9 +357,9 @@ public actor Gateway {
     /// Hands an event to the core: handled at once on the loop thread, else queued to the loop.
     nonisolated func receive(_ event: CoreEvent) {
         if loop.inLoop {
-            assumeIsolated { $0.dispatch(event) }
+            assumeLoopIsolated { $0.dispatch(event) }
         } else {
-            loop.execute { [self] in assumeIsolated { $0.dispatch(event) } }
+            loop.execute { [self] in assumeLoopIsolated { $0.dispatch(event) } }
         }
     }
 

@@ -1,5 +1,3 @@
-import EventLoop
-
 /// An actor whose executor is an ``EventLoop`` (its `unownedExecutor` is
 /// `loop.asUnownedSerialExecutor()`), so that code on the loop thread is in its isolation.
 package protocol LoopIsolated: Actor {
