@@ -369,7 +369,9 @@ enum MQTTCommandsFuzz {
         }
         // Time passes until every command has its answer: nothing may wait for ever.
         let idle = Atomic<Bool>(false)
-        let waiter = Task {
+        // On the loop, so that the flag is set before the loop settles (on the global executor
+        // the store after the wait could still be queued there when the check comes).
+        let waiter = Task(executorPreference: loop.taskExecutor) {
             await gateway.waitUntilIdle()
             idle.store(true, ordering: .releasing)
         }
