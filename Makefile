@@ -37,12 +37,12 @@ check-conversions:
 	@scripts/check-conversions.sh --self-test
 	@scripts/check-conversions.sh
 
-# The whole suite: layering and conversion rules, then every Swift test (unit tests and
+# The whole suite: the formatting rules (lint), layering and conversion rules, then every Swift test (unit tests and
 # integration tests against a private dbus-daemon and a real mosquitto that the tests start and
 # stop), then a short coverage-guided run of every fuzz target, then bleak against the BlueZ
 # simulator, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps check-layering check-conversions test-swift test-fuzz test-conformance test-bluez
+test: deps lint check-layering check-conversions test-swift test-fuzz test-conformance test-bluez
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -101,8 +101,10 @@ test-bluez: deps
 test-one: deps
 	$(SWIFT) test $(SWIFT_BUILD_FLAGS) --filter '$(SUITE)'
 
+# swift-format's rules (.swift-format) over every Swift file; any finding fails (part of `make test`).
+# `swift format format -i -r --configuration .swift-format Sources Tests bench` fixes most.
 lint:
-	$(SWIFT) format lint --recursive --configuration .swift-format Sources Tests bench
+	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
