@@ -77,7 +77,8 @@ package struct BlueZObjectTree {
             if kept.interface == Self.device {
                 devices.insert(DeviceObject(entry.value.entries ?? []), at: path)
             } else {
-                objects[path, default: [:]][kept.interface] = PropertyList(entry.value.entries ?? [], keeping: kept.keys)
+                objects[path, default: [:]][kept.interface] = PropertyList(
+                    entry.value.entries ?? [], keeping: kept.keys)
             }
             added.append(kept.interface)
         }
@@ -106,7 +107,9 @@ package struct BlueZObjectTree {
     /// Applies `PropertiesChanged(s, a{sv}, as)` (properties the central does not read are
     /// ignored); false when the object or interface is unknown.
     @discardableResult
-    package mutating func change(_ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+    package mutating func change(
+        _ path: DBusObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String]
+    ) -> Bool {
         change(path, interface: interface, changed: PropertyChanges(changed), invalidated: invalidated)
     }
 
@@ -268,7 +271,9 @@ package struct PropertyList: ExpressibleByDictionaryLiteral {
             case .value(let value): value
             case .bytes(let bytes): .bytes(bytes)
             case .byteEntries(let keyType, let entries):
-                .dictionary(key: keyType, value: .variant, entries.map { DBusDictionaryEntry($0.key, .variant(.bytes($0.bytes))) })
+                .dictionary(
+                    key: keyType, value: .variant,
+                    entries.map { DBusDictionaryEntry($0.key, .variant(.bytes($0.bytes))) })
             }
         }
     }

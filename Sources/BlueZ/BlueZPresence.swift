@@ -39,7 +39,8 @@ enum BlueZPresence {
     /// Why nothing works in `state`: a code name shared by ``CentralError/Code`` and
     /// ``PeripheralError/Code`` (`poweredOff`, `unauthorized`, `bluezUnavailable`, `failed`) and a message.
     static func unavailability(
-        _ state: CentralState, manager: String, adapterName: String, selector: AdapterSelector, role: String, bluezPresent: Bool
+        _ state: CentralState, manager: String, adapterName: String, selector: AdapterSelector, role: String,
+        bluezPresent: Bool
     ) -> (code: String, message: String) {
         switch state {
         case .poweredOn: ("failed", "no error")
@@ -47,7 +48,10 @@ enum BlueZPresence {
         case .unauthorized: ("unauthorized", "the bus denied access to org.bluez")
         case .unsupported:
             bluezPresent
-                ? ("bluezUnavailable", "no Bluetooth adapter matching \(selector)" + (role == "central" ? "" : " with the \(role) role"))
+                ? (
+                    "bluezUnavailable",
+                    "no Bluetooth adapter matching \(selector)" + (role == "central" ? "" : " with the \(role) role")
+                )
                 : ("bluezUnavailable", "bluetoothd (org.bluez) is not on the bus")
         case .resetting: ("bluezUnavailable", "bluetoothd restarted; waiting for it")
         case .unknown: ("bluezUnavailable", "the \(manager) is not ready yet")

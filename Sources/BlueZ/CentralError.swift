@@ -71,12 +71,14 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         case "org.bluez.Error.NotSupported": code = .operationNotSupported
         case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized": code = .notPermitted
         case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidValueLength", "org.bluez.Error.InvalidOffset":
-            code = message.lowercased().contains("length") || name.hasSuffix("InvalidValueLength")
+            code =
+                message.lowercased().contains("length") || name.hasSuffix("InvalidValueLength")
                 ? .invalidValueLength : .invalidArguments
         case "org.bluez.Error.InProgress": code = .inProgress
         case "org.bluez.Error.NotConnected": code = .notConnected
         case "org.bluez.Error.NotReady": code = .poweredOff
-        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue, DBusError.Name.unknownMethod.rawValue:
+        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue,
+            DBusError.Name.unknownMethod.rawValue:
             code = .unknownDevice
         case DBusError.Name.serviceUnknown.rawValue, DBusError.Name.nameHasNoOwner.rawValue,
             DBusError.Name.disconnected.rawValue, DBusError.Name.noReply.rawValue:

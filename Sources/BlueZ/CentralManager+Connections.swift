@@ -19,7 +19,8 @@ extension CentralManager {
     ///   "le-connection-abort-by-local"), `cancelled` (a ``disconnect(_:)`` meanwhile),
     ///   `poweredOff`/`bluezUnavailable` when not `.poweredOn`.
     @discardableResult
-    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), autoReconnect: Bool = true) async throws
+    public func connect(_ peripheral: Peripheral, timeout: Duration = .seconds(30), autoReconnect: Bool = true)
+        async throws
         -> Peripheral
     {
         let address = peripheral.address
@@ -74,7 +75,8 @@ extension CentralManager {
                 }
                 group.addTask {
                     try await Task.sleep(for: remaining)
-                    throw CentralError(.connectionTimeout, operation: operation, message: "no connection within \(timeout)")
+                    throw CentralError(
+                        .connectionTimeout, operation: operation, message: "no connection within \(timeout)")
                 }
                 defer { group.cancelAll() }
                 try await group.next()
@@ -94,22 +96,27 @@ extension CentralManager {
         // implies it can be seconds away under load: then the property itself says so.
         if tree.device(path)?.isConnected != true,
             let reply = try? await callBlueZ(
-                path, "org.freedesktop.DBus.Properties", "Get", [.string(BlueZObjectTree.device), .string("Connected")],
+                path, "org.freedesktop.DBus.Properties", "Get",
+                [.string(BlueZObjectTree.device), .string("Connected")],
                 timeout: .seconds(5)),
             reply.first?.bool == true
         {
             connectedWithoutSignal(path)
         }
-        let _: Void = try await waitUntil(timeout: .seconds(5), operation: operation, timeoutCode: .connectionFailed) { central in
+        let _: Void = try await waitUntil(timeout: .seconds(5), operation: operation, timeoutCode: .connectionFailed) {
+            central in
             guard let device = central.tree.device(path) else {
-                return .failure(CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
+                return .failure(
+                    CentralError(.unknownDevice, operation: operation, message: "the device object was removed"))
             }
             let cameUp = (central.links[address]?.timesUp ?? 0) > timesUpBefore
             return device.isConnected || cameUp ? .success(()) : nil
         }
         // Already down again: a retry that fired meanwhile was skipped (this attempt was running).
         if links[address]?.connected == false, links[address]?.retryTimer == nil {
-            scheduleReconnect(address, after: CentralError(.peripheralDisconnected, operation: operation, message: "the link dropped"))
+            scheduleReconnect(
+                address, after: CentralError(.peripheralDisconnected, operation: operation, message: "the link dropped")
+            )
         }
     }
 
@@ -187,9 +194,14 @@ extension CentralManager {
     /// recorded as if it had.
     func connectedWithoutSignal(_ path: DBusObjectPath) {
         guard tree.device(path)?.isConnected != true,
-            tree.change(path, interface: BlueZObjectTree.device, changed: ["Connected": .boolean(true)], invalidated: [])
+            tree.change(
+                path, interface: BlueZObjectTree.device, changed: ["Connected": .boolean(true)], invalidated: [])
         else { return }
-        if isOurDevice(path), let peripheral = peripheral(at: path) { linkCameUp(peripheral) } else { evaluateWaiters() }
+        if isOurDevice(path), let peripheral = peripheral(at: path) {
+            linkCameUp(peripheral)
+        } else {
+            evaluateWaiters()
+        }
     }
 
     func linkCameUp(_ peripheral: Peripheral) {
@@ -212,9 +224,11 @@ extension CentralManager {
             } else if state != .poweredOn
                 || adapterPath.flatMap({ tree.properties($0, BlueZObjectTree.adapter)?["Powered"]?.bool }) == false
             {
-                error = CentralError(.poweredOff, operation: "connection \(address)", message: "the adapter was powered off")
+                error = CentralError(
+                    .poweredOff, operation: "connection \(address)", message: "the adapter was powered off")
             } else {
-                error = CentralError(.peripheralDisconnected, operation: "connection \(address)", message: "the link dropped")
+                error = CentralError(
+                    .peripheralDisconnected, operation: "connection \(address)", message: "the link dropped")
             }
         }
         var snapshot = peripheral

@@ -10,7 +10,8 @@ extension CentralManager {
     /// when the link drops (or the device is removed) first. BlueZ keeps GATT objects across
     /// reconnections and may export them before they are resolved; only resolved ones are used.
     /// BlueZ hides the GAP (0x1800) and HID (0x1812) services.
-    public func discoverServices(_ uuids: [BluetoothUUID]? = nil, for peripheral: Peripheral) async throws -> [Service] {
+    public func discoverServices(_ uuids: [BluetoothUUID]? = nil, for peripheral: Peripheral) async throws -> [Service]
+    {
         let address = peripheral.address
         let operation = "discover services of \(address)"
         try requirePoweredOn(operation)
@@ -18,10 +19,12 @@ extension CentralManager {
             timeout: options.resolveTimeout, operation: operation, timeoutCode: .connectionTimeout
         ) { central in
             guard let path = central.devicePath(address), let device = central.tree.device(path) else {
-                return .failure(CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know \(address)"))
+                return .failure(
+                    CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know \(address)"))
             }
             guard device.isConnected else {
-                return .failure(CentralError(.notConnected, operation: operation, message: "\(address) is not connected"))
+                return .failure(
+                    CentralError(.notConnected, operation: operation, message: "\(address) is not connected"))
             }
             return device.servicesResolved ? .success(path) : nil
         }
@@ -39,15 +42,19 @@ extension CentralManager {
     /// The characteristics of a service (from BlueZ's resolved objects), optionally only those
     /// with one of `uuids`.
     /// - Throws: ``CentralError/Code/unknownDevice`` when the service is no longer exported.
-    public func discoverCharacteristics(_ uuids: [BluetoothUUID]? = nil, for service: Service) throws -> [Characteristic] {
+    public func discoverCharacteristics(_ uuids: [BluetoothUUID]? = nil, for service: Service) throws
+        -> [Characteristic]
+    {
         guard let devicePath = devicePath(service.peripheral),
             let servicePath = try? devicePath.appending(service.pathComponent),
             tree.properties(servicePath, BlueZObjectTree.service) != nil
         else {
-            throw CentralError(.unknownDevice, operation: "discover characteristics", message: "\(service) is not exported by BlueZ")
+            throw CentralError(
+                .unknownDevice, operation: "discover characteristics", message: "\(service) is not exported by BlueZ")
         }
         return tree.paths(with: BlueZObjectTree.characteristic, below: servicePath).compactMap { path in
-            guard path.parent == servicePath, let characteristic = characteristic(at: path, devicePath: devicePath, service: service)
+            guard path.parent == servicePath,
+                let characteristic = characteristic(at: path, devicePath: devicePath, service: service)
             else { return nil }
             if let uuids, !uuids.contains(characteristic.uuid) { return nil }
             return characteristic
@@ -60,14 +67,18 @@ extension CentralManager {
         let (charPath, resolved) = try resolve(characteristic, operation: "discover descriptors")
         guard let devicePath = devicePath(characteristic.peripheral) else { return [] }
         return tree.paths(with: BlueZObjectTree.descriptor, below: charPath).compactMap { path in
-            guard let uuid = tree.properties(path, BlueZObjectTree.descriptor)?["UUID"]?.string.flatMap(BluetoothUUID.init)
+            guard
+                let uuid = tree.properties(path, BlueZObjectTree.descriptor)?["UUID"]?.string.flatMap(
+                    BluetoothUUID.init)
             else { return nil }
             return Descriptor(
-                characteristic: resolved, uuid: uuid, relativePath: String(path.rawValue.dropFirst(devicePath.rawValue.count + 1)))
+                characteristic: resolved, uuid: uuid,
+                relativePath: String(path.rawValue.dropFirst(devicePath.rawValue.count + 1)))
         }
     }
 
-    func characteristic(at path: DBusObjectPath, devicePath: DBusObjectPath, service: Service? = nil) -> Characteristic? {
+    func characteristic(at path: DBusObjectPath, devicePath: DBusObjectPath, service: Service? = nil) -> Characteristic?
+    {
         guard let props = tree.properties(path, BlueZObjectTree.characteristic),
             let uuid = props["UUID"]?.string.flatMap(BluetoothUUID.init),
             let address = address(ofDevicePath: devicePath)
@@ -75,7 +86,9 @@ extension CentralManager {
         let serviceUUID: BluetoothUUID
         if let service {
             serviceUUID = service.uuid
-        } else if let parent = path.parent, let uuid = tree.properties(parent, BlueZObjectTree.service)?["UUID"]?.string.flatMap(BluetoothUUID.init) {
+        } else if let parent = path.parent,
+            let uuid = tree.properties(parent, BlueZObjectTree.service)?["UUID"]?.string.flatMap(BluetoothUUID.init)
+        {
             serviceUUID = uuid
         } else {
             return nil
@@ -89,9 +102,11 @@ extension CentralManager {
     /// Finds the characteristic's object: by its path when it was discovered, else by UUIDs.
     func resolve(_ characteristic: Characteristic, operation: String) throws -> (DBusObjectPath, Characteristic) {
         guard let devicePath = devicePath(characteristic.peripheral), tree.device(devicePath) != nil else {
-            throw CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know \(characteristic.peripheral)")
+            throw CentralError(
+                .unknownDevice, operation: operation, message: "BlueZ does not know \(characteristic.peripheral)")
         }
-        if let relative = characteristic.relativePath, let path = try? DBusObjectPath(devicePath.rawValue + "/" + relative),
+        if let relative = characteristic.relativePath,
+            let path = try? DBusObjectPath(devicePath.rawValue + "/" + relative),
             let found = self.characteristic(at: path, devicePath: devicePath), found.uuid == characteristic.uuid
         {
             return (path, found)
@@ -102,7 +117,9 @@ extension CentralManager {
             else { continue }
             return (path, found)
         }
-        throw CentralError(.unknownDevice, operation: operation, message: "\(characteristic) is not exported by BlueZ (discover services first)")
+        throw CentralError(
+            .unknownDevice, operation: operation,
+            message: "\(characteristic) is not exported by BlueZ (discover services first)")
     }
 
     func requireConnected(_ address: BluetoothAddress, _ operation: String) throws {
@@ -134,7 +151,8 @@ extension CentralManager {
                 result = bytes
                 return bytes
             } catch {
-                throw self.gattError(error, characteristic.peripheral, "org.bluez.GattCharacteristic1.ReadValue \(characteristic)")
+                throw self.gattError(
+                    error, characteristic.peripheral, "org.bluez.GattCharacteristic1.ReadValue \(characteristic)")
             }
         }
     }
@@ -154,19 +172,27 @@ extension CentralManager {
             guard value.count <= limit else {
                 throw CentralError(
                     .invalidValueLength, operation: operation,
-                    message: "\(value.count) bytes is longer than the \(limit) allowed for a write \(type == .withResponse ? "with" : "without") response")
+                    message:
+                        "\(value.count) bytes is longer than the \(limit) allowed for a write \(type == .withResponse ? "with" : "without") response"
+                )
             }
-            let needed: CharacteristicProperties = type == .withResponse ? [.write, .reliableWrite] : [.writeWithoutResponse]
+            let needed: CharacteristicProperties =
+                type == .withResponse ? [.write, .reliableWrite] : [.writeWithoutResponse]
             guard !resolved.properties.isDisjoint(with: needed) else {
                 throw CentralError(
                     .operationNotSupported, operation: operation,
-                    message: "the characteristic's flags (\(resolved.properties)) do not allow a write \(type == .withResponse ? "with" : "without") response")
+                    message:
+                        "the characteristic's flags (\(resolved.properties)) do not allow a write \(type == .withResponse ? "with" : "without") response"
+                )
             }
-            let options = DBusValue.variantDictionary([("type", .string(type == .withResponse ? "request" : "command"))])
+            let options = DBusValue.variantDictionary([("type", .string(type == .withResponse ? "request" : "command"))]
+            )
             do {
-                _ = try await self.callBlueZ(path, BlueZObjectTree.characteristic, "WriteValue", [.bytes(value), options])
+                _ = try await self.callBlueZ(
+                    path, BlueZObjectTree.characteristic, "WriteValue", [.bytes(value), options])
             } catch {
-                throw self.gattError(error, characteristic.peripheral, "org.bluez.GattCharacteristic1.WriteValue \(characteristic)")
+                throw self.gattError(
+                    error, characteristic.peripheral, "org.bluez.GattCharacteristic1.WriteValue \(characteristic)")
             }
         }
     }
@@ -177,11 +203,16 @@ extension CentralManager {
         let operation = "read \(descriptor)"
         return try await withDeviceQueue(address) {
             try self.requireConnected(address, operation)
-            guard let devicePath = self.devicePath(address), let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
+            guard let devicePath = self.devicePath(address),
+                let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
                 self.tree.properties(path, BlueZObjectTree.descriptor) != nil
-            else { throw CentralError(.unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ") }
+            else {
+                throw CentralError(
+                    .unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ")
+            }
             do {
-                let reply = try await self.callBlueZ(path, BlueZObjectTree.descriptor, "ReadValue", [.variantDictionary([String: DBusValue]())])
+                let reply = try await self.callBlueZ(
+                    path, BlueZObjectTree.descriptor, "ReadValue", [.variantDictionary([String: DBusValue]())])
                 return reply.first?.bytes ?? []
             } catch {
                 throw self.gattError(error, address, "org.bluez.GattDescriptor1.ReadValue \(descriptor)")

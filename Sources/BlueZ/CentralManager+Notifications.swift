@@ -68,11 +68,13 @@ extension CentralManager {
         for characteristic: Characteristic, handler: @escaping @Sendable (NotificationDelivery) -> Void
     ) async throws -> NotificationToken {
         var token: NotificationToken?
-        try await addConsumer(.handler(handler), for: characteristic) { _ in } registered: { key, id in
+        try await addConsumer(.handler(handler), for: characteristic) { _ in
+        } registered: { key, id in
             token = NotificationToken(characteristic: key, id: id)
         }
         guard let token else {
-            throw CentralError(.failed, operation: "subscribe to \(characteristic)", message: "the subscription was not registered")
+            throw CentralError(
+                .failed, operation: "subscribe to \(characteristic)", message: "the subscription was not registered")
         }
         return token
     }
@@ -106,7 +108,9 @@ extension CentralManager {
                     message: "the characteristic's flags (\(resolved.properties)) allow neither notify nor indicate")
             }
         }
-        if subscriptions[key] == nil, let existing = subscriptions.keys.first(where: { Self.sameCharacteristic($0, key) }) {
+        if subscriptions[key] == nil,
+            let existing = subscriptions.keys.first(where: { Self.sameCharacteristic($0, key) })
+        {
             key = existing
         }
         restoredSubscriptions.removeAll { Self.sameCharacteristic($0, key) }
@@ -161,7 +165,9 @@ extension CentralManager {
         let operation = "subscribe to \(key)"
         let (path, resolved) = try resolve(key, operation: operation)
         guard !resolved.properties.isDisjoint(with: [.notify, .indicate]) else {
-            throw CentralError(.operationNotSupported, operation: operation, message: "the characteristic allows neither notify nor indicate")
+            throw CentralError(
+                .operationNotSupported, operation: operation,
+                message: "the characteristic allows neither notify nor indicate")
         }
         subscription.mode = .activating
         subscription.path = path
@@ -171,7 +177,8 @@ extension CentralManager {
             props["NotifyAcquired"]?.bool != true
         {
             do {
-                let reply = try await callBlueZ(path, BlueZObjectTree.characteristic, "AcquireNotify", [.variantDictionary([String: DBusValue]())])
+                let reply = try await callBlueZ(
+                    path, BlueZObjectTree.characteristic, "AcquireNotify", [.variantDictionary([String: DBusValue]())])
                 guard reply.count == 2, let fd = reply[0].unixFD, let mtu = reply[1].int else {
                     throw CentralError(.failed, operation: operation, message: "AcquireNotify replied with \(reply)")
                 }
@@ -239,7 +246,9 @@ extension CentralManager {
     }
 
     func consumerEnded(_ key: Characteristic, _ id: Int) {
-        guard let subscription = subscriptions[key], subscription.consumers.removeValue(forKey: id) != nil else { return }
+        guard let subscription = subscriptions[key], subscription.consumers.removeValue(forKey: id) != nil else {
+            return
+        }
         guard subscription.consumers.isEmpty else {
             subscription.resumeIfDrained()
             return
@@ -259,7 +268,10 @@ extension CentralManager {
             socket.close()
         case .started, .activating:
             if let path = subscription.path, bluezOwner != nil {
-                Task { _ = try? await self.callBlueZ(path, BlueZObjectTree.characteristic, "StopNotify", timeout: .seconds(10)) }
+                Task {
+                    _ = try? await self.callBlueZ(
+                        path, BlueZObjectTree.characteristic, "StopNotify", timeout: .seconds(10))
+                }
             }
         case .inactive:
             break
@@ -273,7 +285,9 @@ extension CentralManager {
             heldValues[path]?.append(bytes)
             return
         }
-        if let echo = expectedEchoes.removeValue(forKey: path), echo.bytes == bytes, EventLoop.now() - echo.at < 500_000_000 {
+        if let echo = expectedEchoes.removeValue(forKey: path), echo.bytes == bytes,
+            EventLoop.now() - echo.at < 500_000_000
+        {
             return
         }
         guard let key = subscriptionPaths[path], let subscription = subscriptions[key] else { return }

@@ -41,12 +41,14 @@ extension CentralManager {
         if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
         guard let owner = bluezOwner else {
             roundTrips.record(nil)
-            throw CentralError(.bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
+            throw CentralError(
+                .bluezUnavailable, operation: operation, message: "bluetoothd (org.bluez) is not on the bus")
         }
         let start = EventLoop.now()
         do {
             _ = try await connection.call(
-                destination: owner, path: .root, interface: "org.freedesktop.DBus.Peer", method: "Ping", timeout: timeout)
+                destination: owner, path: .root, interface: "org.freedesktop.DBus.Peer", method: "Ping",
+                timeout: timeout)
         } catch {
             roundTrips.record(nil)
             throw CentralError.wrap(error, operation: operation)

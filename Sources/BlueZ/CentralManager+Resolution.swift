@@ -33,7 +33,10 @@ extension CentralManager {
                     tree.add(object, interfaces: entry.value)
                 }
             }
-            guard tree.change(path, interface: BlueZObjectTree.device, changed: ["ServicesResolved": .boolean(true)], invalidated: [])
+            guard
+                tree.change(
+                    path, interface: BlueZObjectTree.device, changed: ["ServicesResolved": .boolean(true)],
+                    invalidated: [])
             else { return }
             if let address = address(ofDevicePath: path) { servicesResolved(address) }
             evaluateWaiters()

@@ -58,9 +58,12 @@ extension CentralManager {
     /// Buffering: the newest `bufferingNewest` results are kept; a consumer that falls behind
     /// loses the oldest. Results are yielded on the loop thread as BlueZ signals arrive.
     /// - Throws: ``CentralError`` when the state is not `.poweredOn`.
-    public func scan(_ options: ScanOptions = ScanOptions(), bufferingNewest limit: Int = 4096) throws -> AsyncStream<ScanResult> {
+    public func scan(_ options: ScanOptions = ScanOptions(), bufferingNewest limit: Int = 4096) throws -> AsyncStream<
+        ScanResult
+    > {
         try requirePoweredOn("scan")
-        let (stream, continuation) = AsyncStream.makeStream(of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: ScanResult.self, bufferingPolicy: .bufferingNewest(limit))
         let id = makeID()
         scans[id] = ScanSubscription(options: options, sink: .stream(ScanSubscription.Stream(continuation)))
         continuation.onTermination = { [weak self] _ in
@@ -86,7 +89,9 @@ extension CentralManager {
     /// task between bluetoothd and the handler, which must not block. Devices BlueZ already sees
     /// are reported before this returns. Lasts until ``stopScan(_:)`` or ``close()``.
     /// - Throws: ``CentralError`` when the state is not `.poweredOn`.
-    public func scan(_ options: ScanOptions = ScanOptions(), handler: @escaping @Sendable (ScanResult) -> Void) throws -> ScanToken {
+    public func scan(_ options: ScanOptions = ScanOptions(), handler: @escaping @Sendable (ScanResult) -> Void) throws
+        -> ScanToken
+    {
         try requirePoweredOn("scan")
         let id = makeID()
         scans[id] = ScanSubscription(options: options, sink: .handler(handler))
@@ -133,7 +138,8 @@ extension CentralManager {
                 discovery.sessionActive = false
             }
             _ = try? await callBlueZ(
-                adapterPath, adapter, "SetDiscoveryFilter", [.variantDictionary([String: DBusValue]())], timeout: .seconds(10))
+                adapterPath, adapter, "SetDiscoveryFilter", [.variantDictionary([String: DBusValue]())],
+                timeout: .seconds(10))
             discovery.filterSent = nil
             return
         }
@@ -161,7 +167,8 @@ extension CentralManager {
     /// Retries discovery after a growing delay (never a tight loop).
     private func scheduleDiscoveryRetry() {
         guard discovery.retryTimer == nil else { return }
-        let delay = discovery.retryDelay == 0
+        let delay =
+            discovery.retryDelay == 0
             ? options.discoveryRetryDelay : min(discovery.retryDelay * 2, options.discoveryRetryMaximum)
         discovery.retryDelay = delay
         discovery.retryTimer = loop.addTimer(after: delay) { [weak self] in
@@ -182,7 +189,11 @@ extension CentralManager {
         let all = scans.values.map(\.options)
         if all.allSatisfy({ $0.services != nil }) {
             var uuids: [String] = []
-            for option in all { for uuid in option.services ?? [] where !uuids.contains(uuid.description) { uuids.append(uuid.description) } }
+            for option in all {
+                for uuid in option.services ?? [] where !uuids.contains(uuid.description) {
+                    uuids.append(uuid.description)
+                }
+            }
             pairs.append(("UUIDs", .strings(uuids.sorted())))
         }
         if all.allSatisfy({ $0.rssiThreshold != nil }), let lowest = all.compactMap(\.rssiThreshold).min() {
@@ -246,7 +257,9 @@ extension CentralManager {
         for (id, scan) in scans where ids?.contains(id) ?? true {
             if let services = scan.options.services,
                 !services.contains(where: { data.serviceUUIDs.contains($0) || data.serviceData[$0] != nil })
-            { continue }
+            {
+                continue
+            }
             if let threshold = scan.options.rssiThreshold, let rssi = data.rssi, rssi < threshold { continue }
             if !scan.options.allowDuplicates {
                 if contentHash == nil {

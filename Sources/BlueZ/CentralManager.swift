@@ -117,13 +117,15 @@ public actor CentralManager: LoopIsolated {
         // task iterating a stream could run after a later reply: on a loaded machine the `Value`
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
-        bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) { [weak self] message in
+        bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) {
+            [weak self] message in
             self?.assumeLoopIsolated { $0.handleSignal(message) }
         }
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
-        signalTasks.append(Task { [weak self] in
-            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
-        })
+        signalTasks.append(
+            Task { [weak self] in
+                for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
+            })
         loadStateFile()
         let owner: String?
         do {
@@ -168,7 +170,8 @@ public actor CentralManager: LoopIsolated {
     /// Buffering: newest 16 states; a consumer that falls behind skips intermediate ones but
     /// always sees the latest. Finishes when the manager is closed.
     public func stateUpdates() -> AsyncStream<CentralState> {
-        let (stream, continuation) = AsyncStream.makeStream(of: CentralState.self, bufferingPolicy: .bufferingNewest(16))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: CentralState.self, bufferingPolicy: .bufferingNewest(16))
         let id = makeID()
         continuation.yield(state)
         if closed {
@@ -222,7 +225,8 @@ public actor CentralManager: LoopIsolated {
 
     /// The adapter's address, when one is chosen.
     public var adapterAddress: BluetoothAddress? {
-        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(BluetoothAddress.init)
+        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(
+            BluetoothAddress.init)
     }
 
     /// Number of BlueZ objects tracked (adapters, devices, GATT objects); bounded by what BlueZ exports.
@@ -301,7 +305,9 @@ public actor CentralManager: LoopIsolated {
     private func adoptConnections() {
         guard let adapterPath else { return }
         for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) {
-            guard let device = tree.device(path), device.isConnected, let peripheral = device.peripheral else { continue }
+            guard let device = tree.device(path), device.isConnected, let peripheral = device.peripheral else {
+                continue
+            }
             if links[peripheral.address] == nil { links[peripheral.address] = Link(configuration: options.reconnect) }
             links[peripheral.address]?.connected = true
             links[peripheral.address]?.policy.connected(at: Self.now)

@@ -3,7 +3,7 @@ import JSON
 import LocalSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a ``CentralManager`` saves to survive a restart of the process: known devices, the
@@ -37,7 +37,9 @@ package struct CentralStateFile: Equatable {
                 key: "devices",
                 value: .array(
                     devices.map { device in
-                        var members: [(key: String, value: JSONValue)] = [(key: "address", value: .string(device.address.description))]
+                        var members: [(key: String, value: JSONValue)] = [
+                            (key: "address", value: .string(device.address.description))
+                        ]
                         if let name = device.name { members.append((key: "name", value: .string(name))) }
                         members.append((key: "connect", value: .bool(device.connect)))
                         return .object(members)
@@ -52,7 +54,9 @@ package struct CentralStateFile: Equatable {
                             (key: "service", value: .string(characteristic.service.shortDescription)),
                             (key: "characteristic", value: .string(characteristic.uuid.shortDescription)),
                         ]
-                        if let path = characteristic.relativePath { members.append((key: "path", value: .string(path))) }
+                        if let path = characteristic.relativePath {
+                            members.append((key: "path", value: .string(path)))
+                        }
                         return .object(members)
                     })
             ),
@@ -88,7 +92,8 @@ package struct CentralStateFile: Equatable {
             try object.finish()
             if let path {
                 subscriptions.append(
-                    Characteristic(peripheral: address, service: service, uuid: uuid, properties: [], relativePath: path))
+                    Characteristic(
+                        peripheral: address, service: service, uuid: uuid, properties: [], relativePath: path))
             } else {
                 subscriptions.append(Characteristic(peripheral: address, service: service, uuid: uuid))
             }

@@ -45,7 +45,8 @@ public struct Characteristic: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when peripheral, service, UUID and handle are (properties are a snapshot).
     public static func == (lhs: Characteristic, rhs: Characteristic) -> Bool {
-        lhs.peripheral == rhs.peripheral && lhs.service == rhs.service && lhs.uuid == rhs.uuid && lhs.handle == rhs.handle
+        lhs.peripheral == rhs.peripheral && lhs.service == rhs.service && lhs.uuid == rhs.uuid
+            && lhs.handle == rhs.handle
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -13,7 +13,8 @@ public enum ConnectionEvent: Sendable, Hashable, CustomStringConvertible {
     /// The peripheral concerned.
     public var peripheral: Peripheral {
         switch self {
-        case .connected(let peripheral), .failedToConnect(let peripheral, _), .disconnected(let peripheral, _): peripheral
+        case .connected(let peripheral), .failedToConnect(let peripheral, _), .disconnected(let peripheral, _):
+            peripheral
         }
     }
 

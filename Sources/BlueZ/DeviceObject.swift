@@ -132,7 +132,8 @@ package struct DeviceObject {
     package var peripheral: Peripheral? {
         guard let address else { return nil }
         return Peripheral(
-            address: address, addressType: addressType, name: name, isConnected: isConnected, servicesResolved: servicesResolved)
+            address: address, addressType: addressType, name: name, isConnected: isConnected,
+            servicesResolved: servicesResolved)
     }
 
     /// Bytes of encoded payload (for tests).
@@ -276,7 +277,8 @@ package struct DeviceObject {
                 storage.withUnsafeMutablePointerToElements { elements in
                     for section in Payload.Section.allCases where replacement[section] != nil {
                         let new = newRanges[section]
-                        (elements + oldRanges[section].lowerBound).update(from: scratch + new.lowerBound, count: new.count)
+                        (elements + oldRanges[section].lowerBound).update(
+                            from: scratch + new.lowerBound, count: new.count)
                     }
                 }
                 return nil
@@ -288,7 +290,8 @@ package struct DeviceObject {
                     for section in Payload.Section.allCases {
                         let replaced = replacement[section] != nil
                         let range = replaced ? newRanges[section] : oldRanges[section]
-                        (elements + offset).initialize(from: (replaced ? scratch : oldElements) + range.lowerBound, count: range.count)
+                        (elements + offset).initialize(
+                            from: (replaced ? scratch : oldElements) + range.lowerBound, count: range.count)
                         offset += range.count
                     }
                 }
@@ -407,7 +410,9 @@ struct Payload {
         var index = 0
         while index < bytes.count {
             let section = Section(tag: bytes[index])
-            if section.rawValue >= Section.manufacturerData.rawValue, manufacturerStart == bytes.count { manufacturerStart = index }
+            if section.rawValue >= Section.manufacturerData.rawValue, manufacturerStart == bytes.count {
+                manufacturerStart = index
+            }
             if section == .serviceData {
                 serviceStart = index
                 break

@@ -2,7 +2,7 @@ import Bluetooth
 import DBus
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The `org.bluez.Device1` objects of a ``BlueZObjectTree``, by path, without a path string per
@@ -86,7 +86,8 @@ struct DeviceTable {
         // "/dev_" + 6 × 2 digits + 5 separators.
         guard utf8.count >= 22 else { return nil }
         let start = utf8.count - 21
-        guard utf8[start - 1] == UInt8(ascii: "/"), utf8[start] == UInt8(ascii: "d"), utf8[start + 1] == UInt8(ascii: "e"),
+        guard utf8[start - 1] == UInt8(ascii: "/"), utf8[start] == UInt8(ascii: "d"),
+            utf8[start + 1] == UInt8(ascii: "e"),
             utf8[start + 2] == UInt8(ascii: "v"), utf8[start + 3] == UInt8(ascii: "_")
         else { return nil }
         var address: UInt64 = 0

@@ -101,7 +101,8 @@ package final class NotificationChannel: Sendable {
     /// The consumer went away (cancelled, or the sequence was released): drop what waits and
     /// tell the central once.
     package func terminate() {
-        let (waiter, onTerminate): (CheckedContinuation<[UInt8]?, any Error>?, (@Sendable () -> Void)?) = state.withLock { state in
+        let (waiter, onTerminate): (CheckedContinuation<[UInt8]?, any Error>?, (@Sendable () -> Void)?) = state.withLock
+        { state in
             if state.end == nil { state.end = .success(()) }
             state.values = []
             state.head = 0

@@ -1,7 +1,7 @@
 import EventLoop
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The socket `AcquireNotify` returns (one end of an `AF_UNIX SOCK_SEQPACKET` pair): each
@@ -19,7 +19,9 @@ package final class NotifySocket {
 
     /// Takes ownership of `fd`; `onDatagram` gets each notification, `onClose` is called once
     /// when the peer hangs up (disconnect, bluetoothd exit). Both run on the loop thread.
-    package init(fd: Int32, mtu: Int, loop: EventLoop, onDatagram: @escaping ([UInt8]) -> Void, onClose: @escaping () -> Void) {
+    package init(
+        fd: Int32, mtu: Int, loop: EventLoop, onDatagram: @escaping ([UInt8]) -> Void, onClose: @escaping () -> Void
+    ) {
         self.fd = fd
         self.mtu = mtu
         self.loop = loop
@@ -30,7 +32,9 @@ package final class NotifySocket {
             var buffer = [UInt8](repeating: 0, count: Self.capacity(mtu: mtu))
             while true {
                 // MSG_TRUNC: the datagram's real length, also when it is longer than the buffer.
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_TRUNC)) }
+                let count = buffer.withUnsafeMutableBytes {
+                    recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
+                }
                 if count > buffer.count {
                     // Longer than any notification the MTU allows: dropped (and counted), never handed on cut.
                     self.oversizedDrops += 1

@@ -25,5 +25,7 @@ public struct Service: Sendable, Hashable, CustomStringConvertible {
         self.handle = UInt16(pathComponent.suffix(4), radix: 16) ?? 0
     }
 
-    public var description: String { "service \(uuid.shortDescription) (handle 0x\(String(handle, radix: 16))) of \(peripheral)" }
+    public var description: String {
+        "service \(uuid.shortDescription) (handle 0x\(String(handle, radix: 16))) of \(peripheral)"
+    }
 }

@@ -35,7 +35,10 @@ extension CentralManager {
                     waiter.timer = loop.addTimer(after: timeout.seconds) { [weak self] in
                         self?.assumeIsolated { central in
                             central.finishWaiter(
-                                id, CentralError(timeoutCode, operation: operation, message: "no result within \(timeout.seconds) s"))
+                                id,
+                                CentralError(
+                                    timeoutCode, operation: operation, message: "no result within \(timeout.seconds) s")
+                            )
                         }
                     }
                 }

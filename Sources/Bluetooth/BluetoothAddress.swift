@@ -73,7 +73,9 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     public var description: String {
         // Written straight into the string's storage: no digit table or byte array per call.
         String(unsafeUninitializedCapacity: 17) { buffer in
-            func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10 }
+            func hex(_ nibble: UInt8) -> UInt8 {
+                nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
+            }
             var position = 0
             for index in 0..<6 {
                 let octet = UInt8(truncatingIfNeeded: rawValue >> (40 - 8 * UInt64(index)))

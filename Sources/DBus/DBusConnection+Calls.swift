@@ -41,7 +41,9 @@ extension DBusConnection {
         if let expecting {
             let actual = DBusSignature(types: values.map(\.type))
             guard actual == expecting else {
-                throw DBusError(.invalidSignature, "\(interface ?? "").\(method) replied with signature \"\(actual)\", expected \"\(expecting)\"")
+                throw DBusError(
+                    .invalidSignature,
+                    "\(interface ?? "").\(method) replied with signature \"\(actual)\", expected \"\(expecting)\"")
             }
         }
         return values
@@ -80,7 +82,8 @@ extension DBusConnection {
         defer { dbus_message_unref(message) }
         if let destination {
             try LibDBus.validate(destination, as: .busName)
-            try LibDBus.check(destination.withCString { dbus_message_set_destination(message, $0) }, "dbus_message_set_destination")
+            try LibDBus.check(
+                destination.withCString { dbus_message_set_destination(message, $0) }, "dbus_message_set_destination")
         }
         try MessageEncoder.append(arguments, to: message)
         try sendMessage(message)
@@ -152,7 +155,8 @@ extension DBusConnection {
             Unmanaged.passRetained(self).toOpaque(),
             { data in if let data { Unmanaged<DBusConnection>.fromOpaque(data).release() } })
         if attached == 0 {
-            finishCall(id: id, with: .failure(DBusError(.noMemory, "dbus_pending_call_set_notify failed")), cancel: true)
+            finishCall(
+                id: id, with: .failure(DBusError(.noMemory, "dbus_pending_call_set_notify failed")), cancel: true)
         } else if dbus_pending_call_get_completed(pending) != 0 {
             completeCall(pending)
         }

@@ -55,7 +55,10 @@ extension DBusConnection {
         }
         try emit(
             path: root, interface: StandardInterface.objectManager, member: "InterfacesAdded",
-            arguments: [.objectPath(path), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), entries)])
+            arguments: [
+                .objectPath(path),
+                .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), entries),
+            ])
     }
 
     /// Removes interfaces from the object at `path` (the whole object when `interfaceNames` is nil
@@ -194,30 +197,42 @@ extension DBusConnection {
             sendReply(to: call, result: .success([managedObjects(under: path)]), outputSignature: nil)
             return true
         case (StandardInterface.properties, _) where object != nil:
-            sendReply(to: call, result: Result { try serveProperties(call, object: object) }.mapError(Self.asDBusError),
-                      outputSignature: nil)
+            sendReply(
+                to: call, result: Result { try serveProperties(call, object: object) }.mapError(Self.asDBusError),
+                outputSignature: nil)
             return true
         default:
             break
         }
         guard let object else {
-            sendReply(to: call, result: .failure(DBusError(.unknownObject, "No such object path '\(path)'")), outputSignature: nil)
+            sendReply(
+                to: call, result: .failure(DBusError(.unknownObject, "No such object path '\(path)'")),
+                outputSignature: nil)
             return true
         }
         let found: (ExportedObject.Interface, DBusMethod)?
         if let name = call.interface {
             guard let interface = object.interface(name) else {
-                sendReply(to: call, result: .failure(DBusError(.unknownInterface, "Unknown interface '\(name)' on object '\(path)'")), outputSignature: nil)
+                sendReply(
+                    to: call,
+                    result: .failure(DBusError(.unknownInterface, "Unknown interface '\(name)' on object '\(path)'")),
+                    outputSignature: nil)
                 return true
             }
             found = interface.method(member).map { (interface, $0) }
         } else {
-            found = object.interfaces.lazy.compactMap { interface in interface.method(member).map { (interface, $0) } }.first
+            found =
+                object.interfaces.lazy.compactMap { interface in interface.method(member).map { (interface, $0) } }
+                .first
         }
         guard let (_, method) = found else {
             sendReply(
                 to: call,
-                result: .failure(DBusError(.unknownMethod, "Unknown method '\(member)' on interface '\(call.interface ?? "")' with signature '\(call.signature)'")),
+                result: .failure(
+                    DBusError(
+                        .unknownMethod,
+                        "Unknown method '\(member)' on interface '\(call.interface ?? "")' with signature '\(call.signature)'"
+                    )),
                 outputSignature: nil)
             return true
         }
@@ -229,7 +244,9 @@ extension DBusConnection {
         }
         switch method.handler {
         case .immediate(let body):
-            sendReply(to: call, result: Result { try body(call) }.mapError(Self.asDBusError), outputSignature: method.outputSignature)
+            sendReply(
+                to: call, result: Result { try body(call) }.mapError(Self.asDBusError),
+                outputSignature: method.outputSignature)
         case .async(let body):
             let output = method.outputSignature
             Task {
@@ -280,7 +297,8 @@ extension DBusConnection {
                 throw DBusError(.propertyReadOnly, "Property '\(name)' is not writable")
             }
             if property.type != .variant && value.type != property.type {
-                throw DBusError(.invalidSignature, "Property '\(name)' has type '\(property.type)', not '\(value.type)'")
+                throw DBusError(
+                    .invalidSignature, "Property '\(name)' has type '\(property.type)', not '\(value.type)'")
             }
             try property.onSet?(value, call)
             guard let path = call.path else { return [] }
@@ -304,9 +322,14 @@ extension DBusConnection {
             for interface in object.interfaces {
                 interfaces.append(DBusDictionaryEntry(.string(interface.name), interface.propertyDictionary))
             }
-            result.append(DBusDictionaryEntry(.objectPath(path), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), interfaces)))
+            result.append(
+                DBusDictionaryEntry(
+                    .objectPath(path),
+                    .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), interfaces)))
         }
-        return .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)), result)
+        return .dictionary(
+            key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
+            result)
     }
 
     /// Names of the direct children of `path` that lead to exported objects.
@@ -332,7 +355,10 @@ extension DBusConnection {
         var result = result
         if case .success(let values) = result, let outputSignature {
             do { try DBusValue.check(values, against: outputSignature) } catch {
-                result = .failure(DBusError(.failed, "handler of \(call.member ?? "?") returned a wrong reply: \(Self.asDBusError(error).message)"))
+                result = .failure(
+                    DBusError(
+                        .failed,
+                        "handler of \(call.member ?? "?") returned a wrong reply: \(Self.asDBusError(error).message)"))
             }
         }
         do {
@@ -354,14 +380,16 @@ extension DBusConnection {
         try LibDBus.check(dbus_message_set_reply_serial(reply, call.serial), "dbus_message_set_reply_serial")
         dbus_message_set_no_reply(reply, 1)
         if let sender = call.sender {
-            try LibDBus.check(sender.withCString { dbus_message_set_destination(reply, $0) }, "dbus_message_set_destination")
+            try LibDBus.check(
+                sender.withCString { dbus_message_set_destination(reply, $0) }, "dbus_message_set_destination")
         }
         switch result {
         case .success(let values):
             try MessageEncoder.append(values, to: reply)
         case .failure(let error):
             let name = (try? LibDBus.validate(error.name.rawValue, as: .errorName)) != nil ? error.name : .failed
-            try LibDBus.check(name.rawValue.withCString { dbus_message_set_error_name(reply, $0) }, "dbus_message_set_error_name")
+            try LibDBus.check(
+                name.rawValue.withCString { dbus_message_set_error_name(reply, $0) }, "dbus_message_set_error_name")
             try MessageEncoder.append([.string(error.message.replacingNUL())], to: reply)
         }
         try sendMessage(reply)

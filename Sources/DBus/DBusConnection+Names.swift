@@ -77,7 +77,8 @@ extension DBusConnection {
             sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             member: "NameOwnerChanged")
         if let name { rule.arguments[0] = name }
-        let (stream, continuation) = AsyncStream.makeStream(of: DBusNameOwnerChange.self, bufferingPolicy: bufferingPolicy)
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: DBusNameOwnerChange.self, bufferingPolicy: bufferingPolicy)
         try await subscribe(
             rule,
             deliver: { message in
@@ -85,7 +86,8 @@ extension DBusConnection {
                     let old = message.arguments[1].string, let new = message.arguments[2].string
                 else { return }
                 continuation.yield(
-                    DBusNameOwnerChange(name: name, oldOwner: old.isEmpty ? nil : old, newOwner: new.isEmpty ? nil : new))
+                    DBusNameOwnerChange(
+                        name: name, oldOwner: old.isEmpty ? nil : old, newOwner: new.isEmpty ? nil : new))
             },
             finish: { continuation.finish() },
             setTermination: { handler in continuation.onTermination = { _ in handler() } })

@@ -3,7 +3,7 @@ import EventLoop
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A connection to a D-Bus message bus, driven by an ``EventLoop``.

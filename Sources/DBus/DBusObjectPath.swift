@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A validated D-Bus object path such as `/org/bluez/hci0` (`dbus_validate_path` rules: starts with
@@ -84,7 +84,8 @@ public struct DBusObjectPath: RawRepresentable, Hashable, Comparable, Sendable, 
                 previousSlash = true
             } else {
                 previousSlash = false
-                let ok = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
+                let ok =
+                    (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A)
                     || (byte >= 0x61 && byte <= 0x7A) || byte == UInt8(ascii: "_")
                 if !ok { return false }
             }

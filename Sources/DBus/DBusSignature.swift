@@ -18,7 +18,8 @@ public struct DBusSignature: Hashable, Sendable, CustomStringConvertible, Expres
     public init(_ string: String) throws {
         var parser = Parser(bytes: Array(string.utf8), text: string)
         guard parser.bytes.count <= 255 else {
-            throw DBusError(.invalidSignature, "signature \"\(string)\" is \(parser.bytes.count) bytes long, the limit is 255")
+            throw DBusError(
+                .invalidSignature, "signature \"\(string)\" is \(parser.bytes.count) bytes long, the limit is 255")
         }
         var types: [DBusType] = []
         while parser.position < parser.bytes.count {

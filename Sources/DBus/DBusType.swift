@@ -89,7 +89,8 @@ public indirect enum DBusType: Hashable, Sendable, CustomStringConvertible {
     public init(_ string: String) throws {
         let signature = try DBusSignature(string)
         guard signature.types.count == 1 else {
-            throw DBusError(.invalidSignature, "\"\(string)\" is \(signature.types.count) complete types, expected exactly one")
+            throw DBusError(
+                .invalidSignature, "\"\(string)\" is \(signature.types.count) complete types, expected exactly one")
         }
         self = signature.types[0]
     }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A unix file descriptor carried in a D-Bus message (type `h`), owned by this object.

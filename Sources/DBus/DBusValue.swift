@@ -84,7 +84,10 @@ public enum DBusValue: Hashable, Sendable {
     /// - Throws: ``DBusError`` `InvalidArgs` naming the argument and the mismatch.
     public static func check(_ values: [DBusValue], against signature: DBusSignature) throws {
         guard values.count == signature.types.count else {
-            throw DBusError(.invalidArgs, "expected \(signature.types.count) argument(s) of signature \"\(signature)\", got \(values.count) of signature \"\(DBusSignature(types: values.map(\.type)))\"")
+            throw DBusError(
+                .invalidArgs,
+                "expected \(signature.types.count) argument(s) of signature \"\(signature)\", got \(values.count) of signature \"\(DBusSignature(types: values.map(\.type)))\""
+            )
         }
         for (index, (value, type)) in zip(values, signature.types).enumerated() {
             if let problem = value.mismatch(type, at: "argument \(index)") {
@@ -124,7 +127,8 @@ public enum DBusValue: Hashable, Sendable {
             return nil
         case (.structure(let fields), .structure(let expectedFields)):
             guard fields.count == expectedFields.count else {
-                return describe("expected \(expected), a struct of \(expectedFields.count) fields, got \(fields.count) fields")
+                return describe(
+                    "expected \(expected), a struct of \(expectedFields.count) fields, got \(fields.count) fields")
             }
             if fields.isEmpty { return describe("a struct needs at least one field") }
             for (index, (field, type)) in zip(fields, expectedFields).enumerated() {

@@ -47,7 +47,8 @@ enum Introspection {
                 out += "</signal>\n"
             }
             for property in interface.properties {
-                out += "    <property name=\"\(escape(property.name))\" type=\"\(escape(property.type.description))\" access=\"\(property.access.rawValue)\"/>\n"
+                out +=
+                    "    <property name=\"\(escape(property.name))\" type=\"\(escape(property.type.description))\" access=\"\(property.access.rawValue)\"/>\n"
             }
             out += "  </interface>\n"
         }

@@ -82,7 +82,9 @@ enum MessageEncoder {
     }
 
     @inline(__always)
-    private static func basic<T: BitwiseCopyable>(_ iter: UnsafeMutablePointer<DBusMessageIter>, _ code: Int32, _ value: inout T) throws {
+    private static func basic<T: BitwiseCopyable>(
+        _ iter: UnsafeMutablePointer<DBusMessageIter>, _ code: Int32, _ value: inout T
+    ) throws {
         try LibDBus.check(dbus_message_iter_append_basic(iter, code, &value), "dbus_message_iter_append_basic")
     }
 

@@ -1,7 +1,7 @@
 internal import CDBus
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Decodes a message body from its D-Bus wire format (specification, "Marshaling (Wire

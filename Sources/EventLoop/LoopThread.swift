@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A detached pthread with a chosen stack size and name, and a one-shot "stopped" flag
@@ -42,16 +42,18 @@ final class LoopThread: @unchecked Sendable {
         pthread_attr_setstacksize(&attributes, stackSize)
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
         #if canImport(Glibc)
-        var thread = pthread_t()
+            var thread = pthread_t()
         #else
-        var thread: pthread_t?
+            var thread: pthread_t?
         #endif
-        let rc = pthread_create(&thread, &attributes, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            LoopThread.setName(box.name)
-            box.body()
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, &attributes,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                LoopThread.setName(box.name)
+                box.body()
+                return nil
+            }, context)
         precondition(rc == 0, "pthread_create failed: \(String(cString: strerror(rc)))")
     }
 
@@ -59,13 +61,13 @@ final class LoopThread: @unchecked Sendable {
     /// `_GNU_SOURCE`), so on Linux the name is written to `/proc/thread-self/comm`.
     private static func setName(_ name: String) {
         #if canImport(Glibc)
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        let bytes = Array(name.utf8.prefix(15))
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
+            let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            let bytes = Array(name.utf8.prefix(15))
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
         #else
-        _ = pthread_setname_np(name)
+            _ = pthread_setname_np(name)
         #endif
     }
 

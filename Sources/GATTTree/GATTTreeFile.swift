@@ -46,7 +46,8 @@ public struct GATTTreeFile {
             let primary = try entry.optional("primary")?.bool() ?? true
             let characteristics = try entry.required("characteristics").array().map(characteristic)
             try entry.finish()
-            let service = MutableService(uuid: uuid, isPrimary: primary, characteristics: characteristics.map(\.characteristic))
+            let service = MutableService(
+                uuid: uuid, isPrimary: primary, characteristics: characteristics.map(\.characteristic))
             if let problem = service.problem { throw reader.fail(problem) }
             services.append((service, characteristics))
         }
@@ -61,32 +62,39 @@ public struct GATTTreeFile {
         let properties = try flags(object.required("properties"))
         let encoding = try self.encoding(object.optional("encoding"))
         let value = try object.optional("value").map { try bytes($0, encoding) }
-        let descriptors = try object.optional("descriptors")?.array().map { reader -> MutableDescriptor in
-            let descriptor = try reader.object()
-            let uuid = try self.uuid(descriptor.required("uuid"))
-            let encoding = try self.encoding(descriptor.optional("encoding"))
-            let value = try bytes(descriptor.required("value"), encoding)
-            try descriptor.finish()
-            return MutableDescriptor(uuid: uuid, value: value)
-        } ?? []
+        let descriptors =
+            try object.optional("descriptors")?.array().map { reader -> MutableDescriptor in
+                let descriptor = try reader.object()
+                let uuid = try self.uuid(descriptor.required("uuid"))
+                let encoding = try self.encoding(descriptor.optional("encoding"))
+                let value = try bytes(descriptor.required("value"), encoding)
+                try descriptor.finish()
+                return MutableDescriptor(uuid: uuid, value: value)
+            } ?? []
         let readError = try object.optional("read_error").map(attError)
         let writeError = try object.optional("write_error").map(attError)
         try object.finish()
         return CharacteristicEntry(
-            characteristic: MutableCharacteristic(uuid: uuid, properties: properties, value: value, descriptors: descriptors),
+            characteristic: MutableCharacteristic(
+                uuid: uuid, properties: properties, value: value, descriptors: descriptors),
             readError: readError, writeError: writeError)
     }
 
     private static func uuid(_ reader: JSONReader) throws -> BluetoothUUID {
-        guard let uuid = BluetoothUUID(try reader.string()) else { throw reader.fail("expected a UUID such as \"180F\"") }
+        guard let uuid = BluetoothUUID(try reader.string()) else {
+            throw reader.fail("expected a UUID such as \"180F\"")
+        }
         return uuid
     }
 
     private static func flags(_ reader: JSONReader) throws -> CharacteristicProperties {
         var unknown: [String] = []
-        let properties = CharacteristicProperties(bluezFlags: try reader.array().map { try $0.string() }, unknown: &unknown)
+        let properties = CharacteristicProperties(
+            bluezFlags: try reader.array().map { try $0.string() }, unknown: &unknown)
         if let flag = unknown.first {
-            throw reader.fail("\"\(flag)\" is not a BlueZ flag (read, write, write-without-response, notify, indicate, encrypt-read, …)")
+            throw reader.fail(
+                "\"\(flag)\" is not a BlueZ flag (read, write, write-without-response, notify, indicate, encrypt-read, …)"
+            )
         }
         return properties
     }
@@ -95,7 +103,9 @@ public struct GATTTreeFile {
         guard let reader else { return .utf8 }
         let text = try reader.string()
         guard let encoding = ValueEncoding(rawValue: text) else {
-            throw reader.fail("expected an encoding (\(ValueEncoding.allCases.map(\.rawValue).joined(separator: ", "))), got \"\(text)\"")
+            throw reader.fail(
+                "expected an encoding (\(ValueEncoding.allCases.map(\.rawValue).joined(separator: ", "))), got \"\(text)\""
+            )
         }
         return encoding
     }

@@ -67,7 +67,9 @@ public struct JSONReader: Sendable {
     public func duration() throws -> Double {
         if case .number(let n) = value, let seconds = DurationText.bounded(n) { return seconds }
         if case .string(let text) = value, let seconds = DurationText.seconds(text) { return seconds }
-        throw fail("expected a duration such as \"500ms\", \"2s\" or \"5m\" (at most \(DurationText.maximumText)), got \(shown)")
+        throw fail(
+            "expected a duration such as \"500ms\", \"2s\" or \"5m\" (at most \(DurationText.maximumText)), got \(shown)"
+        )
     }
 
     public func array() throws -> [JSONReader] {

@@ -64,7 +64,9 @@ public struct JSONTextParser {
             }
             while true {
                 skipSpace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+                    throw error("expected a string key")
+                }
                 let key = try string()
                 skipSpace()
                 try expect(UInt8(ascii: ":"))
@@ -107,13 +109,17 @@ public struct JSONTextParser {
             index += 1
             return true
         }
-        guard bytes[index] == UInt8(ascii: ",") else { throw error("expected ',' or '\(Character(Unicode.Scalar(close)))'") }
+        guard bytes[index] == UInt8(ascii: ",") else {
+            throw error("expected ',' or '\(Character(Unicode.Scalar(close)))'")
+        }
         index += 1
         return false
     }
 
     private mutating func expect(_ byte: UInt8) throws {
-        guard index < bytes.count, bytes[index] == byte else { throw error("expected '\(Character(Unicode.Scalar(byte)))'") }
+        guard index < bytes.count, bytes[index] == byte else {
+            throw error("expected '\(Character(Unicode.Scalar(byte)))'")
+        }
         index += 1
     }
 
@@ -124,7 +130,8 @@ public struct JSONTextParser {
     private mutating func number() throws -> Double {
         let start = index
         while index < bytes.count, "+-0123456789.eE".utf8.contains(bytes[index]) { index += 1 }
-        guard index > start, let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)), value.isFinite else {
+        guard index > start, let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)), value.isFinite
+        else {
             index = start
             throw error("expected a value")
         }

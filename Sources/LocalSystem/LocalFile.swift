@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The few file-system operations the gateway needs, on POSIX calls directly.
@@ -41,7 +41,9 @@ public enum LocalFile {
 
     /// Writes `bytes` to `path`: to `path.tmp` first, flushed, then renamed over `path`, so a
     /// reader sees the old or the new contents, never a part.
-    public static func write(_ bytes: some Collection<UInt8>, to path: String, mode: mode_t = 0o644) throws(LocalFileError) {
+    public static func write(_ bytes: some Collection<UInt8>, to path: String, mode: mode_t = 0o644)
+        throws(LocalFileError)
+    {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw LocalFileError("cannot create \(temporary)") }
@@ -122,7 +124,9 @@ public enum LocalFile {
     /// Where a symbolic link points, or nil when `path` is not one.
     public static func symbolicLinkDestination(_ path: String) -> String? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        let count = buffer.withUnsafeMutableBytes {
+            readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1)
+        }
         guard count >= 0 else { return nil }
         return String(decoding: buffer[0..<count], as: UTF8.self)
     }

@@ -412,7 +412,8 @@ public actor MQTTClient: LoopIsolated {
 
     // MARK: Internals — set-up and tear-down
 
-    private static let closedError = MQTTError(.closed, "the MQTT client was disconnected (disconnect() is final; make a new client)")
+    private static let closedError = MQTTError(
+        .closed, "the MQTT client was disconnected (disconnect() is final; make a new client)")
 
     /// Runs `body` isolated on the loop thread: now if already there, else on the next turn.
     nonisolated func onLoop(_ body: @escaping @Sendable (isolated MQTTClient) -> Void) {
@@ -436,7 +437,8 @@ public actor MQTTClient: LoopIsolated {
         if let tls = config.tls { try handle.setTLS(tls) }
         if let will = config.will { try handle.setWill(will, version5: v5) }
         if v5, config.sessionExpiryInterval != nil || config.maximumPacketSize != nil {
-            var properties = try PropertyList(sessionExpiry: config.sessionExpiryInterval, maximumPacketSize: config.maximumPacketSize)
+            var properties = try PropertyList(
+                sessionExpiry: config.sessionExpiryInterval, maximumPacketSize: config.maximumPacketSize)
             defer { properties.free() }
             try handle.storeConnectProperties(&properties)
         }
@@ -557,7 +559,9 @@ public actor MQTTClient: LoopIsolated {
             let all = entry.all
             lost += all.filter { $0.qos == .atMostOnce }.map(\.completion)
             let kept = all.filter { $0.qos != .atMostOnce }
-            pending[mid] = kept.first.map { Pending(qos: $0.qos, completion: $0.completion, later: Array(kept.dropFirst())) }
+            pending[mid] = kept.first.map {
+                Pending(qos: $0.qos, completion: $0.completion, later: Array(kept.dropFirst()))
+            }
         }
         guard !lost.isEmpty else { return }
         let error = MQTTError(.connectionLost, "the connection was lost before the QoS 0 message was written")
@@ -651,12 +655,20 @@ public actor MQTTClient: LoopIsolated {
             send(message, completion)
         default:
             if message.qos == .atMostOnce {
-                completion?(.failure(MQTTError(.notConnected, "QoS 0 publish to \(message.topic) while not connected to \(configuration.host):\(configuration.port)")))
+                completion?(
+                    .failure(
+                        MQTTError(
+                            .notConnected,
+                            "QoS 0 publish to \(message.topic) while not connected to \(configuration.host):\(configuration.port)"
+                        )))
             } else if outbox.count >= configuration.maxQueued {
                 queueFullPublishes.add(1, ordering: .relaxed)
-                completion?(.failure(MQTTError(
-                    .queueFull,
-                    "publish to \(message.topic): \(outbox.count) messages already wait in the client (maxQueued \(configuration.maxQueued)); not queued")))
+                completion?(
+                    .failure(
+                        MQTTError(
+                            .queueFull,
+                            "publish to \(message.topic): \(outbox.count) messages already wait in the client (maxQueued \(configuration.maxQueued)); not queued"
+                        )))
             } else {
                 outbox.append((message, completion))
             }
@@ -671,7 +683,11 @@ public actor MQTTClient: LoopIsolated {
         var properties = PropertyList()
         if !message.properties.isEmpty {
             guard configuration.protocolVersion == .v5 else {
-                completion?(.failure(MQTTError(.invalidConfiguration, "publish to \(message.topic): MQTT 5 properties need protocol version 5")))
+                completion?(
+                    .failure(
+                        MQTTError(
+                            .invalidConfiguration,
+                            "publish to \(message.topic): MQTT 5 properties need protocol version 5")))
                 return
             }
             do {
@@ -722,8 +738,9 @@ public actor MQTTClient: LoopIsolated {
         guard let handle, let entry = filters[key] else { return }
         filters[key]?.needsSubscribe = false
         do {
-            let mid = try handle.subscribe(key, qos: entry.maxQoS,
-                                           retainAsPublished: entry.retainAsPublished && configuration.protocolVersion == .v5)
+            let mid = try handle.subscribe(
+                key, qos: entry.maxQoS,
+                retainAsPublished: entry.retainAsPublished && configuration.protocolVersion == .v5)
             subscribeMids[mid] = key
         } catch {
             failWaiters(key, error)
@@ -756,7 +773,8 @@ public actor MQTTClient: LoopIsolated {
     func connected(reason: Int32, flags: Int32, receiveMaximum: Int?) {
         guard phase == .connecting else { return }
         guard reason == 0 else {
-            let code = configuration.protocolVersion == .v5
+            let code =
+                configuration.protocolVersion == .v5
                 ? MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))
                 : MQTTReasonCode(connackV311: Int(reason))
             refusal = MQTTError.refused(code, "connect to \(configuration.host):\(configuration.port)")
@@ -786,7 +804,8 @@ public actor MQTTClient: LoopIsolated {
 
     func disconnected(reason: Int32) {
         disconnectSeen = true
-        connectionEnded(refusal ?? enrich(MQTTError.library(reason, "connection to \(configuration.host):\(configuration.port)")))
+        connectionEnded(
+            refusal ?? enrich(MQTTError.library(reason, "connection to \(configuration.host):\(configuration.port)")))
     }
 
     private func connectionEnded(_ error: MQTTError) {

@@ -53,7 +53,9 @@ public struct MQTTConfiguration: Sendable {
     /// an optional `user:password@` sets ``credentials``.
     public init(url: String, clientID: String) throws(MQTTError) {
         func invalid(_ why: String) -> MQTTError {
-            MQTTError(.invalidConfiguration, "broker URL \"\(url)\" is invalid: \(why) (expected mqtt://host:port or mqtts://host:port)")
+            MQTTError(
+                .invalidConfiguration,
+                "broker URL \"\(url)\" is invalid: \(why) (expected mqtt://host:port or mqtts://host:port)")
         }
         let secure: Bool
         var rest: Substring
@@ -217,7 +219,8 @@ public struct MQTTReconnectPolicy: Sendable, Hashable {
         guard backoff.isValid else {
             throw MQTTError(
                 .invalidConfiguration,
-                "MQTT reconnect policy: need 0 < minimumDelay ≤ maximumDelay, multiplier ≥ 1 and jitter in 0…1 (got \(minimumDelay), \(maximumDelay), \(multiplier), \(jitter))")
+                "MQTT reconnect policy: need 0 < minimumDelay ≤ maximumDelay, multiplier ≥ 1 and jitter in 0…1 (got \(minimumDelay), \(maximumDelay), \(multiplier), \(jitter))"
+            )
         }
     }
 }

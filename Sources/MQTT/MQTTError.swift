@@ -1,6 +1,7 @@
 internal import CMosquitto
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Every failure of the `MQTT` module: a libmosquitto error, a broker's refusal, a TLS failure,

@@ -1,6 +1,7 @@
 internal import CMosquitto
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Thin typed wrapper over one `struct mosquitto *`. Every call that returns a `MOSQ_ERR_*`
@@ -19,11 +20,14 @@ final class Mosquitto {
     /// `mosquitto_new`.
     init(clientID: String, cleanSession: Bool) throws(MQTTError) {
         _ = Self.libraryInitialized
-        let handle = clientID.isEmpty
+        let handle =
+            clientID.isEmpty
             ? mosquitto_new(nil, cleanSession, nil)
             : mosquitto_new(clientID, cleanSession, nil)
         guard let handle else {
-            throw MQTTError(.library(Int32(MOSQ_ERR_NOMEM.rawValue)), "mosquitto_new failed for client id \"\(clientID)\": errno \(errno)")
+            throw MQTTError(
+                .library(Int32(MOSQ_ERR_NOMEM.rawValue)),
+                "mosquitto_new failed for client id \"\(clientID)\": errno \(errno)")
         }
         raw = handle
     }
@@ -33,7 +37,9 @@ final class Mosquitto {
 
     /// Throws ``MQTTError`` for any return code other than `MOSQ_ERR_SUCCESS`.
     @inline(__always)
-    static func check(_ rc: Int32, _ function: @autoclosure () -> String, detail: @autoclosure () -> String? = nil) throws(MQTTError) {
+    static func check(_ rc: Int32, _ function: @autoclosure () -> String, detail: @autoclosure () -> String? = nil)
+        throws(MQTTError)
+    {
         if rc != 0 { throw MQTTError.library(rc, function(), detail: detail()) }
     }
 
@@ -47,7 +53,8 @@ final class Mosquitto {
 
     /// `mosquitto_username_pw_set`.
     func setCredentials(_ credentials: MQTTCredentials) throws(MQTTError) {
-        try Self.check(mosquitto_username_pw_set(raw, credentials.username, credentials.password), "mosquitto_username_pw_set")
+        try Self.check(
+            mosquitto_username_pw_set(raw, credentials.username, credentials.password), "mosquitto_username_pw_set")
     }
 
     /// `mosquitto_will_set_v5` (properties only with MQTT 5).
@@ -74,7 +81,9 @@ final class Mosquitto {
             let rc = mosquitto_tls_set(raw, tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile, nil)
             try Self.check(
                 rc, "mosquitto_tls_set",
-                detail: "check that the CA, certificate and key files exist and are readable (ca \(tls.caFile ?? tls.caDirectory ?? "-"), cert \(tls.certificateFile ?? "-"), key \(tls.keyFile ?? "-"))")
+                detail:
+                    "check that the CA, certificate and key files exist and are readable (ca \(tls.caFile ?? tls.caDirectory ?? "-"), cert \(tls.certificateFile ?? "-"), key \(tls.keyFile ?? "-"))"
+            )
         }
         let verify: Int32 = tls.insecureSkipVerification ? 0 : 1  // SSL_VERIFY_NONE / SSL_VERIFY_PEER
         try Self.check(mosquitto_tls_opts_set(raw, verify, tls.version?.rawValue, nil), "mosquitto_tls_opts_set")
@@ -93,7 +102,9 @@ final class Mosquitto {
     func storeConnectProperties(_ properties: inout PropertyList) throws(MQTTError) {
         let rc = mosquitto_connect_bind_v5(raw, "localhost", -1, 60, nil, properties.head)
         guard rc == Int32(MOSQ_ERR_INVAL.rawValue) else {
-            try Self.check(rc == 0 ? Int32(MOSQ_ERR_UNKNOWN.rawValue) : rc, "mosquitto_connect_bind_v5 (storing CONNECT properties)")
+            try Self.check(
+                rc == 0 ? Int32(MOSQ_ERR_UNKNOWN.rawValue) : rc,
+                "mosquitto_connect_bind_v5 (storing CONNECT properties)")
             return
         }
     }
@@ -142,7 +153,8 @@ final class Mosquitto {
         let rc = message.topic.withCString { topic in
             message.payload.withUnsafeBytes { bytes in
                 mosquitto_publish_v5(
-                    raw, &mid, topic, length, bytes.baseAddress, Int32(message.qos.rawValue), message.retain, properties)
+                    raw, &mid, topic, length, bytes.baseAddress, Int32(message.qos.rawValue), message.retain, properties
+                )
             }
         }
         return (mid, rc)
@@ -153,7 +165,9 @@ final class Mosquitto {
     func subscribe(_ filter: String, qos: MQTTQoS, retainAsPublished: Bool = false) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         let options = retainAsPublished ? Int32(MQTT_SUB_OPT_RETAIN_AS_PUBLISHED.rawValue) : 0
-        try Self.check(mosquitto_subscribe_v5(raw, &mid, filter, Int32(qos.rawValue), options, nil), "mosquitto_subscribe_v5(\(filter))")
+        try Self.check(
+            mosquitto_subscribe_v5(raw, &mid, filter, Int32(qos.rawValue), options, nil),
+            "mosquitto_subscribe_v5(\(filter))")
         return mid
     }
 
@@ -180,7 +194,8 @@ struct PropertyList {
         do throws(MQTTError) {
             for pair in properties.userProperties {
                 try Mosquitto.check(
-                    mosquitto_property_add_string_pair(&head, Int32(MQTT_PROP_USER_PROPERTY.rawValue), pair.name, pair.value),
+                    mosquitto_property_add_string_pair(
+                        &head, Int32(MQTT_PROP_USER_PROPERTY.rawValue), pair.name, pair.value),
                     "mosquitto_property_add_string_pair(user property \(pair.name))")
             }
             if let topic = properties.responseTopic {
@@ -193,7 +208,8 @@ struct PropertyList {
                     throw MQTTError(.invalidArgument, "correlation data of \(data.count) bytes is longer than 65535")
                 }
                 let rc = data.withUnsafeBytes {
-                    mosquitto_property_add_binary(&head, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), $0.baseAddress, UInt16($0.count))
+                    mosquitto_property_add_binary(
+                        &head, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), $0.baseAddress, UInt16($0.count))
                 }
                 try Mosquitto.check(rc, "mosquitto_property_add_binary(correlation data)")
             }
@@ -209,7 +225,8 @@ struct PropertyList {
             }
             if let utf8 = properties.payloadIsUTF8 {
                 try Mosquitto.check(
-                    mosquitto_property_add_byte(&head, Int32(MQTT_PROP_PAYLOAD_FORMAT_INDICATOR.rawValue), utf8 ? 1 : 0),
+                    mosquitto_property_add_byte(
+                        &head, Int32(MQTT_PROP_PAYLOAD_FORMAT_INDICATOR.rawValue), utf8 ? 1 : 0),
                     "mosquitto_property_add_byte(payload format indicator)")
             }
         } catch {
@@ -223,12 +240,14 @@ struct PropertyList {
         do throws(MQTTError) {
             if let sessionExpiry {
                 try Mosquitto.check(
-                    mosquitto_property_add_int32(&head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry),
+                    mosquitto_property_add_int32(
+                        &head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry),
                     "mosquitto_property_add_int32(session expiry interval)")
             }
             if let maximumPacketSize {
                 try Mosquitto.check(
-                    mosquitto_property_add_int32(&head, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximumPacketSize),
+                    mosquitto_property_add_int32(
+                        &head, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximumPacketSize),
                     "mosquitto_property_add_int32(maximum packet size)")
             }
         } catch {
@@ -249,7 +268,9 @@ struct PropertyList {
             case Int32(MQTT_PROP_USER_PROPERTY.rawValue):
                 var name: UnsafeMutablePointer<CChar>?
                 var value: UnsafeMutablePointer<CChar>?
-                if mosquitto_property_read_string_pair(property, identifier, &name, &value, false) != nil, let name, let value {
+                if mosquitto_property_read_string_pair(property, identifier, &name, &value, false) != nil, let name,
+                    let value
+                {
                     result.userProperties.append(MQTTUserProperty(String(cString: name), String(cString: value)))
                 }
                 Glibc.free(name)
@@ -268,7 +289,8 @@ struct PropertyList {
                 var value: UnsafeMutableRawPointer?
                 var length: UInt16 = 0
                 if mosquitto_property_read_binary(property, identifier, &value, &length, false) != nil {
-                    result.correlationData = value.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
+                    result.correlationData =
+                        value.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
                 }
                 Glibc.free(value)
             case Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue):
@@ -292,7 +314,9 @@ struct PropertyList {
     /// The Receive Maximum of a CONNACK, if the broker sent one.
     static func receiveMaximum(_ list: OpaquePointer?) -> Int? {
         var value: UInt16 = 0
-        guard let list, mosquitto_property_read_int16(list, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &value, false) != nil else {
+        guard let list,
+            mosquitto_property_read_int16(list, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &value, false) != nil
+        else {
             return nil
         }
         return Int(value)

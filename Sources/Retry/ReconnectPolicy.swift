@@ -27,7 +27,8 @@ public struct ReconnectPolicy<Random: RandomNumberGenerator & Sendable>: Sendabl
         public init() {}
 
         var backoff: ExponentialBackoff.Configuration {
-            ExponentialBackoff.Configuration(first: firstDelay, multiplier: multiplier, maximum: maximumDelay, jitter: jitter)
+            ExponentialBackoff.Configuration(
+                first: firstDelay, multiplier: multiplier, maximum: maximumDelay, jitter: jitter)
         }
     }
 

@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LocalSystem
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A child process started with `posix_spawn`, for `gattway demo` (its dbus-daemon, mosquitto
 /// and gateway) and the tests' daemons (TestSupport's `ChildProcess`).
@@ -137,7 +138,9 @@ public final class Subprocess: Sendable {
     public static func find(_ name: String) -> String? {
         if name.hasPrefix("/") { return LocalFile.isExecutable(name) ? name : nil }
         let path = LocalEnvironment.value("PATH") ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin", "/usr/bin", "/usr/local/sbin"] {
+        for directory in path.split(separator: ":").map(String.init) + [
+            "/usr/sbin", "/sbin", "/usr/bin", "/usr/local/sbin",
+        ] {
             let candidate = directory + "/" + name
             if LocalFile.isExecutable(candidate) { return candidate }
         }

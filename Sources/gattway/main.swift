@@ -1,16 +1,16 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 #if canImport(Glibc)
-// At most two malloc arenas (glibc's default is 8 per core, one per thread that allocates): the
-// loop thread and the cooperative pool's threads would otherwise each keep their own arena's
-// free memory resident after a burst (BENCHMARKS.md, resident memory). Before any thread starts.
-// `mallopt` is in <malloc.h>, which the Glibc module does not export; M_ARENA_MAX is -8.
-if let symbol = dlsym(nil, "mallopt") {
-    typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-    _ = unsafeBitCast(symbol, to: Mallopt.self)(-8, 2)
-}
+    // At most two malloc arenas (glibc's default is 8 per core, one per thread that allocates): the
+    // loop thread and the cooperative pool's threads would otherwise each keep their own arena's
+    // free memory resident after a burst (BENCHMARKS.md, resident memory). Before any thread starts.
+    // `mallopt` is in <malloc.h>, which the Glibc module does not export; M_ARENA_MAX is -8.
+    if let symbol = dlsym(nil, "mallopt") {
+        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+        _ = unsafeBitCast(symbol, to: Mallopt.self)(-8, 2)
+    }
 #endif
 
 /// Every subcommand, in the order `gattway --help` lists them.

@@ -9,7 +9,9 @@ struct DiscoveryLogicTests {
     let heartRate = BluetoothUUID(0x180D)
     let address = BluetoothAddress("A4:C1:38:00:00:01")!
 
-    func filter(_ uuids: [BluetoothUUID] = [], rssi: Int16? = nil, duplicates: Bool = false, pattern: String? = nil) -> DiscoveryFilter {
+    func filter(_ uuids: [BluetoothUUID] = [], rssi: Int16? = nil, duplicates: Bool = false, pattern: String? = nil)
+        -> DiscoveryFilter
+    {
         var filter = DiscoveryFilter()
         filter.uuids = uuids
         filter.rssi = rssi
@@ -24,7 +26,9 @@ struct DiscoveryLogicTests {
         #expect(merged.isFiltered)
         #expect(merged.uuids == [battery, heartRate])
         #expect(merged.admits(address: address, name: nil, serviceUUIDs: [battery], rssi: -60, discoverable: true))
-        #expect(!merged.admits(address: address, name: nil, serviceUUIDs: [BluetoothUUID(0x181A)], rssi: -60, discoverable: true))
+        #expect(
+            !merged.admits(
+                address: address, name: nil, serviceUUIDs: [BluetoothUUID(0x181A)], rssi: -60, discoverable: true))
     }
 
     @Test("a client discovering without a filter makes the scan unfiltered for everyone")
@@ -32,8 +36,9 @@ struct DiscoveryLogicTests {
         let merged = MergedDiscoveryFilter([filter([battery]), nil])
         #expect(!merged.isFiltered)
         #expect(merged.admits(address: address, name: nil, serviceUUIDs: [heartRate], rssi: -60, discoverable: true))
-        #expect(!merged.admits(address: address, name: nil, serviceUUIDs: [], rssi: -60, discoverable: false),
-                "an unfiltered LE scan ignores devices without the discoverable flag")
+        #expect(
+            !merged.admits(address: address, name: nil, serviceUUIDs: [], rssi: -60, discoverable: false),
+            "an unfiltered LE scan ignores devices without the discoverable flag")
     }
 
     @Test("the lowest RSSI threshold applies; a client without one disables RSSI filtering")

@@ -172,7 +172,8 @@ struct LinkedAdapterTests {
             // A request to a write-without-response characteristic is acknowledged at once:
             // bluetoothd ignores the application's answer (here NotPermitted).
             try await central.call(
-                Self.command, Client.characteristic, "WriteValue", [.bytes([8]), .variantDictionary(["type": .string("request")])])
+                Self.command, Client.characteristic, "WriteValue",
+                [.bytes([8]), .variantDictionary(["type": .string("request")])])
             try await app.calls.wait(for: "the request reached the app too") {
                 $0.member == "WriteValue" && $0.path == "/app/service0/char2" && $0.arguments[0].bytes == [8]
             }
@@ -205,7 +206,8 @@ struct LinkedAdapterTests {
                 $0.member == "StartNotify" && $0.path == "/app/service0/char0"
             }
             let second = try await harness.client()
-            try await second.call(Self.readable, Client.characteristic, "StartNotify")  // same central link: CCCD already on
+            // The same central link: the CCCD is already on.
+            try await second.call(Self.readable, Client.characteristic, "StartNotify")
             for byte: UInt8 in [5, 6] {
                 try await app.connection.setProperties(
                     ["Value": .bytes([byte])], interface: TestPeripheral.gattCharacteristic, at: "/app/service0/char0")

@@ -18,7 +18,8 @@ final class AppCalls: Sendable {
 
     /// Waits (polling every 5 ms) for a call matching `predicate`.
     @discardableResult
-    func wait(for what: String, within seconds: Double = defaultWait, _ predicate: @Sendable (DBusMessage) -> Bool) async throws
+    func wait(for what: String, within seconds: Double = defaultWait, _ predicate: @Sendable (DBusMessage) -> Bool)
+        async throws
         -> DBusMessage
     {
         if let match = try await poll(within: seconds, { all.first(where: predicate) }) { return match }
@@ -70,8 +71,7 @@ struct TestPeripheral {
         func characteristic(
             _ index: Int, flags: [String], writeError: DBusError? = nil,
             read: (@Sendable (DBusMessage) throws -> [DBusValue])? = nil
-        ) -> DBusInterface
-        {
+        ) -> DBusInterface {
             DBusInterface(
                 Self.gattCharacteristic,
                 methods: [

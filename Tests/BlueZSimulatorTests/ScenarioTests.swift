@@ -1,6 +1,6 @@
 import Bluetooth
-import JSON
 import Foundation
+import JSON
 import Testing
 
 @testable import BlueZSimulator
@@ -44,20 +44,35 @@ struct ScenarioTests {
         #expect(scenario.events.map(\.at) == [2, 5], "events are sorted by time")
     }
 
-    @Test("errors name the JSON path and what was expected", arguments: [
-        (#"{"devices": [{"address": "AA:BB"}]}"#, "devices[0].address: \"AA:BB\" is not a Bluetooth address"),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01", "rssi": "loud"}]}"#, "devices[0].rssi: expected an integer from -127 to 20"),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01", "colour": 1}]}"#, "devices[0].colour: is not a known key"),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["reed"]}]}]}]}"#,
-         "devices[0].gatt[0].characteristics[0].flags[0]: \"reed\" is not a characteristic flag"),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01", "service_data": {"fcd2": {"template": "bthome_v9"}}}]}"#,
-         "devices[0].service_data.fcd2.template: \"bthome_v9\" is not a template"),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01", "adapter": "hci7"}]}"#, "devices[0].adapter: no adapter named \"hci7\""),
-        (#"{"devices": [{"address": "A4:C1:38:00:00:01"}, {"address": "a4:c1:38:00:00:01"}]}"#, "devices[1].address: A4:C1:38:00:00:01 is used twice"),
-        (#"{"devices": [}"#, "invalid JSON at byte 13"),
-        (#"{"seed": 9223372036854775808}"#, "seed: expected an integer from 0 to 9223372036854775807"),
-        (#"{"seed": 1e300}"#, "seed: expected an integer from 0 to 9223372036854775807"),
-    ])
+    @Test(
+        "errors name the JSON path and what was expected",
+        arguments: [
+            (#"{"devices": [{"address": "AA:BB"}]}"#, "devices[0].address: \"AA:BB\" is not a Bluetooth address"),
+            (
+                #"{"devices": [{"address": "A4:C1:38:00:00:01", "rssi": "loud"}]}"#,
+                "devices[0].rssi: expected an integer from -127 to 20"
+            ),
+            (#"{"devices": [{"address": "A4:C1:38:00:00:01", "colour": 1}]}"#, "devices[0].colour: is not a known key"),
+            (
+                #"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["reed"]}]}]}]}"#,
+                "devices[0].gatt[0].characteristics[0].flags[0]: \"reed\" is not a characteristic flag"
+            ),
+            (
+                #"{"devices": [{"address": "A4:C1:38:00:00:01", "service_data": {"fcd2": {"template": "bthome_v9"}}}]}"#,
+                "devices[0].service_data.fcd2.template: \"bthome_v9\" is not a template"
+            ),
+            (
+                #"{"devices": [{"address": "A4:C1:38:00:00:01", "adapter": "hci7"}]}"#,
+                "devices[0].adapter: no adapter named \"hci7\""
+            ),
+            (
+                #"{"devices": [{"address": "A4:C1:38:00:00:01"}, {"address": "a4:c1:38:00:00:01"}]}"#,
+                "devices[1].address: A4:C1:38:00:00:01 is used twice"
+            ),
+            (#"{"devices": [}"#, "invalid JSON at byte 13"),
+            (#"{"seed": 9223372036854775808}"#, "seed: expected an integer from 0 to 9223372036854775807"),
+            (#"{"seed": 1e300}"#, "seed: expected an integer from 0 to 9223372036854775807"),
+        ])
     func errorsNamePaths(json: String, message: String) {
         #expect {
             _ = try Scenario.parse(Data(json.utf8))
@@ -69,14 +84,16 @@ struct ScenarioTests {
     /// Found by the scenario fuzz target (Tests/Fixtures/fuzz/scenario/notify-every-2.6e79s): a
     /// duration the simulator's UInt64-nanosecond timers cannot hold parsed, and arming its timer
     /// (`UInt64(seconds * 1e9)`) would trap. Every scenario duration is now at most 365 days.
-    @Test("a duration past 365 days is an error naming its path, wherever durations are", arguments: [
-        #"{"devices": [{"address": "A4:C1:38:00:00:01", "interval": "1e300s"}]}"#,
-        #"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["notify"], "notify": {"every": "25555555555555555555555555555555555555555555555555555555555555555555555555555555s"}}]}]}]}"#,
-        #"{"devices": [{"address": "A4:C1:38:00:00:01", "faults": {"connect_delay": 31536001}}]}"#,
-        #"{"events": [{"at": "525601m", "crash": true}]}"#,
-        #"{"timing": {"temporary_timeout": "8761h"}}"#,
-        #"{"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}], "links": [{"adapters": ["hci0", "hci1"], "interval": "1e12s"}]}"#,
-    ])
+    @Test(
+        "a duration past 365 days is an error naming its path, wherever durations are",
+        arguments: [
+            #"{"devices": [{"address": "A4:C1:38:00:00:01", "interval": "1e300s"}]}"#,
+            #"{"devices": [{"address": "A4:C1:38:00:00:01", "gatt": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "flags": ["notify"], "notify": {"every": "25555555555555555555555555555555555555555555555555555555555555555555555555555555s"}}]}]}]}"#,
+            #"{"devices": [{"address": "A4:C1:38:00:00:01", "faults": {"connect_delay": 31536001}}]}"#,
+            #"{"events": [{"at": "525601m", "crash": true}]}"#,
+            #"{"timing": {"temporary_timeout": "8761h"}}"#,
+            #"{"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}], "links": [{"adapters": ["hci0", "hci1"], "interval": "1e12s"}]}"#,
+        ])
     func durationsAreBounded(json: String) {
         #expect {
             _ = try Scenario.parse(Data(json.utf8))
@@ -117,18 +134,22 @@ struct ScenarioTests {
         #expect(Set(values).count > 10)
     }
 
-    @Test("number formats encode like the SIG characteristics", arguments: [
-        (21.5, NumberFormat(.s16le, scale: 0.01), [0x66, 0x08] as [UInt8]),
-        (-4.5, NumberFormat(.s16be, scale: 0.1), [0xFF, 0xD3]),
-        (85, NumberFormat(.u8), [0x55]),
-        (300, NumberFormat(.u8), [0xFF]),
-        (101325, NumberFormat(.u32le, scale: 0.1), [0x02, 0x76, 0x0F, 0x00]),
-    ] as [(Double, NumberFormat, [UInt8])])
+    @Test(
+        "number formats encode like the SIG characteristics",
+        arguments: [
+            (21.5, NumberFormat(.s16le, scale: 0.01), [0x66, 0x08] as [UInt8]),
+            (-4.5, NumberFormat(.s16be, scale: 0.1), [0xFF, 0xD3]),
+            (85, NumberFormat(.u8), [0x55]),
+            (300, NumberFormat(.u8), [0xFF]),
+            (101325, NumberFormat(.u32le, scale: 0.1), [0x02, 0x76, 0x0F, 0x00]),
+        ] as [(Double, NumberFormat, [UInt8])])
     func formats(value: Double, format: NumberFormat, bytes: [UInt8]) {
         #expect(format.encode(value) == bytes)
     }
 
-    @Test("number formats and templates turn NaN and infinite values (a zero scale, runaway generators) into bytes instead of trapping")
+    @Test(
+        "number formats and templates turn NaN and infinite values (a zero scale, runaway generators) into bytes instead of trapping"
+    )
     func nonFiniteValues() throws {
         #expect(NumberFormat(.u8, scale: 0).encode(0) == [0x00], "0 / 0 is NaN")
         #expect(NumberFormat(.s16le, scale: 0).encode(-1) == [0x00, 0x80], "-1 / 0 clamps to the minimum")
@@ -144,26 +165,32 @@ struct ScenarioTests {
     func templates() throws {
         let atcAddress = try #require(BluetoothAddress("A4:C1:38:D5:D4:98"))
         let atc = AdvertisementTemplate.atc1441.encode(
-            ["temperature": 32.5, "humidity": 62, "battery": 81, "voltage": 2.939, "counter": 0x62], address: atcAddress)
+            ["temperature": 32.5, "humidity": 62, "battery": 81, "voltage": 2.939, "counter": 0x62], address: atcAddress
+        )
         #expect(HexBytes.encode(atc) == "a4c138d5d49801453e510b7b62")
         let pvvxAddress = try #require(BluetoothAddress("A4:C1:38:CF:01:56"))
         let pvvx = AdvertisementTemplate.pvvx.encode(
-            ["temperature": 21.12, "humidity": 50.53, "voltage": 3.143, "battery": 100, "counter": 0xCC], address: pvvxAddress)
+            ["temperature": 21.12, "humidity": 50.53, "voltage": 3.143, "battery": 100, "counter": 0xCC],
+            address: pvvxAddress)
         #expect(HexBytes.encode(pvvx) == "5601cf38c1a44008bd13470c64cc04")
         let ruuviAddress = try #require(BluetoothAddress("CB:B8:33:4C:88:4F"))
         let ruuvi = AdvertisementTemplate.ruuviRAWv2.encode(
-            ["temperature": 24.3, "humidity": 53.49, "pressure": 1000.44, "acceleration_x": 0.004,
-             "acceleration_y": -0.004, "acceleration_z": 1.036, "voltage": 2.977, "tx_power": 4,
-             "movement_counter": 66, "sequence": 205], address: ruuviAddress)
+            [
+                "temperature": 24.3, "humidity": 53.49, "pressure": 1000.44, "acceleration_x": 0.004,
+                "acceleration_y": -0.004, "acceleration_z": 1.036, "voltage": 2.977, "tx_power": 4,
+                "movement_counter": 66, "sequence": 205,
+            ], address: ruuviAddress)
         #expect(HexBytes.encode(ruuvi) == "0512fc5394c37c0004fffc040cac364200cdcbb8334c884f")
-        let bthome = AdvertisementTemplate.bthomeV2.encode(["packet_id": 9, "battery": 100, "temperature": 25, "humidity": 50.55], address: atcAddress)
+        let bthome = AdvertisementTemplate.bthomeV2.encode(
+            ["packet_id": 9, "battery": 100, "temperature": 25, "humidity": 50.55], address: atcAddress)
         #expect(HexBytes.encode(bthome) == "4000090164" + "02c409" + "03bf13")
     }
 }
 
 @Suite("The demo scenario")
 struct DemoScenarioTests {
-    @Test("has the battery sensor, environmental sensor, lamp, BTHome and Ruuvi advertisers and a heart-rate-only device")
+    @Test(
+        "has the battery sensor, environmental sensor, lamp, BTHome and Ruuvi advertisers and a heart-rate-only device")
     func demoContents() throws {
         let scenario = try Scenario.parse(Data(DemoScenario.json.utf8))
         let battery = BluetoothUUID(0x180F)
@@ -181,9 +208,15 @@ struct DemoScenarioTests {
         #expect(byName["Ruuvi 4A5F"]?.manufacturerData.first?.companyID == 0x0499)
         let strap = try #require(byName["HR Strap"])
         #expect(strap.serviceUUIDs == [BluetoothUUID(0x180D)])
-        let merged = MergedDiscoveryFilter([{ var f = DiscoveryFilter(); f.uuids = [battery]; return f }()])
+        let merged = MergedDiscoveryFilter([
+            {
+                var f = DiscoveryFilter(); f.uuids = [battery]; return f
+            }()
+        ])
         let reported = scenario.devices.filter {
-            merged.admits(address: $0.address, name: $0.name, serviceUUIDs: $0.serviceUUIDs, rssi: Int16($0.rssi), discoverable: $0.discoverable)
+            merged.admits(
+                address: $0.address, name: $0.name, serviceUUIDs: $0.serviceUUIDs, rssi: Int16($0.rssi),
+                discoverable: $0.discoverable)
         }.compactMap(\.name)
         #expect(reported.sorted() == ["Battery Sensor", "Desk Lamp", "Env Sensor"])
     }

@@ -33,18 +33,25 @@ struct SimulatorFaultTests {
 
     func connectResolved(_ client: Client) async throws {
         try await client.call(Self.device, Client.device, "Connect")
-        try await eventually("ServicesResolved") { try await client.get(Self.device, Client.device, "ServicesResolved")?.bool == true }
+        try await eventually("ServicesResolved") {
+            try await client.get(Self.device, Client.device, "ServicesResolved")?.bool == true
+        }
     }
 
-    @Test("connect_failures: the first N Connect() calls fail with le-connection-abort-by-local; concurrent Connect is refused")
+    @Test(
+        "connect_failures: the first N Connect() calls fail with le-connection-abort-by-local; concurrent Connect is refused"
+    )
     func connectFailures() async throws {
         // The delay is what keeps the first Connect pending while the second one arrives: long
         // enough for that on a loaded machine, where a round trip can take a few hundred ms.
-        try await SimulatorHarness.run(Self.scenario(faults: #""connect_failures": 2, "connect_delay": "1s""#)) { harness in
+        try await SimulatorHarness.run(Self.scenario(faults: #""connect_failures": 2, "connect_delay": "1s""#)) {
+            harness in
             let client = try await harness.client()
             _ = try await found(client)
             let first = Task { try await client.call(Self.device, Client.device, "Connect") }
-            try await eventually("the first Connect pending") { await harness.simulator.currentCounters.connectCalls == 1 }
+            try await eventually("the first Connect pending") {
+                await harness.simulator.currentCounters.connectCalls == 1
+            }
             await #expect { try await client.call(Self.device, Client.device, "Connect") } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.Failed", "Operation already in progress")
             }
@@ -59,11 +66,14 @@ struct SimulatorFaultTests {
         }
     }
 
-    @Test("unreachable / non-connectable: Connect fails after the create-connection timeout; Disconnect cancels a pending Connect")
+    @Test(
+        "unreachable / non-connectable: Connect fails after the create-connection timeout; Disconnect cancels a pending Connect"
+    )
     func unreachable() async throws {
         // The timeout is what keeps the second Connect pending until Disconnect arrives: long enough
         // for that on a loaded machine.
-        try await SimulatorHarness.run(Self.scenario(faults: #""unreachable": true, "connect_timeout": "2s""#)) { harness in
+        try await SimulatorHarness.run(Self.scenario(faults: #""unreachable": true, "connect_timeout": "2s""#)) {
+            harness in
             let client = try await harness.client()
             _ = try await found(client)
             let started = Date()
@@ -72,7 +82,9 @@ struct SimulatorFaultTests {
             }
             #expect(Date().timeIntervalSince(started) >= 1.99)
             let pending = Task { try await client.call(Self.device, Client.device, "Connect") }
-            try await eventually("the second Connect pending") { await harness.simulator.currentCounters.connectCalls == 2 }
+            try await eventually("the second Connect pending") {
+                await harness.simulator.currentCounters.connectCalls == 2
+            }
             try await client.call(Self.device, Client.device, "Disconnect")
             await #expect { _ = try await pending.value } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.Failed", "br-connection-canceled")
@@ -86,7 +98,9 @@ struct SimulatorFaultTests {
             let client = try await harness.client()
             let log = try await found(client)
             try await client.call(Self.device, Client.device, "Connect")
-            let down = try await log.wait(for: "link dropped") { $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false }
+            let down = try await log.wait(for: "link dropped") {
+                $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false
+            }
             #expect(down.changed.keys.sorted() == ["Connected", "ServicesResolved"])
         }
     }
@@ -95,21 +109,37 @@ struct SimulatorFaultTests {
     func powerEvents() async throws {
         // Late enough that discovery and Connect are done before the adapter goes off, even when the
         // whole suite shares two busy cores (3 s was not: the power-off came before Connect).
-        let events = #"{"at": "10s", "adapter": "hci0", "powered": false}, {"at": "10500ms", "adapter": "hci0", "powered": true}"#
+        let events =
+            #"{"at": "10s", "adapter": "hci0", "powered": false}, {"at": "10500ms", "adapter": "hci0", "powered": true}"#
         try await SimulatorHarness.run(Self.scenario(events: events)) { harness in
             let client = try await harness.client()
             let log = try await found(client)
             try await client.call(Self.device, Client.device, "Connect")
-            try await log.wait(for: "Powered=false") { $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter) && $0.changed["Powered"]?.bool == false }
-            #expect(log.all.contains { $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter) && $0.changed["Discovering"]?.bool == false })
-            #expect(log.all.contains { $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false })
-            try await log.wait(for: "Powered=true") { $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter) && $0.changed["Powered"]?.bool == true }
-            #expect(try await client.get("/org/bluez/hci0", Client.adapter, "Discovering")?.bool == false, "sessions were dropped")
+            try await log.wait(for: "Powered=false") {
+                $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter) && $0.changed["Powered"]?.bool == false
+            }
+            #expect(
+                log.all.contains {
+                    $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter)
+                        && $0.changed["Discovering"]?.bool == false
+                })
+            #expect(
+                log.all.contains {
+                    $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false
+                })
+            try await log.wait(for: "Powered=true") {
+                $0.isPropertiesChanged("/org/bluez/hci0", Client.adapter) && $0.changed["Powered"]?.bool == true
+            }
+            #expect(
+                try await client.get("/org/bluez/hci0", Client.adapter, "Discovering")?.bool == false,
+                "sessions were dropped")
             try await client.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
         }
     }
 
-    @Test("crash (control Crash): org.bluez loses its owner with no InterfacesRemoved; restart brings a fresh tree under a new unique name")
+    @Test(
+        "crash (control Crash): org.bluez loses its owner with no InterfacesRemoved; restart brings a fresh tree under a new unique name"
+    )
     func crashAndRestart() async throws {
         try await SimulatorHarness.run(Self.scenario()) { harness in
             let client = try await harness.client()
@@ -133,26 +163,47 @@ struct SimulatorFaultTests {
         try await SimulatorHarness.run(Self.scenario()) { harness in
             let client = try await harness.client()
             let log = try await found(client)
-            let added = try await client.control("AddDevice", [.string(#"{"address": "A4:C1:38:00:00:09", "name": "Late", "interval": "20ms", "service_uuids": ["180F"]}"#)])
+            let added = try await client.control(
+                "AddDevice",
+                [
+                    .string(
+                        #"{"address": "A4:C1:38:00:00:09", "name": "Late", "interval": "20ms", "service_uuids": ["180F"]}"#
+                    )
+                ])
             #expect(added.first?.objectPath?.rawValue == "/org/bluez/hci0/dev_A4_C1_38_00_00_09")
-            try await log.wait(for: "added device found") { $0.isInterfacesAdded("/org/bluez/hci0/dev_A4_C1_38_00_00_09") }
+            try await log.wait(for: "added device found") {
+                $0.isInterfacesAdded("/org/bluez/hci0/dev_A4_C1_38_00_00_09")
+            }
             try await client.control("RemoveDevice", [.string("A4:C1:38:00:00:09")])
-            try await log.wait(for: "removed") { $0.member == "InterfacesRemoved" && $0.arguments.first?.objectPath?.rawValue == "/org/bluez/hci0/dev_A4_C1_38_00_00_09" }
-            await #expect { try await client.control("Burst", [.string("A4:C1:38:00:00:01"), .string("2A19"), .uint32(10), .double(0)]) } throws: {
+            try await log.wait(for: "removed") {
+                $0.member == "InterfacesRemoved"
+                    && $0.arguments.first?.objectPath?.rawValue == "/org/bluez/hci0/dev_A4_C1_38_00_00_09"
+            }
+            await #expect {
+                try await client.control(
+                    "Burst", [.string("A4:C1:38:00:00:01"), .string("2A19"), .uint32(10), .double(0)])
+            } throws: {
                 ($0 as? DBusError)?.name.rawValue == "io.gattway.Simulator1.Error.NotConnected"
             }
             try await connectResolved(client)
             try await client.call(Self.level, Client.characteristic, "StartNotify")
-            try await client.control("Burst", [.string("A4:C1:38:00:00:01"), .string("2A19"), .uint32(1000), .double(0)])
+            try await client.control(
+                "Burst", [.string("A4:C1:38:00:00:01"), .string("2A19"), .uint32(1000), .double(0)])
             try await eventually("1000 notifications") {
-                log.all.filter { $0.isPropertiesChanged(Self.level, Client.characteristic) && $0.changed["Value"] != nil }.count >= 1000
+                log.all.filter {
+                    $0.isPropertiesChanged(Self.level, Client.characteristic) && $0.changed["Value"] != nil
+                }.count >= 1000
             }
-            let values = log.all.filter { $0.isPropertiesChanged(Self.level, Client.characteristic) && $0.changed["Value"] != nil }.map { $0.changed["Value"]?.bytes ?? [] }
+            let values = log.all.filter {
+                $0.isPropertiesChanged(Self.level, Client.characteristic) && $0.changed["Value"] != nil
+            }.map { $0.changed["Value"]?.bytes ?? [] }
             #expect(values.first == [0, 0, 0, 0] && values.last == [0xE7, 3, 0, 0], "u32 LE sequence, in order")
             let counters = try await client.control("Counters").first?.dictionary ?? [:]
             #expect(counters["Notifications"]?.int == 1000 && counters["LastBurstCount"]?.int == 1000)
             try await client.control("Disconnect", [.string("A4:C1:38:00:00:01")])
-            try await log.wait(for: "peer disconnect") { $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false }
+            try await log.wait(for: "peer disconnect") {
+                $0.isPropertiesChanged(Self.device, Client.device) && $0.changed["Connected"]?.bool == false
+            }
         }
     }
 
@@ -165,7 +216,9 @@ struct SimulatorFaultTests {
             let reply = try await client.call(Self.level, Client.characteristic, "AcquireNotify", [Client.emptyOptions])
             guard let fd = reply.first?.unixFD else { Issue.record("no fd in \(reply)"); return }
             #expect(reply.last?.uint16 == 517)
-            try await eventually("NotifyAcquired") { try await client.get(Self.level, Client.characteristic, "NotifyAcquired")?.bool == true }
+            try await eventually("NotifyAcquired") {
+                try await client.get(Self.level, Client.characteristic, "NotifyAcquired")?.bool == true
+            }
             await #expect { try await client.call(Self.level, Client.characteristic, "StartNotify") } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.NotPermitted", "Notify acquired")
             }
@@ -181,7 +234,10 @@ struct SimulatorFaultTests {
             try await eventually("datagram recorded as a write command") {
                 try await client.control("RecordedWrites").first?.array?.first?["Value"]?.bytes == [9, 9, 9]
             }
-            await #expect { try await client.call(Self.writer, Client.characteristic, "WriteValue", [.bytes([1]), Client.emptyOptions]) } throws: {
+            await #expect {
+                try await client.call(
+                    Self.writer, Client.characteristic, "WriteValue", [.bytes([1]), Client.emptyOptions])
+            } throws: {
                 ($0 as? DBusError) == DBusError("org.bluez.Error.NotPermitted", "Write acquired")
             }
             try await client.control("Disconnect", [.string("A4:C1:38:00:00:01")])

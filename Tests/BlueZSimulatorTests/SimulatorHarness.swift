@@ -39,14 +39,18 @@ struct Client {
     let connection: DBusConnection
 
     @discardableResult
-    func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
+    func call(_ path: String, _ interface: String, _ method: String, _ arguments: [DBusValue] = []) async throws
+        -> [DBusValue]
+    {
         try await connection.call(
-            destination: "org.bluez", path: try DBusObjectPath(path), interface: interface, method: method, arguments: arguments,
+            destination: "org.bluez", path: try DBusObjectPath(path), interface: interface, method: method,
+            arguments: arguments,
             timeout: .seconds(30))
     }
 
     func get(_ path: String, _ interface: String, _ name: String) async throws -> DBusValue? {
-        try await call(path, "org.freedesktop.DBus.Properties", "Get", [.string(interface), .string(name)]).first?.unwrapped
+        try await call(path, "org.freedesktop.DBus.Properties", "Get", [.string(interface), .string(name)]).first?
+            .unwrapped
     }
 
     func managedObjects() async throws -> [String: DBusValue] {
@@ -101,7 +105,9 @@ final class SignalLog: Sendable {
         for what: String, within seconds: Double = defaultWait, _ predicate: @Sendable (DBusMessage) -> Bool
     ) async throws -> DBusMessage {
         if let match = try await poll(within: seconds, { all.first(where: predicate) }) { return match }
-        throw HarnessTimeout(description: "no signal \(what) within \(seconds) s; got:\n" + all.map(\.description).joined(separator: "\n"))
+        throw HarnessTimeout(
+            description: "no signal \(what) within \(seconds) s; got:\n"
+                + all.map(\.description).joined(separator: "\n"))
     }
 }
 
@@ -122,7 +128,8 @@ extension DBusMessage {
 }
 
 /// Polls `condition` every 5 ms until true or `seconds` pass.
-func eventually(_ what: String, within seconds: Double = defaultWait, _ condition: () async throws -> Bool) async throws {
+func eventually(_ what: String, within seconds: Double = defaultWait, _ condition: () async throws -> Bool) async throws
+{
     if try await poll(within: seconds, { try await condition() ? true : nil }) != nil { return }
     throw HarnessTimeout(description: "\(what) did not happen within \(seconds) s")
 }
@@ -150,28 +157,28 @@ enum TestScenarios {
     }
 
     static let sensors = """
-    {
-      \(timing),
-      "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
-      "devices": [
-        {"address": "A4:C1:38:00:00:01", "name": "Battery Sensor", "rssi": -58, "interval": "20ms", "service_uuids": ["180F"],
-         "manufacturer_data": {"0xffff": {"hex": "52425a31"}}, "service_data": {"180F": {"hex": "64"}},
-         "gatt": [{"uuid": "180F", "characteristics": [
-            {"uuid": "2A19", "flags": ["read", "notify"], "value": {"number": 94, "format": "u8"},
-             "notify": {"every": "20ms", "value": {"number": {"counter": {"start": 93, "step": -1, "min": 0, "max": 100}}, "format": "u8"}},
-             "descriptors": [{"uuid": "2901", "value": {"utf8": "Level"}}]}]},
-           {"uuid": "ff00", "characteristics": [
-            {"uuid": "ff01", "flags": ["write", "write-without-response"], "reflect_writes_to": "ff02"},
-            {"uuid": "ff02", "flags": ["read", "notify"], "value": {"hex": "00"}},
-            {"uuid": "ff03", "flags": ["read"], "read_error": 128},
-            {"uuid": "ff04", "flags": ["write"], "write_error": 13},
-            {"uuid": "ff05", "flags": ["read"], "value": {"utf8": "hello world"}}]}]},
-        {"address": "A4:C1:38:00:00:06", "name": "HR Strap", "rssi": -61, "interval": "20ms", "service_uuids": ["180D"]},
-        {"address": "A4:C1:38:00:00:07", "rssi": -70, "interval": "20ms", "connectable": false, "discoverable": false,
-         "service_data": {"FCD2": {"template": "bthome_v2"}}}
-      ]
-    }
-    """
+        {
+          \(timing),
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
+          "devices": [
+            {"address": "A4:C1:38:00:00:01", "name": "Battery Sensor", "rssi": -58, "interval": "20ms", "service_uuids": ["180F"],
+             "manufacturer_data": {"0xffff": {"hex": "52425a31"}}, "service_data": {"180F": {"hex": "64"}},
+             "gatt": [{"uuid": "180F", "characteristics": [
+                {"uuid": "2A19", "flags": ["read", "notify"], "value": {"number": 94, "format": "u8"},
+                 "notify": {"every": "20ms", "value": {"number": {"counter": {"start": 93, "step": -1, "min": 0, "max": 100}}, "format": "u8"}},
+                 "descriptors": [{"uuid": "2901", "value": {"utf8": "Level"}}]}]},
+               {"uuid": "ff00", "characteristics": [
+                {"uuid": "ff01", "flags": ["write", "write-without-response"], "reflect_writes_to": "ff02"},
+                {"uuid": "ff02", "flags": ["read", "notify"], "value": {"hex": "00"}},
+                {"uuid": "ff03", "flags": ["read"], "read_error": 128},
+                {"uuid": "ff04", "flags": ["write"], "write_error": 13},
+                {"uuid": "ff05", "flags": ["read"], "value": {"utf8": "hello world"}}]}]},
+            {"address": "A4:C1:38:00:00:06", "name": "HR Strap", "rssi": -61, "interval": "20ms", "service_uuids": ["180D"]},
+            {"address": "A4:C1:38:00:00:07", "rssi": -70, "interval": "20ms", "connectable": false, "discoverable": false,
+             "service_data": {"FCD2": {"template": "bthome_v2"}}}
+          ]
+        }
+        """
 
     static let battery = "/org/bluez/hci0/dev_A4_C1_38_00_00_01"
     static let heartRate = "/org/bluez/hci0/dev_A4_C1_38_00_00_06"

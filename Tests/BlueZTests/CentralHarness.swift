@@ -4,9 +4,9 @@ import Bluetooth
 import DBus
 import EventLoop
 import Foundation
-import Testing
-import TestSupport
 import Retry
+import TestSupport
+import Testing
 
 /// A private dbus-daemon, a loop, a simulator from a scenario, and helpers to start central
 /// managers on that bus. `run` always stops everything (also when the body throws).
@@ -27,7 +27,8 @@ struct CentralHarness {
                 simulator = try await BlueZSimulator.start(
                     scenario: try Scenario.parse(Data(json.utf8)), bus: .address(daemon.address), on: loop)
             }
-            try await body(CentralHarness(daemon: daemon, loop: loop, simulator: simulator, bus: .address(daemon.address)))
+            try await body(
+                CentralHarness(daemon: daemon, loop: loop, simulator: simulator, bus: .address(daemon.address)))
         } catch {
             await simulator?.stop()
             loop.shutdown()
@@ -65,16 +66,17 @@ struct CentralHarness {
     }
 }
 
-
 enum Scenarios {
     /// BlueZ's own 30 s TemporaryTimeout: no test here waits for a device to expire, and a short one
     /// removed the device between the end of a scan and Connect on a loaded machine (UnknownObject).
-    static let timing = #""timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0}"#
+    static let timing =
+        #""timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0}"#
     static let battery = BluetoothAddress("A4:C1:38:00:00:01")!
     static let heartRate = BluetoothAddress("A4:C1:38:00:00:06")!
     /// What a scan reports of the battery sensor in ``sensors(batteryFaults:events:notifyEvery:startDiscoveryFailures:)``.
     static let batteryAdvertisement = AdvertisementData(
-        localName: "Battery Sensor", serviceUUIDs: [BluetoothUUID(0x180F)], manufacturerData: [0xFFFF: [0x52, 0x42, 0x5A, 0x31]],
+        localName: "Battery Sensor", serviceUUIDs: [BluetoothUUID(0x180F)],
+        manufacturerData: [0xFFFF: [0x52, 0x42, 0x5A, 0x31]],
         serviceData: [BluetoothUUID(0x180F): [0x64]], txPower: 4, rssi: -58)
 
     static func sensors(
@@ -112,7 +114,8 @@ extension CentralManager {
     /// Scans for the battery sensor until BlueZ knows it.
     func findBattery(services: [BluetoothUUID] = [BluetoothUUID(0x180F)]) async throws -> Peripheral {
         let results = try scan(ScanOptions(services: services))
-        return try await first(results, "battery sensor found") { $0.peripheral.address == Scenarios.battery }.peripheral
+        return try await first(results, "battery sensor found") { $0.peripheral.address == Scenarios.battery }
+            .peripheral
     }
 
     /// Finds, connects and resolves the battery sensor; returns its characteristics by UUID.
@@ -121,7 +124,9 @@ extension CentralManager {
         try await connect(peripheral, timeout: .seconds(30), autoReconnect: autoReconnect)
         var characteristics: [BluetoothUUID: Characteristic] = [:]
         for service in try await discoverServices(for: peripheral) {
-            for characteristic in try discoverCharacteristics(for: service) { characteristics[characteristic.uuid] = characteristic }
+            for characteristic in try discoverCharacteristics(for: service) {
+                characteristics[characteristic.uuid] = characteristic
+            }
         }
         return (peripheral, characteristics)
     }

@@ -3,12 +3,14 @@ import BlueZSimulator
 import Bluetooth
 import DBus
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("CentralManager state")
 struct CentralStateTests {
-    @Test("poweredOn with an adapter; an adapter power cycle is seen as poweredOff and poweredOn; operations fail clearly when off")
+    @Test(
+        "poweredOn with an adapter; an adapter power cycle is seen as poweredOff and poweredOn; operations fail clearly when off"
+    )
     func powerCycle() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -45,9 +47,12 @@ struct CentralStateTests {
         }
     }
 
-    @Test("the adapter is chosen by name or address; an unknown one leaves the state unsupported", arguments: [
-        ("hci1", CentralState.poweredOn), ("00:AA:01:00:00:01", .poweredOn), ("hci0", .poweredOff), ("hci7", .unsupported),
-    ])
+    @Test(
+        "the adapter is chosen by name or address; an unknown one leaves the state unsupported",
+        arguments: [
+            ("hci1", CentralState.poweredOn), ("00:AA:01:00:00:01", .poweredOn), ("hci0", .poweredOff),
+            ("hci7", .unsupported),
+        ])
     func adapterChoice(selector: String, expected: CentralState) async throws {
         let scenario = """
             {\(Scenarios.timing), "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00", "powered": false},
@@ -74,23 +79,25 @@ struct CentralStateTests {
         }
     }
 
-    @Test("D-Bus errors map to Core Bluetooth meanings and keep BlueZ's name and message", arguments: [
-        ("org.bluez.Error.Failed", "le-connection-abort-by-local", CentralError.Code.connectionFailed),
-        ("org.bluez.Error.Failed", "br-connection-canceled", .cancelled),
-        ("org.bluez.Error.NotSupported", "Operation is not supported", .operationNotSupported),
-        ("org.bluez.Error.NotPermitted", "Read not permitted", .notPermitted),
-        ("org.bluez.Error.NotAuthorized", "Operation Not Authorized", .notPermitted),
-        ("org.bluez.Error.InvalidArguments", "Invalid Length", .invalidValueLength),
-        ("org.bluez.Error.InvalidArguments", "Invalid offset", .invalidArguments),
-        ("org.bluez.Error.InProgress", "In Progress", .inProgress),
-        ("org.bluez.Error.NotConnected", "Not Connected", .notConnected),
-        ("org.bluez.Error.Failed", "Not connected", .notConnected),
-        ("org.bluez.Error.NotReady", "Resource Not Ready", .poweredOff),
-        ("org.freedesktop.DBus.Error.ServiceUnknown", "The name org.bluez was not provided", .bluezUnavailable),
-        ("org.freedesktop.DBus.Error.AccessDenied", "Rejected send message", .unauthorized),
-        ("org.freedesktop.DBus.Error.UnknownObject", "Method \"Connect\" … doesn't exist", .unknownDevice),
-        ("org.bluez.Error.Failed", "Operation failed with ATT error: 0x80", .failed),
-    ])
+    @Test(
+        "D-Bus errors map to Core Bluetooth meanings and keep BlueZ's name and message",
+        arguments: [
+            ("org.bluez.Error.Failed", "le-connection-abort-by-local", CentralError.Code.connectionFailed),
+            ("org.bluez.Error.Failed", "br-connection-canceled", .cancelled),
+            ("org.bluez.Error.NotSupported", "Operation is not supported", .operationNotSupported),
+            ("org.bluez.Error.NotPermitted", "Read not permitted", .notPermitted),
+            ("org.bluez.Error.NotAuthorized", "Operation Not Authorized", .notPermitted),
+            ("org.bluez.Error.InvalidArguments", "Invalid Length", .invalidValueLength),
+            ("org.bluez.Error.InvalidArguments", "Invalid offset", .invalidArguments),
+            ("org.bluez.Error.InProgress", "In Progress", .inProgress),
+            ("org.bluez.Error.NotConnected", "Not Connected", .notConnected),
+            ("org.bluez.Error.Failed", "Not connected", .notConnected),
+            ("org.bluez.Error.NotReady", "Resource Not Ready", .poweredOff),
+            ("org.freedesktop.DBus.Error.ServiceUnknown", "The name org.bluez was not provided", .bluezUnavailable),
+            ("org.freedesktop.DBus.Error.AccessDenied", "Rejected send message", .unauthorized),
+            ("org.freedesktop.DBus.Error.UnknownObject", "Method \"Connect\" … doesn't exist", .unknownDevice),
+            ("org.bluez.Error.Failed", "Operation failed with ATT error: 0x80", .failed),
+        ])
     func errorMapping(name: String, message: String, code: CentralError.Code) {
         let error = CentralError(DBusError(DBusError.Name(name), message), operation: "org.bluez.Device1.Connect")
         #expect(error.code == code)

@@ -1,7 +1,8 @@
-@testable import BlueZ
 import Bluetooth
 import DBus
 import Testing
+
+@testable import BlueZ
 
 /// What the central keeps of BlueZ's objects: the properties it reads, nothing else, and nothing
 /// of an object once BlueZ removes it.
@@ -11,38 +12,66 @@ struct ObjectTreeTests {
     static let characteristic = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010/char0011")!
 
     /// `InterfacesAdded`'s second argument for one device as bluetoothd 5.66 sends it.
-    static let deviceInterfaces: DBusValue = .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
-        DBusDictionaryEntry(.string("org.freedesktop.DBus.Introspectable"), .variantDictionary([String: DBusValue]())),
-        DBusDictionaryEntry(.string("org.bluez.Device1"), .variantDictionary([
-            ("Address", .string("A4:C1:38:00:00:01")), ("AddressType", .string("public")), ("Name", .string("Battery Sensor")),
-            ("Alias", .string("Battery Sensor")), ("Paired", .boolean(false)), ("Bonded", .boolean(false)),
-            ("Trusted", .boolean(false)), ("Blocked", .boolean(false)), ("LegacyPairing", .boolean(false)),
-            ("RSSI", .int16(-58)), ("TxPower", .int16(4)), ("Connected", .boolean(false)),
-            ("UUIDs", .strings(["0000180f-0000-1000-8000-00805f9b34fb"])), ("Adapter", .objectPath(DBusObjectPath(rawValue: "/org/bluez/hci0")!)),
-            ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0x52, 0x42])))])),
-            ("ServiceData", .dictionary(key: .string, value: .variant, [
-                DBusDictionaryEntry(.string("0000180f-0000-1000-8000-00805f9b34fb"), .variant(.bytes([0x64])))])),
-            ("ServicesResolved", .boolean(false)), ("AdvertisingFlags", .bytes([0x06])),
-        ])),
-        DBusDictionaryEntry(.string("org.freedesktop.DBus.Properties"), .variantDictionary([String: DBusValue]())),
-    ])
+    static let deviceInterfaces: DBusValue = .dictionary(
+        key: .string, value: .dictionary(key: .string, value: .variant),
+        [
+            DBusDictionaryEntry(
+                .string("org.freedesktop.DBus.Introspectable"), .variantDictionary([String: DBusValue]())),
+            DBusDictionaryEntry(
+                .string("org.bluez.Device1"),
+                .variantDictionary([
+                    ("Address", .string("A4:C1:38:00:00:01")), ("AddressType", .string("public")),
+                    ("Name", .string("Battery Sensor")),
+                    ("Alias", .string("Battery Sensor")), ("Paired", .boolean(false)), ("Bonded", .boolean(false)),
+                    ("Trusted", .boolean(false)), ("Blocked", .boolean(false)), ("LegacyPairing", .boolean(false)),
+                    ("RSSI", .int16(-58)), ("TxPower", .int16(4)), ("Connected", .boolean(false)),
+                    ("UUIDs", .strings(["0000180f-0000-1000-8000-00805f9b34fb"])),
+                    ("Adapter", .objectPath(DBusObjectPath(rawValue: "/org/bluez/hci0")!)),
+                    (
+                        "ManufacturerData",
+                        .dictionary(
+                            key: .uint16, value: .variant,
+                            [DBusDictionaryEntry(.uint16(0xFFFF), .variant(.bytes([0x52, 0x42])))])
+                    ),
+                    (
+                        "ServiceData",
+                        .dictionary(
+                            key: .string, value: .variant,
+                            [
+                                DBusDictionaryEntry(
+                                    .string("0000180f-0000-1000-8000-00805f9b34fb"), .variant(.bytes([0x64])))
+                            ])
+                    ),
+                    ("ServicesResolved", .boolean(false)), ("AdvertisingFlags", .bytes([0x06])),
+                ])),
+            DBusDictionaryEntry(.string("org.freedesktop.DBus.Properties"), .variantDictionary([String: DBusValue]())),
+        ])
 
-    @Test("only /org/bluez/<name> objects are adapters: a powered Adapter1 claimed at /org/bluez or below a device is passed over")
+    @Test(
+        "only /org/bluez/<name> objects are adapters: a powered Adapter1 claimed at /org/bluez or below a device is passed over"
+    )
     func adapterPaths() throws {
         func adapter(powered: Bool) -> DBusValue {
-            .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
-                DBusDictionaryEntry(.string(BlueZObjectTree.adapter), .variantDictionary([
-                    ("Address", .string("00:AA:01:00:00:00")), ("Powered", .boolean(powered)), ("Roles", .strings(["central"])),
-                ])),
-            ])
+            .dictionary(
+                key: .string, value: .dictionary(key: .string, value: .variant),
+                [
+                    DBusDictionaryEntry(
+                        .string(BlueZObjectTree.adapter),
+                        .variantDictionary([
+                            ("Address", .string("00:AA:01:00:00:00")), ("Powered", .boolean(powered)),
+                            ("Roles", .strings(["central"])),
+                        ]))
+                ])
         }
         var tree = BlueZObjectTree()
         tree.add(DBusObjectPath(rawValue: "/org/bluez")!, interfaces: adapter(powered: true))
         tree.add(DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_01")!, interfaces: adapter(powered: true))
         tree.add(DBusObjectPath(rawValue: "/org/bluez/hci0")!, interfaces: adapter(powered: false))
         #expect(tree.adapter(matching: .first, role: "central")?.rawValue == "/org/bluez/hci0")
-        #expect(tree.adapter(matching: .address(try #require(BluetoothAddress("00:AA:01:00:00:00"))), role: "central")?.rawValue
-            == "/org/bluez/hci0")
+        #expect(
+            tree.adapter(matching: .address(try #require(BluetoothAddress("00:AA:01:00:00:00"))), role: "central")?
+                .rawValue
+                == "/org/bluez/hci0")
     }
 
     @Test("a device keeps the ten properties the central reads; Alias, Paired, Adapter, AdvertisingFlags… are dropped")
@@ -71,8 +100,11 @@ struct ObjectTreeTests {
         tree.add(Self.device, interfaces: Self.deviceInterfaces)
         let applied = tree.change(
             Self.device, interface: BlueZObjectTree.device,
-            changed: ["Alias": .variant(.string("Kitchen")), "Trusted": .variant(.boolean(true)), "RSSI": .variant(.int16(-70)),
-                      "Connected": .variant(.boolean(true))],
+            changed: [
+                "Alias": .variant(.string("Kitchen")), "Trusted": .variant(.boolean(true)),
+                "RSSI": .variant(.int16(-70)),
+                "Connected": .variant(.boolean(true)),
+            ],
             invalidated: ["TxPower", "Icon"])
         #expect(applied)
         let device = try #require(tree.device(Self.device))
@@ -82,8 +114,10 @@ struct ObjectTreeTests {
         #expect(device.name == "Battery Sensor")
         // Unknown objects and interfaces are not created by a change.
         let unknownObject = tree.change(
-            Self.characteristic, interface: BlueZObjectTree.characteristic, changed: ["Value": .bytes([1])], invalidated: [])
-        let unknownInterface = tree.change(Self.device, interface: "org.bluez.Battery1", changed: ["Percentage": .byte(90)], invalidated: [])
+            Self.characteristic, interface: BlueZObjectTree.characteristic, changed: ["Value": .bytes([1])],
+            invalidated: [])
+        let unknownInterface = tree.change(
+            Self.device, interface: "org.bluez.Battery1", changed: ["Percentage": .byte(90)], invalidated: [])
         let unknownDevice = tree.change(
             DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_02")!, interface: BlueZObjectTree.device,
             changed: ["RSSI": .int16(-40)], invalidated: [])
@@ -95,9 +129,12 @@ struct ObjectTreeTests {
     func propertyChanges() throws {
         let values: [DBusValue] = [
             .variantDictionary([("RSSI", .int16(-60)), ("ServiceData", .bytes([1])), ("RSSI", .int16(-50))]),
-            .dictionary(key: .objectPath, value: .variant, [DBusDictionaryEntry(.objectPath(Self.device), .variant(.int16(1)))]),
-            .dictionary(key: .signature, value: .variant, [DBusDictionaryEntry(.signature([.string]), .variant(.int16(2)))]),
-            .dictionary(key: .string, value: .variant, [DBusDictionaryEntry(.variant(.string("RSSI")), .variant(.int16(3)))]),
+            .dictionary(
+                key: .objectPath, value: .variant, [DBusDictionaryEntry(.objectPath(Self.device), .variant(.int16(1)))]),
+            .dictionary(
+                key: .signature, value: .variant, [DBusDictionaryEntry(.signature([.string]), .variant(.int16(2)))]),
+            .dictionary(
+                key: .string, value: .variant, [DBusDictionaryEntry(.variant(.string("RSSI")), .variant(.int16(3)))]),
             .dictionary(key: .uint16, value: .variant, [DBusDictionaryEntry(.uint16(1), .variant(.int16(4)))]),
             .variant(.variantDictionary([("Connected", .boolean(true))])),
             .strings(["RSSI"]),
@@ -111,12 +148,16 @@ struct ObjectTreeTests {
             var applied: [String: DBusValue] = [:]
             changes.forEach { name, value in applied[name] = value }
             #expect(applied == dictionary, "\(value)")
-            #expect(changes.contains(anyOf: CentralManager.advertisementKeys) == CentralManager.advertisementKeys.contains { dictionary[$0] != nil })
+            #expect(
+                changes.contains(anyOf: CentralManager.advertisementKeys)
+                    == CentralManager.advertisementKeys.contains { dictionary[$0] != nil })
         }
         var changes = PropertyChanges(values[0])
         changes["Connected"] = .boolean(true)
         changes["RSSI"] = nil
-        #expect(changes["Connected"] == .boolean(true) && changes["RSSI"] == nil && changes["ServiceData"] == .variant(.bytes([1])))
+        #expect(
+            changes["Connected"] == .boolean(true) && changes["RSSI"] == nil
+                && changes["ServiceData"] == .variant(.bytes([1])))
         #expect(changes.contains(anyOf: ["ServiceData"]) && !changes.contains(anyOf: ["RSSI", "Name"]))
     }
 
@@ -124,12 +165,19 @@ struct ObjectTreeTests {
     func removal() {
         var tree = BlueZObjectTree()
         tree.add(Self.device, interfaces: Self.deviceInterfaces)
-        tree.add(Self.characteristic, interfaces: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
-            DBusDictionaryEntry(.string("org.bluez.GattCharacteristic1"), .variantDictionary([
-                ("UUID", .string("00002a19-0000-1000-8000-00805f9b34fb")), ("Flags", .strings(["read", "notify"])),
-                ("Value", .bytes([94])), ("Notifying", .boolean(false)),
-            ])),
-        ]))
+        tree.add(
+            Self.characteristic,
+            interfaces: .dictionary(
+                key: .string, value: .dictionary(key: .string, value: .variant),
+                [
+                    DBusDictionaryEntry(
+                        .string("org.bluez.GattCharacteristic1"),
+                        .variantDictionary([
+                            ("UUID", .string("00002a19-0000-1000-8000-00805f9b34fb")),
+                            ("Flags", .strings(["read", "notify"])),
+                            ("Value", .bytes([94])), ("Notifying", .boolean(false)),
+                        ]))
+                ]))
         #expect(tree.properties(Self.characteristic, BlueZObjectTree.characteristic)?.keys == ["UUID", "Flags"])
         tree.remove(Self.device, interfaces: ["org.freedesktop.DBus.Properties", "org.bluez.Device1"])
         #expect(tree.count == 0)

@@ -1,8 +1,9 @@
-@testable import BlueZ
 import BlueZSimulator
 import Bluetooth
 import DBus
 import Testing
+
+@testable import BlueZ
 
 /// The peripheral manager's pure rules: legacy advertising length, ATT error ↔ BlueZ error
 /// mapping, flags from properties and permissions, request options, tree validation.
@@ -19,7 +20,8 @@ struct PeripheralLogicTests {
         #expect(advertisement.legacyPayloadLength == 29)
         try advertisement.checkLegacyLength()
         // A broadcast carries no flags; appearance 4, tx power 3.
-        let beacon = Advertisement(kind: .broadcast, manufacturerData: [0x004C: Array(repeating: 0, count: 23)], txPower: -8)
+        let beacon = Advertisement(
+            kind: .broadcast, manufacturerData: [0x004C: Array(repeating: 0, count: 23)], txPower: -8)
         #expect(beacon.legacyPayloadLength == 4 + 23 + 3)
         #expect(Advertisement(kind: .broadcast, appearance: 0x0340).legacyPayloadLength == 4)
         // One 128-bit UUID: 2 + 16.
@@ -92,7 +94,9 @@ struct PeripheralLogicTests {
         #expect(ATTError(code: 0x05) == nil)
     }
 
-    @Test("bluetoothd 5.66, as the simulator models it, answers each ATT error's D-Bus error with that code (docs/bluez.md §5.2)")
+    @Test(
+        "bluetoothd 5.66, as the simulator models it, answers each ATT error's D-Bus error with that code (docs/bluez.md §5.2)"
+    )
     func attErrorsThroughBlueZ() {
         // `Failed` with text that is not a number would be 0x80, not 0x0E.
         let errors: [ATTError] = [
@@ -100,17 +104,22 @@ struct PeripheralLogicTests {
             .invalidAttributeValueLength, .unlikelyError, .application(0x80), .application(0x9F), .application(0x42),
         ]
         for error in errors {
-            #expect(attError(fromApplication: error.bluezError, write: error == .writeNotPermitted) == error.code, "\(error)")
+            #expect(
+                attError(fromApplication: error.bluezError, write: error == .writeNotPermitted) == error.code,
+                "\(error)")
         }
         // ImproperlyConfigured is 0xFD only from BlueZ 5.76; 5.66 answers 0x0E.
         #expect(attError(fromApplication: ATTError.outOfRange.bluezError, write: false) == 0x0E)
     }
 
-    @Test("request offsets and lengths outside ATT's 512-byte values are refused", arguments: [
-        (0, 0, nil), (0, 512, nil), (511, 1, nil), (512, 0, nil),
-        (-1, 0, ATTError.invalidOffset), (513, 0, .invalidOffset), (Int.max, 1, .invalidOffset), (Int.min, 0, .invalidOffset),
-        (0, 513, .invalidAttributeValueLength), (500, 13, .invalidAttributeValueLength),
-    ])
+    @Test(
+        "request offsets and lengths outside ATT's 512-byte values are refused",
+        arguments: [
+            (0, 0, nil), (0, 512, nil), (511, 1, nil), (512, 0, nil),
+            (-1, 0, ATTError.invalidOffset), (513, 0, .invalidOffset), (Int.max, 1, .invalidOffset),
+            (Int.min, 0, .invalidOffset),
+            (0, 513, .invalidAttributeValueLength), (500, 13, .invalidAttributeValueLength),
+        ])
     func requestBounds(offset: Int, length: Int, refusal: ATTError?) {
         #expect(PeripheralManager.refusal(offset: offset, length: length) == refusal)
     }
@@ -119,15 +128,30 @@ struct PeripheralLogicTests {
     func peripheralErrorMapping() {
         let register = "org.bluez.GattManager1.RegisterApplication"
         let advertise = "org.bluez.LEAdvertisingManager1.RegisterAdvertisement"
-        #expect(PeripheralError(DBusError("org.bluez.Error.Failed", "No valid service object found"), operation: register).code == .invalidService)
-        #expect(PeripheralError(DBusError("org.bluez.Error.AlreadyExists", "Already Exists"), operation: register).code == .alreadyExists)
-        #expect(PeripheralError(DBusError("org.bluez.Error.Failed", "Failed to parse advertisement."), operation: advertise).code == .invalidAdvertisement)
-        #expect(PeripheralError(DBusError("org.bluez.Error.InvalidArguments", "x"), operation: advertise).code == .invalidAdvertisement)
-        #expect(PeripheralError(DBusError("org.bluez.Error.NotPermitted", "Maximum advertisements reached"), operation: advertise).code == .tooManyAdvertisements)
+        #expect(
+            PeripheralError(DBusError("org.bluez.Error.Failed", "No valid service object found"), operation: register)
+                .code == .invalidService)
+        #expect(
+            PeripheralError(DBusError("org.bluez.Error.AlreadyExists", "Already Exists"), operation: register).code
+                == .alreadyExists)
+        #expect(
+            PeripheralError(DBusError("org.bluez.Error.Failed", "Failed to parse advertisement."), operation: advertise)
+                .code == .invalidAdvertisement)
+        #expect(
+            PeripheralError(DBusError("org.bluez.Error.InvalidArguments", "x"), operation: advertise).code
+                == .invalidAdvertisement)
+        #expect(
+            PeripheralError(
+                DBusError("org.bluez.Error.NotPermitted", "Maximum advertisements reached"), operation: advertise
+            ).code == .tooManyAdvertisements)
         #expect(PeripheralError(DBusError(.unknownMethod, "no"), operation: advertise).code == .operationNotSupported)
         #expect(PeripheralError(DBusError(.serviceUnknown, "gone"), operation: register).code == .bluezUnavailable)
-        let error = PeripheralError(DBusError("org.bluez.Error.Failed", "No valid service object found"), operation: register)
-        #expect(error.description == "org.bluez.GattManager1.RegisterApplication failed: org.bluez.Error.Failed: No valid service object found")
+        let error = PeripheralError(
+            DBusError("org.bluez.Error.Failed", "No valid service object found"), operation: register)
+        #expect(
+            error.description
+                == "org.bluez.GattManager1.RegisterApplication failed: org.bluez.Error.Failed: No valid service object found"
+        )
     }
 
     // MARK: Flags and validation
@@ -139,33 +163,50 @@ struct PeripheralLogicTests {
             permissions: [.readEncryptionRequired, .writeEncryptionRequired])
         #expect(readWrite.bluezFlags == ["read", "write", "notify", "encrypt-read", "encrypt-write"])
         let readOnly = MutableCharacteristic(
-            uuid: BluetoothUUID(0xFF02), properties: [.read], permissions: [.readEncryptionRequired, .writeEncryptionRequired])
+            uuid: BluetoothUUID(0xFF02), properties: [.read],
+            permissions: [.readEncryptionRequired, .writeEncryptionRequired])
         #expect(readOnly.bluezFlags == ["read", "encrypt-read"])
         let command = MutableCharacteristic(
-            uuid: BluetoothUUID(0xFF03), properties: [.writeWithoutResponse], permissions: [.writeAuthenticationRequired])
+            uuid: BluetoothUUID(0xFF03), properties: [.writeWithoutResponse],
+            permissions: [.writeAuthenticationRequired])
         #expect(command.bluezFlags == ["write-without-response", "encrypt-authenticated-write"])
         #expect(MutableCharacteristic(uuid: BluetoothUUID(0xFF04), properties: [.indicate]).bluezFlags == ["indicate"])
     }
 
     @Test("trees bluetoothd would refuse are caught first with a message naming the attribute")
     func validation() {
-        let ok = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
-            MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [94],
-                                  descriptors: [.userDescription("Level")]),
-        ])
+        let ok = MutableService(
+            uuid: BluetoothUUID(0x180F),
+            characteristics: [
+                MutableCharacteristic(
+                    uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [94],
+                    descriptors: [.userDescription("Level")])
+            ])
         #expect(ok.problem == nil)
-        #expect(MutableService(uuid: BluetoothUUID(0x1800), characteristics: ok.characteristics).problem?.contains("reserved") == true)
-        #expect(MutableService(uuid: BluetoothUUID(0x180F), characteristics: []).problem?.contains("no characteristics") == true)
-        let cccd = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
-            MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [.notify],
-                                  descriptors: [MutableDescriptor(uuid: BluetoothUUID(0x2902), value: [1, 0])]),
-        ])
+        #expect(
+            MutableService(uuid: BluetoothUUID(0x1800), characteristics: ok.characteristics).problem?.contains(
+                "reserved") == true)
+        #expect(
+            MutableService(uuid: BluetoothUUID(0x180F), characteristics: []).problem?.contains("no characteristics")
+                == true)
+        let cccd = MutableService(
+            uuid: BluetoothUUID(0x180F),
+            characteristics: [
+                MutableCharacteristic(
+                    uuid: BluetoothUUID(0x2A19), properties: [.notify],
+                    descriptors: [MutableDescriptor(uuid: BluetoothUUID(0x2902), value: [1, 0])])
+            ])
         #expect(cccd.problem?.contains("2902") == true)
-        let none = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [])])
+        let none = MutableService(
+            uuid: BluetoothUUID(0x180F),
+            characteristics: [MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [])])
         #expect(none.problem?.contains("no properties") == true)
-        let long = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
-            MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [.read], value: Array(repeating: 0, count: 513)),
-        ])
+        let long = MutableService(
+            uuid: BluetoothUUID(0x180F),
+            characteristics: [
+                MutableCharacteristic(
+                    uuid: BluetoothUUID(0x2A19), properties: [.read], value: Array(repeating: 0, count: 513))
+            ])
         #expect(long.problem?.contains("512") == true)
     }
 
@@ -190,9 +231,14 @@ struct PeripheralLogicTests {
     @Test("whether a write waits for the app: BlueZ's type when sent, else write-without-response means no")
     func writeResponse() {
         #expect(PeripheralManager.expectsResponse(type: nil, properties: [.write], noReplyExpected: false))
-        #expect(!PeripheralManager.expectsResponse(type: nil, properties: [.writeWithoutResponse], noReplyExpected: false))
-        #expect(!PeripheralManager.expectsResponse(type: nil, properties: [.write, .writeWithoutResponse], noReplyExpected: false))
-        #expect(PeripheralManager.expectsResponse(type: "request", properties: [.write, .writeWithoutResponse], noReplyExpected: false))
+        #expect(
+            !PeripheralManager.expectsResponse(type: nil, properties: [.writeWithoutResponse], noReplyExpected: false))
+        #expect(
+            !PeripheralManager.expectsResponse(
+                type: nil, properties: [.write, .writeWithoutResponse], noReplyExpected: false))
+        #expect(
+            PeripheralManager.expectsResponse(
+                type: "request", properties: [.write, .writeWithoutResponse], noReplyExpected: false))
         #expect(!PeripheralManager.expectsResponse(type: "command", properties: [.write], noReplyExpected: false))
         #expect(!PeripheralManager.expectsResponse(type: "request", properties: [.write], noReplyExpected: true))
     }

@@ -3,8 +3,8 @@ import BlueZSimulator
 import Bluetooth
 import DBus
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// gattway's PeripheralManager on hci1 against gattway's CentralManager on hci0, through the
 /// simulator's linked adapters (what hci1 advertises hci0 discovers; connecting proxies GATT
@@ -23,13 +23,16 @@ struct PeripheralManagerTests {
         }
         """
 
-    static let service = MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
-        MutableCharacteristic(uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [94],
-                              descriptors: [.userDescription("Level")]),
-        MutableCharacteristic(uuid: BluetoothUUID(0xFF01), properties: [.writeWithoutResponse]),
-        MutableCharacteristic(uuid: BluetoothUUID(0xFF02), properties: [.write]),
-        MutableCharacteristic(uuid: BluetoothUUID(0xFF03), properties: [.read]),
-    ])
+    static let service = MutableService(
+        uuid: BluetoothUUID(0x180F),
+        characteristics: [
+            MutableCharacteristic(
+                uuid: BluetoothUUID(0x2A19), properties: [.read, .notify], value: [94],
+                descriptors: [.userDescription("Level")]),
+            MutableCharacteristic(uuid: BluetoothUUID(0xFF01), properties: [.writeWithoutResponse]),
+            MutableCharacteristic(uuid: BluetoothUUID(0xFF02), properties: [.write]),
+            MutableCharacteristic(uuid: BluetoothUUID(0xFF03), properties: [.read]),
+        ])
 
     static let advertisement = Advertisement(
         localName: "gw-periph", serviceUUIDs: [BluetoothUUID(0x180F)], manufacturerData: [0xFFFF: [1, 2]],
@@ -37,17 +40,21 @@ struct PeripheralManagerTests {
 
     /// A peripheral manager on hci1 of the harness bus, powered on.
     static func peripheral(_ harness: CentralHarness) async throws -> PeripheralManager {
-        let manager = try await PeripheralManager.start(options: PeripheralOptions(adapter: .name("hci1")), bus: harness.bus, on: harness.loop)
+        let manager = try await PeripheralManager.start(
+            options: PeripheralOptions(adapter: .name("hci1")), bus: harness.bus, on: harness.loop)
         try await manager.waitUntilPoweredOn(timeout: .seconds(5))
         return manager
     }
 
     /// Scans from hci0 until the peripheral's advertisement shows `predicate`.
     static func discover(
-        _ central: CentralManager, _ what: String, where predicate: @escaping @Sendable (AdvertisementData) -> Bool = { _ in true }
+        _ central: CentralManager, _ what: String,
+        where predicate: @escaping @Sendable (AdvertisementData) -> Bool = { _ in true }
     ) async throws -> ScanResult {
         let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)]))
-        return try await first(results, within: 10, what) { $0.peripheral.address == peripheralAddress && predicate($0.advertisementData) }
+        return try await first(results, within: 10, what) {
+            $0.peripheral.address == peripheralAddress && predicate($0.advertisementData)
+        }
     }
 
     /// Finds the peripheral and connects while still scanning (BlueZ drops a temporary device
@@ -60,7 +67,9 @@ struct PeripheralManagerTests {
         return found
     }
 
-    @Test("scan finds the advertisement; connect, discover, read, write, app errors, notifications, unsubscribe on disconnect")
+    @Test(
+        "scan finds the advertisement; connect, discover, read, write, app errors, notifications, unsubscribe on disconnect"
+    )
     func endToEnd() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
             let manager = try await Self.peripheral(harness)
@@ -83,20 +92,25 @@ struct PeripheralManagerTests {
                     characteristics[characteristic.uuid] = characteristic
                 }
             }
-            #expect(Set(characteristics.keys) == [BluetoothUUID(0x2A19), BluetoothUUID(0xFF01), BluetoothUUID(0xFF02), BluetoothUUID(0xFF03)])
+            #expect(
+                Set(characteristics.keys) == [
+                    BluetoothUUID(0x2A19), BluetoothUUID(0xFF01), BluetoothUUID(0xFF02), BluetoothUUID(0xFF03),
+                ])
             let level = try #require(characteristics[BluetoothUUID(0x2A19)])
             #expect(level.properties.isSuperset(of: [.read, .notify]))
 
             // A cached value is answered by the manager.
             #expect(try await central.readValue(for: level) == [94])
-            let description = try #require(try await central.discoverDescriptors(for: level).first { $0.uuid == BluetoothUUID(0x2901) })
+            let description = try #require(
+                try await central.discoverDescriptors(for: level).first { $0.uuid == BluetoothUUID(0x2901) })
             #expect(try await central.readValue(for: description) == Array("Level".utf8))
 
             // A read the app answers: the request names the central, the offset and the MTU.
             let dynamic = try #require(characteristics[BluetoothUUID(0xFF03)])
             let read = Task { try await central.readValue(for: dynamic) }
             let request = try await Self.nextRead(events)
-            #expect(request.attribute == .characteristic(try #require(await manager.characteristic(BluetoothUUID(0xFF03)))))
+            #expect(
+                request.attribute == .characteristic(try #require(await manager.characteristic(BluetoothUUID(0xFF03)))))
             #expect(request.central?.address == Self.centralAddress)
             #expect(request.offset == 0)
             #expect(request.context.mtu == 517)
@@ -127,7 +141,8 @@ struct PeripheralManagerTests {
             #expect(writeError?.code == .invalidValueLength)
 
             // Write without response: delivered, nothing to answer.
-            try await central.writeValue([3], for: try #require(characteristics[BluetoothUUID(0xFF01)]), type: .withoutResponse)
+            try await central.writeValue(
+                [3], for: try #require(characteristics[BluetoothUUID(0xFF01)]), type: .withoutResponse)
             let command = try await Self.nextWrite(events)
             #expect(command.value == [3])
             #expect(!command.expectsResponse)
@@ -159,23 +174,31 @@ struct PeripheralManagerTests {
         }
     }
 
-    @Test("indications reach the central and come back as indicationConfirmed; a descriptor without value is read by the app")
+    @Test(
+        "indications reach the central and come back as indicationConfirmed; a descriptor without value is read by the app"
+    )
     func indications() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
             let manager = try await Self.peripheral(harness)
             let events = await manager.events()
-            let local = try await manager.add(MutableService(uuid: BluetoothUUID(0x180F), characteristics: [
-                MutableCharacteristic(uuid: BluetoothUUID(0x2A37), properties: [.indicate],
-                                      descriptors: [MutableDescriptor(uuid: BluetoothUUID(0x2901), value: nil)]),
-            ]))
+            let local = try await manager.add(
+                MutableService(
+                    uuid: BluetoothUUID(0x180F),
+                    characteristics: [
+                        MutableCharacteristic(
+                            uuid: BluetoothUUID(0x2A37), properties: [.indicate],
+                            descriptors: [MutableDescriptor(uuid: BluetoothUUID(0x2901), value: nil)])
+                    ]))
             try await manager.startAdvertising(Advertisement(serviceUUIDs: [BluetoothUUID(0x180F)]))
             let central = try await harness.central { $0.adapter = .name("hci0") }
             let found = try await Self.connect(central, "the advertisement")
-            let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+            let service = try #require(
+                try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
             let measurement = try #require(try await central.discoverCharacteristics(for: service).first)
             #expect(measurement.properties.contains(.indicate))
 
-            let descriptor = try #require(try await central.discoverDescriptors(for: measurement).first { $0.uuid == BluetoothUUID(0x2901) })
+            let descriptor = try #require(
+                try await central.discoverDescriptors(for: measurement).first { $0.uuid == BluetoothUUID(0x2901) })
             let read = Task { try await central.readValue(for: descriptor) }
             let request = try await Self.nextRead(events)
             #expect(request.attribute == .descriptor(local.characteristics[0].descriptors[0]))
@@ -195,7 +218,8 @@ struct PeripheralManagerTests {
         }
     }
 
-    @Test("long reads: the offset reaches the app and cached values are sliced; past the end is ATT 0x07 Invalid offset")
+    @Test(
+        "long reads: the offset reaches the app and cached values are sliced; past the end is ATT 0x07 Invalid offset")
     func offsets() async throws {
         try await CentralHarness.run(Self.scenario) { harness in
             let manager = try await Self.peripheral(harness)
@@ -208,17 +232,22 @@ struct PeripheralManagerTests {
             // ReadValue with an offset, as BlueZ's long read (Read Blob) does, on hci0's view of the peripheral.
             let client = try await harness.client()
             let objects = try await client.call(
-                destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects")
+                destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects")
             func path(_ uuid: UInt16) throws -> DBusObjectPath {
                 let entry = (objects.first?.entries ?? []).first { entry in
-                    guard let path = entry.key.objectPath, path.rawValue.hasPrefix("/org/bluez/hci0/dev_00_AA_02_00_00_00/") else { return false }
-                    return entry.value["org.bluez.GattCharacteristic1"]?["UUID"]?.string == BluetoothUUID(uuid).description
+                    guard let path = entry.key.objectPath,
+                        path.rawValue.hasPrefix("/org/bluez/hci0/dev_00_AA_02_00_00_00/")
+                    else { return false }
+                    return entry.value["org.bluez.GattCharacteristic1"]?["UUID"]?.string
+                        == BluetoothUUID(uuid).description
                 }
                 return try #require(entry?.key.objectPath)
             }
             func read(_ uuid: UInt16, offset: UInt16) async throws -> [UInt8] {
                 try await client.call(
-                    destination: "org.bluez", path: try path(uuid), interface: "org.bluez.GattCharacteristic1", method: "ReadValue",
+                    destination: "org.bluez", path: try path(uuid), interface: "org.bluez.GattCharacteristic1",
+                    method: "ReadValue",
                     arguments: [.variantDictionary(["offset": .uint16(offset)])]
                 ).first?.bytes ?? []
             }
@@ -260,8 +289,10 @@ struct PeripheralManagerTests {
             for adapter in ["hci0", "hci2"] {
                 let central = try await harness.central { $0.adapter = .name(adapter) }
                 let found = try await Self.connect(central, "the advertisement from \(adapter)")
-                let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
-                let characteristic = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+                let service = try #require(
+                    try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+                let characteristic = try #require(
+                    try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
                 centrals.append((central, found.peripheral, try await central.notifications(for: characteristic)))
                 _ = try await first(events, "subscribed from \(adapter)") {
                     if case .subscribed(level) = $0 { return true } else { return false }
@@ -279,7 +310,9 @@ struct PeripheralManagerTests {
 
             // The last one leaves: StopNotify.
             try await centrals[1].0.disconnect(centrals[1].1)
-            _ = try await first(events, "unsubscribed") { if case .unsubscribed(level) = $0 { return true } else { return false } }
+            _ = try await first(events, "unsubscribed") {
+                if case .unsubscribed(level) = $0 { return true } else { return false }
+            }
             #expect(await manager.isSubscribed(level) == false)
             for (central, _, _) in centrals { await central.close() }
             await manager.close()
@@ -311,8 +344,10 @@ struct PeripheralManagerTests {
             // A central finds and reads it from the new daemon.
             let central = try await harness.central { $0.adapter = .name("hci0") }
             let found = try await Self.connect(central, "the advertisement after the restart")
-            let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
-            let level = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+            let service = try #require(
+                try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+            let level = try #require(
+                try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
             #expect(try await central.readValue(for: level) == [94])
             try await central.disconnect(found.peripheral)
             await central.close()
@@ -357,7 +392,9 @@ struct PeripheralManagerTests {
             beacon.kind = .broadcast
             beacon.manufacturerData = [:]
             try await manager.updateAdvertisement(beacon)
-            _ = try await first(events, "registered again") { if case .advertisingStarted = $0 { return true } else { return false } }
+            _ = try await first(events, "registered again") {
+                if case .advertisingStarted = $0 { return true } else { return false }
+            }
             #expect(await manager.isAdvertising)
             #expect(await manager.advertisement == beacon)
             await manager.stopAdvertising()
@@ -374,9 +411,12 @@ struct PeripheralManagerTests {
             let manager = try await Self.peripheral(harness)
             let events = await manager.events()
             let battery = try await manager.add(Self.service)
-            let other = try await manager.add(MutableService(uuid: BluetoothUUID(0x181A), characteristics: [
-                MutableCharacteristic(uuid: BluetoothUUID(0x2A6E), properties: [.read], value: [0x10, 0x09]),
-            ]))
+            let other = try await manager.add(
+                MutableService(
+                    uuid: BluetoothUUID(0x181A),
+                    characteristics: [
+                        MutableCharacteristic(uuid: BluetoothUUID(0x2A6E), properties: [.read], value: [0x10, 0x09])
+                    ]))
             #expect(await manager.services == [battery, other])
             try await manager.remove(battery)
             #expect(await manager.services == [other])
@@ -388,20 +428,26 @@ struct PeripheralManagerTests {
             }
             #expect(gone?.code == .unknownAttribute)
             let reserved = await #expect(throws: PeripheralError.self) {
-                try await manager.add(MutableService(uuid: BluetoothUUID(0x1801), characteristics: other.characteristics.map { _ in
-                    MutableCharacteristic(uuid: BluetoothUUID(0x2A05), properties: [.indicate])
-                }))
+                try await manager.add(
+                    MutableService(
+                        uuid: BluetoothUUID(0x1801),
+                        characteristics: other.characteristics.map { _ in
+                            MutableCharacteristic(uuid: BluetoothUUID(0x2A05), properties: [.indicate])
+                        }))
             }
             #expect(reserved?.code == .invalidService)
 
             // bluetoothd wrote the handles it allocated into the writable Handle properties.
             let client = try await harness.client()
             let objects = try await client.call(
-                destination: manager.uniqueBusName, path: "/io/gattway/peripheral/app", interface: "org.freedesktop.DBus.ObjectManager",
+                destination: manager.uniqueBusName, path: "/io/gattway/peripheral/app",
+                interface: "org.freedesktop.DBus.ObjectManager",
                 method: "GetManagedObjects")
             let handles = (objects.first?.entries ?? []).compactMap { entry -> UInt16? in
                 let interfaces = entry.value
-                let gatt = interfaces["org.bluez.GattService1"] ?? interfaces["org.bluez.GattCharacteristic1"] ?? interfaces["org.bluez.GattDescriptor1"]
+                let gatt =
+                    interfaces["org.bluez.GattService1"] ?? interfaces["org.bluez.GattCharacteristic1"]
+                    ?? interfaces["org.bluez.GattDescriptor1"]
                 return gatt?["Handle"]?.uint16
             }
             #expect(handles.count == 2)  // the service and its characteristic
@@ -421,13 +467,17 @@ struct PeripheralManagerTests {
     }
 
     static func nextRead(_ events: AsyncStream<PeripheralEvent>) async throws -> ReadRequest {
-        let event = try await first(events, "a read request") { if case .read = $0 { return true } else { return false } }
+        let event = try await first(events, "a read request") {
+            if case .read = $0 { return true } else { return false }
+        }
         guard case .read(let request) = event else { throw TestTimeout(description: "not a read") }
         return request
     }
 
     static func nextWrite(_ events: AsyncStream<PeripheralEvent>) async throws -> WriteRequest {
-        let event = try await first(events, "a write request") { if case .write = $0 { return true } else { return false } }
+        let event = try await first(events, "a write request") {
+            if case .write = $0 { return true } else { return false }
+        }
         guard case .write(let request) = event else { throw TestTimeout(description: "not a write") }
         return request
     }
@@ -441,10 +491,11 @@ extension DBusConnection {
         let reply = try? await call(
             destination: owner, path: "/io/gattway/peripheral/app", interface: "org.freedesktop.DBus.ObjectManager",
             method: "GetManagedObjects")
-        let path = reply?.first?.entries?.compactMap { entry -> DBusObjectPath? in
-            guard entry.value["org.bluez.GattCharacteristic1"] != nil else { return nil }
-            return entry.key.objectPath
-        }.first ?? "/"
+        let path =
+            reply?.first?.entries?.compactMap { entry -> DBusObjectPath? in
+                guard entry.value["org.bluez.GattCharacteristic1"] != nil else { return nil }
+                return entry.key.objectPath
+            }.first ?? "/"
         return (owner, path)
     }
 }

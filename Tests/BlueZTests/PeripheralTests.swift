@@ -3,8 +3,8 @@ import BlueZSimulator
 import Bluetooth
 import DBus
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("CentralManager connections and GATT")
 struct PeripheralTests {
@@ -22,7 +22,8 @@ struct PeripheralTests {
             let all = try await central.discoverServices(for: peripheral)
             #expect(Set(all.map(\.uuid)) == [BluetoothUUID(0x1801), BluetoothUUID(0x180F), BluetoothUUID(0xFF00)])
             let battery = try #require(services.first)
-            let level = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: battery).first)
+            let level = try #require(
+                try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: battery).first)
             #expect(level.properties == [.read, .notify])
             #expect(try await central.readValue(for: level) == [94])
             let descriptors = try await central.discoverDescriptors(for: level)
@@ -30,7 +31,8 @@ struct PeripheralTests {
             #expect(try await central.readValue(for: userDescription) == Array("Level".utf8))
 
             let custom = try #require(all.first { $0.uuid == BluetoothUUID(0xFF00) })
-            let chars = Dictionary(uniqueKeysWithValues: try await central.discoverCharacteristics(for: custom).map { ($0.uuid, $0) })
+            let chars = Dictionary(
+                uniqueKeysWithValues: try await central.discoverCharacteristics(for: custom).map { ($0.uuid, $0) })
             let writer = try #require(chars[BluetoothUUID(0xFF01)])
             let state = try #require(chars[BluetoothUUID(0xFF02)])
             try await central.writeValue([0x01, 0x02], for: writer, type: .withResponse)
@@ -69,10 +71,14 @@ struct PeripheralTests {
                 ($0 as? CentralError)?.code == .operationNotSupported
             }
             let writer = try #require(chars[BluetoothUUID(0xFF01)])
-            await #expect { try await central.writeValue(Array(repeating: 0, count: 515), for: writer, type: .withoutResponse) } throws: {
+            await #expect {
+                try await central.writeValue(Array(repeating: 0, count: 515), for: writer, type: .withoutResponse)
+            } throws: {
                 ($0 as? CentralError)?.code == .invalidValueLength
             }
-            await #expect { try await central.writeValue(Array(repeating: 0, count: 513), for: writer, type: .withResponse) } throws: {
+            await #expect {
+                try await central.writeValue(Array(repeating: 0, count: 513), for: writer, type: .withResponse)
+            } throws: {
                 ($0 as? CentralError)?.code == .invalidValueLength
             }
             // A long write with response (more than MTU - 3) goes through.
@@ -82,14 +88,17 @@ struct PeripheralTests {
                 ($0 as? CentralError)?.code == .operationNotSupported
             }
             try await central.disconnect(peripheral)
-            await #expect { _ = try await central.readValue(for: level) } throws: { ($0 as? CentralError)?.code == .notConnected }
+            await #expect { _ = try await central.readValue(for: level) } throws: {
+                ($0 as? CentralError)?.code == .notConnected
+            }
             await central.close()
         }
     }
 
     @Test("GATT operations on one device are serialised (no InProgress from concurrent calls)")
     func serialised() async throws {
-        let scenario = Scenarios.sensors().replacingOccurrences(of: #""gatt_latency": 0"#, with: #""gatt_latency": "20ms""#)
+        let scenario = Scenarios.sensors().replacingOccurrences(
+            of: #""gatt_latency": 0"#, with: #""gatt_latency": "20ms""#)
         try await CentralHarness.run(scenario) { harness in
             let central = try await harness.central()
             let (_, chars) = try await central.connectBattery(autoReconnect: false)
@@ -112,11 +121,15 @@ struct PeripheralTests {
 
     @Test("connect times out with connectionTimeout when the device does not answer")
     func connectTimeout() async throws {
-        try await CentralHarness.run(Scenarios.sensors(batteryFaults: #""unreachable": true, "connect_timeout": "20s""#)) { harness in
+        try await CentralHarness.run(
+            Scenarios.sensors(batteryFaults: #""unreachable": true, "connect_timeout": "20s""#)
+        ) { harness in
             let central = try await harness.central()
             let peripheral = try await central.findBattery()
             let started = ContinuousClock.now
-            await #expect { try await central.connect(peripheral, timeout: .milliseconds(300), autoReconnect: false) } throws: {
+            await #expect {
+                try await central.connect(peripheral, timeout: .milliseconds(300), autoReconnect: false)
+            } throws: {
                 ($0 as? CentralError)?.code == .connectionTimeout
             }
             #expect(ContinuousClock.now - started < .seconds(10), "our 300 ms timeout, not the device's 20 s")
@@ -191,7 +204,9 @@ struct PeripheralTests {
             #expect(acquired.first?.bool == true)
             try await harness.sim.burst(address: "A4:C1:38:00:00:01", uuid: "2A19", count: 500, rate: 0)
             let received = try await collect(values, count: 500, within: 20, "500 notifications")
-            let sequence = received.map { UInt32($0[0]) | UInt32($0[1]) << 8 | UInt32($0[2]) << 16 | UInt32($0[3]) << 24 }
+            let sequence = received.map {
+                UInt32($0[0]) | UInt32($0[1]) << 8 | UInt32($0[2]) << 16 | UInt32($0[3]) << 24
+            }
             #expect(sequence == Array(0..<500))
             await client.close()
             await central.close()

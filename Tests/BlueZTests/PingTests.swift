@@ -1,13 +1,15 @@
 import BlueZ
-import Testing
 import TestSupport
+import Testing
 
 /// The D-Bus round trip to bluetoothd (`CentralManager.ping`, `lastRoundTrip`,
 /// `startPinging`) against the simulator: libdbus answers `org.freedesktop.DBus.Peer.Ping` in
 /// every connection, the simulator's as bluetoothd's.
 @Suite("Central: D-Bus round trip to bluetoothd")
 struct PingTests {
-    @Test("ping measures a positive round trip and keeps it; with bluetoothd gone it is nil and ping fails bluezUnavailable; back, measured again")
+    @Test(
+        "ping measures a positive round trip and keeps it; with bluetoothd gone it is nil and ping fails bluezUnavailable; back, measured again"
+    )
     func roundTrip() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -30,7 +32,9 @@ struct PingTests {
         }
     }
 
-    @Test("startPinging keeps lastRoundTrip current on its own: measured at once, nil while bluetoothd is gone, measured again after it returns")
+    @Test(
+        "startPinging keeps lastRoundTrip current on its own: measured at once, nil while bluetoothd is gone, measured again after it returns"
+    )
     func periodic() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -38,7 +42,9 @@ struct PingTests {
             try await eventually("a first round trip") { central.lastRoundTrip.map { $0 > .zero } ?? false }
             try await harness.sim.crash(restartAfter: 1)
             try await eventually("no round trip while bluetoothd is gone") { central.lastRoundTrip == nil }
-            try await eventually("a round trip to the restarted bluetoothd") { central.lastRoundTrip.map { $0 > .zero } ?? false }
+            try await eventually("a round trip to the restarted bluetoothd") {
+                central.lastRoundTrip.map { $0 > .zero } ?? false
+            }
             await central.close()
         }
     }

@@ -3,12 +3,14 @@ import BlueZSimulator
 import Bluetooth
 import DBus
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("CentralManager recovery and state restoration")
 struct RecoveryTests {
-    @Test("a link drop is reported as peripheralDisconnected; the manager reconnects and notifications resume", arguments: [false, true])
+    @Test(
+        "a link drop is reported as peripheralDisconnected; the manager reconnects and notifications resume",
+        arguments: [false, true])
     func linkDrop(acquire: Bool) async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central { $0.preferAcquireNotify = acquire }
@@ -48,7 +50,9 @@ struct RecoveryTests {
         }
     }
 
-    @Test("an adapter power cycle: poweredOff, connections dropped; on power-on discovery, connection and notifications come back")
+    @Test(
+        "an adapter power cycle: poweredOff, connections dropped; on power-on discovery, connection and notifications come back"
+    )
     func powerCycle() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -73,7 +77,9 @@ struct RecoveryTests {
         }
     }
 
-    @Test("bluetoothd exits and restarts: resetting, then objects re-read, discovery re-armed, connection and subscription restored")
+    @Test(
+        "bluetoothd exits and restarts: resetting, then objects re-read, discovery re-armed, connection and subscription restored"
+    )
     func daemonRestart() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -90,7 +96,9 @@ struct RecoveryTests {
             }
             if case .disconnected(_, let error) = dropped { #expect(error?.code == .bluezUnavailable) }
             _ = try await first(states, "poweredOn after the restart") { $0 == .poweredOn }
-            _ = try await first(scan, "the battery sensor discovered again") { $0.peripheral.address == Scenarios.battery }
+            _ = try await first(scan, "the battery sensor discovered again") {
+                $0.peripheral.address == Scenarios.battery
+            }
             _ = try await first(events, "reconnected") { $0 == .connected(peripheral) }
             _ = try await collect(values, count: 3, "notifications after the restart")
             await central.close()
@@ -165,7 +173,9 @@ struct HygieneTests {
                     let address = String(format: "5A:00:00:00:%02X:%02X", round, index)
                     batch.append(address)
                     _ = try await simulator.addDevice(
-                        json: #"{"address": "\#(address)", "address_type": "random", "interval": "10ms", "service_uuids": ["FEAA"]}"#)
+                        json:
+                            #"{"address": "\#(address)", "address_type": "random", "interval": "10ms", "service_uuids": ["FEAA"]}"#
+                    )
                 }
                 let expected = batch
                 try await eventually("round \(round) seen") { await seen.contains(all: expected) }

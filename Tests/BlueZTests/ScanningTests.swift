@@ -2,18 +2,21 @@ import BlueZ
 import Bluetooth
 import DBus
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("CentralManager scanning")
 struct ScanningTests {
-    @Test("a 180F scan reports the battery sensor with its advertisement data and never the heart-rate strap", arguments: [
-        "180F", "0000180F", "0000180f-0000-1000-8000-00805f9b34fb",
-    ])
+    @Test(
+        "a 180F scan reports the battery sensor with its advertisement data and never the heart-rate strap",
+        arguments: [
+            "180F", "0000180F", "0000180f-0000-1000-8000-00805f9b34fb",
+        ])
     func serviceFilter(uuid: String) async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
-            let results = try await central.scan(ScanOptions(services: [try #require(BluetoothUUID(uuid))], allowDuplicates: true))
+            let results = try await central.scan(
+                ScanOptions(services: [try #require(BluetoothUUID(uuid))], allowDuplicates: true))
             let seen = try await collect(results, count: 10, "10 discoveries")
             #expect(seen.allSatisfy { $0.peripheral.address == Scenarios.battery })
             #expect(seen.last?.advertisementData == Scenarios.batteryAdvertisement)
@@ -80,11 +83,13 @@ struct ScanningTests {
             let early = centralStartsFirst ? try await harness.central() : nil
             let other = try await harness.client()
             _ = try await other.call(
-                destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1", method: "StartDiscovery",
+                destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1",
+                method: "StartDiscovery",
                 timeout: .seconds(30))
             try await eventually("the other client's discovery exported both devices") {
                 let paths = try await managedDevicePaths(other)
-                return paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_01") && paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_06")
+                return paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_01")
+                    && paths.contains("/org/bluez/hci0/dev_A4_C1_38_00_00_06")
             }
             let central: CentralManager
             if let early { central = early } else { central = try await harness.central() }
@@ -135,7 +140,9 @@ struct ScanningTests {
         }
     }
 
-    @Test("scan results, the remembered advertisement and the peripheral snapshot keep name, UUIDs, manufacturer and service data, RSSI, tx power and the link state while BlueZ changes properties the central does not keep")
+    @Test(
+        "scan results, the remembered advertisement and the peripheral snapshot keep name, UUIDs, manufacturer and service data, RSSI, tx power and the link state while BlueZ changes properties the central does not keep"
+    )
     func keptProperties() async throws {
         try await CentralHarness.run(Scenarios.sensors()) { harness in
             let central = try await harness.central()
@@ -163,7 +170,10 @@ struct ScanningTests {
             #expect(snapshot.isConnected && snapshot.servicesResolved)
             #expect(snapshot.name == "Battery Sensor")
             // Once resolved, BlueZ's UUIDs are the GATT services.
-            #expect(await central.connectedPeripherals(withServices: [BluetoothUUID(0xFF00)]).map(\.address) == [Scenarios.battery])
+            #expect(
+                await central.connectedPeripherals(withServices: [BluetoothUUID(0xFF00)]).map(\.address) == [
+                    Scenarios.battery
+                ])
             let remembered = await central.rememberedAdvertisementData(Scenarios.battery)
             #expect(remembered.localName == "Battery Sensor")
             #expect(remembered.serviceUUIDs.contains(BluetoothUUID(0xFF00)))
@@ -200,9 +210,13 @@ struct ScanningTests {
             // The fifth call comes after four refusals waited out 20 + 40 + 80 + 160 ms. (Counting
             // the calls made by the time the delay reached 160 ms depended on how soon this task
             // looked: on a loaded machine it looked late and counted 7.)
-            try await eventually("a fifth StartDiscovery call") { try await harness.sim.currentCounters.startDiscoveryCalls >= 5 }
+            try await eventually("a fifth StartDiscovery call") {
+                try await harness.sim.currentCounters.startDiscoveryCalls >= 5
+            }
             let elapsed = ContinuousClock.now - started
-            #expect(elapsed >= .milliseconds(300), "five calls after \(elapsed): a tight retry loop, or a delay that does not grow")
+            #expect(
+                elapsed >= .milliseconds(300),
+                "five calls after \(elapsed): a tight retry loop, or a delay that does not grow")
             #expect(await central.discoveryRetryDelay >= 0.16, "the delay doubled on every refusal")
             _ = results
             await central.close()
@@ -236,7 +250,8 @@ func discovering(_ client: DBusConnection) async throws -> Bool {
 /// The device object paths BlueZ exports now (GetManagedObjects).
 func managedDevicePaths(_ client: DBusConnection) async throws -> [String] {
     let reply = try await client.call(
-        destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects",
+        destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+        method: "GetManagedObjects",
         timeout: .seconds(30))
     return (reply.first?.entries ?? []).compactMap { entry in
         guard let path = entry.key.objectPath,

@@ -3,8 +3,9 @@ import Testing
 
 @Suite("Bluetooth vocabulary")
 struct BluetoothVocabularyTests {
-    @Test("addresses parse in any case and separator and print upper case with colons",
-          arguments: ["A4:C1:38:0B:12:34", "a4:c1:38:0b:12:34", "A4-C1-38-0B-12-34", "a4c1380b1234"])
+    @Test(
+        "addresses parse in any case and separator and print upper case with colons",
+        arguments: ["A4:C1:38:0B:12:34", "a4:c1:38:0b:12:34", "A4-C1-38-0B-12-34", "a4c1380b1234"])
     func addressParsing(_ text: String) throws {
         let address = try #require(BluetoothAddress(text))
         #expect(address.description == "A4:C1:38:0B:12:34")
@@ -12,15 +13,21 @@ struct BluetoothVocabularyTests {
         #expect(address.bluezPathComponent == "dev_A4_C1_38_0B_12_34")
     }
 
-    @Test("malformed addresses are rejected", arguments: ["", "AA:BB", "A4:C1:38:0B:12:3", "A4:C1:38:0B:12:34:56",
-                                                        "G4:C1:38:0B:12:34", "A4C1:38:0B:12:34", "A4::C1:38:0B:12:34"])
+    @Test(
+        "malformed addresses are rejected",
+        arguments: [
+            "", "AA:BB", "A4:C1:38:0B:12:3", "A4:C1:38:0B:12:34:56",
+            "G4:C1:38:0B:12:34", "A4C1:38:0B:12:34", "A4::C1:38:0B:12:34",
+        ])
     func badAddresses(_ text: String) {
         #expect(BluetoothAddress(text) == nil)
     }
 
     @Test("on-air (little-endian) octets reverse into the written order")
     func littleEndian() {
-        #expect(BluetoothAddress(littleEndianOctets: [0x34, 0x12, 0x0B, 0x38, 0xC1, 0xA4]) == BluetoothAddress("A4:C1:38:0B:12:34"))
+        #expect(
+            BluetoothAddress(littleEndianOctets: [0x34, 0x12, 0x0B, 0x38, 0xC1, 0xA4])
+                == BluetoothAddress("A4:C1:38:0B:12:34"))
         #expect(BluetoothAddress(octets: [1, 2, 3]) == nil)
     }
 
@@ -48,8 +55,12 @@ struct BluetoothVocabularyTests {
         #expect(BluetoothUUID(bits32: 0x1234_5678).width == .bits32)
     }
 
-    @Test("malformed UUIDs are rejected", arguments: ["", "18F", "180G", "0000180f-0000-1000-8000-00805f9b34f",
-                                                     "0000180f00-00-1000-8000-00805f9b34fb", "18-0F"])
+    @Test(
+        "malformed UUIDs are rejected",
+        arguments: [
+            "", "18F", "180G", "0000180f-0000-1000-8000-00805f9b34f",
+            "0000180f00-00-1000-8000-00805f9b34fb", "18-0F",
+        ])
     func badUUIDs(_ text: String) {
         #expect(BluetoothUUID(text) == nil)
     }
@@ -57,8 +68,9 @@ struct BluetoothVocabularyTests {
     @Test("characteristic properties round-trip BlueZ flag strings")
     func properties() {
         var unknown: [String] = []
-        let properties = CharacteristicProperties(bluezFlags: ["read", "write-without-response", "notify", "x-new"],
-                                                  unknown: &unknown)
+        let properties = CharacteristicProperties(
+            bluezFlags: ["read", "write-without-response", "notify", "x-new"],
+            unknown: &unknown)
         #expect(properties == [.read, .writeWithoutResponse, .notify])
         #expect(unknown == ["x-new"])
         #expect(properties.bluezFlags == ["read", "write-without-response", "notify"])
@@ -69,10 +81,13 @@ struct BluetoothVocabularyTests {
 
     @Test("advertisement data merges like BlueZ's device cache")
     func merge() {
-        var cached = AdvertisementData(localName: "ATC_1", serviceUUIDs: [BluetoothUUID(0x181A)],
-                                       manufacturerData: [0x0499: [5]], rssi: -70)
-        cached.merge(AdvertisementData(serviceUUIDs: [BluetoothUUID(0x181A), BluetoothUUID(0xFCD2)],
-                                       manufacturerData: [0x0499: [3]], serviceData: [BluetoothUUID(0xFCD2): [0x40]], rssi: -60))
+        var cached = AdvertisementData(
+            localName: "ATC_1", serviceUUIDs: [BluetoothUUID(0x181A)],
+            manufacturerData: [0x0499: [5]], rssi: -70)
+        cached.merge(
+            AdvertisementData(
+                serviceUUIDs: [BluetoothUUID(0x181A), BluetoothUUID(0xFCD2)],
+                manufacturerData: [0x0499: [3]], serviceData: [BluetoothUUID(0xFCD2): [0x40]], rssi: -60))
         #expect(cached.localName == "ATC_1")
         #expect(cached.serviceUUIDs == [BluetoothUUID(0x181A), BluetoothUUID(0xFCD2)])
         #expect(cached.manufacturerData[0x0499] == [3])

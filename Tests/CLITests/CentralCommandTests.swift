@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway scan|inspect|read|write|notify` against `gattway simulate` on a private bus.
 @Suite("gattway BLE commands")
@@ -25,13 +25,16 @@ struct CentralCommandTests {
         """
 
     /// Runs `body` with a private bus, a simulator process on it, and a function running gattway there.
-    static func withSimulator(_ body: (_ run: ([String]) async throws -> (status: Int32, output: String)) async throws -> Void) async throws {
+    static func withSimulator(
+        _ body: (_ run: ([String]) async throws -> (status: Int32, output: String)) async throws -> Void
+    ) async throws {
         let gattway = try BuiltProduct.path("gattway")
         let daemon = try await DBusDaemon()
         defer { daemon.stop() }
         let file = daemon.directory.appendingPathComponent("scenario.json")
         try scenario.write(to: file, atomically: true, encoding: .utf8)
-        let simulator = try ChildProcess(gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
+        let simulator = try ChildProcess(
+            gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
         defer { simulator.stop() }
         try await simulator.waitForOutput(containing: "org.bluez is")
         try await body { arguments in try await ChildProcess.run(gattway, arguments, environment: daemon.environment) }
@@ -45,7 +48,10 @@ struct CentralCommandTests {
             let lines = result.output.split(separator: "\n").compactMap {
                 try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
             }
-            #expect(Set(lines.compactMap { $0["address"] as? String }).isSuperset(of: ["A4:C1:38:00:00:01", "A4:C1:38:00:00:06", "A4:C1:38:00:00:07"]))
+            #expect(
+                Set(lines.compactMap { $0["address"] as? String }).isSuperset(of: [
+                    "A4:C1:38:00:00:01", "A4:C1:38:00:00:06", "A4:C1:38:00:00:07",
+                ]))
             let bthome = lines.first { $0["address"] as? String == "A4:C1:38:00:00:07" }
             #expect((bthome?["decoded"] as? [String: Any])?["format"] as? String == "bthome_v2")
             let filtered = try await run(["scan", "--services", "180F", "--duration", "5s", "--json"])
@@ -81,12 +87,14 @@ struct CentralCommandTests {
         }
     }
 
-    @Test("usage and runtime errors have the documented exit codes", arguments: [
-        (["read", "nope", "2A19"], Int32(64), "is not a Bluetooth address"),
-        (["read", "A4:C1:38:00:00:01", "ZZZ"], 64, "is not a characteristic UUID"),
-        (["write", "A4:C1:38:00:00:01", "ff01", "xyz"], 64, "is not hex bytes"),
-        (["read", "A4:C1:38:00:00:01", "2A00"], 1, "has no characteristic 2A00"),
-    ])
+    @Test(
+        "usage and runtime errors have the documented exit codes",
+        arguments: [
+            (["read", "nope", "2A19"], Int32(64), "is not a Bluetooth address"),
+            (["read", "A4:C1:38:00:00:01", "ZZZ"], 64, "is not a characteristic UUID"),
+            (["write", "A4:C1:38:00:00:01", "ff01", "xyz"], 64, "is not hex bytes"),
+            (["read", "A4:C1:38:00:00:01", "2A00"], 1, "has no characteristic 2A00"),
+        ])
     func errors(arguments: [String], status: Int32, message: String) async throws {
         try await Self.withSimulator { run in
             let result = try await run(arguments + ["--timeout", "5s"])

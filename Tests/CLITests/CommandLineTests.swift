@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @Suite("gattway command line")
 struct CommandLineTests {
@@ -38,11 +38,13 @@ struct CommandLineTests {
         #expect(result.output.contains("--json"))
     }
 
-    @Test("usage errors exit 64 and say what was wrong", arguments: [
-        (["frobnicate"], "unknown command \"frobnicate\""),
-        (["version", "--bogus"], "unknown option --bogus"),
-        (["version", "extra"], "unexpected argument \"extra\""),
-    ])
+    @Test(
+        "usage errors exit 64 and say what was wrong",
+        arguments: [
+            (["frobnicate"], "unknown command \"frobnicate\""),
+            (["version", "--bogus"], "unknown option --bogus"),
+            (["version", "extra"], "unexpected argument \"extra\""),
+        ])
     func usageErrors(arguments: [String], message: String) async throws {
         let result = try await ChildProcess.run(gattway, arguments)
         #expect(result.status == 64)

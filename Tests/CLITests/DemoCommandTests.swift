@@ -1,11 +1,13 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway demo`: private bus + simulator + mosquitto + gateway, readings and a command round trip.
 @Suite("gattway demo")
 struct DemoCommandTests {
-    @Test("demo --duration 20s prints decoded readings with units and a successful command round trip, ends by itself and leaves no process behind")
+    @Test(
+        "demo --duration 20s prints decoded readings with units and a successful command round trip, ends by itself and leaves no process behind"
+    )
     func demo() async throws {
         // Long enough that the children are still there when the round trip is done on a loaded
         // machine (with 8 s the demo had sometimes ended them by then).
@@ -35,7 +37,8 @@ struct DemoCommandTests {
         }
     }
 
-    @Test("demo --print-config prints the demo's gateway configuration for the given broker, which config check accepts")
+    @Test(
+        "demo --print-config prints the demo's gateway configuration for the given broker, which config check accepts")
     func printConfig() async throws {
         let gattway = try BuiltProduct.path("gattway")
         let printed = try await ChildProcess.run(gattway, ["demo", "--print-config", "mqtt://127.0.0.1:18999"])

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway doctor` as a child process: against a private bus with `gattway simulate` and a real
 /// mosquitto, and in each failure mode we can produce.
@@ -22,15 +22,20 @@ struct DoctorTests {
         let gattway: String
 
         /// Writes `config` (mode `mode`) and runs `gattway doctor --config it` plus `extra`.
-        func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) async throws -> (status: Int32, output: String) {
+        func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) async throws -> (
+            status: Int32, output: String
+        ) {
             let file = directory.appendingPathComponent("config-\(UUID().uuidString).json")
             try config.write(to: file, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file.path)
-            return try await ChildProcess.run(gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
+            return try await ChildProcess.run(
+                gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
         }
     }
 
-    static func withWorld(scenario: String?, extraBusConfig: String = "", _ body: (World) async throws -> Void) async throws {
+    static func withWorld(scenario: String?, extraBusConfig: String = "", _ body: (World) async throws -> Void)
+        async throws
+    {
         let gattway = try BuiltProduct.path("gattway")
         let daemon = try await DBusDaemon(extraConfig: extraBusConfig)
         defer { daemon.stop() }
@@ -40,7 +45,8 @@ struct DoctorTests {
         if let scenario {
             let file = directory.appendingPathComponent("scenario.json")
             try scenario.write(to: file, atomically: true, encoding: .utf8)
-            let process = try ChildProcess(gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
+            let process = try ChildProcess(
+                gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
             try await process.waitForOutput(containing: "org.bluez is")
             simulator = process
         }
@@ -48,7 +54,10 @@ struct DoctorTests {
         try await body(World(daemon: daemon, simulator: simulator, directory: directory, gattway: gattway))
     }
 
-    static func config(broker: String, username: String? = nil, password: String? = nil, stateDirectory: String? = nil, devices: String = "[]") -> String {
+    static func config(
+        broker: String, username: String? = nil, password: String? = nil, stateDirectory: String? = nil,
+        devices: String = "[]"
+    ) -> String {
         var mqtt = #""server": "\#(broker)""#
         if let username { mqtt += #", "username": "\#(username)""# }
         if let password { mqtt += #", "password": "\#(password)""# }
@@ -58,7 +67,9 @@ struct DoctorTests {
 
     /// The line of the named check with the given status, e.g. `fail  adapter   …`.
     static func line(_ output: String, _ status: String, _ check: String) -> String? {
-        output.split(separator: "\n").map(String.init).first { $0.hasPrefix(status.padding(toLength: 6, withPad: " ", startingAt: 0) + check + " ") }
+        output.split(separator: "\n").map(String.init).first {
+            $0.hasPrefix(status.padding(toLength: 6, withPad: " ", startingAt: 0) + check + " ")
+        }
     }
 
     static func passwordFile(in directory: URL, user: String, password: String) async throws -> String {
@@ -80,7 +91,8 @@ struct DoctorTests {
             for check in ["config", "state", "bus", "bluez", "access", "adapter", "broker"] {
                 #expect(Self.line(result.output, "ok", check) != nil, "no ok line for \(check):\n\(result.output)")
             }
-            #expect(Self.line(result.output, "ok", "adapter")?.contains("hci0 (00:AA:01:00:00:00) is powered on") == true)
+            #expect(
+                Self.line(result.output, "ok", "adapter")?.contains("hci0 (00:AA:01:00:00:00) is powered on") == true)
             #expect(Self.line(result.output, "ok", "bus")?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
             #expect(Self.line(result.output, "ok", "broker")?.contains("connected to 127.0.0.1:\(broker.port)") == true)
 
@@ -101,23 +113,28 @@ struct DoctorTests {
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let file = world.directory.appendingPathComponent("config.json")
             let state = world.directory.appendingPathComponent("state").path
-            try Self.config(broker: broker.url, stateDirectory: state).write(to: file, atomically: true, encoding: .utf8)
+            try Self.config(broker: broker.url, stateDirectory: state).write(
+                to: file, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
             let refused = try await ChildProcess.run(
-                world.gattway, ["doctor", "--config", file.path, "--timeout", "1e300s"], environment: world.daemon.environment)
+                world.gattway, ["doctor", "--config", file.path, "--timeout", "1e300s"],
+                environment: world.daemon.environment)
             #expect(refused.status == 64, "\(refused.output)")
             #expect(refused.output.contains("at most 365 days"), "\(refused.output)")
             let longest = try await ChildProcess.run(
-                world.gattway, ["doctor", "--config", file.path, "--timeout", "8760h"], environment: world.daemon.environment)
+                world.gattway, ["doctor", "--config", file.path, "--timeout", "8760h"],
+                environment: world.daemon.environment)
             #expect(longest.status == 0, "\(longest.output)")
             #expect(Self.line(longest.output, "ok", "broker") != nil, "\(longest.output)")
         }
     }
 
-    @Test("role peripheral: its adapter's GATT and advertising managers are checked; no free advertising instance fails")
+    @Test(
+        "role peripheral: its adapter's GATT and advertising managers are checked; no free advertising instance fails")
     func peripheralRole() async throws {
         let broker = try await MosquittoBroker()
-        let peripheral = #", "role": "peripheral", "peripheral": {"adapter": "hci1", "advertising": {"local_name": "gw"}}}"#
+        let peripheral =
+            #", "role": "peripheral", "peripheral": {"adapter": "hci1", "advertising": {"local_name": "gw"}}}"#
         let config = String(Self.config(broker: broker.url).dropLast()) + peripheral
         let twoAdapters = """
             {"adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"},
@@ -126,18 +143,26 @@ struct DoctorTests {
         try await Self.withWorld(scenario: String(format: twoAdapters, 5)) { world in
             let result = try await world.doctor(config: config)
             #expect(result.status == 0, "\(result.output)")
-            #expect(Self.line(result.output, "ok", "peripheral")?.contains("hci1 can serve GATT applications and advertise (5 advertising instances free)") == true,
-                    "\(result.output)")
-            let other = try await world.doctor(config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
+            #expect(
+                Self.line(result.output, "ok", "peripheral")?.contains(
+                    "hci1 can serve GATT applications and advertise (5 advertising instances free)") == true,
+                "\(result.output)")
+            let other = try await world.doctor(
+                config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
             #expect(other.status == 1, "\(other.output)")
-            #expect(Self.line(other.output, "fail", "peripheral")?.contains("no adapter hci4 for the peripheral role") == true, "\(other.output)")
+            #expect(
+                Self.line(other.output, "fail", "peripheral")?.contains("no adapter hci4 for the peripheral role")
+                    == true, "\(other.output)")
             let central = try await world.doctor(config: Self.config(broker: broker.url))
-            #expect(Self.line(central.output, "ok", "peripheral") == nil, "role central does not check the peripheral side")
+            #expect(
+                Self.line(central.output, "ok", "peripheral") == nil, "role central does not check the peripheral side")
         }
         try await Self.withWorld(scenario: String(format: twoAdapters, 0)) { world in
             let result = try await world.doctor(config: config)
             #expect(result.status == 1, "\(result.output)")
-            #expect(Self.line(result.output, "fail", "peripheral")?.contains("hci1 has no free advertising instance") == true, "\(result.output)")
+            #expect(
+                Self.line(result.output, "fail", "peripheral")?.contains("hci1 has no free advertising instance")
+                    == true, "\(result.output)")
         }
     }
 
@@ -148,7 +173,10 @@ struct DoctorTests {
             let result = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(result.status == 1, "\(result.output)")
             let line = Self.line(result.output, "fail", "bluez")
-            #expect(line?.contains("org.bluez is not on the system bus — is bluetoothd running? sudo systemctl start bluetooth") == true, "\(result.output)")
+            #expect(
+                line?.contains(
+                    "org.bluez is not on the system bus — is bluetoothd running? sudo systemctl start bluetooth")
+                    == true, "\(result.output)")
             #expect(Self.line(result.output, "ok", "broker") != nil, "\(result.output)")
         }
     }
@@ -170,10 +198,13 @@ struct DoctorTests {
     func unknownAdapter() async throws {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
-            let config = Self.config(broker: broker.url).replacingOccurrences(of: #""adapter": "hci0""#, with: #""adapter": "hci3""#)
+            let config = Self.config(broker: broker.url).replacingOccurrences(
+                of: #""adapter": "hci0""#, with: #""adapter": "hci3""#)
             let result = try await world.doctor(config: config)
             #expect(result.status == 1, "\(result.output)")
-            #expect(Self.line(result.output, "fail", "adapter")?.contains(#"no adapter matches "hci3"; present: hci0"#) == true, "\(result.output)")
+            #expect(
+                Self.line(result.output, "fail", "adapter")?.contains(#"no adapter matches "hci3"; present: hci0"#)
+                    == true, "\(result.output)")
         }
     }
 
@@ -199,7 +230,8 @@ struct DoctorTests {
             let result = try await world.doctor(config: Self.config(broker: "mqtt://127.0.0.1:\(port)"))
             #expect(result.status == 1, "\(result.output)")
             #expect(
-                Self.line(result.output, "fail", "broker")?.contains("nothing accepts connections at 127.0.0.1:\(port)") == true,
+                Self.line(result.output, "fail", "broker")?.contains("nothing accepts connections at 127.0.0.1:\(port)")
+                    == true,
                 "\(result.output)")
             #expect(Self.line(result.output, "ok", "adapter") != nil, "\(result.output)")
         }
@@ -209,40 +241,64 @@ struct DoctorTests {
     func brokerCredentials() async throws {
         let directory = try TemporaryDirectory.make(prefix: "doctor-passwd")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let broker = try await MosquittoBroker(passwordFile: Self.passwordFile(in: directory, user: "gateway", password: "s3cret"))
+        let broker = try await MosquittoBroker(
+            passwordFile: Self.passwordFile(in: directory, user: "gateway", password: "s3cret"))
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
-            let wrong = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "wrong"))
+            let wrong = try await world.doctor(
+                config: Self.config(broker: broker.url, username: "gateway", password: "wrong"))
             #expect(wrong.status == 1, "\(wrong.output)")
             let line = Self.line(wrong.output, "fail", "broker")
-            #expect(line?.contains("broker 127.0.0.1:\(broker.port) refused the connection: not authorized") == true, "\(wrong.output)")
+            #expect(
+                line?.contains("broker 127.0.0.1:\(broker.port) refused the connection: not authorized") == true,
+                "\(wrong.output)")
             #expect(line?.contains("check mqtt.username/password") == true, "\(wrong.output)")
             #expect(!wrong.output.contains("wrong"), "the password must not be printed:\n\(wrong.output)")
 
-            let right = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"))
+            let right = try await world.doctor(
+                config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"))
             #expect(right.status == 0, "\(right.output)")
             #expect(Self.line(right.output, "ok", "broker")?.contains("as gateway") == true, "\(right.output)")
 
-            let readable = try await world.doctor(config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"), mode: 0o644)
+            let readable = try await world.doctor(
+                config: Self.config(broker: broker.url, username: "gateway", password: "s3cret"), mode: 0o644)
             #expect(readable.status == 0, "warnings do not fail:\n\(readable.output)")
-            #expect(Self.line(readable.output, "warn", "config")?.contains("is world-readable and holds a password") == true, "\(readable.output)")
+            #expect(
+                Self.line(readable.output, "warn", "config")?.contains("is world-readable and holds a password")
+                    == true, "\(readable.output)")
         }
     }
 
-    @Test("secrets in other files: a world-readable password_file or TLS client key warns; a config that only names them does not")
+    @Test(
+        "secrets in other files: a world-readable password_file or TLS client key warns; a config that only names them does not"
+    )
     func secretFiles() async throws {
         let broker = try await MosquittoBroker()
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
             let passwordFile = world.directory.appendingPathComponent("password").path
             let certificate = world.directory.appendingPathComponent("client.crt").path
             let key = world.directory.appendingPathComponent("client.key").path
-            for path in [passwordFile, certificate, key] { try "s3cret\n".write(toFile: path, atomically: true, encoding: .utf8) }
-            let config = #"{"mqtt": {"server": "\#(broker.url)", "username": "gateway", "password_file": "\#(passwordFile)", "tls": {"cert_file": "\#(certificate)", "key_file": "\#(key)"}}, "devices": []}"#
-            for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path) }
+            for path in [passwordFile, certificate, key] {
+                try "s3cret\n".write(toFile: path, atomically: true, encoding: .utf8)
+            }
+            let config =
+                #"{"mqtt": {"server": "\#(broker.url)", "username": "gateway", "password_file": "\#(passwordFile)", "tls": {"cert_file": "\#(certificate)", "key_file": "\#(key)"}}, "devices": []}"#
+            for path in [passwordFile, key] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+            }
             let readable = try await world.doctor(config: config, mode: 0o644)
-            #expect(readable.output.contains("\(passwordFile) is world-readable and holds the MQTT password (mqtt.password_file)"), "\(readable.output)")
-            #expect(readable.output.contains("\(key) is world-readable and holds the TLS client key (mqtt.tls.key_file)"), "\(readable.output)")
-            #expect(!readable.output.contains("holds a password or key"), "the config holds no secret itself:\n\(readable.output)")
-            for path in [passwordFile, key] { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path) }
+            #expect(
+                readable.output.contains(
+                    "\(passwordFile) is world-readable and holds the MQTT password (mqtt.password_file)"),
+                "\(readable.output)")
+            #expect(
+                readable.output.contains("\(key) is world-readable and holds the TLS client key (mqtt.tls.key_file)"),
+                "\(readable.output)")
+            #expect(
+                !readable.output.contains("holds a password or key"),
+                "the config holds no secret itself:\n\(readable.output)")
+            for path in [passwordFile, key] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+            }
             let closed = try await world.doctor(config: config, mode: 0o644)
             #expect(!closed.output.contains("world-readable"), "\(closed.output)")
         }
@@ -255,7 +311,9 @@ struct DoctorTests {
             let devices = #"[{"match": {"address": "AA:BB"}}]"#
             let result = try await world.doctor(config: Self.config(broker: broker.url, devices: devices))
             #expect(result.status == 78, "\(result.output)")
-            #expect(Self.line(result.output, "fail", "config")?.contains("devices[0].match.address") == true, "\(result.output)")
+            #expect(
+                Self.line(result.output, "fail", "config")?.contains("devices[0].match.address") == true,
+                "\(result.output)")
             #expect(Self.line(result.output, "warn", "broker")?.contains("not checked") == true, "\(result.output)")
             // The Bluetooth checks still run (on the default adapter).
             #expect(Self.line(result.output, "ok", "adapter") != nil, "\(result.output)")
@@ -264,7 +322,8 @@ struct DoctorTests {
                 world.gattway, ["doctor", "--config", world.directory.appendingPathComponent("nope.json").path],
                 environment: world.daemon.environment)
             #expect(missing.status == 78, "\(missing.output)")
-            #expect(Self.line(missing.output, "fail", "config")?.contains("does not exist") == true, "\(missing.output)")
+            #expect(
+                Self.line(missing.output, "fail", "config")?.contains("does not exist") == true, "\(missing.output)")
         }
     }
 
@@ -276,12 +335,14 @@ struct DoctorTests {
             try "x".write(to: file, atomically: true, encoding: .utf8)
             let result = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", file.path])
             #expect(result.status == 1, "\(result.output)")
-            #expect(Self.line(result.output, "fail", "state")?.contains("is not a directory") == true, "\(result.output)")
+            #expect(
+                Self.line(result.output, "fail", "state")?.contains("is not a directory") == true, "\(result.output)")
         }
     }
 
-    @Test("a state directory with less free space than twice store_and_forward.max_bytes warns (exit 0), naming both; with max_bytes lowered it is ok",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "a state directory with less free space than twice store_and_forward.max_bytes warns (exit 0), naming both; with max_bytes lowered it is ok",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func stateDirectoryLowOnSpace() async throws {
         let broker = try await MosquittoBroker()
         let fs = try ScratchFileSystem(tmpfsBytes: 4 << 20)
@@ -289,33 +350,47 @@ struct DoctorTests {
             let low = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", fs.path])
             #expect(low.status == 0, "warnings do not fail: \(low.output)")
             let warning = Self.line(low.output, "warn", "state")
-            #expect(warning?.contains("\(fs.path) has 4.0 MiB free, less than 32.0 MiB (twice store_and_forward.max_bytes") == true, "\(low.output)")
+            #expect(
+                warning?.contains("\(fs.path) has 4.0 MiB free, less than 32.0 MiB (twice store_and_forward.max_bytes")
+                    == true, "\(low.output)")
             #expect(warning?.contains("lower store_and_forward.max_bytes") == true, "\(low.output)")
-            let lowered = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0"}, "store_and_forward": {"max_bytes": 1048576}, "devices": []}"#
+            let lowered =
+                #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0"}, "store_and_forward": {"max_bytes": 1048576}, "devices": []}"#
             let enough = try await world.doctor(config: lowered, ["--state-dir", fs.path])
             #expect(enough.status == 0, "\(enough.output)")
-            #expect(Self.line(enough.output, "ok", "state")?.contains("\(fs.path) is writable, 4.0 MiB free") == true, "\(enough.output)")
+            #expect(
+                Self.line(enough.output, "ok", "state")?.contains("\(fs.path) is writable, 4.0 MiB free") == true,
+                "\(enough.output)")
         }
     }
 
-    @Test("a state directory on a read-only file system fails naming its mount point (exit 1); a full one fails too",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "a state directory on a read-only file system fails naming its mount point (exit 1); a full one fails too",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func stateDirectoryReadOnlyOrFull() async throws {
         let broker = try await MosquittoBroker()
         let readOnly = try ScratchFileSystem(tmpfsBytes: 4 << 20, readOnly: true)
         let full = try ScratchFileSystem(tmpfsBytes: 64 << 10)
         try full.fill()
         try await Self.withWorld(scenario: Self.poweredScenario) { world in
-            let result = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", readOnly.path])
+            let result = try await world.doctor(
+                config: Self.config(broker: broker.url), ["--state-dir", readOnly.path])
             #expect(result.status == 1, "\(result.output)")
             let line = Self.line(result.output, "fail", "state")
-            #expect(line?.contains("\(readOnly.path) (--state-dir) is on a read-only file system") == true, "\(result.output)")
+            #expect(
+                line?.contains("\(readOnly.path) (--state-dir) is on a read-only file system") == true,
+                "\(result.output)")
             #expect(line?.contains("mount -o remount,rw \(readOnly.path)") == true, "\(result.output)")
-            let inside = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", readOnly.path + "/gattway"])
-            #expect(Self.line(inside.output, "fail", "state")?.contains("its parent is on a read-only file system") == true, "\(inside.output)")
+            let inside = try await world.doctor(
+                config: Self.config(broker: broker.url), ["--state-dir", readOnly.path + "/gattway"])
+            #expect(
+                Self.line(inside.output, "fail", "state")?.contains("its parent is on a read-only file system") == true,
+                "\(inside.output)")
             let filled = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", full.path])
             #expect(filled.status == 1, "\(filled.output)")
-            #expect(Self.line(filled.output, "fail", "state")?.contains("\(full.path) (--state-dir) is full") == true, "\(filled.output)")
+            #expect(
+                Self.line(filled.output, "fail", "state")?.contains("\(full.path) (--state-dir) is full") == true,
+                "\(filled.output)")
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway advertise` and `gattway serve`: what they refuse before touching the bus.
 @Suite("gattway peripheral commands")
@@ -33,16 +33,23 @@ struct PeripheralCommandTests {
 
     @Test("serve names the JSON path of a bad tree and exits 64")
     func serveBadTree() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-serve-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gattway-serve-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let cases: [(String, String)] = [
-            (#"{"services": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "properties": ["read", "nottify"]}]}]}"#,
-             #"services[0].characteristics[0].properties: "nottify" is not a BlueZ flag"#),
-            (#"{"services": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "properties": ["read"], "value": 300, "encoding": "u8"}]}]}"#,
-             "services[0].characteristics[0].value: 300 is out of range for u8"),
-            (#"{"services": [{"uuid": "1800", "characteristics": [{"uuid": "2A00", "properties": ["read"]}]}]}"#,
-             "services[0]: service 1800 is reserved"),
+            (
+                #"{"services": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "properties": ["read", "nottify"]}]}]}"#,
+                #"services[0].characteristics[0].properties: "nottify" is not a BlueZ flag"#
+            ),
+            (
+                #"{"services": [{"uuid": "180F", "characteristics": [{"uuid": "2A19", "properties": ["read"], "value": 300, "encoding": "u8"}]}]}"#,
+                "services[0].characteristics[0].value: 300 is out of range for u8"
+            ),
+            (
+                #"{"services": [{"uuid": "1800", "characteristics": [{"uuid": "2A00", "properties": ["read"]}]}]}"#,
+                "services[0]: service 1800 is reserved"
+            ),
             (#"{"services": [{"uuid": "180F", "characteristcs": []}]}"#, "services[0].characteristics: is required"),
         ]
         for (index, (tree, message)) in cases.enumerated() {
@@ -78,14 +85,17 @@ struct PeripheralCommandTests {
         """
 
     /// A private bus with `gattway simulate` on it, the tree in a file, and a function running gattway there.
-    static func withSimulator(_ body: (_ directory: URL, _ environment: [String: String], _ gattway: String) async throws -> Void) async throws {
+    static func withSimulator(
+        _ body: (_ directory: URL, _ environment: [String: String], _ gattway: String) async throws -> Void
+    ) async throws {
         let gattway = try BuiltProduct.path("gattway")
         let daemon = try await DBusDaemon()
         defer { daemon.stop() }
         let scenarioFile = daemon.directory.appendingPathComponent("scenario.json")
         try scenario.write(to: scenarioFile, atomically: true, encoding: .utf8)
         try tree.write(to: daemon.directory.appendingPathComponent("tree.json"), atomically: true, encoding: .utf8)
-        let simulator = try ChildProcess(gattway, ["simulate", "--scenario", scenarioFile.path, "--quiet"], environment: daemon.environment)
+        let simulator = try ChildProcess(
+            gattway, ["simulate", "--scenario", scenarioFile.path, "--quiet"], environment: daemon.environment)
         defer { simulator.stop() }
         try await simulator.waitForOutput(containing: "org.bluez is")
         try await body(daemon.directory, daemon.environment, gattway)
@@ -95,25 +105,33 @@ struct PeripheralCommandTests {
     func serve() async throws {
         try await Self.withSimulator { directory, environment, gattway in
             let tree = directory.appendingPathComponent("tree.json").path
-            let server = try ChildProcess(gattway, ["serve", "--tree", tree, "--adapter", "hci1", "--json"], environment: environment)
+            let server = try ChildProcess(
+                gattway, ["serve", "--tree", tree, "--adapter", "hci1", "--json"], environment: environment)
             defer { server.stop() }
             try await server.waitForOutput(containing: #""event":"serving""#)
             let central = ["--adapter", "hci0", "--timeout", "10s"]
-            let read = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "2A19", "--json"] + central, environment: environment)
+            let read = try await ChildProcess.run(
+                gattway, ["read", "00:AA:02:00:00:00", "2A19", "--json"] + central, environment: environment)
             #expect(read.status == 0, "\(read.output)")
             #expect(read.output.contains(#""hex":"5e""#))
-            try await server.waitForOutput(containing: #""event":"read","characteristic":"2A19","central":"00:AA:01:00:00:00""#)
-            let write = try await ChildProcess.run(gattway, ["write", "00:AA:02:00:00:00", "180F/FF01", "0a0b"] + central, environment: environment)
+            try await server.waitForOutput(
+                containing: #""event":"read","characteristic":"2A19","central":"00:AA:01:00:00:00""#)
+            let write = try await ChildProcess.run(
+                gattway, ["write", "00:AA:02:00:00:00", "180F/FF01", "0a0b"] + central, environment: environment)
             #expect(write.status == 0, "\(write.output)")
-            try await server.waitForOutput(containing: #""event":"write","characteristic":"FF01","central":"00:AA:01:00:00:00""#)
-            let back = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF01", "--json"] + central, environment: environment)
+            try await server.waitForOutput(
+                containing: #""event":"write","characteristic":"FF01","central":"00:AA:01:00:00:00""#)
+            let back = try await ChildProcess.run(
+                gattway, ["read", "00:AA:02:00:00:00", "FF01", "--json"] + central, environment: environment)
             #expect(back.output.contains(#""hex":"0a0b""#), "\(back.output)")
-            let refused = try await ChildProcess.run(gattway, ["read", "00:AA:02:00:00:00", "FF03"] + central, environment: environment)
+            let refused = try await ChildProcess.run(
+                gattway, ["read", "00:AA:02:00:00:00", "FF03"] + central, environment: environment)
             #expect(refused.status == 1)
             #expect(refused.output.contains("0x80"), "\(refused.output)")
             try await server.waitForOutput(containing: #""error":128"#)
             let notify = try await ChildProcess.run(
-                gattway, ["notify", "00:AA:02:00:00:00", "FF01", "--duration", "1s"] + central, environment: environment)
+                gattway, ["notify", "00:AA:02:00:00:00", "FF01", "--duration", "1s"] + central, environment: environment
+            )
             #expect(notify.status == 0, "\(notify.output)")
             try await server.waitForOutput(containing: #""event":"subscribed","characteristic":"FF01""#)
             try await server.waitForOutput(containing: #""event":"unsubscribed","characteristic":"FF01""#)
@@ -125,15 +143,20 @@ struct PeripheralCommandTests {
         try await Self.withSimulator { _, environment, gattway in
             let advertiser = try ChildProcess(
                 gattway,
-                ["advertise", "--adapter", "hci1", "--name", "gw-adv", "--service", "181A", "--service-data", "181A=0102",
-                 "--manufacturer-data", "0xffff=0a0b"],
+                [
+                    "advertise", "--adapter", "hci1", "--name", "gw-adv", "--service", "181A", "--service-data",
+                    "181A=0102",
+                    "--manufacturer-data", "0xffff=0a0b",
+                ],
                 environment: environment)
             defer { advertiser.stop() }
             try await advertiser.waitForOutput(containing: "advertising as 00:AA:02:00:00:00")
             let scan = try await ChildProcess.run(
-                gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "5s", "--json"], environment: environment)
+                gattway, ["scan", "--adapter", "hci0", "--services", "181A", "--duration", "5s", "--json"],
+                environment: environment)
             #expect(scan.status == 0, "\(scan.output)")
-            let line = try #require(scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
+            let line = try #require(
+                scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
             #expect(object["name"] as? String == "gw-adv")
             #expect((object["services"] as? [String])?.contains { $0.uppercased().contains("181A") } == true, "\(line)")

@@ -1,10 +1,12 @@
 import DBus
-import Testing
 import TestSupport
+import Testing
 
 let deviceInterface = "org.bluez.Device1"
 
-func device(name: String, rssi: Int16?, onSetAlias: (@Sendable (DBusValue, DBusMessage) throws -> Void)? = nil) -> DBusInterface {
+func device(name: String, rssi: Int16?, onSetAlias: (@Sendable (DBusValue, DBusMessage) throws -> Void)? = nil)
+    -> DBusInterface
+{
     DBusInterface(
         deviceInterface,
         methods: [DBusMethod("Connect") { _ in [] }],
@@ -24,9 +26,16 @@ struct ExportTests {
         try await TestBus.run { bus in
             let server = try await bus.connect()
             let client = try await bus.connect()
-            try await server.export([device(name: "Thermo", rssi: nil, onSetAlias: { value, _ in
-                if value.string == "forbidden" { throw DBusError("org.bluez.Error.InvalidArguments", "bad alias") }
-            })], at: "/dev")
+            try await server.export(
+                [
+                    device(
+                        name: "Thermo", rssi: nil,
+                        onSetAlias: { value, _ in
+                            if value.string == "forbidden" {
+                                throw DBusError("org.bluez.Error.InvalidArguments", "bad alias")
+                            }
+                        })
+                ], at: "/dev")
             let name = server.uniqueName
             func properties(_ method: String, _ arguments: [DBusValue]) async throws -> [DBusValue] {
                 try await client.call(
@@ -39,7 +48,9 @@ struct ExportTests {
             #expect(all.first?["Connected"]?.bool == false)
 
             let changes = try await client.signals(
-                matching: DBusMatchRule(sender: name, path: "/dev", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                matching: DBusMatchRule(
+                    sender: name, path: "/dev", interface: "org.freedesktop.DBus.Properties",
+                    member: "PropertiesChanged"))
             var iterator = changes.makeAsyncIterator()
             _ = try await properties("Set", [.string(deviceInterface), "Alias", .variant("Kitchen")])
             #expect(try await properties("Get", [.string(deviceInterface), "Alias"]) == [.variant("Kitchen")])
@@ -53,7 +64,9 @@ struct ExportTests {
                 ([.string("org.bluez.Nope1"), "Name"], .invalidArgs),
             ]
             for (arguments, error) in failures {
-                await #expect { _ = try await properties("Get", arguments) } throws: { ($0 as? DBusError)?.name == error }
+                await #expect { _ = try await properties("Get", arguments) } throws: {
+                    ($0 as? DBusError)?.name == error
+                }
             }
             let setFailures: [([DBusValue], DBusError.Name)] = [
                 ([.string(deviceInterface), "Nope", .variant(1)], .unknownProperty),
@@ -62,7 +75,9 @@ struct ExportTests {
                 ([.string(deviceInterface), "Alias", .variant("forbidden")], "org.bluez.Error.InvalidArguments"),
             ]
             for (arguments, error) in setFailures {
-                await #expect { _ = try await properties("Set", arguments) } throws: { ($0 as? DBusError)?.name == error }
+                await #expect { _ = try await properties("Set", arguments) } throws: {
+                    ($0 as? DBusError)?.name == error
+                }
             }
             #expect(try await properties("Get", [.string(deviceInterface), "Alias"]) == [.variant("Kitchen")])
             await client.close()
@@ -77,9 +92,11 @@ struct ExportTests {
             let client = try await bus.connect()
             try await server.export([device(name: "Thermo", rssi: -60)], at: "/dev")
             let changes = try await client.signals(
-                matching: DBusMatchRule(path: "/dev", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                matching: DBusMatchRule(
+                    path: "/dev", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
             var iterator = changes.makeAsyncIterator()
-            try await server.setProperties(["Connected": true, "Name": "Thermo 2", "RSSI": nil], interface: deviceInterface, at: "/dev")
+            try await server.setProperties(
+                ["Connected": true, "Name": "Thermo 2", "RSSI": nil], interface: deviceInterface, at: "/dev")
             try await server.setProperty("Connected", to: false, interface: deviceInterface, at: "/dev")
             let first = try await next(&iterator)
             #expect(first.signature.description == "sa{sv}as")
@@ -89,10 +106,14 @@ struct ExportTests {
             let second = try await next(&iterator)
             #expect(second.arguments[1].dictionary == ["Connected": .variant(false)])
             var built: [(key: String, value: DBusValue?)] = []
-            for (name, value) in [("Name", DBusValue.string("Thermo 3")), ("Connected", .boolean(true))] { built.append((name, value)) }
+            for (name, value) in [("Name", DBusValue.string("Thermo 3")), ("Connected", .boolean(true))] {
+                built.append((name, value))
+            }
             try await server.setProperties(built, interface: deviceInterface, at: "/dev")
             let third = try await next(&iterator)
-            #expect(third.arguments[1].entries?.map(\.key) == ["Name", "Connected"], "a list built at run time also goes out as one signal")
+            #expect(
+                third.arguments[1].entries?.map(\.key) == ["Name", "Connected"],
+                "a list built at run time also goes out as one signal")
             #expect(await server.property("RSSI", interface: deviceInterface, at: "/dev") == nil)
             await #expect {
                 try await server.setProperty("Connected", to: "yes", interface: deviceInterface, at: "/dev")
@@ -109,13 +130,20 @@ struct ExportTests {
             let client = try await bus.connect()
             await server.addObjectManager(at: .root)
             try await server.export(
-                [DBusInterface("org.bluez.Adapter1", properties: [DBusProperty("Powered", type: .boolean, value: true)])],
+                [
+                    DBusInterface(
+                        "org.bluez.Adapter1", properties: [DBusProperty("Powered", type: .boolean, value: true)])
+                ],
                 at: "/org/bluez/hci0")
             let name = server.uniqueName
             let added = try await client.signals(
-                matching: DBusMatchRule(sender: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded"))
+                matching: DBusMatchRule(
+                    sender: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded")
+            )
             let removed = try await client.signals(
-                matching: DBusMatchRule(sender: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
+                matching: DBusMatchRule(
+                    sender: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+                    member: "InterfacesRemoved"))
             var addedIterator = added.makeAsyncIterator()
             var removedIterator = removed.makeAsyncIterator()
 
@@ -123,11 +151,15 @@ struct ExportTests {
             let signal = try await next(&addedIterator)
             #expect(signal.arguments[0].objectPath == "/org/bluez/hci0/dev_AA")
             let interfaces = try #require(signal.arguments[1].dictionary)
-            #expect(interfaces.keys.sorted() == ["org.bluez.Device1", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties"])
+            #expect(
+                interfaces.keys.sorted() == [
+                    "org.bluez.Device1", "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Properties",
+                ])
             #expect(interfaces["org.bluez.Device1"]?["RSSI"]?.int == -42)
 
             let managed = try await client.call(
-                destination: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects",
+                destination: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects",
                 expecting: try DBusSignature("a{oa{sa{sv}}}"))
             let objects = try #require(managed.first?.dictionary)
             #expect(objects.keys.sorted() == ["/org/bluez/hci0", "/org/bluez/hci0/dev_AA"])
@@ -136,7 +168,11 @@ struct ExportTests {
             #expect(objects["/org/bluez/hci0/dev_AA"]?["org.freedesktop.DBus.Properties"]?.entries?.isEmpty == true)
 
             // A second interface on the same object: only it is announced.
-            try await server.export([DBusInterface("org.bluez.Battery1", properties: [DBusProperty("Percentage", type: .byte, value: .byte(80))])], at: "/org/bluez/hci0/dev_AA")
+            try await server.export(
+                [
+                    DBusInterface(
+                        "org.bluez.Battery1", properties: [DBusProperty("Percentage", type: .byte, value: .byte(80))])
+                ], at: "/org/bluez/hci0/dev_AA")
             let battery = try await next(&addedIterator)
             #expect(battery.arguments[1].dictionary?.keys.sorted() == ["org.bluez.Battery1"])
 
@@ -152,7 +188,8 @@ struct ExportTests {
             await server.unexportSilently()
             try await server.emit(path: "/", interface: "org.gattway.Test", member: "Sentinel")
             let empty = try await client.call(
-                destination: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects")
+                destination: name, path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+                method: "GetManagedObjects")
             #expect(empty.first?.entries?.isEmpty == true)
             let sentinel = try await client.signals(matching: DBusMatchRule(sender: name, member: "Sentinel2"))
             var sentinelIterator = sentinel.makeAsyncIterator()
@@ -174,7 +211,8 @@ struct ExportTests {
             try await server.export([device(name: "Thermo", rssi: nil)], at: "/org/bluez/hci0/dev_AA")
             let name = server.uniqueName
             let device = try await client.call(
-                destination: name, path: "/org/bluez/hci0/dev_AA", interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+                destination: name, path: "/org/bluez/hci0/dev_AA", interface: "org.freedesktop.DBus.Introspectable",
+                method: "Introspect")
             let xml = try #require(device.first?.string)
             #expect(xml.contains("<interface name=\"org.bluez.Device1\">"))
             #expect(xml.contains("<property name=\"Alias\" type=\"s\" access=\"readwrite\"/>"))
@@ -184,11 +222,17 @@ struct ExportTests {
             #expect(root.first?.string?.contains("<node name=\"org\"/>") == true)
             #expect(root.first?.string?.contains("org.freedesktop.DBus.ObjectManager") == true)
             let middle = try await client.call(
-                destination: name, path: "/org/bluez", interface: "org.freedesktop.DBus.Introspectable", method: "Introspect")
+                destination: name, path: "/org/bluez", interface: "org.freedesktop.DBus.Introspectable",
+                method: "Introspect")
             #expect(middle.first?.string?.contains("<node name=\"hci0\"/>") == true)
             let busctl = try await ChildProcess.run("busctl", ["--address=\(bus.daemon.address)", "tree", name])
             #expect(busctl.output.contains("/org/bluez/hci0/dev_AA"), "\(busctl.output)")
-            let gdbus = try await ChildProcess.run("gdbus", ["call", "--address", bus.daemon.address, "--dest", name, "--object-path", "/org/bluez/hci0/dev_AA", "--method", "org.freedesktop.DBus.Properties.Get", "org.bluez.Device1", "Name"])
+            let gdbus = try await ChildProcess.run(
+                "gdbus",
+                [
+                    "call", "--address", bus.daemon.address, "--dest", name, "--object-path", "/org/bluez/hci0/dev_AA",
+                    "--method", "org.freedesktop.DBus.Properties.Get", "org.bluez.Device1", "Name",
+                ])
             #expect(gdbus.output.contains("(<'Thermo'>,)"), "\(gdbus.output)")
             await client.close()
             await server.close()

@@ -22,15 +22,21 @@ struct NameTests {
             #expect(acquired == DBusNameOwnerChange(name: "org.bluez", oldOwner: nil, newOwner: owner.uniqueName))
 
             // Calls by well-known name reach the owner.
-            try await owner.export([DBusInterface("org.gattway.Test", methods: [.immediate("Who", out: [.string]) { _ in ["owner"] }])], at: "/")
-            #expect(try await watcher.call(destination: "org.bluez", path: "/", interface: "org.gattway.Test", method: "Who") == ["owner"])
+            try await owner.export(
+                [DBusInterface("org.gattway.Test", methods: [.immediate("Who", out: [.string]) { _ in ["owner"] }])],
+                at: "/")
+            #expect(
+                try await watcher.call(
+                    destination: "org.bluez", path: "/", interface: "org.gattway.Test", method: "Who") == ["owner"])
 
             #expect(try await owner.releaseName("org.bluez") == .released)
             #expect(try await owner.releaseName("org.bluez") == .notOwner)
             #expect(try await watcher.releaseName("org.gattway.never") == .nonExistent)
             // The queued rival takes over.
             let handover = try await next(&iterator)
-            #expect(handover == DBusNameOwnerChange(name: "org.bluez", oldOwner: owner.uniqueName, newOwner: rival.uniqueName))
+            #expect(
+                handover
+                    == DBusNameOwnerChange(name: "org.bluez", oldOwner: owner.uniqueName, newOwner: rival.uniqueName))
             await rival.close()
             let gone = try await next(&iterator)
             #expect(gone.oldOwner == rival.uniqueName && gone.newOwner == nil)

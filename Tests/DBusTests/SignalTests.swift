@@ -1,6 +1,6 @@
 import DBus
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Signals and match rules")
 struct SignalTests {
@@ -12,12 +12,15 @@ struct SignalTests {
             let stream = try await listener.signals(
                 matching: DBusMatchRule(pathNamespace: "/org/bluez", interface: "org.gattway.Test", member: "Tick"))
             let everything = try await listener.signals(matching: DBusMatchRule(interface: "org.gattway.Test"))
-            try await emitter.emit(path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tick", arguments: [1])
-            try await emitter.emit(path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tock", arguments: [2])
+            try await emitter.emit(
+                path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tick", arguments: [1])
+            try await emitter.emit(
+                path: "/org/bluez/hci0", interface: "org.gattway.Test", member: "Tock", arguments: [2])
             try await emitter.emit(path: "/elsewhere", interface: "org.gattway.Test", member: "Tick", arguments: [3])
             try await emitter.emit(path: "/org/bluezz", interface: "org.gattway.Test", member: "Tick", arguments: [4])
             try await emitter.emit(path: "/org/bluez", interface: "org.gattway.Other", member: "Tick", arguments: [5])
-            try await emitter.emit(path: "/org/bluez/hci0/dev_1", interface: "org.gattway.Test", member: "Tick", arguments: [6])
+            try await emitter.emit(
+                path: "/org/bluez/hci0/dev_1", interface: "org.gattway.Test", member: "Tick", arguments: [6])
             var iterator = stream.makeAsyncIterator()
             let first = try await next(&iterator)
             #expect(first.arguments == [1])
@@ -42,25 +45,36 @@ struct SignalTests {
             let client = try await bus.connect()
             let counter = Locked(0)
             try await server.export(
-                [DBusInterface("org.gattway.Test", methods: [
-                    DBusMethod("Read") { _ in
-                        counter.withLock { $0 += 1 }
-                        try await server.emit(path: "/dev", interface: "org.gattway.Test", member: "Changed", arguments: [.uint32(UInt32(counter.value))])
-                        return []
-                    },
-                ])], at: "/dev")
+                [
+                    DBusInterface(
+                        "org.gattway.Test",
+                        methods: [
+                            DBusMethod("Read") { _ in
+                                counter.withLock { $0 += 1 }
+                                try await server.emit(
+                                    path: "/dev", interface: "org.gattway.Test", member: "Changed",
+                                    arguments: [.uint32(UInt32(counter.value))])
+                                return []
+                            }
+                        ])
+                ], at: "/dev")
             let seen = Locked<[DBusValue]>([])
-            let handler = try await client.handleSignals(matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")) { message in
+            let handler = try await client.handleSignals(
+                matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")
+            ) { message in
                 seen.withLock { $0 += message.arguments }
             }
             for round in 1...50 {
-                _ = try await client.call(destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
+                _ = try await client.call(
+                    destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
                 #expect(seen.value.last == .uint32(UInt32(round)), "the signal of round \(round) before its reply")
             }
             handler.cancel()
             handler.cancel()
-            try await server.emit(path: "/dev", interface: "org.gattway.Test", member: "Changed", arguments: [.uint32(0)])
-            _ = try await client.call(destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
+            try await server.emit(
+                path: "/dev", interface: "org.gattway.Test", member: "Changed", arguments: [.uint32(0)])
+            _ = try await client.call(
+                destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
             #expect(seen.value.count == 50, "nothing after cancel()")
             await client.close()
             await server.close()
@@ -76,9 +90,12 @@ struct SignalTests {
             let fromB = try await listener.signals(matching: DBusMatchRule(sender: b.uniqueName, member: "Ping"))
             let arg0 = try await listener.signals(
                 matching: DBusMatchRule(member: "Ping", arguments: [0: "org.bluez.Device1"]))
-            try await a.emit(path: "/a", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
-            try await b.emit(path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Adapter1"])
-            try await b.emit(path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
+            try await a.emit(
+                path: "/a", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
+            try await b.emit(
+                path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Adapter1"])
+            try await b.emit(
+                path: "/b", interface: "org.gattway.Test", member: "Ping", arguments: ["org.bluez.Device1"])
             var fromBIterator = fromB.makeAsyncIterator()
             #expect(try await next(&fromBIterator).arguments == ["org.bluez.Adapter1"])
             #expect(try await next(&fromBIterator).arguments == ["org.bluez.Device1"])
@@ -96,7 +113,8 @@ struct SignalTests {
             let other = try await bus.connect()
             let listener = try await bus.connect()
             #expect(try await owner.requestName("org.gattway.Owner") == .primaryOwner)
-            let fromName = try await listener.signals(matching: DBusMatchRule(sender: "org.gattway.Owner", member: "Ping"))
+            let fromName = try await listener.signals(
+                matching: DBusMatchRule(sender: "org.gattway.Owner", member: "Ping"))
             let everything = try await listener.signals(matching: DBusMatchRule(member: "Ping"))
             var catchAll = everything.makeAsyncIterator()
             try await other.emit(path: "/o", interface: "org.gattway.Test", member: "Ping", arguments: ["other"])
@@ -122,12 +140,18 @@ struct SignalTests {
             let probe = try await bus.connect()
             func ruleCount() async throws -> Int {
                 // Debian's dbus-daemon is built with org.freedesktop.DBus.Debug.Stats, which counts rules.
-                let output = try await ChildProcess.run("busctl", ["--address=\(bus.daemon.address)", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", listener.uniqueName])
+                let output = try await ChildProcess.run(
+                    "busctl",
+                    [
+                        "--address=\(bus.daemon.address)", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                        "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", listener.uniqueName,
+                    ])
                 guard output.status == 0, let range = output.output.range(of: "\"MatchRules\" u ") else { return -1 }
                 return Int(output.output[range.upperBound...].prefix { $0.isNumber }) ?? -1
             }
             let before = try await ruleCount()
-            var stream: AsyncStream<DBusMessage>? = try await listener.signals(matching: DBusMatchRule(member: "Nothing"))
+            var stream: AsyncStream<DBusMessage>? = try await listener.signals(
+                matching: DBusMatchRule(member: "Nothing"))
             let during = try await ruleCount()
             stream = nil
             _ = stream

@@ -1,20 +1,26 @@
-@testable import DBus
 import Testing
+
+@testable import DBus
 
 @Suite("Signatures and values (no bus)")
 struct SignatureTests {
-    @Test("valid signatures parse and print back unchanged", arguments: [
-        "", "y", "b", "n", "q", "i", "u", "x", "t", "d", "h", "s", "o", "g", "v", "as", "a{sv}",
-        "a{oa{sa{sv}}}", "(ii)", "a(say)", "sa{sv}as", "aay", "a{s(iv)}", "((y))",
-    ])
+    @Test(
+        "valid signatures parse and print back unchanged",
+        arguments: [
+            "", "y", "b", "n", "q", "i", "u", "x", "t", "d", "h", "s", "o", "g", "v", "as", "a{sv}",
+            "a{oa{sa{sv}}}", "(ii)", "a(say)", "sa{sv}as", "aay", "a{s(iv)}", "((y))",
+        ])
     func validSignatures(text: String) throws {
         #expect(try DBusSignature(text).description == text)
     }
 
-    @Test("invalid signatures are a typed InvalidSignature error", arguments: [
-        "z", "a", "(", "()", "{sv}", "a{vs}", "a{s}", "a{svv}", "(i", "a{(i)s}", String(repeating: "a", count: 33) + "i",
-        String(repeating: "s", count: 256),
-    ])
+    @Test(
+        "invalid signatures are a typed InvalidSignature error",
+        arguments: [
+            "z", "a", "(", "()", "{sv}", "a{vs}", "a{s}", "a{svv}", "(i", "a{(i)s}",
+            String(repeating: "a", count: 33) + "i",
+            String(repeating: "s", count: 256),
+        ])
     func invalidSignatures(text: String) {
         #expect {
             _ = try DBusSignature(text)
@@ -49,22 +55,28 @@ struct SignatureTests {
         }
     }
 
-    @Test("object paths are validated", arguments: [
-        ("/", true), ("/org/bluez/hci0", true), ("/a_b/C9", true), ("", false), ("org", false), ("/a/", false),
-        ("//a", false), ("/a-b", false), ("/a b", false),
-    ])
+    @Test(
+        "object paths are validated",
+        arguments: [
+            ("/", true), ("/org/bluez/hci0", true), ("/a_b/C9", true), ("", false), ("org", false), ("/a/", false),
+            ("//a", false), ("/a-b", false), ("/a b", false),
+        ])
     func objectPaths(text: String, valid: Bool) {
         #expect((DBusObjectPath(rawValue: text) != nil) == valid)
     }
 
-    @Test("isChild(of:) agrees with parent", arguments: [
-        "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
-        "/org/bluez/hci01/dev_A4_C1_38_00_00_01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010",
-        "/org/bluez/hci0x/dev_A4", "/org/bluez/hci/dev_A4",
-    ])
+    @Test(
+        "isChild(of:) agrees with parent",
+        arguments: [
+            "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01",
+            "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+            "/org/bluez/hci01/dev_A4_C1_38_00_00_01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01/service0010",
+            "/org/bluez/hci0x/dev_A4", "/org/bluez/hci/dev_A4",
+        ])
     func isChild(path: String) throws {
         let candidates = [
-            "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01", "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
+            "/", "/a", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci01",
+            "/org/bluez/hci0/dev_A4_C1_38_00_00_01",
             "/org/bluez/hci", "/org/bluez/hci0x",
         ]
         let child = try #require(DBusObjectPath(rawValue: path))
@@ -74,9 +86,12 @@ struct SignatureTests {
         }
     }
 
-    @Test("the argument count read off a signature is its number of complete types", arguments: [
-        "", "s", "sa{sv}as", "a{oa{sa{sv}}}", "(ii)(s)", "aai", "v", "a(sv)ya{s(iv)}", "((s)a(ay))h", "aa{sa{sv}}ao",
-    ])
+    @Test(
+        "the argument count read off a signature is its number of complete types",
+        arguments: [
+            "", "s", "sa{sv}as", "a{oa{sa{sv}}}", "(ii)(s)", "aai", "v", "a(sv)ya{s(iv)}", "((s)a(ay))h",
+            "aa{sa{sv}}ao",
+        ])
     func argumentCount(signature: String) throws {
         let count = signature.withCString { MessageDecoder.argumentCount($0) }
         #expect(count == (try DBusSignature(signature)).types.count)
@@ -85,7 +100,8 @@ struct SignatureTests {
     @Test("the string cache gives back the same text, for long and short strings, colliding or not")
     func stringCache() {
         let cache = StringCache()
-        let texts = (0..<2000).map { "/org/bluez/hci\($0 % 3)/dev_A4_C1_38_5A_\(String($0, radix: 16))" }
+        let texts =
+            (0..<2000).map { "/org/bluez/hci\($0 % 3)/dev_A4_C1_38_5A_\(String($0, radix: 16))" }
             + ["PropertiesChanged", "org.bluez.Device1", "RSSI", "0000181a-0000-1000-8000-00805f9b34fb", ""]
             + ["héllo wörld, ünïcode", "a\u{1F600}b\u{1F600}c\u{1F600}d\u{1F600}"]
         for _ in 0..<2 {
@@ -105,7 +121,11 @@ struct SignatureTests {
                     .objectPath("/org/bluez/hci0/dev_AA"),
                     .dictionary(
                         key: .string, value: try DBusType("a{sv}"),
-                        [DBusDictionaryEntry(.string("org.bluez.Device1"), .variantDictionary(["RSSI": .int16(-60), "Name": "Thermo"]))]))
+                        [
+                            DBusDictionaryEntry(
+                                .string("org.bluez.Device1"),
+                                .variantDictionary(["RSSI": .int16(-60), "Name": "Thermo"]))
+                        ]))
             ])
         let device = objects.dictionary?["/org/bluez/hci0/dev_AA"]?["org.bluez.Device1"]
         #expect(device?["RSSI"]?.int == -60)
@@ -120,6 +140,9 @@ struct SignatureTests {
         let rule = DBusMatchRule(
             sender: "org.bluez", pathNamespace: "/org/bluez", interface: "org.freedesktop.DBus.Properties",
             member: "PropertiesChanged", arguments: [0: "it's"])
-        #expect(rule.description == "type='signal',sender='org.bluez',path_namespace='/org/bluez',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',arg0='it'\\''s'")
+        #expect(
+            rule.description
+                == "type='signal',sender='org.bluez',path_namespace='/org/bluez',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged',arg0='it'\\''s'"
+        )
     }
 }

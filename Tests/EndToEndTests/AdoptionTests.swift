@@ -3,15 +3,17 @@ import DBus
 import EventLoop
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// A device another BlueZ client connected and left connected before `gattway run` started.
 @Suite("End to end: adopting a link that is already up")
 struct AdoptionTests {
     static let battery = "A4:C1:38:00:00:01"
 
-    @Test("a device already connected when the gateway starts, silent while connected, is subscribed and its readings arrive")
+    @Test(
+        "a device already connected when the gateway starts, silent while connected, is subscribed and its readings arrive"
+    )
     func alreadyConnected() async throws {
         // Like most single-link peripherals, the battery sensor stops advertising while a central
         // is connected: the gateway can only reach it through the link that is already up.
@@ -40,12 +42,14 @@ struct AdoptionTests {
                 $0.number("battery") != nil
             }
             let events = e2e.messages.messages(on: "gattway/bridge/event")
-            let connected = try #require(events.first { $0.string("type") == "device_connected" }, "\(events.map(\.text))")
+            let connected = try #require(
+                events.first { $0.string("type") == "device_connected" }, "\(events.map(\.text))")
             #expect(connected.arrival <= reading.arrival)
             let online = e2e.messages.messages(on: EndToEnd.topic("battery_sensor", "availability")).last
             #expect(online?.text == #"{"state":"online"}"#)
             let after = await e2e.simulator.currentCounters
-            #expect(after.connectCalls == before.connectCalls, "the gateway called Connect on a device already connected")
+            #expect(
+                after.connectCalls == before.connectCalls, "the gateway called Connect on a device already connected")
             #expect(after.disconnects == before.disconnects, "the link was dropped and made again")
         }
     }

@@ -1,8 +1,8 @@
 import BlueZSimulator
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// Commands from MQTT through `gattway run` to the simulated lamp, and the one response each gets.
 @Suite("End to end: commands")
@@ -11,10 +11,14 @@ struct CommandTests {
 
     /// The simulator's recorded writes to the lamp's `ff01`.
     static func lampWrites(_ e2e: EndToEnd) async -> [RecordedWrite] {
-        await e2e.simulator.recordedWrites.filter { $0.device.description == lamp && $0.uuid.shortDescription == "FF01" }
+        await e2e.simulator.recordedWrites.filter {
+            $0.device.description == lamp && $0.uuid.shortDescription == "FF01"
+        }
     }
 
-    @Test("lamp on: the response is ok with the transaction, the simulator recorded the write, the state shows it; /get reads it back; MQTT 5 response topic honoured")
+    @Test(
+        "lamp on: the response is ok with the transaction, the simulator recorded the write, the state shows it; /get reads it back; MQTT 5 response topic honoured"
+    )
     func roundTrip() async throws {
         try await EndToEnd.run(config: DemoWorldConfig.text) { e2e in
             let messages = e2e.messages
@@ -22,7 +26,9 @@ struct CommandTests {
 
             var mark = messages.count
             try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "t1"}"#)
-            let response = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "t1" }
+            let response = try await messages.next(on: "gattway/lamp/response", after: mark) {
+                $0.string("transaction") == "t1"
+            }
             #expect(response.string("status") == "ok", "\(response.text)")
             #expect(response.json?["error"] == .null)
             #expect(response.message.retain == false)
@@ -47,27 +53,33 @@ struct CommandTests {
             #expect(await Self.lampWrites(e2e).map(\.value) == [[0x01], [0x00]])
             try await messages.next(on: "gattway/lamp", after: mark) { $0.number("light") == 0 }
             mark = messages.count
-            try await e2e.simulator.setValue(address: Self.lamp, uuid: "ff02", [0x01])  // changed behind the gateway's back
+            // Changed behind the gateway's back:
+            try await e2e.simulator.setValue(address: Self.lamp, uuid: "ff02", [0x01])
             try await e2e.send("gattway/lamp/get", #"{"light": "", "transaction": "g1"}"#)
-            let get = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "g1" }
+            let get = try await messages.next(on: "gattway/lamp/response", after: mark) {
+                $0.string("transaction") == "g1"
+            }
             #expect(get.string("status") == "ok", "\(get.text)")
             try await messages.next(on: "gattway/lamp", after: mark) { $0.number("light") == 1 }
 
             // MQTT 5: the response goes to the request's response topic with its correlation data.
             mark = messages.count
-            try await e2e.send("gattway/lamp/set", #"{"brightness": 40}"#, responseTopic: "e2e/replies/lamp", correlation: [7, 8, 9])
+            try await e2e.send(
+                "gattway/lamp/set", #"{"brightness": 40}"#, responseTopic: "e2e/replies/lamp", correlation: [7, 8, 9])
             let direct = try await messages.next(on: "e2e/replies/lamp", after: mark)
             #expect(direct.string("status") == "ok", "\(direct.text)")
             #expect(direct.message.properties.correlationData == [7, 8, 9])
             #expect(await Self.lampWrites(e2e).last?.value == [40])
-            #expect(messages.messages(on: "gattway/lamp/response").count == 3, "no second response on the default topic")
+            #expect(
+                messages.messages(on: "gattway/lamp/response").count == 3, "no second response on the default topic")
         }
     }
 
     /// A lamp switched by a retained `/set` would switch again whenever the broker hands the
     /// message out: to the gateway's live subscription, after a broker restart, and at every
     /// start of the gateway. Each time it is answered once with an error and not written.
-    @Test("a retained command is refused live, after a broker restart and at a gateway start; the lamp is never written")
+    @Test(
+        "a retained command is refused live, after a broker restart and at a gateway start; the lamp is never written")
     func retainedCommand() async throws {
         try await EndToEnd.run(config: DemoWorldConfig.text, broker: StoreAndForwardTests.persistentBroker) { e2e in
             let messages = e2e.messages
@@ -80,12 +92,16 @@ struct CommandTests {
                 }
                 /// The next response to the retained command (transaction r1), which must be a refusal.
                 func expectRefusal(after mark: Int, _ when: String) async throws {
-                    let response = try await responses.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "r1" }
+                    let response = try await responses.next(on: "gattway/lamp/response", after: mark) {
+                        $0.string("transaction") == "r1"
+                    }
                     #expect(refused(response), "\(when): \(response.text)")
                 }
                 var mark = responses.count
-                try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: #"{"light": "ON", "transaction": "r1"}"#,
-                                                           retain: true))
+                try await e2e.observer.publish(
+                    MQTTMessage(
+                        topic: "gattway/lamp/set", string: #"{"light": "ON", "transaction": "r1"}"#,
+                        retain: true))
                 try await expectRefusal(after: mark, "live")
 
                 // The broker restarts (gracefully, keeping its retained messages): the gateway
@@ -102,42 +118,69 @@ struct CommandTests {
                 let second = try e2e.startGateway()
                 defer { second.stop(grace: 5) }
                 try await expectRefusal(after: mark, "at the gateway's start")
-                try await messages.next(on: "gattway/lamp/availability", after: started) { $0.text == #"{"state":"online"}"# }
+                try await messages.next(on: "gattway/lamp/availability", after: started) {
+                    $0.text == #"{"state":"online"}"#
+                }
                 #expect(await Self.lampWrites(e2e).isEmpty, "a retained command reached the lamp")
-                #expect(responses.messages(on: "gattway/lamp/response").filter { refused($0) }.count == 3,
-                        "one response each time the broker handed it out")
+                #expect(
+                    responses.messages(on: "gattway/lamp/response").filter { refused($0) }.count == 3,
+                    "one response each time the broker handed it out")
 
                 // Cleared (an empty retained payload, itself refused and counted), a live command works.
                 try await e2e.observer.publish(MQTTMessage(topic: "gattway/lamp/set", string: "", retain: true))
                 mark = responses.count
                 try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "live"}"#)
-                let live = try await responses.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "live" }
+                let live = try await responses.next(on: "gattway/lamp/response", after: mark) {
+                    $0.string("transaction") == "live"
+                }
                 #expect(live.string("status") == "ok", "\(live.text)")
                 #expect(await Self.lampWrites(e2e).map(\.value) == [[0x01]])
             }
         }
     }
 
-    @Test("unknown device, unknown command, out-of-range value, malformed JSON and oversize payload: one error response each, nothing written")
+    @Test(
+        "unknown device, unknown command, out-of-range value, malformed JSON and oversize payload: one error response each, nothing written"
+    )
     func badCommands() async throws {
         try await EndToEnd.run(config: DemoWorldConfig.text) { e2e in
             let messages = e2e.messages
             try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
             let padding = String(repeating: "x", count: 300)
-            let cases: [(name: String, topic: String, payload: String, responseTopic: String, transaction: String?, error: String)] = [
-                ("unknown device", "gattway/no_such_lamp/set", #"{"light": "ON", "transaction": "b1"}"#,
-                 "gattway/no_such_lamp/response", "b1", "unknown device"),
-                ("unknown command", "gattway/lamp/set", #"{"fly": 1, "transaction": "b2"}"#, "gattway/lamp/response", "b2", "fly"),
-                ("u8 out of range", "gattway/lamp/set", #"{"brightness": 256, "transaction": "b3"}"#, "gattway/lamp/response", "b3", "brightness"),
-                ("above the command's maximum", "gattway/lamp/set", #"{"brightness": 101, "transaction": "b4"}"#,
-                 "gattway/lamp/response", "b4", "brightness"),
-                ("not a bool", "gattway/lamp/set/light", "maybe", "gattway/lamp/response", nil, "light"),
-                ("one bad command spoils the message", "gattway/lamp/set", #"{"light": "ON", "brightness": -1, "transaction": "b5"}"#,
-                 "gattway/lamp/response", "b5", "brightness"),
-                ("malformed JSON", "gattway/lamp/set", #"{"light": "#, "gattway/lamp/response", nil, "JSON"),
-                ("oversize payload", "gattway/lamp/set", #"{"light": "ON", "transaction": "b6", "pad": "\#(padding)"}"#,
-                 "gattway/lamp/response", nil, "256"),
-            ]
+            let cases:
+                [(
+                    name: String, topic: String, payload: String, responseTopic: String, transaction: String?,
+                    error: String
+                )] = [
+                    (
+                        "unknown device", "gattway/no_such_lamp/set", #"{"light": "ON", "transaction": "b1"}"#,
+                        "gattway/no_such_lamp/response", "b1", "unknown device"
+                    ),
+                    (
+                        "unknown command", "gattway/lamp/set", #"{"fly": 1, "transaction": "b2"}"#,
+                        "gattway/lamp/response", "b2", "fly"
+                    ),
+                    (
+                        "u8 out of range", "gattway/lamp/set", #"{"brightness": 256, "transaction": "b3"}"#,
+                        "gattway/lamp/response", "b3", "brightness"
+                    ),
+                    (
+                        "above the command's maximum", "gattway/lamp/set", #"{"brightness": 101, "transaction": "b4"}"#,
+                        "gattway/lamp/response", "b4", "brightness"
+                    ),
+                    ("not a bool", "gattway/lamp/set/light", "maybe", "gattway/lamp/response", nil, "light"),
+                    (
+                        "one bad command spoils the message", "gattway/lamp/set",
+                        #"{"light": "ON", "brightness": -1, "transaction": "b5"}"#,
+                        "gattway/lamp/response", "b5", "brightness"
+                    ),
+                    ("malformed JSON", "gattway/lamp/set", #"{"light": "#, "gattway/lamp/response", nil, "JSON"),
+                    (
+                        "oversize payload", "gattway/lamp/set",
+                        #"{"light": "ON", "transaction": "b6", "pad": "\#(padding)"}"#,
+                        "gattway/lamp/response", nil, "256"
+                    ),
+                ]
             for command in cases {
                 let mark = messages.count
                 try await e2e.send(command.topic, command.payload)
@@ -153,7 +196,9 @@ struct CommandTests {
             // every bad command had exactly one response.
             let mark = messages.count
             try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "good"}"#)
-            let good = try await messages.next(on: "gattway/lamp/response", after: mark) { $0.string("transaction") == "good" }
+            let good = try await messages.next(on: "gattway/lamp/response", after: mark) {
+                $0.string("transaction") == "good"
+            }
             #expect(good.string("status") == "ok", "\(good.text)")
             let writes = await e2e.simulator.recordedWrites
             #expect(writes.map(\.value) == [[0x01]], "\(writes)")

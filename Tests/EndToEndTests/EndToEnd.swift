@@ -54,7 +54,8 @@ struct EndToEnd: Sendable {
             broker = started
             let messages = MessageRecorder()
             let client = try MQTTClient(
-                configuration: try MQTTConfiguration(url: started.url, clientID: "e2e-observer-\(UUID().uuidString.prefix(8))"),
+                configuration: try MQTTConfiguration(
+                    url: started.url, clientID: "e2e-observer-\(UUID().uuidString.prefix(8))"),
                 loop: loop)
             observer = client
             try await client.connect()
@@ -77,10 +78,12 @@ struct EndToEnd: Sendable {
                 throw EndToEndFailure(error: error, gatewayLog: process.log())
             }
         } catch {
-            await Self.stop(gateway: gateway, observer: observer, simulator: simulator, loop: loop, broker: broker, daemon: daemon)
+            await Self.stop(
+                gateway: gateway, observer: observer, simulator: simulator, loop: loop, broker: broker, daemon: daemon)
             throw error
         }
-        await Self.stop(gateway: gateway, observer: observer, simulator: simulator, loop: loop, broker: broker, daemon: daemon)
+        await Self.stop(
+            gateway: gateway, observer: observer, simulator: simulator, loop: loop, broker: broker, daemon: daemon)
     }
 
     /// `gattway run` with the test's config and debug logging, on the private bus.
@@ -91,7 +94,8 @@ struct EndToEnd: Sendable {
     }
 
     private static func stop(
-        gateway: ChildProcess?, observer: MQTTClient?, simulator: BlueZSimulator?, loop: EventLoop, broker: MosquittoBroker?,
+        gateway: ChildProcess?, observer: MQTTClient?, simulator: BlueZSimulator?, loop: EventLoop,
+        broker: MosquittoBroker?,
         daemon: DBusDaemon
     ) async {
         gateway?.stop(grace: 5)
@@ -114,8 +118,11 @@ struct EndToEnd: Sendable {
             scenario.devices[index].interval /= 10
             for service in scenario.devices[index].services.indices {
                 for characteristic in scenario.devices[index].services[service].characteristics.indices {
-                    if let every = scenario.devices[index].services[service].characteristics[characteristic].notifyInterval {
-                        scenario.devices[index].services[service].characteristics[characteristic].notifyInterval = every / 10
+                    if let every = scenario.devices[index].services[service].characteristics[characteristic]
+                        .notifyInterval
+                    {
+                        scenario.devices[index].services[service].characteristics[characteristic].notifyInterval =
+                            every / 10
                     }
                 }
             }
@@ -139,7 +146,9 @@ struct EndToEnd: Sendable {
 
     /// Publishes a command as a user would (QoS 1, not retained), optionally with an MQTT 5
     /// response topic and correlation data.
-    func send(_ topic: String, _ payload: String, responseTopic: String? = nil, correlation: [UInt8]? = nil) async throws {
+    func send(_ topic: String, _ payload: String, responseTopic: String? = nil, correlation: [UInt8]? = nil)
+        async throws
+    {
         var properties = MQTTProperties()
         properties.responseTopic = responseTopic
         properties.correlationData = correlation
@@ -150,14 +159,16 @@ struct EndToEnd: Sendable {
     /// once as retained (waits for `count` messages, then disconnects).
     func retained(_ filter: MQTTTopicFilter, count: Int) async throws -> [MQTTMessage] {
         let client = try MQTTClient(
-            configuration: try MQTTConfiguration(url: broker.url, clientID: "e2e-late-\(UUID().uuidString.prefix(8))"), loop: loop)
+            configuration: try MQTTConfiguration(url: broker.url, clientID: "e2e-late-\(UUID().uuidString.prefix(8))"),
+            loop: loop)
         try await client.connect()
         let late = MessageRecorder()
         let subscription = try await client.subscribe(to: filter)
         let recording = Task { for await message in subscription { late.record(message) } }
         defer { recording.cancel() }
         do {
-            let found = try await late.wait(for: "\(count) retained message(s) on \(filter)", count: count, timeout: 30) { _ in true }
+            let found = try await late.wait(for: "\(count) retained message(s) on \(filter)", count: count, timeout: 30)
+            { _ in true }
             await client.disconnect()
             return found.map(\.message)
         } catch {
@@ -171,7 +182,8 @@ struct EndToEnd: Sendable {
     func startUnfilteredScan() async throws -> DBusConnection {
         let connection = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
         _ = try await connection.call(
-            destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1", method: "StartDiscovery",
+            destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.bluez.Adapter1",
+            method: "StartDiscovery",
             timeout: .seconds(30))
         return connection
     }
@@ -181,5 +193,8 @@ struct EndToEnd: Sendable {
 struct EndToEndFailure: Error, CustomStringConvertible {
     let error: any Error
     let gatewayLog: String
-    var description: String { "\(error)\n--- gattway run log (last 60 lines) ---\n" + gatewayLog.split(separator: "\n").suffix(60).joined(separator: "\n") }
+    var description: String {
+        "\(error)\n--- gattway run log (last 60 lines) ---\n"
+            + gatewayLog.split(separator: "\n").suffix(60).joined(separator: "\n")
+    }
 }

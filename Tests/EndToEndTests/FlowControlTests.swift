@@ -39,8 +39,9 @@ struct FlowControlTests {
         """
     }
 
-    @Test("a QoS 1 burst of 6,000 notifications, 120 times max_queued, arrives complete and in order on each device's topic",
-          arguments: ["5", "3.1.1"])
+    @Test(
+        "a QoS 1 burst of 6,000 notifications, 120 times max_queued, arrives complete and in order on each device's topic",
+        arguments: ["5", "3.1.1"])
     func burstLargerThanTheClientQueue(protocol version: String) async throws {
         let scenario = try Scenario.parse(Data(Self.scenario.utf8))
         try await EndToEnd.run(config: Self.config(protocol: version), scenario: scenario) { e2e in
@@ -49,15 +50,21 @@ struct FlowControlTests {
             var ready = Set<String>()
             while ready.count < Self.devices.count {
                 for address in Self.devices where !ready.contains(address) {
-                    if (try? await e2e.simulator.notify(address: address, uuid: "2A6E", [0xFF, 0xFF, 0xFF, 0x7F])) != nil {
+                    if (try? await e2e.simulator.notify(address: address, uuid: "2A6E", [0xFF, 0xFF, 0xFF, 0x7F]))
+                        != nil
+                    {
                         ready.insert(address)
                     }
                 }
-                #expect(Date() < deadline, "gattway subscribed on \(ready.count) of \(Self.devices.count) devices within 60 s")
+                #expect(
+                    Date() < deadline,
+                    "gattway subscribed on \(ready.count) of \(Self.devices.count) devices within 60 s")
                 if Date() > deadline { return }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            let probes = try await e2e.messages.wait(for: "the probe reading of every device", count: Self.devices.count) {
+            let probes = try await e2e.messages.wait(
+                for: "the probe reading of every device", count: Self.devices.count
+            ) {
                 $0.number("counter") == Double(0x7FFF_FFFF)
             }
             let topics = Set(probes.map(\.topic))
@@ -74,8 +81,9 @@ struct FlowControlTests {
             let received = e2e.messages.all.dropFirst(start)
             for topic in topics.sorted() {
                 let counters = received.filter { $0.topic == topic }.compactMap { $0.number("counter") }.map { Int($0) }
-                #expect(counters == Array(0..<Self.perDevice),
-                        "\(topic): \(counters.count) readings; first differences at \(Self.firstMismatch(counters))")
+                #expect(
+                    counters == Array(0..<Self.perDevice),
+                    "\(topic): \(counters.count) readings; first differences at \(Self.firstMismatch(counters))")
             }
         }
     }

@@ -1,15 +1,18 @@
 import Foundation
 import JSON
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway run`'s `<base>/bridge/health` with the demo world, as an operator reads it.
 @Suite("End to end: bridge/health")
 struct HealthTests {
-    @Test("bridge/health every interval: uptime, RSS, CPU, traffic counters, drops by reason, queue depth, connections, reconnects and the D-Bus round trip to bluetoothd")
+    @Test(
+        "bridge/health every interval: uptime, RSS, CPU, traffic counters, drops by reason, queue depth, connections, reconnects and the D-Bus round trip to bluetoothd"
+    )
     func health() async throws {
         let config = DemoWorldConfig.text.replacingOccurrences(
-            of: #""commands": {"max_payload_bytes": 256},"#, with: #""commands": {"max_payload_bytes": 256}, "health": {"interval": "1s"},"#)
+            of: #""commands": {"max_payload_bytes": 256},"#,
+            with: #""commands": {"max_payload_bytes": 256}, "health": {"interval": "1s"},"#)
         try await EndToEnd.run(config: config) { e2e in
             // The three connectable devices are up and notifying before the snapshot we read.
             try await e2e.messages.wait(for: "a battery and an env reading", count: 2) {
@@ -33,9 +36,12 @@ struct HealthTests {
             for counter in ["advertisements", "notifications", "decoded", "published"] {
                 #expect((number(health[counter]) ?? 0) > 0, "\(counter) in \(received.text)")
             }
-            for reason in ["filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "response_topic", "mqtt_queue_full",
-                           "mqtt_inbound_full", "parse_error",
-                           "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected"] {
+            for reason in [
+                "filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "response_topic",
+                "mqtt_queue_full",
+                "mqtt_inbound_full", "parse_error",
+                "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected",
+            ] {
                 #expect(number(health["dropped"]?[reason]) != nil, "dropped.\(reason) in \(received.text)")
             }
             #expect(number(health["queue"]?["depth"]) == 0, "\(received.text)")

@@ -1,13 +1,15 @@
 import BlueZSimulator
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// A connected device whose link keeps dropping, through `gattway run`.
 @Suite("End to end: link drops")
 struct LinkTests {
-    @Test("a device whose link drops goes offline, reconnects after a backoff that grows, and comes back online with readings")
+    @Test(
+        "a device whose link drops goes offline, reconnects after a backoff that grows, and comes back online with readings"
+    )
     func linkDrop() async throws {
         // The battery sensor's peer drops every link 0.5 s after it came up (scenario fault).
         let scenario = try EndToEnd.fastDemo { scenario in
@@ -57,9 +59,13 @@ struct LinkTests {
             }
             try #require(delays.count >= 2, "reconnect delays logged: \(delays)")
             #expect(delays[0] >= 1 && delays[0] <= 5, "first delay \(delays[0]) s")
-            #expect(delays[1] >= delays[0] * 1.6 - 0.02, "second delay \(delays[1]) s after a first of \(delays[0]) s: no backoff")
+            #expect(
+                delays[1] >= delays[0] * 1.6 - 0.02,
+                "second delay \(delays[1]) s after a first of \(delays[0]) s: no backoff")
             // Readings resume after the reconnect, and the bridge told about each link change.
-            try await messages.next(on: "gattway/battery_sensor", after: messages.all.firstIndex { $0.arrival >= online[2].arrival } ?? 0) {
+            try await messages.next(
+                on: "gattway/battery_sensor", after: messages.all.firstIndex { $0.arrival >= online[2].arrival } ?? 0
+            ) {
                 $0.number("battery") != nil
             }
             let events = messages.messages(on: "gattway/bridge/event").compactMap { $0.string("type") }
@@ -73,7 +79,9 @@ struct LinkTests {
         }
     }
 
-    @Test("the adapter powered off and on again: a connected device is back at once, not after the backoff its failed retries grew")
+    @Test(
+        "the adapter powered off and on again: a connected device is back at once, not after the backoff its failed retries grew"
+    )
     func adapterPowerCycle() async throws {
         let config = """
             {
@@ -90,21 +98,31 @@ struct LinkTests {
             let topic = "gattway/battery_sensor/availability"
             try await messages.next(on: topic, timeout: 30) { $0.text == #"{"state":"online"}"# }
             await e2e.simulator.setPowered(adapter: "hci0", false)
-            try await messages.next(on: topic, after: messages.count, timeout: 10) { $0.text == #"{"state":"offline"}"# }
+            try await messages.next(on: topic, after: messages.count, timeout: 10) {
+                $0.text == #"{"state":"offline"}"#
+            }
             // Powered off long enough for retries to fail and the delay to grow (1–5 s, then
             // twice that, …): at least two attempts failed before power comes back.
-            let retriesWhileOff = { e2e.gateway.log().components(separatedBy: "battery_sensor: reconnecting in ").count - 1 }
+            let retriesWhileOff = {
+                e2e.gateway.log().components(separatedBy: "battery_sensor: reconnecting in ").count - 1
+            }
             let deadline = ContinuousClock.now + .seconds(30)
-            while retriesWhileOff() < 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(200)) }
+            while retriesWhileOff() < 3, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+            }
             try #require(retriesWhileOff() >= 3, "the backoff did not grow while the adapter was off")
             let poweredOn = MessageRecorder.now()
             let mark = messages.count
             await e2e.simulator.setPowered(adapter: "hci0", true)
-            let online = try await messages.next(on: topic, after: mark, timeout: 15) { $0.text == #"{"state":"online"}"# }
+            let online = try await messages.next(on: topic, after: mark, timeout: 15) {
+                $0.text == #"{"state":"online"}"#
+            }
             // The third delay alone would be 4–20 s; connecting itself takes well under a second.
             #expect((online.arrival - poweredOn) < 3.5, "back after \((online.arrival - poweredOn)) s")
             #expect(e2e.gateway.log().contains("adapter ready: reconnecting 1 device(s) now"))
-            try await messages.next(on: "gattway/battery_sensor", after: mark, timeout: 10) { $0.number("battery") != nil }
+            try await messages.next(on: "gattway/battery_sensor", after: mark, timeout: 10) {
+                $0.number("battery") != nil
+            }
         }
     }
 }

@@ -3,8 +3,8 @@ import BlueZSimulator
 import Bluetooth
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway run` in the peripheral role on hci1 of the simulator, and a phone played by
 /// gattway's CentralManager on hci0 (the simulator links the two adapters like `btvirt -l2`):
@@ -42,7 +42,9 @@ struct PeripheralRoleTests {
            ]}}
         """
 
-    @Test("a central reads and is notified of MQTT values, its writes arrive on MQTT with its address, advertised data follows MQTT")
+    @Test(
+        "a central reads and is notified of MQTT values, its writes arrive on MQTT with its address, advertised data follows MQTT"
+    )
     func phoneRoundTrip() async throws {
         let scenario = try Scenario.parse(Data(Self.scenario.utf8))
         try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
@@ -53,7 +55,9 @@ struct PeripheralRoleTests {
 
             // The gateway's advertisement: name, service UUID, service data as configured.
             let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)], allowDuplicates: true))
-            let found = try await first(scan, within: 60, "the gateway's advertisement") { $0.peripheral.address == Self.gatewayRadio }
+            let found = try await first(scan, within: 60, "the gateway's advertisement") {
+                $0.peripheral.address == Self.gatewayRadio
+            }
             #expect(found.advertisementData.localName == "gw-e2e")
             #expect(found.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x00])
 
@@ -61,7 +65,8 @@ struct PeripheralRoleTests {
             // the gateway's subscription may still be on its way to the broker).
             try await e2e.observer.publish(MQTTMessage(topic: "home/beacon", string: "4002ca09", retain: true))
             _ = try await first(scan, within: 60, "the advertisement with the MQTT service data") {
-                $0.peripheral.address == Self.gatewayRadio && $0.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x40, 0x02, 0xCA, 0x09]
+                $0.peripheral.address == Self.gatewayRadio
+                    && $0.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x40, 0x02, 0xCA, 0x09]
             }
 
             try await central.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
@@ -79,7 +84,9 @@ struct PeripheralRoleTests {
             let values = try await central.notifications(for: temperature)
             // BlueZ answers the central's CCCD write without waiting for the application's
             // StartNotify, so wait until the gateway counts the subscription (bridge/health).
-            try await e2e.messages.next(on: "gattway/bridge/health") { $0.json?["peripheral"]?["subscriptions"] == .number(1) }
+            try await e2e.messages.next(on: "gattway/bridge/health") {
+                $0.json?["peripheral"]?["subscriptions"] == .number(1)
+            }
             try await e2e.send("home/livingroom/state", #"{"temperature": 21.5, "humidity": 40}"#)
             let notified = try await first(values, within: 60, "the notification of 21.5 °C")
             #expect(notified == [0x66, 0x08], "2150 little endian")
@@ -126,7 +133,8 @@ struct PeripheralRoleTests {
     func bluetoothdRestart() async throws {
         let scenario = try Scenario.parse(Data(Self.scenario.utf8))
         try await EndToEnd.run(config: Self.config, scenario: scenario) { e2e in
-            try await e2e.observer.publish(MQTTMessage(topic: "home/livingroom/state", string: #"{"temperature": 23.4}"#, retain: true))
+            try await e2e.observer.publish(
+                MQTTMessage(topic: "home/livingroom/state", string: #"{"temperature": 23.4}"#, retain: true))
             try await e2e.gateway.waitForOutput(containing: "peripheral: advertising")
             await e2e.simulator.crash()
             try await e2e.gateway.waitForOutput(containing: "advertising stopped")
@@ -136,11 +144,17 @@ struct PeripheralRoleTests {
             defer { Task { await central.close() } }
             try await central.waitUntilPoweredOn(timeout: .seconds(30))
             let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x181A)]))
-            let found = try await first(scan, within: 60, "the advertisement after the restart") { $0.peripheral.address == Self.gatewayRadio }
+            let found = try await first(scan, within: 60, "the advertisement after the restart") {
+                $0.peripheral.address == Self.gatewayRadio
+            }
             try await central.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
-            let service = try #require(try await central.discoverServices([BluetoothUUID(0x181A)], for: found.peripheral).first)
-            let temperature = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A6E)], for: service).first)
-            #expect(try await central.readValue(for: temperature) == [0x24, 0x09], "2340: the value from MQTT, not the configured 20 °C")
+            let service = try #require(
+                try await central.discoverServices([BluetoothUUID(0x181A)], for: found.peripheral).first)
+            let temperature = try #require(
+                try await central.discoverCharacteristics([BluetoothUUID(0x2A6E)], for: service).first)
+            #expect(
+                try await central.readValue(for: temperature) == [0x24, 0x09],
+                "2340: the value from MQTT, not the configured 20 °C")
             #expect(e2e.gateway.isRunning)
         }
     }

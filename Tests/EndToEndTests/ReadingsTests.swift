@@ -1,13 +1,15 @@
 import Foundation
 import JSON
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// Readings of the demo scenario through `gattway run` to MQTT, as a user sees them.
 @Suite("End to end: readings on MQTT")
 struct ReadingsTests {
-    @Test("notifications and advertisements arrive on gattway/<name> with the values the scenario generates, retained, with units in discovery")
+    @Test(
+        "notifications and advertisements arrive on gattway/<name> with the values the scenario generates, retained, with units in discovery"
+    )
     func readings() async throws {
         try await EndToEnd.run(config: DemoWorldConfig.text) { e2e in
             let messages = e2e.messages
@@ -38,7 +40,9 @@ struct ReadingsTests {
             #expect(ruuvi.number("pressure") == 1008.5, "\(ruuvi.text)")
 
             // Every state carries rssi (scenario mean ± jitter), linkquality from it, and last_seen in ISO 8601 UTC.
-            for (state, rssi, jitter) in [(battery.last, -58.0, 3.0), (environment, -64, 4), (bthome, -66, 3), (ruuvi, -72, 4)] {
+            for (state, rssi, jitter) in [
+                (battery.last, -58.0, 3.0), (environment, -64, 4), (bthome, -66, 3), (ruuvi, -72, 4),
+            ] {
                 let text = state?.text ?? ""
                 let reported = state?.number("rssi") ?? 0
                 #expect(abs(reported - rssi) <= jitter + 1, "\(text)")
@@ -49,10 +53,13 @@ struct ReadingsTests {
             }
 
             // Units: Home Assistant discovery configs name the unit of each sensor attribute.
-            let units = try await Self.units(messages, [
-                ("bthome_th", "temperature", "°C"), ("bthome_th", "humidity", "%"), ("bthome_th", "battery", "%"),
-                ("ruuvi", "pressure", "hPa"), ("env_sensor", "temperature", "°C"), ("battery_sensor", "battery", "%"),
-            ])
+            let units = try await Self.units(
+                messages,
+                [
+                    ("bthome_th", "temperature", "°C"), ("bthome_th", "humidity", "%"), ("bthome_th", "battery", "%"),
+                    ("ruuvi", "pressure", "hPa"), ("env_sensor", "temperature", "°C"),
+                    ("battery_sensor", "battery", "%"),
+                ])
             for (device, attribute, unit, found) in units {
                 #expect(found == unit, "\(device).\(attribute): unit \(found ?? "none"), expected \(unit)")
             }
@@ -61,8 +68,11 @@ struct ReadingsTests {
             for device in ["battery_sensor", "env_sensor", "lamp", "bthome_th", "ruuvi"] {
                 try await messages.next(on: "gattway/\(device)/availability") { $0.text == #"{"state":"online"}"# }
             }
-            #expect(messages.all.allSatisfy { !$0.topic.contains("A4C138000006") && !$0.text.contains("A4:C1:38:00:00:06") },
-                    "the heart-rate strap matches no rule and must not be reported")
+            #expect(
+                messages.all.allSatisfy {
+                    !$0.topic.contains("A4C138000006") && !$0.text.contains("A4:C1:38:00:00:06")
+                },
+                "the heart-rate strap matches no rule and must not be reported")
 
             // What a client connecting later sees: retained states (mqtt.retain), availability and bridge state.
             let late = try await e2e.retained("gattway/ruuvi", count: 1)
@@ -125,11 +135,17 @@ struct ReadingsTests {
             let messages = e2e.messages
             // The three 180F devices: the battery sensor notifies; the env sensor and the lamp
             // have a read-only 2A19 (read once on connect: 87 and 100 in the scenario).
-            let battery = try await messages.next(on: "gattway/A4C138000001", timeout: timeout) { $0.number("battery") != nil }
+            let battery = try await messages.next(on: "gattway/A4C138000001", timeout: timeout) {
+                $0.number("battery") != nil
+            }
             #expect((5...100).contains(battery.number("battery") ?? 0))
-            let environment = try await messages.next(on: "gattway/A4C138000002", timeout: timeout) { $0.number("battery") != nil }
+            let environment = try await messages.next(on: "gattway/A4C138000002", timeout: timeout) {
+                $0.number("battery") != nil
+            }
             #expect(environment.number("battery") == 87)
-            let lamp = try await messages.next(on: "gattway/A4C138000003", timeout: timeout) { $0.number("battery") != nil }
+            let lamp = try await messages.next(on: "gattway/A4C138000003", timeout: timeout) {
+                $0.number("battery") != nil
+            }
             #expect(lamp.number("battery") == 100)
             // Keep watching while the unfiltered scan makes BlueZ report everything: ten more
             // battery notifications (2 s of the scenario) without the other devices showing up.
@@ -140,8 +156,13 @@ struct ReadingsTests {
             let counters = await e2e.simulator.currentCounters
             #expect(counters.advertisementReports > 50)
             for message in messages.all {
-                for other in ["A4C138000006", "A4:C1:38:00:00:06", "A4C138000004", "A4:C1:38:00:00:04", "C4D38C124A5F", "C4:D3:8C:12:4A:5F"] {
-                    #expect(!message.topic.contains(other) && !message.text.contains(other), "\(message.topic) \(message.text)")
+                for other in [
+                    "A4C138000006", "A4:C1:38:00:00:06", "A4C138000004", "A4:C1:38:00:00:04", "C4D38C124A5F",
+                    "C4:D3:8C:12:4A:5F",
+                ] {
+                    #expect(
+                        !message.topic.contains(other) && !message.text.contains(other),
+                        "\(message.topic) \(message.text)")
                 }
             }
             let devices = messages.messages(on: "gattway/bridge/devices").last?.text ?? ""

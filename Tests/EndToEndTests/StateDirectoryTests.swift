@@ -1,15 +1,16 @@
 import Foundation
 import JSON
-import Testing
 import TestSupport
+import Testing
 
 /// `gattway run` with its state directory on a small tmpfs that fills up while the broker is away
 /// (docs/operations.md, "When the queue file cannot be written"): what the log, `bridge/health`
 /// and a QoS 1 subscriber see. Mounting needs root; skipped with the reason otherwise.
 @Suite("End to end: a full state directory")
 struct StateDirectoryTests {
-    @Test("the disk fills during a broker outage: logged once, health says not durable with the free bytes, writing resumes by itself once freed, and every reading arrives once, in order",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "the disk fills during a broker outage: logged once, health says not durable with the free bytes, writing resumes by itself once freed, and every reading arrives once, in order",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func fullDuringOutage() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let config = StoreAndForwardTests.config(stateDirectory: fs.path)
@@ -38,7 +39,8 @@ struct StateDirectoryTests {
                 #expect(free < 16 * 1024, "a full 256 KiB tmpfs: \(degraded.text)")
 
                 try FileManager.default.removeItem(atPath: filler)
-                try await e2e.gateway.waitForOutput(containing: "store-and-forward: writing the queue file", timeout: 30)
+                try await e2e.gateway.waitForOutput(
+                    containing: "store-and-forward: writing the queue file", timeout: 30)
                 let healed = e2e.messages.count
                 let durable = try await e2e.messages.next(on: "gattway/bridge/health", after: healed, timeout: 30) {
                     $0.json?["store_and_forward"]?["durable"] == .bool(true)
@@ -46,13 +48,16 @@ struct StateDirectoryTests {
                 #expect(durable.json?["store_and_forward"]?["memory_only"] == .number(0), "\(durable.text)")
 
                 // Everything from the outage, then live readings.
-                try await StoreAndForwardTests.waitForReadings(recorder, count: produced + 5, after: before, timeout: 30)
+                try await StoreAndForwardTests.waitForReadings(
+                    recorder, count: produced + 5, after: before, timeout: 30)
                 StoreAndForwardTests.expectChain(StoreAndForwardTests.readings(recorder))
                 let log = e2e.gateway.log()
                 let failures = log.split(separator: "\n").filter { $0.contains("store-and-forward: cannot write") }
                 #expect(failures.count == 1, "\(failures)")
-                #expect(failures.first?.contains("\(fs.path)/outbox.log (No space left on device): queue kept in memory only") == true,
-                        "\(failures)")
+                #expect(
+                    failures.first?.contains(
+                        "\(fs.path)/outbox.log (No space left on device): queue kept in memory only") == true,
+                    "\(failures)")
                 #expect(log.split(separator: "\n").filter { $0.contains("writing the queue file") }.count == 1)
             }
         }

@@ -3,8 +3,8 @@ import DBus
 import EventLoop
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// Stopping `gattway run` (docs/operations.md, "Stopping"): SIGTERM ends it with status 0 within
 /// 5 s whatever the broker and bluetoothd do, and every reading it accepted before the stop
@@ -32,15 +32,18 @@ struct StopTests {
         var testDescription: String { rawValue }
     }
 
-    @Test("the broker fails around the stop: gattway exits 0 within 5 s, and every reading it accepted reaches the subscriber after the next start, in order, before the new ones",
-          arguments: [BrokerFault.killedBefore, .killedDuring, .frozen])
+    @Test(
+        "the broker fails around the stop: gattway exits 0 within 5 s, and every reading it accepted reaches the subscriber after the next start, in order, before the new ones",
+        arguments: [BrokerFault.killedBefore, .killedDuring, .frozen])
     func broker(_ fault: BrokerFault) async throws {
         let state = try TemporaryDirectory.make(prefix: "stop-state")
         defer { try? FileManager.default.removeItem(at: state) }
         // BlueZ's own 2 s Disconnect: the stop lasts that long, so the broker can fail during it.
         let scenario = try EndToEnd.fastDemo { $0.timing.disconnectDelay = 2 }
-        try await EndToEnd.run(config: StoreAndForwardTests.config(stateDirectory: state.path), scenario: scenario,
-                               broker: StoreAndForwardTests.persistentBroker) { e2e in
+        try await EndToEnd.run(
+            config: StoreAndForwardTests.config(stateDirectory: state.path), scenario: scenario,
+            broker: StoreAndForwardTests.persistentBroker
+        ) { e2e in
             try await StoreAndForwardTests.withSubscriber(e2e) { recorder in
                 try await StoreAndForwardTests.waitForReadings(recorder, count: 3, after: 0)
                 switch fault {
@@ -64,8 +67,9 @@ struct StopTests {
                 #expect(log.contains("<5>stopped in ") && !log.contains("stopping took longer"))
                 if fault == .frozen {
                     // Everything captured during the freeze was in flight, unacknowledged.
-                    let written = StoreAndForwardTests.count(in: log, before: " messages the broker had not acknowledged",
-                                                             after: "store-and-forward: wrote ")
+                    let written = StoreAndForwardTests.count(
+                        in: log, before: " messages the broker had not acknowledged",
+                        after: "store-and-forward: wrote ")
                     #expect((written ?? 0) >= 5, "\(log.split(separator: "\n").suffix(12).joined(separator: "\n"))")
                 }
                 e2e.broker.kill()
@@ -77,13 +81,15 @@ struct StopTests {
                 defer { second.stop(grace: 5) }
                 do {
                     try await recorder.wait(for: "readings captured by the next gattway", count: 3, timeout: 40) {
-                        ($0.number("battery") != nil) && ($0.string("last_seen").flatMap(StoreAndForwardTests.seconds) ?? 0) > restartedAt
+                        ($0.number("battery") != nil)
+                            && ($0.string("last_seen").flatMap(StoreAndForwardTests.seconds) ?? 0) > restartedAt
                     }
                 } catch {
                     throw EndToEndFailure(error: error, gatewayLog: second.log())
                 }
-                Self.expectEveryAcceptedReading(StoreAndForwardTests.readings(recorder), accepted: accepted, stoppedAt: stoppedAt,
-                                                restartedAt: restartedAt)
+                Self.expectEveryAcceptedReading(
+                    StoreAndForwardTests.readings(recorder), accepted: accepted, stoppedAt: stoppedAt,
+                    restartedAt: restartedAt)
             }
         }
     }
@@ -100,13 +106,18 @@ struct StopTests {
         }
     }
 
-    @Test("bluetoothd frozen (SIGSTOP) with a link up: the Disconnect and closing calls are cancelled at the deadline, gattway exits 0 within 5 s")
+    @Test(
+        "bluetoothd frozen (SIGSTOP) with a link up: the Disconnect and closing calls are cancelled at the deadline, gattway exits 0 within 5 s"
+    )
     func bluetoothdFrozen() async throws {
         let bluetoothd = ProcessHolder()
         defer { bluetoothd.process?.kill9() }
-        try await EndToEnd.run(config: StoreAndForwardTests.config(), beforeGateway: { bus, loop in
-            bluetoothd.process = try await Self.bluetoothdProcess(bus: bus, loop: loop)
-        }) { e2e in
+        try await EndToEnd.run(
+            config: StoreAndForwardTests.config(),
+            beforeGateway: { bus, loop in
+                bluetoothd.process = try await Self.bluetoothdProcess(bus: bus, loop: loop)
+            }
+        ) { e2e in
             try await e2e.gateway.waitForOutput(containing: "battery_sensor: connected", timeout: 30)
             let simulator = try #require(bluetoothd.process)
             simulator.signal(SIGSTOP)
@@ -114,8 +125,9 @@ struct StopTests {
             #expect(status == 0, "exit status \(status)")
             #expect(seconds <= Self.bound, "stopped in \(seconds) s")
             let log = e2e.gateway.log()
-            #expect(log.contains("1 link: Disconnect not answered within 3.0 s, cancelled (left to BlueZ)"),
-                    "\(log.split(separator: "\n").suffix(12).joined(separator: "\n"))")
+            #expect(
+                log.contains("1 link: Disconnect not answered within 3.0 s, cancelled (left to BlueZ)"),
+                "\(log.split(separator: "\n").suffix(12).joined(separator: "\n"))")
             simulator.kill9()
         }
     }
@@ -125,7 +137,9 @@ struct StopTests {
     /// Sends SIGTERM (then runs `meanwhile`) and waits for the exit: its status and the seconds
     /// from the signal to the exit. A gattway still running 20 s after the signal (a stop that
     /// does not end) is killed (status 137) so the test goes on to fail instead of hanging.
-    static func terminate(_ gateway: ChildProcess, meanwhile: () -> Void = {}) async throws -> (status: Int32, seconds: Double) {
+    static func terminate(_ gateway: ChildProcess, meanwhile: () -> Void = {}) async throws -> (
+        status: Int32, seconds: Double
+    ) {
         let start = MessageRecorder.now()
         gateway.signal(SIGTERM)
         meanwhile()
@@ -144,7 +158,9 @@ struct StopTests {
         var now = before
         let deadline = MessageRecorder.now() + 10
         while now == before {
-            guard MessageRecorder.now() < deadline else { throw RecorderTimeout(description: "no notification within 10 s") }
+            guard MessageRecorder.now() < deadline else {
+                throw RecorderTimeout(description: "no notification within 10 s")
+            }
             try await Task.sleep(nanoseconds: 1_000_000)
             now = await e2e.simulator.currentCounters.notifications
         }
@@ -163,21 +179,25 @@ struct StopTests {
     /// Every reading captured before the stop arrived once or more, in order, without a gap up to
     /// `accepted` (the last notification before SIGTERM); those that arrived after the restart
     /// came before every reading of the next gattway; the next gattway's readings follow on.
-    static func expectEveryAcceptedReading(_ all: [Reading], accepted: Int, stoppedAt: Double, restartedAt: Double,
-                                           sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectEveryAcceptedReading(
+        _ all: [Reading], accepted: Int, stoppedAt: Double, restartedAt: Double,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let readings = distinct(all)
         let old = readings.filter { ($0.lastSeen ?? .infinity) < stoppedAt }
         let new = readings.filter { ($0.lastSeen ?? 0) > restartedAt }
         StoreAndForwardTests.expectChain(old, sourceLocation: sourceLocation)
-        #expect(old.contains { $0.value == accepted }, "the last reading before SIGTERM (\(accepted)) is missing: \(all)",
-                sourceLocation: sourceLocation)
+        #expect(
+            old.contains { $0.value == accepted }, "the last reading before SIGTERM (\(accepted)) is missing: \(all)",
+            sourceLocation: sourceLocation)
         StoreAndForwardTests.expectChain(new, sourceLocation: sourceLocation)
         #expect(new.count >= 3, sourceLocation: sourceLocation)
         let arrivedAfter = all.filter { $0.arrival >= restartedAt }
         if let firstNew = arrivedAfter.firstIndex(where: { ($0.lastSeen ?? 0) > restartedAt }) {
             let late = arrivedAfter[firstNew...].filter { ($0.lastSeen ?? .infinity) < stoppedAt }
-            #expect(late.isEmpty, "readings from before the stop arrived after the next gattway's: \(late) in \(all)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                late.isEmpty, "readings from before the stop arrived after the next gattway's: \(late) in \(all)",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -185,14 +205,17 @@ struct StopTests {
     /// first, so the child takes org.bluez), so that it can be frozen with SIGSTOP.
     static func bluetoothdProcess(bus: String, loop: EventLoop) async throws -> ChildProcess {
         let connection = try await DBusConnection.connect(to: .address(bus), on: loop)
-        _ = try await connection.call(destination: "org.bluez", path: "/io/gattway/Simulator", interface: "io.gattway.Simulator1",
-                                      method: "Crash", arguments: [.double(-1)])
-        let process = try ChildProcess(try BuiltProduct.path("gattway"), ["simulate", "--scenario", "demo", "--bus-address", bus, "--quiet"])
+        _ = try await connection.call(
+            destination: "org.bluez", path: "/io/gattway/Simulator", interface: "io.gattway.Simulator1",
+            method: "Crash", arguments: [.double(-1)])
+        let process = try ChildProcess(
+            try BuiltProduct.path("gattway"), ["simulate", "--scenario", "demo", "--bus-address", bus, "--quiet"])
         let deadline = MessageRecorder.now() + 30
         while true {
             if let owner = try? await connection.nameOwner("org.bluez"), !owner.isEmpty,
-                (try? await connection.call(destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Peer",
-                                            method: "Ping")) != nil
+                (try? await connection.call(
+                    destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Peer",
+                    method: "Ping")) != nil
             {
                 break
             }

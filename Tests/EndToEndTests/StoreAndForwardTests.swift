@@ -1,8 +1,8 @@
 import BlueZSimulator
 import Foundation
 import MQTT
-import Testing
 import TestSupport
+import Testing
 
 /// Store-and-forward through `gattway run` (docs/operations.md): the broker goes away while the
 /// battery sensor keeps notifying, and a user subscribed to its state topic with a persistent
@@ -34,13 +34,16 @@ struct StoreAndForwardTests {
         /// Wall-clock arrival (seconds since 1970).
         var arrival: Double
         var description: String {
-            "\(value)" + (capturedAt.map { String(format: "@%.3f", $0) } ?? "") + String(format: " (arrived %.3f)", arrival)
+            "\(value)" + (capturedAt.map { String(format: "@%.3f", $0) } ?? "")
+                + String(format: " (arrived %.3f)", arrival)
         }
     }
 
-    @Test("broker outage: every reading produced meanwhile arrives exactly once, in order, stamped with its capture time", arguments: [
-        Outage.graceful, .crash,
-    ])
+    @Test(
+        "broker outage: every reading produced meanwhile arrives exactly once, in order, stamped with its capture time",
+        arguments: [
+            Outage.graceful, .crash,
+        ])
     func brokerOutage(_ outage: Outage) async throws {
         try await EndToEnd.run(config: Self.config(), broker: Self.persistentBroker) { e2e in
             try await Self.withSubscriber(e2e) { recorder in
@@ -87,7 +90,9 @@ struct StoreAndForwardTests {
         }
     }
 
-    @Test("kill -9 with a non-empty queue: the restarted gateway replays exactly what was queued, first, in order, once, and the readings go on without a gap")
+    @Test(
+        "kill -9 with a non-empty queue: the restarted gateway replays exactly what was queued, first, in order, once, and the readings go on without a gap"
+    )
     func crashWithQueue() async throws {
         let state = try TemporaryDirectory.make(prefix: "sf-state")
         defer { try? FileManager.default.removeItem(at: state) }
@@ -109,13 +114,19 @@ struct StoreAndForwardTests {
                 var persisted = 0
                 do {
                     try await second.waitForOutput(containing: "messages from the previous run to replay", timeout: 15)
-                    persisted = Self.count(in: second.log(), before: " messages from the previous run", after: "store-and-forward: ") ?? 0
+                    persisted =
+                        Self.count(
+                            in: second.log(), before: " messages from the previous run", after: "store-and-forward: ")
+                        ?? 0
                     // The new gateway reconnects the sensor and queues new readings (broker still
                     // down) for longer than its first state is held for Home Assistant (state_delay).
                     _ = try await Self.waitForNotifications(e2e, count: 8, timeout: 20)
                     try await e2e.broker.start()
-                    try await recorder.wait(for: "readings captured by the restarted gateway", count: 12, after: before, timeout: 30) {
-                        ($0.number("battery") != nil) && (Self.capturedAt($0) ?? $0.string("last_seen").flatMap(Self.seconds) ?? 0) > killedAt
+                    try await recorder.wait(
+                        for: "readings captured by the restarted gateway", count: 12, after: before, timeout: 30
+                    ) {
+                        ($0.number("battery") != nil)
+                            && (Self.capturedAt($0) ?? $0.string("last_seen").flatMap(Self.seconds) ?? 0) > killedAt
                     }
                 } catch {
                     throw EndToEndFailure(error: error, gatewayLog: second.log())
@@ -136,7 +147,8 @@ struct StoreAndForwardTests {
                 // From the queue on, one chain across the restart; the only values it may skip at
                 // the restart are notifications that reached the dying process (none unless the
                 // machine stalled between the last check and the kill).
-                let restart = first.firstIndex { ($0.capturedAt ?? $0.lastSeen ?? .infinity) >= killedAt } ?? first.count
+                let restart =
+                    first.firstIndex { ($0.capturedAt ?? $0.lastSeen ?? .infinity) >= killedAt } ?? first.count
                 Self.expectChain(Array(first[queuedFrom..<restart]))
                 Self.expectChain(Array(first[restart...]))
                 // Notifications that reached the dying process after the check (sent - stored,
@@ -146,20 +158,31 @@ struct StoreAndForwardTests {
                 let beforeKill = readings.prefix { captured($0) < killedAt }
                 let old = Self.firstDeliveries(beforeKill)
                 let replayed = old.filter { $0.capturedAt != nil }
-                let lateStored = (0...max(0, sent - stored)).first { Self.value(ofNotification: stored + $0) == replayed.last?.value }
+                let lateStored = (0...max(0, sent - stored)).first {
+                    Self.value(ofNotification: stored + $0) == replayed.last?.value
+                }
                 if restart > queuedFrom, restart < first.count {
-                    #expect(Self.missing(from: first[restart - 1].value, to: first[restart].value) == sent - stored - (lateStored ?? 0),
-                            "\(sent - stored) notification(s) reached the dying gateway, \(lateStored ?? 0) of them queued: \(readings)")
+                    #expect(
+                        Self.missing(from: first[restart - 1].value, to: first[restart].value) == sent - stored
+                            - (lateStored ?? 0),
+                        "\(sent - stored) notification(s) reached the dying gateway, \(lateStored ?? 0) of them queued: \(readings)"
+                    )
                 }
                 if queuedFrom > 0, let queuedAt = first[queuedFrom].capturedAt {
                     let lost = Self.missing(from: first[queuedFrom - 1].value, to: first[queuedFrom].value)
-                    #expect(lost >= 0 && Double(lost) <= ((queuedAt - stoppedAt) / 0.2).rounded(.down), "\(lost) lost before the first queued reading: \(readings)")
+                    #expect(
+                        lost >= 0 && Double(lost) <= ((queuedAt - stoppedAt) / 0.2).rounded(.down),
+                        "\(lost) lost before the first queued reading: \(readings)")
                 }
                 // Exactly what the first gateway had queued, ending with the last value it stored
                 // before it died (the one the kill waited for, or one that slipped in after it).
-                #expect(persisted >= 8 && replayed.count == persisted, "\(replayed.count) replayed, \(persisted) queued: \(readings)")
-                #expect(lateStored != nil,
-                        "last value stored before the kill: one of \((stored...max(stored, sent)).map(Self.value(ofNotification:))): \(readings)")
+                #expect(
+                    persisted >= 8 && replayed.count == persisted,
+                    "\(replayed.count) replayed, \(persisted) queued: \(readings)")
+                #expect(
+                    lateStored != nil,
+                    "last value stored before the kill: one of \((stored...max(stored, sent)).map(Self.value(ofNotification:))): \(readings)"
+                )
                 // Every queued reading, the restarted gateway's held ones too, carries its capture time.
                 for reading in first where reading.capturedAt != nil {
                     if let captured = reading.capturedAt, let lastSeen = reading.lastSeen {
@@ -173,7 +196,9 @@ struct StoreAndForwardTests {
         }
     }
 
-    @Test("max_messages 3: only the newest three readings of the outage are replayed, the dropped ones counted in bridge/health")
+    @Test(
+        "max_messages 3: only the newest three readings of the outage are replayed, the dropped ones counted in bridge/health"
+    )
     func bounded() async throws {
         let config = Self.config(storeAndForward: #""store_and_forward": {"max_messages": 3},"#)
         try await EndToEnd.run(config: config, broker: Self.persistentBroker) { e2e in
@@ -185,7 +210,9 @@ struct StoreAndForwardTests {
                 let produced = try await Self.waitForNotifications(e2e, count: 10)
                 let mark = e2e.messages.count
                 try await e2e.broker.start()
-                try await recorder.wait(for: "three live readings after the replay", count: 3, after: before, timeout: 30) {
+                try await recorder.wait(
+                    for: "three live readings after the replay", count: 3, after: before, timeout: 30
+                ) {
                     $0.number("battery") != nil && Self.capturedAt($0) == nil
                 }
                 try await Self.waitForReadings(recorder, count: 6, after: before, timeout: 30)
@@ -193,8 +220,9 @@ struct StoreAndForwardTests {
                 // The queue held three at the reconnect (readings captured during the replay
                 // queue behind it and are stamped too).
                 let log = e2e.gateway.log()
-                #expect(Self.count(in: log, before: " queued messages", after: "replaying ") == 3,
-                        "\(readings)\n\(log.split(separator: "\n").suffix(40).joined(separator: "\n"))")
+                #expect(
+                    Self.count(in: log, before: " queued messages", after: "replaying ") == 3,
+                    "\(readings)\n\(log.split(separator: "\n").suffix(40).joined(separator: "\n"))")
                 // A health snapshot taken after the replay counts what was dropped (one the MQTT
                 // client still held from before the outage may arrive after the reconnect too).
                 let health = try await e2e.messages.next(on: "gattway/bridge/health", after: mark, timeout: 10) {
@@ -247,8 +275,11 @@ struct StoreAndForwardTests {
 
     /// A user's client: persistent session (fixed id, clean start off, session never expires),
     /// QoS 1 subscription to the battery sensor's state, reconnecting quickly.
-    static func withSubscriber(_ e2e: EndToEnd, filter: String = topic, _ body: (MessageRecorder) async throws -> Void) async throws {
-        var configuration = try MQTTConfiguration(url: e2e.broker.url, clientID: "e2e-sf-\(UUID().uuidString.prefix(8))")
+    static func withSubscriber(_ e2e: EndToEnd, filter: String = topic, _ body: (MessageRecorder) async throws -> Void)
+        async throws
+    {
+        var configuration = try MQTTConfiguration(
+            url: e2e.broker.url, clientID: "e2e-sf-\(UUID().uuidString.prefix(8))")
         configuration.cleanSession = false
         configuration.sessionExpiryInterval = UInt32.max
         configuration.reconnect = MQTTReconnectPolicy(minimumDelay: 0.1, maximumDelay: 0.5)
@@ -275,13 +306,16 @@ struct StoreAndForwardTests {
             let now = await e2e.simulator.currentCounters.notifications
             if now - start >= count { return now - start }
             if MessageRecorder.now() > deadline {
-                throw RecorderTimeout(description: "only \(now - start) of \(count) notifications within \(timeout) s: BLE paused?")
+                throw RecorderTimeout(
+                    description: "only \(now - start) of \(count) notifications within \(timeout) s: BLE paused?")
             }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
     }
 
-    static func waitForReadings(_ recorder: MessageRecorder, count: Int, after start: Int, timeout: Double = 20) async throws {
+    static func waitForReadings(_ recorder: MessageRecorder, count: Int, after start: Int, timeout: Double = 20)
+        async throws
+    {
         try await recorder.wait(for: "\(count) battery readings", count: count, after: start, timeout: timeout) {
             $0.number("battery") != nil
         }
@@ -293,7 +327,8 @@ struct StoreAndForwardTests {
         return recorder.all.compactMap { received in
             guard let value = received.number("battery") else { return nil }
             return Reading(
-                value: Int(value), capturedAt: capturedAt(received), lastSeen: received.string("last_seen").flatMap(seconds),
+                value: Int(value), capturedAt: capturedAt(received),
+                lastSeen: received.string("last_seen").flatMap(seconds),
                 arrival: received.arrival + offset)
         }
     }
@@ -317,7 +352,9 @@ struct StoreAndForwardTests {
         var known = recorder.all.filter { $0.number("battery") != nil }.count
         while MessageRecorder.now() < deadline {
             let battery = recorder.all.filter { $0.number("battery") != nil }
-            if battery.count > known, battery.count >= 2, battery[battery.count - 1].arrival - battery[battery.count - 2].arrival >= 0.15 {
+            if battery.count > known, battery.count >= 2,
+                battery[battery.count - 1].arrival - battery[battery.count - 2].arrival >= 0.15
+            {
                 return
             }
             known = battery.count
@@ -406,8 +443,9 @@ struct StoreAndForwardTests {
     static func expectChain(_ readings: [Reading], sourceLocation: SourceLocation = #_sourceLocation) {
         let first = firstDeliveries(readings)
         for (earlier, later) in zip(first, first.dropFirst()) {
-            #expect(follows(earlier.value, later.value),
-                    "\(later.value) after \(earlier.value) in \(readings)", sourceLocation: sourceLocation)
+            #expect(
+                follows(earlier.value, later.value),
+                "\(later.value) after \(earlier.value) in \(readings)", sourceLocation: sourceLocation)
         }
     }
 }

@@ -69,7 +69,8 @@ struct EventLoopTests {
         #expect(pipe(&fds) == 0)
         defer { close(fds[0]); close(fds[1]) }
         let readFD = fds[0]
-        let received = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8], Error>) in
+        let received = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<[UInt8], Error>) in
             loop.execute {
                 var token: EventLoop.Token?
                 token = loop.addWatch(fd: readFD, events: .readable) { events in
@@ -103,7 +104,9 @@ struct EventLoopTests {
         #expect(fired.withLock { $0 } == ["10ms", "30ms"])
     }
 
-    @Test("a timer interval from outside that does not fit in nanoseconds (1e300 s, infinity) never fires; NaN or negative fires at once")
+    @Test(
+        "a timer interval from outside that does not fit in nanoseconds (1e300 s, infinity) never fires; NaN or negative fires at once"
+    )
     func outOfRangeTimerIntervals() async throws {
         let loop = EventLoop()
         defer { loop.shutdown() }
@@ -153,7 +156,9 @@ struct LoopTaskExecutorTests {
         }
     }
 
-    @Test("a task preferring the loop runs on it, also after a continuation resumed from another thread; settle waits for it")
+    @Test(
+        "a task preferring the loop runs on it, also after a continuation resumed from another thread; settle waits for it"
+    )
     func preferenceAndSettle() async throws {
         let loop = EventLoop()
         defer { loop.shutdown() }

@@ -21,9 +21,11 @@ public final class InMemoryBLE: BLEPort {
         /// bluetoothd that stopped answering.
         public var hangDisconnect = false
 
-        public init(characteristics: [BLECharacteristic], values: [BluetoothUUID: [UInt8]] = [:],
-                    connectError: BLEPortError? = nil, hangWrites: Bool = false, holdConnect: Bool = false,
-                    hangDisconnect: Bool = false) {
+        public init(
+            characteristics: [BLECharacteristic], values: [BluetoothUUID: [UInt8]] = [:],
+            connectError: BLEPortError? = nil, hangWrites: Bool = false, holdConnect: Bool = false,
+            hangDisconnect: Bool = false
+        ) {
             self.characteristics = characteristics
             self.values = values
             self.connectError = connectError
@@ -39,7 +41,8 @@ public final class InMemoryBLE: BLEPort {
         var scanFilters: [[BluetoothUUID]] = []
         var discoveries: (@Sendable (BLEDiscovery) -> Void)?
         var events: [UInt64: @Sendable (BLEConnectionEvent) -> Void] = [:]
-        var notifications: [UInt64: (address: BluetoothAddress, uuid: BluetoothUUID, deliver: @Sendable ([UInt8]) -> Void)] = [:]
+        var notifications:
+            [UInt64: (address: BluetoothAddress, uuid: BluetoothUUID, deliver: @Sendable ([UInt8]) -> Void)] = [:]
         var nextID: UInt64 = 0
         var log: [String] = []
         var connectAttempts: [BluetoothAddress] = []
@@ -76,7 +79,8 @@ public final class InMemoryBLE: BLEPort {
     public var connectAttempts: [BluetoothAddress] { state.withLock { $0.connectAttempts } }
     public func isConnected(_ address: BluetoothAddress) -> Bool { state.withLock { $0.connected.contains(address) } }
 
-    public func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+    public func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
         -> PortRegistration
     {
         state.withLock {
@@ -96,12 +100,16 @@ public final class InMemoryBLE: BLEPort {
             state.connectAttempts.append(address)
             state.log.append("connect \(address)")
         }
-        while let gate = state.withLock({ $0.peripherals[address]?.holdConnect == true ? $0.connectGate : nil }), !Task.isCancelled {
+        while let gate = state.withLock({ $0.peripherals[address]?.holdConnect == true ? $0.connectGate : nil }),
+            !Task.isCancelled
+        {
             await gate.wait()
         }
         if Task.isCancelled { throw BLEPortError(.other, "cancelled") }
         let result: BLEPortError? = state.withLock { state in
-            guard let peripheral = state.peripherals[address] else { return BLEPortError(.connectionTimeout, "no such device") }
+            guard let peripheral = state.peripherals[address] else {
+                return BLEPortError(.connectionTimeout, "no such device")
+            }
             if let error = peripheral.connectError { return error }
             state.connected.insert(address)
             return nil
@@ -111,7 +119,9 @@ public final class InMemoryBLE: BLEPort {
 
     public func disconnect(_ address: BluetoothAddress) async {
         let hang = state.withLock { state in
-            guard state.peripherals[address]?.hangDisconnect == true, state.connected.contains(address) else { return false }
+            guard state.peripherals[address]?.hangDisconnect == true, state.connected.contains(address) else {
+                return false
+            }
             state.log.append("disconnect-begin \(address)")
             return true
         }
@@ -136,7 +146,9 @@ public final class InMemoryBLE: BLEPort {
             return Array(state.events.values)
         }
         finishNotifications(address)
-        for deliver in events { deliver(.disconnected(address, reason: BLEPortError(.peripheralDisconnected, "link lost"))) }
+        for deliver in events {
+            deliver(.disconnected(address, reason: BLEPortError(.peripheralDisconnected, "link lost")))
+        }
     }
 
     /// The link went: its notification subscriptions end (as AcquireNotify sockets do).
@@ -144,7 +156,9 @@ public final class InMemoryBLE: BLEPort {
         state.withLock { state in state.notifications = state.notifications.filter { $0.value.address != address } }
     }
 
-    public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
+    public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+        -> [BLECharacteristic]
+    {
         try state.withLock { state throws(BLEPortError) in
             guard state.connected.contains(address), let peripheral = state.peripherals[address] else {
                 throw BLEPortError(.notConnected, "not connected")
@@ -173,7 +187,9 @@ public final class InMemoryBLE: BLEPort {
 
     public var notificationCount: Int { state.withLock { $0.notifications.count } }
 
-    public func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
+    public func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
+        -> [UInt8]
+    {
         try state.withLock { state throws(BLEPortError) in
             guard state.connected.contains(address) else { throw BLEPortError(.notConnected, "not connected") }
             state.log.append("read \(address) \(characteristic.uuid.shortDescription)")
@@ -181,12 +197,16 @@ public final class InMemoryBLE: BLEPort {
         }
     }
 
-    public func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
+    public func write(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool
+    )
         async throws(BLEPortError)
     {
         let hang: Bool = try state.withLock { state throws(BLEPortError) in
             guard state.connected.contains(address) else { throw BLEPortError(.notConnected, "not connected") }
-            state.log.append("write-begin \(address) \(characteristic.uuid.shortDescription) \(value.map { String($0) }.joined(separator: ","))")
+            state.log.append(
+                "write-begin \(address) \(characteristic.uuid.shortDescription) \(value.map { String($0) }.joined(separator: ","))"
+            )
             return state.peripherals[address]?.hangWrites ?? false
         }
         if hang {
@@ -196,11 +216,13 @@ public final class InMemoryBLE: BLEPort {
         // Take a few scheduling turns, so writes that were not serialised would interleave.
         for _ in 0..<20 { await Task.yield() }
         state.withLock {
-            $0.log.append("write-end \(address) \(characteristic.uuid.shortDescription) \(withResponse ? "request" : "command")")
+            $0.log.append(
+                "write-end \(address) \(characteristic.uuid.shortDescription) \(withResponse ? "request" : "command")")
         }
     }
 
-    public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
+    public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
+    {
         let id: UInt64 = state.withLock {
             $0.nextID += 1
             $0.events[$0.nextID] = deliver

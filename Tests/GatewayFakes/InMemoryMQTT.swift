@@ -98,7 +98,9 @@ public final class InMemoryMQTT: MQTTPort {
         set { state.withLock { $0.backlogLimit = newValue } }
     }
 
-    public func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws -> PortRegistration {
+    public func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws
+        -> PortRegistration
+    {
         let id: UInt64 = state.withLock {
             $0.nextID += 1
             $0.subscriptions[$0.nextID] = (filter, deliver)
@@ -116,7 +118,9 @@ public final class InMemoryMQTT: MQTTPort {
 
     /// Delivers `message` to every matching subscription, as a broker would.
     public func inject(_ message: MQTTInboundMessage) {
-        let targets = state.withLock { $0.subscriptions.sorted { $0.key < $1.key }.map(\.value).filter { Self.matches($0.filter, message.topic) } }
+        let targets = state.withLock {
+            $0.subscriptions.sorted { $0.key < $1.key }.map(\.value).filter { Self.matches($0.filter, message.topic) }
+        }
         for target in targets { target.deliver(message) }
     }
 

@@ -38,7 +38,8 @@ public final class InMemoryPeripheral: PeripheralPort {
             state.services = services
             for (serviceIndex, service) in services.enumerated() {
                 for (index, characteristic) in service.characteristics.enumerated() {
-                    state.values[PeripheralCharacteristicID(service: serviceIndex, characteristic: index)] = characteristic.value
+                    state.values[PeripheralCharacteristicID(service: serviceIndex, characteristic: index)] =
+                        characteristic.value
                 }
             }
             return nil

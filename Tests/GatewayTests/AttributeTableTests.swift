@@ -99,7 +99,8 @@ struct AttributeTableTests {
 
         var bytes: [UInt8] = []
         var timestamps = Timestamp.Cache()
-        StatePayload.write(first.attributes, keys: table.keys, rssi: -60, lastSeen: nil, into: &bytes, timestamps: &timestamps)
+        StatePayload.write(
+            first.attributes, keys: table.keys, rssi: -60, lastSeen: nil, into: &bytes, timestamps: &timestamps)
         #expect(
             String(decoding: bytes, as: UTF8.self) == #"{"temperature":22,"rssi_raw":4,"rssi":-60,"linkquality":"#
                 + String(LinkQuality.from(rssi: -60)) + "}")

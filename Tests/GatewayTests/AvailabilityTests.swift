@@ -10,9 +10,11 @@ struct AvailabilityTests {
     static let online = #"{"state":"online"}"#
     static let offline = #"{"state":"offline"}"#
 
-    @Test("advertisement-only: offline after the fallback timeout on the clock, online again with the next advertisement")
+    @Test(
+        "advertisement-only: offline after the fallback timeout on the clock, online again with the next advertisement")
     func fallbackTimeout() async throws {
-        let harness = try Harness(#"{"availability": {"fallback_timeout": "10m"}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        let harness = try Harness(
+            #"{"availability": {"fallback_timeout": "10m"}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
         try await harness.start()
         await harness.gateway.handle(bthome(Self.sensor))
         let topic = "gattway/A4C138000001/availability"
@@ -30,7 +32,8 @@ struct AvailabilityTests {
 
     @Test("advertisement-only: a learned interval (2s × 10 missed, at least 5s) replaces the fallback")
     func learnedInterval() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"availability": {"minimum_timeout": "5s", "missed_intervals": 10}, "devices": [{"match": {"services": ["FCD2"]}}]}
             """)
         try await harness.start()
@@ -48,13 +51,16 @@ struct AvailabilityTests {
 
     @Test("connected devices follow the link; a dropped link reconnects after the strategy's delay")
     func linkAvailability() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
                           "subscribe": [{"characteristic": "2A19"}]}]}
             """, retryDelay: 5)
-        harness.ble.add(Self.remote, .init(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.notify]),
-        ]))
+        harness.ble.add(
+            Self.remote,
+            .init(characteristics: [
+                BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.notify])
+            ]))
         try await harness.start()
         await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
         await harness.gateway.waitUntilIdle()
@@ -63,7 +69,9 @@ struct AvailabilityTests {
         harness.ble.dropLink(Self.remote)
         await harness.mqtt.waitFor(topic, count: 3)
         #expect(harness.mqtt.payloads(on: topic) == [Self.offline, Self.online, Self.offline])
-        #expect(harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains(#""type":"device_disconnected""#) })
+        #expect(
+            harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains(#""type":"device_disconnected""#) }
+        )
         await harness.advance(4.9)
         #expect(harness.ble.connectAttempts.count == 1)
         await harness.advance(0.1)
@@ -75,7 +83,9 @@ struct AvailabilityTests {
     @Test("operation_not_supported is never retried")
     func giveUp() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)
-        harness.ble.add(Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported")))
+        harness.ble.add(
+            Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported"))
+        )
         try await harness.start()
         await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
         await harness.gateway.waitUntilIdle()
@@ -87,8 +97,9 @@ struct AvailabilityTests {
 
     @Test("the adapter back (powered on again, bluetoothd restarted): a device waiting for its retry connects at once")
     func adapterReady() async throws {
-        let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true}]}"#,
-                                  retryDelay: 60)
+        let harness = try Harness(
+            #"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true}]}"#,
+            retryDelay: 60)
         harness.ble.add(Self.remote, .init(characteristics: []))
         try await harness.start()
         await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
@@ -113,7 +124,9 @@ struct AvailabilityTests {
     @Test("the adapter back does not retry a device given up on")
     func adapterReadyGivenUp() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)
-        harness.ble.add(Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported")))
+        harness.ble.add(
+            Self.remote, .init(characteristics: [], connectError: BLEPortError(.operationNotSupported, "not supported"))
+        )
         try await harness.start()
         await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
         await harness.gateway.waitUntilIdle()
@@ -131,7 +144,10 @@ struct AvailabilityTests {
         try await harness.start()
         #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online])
         #expect(harness.mqtt.messages(on: "gattway/bridge/state").first?.retain == true)
-        #expect(Set(harness.mqtt.filters) == ["gattway/+/set", "gattway/+/set/+", "gattway/+/get", "gattway/bridge/request/#"])
+        #expect(
+            Set(harness.mqtt.filters) == [
+                "gattway/+/set", "gattway/+/set/+", "gattway/+/get", "gattway/bridge/request/#",
+            ])
         await harness.gateway.stop()
         #expect(harness.mqtt.payloads(on: "gattway/bridge/state") == [Self.online, Self.offline])
     }
@@ -155,7 +171,9 @@ struct AvailabilityTests {
         #expect(list.count == 100, "the merged publication lists every device")
     }
 
-    @Test("bridge/info and bridge/devices are retained; devices lists matched devices with address, rssi, connected, services")
+    @Test(
+        "bridge/info and bridge/devices are retained; devices lists matched devices with address, rssi, connected, services"
+    )
     func bridgeTopics() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#)
         try await harness.start()
@@ -183,31 +201,43 @@ struct AvailabilityTests {
 
     @Test("bridge/devices text: every device in registration order, with local name, services, format, link and rule")
     func devicesListText() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
                           "subscribe": [{"characteristic": "2A19"}]},
                          {"match": {"services": ["FCD2"]}}]}
             """)
-        harness.ble.add(Self.remote, .init(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read, .notify]),
-        ]))
+        harness.ble.add(
+            Self.remote,
+            .init(characteristics: [
+                BLECharacteristic(
+                    service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read, .notify])
+            ]))
         try await harness.start()
         #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last == "[]")
-        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(
-            localName: "Remote \"1\"", serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70)))
+        await harness.gateway.handle(
+            BLEDiscovery(
+                address: Self.remote,
+                advertisement: AdvertisementData(
+                    localName: "Remote \"1\"", serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70)))
         await harness.gateway.waitUntilIdle()
         await harness.gateway.handle(bthome(Self.sensor, rssi: -55))
         await harness.gateway.handle(bthome(address("A4:C1:38:00:00:03"), rssi: -81))
         await harness.advance(1)
-        let expected = #"[{"name":"remote","address":"A4:C1:38:00:00:02","local_name":"Remote \"1\"","rssi":-70,"connected":true,"services":["180F"],"rule":0},"#
+        let expected =
+            #"[{"name":"remote","address":"A4:C1:38:00:00:02","local_name":"Remote \"1\"","rssi":-70,"connected":true,"services":["180F"],"rule":0},"#
             + #"{"name":"A4C138000001","address":"A4:C1:38:00:00:01","rssi":-55,"connected":false,"services":[],"format":"bthome_v2","rule":1},"#
             + #"{"name":"A4C138000003","address":"A4:C1:38:00:00:03","rssi":-81,"connected":false,"services":[],"format":"bthome_v2","rule":1}]"#
         #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last == expected)
     }
 
-    @Test("max_devices full: the longest-silent device goes (its retained state cleared), the newest are listed and publish")
+    @Test(
+        "max_devices full: the longest-silent device goes (its retained state cleared), the newest are listed and publish"
+    )
     func evictionKeepsNewest() async throws {
-        let harness = try Harness(#"{"mqtt": {"retain": true}, "bluetooth": {"max_devices": 3}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        let harness = try Harness(
+            #"{"mqtt": {"retain": true}, "bluetooth": {"max_devices": 3}, "devices": [{"match": {"services": ["FCD2"]}}]}"#
+        )
         try await harness.start()
         let addresses = (1...5).map { address("C0:00:00:00:00:0\($0)") }
         for device in addresses.prefix(3) {

@@ -5,7 +5,8 @@ import Testing
 
 @Suite("config.json")
 struct ConfigTests {
-    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repoRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     @Test("the repo's config.json is the working default: 180F scan, connect, 2A19 subscription, local broker")
     func repoDefault() throws {
@@ -64,9 +65,12 @@ struct ConfigTests {
                 "devices[2].min_interval: expected a duration",
             ]
             for prefix in expected {
-                #expect(lines.contains { $0.hasPrefix(prefix) }, "missing: \(prefix)\nin:\n\(lines.joined(separator: "\n"))")
+                #expect(
+                    lines.contains { $0.hasPrefix(prefix) }, "missing: \(prefix)\nin:\n\(lines.joined(separator: "\n"))"
+                )
             }
-            #expect(lines.contains { $0.hasPrefix("mqtt.colour: is not a known key (expected one of server, base_topic") })
+            #expect(
+                lines.contains { $0.hasPrefix("mqtt.colour: is not a known key (expected one of server, base_topic") })
             #expect(lines.count == expected.count + 1, "\(lines.joined(separator: "\n"))")
         }
     }
@@ -80,8 +84,14 @@ struct ConfigTests {
         #expect(config.mqtt.password == "s3cret-pass")
         #expect(config.secrets.contains("s3cret-pass"), "a password from a file is redacted from logs like any other")
         let cases: [(String, String)] = [
-            (#"{"mqtt": {"username": "gw", "password": "x", "password_file": "\#(path)"}}"#, "mqtt.password_file: give either password or password_file"),
-            (#"{"mqtt": {"username": "gw", "password_file": "/nonexistent/pw"}}"#, "mqtt.password_file: cannot read \"/nonexistent/pw\""),
+            (
+                #"{"mqtt": {"username": "gw", "password": "x", "password_file": "\#(path)"}}"#,
+                "mqtt.password_file: give either password or password_file"
+            ),
+            (
+                #"{"mqtt": {"username": "gw", "password_file": "/nonexistent/pw"}}"#,
+                "mqtt.password_file: cannot read \"/nonexistent/pw\""
+            ),
             (#"{"mqtt": {"password_file": "\#(path)"}}"#, "mqtt.password_file: needs username"),
         ]
         for (text, message) in cases {
@@ -140,7 +150,10 @@ struct ConfigTests {
 
     @Test("thresholds switch only_changes on unless it is given")
     func thresholdsImplyOnlyChanges() throws {
-        let config = try GatewayConfig.parse(Array(#"{"devices": [{"thresholds": {"temperature": 0.2}}, {"thresholds": {"temperature": 0.2}, "only_changes": false}]}"#.utf8))
+        let config = try GatewayConfig.parse(
+            Array(
+                #"{"devices": [{"thresholds": {"temperature": 0.2}}, {"thresholds": {"temperature": 0.2}, "only_changes": false}]}"#
+                    .utf8))
         #expect(config.devices[0].rateControl.onlyChanges)
         #expect(!config.devices[1].rateControl.onlyChanges)
     }
@@ -148,12 +161,14 @@ struct ConfigTests {
 
 @Suite("Config: durations are bounded")
 struct DurationBoundTests {
-    @Test("a duration over 365 days (or not finite) is refused with its path and the bound", arguments: [
-        (#"{"commands": {"ttl": "1e17s"}}"#, "commands.ttl"),
-        (#"{"commands": {"ttl": 1e17}}"#, "commands.ttl"),
-        (#"{"bluetooth": {"connect_timeout": "32000000000ms"}}"#, "bluetooth.connect_timeout"),
-        (#"{"health": {"interval": "8761h"}}"#, "health.interval"),
-    ])
+    @Test(
+        "a duration over 365 days (or not finite) is refused with its path and the bound",
+        arguments: [
+            (#"{"commands": {"ttl": "1e17s"}}"#, "commands.ttl"),
+            (#"{"commands": {"ttl": 1e17}}"#, "commands.ttl"),
+            (#"{"bluetooth": {"connect_timeout": "32000000000ms"}}"#, "bluetooth.connect_timeout"),
+            (#"{"health": {"interval": "8761h"}}"#, "health.interval"),
+        ])
     func refused(text: String, path: String) {
         do {
             let config = try GatewayConfig.parse(Array(text.utf8))
@@ -167,7 +182,9 @@ struct DurationBoundTests {
 
     @Test("a number too large for a double (1e999) is refused by the JSON reader")
     func infinite() {
-        #expect(throws: GatewayConfigError.self) { try GatewayConfig.parse(Array(#"{"commands": {"ttl": 1e999}}"#.utf8)) }
+        #expect(throws: GatewayConfigError.self) {
+            try GatewayConfig.parse(Array(#"{"commands": {"ttl": 1e999}}"#.utf8))
+        }
     }
 
     @Test("365 days itself is accepted")

@@ -47,8 +47,9 @@ struct HomeAssistantTests {
         ("text", ["command_topic"]),
     ]
 
-    @Test("every config carries the keys its component requires, unique ids, a device block via the bridge and the availability list",
-          arguments: required)
+    @Test(
+        "every config carries the keys its component requires, unique ids, a device block via the bridge and the availability list",
+        arguments: required)
     func requiredKeys(component: String, keys: [String]) async throws {
         let harness = try await started()
         let device = Self.configs(harness).filter { $0.topic.hasPrefix("homeassistant/\(component)/gattway_A4C1") }
@@ -63,7 +64,11 @@ struct HomeAssistantTests {
             guard case .array(let availability)? = payload["availability"] else { continue }
             let topics = availability.compactMap { $0["topic"] }
             #expect(topics.first == .string("gattway/bridge/state"))
-            #expect(topics.count == 2 && topics.last.map { if case .string(let t) = $0 { t.hasSuffix("/availability") } else { false } } == true)
+            #expect(
+                topics.count == 2
+                    && topics.last.map { if case .string(let t) = $0 { t.hasSuffix("/availability") } else { false } }
+                        == true
+            )
             #expect(payload["device"]?["via_device"] == .string("gattway_bridge"))
             #expect(payload["device"]?["identifiers"] != nil)
             let levels = message.topic.split(separator: "/")
@@ -71,10 +76,13 @@ struct HomeAssistantTests {
         }
     }
 
-    @Test("readings become sensor/binary_sensor with units, device classes and value templates; commands become switch, number, button, select, text")
+    @Test(
+        "readings become sensor/binary_sensor with units, device classes and value templates; commands become switch, number, button, select, text"
+    )
     func componentsAndUnits() async throws {
         let harness = try await started()
-        let byTopic = Dictionary(Self.configs(harness).map { ($0.topic, json($0.payloadText)) }, uniquingKeysWith: { $1 })
+        let byTopic = Dictionary(
+            Self.configs(harness).map { ($0.topic, json($0.payloadText)) }, uniquingKeysWith: { $1 })
         let temperature = try #require(byTopic["homeassistant/sensor/gattway_A4C138000001/temperature/config"] ?? nil)
         #expect(temperature["unit_of_measurement"] == .string("°C"))
         #expect(temperature["device_class"] == .string("temperature"))
@@ -89,7 +97,9 @@ struct HomeAssistantTests {
         #expect(brightness["command_topic"] == .string("gattway/lamp/set/brightness"))
         #expect(brightness["min"] == .number(0) && brightness["max"] == .number(100))
         #expect(byTopic["homeassistant/button/gattway_A4C138000010/identify/config"]??["payload_press"] == .string("1"))
-        #expect(byTopic["homeassistant/select/gattway_A4C138000010/mode/config"]??["options"] == .array([.string("eco"), .string("boost")]))
+        #expect(
+            byTopic["homeassistant/select/gattway_A4C138000010/mode/config"]??["options"]
+                == .array([.string("eco"), .string("boost")]))
         #expect(byTopic["homeassistant/text/gattway_A4C138000010/label/config"] != nil)
         #expect(!byTopic.keys.contains { $0.contains("/raw/") }, "a hex command has no entity")
         let uniqueIDs = byTopic.values.compactMap { $0?["unique_id"] }
@@ -106,7 +116,9 @@ struct HomeAssistantTests {
         #expect(bridge < firstDevice)
     }
 
-    @Test("the first state of a device with new configs waits state_delay (HA drops states that arrive right after a new config)")
+    @Test(
+        "the first state of a device with new configs waits state_delay (HA drops states that arrive right after a new config)"
+    )
     func stateHeld() async throws {
         let harness = try await started()
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").isEmpty)
@@ -115,7 +127,8 @@ struct HomeAssistantTests {
         await harness.advance(0.1)
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 1)
         // Known entities: the next reading goes out at once.
-        await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, 0xCB, 0x09, 0x03, 0xBF, 0x13, 0x11, 0x00]))
+        await harness.gateway.handle(
+            bthome(Self.sensor, payload: [0x40, 0x02, 0xCB, 0x09, 0x03, 0xBF, 0x13, 0x11, 0x00]))
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 2)
     }
 
@@ -125,7 +138,8 @@ struct HomeAssistantTests {
         // Temperatures 25.07, 25.08, 25.09 °C while the first state is held.
         for (step, low) in [UInt8(0xCB), 0xCC, 0xCD].enumerated() {
             await harness.advance(0.2)
-            await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, low, 0x09, 0x03, 0xBF, 0x13, 0x11, UInt8(step % 2)]))
+            await harness.gateway.handle(
+                bthome(Self.sensor, payload: [0x40, 0x02, low, 0x09, 0x03, 0xBF, 0x13, 0x11, UInt8(step % 2)]))
         }
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").isEmpty)
         await harness.advance(0.4)
@@ -133,7 +147,9 @@ struct HomeAssistantTests {
         #expect(temperatures == [.number(25.06), .number(25.07), .number(25.08), .number(25.09)])
     }
 
-    @Test("after an MQTT reconnect the configs are republished but readings go out at once (HA holds states only on its own online)")
+    @Test(
+        "after an MQTT reconnect the configs are republished but readings go out at once (HA holds states only on its own online)"
+    )
     func reconnectDoesNotHold() async throws {
         let harness = try await started()
         await harness.advance(1)
@@ -142,15 +158,20 @@ struct HomeAssistantTests {
         await harness.gateway.handle(mqttConnected: false)
         await harness.gateway.handle(mqttConnected: true)
         #expect(Self.configs(harness).count == 2 * configs)
-        await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, 0xCB, 0x09, 0x03, 0xBF, 0x13, 0x11, 0x00]))
+        await harness.gateway.handle(
+            bthome(Self.sensor, payload: [0x40, 0x02, 0xCB, 0x09, 0x03, 0xBF, 0x13, 0x11, 0x00]))
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").count == states + 1)
         await harness.advance(2)
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").count == states + 1)
     }
 
-    @Test("homeassistant/status online republishes every config after a random delay up to republish_delay, bridge first, then the states")
+    @Test(
+        "homeassistant/status online republishes every config after a random delay up to republish_delay, bridge first, then the states"
+    )
     func republishOnHomeAssistantStart() async throws {
-        let harness = try await started(Self.config.replacingOccurrences(of: #""enabled": true"#, with: #""enabled": true, "republish_delay": "5s""#))
+        let harness = try await started(
+            Self.config.replacingOccurrences(
+                of: #""enabled": true"#, with: #""enabled": true, "republish_delay": "5s""#))
         await harness.advance(1)
         let before = Self.configs(harness).count
         let statesBefore = harness.mqtt.messages(on: "gattway/A4C138000001").count
@@ -174,8 +195,9 @@ struct HomeAssistantTests {
         let topics = Set(Self.configs(harness).filter { $0.topic.contains("gattway_A4C138000001") }.map(\.topic))
         #expect(topics.count >= 4)
         harness.mqtt.clear()
-        let responses = await harness.command("gattway/bridge/request/device/remove", #"{"device": "A4C138000001", "transaction": 7}"#,
-                                              responseTopic: "gattway/bridge/response/device/remove")
+        let responses = await harness.command(
+            "gattway/bridge/request/device/remove", #"{"device": "A4C138000001", "transaction": 7}"#,
+            responseTopic: "gattway/bridge/response/device/remove")
         #expect(json(responses.last?.payloadText ?? "")?["status"] == .string("ok"))
         #expect(json(responses.last?.payloadText ?? "")?["transaction"] == .number(7))
         let removals = Self.configs(harness)
@@ -185,15 +207,20 @@ struct HomeAssistantTests {
         #expect(harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains("device_removed") })
         await harness.advance(1)  // bridge/devices goes out at most once a second
         #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last?.contains("A4:C1:38:00:00:01") == false)
-        let unknown = await harness.command("gattway/bridge/request/device/remove", #"{"device": "nope"}"#,
-                                            responseTopic: "gattway/bridge/response/device/remove")
+        let unknown = await harness.command(
+            "gattway/bridge/request/device/remove", #"{"device": "nope"}"#,
+            responseTopic: "gattway/bridge/response/device/remove")
         #expect(json(unknown.last?.payloadText ?? "")?["status"] == .string("error"))
     }
 
-    @Test("advertisement-only devices silent for forget_after are forgotten (configs removed); devices named by address stay")
+    @Test(
+        "advertisement-only devices silent for forget_after are forgotten (configs removed); devices named by address stay"
+    )
     func forgetSilentDevices() async throws {
-        let harness = try await started(Self.config.replacingOccurrences(of: #"{"homeassistant": {"enabled": true},"#,
-                                                                         with: #"{"homeassistant": {"enabled": true}, "bluetooth": {"forget_after": "30m"},"#))
+        let harness = try await started(
+            Self.config.replacingOccurrences(
+                of: #"{"homeassistant": {"enabled": true},"#,
+                with: #"{"homeassistant": {"enabled": true}, "bluetooth": {"forget_after": "30m"},"#))
         await harness.advance(1799)
         #expect(!Self.configs(harness).contains { $0.payload.isEmpty })
         await harness.advance(1)
@@ -208,7 +235,9 @@ struct HomeAssistantTests {
         #expect(harness.mqtt.payloads(on: "gattway/bridge/devices").last?.contains("A4:C1:38:00:00:01") == true)
     }
 
-    @Test("max_devices bounds the registry under rotating random addresses: the longest-silent device makes room, counted")
+    @Test(
+        "max_devices bounds the registry under rotating random addresses: the longest-silent device makes room, counted"
+    )
     func registryBound() async throws {
         let harness = try Harness(#"{"bluetooth": {"max_devices": 3}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
         try await harness.start()

@@ -17,29 +17,35 @@ struct HostileInputTests {
         return harness
     }
 
-    @Test("a timestamp past Int64's milliseconds is refused with an error, nothing is written and the next command runs",
-          arguments: ["1e19", "1e300", "9223372036854775807", "-1", "\"noon\""])
+    @Test(
+        "a timestamp past Int64's milliseconds is refused with an error, nothing is written and the next command runs",
+        arguments: ["1e19", "1e300", "9223372036854775807", "-1", "\"noon\""])
     func timestampOutOfRange(_ timestamp: String) async throws {
         let harness = try await harness()
-        let responses = await harness.command("gattway/lamp/set", #"{"brightness": 1, "timestamp": \#(timestamp)}"#,
-                                              responseTopic: "gattway/lamp/response")
+        let responses = await harness.command(
+            "gattway/lamp/set", #"{"brightness": 1, "timestamp": \#(timestamp)}"#,
+            responseTopic: "gattway/lamp/response")
         let reply = responses.last.flatMap { json($0.payloadText) }
         #expect(reply?["status"] == .string("error"))
         if case .string(let text)? = reply?["error"] { #expect(text.hasPrefix("timestamp: expected the send time")) }
         #expect(harness.ble.writes.isEmpty)
-        let next = await harness.command("gattway/lamp/set", #"{"brightness": 2}"#, responseTopic: "gattway/lamp/response")
+        let next = await harness.command(
+            "gattway/lamp/set", #"{"brightness": 2}"#, responseTopic: "gattway/lamp/response")
         #expect(next.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
     }
 
-    @Test("a retained command is answered once with an error and counted; nothing is written, on any command topic",
-          arguments: [
-              ("gattway/lamp/set", #"{"brightness": 80, "transaction": "r1"}"#, "gattway/lamp/response"),
-              ("gattway/lamp/set/brightness", "80", "gattway/lamp/response"),
-              ("gattway/lamp/get", #"{"battery": ""}"#, "gattway/lamp/response"),
-              ("gattway/bridge/request/gatt/write", #"{"device": "lamp", "characteristic": "FFF1", "value": "50"}"#,
-               "gattway/bridge/response/gatt/write"),
-              ("gattway/bridge/request/device/remove", #"{"device": "lamp"}"#, "gattway/bridge/response/device/remove"),
-          ])
+    @Test(
+        "a retained command is answered once with an error and counted; nothing is written, on any command topic",
+        arguments: [
+            ("gattway/lamp/set", #"{"brightness": 80, "transaction": "r1"}"#, "gattway/lamp/response"),
+            ("gattway/lamp/set/brightness", "80", "gattway/lamp/response"),
+            ("gattway/lamp/get", #"{"battery": ""}"#, "gattway/lamp/response"),
+            (
+                "gattway/bridge/request/gatt/write", #"{"device": "lamp", "characteristic": "FFF1", "value": "50"}"#,
+                "gattway/bridge/response/gatt/write"
+            ),
+            ("gattway/bridge/request/device/remove", #"{"device": "lamp"}"#, "gattway/bridge/response/device/remove"),
+        ])
     func retainedCommand(topic: String, payload: String, responseTopic: String) async throws {
         let harness = try await harness()
         await harness.gateway.handle(MQTTInboundMessage(topic: topic, payload: Array(payload.utf8), retain: true))
@@ -53,26 +59,37 @@ struct HostileInputTests {
         #expect(harness.ble.log.isEmpty, "no connect, read or write: \(harness.ble.log)")
         #expect(await harness.gateway.counters.dropped.retainedCommand == 1)
         // The same command without the flag runs (the lamp stays known after a refused removal).
-        let live = await harness.command("gattway/lamp/set", #"{"brightness": 80}"#, responseTopic: "gattway/lamp/response")
+        let live = await harness.command(
+            "gattway/lamp/set", #"{"brightness": 80}"#, responseTopic: "gattway/lamp/response")
         #expect(live.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
     }
 
-    @Test("an MQTT 5 response topic the gateway must not publish on (its own state and bridge topics, discovery, wildcards) is replaced by the default",
-          arguments: ["gattway/lamp", "gattway/bridge/state", "homeassistant/switch/gattway_lamp/config", "homeassistant", "a/+/b", "$SYS/x", ""])
+    @Test(
+        "an MQTT 5 response topic the gateway must not publish on (its own state and bridge topics, discovery, wildcards) is replaced by the default",
+        arguments: [
+            "gattway/lamp", "gattway/bridge/state", "homeassistant/switch/gattway_lamp/config", "homeassistant",
+            "a/+/b", "$SYS/x", "",
+        ])
     func refusedResponseTopic(_ topic: String) async throws {
-        let harness = try await harness(CommandTests.config.replacingOccurrences(of: #"{"commands""#, with: #"{"homeassistant": {"enabled": true}, "commands""#))
-        let responses = await harness.command("gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "gattway/lamp/response",
-                                              mqtt5ResponseTopic: topic)
+        let harness = try await harness(
+            CommandTests.config.replacingOccurrences(
+                of: #"{"commands""#, with: #"{"homeassistant": {"enabled": true}, "commands""#))
+        let responses = await harness.command(
+            "gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "gattway/lamp/response",
+            mqtt5ResponseTopic: topic)
         #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
-        #expect(!harness.mqtt.messages(on: topic).contains { json($0.payloadText)?["status"] != nil }, "no response on \(topic)")
+        #expect(
+            !harness.mqtt.messages(on: topic).contains { json($0.payloadText)?["status"] != nil },
+            "no response on \(topic)")
         #expect(await harness.gateway.counters.dropped.responseTopic == 1)
     }
 
     @Test("a response topic of the requester's own is used")
     func ownResponseTopic() async throws {
         let harness = try await harness()
-        let responses = await harness.command("gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "replies/phone-1",
-                                              mqtt5ResponseTopic: "replies/phone-1")
+        let responses = await harness.command(
+            "gattway/lamp/set", #"{"brightness": 3}"#, responseTopic: "replies/phone-1",
+            mqtt5ResponseTopic: "replies/phone-1")
         #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
         #expect(harness.mqtt.messages(on: "gattway/lamp/response").isEmpty)
         #expect(await harness.gateway.counters.dropped.responseTopic == 0)
@@ -85,14 +102,17 @@ struct HostileInputTests {
     func evictionDuringConnect() async throws {
         let config = CommandTests.config.replacingOccurrences(
             of: #""devices": ["#,
-            with: #""bluetooth": {"gatt_timeout": "5s", "forget_after": "10s"}, "devices": [{"match": {"services": ["FCD2"]}},"#)
-            .replacingOccurrences(of: #""bluetooth": {"gatt_timeout": "5s"},"#, with: "")
+            with:
+                #""bluetooth": {"gatt_timeout": "5s", "forget_after": "10s"}, "devices": [{"match": {"services": ["FCD2"]}},"#
+        )
+        .replacingOccurrences(of: #""bluetooth": {"gatt_timeout": "5s"},"#, with: "")
         let harness = try Harness(config)
         harness.ble.add(Self.lamp, .init(characteristics: [CommandTests.led, CommandTests.mode], holdConnect: true))
         try await harness.start()
         let sensors = (1...4).map { address("C0:00:00:00:00:0\($0)") }
         for sensor in sensors { await harness.gateway.handle(bthome(sensor)) }
-        await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 7}"#.utf8)))
+        await harness.gateway.handle(
+            MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 7}"#.utf8)))
         await harness.settle()
         #expect(harness.ble.connectAttempts == [Self.lamp], "the lamp is connecting (held by the fake)")
         // The sensors fall silent and are forgotten while the lamp is connecting.
@@ -102,7 +122,8 @@ struct HostileInputTests {
         let responses = await harness.mqtt.waitFor("gattway/lamp/response")
         await harness.gateway.waitUntilIdle()
         #expect(responses.last.flatMap { json($0.payloadText) }?["status"] == .string("ok"))
-        #expect(harness.ble.writes == ["write-begin A4:C1:38:00:00:10 FFF1 7", "write-end A4:C1:38:00:00:10 FFF1 request"])
+        #expect(
+            harness.ble.writes == ["write-begin A4:C1:38:00:00:10 FFF1 7", "write-end A4:C1:38:00:00:10 FFF1 request"])
     }
 
     @Test("devices forgotten between the writes of one command: every write lands on the commanded device")
@@ -120,12 +141,16 @@ struct HostileInputTests {
         for sensor in (1...3).map({ address("C0:00:00:00:00:0\($0)") }) { await harness.gateway.handle(bthome(sensor)) }
         // Connected first, so the command's writes start at once.
         _ = await harness.command("gattway/lamp/set", #"{"brightness": 1}"#, responseTopic: "gattway/lamp/response")
-        await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 2, "mode": 3}"#.utf8)))
+        await harness.gateway.handle(
+            MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"brightness": 2, "mode": 3}"#.utf8)))
         // The first write takes a few scheduling turns: forget the sensors meanwhile.
         await harness.advance(11)
         _ = await harness.mqtt.waitFor("gattway/lamp/response", count: 2)
         await harness.gateway.waitUntilIdle()
-        #expect(harness.mqtt.payloads(on: "gattway/lamp/response").compactMap { json($0)?["status"] } == [.string("ok"), .string("ok")])
+        #expect(
+            harness.mqtt.payloads(on: "gattway/lamp/response").compactMap { json($0)?["status"] } == [
+                .string("ok"), .string("ok"),
+            ])
         #expect(harness.ble.writes.allSatisfy { $0.contains("A4:C1:38:00:00:10") }, "\(harness.ble.writes)")
         #expect(harness.ble.writes.filter { $0.hasPrefix("write-end") }.count == 3)
     }
@@ -146,13 +171,16 @@ struct HostileInputTests {
         harness.peripheral.releaseSetValue()
         await harness.settle()
         #expect(await gateway.servedValue(PeripheralTests.humidity) == [0xAE, 0x15])
-        #expect(harness.peripheral.value(PeripheralTests.humidity) == [0xAE, 0x15], "the port ends with the newest value")
+        #expect(
+            harness.peripheral.value(PeripheralTests.humidity) == [0xAE, 0x15], "the port ends with the newest value")
     }
 }
 
 @Suite("Hostile input: advertisements that must not flood the journal")
 struct ParseWarningTests {
-    @Test("garbage from 200 rotating addresses: every payload counted, at most 20 warnings at once, then the held-back count")
+    @Test(
+        "garbage from 200 rotating addresses: every payload counted, at most 20 warnings at once, then the held-back count"
+    )
     func rotatingGarbage() async throws {
         let capture = LogCapture()
         let harness = try Harness(#"{"devices": [{"match": {"services": ["FCD2"]}}]}"#, logger: capture.logger)
@@ -170,6 +198,8 @@ struct ParseWarningTests {
         await harness.gateway.handle(bthome(BluetoothAddress(rawValue: 0xC1_00_00_00_00_00), payload: [0xE0]))
         warnings = capture.all.filter { $0.contains("not decoded") }
         #expect(warnings.count == 21)
-        #expect(warnings.last?.contains("and 180 more payloads not decoded and not logged") == true, "\(warnings.last ?? "")")
+        #expect(
+            warnings.last?.contains("and 180 more payloads not decoded and not logged") == true,
+            "\(warnings.last ?? "")")
     }
 }

@@ -20,8 +20,15 @@ struct OperationsTests {
     @Test("bridge/health every interval on the clock with uptime, RSS, CPU, counters, drops by reason and the queue")
     func health() async throws {
         let cpu = Mutex(1.0)
-        let harness = try Harness(#"{"health": {"interval": "30s"}, "bluetooth": {"scan": {"rssi_threshold": -80}}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
-                                  processSample: { ProcessSample(residentBytes: 12_345_678, cpuSeconds: cpu.withLock { $0 += 1.5; return $0 }) })
+        let harness = try Harness(
+            #"{"health": {"interval": "30s"}, "bluetooth": {"scan": {"rssi_threshold": -80}}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+            processSample: {
+                ProcessSample(
+                    residentBytes: 12_345_678,
+                    cpuSeconds: cpu.withLock {
+                        $0 += 1.5; return $0
+                    })
+            })
         try await harness.start()
         await harness.gateway.handle(bthome(Self.sensor))
         await harness.gateway.handle(bthome(Self.sensor, rssi: -95))
@@ -45,13 +52,17 @@ struct OperationsTests {
         #expect(health["connections"] == .number(0))
         #expect(health["devices"] == .number(1))
         #expect(health["ble_latency_ms"] == .null)
-        for key in ["notifications", "published", "reconnects", "timestamp"] { #expect(health[key] != nil, "no \(key)") }
+        for key in ["notifications", "published", "reconnects", "timestamp"] {
+            #expect(health[key] != nil, "no \(key)")
+        }
     }
 
     @Test("RSS and CPU time from /proc/self (a command name with spaces and parentheses)")
     func processSample() throws {
-        let stat = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 3 0 100 1000000 500 18446744073709551615"
-        let sample = ProcessSample.parse(status: "Name:\tx\nVmRSS:\t   20480 kB\nThreads: 3\n", stat: stat, ticksPerSecond: 100)
+        let stat =
+            "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 3 0 100 1000000 500 18446744073709551615"
+        let sample = ProcessSample.parse(
+            status: "Name:\tx\nVmRSS:\t   20480 kB\nThreads: 3\n", stat: stat, ticksPerSecond: 100)
         #expect(sample == ProcessSample(residentBytes: 20_971_520, cpuSeconds: 3))
         #expect(ProcessSample.parse(status: "Name: x\n", stat: stat, ticksPerSecond: 100) == nil)
         let current = try #require(ProcessSample.current())
@@ -84,7 +95,9 @@ struct OperationsTests {
         await harness.gateway.stop()
         let lines = capture.all
         #expect(lines.contains { $0.contains("***") }, "the configuration line is logged, redacted")
-        for secret in ["hunter2-pa55", "url-s3cret", "231d39c1d7cc1ab1aee224cd096db932", "231D39C1D7CC1AB1AEE224CD096DB932"] {
+        for secret in [
+            "hunter2-pa55", "url-s3cret", "231d39c1d7cc1ab1aee224cd096db932", "231D39C1D7CC1AB1AEE224CD096DB932",
+        ] {
             #expect(!lines.contains { $0.contains(secret) }, "\(secret) leaked")
         }
         #expect(lines.allSatisfy { $0.hasPrefix("<") })
@@ -97,24 +110,33 @@ struct OperationsTests {
                       "commands": {"brightness": {"characteristic": "FFF1", "encoding": "u8"}}}]}
         """
 
-    @Test("commands.rate_limit: a token bucket per device; a refused command answers error \"rate limited\" and writes nothing")
+    @Test(
+        "commands.rate_limit: a token bucket per device; a refused command answers error \"rate limited\" and writes nothing"
+    )
     func rateLimit() async throws {
         let lamp = address("A4:C1:38:00:00:10")
         let harness = try Harness(Self.lampConfig)
-        harness.ble.add(lamp, .init(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0xFFF0), uuid: BluetoothUUID(0xFFF1), properties: [.write]),
-        ]))
+        harness.ble.add(
+            lamp,
+            .init(characteristics: [
+                BLECharacteristic(service: BluetoothUUID(0xFFF0), uuid: BluetoothUUID(0xFFF1), properties: [.write])
+            ]))
         try await harness.start()
         var statuses: [JSONValue?] = []
         for value in 1...3 {
-            let responses = await harness.command("gattway/lamp/set", #"{"brightness": \#(value), "transaction": \#(value)}"#,
-                                                  responseTopic: "gattway/lamp/response")
+            let responses = await harness.command(
+                "gattway/lamp/set", #"{"brightness": \#(value), "transaction": \#(value)}"#,
+                responseTopic: "gattway/lamp/response")
             statuses.append(json(responses.last?.payloadText ?? "")?["status"])
         }
         #expect(statuses == [.string("ok"), .string("ok"), .string("error")])
         let refused = json(harness.mqtt.payloads(on: "gattway/lamp/response").last ?? "")
         #expect(refused?["transaction"] == .number(3))
-        if case .string(let text)? = refused?["error"] { #expect(text.hasPrefix("rate limited")) } else { Issue.record("no error text") }
+        if case .string(let text)? = refused?["error"] {
+            #expect(text.hasPrefix("rate limited"))
+        } else {
+            Issue.record("no error text")
+        }
         #expect(harness.ble.writes.filter { $0.hasPrefix("write-begin") }.count == 2)
         #expect(await harness.gateway.counters.dropped.rateLimited == 1)
         await harness.advance(10)
@@ -142,19 +164,25 @@ struct OperationalConfigTests {
         #expect(config.homeAssistant.enabled && config.homeAssistant.discoveryPrefix == "homeassistant")
         #expect(config.homeAssistant.statusTopic == "homeassistant/status")
         #expect(config.storeAndForward.maxMessages == 100_000 && config.storeAndForward.maxAge == 86_400)
-        #expect(config.health.interval == 60 && config.bluetooth.forgetAfter == 3600 && config.bluetooth.maxDevices == 1000)
+        #expect(
+            config.health.interval == 60 && config.bluetooth.forgetAfter == 3600 && config.bluetooth.maxDevices == 1000)
         #expect(config.stateDirectory == nil)
     }
 
-    @Test("bad operational keys are reported with their paths", arguments: [
-        (#"{"homeassistant": {"discovery_prefix": "ha/#"}}"#, "homeassistant.discovery_prefix"),
-        (#"{"homeassistant": {"colour": 1}}"#, "homeassistant.colour"),
-        (#"{"store_and_forward": {"max_messages": 0}}"#, "store_and_forward.max_messages"),
-        (#"{"store_and_forward": {"max_age": "0s"}}"#, "store_and_forward.max_age"),
-        (#"{"health": {"interval": "10ms"}}"#, "health.interval"),
-        (#"{"bluetooth": {"max_devices": 0}}"#, "bluetooth.max_devices"),
-        (#"{"devices": [{"commands": {"m": {"characteristic": "FFF1", "encoding": "u8", "options": ["1"], "press": 1}}}]}"#, "devices[0].commands.m"),
-    ])
+    @Test(
+        "bad operational keys are reported with their paths",
+        arguments: [
+            (#"{"homeassistant": {"discovery_prefix": "ha/#"}}"#, "homeassistant.discovery_prefix"),
+            (#"{"homeassistant": {"colour": 1}}"#, "homeassistant.colour"),
+            (#"{"store_and_forward": {"max_messages": 0}}"#, "store_and_forward.max_messages"),
+            (#"{"store_and_forward": {"max_age": "0s"}}"#, "store_and_forward.max_age"),
+            (#"{"health": {"interval": "10ms"}}"#, "health.interval"),
+            (#"{"bluetooth": {"max_devices": 0}}"#, "bluetooth.max_devices"),
+            (
+                #"{"devices": [{"commands": {"m": {"characteristic": "FFF1", "encoding": "u8", "options": ["1"], "press": 1}}}]}"#,
+                "devices[0].commands.m"
+            ),
+        ])
     func problems(text: String, path: String) {
         do {
             _ = try GatewayConfig.parse(Array(text.utf8))

@@ -25,12 +25,15 @@ struct PeripheralTests {
     static let humidity = PeripheralCharacteristicID(service: 0, characteristic: 1)
     static let lamp = PeripheralCharacteristicID(service: 1, characteristic: 0)
 
-    @Test("role peripheral serves the configured tree with initial values, advertises, follows its topics and never scans")
+    @Test(
+        "role peripheral serves the configured tree with initial values, advertises, follows its topics and never scans"
+    )
     func serves() async throws {
         let harness = try Harness(Self.thermometer)
         try await harness.start()
         let services = try #require(harness.peripheral.services)
-        #expect(services.map(\.uuid) == [BluetoothUUID(0x181A), BluetoothUUID("12345678-1234-5678-1234-56789abcdef0")!])
+        #expect(
+            services.map(\.uuid) == [BluetoothUUID(0x181A), BluetoothUUID("12345678-1234-5678-1234-56789abcdef0")!])
         #expect(services[0].characteristics[0].properties == [.read, .notify])
         #expect(services[0].characteristics[0].value == [0xD0, 0x07], "20 °C × 100 = 2000 = 0x07D0, little endian")
         #expect(services[0].characteristics[1].value == [])
@@ -38,7 +41,8 @@ struct PeripheralTests {
         let advertisement = try #require(harness.peripheral.advertisements.last ?? nil)
         #expect(advertisement.connectable)
         #expect(advertisement.data.localName == "gw")
-        #expect(advertisement.data.serviceUUIDs == services.map(\.uuid), "service_uuids defaults to the served services")
+        #expect(
+            advertisement.data.serviceUUIDs == services.map(\.uuid), "service_uuids defaults to the served services")
         #expect(advertisement.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x00])
         #expect(harness.mqtt.filters.contains("gattway/thermo/state"))
         #expect(harness.mqtt.filters.contains("home/humidity"))
@@ -48,7 +52,8 @@ struct PeripheralTests {
 
     @Test("role both scans and serves; role central ignores the peripheral port")
     func roles() async throws {
-        let both = try Harness(Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""role": "both""#))
+        let both = try Harness(
+            Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""role": "both""#))
         try await both.start()
         #expect(both.ble.scanFilters.count == 1)
         #expect(both.peripheral.services != nil)
@@ -59,9 +64,13 @@ struct PeripheralTests {
         #expect(central.peripheral.advertisements.isEmpty)
     }
 
-    @Test("an MQTT value becomes the characteristic's bytes and notifies once per change; a bad payload is counted and changes nothing")
+    @Test(
+        "an MQTT value becomes the characteristic's bytes and notifies once per change; a bad payload is counted and changes nothing"
+    )
     func mqttToCharacteristic() async throws {
-        let harness = try Harness(Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
+        let harness = try Harness(
+            Self.thermometer.replacingOccurrences(
+                of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
         try await harness.start()
         let state = "gattway/thermo/state"
         await harness.source(state, #"{"temperature": 21.57, "humidity": 40}"#)
@@ -73,7 +82,9 @@ struct PeripheralTests {
         await harness.source(state, #"{"humidity": 40}"#)
         await harness.source(state, "not json")
         await harness.source(state, #"{"temperature": 400}"#)
-        #expect(harness.peripheral.value(Self.temperature) == [0xDA, 0xFD], "payloads that do not fit leave the value as it was")
+        #expect(
+            harness.peripheral.value(Self.temperature) == [0xDA, 0xFD],
+            "payloads that do not fit leave the value as it was")
         #expect(await harness.gateway.servedValue(Self.temperature) == [0xDA, 0xFD])
         await harness.source("home/humidity", "55.5")
         #expect(harness.peripheral.value(Self.humidity) == [0xAE, 0x15], "plain text 55.5 × 100 = 5550")
@@ -93,7 +104,8 @@ struct PeripheralTests {
         #expect(harness.peripheral.value(Self.humidity) == [0xB0, 0x04])
     }
 
-    @Test("a central's write is published on to_topic with its address and decoded value and becomes the readable value")
+    @Test(
+        "a central's write is published on to_topic with its address and decoded value and becomes the readable value")
     func writeToMQTT() async throws {
         let harness = try Harness(Self.thermometer)
         try await harness.start()
@@ -118,7 +130,9 @@ struct PeripheralTests {
 
     @Test("advertised service data follows its topic; a refused advertisement keeps the previous one and is counted")
     func advertisingFromMQTT() async throws {
-        let harness = try Harness(Self.thermometer.replacingOccurrences(of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
+        let harness = try Harness(
+            Self.thermometer.replacingOccurrences(
+                of: #""role": "peripheral""#, with: #""health": {"interval": "60s"}, "role": "peripheral""#))
         try await harness.start()
         await harness.source("beacon/data", "40 02 ca 09")
         let advertisement = try #require(harness.peripheral.advertisements.last ?? nil)
@@ -131,17 +145,20 @@ struct PeripheralTests {
         #expect(health["peripheral"]?["advertising_errors"] == .number(1))
         harness.peripheral.failAdvertise(nil)
         await harness.source("beacon/data", "4003")
-        #expect((harness.peripheral.advertisements.last ?? nil)?.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x03])
+        #expect(
+            (harness.peripheral.advertisements.last ?? nil)?.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x03])
     }
 
     @Test("a stack that refuses the services stops the start with the reason")
     func serveFailure() async throws {
         let harness = try Harness(Self.thermometer)
-        harness.peripheral.failServe(BLEPortError(.unavailable, "org.bluez.Error.Failed: No valid service object found"))
+        harness.peripheral.failServe(
+            BLEPortError(.unavailable, "org.bluez.Error.Failed: No valid service object found"))
         await #expect {
             try await harness.start()
         } throws: { error in
-            "\(error)".contains("cannot serve the GATT services") && "\(error)".contains("No valid service object found")
+            "\(error)".contains("cannot serve the GATT services")
+                && "\(error)".contains("No valid service object found")
         }
     }
 
@@ -181,15 +198,19 @@ struct PeripheralTests {
         }
         #expect(throws: GatewayConfigError.self) { try GatewayConfig.parse(Array(#"{"role": "server"}"#.utf8)) }
         let centralWithSection = #"{"peripheral": {"services": []}}"#
-        #expect((try? GatewayConfig.parse(Array(centralWithSection.utf8))) == nil, "a peripheral section with role central is a mistake")
+        #expect(
+            (try? GatewayConfig.parse(Array(centralWithSection.utf8))) == nil,
+            "a peripheral section with role central is a mistake")
     }
 
     @Test("encodings turn written bytes back into the value that was encoded")
     func decoding() throws {
         let cases: [(ValueEncoding, JSONValue)] = [
             (.u8, .number(200)), (.s8, .number(-3)), (.u16le, .number(65_000)), (.s16be, .number(-1234)),
-            (.u32be, .number(4_000_000_000)), (.s32le, .number(-70_000)), (.float32le, .number(1.5)), (.bool, .bool(true)),
-            (.hex, .string("01ff")), (.base64, .string("Zm9vYmFy")), (.utf8, .string("héllo")), (.json, .object([("a", .number(1))])),
+            (.u32be, .number(4_000_000_000)), (.s32le, .number(-70_000)), (.float32le, .number(1.5)),
+            (.bool, .bool(true)),
+            (.hex, .string("01ff")), (.base64, .string("Zm9vYmFy")), (.utf8, .string("héllo")),
+            (.json, .object([("a", .number(1))])),
         ]
         for (encoding, value) in cases {
             #expect(encoding.decode(try encoding.encode(value)) == value, "\(encoding)")

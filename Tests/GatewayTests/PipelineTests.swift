@@ -22,23 +22,30 @@ struct PipelineTests {
         await harness.gateway.handle(bthome(Self.sensor, rssi: -60))
         let messages = harness.mqtt.messages(on: "gattway/A4C138000001")
         #expect(messages.count == 1)
-        #expect(messages.first?.payloadText
-            == #"{"temperature":25.06,"humidity":50.55,"rssi":-60,"linkquality":146,"last_seen":"2026-11-30T17:00:00.000Z"}"#)
+        #expect(
+            messages.first?.payloadText
+                == #"{"temperature":25.06,"humidity":50.55,"rssi":-60,"linkquality":146,"last_seen":"2026-11-30T17:00:00.000Z"}"#
+        )
         #expect(messages.first?.retain == false)
         #expect(messages.first?.qos == 1)
     }
 
     @Test("a 180F-filtered config never reports a heart-rate-only device, even when the port passes it")
     func serviceFilter() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"bluetooth": {"scan": {"services": ["180F"]}}, "devices": [{"match": {}}]}
             """)
         try await harness.start()
         #expect(harness.ble.scanFilters == [[BluetoothUUID(0x180F)]])
-        await harness.gateway.handle(BLEDiscovery(address: Self.heartRate,
-                                                  advertisement: AdvertisementData(localName: "HRM", serviceUUIDs: [BluetoothUUID(0x180D)], rssi: -50)))
-        await harness.gateway.handle(BLEDiscovery(address: Self.battery,
-                                                  advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -50)))
+        await harness.gateway.handle(
+            BLEDiscovery(
+                address: Self.heartRate,
+                advertisement: AdvertisementData(localName: "HRM", serviceUUIDs: [BluetoothUUID(0x180D)], rssi: -50)))
+        await harness.gateway.handle(
+            BLEDiscovery(
+                address: Self.battery,
+                advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -50)))
         await harness.advance(1)  // bridge/devices goes out at most once a second
         let devices = harness.mqtt.payloads(on: "gattway/bridge/devices").last ?? ""
         #expect(!devices.contains("A4:C1:38:00:00:03"))
@@ -51,27 +58,36 @@ struct PipelineTests {
         let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:01"}}]}"#)
         try await harness.start()
         // A Ruuvi RAWv2 frame cut short.
-        await harness.gateway.handle(BLEDiscovery(address: Self.sensor,
-                                                  advertisement: AdvertisementData(manufacturerData: [0x0499: [0x05, 0x12]], rssi: -60)))
+        await harness.gateway.handle(
+            BLEDiscovery(
+                address: Self.sensor,
+                advertisement: AdvertisementData(manufacturerData: [0x0499: [0x05, 0x12]], rssi: -60)))
         #expect(await harness.gateway.counters.parseErrors == 1)
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").isEmpty)
         await harness.gateway.handle(bthome(Self.sensor))
         #expect(harness.mqtt.messages(on: "gattway/A4C138000001").count == 1)
     }
 
-    @Test("a device rule with connect: scan 180F → connect → subscribe 2A19 → battery published under the friendly name")
+    @Test(
+        "a device rule with connect: scan 180F → connect → subscribe 2A19 → battery published under the friendly name")
     func connectedDevice() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"bluetooth": {"scan": {"services": ["180F"]}},
              "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
                           "subscribe": [{"characteristic": "2A19"}]}]}
             """)
-        harness.ble.add(Self.battery, .init(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read, .notify]),
-        ]))
+        harness.ble.add(
+            Self.battery,
+            .init(characteristics: [
+                BLECharacteristic(
+                    service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read, .notify])
+            ]))
         try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.battery,
-                                                  advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70)))
+        await harness.gateway.handle(
+            BLEDiscovery(
+                address: Self.battery,
+                advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70)))
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.log.contains("notify A4:C1:38:00:00:02 2A19"))
         #expect(harness.mqtt.payloads(on: "gattway/remote/availability").last == #"{"state":"online"}"#)
@@ -88,20 +104,24 @@ struct PipelineTests {
 
     @Test("a subscribed characteristic that can only be read (no notify/indicate) is read once per connection instead")
     func readOnlySubscription() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"bluetooth": {"scan": {"services": ["180F"]}},
              "devices": [{"match": {"services": ["180F"]}, "connect": true, "subscribe": [{"characteristic": "2A19"}]}]}
             """)
         var peripheral = InMemoryBLE.Peripheral(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read]),
+            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read])
         ])
         peripheral.values[BluetoothUUID(0x2A19)] = [87]
         harness.ble.add(Self.battery, peripheral)
         try await harness.start()
-        let advert = BLEDiscovery(address: Self.battery, advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70))
+        let advert = BLEDiscovery(
+            address: Self.battery, advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -70))
         await harness.gateway.handle(advert)
         await harness.gateway.waitUntilIdle()
-        #expect(!harness.ble.log.contains("notify A4:C1:38:00:00:02 2A19"), "no subscription attempt on a read-only characteristic")
+        #expect(
+            !harness.ble.log.contains("notify A4:C1:38:00:00:02 2A19"),
+            "no subscription attempt on a read-only characteristic")
         #expect(harness.ble.log.filter { $0 == "read A4:C1:38:00:00:02 2A19" }.count == 1)
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000002").last?.hasPrefix(#"{"battery":87,"#) == true)
         // Read again after the link drops and comes back.
@@ -116,7 +136,8 @@ struct PipelineTests {
 
     @Test("per-attribute topics carry plain values when configured")
     func attributeTopics() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"mqtt": {"attribute_topics": true, "retain": true}, "devices": [{"match": {"services": ["FCD2"]}, "qos": 0}]}
             """)
         try await harness.start()
@@ -129,13 +150,17 @@ struct PipelineTests {
 
     @Test("polled characteristics are read on connect and every interval on the clock")
     func polling() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true,
                           "poll": [{"characteristic": "2A19", "interval": "5m"}]}]}
             """)
-        harness.ble.add(Self.battery, .init(characteristics: [
-            BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read]),
-        ], values: [BluetoothUUID(0x2A19): [80]]))
+        harness.ble.add(
+            Self.battery,
+            .init(
+                characteristics: [
+                    BLECharacteristic(service: BluetoothUUID(0x180F), uuid: BluetoothUUID(0x2A19), properties: [.read])
+                ], values: [BluetoothUUID(0x2A19): [80]]))
         try await harness.start()
         await harness.gateway.handle(BLEDiscovery(address: Self.battery, advertisement: AdvertisementData(rssi: -50)))
         await harness.gateway.waitUntilIdle()

@@ -3,8 +3,8 @@ import Foundation
 import Gateway
 import GatewayFakes
 import JSON
-import Testing
 import TestSupport
+import Testing
 
 /// A state directory whose file system fills up or turns read-only under the gateway
 /// (docs/operations.md, "When the queue file cannot be written"): small file systems mounted by
@@ -14,8 +14,9 @@ struct QueueFileFailureTests {
     static let state = "gattway/A4C138000001"
 
     func harness(_ directory: String, _ capture: LogCapture) throws -> Harness {
-        try Harness(#"{"store_and_forward": {"max_messages": 1000}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
-                    logger: capture.logger, stateDirectory: directory)
+        try Harness(
+            #"{"store_and_forward": {"max_messages": 1000}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+            logger: capture.logger, stateDirectory: directory)
     }
 
     /// The temperatures of the state messages the port received, in order.
@@ -31,10 +32,14 @@ struct QueueFileFailureTests {
         let copy = NSTemporaryDirectory() + "gattway-queue-copy-" + UUID().uuidString
         try FileManager.default.copyItem(atPath: path, toPath: copy)
         defer { try? FileManager.default.removeItem(atPath: copy) }
-        let queue = try DiskQueue(path: copy, limits: DiskQueue.Limits(maxMessages: 10_000, maxBytes: 1 << 24, maxAge: 1e9))
+        let queue = try DiskQueue(
+            path: copy, limits: DiskQueue.Limits(maxMessages: 10_000, maxBytes: 1 << 24, maxAge: 1e9))
         defer { queue.close() }
         return queue.oldest().filter { $0.message.topic == state }.compactMap { queued in
-            if case .number(let value)? = json(String(decoding: queued.message.payload, as: UTF8.self))?["temperature"] { return value }
+            if case .number(let value)? = json(String(decoding: queued.message.payload, as: UTF8.self))?["temperature"]
+            {
+                return value
+            }
             return nil
         }
     }
@@ -61,8 +66,9 @@ struct QueueFileFailureTests {
         capture.all.filter { $0.contains(text) }
     }
 
-    @Test("disk full (a small tmpfs): logged once with what it means; health says not durable with the free bytes; freed, the file is written again by itself (logged once) and nothing is lost",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "disk full (a small tmpfs): logged once with what it means; health says not durable with the free bytes; freed, the file is written again by itself (logged once) and nothing is lost",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func diskFull() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let capture = LogCapture()
@@ -90,9 +96,11 @@ struct QueueFileFailureTests {
         }
         let failures = Self.lines(capture, containing: "store-and-forward: cannot write")
         #expect(failures.count == 1, "\(capture.all)")
-        #expect(failures.first?.hasPrefix("<3>store-and-forward: cannot write \(fs.path)/outbox.log (No space left on device): "
-            + "queue kept in memory only (lost if gattway stops), bounded by max_messages 1000 and max_bytes 16777216; "
-            + "trying the file again every 5 s") == true, "\(failures)")
+        #expect(
+            failures.first?.hasPrefix(
+                "<3>store-and-forward: cannot write \(fs.path)/outbox.log (No space left on device): "
+                    + "queue kept in memory only (lost if gattway stops), bounded by max_messages 1000 and max_bytes 16777216; "
+                    + "trying the file again every 5 s") == true, "\(failures)")
         let statistics = (await Self.statistics(harness))
         #expect(!statistics.durable && statistics.memoryOnly >= 20 && statistics.writeErrors == 1, "\(statistics)")
         let health = await harness.gateway.healthPayload
@@ -114,12 +122,17 @@ struct QueueFileFailureTests {
         let held = (await Self.statistics(harness)).memoryOnly
         try await Self.advance(harness, until: "the file written again") { (await Self.statistics(harness)).durable }
         let recoveries = Self.lines(capture, containing: "writing the queue file")
-        #expect(recoveries.count == 1 && recoveries.first?.hasPrefix("<5>store-and-forward: writing the queue file \(fs.path)/outbox.log again after ") == true,
-                "\(capture.all)")
+        #expect(
+            recoveries.count == 1
+                && recoveries.first?.hasPrefix(
+                    "<5>store-and-forward: writing the queue file \(fs.path)/outbox.log again after ") == true,
+            "\(capture.all)")
         #expect(recoveries.first?.hasSuffix(": \(held) messages moved from memory into it\n") == true, "\(recoveries)")
         #expect((await Self.statistics(harness)).memoryOnly == 0)
         #expect(await harness.gateway.healthPayload["store_and_forward"]?["durable"] == .bool(true))
-        #expect(try Self.inFile(fs.path + "/outbox.log") == (1...step).map(Self.temperature), "every reading is in the file, in order")
+        #expect(
+            try Self.inFile(fs.path + "/outbox.log") == (1...step).map(Self.temperature),
+            "every reading is in the file, in order")
         // Appends go to the file again.
         step += 1
         await harness.gateway.handle(StoreAndForwardTests.reading(2000 + step))
@@ -133,15 +146,17 @@ struct QueueFileFailureTests {
         #expect(Self.lines(capture, containing: "cannot write").count == 1)
     }
 
-    @Test("an empty queue on a full disk stays not durable: the retry writes a record, which fails, until space comes back",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "an empty queue on a full disk stays not durable: the retry writes a record, which fails, until space comes back",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func emptyQueueOnAFullDisk() throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 64 * 1024)
         let queue = try DiskQueue(path: fs.path + "/outbox.log", limits: StoreAndForwardTests.limits)
         let filler = try fs.fill()
         var index = 0
         while queue.isDurable, index < 100 {
-            queue.append(StoreAndForwardTests.message(index), capturedAt: StoreAndForwardTests.t0, now: StoreAndForwardTests.t0)
+            queue.append(
+                StoreAndForwardTests.message(index), capturedAt: StoreAndForwardTests.t0, now: StoreAndForwardTests.t0)
             index += 1
         }
         #expect(!queue.isDurable && queue.fileFailure?.code == ENOSPC)
@@ -158,14 +173,19 @@ struct QueueFileFailureTests {
         #expect(reopened.oldest().map(\.sequence) == [UInt64(index)], "sequences go on after the removed ones")
     }
 
-    @Test("a read-only state directory at start: the gateway starts, replays what the previous run left, keeps new readings in memory (logged once); remounted read-write, the file takes the queue again",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "a read-only state directory at start: the gateway starts, replays what the previous run left, keeps new readings in memory (logged once); remounted read-write, the file takes the queue again",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func readOnlyAtStart() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let path = fs.path + "/outbox.log"
         do {
             let previous = try DiskQueue(path: path, limits: StoreAndForwardTests.limits)
-            for index in 0..<2 { previous.append(StoreAndForwardTests.message(index), capturedAt: StoreAndForwardTests.t0, now: StoreAndForwardTests.t0) }
+            for index in 0..<2 {
+                previous.append(
+                    StoreAndForwardTests.message(index), capturedAt: StoreAndForwardTests.t0,
+                    now: StoreAndForwardTests.t0)
+            }
             previous.close()
         }
         try fs.remount(readOnly: true)
@@ -173,12 +193,20 @@ struct QueueFileFailureTests {
         let harness = try harness(fs.path, capture)
         try await harness.start()
         #expect(await harness.gateway.outboxStatistics != nil)
-        #expect(Self.lines(capture, containing: "store-and-forward: cannot open \(path) for writing (Read-only file system): queue kept in memory only").count == 1,
-                "\(capture.all)")
-        #expect(Self.lines(capture, containing: "2 messages from the previous run to replay").count == 1, "\(capture.all)")
+        #expect(
+            Self.lines(
+                capture,
+                containing:
+                    "store-and-forward: cannot open \(path) for writing (Read-only file system): queue kept in memory only"
+            ).count == 1,
+            "\(capture.all)")
+        #expect(
+            Self.lines(capture, containing: "2 messages from the previous run to replay").count == 1, "\(capture.all)")
         // Connected at start: the previous run's messages are replayed from the read-only file.
         for index in 0..<2 { await harness.mqtt.waitFor("gattway/dev\(index)") }
-        #expect(harness.mqtt.payloads(on: "gattway/dev0") == [#"{"n":0}"#] && harness.mqtt.payloads(on: "gattway/dev1") == [#"{"n":1}"#])
+        #expect(
+            harness.mqtt.payloads(on: "gattway/dev0") == [#"{"n":0}"#]
+                && harness.mqtt.payloads(on: "gattway/dev1") == [#"{"n":1}"#])
         await harness.gateway.handle(mqttConnected: false)
         for step in 1...3 { await harness.gateway.handle(StoreAndForwardTests.reading(2000 + step)) }
         let statistics = await Self.statistics(harness)
@@ -194,11 +222,15 @@ struct QueueFileFailureTests {
         await harness.mqtt.waitFor(Self.state, count: 3)
         #expect(Self.delivered(harness.mqtt) == (1...3).map(Self.temperature))
         #expect(harness.mqtt.messages(on: "gattway/dev0").isEmpty, "delivered ones are not replayed again")
-        #expect(Self.lines(capture, containing: "store-and-forward: cannot").count == 1, "one line for the whole episode: \(capture.all)")
+        #expect(
+            Self.lines(capture, containing: "store-and-forward: cannot").count == 1,
+            "one line for the whole episode: \(capture.all)")
     }
 
-    @Test("ext4 turning read-only under the open file (errors=remount-ro): EROFS logged once, the readings kept in memory and replayed in order",
-          .enabled(if: ScratchFileSystem.ext4Unavailable == nil, Comment(rawValue: ScratchFileSystem.ext4Unavailable ?? "")))
+    @Test(
+        "ext4 turning read-only under the open file (errors=remount-ro): EROFS logged once, the readings kept in memory and replayed in order",
+        .enabled(
+            if: ScratchFileSystem.ext4Unavailable == nil, Comment(rawValue: ScratchFileSystem.ext4Unavailable ?? "")))
     func readOnlyUnderTheGateway() async throws {
         let fs = try await ScratchFileSystem(ext4Bytes: 4 << 20)
         let capture = LogCapture()
@@ -211,7 +243,10 @@ struct QueueFileFailureTests {
         try fs.triggerError()
         for step in 3...6 { await harness.gateway.handle(StoreAndForwardTests.reading(2000 + step)) }
         let failures = Self.lines(capture, containing: "store-and-forward: cannot write")
-        #expect(failures.count == 1 && failures.first?.contains("(Read-only file system): queue kept in memory only") == true, "\(capture.all)")
+        #expect(
+            failures.count == 1
+                && failures.first?.contains("(Read-only file system): queue kept in memory only") == true,
+            "\(capture.all)")
         let statistics = await Self.statistics(harness)
         #expect(!statistics.durable && statistics.memoryOnly == 4, "\(statistics)")
         await harness.gateway.handle(mqttConnected: true)
@@ -219,12 +254,16 @@ struct QueueFileFailureTests {
         #expect(Self.delivered(harness.mqtt) == (1...6).map(Self.temperature))
     }
 
-    @Test("a setup mistake is not a full or read-only disk: a queue file path that cannot exist still fails the start, naming it")
+    @Test(
+        "a setup mistake is not a full or read-only disk: a queue file path that cannot exist still fails the start, naming it"
+    )
     func setupMistakeFails() throws {
         let file = NSTemporaryDirectory() + "gattway-not-a-dir-" + UUID().uuidString
         #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
         defer { try? FileManager.default.removeItem(atPath: file) }
-        #expect(throws: StoreAndForwardError.self) { try DiskQueue(path: file + "/outbox.log", limits: StoreAndForwardTests.limits) }
+        #expect(throws: StoreAndForwardError.self) {
+            try DiskQueue(path: file + "/outbox.log", limits: StoreAndForwardTests.limits)
+        }
         do {
             _ = try DiskQueue(path: file + "/outbox.log", limits: StoreAndForwardTests.limits)
         } catch {

@@ -1,6 +1,7 @@
 import Bluetooth
-@testable import Gateway
 import Testing
+
+@testable import Gateway
 
 @Suite("Connection scheduler: concurrency bound and fair queue")
 struct SchedulerTests {
@@ -33,7 +34,8 @@ struct SchedulerTests {
 
     @Test("through the gateway: max_connections 1 connects the second device only after the first link ends")
     func gatewayBound() async throws {
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"bluetooth": {"max_connections": 1},
              "devices": [{"match": {"address_prefix": "00:00:00"}, "connect": true}]}
             """)

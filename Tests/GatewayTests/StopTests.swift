@@ -1,10 +1,11 @@
 import Bluetooth
 import Foundation
-@testable import Gateway
 import GatewayFakes
 import JSON
-import Testing
 import TestSupport
+import Testing
+
+@testable import Gateway
 
 /// ``Gateway/stop(timeout:)`` (docs/operations.md, "Stopping"): bounded whatever the broker and
 /// bluetoothd do, and nothing the store-and-forward stage accepted is left only in memory when
@@ -37,7 +38,9 @@ struct StopTests {
 
     // MARK: Bounded
 
-    @Test("a connected broker that never acknowledges bridge/state offline (frozen): offline is sent once and stop() returns after offline_publish_timeout")
+    @Test(
+        "a connected broker that never acknowledges bridge/state offline (frozen): offline is sent once and stop() returns after offline_publish_timeout"
+    )
     func frozenBroker() async throws {
         let capture = LogCapture()
         let harness = try await Self.connected(hangDisconnect: false, logger: capture.logger)
@@ -49,11 +52,16 @@ struct StopTests {
         #expect(!stop.returned)
         await Self.advance(harness, 0.1)
         #expect(stop.returned, "stop() waits for the acknowledgement at most \(Gateway.offlinePublishTimeout) s")
-        #expect(capture.all.contains("<5>gateway stopped in 2.0 s: bridge/state offline not acknowledged within 2.0 s; 1 link disconnected\n"),
-                "\(capture.all)")
+        #expect(
+            capture.all.contains(
+                "<5>gateway stopped in 2.0 s: bridge/state offline not acknowledged within 2.0 s; 1 link disconnected\n"
+            ),
+            "\(capture.all)")
     }
 
-    @Test("the MQTT connection lost before the stop: bridge/state offline is handed to the port without waiting (the broker published the last will)")
+    @Test(
+        "the MQTT connection lost before the stop: bridge/state offline is handed to the port without waiting (the broker published the last will)"
+    )
     func brokerGone() async throws {
         let harness = try await Self.connected(hangDisconnect: false)
         harness.mqtt.holdAcknowledgements(true)
@@ -63,7 +71,9 @@ struct StopTests {
         #expect(harness.mqtt.payloads(on: "gattway/bridge/state").last == Self.offline)
     }
 
-    @Test("a Disconnect bluetoothd never answers (frozen): cancelled at the timeout, the link left to BlueZ, stop() returns then")
+    @Test(
+        "a Disconnect bluetoothd never answers (frozen): cancelled at the timeout, the link left to BlueZ, stop() returns then"
+    )
     func frozenBluetoothd() async throws {
         let capture = LogCapture()
         let harness = try await Self.connected(hangDisconnect: true, logger: capture.logger)
@@ -76,9 +86,11 @@ struct StopTests {
         await Self.advance(harness, 0.1)
         #expect(stop.returned)
         #expect(harness.ble.log.last == "disconnect-cancelled \(Self.sensor)", "\(harness.ble.log)")
-        #expect(capture.all.contains(
-            "<5>gateway stopped in 3.0 s: bridge/state offline not acknowledged within 2.0 s; 1 link: Disconnect not answered within 3.0 s, cancelled (left to BlueZ)\n"),
-                "\(capture.all)")
+        #expect(
+            capture.all.contains(
+                "<5>gateway stopped in 3.0 s: bridge/state offline not acknowledged within 2.0 s; 1 link: Disconnect not answered within 3.0 s, cancelled (left to BlueZ)\n"
+            ),
+            "\(capture.all)")
     }
 
     @Test("a timeout shorter than offline_publish_timeout bounds the offline wait too")
@@ -92,13 +104,17 @@ struct StopTests {
 
     // MARK: What lived in memory
 
-    @Test("DiskQueue: messages with reserved sequences put ahead of the queue are in memory until persist() writes them before it; a reopen reads them first; one that would break the order is left out")
+    @Test(
+        "DiskQueue: messages with reserved sequences put ahead of the queue are in memory until persist() writes them before it; a reopen reads them first; one that would break the order is left out"
+    )
     func prependAndPersist() throws {
         let path = StoreAndForwardTests.temporaryDirectory() + "/outbox.log"
         let message = { (index: Int) in StoreAndForwardTests.message(index) }
         let t0 = StoreAndForwardTests.t0
         let queue = try DiskQueue(path: path, limits: StoreAndForwardTests.limits)
-        let live = (0..<3).map { QueuedMessage(message: message($0), capturedAt: t0 + Int64($0), sequence: queue.reserveSequence()) }
+        let live = (0..<3).map {
+            QueuedMessage(message: message($0), capturedAt: t0 + Int64($0), sequence: queue.reserveSequence())
+        }
         queue.append(message(3), capturedAt: t0 + 3, now: t0 + 3)
         queue.append(message(4), capturedAt: t0 + 4, now: t0 + 4)
         let stray = QueuedMessage(message: message(9), capturedAt: t0 + 9, sequence: queue.reserveSequence())
@@ -117,7 +133,8 @@ struct StopTests {
         #expect(reopened.oldest().map(\.message) == (1...5).map { message($0) })
     }
 
-    static let storedConfig = #"{"store_and_forward": {"max_messages": 1000}, "devices": [{"match": {"services": ["FCD2"]}}]}"#
+    static let storedConfig =
+        #"{"store_and_forward": {"max_messages": 1000}, "devices": [{"match": {"services": ["FCD2"]}}]}"#
 
     static func reading(_ step: Int) -> BLEDiscovery { StoreAndForwardTests.reading(2000 + step) }
     static func temperature(_ step: Int) -> JSONValue { .number(Double(2000 + step) / 100) }
@@ -135,7 +152,9 @@ struct StopTests {
         return next
     }
 
-    @Test("the broker gone with readings in flight: those it had not acknowledged are written ahead of the queue at the stop, and the next start replays them first, in order, with their capture times")
+    @Test(
+        "the broker gone with readings in flight: those it had not acknowledged are written ahead of the queue at the stop, and the next start replays them first, in order, with their capture times"
+    )
     func inFlightWrittenAhead() async throws {
         let directory = StoreAndForwardTests.temporaryDirectory()
         let capture = LogCapture()
@@ -158,22 +177,29 @@ struct StopTests {
         #expect(await first.gateway.outboxStatistics?.depth == 2)
         let stop = await first.beginStop()
         #expect(stop.returned)
-        #expect(capture.all.contains {
-            $0 == "<5>store-and-forward: wrote 2 messages the broker had not acknowledged (ahead of the 2 queued) to \(directory)/outbox.log: "
-                + "the next start replays the 4 queued messages in order\n"
-        }, "\(capture.all.filter { $0.contains("store-and-forward") })")
+        #expect(
+            capture.all.contains {
+                $0
+                    == "<5>store-and-forward: wrote 2 messages the broker had not acknowledged (ahead of the 2 queued) to \(directory)/outbox.log: "
+                    + "the next start replays the 4 queued messages in order\n"
+            }, "\(capture.all.filter { $0.contains("store-and-forward") })")
 
         let next = try await Self.nextStart(directory)
         let replayed = next.mqtt.messages(on: Self.state)
         #expect(Self.temperatures(next.mqtt) == (2...5).map(Self.temperature))
-        #expect(replayed.map(\.capturedAt) == (2...5).map { StoreAndForwardTests.t0 + Int64($0) * 1000 }, "captured when read, not at the stop")
-        #expect(replayed.map { json($0.payloadText)?["last_seen"] }
-            == (2...5).map { .string("2026-11-30T17:00:0\($0).000Z") })
+        #expect(
+            replayed.map(\.capturedAt) == (2...5).map { StoreAndForwardTests.t0 + Int64($0) * 1000 },
+            "captured when read, not at the stop")
+        #expect(
+            replayed.map { json($0.payloadText)?["last_seen"] }
+                == (2...5).map { .string("2026-11-30T17:00:0\($0).000Z") })
         let statistics = await next.gateway.outboxStatistics
         #expect(statistics?.depth == 0, "\(String(describing: statistics)) \(next.mqtt.published.map(\.topic))")
     }
 
-    @Test("a frozen broker: what it acknowledges while the stop waits for bridge/state offline is not written; the rest is, and replayed at the next start")
+    @Test(
+        "a frozen broker: what it acknowledges while the stop waits for bridge/state offline is not written; the rest is, and replayed at the next start"
+    )
     func acknowledgedDuringTheStop() async throws {
         let directory = StoreAndForwardTests.temporaryDirectory()
         let first = try Harness(Self.storedConfig, stateDirectory: directory)
@@ -191,11 +217,14 @@ struct StopTests {
         #expect(Self.temperatures(next.mqtt) == [Self.temperature(3), Self.temperature(4)])
     }
 
-    @Test("the queue file is written as soon as the offline wait is over, while a Disconnect bluetoothd does not answer is still awaited")
+    @Test(
+        "the queue file is written as soon as the offline wait is over, while a Disconnect bluetoothd does not answer is still awaited"
+    )
     func writtenWhileLinksEnd() async throws {
         let directory = StoreAndForwardTests.temporaryDirectory()
         let linked = address("A4:C1:38:00:00:02")
-        let harness = try Harness("""
+        let harness = try Harness(
+            """
             {"store_and_forward": {"max_messages": 1000},
              "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}, {"match": {"services": ["FCD2"]}}]}
             """, stateDirectory: directory)
@@ -213,10 +242,13 @@ struct StopTests {
         #expect(stop.returned)
     }
 
-    @Test("QoS 0 readings and republished topics are not kept for the stop; without a state directory nothing is, and the queued messages lost at the stop are logged")
+    @Test(
+        "QoS 0 readings and republished topics are not kept for the stop; without a state directory nothing is, and the queued messages lost at the stop are logged"
+    )
     func notKept() async throws {
-        let qos0 = try Harness(#"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
-                               stateDirectory: StoreAndForwardTests.temporaryDirectory())
+        let qos0 = try Harness(
+            #"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+            stateDirectory: StoreAndForwardTests.temporaryDirectory())
         try await qos0.start()
         qos0.mqtt.holdAcknowledgements(true)
         await qos0.gateway.handle(Self.reading(1))
@@ -232,12 +264,15 @@ struct StopTests {
         await memory.gateway.handle(mqttConnected: false)
         for step in 2...4 { await memory.gateway.handle(Self.reading(step)) }
         _ = await memory.beginStop()
-        #expect(capture.all.contains(
-            "<4>store-and-forward: 3 queued messages are lost: without a state directory the queue is in memory only\n"), "\(capture.all)")
+        #expect(
+            capture.all.contains(
+                "<4>store-and-forward: 3 queued messages are lost: without a state directory the queue is in memory only\n"
+            ), "\(capture.all)")
     }
 
-    @Test("disk full, then space freed before the stop's own retry: the readings kept in memory are written at the stop and replayed at the next start",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "disk full, then space freed before the stop's own retry: the readings kept in memory are written at the stop and replayed at the next start",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func episodeWrittenAtStop() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let (first, step, filler) = try await Self.fillDisk(fs)
@@ -248,8 +283,9 @@ struct StopTests {
         #expect(Self.temperatures(next.mqtt) == (1...step).map(Self.temperature), "every reading once, in order")
     }
 
-    @Test("disk still full at the stop: the readings kept only in memory are lost, and the stop says so",
-          .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+    @Test(
+        "disk still full at the stop: the readings kept only in memory are lost, and the stop says so",
+        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func episodeLostAtStop() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let capture = LogCapture()
@@ -257,13 +293,17 @@ struct StopTests {
         let held = await first.gateway.outboxStatistics?.memoryOnly ?? 0
         _ = await first.beginStop()
         let lost = capture.all.filter { $0.contains("kept only in memory are lost") }
-        #expect(lost.count == 1 && lost.first?.hasPrefix("<3>store-and-forward: cannot ") == true
-            && lost.first?.hasSuffix(": \(held) messages kept only in memory are lost (0 not acknowledged by the broker)\n") == true, "\(capture.all)")
+        #expect(
+            lost.count == 1 && lost.first?.hasPrefix("<3>store-and-forward: cannot ") == true
+                && lost.first?.hasSuffix(
+                    ": \(held) messages kept only in memory are lost (0 not acknowledged by the broker)\n") == true,
+            "\(capture.all)")
     }
 
     /// A gateway whose broker went away queueing readings until its state directory is full and
     /// 20 more are kept in memory; returns it, the last reading's step and the filler file.
-    static func fillDisk(_ fs: ScratchFileSystem, logger: GatewayLogger = .none) async throws -> (Harness, Int, String) {
+    static func fillDisk(_ fs: ScratchFileSystem, logger: GatewayLogger = .none) async throws -> (Harness, Int, String)
+    {
         let harness = try Harness(storedConfig, logger: logger, stateDirectory: fs.path)
         try await harness.start()
         await harness.gateway.handle(mqttConnected: false)

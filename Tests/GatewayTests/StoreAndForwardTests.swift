@@ -17,13 +17,16 @@ struct StoreAndForwardTests {
     }
 
     static func message(_ index: Int, qos: Int = 1) -> MQTTOutboundMessage {
-        MQTTOutboundMessage(topic: "gattway/dev\(index)", payload: Array("{\"n\":\(index)}".utf8), qos: qos, retain: index % 2 == 0,
-                            correlationData: index == 1 ? [1, 2, 3] : nil)
+        MQTTOutboundMessage(
+            topic: "gattway/dev\(index)", payload: Array("{\"n\":\(index)}".utf8), qos: qos, retain: index % 2 == 0,
+            correlationData: index == 1 ? [1, 2, 3] : nil)
     }
 
     func filled(_ path: String, count: Int) throws -> DiskQueue {
         let queue = try DiskQueue(path: path, limits: Self.limits)
-        for index in 0..<count { queue.append(Self.message(index), capturedAt: Self.t0 + Int64(index), now: Self.t0 + Int64(index)) }
+        for index in 0..<count {
+            queue.append(Self.message(index), capturedAt: Self.t0 + Int64(index), now: Self.t0 + Int64(index))
+        }
         return queue
     }
 
@@ -41,10 +44,14 @@ struct StoreAndForwardTests {
         reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
         #expect(reopened.oldest().map(\.sequence) == [1, 2, 3])
         #expect(reopened.remove(1) && reopened.remove(2) && reopened.remove(3))
-        #expect((try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == 0, "an empty queue truncates its file")
+        #expect(
+            (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) == 0,
+            "an empty queue truncates its file")
     }
 
-    @Test("a kill -9 at any byte of a write: every cut of the file reopens to the complete records before the cut, and appends work after")
+    @Test(
+        "a kill -9 at any byte of a write: every cut of the file reopens to the complete records before the cut, and appends work after"
+    )
     func everyCut() throws {
         let directory = Self.temporaryDirectory()
         let path = directory + "/outbox.log"
@@ -66,7 +73,10 @@ struct StoreAndForwardTests {
                 reopened.append(Self.message(9), capturedAt: Self.t0 + 9, now: Self.t0 + 9)
                 reopened.close()
                 let again = try DiskQueue(path: copy, limits: Self.limits)
-                #expect(again.oldest().map(\.message) == [Self.message(0), Self.message(1), Self.message(2), Self.message(9)])
+                #expect(
+                    again.oldest().map(\.message) == [
+                        Self.message(0), Self.message(1), Self.message(2), Self.message(9),
+                    ])
                 #expect(again.discardedBytes == 0)
             }
         }
@@ -88,7 +98,9 @@ struct StoreAndForwardTests {
     /// Found by the store-and-forward fuzz target (Tests/Fixtures/fuzz/store-and-forward/
     /// sequence-at-uint64-max): a record with a good CRC claiming sequence 2^64 − 2 made the next
     /// sequence 2^64 − 1, and the second append after opening trapped (arithmetic overflow).
-    @Test("a record with a good CRC but a sequence no queue reaches (≥ 2^63, message or removal mark) is damage: cut and counted, appends work")
+    @Test(
+        "a record with a good CRC but a sequence no queue reaches (≥ 2^63, message or removal mark) is damage: cut and counted, appends work"
+    )
     func sequenceOutOfRange() throws {
         for (kind, sequence) in [(UInt8(1), UInt64.max - 1), (1, UInt64.max), (1, 1 << 63), (2, UInt64.max)] {
             let path = Self.temporaryDirectory() + "/outbox.log"
@@ -97,14 +109,17 @@ struct StoreAndForwardTests {
             if kind == 1 { body += [UInt8](repeating: 0, count: 8) + [1, 0] + [0, 0, 0, 0] + [0] + [0, 0, 0, 0] }
             let length = UInt32(body.count)
             let checksum = CRC32.checksum(body)
-            let header = (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * UInt32($0))) }
+            let header =
+                (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * UInt32($0))) }
                 + (0..<4).map { UInt8(truncatingIfNeeded: checksum >> (8 * UInt32($0))) }
             let handle = try #require(FileHandle(forWritingAtPath: path))
             handle.seekToEndOfFile()
             handle.write(Data(header + body))
             handle.closeFile()
             let reopened = try DiskQueue(path: path, limits: Self.limits)
-            #expect(reopened.count == 2 && reopened.discardedBytes == header.count + body.count, "kind \(kind), sequence \(sequence)")
+            #expect(
+                reopened.count == 2 && reopened.discardedBytes == header.count + body.count,
+                "kind \(kind), sequence \(sequence)")
             reopened.append(Self.message(2), capturedAt: Self.t0 + 2, now: Self.t0 + 2)
             reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)
             #expect(reopened.oldest().map(\.sequence) == [0, 1, 2, 3])
@@ -116,7 +131,9 @@ struct StoreAndForwardTests {
     /// sequences go backwards (1, then 0) was kept whole; the next append reused sequence 1, the
     /// expired first message's removal mark ("below 0") removed nothing, and after a reopen the
     /// expired message was queued again.
-    @Test("a message whose sequence is not above the previous one is damage: the file is cut there, a dropped message never comes back")
+    @Test(
+        "a message whose sequence is not above the previous one is damage: the file is cut there, a dropped message never comes back"
+    )
     func sequenceGoingBackwards() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         try filled(path, count: 2).close()
@@ -144,8 +161,9 @@ struct StoreAndForwardTests {
         try DiskQueue(path: file ? temporaryDirectory() + "/outbox.log" : nil, limits: limits)
     }
 
-    @Test("bounds: beyond max_messages and max_bytes the oldest are dropped and counted; older than max_age expire; with a file the dropped stay dropped after a reopen",
-          arguments: [false, true])
+    @Test(
+        "bounds: beyond max_messages and max_bytes the oldest are dropped and counted; older than max_age expire; with a file the dropped stay dropped after a reopen",
+        arguments: [false, true])
     func bounds(file: Bool) throws {
         var queue = try Self.queue(file: file, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
         for index in 0..<5 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
@@ -163,7 +181,8 @@ struct StoreAndForwardTests {
             #expect(smaller.oldest().map(\.message) == [Self.message(3), Self.message(4)] && smaller.drops.full == 1)
             smaller.close()
             queue = try DiskQueue(path: path, limits: queue.limits)
-            #expect(queue.oldest().map(\.message) == [Self.message(3), Self.message(4)], "the dropped ones stay dropped")
+            #expect(
+                queue.oldest().map(\.message) == [Self.message(3), Self.message(4)], "the dropped ones stay dropped")
         }
         let remaining = queue.count
         queue.dropExpired(now: Self.t0 + 60_000)
@@ -172,8 +191,9 @@ struct StoreAndForwardTests {
         #expect(queue.count == 0 && queue.drops.expired == remaining)
     }
 
-    @Test("a max_age too long for milliseconds since 1970 (1e300 s, infinity) expires nothing instead of stopping the gateway",
-          arguments: [1e300, 1e17, Double.infinity])
+    @Test(
+        "a max_age too long for milliseconds since 1970 (1e300 s, infinity) expires nothing instead of stopping the gateway",
+        arguments: [1e300, 1e17, Double.infinity])
     func enormousMaxAge(maxAge: Double) throws {
         let queue = try Self.queue(file: false, limits: .init(maxMessages: 10, maxBytes: 1 << 20, maxAge: maxAge))
         for index in 0..<2 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
@@ -182,8 +202,9 @@ struct StoreAndForwardTests {
         #expect(queue.count == 2 && queue.drops.expired == 0)
     }
 
-    @Test("messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after",
-          arguments: [false, true])
+    @Test(
+        "messages handed to the broker in a replay batch are not dropped by the bounds until acknowledged (never counted as dropped and delivered); the bound applies after",
+        arguments: [false, true])
     func pinnedBatch(file: Bool) throws {
         let queue = try Self.queue(file: file, limits: .init(maxMessages: 3, maxBytes: 1 << 20, maxAge: 60))
         for index in 0..<3 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
@@ -199,21 +220,28 @@ struct StoreAndForwardTests {
         #expect(queue.drops.full == 0)
         // Not pinned: the oldest go as usual.
         for index in 5..<7 { queue.append(Self.message(index), capturedAt: Self.t0, now: Self.t0) }
-        #expect(queue.oldest().map(\.message) == [Self.message(4), Self.message(5), Self.message(6)] && queue.drops.full == 1)
+        #expect(
+            queue.oldest().map(\.message) == [Self.message(4), Self.message(5), Self.message(6)]
+                && queue.drops.full == 1)
         // A failed batch unpins: the queue is brought back within its bounds at once.
         queue.pinned = 3
         queue.append(Self.message(7), capturedAt: Self.t0, now: Self.t0)
         #expect(queue.count == 4)
         queue.pinned = 0
-        #expect(queue.oldest().map(\.message) == [Self.message(5), Self.message(6), Self.message(7)] && queue.drops.full == 2)
+        #expect(
+            queue.oldest().map(\.message) == [Self.message(5), Self.message(6), Self.message(7)]
+                && queue.drops.full == 2)
     }
 
     /// Message `index` of a long queue: payload sizes from empty to larger than one read of the
     /// file, every QoS, retain and correlation data now and then.
     static func varied(_ index: Int) -> MQTTOutboundMessage {
         let length = index % 500 == 7 ? 300_000 + index : (index * 37) % 700
-        return MQTTOutboundMessage(topic: "gattway/sensor-\(index % 13)/state", payload: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) },
-                                   qos: 1 + index % 2, retain: index % 3 == 0, correlationData: index % 5 == 0 ? Array("req-\(index)".utf8) : nil)
+        return MQTTOutboundMessage(
+            topic: "gattway/sensor-\(index % 13)/state",
+            payload: (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) },
+            qos: 1 + index % 2, retain: index % 3 == 0,
+            correlationData: index % 5 == 0 ? Array("req-\(index)".utf8) : nil)
     }
 
     static func capture(_ index: Int) -> Int64 { t0 + Int64(index) * 7 }
@@ -229,7 +257,9 @@ struct StoreAndForwardTests {
         return delivered
     }
 
-    @Test("a long queue in a file replays in batches every message in order with the same topic, payload, QoS, retain, correlation data and capture time, across a reopen halfway and with readings queued meanwhile")
+    @Test(
+        "a long queue in a file replays in batches every message in order with the same topic, payload, QoS, retain, correlation data and capture time, across a reopen halfway and with readings queued meanwhile"
+    )
     func longReplay() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         let limits = DiskQueue.Limits(maxMessages: 100_000, maxBytes: 1 << 30, maxAge: 3600)
@@ -254,10 +284,14 @@ struct StoreAndForwardTests {
         #expect(delivered.map(\.message) == (0..<next).map { Self.varied($0) })
         #expect(delivered.map(\.capturedAt) == (0..<next).map { Self.capture($0) })
         #expect(delivered.map(\.sequence) == (0..<next).map { UInt64($0) })
-        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == 0, "an empty queue truncates its file")
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == 0,
+            "an empty queue truncates its file")
     }
 
-    @Test("a file of many read chunks (records larger than one too) with a torn last record, or a corrupt one in the middle, reopens to every complete record before it, the same as written")
+    @Test(
+        "a file of many read chunks (records larger than one too) with a torn last record, or a corrupt one in the middle, reopens to every complete record before it, the same as written"
+    )
     func largeFileTornTail() throws {
         let directory = Self.temporaryDirectory()
         let path = directory + "/outbox.log"
@@ -287,13 +321,17 @@ struct StoreAndForwardTests {
         #expect(Self.replay(damaged).map(\.message) == (0..<1_007).map { Self.varied($0) })
     }
 
-    @Test("a queue drained one acknowledgement at a time compacts its file (temporary file, rename): it shrinks while messages wait, and what waits reads back the same, also after a reopen")
+    @Test(
+        "a queue drained one acknowledgement at a time compacts its file (temporary file, rename): it shrinks while messages wait, and what waits reads back the same, also after a reopen"
+    )
     func compaction() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         let limits = DiskQueue.Limits(maxMessages: 100_000, maxBytes: 1 << 30, maxAge: 3600)
         let queue = try DiskQueue(path: path, limits: limits)
         let message = { (index: Int) in
-            MQTTOutboundMessage(topic: "gattway/dev\(index)", payload: Array(String(repeating: "\(index % 10)", count: 200).utf8), qos: 1, retain: false)
+            MQTTOutboundMessage(
+                topic: "gattway/dev\(index)", payload: Array(String(repeating: "\(index % 10)", count: 200).utf8),
+                qos: 1, retain: false)
         }
         for index in 0..<20_000 { queue.append(message(index), capturedAt: Self.capture(index), now: Self.t0) }
         func fileSize() throws -> Int { try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1 }
@@ -313,7 +351,9 @@ struct StoreAndForwardTests {
         #expect(reopened.oldest().map(\.sequence) == (16_000...20_000).map { UInt64($0) })
     }
 
-    @Test("disk full: the first failed write begins an episode (ENOSPC, not durable, one write error); the messages are kept in memory and replayed in order")
+    @Test(
+        "disk full: the first failed write begins an episode (ENOSPC, not durable, one write error); the messages are kept in memory and replayed in order"
+    )
     func diskFull() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         // Every write to /dev/full fails with ENOSPC.
@@ -328,7 +368,9 @@ struct StoreAndForwardTests {
         #expect(queue.isEmpty)
     }
 
-    @Test("records cut from the file under a running queue are dropped and counted when their turn comes; the ones before them are replayed")
+    @Test(
+        "records cut from the file under a running queue are dropped and counted when their turn comes; the ones before them are replayed"
+    )
     func fileCutUnderTheQueue() throws {
         let path = Self.temporaryDirectory() + "/outbox.log"
         let queue = try filled(path, count: 3)
@@ -344,15 +386,18 @@ struct StoreAndForwardTests {
     // MARK: The gateway with a broker that goes away
 
     func harness(_ directory: String, extra: String = "") throws -> Harness {
-        try Harness(#"{"store_and_forward": {"max_messages": 1000\#(extra)}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
-                    stateDirectory: directory)
+        try Harness(
+            #"{"store_and_forward": {"max_messages": 1000\#(extra)}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+            stateDirectory: directory)
     }
 
     static func reading(_ centidegrees: Int) -> BLEDiscovery {
         bthome(sensor, payload: [0x40, 0x02, UInt8(centidegrees & 0xFF), UInt8(centidegrees >> 8)])
     }
 
-    @Test("offline: states are queued (not published) and replayed in order with capture times; republished bridge topics go out at once, without a queue place")
+    @Test(
+        "offline: states are queued (not published) and replayed in order with capture times; republished bridge topics go out at once, without a queue place"
+    )
     func offlineReplay() async throws {
         let directory = Self.temporaryDirectory()
         let harness = try harness(directory)
@@ -369,9 +414,14 @@ struct StoreAndForwardTests {
         #expect(await harness.gateway.healthPayload["queue"]?["depth"] == .number(3))
         await harness.gateway.handle(mqttConnected: true)
         let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
-        #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
+        #expect(
+            states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
         #expect(states.map(\.capturedAt) == [Self.t0 + 10_000, Self.t0 + 20_000, Self.t0 + 30_000])
-        #expect(states.map { json($0.payloadText)?["last_seen"] } == [.string("2026-11-30T17:00:10.000Z"), .string("2026-11-30T17:00:20.000Z"), .string("2026-11-30T17:00:30.000Z")])
+        #expect(
+            states.map { json($0.payloadText)?["last_seen"] } == [
+                .string("2026-11-30T17:00:10.000Z"), .string("2026-11-30T17:00:20.000Z"),
+                .string("2026-11-30T17:00:30.000Z"),
+            ])
         let bridge = await harness.mqtt.waitFor("gattway/bridge/state")
         // Retained state republished on reconnect supersedes anything older, so it never waits in
         // (or takes a place of) the bounded queue, where it would push out captured readings.
@@ -402,7 +452,8 @@ struct StoreAndForwardTests {
         await harness.gateway.handle(mqttConnected: true)
         let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 3)
         #expect(harness.mqtt.payloads(on: "gattway/A4C138000001").count == 3)
-        #expect(states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
+        #expect(
+            states.map { json($0.payloadText)?["temperature"] } == [.number(20.01), .number(20.02), .number(20.03)])
         let delivered = harness.mqtt.published.count { $0.capturedAt != nil }
         #expect(harness.mqtt.waitAttempts > delivered, "a hand-off failed on the way")
         #expect(await harness.gateway.outboxStatistics?.replayed == delivered)
@@ -426,10 +477,14 @@ struct StoreAndForwardTests {
         // The port reported the replay done inside the start (this fake does so at once): the
         // queue is empty without another input.
         let statistics = await second.gateway.outboxStatistics
-        #expect(statistics?.depth == 0 && statistics?.replayed == 3, "bridge/event device_seen and two states: \(String(describing: statistics))")
+        #expect(
+            statistics?.depth == 0 && statistics?.replayed == 3,
+            "bridge/event device_seen and two states: \(String(describing: statistics))")
     }
 
-    @Test("readings held for Home Assistant (state_delay) while offline are queued with their capture time, not the hold's end; held ones that go out live are not stamped")
+    @Test(
+        "readings held for Home Assistant (state_delay) while offline are queued with their capture time, not the hold's end; held ones that go out live are not stamped"
+    )
     func heldWhileOffline() async throws {
         let directory = Self.temporaryDirectory()
         let harness = try harness(directory)
@@ -443,7 +498,10 @@ struct StoreAndForwardTests {
         await harness.gateway.handle(mqttConnected: true)
         let states = await harness.mqtt.waitFor("gattway/A4C138000001", count: 2)
         #expect(states.map(\.capturedAt) == [Self.t0, Self.t0 + 200])
-        #expect(states.map { json($0.payloadText)?["last_seen"] } == [.string("2026-11-30T17:00:00.000Z"), .string("2026-11-30T17:00:00.200Z")])
+        #expect(
+            states.map { json($0.payloadText)?["last_seen"] } == [
+                .string("2026-11-30T17:00:00.000Z"), .string("2026-11-30T17:00:00.200Z"),
+            ])
 
         // A new attribute while connected: held, then published live without a stamp.
         await harness.gateway.handle(bthome(Self.sensor, payload: [0x40, 0x02, 0xD0, 0x07, 0x03, 0xBF, 0x13]))
@@ -452,7 +510,9 @@ struct StoreAndForwardTests {
         #expect(live.count == 1 && live.allSatisfy { $0.capturedAt == nil }, "\(live)")
     }
 
-    @Test("offline: QoS 0 messages and retained bridge topics are not queued (QoS 0 counted as dropped); queue_qos0 keeps QoS 0")
+    @Test(
+        "offline: QoS 0 messages and retained bridge topics are not queued (QoS 0 counted as dropped); queue_qos0 keeps QoS 0"
+    )
     func qos0AndRetained() async throws {
         let harness = try Harness(#"{"mqtt": {"qos": 0}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
         try await harness.start()
@@ -461,7 +521,9 @@ struct StoreAndForwardTests {
         let statistics = await harness.gateway.outboxStatistics
         #expect(statistics?.depth == 0)
         #expect(statistics?.droppedQoS0 ?? 0 >= 2, "the state and the device_seen event")
-        let keeping = try Harness(#"{"mqtt": {"qos": 0}, "store_and_forward": {"queue_qos0": true}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        let keeping = try Harness(
+            #"{"mqtt": {"qos": 0}, "store_and_forward": {"queue_qos0": true}, "devices": [{"match": {"services": ["FCD2"]}}]}"#
+        )
         try await keeping.start()
         await keeping.gateway.handle(mqttConnected: false)
         await keeping.gateway.handle(Self.reading(2001))

@@ -14,14 +14,19 @@ struct JSONTests {
         #expect(try JSONValue.parse(Array(value.serialized.utf8)) == value)
     }
 
-    @Test("numbers: integers without fraction, shortest round-trip form, non-finite as null", arguments: [
-        (21.0, "21"), (-4.5, "-4.5"), (0.1, "0.1"), (1013.25, "1013.25"), (Double.nan, "null"), (Double.infinity, "null"),
-    ])
+    @Test(
+        "numbers: integers without fraction, shortest round-trip form, non-finite as null",
+        arguments: [
+            (21.0, "21"), (-4.5, "-4.5"), (0.1, "0.1"), (1013.25, "1013.25"), (Double.nan, "null"),
+            (Double.infinity, "null"),
+        ])
     func numbers(value: Double, text: String) {
         #expect(JSONValue.number(value).serialized == text)
     }
 
-    @Test("a number is written as Swift's shortest round-trip text: the decimal and integer fast paths agree with description on a million values")
+    @Test(
+        "a number is written as Swift's shortest round-trip text: the decimal and integer fast paths agree with description on a million values"
+    )
     func numbersAgreeWithDescription() {
         // Seeded values in the shapes readings take (decimals of 1–4 places, scaled raw
         // integers) and arbitrary doubles across magnitudes.
@@ -47,7 +52,8 @@ struct JSONTests {
             guard value.isFinite else { continue }
             var bytes: [UInt8] = []
             JSONValue.writeNumber(value, into: &bytes)
-            let expected = abs(value) < 9_007_199_254_740_992 && Int64(exactly: value) != nil
+            let expected =
+                abs(value) < 9_007_199_254_740_992 && Int64(exactly: value) != nil
                 ? String(Int64(exactly: value)!) : value.description
             if String(decoding: bytes, as: UTF8.self) != expected, mismatches.count < 5 {
                 mismatches.append("\(value.bitPattern): \(String(decoding: bytes, as: UTF8.self)) vs \(expected)")
@@ -66,9 +72,11 @@ struct JSONTests {
         #expect(try JSONValue.parse(Array(every.serialized.utf8)) == every)
     }
 
-    @Test("malformed JSON is an error with the byte offset, never a crash", arguments: [
-        "", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "01x", "[1] 2", String(repeating: "[", count: 300),
-    ])
+    @Test(
+        "malformed JSON is an error with the byte offset, never a crash",
+        arguments: [
+            "", "{", "[1,]", "{\"a\" 1}", "tru", "\"abc", "01x", "[1] 2", String(repeating: "[", count: 300),
+        ])
     func malformed(text: String) {
         #expect(throws: JSONTextParser.SyntaxError.self) { try JSONValue.parse(Array(text.utf8)) }
     }
@@ -101,9 +109,11 @@ struct JSONTests {
         #expect(DurationText.seconds(text) == nil)
     }
 
-    @Test("an integer just past Int.max is a reader error, not a trap", arguments: [
-        "9223372036854775808", "1e19", "-1e19", "1e300",
-    ])
+    @Test(
+        "an integer just past Int.max is a reader error, not a trap",
+        arguments: [
+            "9223372036854775808", "1e19", "-1e19", "1e300",
+        ])
     func integerBeyondInt(text: String) throws {
         let reader = try JSONReader.parse(Array("{\"seed\": \(text)}".utf8)).object().required("seed")
         #expect(throws: JSONPathError.self) { try reader.integer(in: 0...Int.max) }
@@ -138,15 +148,19 @@ struct JSONTests {
     /// Found by the json (and scenario) fuzz targets: Tests/Fixtures/fuzz/json/
     /// surrogate-pair-low-half-below-dc00. A high surrogate followed by a `\u` escape that is not
     /// a low surrogate (`\udB00`, `\u0041`) trapped on `low - 0xDC00` (arithmetic overflow).
-    @Test("a high surrogate without its low half is U+FFFD and the next escape stands alone", arguments: [
-        (#""\ud83d\udB00 x""#, "\u{FFFD}\u{FFFD} x"), (#""\ud800\u0041""#, "\u{FFFD}A"), (#""\ud83d\ude00""#, "😀"),
-        (#""\udc00\ud800""#, "\u{FFFD}\u{FFFD}"), (#""\ud800 ""#, "\u{FFFD} "),
-    ])
+    @Test(
+        "a high surrogate without its low half is U+FFFD and the next escape stands alone",
+        arguments: [
+            (#""\ud83d\udB00 x""#, "\u{FFFD}\u{FFFD} x"), (#""\ud800\u0041""#, "\u{FFFD}A"), (#""\ud83d\ude00""#, "😀"),
+            (#""\udc00\ud800""#, "\u{FFFD}\u{FFFD}"), (#""\ud800 ""#, "\u{FFFD} "),
+        ])
     func loneSurrogates(text: String, parsed: String) throws {
         #expect(try JSONValue.parse(Array(text.utf8)) == .string(parsed))
     }
 
-    @Test("a \\u escape is exactly four hex digits, no sign", arguments: [#""\u+12a""#, #""\u-000""#, #""\u12""#, #""\u12g4""#])
+    @Test(
+        "a \\u escape is exactly four hex digits, no sign",
+        arguments: [#""\u+12a""#, #""\u-000""#, #""\u12""#, #""\u12g4""#])
     func badUnicodeEscapes(text: String) {
         #expect(throws: JSONTextParser.SyntaxError.self) { try JSONValue.parse(Array(text.utf8)) }
     }

@@ -27,7 +27,9 @@ struct LocalSystemTests {
         #expect(LocalFile.readText(path) == "héllo\n")
     }
 
-    @Test("reading a missing file or a directory gives nil, or an error naming the file and the reason; writing into a missing directory says which")
+    @Test(
+        "reading a missing file or a directory gives nil, or an error naming the file and the reason; writing into a missing directory says which"
+    )
     func failures() throws {
         defer { LocalFile.removeTree(root) }
         #expect(LocalFile.read(root + "/missing") == nil)
@@ -75,7 +77,9 @@ struct LocalSystemTests {
         symlink("tree/a", root + "/link")
         #expect(LocalFile.symbolicLinkDestination(root + "/link") == "tree/a")
         #expect(LocalFile.symbolicLinkDestination(root + "/tree/a") == nil)
-        #expect(LocalFile.symbolicLinkDestination("/proc/self/exe") == (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
+        #expect(
+            LocalFile.symbolicLinkDestination("/proc/self/exe")
+                == (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")))
         #expect(!LocalFile.isExecutable(root + "/tree/a"))
         chmod(root + "/tree/a", 0o755)
         #expect(LocalFile.isExecutable(root + "/tree/a"))

@@ -6,7 +6,9 @@ import Testing
 
 @Suite("MQTT client against a real mosquitto")
 struct ClientTests {
-    @Test("a message published at each QoS arrives once with that QoS and the publish completes", arguments: MQTTQoS.allCases)
+    @Test(
+        "a message published at each QoS arrives once with that QoS and the publish completes",
+        arguments: MQTTQoS.allCases)
     func roundTrip(qos: MQTTQoS) async throws {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
@@ -110,14 +112,23 @@ struct ClientTests {
             let client = try MQTTClient(configuration: .test(broker.url), loop: loop)
             try await client.connect()
             let (received, _) = collect(try await client.subscribe(to: "peer/in"))
-            try await ChildProcess.run("mosquitto_pub", ["-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/in", "-m", "hello from mosquitto_pub"])
+            try await ChildProcess.run(
+                "mosquitto_pub",
+                [
+                    "-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/in", "-m",
+                    "hello from mosquitto_pub",
+                ])
             try await eventually("mosquitto_pub's message") { received.count == 1 }
             #expect(received.all.first?.payloadString == "hello from mosquitto_pub")
 
             // -d prints "received SUBACK" once the subscription is in place (line-buffered through
             // stdbuf: the log is a file); only then are our messages sure to reach it.
             let sub = try ChildProcess(
-                "stdbuf", ["-oL", "mosquitto_sub", "-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/out", "-v", "-C", "3", "-d"])
+                "stdbuf",
+                [
+                    "-oL", "mosquitto_sub", "-p", "\(broker.port)", "-h", "127.0.0.1", "-q", "1", "-t", "peer/out",
+                    "-v", "-C", "3", "-d",
+                ])
             defer { sub.stop() }
             try await sub.waitForOutput(containing: "received SUBACK")
             for n in 0..<3 { try await client.publish(MQTTMessage(topic: "peer/out", string: "ours \(n)")) }
@@ -135,7 +146,8 @@ struct ClientTests {
         try await withTimeout(120) {
             let publisher = try MQTTClient(configuration: .test(broker.url, "pub"), loop: loop)
             try await publisher.connect()
-            try await publisher.publish(MQTTMessage(topic: "gattway/bridge/state", string: #"{"state":"online"}"#, retain: true))
+            try await publisher.publish(
+                MQTTMessage(topic: "gattway/bridge/state", string: #"{"state":"online"}"#, retain: true))
             await publisher.disconnect()
 
             let late = try MQTTClient(configuration: .test(broker.url, "late", version: .v311), loop: loop)
@@ -150,8 +162,9 @@ struct ClientTests {
         }
     }
 
-    @Test("retain as published: a retained message delivered live keeps its flag with MQTT 5 when asked, loses it otherwise",
-          arguments: [(MQTTProtocolVersion.v5, true, true), (.v5, false, false), (.v311, true, false)])
+    @Test(
+        "retain as published: a retained message delivered live keeps its flag with MQTT 5 when asked, loses it otherwise",
+        arguments: [(MQTTProtocolVersion.v5, true, true), (.v5, false, false), (.v311, true, false)])
     func retainAsPublished(version: MQTTProtocolVersion, asked: Bool, flagged: Bool) async throws {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()

@@ -2,8 +2,8 @@ import EventLoop
 import Foundation
 import MQTT
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Collects values from another task, for assertions.
 final class Collected<Value: Sendable>: Sendable {
@@ -48,7 +48,9 @@ struct TimeoutError: Error, CustomStringConvertible {
 
 extension MQTTConfiguration {
     /// A configuration for `url` with a unique client id and fast reconnects.
-    static func test(_ url: String, _ name: String = "test", version: MQTTProtocolVersion = .v5) throws -> MQTTConfiguration {
+    static func test(_ url: String, _ name: String = "test", version: MQTTProtocolVersion = .v5) throws
+        -> MQTTConfiguration
+    {
         var configuration = try MQTTConfiguration(url: url, clientID: "\(name)-\(UUID().uuidString.prefix(8))")
         configuration.protocolVersion = version
         configuration.reconnect = MQTTReconnectPolicy(minimumDelay: 0.05, maximumDelay: 0.5, multiplier: 2, jitter: 0.2)

@@ -21,7 +21,8 @@ struct PropertiesTests {
                 userProperties: [MQTTUserProperty("source", "test"), MQTTUserProperty("source", "again")],
                 responseTopic: "gattway/kitchen/response", correlationData: [0, 1, 2, 0xFF],
                 messageExpiryInterval: 300, contentType: "application/json", payloadIsUTF8: true)
-            try await publisher.publish(MQTTMessage(topic: "gattway/kitchen/set", string: #"{"state":"ON"}"#, properties: properties))
+            try await publisher.publish(
+                MQTTMessage(topic: "gattway/kitchen/set", string: #"{"state":"ON"}"#, properties: properties))
             try await eventually("the message") { received.count == 1 }
             let message = try #require(received.all.first)
             #expect(message.properties.userProperties == properties.userProperties)
@@ -44,7 +45,8 @@ struct PropertiesTests {
             let client = try MQTTClient(configuration: .test(broker.url, "v311", version: .v311), loop: loop)
             try await client.connect()
             let error = await #expect(throws: MQTTError.self) {
-                try await client.publish(MQTTMessage(topic: "a", string: "b", properties: MQTTProperties(contentType: "text/plain")))
+                try await client.publish(
+                    MQTTMessage(topic: "a", string: "b", properties: MQTTProperties(contentType: "text/plain")))
             }
             #expect(error?.kind == .invalidConfiguration)
             await client.disconnect()

@@ -1,6 +1,6 @@
 import MQTT
-import Testing
 import Retry
+import Testing
 
 @Suite("MQTT values")
 struct PureTests {
@@ -34,7 +34,8 @@ struct PureTests {
         let secure = try MQTTConfiguration(url: "mqtts://10.0.0.2", clientID: "c")
         #expect(secure.port == 8883 && secure.tls != nil)
         let v6 = try MQTTConfiguration(url: "mqtt://user:pw@[::1]:1999", clientID: "c")
-        #expect(v6.host == "::1" && v6.port == 1999 && v6.credentials == MQTTCredentials(username: "user", password: "pw"))
+        #expect(
+            v6.host == "::1" && v6.port == 1999 && v6.credentials == MQTTCredentials(username: "user", password: "pw"))
         for bad in ["http://x", "mqtt://", "mqtt://host:0", "mqtt://host:99999", "mqtt://h/path"] {
             #expect(throws: MQTTError.self, "\(bad)") { try MQTTConfiguration(url: bad, clientID: "c") }
         }
@@ -56,7 +57,8 @@ struct PureTests {
 
     @Test("the reconnect policy is the shared backoff: the minimum first, doubling to the maximum")
     func backoff() {
-        var backoff = ExponentialBackoff(MQTTReconnectPolicy(minimumDelay: 1, maximumDelay: 10, multiplier: 2, jitter: 0).backoff)
+        var backoff = ExponentialBackoff(
+            MQTTReconnectPolicy(minimumDelay: 1, maximumDelay: 10, multiplier: 2, jitter: 0).backoff)
         #expect((0..<6).map { _ in backoff.next(random: 0.5) } == [1, 2, 4, 8, 10, 10])
         #expect(!MQTTReconnectPolicy(minimumDelay: 0, maximumDelay: 10).backoff.isValid)
     }

@@ -41,7 +41,8 @@ struct ReconnectTests {
             let publisher = try MQTTClient(configuration: .test(broker.url, "publisher"), loop: loop)
             try await publisher.connect()
             let count = 300
-            async let completionsResult = Self.publishStream(publisher, topic: "restart/n", count: count, interval: 0.005)
+            async let completionsResult = Self.publishStream(
+                publisher, topic: "restart/n", count: count, interval: 0.005)
             try await Task.sleep(nanoseconds: 400_000_000)
             broker.stop()  // SIGTERM: mosquitto saves sessions and queued messages
             try await Task.sleep(nanoseconds: 500_000_000)
@@ -63,7 +64,9 @@ struct ReconnectTests {
         }
     }
 
-    @Test("after a broker crash (SIGKILL, state lost) the client re-subscribes and its unacknowledged QoS 1 publishes all arrive")
+    @Test(
+        "after a broker crash (SIGKILL, state lost) the client re-subscribes and its unacknowledged QoS 1 publishes all arrive"
+    )
     func brokerCrash() async throws {
         let broker = try await MosquittoBroker()
         let loop = EventLoop()
@@ -88,8 +91,13 @@ struct ReconnectTests {
 
             try await eventually(timeout: 30, "all publishes completed") { completions.count == count }
             #expect(completions.all.allSatisfy { if case .success = $0 { true } else { false } })
-            try await eventually(timeout: 30, "all \(count) messages") { Set(received.all.map(\.payloadString)).count == count }
-            #expect(states.all.contains { if case .disconnected(let error, let delay) = $0 { error != nil && delay != nil } else { false } })
+            try await eventually(timeout: 30, "all \(count) messages") {
+                Set(received.all.map(\.payloadString)).count == count
+            }
+            #expect(
+                states.all.contains {
+                    if case .disconnected(let error, let delay) = $0 { error != nil && delay != nil } else { false }
+                })
             #expect(states.all.filter { $0 == .connected(sessionPresent: false) }.count >= 1)
             await client.disconnect()
             await statesTask.value
@@ -105,7 +113,8 @@ struct ReconnectTests {
         defer { loop.shutdown() }
         try await withTimeout(120) {
             var configuration = try MQTTConfiguration.test("mqtt://127.0.0.1:\(port)", "dead")
-            configuration.reconnect = MQTTReconnectPolicy(minimumDelay: 0.02, maximumDelay: 0.2, multiplier: 2, jitter: 0.1)
+            configuration.reconnect = MQTTReconnectPolicy(
+                minimumDelay: 0.02, maximumDelay: 0.2, multiplier: 2, jitter: 0.1)
             let once = try MQTTClient(configuration: configuration, loop: loop)
             let error = await #expect(throws: MQTTError.self) { try await once.connect() }
             #expect(error?.description.contains("Connection refused") == true, "\(String(describing: error))")
@@ -116,7 +125,9 @@ struct ReconnectTests {
             let stateStream = client.connectionStates()
             let statesTask = Task {
                 for await state in stateStream {
-                    if case .disconnected(let error?, let delay?) = state, error.kind != .closed { delays.append(delay) }
+                    if case .disconnected(let error?, let delay?) = state, error.kind != .closed {
+                        delays.append(delay)
+                    }
                 }
             }
             try await client.start()

@@ -15,15 +15,23 @@ struct TestCertificates {
         let dir = directory.path
         func openssl(_ arguments: [String]) async throws {
             let (status, output) = try await ChildProcess.run("openssl", arguments)
-            guard status == 0 else { throw ChildProcessError("openssl \(arguments.joined(separator: " ")) failed:\n\(output)") }
+            guard status == 0 else {
+                throw ChildProcessError("openssl \(arguments.joined(separator: " ")) failed:\n\(output)")
+            }
         }
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         for ca in ["ca", "other-ca"] {
-            try await openssl(["req", "-x509"] + key + ["-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt", "-days", "2", "-subj", "/CN=gattway test \(ca)"])
+            try await openssl(
+                ["req", "-x509"] + key + [
+                    "-keyout", "\(dir)/\(ca).key", "-out", "\(dir)/\(ca).crt", "-days", "2", "-subj",
+                    "/CN=gattway test \(ca)",
+                ])
         }
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: "\(dir)/san.ext", atomically: true, encoding: .utf8)
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(
+            toFile: "\(dir)/san.ext", atomically: true, encoding: .utf8)
         for (name, subject) in [("server", "/CN=127.0.0.1"), ("client", "/CN=gattway-client")] {
-            try await openssl(["req"] + key + ["-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr", "-subj", subject])
+            try await openssl(
+                ["req"] + key + ["-keyout", "\(dir)/\(name).key", "-out", "\(dir)/\(name).csr", "-subj", subject])
             try await openssl([
                 "x509", "-req", "-in", "\(dir)/\(name).csr", "-CA", "\(dir)/ca.crt", "-CAkey", "\(dir)/ca.key",
                 "-CAcreateserial", "-out", "\(dir)/\(name).crt", "-days", "2", "-extfile", "\(dir)/san.ext",
@@ -41,9 +49,12 @@ struct SecurityTests {
         return file
     }
 
-    @Test("the right username and password connect; a wrong password is refused as not authorized", arguments: [MQTTProtocolVersion.v311, .v5])
+    @Test(
+        "the right username and password connect; a wrong password is refused as not authorized",
+        arguments: [MQTTProtocolVersion.v311, .v5])
     func usernamePassword(version: MQTTProtocolVersion) async throws {
-        let broker = try await MosquittoBroker(passwordFile: await Self.passwordFile(user: "gateway", password: "s3cret"))
+        let broker = try await MosquittoBroker(
+            passwordFile: await Self.passwordFile(user: "gateway", password: "s3cret"))
         let loop = EventLoop()
         defer { loop.shutdown() }
         try await withTimeout(120) {
@@ -81,15 +92,18 @@ struct SecurityTests {
     @Test("TLS with a CA, server and client certificate connects and carries messages")
     func tlsConnects() async throws {
         let certs = try await TestCertificates()
-        let broker = try await MosquittoBroker(tls: .init(
-            caFile: certs.path("ca.crt"), certificateFile: certs.path("server.crt"), keyFile: certs.path("server.key"),
-            requireClientCertificate: true))
+        let broker = try await MosquittoBroker(
+            tls: .init(
+                caFile: certs.path("ca.crt"), certificateFile: certs.path("server.crt"),
+                keyFile: certs.path("server.key"),
+                requireClientCertificate: true))
         let loop = EventLoop()
         defer { loop.shutdown() }
         try await withTimeout(120) {
             var configuration = try MQTTConfiguration.test(try #require(broker.tlsURL), "tls")
             configuration.tls = MQTTTLSConfiguration(
-                caFile: certs.path("ca.crt"), certificateFile: certs.path("client.crt"), keyFile: certs.path("client.key"),
+                caFile: certs.path("ca.crt"), certificateFile: certs.path("client.crt"),
+                keyFile: certs.path("client.key"),
                 version: .tls1_2)
             let client = try MQTTClient(configuration: configuration, loop: loop)
             try await client.connect()
@@ -104,8 +118,10 @@ struct SecurityTests {
     @Test("a broker certificate from an unknown CA is refused with a TLS error; insecure mode skips the check")
     func tlsWrongCA() async throws {
         let certs = try await TestCertificates()
-        let broker = try await MosquittoBroker(tls: .init(
-            caFile: certs.path("ca.crt"), certificateFile: certs.path("server.crt"), keyFile: certs.path("server.key")))
+        let broker = try await MosquittoBroker(
+            tls: .init(
+                caFile: certs.path("ca.crt"), certificateFile: certs.path("server.crt"),
+                keyFile: certs.path("server.key")))
         let loop = EventLoop()
         defer { loop.shutdown() }
         try await withTimeout(120) {

@@ -39,8 +39,10 @@ struct AdvertisementVectorTests {
     ]
 
     /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
-    static let theengsButtons: [Int: String] = [1: "press", 2: "double_press", 3: "triple_press", 9: "long_press",
-                                                 11: "hold"]
+    static let theengsButtons: [Int: String] = [
+        1: "press", 2: "double_press", 3: "triple_press", 9: "long_press",
+        11: "hold",
+    ]
 
     enum Outcome: Equatable {
         case pass
@@ -60,10 +62,12 @@ struct AdvertisementVectorTests {
         if service["fe95"] != nil {
             // Sensor objects only: devices whose oracle output is climate, plant, battery or
             // simple binary-sensor values. Locks, buttons, scales and toothbrushes are not claimed.
-            let sensorKeys: Set<String> = ["temperature", "humidity", "battery", "illuminance", "moisture",
-                                           "conductivity", "formaldehyde", "consumable", "motion", "opening",
-                                           "occupancy", "smoke", "tempc", "hum", "batt", "lux", "moi", "fer", "for",
-                                           "mac", "voltage"]
+            let sensorKeys: Set<String> = [
+                "temperature", "humidity", "battery", "illuminance", "moisture",
+                "conductivity", "formaldehyde", "consumable", "motion", "opening",
+                "occupancy", "smoke", "tempc", "hum", "batt", "lux", "moi", "fer", "for",
+                "mac", "voltage",
+            ]
             let keys = Set((object["expected"] as? [String: Any] ?? [:]).keys)
             return keys.isSubset(of: sensorKeys) && !keys.subtracting(["mac"]).isEmpty ? "MiBeacon sensors" : nil
         }
@@ -77,8 +81,10 @@ struct AdvertisementVectorTests {
         }
         if ["IBEACON", "iBeacon", "iBeacon (Cypress CYALKIT-E02 sensor beacon)"].contains(device) { return "iBeacon" }
         if brand == "Govee" {
-            let models = ["H5072", "H5075", "H5074", "H5051", "H5052", "H5071", "H5100", "H5101", "H5102", "H5103",
-                          "H5104", "H5105", "H5106", "H5108", "H5174", "H5177", "H5179"]
+            let models = [
+                "H5072", "H5075", "H5074", "H5051", "H5052", "H5071", "H5100", "H5101", "H5102", "H5103",
+                "H5104", "H5105", "H5106", "H5108", "H5174", "H5177", "H5179",
+            ]
             if models.contains(where: { device.contains($0) }) || device == "GV5179" { return "Govee" }
         }
         return nil
@@ -90,7 +96,8 @@ struct AdvertisementVectorTests {
         let oracle = object["oracle"] as? String ?? ""
         let device = object["device"] as? String ?? ""
         guard case .success(let input) = VectorLineDecoder.parse(object),
-              case .advertisement(let context) = input else { return .fail("input does not parse") }
+            case .advertisement(let context) = input
+        else { return .fail("input does not parse") }
         let result = Result { () throws(ParseError) in try ParserRegistry.builtIn.decode(context) }
         // Theengs reports encrypted frames it cannot decrypt as raw fields; we report missing_key.
         if expected["cipher"] != nil {
@@ -119,7 +126,8 @@ struct AdvertisementVectorTests {
                 let parts = text.split(separator: " ", maxSplits: 1)
                 value = String(parts.first ?? "")
                 if let steps = readings.first(where: { $0.name == "dimmer_steps" }), parts.count == 2,
-                   !text.contains("\(Int(steps.value.number ?? -1))}") {
+                    !text.contains("\(Int(steps.value.number ?? -1))}")
+                {
                     return .fail("dimmer steps")
                 }
             }
@@ -137,7 +145,9 @@ struct AdvertisementVectorTests {
                 case ("beacontools", "uptime_0_1s"): x /= 10
                 default: break
                 }
-                if !(value is Bool) || (value as? NSNumber).map({ $0.doubleValue > 1 }) == true { value = NSNumber(value: x) }
+                if !(value is Bool) || (value as? NSNumber).map({ $0.doubleValue > 1 }) == true {
+                    value = NSNumber(value: x)
+                }
             }
             if name == "uuid", let text = value as? String, !text.contains("-") {
                 value = uuidWithHyphens(text)

@@ -18,7 +18,9 @@ struct CharacteristicVectorTests {
         let uuid = try #require(BluetoothUUID(object["uuid"] as? String ?? ""))
         let bytes = [UInt8](hexString: object["hex"] as? String ?? "")
         let expected = try #require(object["expected"] as? [String: Any])
-        let result = Result { () throws(ParseError) in try ParserRegistry.builtIn.decode(characteristic: uuid, value: bytes) }
+        let result = Result { () throws(ParseError) in
+            try ParserRegistry.builtIn.decode(characteristic: uuid, value: bytes)
+        }
         if let kind = expected["error"] as? String {
             switch result {
             case .success(let readings): Issue.record("expected error \(kind), decoded \(readings)")
@@ -38,7 +40,9 @@ struct CharacteristicVectorTests {
             expectedNames.insert(name)
             let reading = readings.first { $0.name == name }
             #expect(reading != nil, "missing \(name)")
-            if let reading { #expect(VectorValue.matches(reading.value, value), "\(name): \(reading.value) vs \(value)") }
+            if let reading {
+                #expect(VectorValue.matches(reading.value, value), "\(name): \(reading.value) vs \(value)")
+            }
         }
         #expect(Set(readings.map(\.name)) == expectedNames)
     }
@@ -52,7 +56,9 @@ enum VectorValue {
         case .bool(let flag): return (json as? Bool) == flag
         case .string(let text): return (json as? String) == text
         case .number(let number):
-            guard !(json is String), !(json is NSNull), let other = (json as? NSNumber)?.doubleValue else { return false }
+            guard !(json is String), !(json is NSNull), let other = (json as? NSNumber)?.doubleValue else {
+                return false
+            }
             return abs(number - other) <= tolerance + abs(other) * 1e-9
         case .numbers(let list):
             guard let others = json as? [Any], others.count == list.count else { return false }

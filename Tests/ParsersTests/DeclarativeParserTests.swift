@@ -9,12 +9,14 @@ struct DeclarativeParserTests {
 
     @Test("a parser from config decodes advertisement fields with scale, offset and unit")
     func decodes() throws {
-        let parsers = try DeclarativeParser.parsers(fromJSON: Self.json("""
-            {"my_sensor": {"match": {"manufacturer_id": 4660}, "fields": [
-              {"name": "temperature", "offset": 1, "type": "s16le", "scale": 0.01, "unit": "°C", "device_class": "temperature"},
-              {"name": "battery", "offset": 3, "type": "u8", "value_offset": -1, "unit": "%"},
-              {"name": "label", "offset": 4, "type": "utf8"}]}}
-            """))
+        let parsers = try DeclarativeParser.parsers(
+            fromJSON: Self.json(
+                """
+                {"my_sensor": {"match": {"manufacturer_id": 4660}, "fields": [
+                  {"name": "temperature", "offset": 1, "type": "s16le", "scale": 0.01, "unit": "°C", "device_class": "temperature"},
+                  {"name": "battery", "offset": 3, "type": "u8", "value_offset": -1, "unit": "%"},
+                  {"name": "label", "offset": 4, "type": "utf8"}]}}
+                """))
         var registry = ParserRegistry.builtIn
         for parser in parsers { registry.register(parser as any AdvertisementParser) }
         let ad = AdvertisementData(manufacturerData: [0x1234: [0x00, 0x29, 0x09, 0x65, 0x41, 0x42]])
@@ -23,18 +25,26 @@ struct DeclarativeParserTests {
         #expect(decoded.readings.map(\.value) == [.number(23.45), .number(100), .string("AB")])
         #expect(decoded.readings.first?.deviceClass == .temperature)
         let short = #expect(throws: ParseError.self) {
-            try registry.decode(AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0x1234: [0, 1]])))
+            try registry.decode(
+                AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0x1234: [0, 1]])))
         }
         #expect(short?.kind == .tooShort)
     }
 
-    @Test("config errors name the JSON path", arguments: [
-        (#"{"s": {"fields": [{"name": "t", "offset": 0, "type": "u12"}]}}"#, "parsers.s.fields[0].type: \"u12\" is not a field type"),
-        (#"{"s": {"fields": []}}"#, "parsers.s.fields: expected a non-empty list"),
-        (#"{"s": {"match": {"manufacturer_id": 70000}, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
-         "parsers.s.match.manufacturer_id: 70000 is not a company id"),
-        (#"{"s": {"fields": [{"name": "t", "offset": -1, "type": "u8"}]}}"#, "parsers.s.fields[0].offset"),
-    ])
+    @Test(
+        "config errors name the JSON path",
+        arguments: [
+            (
+                #"{"s": {"fields": [{"name": "t", "offset": 0, "type": "u12"}]}}"#,
+                "parsers.s.fields[0].type: \"u12\" is not a field type"
+            ),
+            (#"{"s": {"fields": []}}"#, "parsers.s.fields: expected a non-empty list"),
+            (
+                #"{"s": {"match": {"manufacturer_id": 70000}, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.match.manufacturer_id: 70000 is not a company id"
+            ),
+            (#"{"s": {"fields": [{"name": "t", "offset": -1, "type": "u8"}]}}"#, "parsers.s.fields[0].offset"),
+        ])
     func errors(_ text: String, _ prefix: String) {
         do {
             _ = try DeclarativeParser.parsers(fromJSON: Self.json(text))

@@ -36,7 +36,8 @@ extension [UInt8] {
     init(hexString: String) {
         var bytes: [UInt8] = []
         var index = hexString.startIndex
-        while index < hexString.endIndex, let next = hexString.index(index, offsetBy: 2, limitedBy: hexString.endIndex) {
+        while index < hexString.endIndex, let next = hexString.index(index, offsetBy: 2, limitedBy: hexString.endIndex)
+        {
             bytes.append(UInt8(hexString[index..<next], radix: 16) ?? 0)
             index = next
         }

@@ -11,7 +11,8 @@ struct FuzzTests {
     static let address = BluetoothAddress("A4:C1:38:0B:12:34")
 
     /// Real payloads per key from the vectors, used as mutation seeds.
-    static let seeds: [(AdvertisementKey, [UInt8])] = Fixtures.advertisements.flatMap { line -> [(AdvertisementKey, [UInt8])] in
+    static let seeds: [(AdvertisementKey, [UInt8])] = Fixtures.advertisements.flatMap {
+        line -> [(AdvertisementKey, [UInt8])] in
         let object = line.json
         var out: [(AdvertisementKey, [UInt8])] = []
         for (uuid, hex) in object["service_data"] as? [String: String] ?? [:] {
@@ -23,8 +24,9 @@ struct FuzzTests {
         return out
     }
 
-    @Test("advertisement parsers survive random, truncated and mutated payloads",
-          arguments: ParserRegistry.builtIn.advertisementFormats)
+    @Test(
+        "advertisement parsers survive random, truncated and mutated payloads",
+        arguments: ParserRegistry.builtIn.advertisementFormats)
     func advertisements(_ format: String) throws {
         let parser = try #require(ParserRegistry.builtIn.advertisementParser(format: format))
         var random = SplitMix64(seed: UInt64(format.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
@@ -41,18 +43,25 @@ struct FuzzTests {
             }
         }
         // A payload starting with a plausible header reaches deeper code.
-        for prefix: [UInt8] in [[0x40], [0x41], [0x42], [0x43], [0x44], [0x58, 0x58], [0x50, 0x20], [0x05], [0x03],
-                                [0x02, 0x15], [0x00], [0x10], [0x20, 0x00], [0x20, 0x01], [0x21, 0x01, 0x0F], [0x01, 0x01],
-                                [0xEC, 0x00]] {
+        for prefix: [UInt8] in [
+            [0x40], [0x41], [0x42], [0x43], [0x44], [0x58, 0x58], [0x50, 0x20], [0x05], [0x03],
+            [0x02, 0x15], [0x00], [0x10], [0x20, 0x00], [0x20, 0x01], [0x21, 0x01, 0x0F], [0x01, 0x01],
+            [0xEC, 0x00],
+        ] {
             for _ in 0..<300 {
-                inputs.append(prefix + (0..<Int.random(in: 0...30, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+                inputs.append(
+                    prefix
+                        + (0..<Int.random(in: 0...30, using: &random)).map { _ in
+                            UInt8.random(in: 0...255, using: &random)
+                        })
             }
         }
         var decoded = 0
         for (index, payload) in inputs.enumerated() {
-            let context = AdvertisementContext(advertisement: AdvertisementData(localName: names[index % names.count]),
-                                               address: index % 3 == 0 ? nil : Self.address,
-                                               bindKey: index % 2 == 0 ? Self.key : nil)
+            let context = AdvertisementContext(
+                advertisement: AdvertisementData(localName: names[index % names.count]),
+                address: index % 3 == 0 ? nil : Self.address,
+                bindKey: index % 2 == 0 ? Self.key : nil)
             for key in parser.keys {
                 if (try? parser.decode(payload, key: key, context: context)) != nil { decoded += 1 }
             }
@@ -61,13 +70,16 @@ struct FuzzTests {
         _ = decoded
     }
 
-    @Test("characteristic parsers survive random and truncated values",
-          arguments: ParserRegistry.builtIn.characteristicParserNames)
+    @Test(
+        "characteristic parsers survive random and truncated values",
+        arguments: ParserRegistry.builtIn.characteristicParserNames)
     func characteristics(_ name: String) throws {
         let parser = try #require(ParserRegistry.builtIn.characteristicParser(named: name))
         var random = SplitMix64(seed: UInt64(name.utf8.count))
         for _ in 0..<5000 {
-            let value = (0..<Int.random(in: 0...24, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let value = (0..<Int.random(in: 0...24, using: &random)).map { _ in
+                UInt8.random(in: 0...255, using: &random)
+            }
             for length in [value.count, value.count / 2, 1, 0] where length <= value.count {
                 _ = try? parser.decode(Array(value.prefix(length)))
             }
@@ -81,10 +93,12 @@ struct FuzzTests {
     @Test("the decode line logic survives malformed lines")
     func lines() {
         let decoder = VectorLineDecoder()
-        let lines = ["", "{", "[]", "null", "{\"uuid\":\"zz\",\"hex\":\"00\"}", "{\"uuid\":\"2A19\",\"hex\":\"0\"}",
-                     "{\"service_data\":{\"x\":\"00\"}}", "{\"manufacturer_data\":{\"99999\":\"00\"}}",
-                     "{\"manufacturer_data\":{\"1177\":\"05\"}}", "{\"service_data\":{\"fcd2\":\"41\"},\"bindkey\":\"00\"}",
-                     "{\"name\":\"x\"}"]
+        let lines = [
+            "", "{", "[]", "null", "{\"uuid\":\"zz\",\"hex\":\"00\"}", "{\"uuid\":\"2A19\",\"hex\":\"0\"}",
+            "{\"service_data\":{\"x\":\"00\"}}", "{\"manufacturer_data\":{\"99999\":\"00\"}}",
+            "{\"manufacturer_data\":{\"1177\":\"05\"}}", "{\"service_data\":{\"fcd2\":\"41\"},\"bindkey\":\"00\"}",
+            "{\"name\":\"x\"}",
+        ]
         for line in lines {
             let output = decoder.decode(line: line)
             #expect(output.hasPrefix("{\"error\":"), "\(line) → \(output)")

@@ -25,7 +25,8 @@ struct HostileAdvertisementTests {
     @Test("gattway decode answers the hostile line with an error and goes on with the next line")
     func decodeLine() {
         let decoder = VectorLineDecoder()
-        let hostile = decoder.decode(line: #"{"service_data": {"181c": "2950b727bb495a87a0eb2a4fab074a3e55ddaad4719cdba912"}}"#)
+        let hostile = decoder.decode(
+            line: #"{"service_data": {"181c": "2950b727bb495a87a0eb2a4fab074a3e55ddaad4719cdba912"}}"#)
         #expect(hostile.hasPrefix(#"{"error":"#), "\(hostile)")
         // The largest timestamp that still has a four-digit year, as 8 bytes, decodes.
         let latest = decoder.decode(line: #"{"service_data": {"181c": "29507f41f4ff3a000000"}}"#)

@@ -4,8 +4,9 @@ import Testing
 
 @Suite("Parser building blocks")
 struct ParserBehaviourTests {
-    @Test("IEEE-11073 SFLOAT and FLOAT decode the worked examples of docs/parsers.md (Byte formats)",
-          arguments: [(UInt16(0x0079), 121.0), (0xF0A0, 16.0), (0xE0C8, 2.0), (0x0B2E, -1234.0)])
+    @Test(
+        "IEEE-11073 SFLOAT and FLOAT decode the worked examples of docs/parsers.md (Byte formats)",
+        arguments: [(UInt16(0x0079), 121.0), (0xF0A0, 16.0), (0xE0C8, 2.0), (0x0B2E, -1234.0)])
     func sfloat(_ raw: UInt16, _ value: Double) {
         #expect(IEEE11073.sfloat(raw) == .number(value))
     }
@@ -25,11 +26,14 @@ struct ParserBehaviourTests {
         let ad = AdvertisementData(serviceData: [BluetoothUUID(0xFCD2): payload])
         let address = BluetoothAddress("54:48:E6:8F:80:A5")
         let key = [UInt8](hexString: "231d39c1d7cc1ab1aee224cd096db932")
-        let decoded = try ParserRegistry.builtIn.decode(AdvertisementContext(advertisement: ad, address: address, bindKey: key))
+        let decoded = try ParserRegistry.builtIn.decode(
+            AdvertisementContext(advertisement: ad, address: address, bindKey: key))
         #expect(decoded.format == "bthome_v2")
         #expect(decoded.readings.first { $0.name == "temperature" }?.value == .number(25.06))
         #expect(decoded.readings.first { $0.name == "encryption_counter" }?.value == .number(0x3322_1100))
-        #expect(throws: ParseError.self) { try ParserRegistry.builtIn.decode(AdvertisementContext(advertisement: ad, address: address)) }
+        #expect(throws: ParseError.self) {
+            try ParserRegistry.builtIn.decode(AdvertisementContext(advertisement: ad, address: address))
+        }
         var wrong = key
         wrong[0] ^= 1
         let error = #expect(throws: ParseError.self) {
@@ -43,13 +47,16 @@ struct ParserBehaviourTests {
         struct Plugin: AdvertisementParser {
             var format: String { "my_plugin" }
             var keys: [AdvertisementKey] { [.manufacturer(0x0499)] }
-            func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError) -> [Reading]? {
+            func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError)
+                -> [Reading]?
+            {
                 [Reading("length", Double(payload.count))]
             }
         }
         let ad = AdvertisementData(manufacturerData: [0x0499: [5, 1, 2]])
         let unknown = #expect(throws: ParseError.self) {
-            try ParserRegistry.builtIn.decode(AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0x1234: [1]])))
+            try ParserRegistry.builtIn.decode(
+                AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0x1234: [1]])))
         }
         #expect(unknown?.kind == .unknownFormat)
         var registry = ParserRegistry.builtIn
@@ -60,6 +67,7 @@ struct ParserBehaviourTests {
     @Test("readings carry Home Assistant units and device classes")
     func units() throws {
         let readings = try ParserRegistry.builtIn.decode(characteristic: BluetoothUUID(0x2A6E), value: [0x29, 0x09])
-        #expect(readings == [Reading(name: "temperature", value: .number(23.45), unit: "°C", deviceClass: .temperature)])
+        #expect(
+            readings == [Reading(name: "temperature", value: .number(23.45), unit: "°C", deviceClass: .temperature)])
     }
 }

@@ -37,12 +37,14 @@ struct ExponentialBackoffTests {
         #expect(backoff.failures == 100_000)
     }
 
-    @Test("invalid configurations are recognised", arguments: [
-        ExponentialBackoff.Configuration(first: 0...1, maximum: 10),
-        ExponentialBackoff.Configuration(first: 1...20, maximum: 10),
-        ExponentialBackoff.Configuration(first: 1...1, multiplier: 0.5, maximum: 10),
-        ExponentialBackoff.Configuration(first: 1...1, maximum: 10, jitter: 2),
-    ])
+    @Test(
+        "invalid configurations are recognised",
+        arguments: [
+            ExponentialBackoff.Configuration(first: 0...1, maximum: 10),
+            ExponentialBackoff.Configuration(first: 1...20, maximum: 10),
+            ExponentialBackoff.Configuration(first: 1...1, multiplier: 0.5, maximum: 10),
+            ExponentialBackoff.Configuration(first: 1...1, maximum: 10, jitter: 2),
+        ])
     func invalid(configuration: ExponentialBackoff.Configuration) {
         #expect(!configuration.isValid)
     }

@@ -1,10 +1,11 @@
-import Testing
-
 import Retry
+import Testing
 
 @Suite("Reconnect policy")
 struct ReconnectPolicyTests {
-    func delays(_ count: Int, seed: UInt64, failure: ReconnectPolicy<SplitMix64>.Failure = .connectionTimeout) -> [Double] {
+    func delays(_ count: Int, seed: UInt64, failure: ReconnectPolicy<SplitMix64>.Failure = .connectionTimeout)
+        -> [Double]
+    {
         var policy = ReconnectPolicy(random: SplitMix64(seed: seed))
         var clock = 0.0
         return (0..<count).map { _ in
@@ -14,7 +15,9 @@ struct ReconnectPolicyTests {
         }
     }
 
-    @Test("the first retry comes after 1–5 s, then the delay grows and is capped at 60 s", arguments: [1, 2, 3, 99, 12345] as [UInt64])
+    @Test(
+        "the first retry comes after 1–5 s, then the delay grows and is capped at 60 s",
+        arguments: [1, 2, 3, 99, 12345] as [UInt64])
     func backoffShape(seed: UInt64) {
         let series = delays(12, seed: seed)
         #expect((1...5).contains(series[0]))
@@ -67,6 +70,9 @@ struct ReconnectPolicyTests {
         var policy = ReconnectPolicy(random: SplitMix64(seed: 1))
         #expect(policy.failed(.operationNotSupported, at: 0) == .giveUp)
         #expect(policy.failed(.other(retryable: false), at: 0) == .giveUp)
-        if case .retry = policy.failed(.other(retryable: true), at: 0) {} else { Issue.record("retryable error not retried") }
+        if case .retry = policy.failed(.other(retryable: true), at: 0) {
+        } else {
+            Issue.record("retryable error not retried")
+        }
     }
 }

@@ -77,7 +77,8 @@ public final class ChildProcess: Sendable {
         while true {
             if log().contains(text) { return }
             if !isRunning {
-                throw ChildProcessError("\(executable) exited (status \(terminationStatus)) before printing \"\(text)\":\n\(log())")
+                throw ChildProcessError(
+                    "\(executable) exited (status \(terminationStatus)) before printing \"\(text)\":\n\(log())")
             }
             if Date() >= deadline { break }
             try await Task.sleep(nanoseconds: 10_000_000)

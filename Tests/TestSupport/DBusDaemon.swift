@@ -22,14 +22,16 @@ public final class DBusDaemon: @unchecked Sendable {
     public init(extraConfig: String = "") async throws {
         directory = try TemporaryDirectory.make(prefix: "dbus")
         let socket = directory.appendingPathComponent("bus").path
-        let config = PrivateBusConfiguration.xml(socketPath: socket, extra: """
-              <limit name="max_incoming_bytes">1000000000</limit>
-              <limit name="max_outgoing_bytes">1000000000</limit>
-              <limit name="max_message_size">1000000000</limit>
-              <limit name="max_replies_per_connection">1000000</limit>
-              <limit name="max_match_rules_per_connection">100000</limit>
-              \(extraConfig)
-            """)
+        let config = PrivateBusConfiguration.xml(
+            socketPath: socket,
+            extra: """
+                  <limit name="max_incoming_bytes">1000000000</limit>
+                  <limit name="max_outgoing_bytes">1000000000</limit>
+                  <limit name="max_message_size">1000000000</limit>
+                  <limit name="max_replies_per_connection">1000000</limit>
+                  <limit name="max_match_rules_per_connection">100000</limit>
+                  \(extraConfig)
+                """)
         let configURL = directory.appendingPathComponent("bus.conf")
         try config.write(to: configURL, atomically: true, encoding: .utf8)
         child = try ChildProcess(

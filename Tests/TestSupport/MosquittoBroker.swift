@@ -39,7 +39,9 @@ public final class MosquittoBroker: @unchecked Sendable {
     ///   - passwordFile: a file made by `mosquitto_passwd`; anonymous clients are then refused.
     ///   - tls: adds a TLS listener on ``tlsPort``.
     ///   - persistent: keep state across a graceful ``restart()``.
-    public init(passwordFile: String? = nil, tls: TLS? = nil, persistent: Bool = false, extraConfig: [String] = []) async throws {
+    public init(passwordFile: String? = nil, tls: TLS? = nil, persistent: Bool = false, extraConfig: [String] = [])
+        async throws
+    {
         port = try FreePort.tcp()
         tlsPort = tls == nil ? nil : try FreePort.tcp()
         directory = try TemporaryDirectory.make(prefix: "mosquitto")
@@ -50,11 +52,14 @@ public final class MosquittoBroker: @unchecked Sendable {
                 port = try FreePort.tcp()
                 if tls != nil { tlsPort = try FreePort.tcp() }
             }
-            try writeConfiguration(passwordFile: passwordFile, tls: tls, persistent: persistent, extraConfig: extraConfig)
+            try writeConfiguration(
+                passwordFile: passwordFile, tls: tls, persistent: persistent, extraConfig: extraConfig)
             do {
                 try await start()
                 return
-            } catch let error as ChildProcessError where attempt < 5 && error.description.contains("Address already in use") {
+            } catch let error as ChildProcessError
+                where attempt < 5 && error.description.contains("Address already in use")
+            {
                 continue
             }
         }
@@ -119,7 +124,8 @@ public final class MosquittoBroker: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(60)
         while true {
             if !process.isRunning {
-                throw ChildProcessError("mosquitto exited (status \(process.process.terminationStatus)):\n\(process.log())")
+                throw ChildProcessError(
+                    "mosquitto exited (status \(process.process.terminationStatus)):\n\(process.log())")
             }
             if LoopbackPort.accepts(port) && (tlsPort.map(LoopbackPort.accepts) ?? true) { return }
             if Date() >= deadline { break }

@@ -28,7 +28,9 @@ public final class ScratchFileSystem: @unchecked Sendable {
     /// Why no ext4 image can be mounted on a loop device here (nil when it can).
     public static let ext4Unavailable: String? = {
         if let unavailable { return unavailable }
-        guard FileManager.default.fileExists(atPath: "/dev/loop-control") else { return "no loop devices (/dev/loop-control)" }
+        guard FileManager.default.fileExists(atPath: "/dev/loop-control") else {
+            return "no loop devices (/dev/loop-control)"
+        }
         guard (try? ChildProcess.resolve("mkfs.ext4")) != nil else { return "mkfs.ext4 is not installed (e2fsprogs)" }
         return nil
     }()
@@ -56,7 +58,8 @@ public final class ScratchFileSystem: @unchecked Sendable {
         let image = base.appendingPathComponent("fs.img").path
         self.image = image
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: image, contents: nil), truncate(image, off_t(ext4Bytes)) == 0 else {
+        guard FileManager.default.createFile(atPath: image, contents: nil), truncate(image, off_t(ext4Bytes)) == 0
+        else {
             throw ChildProcessError("cannot create the image \(image): \(String(cString: strerror(errno)))")
         }
         let made = try await ChildProcess.run("mkfs.ext4", ["-q", "-F", image])
@@ -105,7 +108,10 @@ public final class ScratchFileSystem: @unchecked Sendable {
     public func triggerError() throws {
         guard image != nil else { throw ChildProcessError("triggerError needs the ext4 scratch file system") }
         let mounts = (try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8)) ?? ""
-        guard let line = mounts.split(separator: "\n").first(where: { $0.split(separator: " ").dropFirst().first.map(String.init) == path }),
+        guard
+            let line = mounts.split(separator: "\n").first(where: {
+                $0.split(separator: " ").dropFirst().first.map(String.init) == path
+            }),
             let device = line.split(separator: " ").first?.split(separator: "/").last
         else { throw ChildProcessError("\(path) is not in /proc/self/mounts") }
         let trigger = "/sys/fs/ext4/\(device)/trigger_fs_error"

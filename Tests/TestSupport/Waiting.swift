@@ -15,7 +15,9 @@ public struct TestTimeout: Error, CustomStringConvertible {
 }
 
 /// Runs `body`, failing with ``TestTimeout`` when it takes longer than `seconds`.
-public func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+public func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T)
+    async throws -> T
+{
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
@@ -30,7 +32,8 @@ public func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @esca
 
 /// The first element of `stream` satisfying `predicate`, within `seconds`.
 public func first<S: AsyncSequence & Sendable>(
-    _ stream: S, within seconds: Double = defaultWait, _ what: String, where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
+    _ stream: S, within seconds: Double = defaultWait, _ what: String,
+    where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
 ) async throws -> S.Element where S.Element: Sendable {
     try await within(seconds, what) {
         for try await element in stream where predicate(element) { return element }
@@ -53,7 +56,9 @@ public func collect<S: AsyncSequence & Sendable>(
 }
 
 /// Polls `condition` every 10 ms until true, within `seconds` (for state only observable by asking).
-public func eventually(_ what: String, within seconds: Double = defaultWait, _ condition: @escaping @Sendable () async throws -> Bool) async throws {
+public func eventually(
+    _ what: String, within seconds: Double = defaultWait, _ condition: @escaping @Sendable () async throws -> Bool
+) async throws {
     try await within(seconds, what) {
         while try await !condition() { try await Task.sleep(for: .milliseconds(10)) }
     }

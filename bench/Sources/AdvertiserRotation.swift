@@ -51,7 +51,9 @@ final class AdvertiserRotation: Sendable {
     /// The oldest goes (kept for the next turn if the simulator refuses), a new one comes.
     private func rotate(_ simulator: BlueZSimulator) async {
         guard let oldest = state.value.withLock({ $0.head < $0.live.count ? $0.live[$0.head] : nil }) else { return }
-        guard (try? await simulator.removeDevice(address: SoakScenario.advertiserAddress(oldest))) != nil else { return }
+        guard (try? await simulator.removeDevice(address: SoakScenario.advertiserAddress(oldest))) != nil else {
+            return
+        }
         state.value.withLock { state in
             state.head += 1
             if state.head > 4096 {

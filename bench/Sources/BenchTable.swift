@@ -37,10 +37,13 @@ enum BenchTable {
     static func print(_ rows: [BenchRow]) {
         let nameWidth = max(10, rows.map(\.name.count).max() ?? 0)
         func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s : s + String(repeating: " ", count: n - s.count) }
-        Swift.print(pad("benchmark", nameWidth) + "  " + pad("value", 14) + pad("unit", 16) + pad("target", 12) + "detail")
+        Swift.print(
+            pad("benchmark", nameWidth) + "  " + pad("value", 14) + pad("unit", 16) + pad("target", 12) + "detail")
         for row in rows {
             let value = row.value >= 100 ? String(format: "%.0f", row.value) : String(format: "%.3f", row.value)
-            Swift.print(pad(row.name, nameWidth) + "  " + pad(value, 14) + pad(row.unit, 16) + pad(row.target ?? "", 12) + row.detail)
+            Swift.print(
+                pad(row.name, nameWidth) + "  " + pad(value, 14) + pad(row.unit, 16) + pad(row.target ?? "", 12)
+                    + row.detail)
         }
     }
 

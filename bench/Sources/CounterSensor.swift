@@ -34,7 +34,10 @@ final class CounterSensor: Sendable {
     private let emitted = Locked<[Emission]>([])
     private let task = Locked<Task<Void, Never>?>(nil)
 
-    init(name: String, attribute: String, address: String, uuid: String, encoding: Encoding, modulus: Int, interval: Double) {
+    init(
+        name: String, attribute: String, address: String, uuid: String, encoding: Encoding, modulus: Int,
+        interval: Double
+    ) {
         self.name = name
         self.attribute = attribute
         self.address = address
@@ -46,11 +49,13 @@ final class CounterSensor: Sendable {
 
     /// The battery sensor: 2 readings a second, 0…100.
     static let battery = CounterSensor(
-        name: "battery_sensor", attribute: "battery", address: SoakScenario.battery, uuid: "2A19", encoding: .u8, modulus: 101,
+        name: "battery_sensor", attribute: "battery", address: SoakScenario.battery, uuid: "2A19", encoding: .u8,
+        modulus: 101,
         interval: 0.5)
     /// The environmental sensor's temperature: 1 reading a second, 0.00…299.99 °C.
     static let environment = CounterSensor(
-        name: "env_sensor", attribute: "temperature", address: SoakScenario.environment, uuid: "2A6E", encoding: .centiS16LE,
+        name: "env_sensor", attribute: "temperature", address: SoakScenario.environment, uuid: "2A6E",
+        encoding: .centiS16LE,
         modulus: 30_000, interval: 1)
 
     var emissions: [Emission] { emitted.value.withLock { $0 } }
@@ -83,7 +88,11 @@ final class CounterSensor: Sendable {
                 }
                 next += interval
                 let wait = next - Soak.monotonic()
-                if wait > 0 { try? await Task.sleep(for: .milliseconds(Int64(wait * 1000))) } else { next = Soak.monotonic() }
+                if wait > 0 {
+                    try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+                } else {
+                    next = Soak.monotonic()
+                }
             }
         }
         task.value.withLock { $0 = handle }

@@ -49,13 +49,17 @@ enum DBusBench: BenchSuite {
         let seconds = first.map { (last - $0).seconds } ?? 0
         rows.append(
             BenchRow(
-                name: "D-Bus signals received from a second process", value: seconds > 0 ? Double(received - 1) / seconds : 0,
+                name: "D-Bus signals received from a second process",
+                value: seconds > 0 ? Double(received - 1) / seconds : 0,
                 unit: "signals/s", target: "≥ 20000",
-                detail: "\(received)/\(receiveCount) PropertiesChanged (sa{sv}as, RSSI + ManufacturerData) via dbus-daemon, decoded into DBusValue, AsyncStream consumer (checksum \(checksum))"))
+                detail:
+                    "\(received)/\(receiveCount) PropertiesChanged (sa{sv}as, RSSI + ManufacturerData) via dbus-daemon, decoded into DBusValue, AsyncStream consumer (checksum \(checksum))"
+            ))
 
         // 2. Emit from our connection, with a second connection of ours receiving them all.
         let receiver = try await DBusConnection.connect(to: .address(daemon.address), on: loop)
-        let sink = try await receiver.signals(matching: DBusMatchRule(sender: client.uniqueName, member: "PropertiesChanged"))
+        let sink = try await receiver.signals(
+            matching: DBusMatchRule(sender: client.uniqueName, member: "PropertiesChanged"))
         let start = ContinuousClock.now
         let counter = Task {
             var n = 0
@@ -74,12 +78,16 @@ enum DBusBench: BenchSuite {
             BenchRow(
                 name: "D-Bus signals emitted by our connection", value: Double(emitCount) / (written - start).seconds,
                 unit: "signals/s", target: "≥ 20000",
-                detail: "\(emitCount) PropertiesChanged built + sent + written to the socket (emit loop alone: \(Int(Double(emitCount) / (emitted - start).seconds))/s)"))
+                detail:
+                    "\(emitCount) PropertiesChanged built + sent + written to the socket (emit loop alone: \(Int(Double(emitCount) / (emitted - start).seconds))/s)"
+            ))
         if let (count, end) = receivedBack {
             rows.append(
                 BenchRow(
-                    name: "D-Bus signals emitted and received in one process", value: Double(count) / (end - start).seconds,
-                    unit: "signals/s", detail: "\(count)/\(emitCount) through dbus-daemon to a second connection on the same loop"))
+                    name: "D-Bus signals emitted and received in one process",
+                    value: Double(count) / (end - start).seconds,
+                    unit: "signals/s",
+                    detail: "\(count)/\(emitCount) through dbus-daemon to a second connection on the same loop"))
         }
         await receiver.close()
         await client.close()
@@ -139,7 +147,8 @@ enum DBusBench: BenchSuite {
         }
     }
 
-    static func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async -> T) async throws -> T? {
+    static func withTimeout<T: Sendable>(seconds: Double, _ body: @escaping @Sendable () async -> T) async throws -> T?
+    {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { await body() }
             group.addTask {
@@ -164,9 +173,15 @@ extension DBusConnection {
                     "org.bluez.Device1",
                     .variantDictionary([
                         ("RSSI", .int16(Int16(-40 - index % 50))),
-                        ("ManufacturerData", .dictionary(key: .uint16, value: .variant, [
-                            DBusDictionaryEntry(.uint16(0x0001), .variant(.bytes([1, 2, 3, 4, 5, 6, UInt8(index & 0xFF)]))),
-                        ])),
+                        (
+                            "ManufacturerData",
+                            .dictionary(
+                                key: .uint16, value: .variant,
+                                [
+                                    DBusDictionaryEntry(
+                                        .uint16(0x0001), .variant(.bytes([1, 2, 3, 4, 5, 6, UInt8(index & 0xFF)])))
+                                ])
+                        ),
                     ]),
                     .array(.string, []),
                 ])

@@ -41,7 +41,8 @@ enum GatewayBench: BenchSuite {
             """
     }
 
-    static let emptyScenario = #"{"timing": {"disconnect_delay": "10ms", "resolve_delay": "10ms", "gatt_latency": 0, "temporary_timeout": "1h"}}"#
+    static let emptyScenario =
+        #"{"timing": {"disconnect_delay": "10ms", "resolve_delay": "10ms", "gatt_latency": 0, "temporary_timeout": "1h"}}"#
 
     /// gattway's config for the notification pipeline. Home Assistant discovery and the health
     /// message are off (they cost without being measured); the 2A6E value goes through a
@@ -80,10 +81,15 @@ enum GatewayBench: BenchSuite {
 
         // 1. Ceilings, in this run.
         let ceiling = try await dbusCeiling()
-        rows.append(BenchRow(
-            name: "ceiling: D-Bus notifications into a minimal receiver", value: ceiling.receiveRate, unit: "signals/s",
-            detail: "\(ceiling.received)/\(ceiling.emitted) from simulator Burst rate 0 on \(notifyDevices) devices × \(notifyPerDevice) (2A6E); simulator emitted \(Int(ceiling.emitRate))/s"))
-        let payload = Array(#"{"temperature":21.5,"counter":123456,"rssi":-60,"last_seen":"2026-11-30T17:00:00.000Z"}"#.utf8)
+        rows.append(
+            BenchRow(
+                name: "ceiling: D-Bus notifications into a minimal receiver", value: ceiling.receiveRate,
+                unit: "signals/s",
+                detail:
+                    "\(ceiling.received)/\(ceiling.emitted) from simulator Burst rate 0 on \(notifyDevices) devices × \(notifyPerDevice) (2A6E); simulator emitted \(Int(ceiling.emitRate))/s"
+            ))
+        let payload = Array(
+            #"{"temperature":21.5,"counter":123456,"rssi":-60,"last_seen":"2026-11-30T17:00:00.000Z"}"#.utf8)
         var mqttCeiling: [Int: Double] = [:]
         for (qos, count) in [(MQTTQoS.atMostOnce, 200_000), (.atLeastOnce, 100_000)] {
             let loop = EventLoop(name: "bench-mqtt")
@@ -92,13 +98,16 @@ enum GatewayBench: BenchSuite {
             configuration.maxQueued = count  // the ceiling publishes the whole burst without waiting
             let client = try MQTTClient(configuration: configuration, loop: loop)
             try await client.connect()
-            let seconds = try await MQTTBench.measure(client: client, loop: loop, qos: qos, count: count, payload: payload)
+            let seconds = try await MQTTBench.measure(
+                client: client, loop: loop, qos: qos, count: count, payload: payload)
             await client.disconnect()
             loop.shutdown()
             mqttCeiling[Int(qos.rawValue)] = Double(count) / seconds
-            rows.append(BenchRow(
-                name: "ceiling: mosquitto publishes, QoS \(qos.rawValue)", value: Double(count) / seconds, unit: "msgs/s",
-                detail: "\(count) × \(payload.count) B from one MQTTClient, counted on completion"))
+            rows.append(
+                BenchRow(
+                    name: "ceiling: mosquitto publishes, QoS \(qos.rawValue)", value: Double(count) / seconds,
+                    unit: "msgs/s",
+                    detail: "\(count) × \(payload.count) B from one MQTTClient, counted on completion"))
         }
 
         // Idle RSS, the issue's baseline, with the resident memory of each mapping.
@@ -106,7 +115,8 @@ enum GatewayBench: BenchSuite {
         // 2. Notification pipeline at QoS 0 and 1; 4. latency with the QoS 1 process.
         for qos in [0, 1] {
             rows += await phase("notification pipeline QoS \(qos)") {
-                try await notificationPipeline(broker: broker, qos: qos, ceiling: ceiling.receiveRate, latency: qos == 1)
+                try await notificationPipeline(
+                    broker: broker, qos: qos, ceiling: ceiling.receiveRate, latency: qos == 1)
             }
         }
         // 3. Advertisement pipeline, stepped up.
@@ -119,7 +129,10 @@ enum GatewayBench: BenchSuite {
         // 5. Memory under 100k rotating addresses.
         rows += await phase("memory") { try await memory(broker: broker) }
 
-        rows.append(BenchRow(name: "load average at the end (1/5/15 min)", value: Double(loadAverage().split(separator: " ").first ?? "0") ?? 0, unit: "", detail: loadAverage()))
+        rows.append(
+            BenchRow(
+                name: "load average at the end (1/5/15 min)",
+                value: Double(loadAverage().split(separator: " ").first ?? "0") ?? 0, unit: "", detail: loadAverage()))
         return rows
     }
 
@@ -136,7 +149,11 @@ enum GatewayBench: BenchSuite {
             return try await body()
         } catch {
             FileHandle.standardError.write(Data("gateway: \(name) failed: \(error)\n".utf8))
-            return [BenchRow(name: "\(name): FAILED", value: 0, unit: "", detail: "\(error)".split(separator: "\n").first.map(String.init) ?? "")]
+            return [
+                BenchRow(
+                    name: "\(name): FAILED", value: 0, unit: "",
+                    detail: "\(error)".split(separator: "\n").first.map(String.init) ?? "")
+            ]
         }
     }
 
@@ -150,11 +167,15 @@ enum GatewayBench: BenchSuite {
 
     /// Starts gattway on a fresh simulator, waits until it subscribed to 2A6E on every device,
     /// bursts `notifyPerDevice` on each at once, counts at the subscriber.
-    static func notificationPipeline(broker: MosquittoBroker, qos: Int, ceiling: Double, latency: Bool) async throws -> [BenchRow] {
+    static func notificationPipeline(broker: MosquittoBroker, qos: Int, ceiling: Double, latency: Bool) async throws
+        -> [BenchRow]
+    {
         let world = try await SimulatedWorld(scenario: notificationScenario)
         let mqttQoS: MQTTQoS = qos == 0 ? .atMostOnce : .atLeastOnce
-        let subscriber = try await CountingSubscriber(brokerPort: broker.port, filter: "gattway/+", qos: mqttQoS, name: "notify\(qos)")
-        let gattway = try await GatewayProcess.gattway(config: notificationConfig(port: broker.port, qos: qos), world: world)
+        let subscriber = try await CountingSubscriber(
+            brokerPort: broker.port, filter: "gattway/+", qos: mqttQoS, name: "notify\(qos)")
+        let gattway = try await GatewayProcess.gattway(
+            config: notificationConfig(port: broker.port, qos: qos), world: world)
         defer {
             gattway.stop()
         }
@@ -163,9 +184,15 @@ enum GatewayBench: BenchSuite {
         var ready = Set<String>()
         while ready.count < notifyDevices {
             for address in notifyAddresses where !ready.contains(address) {
-                if (try? await world.simulator.notify(address: address, uuid: "2A6E", [0x34, 0x08, 0, 0])) != nil { ready.insert(address) }
+                if (try? await world.simulator.notify(address: address, uuid: "2A6E", [0x34, 0x08, 0, 0])) != nil {
+                    ready.insert(address)
+                }
             }
-            if Date() > deadline { throw BenchError("gattway subscribed on \(ready.count)/\(notifyDevices) devices within 60 s:\n\(gattway.child.log().suffix(3000))") }
+            if Date() > deadline {
+                throw BenchError(
+                    "gattway subscribed on \(ready.count)/\(notifyDevices) devices within 60 s:\n\(gattway.child.log().suffix(3000))"
+                )
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
         _ = await subscriber.waitFor(count: notifyDevices, quiet: 1, timeout: 10)
@@ -189,15 +216,25 @@ enum GatewayBench: BenchSuite {
         var rows = [
             BenchRow(
                 name: "\(name): delivered", value: rate, unit: "msgs/s", target: qos == 0 ? "≥ 80% ceiling" : nil,
-                detail: "\(delivered.0)/\(emitted) emitted on \(notifyDevices) devices (Burst rate 0, 2A6E) → decoded → published → counted by a QoS \(qos) subscriber, in \(delivered.1.formatted(2)) s"),
-            BenchRow(name: "\(name): ratio to D-Bus ceiling", value: rate / ceiling, unit: "×", target: qos == 0 ? "≥ 0.80" : nil,
-                     detail: "ceiling \(Int(ceiling)) signals/s measured in this run"),
-            BenchRow(name: "\(name): lost", value: Double(lost), unit: "msgs", target: qos == 1 ? "0" : nil,
-                     detail: "\(emitted) emitted by the simulator − \(delivered.0) received by the subscriber"),
-            BenchRow(name: "\(name): gattway CPU per 100k msgs", value: usage.cpuSeconds / Double(max(delivered.0, 1)) * 100_000, unit: "CPU s",
-                     detail: "\(usage.cpuSeconds.formatted(2)) CPU s (utime+stime) for \(delivered.0) messages"),
-            BenchRow(name: "\(name): gattway peak RSS", value: usage.rssPeak.megabytes, unit: "MB", target: "≤ 12",
-                     detail: "VmRSS sampled every 100 ms (start \(usage.rssStart.megabytes.formatted(1)) MB, end \(usage.rssEnd.megabytes.formatted(1)) MB, VmHWM \((try? gattway.sample.peakRSS.megabytes.formatted(1)) ?? "?") MB)"),
+                detail:
+                    "\(delivered.0)/\(emitted) emitted on \(notifyDevices) devices (Burst rate 0, 2A6E) → decoded → published → counted by a QoS \(qos) subscriber, in \(delivered.1.formatted(2)) s"
+            ),
+            BenchRow(
+                name: "\(name): ratio to D-Bus ceiling", value: rate / ceiling, unit: "×",
+                target: qos == 0 ? "≥ 0.80" : nil,
+                detail: "ceiling \(Int(ceiling)) signals/s measured in this run"),
+            BenchRow(
+                name: "\(name): lost", value: Double(lost), unit: "msgs", target: qos == 1 ? "0" : nil,
+                detail: "\(emitted) emitted by the simulator − \(delivered.0) received by the subscriber"),
+            BenchRow(
+                name: "\(name): gattway CPU per 100k msgs",
+                value: usage.cpuSeconds / Double(max(delivered.0, 1)) * 100_000, unit: "CPU s",
+                detail: "\(usage.cpuSeconds.formatted(2)) CPU s (utime+stime) for \(delivered.0) messages"),
+            BenchRow(
+                name: "\(name): gattway peak RSS", value: usage.rssPeak.megabytes, unit: "MB", target: "≤ 12",
+                detail:
+                    "VmRSS sampled every 100 ms (start \(usage.rssStart.megabytes.formatted(1)) MB, end \(usage.rssEnd.megabytes.formatted(1)) MB, VmHWM \((try? gattway.sample.peakRSS.megabytes.formatted(1)) ?? "?") MB)"
+            ),
         ]
         if latency {
             rows += try await latencyPhase(world: world, subscriber: subscriber, gattway: gattway, qos: qos)
@@ -212,7 +249,9 @@ enum GatewayBench: BenchSuite {
     /// emit time (µs since the phase started, on the monotonic clock, stamped on the simulator's
     /// loop thread immediately before the signal is queued), which gattway decodes as `counter`;
     /// the subscriber subtracts it from its own monotonic receipt time (same machine, same clock).
-    static func latencyPhase(world: SimulatedWorld, subscriber: CountingSubscriber, gattway: GatewayProcess, qos: Int) async throws -> [BenchRow] {
+    static func latencyPhase(world: SimulatedWorld, subscriber: CountingSubscriber, gattway: GatewayProcess, qos: Int)
+        async throws -> [BenchRow]
+    {
         try await Task.sleep(for: .seconds(1))
         subscriber.reset()
         let epoch = EventLoop.now()
@@ -235,11 +274,15 @@ enum GatewayBench: BenchSuite {
             guard !sorted.isEmpty else { return 0 }
             return Double(sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)]) / 1000
         }
-        let detail = "\(received)/\(total) at \(Int(latencyRate))/s for \(Int(latencySeconds)) s over \(notifyDevices) devices, QoS \(qos); emit time stamped into the value by the simulator, receipt at the subscriber"
+        let detail =
+            "\(received)/\(total) at \(Int(latencyRate))/s for \(Int(latencySeconds)) s over \(notifyDevices) devices, QoS \(qos); emit time stamped into the value by the simulator, receipt at the subscriber"
         return [
-            BenchRow(name: "latency p50 (simulator emit → subscriber)", value: percentile(0.5), unit: "ms", detail: detail),
+            BenchRow(
+                name: "latency p50 (simulator emit → subscriber)", value: percentile(0.5), unit: "ms", detail: detail),
             BenchRow(name: "latency p99", value: percentile(0.99), unit: "ms", target: "< 5"),
-            BenchRow(name: "latency p99.9", value: percentile(0.999), unit: "ms", detail: "max \(Double(sorted.last ?? 0) / 1000) ms"),
+            BenchRow(
+                name: "latency p99.9", value: percentile(0.999), unit: "ms",
+                detail: "max \(Double(sorted.last ?? 0) / 1000) ms"),
         ]
     }
 
@@ -253,13 +296,17 @@ enum GatewayBench: BenchSuite {
         let data: String
         switch index % 3 {
         case 0:
-            data = #""service_data": {"FCD2": {"template": "bthome_v2", "fields": {"packet_id": \#(counter), "temperature": \#(temperature)}}}"#
+            data =
+                #""service_data": {"FCD2": {"template": "bthome_v2", "fields": {"packet_id": \#(counter), "temperature": \#(temperature)}}}"#
         case 1:
-            data = #""service_data": {"181A": {"template": "atc1441", "fields": {"counter": \#(counter), "temperature": \#(temperature)}}}"#
+            data =
+                #""service_data": {"181A": {"template": "atc1441", "fields": {"counter": \#(counter), "temperature": \#(temperature)}}}"#
         default:
-            data = #""manufacturer_data": {"0x0499": {"template": "ruuvi_rawv2", "fields": {"sequence": {"counter": {"start": 0, "step": 1, "min": 0, "max": 65535}}, "temperature": \#(temperature)}}}"#
+            data =
+                #""manufacturer_data": {"0x0499": {"template": "ruuvi_rawv2", "fields": {"sequence": {"counter": {"start": 0, "step": 1, "min": 0, "max": 65535}}, "temperature": \#(temperature)}}}"#
         }
-        return #"{"address": "\#(address)", "address_type": "\#(random ? "random" : "public")", "interval": \#(interval), "connectable": false, \#(data)}"#
+        return
+            #"{"address": "\#(address)", "address_type": "\#(random ? "random" : "public")", "interval": \#(interval), "connectable": false, \#(data)}"#
     }
 
     static func advertiserAddress(_ index: Int) -> String {
@@ -314,16 +361,21 @@ enum GatewayBench: BenchSuite {
 
     static func advertisementSteps(broker: MosquittoBroker) async throws -> [BenchRow] {
         let world = try await SimulatedWorld(scenario: emptyScenario)
-        let subscriber = try await CountingSubscriber(brokerPort: broker.port, filter: "gattway/+", qos: .atMostOnce, name: "adv")
-        let gattway = try await GatewayProcess.gattway(config: advertisementConfig(port: broker.port, maxDevices: 2_000), world: world)
+        let subscriber = try await CountingSubscriber(
+            brokerPort: broker.port, filter: "gattway/+", qos: .atMostOnce, name: "adv")
+        let gattway = try await GatewayProcess.gattway(
+            config: advertisementConfig(port: broker.port, maxDevices: 2_000), world: world)
         try await Task.sleep(for: .seconds(1))
         var rows: [BenchRow] = []
         var held: (rate: Double, window: AdvertisementWindow)? = nil
         var steps: [String] = []
         for rate in advertisementRates {
-            let window = try await advertisementWindow(world: world, subscriber: subscriber, process: gattway, rate: rate, seconds: stepSeconds)
+            let window = try await advertisementWindow(
+                world: world, subscriber: subscriber, process: gattway, rate: rate, seconds: stepSeconds)
             let dropped = window.dropped
-            steps.append("\(Int(rate)): sim \(Int(window.emittedRate))/s, gattway \(Int(window.deliveredRate))/s, dropped \(dropped) of \(window.emittedTotal), CPU \(window.usage.cpuSeconds.formatted(2)) s")
+            steps.append(
+                "\(Int(rate)): sim \(Int(window.emittedRate))/s, gattway \(Int(window.deliveredRate))/s, dropped \(dropped) of \(window.emittedTotal), CPU \(window.usage.cpuSeconds.formatted(2)) s"
+            )
             FileHandle.standardError.write(Data("gateway: advertisements at \(Int(rate))/s: \(steps.last!)\n".utf8))
             guard dropped <= 0 else { break }
             held = (window.emittedRate, window)
@@ -335,16 +387,28 @@ enum GatewayBench: BenchSuite {
         await world.stop()
         if let held {
             let w = held.window
-            rows.append(BenchRow(
-                name: "advertisements: highest rate held with no drops", value: w.deliveredRate, unit: "adv/s",
-                detail: "\(advertisers) devices (BTHome v2 / ATC1441 / Ruuvi RAWv2), \(Int(stepSeconds)) s steps: " + steps.joined(separator: "; ")))
-            rows.append(BenchRow(
-                name: "advertisements: gattway CPU per 1k advertisements", value: w.usage.cpuSeconds / Double(max(w.delivered, 1)) * 1000 * 1000,
-                unit: "CPU ms", detail: "at \(Int(w.deliveredRate))/s: \(w.usage.cpuSeconds.formatted(2)) CPU s for \(w.delivered)"))
+            rows.append(
+                BenchRow(
+                    name: "advertisements: highest rate held with no drops", value: w.deliveredRate, unit: "adv/s",
+                    detail: "\(advertisers) devices (BTHome v2 / ATC1441 / Ruuvi RAWv2), \(Int(stepSeconds)) s steps: "
+                        + steps.joined(separator: "; ")))
+            rows.append(
+                BenchRow(
+                    name: "advertisements: gattway CPU per 1k advertisements",
+                    value: w.usage.cpuSeconds / Double(max(w.delivered, 1)) * 1000 * 1000,
+                    unit: "CPU ms",
+                    detail: "at \(Int(w.deliveredRate))/s: \(w.usage.cpuSeconds.formatted(2)) CPU s for \(w.delivered)")
+            )
         } else {
-            rows.append(BenchRow(name: "advertisements: highest rate held with no drops", value: 0, unit: "adv/s", detail: steps.joined(separator: "; ")))
+            rows.append(
+                BenchRow(
+                    name: "advertisements: highest rate held with no drops", value: 0, unit: "adv/s",
+                    detail: steps.joined(separator: "; ")))
         }
-        rows.append(BenchRow(name: "advertisements: gattway peak RSS", value: peak.megabytes, unit: "MB", target: "≤ 12", detail: "VmHWM over all steps"))
+        rows.append(
+            BenchRow(
+                name: "advertisements: gattway peak RSS", value: peak.megabytes, unit: "MB", target: "≤ 12",
+                detail: "VmHWM over all steps"))
         return rows
     }
 
@@ -379,11 +443,13 @@ enum GatewayBench: BenchSuite {
         let cpu = sample.cpuSeconds - started.cpuSeconds
         let ticks = Int((cpu * ProcessSample.ticksPerSecond).rounded())
         return [
-            BenchRow(name: "idle: \(label) RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
-                     detail: mappings.summary),
+            BenchRow(
+                name: "idle: \(label) RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
+                detail: mappings.summary),
             BenchRow(
                 name: "idle: \(label) CPU (10 s after start)", value: cpu * 1000, unit: "CPU ms", target: "0",
-                detail: "\(ticks) ticks of \(Int(1000 / ProcessSample.ticksPerSecond)) ms (utime+stime) from \"gateway started\" to 10 s later; "
+                detail:
+                    "\(ticks) ticks of \(Int(1000 / ProcessSample.ticksPerSecond)) ms (utime+stime) from \"gateway started\" to 10 s later; "
                     + "on a CPU \(onCPU.formatted(2)) ms (schedstat of its threads; per second "
                     + perSecond.map { $0.formatted(2) }.joined(separator: " ") + ")"),
         ]
@@ -395,8 +461,10 @@ enum GatewayBench: BenchSuite {
     /// once (500 ms interval, 2,000 adv/s), the oldest replaced by a new address continuously.
     static func memory(broker: MosquittoBroker) async throws -> [BenchRow] {
         let world = try await SimulatedWorld(scenario: emptyScenario)
-        let subscriber = try await CountingSubscriber(brokerPort: broker.port, filter: "gattway/+", qos: .atMostOnce, name: "mem")
-        let gattway = try await GatewayProcess.gattway(config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world)
+        let subscriber = try await CountingSubscriber(
+            brokerPort: broker.port, filter: "gattway/+", qos: .atMostOnce, name: "mem")
+        let gattway = try await GatewayProcess.gattway(
+            config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world)
         let live = 1_000
         let interval = 0.5
         try await world.simulator.startRotation(live: live, interval: interval)
@@ -406,7 +474,9 @@ enum GatewayBench: BenchSuite {
         let began = Date()
         var added = live
         while added < rotatingAddresses {
-            let due = min(rotatingAddresses, live + Int(Date().timeIntervalSince(began) / rotationSeconds * Double(rotatingAddresses - live)))
+            let due = min(
+                rotatingAddresses,
+                live + Int(Date().timeIntervalSince(began) / rotationSeconds * Double(rotatingAddresses - live)))
             if due > added {
                 try await world.simulator.rotate(count: due - added, interval: interval)
                 added = due
@@ -424,13 +494,17 @@ enum GatewayBench: BenchSuite {
         await subscriber.close()
         await world.stop()
         let peak = max(sampler.peak, end.rss)
-        let detail = "\(rotatingAddresses) distinct random addresses in \(Int(seconds)) s (\(live) live at a time, \(Int(Double(live) / interval)) adv/s; \(reports) reports, \(messages) messages; max_devices 1000)"
+        let detail =
+            "\(rotatingAddresses) distinct random addresses in \(Int(seconds)) s (\(live) live at a time, \(Int(Double(live) / interval)) adv/s; \(reports) reports, \(messages) messages; max_devices 1000)"
         return [
-            BenchRow(name: "memory: RSS at start (rotating addresses)", value: start.rss.megabytes, unit: "MB", detail: detail),
+            BenchRow(
+                name: "memory: RSS at start (rotating addresses)", value: start.rss.megabytes, unit: "MB",
+                detail: detail),
             BenchRow(name: "memory: peak RSS", value: peak.megabytes, unit: "MB", target: "≤ 12"),
             BenchRow(name: "memory: RSS at end", value: end.rss.megabytes, unit: "MB", detail: mappings.summary),
-            BenchRow(name: "memory: growth start → end", value: (end.rss - start.rss).megabytes, unit: "MB", target: "< 2",
-                     detail: "CPU \(end.cpuSeconds - start.cpuSeconds) s"),
+            BenchRow(
+                name: "memory: growth start → end", value: (end.rss - start.rss).megabytes, unit: "MB", target: "< 2",
+                detail: "CPU \(end.cpuSeconds - start.cpuSeconds) s"),
         ]
     }
 }
@@ -441,13 +515,17 @@ extension BlueZSimulator {
     func notifyStamped(addresses: [String], from start: Int, count: Int, epoch: UInt64) throws {
         for index in start..<(start + count) {
             let micros = UInt32(truncatingIfNeeded: (EventLoop.now() - epoch) / 1000)
-            try notify(address: addresses[index % addresses.count], uuid: "2A6E", (0..<4).map { UInt8(truncatingIfNeeded: micros >> (8 * $0)) })
+            try notify(
+                address: addresses[index % addresses.count], uuid: "2A6E",
+                (0..<4).map { UInt8(truncatingIfNeeded: micros >> (8 * $0)) })
         }
     }
 
     func addAdvertisers(count: Int, interval: Double) throws {
         for index in 0..<count {
-            try addDevice(json: GatewayBench.advertiserJSON(address: GatewayBench.advertiserAddress(index), index: index, interval: interval))
+            try addDevice(
+                json: GatewayBench.advertiserJSON(
+                    address: GatewayBench.advertiserAddress(index), index: index, interval: interval))
         }
     }
 
@@ -473,7 +551,8 @@ extension BlueZSimulator {
         bytes[0] = (bytes[0] & 0x3F) | 0x40
         let address = bytes.map { String(format: "%02X", $0) }.joined(separator: ":")
         RotationQueue.shared.push(address)
-        try addDevice(json: GatewayBench.advertiserJSON(address: address, index: Int(bytes[5]), interval: interval, random: true))
+        try addDevice(
+            json: GatewayBench.advertiserJSON(address: address, index: Int(bytes[5]), interval: interval, random: true))
     }
 }
 

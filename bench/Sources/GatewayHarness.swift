@@ -32,7 +32,8 @@ struct ProcessSample: Sendable {
             return 0
         }
         return ProcessSample(
-            cpuSeconds: (utime + stime) / ticksPerSecond, rss: kilobytes("VmRSS:") * 1024, peakRSS: kilobytes("VmHWM:") * 1024)
+            cpuSeconds: (utime + stime) / ticksPerSecond, rss: kilobytes("VmRSS:") * 1024,
+            peakRSS: kilobytes("VmHWM:") * 1024)
     }
 }
 
@@ -47,7 +48,9 @@ struct MappingRSS {
         var result = MappingRSS()
         result.executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")) ?? ""
         // Read to the end: procfs files report size 0, and a sized read stops after the first page.
-        guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps")?.readDataToEndOfFile() else { return result }
+        guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/smaps")?.readDataToEndOfFile() else {
+            return result
+        }
         let smaps = String(decoding: data, as: UTF8.self)
         var name = "[anon]"
         for line in smaps.split(separator: "\n") {
@@ -65,7 +68,8 @@ struct MappingRSS {
     /// "binary 5.9 MB, libc.so.6 1.6 MB, …" for the mappings of at least 100 kB, largest first.
     var summary: String {
         kilobytesByName.filter { $0.value >= 100 }.sorted { $0.value > $1.value }.map { name, kilobytes in
-            let label = name == executable ? "the gattway binary" : String(name.split(separator: "/").last ?? Substring(name))
+            let label =
+                name == executable ? "the gattway binary" : String(name.split(separator: "/").last ?? Substring(name))
             return "\(label) \((Double(kilobytes) / 1024).formatted(1)) MB"
         }.joined(separator: ", ")
     }
@@ -114,7 +118,8 @@ final class CountingSubscriber: Sendable {
     /// Subscribes to `filter` on `broker` (at `qos`, so a QoS 1 pipeline stays QoS 1 to here).
     init(brokerPort: UInt16, filter: String, qos: MQTTQoS, name: String) async throws {
         loop = EventLoop(name: "bench-sub-\(name)")
-        var configuration = try MQTTConfiguration(url: "mqtt://127.0.0.1:\(brokerPort)", clientID: "bench-sub-\(name)-\(getpid())")
+        var configuration = try MQTTConfiguration(
+            url: "mqtt://127.0.0.1:\(brokerPort)", clientID: "bench-sub-\(name)-\(getpid())")
         configuration.protocolVersion = .v311
         client = try MQTTClient(configuration: configuration, loop: loop)
         try await client.connect()
@@ -239,7 +244,10 @@ final class GatewayProcess {
     let child: ChildProcess
     let name: String
 
-    init(name: String, executable: String, arguments: [String], world: SimulatedWorld, extraEnvironment: [String: String] = [:]) throws {
+    init(
+        name: String, executable: String, arguments: [String], world: SimulatedWorld,
+        extraEnvironment: [String: String] = [:]
+    ) throws {
         self.name = name
         var environment = world.daemon.environment
         for (key, value) in extraEnvironment { environment[key] = value }
@@ -272,7 +280,8 @@ final class GatewayProcess {
     var sample: ProcessSample {
         get throws {
             guard let sample = ProcessSample.read(child.pid) else {
-                throw BenchError("\(name) is not running (status \(child.terminationStatus)):\n\(child.log().suffix(2000))")
+                throw BenchError(
+                    "\(name) is not running (status \(child.terminationStatus)):\n\(child.log().suffix(2000))")
             }
             return sample
         }
@@ -314,7 +323,8 @@ extension Double {
 
 /// The load average, to note with the results (the machine is shared).
 func loadAverage() -> String {
-    ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+    ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(
+        separator: " ")
 }
 
 /// A `Mutex` in a class, so closures and tasks can capture it.

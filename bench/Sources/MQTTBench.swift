@@ -18,25 +18,32 @@ enum MQTTBench: BenchSuite {
         var rows: [BenchRow] = []
         let cases: [(MQTTQoS, Int, String)] = [(.atMostOnce, 500_000, "≥ 250000"), (.atLeastOnce, 200_000, "≥ 70000")]
         for (qos, count, target) in cases {
-            var configuration = try MQTTConfiguration(url: "mqtt://127.0.0.1:\(broker.port)", clientID: "bench-\(qos.rawValue)")
+            var configuration = try MQTTConfiguration(
+                url: "mqtt://127.0.0.1:\(broker.port)", clientID: "bench-\(qos.rawValue)")
             configuration.maxInflight = 1000
             configuration.maxQueued = count  // the whole burst is published without waiting
             configuration.protocolVersion = .v311
             let client = try MQTTClient(configuration: configuration, loop: loop)
             try await client.connect()
-            let payload = Array(#"{"temperature":21.5,"humidity":48,"battery":97,"rssi":-67}"#.utf8)  // 58 bytes, a typical state message
+            // 58 bytes, a typical state message.
+            let payload = Array(#"{"temperature":21.5,"humidity":48,"battery":97,"rssi":-67}"#.utf8)
             let seconds = try await measure(client: client, loop: loop, qos: qos, count: count, payload: payload)
             await client.disconnect()
-            rows.append(BenchRow(
-                name: "MQTT publishes, \(qos), to local mosquitto", value: Double(count) / seconds, unit: "msgs/s",
-                target: target,
-                detail: "\(count) × \(payload.count) B, counted on completion\(qos == .atMostOnce ? " (written)" : " (PUBACK)"), max in-flight 1000, MQTT 3.1.1"))
+            rows.append(
+                BenchRow(
+                    name: "MQTT publishes, \(qos), to local mosquitto", value: Double(count) / seconds, unit: "msgs/s",
+                    target: target,
+                    detail:
+                        "\(count) × \(payload.count) B, counted on completion\(qos == .atMostOnce ? " (written)" : " (PUBACK)"), max in-flight 1000, MQTT 3.1.1"
+                ))
         }
         return rows
     }
 
     /// Seconds until `count` publishes of `payload` at `qos` completed (submitted on the loop thread).
-    static func measure(client: MQTTClient, loop: EventLoop, qos: MQTTQoS, count: Int, payload: [UInt8]) async throws -> Double {
+    static func measure(client: MQTTClient, loop: EventLoop, qos: MQTTQoS, count: Int, payload: [UInt8]) async throws
+        -> Double
+    {
         let tally = Tally()
         let start = EventLoop.now()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

@@ -22,7 +22,8 @@ enum ParsersBench: BenchSuite {
         var encrypted = 0
         for object in fixture("advertisements.jsonl") {
             guard case .success(.advertisement(let context)) = VectorLineDecoder.parse(object),
-                  (try? registry.decode(context)) != nil else { continue }
+                (try? registry.decode(context)) != nil
+            else { continue }
             if context.bindKey != nil { encrypted += 1 }
             adverts.append(context)
         }
@@ -30,7 +31,8 @@ enum ParsersBench: BenchSuite {
         var characteristics: [(BluetoothUUID, [UInt8])] = []
         for object in fixture("characteristics.jsonl") {
             guard case .success(.characteristic(let uuid, let bytes)) = VectorLineDecoder.parse(object),
-                  (try? registry.decode(characteristic: uuid, value: bytes)) != nil else { continue }
+                (try? registry.decode(characteristic: uuid, value: bytes)) != nil
+            else { continue }
             characteristics.append((uuid, bytes))
         }
 
@@ -68,12 +70,15 @@ enum ParsersBench: BenchSuite {
             return readings
         }
         return [
-            BenchRow(name: "advertisements decoded (plain vector mix)", value: plainRate, unit: "adverts/s",
-                     target: "≥ 2000000", detail: "\(plain.count) decodable unencrypted vectors, one core"),
-            BenchRow(name: "advertisements decoded (mix incl. AES-CCM)", value: allRate, unit: "adverts/s",
-                     detail: "\(adverts.count) vectors, \(encrypted) encrypted (OpenSSL EVP per frame)"),
-            BenchRow(name: "characteristic values decoded", value: characteristicRate, unit: "values/s",
-                     detail: "\(characteristics.count) valid SIG characteristic vectors, one core"),
+            BenchRow(
+                name: "advertisements decoded (plain vector mix)", value: plainRate, unit: "adverts/s",
+                target: "≥ 2000000", detail: "\(plain.count) decodable unencrypted vectors, one core"),
+            BenchRow(
+                name: "advertisements decoded (mix incl. AES-CCM)", value: allRate, unit: "adverts/s",
+                detail: "\(adverts.count) vectors, \(encrypted) encrypted (OpenSSL EVP per frame)"),
+            BenchRow(
+                name: "characteristic values decoded", value: characteristicRate, unit: "values/s",
+                detail: "\(characteristics.count) valid SIG characteristic vectors, one core"),
         ]
     }
 }

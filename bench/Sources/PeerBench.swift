@@ -28,28 +28,42 @@ enum PeerBench {
 
     static func sideBySide(broker: MosquittoBroker) async throws -> [BenchRow] {
         let ours = try await measure(broker: broker, topic: "gattway/+") { world in
-            try await GatewayProcess.gattway(config: GatewayBench.advertisementConfig(port: broker.port, maxDevices: 2_000), world: world)
+            try await GatewayProcess.gattway(
+                config: GatewayBench.advertisementConfig(port: broker.port, maxDevices: 2_000), world: world)
         }
         guard let python = theengsPython else {
-            return [BenchRow(name: "Theengs Gateway", value: 0, unit: "", detail: "not measured: no .venv-bench/bin/python (make bench creates it)")]
+            return [
+                BenchRow(
+                    name: "Theengs Gateway", value: 0, unit: "",
+                    detail: "not measured: no .venv-bench/bin/python (make bench creates it)")
+            ]
         }
         let theirs = try await measure(broker: broker, topic: "theengs/BTtoMQTT/+") { world in
             try await startTheengs(python: python, broker: broker, world: world)
         }
-        let detail = "\(GatewayBench.advertisers) advertisers at \(Int(rate))/s for \(Int(seconds)) s, QoS 0, same simulator and broker, one after the other"
-        func row(_ name: String, _ a: Double, _ b: Double, _ unit: String, target: String? = nil, _ extra: String) -> [BenchRow] {
+        let detail =
+            "\(GatewayBench.advertisers) advertisers at \(Int(rate))/s for \(Int(seconds)) s, QoS 0, same simulator and broker, one after the other"
+        func row(_ name: String, _ a: Double, _ b: Double, _ unit: String, target: String? = nil, _ extra: String)
+            -> [BenchRow]
+        {
             [
                 BenchRow(name: "side by side: \(name), gattway", value: a, unit: unit, detail: extra),
                 BenchRow(name: "side by side: \(name), Theengs Gateway", value: b, unit: unit),
-                BenchRow(name: "side by side: \(name), gattway/Theengs", value: b == 0 ? 0 : a / b, unit: "×", target: target),
+                BenchRow(
+                    name: "side by side: \(name), gattway/Theengs", value: b == 0 ? 0 : a / b, unit: "×", target: target
+                ),
             ]
         }
         return row(
             "decoded msgs/s", ours.window.deliveredRate, theirs.window.deliveredRate, "msgs/s",
             detail + "; simulator emitted \(Int(ours.window.emittedRate))/s and \(Int(theirs.window.emittedRate))/s")
-            + row("CPU per 1k msgs", ours.cpuPerThousand, theirs.cpuPerThousand, "CPU ms", target: "≤ 0.10",
-                  "gattway \(ours.window.usage.cpuSeconds.formatted(2)) s for \(ours.window.delivered), Theengs \(theirs.window.usage.cpuSeconds.formatted(2)) s for \(theirs.window.delivered)")
-            + row("peak RSS", ours.peakRSS.megabytes, theirs.peakRSS.megabytes, "MB", target: "≤ 0.33", "VmHWM of each process")
+            + row(
+                "CPU per 1k msgs", ours.cpuPerThousand, theirs.cpuPerThousand, "CPU ms", target: "≤ 0.10",
+                "gattway \(ours.window.usage.cpuSeconds.formatted(2)) s for \(ours.window.delivered), Theengs \(theirs.window.usage.cpuSeconds.formatted(2)) s for \(theirs.window.delivered)"
+            )
+            + row(
+                "peak RSS", ours.peakRSS.megabytes, theirs.peakRSS.megabytes, "MB", target: "≤ 0.33",
+                "VmHWM of each process")
     }
 
     /// Theengs Gateway on `world`'s bus, publishing decoded messages only (`theengs/BTtoMQTT/<id>`)
@@ -71,15 +85,20 @@ enum PeerBench {
         // Scanning once StartDiscovery reached the simulator.
         for _ in 0..<300 {
             if await world.simulator.counterValues().startDiscoveryCalls > 0 { break }
-            if !process.child.isRunning { throw BenchError("Theengs Gateway exited:\n\(process.child.log().suffix(3000))") }
+            if !process.child.isRunning {
+                throw BenchError("Theengs Gateway exited:\n\(process.child.log().suffix(3000))")
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
         return process
     }
 
-    static func measure(broker: MosquittoBroker, topic: String, start: (SimulatedWorld) async throws -> GatewayProcess) async throws -> Figures {
+    static func measure(broker: MosquittoBroker, topic: String, start: (SimulatedWorld) async throws -> GatewayProcess)
+        async throws -> Figures
+    {
         let world = try await SimulatedWorld(scenario: GatewayBench.emptyScenario)
-        let subscriber = try await CountingSubscriber(brokerPort: broker.port, filter: topic, qos: .atMostOnce, name: "peer")
+        let subscriber = try await CountingSubscriber(
+            brokerPort: broker.port, filter: topic, qos: .atMostOnce, name: "peer")
         let process = try await start(world)
         try await Task.sleep(for: .seconds(2))
         let window = try await GatewayBench.advertisementWindow(

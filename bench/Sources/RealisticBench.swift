@@ -144,7 +144,8 @@ enum RealisticBench {
             rows += [
                 BenchRow(
                     name: "\(prefix) CPU per msg, \(label)", value: step.cpuMicrosPerMessage, unit: "CPU µs",
-                    detail: "\(step.cpuSeconds.formatted(3)) CPU s on a CPU (schedstat; utime+stime \(step.tickSeconds.formatted(2)) s) for \(step.delivered) msgs in "
+                    detail:
+                        "\(step.cpuSeconds.formatted(3)) CPU s on a CPU (schedstat; utime+stime \(step.tickSeconds.formatted(2)) s) for \(step.delivered) msgs in "
                         + "\(Int(step.seconds)) s; simulator emitted \(step.emitted)"),
                 BenchRow(name: "\(prefix) msgs/s, \(label)", value: step.messagesPerSecond, unit: "msgs/s"),
                 BenchRow(
@@ -256,7 +257,10 @@ enum RealisticBench {
             let delivered1 = subscriber.snapshot.count
             return (emitted: reports1 - reports0, delivered: delivered1 - delivered0)
         }
-        let onCPU = Double(ProcessThreads.onCPUNanoseconds(from: onCPU0, to: ProcessThreads.onCPUNanoseconds(process.child.pid))) / 1e9
+        let onCPU =
+            Double(
+                ProcessThreads.onCPUNanoseconds(from: onCPU0, to: ProcessThreads.onCPUNanoseconds(process.child.pid)))
+            / 1e9
         let (trace, traceMessages) = try await SyscallTrace.measure(process.child.pid) {
             let delivered0 = subscriber.snapshot.count
             try await Task.sleep(for: .seconds(traceSeconds))

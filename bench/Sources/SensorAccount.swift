@@ -46,9 +46,13 @@ struct SensorAccount: Sendable {
             // ahead with its value that was sent before it arrived. (Values repeat with the
             // counter's period; a value from before `next` is out of order.)
             let ahead = next..<emissions.count
-            if let found = ahead.first(where: { emissions[$0].value == reading.value && emissions[$0].time <= reading.arrival }) {
+            if let found = ahead.first(where: {
+                emissions[$0].value == reading.value && emissions[$0].time <= reading.arrival
+            }) {
                 lost += found - next
-                if examples.count < 10 { examples.append("lost \(found - next) before value \(reading.value) (#\(found))") }
+                if examples.count < 10 {
+                    examples.append("lost \(found - next) before value \(reading.value) (#\(found))")
+                }
                 arrivals[found] = reading.arrival
                 next = found + 1
             } else {
@@ -71,22 +75,35 @@ struct SensorAccount: Sendable {
             SensorRecorder.Reading(value: index % 101, lastSeen: stamp ?? "t\(index)", arrival: Double(index) + 0.5)
         }
         var problems: [String] = []
-        func check(_ name: String, _ readings: [SensorRecorder.Reading], lost: Int, unexpected: Int, redeliveries: Int = 0, repeats: Int = 0) {
+        func check(
+            _ name: String, _ readings: [SensorRecorder.Reading], lost: Int, unexpected: Int, redeliveries: Int = 0,
+            repeats: Int = 0
+        ) {
             let account = SensorAccount(emissions: sent, readings: readings)
-            if account.lost != lost || account.unexpected != unexpected || account.redeliveries != redeliveries || account.repeats != repeats {
-                problems.append("\(name): lost \(account.lost) (expected \(lost)), unexpected \(account.unexpected) (\(unexpected)), "
-                    + "redeliveries \(account.redeliveries) (\(redeliveries)), republished \(account.repeats) (\(repeats))")
+            if account.lost != lost || account.unexpected != unexpected || account.redeliveries != redeliveries
+                || account.repeats != repeats
+            {
+                problems.append(
+                    "\(name): lost \(account.lost) (expected \(lost)), unexpected \(account.unexpected) (\(unexpected)), "
+                        + "redeliveries \(account.redeliveries) (\(redeliveries)), republished \(account.repeats) (\(repeats))"
+                )
             }
         }
         let all = (0..<300).map { reading($0) }
         check("complete", all, lost: 0, unexpected: 0)
         check("three lost in the middle", all.filter { !(100..<103).contains(Int($0.arrival)) }, lost: 3, unexpected: 0)
         check("the last two never arrived", Array(all.dropLast(2)), lost: 2, unexpected: 0)
-        check("a redelivery", Array(all[..<150]) + [all[120]] + Array(all[150...]), lost: 0, unexpected: 0, redeliveries: 1)
-        check("republished with a new last_seen", Array(all[..<150]) + [reading(149, stamp: "again")] + Array(all[150...]),
-              lost: 0, unexpected: 0, repeats: 1)
-        check("an old value again with a new last_seen", Array(all[..<150]) + [reading(120, stamp: "again")] + Array(all[150...]),
-              lost: 0, unexpected: 1)
+        check(
+            "a redelivery", Array(all[..<150]) + [all[120]] + Array(all[150...]), lost: 0, unexpected: 0,
+            redeliveries: 1)
+        check(
+            "republished with a new last_seen",
+            Array(all[..<150]) + [reading(149, stamp: "again")] + Array(all[150...]),
+            lost: 0, unexpected: 0, repeats: 1)
+        check(
+            "an old value again with a new last_seen",
+            Array(all[..<150]) + [reading(120, stamp: "again")] + Array(all[150...]),
+            lost: 0, unexpected: 1)
         check("two swapped", Array(all[..<150]) + [all[151], all[150]] + Array(all[152...]), lost: 1, unexpected: 1)
         return problems
     }

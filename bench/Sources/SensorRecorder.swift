@@ -51,16 +51,20 @@ final class SensorRecorder: Sendable {
         try await sensorsClient.connect()
         var consumers: [Task<Void, Never>] = []
         for sensor in sensors {
-            let subscription = try await sensorsClient.subscribe(to: try MQTTTopicFilter("gattway/\(sensor.name)"), qos: .atLeastOnce)
-            consumers.append(Task { [state] in
-                for await message in subscription {
-                    guard let object = Self.object(message.payload), let reading = object[sensor.attribute] as? Double,
-                        let lastSeen = object["last_seen"] as? String
-                    else { continue }
-                    let entry = Reading(value: sensor.counterValue(reading), lastSeen: lastSeen, arrival: Soak.monotonic())
-                    state.value.withLock { $0.readings[sensor.name, default: []].append(entry) }
-                }
-            })
+            let subscription = try await sensorsClient.subscribe(
+                to: try MQTTTopicFilter("gattway/\(sensor.name)"), qos: .atLeastOnce)
+            consumers.append(
+                Task { [state] in
+                    for await message in subscription {
+                        guard let object = Self.object(message.payload),
+                            let reading = object[sensor.attribute] as? Double,
+                            let lastSeen = object["last_seen"] as? String
+                        else { continue }
+                        let entry = Reading(
+                            value: sensor.counterValue(reading), lastSeen: lastSeen, arrival: Soak.monotonic())
+                        state.value.withLock { $0.readings[sensor.name, default: []].append(entry) }
+                    }
+                })
         }
         var plain = try MQTTConfiguration(url: "mqtt://127.0.0.1:\(brokerPort)", clientID: "soak-all-\(getpid())")
         plain.protocolVersion = .v311
@@ -68,24 +72,26 @@ final class SensorRecorder: Sendable {
         allClient = try MQTTClient(configuration: plain, loop: loop)
         try await allClient.connect()
         let all = try await allClient.subscribe(to: MQTTTopicFilter("gattway/+"), qos: .atMostOnce)
-        consumers.append(Task { [state] in
-            for await _ in all { state.value.withLock { $0.stateMessages += 1 } }
-        })
+        consumers.append(
+            Task { [state] in
+                for await _ in all { state.value.withLock { $0.stateMessages += 1 } }
+            })
         let health = try await allClient.subscribe(to: MQTTTopicFilter("gattway/bridge/health"), qos: .atMostOnce)
-        consumers.append(Task { [state] in
-            for await message in health {
-                guard let object = Self.object(message.payload) else { continue }
-                let process = object["process"] as? [String: Any]
-                let queue = object["queue"] as? [String: Any]
-                let storeAndForward = object["store_and_forward"] as? [String: Any]
-                let entry = Health(
-                    arrival: Soak.monotonic(), published: object["published"] as? Double ?? 0,
-                    cpuSeconds: process?["cpu_seconds"] as? Double, rssBytes: process?["rss_bytes"] as? Double,
-                    durable: storeAndForward?["durable"] as? Bool, queueDepth: queue?["depth"] as? Double ?? 0,
-                    devices: object["devices"] as? Double ?? 0)
-                state.value.withLock { $0.healths.append(entry) }
-            }
-        })
+        consumers.append(
+            Task { [state] in
+                for await message in health {
+                    guard let object = Self.object(message.payload) else { continue }
+                    let process = object["process"] as? [String: Any]
+                    let queue = object["queue"] as? [String: Any]
+                    let storeAndForward = object["store_and_forward"] as? [String: Any]
+                    let entry = Health(
+                        arrival: Soak.monotonic(), published: object["published"] as? Double ?? 0,
+                        cpuSeconds: process?["cpu_seconds"] as? Double, rssBytes: process?["rss_bytes"] as? Double,
+                        durable: storeAndForward?["durable"] as? Bool, queueDepth: queue?["depth"] as? Double ?? 0,
+                        devices: object["devices"] as? Double ?? 0)
+                    state.value.withLock { $0.healths.append(entry) }
+                }
+            })
         self.consumers = consumers
     }
 

@@ -18,11 +18,13 @@ enum SimulatorBench: BenchSuite {
 
     static func run() async throws -> [BenchRow] {
         let world = try await SimulatedWorld(scenario: scenario)
-        let result = try await burstIntoMinimalClient(world: world, addresses: ["A4:C1:38:00:00:01"], uuid: "2A19", countPerDevice: count)
+        let result = try await burstIntoMinimalClient(
+            world: world, addresses: ["A4:C1:38:00:00:01"], uuid: "2A19", countPerDevice: count)
         await world.stop()
         return [
             BenchRow(
-                name: "simulator burst: notifications emitted", value: result.emitRate, unit: "notifications/s", target: "≥ 20000",
+                name: "simulator burst: notifications emitted", value: result.emitRate, unit: "notifications/s",
+                target: "≥ 20000",
                 detail: "\(result.emitted) PropertiesChanged(Value) from the simulator's loop, batched per turn"),
             BenchRow(
                 name: "simulator burst: received by a StartNotify client", value: result.receiveRate,
@@ -44,27 +46,40 @@ enum SimulatorBench: BenchSuite {
     /// signals decoded into `DBusValue`, nothing else) connects the devices, subscribes
     /// (StartNotify) to `uuid` on each, and counts the `Value` signals of a rate-0 burst of
     /// `countPerDevice` on every device at once.
-    static func burstIntoMinimalClient(world: SimulatedWorld, addresses: [String], uuid: String, countPerDevice: Int) async throws -> BurstResult {
+    static func burstIntoMinimalClient(world: SimulatedWorld, addresses: [String], uuid: String, countPerDevice: Int)
+        async throws -> BurstResult
+    {
         let clientLoop = EventLoop(name: "bench-client")
         defer { clientLoop.shutdown() }
         let simulator = world.simulator
         let client = try await DBusConnection.connect(to: .address(world.daemon.address), on: clientLoop)
         @discardableResult
-        func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = []) async throws -> [DBusValue] {
-            try await client.call(destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments)
+        func call(_ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [])
+            async throws -> [DBusValue]
+        {
+            try await client.call(
+                destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments)
         }
         let signals = try await client.signals(
-            matching: DBusMatchRule(sender: "org.bluez", pathNamespace: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+            matching: DBusMatchRule(
+                sender: "org.bluez", pathNamespace: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
+                member: "PropertiesChanged"))
         try await call("/org/bluez/hci0", "org.bluez.Adapter1", "StartDiscovery")
         for address in addresses {
-            let device = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_"))!
+            let device = DBusObjectPath(
+                rawValue: "/org/bluez/hci0/dev_" + address.replacingOccurrences(of: ":", with: "_"))!
             for _ in 0..<500 {
-                if (try? await call(device, "org.freedesktop.DBus.Properties", "Get", ["org.bluez.Device1", "Address"])) != nil { break }
+                if (try? await call(device, "org.freedesktop.DBus.Properties", "Get", ["org.bluez.Device1", "Address"]))
+                    != nil
+                {
+                    break
+                }
                 try await Task.sleep(for: .milliseconds(10))
             }
             try await call(device, "org.bluez.Device1", "Connect")
             for _ in 0..<500 {
-                let resolved = try? await call(device, "org.freedesktop.DBus.Properties", "Get", ["org.bluez.Device1", "ServicesResolved"])
+                let resolved = try? await call(
+                    device, "org.freedesktop.DBus.Properties", "Get", ["org.bluez.Device1", "ServicesResolved"])
                 if resolved?.first?.bool == true { break }
                 try await Task.sleep(for: .milliseconds(10))
             }
@@ -72,11 +87,13 @@ enum SimulatorBench: BenchSuite {
         try await call("/org/bluez/hci0", "org.bluez.Adapter1", "StopDiscovery")
         // StartNotify on the characteristic `uuid` of every device, found through ObjectManager.
         let objects = try await client.call(
-            destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager", method: "GetManagedObjects")
+            destination: "org.bluez", path: "/", interface: "org.freedesktop.DBus.ObjectManager",
+            method: "GetManagedObjects")
         var characteristics: [DBusObjectPath] = []
         let wanted = BluetoothUUID(uuid)
         for entry in objects.first?.entries ?? [] {
-            guard let path = entry.key.objectPath, let uuidText = entry.value["org.bluez.GattCharacteristic1"]?["UUID"]?.string,
+            guard let path = entry.key.objectPath,
+                let uuidText = entry.value["org.bluez.GattCharacteristic1"]?["UUID"]?.string,
                 BluetoothUUID(uuidText) == wanted
             else { continue }
             characteristics.append(path)
@@ -91,14 +108,15 @@ enum SimulatorBench: BenchSuite {
         for address in addresses {
             try await simulator.burst(address: address, uuid: uuid, count: countPerDevice, rate: 0)
         }
-        let received = try await DBusBench.withTimeout(seconds: 60) {
-            var received = 0
-            for await message in signals where message.arguments.count > 1 && message.arguments[1]["Value"] != nil {
-                received += 1
-                if received == total { break }
-            }
-            return received
-        } ?? 0
+        let received =
+            try await DBusBench.withTimeout(seconds: 60) {
+                var received = 0
+                for await message in signals where message.arguments.count > 1 && message.arguments[1]["Value"] != nil {
+                    received += 1
+                    if received == total { break }
+                }
+                return received
+            } ?? 0
         let clientSeconds = Date().timeIntervalSince(started)
         let counters = await simulator.counterValues()
         await client.close()

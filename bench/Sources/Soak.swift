@@ -35,7 +35,8 @@ enum Soak {
         let world = try await SimulatedWorld(scenario: SoakScenario.scenario())
         let sensors = [CounterSensor.battery, CounterSensor.environment]
         let recorder = try await SensorRecorder(brokerPort: broker.port, sensors: sensors)
-        let gattway = try await GatewayProcess.gattway(config: SoakScenario.gatewayConfig(port: broker.port), world: world)
+        let gattway = try await GatewayProcess.gattway(
+            config: SoakScenario.gatewayConfig(port: broker.port), world: world)
         let bluezDown = Locked(false)
         let rotation = AdvertiserRotation()
         try await rotation.start(world.simulator, paused: bluezDown)
@@ -45,7 +46,8 @@ enum Soak {
         let ready = monotonic() + 120
         while sensors.contains(where: { recorder.readings(of: $0).isEmpty }) {
             guard monotonic() < ready else {
-                throw BenchError("the connected sensors did not publish within 120 s:\n\(gattway.child.log().suffix(3000))")
+                throw BenchError(
+                    "the connected sensors did not publish within 120 s:\n\(gattway.child.log().suffix(3000))")
             }
             try await Task.sleep(for: .milliseconds(200))
         }
@@ -77,7 +79,9 @@ enum Soak {
                 do {
                     let record = try await kind.inject(world: world, broker: broker, bluezDown: bluezDown)
                     faults.append(record)
-                    say("\(Int(record.started - start)) s: \(kind.rawValue) (\((record.ended - record.started).formatted(1)) s)")
+                    say(
+                        "\(Int(record.started - start)) s: \(kind.rawValue) (\((record.ended - record.started).formatted(1)) s)"
+                    )
                 } catch {
                     failure = "injecting \(kind.rawValue): \(error)"
                     break
@@ -86,8 +90,11 @@ enum Soak {
             }
             if now >= nextNote {
                 let rss = samples.value.withLock { $0.last?.sample.rss ?? 0 }
-                let counts = sensors.map { "\($0.name) \(recorder.readings(of: $0).count)/\($0.emissions.count)" }.joined(separator: ", ")
-                say("\(Int((now - start) / 60)) min: RSS \(rss.megabytes.formatted(2)) MB, \(faults.count) faults, readings \(counts), load \(loadAverage())")
+                let counts = sensors.map { "\($0.name) \(recorder.readings(of: $0).count)/\($0.emissions.count)" }
+                    .joined(separator: ", ")
+                say(
+                    "\(Int((now - start) / 60)) min: RSS \(rss.megabytes.formatted(2)) MB, \(faults.count) faults, readings \(counts), load \(loadAverage())"
+                )
                 nextNote += 60
             }
             try await Task.sleep(for: .milliseconds(100))
@@ -98,18 +105,26 @@ enum Soak {
         sampler.cancel()
         // Let the last readings through (a replay after the last fault, the subscriber's session).
         let drain = monotonic() + 30
-        while monotonic() < drain, sensors.contains(where: { SensorAccount(emissions: $0.emissions, readings: recorder.readings(of: $0)).lost > 0 }) {
+        while monotonic() < drain,
+            sensors.contains(where: {
+                SensorAccount(emissions: $0.emissions, readings: recorder.readings(of: $0)).lost > 0
+            })
+        {
             try await Task.sleep(for: .milliseconds(200))
         }
-        if let sample = ProcessSample.read(gattway.child.pid) { samples.value.withLock { $0.append((monotonic(), sample)) } }
+        if let sample = ProcessSample.read(gattway.child.pid) {
+            samples.value.withLock { $0.append((monotonic(), sample)) }
+        }
         let alive = gattway.child.isRunning
         let reports = await world.simulator.counterValues().advertisementReports - reportsAtStart
-        let report = SoakReport(SoakReport.Inputs(
-            minutes: minutes, warmup: warmup, start: start, end: stopped, loadAtStart: loadAtStart, alive: alive && failure == nil, checkedAt: monotonic(),
-            exitNote: failure.map { " (\($0))" } ?? "",
-            sensors: sensors.map { ($0, $0.emissions, recorder.readings(of: $0)) }, faults: faults,
-            samples: samples.value.withLock { $0 }, healths: recorder.healths, advertisersAdded: rotation.added,
-            advertisementReports: reports, stateMessages: recorder.stateMessages))
+        let report = SoakReport(
+            SoakReport.Inputs(
+                minutes: minutes, warmup: warmup, start: start, end: stopped, loadAtStart: loadAtStart,
+                alive: alive && failure == nil, checkedAt: monotonic(),
+                exitNote: failure.map { " (\($0))" } ?? "",
+                sensors: sensors.map { ($0, $0.emissions, recorder.readings(of: $0)) }, faults: faults,
+                samples: samples.value.withLock { $0 }, healths: recorder.healths, advertisersAdded: rotation.added,
+                advertisementReports: reports, stateMessages: recorder.stateMessages))
         gattway.stop()
         await recorder.close()
         await world.stop()
@@ -117,9 +132,13 @@ enum Soak {
         BenchTable.print(report.rows)
         let path = ProcessInfo.processInfo.environment["SOAK_RESULTS"] ?? "bench/soak-results.json"
         try report.write(to: path)
-        say("\(report.passed ? "PASSED" : "FAILED"): every target \(report.passed ? "met" : "not met") (figures and samples in \(path)); load \(report.loadAtEnd)")
+        say(
+            "\(report.passed ? "PASSED" : "FAILED"): every target \(report.passed ? "met" : "not met") (figures and samples in \(path)); load \(report.loadAtEnd)"
+        )
         if !report.passed || failure != nil {
-            say("gattway log (last 40 lines):\n" + gattway.child.log().split(separator: "\n").suffix(40).joined(separator: "\n"))
+            say(
+                "gattway log (last 40 lines):\n"
+                    + gattway.child.log().split(separator: "\n").suffix(40).joined(separator: "\n"))
         }
         return report.passed
     }

@@ -24,7 +24,8 @@ enum SoakScenario {
     /// not notified, so each of its state messages is one temperature reading).
     static func scenario() throws -> Scenario {
         var scenario = try Scenario.parse(Data(DemoScenario.json.utf8))
-        for device in scenario.devices.indices where [battery, environment].contains(scenario.devices[device].address.description) {
+        for device in scenario.devices.indices
+        where [battery, environment].contains(scenario.devices[device].address.description) {
             for service in scenario.devices[device].services.indices {
                 for characteristic in scenario.devices[device].services[service].characteristics.indices {
                     scenario.devices[device].services[service].characteristics[characteristic].notifyInterval = nil

@@ -28,12 +28,14 @@ case "soak":
     // The accounting of readings is checked on made-up damage first.
     let problems = SensorAccount.selfTest()
     guard problems.isEmpty else {
-        FileHandle.standardError.write(Data("gattway-bench soak: the readings accounting miscounts:\n\(problems.joined(separator: "\n"))\n".utf8))
+        FileHandle.standardError.write(
+            Data("gattway-bench soak: the readings accounting miscounts:\n\(problems.joined(separator: "\n"))\n".utf8))
         exit(1)
     }
     let text = arguments.dropFirst().first ?? ProcessInfo.processInfo.environment["MINUTES"] ?? "30"
     guard let minutes = Double(text), minutes > 0, minutes <= 24 * 60 else {
-        FileHandle.standardError.write(Data("gattway-bench soak: \"\(text)\" is not a number of minutes (more than 0, at most 1440)\n".utf8))
+        FileHandle.standardError.write(
+            Data("gattway-bench soak: \"\(text)\" is not a number of minutes (more than 0, at most 1440)\n".utf8))
         exit(64)
     }
     exit(try await Soak.run(minutes: minutes) ? 0 : 1)

@@ -61,19 +61,29 @@ public struct Advertisement: Sendable, Hashable {
     public var legacyFields: [Field] {
         var fields: [Field] = []
         if kind == .connectable { fields.append(Field(name: "flags", bytes: 3, optional: false)) }
-        let widths: [(BluetoothUUID.Width, Int, String)] = [(.bits16, 2, "16-bit"), (.bits32, 4, "32-bit"), (.bits128, 16, "128-bit")]
+        let widths: [(BluetoothUUID.Width, Int, String)] = [
+            (.bits16, 2, "16-bit"), (.bits32, 4, "32-bit"), (.bits128, 16, "128-bit"),
+        ]
         for (width, size, label) in widths {
             let count = serviceUUIDs.filter { Self.onAirWidth($0) == width }.count
-            if count > 0 { fields.append(Field(name: "\(label) service UUIDs (\(count))", bytes: 2 + size * count, optional: true)) }
+            if count > 0 {
+                fields.append(Field(name: "\(label) service UUIDs (\(count))", bytes: 2 + size * count, optional: true))
+            }
         }
         for (company, bytes) in manufacturerData.sorted(by: { $0.key < $1.key }) {
-            fields.append(Field(name: "manufacturer data 0x\(String(company, radix: 16).leftPadded(to: 4))", bytes: 4 + bytes.count, optional: true))
+            fields.append(
+                Field(
+                    name: "manufacturer data 0x\(String(company, radix: 16).leftPadded(to: 4))", bytes: 4 + bytes.count,
+                    optional: true))
         }
         for (uuid, bytes) in serviceData.sorted(by: { $0.key < $1.key }) {
             let size = Self.onAirWidth(uuid) == .bits16 ? 2 : Self.onAirWidth(uuid) == .bits32 ? 4 : 16
-            fields.append(Field(name: "service data \(uuid.shortDescription)", bytes: 2 + size + bytes.count, optional: true))
+            fields.append(
+                Field(name: "service data \(uuid.shortDescription)", bytes: 2 + size + bytes.count, optional: true))
         }
-        if let localName { fields.append(Field(name: "local name \"\(localName)\"", bytes: 2 + localName.utf8.count, optional: true)) }
+        if let localName {
+            fields.append(Field(name: "local name \"\(localName)\"", bytes: 2 + localName.utf8.count, optional: true))
+        }
         if appearance != nil { fields.append(Field(name: "appearance", bytes: 4, optional: true)) }
         if txPower != nil { fields.append(Field(name: "tx power", bytes: 3, optional: true)) }
         return fields
@@ -101,7 +111,8 @@ public struct Advertisement: Sendable, Hashable {
         let list = fields.map(\.description).joined(separator: ", ")
         throw PeripheralError(
             .advertisementTooLarge, operation: operation,
-            message: "advertisement needs \(total) bytes, legacy limit is \(Self.legacyLimit) (\(list)): \(excess) bytes too many: "
+            message:
+                "advertisement needs \(total) bytes, legacy limit is \(Self.legacyLimit) (\(list)): \(excess) bytes too many: "
                 + hints.prefix(3).joined(separator: " or "))
     }
 
@@ -113,14 +124,26 @@ public struct Advertisement: Sendable, Hashable {
         [
             ("Type", .string(kind.rawValue)),
             ("ServiceUUIDs", serviceUUIDs.isEmpty ? nil : .strings(serviceUUIDs.map { $0.description.lowercased() })),
-            ("ManufacturerData", manufacturerData.isEmpty ? nil : .dictionary(
-                key: .uint16, value: .variant,
-                manufacturerData.sorted { $0.key < $1.key }.map { DBusDictionaryEntry(.uint16($0.key), .variant(.bytes($0.value))) })),
-            ("ServiceData", serviceData.isEmpty ? nil : .dictionary(
-                key: .string, value: .variant,
-                serviceData.sorted { $0.key < $1.key }.map {
-                    DBusDictionaryEntry(.string($0.key.description.lowercased()), .variant(.bytes($0.value)))
-                })),
+            (
+                "ManufacturerData",
+                manufacturerData.isEmpty
+                    ? nil
+                    : .dictionary(
+                        key: .uint16, value: .variant,
+                        manufacturerData.sorted { $0.key < $1.key }.map {
+                            DBusDictionaryEntry(.uint16($0.key), .variant(.bytes($0.value)))
+                        })
+            ),
+            (
+                "ServiceData",
+                serviceData.isEmpty
+                    ? nil
+                    : .dictionary(
+                        key: .string, value: .variant,
+                        serviceData.sorted { $0.key < $1.key }.map {
+                            DBusDictionaryEntry(.string($0.key.description.lowercased()), .variant(.bytes($0.value)))
+                        })
+            ),
             ("LocalName", localName.map { .string($0) }),
             ("Appearance", appearance.map { .uint16($0) }),
             ("TxPower", txPower.map { .int16(Int16($0)) }),

@@ -38,12 +38,15 @@ public struct AttributePermissions: OptionSet, Sendable, Hashable {
     public func bluezFlags(for properties: CharacteristicProperties) -> [String] {
         var flags = properties.bluezFlags
         let reads = properties.contains(.read)
-        let writes = !properties.isDisjoint(with: [.write, .writeWithoutResponse, .authenticatedSignedWrites, .reliableWrite])
+        let writes = !properties.isDisjoint(with: [
+            .write, .writeWithoutResponse, .authenticatedSignedWrites, .reliableWrite,
+        ])
         let security: [(AttributePermissions, Bool, String)] = [
             (.readEncryptionRequired, reads, "encrypt-read"), (.writeEncryptionRequired, writes, "encrypt-write"),
             (.readAuthenticationRequired, reads, "encrypt-authenticated-read"),
             (.writeAuthenticationRequired, writes, "encrypt-authenticated-write"),
-            (.readSecureConnectionsRequired, reads, "secure-read"), (.writeSecureConnectionsRequired, writes, "secure-write"),
+            (.readSecureConnectionsRequired, reads, "secure-read"),
+            (.writeSecureConnectionsRequired, writes, "secure-write"),
         ]
         for (permission, applies, flag) in security where applies && contains(permission) && !flags.contains(flag) {
             flags.append(flag)
@@ -127,21 +130,30 @@ public struct MutableService: Sendable, Hashable {
     /// Checks what BlueZ would refuse, with a message naming the attribute; nil when acceptable.
     public var problem: String? {
         if service16(0x1800) || service16(0x1801) {
-            return "service \(uuid.shortDescription) is reserved: bluetoothd publishes GAP (1800) and GATT (1801) itself"
+            return
+                "service \(uuid.shortDescription) is reserved: bluetoothd publishes GAP (1800) and GATT (1801) itself"
         }
         if characteristics.isEmpty { return "service \(uuid.shortDescription) has no characteristics" }
         for characteristic in characteristics {
             let name = "characteristic \(characteristic.uuid.shortDescription) of service \(uuid.shortDescription)"
-            let operations: CharacteristicProperties = [.read, .write, .writeWithoutResponse, .notify, .indicate, .broadcast,
-                                                        .authenticatedSignedWrites, .reliableWrite]
-            if characteristic.properties.isDisjoint(with: operations) { return "\(name) has no properties (read, write, notify…)" }
-            if let value = characteristic.value, value.count > 512 { return "\(name): a value holds at most 512 bytes, got \(value.count)" }
+            let operations: CharacteristicProperties = [
+                .read, .write, .writeWithoutResponse, .notify, .indicate, .broadcast,
+                .authenticatedSignedWrites, .reliableWrite,
+            ]
+            if characteristic.properties.isDisjoint(with: operations) {
+                return "\(name) has no properties (read, write, notify…)"
+            }
+            if let value = characteristic.value, value.count > 512 {
+                return "\(name): a value holds at most 512 bytes, got \(value.count)"
+            }
             for descriptor in characteristic.descriptors {
                 if descriptor.uuid == BluetoothUUID(0x2902) {
-                    return "\(name): descriptor 2902 (CCCD) is added by bluetoothd for notify/indicate; do not publish it"
+                    return
+                        "\(name): descriptor 2902 (CCCD) is added by bluetoothd for notify/indicate; do not publish it"
                 }
                 if !descriptor.properties.isSubset(of: [.read, .write]) || descriptor.properties.isEmpty {
-                    return "descriptor \(descriptor.uuid.shortDescription) of \(name): properties must be read and/or write"
+                    return
+                        "descriptor \(descriptor.uuid.shortDescription) of \(name): properties must be read and/or write"
                 }
             }
         }
@@ -178,7 +190,9 @@ public struct LocalCharacteristic: Sendable, Hashable, CustomStringConvertible {
 
     public static func == (lhs: LocalCharacteristic, rhs: LocalCharacteristic) -> Bool { lhs.path == rhs.path }
     public func hash(into hasher: inout Hasher) { hasher.combine(path) }
-    public var description: String { "local characteristic \(uuid.shortDescription) of service \(service.shortDescription)" }
+    public var description: String {
+        "local characteristic \(uuid.shortDescription) of service \(service.shortDescription)"
+    }
 }
 
 /// A descriptor this manager publishes. Identity is the exported object path.
@@ -190,5 +204,7 @@ public struct LocalDescriptor: Sendable, Hashable, CustomStringConvertible {
 
     public static func == (lhs: LocalDescriptor, rhs: LocalDescriptor) -> Bool { lhs.path == rhs.path }
     public func hash(into hasher: inout Hasher) { hasher.combine(path) }
-    public var description: String { "local descriptor \(uuid.shortDescription) of characteristic \(characteristic.shortDescription)" }
+    public var description: String {
+        "local descriptor \(uuid.shortDescription) of characteristic \(characteristic.shortDescription)"
+    }
 }

@@ -67,11 +67,13 @@ public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertibl
         let message = error.message
         let code: Code
         switch name {
-        case "org.bluez.Error.NotSupported", DBusError.Name.unknownMethod.rawValue, DBusError.Name.unknownInterface.rawValue:
+        case "org.bluez.Error.NotSupported", DBusError.Name.unknownMethod.rawValue,
+            DBusError.Name.unknownInterface.rawValue:
             code = .operationNotSupported
         case "org.bluez.Error.AlreadyExists": code = .alreadyExists
         case "org.bluez.Error.NotReady": code = .poweredOff
-        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidLength": code = .invalidAdvertisementOrService(operation)
+        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidLength":
+            code = .invalidAdvertisementOrService(operation)
         case "org.bluez.Error.NotPermitted":
             code = message.contains("Maximum advertisements") ? .tooManyAdvertisements : .failed
         case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue: code = .unknownAttribute

@@ -21,7 +21,9 @@ extension PeripheralManager {
         try requirePoweredOn(operation)
         try await serialized {
             guard self.advertisement == nil else {
-                throw PeripheralError(.alreadyExists, operation: operation, message: "already advertising; update or stop the advertisement first")
+                throw PeripheralError(
+                    .alreadyExists, operation: operation,
+                    message: "already advertising; update or stop the advertisement first")
             }
             try requirePoweredOn(operation)
             self.advertisement = advertisement
@@ -47,7 +49,8 @@ extension PeripheralManager {
         try advertisement.checkLegacyLength(operation: operation)
         try await serialized {
             guard let current = self.advertisement else {
-                throw PeripheralError(.unknownAttribute, operation: operation, message: "not advertising; start advertising first")
+                throw PeripheralError(
+                    .unknownAttribute, operation: operation, message: "not advertising; start advertising first")
             }
             guard current != advertisement else { return }
             self.advertisement = advertisement
@@ -57,7 +60,8 @@ extension PeripheralManager {
             if current.kind != advertisement.kind || removed {
                 if advertisementRegistered, let adapter = registeredAdapter {
                     advertisementRegistered = false
-                    _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+                    _ = try? await callBlueZ(
+                        adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
                 }
                 unexportAdvertisement()
                 try exportAdvertisement(advertisement)
@@ -71,7 +75,9 @@ extension PeripheralManager {
                 }
                 return
             }
-            let changes = new.filter { name, value in value != nil && old[name]! != value }.map { (key: $0.0, value: $0.1) }
+            let changes = new.filter { name, value in value != nil && old[name]! != value }.map {
+                (key: $0.0, value: $0.1)
+            }
             try setAdvertisementProperties(changes)
         }
     }
@@ -91,7 +97,8 @@ extension PeripheralManager {
             guard advertisement != nil else { return }
             advertisement = nil
             if advertisementRegistered, let adapter = registeredAdapter, bluezOwner != nil {
-                _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+                _ = try? await callBlueZ(
+                    adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
             }
             advertisementRegistered = false
             unexportAdvertisement()
@@ -101,7 +108,9 @@ extension PeripheralManager {
     func registerAdvertisement() async throws {
         guard let adapterPath else { throw stateError("register the advertisement") }
         do {
-            _ = try await callBlueZ(adapterPath, Self.advertisingManager, "RegisterAdvertisement", [.objectPath(advertisementPath), .variantDictionary([String: DBusValue]())])
+            _ = try await callBlueZ(
+                adapterPath, Self.advertisingManager, "RegisterAdvertisement",
+                [.objectPath(advertisementPath), .variantDictionary([String: DBusValue]())])
         } catch let error as DBusError where error.name.rawValue == "org.bluez.Error.AlreadyExists" {
             // Still registered from before a power cycle.
         } catch {
@@ -119,9 +128,11 @@ extension PeripheralManager {
                 .immediate("Release") { [weak self] call in
                     self?.onLoop { $0.released(call) }
                     return []
-                },
+                }
             ],
-            properties: Advertisement.propertyTypes.map { name, type in DBusProperty(name, type: type, value: values[name] ?? nil) })
+            properties: Advertisement.propertyTypes.map { name, type in
+                DBusProperty(name, type: type, value: values[name] ?? nil)
+            })
         let path = advertisementPath
         try connection.assumeIsolated { connection in try connection.export([interface], at: path, announce: false) }
         advertisementExported = true

@@ -22,7 +22,9 @@ extension PeripheralManager {
     public func add(_ service: MutableService) async throws -> LocalService {
         let operation = "add service \(service.uuid.shortDescription)"
         try requirePoweredOn(operation)
-        if let problem = service.problem { throw PeripheralError(.invalidService, operation: operation, message: problem) }
+        if let problem = service.problem {
+            throw PeripheralError(.invalidService, operation: operation, message: problem)
+        }
         return try await serialized {
             try requirePoweredOn(operation)
             await unregisterApplication()
@@ -104,23 +106,33 @@ extension PeripheralManager {
     ///   not published (any more), ``PeripheralError/Code/invalidValueLength`` beyond 512 bytes,
     ///   ``PeripheralError/Code/operationNotSupported`` for a list of centrals.
     @discardableResult
-    public func updateValue(_ value: [UInt8], for characteristic: LocalCharacteristic, onSubscribedCentrals centrals: [Central]? = nil) throws -> Bool {
+    public func updateValue(
+        _ value: [UInt8], for characteristic: LocalCharacteristic, onSubscribedCentrals centrals: [Central]? = nil
+    ) throws -> Bool {
         let operation = "update \(characteristic)"
         guard var record = characteristicRecords[characteristic.path] else {
-            throw PeripheralError(.unknownAttribute, operation: operation, message: "the characteristic is not published")
+            throw PeripheralError(
+                .unknownAttribute, operation: operation, message: "the characteristic is not published")
         }
         guard centrals == nil else {
-            throw PeripheralError(.operationNotSupported, operation: operation, message: "BlueZ notifies every subscribed central; it cannot address individual centrals")
+            throw PeripheralError(
+                .operationNotSupported, operation: operation,
+                message: "BlueZ notifies every subscribed central; it cannot address individual centrals")
         }
         guard value.count <= 512 else {
-            throw PeripheralError(.invalidValueLength, operation: operation, message: "a value holds at most 512 bytes, got \(value.count)")
+            throw PeripheralError(
+                .invalidValueLength, operation: operation,
+                message: "a value holds at most 512 bytes, got \(value.count)")
         }
         if record.cachedValue != nil { record.cachedValue = value }
         characteristicRecords[characteristic.path] = record
-        let send = record.notifying && applicationRegistered && state == .poweredOn
+        let send =
+            record.notifying && applicationRegistered && state == .poweredOn
             && !record.local.properties.isDisjoint(with: [.notify, .indicate])
         try? connection.assumeIsolated { connection in
-            try connection.setProperty("Value", to: .bytes(value), interface: Self.characteristicInterface, at: characteristic.path, emit: send)
+            try connection.setProperty(
+                "Value", to: .bytes(value), interface: Self.characteristicInterface, at: characteristic.path, emit: send
+            )
         }
         return send
     }
@@ -133,18 +145,25 @@ extension PeripheralManager {
         let servicePath = try applicationRoot.appending("service\(index)")
         var characteristics: [LocalCharacteristic] = []
         var interfaces: [(DBusObjectPath, DBusInterface)] = [
-            (servicePath, DBusInterface(Self.serviceInterface, properties: [
-                DBusProperty("UUID", type: .string, value: .string(service.uuid.description)),
-                DBusProperty("Primary", type: .boolean, value: .boolean(service.isPrimary)),
-                DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
-            ])),
+            (
+                servicePath,
+                DBusInterface(
+                    Self.serviceInterface,
+                    properties: [
+                        DBusProperty("UUID", type: .string, value: .string(service.uuid.description)),
+                        DBusProperty("Primary", type: .boolean, value: .boolean(service.isPrimary)),
+                        DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
+                    ])
+            )
         ]
         for (charIndex, characteristic) in service.characteristics.enumerated() {
             let path = try servicePath.appending("char\(charIndex)")
             var descriptors: [LocalDescriptor] = []
             for (descIndex, descriptor) in characteristic.descriptors.enumerated() {
                 let descPath = try path.appending("desc\(descIndex)")
-                let local = LocalDescriptor(characteristic: characteristic.uuid, uuid: descriptor.uuid, properties: descriptor.properties, path: descPath)
+                let local = LocalDescriptor(
+                    characteristic: characteristic.uuid, uuid: descriptor.uuid, properties: descriptor.properties,
+                    path: descPath)
                 descriptors.append(local)
                 descriptorRecords[descPath] = DescriptorRecord(local: local, value: descriptor.value)
                 interfaces.append((descPath, descriptorInterface(descriptor, path: descPath, characteristicPath: path)))
@@ -154,12 +173,15 @@ extension PeripheralManager {
                 permissions: characteristic.permissions, descriptors: descriptors, path: path)
             characteristics.append(local)
             characteristicRecords[path] = CharacteristicRecord(local: local, cachedValue: characteristic.value)
-            interfaces.insert((path, characteristicInterface(characteristic, path: path, servicePath: servicePath)), at: interfaces.count - descriptors.count)
+            interfaces.insert(
+                (path, characteristicInterface(characteristic, path: path, servicePath: servicePath)),
+                at: interfaces.count - descriptors.count)
         }
         try connection.assumeIsolated { connection in
             for (path, interface) in interfaces { try connection.export([interface], at: path) }
         }
-        return LocalService(uuid: service.uuid, isPrimary: service.isPrimary, characteristics: characteristics, path: servicePath)
+        return LocalService(
+            uuid: service.uuid, isPrimary: service.isPrimary, characteristics: characteristics, path: servicePath)
     }
 
     private func unexport(_ service: LocalService) {
@@ -168,7 +190,8 @@ extension PeripheralManager {
             characteristicRecords.removeValue(forKey: characteristic.path)
         }
         connection.assumeIsolated { connection in
-            for path in connection.exportedPaths.reversed() where path == service.path || path.isDescendant(of: service.path) {
+            for path in connection.exportedPaths.reversed()
+            where path == service.path || path.isDescendant(of: service.path) {
                 try? connection.unexport(at: path)
             }
         }
@@ -181,14 +204,17 @@ extension PeripheralManager {
                 guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
                 self.onLoop { $0.handleRead(path, call, reply) }
             },
-            .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { [weak self] call, reply in
+            .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) {
+                [weak self] call, reply in
                 guard let self else { return reply.fail(ATTError.unlikelyError.bluezError) }
                 self.onLoop { $0.handleWrite(path, call, reply) }
             },
         ]
     }
 
-    private func characteristicInterface(_ characteristic: MutableCharacteristic, path: DBusObjectPath, servicePath: DBusObjectPath) -> DBusInterface {
+    private func characteristicInterface(
+        _ characteristic: MutableCharacteristic, path: DBusObjectPath, servicePath: DBusObjectPath
+    ) -> DBusInterface {
         DBusInterface(
             Self.characteristicInterface,
             methods: requestMethods(path) + [
@@ -214,14 +240,18 @@ extension PeripheralManager {
             ])
     }
 
-    private func descriptorInterface(_ descriptor: MutableDescriptor, path: DBusObjectPath, characteristicPath: DBusObjectPath) -> DBusInterface {
+    private func descriptorInterface(
+        _ descriptor: MutableDescriptor, path: DBusObjectPath, characteristicPath: DBusObjectPath
+    ) -> DBusInterface {
         DBusInterface(
             Self.descriptorInterface,
             methods: requestMethods(path),
             properties: [
                 DBusProperty("UUID", type: .string, value: .string(descriptor.uuid.description)),
                 DBusProperty("Characteristic", type: .objectPath, value: .objectPath(characteristicPath)),
-                DBusProperty("Flags", type: .array(.string), value: .strings(descriptor.permissions.bluezFlags(for: descriptor.properties))),
+                DBusProperty(
+                    "Flags", type: .array(.string),
+                    value: .strings(descriptor.permissions.bluezFlags(for: descriptor.properties))),
                 DBusProperty("Handle", type: .uint16, access: .readwrite, value: .uint16(0)),
                 DBusProperty("Value", type: .array(.byte), value: .bytes(descriptor.value ?? [])),
             ])
@@ -234,7 +264,8 @@ extension PeripheralManager {
         call.sender != nil && call.sender == bluezOwner
     }
 
-    static let notFromBlueZ = DBusError("org.bluez.Error.NotAuthorized", "only bluetoothd (the owner of org.bluez) may call this")
+    static let notFromBlueZ = DBusError(
+        "org.bluez.Error.NotAuthorized", "only bluetoothd (the owner of org.bluez) may call this")
 
     /// The longest attribute value ATT allows (Core Specification Vol 3 Part F §3.2.9).
     static let maximumValueLength = 512
@@ -274,13 +305,16 @@ extension PeripheralManager {
         let options = call.arguments.count > 1 ? call.arguments[1] : nil
         let context = RequestContext(options: options)
         let value = call.arguments.first?.bytes ?? []
-        if let refusal = Self.refusal(offset: context.offset, length: value.count) { return reply.fail(refusal.bluezError) }
+        if let refusal = Self.refusal(offset: context.offset, length: value.count) {
+            return reply.fail(refusal.bluezError)
+        }
         let attribute: LocalAttribute
         let expectsResponse: Bool
         if let record = characteristicRecords[path] {
             attribute = .characteristic(record.local)
             expectsResponse = Self.expectsResponse(
-                type: options?["type"]?.string, properties: record.local.properties, noReplyExpected: call.noReplyExpected)
+                type: options?["type"]?.string, properties: record.local.properties,
+                noReplyExpected: call.noReplyExpected)
         } else if let record = descriptorRecords[path] {
             attribute = .descriptor(record.local)
             expectsResponse = !call.noReplyExpected
@@ -313,7 +347,9 @@ extension PeripheralManager {
     func handleNotify(_ path: DBusObjectPath, _ call: DBusMessage, start: Bool) throws {
         guard fromBlueZ(call) else { throw Self.notFromBlueZ }
         guard let record = characteristicRecords[path] else { throw ATTError.unlikelyError.bluezError }
-        guard !record.local.properties.isDisjoint(with: [.notify, .indicate]) else { throw ATTError.requestNotSupported.bluezError }
+        guard !record.local.properties.isDisjoint(with: [.notify, .indicate]) else {
+            throw ATTError.requestNotSupported.bluezError
+        }
         if start {
             characteristicRecords[path]?.notifying = true
             emit(.subscribed(record.local))

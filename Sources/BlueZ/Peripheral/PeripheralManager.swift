@@ -86,7 +86,9 @@ public actor PeripheralManager {
     }
 
     var applicationRoot: DBusObjectPath { (try? options.objectPath.appending("app")) ?? options.objectPath }
-    var advertisementPath: DBusObjectPath { (try? options.objectPath.appending("advertisement0")) ?? options.objectPath }
+    var advertisementPath: DBusObjectPath {
+        (try? options.objectPath.appending("advertisement0")) ?? options.objectPath
+    }
 
     /// Connects to the bus, reads BlueZ's adapters and returns once ``state`` is known (any
     /// state: check it or wait with ``waitUntilPoweredOn(timeout:)``).
@@ -118,12 +120,14 @@ public actor PeripheralManager {
         await connection.addObjectManager(at: applicationRoot)
         let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
         let owners = try await connection.nameOwnerChanges(of: "org.bluez")
-        signalTasks.append(Task { [weak self] in
-            for await message in bluez { await self?.handleSignal(message) }
-        })
-        signalTasks.append(Task { [weak self] in
-            for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
-        })
+        signalTasks.append(
+            Task { [weak self] in
+                for await message in bluez { await self?.handleSignal(message) }
+            })
+        signalTasks.append(
+            Task { [weak self] in
+                for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
+            })
         let owner: String?
         do {
             owner = try await connection.nameOwner("org.bluez")
@@ -141,10 +145,14 @@ public actor PeripheralManager {
         closed = true
         if let adapter = registeredAdapter, bluezOwner != nil {
             if advertisementRegistered {
-                _ = try? await callBlueZ(adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)], timeout: .seconds(2))
+                _ = try? await callBlueZ(
+                    adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)],
+                    timeout: .seconds(2))
             }
             if applicationRegistered {
-                _ = try? await callBlueZ(adapter, Self.gattManager, "UnregisterApplication", [.objectPath(applicationRoot)], timeout: .seconds(2))
+                _ = try? await callBlueZ(
+                    adapter, Self.gattManager, "UnregisterApplication", [.objectPath(applicationRoot)],
+                    timeout: .seconds(2))
             }
         }
         advertisementRegistered = false
@@ -163,7 +171,8 @@ public actor PeripheralManager {
 
     /// The state now, then every change (newest 16 buffered), like ``CentralManager/stateUpdates()``.
     public func stateUpdates() -> AsyncStream<PeripheralState> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralState.self, bufferingPolicy: .bufferingNewest(16))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: PeripheralState.self, bufferingPolicy: .bufferingNewest(16))
         continuation.yield(state)
         if closed {
             continuation.finish()
@@ -186,7 +195,8 @@ public actor PeripheralManager {
     /// Buffering: the newest `limit` events; a dropped request is answered with an error.
     /// Finishes when the manager is closed.
     public func events(bufferingNewest limit: Int = 1024) -> AsyncStream<PeripheralEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: PeripheralEvent.self, bufferingPolicy: .bufferingNewest(limit))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: PeripheralEvent.self, bufferingPolicy: .bufferingNewest(limit))
         if closed {
             continuation.finish()
             return stream
@@ -218,7 +228,10 @@ public actor PeripheralManager {
         let reached = await waiter.value
         loop.cancelTimer(timer)
         if reached { return }
-        if closed { throw PeripheralError(.cancelled, operation: "wait for the adapter", message: "the peripheral manager was closed") }
+        if closed {
+            throw PeripheralError(
+                .cancelled, operation: "wait for the adapter", message: "the peripheral manager was closed")
+        }
         throw stateError("wait for the adapter to be powered on")
     }
 
@@ -234,7 +247,9 @@ public actor PeripheralManager {
             // (AlreadyExists then counts as success).
             applicationRegistered = false
             if advertisementRegistered, advertisement != nil {
-                emit(.advertisingStopped(reason: newState == .poweredOff ? "the adapter was powered off" : "bluetoothd is gone"))
+                emit(
+                    .advertisingStopped(
+                        reason: newState == .poweredOff ? "the adapter was powered off" : "bluetoothd is gone"))
             }
             advertisementRegistered = false
             resetSubscriptions()
@@ -243,13 +258,16 @@ public actor PeripheralManager {
 
     func stateError(_ operation: String) -> PeripheralError {
         let (code, message) = BlueZPresence.unavailability(
-            state, manager: "peripheral manager", adapterName: adapterName, selector: options.adapter, role: "peripheral",
+            state, manager: "peripheral manager", adapterName: adapterName, selector: options.adapter,
+            role: "peripheral",
             bluezPresent: bluezOwner != nil)
         return PeripheralError(PeripheralError.Code(rawValue: code) ?? .failed, operation: operation, message: message)
     }
 
     func requirePoweredOn(_ operation: String) throws {
-        if closed { throw PeripheralError(.cancelled, operation: operation, message: "the peripheral manager was closed") }
+        if closed {
+            throw PeripheralError(.cancelled, operation: operation, message: "the peripheral manager was closed")
+        }
         guard state == .poweredOn else { throw stateError(operation) }
     }
 
@@ -257,7 +275,8 @@ public actor PeripheralManager {
 
     /// The adapter's address (what centrals see when they connect), when one is chosen.
     public var adapterAddress: BluetoothAddress? {
-        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(BluetoothAddress.init)
+        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(
+            BluetoothAddress.init)
     }
 
     // MARK: bluetoothd presence
@@ -341,7 +360,9 @@ public actor PeripheralManager {
     func serialized<T>(_ body: () async throws -> T) async throws -> T {
         while operationRunning {
             await withCheckedContinuation { operationWaiters.append($0) }
-            if closed { throw PeripheralError(.cancelled, operation: "register", message: "the peripheral manager was closed") }
+            if closed {
+                throw PeripheralError(.cancelled, operation: "register", message: "the peripheral manager was closed")
+            }
         }
         operationRunning = true
         defer {
@@ -360,7 +381,9 @@ public actor PeripheralManager {
                     try await registerApplication()
                     emit(.servicesRegistered(localServices))
                 } catch {
-                    emit(.registrationFailed(PeripheralError.wrap(error, operation: "register the GATT application again")))
+                    emit(
+                        .registrationFailed(
+                            PeripheralError.wrap(error, operation: "register the GATT application again")))
                 }
             }
             if advertisement != nil, !advertisementRegistered {
@@ -368,7 +391,8 @@ public actor PeripheralManager {
                     try await registerAdvertisement()
                     emit(.advertisingStarted)
                 } catch {
-                    emit(.registrationFailed(PeripheralError.wrap(error, operation: "register the advertisement again")))
+                    emit(
+                        .registrationFailed(PeripheralError.wrap(error, operation: "register the advertisement again")))
                 }
             }
         }
@@ -378,7 +402,9 @@ public actor PeripheralManager {
         guard let adapterPath else { throw stateError("register the GATT application") }
         let operation = "\(Self.gattManager).RegisterApplication"
         do {
-            _ = try await callBlueZ(adapterPath, Self.gattManager, "RegisterApplication", [.objectPath(applicationRoot), .variantDictionary([String: DBusValue]())])
+            _ = try await callBlueZ(
+                adapterPath, Self.gattManager, "RegisterApplication",
+                [.objectPath(applicationRoot), .variantDictionary([String: DBusValue]())])
         } catch let error as DBusError where error.name.rawValue == "org.bluez.Error.AlreadyExists" {
             // Still registered from before a power cycle.
         } catch {
@@ -410,7 +436,8 @@ public actor PeripheralManager {
     }
 
     func callBlueZ(
-        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [], timeout: Duration? = nil
+        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
+        timeout: Duration? = nil
     ) async throws -> [DBusValue] {
         try await connection.call(
             destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments,

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An `AF_UNIX` `SOCK_SEQPACKET` socket pair, as bluetoothd hands out from `AcquireNotify` and

@@ -11,7 +11,8 @@ public struct AdvertisementReport: Sendable, Equatable {
 
     public init(
         rssi: Int16, txPower: Int16? = nil, name: String? = nil, serviceUUIDs: [BluetoothUUID] = [],
-        manufacturerData: [(companyID: UInt16, bytes: [UInt8])] = [], serviceData: [(uuid: BluetoothUUID, bytes: [UInt8])] = []
+        manufacturerData: [(companyID: UInt16, bytes: [UInt8])] = [],
+        serviceData: [(uuid: BluetoothUUID, bytes: [UInt8])] = []
     ) {
         self.rssi = rssi
         self.txPower = txPower
@@ -22,7 +23,8 @@ public struct AdvertisementReport: Sendable, Equatable {
     }
 
     public static func == (lhs: AdvertisementReport, rhs: AdvertisementReport) -> Bool {
-        lhs.rssi == rhs.rssi && lhs.txPower == rhs.txPower && lhs.name == rhs.name && lhs.serviceUUIDs == rhs.serviceUUIDs
+        lhs.rssi == rhs.rssi && lhs.txPower == rhs.txPower && lhs.name == rhs.name
+            && lhs.serviceUUIDs == rhs.serviceUUIDs
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.bytes) == rhs.manufacturerData.map(\.bytes)
             && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)

@@ -61,7 +61,9 @@ public struct MergedDiscoveryFilter: Sendable, Equatable {
         if let threshold = self.rssi, rssi < threshold { return false }
         if !patterns.isEmpty {
             let text = address.description
-            guard patterns.contains(where: { text.hasPrefix($0) || (name?.hasPrefix($0) ?? false) }) else { return false }
+            guard patterns.contains(where: { text.hasPrefix($0) || (name?.hasPrefix($0) ?? false) }) else {
+                return false
+            }
         }
         return true
     }

@@ -3,7 +3,9 @@ import DBus
 
 extension DiscoveryFilter {
     /// The keys `Adapter1.GetDiscoveryFilters` lists in 5.66.
-    public static let supportedKeys = ["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern"]
+    public static let supportedKeys = [
+        "UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern",
+    ]
 
     /// Parses the `a{sv}` of `SetDiscoveryFilter`; nil for an empty dictionary (clear the filter).
     /// - Throws: `org.bluez.Error.InvalidArguments` for an unknown key, a wrong variant type, a bad
@@ -13,7 +15,9 @@ extension DiscoveryFilter {
         guard !entries.isEmpty else { return nil }
         var filter = DiscoveryFilter()
         for entry in entries {
-            guard let key = entry.key.string, case .variant(let value) = entry.value else { throw BlueZError.invalidArguments }
+            guard let key = entry.key.string, case .variant(let value) = entry.value else {
+                throw BlueZError.invalidArguments
+            }
             switch (key, value) {
             case ("UUIDs", .array(.string, _)):
                 var uuids: [BluetoothUUID] = []

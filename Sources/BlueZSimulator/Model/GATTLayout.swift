@@ -37,13 +37,18 @@ public struct GATTLayout: Sendable, Equatable {
     /// Lays out `specs`, adding GAP (device name `name`) and GATT services unless the scenario has them.
     public init(_ specs: [ServiceSpec], name: String?) {
         var all = specs
-        let gatt = ServiceSpec(uuid: BluetoothUUID(0x1801), characteristics: [
-            CharacteristicSpec(uuid: BluetoothUUID(0x2A05), flags: ["indicate"], value: .bytes([])),
-        ])
-        let gap = ServiceSpec(uuid: BluetoothUUID(0x1800), characteristics: [
-            CharacteristicSpec(uuid: BluetoothUUID(0x2A00), flags: ["read"], value: .bytes(Array((name ?? "").utf8))),
-            CharacteristicSpec(uuid: BluetoothUUID(0x2A01), flags: ["read"], value: .bytes([0, 0])),
-        ])
+        let gatt = ServiceSpec(
+            uuid: BluetoothUUID(0x1801),
+            characteristics: [
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A05), flags: ["indicate"], value: .bytes([]))
+            ])
+        let gap = ServiceSpec(
+            uuid: BluetoothUUID(0x1800),
+            characteristics: [
+                CharacteristicSpec(
+                    uuid: BluetoothUUID(0x2A00), flags: ["read"], value: .bytes(Array((name ?? "").utf8))),
+                CharacteristicSpec(uuid: BluetoothUUID(0x2A01), flags: ["read"], value: .bytes([0, 0])),
+            ])
         if !specs.contains(where: { $0.uuid == gatt.uuid }) { all.insert(gatt, at: 0) }
         if !specs.contains(where: { $0.uuid == gap.uuid }) { all.insert(gap, at: 0) }
         var handle: UInt16 = 1
@@ -62,9 +67,12 @@ public struct GATTLayout: Sendable, Equatable {
                     descriptors.append(Descriptor(uuid: descriptor.uuid, handle: handle, value: descriptor.value))
                     handle &+= 1
                 }
-                return Characteristic(spec: characteristic, handle: declaration, valueHandle: declaration &+ 1, descriptors: descriptors)
+                return Characteristic(
+                    spec: characteristic, handle: declaration, valueHandle: declaration &+ 1, descriptors: descriptors)
             }
-            return Service(uuid: spec.uuid, handle: serviceHandle, characteristics: characteristics, exported: !Self.hidden.contains(spec.uuid))
+            return Service(
+                uuid: spec.uuid, handle: serviceHandle, characteristics: characteristics,
+                exported: !Self.hidden.contains(spec.uuid))
         }
     }
 
@@ -84,21 +92,33 @@ public struct GATTLayout: Sendable, Equatable {
     /// Supported Features) and Device Information (PnP ID) — handles 0x0001…0x0012. Applications'
     /// services follow (``nextFreeHandle``).
     public static func bluezLocal(name: String) -> GATTLayout {
-        GATTLayout([
-            ServiceSpec(uuid: BluetoothUUID(0x1800), characteristics: [
-                CharacteristicSpec(uuid: BluetoothUUID(0x2A00), flags: ["read"], value: .bytes(Array(name.utf8))),
-                CharacteristicSpec(uuid: BluetoothUUID(0x2A01), flags: ["read"], value: .bytes([0, 0])),
-            ]),
-            ServiceSpec(uuid: BluetoothUUID(0x1801), characteristics: [
-                CharacteristicSpec(uuid: BluetoothUUID(0x2A05), flags: ["indicate"]),
-                CharacteristicSpec(uuid: BluetoothUUID(0x2B29), flags: ["read", "write"], value: .bytes([0])),
-                CharacteristicSpec(uuid: BluetoothUUID(0x2B2A), flags: ["read"], value: .bytes([UInt8](repeating: 0, count: 16))),
-                CharacteristicSpec(uuid: BluetoothUUID(0x2B3A), flags: ["read"], value: .bytes([1])),
-            ]),
-            ServiceSpec(uuid: BluetoothUUID(0x180A), characteristics: [
-                CharacteristicSpec(uuid: BluetoothUUID(0x2A50), flags: ["read"], value: .bytes([0x02, 0x6B, 0x1D, 0x46, 0x02, 0x42, 0x05])),
-            ]),
-        ], name: name)
+        GATTLayout(
+            [
+                ServiceSpec(
+                    uuid: BluetoothUUID(0x1800),
+                    characteristics: [
+                        CharacteristicSpec(
+                            uuid: BluetoothUUID(0x2A00), flags: ["read"], value: .bytes(Array(name.utf8))),
+                        CharacteristicSpec(uuid: BluetoothUUID(0x2A01), flags: ["read"], value: .bytes([0, 0])),
+                    ]),
+                ServiceSpec(
+                    uuid: BluetoothUUID(0x1801),
+                    characteristics: [
+                        CharacteristicSpec(uuid: BluetoothUUID(0x2A05), flags: ["indicate"]),
+                        CharacteristicSpec(uuid: BluetoothUUID(0x2B29), flags: ["read", "write"], value: .bytes([0])),
+                        CharacteristicSpec(
+                            uuid: BluetoothUUID(0x2B2A), flags: ["read"],
+                            value: .bytes([UInt8](repeating: 0, count: 16))),
+                        CharacteristicSpec(uuid: BluetoothUUID(0x2B3A), flags: ["read"], value: .bytes([1])),
+                    ]),
+                ServiceSpec(
+                    uuid: BluetoothUUID(0x180A),
+                    characteristics: [
+                        CharacteristicSpec(
+                            uuid: BluetoothUUID(0x2A50), flags: ["read"],
+                            value: .bytes([0x02, 0x6B, 0x1D, 0x46, 0x02, 0x42, 0x05]))
+                    ]),
+            ], name: name)
     }
 
     /// The first handle after every attribute of the layout.

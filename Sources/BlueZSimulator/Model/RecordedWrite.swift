@@ -42,7 +42,8 @@ public struct SimulatorCounters: Sendable, Equatable {
     /// As `a{st}` / a dictionary for the control interface.
     public var dictionary: [(String, UInt64)] {
         [
-            ("AdvertisementReports", UInt64(advertisementReports)), ("StartDiscoveryCalls", UInt64(startDiscoveryCalls)),
+            ("AdvertisementReports", UInt64(advertisementReports)),
+            ("StartDiscoveryCalls", UInt64(startDiscoveryCalls)),
             ("ConnectCalls", UInt64(connectCalls)), ("Connects", UInt64(connects)),
             ("ConnectFailures", UInt64(connectFailures)), ("Disconnects", UInt64(disconnects)),
             ("Reads", UInt64(reads)), ("Writes", UInt64(writes)), ("Notifications", UInt64(notifications)),

@@ -24,9 +24,11 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
         case .pvvx:
             [("temperature", 21.5), ("humidity", 45.3), ("voltage", 3.05), ("battery", 97), ("counter", 0)]
         case .ruuviRAWv2:
-            [("temperature", 21.5), ("humidity", 45.3), ("pressure", 1013.25), ("acceleration_x", 0),
-             ("acceleration_y", 0), ("acceleration_z", 1), ("voltage", 2.95), ("tx_power", 4),
-             ("movement_counter", 0), ("sequence", 0)]
+            [
+                ("temperature", 21.5), ("humidity", 45.3), ("pressure", 1013.25), ("acceleration_x", 0),
+                ("acceleration_y", 0), ("acceleration_z", 1), ("voltage", 2.95), ("tx_power", 4),
+                ("movement_counter", 0), ("sequence", 0),
+            ]
         }
     }
 

@@ -56,7 +56,8 @@ public struct Scenario: Sendable {
             let device = try DeviceSpec.read(reader, adapters: names, defaultAdapter: adapters[0].name)
             let key = device.adapter + "/" + device.address.description
             guard addresses.insert(key).inserted else {
-                throw ScenarioError(path: reader.path + ".address", message: "\(device.address) is used twice on \(device.adapter)")
+                throw ScenarioError(
+                    path: reader.path + ".address", message: "\(device.address) is used twice on \(device.adapter)")
             }
             devices.append(device)
         }
@@ -83,7 +84,8 @@ public struct AdapterSpec: Sendable, Equatable {
     public var advertisingInstances: Int
 
     public init(
-        name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true, startDiscoveryFailures: Int = 0,
+        name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true,
+        startDiscoveryFailures: Int = 0,
         advertisingInstances: Int = 5
     ) {
         self.name = name
@@ -168,7 +170,8 @@ func readAddress(_ reader: JSONReader) throws -> BluetoothAddress {
 func readUUID(_ reader: JSONReader) throws -> BluetoothUUID {
     let text = try reader.string()
     guard let uuid = BluetoothUUID(text) else {
-        throw reader.fail("\"\(text)\" is not a Bluetooth UUID (expected e.g. 180F or 0000180f-0000-1000-8000-00805f9b34fb)")
+        throw reader.fail(
+            "\"\(text)\" is not a Bluetooth UUID (expected e.g. 180F or 0000180f-0000-1000-8000-00805f9b34fb)")
     }
     return uuid
 }
@@ -210,7 +213,9 @@ public struct DeviceSpec: Sendable, Equatable {
     }
 
     /// Reads one device object (as in a scenario's `devices[]`, or the control interface's `AddDevice`).
-    public static func parse(_ json: some Collection<UInt8>, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
+    public static func parse(_ json: some Collection<UInt8>, adapters: Set<String>, defaultAdapter: String) throws
+        -> DeviceSpec
+    {
         try read(try JSONReader.parse(json), adapters: adapters, defaultAdapter: defaultAdapter)
     }
 
@@ -338,7 +343,9 @@ public struct CharacteristicSpec: Sendable, Equatable {
         let flags = try flagsReader.array().map { item in
             let flag = try item.string()
             guard knownFlags.contains(flag) else {
-                throw item.fail("\"\(flag)\" is not a characteristic flag (expected one of \(knownFlags.sorted().joined(separator: ", ")))")
+                throw item.fail(
+                    "\"\(flag)\" is not a characteristic flag (expected one of \(knownFlags.sorted().joined(separator: ", ")))"
+                )
             }
             return flag
         }

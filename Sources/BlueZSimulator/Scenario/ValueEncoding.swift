@@ -86,7 +86,8 @@ public enum PayloadSpec: Sendable, Equatable {
             let name = try formatReader.string()
             guard let layout = NumberFormat.Layout(rawValue: name) else {
                 throw formatReader.fail(
-                    "\"\(name)\" is not a number format (expected one of \(NumberFormat.Layout.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    "\"\(name)\" is not a number format (expected one of \(NumberFormat.Layout.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
             let scale = try object.optional("scale")?.number() ?? 1
             guard scale != 0 else { throw object.optional("scale")!.fail("scale must not be 0") }
@@ -97,13 +98,15 @@ public enum PayloadSpec: Sendable, Equatable {
             let name = try template.string()
             guard let kind = AdvertisementTemplate(rawValue: name) else {
                 throw template.fail(
-                    "\"\(name)\" is not a template (expected one of \(AdvertisementTemplate.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    "\"\(name)\" is not a template (expected one of \(AdvertisementTemplate.allCases.map(\.rawValue).joined(separator: ", ")))"
+                )
             }
             var fields: [String: NumberGenerator] = [:]
             if let fieldsReader = object.optional("fields") {
                 for (key, value) in try fieldsReader.object().entries() {
                     guard kind.fieldNames.contains(key) else {
-                        throw value.fail("is not a field of \(name) (expected one of \(kind.fieldNames.joined(separator: ", ")))")
+                        throw value.fail(
+                            "is not a field of \(name) (expected one of \(kind.fieldNames.joined(separator: ", ")))")
                     }
                     fields[key] = try NumberGenerator.read(value)
                 }

@@ -59,7 +59,10 @@ extension BlueZSimulator {
         if device.gattExported {
             let mtu = DBusValue.uint16(timing.mtu)
             for characteristic in device.characteristics {
-                withBus { try $0.setProperty("MTU", to: mtu, interface: Self.characteristicInterface, at: characteristic.path, emit: false) }
+                withBus {
+                    try $0.setProperty(
+                        "MTU", to: mtu, interface: Self.characteristicInterface, at: characteristic.path, emit: false)
+                }
             }
         }
         flushSignals()  // Connected=true goes out just before the reply, as in bluetoothd
@@ -94,7 +97,10 @@ extension BlueZSimulator {
     /// `Device1.Disconnect()`: success when not connected; cancels a pending Connect (which gets
     /// Failed "br-connection-canceled"); otherwise the link drops after BlueZ's disconnect timer
     /// (`disconnect_delay`, 2 s), the reply goes out, then `{ServicesResolved:false, Connected:false}`.
-    func disconnect(_ path: DBusObjectPath, _ reply: DBusPendingReply?, then done: (@Sendable (isolated BlueZSimulator) -> Void)? = nil) {
+    func disconnect(
+        _ path: DBusObjectPath, _ reply: DBusPendingReply?,
+        then done: (@Sendable (isolated BlueZSimulator) -> Void)? = nil
+    ) {
         guard let device = devices[path] else {
             reply?.succeed()
             return
@@ -173,13 +179,18 @@ extension BlueZSimulator {
         if requested {
             // The property is false now; its signal follows the replies (which leave through the
             // connection's own queue, so a loop turn is not enough: a short timer).
-            withBus { try $0.setProperty("Connected", to: .boolean(false), interface: Self.deviceInterface, at: path, emit: false) }
+            withBus {
+                try $0.setProperty(
+                    "Connected", to: .boolean(false), interface: Self.deviceInterface, at: path, emit: false)
+            }
             _ = after(0.002) { simulator in
                 guard let device = simulator.devices[path], case .disconnected = device.link else { return }
                 simulator.change([("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
             }
         } else {
-            change([("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))], interface: Self.deviceInterface, at: path)
+            change(
+                [("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))],
+                interface: Self.deviceInterface, at: path)
         }
         for characteristic in device.characteristics {
             stopNotifyTimer(characteristic)
@@ -190,7 +201,10 @@ extension BlueZSimulator {
             }
             characteristic.writePending = false
             if device.gattExported {
-                withBus { try $0.setProperty("MTU", to: nil, interface: Self.characteristicInterface, at: characteristic.path, emit: false) }
+                withBus {
+                    try $0.setProperty(
+                        "MTU", to: nil, interface: Self.characteristicInterface, at: characteristic.path, emit: false)
+                }
             }
         }
         bursts.removeAll { $0.device == path }

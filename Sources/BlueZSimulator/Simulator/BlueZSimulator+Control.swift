@@ -27,13 +27,17 @@ extension BlueZSimulator {
                 },
                 .immediate("SetValue", in: [.string, .string, .array(.byte)]) { call in
                     try self.onLoop {
-                        try $0.setValue(address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "", call.arguments[2].bytes ?? [])
+                        try $0.setValue(
+                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
+                            call.arguments[2].bytes ?? [])
                     }
                     return []
                 },
                 .immediate("Notify", in: [.string, .string, .array(.byte)]) { call in
                     try self.onLoop {
-                        try $0.notify(address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "", call.arguments[2].bytes ?? [])
+                        try $0.notify(
+                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
+                            call.arguments[2].bytes ?? [])
                     }
                     return []
                 },
@@ -52,7 +56,9 @@ extension BlueZSimulator {
                 .immediate("SetPowered", in: [.string, .boolean]) { call in
                     try self.onLoop { simulator in
                         let name = call.arguments[0].string ?? ""
-                        guard simulator.adapter(named: name) != nil else { throw ControlError.notFound("no adapter \(name)") }
+                        guard simulator.adapter(named: name) != nil else {
+                            throw ControlError.notFound("no adapter \(name)")
+                        }
                         simulator.setPowered(name, call.arguments[1].bool ?? true)
                     }
                     return []
@@ -76,7 +82,11 @@ extension BlueZSimulator {
                 },
                 .immediate("Counters", out: [.dictionary(key: .string, value: .uint64)]) { _ in
                     self.onLoop { simulator in
-                        [.dictionary(key: .string, value: .uint64, simulator.counters.dictionary.map { DBusDictionaryEntry(.string($0.0), .uint64($0.1)) })]
+                        [
+                            .dictionary(
+                                key: .string, value: .uint64,
+                                simulator.counters.dictionary.map { DBusDictionaryEntry(.string($0.0), .uint64($0.1)) })
+                        ]
                     }
                 },
             ])
@@ -88,7 +98,8 @@ extension BlueZSimulator {
             writes.map { write in
                 .variantDictionary([
                     ("Adapter", .string(write.adapter)), ("Device", .string(write.device.description)),
-                    ("UUID", .string(write.uuid.description)), ("Path", .string(write.path)), ("Value", .bytes(write.value)),
+                    ("UUID", .string(write.uuid.description)), ("Path", .string(write.path)),
+                    ("Value", .bytes(write.value)),
                     ("Offset", .uint16(write.offset)), ("Type", .string(write.type)), ("Time", .double(write.time)),
                 ])
             })
@@ -98,7 +109,9 @@ extension BlueZSimulator {
 
     /// The device with `address` (on any adapter; the first one in scenario order).
     func device(address: String) throws -> SimulatedDevice {
-        guard let parsed = BluetoothAddress(address) else { throw ControlError.invalid("\"\(address)\" is not a Bluetooth address") }
+        guard let parsed = BluetoothAddress(address) else {
+            throw ControlError.invalid("\"\(address)\" is not a Bluetooth address")
+        }
         for path in deviceOrder {
             if let device = devices[path], device.spec.address == parsed { return device }
         }
@@ -131,9 +144,13 @@ extension BlueZSimulator {
     /// Adds a device; returns its object path.
     @discardableResult
     public func addDevice(_ spec: DeviceSpec) throws -> DBusObjectPath {
-        guard let adapter = adapter(named: spec.adapter) else { throw ControlError.notFound("no adapter \(spec.adapter)") }
+        guard let adapter = adapter(named: spec.adapter) else {
+            throw ControlError.notFound("no adapter \(spec.adapter)")
+        }
         let device = try SimulatedDevice(spec: spec, adapter: adapter, seed: scenario.seed)
-        guard devices[device.path] == nil else { throw ControlError.make("AlreadyExists", "\(spec.address) exists on \(spec.adapter)") }
+        guard devices[device.path] == nil else {
+            throw ControlError.make("AlreadyExists", "\(spec.address) exists on \(spec.adapter)")
+        }
         devices[device.path] = device
         deviceOrder.append(device.path)
         addedSpecs.append(spec)
@@ -172,9 +189,12 @@ extension BlueZSimulator {
     public func notify(address: String, uuid: String, _ bytes: [UInt8]) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
         characteristic.peerValue = bytes
-        guard case .connected = device.link else { throw ControlError.make("NotConnected", "\(address) is not connected") }
+        guard case .connected = device.link else {
+            throw ControlError.make("NotConnected", "\(address) is not connected")
+        }
         guard characteristic.isSubscribed else {
-            throw ControlError.make("NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
+            throw ControlError.make(
+                "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
         }
         deliverNotification(device, characteristic, bytes)
     }
@@ -183,12 +203,18 @@ extension BlueZSimulator {
     /// at `rate` per second, or as fast as possible when `rate` is 0; returns at once.
     public func burst(address: String, uuid: String, count: Int, rate: Double) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
-        guard case .connected = device.link else { throw ControlError.make("NotConnected", "\(address) is not connected") }
+        guard case .connected = device.link else {
+            throw ControlError.make("NotConnected", "\(address) is not connected")
+        }
         guard characteristic.isSubscribed else {
-            throw ControlError.make("NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
+            throw ControlError.make(
+                "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
         }
         guard count > 0, rate >= 0 else { throw ControlError.invalid("count must be > 0 and rate ≥ 0") }
-        bursts.append(BurstState(device: device.path, characteristic: characteristic.path, count: count, rate: rate, started: EventLoop.now()))
+        bursts.append(
+            BurstState(
+                device: device.path, characteristic: characteristic.path, count: count, rate: rate,
+                started: EventLoop.now()))
         if bursts.count == 1 { loop.execute { [self] in self.assumeIsolated { $0.runBursts() } } }
     }
 
@@ -205,7 +231,9 @@ extension BlueZSimulator {
         var index = 0
         while index < bursts.count {
             var burst = bursts[index]
-            guard let device = devices[burst.device], let characteristic = device.characteristic(at: burst.characteristic) else {
+            guard let device = devices[burst.device],
+                let characteristic = device.characteristic(at: burst.characteristic)
+            else {
                 bursts.remove(at: index)
                 continue
             }

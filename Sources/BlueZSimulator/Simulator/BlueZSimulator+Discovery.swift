@@ -56,7 +56,9 @@ extension BlueZSimulator {
     func removeDevice(_ name: String, _ call: DBusMessage, _ reply: DBusPendingReply) {
         guard let adapter = adapter(named: name) else { return reply.fail(BlueZError.invalidArguments) }
         guard adapter.powered else { return reply.fail(BlueZError.notReady) }
-        guard let path = call.arguments[0].objectPath, let device = devices[path], device.adapter === adapter, device.exported else {
+        guard let path = call.arguments[0].objectPath, let device = devices[path], device.adapter === adapter,
+            device.exported
+        else {
             return reply.fail(BlueZError.doesNotExist)
         }
         switch device.link {
@@ -84,7 +86,8 @@ extension BlueZSimulator {
         device.temporaryTimer = nil
         forgetSignals(under: device.path)
         withBus { connection in
-            for path in connection.exportedPaths.reversed() where path != device.path && path.isDescendant(of: device.path) {
+            for path in connection.exportedPaths.reversed()
+            where path != device.path && path.isDescendant(of: device.path) {
                 try connection.unexport(at: path)
             }
             try connection.unexport(at: device.path)
@@ -145,9 +148,10 @@ extension BlueZSimulator {
         let report = device.makeReport()
         counters.advertisementReports += 1
         let merged = device.adapter.sessions.merged
-        guard merged.admits(
-            address: device.spec.address, name: report.name, serviceUUIDs: report.serviceUUIDs, rssi: report.rssi,
-            discoverable: device.spec.discoverable)
+        guard
+            merged.admits(
+                address: device.spec.address, name: report.name, serviceUUIDs: report.serviceUUIDs, rssi: report.rssi,
+                discoverable: device.spec.discoverable)
         else { return }
         device.lastReportConnectable = device.spec.connectable
         let changed = device.cache.apply(
@@ -162,7 +166,9 @@ extension BlueZSimulator {
             if changed.contains(.name) { changes.append(("Name", device.cache.name.map { .string($0) })) }
             if changed.contains(.alias) && device.alias == nil { changes.append(("Alias", .string(device.aliasValue))) }
             if changed.contains(.uuids) { changes.append(("UUIDs", .strings(device.uuidsValue))) }
-            if changed.contains(.manufacturerData) { changes.append(("ManufacturerData", Self.manufacturerValue(device.cache))) }
+            if changed.contains(.manufacturerData) {
+                changes.append(("ManufacturerData", Self.manufacturerValue(device.cache)))
+            }
             if changed.contains(.serviceData) { changes.append(("ServiceData", Self.serviceDataValue(device.cache))) }
             change(changes, interface: Self.deviceInterface, at: device.path)
         }

@@ -3,12 +3,14 @@ import DBus
 import EventLoop
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension BlueZSimulator {
     /// Finds a characteristic of a device; `Failed "Not connected"` unless the link is up.
-    func connectedCharacteristic(_ devicePath: DBusObjectPath, _ path: DBusObjectPath) throws -> (SimulatedDevice, SimulatedCharacteristic) {
+    func connectedCharacteristic(_ devicePath: DBusObjectPath, _ path: DBusObjectPath) throws -> (
+        SimulatedDevice, SimulatedCharacteristic
+    ) {
         guard let device = devices[devicePath], let characteristic = device.characteristic(at: path) else {
             throw DBusError(.unknownObject, "No such object path '\(path)'")
         }
@@ -41,7 +43,8 @@ extension BlueZSimulator {
     /// `GattCharacteristic1.ReadValue`: after the GATT round trip the cached `Value` is updated and
     /// emitted (immediately, like a notification), then the reply carries the bytes from `offset`.
     /// A read with the same offset in flight is joined; another offset → InProgress "In Progress".
-    func readValue(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
+    func readValue(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply)
+    {
         do {
             let (device, characteristic) = try connectedCharacteristic(devicePath, path)
             let offset = try Self.options(call.arguments[0]).offset
@@ -99,7 +102,10 @@ extension BlueZSimulator {
             {
                 cached = Array(old[..<Int(offset)]) + bytes
             }
-            withBus { try $0.setProperties(["Value": .bytes(cached)], interface: Self.characteristicInterface, at: characteristic.path) }
+            withBus {
+                try $0.setProperties(
+                    ["Value": .bytes(cached)], interface: Self.characteristicInterface, at: characteristic.path)
+            }
             for reply in pending.replies { reply.succeed([.bytes(bytes)]) }
         case .failure(let error):
             for reply in pending.replies { reply.fail(error) }
@@ -111,7 +117,9 @@ extension BlueZSimulator {
     /// `GattCharacteristic1.WriteValue`: the procedure follows `type` or, without it, the flags
     /// (reliable-write → reliable, write → request, write-without-response → command). Commands
     /// return at once; requests after the round trip. `Value` is not updated.
-    func writeValue(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
+    func writeValue(
+        _ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply
+    ) {
         do {
             let (device, characteristic) = try connectedCharacteristic(devicePath, path)
             let bytes = call.arguments[0].bytes ?? []
@@ -150,8 +158,9 @@ extension BlueZSimulator {
                 characteristic.writePending = false
                 guard case .connected = device.link else { return reply.fail(BlueZError.failed("Not connected")) }
                 if let code = characteristic.spec.writeError { return reply.fail(BlueZError.att(code)) }
-                guard characteristic.has("write") || characteristic.has("write-without-response")
-                    || characteristic.has("reliable-write")
+                guard
+                    characteristic.has("write") || characteristic.has("write-without-response")
+                        || characteristic.has("reliable-write")
                 else { return reply.fail(BlueZError.att(0x03)) }
                 guard Int(offset) + bytes.count <= 512 else { return reply.fail(BlueZError.att(0x0D)) }
                 if let target = characteristic.target {
@@ -168,7 +177,10 @@ extension BlueZSimulator {
 
     /// The simulated peripheral stores a write: recorded, and reflected where the scenario says
     /// (the target's value changes and, if someone subscribed to it, is notified).
-    func peerReceivedWrite(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ bytes: [UInt8], offset: UInt16, type: String) {
+    func peerReceivedWrite(
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ bytes: [UInt8], offset: UInt16,
+        type: String
+    ) {
         counters.writes += 1
         writes.append(
             RecordedWrite(
@@ -188,7 +200,10 @@ extension BlueZSimulator {
 
     // MARK: Descriptors
 
-    func readDescriptor(_ devicePath: DBusObjectPath, _ characteristicPath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
+    func readDescriptor(
+        _ devicePath: DBusObjectPath, _ characteristicPath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage,
+        _ reply: DBusPendingReply
+    ) {
         do {
             let (device, characteristic) = try connectedCharacteristic(devicePath, characteristicPath)
             let offset = Int(try Self.options(call.arguments[0]).offset)
@@ -213,7 +228,10 @@ extension BlueZSimulator {
         }
     }
 
-    func writeDescriptor(_ devicePath: DBusObjectPath, _ characteristicPath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, _ reply: DBusPendingReply) {
+    func writeDescriptor(
+        _ devicePath: DBusObjectPath, _ characteristicPath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage,
+        _ reply: DBusPendingReply
+    ) {
         do {
             let (device, characteristic) = try connectedCharacteristic(devicePath, characteristicPath)
             let offset = try Self.options(call.arguments[1]).offset
@@ -222,12 +240,14 @@ extension BlueZSimulator {
             }
             guard descriptor.uuid != GATTLayout.cccd else { throw BlueZError.notPermitted("Write not permitted") }
             if let target = device.mirror?.targets[descriptor.handle] {
-                return forwardDescriptor(device, target, path: path, write: call.arguments[0].bytes ?? [], offset: offset, reply: reply)
+                return forwardDescriptor(
+                    device, target, path: path, write: call.arguments[0].bytes ?? [], offset: offset, reply: reply)
             }
             counters.writes += 1
             writes.append(
                 RecordedWrite(
-                    adapter: device.adapter.spec.name, device: device.spec.address, uuid: descriptor.uuid, path: path.rawValue,
+                    adapter: device.adapter.spec.name, device: device.spec.address, uuid: descriptor.uuid,
+                    path: path.rawValue,
                     value: call.arguments[0].bytes ?? [], offset: offset, type: "descriptor", time: elapsed))
             reply.succeed()
         } catch {
@@ -240,7 +260,9 @@ extension BlueZSimulator {
     /// `StartNotify`: per caller; success (and armed for reconnection) while disconnected; a
     /// caller whose session waits for reconnection gets InProgress; first session → Notifying=true.
     func startNotify(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage) throws {
-        guard let device = devices[devicePath], let characteristic = device.characteristic(at: path), let client = call.sender else {
+        guard let device = devices[devicePath], let characteristic = device.characteristic(at: path),
+            let client = call.sender
+        else {
             throw DBusError(.unknownObject, "No such object path '\(path)'")
         }
         guard characteristic.canNotify else { throw BlueZError.notSupported }
@@ -259,7 +281,9 @@ extension BlueZSimulator {
     }
 
     func stopNotify(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage) throws {
-        guard let device = devices[devicePath], let characteristic = device.characteristic(at: path), let client = call.sender else {
+        guard let device = devices[devicePath], let characteristic = device.characteristic(at: path),
+            let client = call.sender
+        else {
             throw DBusError(.unknownObject, "No such object path '\(path)'")
         }
         if characteristic.acquiredNotify?.owner == client {
@@ -279,11 +303,14 @@ extension BlueZSimulator {
 
     func startNotifyTimer(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic) {
         if let target = characteristic.target { return enableCCCD(device, target) }
-        guard characteristic.notifyTimer == nil, let interval = characteristic.spec.notifyInterval, interval > 0 else { return }
+        guard characteristic.notifyTimer == nil, let interval = characteristic.spec.notifyInterval, interval > 0 else {
+            return
+        }
         let devicePath = device.path
         let path = characteristic.path
         characteristic.notifyTimer = after(interval) { simulator in
-            guard let device = simulator.devices[devicePath], let characteristic = device.characteristic(at: path) else { return }
+            guard let device = simulator.devices[devicePath], let characteristic = device.characteristic(at: path)
+            else { return }
             characteristic.notifyTimer = nil
             guard case .connected = device.link, characteristic.isSubscribed else { return }
             simulator.deliverNotification(device, characteristic, characteristic.nextNotificationValue())
@@ -300,7 +327,9 @@ extension BlueZSimulator {
     /// One ATT notification reaching BlueZ: a datagram on the AcquireNotify socket, or the cached
     /// `Value` replaced and `PropertiesChanged(Value)` emitted at once (even when unchanged).
     @discardableResult
-    func deliverNotification(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ bytes: [UInt8]) -> Bool {
+    func deliverNotification(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ bytes: [UInt8])
+        -> Bool
+    {
         guard case .connected = device.link, let connection else { return false }
         if let acquired = characteristic.acquiredNotify {
             guard SeqPacketPair.send(bytes, on: acquired.fd) else { return false }
@@ -323,7 +352,9 @@ extension BlueZSimulator {
     // MARK: AcquireNotify / AcquireWrite
 
     /// Hands the caller one end of a SOCK_SEQPACKET socket pair and the MTU.
-    func acquire(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, notify: Bool) throws -> [DBusValue] {
+    func acquire(_ devicePath: DBusObjectPath, _ path: DBusObjectPath, _ call: DBusMessage, notify: Bool) throws
+        -> [DBusValue]
+    {
         let (device, characteristic) = try connectedCharacteristic(devicePath, path)
         guard let client = call.sender else { throw BlueZError.invalidArguments }
         _ = try Self.options(call.arguments[0])
@@ -375,19 +406,29 @@ extension BlueZSimulator {
     enum AcquiredKind { case notify, write, both }
 
     /// Closes our end of acquired sockets (the client sees HUP/EOF) and clears the *Acquired flags.
-    func releaseAcquired(_ characteristic: SimulatedCharacteristic, emit: Bool, owner: String? = nil, which: AcquiredKind = .both) {
+    func releaseAcquired(
+        _ characteristic: SimulatedCharacteristic, emit: Bool, owner: String? = nil, which: AcquiredKind = .both
+    ) {
         if which != .write, let acquired = characteristic.acquiredNotify, owner == nil || acquired.owner == owner {
             loop.removeWatch(acquired.watch)
             close(acquired.fd)
             characteristic.acquiredNotify = nil
             if characteristic.notifySessions.isEmpty { stopNotifyTimer(characteristic) }
-            if emit { change([("NotifyAcquired", .boolean(false))], interface: Self.characteristicInterface, at: characteristic.path) }
+            if emit {
+                change(
+                    [("NotifyAcquired", .boolean(false))], interface: Self.characteristicInterface,
+                    at: characteristic.path)
+            }
         }
         if which != .notify, let acquired = characteristic.acquiredWrite, owner == nil || acquired.owner == owner {
             loop.removeWatch(acquired.watch)
             close(acquired.fd)
             characteristic.acquiredWrite = nil
-            if emit { change([("WriteAcquired", .boolean(false))], interface: Self.characteristicInterface, at: characteristic.path) }
+            if emit {
+                change(
+                    [("WriteAcquired", .boolean(false))], interface: Self.characteristicInterface,
+                    at: characteristic.path)
+            }
         }
     }
 }

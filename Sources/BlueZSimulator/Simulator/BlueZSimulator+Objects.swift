@@ -31,7 +31,8 @@ extension BlueZSimulator {
                     },
                     .immediate("RequestDefaultAgent", in: [.objectPath]) { call in
                         try self.onLoop { simulator in
-                            guard let sender = call.sender, simulator.agents[sender] == call.arguments[0].objectPath else {
+                            guard let sender = call.sender, simulator.agents[sender] == call.arguments[0].objectPath
+                            else {
                                 throw BlueZError.doesNotExist
                             }
                         }
@@ -41,7 +42,9 @@ extension BlueZSimulator {
             DBusInterface(
                 "org.bluez.ProfileManager1",
                 methods: [
-                    .immediate("RegisterProfile", in: [.objectPath, .string, .dictionary(key: .string, value: .variant)]) { _ in
+                    .immediate(
+                        "RegisterProfile", in: [.objectPath, .string, .dictionary(key: .string, value: .variant)]
+                    ) { _ in
                         throw BlueZError.notSupported
                     },
                     .immediate("UnregisterProfile", in: [.objectPath]) { _ in throw BlueZError.doesNotExist },
@@ -50,7 +53,9 @@ extension BlueZSimulator {
     }
 
     func registerAgent(_ call: DBusMessage) throws {
-        guard let sender = call.sender, let path = call.arguments[0].objectPath, let capability = call.arguments[1].string else {
+        guard let sender = call.sender, let path = call.arguments[0].objectPath,
+            let capability = call.arguments[1].string
+        else {
             throw BlueZError.invalidArguments
         }
         let known = ["", "DisplayOnly", "DisplayYesNo", "KeyboardOnly", "NoInputNoOutput", "KeyboardDisplay"]
@@ -106,7 +111,9 @@ extension BlueZSimulator {
                                 simulator.loop.execute {
                                     simulator.assumeIsolated { simulator in
                                         guard let adapter = simulator.adapter(named: name) else { return }
-                                        simulator.change([("Alias", .string(spec.alias))], interface: Self.adapterInterfaceName, at: adapter.path)
+                                        simulator.change(
+                                            [("Alias", .string(spec.alias))], interface: Self.adapterInterfaceName,
+                                            at: adapter.path)
                                     }
                                 }
                             }
@@ -117,13 +124,19 @@ extension BlueZSimulator {
                     "Powered", type: .boolean, access: .readwrite, value: .boolean(adapter.powered),
                     onSet: { value, _ in
                         let on = value.bool ?? false
-                        self.onLoop { simulator in simulator.loop.execute { simulator.assumeIsolated { $0.setPowered(name, on, fromClient: true) } } }
+                        self.onLoop { simulator in
+                            simulator.loop.execute {
+                                simulator.assumeIsolated { $0.setPowered(name, on, fromClient: true) }
+                            }
+                        }
                     }),
-                DBusProperty("Discoverable", type: .boolean, access: .readwrite, value: false, onSet: { _, _ in
-                    try self.onLoop { simulator in
-                        guard simulator.adapter(named: name)?.powered == true else { throw BlueZError.notReady }
-                    }
-                }),
+                DBusProperty(
+                    "Discoverable", type: .boolean, access: .readwrite, value: false,
+                    onSet: { _, _ in
+                        try self.onLoop { simulator in
+                            guard simulator.adapter(named: name)?.powered == true else { throw BlueZError.notReady }
+                        }
+                    }),
                 DBusProperty("DiscoverableTimeout", type: .uint32, access: .readwrite, value: .uint32(180)),
                 DBusProperty("Pairable", type: .boolean, access: .readwrite, value: true),
                 DBusProperty("PairableTimeout", type: .uint32, access: .readwrite, value: .uint32(0)),
@@ -170,7 +183,9 @@ extension BlueZSimulator {
                                 simulator.loop.execute {
                                     simulator.assumeIsolated { simulator in
                                         guard let device = simulator.devices[path], device.exported else { return }
-                                        simulator.change([("Alias", .string(device.aliasValue))], interface: Self.deviceInterface, at: path)
+                                        simulator.change(
+                                            [("Alias", .string(device.aliasValue))], interface: Self.deviceInterface,
+                                            at: path)
                                     }
                                 }
                             }
@@ -196,10 +211,16 @@ extension BlueZSimulator {
                 DBusProperty("LegacyPairing", type: .boolean, value: false),
                 DBusProperty("RSSI", type: .int16, value: optional(cache.rssi) { .int16($0) }),
                 DBusProperty("Connected", type: .boolean, value: .boolean(device.isConnected)),
-                DBusProperty("UUIDs", type: .array(.string), value: device.uuidsValue.isEmpty ? nil : .strings(device.uuidsValue)),
+                DBusProperty(
+                    "UUIDs", type: .array(.string), value: device.uuidsValue.isEmpty ? nil : .strings(device.uuidsValue)
+                ),
                 DBusProperty("Adapter", type: .objectPath, value: .objectPath(device.adapter.path)),
-                DBusProperty("ManufacturerData", type: .dictionary(key: .uint16, value: .variant), value: Self.manufacturerValue(cache)),
-                DBusProperty("ServiceData", type: .dictionary(key: .string, value: .variant), value: Self.serviceDataValue(cache)),
+                DBusProperty(
+                    "ManufacturerData", type: .dictionary(key: .uint16, value: .variant),
+                    value: Self.manufacturerValue(cache)),
+                DBusProperty(
+                    "ServiceData", type: .dictionary(key: .string, value: .variant), value: Self.serviceDataValue(cache)
+                ),
                 DBusProperty("TxPower", type: .int16, value: optional(cache.txPower) { .int16($0) }),
                 DBusProperty("ServicesResolved", type: .boolean, value: .boolean(device.servicesResolved)),
             ])
@@ -229,17 +250,27 @@ extension BlueZSimulator {
         let mtu = DBusValue.uint16(timing.mtu)
         var objects: [(DBusObjectPath, DBusInterface)] = []
         for service in device.layout.services where service.exported {
-            guard let servicePath = try? device.path.appending(GATTLayout.element("service", service.handle)) else { continue }
-            objects.append((servicePath, DBusInterface(
-                Self.serviceInterface,
-                properties: [
-                    DBusProperty("UUID", type: .string, value: .string(service.uuid.description)),
-                    DBusProperty("Device", type: .objectPath, value: .objectPath(device.path)),
-                    DBusProperty("Primary", type: .boolean, value: true),
-                    DBusProperty("Includes", type: .array(.objectPath), value: .objectPaths([])),
-                ])))
+            guard let servicePath = try? device.path.appending(GATTLayout.element("service", service.handle)) else {
+                continue
+            }
+            objects.append(
+                (
+                    servicePath,
+                    DBusInterface(
+                        Self.serviceInterface,
+                        properties: [
+                            DBusProperty("UUID", type: .string, value: .string(service.uuid.description)),
+                            DBusProperty("Device", type: .objectPath, value: .objectPath(device.path)),
+                            DBusProperty("Primary", type: .boolean, value: true),
+                            DBusProperty("Includes", type: .array(.objectPath), value: .objectPaths([])),
+                        ])
+                ))
             for characteristic in device.characteristics where characteristic.servicePath == servicePath {
-                objects.append((characteristic.path, characteristicDefinition(device, characteristic, mtu: device.isConnected ? mtu : nil)))
+                objects.append(
+                    (
+                        characteristic.path,
+                        characteristicDefinition(device, characteristic, mtu: device.isConnected ? mtu : nil)
+                    ))
                 for descriptor in characteristic.descriptors {
                     objects.append((descriptor.path, descriptorDefinition(device, characteristic, descriptor)))
                 }
@@ -250,7 +281,9 @@ extension BlueZSimulator {
         }
     }
 
-    func characteristicDefinition(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, mtu: DBusValue?) -> DBusInterface {
+    func characteristicDefinition(_ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, mtu: DBusValue?)
+        -> DBusInterface
+    {
         let devicePath = device.path
         let path = characteristic.path
         var methods: [DBusMethod] = [
@@ -281,9 +314,13 @@ extension BlueZSimulator {
             DBusProperty("UUID", type: .string, value: .string(characteristic.uuid.description)),
             DBusProperty("Service", type: .objectPath, value: .objectPath(characteristic.servicePath)),
             DBusProperty("Value", type: .array(.byte), value: .bytes([])),
-            DBusProperty("Notifying", type: .boolean, value: characteristic.canNotify ? .boolean(!characteristic.notifySessions.isEmpty) : nil),
+            DBusProperty(
+                "Notifying", type: .boolean,
+                value: characteristic.canNotify ? .boolean(!characteristic.notifySessions.isEmpty) : nil),
             DBusProperty("Flags", type: .array(.string), value: .strings(flags)),
-            DBusProperty("WriteAcquired", type: .boolean, value: characteristic.has("write-without-response") ? .boolean(false) : nil),
+            DBusProperty(
+                "WriteAcquired", type: .boolean,
+                value: characteristic.has("write-without-response") ? .boolean(false) : nil),
             DBusProperty("NotifyAcquired", type: .boolean, value: characteristic.has("notify") ? .boolean(false) : nil),
             DBusProperty("MTU", type: .uint16, value: mtu),
         ]
@@ -292,7 +329,8 @@ extension BlueZSimulator {
     }
 
     static func characteristicOrder(_ name: String) -> Int {
-        ["UUID", "Service", "Value", "Notifying", "Flags", "WriteAcquired", "NotifyAcquired", "MTU"].firstIndex(of: name) ?? 99
+        ["UUID", "Service", "Value", "Notifying", "Flags", "WriteAcquired", "NotifyAcquired", "MTU"].firstIndex(
+            of: name) ?? 99
     }
 
     func descriptorDefinition(
@@ -308,7 +346,8 @@ extension BlueZSimulator {
                 .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
                     self.onLoop { $0.readDescriptor(devicePath, characteristicPath, path, call, reply) }
                 },
-                .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call, reply in
+                .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) {
+                    call, reply in
                     self.onLoop { $0.writeDescriptor(devicePath, characteristicPath, path, call, reply) }
                 },
             ],

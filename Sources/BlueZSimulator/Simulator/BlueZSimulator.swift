@@ -115,7 +115,9 @@ public actor BlueZSimulator {
             await connection.close()
             throw DBusError(.failed, "org.bluez is owned by another connection (RequestName replied \(reply))")
         }
-        log?("simulator: owns org.bluez as \(connection.uniqueName) with \(adapters.count) adapter(s), \(devices.count) device(s)")
+        log?(
+            "simulator: owns org.bluez as \(connection.uniqueName) with \(adapters.count) adapter(s), \(devices.count) device(s)"
+        )
     }
 
     /// ObjectManager at `/`, `/org/bluez` (AgentManager1, ProfileManager1), the adapters and the control object.
@@ -125,12 +127,16 @@ public actor BlueZSimulator {
             ("/org/bluez", agentManagerInterfaces(), false), (Self.controlPath, [controlInterfaceDefinition()], false),
         ]
         for adapter in adapters {
-            let interfaces = [adapterInterface(adapter), gattManagerInterface(adapter), advertisingManagerInterface(adapter)]
+            let interfaces = [
+                adapterInterface(adapter), gattManagerInterface(adapter), advertisingManagerInterface(adapter),
+            ]
             objects.append((adapter.path, interfaces, true))
         }
         try connection.assumeIsolated { connection in
             connection.addObjectManager(at: .root)
-            for (path, interfaces, announce) in objects { try connection.export(interfaces, at: path, announce: announce) }
+            for (path, interfaces, announce) in objects {
+                try connection.export(interfaces, at: path, announce: announce)
+            }
         }
     }
 
@@ -317,7 +323,9 @@ public actor BlueZSimulator {
                     if characteristic.notifySessions.isEmpty && characteristic.acquiredNotify == nil {
                         stopNotifyTimer(characteristic)
                         if device.gattExported {
-                            change([("Notifying", .boolean(false))], interface: Self.characteristicInterface, at: characteristic.path)
+                            change(
+                                [("Notifying", .boolean(false))], interface: Self.characteristicInterface,
+                                at: characteristic.path)
                         }
                     }
                 }

@@ -39,7 +39,10 @@ final class SimulatedCharacteristic: @unchecked Sendable {
     var target: ApplicationObject?
     var mirrorDevice: DBusObjectPath?
 
-    init(layout: GATTLayout.Characteristic, servicePath: DBusObjectPath, serviceUUID: BluetoothUUID, seed: UInt64, address: BluetoothAddress) throws {
+    init(
+        layout: GATTLayout.Characteristic, servicePath: DBusObjectPath, serviceUUID: BluetoothUUID, seed: UInt64,
+        address: BluetoothAddress
+    ) throws {
         spec = layout.spec
         uuid = layout.spec.uuid
         handle = layout.handle
@@ -48,7 +51,10 @@ final class SimulatedCharacteristic: @unchecked Sendable {
         path = try servicePath.appending(GATTLayout.element("char", layout.handle))
         let ownPath = path
         descriptors = try layout.descriptors.map { descriptor in
-            (descriptor.uuid, try ownPath.appending(GATTLayout.element("desc", descriptor.handle)), descriptor.handle, descriptor.value)
+            (
+                descriptor.uuid, try ownPath.appending(GATTLayout.element("desc", descriptor.handle)),
+                descriptor.handle, descriptor.value
+            )
         }
         var source = PayloadGenerator(layout.spec.value, seed: seed, address: address)
         peerValue = source.next()

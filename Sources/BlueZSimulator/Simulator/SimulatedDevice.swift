@@ -65,10 +65,16 @@ final class SimulatedDevice: @unchecked Sendable {
         self.deviceSeed = deviceSeed
         rng = SplitMix64(seed: deviceSeed)
         manufacturerData = spec.manufacturerData.enumerated().map { index, entry in
-            (entry.companyID, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 1, address: spec.address))
+            (
+                entry.companyID,
+                PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 1, address: spec.address)
+            )
         }
         serviceData = spec.serviceData.enumerated().map { index, entry in
-            (entry.uuid, PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 101, address: spec.address))
+            (
+                entry.uuid,
+                PayloadGenerator(entry.payload, seed: deviceSeed &+ UInt64(index) &+ 101, address: spec.address)
+            )
         }
         try buildCharacteristics()
     }
@@ -133,7 +139,6 @@ final class SimulatedDevice: @unchecked Sendable {
         characteristics.first { $0.uuid == uuid }
     }
 }
-
 
 /// What a linked adapter shows of itself to the adapter that discovers it.
 struct MirrorState {

@@ -27,7 +27,9 @@ final class Availability {
         trackers[id.index].advertisement(at: now)
         guard trackers[id.index].published != true else { return }
         publish(id, device, online: true)
-        if settings.enabled, let deadline = trackers[id.index].deadline(settings: settings, fixedTimeout: rule.availabilityTimeout) {
+        if settings.enabled,
+            let deadline = trackers[id.index].deadline(settings: settings, fixedTimeout: rule.availabilityTimeout)
+        {
             context.due(at: deadline)
         }
     }
@@ -37,7 +39,8 @@ final class Availability {
         guard settings.enabled, trackers[id.index].published != online else { return }
         trackers[id.index].published = online
         let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
-        context.output.publish(device.stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
+        context.output.publish(
+            device.stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
     }
 
     /// After an MQTT reconnect: what was published goes out again (the broker may have lost it).

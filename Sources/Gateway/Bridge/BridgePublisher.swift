@@ -33,7 +33,8 @@ final class BridgePublisher {
 
     /// `bridge/state` online, `bridge/info` and `bridge/devices`, all retained.
     func publishOnline() {
-        context.output.publish(base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
+        context.output.publish(
+            base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
         context.output.publish(base + "/bridge/info", json: info, retain: true, kind: .republished)
         devicesChanged()
     }
@@ -44,17 +45,20 @@ final class BridgePublisher {
             ("version", .string(version)),
             ("base_topic", .string(base)),
             ("adapter", .string(config.bluetooth.adapter)),
-            ("config", .object([
-                ("scan_services", .array(config.bluetooth.scanServices.map { .string($0.shortDescription) })),
-                ("max_connections", .number(Double(config.bluetooth.maxConnections))),
-                ("device_rules", .number(Double(config.devices.count))),
-                ("parsers", .array(config.parsers.map { .string($0.name) })),
-                ("qos", .number(Double(config.mqtt.qos))),
-                ("retain", .bool(config.mqtt.retain)),
-                ("availability", .bool(config.availability.enabled)),
-                ("homeassistant", .bool(config.homeAssistant.enabled)),
-                ("store_and_forward", .bool(config.storeAndForward.enabled)),
-            ])),
+            (
+                "config",
+                .object([
+                    ("scan_services", .array(config.bluetooth.scanServices.map { .string($0.shortDescription) })),
+                    ("max_connections", .number(Double(config.bluetooth.maxConnections))),
+                    ("device_rules", .number(Double(config.devices.count))),
+                    ("parsers", .array(config.parsers.map { .string($0.name) })),
+                    ("qos", .number(Double(config.mqtt.qos))),
+                    ("retain", .bool(config.mqtt.retain)),
+                    ("availability", .bool(config.availability.enabled)),
+                    ("homeassistant", .bool(config.homeAssistant.enabled)),
+                    ("store_and_forward", .bool(config.storeAndForward.enabled)),
+                ])
+            ),
         ])
     }
 
@@ -98,13 +102,16 @@ final class BridgePublisher {
         writeDeviceEntries(&bytes)
         bytes.append(UInt8(ascii: "]"))
         if count > 0 { devicesEntryBytes = max(16, bytes.count / count) }
-        if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Output.exactCopy(bytes) }  // the estimate was far off
+        // The estimate was far off: keep an exact copy.
+        if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Output.exactCopy(bytes) }
         context.output.publish(base + "/bridge/devices", owned: bytes, retain: true, kind: .republished)
     }
 
     /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
     /// "services","format"?,"rule"}`.
-    static func deviceEntry(_ device: DeviceRecord, connected: Bool, format: String?, services: [BluetoothUUID]) -> JSONValue {
+    static func deviceEntry(_ device: DeviceRecord, connected: Bool, format: String?, services: [BluetoothUUID])
+        -> JSONValue
+    {
         var members: [(key: String, value: JSONValue)] = [
             ("name", .string(device.name)),
             ("address", .string(device.address.description)),
@@ -124,6 +131,7 @@ final class BridgePublisher {
             ("name", .string(device.name)), ("address", .string(device.address.description)),
         ]
         if let error { data.append(("error", .string(error))) }
-        context.output.publish(base + "/bridge/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
+        context.output.publish(
+            base + "/bridge/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
     }
 }

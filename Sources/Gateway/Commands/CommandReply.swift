@@ -19,11 +19,14 @@ struct CommandReply: Sendable {
             ("transaction", transaction ?? .null),
             ("status", .string(status.rawValue)),
             ("error", error.map { .string($0) } ?? .null),
-            ("timing_ms", .object([
-                ("queued", .number(timing.queued.milliseconds)),
-                ("connect", .number(timing.connect.milliseconds)),
-                ("gatt", .number(timing.gatt.milliseconds)),
-            ])),
+            (
+                "timing_ms",
+                .object([
+                    ("queued", .number(timing.queued.milliseconds)),
+                    ("connect", .number(timing.connect.milliseconds)),
+                    ("gatt", .number(timing.gatt.milliseconds)),
+                ])
+            ),
         ]
         if let data { members.append(("data", data)) }
         return .object(members)

@@ -15,7 +15,9 @@ struct CommandRequest {
     {
         var request = CommandRequest()
         guard payload.count <= maxBytes else {
-            return (request, .failure(CommandError("payload of \(payload.count) bytes exceeds the limit of \(maxBytes)")))
+            return (
+                request, .failure(CommandError("payload of \(payload.count) bytes exceeds the limit of \(maxBytes)"))
+            )
         }
         if let command {
             guard let spec = rule.commands.first(where: { $0.name == command }) else {
@@ -23,7 +25,14 @@ struct CommandRequest {
             }
             do {
                 let value = try spec.encoding.value(fromPlainText: String(decoding: payload, as: UTF8.self))
-                return (request, .success([PlannedWrite(command: spec, bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum))]))
+                return (
+                    request,
+                    .success([
+                        PlannedWrite(
+                            command: spec,
+                            bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum))
+                    ])
+                )
             } catch {
                 return (request, .failure(CommandError("\(command): \(error.message)")))
             }
@@ -36,25 +45,36 @@ struct CommandRequest {
         request.read(members)
         var writes: [PlannedWrite] = []
         for (key, value) in members where key != "transaction" && key != "timestamp" {
-            guard let spec = rule.commands.first(where: { $0.name == key }) else { return (request, .failure(unknownCommand(key, rule))) }
+            guard let spec = rule.commands.first(where: { $0.name == key }) else {
+                return (request, .failure(unknownCommand(key, rule)))
+            }
             do {
-                writes.append(PlannedWrite(command: spec, bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum)))
+                writes.append(
+                    PlannedWrite(
+                        command: spec,
+                        bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum)))
             } catch {
                 return (request, .failure(CommandError("\(key): \(error.message)")))
             }
         }
         if let error = request.timestampError { return (request, .failure(error)) }
-        guard !writes.isEmpty else { return (request, .failure(CommandError("no command in the payload (expected {\"<command>\": value})"))) }
+        guard !writes.isEmpty else {
+            return (request, .failure(CommandError("no command in the payload (expected {\"<command>\": value})")))
+        }
         return (request, .success(writes))
     }
 
     /// Parses `{"<attribute>": "", …}` of `/get` into the configured characteristics to read.
-    static func get(_ payload: [UInt8], rule: DeviceRule, sources: [(attribute: String, poll: Bool, index: Int)], maxBytes: Int)
+    static func get(
+        _ payload: [UInt8], rule: DeviceRule, sources: [(attribute: String, poll: Bool, index: Int)], maxBytes: Int
+    )
         -> (request: CommandRequest, reads: Result<[CharacteristicRef], CommandError>)
     {
         var request = CommandRequest()
         guard payload.count <= maxBytes else {
-            return (request, .failure(CommandError("payload of \(payload.count) bytes exceeds the limit of \(maxBytes)")))
+            return (
+                request, .failure(CommandError("payload of \(payload.count) bytes exceeds the limit of \(maxBytes)"))
+            )
         }
         let members: [(key: String, value: JSONValue)]
         switch parseObject(payload) {
@@ -67,20 +87,30 @@ struct CommandRequest {
             let ref: CharacteristicRef?
             if let source = sources.first(where: { $0.attribute == key }) {
                 ref = CharacteristicRef(poll: source.poll, index: source.index)
-            } else if let index = rule.subscribe.firstIndex(where: { $0.parser.name == key || $0.characteristic.shortDescription == key.uppercased() }) {
+            } else if let index = rule.subscribe.firstIndex(where: {
+                $0.parser.name == key || $0.characteristic.shortDescription == key.uppercased()
+            }) {
                 ref = CharacteristicRef(poll: false, index: index)
-            } else if let index = rule.poll.firstIndex(where: { $0.parser.name == key || $0.characteristic.shortDescription == key.uppercased() }) {
+            } else if let index = rule.poll.firstIndex(where: {
+                $0.parser.name == key || $0.characteristic.shortDescription == key.uppercased()
+            }) {
                 ref = CharacteristicRef(poll: true, index: index)
             } else {
                 ref = nil
             }
             guard let ref else {
-                return (request, .failure(CommandError("\"\(key)\" is not an attribute of a configured characteristic of this device")))
+                return (
+                    request,
+                    .failure(
+                        CommandError("\"\(key)\" is not an attribute of a configured characteristic of this device"))
+                )
             }
             if !reads.contains(ref) { reads.append(ref) }
         }
         if let error = request.timestampError { return (request, .failure(error)) }
-        guard !reads.isEmpty else { return (request, .failure(CommandError("nothing to read (expected {\"<attribute>\": \"\"})"))) }
+        guard !reads.isEmpty else {
+            return (request, .failure(CommandError("nothing to read (expected {\"<attribute>\": \"\"})")))
+        }
         return (request, .success(reads))
     }
 
@@ -97,7 +127,8 @@ struct CommandRequest {
                 {
                     timestamp = milliseconds
                 } else {
-                    timestampError = CommandError("timestamp: expected the send time in (milli)seconds since 1970, got \(value.serialized)")
+                    timestampError = CommandError(
+                        "timestamp: expected the send time in (milli)seconds since 1970, got \(value.serialized)")
                 }
             }
         }
@@ -123,6 +154,9 @@ struct CommandRequest {
 
     static func unknownCommand(_ name: String, _ rule: DeviceRule) -> CommandError {
         let known = rule.commands.map(\.name)
-        return CommandError("unknown command \"\(name)\"" + (known.isEmpty ? " (this device has no commands)" : " (expected one of \(known.joined(separator: ", ")))"))
+        return CommandError(
+            "unknown command \"\(name)\""
+                + (known.isEmpty
+                    ? " (this device has no commands)" : " (expected one of \(known.joined(separator: ", ")))"))
     }
 }

@@ -75,19 +75,22 @@ final class CommandRunner {
         let homeAssistant = context.config.homeAssistant
         if homeAssistant.enabled, message.topic == homeAssistant.statusTopic { return homeAssistantStatus(message) }
         guard message.topic.hasPrefix(base + "/") else { return }
-        let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+            .map(String.init)
         if levels.first == "bridge" {
             guard levels.count >= 3, levels[1] == "request" else { return }
             let verb = levels[2...].joined(separator: "/")
             if message.retain { return refuseRetained(message, defaultTopic: "\(base)/bridge/response/\(verb)") }
             return bridgeRequest(verb, message)
         }
-        guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2) else { return }
+        guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2)
+        else { return }
         if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
         context.counters.commands += 1
         let now = context.clock.now()
-        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
-                                 correlationData: message.correlationData)
+        var reply = CommandReply(
+            topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
+            correlationData: message.correlationData)
         guard let target = resolve(levels[0]) else {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
@@ -101,8 +104,9 @@ final class CommandRunner {
         var ttl = limits.ttl
         let sentAt: Int64?
         if levels[1] == "set" {
-            let parsed = CommandRequest.set(message.payload, command: levels.count == 3 ? levels[2] : nil, rule: rule,
-                                            maxBytes: limits.maxPayloadBytes)
+            let parsed = CommandRequest.set(
+                message.payload, command: levels.count == 3 ? levels[2] : nil, rule: rule,
+                maxBytes: limits.maxPayloadBytes)
             reply.transaction = parsed.request.transaction
             sentAt = parsed.request.timestamp
             switch parsed.writes {
@@ -112,7 +116,8 @@ final class CommandRunner {
                 ttl = writes.compactMap(\.command.ttl).min() ?? ttl
             }
         } else {
-            let parsed = CommandRequest.get(message.payload, rule: rule, sources: sources(target.id), maxBytes: limits.maxPayloadBytes)
+            let parsed = CommandRequest.get(
+                message.payload, rule: rule, sources: sources(target.id), maxBytes: limits.maxPayloadBytes)
             reply.transaction = parsed.request.transaction
             sentAt = parsed.request.timestamp
             switch parsed.reads {
@@ -129,8 +134,10 @@ final class CommandRunner {
     private func refuseRetained(_ message: MQTTInboundMessage, defaultTopic: String) {
         context.counters.commands += 1
         context.counters.dropped.retainedCommand += 1
-        context.log(.warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
-        var reply = CommandReply(topic: responseTopic(message, default: defaultTopic), correlationData: message.correlationData)
+        context.log(
+            .warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
+        var reply = CommandReply(
+            topic: responseTopic(message, default: defaultTopic), correlationData: message.correlationData)
         reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
         respond(reply, .error, "retained command not executed")
     }
@@ -144,14 +151,19 @@ final class CommandRunner {
     private func responseTopic(_ message: MQTTInboundMessage, default fallback: String) -> String {
         guard let topic = message.responseTopic else { return fallback }
         let homeAssistant = context.config.homeAssistant
-        let reserved = topic.hasPrefix(base + "/") && !topic.hasSuffix("/response") && !topic.hasPrefix(base + "/bridge/response/")
-        let discovery = homeAssistant.enabled && (topic == homeAssistant.discoveryPrefix
-            || topic.hasPrefix(homeAssistant.discoveryPrefix + "/"))
-        guard !topic.isEmpty, topic.utf8.count <= 1024, !topic.hasPrefix("$"), !topic.contains("+"), !topic.contains("#"),
+        let reserved =
+            topic.hasPrefix(base + "/") && !topic.hasSuffix("/response") && !topic.hasPrefix(base + "/bridge/response/")
+        let discovery =
+            homeAssistant.enabled
+            && (topic == homeAssistant.discoveryPrefix
+                || topic.hasPrefix(homeAssistant.discoveryPrefix + "/"))
+        guard !topic.isEmpty, topic.utf8.count <= 1024, !topic.hasPrefix("$"), !topic.contains("+"),
+            !topic.contains("#"),
             !topic.utf8.contains(0), !reserved, !discovery
         else {
             context.counters.dropped.responseTopic += 1
-            context.log(.info, "\(message.topic): response topic \"\(topic.prefix(120))\" refused; answering on \(fallback)")
+            context.log(
+                .info, "\(message.topic): response topic \"\(topic.prefix(120))\" refused; answering on \(fallback)")
             return fallback
         }
         return topic
@@ -163,10 +175,13 @@ final class CommandRunner {
     private func bridgeRequest(_ verb: String, _ message: MQTTInboundMessage) {
         context.counters.commands += 1
         let now = context.clock.now()
-        var reply = CommandReply(topic: responseTopic(message, default: "\(base)/bridge/response/\(verb)"),
-                                 correlationData: message.correlationData)
+        var reply = CommandReply(
+            topic: responseTopic(message, default: "\(base)/bridge/response/\(verb)"),
+            correlationData: message.correlationData)
         guard message.payload.count <= limits.maxPayloadBytes else {
-            return respond(reply, .error, "payload of \(message.payload.count) bytes exceeds the limit of \(limits.maxPayloadBytes)")
+            return respond(
+                reply, .error,
+                "payload of \(message.payload.count) bytes exceeds the limit of \(limits.maxPayloadBytes)")
         }
         let members: [(key: String, value: JSONValue)]
         switch CommandRequest.parseObject(message.payload) {
@@ -177,14 +192,16 @@ final class CommandRunner {
         reply.transaction = object["transaction"]
         if verb == "device/remove" { return removeRequest(object, reply: reply) }
         guard verb == "gatt/read" || verb == "gatt/write" else {
-            return respond(reply, .error, "unknown request \"\(verb)\" (expected gatt/read, gatt/write or device/remove)")
+            return respond(
+                reply, .error, "unknown request \"\(verb)\" (expected gatt/read, gatt/write or device/remove)")
         }
         guard case .string(let name)? = object["device"], let target = resolve(name) ?? addressTarget(name) else {
             return respond(reply, .error, "device: expected the name or address of a device config.json names")
         }
         if let refusal = rateLimit(target, now: now) { return respond(reply, .error, refusal) }
         guard context.rule(target.ruleIndex).rawGATT else {
-            return respond(reply, .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
+            return respond(
+                reply, .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
         }
         guard case .string(let uuidText)? = object["characteristic"], let uuid = BluetoothUUID(uuidText) else {
             return respond(reply, .error, "characteristic: expected a characteristic UUID")
@@ -205,7 +222,9 @@ final class CommandRunner {
             }
             var withResponse = true
             if let flag = object["response"] {
-                guard case .bool(let value) = flag else { return respond(reply, .error, "response: expected true or false") }
+                guard case .bool(let value) = flag else {
+                    return respond(reply, .error, "response: expected true or false")
+                }
                 withResponse = value
             }
             kind = .rawWrite(service: service, characteristic: uuid, value: bytes, withResponse: withResponse)
@@ -241,13 +260,16 @@ final class CommandRunner {
         buckets[target.address] = bucket
         guard !took else { return nil }
         context.counters.dropped.rateLimited += 1
-        return "rate limited: \(target.name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
+        return
+            "rate limited: \(target.name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
     }
 
     // MARK: Queues
 
     /// Queues a validated job, or answers `expired` / queue full right away.
-    private func submit(_ kind: DeviceJob.Kind, to target: Target, reply: CommandReply, ttl: Double, sentAt: Int64?, now: Double) {
+    private func submit(
+        _ kind: DeviceJob.Kind, to target: Target, reply: CommandReply, ttl: Double, sentAt: Int64?, now: Double
+    ) {
         var expiresAt = now + ttl
         if let sentAt {
             let age = max(0, Double(context.clock.wallMilliseconds() - sentAt) / 1000)
@@ -306,7 +328,9 @@ final class CommandRunner {
         guard var entry = running[address], entry.waiting else { return }
         running[address] = nil
         entry.timing.connect = context.clock.now() - entry.startedAt
-        finish(entry, failure: error.kind == .connectionTimeout ? .timeout("connect: \(error)") : .error("connect: \(error)"))
+        finish(
+            entry,
+            failure: error.kind == .connectionTimeout ? .timeout("connect: \(error)") : .error("connect: \(error)"))
         advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
     }
 
@@ -339,7 +363,8 @@ final class CommandRunner {
             return advance(address, name: entry.name, ruleIndex: entry.ruleIndex)
         }
         running[address] = entry
-        let steps = plan(entry.job.kind, rule: context.rule(entry.ruleIndex), characteristics: connections.characteristics(address))
+        let steps = plan(
+            entry.job.kind, rule: context.rule(entry.ruleIndex), characteristics: connections.characteristics(address))
         let ble = self.ble
         let clock = context.clock
         let timeout = context.config.bluetooth.gattTimeout
@@ -354,20 +379,29 @@ final class CommandRunner {
             let specs = ref.poll ? rule.poll : rule.subscribe
             guard specs.indices.contains(ref.index) else { return nil }
             let spec = specs[ref.index]
-            return GATTStep(action: .read(ref), characteristic: characteristics.first { spec.matches($0) },
-                            what: "read \(spec.characteristic.shortDescription)",
-                            missing: "characteristic \(spec.characteristic.shortDescription) not found on the device")
+            return GATTStep(
+                action: .read(ref), characteristic: characteristics.first { spec.matches($0) },
+                what: "read \(spec.characteristic.shortDescription)",
+                missing: "characteristic \(spec.characteristic.shortDescription) not found on the device")
         }
-        func raw(_ service: BluetoothUUID?, _ uuid: BluetoothUUID, _ action: GATTStep.Action, _ what: String) -> GATTStep {
-            GATTStep(action: action, characteristic: characteristics.first { $0.uuid == uuid && (service == nil || $0.service == service) },
-                     what: what, missing: "characteristic \(uuid.shortDescription) not found on the device")
+        func raw(_ service: BluetoothUUID?, _ uuid: BluetoothUUID, _ action: GATTStep.Action, _ what: String)
+            -> GATTStep
+        {
+            GATTStep(
+                action: action,
+                characteristic: characteristics.first { $0.uuid == uuid && (service == nil || $0.service == service) },
+                what: what, missing: "characteristic \(uuid.shortDescription) not found on the device")
         }
         switch kind {
         case .write(let writes):
             return writes.map { write in
-                GATTStep(action: .write(write.bytes, withResponse: write.command.withResponse),
-                         characteristic: characteristics.first { write.command.matches($0) }, what: "\(write.command.name): write",
-                         missing: "\(write.command.name): characteristic \(write.command.characteristic.shortDescription) not found on the device")
+                GATTStep(
+                    action: .write(write.bytes, withResponse: write.command.withResponse),
+                    characteristic: characteristics.first { write.command.matches($0) },
+                    what: "\(write.command.name): write",
+                    missing:
+                        "\(write.command.name): characteristic \(write.command.characteristic.shortDescription) not found on the device"
+                )
             }
         case .read(let refs): return refs.compactMap(configured)
         case .poll(let spec): return [configured(CharacteristicRef(poll: true, index: spec))].compactMap { $0 }
@@ -378,16 +412,20 @@ final class CommandRunner {
     }
 
     /// The GATT job: each step with `bluetooth.gatt_timeout`, stopping at the first failure.
-    private static func run(_ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
-                            timeout: Double) async -> GATTOutcome {
+    private static func run(
+        _ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
+        timeout: Double
+    ) async -> GATTOutcome {
         let start = clock.now()
         var outcome = await perform(steps, address: address, ble: ble, clock: clock, timeout: timeout)
         outcome.seconds = clock.now() - start
         return outcome
     }
 
-    private static func perform(_ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
-                                timeout: Double) async -> GATTOutcome {
+    private static func perform(
+        _ steps: [GATTStep], address: BluetoothAddress, ble: any BLEPort, clock: any GatewayClock,
+        timeout: Double
+    ) async -> GATTOutcome {
         var outcome = GATTOutcome()
         for step in steps {
             guard let characteristic = step.characteristic else {
@@ -398,7 +436,8 @@ final class CommandRunner {
                 switch step.action {
                 case .write(let value, let withResponse):
                     try await withDeadline(clock.now() + timeout, clock: clock) {
-                        try await ble.write(address, characteristic: characteristic, value: value, withResponse: withResponse)
+                        try await ble.write(
+                            address, characteristic: characteristic, value: value, withResponse: withResponse)
                     }
                 case .read(let ref):
                     let value = try await withDeadline(clock.now() + timeout, clock: clock) {
@@ -414,7 +453,9 @@ final class CommandRunner {
                 outcome.failure = .timeout("\(step.what) did not complete in \(timeout)s")
                 return outcome
             } catch let error as BLEPortError {
-                outcome.failure = error.kind == .connectionTimeout ? .timeout("\(step.what): \(error)") : .error("\(step.what): \(error)")
+                outcome.failure =
+                    error.kind == .connectionTimeout
+                    ? .timeout("\(step.what): \(error)") : .error("\(step.what): \(error)")
                 return outcome
             } catch {
                 outcome.failure = .error("\(step.what): \(error)")
@@ -454,8 +495,10 @@ final class CommandRunner {
     }
 
     /// Publishes the one response of a command.
-    func respond(_ reply: CommandReply, _ status: CommandReply.Status, _ error: String?, timing: CommandReply.Timing = .init(),
-                 data: JSONValue? = nil) {
+    func respond(
+        _ reply: CommandReply, _ status: CommandReply.Status, _ error: String?, timing: CommandReply.Timing = .init(),
+        data: JSONValue? = nil
+    ) {
         if status != .ok { context.counters.commandErrors += 1 }
         let output = context.output
         output.scratch.removeAll(keepingCapacity: true)

@@ -42,7 +42,9 @@ enum Base64 {
             var group: UInt32 = 0
             for (offset, byte) in chunk.enumerated() { group |= UInt32(byte) << (16 - 8 * UInt32(offset)) }
             for position in 0..<4 {
-                out.append(position <= chunk.count ? alphabet[Int(group >> (18 - 6 * UInt32(position)) & 0x3F)] : UInt8(ascii: "="))
+                out.append(
+                    position <= chunk.count
+                        ? alphabet[Int(group >> (18 - 6 * UInt32(position)) & 0x3F)] : UInt8(ascii: "="))
             }
             index += 3
         }

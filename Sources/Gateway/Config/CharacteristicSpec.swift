@@ -15,7 +15,9 @@ public struct CharacteristicSpec: Sendable {
     init?(_ reader: JSONReader, poll: Bool, registry: ParserRegistry, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
         service = object.optional("service") { try $0.uuid() }
-        let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"2A19\"") { try $0.uuid() }
+        let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"2A19\"") {
+            try $0.uuid()
+        }
         let parserName = object.optional("parser") { try $0.nonEmptyString() }
         if poll {
             interval = object.required("interval", expected: "a duration such as \"5m\"") { try $0.positiveDuration() }
@@ -25,15 +27,19 @@ public struct CharacteristicSpec: Sendable {
         characteristic = uuid
         if let parserName {
             guard let parser = registry.characteristicParser(named: parserName) else {
-                problems.add(object.childPath("parser"),
-                             "\"\(parserName)\" is not a characteristic parser (expected one of \(registry.characteristicParserNames.joined(separator: ", ")))")
+                problems.add(
+                    object.childPath("parser"),
+                    "\"\(parserName)\" is not a characteristic parser (expected one of \(registry.characteristicParserNames.joined(separator: ", ")))"
+                )
                 return nil
             }
             self.parser = parser
         } else {
             guard let parser = registry.characteristicParser(for: uuid) else {
-                problems.add(object.childPath("parser"),
-                             "is required: there is no built-in parser for \(uuid.shortDescription) (name one, e.g. a declarative parser)")
+                problems.add(
+                    object.childPath("parser"),
+                    "is required: there is no built-in parser for \(uuid.shortDescription) (name one, e.g. a declarative parser)"
+                )
                 return nil
             }
             self.parser = parser

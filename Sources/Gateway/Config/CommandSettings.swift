@@ -18,7 +18,9 @@ public struct CommandSettings: Sendable, Equatable {
 
     init(_ object: inout ConfigObject) {
         ttl = object.read("ttl", default: ttl) { try $0.positiveDuration() }
-        maxPayloadBytes = object.read("max_payload_bytes", default: maxPayloadBytes) { try $0.integer(in: 16...262_144) }
+        maxPayloadBytes = object.read("max_payload_bytes", default: maxPayloadBytes) {
+            try $0.integer(in: 16...262_144)
+        }
         queueLimit = object.read("queue_limit", default: queueLimit) { try $0.integer(in: 1...1000) }
         idleDisconnect = object.read("idle_disconnect", default: idleDisconnect) { try $0.positiveDuration() }
         if let value = object.value("rate_limit"), var section = ConfigObject(value, object.problems) {

@@ -22,11 +22,17 @@ public struct CommandSpec: Sendable, Equatable {
     init?(name: String, _ reader: JSONReader, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
         self.name = name
-        if name.isEmpty || name.contains("/") || name.contains("+") || name.contains("#") || name == "transaction" || name == "timestamp" {
-            problems.add(object.path, "\"\(name)\" is not a command name (expected a word without /, +, #; not transaction or timestamp)")
+        if name.isEmpty || name.contains("/") || name.contains("+") || name.contains("#") || name == "transaction"
+            || name == "timestamp"
+        {
+            problems.add(
+                object.path,
+                "\"\(name)\" is not a command name (expected a word without /, +, #; not transaction or timestamp)")
         }
         service = object.optional("service") { try $0.uuid() }
-        let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"FFF1\"") { try $0.uuid() }
+        let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"FFF1\"") {
+            try $0.uuid()
+        }
         let encoding = object.required("encoding", expected: "one of \(ValueEncoding.names)") { try $0.encoding() }
         withResponse = object.read("response", default: true) { try $0.bool() }
         ttl = object.read("ttl", default: nil) { try $0.positiveDuration() }

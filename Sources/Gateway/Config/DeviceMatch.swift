@@ -26,7 +26,9 @@ public struct DeviceMatch: Sendable, Equatable {
                 if let address = BluetoothAddress(text) {
                     addresses.append(address)
                 } else {
-                    problems.add(item.path, "\"\(text)\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
+                    problems.add(
+                        item.path,
+                        "\"\(text)\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
                 }
             }
         }

@@ -39,14 +39,19 @@ public struct DeviceRule: Sendable {
         name = object.optional("name") { reader in
             let text = try reader.nonEmptyString()
             guard !text.contains("/"), !text.contains("+"), !text.contains("#"), text != "bridge" else {
-                throw reader.fail("\"\(text)\" is not a device name (expected one topic level: no /, + or #, and not \"bridge\")")
+                throw reader.fail(
+                    "\"\(text)\" is not a device name (expected one topic level: no /, + or #, and not \"bridge\")")
             }
             return text
         }
         connect = object.read("connect", default: false) { try $0.bool() }
-        let wantsLink = object.reader.members.contains { ($0.key == "subscribe" || $0.key == "poll") && $0.value != .array([]) }
+        let wantsLink = object.reader.members.contains {
+            ($0.key == "subscribe" || $0.key == "poll") && $0.value != .array([])
+        }
         subscribe = object.read("subscribe", default: []) { reader in
-            try reader.array().compactMap { CharacteristicSpec($0, poll: false, registry: registry, problems: problems) }
+            try reader.array().compactMap {
+                CharacteristicSpec($0, poll: false, registry: registry, problems: problems)
+            }
         }
         poll = object.read("poll", default: []) { reader in
             try reader.array().compactMap { CharacteristicSpec($0, poll: true, registry: registry, problems: problems) }

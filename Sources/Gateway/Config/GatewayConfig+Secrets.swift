@@ -21,7 +21,8 @@ extension GatewayConfig {
     /// Whether config.json itself holds a secret: a password written in it (not read from
     /// `password_file`), a password in the server URL, or a bind key.
     public var holdsSecrets: Bool {
-        (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil || devices.contains { $0.bindKey != nil }
+        (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil
+            || devices.contains { $0.bindKey != nil }
     }
 
     /// The other files the config names that hold secrets: `mqtt.password_file` and the TLS
@@ -35,7 +36,9 @@ extension GatewayConfig {
 
     /// The password in `mqtt://user:password@host`, if the server URL has one.
     private var serverPassword: String? {
-        guard let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.firstRange(of: "://") else { return nil }
+        guard let at = mqtt.server.lastIndex(of: "@"), let scheme = mqtt.server.firstRange(of: "://") else {
+            return nil
+        }
         let userInfo = mqtt.server[scheme.upperBound..<at]
         return userInfo.firstIndex(of: ":").map { String(userInfo[userInfo.index(after: $0)...]) }
     }

@@ -1,6 +1,6 @@
 import Bluetooth
-import LocalSystem
 import JSON
+import LocalSystem
 import Parsers
 
 /// The validated contents of config.json (every key is in docs/config.md).
@@ -33,17 +33,21 @@ public struct GatewayConfig: Sendable {
     public init() {}
 
     /// Reads config.json text.
-    public static func parse<C: Collection>(_ bytes: C) throws(GatewayConfigError) -> GatewayConfig where C.Element == UInt8 {
+    public static func parse<C: Collection>(_ bytes: C) throws(GatewayConfigError) -> GatewayConfig
+    where C.Element == UInt8 {
         let root: JSONReader
         do {
             root = try JSONReader.parse(bytes)
         } catch {
-            throw GatewayConfigError(problems: [error as? JSONPathError ?? JSONPathError(path: "", message: "\(error)")])
+            throw GatewayConfigError(problems: [error as? JSONPathError ?? JSONPathError(path: "", message: "\(error)")]
+            )
         }
         let problems = ConfigProblems()
         var config = GatewayConfig()
         guard var object = ConfigObject(root, problems) else { throw GatewayConfigError(problems: problems.errors) }
-        if let value = object.value("mqtt"), var section = ConfigObject(value, problems) { config.mqtt = MQTTSettings(&section) }
+        if let value = object.value("mqtt"), var section = ConfigObject(value, problems) {
+            config.mqtt = MQTTSettings(&section)
+        }
         if let value = object.value("bluetooth"), var section = ConfigObject(value, problems) {
             config.bluetooth = BluetoothSettings(&section)
         }
@@ -69,10 +73,11 @@ public struct GatewayConfig: Sendable {
             }
             return role
         }
-        let hasPeripheral = object.value("peripheral").map { value in
-            if var section = ConfigObject(value, problems) { config.peripheral = PeripheralSettings(&section) }
-            return true
-        } ?? false
+        let hasPeripheral =
+            object.value("peripheral").map { value in
+                if var section = ConfigObject(value, problems) { config.peripheral = PeripheralSettings(&section) }
+                return true
+            } ?? false
         config.stateDirectory = object.optional("state_directory") { try $0.nonEmptyString() }
         if let value = object.value("parsers") {
             config.parsers = declarativeParsers(value, problems)
@@ -122,7 +127,8 @@ public struct GatewayConfig: Sendable {
             problems.add("peripheral", "is set but role is central (set \"role\": \"peripheral\" or \"both\")")
         }
         if role == .peripheral, !devices.isEmpty {
-            problems.add("devices", "role peripheral does not scan or connect (set \"role\": \"both\" to keep the device rules)")
+            problems.add(
+                "devices", "role peripheral does not scan or connect (set \"role\": \"both\" to keep the device rules)")
         }
     }
 
@@ -135,15 +141,20 @@ public struct GatewayConfig: Sendable {
             if case .object(let members) = value.value {
                 let expected = ["match", "characteristic", "fields"]
                 for member in members where !expected.contains(member.key) {
-                    problems.add("\(value.path).\(member.key)", "is not a known key (expected one of \(expected.joined(separator: ", ")))")
+                    problems.add(
+                        "\(value.path).\(member.key)",
+                        "is not a known key (expected one of \(expected.joined(separator: ", ")))")
                 }
                 if case .array(let fields)? = value.value["fields"] {
-                    let fieldKeys = ["name", "offset", "type", "length", "scale", "value_offset", "unit", "device_class"]
+                    let fieldKeys = [
+                        "name", "offset", "type", "length", "scale", "value_offset", "unit", "device_class",
+                    ]
                     for (index, field) in fields.enumerated() {
                         guard case .object(let fieldMembers) = field else { continue }
                         for member in fieldMembers where !fieldKeys.contains(member.key) {
-                            problems.add("\(value.path).fields[\(index)].\(member.key)",
-                                         "is not a known key (expected one of \(fieldKeys.joined(separator: ", ")))")
+                            problems.add(
+                                "\(value.path).fields[\(index)].\(member.key)",
+                                "is not a known key (expected one of \(fieldKeys.joined(separator: ", ")))")
                         }
                     }
                 }

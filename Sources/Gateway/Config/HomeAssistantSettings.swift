@@ -22,7 +22,9 @@ public struct HomeAssistantSettings: Sendable, Equatable {
         discoveryPrefix = object.read("discovery_prefix", default: discoveryPrefix) { reader in
             let text = try reader.nonEmptyString()
             guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
-                throw reader.fail("\"\(text)\" is not a topic prefix (expected topic levels without wildcards or leading/trailing \"/\")")
+                throw reader.fail(
+                    "\"\(text)\" is not a topic prefix (expected topic levels without wildcards or leading/trailing \"/\")"
+                )
             }
             return text
         }

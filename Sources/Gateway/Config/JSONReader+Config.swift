@@ -13,7 +13,8 @@ extension JSONReader {
     func uuid() throws -> BluetoothUUID {
         let text = try string()
         guard let uuid = BluetoothUUID(text) else {
-            throw fail("\"\(text)\" is not a Bluetooth UUID (expected 4 or 8 hex digits such as \"180F\", or a 128-bit UUID)")
+            throw fail(
+                "\"\(text)\" is not a Bluetooth UUID (expected 4 or 8 hex digits such as \"180F\", or a 128-bit UUID)")
         }
         return uuid
     }

@@ -1,5 +1,5 @@
-import LocalSystem
 import JSON
+import LocalSystem
 
 /// `mqtt` in config.json: the broker, the base topic and the publishing defaults.
 public struct MQTTSettings: Sendable, Equatable {
@@ -50,7 +50,9 @@ public struct MQTTSettings: Sendable, Equatable {
         baseTopic = object.read("base_topic", default: baseTopic) { reader in
             let text = try reader.nonEmptyString()
             guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
-                throw reader.fail("\"\(text)\" is not a base topic (expected topic levels without wildcards or leading/trailing \"/\", e.g. \"gattway\")")
+                throw reader.fail(
+                    "\"\(text)\" is not a base topic (expected topic levels without wildcards or leading/trailing \"/\", e.g. \"gattway\")"
+                )
             }
             return text
         }
@@ -61,7 +63,8 @@ public struct MQTTSettings: Sendable, Equatable {
         self.passwordFile = passwordFile
         if let passwordFile {
             if password != nil {
-                object.problems.add(object.childPath("password_file"), "give either password or password_file, not both")
+                object.problems.add(
+                    object.childPath("password_file"), "give either password or password_file, not both")
             } else if let data = LocalFile.read(passwordFile) {
                 // The file's first line, so `echo secret > file` works (a trailing newline is not part of it).
                 let text = String(decoding: data, as: UTF8.self)
@@ -96,7 +99,8 @@ public struct MQTTSettings: Sendable, Equatable {
             tls.insecure = tlsObject.read("insecure", default: false) { try $0.bool() }
             tlsObject.finish()
             if (tls.certificateFile == nil) != (tls.keyFile == nil) {
-                object.problems.add(tlsObject.path, "cert_file and key_file go together (a client certificate needs its key)")
+                object.problems.add(
+                    tlsObject.path, "cert_file and key_file go together (a client certificate needs its key)")
             }
             self.tls = tls
         }

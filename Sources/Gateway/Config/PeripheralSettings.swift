@@ -53,7 +53,9 @@ public struct PeripheralValueSource: Sendable, Equatable {
     /// `value` multiplied by `scale` (when given; rounded for integer encodings) in `encoding`.
     static func encode(_ value: JSONValue, _ encoding: ValueEncoding, scale: Double?) throws(CommandError) -> [UInt8] {
         guard let scale else { return try encoding.encode(value) }
-        guard case .number(let number) = value else { throw CommandError("scale needs a number, got \(ValueEncoding.describe(value))") }
+        guard case .number(let number) = value else {
+            throw CommandError("scale needs a number, got \(ValueEncoding.describe(value))")
+        }
         let scaled = number * scale
         return try encoding.encode(.number(encoding == .float32le ? scaled : scaled.rounded()))
     }
@@ -98,25 +100,27 @@ public struct PeripheralCharacteristicSettings: Sendable, Equatable {
     static let flags: [(name: String, property: CharacteristicProperties)] = [
         ("read", .read), ("write", .write), ("write-without-response", .writeWithoutResponse),
         ("notify", .notify), ("indicate", .indicate), ("encrypt-read", .encryptRead), ("encrypt-write", .encryptWrite),
-        ("encrypt-authenticated-read", .encryptAuthenticatedRead), ("encrypt-authenticated-write", .encryptAuthenticatedWrite),
+        ("encrypt-authenticated-read", .encryptAuthenticatedRead),
+        ("encrypt-authenticated-write", .encryptAuthenticatedWrite),
     ]
 
     init?(_ reader: JSONReader, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
         let uuid = object.required("uuid", expected: "a characteristic UUID such as \"2A6E\"") { try $0.uuid() }
         let names = Self.flags.map(\.name).joined(separator: ", ")
-        properties = object.required("properties", expected: "a list of \(names)") { reader in
-            var properties = CharacteristicProperties()
-            for item in try reader.array() {
-                let name = try item.string()
-                guard let flag = Self.flags.first(where: { $0.name == name }) else {
-                    throw item.fail("\"\(name)\" is not a property (expected one of \(names))")
+        properties =
+            object.required("properties", expected: "a list of \(names)") { reader in
+                var properties = CharacteristicProperties()
+                for item in try reader.array() {
+                    let name = try item.string()
+                    guard let flag = Self.flags.first(where: { $0.name == name }) else {
+                        throw item.fail("\"\(name)\" is not a property (expected one of \(names))")
+                    }
+                    properties.insert(flag.property)
                 }
-                properties.insert(flag.property)
-            }
-            guard !properties.isEmpty else { throw reader.fail("expected at least one property") }
-            return properties
-        } ?? []
+                guard !properties.isEmpty else { throw reader.fail("expected at least one property") }
+                return properties
+            } ?? []
         source = PeripheralValueSource(&object, defaultEncoding: .utf8)
         encoding = source?.encoding ?? object.read("encoding", default: .utf8) { try $0.encoding() }
         writeTopic = object.optional("to_topic") { try $0.topicName() }
@@ -163,11 +167,12 @@ public struct PeripheralServiceSettings: Sendable, Equatable {
             }
             return uuid
         }
-        characteristics = object.required("characteristics", expected: "a list of characteristics") { reader in
-            let items = try reader.array()
-            guard !items.isEmpty else { throw reader.fail("expected at least one characteristic") }
-            return items.compactMap { PeripheralCharacteristicSettings($0, problems: problems) }
-        } ?? []
+        characteristics =
+            object.required("characteristics", expected: "a list of characteristics") { reader in
+                let items = try reader.array()
+                guard !items.isEmpty else { throw reader.fail("expected at least one characteristic") }
+                return items.compactMap { PeripheralCharacteristicSettings($0, problems: problems) }
+            } ?? []
         object.finish()
         guard let uuid else { return nil }
         self.uuid = uuid
@@ -219,7 +224,9 @@ public struct PeripheralAdvertisingSettings: Sendable, Equatable {
         manufacturerData = object.read("manufacturer_data", default: []) { reader in
             try reader.array().compactMap { item -> (UInt16, PeripheralAdvertisedData)? in
                 guard var entry = ConfigObject(item, problems) else { return nil }
-                let company = entry.required("company_id", expected: "a company identifier 0…65535") { try $0.integer(in: 0...0xFFFF) }
+                let company = entry.required("company_id", expected: "a company identifier 0…65535") {
+                    try $0.integer(in: 0...0xFFFF)
+                }
                 let data = PeripheralAdvertisedData(&entry)
                 entry.finish()
                 return company.map { (UInt16($0), data) }
@@ -244,7 +251,8 @@ public struct PeripheralAdvertisingSettings: Sendable, Equatable {
             && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.txPower == rhs.txPower && lhs.appearance == rhs.appearance
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.data) == rhs.manufacturerData.map(\.data)
-            && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid) && lhs.serviceData.map(\.data) == rhs.serviceData.map(\.data)
+            && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
+            && lhs.serviceData.map(\.data) == rhs.serviceData.map(\.data)
     }
 }
 
@@ -278,7 +286,8 @@ public struct PeripheralSettings: Sendable, Equatable {
                 if let topic = characteristic.source?.topic, !topics.contains(topic) { topics.append(topic) }
             }
         }
-        for source in advertising.manufacturerData.compactMap(\.data.source) + advertising.serviceData.compactMap(\.data.source)
+        for source in advertising.manufacturerData.compactMap(\.data.source)
+            + advertising.serviceData.compactMap(\.data.source)
         where !topics.contains(source.topic) {
             topics.append(source.topic)
         }

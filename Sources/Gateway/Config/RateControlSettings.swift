@@ -17,7 +17,8 @@ public struct RateControlSettings: Sendable, Equatable {
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.minInterval == rhs.minInterval && lhs.onlyChanges == rhs.onlyChanges && lhs.heartbeat == rhs.heartbeat
-            && lhs.thresholds.map(\.name) == rhs.thresholds.map(\.name) && lhs.thresholds.map(\.delta) == rhs.thresholds.map(\.delta)
+            && lhs.thresholds.map(\.name) == rhs.thresholds.map(\.name)
+            && lhs.thresholds.map(\.delta) == rhs.thresholds.map(\.delta)
     }
 
     init(_ object: inout ConfigObject) {
@@ -36,7 +37,8 @@ public struct RateControlSettings: Sendable, Equatable {
         }
         onlyChanges = object.read("only_changes", default: !thresholds.isEmpty) { try $0.bool() }
         if let heartbeat, minInterval > heartbeat {
-            problems.add(object.childPath("heartbeat"), "must be at least min_interval (\(minInterval)s), got \(heartbeat)s")
+            problems.add(
+                object.childPath("heartbeat"), "must be at least min_interval (\(minInterval)s), got \(heartbeat)s")
         }
     }
 }

@@ -41,7 +41,9 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
     var isNumeric: Bool { integerLayout != nil || self == .float32le }
 
     /// Encodes a JSON value; the error text says what was expected.
-    public func encode(_ value: JSONValue, minimum: Double? = nil, maximum: Double? = nil) throws(CommandError) -> [UInt8] {
+    public func encode(_ value: JSONValue, minimum: Double? = nil, maximum: Double? = nil) throws(CommandError)
+        -> [UInt8]
+    {
         if let layout = integerLayout {
             guard case .number(let number) = value, number.rounded() == number else {
                 throw CommandError("\(rawValue) expects an integer, got \(Self.describe(value))")
@@ -50,7 +52,9 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             let high = (layout.signed ? pow2(layout.size * 8 - 1) : pow2(layout.size * 8)) - 1
             let lower = max(low, minimum ?? low), upper = min(high, maximum ?? high)
             guard number >= lower, number <= upper else {
-                throw CommandError("\(Self.describe(value)) is out of range for \(rawValue) (expected \(Self.text(lower))…\(Self.text(upper)))")
+                throw CommandError(
+                    "\(Self.describe(value)) is out of range for \(rawValue) (expected \(Self.text(lower))…\(Self.text(upper)))"
+                )
             }
             let bits = UInt64(bitPattern: Int64(number))
             var bytes = (0..<layout.size).map { UInt8(truncatingIfNeeded: bits >> (8 * UInt64($0))) }
@@ -59,9 +63,15 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
         }
         switch self {
         case .float32le:
-            guard case .number(let number) = value else { throw CommandError("float32le expects a number, got \(Self.describe(value))") }
-            if let minimum, number < minimum { throw CommandError("\(Self.text(number)) is below the minimum \(Self.text(minimum))") }
-            if let maximum, number > maximum { throw CommandError("\(Self.text(number)) is above the maximum \(Self.text(maximum))") }
+            guard case .number(let number) = value else {
+                throw CommandError("float32le expects a number, got \(Self.describe(value))")
+            }
+            if let minimum, number < minimum {
+                throw CommandError("\(Self.text(number)) is below the minimum \(Self.text(minimum))")
+            }
+            if let maximum, number > maximum {
+                throw CommandError("\(Self.text(number)) is above the maximum \(Self.text(maximum))")
+            }
             let bits = Float(number).bitPattern
             return (0..<4).map { UInt8(truncatingIfNeeded: bits >> (8 * UInt32($0))) }
         case .bool:
@@ -75,7 +85,8 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             }
         case .hex:
             guard case .string(let text) = value, let bytes = Self.hexBytes(text) else {
-                throw CommandError("hex expects a string of hex byte pairs such as \"01ff\", got \(Self.describe(value))")
+                throw CommandError(
+                    "hex expects a string of hex byte pairs such as \"01ff\", got \(Self.describe(value))")
             }
             return bytes
         case .base64:
@@ -84,7 +95,9 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             }
             return bytes
         case .utf8:
-            guard case .string(let text) = value else { throw CommandError("utf8 expects a string, got \(Self.describe(value))") }
+            guard case .string(let text) = value else {
+                throw CommandError("utf8 expects a string, got \(Self.describe(value))")
+            }
             return Array(text.utf8)
         case .json:
             return Array(value.serialized.utf8)
@@ -103,7 +116,9 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             if let number = Double(trimmed) { return .number(number) }
             return .string(trimmed)
         case .json:
-            do { return try JSONValue.parse(Array(text.utf8)) } catch { throw CommandError("the value is not JSON: \(error)") }
+            do { return try JSONValue.parse(Array(text.utf8)) } catch {
+                throw CommandError("the value is not JSON: \(error)")
+            }
         default:
             guard let number = Double(trimmed), number.isFinite else {
                 throw CommandError("\(rawValue) expects a number, got \"\(trimmed)\"")

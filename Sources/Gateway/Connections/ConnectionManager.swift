@@ -68,8 +68,11 @@ final class ConnectionManager {
         let gattTimeout = context.config.bluetooth.gattTimeout
         let subscribe = rule.subscribe
         context.jobs.spawn {
-            .connect(address, await Self.establish(address, subscribe: subscribe, ble: ble, clock: clock, timeout: timeout,
-                                                   gattTimeout: gattTimeout, deliver: deliver))
+            .connect(
+                address,
+                await Self.establish(
+                    address, subscribe: subscribe, ble: ble, clock: clock, timeout: timeout,
+                    gattTimeout: gattTimeout, deliver: deliver))
         }
     }
 
@@ -106,9 +109,10 @@ final class ConnectionManager {
                 continue
             }
             do {
-                link.subscriptions.append(try await ble.notifications(address, characteristic: characteristic) { value in
-                    deliver(.notification(address, spec: index, value: value))
-                })
+                link.subscriptions.append(
+                    try await ble.notifications(address, characteristic: characteristic) { value in
+                        deliver(.notification(address, spec: index, value: value))
+                    })
             } catch {
                 link.warnings.append("notifications of \(characteristic) failed: \(error)")
             }
@@ -127,8 +131,10 @@ final class ConnectionManager {
     }
 
     /// A connect job finished at `now`.
-    func established(_ address: BluetoothAddress, _ result: Result<EstablishedLink, BLEPortError>, name: String,
-                     now: Double) -> Established {
+    func established(
+        _ address: BluetoothAddress, _ result: Result<EstablishedLink, BLEPortError>, name: String,
+        now: Double
+    ) -> Established {
         switch result {
         case .failure(let error):
             context.counters.connectFailures += 1
@@ -181,7 +187,9 @@ final class ConnectionManager {
     /// A link ended or an attempt failed: its slot goes to the next device, its subscriptions
     /// end; a device whose rule stays connected gets a retry after its backoff (when the
     /// gateway runs and the end was not asked for).
-    func linkEnded(_ address: BluetoothAddress, reason: BLEPortError?, rule: DeviceRule, name: String, started: Bool, now: Double) {
+    func linkEnded(
+        _ address: BluetoothAddress, reason: BLEPortError?, rule: DeviceRule, name: String, started: Bool, now: Double
+    ) {
         guard var link = links[address] else { return }
         for subscription in link.subscriptions { subscription.cancel() }
         link.subscriptions = []
@@ -230,7 +238,9 @@ final class ConnectionManager {
 
     /// Runs `body` on the device's reconnect rule, made by the gateway's `reconnect` factory the
     /// first time a connection succeeds or fails (advertisement-only devices never need one).
-    private func updateReconnect<Result>(_ link: inout LinkState, _ body: (inout any ReconnectStrategy) -> Result) -> Result {
+    private func updateReconnect<Result>(_ link: inout LinkState, _ body: (inout any ReconnectStrategy) -> Result)
+        -> Result
+    {
         var strategy = link.reconnect ?? makeReconnect()
         let result = body(&strategy)
         link.reconnect = strategy

@@ -76,12 +76,14 @@ public actor Gateway: LoopIsolated {
     ///     queue is kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
-    public init(config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
-                clock: any GatewayClock, loop: EventLoop,
-                reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
-                logger: GatewayLogger = .none,
-                version: String = "dev", stateDirectory: String? = nil,
-                processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }) {
+    public init(
+        config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
+        clock: any GatewayClock, loop: EventLoop,
+        reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
+        logger: GatewayLogger = .none,
+        version: String = "dev", stateDirectory: String? = nil,
+        processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }
+    ) {
         self.loop = loop
         self.config = config
         self.ble = ble
@@ -89,7 +91,8 @@ public actor Gateway: LoopIsolated {
         self.clock = clock
         self.log = logger.redacting(config.secrets)
         self.stateDirectory = stateDirectory ?? config.stateDirectory
-        let context = CoreContext(config: config, clock: clock, log: log, output: Output(mqtt: mqtt, qos: config.mqtt.qos), loop: loop)
+        let context = CoreContext(
+            config: config, clock: clock, log: log, output: Output(mqtt: mqtt, qos: config.mqtt.qos), loop: loop)
         self.context = context
         states = DeviceStates(context: context)
         availability = Availability(context: context)
@@ -105,8 +108,9 @@ public actor Gateway: LoopIsolated {
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
     /// `{"state":"offline"}`, retained.
     public static func lastWill(for config: GatewayConfig) -> MQTTOutboundMessage {
-        MQTTOutboundMessage(topic: config.mqtt.baseTopic + "/bridge/state", payload: Array(#"{"state":"offline"}"#.utf8),
-                            qos: config.mqtt.qos, retain: true)
+        MQTTOutboundMessage(
+            topic: config.mqtt.baseTopic + "/bridge/state", payload: Array(#"{"state":"offline"}"#.utf8),
+            qos: config.mqtt.qos, retain: true)
     }
 
     /// The topic filters the gateway subscribes to (with Home Assistant discovery on, also
@@ -142,13 +146,20 @@ public actor Gateway: LoopIsolated {
         guard !started else { return }
         wire()
         if config.storeAndForward.enabled, context.output.outbox == nil {
-            let queue = try DiskQueue(path: stateDirectory.map { $0 + "/" + Self.queueFileName },
-                                      limits: DiskQueue.Limits(config.storeAndForward))
+            let queue = try DiskQueue(
+                path: stateDirectory.map { $0 + "/" + Self.queueFileName },
+                limits: DiskQueue.Limits(config.storeAndForward))
             if queue.discardedBytes > 0 {
-                log(.warning, "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")")
+                log(
+                    .warning,
+                    "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")"
+                )
             }
-            if !queue.isEmpty { log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay") }
-            let outbox = StoreAndForward(queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
+            if !queue.isEmpty {
+                log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay")
+            }
+            let outbox = StoreAndForward(
+                queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
             outbox.deliver = context.deliver
             outbox.loop = loop
             context.output.outbox = outbox
@@ -169,7 +180,8 @@ public actor Gateway: LoopIsolated {
         mqtt.connectionEvents { deliver(.mqttConnection($0)) }
         registrations.append(await ble.connectionEvents { deliver(.link($0)) })
         if config.role.includesCentral {
-            registrations.append(try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
+            registrations.append(
+                try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
         }
         if config.role.includesPeripheral, let peripheralBridge {
             peripheralBridge.port.events { deliver(.peripheral($0)) }
@@ -179,7 +191,10 @@ public actor Gateway: LoopIsolated {
             }
         }
         armTimer(min(clock.now() + 3600, health.nextDeadline ?? .infinity))
-        log(.notice, "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(context.base)")
+        log(
+            .notice,
+            "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(context.base)"
+        )
     }
 
     /// Runs the core's jobs (connects, GATT operations, peripheral port calls) as child tasks on
@@ -252,8 +267,11 @@ public actor Gateway: LoopIsolated {
                 }
                 return true
             }
-            let delivered = waitForOffline
-                ? await Self.withDeadline(offlineDeadline, clock: clock) { await Self.publishAndWait(offline, on: mqtt) } : nil
+            let delivered =
+                waitForOffline
+                ? await Self.withDeadline(offlineDeadline, clock: clock) {
+                    await Self.publishAndWait(offline, on: mqtt)
+                } : nil
             // After the offline wait (what the broker acknowledged meanwhile is not written),
             // while the links may still be ending.
             outbox?.stop()
@@ -264,12 +282,16 @@ public actor Gateway: LoopIsolated {
         case (false, _): offlineText = "bridge/state offline handed to the MQTT client without waiting (not connected)"
         case (true, true?): offlineText = "bridge/state offline acknowledged"
         case (true, false?): offlineText = "bridge/state offline not delivered"
-        case (true, nil): offlineText = "bridge/state offline not acknowledged within \(Self.tenths(offlineDeadline - start)) s"
+        case (true, nil):
+            offlineText = "bridge/state offline not acknowledged within \(Self.tenths(offlineDeadline - start)) s"
         }
         let linkCount = links.count == 1 ? "1 link" : "\(links.count) links"
-        let linksText = links.isEmpty ? "no links to end"
-            : ended == nil ? "\(linkCount): Disconnect not answered within \(Self.tenths(deadline - start)) s, cancelled (left to BlueZ)"
-            : "\(linkCount) disconnected"
+        let linksText =
+            links.isEmpty
+            ? "no links to end"
+            : ended == nil
+                ? "\(linkCount): Disconnect not answered within \(Self.tenths(deadline - start)) s, cancelled (left to BlueZ)"
+                : "\(linkCount) disconnected"
         log(.notice, "gateway stopped in \(Self.tenths(clock.now() - start)) s: \(offlineText); \(linksText)")
     }
 
@@ -326,8 +348,10 @@ public actor Gateway: LoopIsolated {
             for (position, id) in registry.order.enumerated() {
                 if position > 0 { bytes.append(UInt8(ascii: ",")) }
                 let device = registry[id]
-                BridgePublisher.deviceEntry(device, connected: connections.isConnected(device.address), format: states.format(id),
-                                            services: registry.services(id)).write(into: &bytes)
+                BridgePublisher.deviceEntry(
+                    device, connected: connections.isConnected(device.address), format: states.format(id),
+                    services: registry.services(id)
+                ).write(into: &bytes)
             }
         }
         commands.resolve = { [unowned self] name in device(named: name).map(target) }
@@ -485,7 +509,8 @@ public actor Gateway: LoopIsolated {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
-            let readings = states.decode(id, advertisement, address: discovery.address, bindKey: rule.bindKey, name: device.name)
+            let readings = states.decode(
+                id, advertisement, address: discovery.address, bindKey: rule.bindKey, name: device.name)
         else { return }
         apply(readings, to: id, now: now)
     }
@@ -504,7 +529,8 @@ public actor Gateway: LoopIsolated {
         let rule = config.devices[device.ruleIndex]
         let specs = poll ? rule.poll : rule.subscribe
         guard specs.indices.contains(index),
-            let readings = states.decode(id, value: value, spec: specs[index], poll: poll, index: index, name: device.name)
+            let readings = states.decode(
+                id, value: value, spec: specs[index], poll: poll, index: index, name: device.name)
         else { return }
         let now = clock.now()
         registry.heard(id, now: now, wall: clock.wallMilliseconds())
@@ -527,12 +553,18 @@ public actor Gateway: LoopIsolated {
     /// Finds the first rule matching the device and registers it; nil when no rule matches or
     /// the registry is full of devices that stay (``makeRoomForDevice()``).
     private func register(_ discovery: BLEDiscovery) -> DeviceID? {
-        guard let ruleIndex = config.devices.firstIndex(where: { $0.match.matches(discovery.address, discovery.advertisement) })
+        guard
+            let ruleIndex = config.devices.firstIndex(where: {
+                $0.match.matches(discovery.address, discovery.advertisement)
+            })
         else { return nil }
         guard makeRoomForDevice() else {
             let full = context.counters.dropped.registryFull
             if full == 1 || full % 1000 == 0 {
-                log(.warning, "device registry full (bluetooth.max_devices \(config.bluetooth.maxDevices)): \(discovery.address) not tracked; \(full) dropped so far")
+                log(
+                    .warning,
+                    "device registry full (bluetooth.max_devices \(config.bluetooth.maxDevices)): \(discovery.address) not tracked; \(full) dropped so far"
+                )
             }
             return nil
         }
@@ -545,11 +577,14 @@ public actor Gateway: LoopIsolated {
     }
 
     /// Registers a device under `ruleIndex` (also one a rule names by address before it was seen).
-    private func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil) -> DeviceID {
+    private func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil)
+        -> DeviceID
+    {
         let rule = config.devices[ruleIndex]
         let name = rule.name ?? DeviceRecord.defaultName(address)
-        let id = registry.add(address, name: name, stateTopic: context.base + "/" + name, ruleIndex: ruleIndex, now: clock.now(),
-                              advertisement: advertisement)
+        let id = registry.add(
+            address, name: name, stateTopic: context.base + "/" + name, ruleIndex: ruleIndex, now: clock.now(),
+            advertisement: advertisement)
         states.added(id)
         availability.added(id)
         homeAssistant.added(id)
@@ -590,7 +625,10 @@ public actor Gateway: LoopIsolated {
         for id in registry.order.reversed() {
             guard let deadline = forgetDeadline(id), now >= deadline else { continue }
             let device = registry[id]
-            log(.info, "\(device.name) (\(device.address)): forgotten after \(config.bluetooth.forgetAfter)s without an advertisement")
+            log(
+                .info,
+                "\(device.name) (\(device.address)): forgotten after \(config.bluetooth.forgetAfter)s without an advertisement"
+            )
             removeDevice(id)
         }
     }
@@ -602,7 +640,9 @@ public actor Gateway: LoopIsolated {
         let oldest = registry.oldest(where: isForgettable)
         context.counters.dropped.registryFull += 1
         guard let oldest else { return false }
-        log(.info, "\(registry[oldest].name): forgotten to make room (bluetooth.max_devices \(config.bluetooth.maxDevices))")
+        log(
+            .info,
+            "\(registry[oldest].name): forgotten to make room (bluetooth.max_devices \(config.bluetooth.maxDevices))")
         removeDevice(oldest)
         return true
     }
@@ -635,10 +675,12 @@ public actor Gateway: LoopIsolated {
     /// when all were republished.
     private func publishDiscovery(_ id: DeviceID, all: Bool = false, hold: Bool = true) {
         let device = registry[id]
-        let fresh = homeAssistant.publish(id, HomeAssistantDiscovery.Device(
-            address: device.address, name: device.name, localName: device.localName, format: states.format(id),
-            attributes: states.readings(id), commands: config.devices[device.ruleIndex].commands,
-            hasRSSI: device.rssi != nil), all: all)
+        let fresh = homeAssistant.publish(
+            id,
+            HomeAssistantDiscovery.Device(
+                address: device.address, name: device.name, localName: device.localName, format: states.format(id),
+                attributes: states.readings(id), commands: config.devices[device.ruleIndex].commands,
+                hasRSSI: device.rssi != nil), all: all)
         if fresh || (all && hold), states.hasState(id) {
             states.hold(id, until: clock.now() + config.homeAssistant.stateDelay)
         }
@@ -664,7 +706,9 @@ public actor Gateway: LoopIsolated {
             guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
             let device = registry[id]
             log(.info, "\(device.name): disconnected\(reason.map { ": \($0)" } ?? "")")
-            linkEnded(id, reason: wasEnding ? nil : (reason ?? BLEPortError(.peripheralDisconnected, "link lost")), now: clock.now())
+            linkEnded(
+                id, reason: wasEnding ? nil : (reason ?? BLEPortError(.peripheralDisconnected, "link lost")),
+                now: clock.now())
             bridge.event("device_disconnected", device)
             bridge.devicesChanged()
         case .adapterReady:
@@ -732,7 +776,9 @@ public actor Gateway: LoopIsolated {
         case .ignored:
             break
         case .connected(let readOnce, _):
-            if !readOnce.isEmpty { commands.enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: target(id)) }
+            if !readOnce.isEmpty {
+                commands.enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: target(id))
+            }
             if rule.connect { availability.publish(id, device, online: true) }
             bridge.event("device_connected", device)
             bridge.devicesChanged()
@@ -804,8 +850,9 @@ public actor Gateway: LoopIsolated {
 
     /// The earliest time something is due.
     private func nextDeadline() -> Double? {
-        var next = min(homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
-                       connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity)
+        var next = min(
+            homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
+            connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity)
         for id in registry.order {
             let rule = self.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }
@@ -836,9 +883,11 @@ public actor Gateway: LoopIsolated {
     private var healthFigures: HealthReporter.Figures {
         var peripheral: PeripheralBridge.Statistics?
         if config.role.includesPeripheral {
-            peripheral = peripheralBridge?.statistics
-                ?? PeripheralBridge.Statistics(updates: 0, writes: 0, subscriptions: 0, advertising: false, advertisingErrors: 0,
-                                               valueErrors: 0)
+            peripheral =
+                peripheralBridge?.statistics
+                ?? PeripheralBridge.Statistics(
+                    updates: 0, writes: 0, subscriptions: 0, advertising: false, advertisingErrors: 0,
+                    valueErrors: 0)
         }
         return HealthReporter.Figures(
             counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),

@@ -19,17 +19,25 @@ final class Output {
     }
 
     /// Publishes a copy of `payload` (usually ``scratch``).
-    func publish(_ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
-                 kind: OutboundKind = .stored) {
-        publish(topic, owned: Self.exactCopy(payload), retain: retain, qos: qos, correlationData: correlationData, kind: kind)
+    func publish(
+        _ topic: String, _ payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
+        kind: OutboundKind = .stored
+    ) {
+        publish(
+            topic, owned: Self.exactCopy(payload), retain: retain, qos: qos, correlationData: correlationData,
+            kind: kind)
     }
 
     /// Publishes `payload` without copying it: for a buffer made for this one message, which
     /// nothing writes into afterwards.
-    func publish(_ topic: String, owned payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
-                 kind: OutboundKind = .stored) {
-        send(MQTTOutboundMessage(topic: topic, payload: payload, qos: qos ?? self.qos, retain: retain,
-                                 correlationData: correlationData), kind: kind)
+    func publish(
+        _ topic: String, owned payload: [UInt8], retain: Bool, qos: Int? = nil, correlationData: [UInt8]? = nil,
+        kind: OutboundKind = .stored
+    ) {
+        send(
+            MQTTOutboundMessage(
+                topic: topic, payload: payload, qos: qos ?? self.qos, retain: retain,
+                correlationData: correlationData), kind: kind)
     }
 
     /// Publishes `json`, written into ``scratch``.

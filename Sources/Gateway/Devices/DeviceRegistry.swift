@@ -36,8 +36,10 @@ final class DeviceRegistry {
     }
 
     /// Registers a device; the caller checked it is not registered.
-    func add(_ address: BluetoothAddress, name: String, stateTopic: String, ruleIndex: Int, now: Double,
-             advertisement: AdvertisementData? = nil) -> DeviceID {
+    func add(
+        _ address: BluetoothAddress, name: String, stateTopic: String, ruleIndex: Int, now: Double,
+        advertisement: AdvertisementData? = nil
+    ) -> DeviceID {
         var record = DeviceRecord(address: address, name: name, stateTopic: stateTopic, ruleIndex: ruleIndex)
         if let advertisement {
             record.rssi = advertisement.rssi.map(Int.init)

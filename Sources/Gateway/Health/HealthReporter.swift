@@ -48,8 +48,9 @@ final class HealthReporter {
     /// Publishes a report with a fresh process sample.
     func publish(now: Double, _ figures: Figures) {
         let sample = processSample()
-        context.output.publish(context.base + "/bridge/health", json: payload(now: now, sample: sample, figures), retain: false,
-                               kind: .snapshot)
+        context.output.publish(
+            context.base + "/bridge/health", json: payload(now: now, sample: sample, figures), retain: false,
+            kind: .snapshot)
         if let sample { lastSample = (now, sample) }
     }
 
@@ -70,56 +71,74 @@ final class HealthReporter {
         }
         var peripheral: [(key: String, value: JSONValue)] = []
         if let served = figures.peripheral {
-            peripheral = [("peripheral", .object([
-                ("updates", number(served.updates)), ("writes", number(served.writes)),
-                ("subscriptions", number(served.subscriptions)),
-                ("advertising", .bool(served.advertising)), ("advertising_errors", number(served.advertisingErrors)),
-            ]))]
+            peripheral = [
+                (
+                    "peripheral",
+                    .object([
+                        ("updates", number(served.updates)), ("writes", number(served.writes)),
+                        ("subscriptions", number(served.subscriptions)),
+                        ("advertising", .bool(served.advertising)),
+                        ("advertising_errors", number(served.advertisingErrors)),
+                    ])
+                )
+            ]
         }
-        return .object([
-            ("uptime_s", .number((now - startedAt).rounded())),
-            ("timestamp", .string(Self.isoText(context.clock.wallMilliseconds()))),
-            ("process", .object(process)),
-            ("advertisements", number(counters.advertisements)),
-            ("notifications", number(counters.notifications)),
-            ("decoded", number(counters.decoded)),
-            ("parse_errors", number(counters.parseErrors)),
-            ("published", number(counters.published)),
-            ("dropped", .object([
-                ("filtered", number(counters.dropped.filtered)),
-                ("rate_control", number(counters.dropped.rateControl)),
-                ("rate_limited", number(counters.dropped.rateLimited)),
-                ("registry_full", number(counters.dropped.registryFull)),
-                ("retained_command", number(counters.dropped.retainedCommand)),
-                ("response_topic", number(counters.dropped.responseTopic)),
-                ("mqtt_queue_full", number(figures.mqttQueueFull)),
-                ("mqtt_inbound_full", number(figures.mqttInboundFull)),
-                ("parse_error", number(counters.parseErrors)),
-                ("queue_full", number(queue.droppedFull)),
-                ("queue_expired", number(queue.droppedExpired)),
-                ("queue_unreadable", number(queue.droppedUnreadable)),
-                ("offline_qos0", number(queue.droppedQoS0)),
-                ("broker_rejected", number(queue.rejected)),
-                ("peripheral_value", number(figures.peripheral?.valueErrors ?? 0)),
-            ])),
-            ("queue", .object([
-                ("depth", number(queue.depth)), ("bytes", number(queue.bytes)), ("queued", number(queue.queued)),
-                ("spilled", number(queue.spilled)), ("replayed", number(queue.replayed)), ("write_errors", number(queue.writeErrors)),
-            ])),
-            ("store_and_forward", .object([
-                ("durable", .bool(queue.durable)), ("memory_only", number(queue.memoryOnly)),
-                ("free_bytes", queue.freeBytes.map(number) ?? .null),
-            ])),
-            ("devices", number(figures.devices)),
-            ("connections", number(figures.connections)),
-            ("connects", number(counters.connects)),
-            ("reconnects", number(counters.reconnects)),
-            ("connect_failures", number(counters.connectFailures)),
-            ("disconnects", number(counters.disconnects)),
-            ("commands", number(counters.commands)),
-            ("command_errors", number(counters.commandErrors)),
-            ("ble_latency_ms", figures.bleLatency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
-        ] + peripheral)
+        return .object(
+            [
+                ("uptime_s", .number((now - startedAt).rounded())),
+                ("timestamp", .string(Self.isoText(context.clock.wallMilliseconds()))),
+                ("process", .object(process)),
+                ("advertisements", number(counters.advertisements)),
+                ("notifications", number(counters.notifications)),
+                ("decoded", number(counters.decoded)),
+                ("parse_errors", number(counters.parseErrors)),
+                ("published", number(counters.published)),
+                (
+                    "dropped",
+                    .object([
+                        ("filtered", number(counters.dropped.filtered)),
+                        ("rate_control", number(counters.dropped.rateControl)),
+                        ("rate_limited", number(counters.dropped.rateLimited)),
+                        ("registry_full", number(counters.dropped.registryFull)),
+                        ("retained_command", number(counters.dropped.retainedCommand)),
+                        ("response_topic", number(counters.dropped.responseTopic)),
+                        ("mqtt_queue_full", number(figures.mqttQueueFull)),
+                        ("mqtt_inbound_full", number(figures.mqttInboundFull)),
+                        ("parse_error", number(counters.parseErrors)),
+                        ("queue_full", number(queue.droppedFull)),
+                        ("queue_expired", number(queue.droppedExpired)),
+                        ("queue_unreadable", number(queue.droppedUnreadable)),
+                        ("offline_qos0", number(queue.droppedQoS0)),
+                        ("broker_rejected", number(queue.rejected)),
+                        ("peripheral_value", number(figures.peripheral?.valueErrors ?? 0)),
+                    ])
+                ),
+                (
+                    "queue",
+                    .object([
+                        ("depth", number(queue.depth)), ("bytes", number(queue.bytes)),
+                        ("queued", number(queue.queued)),
+                        ("spilled", number(queue.spilled)), ("replayed", number(queue.replayed)),
+                        ("write_errors", number(queue.writeErrors)),
+                    ])
+                ),
+                (
+                    "store_and_forward",
+                    .object([
+                        ("durable", .bool(queue.durable)), ("memory_only", number(queue.memoryOnly)),
+                        ("free_bytes", queue.freeBytes.map(number) ?? .null),
+                    ])
+                ),
+                ("devices", number(figures.devices)),
+                ("connections", number(figures.connections)),
+                ("connects", number(counters.connects)),
+                ("reconnects", number(counters.reconnects)),
+                ("connect_failures", number(counters.connectFailures)),
+                ("disconnects", number(counters.disconnects)),
+                ("commands", number(counters.commands)),
+                ("command_errors", number(counters.commandErrors)),
+                ("ble_latency_ms", figures.bleLatency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
+            ] + peripheral)
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

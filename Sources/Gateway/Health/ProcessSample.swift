@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LocalSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Resource use of this process, read from `/proc/self` (Linux).
 public struct ProcessSample: Sendable, Equatable {
@@ -34,7 +35,8 @@ public struct ProcessSample: Sendable, Equatable {
         guard let resident, let close = stat.lastIndex(of: ")") else { return nil }
         // After ")": state(3) ppid(4) … utime(14) stime(15) → indices 11 and 12 from field 3.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticksPerSecond > 0 else { return nil }
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticksPerSecond > 0
+        else { return nil }
         return ProcessSample(residentBytes: resident, cpuSeconds: (user + system) / ticksPerSecond)
     }
 }

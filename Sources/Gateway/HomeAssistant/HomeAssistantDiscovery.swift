@@ -1,6 +1,6 @@
 import Bluetooth
-import LocalSystem
 import JSON
+import LocalSystem
 import Parsers
 
 /// Builds Home Assistant MQTT discovery configs (docs/operations.md, "Home Assistant") — pure, from what the gateway
@@ -86,7 +86,9 @@ struct HomeAssistantDiscovery: Sendable {
             ("origin", origin),
         ])
         return [
-            DiscoveryConfig(component: "binary_sensor", topic: topic("binary_sensor", node, "connection_state"), payload: connection),
+            DiscoveryConfig(
+                component: "binary_sensor", topic: topic("binary_sensor", node, "connection_state"), payload: connection
+            ),
             DiscoveryConfig(component: "sensor", topic: topic("sensor", node, "queued"), payload: queued),
         ]
     }
@@ -101,17 +103,27 @@ struct HomeAssistantDiscovery: Sendable {
         var block: [(key: String, value: JSONValue)] = [
             ("identifiers", .array([.string(node)])),
             ("connections", .array([.array([.string("bluetooth"), .string(device.address.description)])])),
-            ("name", .string(device.name == DeviceRecord.defaultName(device.address) ? (device.localName ?? device.name) : device.name)),
+            (
+                "name",
+                .string(
+                    device.name == DeviceRecord.defaultName(device.address)
+                        ? (device.localName ?? device.name) : device.name)
+            ),
             ("via_device", .string(bridgeNode)),
         ]
         if let format = device.format { block.append(("model", .string(format))) }
         let deviceBlock = JSONValue.object(block)
         var availability = [bridgeAvailability]
         if availabilityEnabled {
-            availability.append(.object([("topic", .string(stateTopic + "/availability")),
-                                         ("value_template", .string("{{ value_json.state }}"))]))
+            availability.append(
+                .object([
+                    ("topic", .string(stateTopic + "/availability")),
+                    ("value_template", .string("{{ value_json.state }}")),
+                ]))
         }
-        func entity(_ component: String, _ object: String, _ name: String, _ members: [(key: String, value: JSONValue)]) -> DiscoveryConfig {
+        func entity(_ component: String, _ object: String, _ name: String, _ members: [(key: String, value: JSONValue)])
+            -> DiscoveryConfig
+        {
             let objectID = Self.sanitized(object)
             var payload: [(key: String, value: JSONValue)] = [
                 ("name", .string(name)),
@@ -124,7 +136,8 @@ struct HomeAssistantDiscovery: Sendable {
                 ("device", deviceBlock),
                 ("origin", origin),
             ]
-            return DiscoveryConfig(component: component, topic: topic(component, node, objectID), payload: .object(payload))
+            return DiscoveryConfig(
+                component: component, topic: topic(component, node, objectID), payload: .object(payload))
         }
         var configs: [DiscoveryConfig] = []
         for attribute in device.attributes {
@@ -135,7 +148,9 @@ struct HomeAssistantDiscovery: Sendable {
                     ("state_topic", .string(stateTopic)),
                     ("value_template", .string("{{ 'ON' if value_json\(Self.jsonPath(attribute.name)) else 'OFF' }}")),
                 ]
-                if let deviceClass = attribute.deviceClass { members.append(("device_class", .string(deviceClass.rawValue))) }
+                if let deviceClass = attribute.deviceClass {
+                    members.append(("device_class", .string(deviceClass.rawValue)))
+                }
                 configs.append(entity("binary_sensor", attribute.name, Self.title(attribute.name), members))
             case .number, .null:
                 var members: [(key: String, value: JSONValue)] = [
@@ -143,40 +158,56 @@ struct HomeAssistantDiscovery: Sendable {
                     ("value_template", .string(template)),
                 ]
                 if let unit = attribute.unit { members.append(("unit_of_measurement", .string(unit))) }
-                if let deviceClass = attribute.deviceClass { members.append(("device_class", .string(deviceClass.rawValue))) }
+                if let deviceClass = attribute.deviceClass {
+                    members.append(("device_class", .string(deviceClass.rawValue)))
+                }
                 if attribute.deviceClass != .timestamp { members.append(("state_class", .string("measurement"))) }
                 configs.append(entity("sensor", attribute.name, Self.title(attribute.name), members))
             case .string:
-                configs.append(entity("sensor", attribute.name, Self.title(attribute.name),
-                                      [("state_topic", .string(stateTopic)), ("value_template", .string(template))]))
+                configs.append(
+                    entity(
+                        "sensor", attribute.name, Self.title(attribute.name),
+                        [("state_topic", .string(stateTopic)), ("value_template", .string(template))]))
             case .numbers:
                 continue
             }
         }
         if device.hasRSSI {
-            configs.append(entity("sensor", "rssi", "RSSI", [
-                ("state_topic", .string(stateTopic)), ("value_template", .string("{{ value_json.rssi }}")),
-                ("unit_of_measurement", .string("dBm")), ("device_class", .string("signal_strength")),
-                ("state_class", .string("measurement")), ("entity_category", .string("diagnostic")),
-                ("enabled_by_default", .bool(false)),
-            ]))
-            configs.append(entity("sensor", "last_seen", "Last seen", [
-                ("state_topic", .string(stateTopic)), ("value_template", .string("{{ value_json.last_seen }}")),
-                ("device_class", .string("timestamp")), ("entity_category", .string("diagnostic")),
-                ("enabled_by_default", .bool(false)),
-            ]))
+            configs.append(
+                entity(
+                    "sensor", "rssi", "RSSI",
+                    [
+                        ("state_topic", .string(stateTopic)), ("value_template", .string("{{ value_json.rssi }}")),
+                        ("unit_of_measurement", .string("dBm")), ("device_class", .string("signal_strength")),
+                        ("state_class", .string("measurement")), ("entity_category", .string("diagnostic")),
+                        ("enabled_by_default", .bool(false)),
+                    ]))
+            configs.append(
+                entity(
+                    "sensor", "last_seen", "Last seen",
+                    [
+                        ("state_topic", .string(stateTopic)), ("value_template", .string("{{ value_json.last_seen }}")),
+                        ("device_class", .string("timestamp")), ("entity_category", .string("diagnostic")),
+                        ("enabled_by_default", .bool(false)),
+                    ]))
         }
         for command in device.commands {
-            if let config = commandConfig(command, device: device, stateTopic: stateTopic, entity: entity) { configs.append(config) }
+            if let config = commandConfig(command, device: device, stateTopic: stateTopic, entity: entity) {
+                configs.append(config)
+            }
         }
         return configs
     }
 
     /// The entity of a command: `press` → button, `options` → select, `bool` → switch, numeric
     /// encodings → number, `utf8` → text; other encodings (hex, base64, json) get none.
-    private func commandConfig(_ command: CommandSpec, device: Device, stateTopic: String,
-                               entity: (String, String, String, [(key: String, value: JSONValue)]) -> DiscoveryConfig) -> DiscoveryConfig? {
-        let commandTopic: (key: String, value: JSONValue) = ("command_topic", .string(stateTopic + "/set/" + command.name))
+    private func commandConfig(
+        _ command: CommandSpec, device: Device, stateTopic: String,
+        entity: (String, String, String, [(key: String, value: JSONValue)]) -> DiscoveryConfig
+    ) -> DiscoveryConfig? {
+        let commandTopic: (key: String, value: JSONValue) = (
+            "command_topic", .string(stateTopic + "/set/" + command.name)
+        )
         let state = device.attributes.first { $0.name == command.name }
         let path = Self.jsonPath(command.name)
         var stateMembers: [(key: String, value: JSONValue)] {
@@ -189,13 +220,19 @@ struct HomeAssistantDiscovery: Sendable {
             return entity("button", command.name, name, [commandTopic, ("payload_press", .string(text))])
         }
         if let options = command.options {
-            return entity("select", command.name, name, [commandTopic, ("options", .array(options.map { .string($0) }))] + stateMembers)
+            return entity(
+                "select", command.name, name,
+                [commandTopic, ("options", .array(options.map { .string($0) }))] + stateMembers)
         }
         if command.encoding == .bool {
-            var members: [(key: String, value: JSONValue)] = [commandTopic, ("payload_on", .string("ON")), ("payload_off", .string("OFF"))]
+            var members: [(key: String, value: JSONValue)] = [
+                commandTopic, ("payload_on", .string("ON")), ("payload_off", .string("OFF")),
+            ]
             if state != nil {
-                members += [("state_topic", .string(stateTopic)),
-                            ("value_template", .string("{{ 'ON' if value_json\(path) else 'OFF' }}"))]
+                members += [
+                    ("state_topic", .string(stateTopic)),
+                    ("value_template", .string("{{ 'ON' if value_json\(path) else 'OFF' }}")),
+                ]
             }
             return entity("switch", command.name, name, members)
         }
@@ -203,10 +240,12 @@ struct HomeAssistantDiscovery: Sendable {
             let range = command.encoding.numericRange
             let minimum = command.minimum ?? range.lowerBound
             let maximum = command.maximum ?? range.upperBound
-            return entity("number", command.name, name, [
-                commandTopic, ("min", .number(minimum)), ("max", .number(maximum)),
-                ("step", .number(command.encoding == .float32le ? 0.1 : 1)),
-            ] + stateMembers)
+            return entity(
+                "number", command.name, name,
+                [
+                    commandTopic, ("min", .number(minimum)), ("max", .number(maximum)),
+                    ("step", .number(command.encoding == .float32le ? 0.1 : 1)),
+                ] + stateMembers)
         }
         if command.encoding == .utf8 {
             return entity("text", command.name, name, [commandTopic] + stateMembers)
@@ -216,17 +255,22 @@ struct HomeAssistantDiscovery: Sendable {
 
     /// An id HA accepts: `[A-Za-z0-9_-]`, everything else becomes `_`.
     static func sanitized(_ text: String) -> String {
-        String(text.unicodeScalars.map { scalar -> Character in
-            switch scalar.value {
-            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, 0x2D, 0x5F: Character(scalar)
-            default: "_"
-            }
-        })
+        String(
+            text.unicodeScalars.map { scalar -> Character in
+                switch scalar.value {
+                case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, 0x2D, 0x5F: Character(scalar)
+                default: "_"
+                }
+            })
     }
 
     /// `.temperature`, or `['odd key']` for names that are not identifiers.
     static func jsonPath(_ name: String) -> String {
-        let identifier = !name.isEmpty && name.unicodeScalars.allSatisfy { ($0.properties.isAlphabetic && $0.isASCII) || $0 == "_" || ("0"..."9").contains($0) }
+        let identifier =
+            !name.isEmpty
+            && name.unicodeScalars.allSatisfy {
+                ($0.properties.isAlphabetic && $0.isASCII) || $0 == "_" || ("0"..."9").contains($0)
+            }
             && !("0"..."9").contains(name.unicodeScalars.first ?? "0")
         return identifier ? "." + name : "['" + name.replacing("'", with: "\\'") + "']"
     }
@@ -235,7 +279,8 @@ struct HomeAssistantDiscovery: Sendable {
     static func title(_ name: String) -> String {
         let words = name.split(whereSeparator: { $0 == "_" || $0 == "-" })
         guard let first = words.first else { return name }
-        return ([first.prefix(1).uppercased() + first.dropFirst()] + words.dropFirst().map(String.init)).joined(separator: " ")
+        return ([first.prefix(1).uppercased() + first.dropFirst()] + words.dropFirst().map(String.init)).joined(
+            separator: " ")
     }
 }
 

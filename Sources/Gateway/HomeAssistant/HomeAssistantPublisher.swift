@@ -16,9 +16,11 @@ final class HomeAssistantPublisher {
     init(context: CoreContext, version: String) {
         self.context = context
         let config = context.config
-        discovery = config.homeAssistant.enabled
-            ? HomeAssistantDiscovery(settings: config.homeAssistant, base: context.base, version: version,
-                                     availabilityEnabled: config.availability.enabled)
+        discovery =
+            config.homeAssistant.enabled
+            ? HomeAssistantDiscovery(
+                settings: config.homeAssistant, base: context.base, version: version,
+                availabilityEnabled: config.availability.enabled)
             : nil
     }
 

@@ -6,8 +6,10 @@ import Parsers
 /// by index: `keys` are the ``AttributeTable``'s names as JSON keys (`"temperature":`), escaped
 /// once rather than per message.
 enum StatePayload {
-    static func write(_ attributes: [Attribute], keys: [[UInt8]], rssi: Int?, lastSeen: Int64?,
-                      into bytes: inout [UInt8], timestamps: inout Timestamp.Cache) {
+    static func write(
+        _ attributes: [Attribute], keys: [[UInt8]], rssi: Int?, lastSeen: Int64?,
+        into bytes: inout [UInt8], timestamps: inout Timestamp.Cache
+    ) {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(UInt8(ascii: "{"))
         var first = true

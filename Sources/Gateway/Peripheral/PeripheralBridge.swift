@@ -33,10 +33,11 @@ final class PeripheralBridge {
     private var settings: PeripheralSettings { context.config.peripheral }
 
     var statistics: Statistics {
-        Statistics(updates: served.updates, writes: served.writes,
-                   subscriptions: served.subscribers.values.reduce(0) { $0 + $1.count },
-                   advertising: served.advertisement != nil, advertisingErrors: served.advertisingErrors,
-                   valueErrors: served.valueErrors)
+        Statistics(
+            updates: served.updates, writes: served.writes,
+            subscriptions: served.subscribers.values.reduce(0) { $0 + $1.count },
+            advertising: served.advertisement != nil, advertisingErrors: served.advertisingErrors,
+            valueErrors: served.valueErrors)
     }
 
     /// The value a served characteristic has now (what a central reads).
@@ -48,26 +49,33 @@ final class PeripheralBridge {
         let services = PeripheralState.services(settings)
         for (serviceIndex, service) in services.enumerated() {
             for (index, characteristic) in service.characteristics.enumerated() {
-                served.values[PeripheralCharacteristicID(service: serviceIndex, characteristic: index)] = characteristic.value
+                served.values[PeripheralCharacteristicID(service: serviceIndex, characteristic: index)] =
+                    characteristic.value
             }
         }
         if !services.isEmpty {
             do {
                 try await port.serve(services)
             } catch {
-                throw GatewayStartError("peripheral: cannot serve the GATT services: \(error)",
-                                        isConfiguration: error.kind == .invalidConfiguration)
+                throw GatewayStartError(
+                    "peripheral: cannot serve the GATT services: \(error)",
+                    isConfiguration: error.kind == .invalidConfiguration)
             }
-            context.log(.notice, "peripheral: serving \(services.count) service(s): \(services.map(\.uuid.shortDescription).joined(separator: ", "))")
+            context.log(
+                .notice,
+                "peripheral: serving \(services.count) service(s): \(services.map(\.uuid.shortDescription).joined(separator: ", "))"
+            )
         }
         served.advertisement = PeripheralState.advertisement(settings, data: [:])
         if let advertisement = served.advertisement {
             do {
                 try await port.advertise(advertisement)
             } catch {
-                throw GatewayStartError("peripheral: cannot advertise: \(error)", isConfiguration: error.kind == .invalidConfiguration)
+                throw GatewayStartError(
+                    "peripheral: cannot advertise: \(error)", isConfiguration: error.kind == .invalidConfiguration)
             }
-            context.log(.notice, "peripheral: advertising" + (advertisement.data.localName.map { " as \"\($0)\"" } ?? ""))
+            context.log(
+                .notice, "peripheral: advertising" + (advertisement.data.localName.map { " as \"\($0)\"" } ?? ""))
         }
     }
 
@@ -79,7 +87,10 @@ final class PeripheralBridge {
             for (index, characteristic) in service.characteristics.enumerated() {
                 guard let source = characteristic.source, source.topic == message.topic else { continue }
                 let id = PeripheralCharacteristicID(service: serviceIndex, characteristic: index)
-                guard let value = sourceValue(source, message, what: "\(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)"),
+                guard
+                    let value = sourceValue(
+                        source, message,
+                        what: "\(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)"),
                     served.values[id] != value
                 else { continue }
                 served.values[id] = value
@@ -90,7 +101,10 @@ final class PeripheralBridge {
         var data = served.wantedAdvertisingData
         var changed = false
         let advertising = settings.advertising
-        let fields = advertising.manufacturerData.enumerated().map { (PeripheralDataID.manufacturer($0.offset), $0.element.data) }
+        let fields =
+            advertising.manufacturerData.enumerated().map {
+                (PeripheralDataID.manufacturer($0.offset), $0.element.data)
+            }
             + advertising.serviceData.enumerated().map { (PeripheralDataID.service($0.offset), $0.element.data) }
         for (id, field) in fields {
             guard let source = field.source, source.topic == message.topic,
@@ -109,7 +123,10 @@ final class PeripheralBridge {
             return try source.bytes(from: message.payload)
         } catch {
             served.valueErrors += 1
-            context.log(.warning, "peripheral: \(message.topic) → \(what): \(error) (payload \(String(decoding: message.payload.prefix(64), as: UTF8.self)))")
+            context.log(
+                .warning,
+                "peripheral: \(message.topic) → \(what): \(error) (payload \(String(decoding: message.payload.prefix(64), as: UTF8.self)))"
+            )
             return nil
         }
     }
@@ -159,7 +176,10 @@ final class PeripheralBridge {
         advertising = false
         if let error {
             served.advertisingErrors += 1
-            context.log(.warning, "peripheral: advertising the value of \(attempt.topic) failed, the previous advertisement stays: \(error)")
+            context.log(
+                .warning,
+                "peripheral: advertising the value of \(attempt.topic) failed, the previous advertisement stays: \(error)"
+            )
         } else {
             served.advertisingData = attempt.data
             served.advertisement = attempt.advertisement
@@ -177,34 +197,49 @@ final class PeripheralBridge {
             guard let (service, characteristic) = characteristic(id) else { return }
             served.writes += 1
             let who = central?.description ?? "a central"
-            context.log(.info, "peripheral: \(who) wrote \(value.hexText) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)")
+            context.log(
+                .info,
+                "peripheral: \(who) wrote \(value.hexText) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)"
+            )
             if characteristic.source == nil, served.values[id] != value {
                 served.values[id] = value
                 push(id)
             }
             guard let topic = characteristic.writeTopic else { return }
-            context.output.publish(topic, json: .object([
-                ("central", central.map { .string($0.description) } ?? .null),
-                ("service", .string(service.uuid.shortDescription)),
-                ("characteristic", .string(characteristic.uuid.shortDescription)),
-                ("value", characteristic.encoding.decode(value) ?? .null),
-                ("hex", .string(value.hexText)),
-                ("timestamp", .string(HealthReporter.isoText(context.clock.wallMilliseconds()))),
-            ]), retain: false)
+            context.output.publish(
+                topic,
+                json: .object([
+                    ("central", central.map { .string($0.description) } ?? .null),
+                    ("service", .string(service.uuid.shortDescription)),
+                    ("characteristic", .string(characteristic.uuid.shortDescription)),
+                    ("value", characteristic.encoding.decode(value) ?? .null),
+                    ("hex", .string(value.hexText)),
+                    ("timestamp", .string(HealthReporter.isoText(context.clock.wallMilliseconds()))),
+                ]), retain: false)
         case .subscribed(let id, let central):
             guard let (_, characteristic) = characteristic(id) else { return }
             served.subscribers[id, default: []].insert(central)
-            context.log(.info, "peripheral: \(central?.description ?? "a central") subscribed to \(characteristic.uuid.shortDescription)")
+            context.log(
+                .info,
+                "peripheral: \(central?.description ?? "a central") subscribed to \(characteristic.uuid.shortDescription)"
+            )
         case .unsubscribed(let id, let central):
             guard let (_, characteristic) = characteristic(id) else { return }
             served.subscribers[id]?.remove(central)
-            context.log(.info, "peripheral: \(central?.description ?? "a central") unsubscribed from \(characteristic.uuid.shortDescription)")
+            context.log(
+                .info,
+                "peripheral: \(central?.description ?? "a central") unsubscribed from \(characteristic.uuid.shortDescription)"
+            )
         }
     }
 
-    private func characteristic(_ id: PeripheralCharacteristicID) -> (PeripheralServiceSettings, PeripheralCharacteristicSettings)? {
+    private func characteristic(_ id: PeripheralCharacteristicID) -> (
+        PeripheralServiceSettings, PeripheralCharacteristicSettings
+    )? {
         let services = settings.services
-        guard services.indices.contains(id.service), services[id.service].characteristics.indices.contains(id.characteristic) else {
+        guard services.indices.contains(id.service),
+            services[id.service].characteristics.indices.contains(id.characteristic)
+        else {
             context.log(.warning, "peripheral: an event for unknown \(id) ignored")
             return nil
         }

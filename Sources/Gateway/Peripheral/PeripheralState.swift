@@ -21,19 +21,24 @@ struct PeripheralState {
     /// The services of `settings` with their initial values.
     static func services(_ settings: PeripheralSettings) -> [PeripheralService] {
         settings.services.map { service in
-            PeripheralService(uuid: service.uuid, characteristics: service.characteristics.map {
-                PeripheralCharacteristic(uuid: $0.uuid, properties: $0.properties, value: $0.initialValue)
-            })
+            PeripheralService(
+                uuid: service.uuid,
+                characteristics: service.characteristics.map {
+                    PeripheralCharacteristic(uuid: $0.uuid, properties: $0.properties, value: $0.initialValue)
+                })
         }
     }
 
     /// The advertisement `settings` describe, with the latest MQTT-fed data in `data`; nil when
     /// advertising is off.
-    static func advertisement(_ settings: PeripheralSettings, data: [PeripheralDataID: [UInt8]]) -> PeripheralAdvertisement? {
+    static func advertisement(_ settings: PeripheralSettings, data: [PeripheralDataID: [UInt8]])
+        -> PeripheralAdvertisement?
+    {
         let advertising = settings.advertising
         guard advertising.enabled else { return nil }
-        var content = AdvertisementData(localName: advertising.localName,
-                                        serviceUUIDs: advertising.serviceUUIDs ?? settings.services.map(\.uuid))
+        var content = AdvertisementData(
+            localName: advertising.localName,
+            serviceUUIDs: advertising.serviceUUIDs ?? settings.services.map(\.uuid))
         for (index, entry) in advertising.manufacturerData.enumerated() {
             content.manufacturerData[entry.companyID] = data[.manufacturer(index)] ?? entry.data.initialValue
         }
@@ -41,8 +46,9 @@ struct PeripheralState {
             content.serviceData[entry.uuid] = data[.service(index)] ?? entry.data.initialValue
         }
         content.txPower = advertising.txPower.flatMap { Int8(exactly: $0) }
-        return PeripheralAdvertisement(connectable: advertising.connectable, data: content,
-                                       appearance: advertising.appearance.flatMap { UInt16(exactly: $0) })
+        return PeripheralAdvertisement(
+            connectable: advertising.connectable, data: content,
+            appearance: advertising.appearance.flatMap { UInt16(exactly: $0) })
     }
 }
 

@@ -27,7 +27,8 @@ import Bluetooth
 ///   serialises GATT operations itself.
 public protocol BLEPort: Sendable {
     /// Starts (or joins) continuous discovery with a service filter (empty: every device).
-    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
         -> PortRegistration
 
     /// Connects to `address` and resolves its services, failing after `timeout` seconds.
@@ -37,7 +38,8 @@ public protocol BLEPort: Sendable {
     func disconnect(_ address: BluetoothAddress) async
 
     /// The characteristics of a connected device, optionally only under `services`.
-    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic]
+    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+        -> [BLECharacteristic]
 
     /// Enables notifications of `characteristic` and hands every value to `deliver`.
     func notifications(

@@ -8,8 +8,10 @@ public struct MQTTInboundMessage: Sendable, Hashable {
     public var correlationData: [UInt8]?
     public var retain: Bool
 
-    public init(topic: String, payload: [UInt8], responseTopic: String? = nil, correlationData: [UInt8]? = nil,
-                retain: Bool = false) {
+    public init(
+        topic: String, payload: [UInt8], responseTopic: String? = nil, correlationData: [UInt8]? = nil,
+        retain: Bool = false
+    ) {
         self.topic = topic
         self.payload = payload
         self.responseTopic = responseTopic

@@ -15,8 +15,10 @@ public struct MQTTOutboundMessage: Sendable, Hashable {
     /// the queue and removes it when the message goes out live.
     public var capturedAt: Int64?
 
-    public init(topic: String, payload: [UInt8], qos: Int, retain: Bool, correlationData: [UInt8]? = nil,
-                capturedAt: Int64? = nil) {
+    public init(
+        topic: String, payload: [UInt8], qos: Int, retain: Bool, correlationData: [UInt8]? = nil,
+        capturedAt: Int64? = nil
+    ) {
         self.topic = topic
         self.payload = payload
         self.qos = qos

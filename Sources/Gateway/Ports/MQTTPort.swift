@@ -28,7 +28,8 @@ public protocol MQTTPort: Sendable {
     func publish(_ message: MQTTOutboundMessage, completion: @escaping @Sendable (Bool) -> Void)
 
     /// Subscribes to a topic filter (`gattway/+/set`) and hands its messages to `deliver`.
-    func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws -> PortRegistration
+    func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws
+        -> PortRegistration
 
     /// Hands connection changes to `deliver`: `true` when (re)connected, `false` when the
     /// connection was lost.

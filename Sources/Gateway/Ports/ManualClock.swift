@@ -63,7 +63,8 @@ public final class ManualClock: GatewayClock {
         for timer in timers { timer.loop.execute(timer.fire) }
     }
 
-    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer {
+    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer
+    {
         let id: UInt64? = state.withLock { state in
             guard deadline > state.now else { return nil }
             state.nextID += 1

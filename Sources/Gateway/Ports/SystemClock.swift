@@ -23,7 +23,8 @@ public struct SystemClock: GatewayClock {
         if delay > 0 { try await Task.sleep(for: .nanoseconds(Int64(saturating: delay * 1e9))) }
     }
 
-    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer {
+    public func schedule(at deadline: Double, on loop: EventLoop, _ fire: @escaping @Sendable () -> Void) -> ClockTimer
+    {
         let token = loop.addTimer(after: deadline - now(), handler: fire)
         return ClockTimer { loop.cancelTimer(token) }
     }

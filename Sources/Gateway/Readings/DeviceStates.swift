@@ -53,7 +53,9 @@ final class DeviceStates {
 
     /// A device was registered in `id`'s slot: it starts with no state.
     func added(_ id: DeviceID) {
-        if id.index >= states.count { states.append(contentsOf: repeatElement(State(), count: id.index + 1 - states.count)) }
+        if id.index >= states.count {
+            states.append(contentsOf: repeatElement(State(), count: id.index + 1 - states.count))
+        }
         states[id.index] = State()
     }
 
@@ -69,7 +71,9 @@ final class DeviceStates {
     /// The attributes as readings (for Home Assistant discovery).
     func readings(_ id: DeviceID) -> [Reading] { states[id.index].attributes.map { table.reading($0) } }
     /// Which configured characteristic produced each attribute (for `/get`).
-    func sources(_ id: DeviceID) -> [(attribute: String, poll: Bool, index: Int)] { states[id.index].extra?.sources ?? [] }
+    func sources(_ id: DeviceID) -> [(attribute: String, poll: Bool, index: Int)] {
+        states[id.index].extra?.sources ?? []
+    }
 
     private func extra(_ id: DeviceID) -> Extra {
         if let extra = states[id.index].extra { return extra }
@@ -83,8 +87,10 @@ final class DeviceStates {
     /// Decodes an advertisement of the device with the configured parsers (and the rule's bind
     /// key); the readings, or nil when there are none (no parser knows the format, a frame
     /// without values, or a payload that failed — counted and logged).
-    func decode(_ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, bindKey: [UInt8]?,
-                name: String) -> [Reading]? {
+    func decode(
+        _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, bindKey: [UInt8]?,
+        name: String
+    ) -> [Reading]? {
         do {
             let decoded = try context.config.registry.decode(
                 AdvertisementContext(advertisement: advertisement, address: address, bindKey: bindKey))
@@ -105,7 +111,9 @@ final class DeviceStates {
     /// Decodes a characteristic value of `spec` (`subscribe` or `poll[index]` of the rule); the
     /// readings (each remembered as coming from that characteristic), or nil when the parser
     /// rejected it (counted and logged).
-    func decode(_ id: DeviceID, value: [UInt8], spec: CharacteristicSpec, poll: Bool, index: Int, name: String) -> [Reading]? {
+    func decode(_ id: DeviceID, value: [UInt8], spec: CharacteristicSpec, poll: Bool, index: Int, name: String)
+        -> [Reading]?
+    {
         do {
             let readings = try spec.parser.decode(value)
             context.counters.decoded += 1
@@ -135,7 +143,11 @@ final class DeviceStates {
         }
         let held = parseWarningsHeld
         parseWarningsHeld = 0
-        context.log(.warning, held == 0 ? message : message + " (and \(held) more payloads not decoded and not logged since the last such line)")
+        context.log(
+            .warning,
+            held == 0
+                ? message : message + " (and \(held) more payloads not decoded and not logged since the last such line)"
+        )
     }
 
     // MARK: Merging and publishing
@@ -150,7 +162,9 @@ final class DeviceStates {
     /// asks for the timer.
     func offer(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double, force: Bool) {
         if force { return publish(id, device, rule: rule, now: now) }
-        switch states[id.index].rate.offer(states[id.index].attributes, settings: rule.rateControl, names: table.names, now: now) {
+        switch states[id.index].rate.offer(
+            states[id.index].attributes, settings: rule.rateControl, names: table.names, now: now)
+        {
         case .publish: publish(id, device, rule: rule, now: now)
         case .deferred(let until): context.due(at: until)
         case .drop: context.counters.dropped.rateControl += 1
@@ -161,16 +175,19 @@ final class DeviceStates {
     func publish(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double) {
         let output = context.output
         let attributes = states[id.index].attributes
-        StatePayload.write(attributes, keys: table.keys, rssi: device.rssi, lastSeen: device.lastSeenWall,
-                           into: &output.scratch, timestamps: &timestamps)
+        StatePayload.write(
+            attributes, keys: table.keys, rssi: device.rssi, lastSeen: device.lastSeenWall,
+            into: &output.scratch, timestamps: &timestamps)
         let mqtt = context.config.mqtt
         let retain = rule.retain ?? mqtt.retain
         let qos = rule.qos ?? mqtt.qos
         publishMessage(id, topic: device.stateTopic, payload: output.scratch, retain: retain, qos: qos)
         if rule.attributeTopics ?? mqtt.attributeTopics {
             for attribute in attributes {
-                publishMessage(id, topic: device.stateTopic + "/" + table.name(attribute.name), payload: StatePayload.plain(attribute.value),
-                               retain: retain, qos: qos)
+                publishMessage(
+                    id, topic: device.stateTopic + "/" + table.name(attribute.name),
+                    payload: StatePayload.plain(attribute.value),
+                    retain: retain, qos: qos)
             }
         }
         states[id.index].rate.published(attributes, settings: rule.rateControl, now: now)
@@ -188,8 +205,10 @@ final class DeviceStates {
             extra.held.removeFirst()
             context.counters.dropped.rateControl += 1
         }
-        extra.held.append(MQTTOutboundMessage(topic: topic, payload: Output.exactCopy(payload), qos: qos, retain: retain,
-                                              capturedAt: context.clock.wallMilliseconds()))
+        extra.held.append(
+            MQTTOutboundMessage(
+                topic: topic, payload: Output.exactCopy(payload), qos: qos, retain: retain,
+                capturedAt: context.clock.wallMilliseconds()))
     }
 
     /// Holds the device's state messages until `until`: readings meanwhile are kept, not merged
@@ -232,7 +251,8 @@ extension DeviceStates.State {
         var names = table.names
         for (position, reading) in readings.enumerated() {
             // A device's readings come in the same order every time: look at the same position first.
-            let index = position < attributes.count && names[Int(attributes[position].name)] == reading.name
+            let index =
+                position < attributes.count && names[Int(attributes[position].name)] == reading.name
                 ? position : attributes.firstIndex(where: { names[Int($0.name)] == reading.name })
             if let index {
                 attributes[index].value = reading.value
@@ -252,8 +272,10 @@ extension DeviceStates.State {
                 attributes.reserveCapacity(needed)
             }
             added = true
-            attributes.append(Attribute(name: name, value: reading.value,
-                                        info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
+            attributes.append(
+                Attribute(
+                    name: name, value: reading.value,
+                    info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
             names = table.names  // the new name is in the table now
         }
         return added

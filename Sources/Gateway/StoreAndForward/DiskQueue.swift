@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import JSON
 import LocalSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The store-and-forward queue: a bounded FIFO of outgoing messages in a crash-safe append-only
 /// file (or in memory only when `path` is nil).
@@ -142,7 +143,8 @@ public final class DiskQueue {
             // stop the gateway: the queue starts in memory; a setup mistake (permissions, a
             // missing directory, a directory in the file's place) does.
             guard Self.storageErrors.contains(code) else {
-                throw StoreAndForwardError("cannot open the store-and-forward queue \(path): \(String(cString: strerror(code)))")
+                throw StoreAndForwardError(
+                    "cannot open the store-and-forward queue \(path): \(String(cString: strerror(code)))")
             }
             fileFailure = FileFailure(operation: "open", path: path + " for writing", code: code)
             writeErrors += 1
@@ -245,8 +247,10 @@ public final class DiskQueue {
             var message = queued
             message.message.capturedAt = nil
             let size = message.size
-            front.append(Entry(sequence: message.sequence, capturedAt: message.capturedAt, offset: -1, length: 0,
-                               size: UInt32(truncatingIfNeeded: size)))
+            front.append(
+                Entry(
+                    sequence: message.sequence, capturedAt: message.capturedAt, offset: -1, length: 0,
+                    size: UInt32(truncatingIfNeeded: size)))
             frontHeld.append(message)
             bytes += size
         }
@@ -311,8 +315,10 @@ public final class DiskQueue {
             stored = write(record)
         }
         if !stored { held.append(queued) }
-        entries.append(Entry(sequence: queued.sequence, capturedAt: capturedAt, offset: stored ? offset : -1,
-                             length: stored ? UInt32(record.count) : 0, size: UInt32(truncatingIfNeeded: size)))
+        entries.append(
+            Entry(
+                sequence: queued.sequence, capturedAt: capturedAt, offset: stored ? offset : -1,
+                length: stored ? UInt32(record.count) : 0, size: UInt32(truncatingIfNeeded: size)))
         bytes += size
         dropExpired(now: now)
         trimToLimits()
@@ -384,7 +390,8 @@ public final class DiskQueue {
             for position in index..<end {
                 let located = entries[position]
                 let start = located.offset - entry.offset
-                guard start + Int(located.length) <= got, let queued = Self.decodeRecord(buffer[start..<(start + Int(located.length))]),
+                guard start + Int(located.length) <= got,
+                    let queued = Self.decodeRecord(buffer[start..<(start + Int(located.length))]),
                     queued.sequence == located.sequence, queued.capturedAt == located.capturedAt
                 else { return batch }
                 batch.append(queued)
@@ -476,7 +483,10 @@ public final class DiskQueue {
             } else {
                 // Live records in the file, up to a chunk, copied as they are.
                 let (end, spanEnd) = run(from: index, below: entries.count)
-                copied = fd >= 0 && Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd - entry.offset
+                copied =
+                    fd >= 0
+                    && Self.read(fd, at: entry.offset, count: spanEnd - entry.offset, into: &buffer) == spanEnd
+                        - entry.offset
                 if !copied { failure = ("read", errno) }
                 for position in index..<end where copied {
                     let start = entries[position].offset - entry.offset
@@ -592,8 +602,10 @@ public final class DiskQueue {
             window.removeFirst(offset - windowOffset)
             windowOffset = offset
             let missing = offset + count - (windowOffset + window.count)
-            let got = Self.read(fd, at: windowOffset + window.count, count: min(max(missing, Self.readChunk), size - offset - window.count),
-                                into: &chunk)
+            let got = Self.read(
+                fd, at: windowOffset + window.count,
+                count: min(max(missing, Self.readChunk), size - offset - window.count),
+                into: &chunk)
             window.append(contentsOf: chunk[0..<got])
             return offset + count <= windowOffset + window.count
         }
@@ -614,8 +626,10 @@ public final class DiskQueue {
             } else if body.first == 1, let layout = Layout(body), layout.sequence < Self.sequenceLimit,
                 lastSequence.map({ layout.sequence > $0 }) ?? true
             {
-                entries.append(Entry(sequence: layout.sequence, capturedAt: layout.capturedAt, offset: offset,
-                                     length: UInt32(truncatingIfNeeded: 8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
+                entries.append(
+                    Entry(
+                        sequence: layout.sequence, capturedAt: layout.capturedAt, offset: offset,
+                        length: UInt32(truncatingIfNeeded: 8 + length), size: UInt32(truncatingIfNeeded: layout.size)))
                 lastSequence = layout.sequence
             } else {
                 break
@@ -711,8 +725,9 @@ public final class DiskQueue {
 
     static func decode(_ body: ArraySlice<UInt8>) -> QueuedMessage? {
         guard body.first == 1, let layout = Layout(body) else { return nil }
-        let message = MQTTOutboundMessage(topic: String(decoding: body[layout.topic], as: UTF8.self), payload: Array(body[layout.payload]),
-                                          qos: Int(layout.qos), retain: layout.retain, correlationData: layout.correlation.map { Array(body[$0]) })
+        let message = MQTTOutboundMessage(
+            topic: String(decoding: body[layout.topic], as: UTF8.self), payload: Array(body[layout.payload]),
+            qos: Int(layout.qos), retain: layout.retain, correlationData: layout.correlation.map { Array(body[$0]) })
         return QueuedMessage(message: message, capturedAt: layout.capturedAt, sequence: layout.sequence)
     }
 
@@ -720,7 +735,9 @@ public final class DiskQueue {
     static func decodeRecord(_ record: ArraySlice<UInt8>) -> QueuedMessage? {
         guard record.count > 8 else { return nil }
         let body = record.dropFirst(8)
-        guard Int(u32(record, record.startIndex)) == body.count, CRC32.checksum(body) == u32(record, record.startIndex + 4) else { return nil }
+        guard Int(u32(record, record.startIndex)) == body.count,
+            CRC32.checksum(body) == u32(record, record.startIndex + 4)
+        else { return nil }
         return decode(body)
     }
 

@@ -122,8 +122,10 @@ public final class StoreAndForward {
     var loop: EventLoop?
 
     /// - Parameter queue: the queue (file-backed or memory only); the stage owns it from now on.
-    init(queue: DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
-         logger: GatewayLogger = .none) {
+    init(
+        queue: DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
+        logger: GatewayLogger = .none
+    ) {
         queuePath = queue.path
         tracksLiveMessages = queue.path != nil
         self.queue = queue
@@ -158,9 +160,11 @@ public final class StoreAndForward {
     func checkFile() {
         guard failingSince == nil, let failure = queue.fileFailure else { return }
         failingSince = clock.now()
-        log(.error, "store-and-forward: \(failure): queue kept in memory only (lost if gattway stops), bounded by "
-            + "max_messages \(settings.maxMessages) and max_bytes \(settings.maxBytes); trying the file again every "
-            + "\(Int(saturating: Self.retryInterval)) s")
+        log(
+            .error,
+            "store-and-forward: \(failure): queue kept in memory only (lost if gattway stops), bounded by "
+                + "max_messages \(settings.maxMessages) and max_bytes \(settings.maxBytes); trying the file again every "
+                + "\(Int(saturating: Self.retryInterval)) s")
         scheduleFileRetry()
     }
 
@@ -178,8 +182,10 @@ public final class StoreAndForward {
         let moved = queue.memoryOnlyCount
         guard queue.retryFile() else { return scheduleFileRetry() }
         failingSince = nil
-        log(.notice, "store-and-forward: writing the queue file \(queuePath ?? "") again after "
-            + "\(Int(saturating: (clock.now() - since).rounded())) s: \(moved) messages moved from memory into it")
+        log(
+            .notice,
+            "store-and-forward: writing the queue file \(queuePath ?? "") again after "
+                + "\(Int(saturating: (clock.now() - since).rounded())) s: \(moved) messages moved from memory into it")
     }
 
     /// Hands `message` to the port (live) or queues it.
@@ -192,7 +198,10 @@ public final class StoreAndForward {
             replaying = true
             counts.spilled += 1
             enqueue(message)
-            log(.info, "store-and-forward: the broker is behind (\(mqtt.backlog) messages unacknowledged): queueing readings in order")
+            log(
+                .info,
+                "store-and-forward: the broker is behind (\(mqtt.backlog) messages unacknowledged): queueing readings in order"
+            )
             replayNext()
             return
         }
@@ -227,8 +236,9 @@ public final class StoreAndForward {
         outgoing.capturedAt = nil
         guard tracksLiveMessages, kind == .stored, message.qos > 0 else { return mqtt.publish(outgoing) }
         let sequence = queue.reserveSequence()
-        unacknowledged[sequence] = QueuedMessage(message: outgoing, capturedAt: message.capturedAt ?? clock.wallMilliseconds(),
-                                                 sequence: sequence)
+        unacknowledged[sequence] = QueuedMessage(
+            message: outgoing, capturedAt: message.capturedAt ?? clock.wallMilliseconds(),
+            sequence: sequence)
         let deliver = self.deliver
         mqtt.publish(outgoing) { _ in deliver(.liveCompleted(sequence)) }
     }
@@ -264,7 +274,10 @@ public final class StoreAndForward {
         let unreadable = queue.drops.unreadable - unreadableBefore
         checkFile()
         if unreadable > 0 {
-            log(.error, "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped")
+            log(
+                .error,
+                "store-and-forward: \(unreadable) queued messages could not be read back from \(queuePath ?? "the queue file") and were dropped"
+            )
         }
         guard !batch.isEmpty else {
             replaying = false
@@ -273,11 +286,13 @@ public final class StoreAndForward {
         queue.pinned = batch.count
         batchInFlight = batch
         let deliver = self.deliver
-        mqtt.publishInOrder(batch.map { queued in
-            var message = queued.message
-            message.capturedAt = queued.capturedAt
-            return message
-        }) { results in deliver(.replayed(results)) }
+        mqtt.publishInOrder(
+            batch.map { queued in
+                var message = queued.message
+                message.capturedAt = queued.capturedAt
+                return message
+            }
+        ) { results in deliver(.replayed(results)) }
     }
 
     /// The port reported a batch: the acknowledged prefix leaves the queue; after a failure the
@@ -344,28 +359,40 @@ public final class StoreAndForward {
         unacknowledged = [:]
         guard let path = queuePath else {
             if !queue.isEmpty {
-                log(.warning, "store-and-forward: \(queue.count) queued messages are lost: without a state directory the queue is in memory only")
+                log(
+                    .warning,
+                    "store-and-forward: \(queue.count) queued messages are lost: without a state directory the queue is in memory only"
+                )
             }
             return
         }
         let ahead = queue.prepend(inFlight)
         if ahead < inFlight.count {
             // Not expected: a message goes live only while nothing is queued (so it is older).
-            log(.warning, "store-and-forward: \(inFlight.count - ahead) unacknowledged messages not written: newer than the queue")
+            log(
+                .warning,
+                "store-and-forward: \(inFlight.count - ahead) unacknowledged messages not written: newer than the queue"
+            )
         }
         let held = queue.memoryOnlyCount
         guard held > 0 else { return }
         let queued = queue.count - ahead
         if queue.persist() {
             var parts: [String] = []
-            if ahead > 0 { parts.append("\(ahead) messages the broker had not acknowledged (ahead of the \(queued) queued)") }
+            if ahead > 0 {
+                parts.append("\(ahead) messages the broker had not acknowledged (ahead of the \(queued) queued)")
+            }
             if held > ahead { parts.append("\(held - ahead) messages kept in memory") }
-            log(.notice, "store-and-forward: wrote \(parts.joined(separator: " and ")) to \(path): the next start replays "
-                + "the \(queue.count) queued messages in order")
+            log(
+                .notice,
+                "store-and-forward: wrote \(parts.joined(separator: " and ")) to \(path): the next start replays "
+                    + "the \(queue.count) queued messages in order")
         } else {
             let reason = queue.fileFailure.map { "\($0)" } ?? "cannot write \(path)"
-            log(.error, "store-and-forward: \(reason): \(held) messages kept only in memory are lost "
-                + "(\(ahead) not acknowledged by the broker)")
+            log(
+                .error,
+                "store-and-forward: \(reason): \(held) messages kept only in memory are lost "
+                    + "(\(ahead) not acknowledged by the broker)")
         }
     }
 }

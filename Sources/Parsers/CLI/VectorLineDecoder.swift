@@ -49,7 +49,9 @@ public struct VectorLineDecoder: Sendable {
     /// Parses a JSON object in the vector input format.
     public static func parse(_ input: [String: Any]) -> Result<Input, InputErrorMessage> {
         if let uuidText = input["uuid"] as? String {
-            guard let uuid = BluetoothUUID(uuidText) else { return .failure("uuid: \"\(uuidText)\" is not a Bluetooth UUID") }
+            guard let uuid = BluetoothUUID(uuidText) else {
+                return .failure("uuid: \"\(uuidText)\" is not a Bluetooth UUID")
+            }
             guard let hex = input["hex"] as? String, let bytes = [UInt8](hex: hex) else {
                 return .failure("hex: expected an even-length hex string")
             }
@@ -70,7 +72,9 @@ public struct VectorLineDecoder: Sendable {
         }
         if let service = input["service_data"] as? [String: Any] {
             for (key, value) in service {
-                guard let uuid = BluetoothUUID(key) else { return .failure("service_data: key \"\(key)\" is not a UUID") }
+                guard let uuid = BluetoothUUID(key) else {
+                    return .failure("service_data: key \"\(key)\" is not a UUID")
+                }
                 guard let hex = value as? String, let bytes = [UInt8](hex: hex) else {
                     return .failure("service_data.\(key): expected an even-length hex string")
                 }
@@ -83,7 +87,8 @@ public struct VectorLineDecoder: Sendable {
         var address: BluetoothAddress?
         if let text = input["address"] as? String {
             guard let parsed = BluetoothAddress(text) else {
-                return .failure("address: \"\(text)\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
+                return .failure(
+                    "address: \"\(text)\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
             }
             address = parsed
         }
@@ -97,14 +102,17 @@ public struct VectorLineDecoder: Sendable {
         guard !advertisement.manufacturerData.isEmpty || !advertisement.serviceData.isEmpty else {
             return .failure("input has neither uuid+hex nor manufacturer_data/service_data")
         }
-        return .success(.advertisement(AdvertisementContext(advertisement: advertisement, address: address, bindKey: key)))
+        return .success(
+            .advertisement(AdvertisementContext(advertisement: advertisement, address: address, bindKey: key)))
     }
 
     /// An input error message (a `Result` failure).
     public struct InputErrorMessage: Error, ExpressibleByStringLiteral, ExpressibleByStringInterpolation, Sendable {
         public var message: String
         public init(stringLiteral value: String) { message = value }
-        public init(stringInterpolation: DefaultStringInterpolation) { message = String(stringInterpolation: stringInterpolation) }
+        public init(stringInterpolation: DefaultStringInterpolation) {
+            message = String(stringInterpolation: stringInterpolation)
+        }
     }
 
     /// A parsed JSON value as the `[String: Any]` / `[Any]` / `String` / `Double` / `Bool` tree
@@ -116,7 +124,8 @@ public struct VectorLineDecoder: Sendable {
         case .number(let number): number
         case .string(let text): text
         case .array(let items): items.map(plain)
-        case .object(let members): Dictionary(members.map { ($0.key, plain($0.value)) }, uniquingKeysWith: { _, last in last })
+        case .object(let members):
+            Dictionary(members.map { ($0.key, plain($0.value)) }, uniquingKeysWith: { _, last in last })
         }
     }
 

@@ -13,8 +13,10 @@ public struct BatteryLevelStatus: CharacteristicParser {
     static let external = ["no", "yes", "unknown", "reserved"]
     static let chargeState = ["unknown", "charging", "discharging_active", "discharging_inactive"]
     static let chargeLevel = ["unknown", "good", "low", "critical"]
-    static let chargingType = ["unknown_or_not_charging", "constant_current", "constant_voltage", "trickle", "float",
-                               "reserved", "reserved", "reserved"]
+    static let chargingType = [
+        "unknown_or_not_charging", "constant_current", "constant_voltage", "trickle", "float",
+        "reserved", "reserved", "reserved",
+    ]
     static let serviceRequired = ["false", "true", "unknown", "reserved"]
 
     public func decode(_ value: [UInt8]) throws(ParseError) -> [Reading] {

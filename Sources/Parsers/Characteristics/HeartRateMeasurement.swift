@@ -17,8 +17,10 @@ public struct HeartRateMeasurement: CharacteristicParser {
         let contact: String = flags & 0x04 == 0 ? "not_supported" : (flags & 0x02 != 0 ? "detected" : "not_detected")
         var readings = [Reading(.heartRate, rate), Reading("sensor_contact", string: contact)]
         if flags & 0x08 != 0 {
-            readings.append(Reading(name: "energy_expended", value: .number(Double(try reader.u16le())), unit: "kJ",
-                                    deviceClass: .energy))
+            readings.append(
+                Reading(
+                    name: "energy_expended", value: .number(Double(try reader.u16le())), unit: "kJ",
+                    deviceClass: .energy))
         }
         if flags & 0x10 != 0 {
             guard reader.remaining % 2 == 0 else {

@@ -12,7 +12,9 @@ public struct Temperature: CharacteristicParser {
         var reader = ByteReader(value)
         let raw = try reader.s16le()
         if raw == Int16.min { return [Reading(.temperature, nil)] }
-        guard raw >= -27315 else { throw ParseError(.prohibitedValue, "Temperature \(decimal(raw, 2)) °C is below absolute zero") }
+        guard raw >= -27315 else {
+            throw ParseError(.prohibitedValue, "Temperature \(decimal(raw, 2)) °C is below absolute zero")
+        }
         return [Reading(.temperature, decimal(raw, 2))]
     }
 }

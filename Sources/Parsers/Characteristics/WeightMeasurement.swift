@@ -29,8 +29,10 @@ public struct WeightMeasurement: CharacteristicParser {
             let bmi = try reader.u16le()
             let height = try reader.u16le()
             readings.append(Reading("bmi", decimal(bmi, 1), unit: "kg/m²"))
-            readings.append(Reading(name: "height", value: .number(imperial ? decimal(height, 1) : decimal(height, 3)),
-                                    unit: imperial ? "in" : "m", deviceClass: .distance))
+            readings.append(
+                Reading(
+                    name: "height", value: .number(imperial ? decimal(height, 1) : decimal(height, 3)),
+                    unit: imperial ? "in" : "m", deviceClass: .distance))
         }
         return readings
     }

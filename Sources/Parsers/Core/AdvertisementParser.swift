@@ -33,7 +33,8 @@ public protocol AdvertisementParser: Sendable {
     var format: String { get }
     /// Where in an advertisement the format lives.
     var keys: [AdvertisementKey] { get }
-    func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError) -> [Reading]?
+    func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError)
+        -> [Reading]?
     /// True for formats other devices piggy-back on (iBeacon): when an advertisement carries
     /// several payloads, generic formats are tried only after every specific one declined.
     var isGeneric: Bool { get }

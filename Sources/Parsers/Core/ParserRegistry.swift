@@ -100,7 +100,9 @@ public struct ParserRegistry: Sendable {
                 for (uuid, payload) in services {
                     guard let short = uuid.uint16 else { continue }
                     do {
-                        if let result = try decode(payload, key: .serviceData(short), context: context, generic: generic) {
+                        if let result = try decode(
+                            payload, key: .serviceData(short), context: context, generic: generic)
+                        {
                             return result
                         }
                     } catch {
@@ -109,7 +111,9 @@ public struct ParserRegistry: Sendable {
                 }
                 for (company, payload) in manufacturers {
                     do {
-                        if let result = try decode(payload, key: .manufacturer(company), context: context, generic: generic) {
+                        if let result = try decode(
+                            payload, key: .manufacturer(company), context: context, generic: generic)
+                        {
                             return result
                         }
                     } catch {

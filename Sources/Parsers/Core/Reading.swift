@@ -45,8 +45,9 @@ public struct Reading: Sendable, Hashable {
 
     /// A reading of a well-known quantity that may be unknown (`null`).
     public init(_ quantity: Quantity, _ value: Double?) {
-        self.init(name: quantity.name, value: value.map { .number($0) } ?? .null, unit: quantity.unit,
-                  deviceClass: quantity.deviceClass)
+        self.init(
+            name: quantity.name, value: value.map { .number($0) } ?? .null, unit: quantity.unit,
+            deviceClass: quantity.deviceClass)
     }
 
     /// A number without unit or class.

@@ -67,17 +67,21 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         self.name = name
         var keys: [AdvertisementKey] = []
         if let match = object["match"] {
-            guard let match = match as? [String: Any] else { throw ConfigError(path: path + ".match", message: "expected an object") }
+            guard let match = match as? [String: Any] else {
+                throw ConfigError(path: path + ".match", message: "expected an object")
+            }
             if let id = match["manufacturer_id"] {
                 guard let number = id as? Int, (0...0xFFFF).contains(number) else {
-                    throw ConfigError(path: path + ".match.manufacturer_id", message: "\(id) is not a company id (expected 0-65535)")
+                    throw ConfigError(
+                        path: path + ".match.manufacturer_id", message: "\(id) is not a company id (expected 0-65535)")
                 }
                 keys.append(.manufacturer(UInt16(number)))
             }
             if let service = match["service_data"] {
                 guard let text = service as? String, let short = BluetoothUUID(text)?.uint16 else {
-                    throw ConfigError(path: path + ".match.service_data",
-                                      message: "\"\(service)\" is not a 16-bit service UUID (e.g. \"FFF0\")")
+                    throw ConfigError(
+                        path: path + ".match.service_data",
+                        message: "\"\(service)\" is not a 16-bit service UUID (e.g. \"FFF0\")")
                 }
                 keys.append(.serviceData(short))
             }
@@ -115,7 +119,8 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         let typeText = object["type"] as? String ?? ""
         guard let type = FieldType(rawValue: typeText) else {
             let expected = FieldType.allCases.map(\.rawValue).joined(separator: ", ")
-            throw ConfigError(path: path + ".type", message: "\"\(typeText)\" is not a field type (expected one of \(expected))")
+            throw ConfigError(
+                path: path + ".type", message: "\"\(typeText)\" is not a field type (expected one of \(expected))")
         }
         func number(_ key: String, default value: Double) throws(ConfigError) -> Double {
             guard let raw = object[key] else { return value }
@@ -126,16 +131,20 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         }
         var length: Int?
         if let raw = object["length"] {
-            guard let value = raw as? Int, value >= 0 else { throw ConfigError(path: path + ".length", message: "expected a length ≥ 0") }
+            guard let value = raw as? Int, value >= 0 else {
+                throw ConfigError(path: path + ".length", message: "expected a length ≥ 0")
+            }
             length = value
         }
-        return Field(name: name, offset: offset, type: type, length: length, scale: try number("scale", default: 1),
-                     valueOffset: try number("value_offset", default: 0), unit: object["unit"] as? String,
-                     deviceClass: (object["device_class"] as? String).map(DeviceClass.init(rawValue:)))
+        return Field(
+            name: name, offset: offset, type: type, length: length, scale: try number("scale", default: 1),
+            valueOffset: try number("value_offset", default: 0), unit: object["unit"] as? String,
+            deviceClass: (object["device_class"] as? String).map(DeviceClass.init(rawValue:)))
     }
 
     /// Builds every parser of a config's `parsers` object.
-    public static func parsers(fromJSON json: Any, path: String = "parsers") throws(ConfigError) -> [DeclarativeParser] {
+    public static func parsers(fromJSON json: Any, path: String = "parsers") throws(ConfigError) -> [DeclarativeParser]
+    {
         guard let object = json as? [String: Any] else { throw ConfigError(path: path, message: "expected an object") }
         var parsers: [DeclarativeParser] = []
         for (name, value) in object.sorted(by: { $0.key < $1.key }) {
@@ -149,7 +158,9 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         readings.reserveCapacity(fields.count)
         for field in fields {
             var reader = ByteReader(value, from: field.offset, what: "field \(field.name)")
-            guard field.offset <= value.count else { throw .tooShort("field \(field.name)", need: field.offset + max(field.type.size, 1), got: value.count) }
+            guard field.offset <= value.count else {
+                throw .tooShort("field \(field.name)", need: field.offset + max(field.type.size, 1), got: value.count)
+            }
             let raw: Double
             switch field.type {
             case .u8, .u16le, .u24le, .u32le: raw = Double(try reader.uintLE(field.type.size))
@@ -168,16 +179,21 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
             case .utf8, .hex:
                 let bytes = try reader.bytes(field.length ?? reader.remaining)
                 let text = field.type == .hex ? bytes.hexString : try utf8String(bytes, what: field.name)
-                readings.append(Reading(name: field.name, value: .string(text), unit: field.unit, deviceClass: field.deviceClass))
+                readings.append(
+                    Reading(name: field.name, value: .string(text), unit: field.unit, deviceClass: field.deviceClass))
                 continue
             }
-            readings.append(Reading(name: field.name, value: .number(raw * field.scale + field.valueOffset), unit: field.unit,
-                                    deviceClass: field.deviceClass))
+            readings.append(
+                Reading(
+                    name: field.name, value: .number(raw * field.scale + field.valueOffset), unit: field.unit,
+                    deviceClass: field.deviceClass))
         }
         return readings
     }
 
-    public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError) -> [Reading]? {
+    public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext) throws(ParseError)
+        -> [Reading]?
+    {
         try decode(payload)
     }
 }

@@ -52,7 +52,9 @@ struct Option: Sendable {
         Option(name: name, help: help)
     }
 
-    static func value(_ name: String, _ valueName: String, _ help: String, default defaultValue: String? = nil) -> Option {
+    static func value(_ name: String, _ valueName: String, _ help: String, default defaultValue: String? = nil)
+        -> Option
+    {
         Option(name: name, help: help, valueName: valueName, defaultValue: defaultValue)
     }
 }

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The `gattway` command tree: finds the subcommand, prints generated help, maps errors to exit

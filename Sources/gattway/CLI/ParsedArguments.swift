@@ -89,7 +89,9 @@ struct ParsedArguments: Sendable {
     func duration(_ name: String) throws -> Double? {
         guard let text = value(name) else { return nil }
         guard let seconds = DurationText.seconds(text) else {
-            throw CLIError.usage("--\(name): \"\(text)\" is not a duration (expected e.g. 500ms, 30s, 5m; at most \(DurationText.maximumText))")
+            throw CLIError.usage(
+                "--\(name): \"\(text)\" is not a duration (expected e.g. 500ms, 30s, 5m; at most \(DurationText.maximumText))"
+            )
         }
         return seconds
     }

@@ -14,9 +14,10 @@ struct AdvertiseCommand: Command {
         those); --broadcast makes a non-connectable beacon. Prints when advertising starts, stops and restarts \
         (after a bluetoothd restart or adapter power cycle it is registered again).
         """
-    static let options: [Option] = PeripheralSession.advertisementOptions + [
-        .flag("json", "Print JSON lines."),
-    ] + PeripheralSession.options
+    static let options: [Option] =
+        PeripheralSession.advertisementOptions + [
+            .flag("json", "Print JSON lines.")
+        ] + PeripheralSession.options
 
     let advertisement: Advertisement
     let settings: PeripheralSession.Settings
@@ -36,18 +37,24 @@ struct AdvertiseCommand: Command {
         }
         let address = await session.manager.adapterAddress.map(\.description) ?? "?"
         let (json, length) = (settings.json, advertisement.legacyPayloadLength)
-        standardOutput(PeripheralSession.line(
-            json: json, "advertising", [(key: "address", value: .string(address)), (key: "bytes", value: .number(Double(length)))],
-            text: "advertising as \(address) (\(length) of \(Advertisement.legacyLimit) bytes)"))
+        standardOutput(
+            PeripheralSession.line(
+                json: json, "advertising",
+                [(key: "address", value: .string(address)), (key: "bytes", value: .number(Double(length)))],
+                text: "advertising as \(address) (\(length) of \(Advertisement.legacyLimit) bytes)"))
         await session.run(duration: settings.duration) { event in
             switch event {
             case .advertisingStopped(let reason):
-                standardOutput(PeripheralSession.line(json: json, "advertising_stopped", [(key: "reason", value: .string(reason))],
-                                                      text: "advertising stopped: \(reason)"))
+                standardOutput(
+                    PeripheralSession.line(
+                        json: json, "advertising_stopped", [(key: "reason", value: .string(reason))],
+                        text: "advertising stopped: \(reason)"))
             case .advertisingStarted:
                 standardOutput(PeripheralSession.line(json: json, "advertising", [], text: "advertising again"))
             case .registrationFailed(let error):
-                standardOutput(PeripheralSession.line(json: json, "error", [(key: "error", value: .string("\(error)"))], text: "\(error)"))
+                standardOutput(
+                    PeripheralSession.line(
+                        json: json, "error", [(key: "error", value: .string("\(error)"))], text: "\(error)"))
             default:
                 break
             }

@@ -4,7 +4,7 @@ import EventLoop
 import JSON
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What the ad-hoc BLE commands (`scan`, `inspect`, `read`, `write`, `notify`) share: a loop, a
@@ -16,7 +16,8 @@ struct CentralSession {
     /// The `--adapter` and `--timeout` options every BLE command takes.
     static let options: [Option] = [
         .value("adapter", "NAME|ADDRESS", "Bluetooth adapter (hci0 or its address).", default: "first powered adapter"),
-        .value("timeout", "DURATION", "How long to wait for the adapter, the device and the connection.", default: "30s"),
+        .value(
+            "timeout", "DURATION", "How long to wait for the adapter, the device and the connection.", default: "30s"),
     ]
 
     /// Starts the central and waits for `.poweredOn`.
@@ -38,7 +39,9 @@ struct CentralSession {
         let scan = try await central.scan()
         defer { withExtendedLifetime(scan) {} }
         do {
-            return try await central.connect(Peripheral(address: address), timeout: .nanoseconds(Int64(saturating: timeout * 1e9)), autoReconnect: false)
+            return try await central.connect(
+                Peripheral(address: address), timeout: .nanoseconds(Int64(saturating: timeout * 1e9)),
+                autoReconnect: false)
         } catch {
             throw CLIError.failure("\(error)")
         }
@@ -62,7 +65,8 @@ struct CentralSession {
 
     static func address(_ text: String?) throws -> BluetoothAddress {
         guard let text, let address = BluetoothAddress(text) else {
-            throw CLIError.usage("\"\(text ?? "")\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
+            throw CLIError.usage(
+                "\"\(text ?? "")\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)")
         }
         return address
     }

@@ -1,4 +1,5 @@
 import LocalSystem
+
 /// `gattway demo`: the whole product on one machine without Bluetooth hardware — a private
 /// dbus-daemon, the BlueZ simulator with the demo scenario, mosquitto on a free loopback port
 /// and `gattway run`, printing the readings the gateway publishes and a command round trip.
@@ -16,7 +17,8 @@ struct DemoCommand: Command {
         """
     static let options: [Option] = [
         .value("duration", "DURATION", "Stop after this long (e.g. 20s).", default: "until SIGINT"),
-        .value("print-config", "BROKER_URL", "Print the gateway configuration the demo uses, for that broker, and exit."),
+        .value(
+            "print-config", "BROKER_URL", "Print the gateway configuration the demo uses, for that broker, and exit."),
     ]
 
     let duration: Double?
@@ -39,9 +41,11 @@ struct DemoCommand: Command {
         }
         guard let dbusDaemon = DemoChild.find("dbus-daemon") else {
             throw CLIError.failure(
-                "gattway demo needs dbus-daemon, which is not installed; install it with: sudo apt-get install dbus-daemon   (or: make deps)")
+                "gattway demo needs dbus-daemon, which is not installed; install it with: sudo apt-get install dbus-daemon   (or: make deps)"
+            )
         }
-        let session = try DemoSession(tools: .init(dbusDaemon: dbusDaemon, mosquitto: mosquitto, gattway: Self.ownExecutable()))
+        let session = try DemoSession(
+            tools: .init(dbusDaemon: dbusDaemon, mosquitto: mosquitto, gattway: Self.ownExecutable()))
         // The first of: the demo ran its course (or failed), SIGINT/SIGTERM.
         let (outcomes, continuation) = AsyncStream.makeStream(of: Result<String?, any Error>.self)
         let work = Task {

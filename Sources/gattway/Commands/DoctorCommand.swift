@@ -24,7 +24,9 @@ struct DoctorCommand: Command {
         """
     static let options: [Option] = [
         .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
-        .value("state-dir", "DIR", "The state directory to check (as given to gattway run).", default: "config's state_directory"),
+        .value(
+            "state-dir", "DIR", "The state directory to check (as given to gattway run).",
+            default: "config's state_directory"),
         .value("timeout", "DURATION", "Time limit of each check that waits (bus calls, the broker).", default: "5s"),
         .flag("json", "Print a JSON object instead of text."),
     ]
@@ -53,8 +55,10 @@ struct DoctorCommand: Command {
         report.add(configChecks)
         let directory = stateDirectory ?? config?.stateDirectory
         if config != nil || stateDirectory != nil {
-            report.add(FileDiagnosis.stateDirectory(
-                directory, fromOption: stateDirectory != nil, storeAndForward: config?.storeAndForward ?? StoreAndForwardSettings()))
+            report.add(
+                FileDiagnosis.stateDirectory(
+                    directory, fromOption: stateDirectory != nil,
+                    storeAndForward: config?.storeAndForward ?? StoreAndForwardSettings()))
         }
 
         let loop = EventLoop(name: "gattway-doctor")
@@ -63,7 +67,9 @@ struct DoctorCommand: Command {
         let adapter = config?.bluetooth.adapter ?? BluetoothSettings().adapter
         var bluez = BlueZDiagnosis(adapter: adapter, timeout: limit, loop: loop)
         if let config, config.role.includesPeripheral {
-            bluez.peripheral = (config.peripheral.adapter ?? config.bluetooth.adapter, config.peripheral.advertising.enabled)
+            bluez.peripheral = (
+                config.peripheral.adapter ?? config.bluetooth.adapter, config.peripheral.advertising.enabled
+            )
         }
         report.add(await bluez.run())
         if let config {

@@ -12,7 +12,8 @@ struct InspectCommand: Command {
         characteristic; descriptors are listed with their values. Disconnects at the end.
         """
     static let positionals = [Positional(name: "address", help: "Device address, e.g. A4:C1:38:00:00:01.")]
-    static let options: [Option] = [.flag("json", "Print one JSON object instead of the tree.")] + CentralSession.options
+    static let options: [Option] =
+        [.flag("json", "Print one JSON object instead of the tree.")] + CentralSession.options
 
     let address: BluetoothAddress
     let json: Bool
@@ -48,8 +49,13 @@ struct InspectCommand: Command {
                             let value = try await central.readValue(for: characteristic)
                             line += " = \(hexString(value))"
                             members.append((key: "value", value: .string(hexString(value).replacing(" ", with: ""))))
-                            if let readings = try? ParserRegistry.builtIn.decode(characteristic: characteristic.uuid, value: value) {
-                                line += " (" + readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(separator: " ") + ")"
+                            if let readings = try? ParserRegistry.builtIn.decode(
+                                characteristic: characteristic.uuid, value: value)
+                            {
+                                line +=
+                                    " ("
+                                    + readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
+                                        separator: " ") + ")"
                             }
                         } catch let error as CentralError {
                             line += " ! \(error.bluezName ?? error.code.rawValue): \(error.message)"
@@ -59,25 +65,31 @@ struct InspectCommand: Command {
                     text += line + "\n"
                     for descriptor in try await central.discoverDescriptors(for: characteristic) {
                         var descriptorLine = "      descriptor \(Self.name(descriptor.uuid))"
-                        if descriptor.uuid != BluetoothUUID(0x2902), let value = try? await central.readValue(for: descriptor) {
+                        if descriptor.uuid != BluetoothUUID(0x2902),
+                            let value = try? await central.readValue(for: descriptor)
+                        {
                             descriptorLine += " = \(hexString(value))"
-                            if descriptor.uuid == BluetoothUUID(0x2901) { descriptorLine += " \"\(String(decoding: value, as: UTF8.self))\"" }
+                            if descriptor.uuid == BluetoothUUID(0x2901) {
+                                descriptorLine += " \"\(String(decoding: value, as: UTF8.self))\""
+                            }
                         }
                         text += descriptorLine + "\n"
                     }
                     characteristics.append(.object(members))
                 }
-                services.append(.object([
-                    (key: "uuid", value: .string(service.uuid.shortDescription)),
-                    (key: "characteristics", value: .array(characteristics)),
-                ]))
+                services.append(
+                    .object([
+                        (key: "uuid", value: .string(service.uuid.shortDescription)),
+                        (key: "characteristics", value: .array(characteristics)),
+                    ]))
             }
             if json {
-                standardOutput(JSONValue.object([
-                    (key: "address", value: .string(address.description)),
-                    (key: "name", value: snapshot.name.map { .string($0) } ?? .null),
-                    (key: "services", value: .array(services)),
-                ]).serialized + "\n")
+                standardOutput(
+                    JSONValue.object([
+                        (key: "address", value: .string(address.description)),
+                        (key: "name", value: snapshot.name.map { .string($0) } ?? .null),
+                        (key: "services", value: .array(services)),
+                    ]).serialized + "\n")
             } else {
                 standardOutput(text)
             }

@@ -8,11 +8,12 @@ struct NotifyCommand: Command {
     static let name = "notify"
     static let summary = "Subscribe to a characteristic and print each notification or indication."
     static let positionals = CharacteristicTarget.positionals
-    static let options: [Option] = [
-        .value("count", "N", "Stop after N values.", default: "unlimited"),
-        .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
-        .flag("json", "Print JSON lines."),
-    ] + CentralSession.options
+    static let options: [Option] =
+        [
+            .value("count", "N", "Stop after N values.", default: "unlimited"),
+            .value("duration", "DURATION", "Stop after this long.", default: "until SIGINT"),
+            .flag("json", "Print JSON lines."),
+        ] + CentralSession.options
 
     let target: CharacteristicTarget
     let count: Int?
@@ -22,7 +23,9 @@ struct NotifyCommand: Command {
     init(parsing arguments: ParsedArguments) throws {
         target = try CharacteristicTarget(parsing: arguments)
         if let text = arguments.value("count") {
-            guard let number = Int(text), number > 0 else { throw CLIError.usage("--count: expected a positive number") }
+            guard let number = Int(text), number > 0 else {
+                throw CLIError.usage("--count: expected a positive number")
+            }
             count = number
         } else {
             count = nil
@@ -40,13 +43,18 @@ struct NotifyCommand: Command {
                 for try await value in values {
                     let readings = (try? ParserRegistry.builtIn.decode(characteristic: uuid, value: value)) ?? []
                     if json {
-                        standardOutput(JSONValue.object([
-                            (key: "characteristic", value: .string(uuid.shortDescription)),
-                            (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
-                            (key: "readings", value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })),
-                        ]).serialized + "\n")
+                        standardOutput(
+                            JSONValue.object([
+                                (key: "characteristic", value: .string(uuid.shortDescription)),
+                                (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+                                (
+                                    key: "readings",
+                                    value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
+                                ),
+                            ]).serialized + "\n")
                     } else {
-                        let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+                        let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
+                            separator: " ")
                         standardOutput(hexString(value) + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
                     }
                     received += 1

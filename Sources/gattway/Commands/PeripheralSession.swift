@@ -13,9 +13,12 @@ struct PeripheralSession {
     static let advertisementOptions: [Option] = [
         .value("name", "NAME", "Advertise this local name."),
         Option(name: "service", help: "Advertise this service UUID", valueName: "UUID", repeatable: true),
-        Option(name: "service-data", help: "Service data as UUID=HEX, e.g. FCD2=40020a", valueName: "UUID=HEX", repeatable: true),
-        Option(name: "manufacturer-data", help: "Manufacturer data as COMPANY=HEX, e.g. 0xffff=0102",
-               valueName: "ID=HEX", repeatable: true),
+        Option(
+            name: "service-data", help: "Service data as UUID=HEX, e.g. FCD2=40020a", valueName: "UUID=HEX",
+            repeatable: true),
+        Option(
+            name: "manufacturer-data", help: "Manufacturer data as COMPANY=HEX, e.g. 0xffff=0102",
+            valueName: "ID=HEX", repeatable: true),
         .value("tx-power", "DBM", "Include the TX power level and ask the controller for this power."),
         .value("appearance", "N", "GAP appearance value, e.g. 0x0340."),
         .flag("broadcast", "Non-connectable (a beacon) instead of a connectable peripheral."),
@@ -58,13 +61,19 @@ struct PeripheralSession {
         var advertisement = Advertisement(kind: arguments.flag("broadcast") ? .broadcast : .connectable)
         advertisement.localName = arguments.value("name")
         for text in arguments.allValues("service").flatMap({ $0.split(separator: ",") }) {
-            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else { throw CLIError.usage("--service: \"\(text)\" is not a UUID (e.g. 180F)") }
+            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
+                throw CLIError.usage("--service: \"\(text)\" is not a UUID (e.g. 180F)")
+            }
             advertisement.serviceUUIDs.append(uuid)
         }
-        for uuid in services where !advertisement.serviceUUIDs.contains(uuid) { advertisement.serviceUUIDs.append(uuid) }
+        for uuid in services where !advertisement.serviceUUIDs.contains(uuid) {
+            advertisement.serviceUUIDs.append(uuid)
+        }
         for text in arguments.allValues("service-data") {
             let (key, bytes) = try keyAndHex(text, option: "service-data")
-            guard let uuid = BluetoothUUID(key) else { throw CLIError.usage("--service-data: \"\(key)\" is not a UUID") }
+            guard let uuid = BluetoothUUID(key) else {
+                throw CLIError.usage("--service-data: \"\(key)\" is not a UUID")
+            }
             advertisement.serviceData[uuid] = bytes
         }
         for text in arguments.allValues("manufacturer-data") {
@@ -76,7 +85,9 @@ struct PeripheralSession {
             advertisement.manufacturerData[company] = bytes
         }
         if let text = arguments.value("tx-power") {
-            guard let power = Int8(text), (-127...20).contains(power) else { throw CLIError.usage("--tx-power: expected -127…20 dBm") }
+            guard let power = Int8(text), (-127...20).contains(power) else {
+                throw CLIError.usage("--tx-power: expected -127…20 dBm")
+            }
             advertisement.txPower = power
         }
         if let text = arguments.value("appearance") {
@@ -99,8 +110,10 @@ struct PeripheralSession {
 
     /// Starts the manager and waits for `.poweredOn`.
     static func start(_ settings: Settings) async throws -> PeripheralSession {
-        let (loop, manager) = try await startPoweredOn(loopName: "gattway-peripheral", timeout: settings.timeout) { loop in
-            try await PeripheralManager.start(options: PeripheralOptions(adapter: AdapterSelector(settings.adapter)), on: loop)
+        let (loop, manager) = try await startPoweredOn(loopName: "gattway-peripheral", timeout: settings.timeout) {
+            loop in
+            try await PeripheralManager.start(
+                options: PeripheralOptions(adapter: AdapterSelector(settings.adapter)), on: loop)
         }
         return PeripheralSession(loop: loop, manager: manager)
     }

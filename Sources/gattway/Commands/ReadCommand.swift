@@ -23,14 +23,19 @@ struct ReadCommand: Command {
             let value = try await session.central.readValue(for: target)
             let readings = (try? ParserRegistry.builtIn.decode(characteristic: target.uuid, value: value)) ?? []
             if json {
-                standardOutput(JSONValue.object([
-                    (key: "address", value: .string(self.target.address.description)),
-                    (key: "characteristic", value: .string(target.uuid.shortDescription)),
-                    (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
-                    (key: "readings", value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })),
-                ]).serialized + "\n")
+                standardOutput(
+                    JSONValue.object([
+                        (key: "address", value: .string(self.target.address.description)),
+                        (key: "characteristic", value: .string(target.uuid.shortDescription)),
+                        (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+                        (
+                            key: "readings",
+                            value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
+                        ),
+                    ]).serialized + "\n")
             } else {
-                let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+                let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
+                    separator: " ")
                 standardOutput(hexString(value) + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
             }
         }

@@ -14,14 +14,17 @@ struct ScanCommand: Command {
         one JSON line {"address", "name", "rssi", "tx_power", "services", "manufacturer_data", "service_data", \
         "decoded"}. Advertisements a built-in parser knows are decoded (BTHome, Ruuvi, ATC/pvvx, …).
         """
-    static let options: [Option] = [
-        Option(name: "services", help: "Only devices advertising one of these service UUIDs (comma-separated, repeatable).",
-               valueName: "UUIDS", repeatable: true),
-        .value("duration", "DURATION", "Stop after this long (e.g. 10s).", default: "until SIGINT"),
-        .value("rssi", "DBM", "Ignore devices weaker than this RSSI."),
-        .flag("json", "Print JSON lines even on a terminal."),
-        .flag("duplicates", "JSON lines for every advertisement report, not only for changes."),
-    ] + CentralSession.options
+    static let options: [Option] =
+        [
+            Option(
+                name: "services",
+                help: "Only devices advertising one of these service UUIDs (comma-separated, repeatable).",
+                valueName: "UUIDS", repeatable: true),
+            .value("duration", "DURATION", "Stop after this long (e.g. 10s).", default: "until SIGINT"),
+            .value("rssi", "DBM", "Ignore devices weaker than this RSSI."),
+            .flag("json", "Print JSON lines even on a terminal."),
+            .flag("duplicates", "JSON lines for every advertisement report, not only for changes."),
+        ] + CentralSession.options
 
     let services: [BluetoothUUID]?
     let duration: Double?
@@ -42,7 +45,9 @@ struct ScanCommand: Command {
         services = uuids.isEmpty ? nil : uuids
         duration = try arguments.duration("duration")
         if let text = arguments.value("rssi") {
-            guard let value = Int16(text), (-127...20).contains(value) else { throw CLIError.usage("--rssi: expected -127…20 dBm") }
+            guard let value = Int16(text), (-127...20).contains(value) else {
+                throw CLIError.usage("--rssi: expected -127…20 dBm")
+            }
             rssi = value
         } else {
             rssi = nil
@@ -90,4 +95,3 @@ struct ScanCommand: Command {
         return .success
     }
 }
-

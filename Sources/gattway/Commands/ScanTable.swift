@@ -1,11 +1,12 @@
 import BlueZ
 import Bluetooth
-#if canImport(Glibc)
-import Glibc
-#endif
 import JSON
 import LocalSystem
 import Parsers
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The devices seen so far and their rendering as a table or JSON.
 struct ScanTable {
@@ -37,7 +38,9 @@ struct ScanTable {
     /// The terminal's width in columns (`stty size` on the controlling terminal), else 120.
     static func terminalWidth() -> Int {
         if let columns = LocalEnvironment.value("COLUMNS").flatMap(Int.init), columns > 20 { return columns }
-        guard access("/dev/tty", R_OK) == 0, let stream = popen("/bin/stty size </dev/tty 2>/dev/null", "r") else { return 120 }
+        guard access("/dev/tty", R_OK) == 0, let stream = popen("/bin/stty size </dev/tty 2>/dev/null", "r") else {
+            return 120
+        }
         var output: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64)
         while true {
@@ -54,15 +57,18 @@ struct ScanTable {
     }
 
     static func decoded(_ result: ScanResult) -> String {
-        guard let decoded = try? ParserRegistry.builtIn.decode(
-            AdvertisementContext(advertisement: result.advertisementData, address: result.peripheral.address))
+        guard
+            let decoded = try? ParserRegistry.builtIn.decode(
+                AdvertisementContext(advertisement: result.advertisementData, address: result.peripheral.address))
         else { return "" }
-        return decoded.format + " " + decoded.readings.map { "\($0.name)=\(text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+        return decoded.format + " "
+            + decoded.readings.map { "\($0.name)=\(text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
     }
 
     static func text(_ value: ReadingValue) -> String {
         switch value {
-        case .number(let number): number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .number(let number):
+            number.rounded() == number && abs(number) < 1e15 ? String(Int64(number)) : String(number)
         case .bool(let flag): flag ? "true" : "false"
         case .string(let string): string
         case .null: "null"
@@ -83,29 +89,43 @@ struct ScanTable {
     /// One discovery as a compact JSON object.
     static func jsonLine(_ result: ScanResult) -> String {
         let data = result.advertisementData
-        var members: [(key: String, value: JSONValue)] = [(key: "address", value: .string(result.peripheral.address.description))]
+        var members: [(key: String, value: JSONValue)] = [
+            (key: "address", value: .string(result.peripheral.address.description))
+        ]
         members.append((key: "name", value: (data.localName ?? result.peripheral.name).map { .string($0) } ?? .null))
         members.append((key: "rssi", value: data.rssi.map { .number(Double($0)) } ?? .null))
         if let power = data.txPower { members.append((key: "tx_power", value: .number(Double(power)))) }
         members.append((key: "services", value: .array(data.serviceUUIDs.map { .string($0.shortDescription) })))
-        members.append((
-            key: "manufacturer_data",
-            value: .object(data.manufacturerData.sorted { $0.key < $1.key }.map { (key: String($0.key), value: .string(hexString($0.value).replacing(" ", with: ""))) })
-        ))
-        members.append((
-            key: "service_data",
-            value: .object(data.serviceData.sorted { $0.key < $1.key }.map { (key: $0.key.shortDescription, value: .string(hexString($0.value).replacing(" ", with: ""))) })
-        ))
+        members.append(
+            (
+                key: "manufacturer_data",
+                value: .object(
+                    data.manufacturerData.sorted { $0.key < $1.key }.map {
+                        (key: String($0.key), value: .string(hexString($0.value).replacing(" ", with: "")))
+                    })
+            ))
+        members.append(
+            (
+                key: "service_data",
+                value: .object(
+                    data.serviceData.sorted { $0.key < $1.key }.map {
+                        (key: $0.key.shortDescription, value: .string(hexString($0.value).replacing(" ", with: "")))
+                    })
+            ))
         if let decoded = try? ParserRegistry.builtIn.decode(
             AdvertisementContext(advertisement: data, address: result.peripheral.address))
         {
-            members.append((
-                key: "decoded",
-                value: .object([
-                    (key: "format", value: .string(decoded.format)),
-                    (key: "readings", value: .object(decoded.readings.map { (key: $0.name, value: json($0.value)) })),
-                ])
-            ))
+            members.append(
+                (
+                    key: "decoded",
+                    value: .object([
+                        (key: "format", value: .string(decoded.format)),
+                        (
+                            key: "readings",
+                            value: .object(decoded.readings.map { (key: $0.name, value: json($0.value)) })
+                        ),
+                    ])
+                ))
         }
         return JSONValue.object(members).serialized
     }

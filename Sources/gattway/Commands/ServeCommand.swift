@@ -17,11 +17,12 @@ struct ServeCommand: Command {
         error instead. One line per event; JSON lines with --json. After a bluetoothd restart or adapter power \
         cycle everything is registered again.
         """
-    static let options: [Option] = [
-        .value("tree", "FILE", "The GATT tree (JSON)."),
-        .flag("no-advertise", "Publish the services without advertising."),
-        .flag("json", "Print JSON lines."),
-    ] + PeripheralSession.advertisementOptions + PeripheralSession.options
+    static let options: [Option] =
+        [
+            .value("tree", "FILE", "The GATT tree (JSON)."),
+            .flag("no-advertise", "Publish the services without advertising."),
+            .flag("json", "Print JSON lines."),
+        ] + PeripheralSession.advertisementOptions + PeripheralSession.options
 
     let tree: GATTTreeFile
     let advertisement: Advertisement?
@@ -61,11 +62,18 @@ struct ServeCommand: Command {
         }
         let address = await session.manager.adapterAddress.map(\.description) ?? "?"
         let count = tree.services.reduce(0) { $0 + $1.service.characteristics.count }
-        standardOutput(PeripheralSession.line(
-            json: settings.json, "serving",
-            [(key: "address", value: .string(address)), (key: "services", value: .number(Double(tree.services.count))),
-             (key: "characteristics", value: .number(Double(count))), (key: "advertising", value: .bool(advertisement != nil))],
-            text: "serving \(tree.services.count) service(s), \(count) characteristic(s) as \(address)\(advertisement == nil ? "" : ", advertising")"))
+        standardOutput(
+            PeripheralSession.line(
+                json: settings.json, "serving",
+                [
+                    (key: "address", value: .string(address)),
+                    (key: "services", value: .number(Double(tree.services.count))),
+                    (key: "characteristics", value: .number(Double(count))),
+                    (key: "advertising", value: .bool(advertisement != nil)),
+                ],
+                text:
+                    "serving \(tree.services.count) service(s), \(count) characteristic(s) as \(address)\(advertisement == nil ? "" : ", advertising")"
+            ))
         await session.run(duration: settings.duration) { event in await server.handle(event) }
         return .success
     }
@@ -91,14 +99,17 @@ final class TreeServer: Sendable {
 
     func configure(_ characteristic: LocalCharacteristic, _ entry: GATTTreeFile.CharacteristicEntry) {
         entries.withLock {
-            $0[characteristic] = Entry(value: entry.characteristic.value ?? [], readError: entry.readError, writeError: entry.writeError)
+            $0[characteristic] = Entry(
+                value: entry.characteristic.value ?? [], readError: entry.readError, writeError: entry.writeError)
         }
     }
 
     func handle(_ event: PeripheralEvent) async {
         switch event {
         case .read(let request):
-            guard case .characteristic(let characteristic) = request.attribute else { return request.fail(.readNotPermitted) }
+            guard case .characteristic(let characteristic) = request.attribute else {
+                return request.fail(.readNotPermitted)
+            }
             let entry = entries.withLock { $0[characteristic] }
             if let error = entry?.readError {
                 request.fail(error)
@@ -107,7 +118,9 @@ final class TreeServer: Sendable {
             }
             print("read", request.attribute, request.context, value: entry?.value ?? [], error: entry?.readError)
         case .write(let request):
-            guard case .characteristic(let characteristic) = request.attribute else { return request.fail(.writeNotPermitted) }
+            guard case .characteristic(let characteristic) = request.attribute else {
+                return request.fail(.writeNotPermitted)
+            }
             let error = entries.withLock { $0[characteristic]?.writeError }
             if let error {
                 request.fail(error)
@@ -115,7 +128,9 @@ final class TreeServer: Sendable {
                 let value = entries.withLock { entries -> [UInt8] in
                     var current = entries[characteristic]?.value ?? []
                     if !request.isPrepareAuthorization {
-                        current = Array(current.prefix(request.offset)) + Array(repeating: 0, count: max(0, request.offset - current.count)) + request.value
+                        current =
+                            Array(current.prefix(request.offset))
+                            + Array(repeating: 0, count: max(0, request.offset - current.count)) + request.value
                         entries[characteristic, default: Entry(value: [])].value = current
                     }
                     return current
@@ -125,19 +140,25 @@ final class TreeServer: Sendable {
                     _ = try? await manager.updateValue(value, for: characteristic)
                 }
             }
-            print("write", request.attribute, request.context, value: request.value, error: error,
-                  extra: [(key: "with_response", value: .bool(request.expectsResponse))])
+            print(
+                "write", request.attribute, request.context, value: request.value, error: error,
+                extra: [(key: "with_response", value: .bool(request.expectsResponse))])
         case .subscribed(let characteristic):
-            emit("subscribed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
-                 "subscribed \(characteristic.uuid.shortDescription)")
+            emit(
+                "subscribed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
+                "subscribed \(characteristic.uuid.shortDescription)")
         case .unsubscribed(let characteristic):
-            emit("unsubscribed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
-                 "unsubscribed \(characteristic.uuid.shortDescription)")
+            emit(
+                "unsubscribed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
+                "unsubscribed \(characteristic.uuid.shortDescription)")
         case .indicationConfirmed(let characteristic):
-            emit("confirmed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
-                 "indication confirmed \(characteristic.uuid.shortDescription)")
+            emit(
+                "confirmed", [(key: "characteristic", value: .string(characteristic.uuid.shortDescription))],
+                "indication confirmed \(characteristic.uuid.shortDescription)")
         case .servicesRegistered(let services):
-            emit("registered", [(key: "services", value: .number(Double(services.count)))], "registered \(services.count) service(s)")
+            emit(
+                "registered", [(key: "services", value: .number(Double(services.count)))],
+                "registered \(services.count) service(s)")
         case .advertisingStarted:
             emit("advertising", [], "advertising")
         case .advertisingStopped(let reason):
@@ -151,13 +172,14 @@ final class TreeServer: Sendable {
         _ kind: String, _ attribute: LocalAttribute, _ context: RequestContext, value: [UInt8], error: ATTError?,
         extra: [(key: String, value: JSONValue)] = []
     ) {
-        var fields: [(key: String, value: JSONValue)] = [
-            (key: "characteristic", value: .string(attribute.uuid.shortDescription)),
-            (key: "central", value: context.central.map { .string($0.address.description) } ?? .null),
-            (key: "offset", value: .number(Double(context.offset))),
-            (key: "mtu", value: context.mtu.map { .number(Double($0)) } ?? .null),
-            (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
-        ] + extra
+        var fields: [(key: String, value: JSONValue)] =
+            [
+                (key: "characteristic", value: .string(attribute.uuid.shortDescription)),
+                (key: "central", value: context.central.map { .string($0.address.description) } ?? .null),
+                (key: "offset", value: .number(Double(context.offset))),
+                (key: "mtu", value: context.mtu.map { .number(Double($0)) } ?? .null),
+                (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+            ] + extra
         if let error { fields.append((key: "error", value: .number(Double(error.code)))) }
         let who = context.central.map(\.address.description) ?? "?"
         var text = "\(kind) \(attribute.uuid.shortDescription) by \(who) offset \(context.offset)"

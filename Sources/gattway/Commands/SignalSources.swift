@@ -1,8 +1,9 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Dispatch
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Keeps dispatch signal sources alive for the rest of the process (a source is cancelled when
 /// its last reference goes).

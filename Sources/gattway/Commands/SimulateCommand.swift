@@ -39,7 +39,8 @@ struct SimulateCommand: Command {
         }
         let world: Scenario
         do {
-            world = scenario == "demo"
+            world =
+                scenario == "demo"
                 ? try Scenario.parse(DemoScenario.json.utf8)
                 : try Scenario.load(path: scenario)
         } catch {
@@ -53,7 +54,8 @@ struct SimulateCommand: Command {
         do {
             simulator = try await BlueZSimulator.start(scenario: world, bus: bus, on: loop, log: quiet ? nil : printer)
         } catch {
-            throw CLIError.failure("cannot start the simulator on \((try? bus.resolvedAddress()) ?? "the bus"): \(error)")
+            throw CLIError.failure(
+                "cannot start the simulator on \((try? bus.resolvedAddress()) ?? "the bus"): \(error)")
         }
         standardOutput(
             "gattway simulate: org.bluez is \(await simulator.uniqueName ?? "?") on \((try? bus.resolvedAddress()) ?? "?"); "

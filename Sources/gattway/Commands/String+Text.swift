@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import JSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Text helpers the CLI used to take from Foundation (`trimmingCharacters`, `padding`,
 /// `String(format:)`, `FileHandle.standardError`), so the executable links no Foundation at all

@@ -12,9 +12,9 @@ struct VersionCommand: Command {
 
     func run() async throws -> ExitCode {
         #if compiler(>=6.3)
-        let swift = "6.3+"
+            let swift = "6.3+"
         #else
-        let swift = "6.x"
+            let swift = "6.x"
         #endif
         if json {
             standardOutput("{\"version\":\"\(BuildInfo.version)\",\"swift\":\"\(swift)\"}\n")

@@ -5,13 +5,15 @@ import Bluetooth
 struct WriteCommand: Command {
     static let name = "write"
     static let summary = "Write a value (hex, or text with --utf8) to a characteristic."
-    static let positionals = CharacteristicTarget.positionals + [
-        Positional(name: "value", help: "Bytes in hex (01ff, \"01 ff\"), or text with --utf8."),
-    ]
-    static let options: [Option] = [
-        .flag("without-response", "Write without response (ATT Write Command)."),
-        .flag("utf8", "VALUE is text, written as UTF-8."),
-    ] + CentralSession.options
+    static let positionals =
+        CharacteristicTarget.positionals + [
+            Positional(name: "value", help: "Bytes in hex (01ff, \"01 ff\"), or text with --utf8.")
+        ]
+    static let options: [Option] =
+        [
+            .flag("without-response", "Write without response (ATT Write Command)."),
+            .flag("utf8", "VALUE is text, written as UTF-8."),
+        ] + CentralSession.options
 
     let target: CharacteristicTarget
     let value: [UInt8]
@@ -23,7 +25,9 @@ struct WriteCommand: Command {
         if arguments.flag("utf8") {
             value = Array(text.utf8)
         } else {
-            guard let bytes = parseHex(text) else { throw CLIError.usage("\"\(text)\" is not hex bytes (e.g. 01ff); use --utf8 for text") }
+            guard let bytes = parseHex(text) else {
+                throw CLIError.usage("\"\(text)\" is not hex bytes (e.g. 01ff); use --utf8 for text")
+            }
             value = bytes
         }
         type = arguments.flag("without-response") ? .withoutResponse : .withResponse
@@ -32,7 +36,9 @@ struct WriteCommand: Command {
     func run() async throws -> ExitCode {
         try await self.target.withCharacteristic { session, target in
             try await session.central.writeValue(value, for: target, type: type)
-            standardOutput("wrote \(value.count) byte(s) to \(target.uuid.shortDescription) \(type == .withResponse ? "with" : "without") response\n")
+            standardOutput(
+                "wrote \(value.count) byte(s) to \(target.uuid.shortDescription) \(type == .withResponse ? "with" : "without") response\n"
+            )
         }
         return .success
     }

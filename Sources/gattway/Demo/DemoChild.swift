@@ -8,7 +8,8 @@ final class DemoChild: Sendable {
     private let process: Subprocess
 
     /// Starts `path` with `arguments`; `environment` replaces the inherited one when given.
-    init(name: String, path: String, arguments: [String], environment: [String: String]? = nil, logPath: String) throws {
+    init(name: String, path: String, arguments: [String], environment: [String: String]? = nil, logPath: String) throws
+    {
         self.name = name
         do {
             process = try Subprocess(

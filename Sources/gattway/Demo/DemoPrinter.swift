@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import JSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Turns what the demo sees on MQTT into readable lines: one line per device state that
 /// changed (device, then each attribute with value and unit), units learned from the
@@ -37,7 +38,8 @@ struct DemoPrinter {
         let levels = topic.dropFirst(base.count + 1).split(separator: "/").map(String.init)
         guard let device = levels.first, device != "bridge" else { return nil }
         if levels.count == 2, levels[1] == "availability" {
-            guard case .string(let state)? = (try? JSONValue.parse(payload))?["state"], availability[device] != state else { return nil }
+            guard case .string(let state)? = (try? JSONValue.parse(payload))?["state"], availability[device] != state
+            else { return nil }
             availability[device] = state
             return "\(Self.time())  \(Self.padded(device, 15)) is \(state)"
         }
@@ -90,6 +92,7 @@ struct DemoPrinter {
         var now = Glibc.time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
-        return String(twoDigits: parts.tm_hour) + ":" + String(twoDigits: parts.tm_min) + ":" + String(twoDigits: parts.tm_sec)
+        return String(twoDigits: parts.tm_hour) + ":" + String(twoDigits: parts.tm_min) + ":"
+            + String(twoDigits: parts.tm_sec)
     }
 }

@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import BlueZSimulator
 import EventLoop
 import JSON
 import LocalSystem
 import MQTT
 import Subprocess
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Everything `gattway demo` starts — a private dbus-daemon, the BlueZ simulator with the demo
 /// scenario (in this process), mosquitto on a free loopback port, `gattway run` as a child
@@ -40,7 +41,9 @@ actor DemoSession {
         let path = LocalFile.temporaryDirectory + "/gattway-demo-\(getpid())-\(suffix.suffix(8))"
         do {
             try LocalFile.createDirectories(path, mode: 0o700)
-            guard chmod(path, 0o700) == 0 else { throw CLIError.failure("chmod 0700 \(path): \(String(cString: strerror(errno)))") }
+            guard chmod(path, 0o700) == 0 else {
+                throw CLIError.failure("chmod 0700 \(path): \(String(cString: strerror(errno)))")
+            }
         } catch {
             throw CLIError.failure("cannot create a temporary directory \(path): \(error)")
         }
@@ -95,7 +98,9 @@ actor DemoSession {
         loop.shutdown()
         for child in children.reversed() { await child.stop() }
         let survivors = children.filter(\.isRunning).map { "\($0.name) (pid \($0.pid))" }
-        if !survivors.isEmpty { standardError("gattway demo: still running after stop: \(survivors.joined(separator: ", "))\n") }
+        if !survivors.isEmpty {
+            standardError("gattway demo: still running after stop: \(survivors.joined(separator: ", "))\n")
+        }
         if keepFiles {
             standardError("gattway demo: configs and logs kept in \(directory)\n")
         } else {
@@ -111,7 +116,8 @@ actor DemoSession {
         let configPath = directory + "/bus.conf"
         try LocalFile.write(config, to: configPath)
         let daemon = try spawn(
-            "dbus-daemon", tools.dbusDaemon, ["--config-file=\(configPath)", "--nofork", "--print-address", "--nopidfile"])
+            "dbus-daemon", tools.dbusDaemon,
+            ["--config-file=\(configPath)", "--nofork", "--print-address", "--nopidfile"])
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             if let line = daemon.log().split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) {
@@ -133,7 +139,9 @@ actor DemoSession {
             "log_dest stdout",
         ]
         // As root, mosquitto would switch to the user "mosquitto", which cannot read our files.
-        if getuid() == 0, let entry = getpwuid(getuid()) { lines.insert("user \(String(cString: entry.pointee.pw_name))", at: 0) }
+        if getuid() == 0, let entry = getpwuid(getuid()) {
+            lines.insert("user \(String(cString: entry.pointee.pw_name))", at: 0)
+        }
         let configPath = directory + "/mosquitto.conf"
         try LocalFile.write(lines.joined(separator: "\n") + "\n", to: configPath)
         let broker = try spawn("mosquitto", tools.mosquitto, ["-c", configPath])
@@ -151,7 +159,8 @@ actor DemoSession {
 
     private func startViewer(port: UInt16) async throws {
         let client = try MQTTClient(
-            configuration: try MQTTConfiguration(url: "mqtt://127.0.0.1:\(port)", clientID: "gattway-demo-viewer-\(getpid())"),
+            configuration: try MQTTConfiguration(
+                url: "mqtt://127.0.0.1:\(port)", clientID: "gattway-demo-viewer-\(getpid())"),
             loop: loop)
         self.client = client
         try await client.connect()
@@ -166,7 +175,9 @@ actor DemoSession {
         try LocalFile.write(DemoConfig.text(brokerURL: brokerURL), to: configPath)
         var environment = LocalEnvironment.all
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
-        return try spawn("gattway run", tools.gattway, ["run", "--config", configPath, "--log-level", "notice"], environment: environment)
+        return try spawn(
+            "gattway run", tools.gattway, ["run", "--config", configPath, "--log-level", "notice"],
+            environment: environment)
     }
 
     /// Lamp on → the write the simulator recorded → the lamp's state read back from `ff02`.
@@ -187,11 +198,13 @@ actor DemoSession {
             throw CLIError.failure("command round trip failed: \(response.payloadString)")
         }
         say("response: \(response.payloadString) after \(Int((ContinuousClock.now - sent) / .milliseconds(1))) ms")
-        let writes = await simulator?.recordedWrites.filter {
-            $0.device.description == DemoConfig.lampAddress && $0.uuid.shortDescription == "FF01"
-        } ?? []
+        let writes =
+            await simulator?.recordedWrites.filter {
+                $0.device.description == DemoConfig.lampAddress && $0.uuid.shortDescription == "FF01"
+            } ?? []
         guard let write = writes.last, write.value == [0x01] else {
-            throw CLIError.failure("command round trip failed: the simulator recorded no write of 01 to ff01 (\(writes.count) writes)")
+            throw CLIError.failure(
+                "command round trip failed: the simulator recorded no write of 01 to ff01 (\(writes.count) writes)")
         }
         say("simulator: the lamp received a write of 01 to ff01 (\(write.type))")
         let readMark = inbox.count
@@ -231,7 +244,9 @@ actor DemoSession {
             if let found = inbox[start...].first(where: predicate) { return found }
             start = inbox.count
             guard child.isRunning else {
-                throw CLIError.failure("\(child.name) exited (status \(child.exitStatus ?? -1)) while waiting for \(what):\n\(child.logTail())")
+                throw CLIError.failure(
+                    "\(child.name) exited (status \(child.exitStatus ?? -1)) while waiting for \(what):\n\(child.logTail())"
+                )
             }
             guard ContinuousClock.now < deadline else {
                 throw CLIError.failure("no \(what) within \(Int(timeout)) s; \(child.name) log:\n\(child.logTail())")
@@ -240,10 +255,13 @@ actor DemoSession {
         }
     }
 
-    private func spawn(_ name: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> DemoChild {
+    private func spawn(_ name: String, _ path: String, _ arguments: [String], environment: [String: String]? = nil)
+        throws -> DemoChild
+    {
         let logName = name.replacing(" ", with: "-")
-        let child = try DemoChild(name: name, path: path, arguments: arguments, environment: environment,
-                                  logPath: directory + "/\(logName).log")
+        let child = try DemoChild(
+            name: name, path: path, arguments: arguments, environment: environment,
+            logPath: directory + "/\(logName).log")
         children.append(child)
         return child
     }

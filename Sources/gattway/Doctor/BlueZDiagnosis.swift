@@ -4,7 +4,7 @@ import EventLoop
 import LocalSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The Bluetooth checks of `gattway doctor`, each bounded by ``timeout``: the system bus,
@@ -44,7 +44,10 @@ struct BlueZDiagnosis {
             return checks
         }
         checks.append(
-            .ok("bus", "system bus \(address)" + (fromEnvironment ? " (from DBUS_SYSTEM_BUS_ADDRESS, not the machine's default bus)" : "")))
+            .ok(
+                "bus",
+                "system bus \(address)"
+                    + (fromEnvironment ? " (from DBUS_SYSTEM_BUS_ADDRESS, not the machine's default bus)" : "")))
         checks += await probe(connection)
         await connection.close()
         return checks
@@ -59,7 +62,10 @@ struct BlueZDiagnosis {
         do {
             owner = try await connection.nameOwner("org.bluez")
         } catch {
-            checks.append(.fail("bluez", "the bus did not say who owns org.bluez: \(error)", "sudo systemctl restart dbus bluetooth"))
+            checks.append(
+                .fail(
+                    "bluez", "the bus did not say who owns org.bluez: \(error)", "sudo systemctl restart dbus bluetooth"
+                ))
             return checks
         }
         guard let owner else {
@@ -92,12 +98,17 @@ struct BlueZDiagnosis {
                     "bluetoothd looks wedged: sudo systemctl restart bluetooth; journalctl -u bluetooth"))
             return checks
         } catch {
-            checks.append(.fail("bluez", "org.bluez (\(owner)) failed GetManagedObjects: \(error)", "journalctl -u bluetooth"))
+            checks.append(
+                .fail("bluez", "org.bluez (\(owner)) failed GetManagedObjects: \(error)", "journalctl -u bluetooth"))
             return checks
         }
         let adapters = Self.adapters(in: objects)
         let devices = objects.values.filter { $0.dictionary?["org.bluez.Device1"] != nil }.count
-        checks.append(.ok("bluez", "org.bluez is on the bus (\(owner)): \(adapters.count) adapter\(adapters.count == 1 ? "" : "s"), \(devices) device objects"))
+        checks.append(
+            .ok(
+                "bluez",
+                "org.bluez is on the bus (\(owner)): \(adapters.count) adapter\(adapters.count == 1 ? "" : "s"), \(devices) device objects"
+            ))
         checks.append(.ok("access", "org.bluez answers \(FileDiagnosis.userName)"))
         if devices > 1000 {
             checks.append(
@@ -106,36 +117,52 @@ struct BlueZDiagnosis {
                     "lower TemporaryTimeout in /etc/bluetooth/main.conf, or restart bluetooth; docs/raspberry-pi.md"))
         }
         checks.append(await adapterCheck(adapters))
-        if let peripheral { checks.append(Self.peripheralCheck(objects, adapter: peripheral.adapter, advertising: peripheral.advertising)) }
+        if let peripheral {
+            checks.append(
+                Self.peripheralCheck(objects, adapter: peripheral.adapter, advertising: peripheral.advertising))
+        }
         return checks
     }
 
     /// The peripheral role needs `GattManager1` on its adapter, and `LEAdvertisingManager1` with
     /// a free advertising instance when it advertises.
-    static func peripheralCheck(_ objects: [String: DBusValue], adapter name: String, advertising: Bool) -> DoctorCheck {
-        guard let interfaces = objects.first(where: { $0.key.hasSuffix("/" + name) && $0.value.dictionary?["org.bluez.Adapter1"] != nil })?
+    static func peripheralCheck(_ objects: [String: DBusValue], adapter name: String, advertising: Bool) -> DoctorCheck
+    {
+        guard
+            let interfaces = objects.first(where: {
+                $0.key.hasSuffix("/" + name) && $0.value.dictionary?["org.bluez.Adapter1"] != nil
+            })?
             .value.dictionary
         else {
-            return .fail("peripheral", "no adapter \(name) for the peripheral role", "set peripheral.adapter to an adapter bluetoothctl list shows")
+            return .fail(
+                "peripheral", "no adapter \(name) for the peripheral role",
+                "set peripheral.adapter to an adapter bluetoothctl list shows")
         }
         guard interfaces["org.bluez.GattManager1"] != nil else {
-            return .fail("peripheral", "\(name) has no org.bluez.GattManager1: bluetoothd cannot serve GATT applications on it",
-                         "use BlueZ 5.50 or later (bluetoothd --version)")
+            return .fail(
+                "peripheral", "\(name) has no org.bluez.GattManager1: bluetoothd cannot serve GATT applications on it",
+                "use BlueZ 5.50 or later (bluetoothd --version)")
         }
         guard advertising else { return .ok("peripheral", "\(name) can serve GATT applications (advertising off)") }
         guard let manager = interfaces["org.bluez.LEAdvertisingManager1"]?.dictionary else {
             let powered = interfaces["org.bluez.Adapter1"]?.dictionary?["Powered"]?.bool ?? false
-            return .fail("peripheral", "\(name) has no org.bluez.LEAdvertisingManager1: it cannot advertise",
-                         powered ? "the controller does not support LE advertising; use another adapter (peripheral.adapter)"
-                             : "bluetoothd offers it once the adapter is powered: bluetoothctl power on")
+            return .fail(
+                "peripheral", "\(name) has no org.bluez.LEAdvertisingManager1: it cannot advertise",
+                powered
+                    ? "the controller does not support LE advertising; use another adapter (peripheral.adapter)"
+                    : "bluetoothd offers it once the adapter is powered: bluetoothctl power on")
         }
         let free = manager["SupportedInstances"]?.int ?? 0
         let active = manager["ActiveInstances"]?.int ?? 0
         guard free > 0 else {
-            return .fail("peripheral", "\(name) has no free advertising instance (\(active) in use)",
-                         "another program advertises on \(name) (bluetoothctl advertise off), or use another adapter")
+            return .fail(
+                "peripheral", "\(name) has no free advertising instance (\(active) in use)",
+                "another program advertises on \(name) (bluetoothctl advertise off), or use another adapter")
         }
-        return .ok("peripheral", "\(name) can serve GATT applications and advertise (\(free) advertising instance\(free == 1 ? "" : "s") free)")
+        return .ok(
+            "peripheral",
+            "\(name) can serve GATT applications and advertise (\(free) advertising instance\(free == 1 ? "" : "s") free)"
+        )
     }
 
     /// The adapter the gateway would use, judged by a ``CentralManager`` with the configured selector.
@@ -181,7 +208,8 @@ struct BlueZDiagnosis {
         case .unauthorized:
             return .fail("adapter", "not checked: the bus refused access to org.bluez")
         case .resetting, .unknown:
-            return .fail("adapter", "bluetoothd went away while checking (state \(state))", "sudo systemctl status bluetooth")
+            return .fail(
+                "adapter", "bluetoothd went away while checking (state \(state))", "sudo systemctl status bluetooth")
         }
     }
 

@@ -3,7 +3,7 @@ import Gateway
 import MQTT
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The broker check of `gattway doctor`: one MQTT connection with the configured server,
@@ -56,12 +56,18 @@ struct BrokerDiagnosis {
         guard let failure else {
             let who = settings.username.map { " as \($0)" } ?? " anonymously"
             let tls = settings.tls == nil ? "" : " over TLS"
-            return .ok("broker", "connected to \(endpoint)\(tls)\(who) (MQTT \(settings.protocolVersion == 5 ? "5" : "3.1.1"))")
+            return .ok(
+                "broker", "connected to \(endpoint)\(tls)\(who) (MQTT \(settings.protocolVersion == 5 ? "5" : "3.1.1"))"
+            )
         }
-        return Self.explain(failure, endpoint: endpoint, settings: settings, timedOut: timedOut, seconds: Int(timeout.components.seconds))
+        return Self.explain(
+            failure, endpoint: endpoint, settings: settings, timedOut: timedOut,
+            seconds: Int(timeout.components.seconds))
     }
 
-    static func explain(_ error: MQTTError, endpoint: String, settings: MQTTSettings, timedOut: Bool, seconds: Int) -> DoctorCheck {
+    static func explain(_ error: MQTTError, endpoint: String, settings: MQTTSettings, timedOut: Bool, seconds: Int)
+        -> DoctorCheck
+    {
         if timedOut {
             return .fail(
                 "broker", "broker \(endpoint) did not answer within \(seconds) s",
@@ -70,7 +76,8 @@ struct BrokerDiagnosis {
         switch error.kind {
         case .refused(let reason):
             let text = "\(reason)"
-            let said = text.prefix(1).lowercased() + text.dropFirst() + " (reason 0x\(String(reason.rawValue, radix: 16)))"
+            let said =
+                text.prefix(1).lowercased() + text.dropFirst() + " (reason 0x\(String(reason.rawValue, radix: 16)))"
             let credentials =
                 settings.username == nil
                 ? "the config has no mqtt.username: the broker may not allow anonymous clients"
@@ -88,7 +95,8 @@ struct BrokerDiagnosis {
         case .tls:
             return .fail(
                 "broker", "TLS with \(endpoint) failed: \(error)",
-                "check mqtt.tls.ca_file (and certificate_file/key_file), and that the server name matches the certificate")
+                "check mqtt.tls.ca_file (and certificate_file/key_file), and that the server name matches the certificate"
+            )
         case .invalidConfiguration:
             return .fail("broker", "\(error)", "check the mqtt section of the config")
         default:
@@ -98,7 +106,8 @@ struct BrokerDiagnosis {
                 : "cannot connect to \(endpoint): \(error)"
             return .fail(
                 "broker", found,
-                "is the broker running and listening there? (sudo systemctl status mosquitto; mosquitto_sub -h HOST -p PORT -t '#' -v)")
+                "is the broker running and listening there? (sudo systemctl status mosquitto; mosquitto_sub -h HOST -p PORT -t '#' -v)"
+            )
         }
     }
 }

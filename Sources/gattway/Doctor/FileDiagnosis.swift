@@ -2,7 +2,7 @@ import Gateway
 import LocalSystem
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The checks that look at files: the configuration (present, readable, valid, secrets not
@@ -52,7 +52,8 @@ enum FileDiagnosis {
             checks.append(
                 .warn(
                     "config", "\(exposure.path) is world-readable and holds \(exposure.holds)",
-                    "chmod o-r \(exposure.path)" + (exposure.path == path ? " (install.sh installs it 0640 root:gattway)" : "")))
+                    "chmod o-r \(exposure.path)"
+                        + (exposure.path == path ? " (install.sh installs it 0640 root:gattway)" : "")))
         }
         return (config, checks)
     }
@@ -60,10 +61,13 @@ enum FileDiagnosis {
     /// Whether the gateway could keep its state in `directory` (created if missing, as `gattway
     /// run` does): a writable directory on a read-write file system (fail otherwise) with at
     /// least ``freeSpaceNeeded(_:)`` free (warn below).
-    static func stateDirectory(_ directory: String?, fromOption: Bool, storeAndForward: StoreAndForwardSettings) -> DoctorCheck {
+    static func stateDirectory(_ directory: String?, fromOption: Bool, storeAndForward: StoreAndForwardSettings)
+        -> DoctorCheck
+    {
         guard let directory else {
             return .ok(
-                "state", "no state directory (the offline queue and known devices live in memory only; "
+                "state",
+                "no state directory (the offline queue and known devices live in memory only; "
                     + "the systemd unit passes --state-dir /var/lib/gattway)")
         }
         let source = fromOption ? "--state-dir" : "state_directory"
@@ -74,7 +78,8 @@ enum FileDiagnosis {
             }
             var space = statvfs()
             let measured = statvfs(directory, &space) == 0
-            let readOnlyFix = "remount it read-write (mount -o remount,rw \(mountPoint(of: directory)); after I/O errors check the disk first), "
+            let readOnlyFix =
+                "remount it read-write (mount -o remount,rw \(mountPoint(of: directory)); after I/O errors check the disk first), "
                 + "or point \(source) at a writable file system; until then gattway run keeps its offline queue in memory only"
             if measured, space.f_flag & UInt(ST_RDONLY) != 0 {
                 return .fail("state", "\(directory) (\(source)) is on a read-only file system", readOnlyFix)
@@ -85,7 +90,8 @@ enum FileDiagnosis {
             case EROFS: return .fail("state", "\(directory) (\(source)) is on a read-only file system", readOnlyFix)
             case ENOSPC, EDQUOT:
                 return .fail(
-                    "state", "\(directory) (\(source)) is full: no room for a new file (\(String(cString: strerror(probe))))",
+                    "state",
+                    "\(directory) (\(source)) is full: no room for a new file (\(String(cString: strerror(probe))))",
                     "free space or inodes there; until then gattway run keeps its offline queue in memory only")
             default:
                 return .fail(
@@ -96,7 +102,8 @@ enum FileDiagnosis {
             let free = DiskQueue.freeBytes(besides: directory + "/" + Gateway.queueFileName) ?? 0
             let needed = freeSpaceNeeded(storeAndForward)
             if free < needed {
-                let reason = storeAndForward.enabled
+                let reason =
+                    storeAndForward.enabled
                     ? "twice store_and_forward.max_bytes: room for the queue file at its bound and the copy a compaction writes"
                     : "for the known devices"
                 return .warn(
@@ -106,7 +113,8 @@ enum FileDiagnosis {
             }
             return .ok("state", "\(directory) is writable, \(mebibytes(free)) free")
         }
-        let parent = directory.lastIndex(of: "/").map { $0 == directory.startIndex ? "/" : String(directory[..<$0]) } ?? ""
+        let parent =
+            directory.lastIndex(of: "/").map { $0 == directory.startIndex ? "/" : String(directory[..<$0]) } ?? ""
         var parentSpace = statvfs()
         if statvfs(parent.isEmpty ? "." : parent, &parentSpace) == 0, parentSpace.f_flag & UInt(ST_RDONLY) != 0 {
             return .fail(

@@ -14,12 +14,15 @@ struct CentralBLEPort: BLEPort {
 
     /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
     /// thread: no stream, no task in between.
-    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
         -> PortRegistration
     {
         let token: ScanToken
         do {
-            token = try await central.scan(ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true)) { result in
+            token = try await central.scan(
+                ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true)
+            ) { result in
                 deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
             }
         } catch {
@@ -44,12 +47,16 @@ struct CentralBLEPort: BLEPort {
         try? await central.disconnect(await central.peripheral(address))
     }
 
-    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError) -> [BLECharacteristic] {
+    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+        -> [BLECharacteristic]
+    {
         do {
             var found: [BLECharacteristic] = []
             for service in try await central.discoverServices(services, for: await central.peripheral(address)) {
                 for characteristic in try await central.discoverCharacteristics(nil, for: service) {
-                    found.append(BLECharacteristic(service: service.uuid, uuid: characteristic.uuid, properties: characteristic.properties))
+                    found.append(
+                        BLECharacteristic(
+                            service: service.uuid, uuid: characteristic.uuid, properties: characteristic.properties))
                 }
             }
             return found
@@ -92,7 +99,8 @@ struct CentralBLEPort: BLEPort {
     {
         do {
             try await central.writeValue(
-                value, for: try await resolve(address, characteristic), type: withResponse ? .withResponse : .withoutResponse)
+                value, for: try await resolve(address, characteristic),
+                type: withResponse ? .withResponse : .withoutResponse)
         } catch let error as BLEPortError {
             throw error
         } catch {

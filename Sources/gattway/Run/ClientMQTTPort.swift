@@ -19,7 +19,8 @@ struct ClientMQTTPort: MQTTPort {
             if let captured = outbound.capturedAt {
                 // A message replayed from the queue says when it was captured (state payloads
                 // carry it in last_seen as well, which is all MQTT 3.1.1 gets).
-                properties.userProperties.append(MQTTUserProperty("captured_at", Timestamp.string(milliseconds: captured)))
+                properties.userProperties.append(
+                    MQTTUserProperty("captured_at", Timestamp.string(milliseconds: captured)))
             }
         }
         return MQTTMessage(
@@ -61,14 +62,17 @@ struct ClientMQTTPort: MQTTPort {
     /// when it is connected (now, or when the broker comes back). Waiting would hold up the
     /// gateway's start — scanning, BLE readings, the store-and-forward queue and READY=1 — for as
     /// long as the broker is unreachable.
-    func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws -> PortRegistration {
+    func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws
+        -> PortRegistration
+    {
         let client = self.client
         // Retain as published: a command published retained is refused even when it arrives
         // live, not only when the broker replays it (CommandRunner.refuseRetained).
         let subscription = client.subscribe(to: try MQTTTopicFilter(filter), retainAsPublished: true) { message in
-            deliver(MQTTInboundMessage(
-                topic: message.topic, payload: message.payload, responseTopic: message.properties.responseTopic,
-                correlationData: message.properties.correlationData, retain: message.retain))
+            deliver(
+                MQTTInboundMessage(
+                    topic: message.topic, payload: message.payload, responseTopic: message.properties.responseTopic,
+                    correlationData: message.properties.correlationData, retain: message.retain))
         }
         return PortRegistration { client.unsubscribe(subscription) }
     }

@@ -1,7 +1,7 @@
 import EventLoop
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Gives the heap's free memory back to the kernel every few seconds (glibc `malloc_trim(0)`,
@@ -16,10 +16,10 @@ enum MemoryTrimmer {
 
     static func start(on loop: EventLoop) {
         #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "malloc_trim") else { return }
-        typealias MallocTrim = @convention(c) (Int) -> Int32
-        let trim = unsafeBitCast(symbol, to: MallocTrim.self)
-        loop.execute { schedule(on: loop) { _ = trim(0) } }
+            guard let symbol = dlsym(nil, "malloc_trim") else { return }
+            typealias MallocTrim = @convention(c) (Int) -> Int32
+            let trim = unsafeBitCast(symbol, to: MallocTrim.self)
+            loop.execute { schedule(on: loop) { _ = trim(0) } }
         #endif
     }
 

@@ -40,9 +40,14 @@ final class PeripheralBLEPort: PeripheralPort {
     func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
         do {
             for (serviceIndex, service) in services.enumerated() {
-                let local = try await manager.add(MutableService(uuid: service.uuid, characteristics: service.characteristics.map {
-                    MutableCharacteristic(uuid: $0.uuid, properties: $0.properties, value: $0.value, permissions: Self.permissions($0.properties))
-                }))
+                let local = try await manager.add(
+                    MutableService(
+                        uuid: service.uuid,
+                        characteristics: service.characteristics.map {
+                            MutableCharacteristic(
+                                uuid: $0.uuid, properties: $0.properties, value: $0.value,
+                                permissions: Self.permissions($0.properties))
+                        }))
                 state.withLock { state in
                     for (index, characteristic) in local.characteristics.enumerated() {
                         let id = PeripheralCharacteristicID(service: serviceIndex, characteristic: index)

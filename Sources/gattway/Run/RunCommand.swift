@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import BlueZ
 import EventLoop
 import Gateway
 import JSON
 import LocalSystem
 import MQTT
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `gattway run`: the gateway — BlueZ central + parsers + MQTT, as configured in config.json.
 ///
@@ -50,7 +51,8 @@ struct RunCommand: Command {
         }
         let levelName = arguments.value("log-level") ?? "info"
         guard let level = GatewayLogger.Level(name: levelName) else {
-            throw CLIError.usage("--log-level: \"\(levelName)\" is not a level (expected error, warning, notice, info or debug)")
+            throw CLIError.usage(
+                "--log-level: \"\(levelName)\" is not a level (expected error, warning, notice, info or debug)")
         }
         self.level = level
         stateDirectory = arguments.value("state-dir")
@@ -132,11 +134,15 @@ struct RunCommand: Command {
         let termination = Task { await SignalSources.waitForTermination() }
         // Wait for powered adapters, saying why we wait; SIGTERM still ends the wait.
         let stateLog = Task {
-            for await state in await central.stateUpdates() { log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)") }
+            for await state in await central.stateUpdates() {
+                log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)")
+            }
         }
         let peripheralStateLog = Task { [peripheral] in
             guard let peripheral else { return }
-            for await state in await peripheral.stateUpdates() { log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)") }
+            for await state in await peripheral.stateUpdates() {
+                log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)")
+            }
         }
         // Checked every second so SIGTERM ends the wait promptly; said every 30 s.
         let powered = Task { [peripheral] in
@@ -195,7 +201,9 @@ struct RunCommand: Command {
             // job that did not end is left behind rather than holding up the stop.
             jobs.cancel()
             if !(await StopDeadline.bounded(stop.waitRemaining) { await jobs.value }) {
-                log(.warning, "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s; going on")
+                log(
+                    .warning,
+                    "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s; going on")
             }
             await gateway.stop(timeout: stop.waitRemaining)
         } else {
@@ -215,7 +223,10 @@ struct RunCommand: Command {
         }
         await mqttClosed
         mqttLog.cancel()
-        log(.notice, "stopped in \(String(oneDecimal: stop.elapsed)) s" + (bluezClosed ? "" : " (BlueZ did not answer: its calls were cancelled)"))
+        log(
+            .notice,
+            "stopped in \(String(oneDecimal: stop.elapsed)) s"
+                + (bluezClosed ? "" : " (BlueZ did not answer: its calls were cancelled)"))
         return code
     }
 
@@ -261,7 +272,9 @@ struct RunCommand: Command {
     /// files themselves are the user's to protect).
     func warnIfSecretsAreReadable(_ config: GatewayConfig, log: GatewayLogger) {
         for exposure in SecretPermissions.worldReadable(configPath: configPath, config) {
-            log(.warning, "\(exposure.path) is world-readable and holds \(exposure.holds); run: chmod o-r \(exposure.path)")
+            log(
+                .warning,
+                "\(exposure.path) is world-readable and holds \(exposure.holds); run: chmod o-r \(exposure.path)")
         }
     }
 }

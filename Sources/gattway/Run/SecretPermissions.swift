@@ -1,7 +1,7 @@
 import Gateway
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Files holding the gateway's secrets that every user of the machine may read: config.json

@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import Gateway
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The one deadline of `gattway run`'s stop (docs/operations.md, "Stopping"): from SIGTERM or
 /// SIGINT to the exit takes at most ``bound`` seconds, shared like this:

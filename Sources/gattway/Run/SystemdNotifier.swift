@@ -1,7 +1,8 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LocalSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `sd_notify(3)` without libsystemd: datagrams to `$NOTIFY_SOCKET` (`READY=1`, `WATCHDOG=1`,
 /// `STOPPING=1`, `STATUS=…`). Does nothing when the variable is unset (not started by systemd).

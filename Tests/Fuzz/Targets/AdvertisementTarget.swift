@@ -46,9 +46,12 @@ extension FuzzTargets {
             case .manufacturer(let company): advertisement.manufacturerData[company] = payload
             }
             context.advertisement = advertisement
-            if let decoded = try? ParserRegistry.builtIn.decode(context) { checkReadings(decoded.readings, decoded.format) }
+            if let decoded = try? ParserRegistry.builtIn.decode(context) {
+                checkReadings(decoded.readings, decoded.format)
+            }
             for format in ParserRegistry.builtIn.advertisementFormats {
-                guard let parser = ParserRegistry.builtIn.advertisementParser(format: format), parser.keys.contains(key) else { continue }
+                guard let parser = ParserRegistry.builtIn.advertisementParser(format: format), parser.keys.contains(key)
+                else { continue }
                 do throws(ParseError) {
                     let readings = try parser.decode(payload, key: key, context: context)
                     checkReadings(readings ?? [], format)
@@ -73,7 +76,8 @@ enum AdvertisementSeeds {
     static let keys: [AdvertisementKey] = {
         var keys: [AdvertisementKey] = []
         for format in ParserRegistry.builtIn.advertisementFormats {
-            for key in ParserRegistry.builtIn.advertisementParser(format: format)?.keys ?? [] where !keys.contains(key) {
+            for key in ParserRegistry.builtIn.advertisementParser(format: format)?.keys ?? [] where !keys.contains(key)
+            {
                 keys.append(key)
             }
         }
@@ -88,7 +92,9 @@ enum AdvertisementSeeds {
             var payloads: [(AdvertisementKey, [UInt8])] = []
             if case .object(let members)? = object["service_data"] {
                 for (uuid, value) in members {
-                    if let short = BluetoothUUID(uuid)?.uint16, case .string(let hex) = value, let bytes = [UInt8](hex: hex) {
+                    if let short = BluetoothUUID(uuid)?.uint16, case .string(let hex) = value,
+                        let bytes = [UInt8](hex: hex)
+                    {
                         payloads.append((.serviceData(short), bytes))
                     }
                 }
@@ -111,7 +117,8 @@ enum AdvertisementSeeds {
                     }
                 }
                 let bindKey: [UInt8]? = if case .string(let hex)? = object["bindkey"] { [UInt8](hex: hex) } else { nil }
-                let address: BluetoothAddress? = if case .string(let text)? = object["address"] { BluetoothAddress(text) } else { nil }
+                let address: BluetoothAddress? =
+                    if case .string(let text)? = object["address"] { BluetoothAddress(text) } else { nil }
                 builder.byte((name != nil ? 4 : 0) | (address != nil ? 2 : 0) | (bindKey != nil ? 1 : 0))
                 if let bindKey { builder.rest(bindKey) }
                 if let address { builder.rest(address.octets) }

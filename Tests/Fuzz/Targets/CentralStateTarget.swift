@@ -20,6 +20,7 @@ extension FuzzTargets {
             var text: [UInt8] = []
             file.json.write(into: &text)
             let again = try? CentralStateFile(json: text)
-            fuzzProperty(again == file, "the state file does not read back as written: \(String(decoding: text, as: UTF8.self))")
+            fuzzProperty(
+                again == file, "the state file does not read back as written: \(String(decoding: text, as: UTF8.self))")
         })
 }

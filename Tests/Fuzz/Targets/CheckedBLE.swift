@@ -16,7 +16,8 @@ final class CheckedBLE: BLEPort {
         self.check = check
     }
 
-    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void) async throws(BLEPortError)
+    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
         -> PortRegistration
     {
         try await inner.scan(services: services, deliver)

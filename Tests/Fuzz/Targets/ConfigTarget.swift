@@ -31,7 +31,9 @@ extension FuzzTargets {
             fuzzProperty(range.contains(value), "\(key) = \(value) is outside \(range)")
         }
         func duration(_ value: Double, _ key: String) {
-            fuzzProperty(value >= 0 && value <= DurationText.maximumSeconds, "\(key) = \(value) is not a duration from 0 to 365 days")
+            fuzzProperty(
+                value >= 0 && value <= DurationText.maximumSeconds,
+                "\(key) = \(value) is not a duration from 0 to 365 days")
         }
         limit(config.mqtt.qos, 0...2, "mqtt.qos")
         limit(config.mqtt.maxQueued, 0...10_000_000, "mqtt.max_queued")

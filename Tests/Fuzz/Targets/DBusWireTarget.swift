@@ -37,9 +37,12 @@ enum DBusWireFuzz {
             if mode == 3 {
                 wire = input.bytes(Int(input.uint16()) % 4097)
             } else {
-                let values = mode == 1 ? propertiesChanged(&input) : (0..<(1 + Int(input.byte() % 3))).map { _ in
-                    DBusValueGenerator.any(&input)
-                }
+                let values =
+                    mode == 1
+                    ? propertiesChanged(&input)
+                    : (0..<(1 + Int(input.byte() % 3))).map { _ in
+                        DBusValueGenerator.any(&input)
+                    }
                 guard let encoded = try? DBusMessage.wire(values) else { continue }
                 wire = encoded
                 if mode == 2, !wire.isEmpty {
@@ -83,7 +86,8 @@ enum DBusWireFuzz {
         if let again = try? DBusMessage.decodeBothWays(wire: wire, strings: strings) {
             fuzzProperty(
                 (again.wire == nil) == (decoded.wire == nil) && same(again.wire ?? [], decoded.wire ?? []),
-                "decoding the same message twice gave \(String(describing: decoded.wire)), then \(String(describing: again.wire))")
+                "decoding the same message twice gave \(String(describing: decoded.wire)), then \(String(describing: again.wire))"
+            )
         } else {
             fuzzProperty(false, "libdbus accepted a message once, then refused it")
         }

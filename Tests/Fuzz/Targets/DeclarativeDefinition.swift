@@ -17,7 +17,8 @@ enum DeclarativeDefinition {
         -1, 255, 256, 65_535, 1e6, 2_147_483_647, 4_294_967_296, 9_007_199_254_740_991, 9e15, 9.3e18, 1e300, 0.5,
     ]
     static let numbers: [Double] = [
-        1, 0, -1, 0.01, 0.1, 1e-300, 1e300, 1.7976931348623157e308, -1.7976931348623157e308, Double.leastNonzeroMagnitude, 100,
+        1, 0, -1, 0.01, 0.1, 1e-300, 1e300, 1.7976931348623157e308, -1.7976931348623157e308,
+        Double.leastNonzeroMagnitude, 100,
     ]
 
     static func read(_ input: inout FuzzInput) -> JSONValue {

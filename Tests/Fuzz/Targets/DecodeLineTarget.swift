@@ -7,11 +7,16 @@ extension FuzzTargets {
     static let decodeLine = FuzzTarget(
         name: "decode-line",
         summary: "gattway decode's input lines (vector format JSON) through VectorLineDecoder",
-        seeds: { (FixtureFiles.lines("advertisements.jsonl") + FixtureFiles.lines("characteristics.jsonl")).map { Array($0.utf8) } },
+        seeds: {
+            (FixtureFiles.lines("advertisements.jsonl") + FixtureFiles.lines("characteristics.jsonl")).map {
+                Array($0.utf8)
+            }
+        },
         run: { bytes in
             let output = DecodeLineTarget.decoder.decode(line: String(decoding: bytes, as: UTF8.self))
             fuzzProperty(!output.contains("\n"), "an output line holds a newline: \(output)")
-            fuzzProperty(output.hasPrefix("{\"format\":") || output.hasPrefix("{\"error\":"), "unexpected output line \(output)")
+            fuzzProperty(
+                output.hasPrefix("{\"format\":") || output.hasPrefix("{\"error\":"), "unexpected output line \(output)")
         })
 }
 

@@ -59,7 +59,9 @@ public struct FuzzInputBuilder {
     public init() {}
     public mutating func byte(_ value: UInt8) { bytes.append(value) }
     public mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
-    public mutating func uint16(_ value: UInt16) { bytes += [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)] }
+    public mutating func uint16(_ value: UInt16) {
+        bytes += [UInt8(truncatingIfNeeded: value), UInt8(truncatingIfNeeded: value >> 8)]
+    }
     public mutating func index(_ value: Int) { uint16(UInt16(clamping: value)) }
     public mutating func chunk(_ value: [UInt8]) {
         let part = value.prefix(255)

@@ -13,8 +13,10 @@ public struct FuzzTarget: Sendable {
     /// Runs one input; returns normally unless a property failed (then it traps).
     public let run: @Sendable ([UInt8]) -> Void
 
-    public init(name: String, summary: String, seeds: @escaping @Sendable () -> [[UInt8]],
-                run: @escaping @Sendable ([UInt8]) -> Void) {
+    public init(
+        name: String, summary: String, seeds: @escaping @Sendable () -> [[UInt8]],
+        run: @escaping @Sendable ([UInt8]) -> Void
+    ) {
         self.name = name
         self.summary = summary
         self.seeds = seeds
@@ -24,8 +26,10 @@ public struct FuzzTarget: Sendable {
 
 /// A property of the product that an input broke: reported on standard error, then the process
 /// traps so the fuzzer saves the input.
-public func fuzzProperty(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
-                         file: StaticString = #fileID, line: UInt = #line) {
+public func fuzzProperty(
+    _ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,
+    file: StaticString = #fileID, line: UInt = #line
+) {
     guard !condition() else { return }
     fatalError("fuzz property failed: \(message())", file: file, line: line)
 }

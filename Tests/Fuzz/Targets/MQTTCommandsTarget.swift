@@ -1,8 +1,8 @@
 import Bluetooth
 import Gateway
 import GatewayFakes
-import Synchronization
 import JSON
+import Synchronization
 
 extension FuzzTargets {
     /// MQTT messages on everything `gattway run` subscribes to (``Gateway/subscriptions(for:)``),
@@ -357,7 +357,8 @@ enum MQTTCommandsFuzz {
                 fake.dropLink(address)
             case .connected(let address, let advertisement):
                 oracle.saw(address, advertisement)
-                await gateway.handle(BLEConnectionEvent.connected(BLEDiscovery(address: address, advertisement: advertisement)))
+                await gateway.handle(
+                    BLEConnectionEvent.connected(BLEDiscovery(address: address, advertisement: advertisement)))
             case .advance(let seconds):
                 clock.advance(by: seconds)
                 await loop.settle()
@@ -383,7 +384,8 @@ enum MQTTCommandsFuzz {
             await gateway.tick()
         }
         await loop.settle()
-        fuzzProperty(idle.load(ordering: .acquiring), "mqtt-commands: the gateway is not idle after 16 minutes without input")
+        fuzzProperty(
+            idle.load(ordering: .acquiring), "mqtt-commands: the gateway is not idle after 16 minutes without input")
         waiter.cancel()
         check(mqtt.published, sent, setup: setup)
         jobs.cancel()

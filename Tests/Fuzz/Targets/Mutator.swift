@@ -17,13 +17,17 @@ public struct Mutator {
 
     /// A new input from one of `seeds` (or from nothing), mutated 1–6 times.
     public mutating func next(from seeds: [[UInt8]]) -> [UInt8] {
-        var input = seeds.isEmpty || random.next() % 16 == 0 ? randomBytes(Int(random.next() % 48)) : seeds[Int(random.next() % UInt64(seeds.count))]
+        var input =
+            seeds.isEmpty || random.next() % 16 == 0
+            ? randomBytes(Int(random.next() % 48)) : seeds[Int(random.next() % UInt64(seeds.count))]
         for _ in 0...(random.next() % 6) { mutate(&input, seeds: seeds) }
         if input.count > maxLength { input.removeLast(input.count - maxLength) }
         return input
     }
 
-    mutating func randomBytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+    mutating func randomBytes(_ count: Int) -> [UInt8] {
+        (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+    }
 
     mutating func position(_ count: Int) -> Int { count == 0 ? 0 : Int(random.next() % UInt64(count)) }
 

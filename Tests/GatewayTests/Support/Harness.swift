@@ -22,8 +22,10 @@ final class Harness {
 
     /// Home Assistant discovery and `bridge/health` are off unless the config text names
     /// `homeassistant` / `health` (they add messages and hold first states back).
-    init(_ configText: String, retryDelay: Double = 5, logger: GatewayLogger = .none, stateDirectory: String? = nil,
-         processSample: @escaping @Sendable () -> ProcessSample? = { nil }) throws {
+    init(
+        _ configText: String, retryDelay: Double = 5, logger: GatewayLogger = .none, stateDirectory: String? = nil,
+        processSample: @escaping @Sendable () -> ProcessSample? = { nil }
+    ) throws {
         var text = configText
         if let brace = text.firstIndex(of: "{") {
             var defaults: [String] = []
@@ -36,9 +38,10 @@ final class Harness {
         }
         config = try GatewayConfig.parse(Array(text.utf8))
         mqtt.loop = loop
-        gateway = Gateway(config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock, loop: loop,
-                          reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
-                          stateDirectory: stateDirectory, processSample: processSample)
+        gateway = Gateway(
+            config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock, loop: loop,
+            reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
+            stateDirectory: stateDirectory, processSample: processSample)
     }
 
     deinit {
@@ -102,10 +105,14 @@ final class Harness {
     /// Sends a command as a client would and returns the responses on `responseTopic` once the
     /// gateway settled.
     @discardableResult
-    func command(_ topic: String, _ payload: String, responseTopic: String, correlation: [UInt8]? = nil,
-                 mqtt5ResponseTopic: String? = nil) async -> [MQTTOutboundMessage] {
-        await gateway.handle(MQTTInboundMessage(topic: topic, payload: Array(payload.utf8), responseTopic: mqtt5ResponseTopic,
-                                                correlationData: correlation))
+    func command(
+        _ topic: String, _ payload: String, responseTopic: String, correlation: [UInt8]? = nil,
+        mqtt5ResponseTopic: String? = nil
+    ) async -> [MQTTOutboundMessage] {
+        await gateway.handle(
+            MQTTInboundMessage(
+                topic: topic, payload: Array(payload.utf8), responseTopic: mqtt5ResponseTopic,
+                correlationData: correlation))
         await settle()
         return mqtt.messages(on: responseTopic)
     }
@@ -125,8 +132,11 @@ func address(_ text: String) -> BluetoothAddress {
 func json(_ text: String) -> JSONValue? { try? JSONValue.parse(Array(text.utf8)) }
 
 /// A BTHome v2 advertisement: temperature 25.06 °C, humidity 50.55 %.
-func bthome(_ address: BluetoothAddress, rssi: Int16 = -60, payload: [UInt8] = [0x40, 0x02, 0xCA, 0x09, 0x03, 0xBF, 0x13])
+func bthome(
+    _ address: BluetoothAddress, rssi: Int16 = -60, payload: [UInt8] = [0x40, 0x02, 0xCA, 0x09, 0x03, 0xBF, 0x13]
+)
     -> BLEDiscovery
 {
-    BLEDiscovery(address: address, advertisement: AdvertisementData(serviceData: [BluetoothUUID(0xFCD2): payload], rssi: rssi))
+    BLEDiscovery(
+        address: address, advertisement: AdvertisementData(serviceData: [BluetoothUUID(0xFCD2): payload], rssi: rssi))
 }

@@ -13,8 +13,9 @@ public struct PVVXCustom: AdvertisementParser {
         throws(ParseError) -> [Reading]?
     {
         if payload.count == 11 || payload.count == 8 {
-            throw ParseError(context.bindKey == nil ? .missingKey : .unsupported,
-                             "pvvx encrypted frame (\(payload.count) bytes) is not decoded")
+            throw ParseError(
+                context.bindKey == nil ? .missingKey : .unsupported,
+                "pvvx encrypted frame (\(payload.count) bytes) is not decoded")
         }
         guard payload.count == 15 else { return nil }
         var reader = ByteReader(payload, what: "pvvx")

@@ -27,9 +27,10 @@ struct BTHomeObject: Sendable {
     /// Index of ``name`` among the table's distinct names (< 128), for cheap repeat detection.
     var nameIndex = 0
 
-    init(_ name: String, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
-         factor: Double? = nil, unit: String? = nil, _ deviceClass: DeviceClass? = nil)
-    {
+    init(
+        _ name: String, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
+        factor: Double? = nil, unit: String? = nil, _ deviceClass: DeviceClass? = nil
+    ) {
         self.name = name
         self.kind = kind
         self.size = size
@@ -67,10 +68,13 @@ struct BTHomeObject: Sendable {
             ("moisture", .moisture), ("battery_low", .battery), ("battery_charging", .batteryCharging),
             ("carbon_monoxide", DeviceClass(rawValue: "carbon_monoxide")), ("cold", DeviceClass(rawValue: "cold")),
             ("connectivity", DeviceClass(rawValue: "connectivity")), ("door", .door),
-            ("garage_door", DeviceClass(rawValue: "garage_door")), ("gas", .gas), ("heat", DeviceClass(rawValue: "heat")),
+            ("garage_door", DeviceClass(rawValue: "garage_door")), ("gas", .gas),
+            ("heat", DeviceClass(rawValue: "heat")),
             ("light", .light), ("lock", .lock), ("moisture", .moisture), ("motion", .motion),
-            ("moving", DeviceClass(rawValue: "moving")), ("occupancy", .occupancy), ("plug", DeviceClass(rawValue: "plug")),
-            ("presence", DeviceClass(rawValue: "presence")), ("problem", .problem), ("running", DeviceClass(rawValue: "running")),
+            ("moving", DeviceClass(rawValue: "moving")), ("occupancy", .occupancy),
+            ("plug", DeviceClass(rawValue: "plug")),
+            ("presence", DeviceClass(rawValue: "presence")), ("problem", .problem),
+            ("running", DeviceClass(rawValue: "running")),
             ("safety", DeviceClass(rawValue: "safety")), ("smoke", .smoke), ("sound", DeviceClass(rawValue: "sound")),
             ("tamper", DeviceClass(rawValue: "tamper")), ("vibration", DeviceClass(rawValue: "vibration")),
             ("window", .window),
@@ -111,7 +115,8 @@ struct BTHomeObject: Sendable {
         t[0x55] = BTHomeObject("volume_storage", size: 4, decimals: 3, unit: "L", .volumeStorage)
         t[0x56] = BTHomeObject("conductivity", size: 2, unit: "µS/cm", .conductivity)
         t[0x57] = BTHomeObject("temperature", size: 1, signed: true, unit: "°C", .temperature)
-        t[0x58] = BTHomeObject("temperature", size: 1, signed: true, decimals: 2, factor: 0.35, unit: "°C", .temperature)
+        t[0x58] = BTHomeObject(
+            "temperature", size: 1, signed: true, decimals: 2, factor: 0.35, unit: "°C", .temperature)
         t[0x59] = BTHomeObject("count", size: 1, signed: true)
         t[0x5A] = BTHomeObject("count", size: 2, signed: true)
         t[0x5B] = BTHomeObject("count", size: 4, signed: true)
@@ -145,9 +150,10 @@ struct BTHomeObject: Sendable {
 
     /// Appends the readings for one object whose value bytes are `bytes[start..<start+length]`.
     /// `float` selects IEEE 754 half/single/double values (BTHome v1 data type 2).
-    func decode(_ bytes: [UInt8], start: Int, length: Int, float: Bool, signedOverride: Bool?,
-                into readings: inout [Reading]) throws(ParseError)
-    {
+    func decode(
+        _ bytes: [UInt8], start: Int, length: Int, float: Bool, signedOverride: Bool?,
+        into readings: inout [Reading]
+    ) throws(ParseError) {
         var reader = ByteReader(bytes, from: start, to: start + length, what: "BTHome object")
         let readingName = name
         switch kind {
@@ -162,8 +168,11 @@ struct BTHomeObject: Sendable {
                 case 8: raw = Double(bitPattern: bits)
                 default: throw ParseError(.malformed, "BTHome float object \(name) has \(length) bytes")
                 }
-                readings.append(Reading(name: readingName, value: .number(rounded(raw * (factor ?? 1 / powersOfTen[decimals]), max(decimals, 2))),
-                                        unit: unit, deviceClass: deviceClass))
+                readings.append(
+                    Reading(
+                        name: readingName,
+                        value: .number(rounded(raw * (factor ?? 1 / powersOfTen[decimals]), max(decimals, 2))),
+                        unit: unit, deviceClass: deviceClass))
                 return
             }
             raw = isSigned ? Double(try reader.intLE(length)) : Double(try reader.uintLE(length))
@@ -181,7 +190,10 @@ struct BTHomeObject: Sendable {
             let event = try reader.u8()
             let steps = try reader.u8()
             guard event != 0 else { return }
-            readings.append(Reading(name: readingName, value: .string(event == 1 ? "rotate_left" : event == 2 ? "rotate_right" : "unknown_\(event)")))
+            readings.append(
+                Reading(
+                    name: readingName,
+                    value: .string(event == 1 ? "rotate_left" : event == 2 ? "rotate_right" : "unknown_\(event)")))
             readings.append(Reading(name: readingName + "_steps", value: .number(Double(steps))))
         case .timestamp:
             // v1 gives the length in the frame: up to 8 bytes, so up to 2^64 - 1 seconds.
@@ -189,8 +201,10 @@ struct BTHomeObject: Sendable {
             guard seconds <= latestTimestamp else {
                 throw ParseError(.malformed, "BTHome timestamp \(seconds) s is after the year 9999")
             }
-            readings.append(Reading(name: readingName, value: .string(isoTimestamp(Int64(truncatingIfNeeded: seconds))),
-                                    deviceClass: .timestamp))
+            readings.append(
+                Reading(
+                    name: readingName, value: .string(isoTimestamp(Int64(truncatingIfNeeded: seconds))),
+                    deviceClass: .timestamp))
         case .text:
             let text = try reader.bytes(length)
             readings.append(Reading(name: readingName, value: .string(String(decoding: text, as: UTF8.self))))
@@ -260,7 +274,11 @@ enum Float16Bits {
         case 31: return fraction == 0 ? sign * .infinity : .nan
         default:
             var scale = 1.0
-            if exponent > 15 { for _ in 0..<(exponent - 15) { scale *= 2 } } else { for _ in 0..<(15 - exponent) { scale /= 2 } }
+            if exponent > 15 {
+                for _ in 0..<(exponent - 15) { scale *= 2 }
+            } else {
+                for _ in 0..<(15 - exponent) { scale /= 2 }
+            }
             return sign * (1 + fraction / 1024) * scale
         }
     }
@@ -286,5 +304,6 @@ func isoTimestamp(_ seconds: Int64) -> String {
     let month = mp < 10 ? mp + 3 : mp - 9
     let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
     func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
-    return "\(year)-\(two(month))-\(two(day))T\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60))+00:00"
+    return
+        "\(year)-\(two(month))-\(two(day))T\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60))+00:00"
 }

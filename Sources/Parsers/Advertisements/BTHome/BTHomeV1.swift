@@ -26,8 +26,11 @@ public struct BTHomeV1: AdvertisementParser {
             let counter = Array(payload[(payload.count - 8)..<(payload.count - 4)])
             let tag = Array(payload[(payload.count - 4)...])
             let nonce = address.octets + [0x1E, 0x18] + counter
-            guard let plain = AESCCM.decrypt(key: bindKey, nonce: nonce, ciphertext: Array(payload[0..<(payload.count - 8)]),
-                                             tag: tag, aad: [0x11]) else {
+            guard
+                let plain = AESCCM.decrypt(
+                    key: bindKey, nonce: nonce, ciphertext: Array(payload[0..<(payload.count - 8)]),
+                    tag: tag, aad: [0x11])
+            else {
                 throw ParseError(.decryptionFailed, "BTHome v1 MIC check failed (wrong bind key or address)")
             }
             try Self.objects(plain, into: &readings)
@@ -45,12 +48,14 @@ public struct BTHomeV1: AdvertisementParser {
             let length = Int(header & 0x1F)
             let dataType = header >> 5
             guard length >= 2, offset + 1 + length <= bytes.count,
-                  let object = BTHomeObject.table[Int(bytes[offset + 1])] else { break }
+                let object = BTHomeObject.table[Int(bytes[offset + 1])]
+            else { break }
             let valueLength = length - 1
             if valueLength <= 8 || object.kind == .text || object.kind == .raw {
                 names.insert(object)
-            try object.decode(bytes, start: offset + 2, length: valueLength, float: dataType == 2,
-                                  signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil), into: &readings)
+                try object.decode(
+                    bytes, start: offset + 2, length: valueLength, float: dataType == 2,
+                    signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil), into: &readings)
             }
             offset += 1 + length
         }

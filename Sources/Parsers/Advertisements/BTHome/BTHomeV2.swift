@@ -19,7 +19,8 @@ public struct BTHomeV2: AdvertisementParser {
     {
         guard let info = payload.first else { throw ParseError(.tooShort, "BTHome v2 payload is empty") }
         guard info >> 5 == 2 else {
-            throw ParseError(.unsupported, "BTHome device information byte 0x\(String(info, radix: 16)) is not version 2")
+            throw ParseError(
+                .unsupported, "BTHome device information byte 0x\(String(info, radix: 16)) is not version 2")
         }
         var start = 1
         var address = context.address
@@ -36,7 +37,9 @@ public struct BTHomeV2: AdvertisementParser {
             guard let address else {
                 throw ParseError(.missingKey, "BTHome v2 decryption needs the device address")
             }
-            guard payload.count >= start + 8 else { throw .tooShort("encrypted BTHome v2 frame", need: start + 8, got: payload.count) }
+            guard payload.count >= start + 8 else {
+                throw .tooShort("encrypted BTHome v2 frame", need: start + 8, got: payload.count)
+            }
             let counter = Array(payload[(payload.count - 8)..<(payload.count - 4)])
             let tag = Array(payload[(payload.count - 4)...])
             let ciphertext = Array(payload[start..<(payload.count - 8)])
@@ -45,7 +48,8 @@ public struct BTHomeV2: AdvertisementParser {
                 throw ParseError(.decryptionFailed, "BTHome v2 MIC check failed (wrong bind key or address)")
             }
             try BTHomeV2.objects(plain, from: 0, into: &readings)
-            let count = UInt32(counter[0]) | UInt32(counter[1]) << 8 | UInt32(counter[2]) << 16 | UInt32(counter[3]) << 24
+            let count =
+                UInt32(counter[0]) | UInt32(counter[1]) << 8 | UInt32(counter[2]) << 16 | UInt32(counter[3]) << 24
             readings.append(Reading("encryption_counter", Double(count)))
         } else {
             try BTHomeV2.objects(payload, from: start, into: &readings)
@@ -59,11 +63,14 @@ public struct BTHomeV2: AdvertisementParser {
         var offset = start
         while offset < bytes.count {
             let id = bytes[offset]
-            guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1) else { break }
+            guard let object = BTHomeObject.table[Int(id)], let length = valueLength(object, bytes, offset + 1) else {
+                break
+            }
             let valueStart = offset + 1 + (object.size == 0 ? 1 : 0)
             guard valueStart + length <= bytes.count else { break }
             names.insert(object)
-            try object.decode(bytes, start: valueStart, length: length, float: false, signedOverride: nil, into: &readings)
+            try object.decode(
+                bytes, start: valueStart, length: length, float: false, signedOverride: nil, into: &readings)
             offset = valueStart + length
         }
         if names.needsPass { BTHomeObject.numberRepeatedNames(&readings, names: names) }
@@ -77,4 +84,3 @@ public struct BTHomeV2: AdvertisementParser {
         return Int(bytes[offset])
     }
 }
-

@@ -19,8 +19,10 @@ public struct EddystoneTLM: AdvertisementParser {
             let data = try reader.bytes(12)
             let salt = try reader.u16be()
             let mic = try reader.u16be()
-            return [Reading("version", 1), Reading("encrypted_data", string: data.hexString),
-                    Reading("salt", Double(salt)), Reading("mic", Double(mic))]
+            return [
+                Reading("version", 1), Reading("encrypted_data", string: data.hexString),
+                Reading("salt", Double(salt)), Reading("mic", Double(mic)),
+            ]
         }
         guard version == 0 else { throw ParseError(.unsupported, "Eddystone-TLM version \(version) is unknown") }
         let millivolts = try reader.u16be()

@@ -15,7 +15,9 @@ public struct EddystoneUID: AdvertisementParser {
         let power = try reader.s8()
         let namespace = try reader.bytes(10)
         let instance = try reader.bytes(6)
-        return [Reading(.txPower, Double(power)), Reading("namespace", string: namespace.hexString),
-                Reading("instance", string: instance.hexString)]
+        return [
+            Reading(.txPower, Double(power)), Reading("namespace", string: namespace.hexString),
+            Reading("instance", string: instance.hexString),
+        ]
     }
 }

@@ -9,8 +9,10 @@ public struct EddystoneURL: AdvertisementParser {
     public var keys: [AdvertisementKey] { [.serviceData(0xFEAA)] }
 
     static let schemes = ["http://www.", "https://www.", "http://", "https://"]
-    static let expansions = [".com/", ".org/", ".edu/", ".net/", ".info/", ".biz/", ".gov/",
-                             ".com", ".org", ".edu", ".net", ".info", ".biz", ".gov"]
+    static let expansions = [
+        ".com/", ".org/", ".edu/", ".net/", ".info/", ".biz/", ".gov/",
+        ".com", ".org", ".edu", ".net", ".info", ".biz", ".gov",
+    ]
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

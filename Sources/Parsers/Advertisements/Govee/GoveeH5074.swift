@@ -25,7 +25,9 @@ public struct GoveeH5074: AdvertisementParser {
         let temperature = try reader.s16le()
         let humidity = try reader.u16le()
         let battery = try reader.u8()
-        return [Reading(.temperature, decimal(temperature, 2)), Reading(.humidity, decimal(humidity, 2)),
-                Reading(.battery, Double(battery))]
+        return [
+            Reading(.temperature, decimal(temperature, 2)), Reading(.humidity, decimal(humidity, 2)),
+            Reading(.battery, Double(battery)),
+        ]
     }
 }

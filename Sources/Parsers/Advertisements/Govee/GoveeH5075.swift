@@ -12,7 +12,8 @@ public struct GoveeH5075: AdvertisementParser {
         throws(ParseError) -> [Reading]?
     {
         guard payload.count == 6 || (payload.count > 6 && payload[6] == 0x4C), payload.first == 0,
-              !GoveeH5074.namesLittleEndianLayout(context) else { return nil }
+            !GoveeH5074.namesLittleEndianLayout(context)
+        else { return nil }
         var reader = ByteReader(payload, from: 1, what: "Govee H5075")
         let packed = UInt32(truncatingIfNeeded: try reader.uintBE(3))
         var readings: [Reading] = []

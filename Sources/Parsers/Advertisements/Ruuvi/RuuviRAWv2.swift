@@ -37,8 +37,11 @@ public struct RuuviRAWv2: AdvertisementParser {
             Reading(.txPower, txCode == 31 ? nil : Double(-40 + 2 * txCode)),
             Reading(name: "movement_counter", value: movement == 0xFF ? .null : .number(Double(movement))),
             Reading(name: "measurement_sequence", value: sequence == 0xFFFF ? .null : .number(Double(sequence))),
-            Reading(name: "mac", value: macBytes.allSatisfy { $0 == 0xFF } ? .null
-                        : .string(BluetoothAddress(octets: macBytes)?.description ?? "")),
+            Reading(
+                name: "mac",
+                value: macBytes.allSatisfy { $0 == 0xFF }
+                    ? .null
+                    : .string(BluetoothAddress(octets: macBytes)?.description ?? "")),
         ]
     }
 }

@@ -37,7 +37,8 @@ public struct MiBeacon: AdvertisementParser {
         var readings: [Reading] = []
         if let address { readings.append(Reading("mac", string: address.description)) }
         guard control & 0x40 != 0 else {
-            throw ParseError(.unsupported, "MiBeacon frame carries no object (product 0x\(String(productID, radix: 16)))")
+            throw ParseError(
+                .unsupported, "MiBeacon frame carries no object (product 0x\(String(productID, radix: 16)))")
         }
         let objects: [UInt8]
         var objectStart = reader.offset
@@ -51,13 +52,18 @@ public struct MiBeacon: AdvertisementParser {
             guard let mac = addressOctets else {
                 throw ParseError(.missingKey, "MiBeacon decryption needs the device address")
             }
-            guard reader.remaining >= 8 else { throw .tooShort("encrypted MiBeacon frame", need: reader.offset + 8, got: payload.count) }
+            guard reader.remaining >= 8 else {
+                throw .tooShort("encrypted MiBeacon frame", need: reader.offset + 8, got: payload.count)
+            }
             let end = payload.count
             let ciphertext = Array(payload[reader.offset..<(end - 7)])
             let extended = Array(payload[(end - 7)..<(end - 4)])
             let tag = Array(payload[(end - 4)...])
-            let nonce = mac + [UInt8(truncatingIfNeeded: productID), UInt8(truncatingIfNeeded: productID >> 8), frameCounter] + extended
-            guard let plain = AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: tag, aad: [0x11]) else {
+            let nonce =
+                mac + [UInt8(truncatingIfNeeded: productID), UInt8(truncatingIfNeeded: productID >> 8), frameCounter]
+                + extended
+            guard let plain = AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: tag, aad: [0x11])
+            else {
                 throw ParseError(.decryptionFailed, "MiBeacon MIC check failed (wrong bind key or address)")
             }
             objects = plain
@@ -76,7 +82,8 @@ public struct MiBeacon: AdvertisementParser {
             try Self.object(type, objects, start: start, length: length, into: &readings)
         }
         guard readings.count > before else {
-            throw ParseError(.unsupported, "MiBeacon object types of product 0x\(String(productID, radix: 16)) are not decoded")
+            throw ParseError(
+                .unsupported, "MiBeacon object types of product 0x\(String(productID, radix: 16)) are not decoded")
         }
         return readings
     }
