@@ -38,7 +38,8 @@ struct ConfigTests {
     @Test("every problem is reported at once, each with its JSON path and what was expected")
     func collectsErrors() {
         let text = """
-            {"mqtt": {"server": "http://x", "qos": 3, "colour": "red"},
+            {"mqtt": {"server": "http://x", "qos": 3, "colour": "red", "base_topic": "gw/#"},
+             "homeassistant": {"discovery_prefix": "/ha"},
              "bluetooth": {"scan": {"services": ["180F", "zz"]}, "connect_timeout": "soon"},
              "devices": [
                {"match": {"address": "AA:BB"}, "connect": "yes"},
@@ -54,6 +55,8 @@ struct ConfigTests {
             let expected = [
                 "mqtt.server: \"http://x\" is not a broker URL (expected mqtt://host:port or mqtts://host:port)",
                 "mqtt.qos: expected an integer from 0 to 2, got 3",
+                "mqtt.base_topic: \"gw/#\" is not a base topic (expected topic levels without wildcards or leading/trailing \"/\", e.g. \"gattway\")",
+                "homeassistant.discovery_prefix: \"/ha\" is not a topic prefix (expected topic levels without wildcards or leading/trailing \"/\")",
                 "bluetooth.scan.services[1]: \"zz\" is not a Bluetooth UUID",
                 "bluetooth.connect_timeout: expected a duration",
                 "devices[0].match.address: \"AA:BB\" is not a Bluetooth address (expected six hex octets, e.g. A4:C1:38:0B:12:34)",

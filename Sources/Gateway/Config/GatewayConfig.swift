@@ -45,27 +45,22 @@ public struct GatewayConfig: Sendable {
         let problems = ConfigProblems()
         var config = GatewayConfig()
         guard var object = ConfigObject(root, problems) else { throw GatewayConfigError(problems: problems.errors) }
-        if let value = object.value("mqtt"), var section = ConfigObject(value, problems) {
-            config.mqtt = MQTTSettings(&section)
+        /// The settings of the section `key` when config.json has one (an object), read by `make`.
+        func section<T>(_ key: String, _ make: (inout ConfigObject) -> T) -> T? {
+            guard let value = object.value(key), var section = ConfigObject(value, problems) else { return nil }
+            return make(&section)
         }
-        if let value = object.value("bluetooth"), var section = ConfigObject(value, problems) {
-            config.bluetooth = BluetoothSettings(&section)
+        if let mqtt = section("mqtt", MQTTSettings.init) { config.mqtt = mqtt }
+        if let bluetooth = section("bluetooth", BluetoothSettings.init) { config.bluetooth = bluetooth }
+        if let availability = section("availability", AvailabilitySettings.init) { config.availability = availability }
+        if let commands = section("commands", CommandSettings.init) { config.commands = commands }
+        if let homeAssistant = section("homeassistant", HomeAssistantSettings.init) {
+            config.homeAssistant = homeAssistant
         }
-        if let value = object.value("availability"), var section = ConfigObject(value, problems) {
-            config.availability = AvailabilitySettings(&section)
+        if let storeAndForward = section("store_and_forward", StoreAndForwardSettings.init) {
+            config.storeAndForward = storeAndForward
         }
-        if let value = object.value("commands"), var section = ConfigObject(value, problems) {
-            config.commands = CommandSettings(&section)
-        }
-        if let value = object.value("homeassistant"), var section = ConfigObject(value, problems) {
-            config.homeAssistant = HomeAssistantSettings(&section)
-        }
-        if let value = object.value("store_and_forward"), var section = ConfigObject(value, problems) {
-            config.storeAndForward = StoreAndForwardSettings(&section)
-        }
-        if let value = object.value("health"), var section = ConfigObject(value, problems) {
-            config.health = HealthSettings(&section)
-        }
+        if let health = section("health", HealthSettings.init) { config.health = health }
         config.role = object.read("role", default: .central) { reader in
             let text = try reader.string()
             guard let role = GatewayRole(rawValue: text) else {

@@ -19,14 +19,8 @@ public struct HomeAssistantSettings: Sendable, Equatable {
 
     init(_ object: inout ConfigObject) {
         enabled = object.read("enabled", default: enabled) { try $0.bool() }
-        discoveryPrefix = object.read("discovery_prefix", default: discoveryPrefix) { reader in
-            let text = try reader.nonEmptyString()
-            guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
-                throw reader.fail(
-                    "\"\(text)\" is not a topic prefix (expected topic levels without wildcards or leading/trailing \"/\")"
-                )
-            }
-            return text
+        discoveryPrefix = object.read("discovery_prefix", default: discoveryPrefix) {
+            try $0.topicPrefix("a topic prefix")
         }
         statusTopic = object.read("status_topic", default: discoveryPrefix + "/status") { try $0.topicName() }
         republishDelay = object.read("republish_delay", default: republishDelay) { try $0.duration() }

@@ -26,6 +26,18 @@ extension JSONReader {
         return text
     }
 
+    /// Topic levels that other topics are built below (a base topic, a discovery prefix): no
+    /// wildcards, no leading or trailing "/". `what` names it in the error, `example` is appended.
+    func topicPrefix(_ what: String, example: String = "") throws -> String {
+        let text = try nonEmptyString()
+        guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
+            throw fail(
+                "\"\(text)\" is not \(what) (expected topic levels without wildcards or leading/trailing \"/\"\(example))"
+            )
+        }
+        return text
+    }
+
     /// A value encoding by name ("u8", "s16le", "hex", …).
     func encoding() throws -> ValueEncoding {
         let text = try string()

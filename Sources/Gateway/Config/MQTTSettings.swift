@@ -47,14 +47,8 @@ public struct MQTTSettings: Sendable, Equatable {
             try Self.checkServer(text, reader)
             return text
         }
-        baseTopic = object.read("base_topic", default: baseTopic) { reader in
-            let text = try reader.nonEmptyString()
-            guard !text.contains("+"), !text.contains("#"), !text.hasPrefix("/"), !text.hasSuffix("/") else {
-                throw reader.fail(
-                    "\"\(text)\" is not a base topic (expected topic levels without wildcards or leading/trailing \"/\", e.g. \"gattway\")"
-                )
-            }
-            return text
+        baseTopic = object.read("base_topic", default: baseTopic) {
+            try $0.topicPrefix("a base topic", example: ", e.g. \"gattway\"")
         }
         clientID = object.read("client_id", default: clientID) { try $0.nonEmptyString() }
         username = object.optional("username") { try $0.string() }
