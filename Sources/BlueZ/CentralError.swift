@@ -99,6 +99,63 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         self.init(code, operation: operation, bluezName: name, message: message)
     }
 
+    /// The ATT error code the peer answered with, read back from BlueZ's reply (docs/bluez.md
+    /// §2.2): 0x02/0x03 from "Read/Write not permitted", 0x05 from "Not paired" (BlueZ merges
+    /// 0x05, 0x0C and 0x0F into it), 0x07, 0x08, 0x0D from their messages, and any other code —
+    /// 0x0E, application errors 0x80…0x9F, 0xFD… — from "Operation failed with ATT error: 0xNN".
+    /// Nil when the failure was not an ATT error response, and for 0x06 Request Not Supported:
+    /// BlueZ answers it exactly as its own refusal of an operation the characteristic does not
+    /// declare (`NotSupported` "Operation is not supported"), so the two cannot be told apart
+    /// (both are ``Code/operationNotSupported``).
+    public var attError: UInt8? {
+        switch (bluezName, message) {
+        case ("org.bluez.Error.NotPermitted", "Read not permitted"): 0x02
+        case ("org.bluez.Error.NotPermitted", "Write not permitted"): 0x03
+        case ("org.bluez.Error.NotPermitted", "Not paired"): 0x05
+        case ("org.bluez.Error.InvalidArguments", "Invalid offset"): 0x07
+        case ("org.bluez.Error.NotAuthorized", "Operation Not Authorized"): 0x08
+        case ("org.bluez.Error.InvalidArguments", "Invalid Length"): 0x0D
+        case ("org.bluez.Error.Failed", _):
+            Self.attCode(in: message)
+        default: nil
+        }
+    }
+
+    /// The "0xNN" at the end of "Operation failed with ATT error: 0xNN".
+    private static func attCode(in message: String) -> UInt8? {
+        let prefix = "Operation failed with ATT error: 0x"
+        guard message.hasPrefix(prefix) else { return nil }
+        let digits = message.utf8.dropFirst(prefix.utf8.count)
+        guard digits.count == 2 else { return nil }
+        return UInt8(String(decoding: digits, as: UTF8.self), radix: 16)
+    }
+
+    /// Core Bluetooth's numeric error, as its delegate callbacks would report it: the ATT code
+    /// in `CBATTErrorDomain` when the peer answered with one (``attError``; `CBATTError.Code`'s
+    /// raw values are the ATT codes, application errors passed through), else the
+    /// `CBError.Code` raw value in `CBErrorDomain` that corresponds. Nil where Core Bluetooth
+    /// has no error for it (it reports a powered-off adapter or a missing authorization as a
+    /// state, not an error; bluetoothd missing from the bus has no counterpart).
+    public var coreBluetoothError: CoreBluetoothErrorCode? {
+        if let attError { return CoreBluetoothErrorCode(domain: .att, code: Int(attError)) }
+        let code: Int? =
+            switch self.code {
+            case .failed: 0  // unknown
+            case .invalidArguments: 1  // invalidParameters
+            case .notConnected: 3
+            case .cancelled: 5  // operationCancelled
+            case .connectionTimeout: 6
+            case .peripheralDisconnected: 7
+            case .connectionFailed: 10
+            case .unknownDevice: 12
+            case .operationNotSupported: 13
+            case .notPermitted: nil
+            case .invalidValueLength: nil
+            case .inProgress, .bluezUnavailable, .unauthorized, .poweredOff: nil
+            }
+        return code.map { CoreBluetoothErrorCode(domain: .central, code: $0) }
+    }
+
     /// Wraps any error: a ``CentralError`` stays as it is, a `DBusError` is mapped, a
     /// `CancellationError` becomes ``Code/cancelled``.
     static func wrap(_ error: any Error, operation: String) -> CentralError {

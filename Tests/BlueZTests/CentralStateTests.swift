@@ -99,10 +99,94 @@ struct CentralStateTests {
             ("org.bluez.Error.Failed", "Operation failed with ATT error: 0x80", .failed),
         ])
     func errorMapping(name: String, message: String, code: CentralError.Code) {
+        // (The ATT codes of these replies: attErrorCodes below.)
         let error = CentralError(DBusError(DBusError.Name(name), message), operation: "org.bluez.Device1.Connect")
         #expect(error.code == code)
         #expect(error.bluezName == name)
         #expect(error.message == message)
         #expect(error.description == "org.bluez.Device1.Connect failed: \(name): \(message)")
+    }
+
+    @Test(
+        "the ATT error code and Core Bluetooth's numeric error are read back from BlueZ's reply",
+        arguments: [
+            (
+                "org.bluez.Error.NotPermitted", "Read not permitted", UInt8?(0x02),
+                CoreBluetoothErrorCode(domain: .att, code: 2)
+            ),
+            (
+                "org.bluez.Error.NotPermitted", "Write not permitted", 0x03,
+                CoreBluetoothErrorCode(domain: .att, code: 3)
+            ),
+            ("org.bluez.Error.NotPermitted", "Not paired", 0x05, CoreBluetoothErrorCode(domain: .att, code: 5)),
+            ("org.bluez.Error.InvalidArguments", "Invalid offset", 0x07, CoreBluetoothErrorCode(domain: .att, code: 7)),
+            (
+                "org.bluez.Error.NotAuthorized", "Operation Not Authorized", 0x08,
+                CoreBluetoothErrorCode(domain: .att, code: 8)
+            ),
+            (
+                "org.bluez.Error.InvalidArguments", "Invalid Length", 0x0D,
+                CoreBluetoothErrorCode(domain: .att, code: 13)
+            ),
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0x0e", 0x0E,
+                CoreBluetoothErrorCode(domain: .att, code: 14)
+            ),
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0x80", 0x80,
+                CoreBluetoothErrorCode(domain: .att, code: 0x80)
+            ),
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0x9f", 0x9F,
+                CoreBluetoothErrorCode(domain: .att, code: 0x9F)
+            ),
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0xfd", 0xFD,
+                CoreBluetoothErrorCode(domain: .att, code: 0xFD)
+            ),
+            // Not ATT error responses: BlueZ's own refusals and link failures.
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0x", nil,
+                CoreBluetoothErrorCode(domain: .central, code: 0)
+            ),
+            (
+                "org.bluez.Error.Failed", "Operation failed with ATT error: 0xzz", nil,
+                CoreBluetoothErrorCode(domain: .central, code: 0)
+            ),
+            (
+                "org.bluez.Error.NotSupported", "Operation is not supported", nil,
+                CoreBluetoothErrorCode(domain: .central, code: 13)
+            ),
+            ("org.bluez.Error.NotPermitted", "Write acquired", nil, nil),
+            (
+                "org.bluez.Error.Failed", "le-connection-abort-by-local", nil,
+                CoreBluetoothErrorCode(domain: .central, code: 10)
+            ),
+            ("org.bluez.Error.Failed", "Not connected", nil, CoreBluetoothErrorCode(domain: .central, code: 3)),
+            ("org.bluez.Error.NotReady", "Resource Not Ready", nil, nil),
+            (
+                "org.freedesktop.DBus.Error.UnknownObject", "gone", nil,
+                CoreBluetoothErrorCode(domain: .central, code: 12)
+            ),
+        ])
+    func attErrorCodes(name: String, message: String, att: UInt8?, coreBluetooth: CoreBluetoothErrorCode?) {
+        let error = CentralError(
+            DBusError(DBusError.Name(name), message), operation: "org.bluez.GattCharacteristic1.ReadValue")
+        #expect(error.attError == att)
+        #expect(error.coreBluetoothError == coreBluetooth)
+    }
+
+    @Test("a connect that timed out and one that was cancelled carry CBError 6 and 5")
+    func localErrorCodes() {
+        #expect(
+            CentralError(.connectionTimeout, operation: "connect", message: "timed out").coreBluetoothError
+                == CoreBluetoothErrorCode(domain: .central, code: 6))
+        #expect(
+            CentralError(.cancelled, operation: "connect", message: "cancelled").coreBluetoothError
+                == CoreBluetoothErrorCode(domain: .central, code: 5))
+        #expect(
+            PeripheralError(.alreadyExists, operation: "advertise", message: "x").coreBluetoothError
+                == CoreBluetoothErrorCode(domain: .central, code: 9))
+        #expect(PeripheralError(.invalidValueLength, operation: "update", message: "x").attError == 0x0D)
     }
 }

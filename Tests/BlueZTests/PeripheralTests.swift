@@ -59,16 +59,21 @@ struct PeripheralTests {
             await #expect { _ = try await central.readValue(for: failing) } throws: {
                 let error = $0 as? CentralError
                 return error?.code == .failed && error?.bluezName == "org.bluez.Error.Failed"
-                    && error?.message == "Operation failed with ATT error: 0x80"
+                    && error?.message == "Operation failed with ATT error: 0x80" && error?.attError == 0x80
+                    && error?.coreBluetoothError == CoreBluetoothErrorCode(domain: .att, code: 0x80)
             }
             let badLength = try #require(chars[BluetoothUUID(0xFF04)])
             await #expect { try await central.writeValue([1], for: badLength, type: .withResponse) } throws: {
                 let error = $0 as? CentralError
                 return error?.code == .invalidValueLength && error?.bluezName == "org.bluez.Error.InvalidArguments"
+                    && error?.attError == 0x0D
+                    && error?.coreBluetoothError == CoreBluetoothErrorCode(domain: .att, code: 13)
             }
             let level = try #require(chars[BluetoothUUID(0x2A19)])
             await #expect { try await central.writeValue([1], for: level, type: .withResponse) } throws: {
-                ($0 as? CentralError)?.code == .operationNotSupported
+                let error = $0 as? CentralError
+                return error?.code == .operationNotSupported && error?.attError == nil
+                    && error?.coreBluetoothError == CoreBluetoothErrorCode(domain: .central, code: 13)
             }
             let writer = try #require(chars[BluetoothUUID(0xFF01)])
             await #expect {

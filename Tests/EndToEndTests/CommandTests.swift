@@ -17,6 +17,37 @@ struct CommandTests {
     }
 
     @Test(
+        "a write the lamp answers with an application ATT error: the response is error and carries att_error \"0x81\""
+    )
+    func attErrorInResponse() async throws {
+        let scenario = try EndToEnd.fastDemo { scenario in
+            for device in scenario.devices.indices where scenario.devices[device].address.description == Self.lamp {
+                for service in scenario.devices[device].services.indices {
+                    for index in scenario.devices[device].services[service].characteristics.indices
+                    where scenario.devices[device].services[service].characteristics[index].uuid.shortDescription
+                        == "FF01"
+                    {
+                        scenario.devices[device].services[service].characteristics[index].writeError = 0x81
+                    }
+                }
+            }
+        }
+        try await EndToEnd.run(config: DemoWorldConfig.text, scenario: scenario) { e2e in
+            let messages = e2e.messages
+            try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
+            let mark = messages.count
+            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "att"}"#)
+            let response = try await messages.next(on: "gattway/lamp/response", after: mark) {
+                $0.string("transaction") == "att"
+            }
+            #expect(response.string("status") == "error", "\(response.text)")
+            #expect(response.string("att_error") == "0x81", "\(response.text)")
+            #expect(response.string("error")?.contains("ATT error: 0x81") == true, "\(response.text)")
+            #expect(await Self.lampWrites(e2e).isEmpty, "the refused write is not recorded as done")
+        }
+    }
+
+    @Test(
         "lamp on: the response is ok with the transaction, the simulator recorded the write, the state shows it; /get reads it back; MQTT 5 response topic honoured"
     )
     func roundTrip() async throws {

@@ -96,6 +96,29 @@ public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertibl
         self.init(code, operation: operation, bluezName: name, message: message)
     }
 
+    /// The ATT error code that corresponds, where one does: 0x0D for a value longer than an
+    /// attribute holds. (The peripheral's own answers to centrals are ``ATTError``s.)
+    public var attError: UInt8? { code == .invalidValueLength ? 0x0D : nil }
+
+    /// Core Bluetooth's numeric error where one corresponds (``CoreBluetoothErrorCode``):
+    /// `CBATTError` 0x0D for ``Code/invalidValueLength``; `CBError` 9 alreadyAdvertising,
+    /// 1 invalidParameters (a service or advertisement it refuses), 2 invalidHandle (an
+    /// attribute not published), 5 operationCancelled, 13 operationNotSupported, 0 unknown.
+    public var coreBluetoothError: CoreBluetoothErrorCode? {
+        if let attError { return CoreBluetoothErrorCode(domain: .att, code: Int(attError)) }
+        let code: Int? =
+            switch self.code {
+            case .failed: 0
+            case .invalidService, .invalidAdvertisement, .advertisementTooLarge: 1
+            case .unknownAttribute: 2
+            case .cancelled: 5
+            case .alreadyExists: 9
+            case .operationNotSupported: 13
+            case .invalidValueLength, .poweredOff, .bluezUnavailable, .unauthorized, .tooManyAdvertisements: nil
+            }
+        return code.map { CoreBluetoothErrorCode(domain: .central, code: $0) }
+    }
+
     /// Wraps any error: a ``PeripheralError`` stays as it is, a `DBusError` is mapped, a
     /// `CancellationError` becomes ``Code/cancelled``.
     static func wrap(_ error: any Error, operation: String) -> PeripheralError {

@@ -13,8 +13,11 @@ struct CommandReply: Sendable {
     var transaction: JSONValue?
 
     /// `{"transaction":…,"status":…,"error":…,"timing_ms":{"queued":…,"connect":…,"gatt":…}}`
-    /// plus `data` for raw reads.
-    func payload(_ status: Status, error: String?, timing: Timing, data: JSONValue? = nil) -> JSONValue {
+    /// plus `data` for raw reads, and `att_error` ("0x80") when the device answered a GATT
+    /// operation with an ATT error.
+    func payload(
+        _ status: Status, error: String?, timing: Timing, data: JSONValue? = nil, attError: UInt8? = nil
+    ) -> JSONValue {
         var members: [(key: String, value: JSONValue)] = [
             ("transaction", transaction ?? .null),
             ("status", .string(status.rawValue)),
@@ -28,6 +31,7 @@ struct CommandReply: Sendable {
                 ])
             ),
         ]
+        if let attError { members.append(("att_error", .string("0x" + [attError].hexText))) }
         if let data { members.append(("data", data)) }
         return .object(members)
     }

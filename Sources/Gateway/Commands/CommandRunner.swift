@@ -455,7 +455,7 @@ final class CommandRunner {
             } catch let error as BLEPortError {
                 outcome.failure =
                     error.kind == .connectionTimeout
-                    ? .timeout("\(step.what): \(error)") : .error("\(step.what): \(error)")
+                    ? .timeout("\(step.what): \(error)") : .error("\(step.what): \(error)", attError: error.attError)
                 return outcome
             } catch {
                 outcome.failure = .error("\(step.what): \(error)")
@@ -490,19 +490,19 @@ final class CommandRunner {
         case nil: respond(reply, .ok, nil, timing: entry.timing, data: data)
         case .expired: respond(reply, .expired, "not started within its TTL", timing: entry.timing)
         case .timeout(let text): respond(reply, .timeout, text, timing: entry.timing)
-        case .error(let text): respond(reply, .error, text, timing: entry.timing)
+        case .error(let text, let attError): respond(reply, .error, text, timing: entry.timing, attError: attError)
         }
     }
 
     /// Publishes the one response of a command.
     func respond(
         _ reply: CommandReply, _ status: CommandReply.Status, _ error: String?, timing: CommandReply.Timing = .init(),
-        data: JSONValue? = nil
+        data: JSONValue? = nil, attError: UInt8? = nil
     ) {
         if status != .ok { context.counters.commandErrors += 1 }
         let output = context.output
         output.scratch.removeAll(keepingCapacity: true)
-        reply.payload(status, error: error, timing: timing, data: data).write(into: &output.scratch)
+        reply.payload(status, error: error, timing: timing, data: data, attError: attError).write(into: &output.scratch)
         output.publish(reply.topic, output.scratch, retain: false, correlationData: reply.correlationData)
     }
 

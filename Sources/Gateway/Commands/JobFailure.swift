@@ -4,6 +4,6 @@ enum JobFailure: Error, Sendable {
     case expired
     /// A GATT operation (or connecting) took too long.
     case timeout(String)
-    /// Anything else, with the error text.
-    case error(String)
+    /// Anything else, with the error text and the device's ATT error code if it answered with one.
+    case error(String, attError: UInt8? = nil)
 }

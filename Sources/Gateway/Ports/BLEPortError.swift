@@ -28,10 +28,15 @@ public struct BLEPortError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var kind: Kind
     public var message: String
+    /// The ATT error code the device answered with, when the failure was an ATT error response
+    /// (0x80…0x9F for a device's own application errors); in a command's response as
+    /// `att_error`.
+    public var attError: UInt8?
 
-    public init(_ kind: Kind, _ message: String) {
+    public init(_ kind: Kind, _ message: String, attError: UInt8? = nil) {
         self.kind = kind
         self.message = message
+        self.attError = attError
     }
 
     public var description: String { message.isEmpty ? kind.rawValue : message }

@@ -170,7 +170,7 @@ struct CentralBLEPort: BLEPort {
         case .bluezUnavailable, .poweredOff, .unauthorized: kind = .unavailable
         case .invalidArguments, .inProgress, .cancelled, .failed: kind = .other
         }
-        return BLEPortError(kind, central.description)
+        return BLEPortError(kind, central.description, attError: central.attError)
     }
 }
 
