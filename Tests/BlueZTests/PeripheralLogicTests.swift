@@ -29,6 +29,21 @@ struct PeripheralLogicTests {
         #expect(Advertisement(serviceUUIDs: [custom]).legacyPayloadLength == 3 + 18)
         // Service data keyed by a 128-bit UUID carries the whole UUID.
         #expect(Advertisement(kind: .broadcast, serviceData: [custom: [1]]).legacyPayloadLength == 2 + 16 + 1)
+        // Solicited UUIDs: their own AD structures per width (0x14, 0x15), after the service UUIDs.
+        let soliciting = Advertisement(
+            serviceUUIDs: [BluetoothUUID(0x180F)], solicitUUIDs: [BluetoothUUID(0x1805), BluetoothUUID(0x180A), custom])
+        #expect(soliciting.legacyPayloadLength == 3 + 4 + (2 + 4) + 18)
+        #expect(
+            soliciting.legacyFields.map(\.name) == [
+                "flags", "16-bit service UUIDs (1)", "16-bit solicited UUIDs (2)", "128-bit solicited UUIDs (1)",
+            ])
+        #expect(
+            soliciting.bluezProperties.first { $0.0 == "SolicitUUIDs" }?.1
+                == .strings([
+                    "00001805-0000-1000-8000-00805f9b34fb", "0000180a-0000-1000-8000-00805f9b34fb",
+                    custom.description.lowercased(),
+                ]))
+        #expect(Advertisement().bluezProperties.first { $0.0 == "SolicitUUIDs" }?.1 == nil, "absent when empty")
     }
 
     @Test("an advertisement over 31 bytes is refused before BlueZ sees it, naming the size and what to drop")

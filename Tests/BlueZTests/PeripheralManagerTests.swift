@@ -67,6 +67,30 @@ struct PeripheralManagerTests {
         return found
     }
 
+    @Test("solicited service UUIDs reach bluetoothd as SolicitUUIDs and are refused when they do not fit")
+    func solicitedUUIDs() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let custom = try #require(BluetoothUUID("6e400001-b5a3-f393-e0a9-e50e24dcca9e"))
+            try await manager.startAdvertising(
+                Advertisement(localName: "gw", solicitUUIDs: [BluetoothUUID(0x1805), custom]))
+            // What bluetoothd read (a scanning adapter does not show solicited UUIDs in Device1).
+            let simulator = try harness.sim
+            #expect(
+                await simulator.registeredAdvertisements(on: "hci1").map(\.solicitUUIDs) == [
+                    [BluetoothUUID(0x1805), custom]
+                ])
+            await #expect {
+                try await manager.updateAdvertisement(
+                    Advertisement(
+                        localName: "gw", txPower: 0,
+                        solicitUUIDs: [custom, BluetoothUUID(0x1805), BluetoothUUID(0x180A)]))
+            } throws: {
+                ($0 as? PeripheralError)?.code == .advertisementTooLarge
+            }
+        }
+    }
+
     @Test(
         "scan finds the advertisement; connect, discover, read, write, app errors, notifications, unsubscribe on disconnect"
     )

@@ -21,6 +21,22 @@ struct PeripheralCommandTests {
         #expect(result.output.contains("shorten the local name by 6 bytes"))
     }
 
+    @Test("advertise counts solicited UUIDs (--solicit) in the 31 bytes and refuses a bad one with exit 64")
+    func advertiseSolicit() async throws {
+        let result = try await ChildProcess.run(
+            gattway,
+            [
+                "advertise", "--name", "gw", "--solicit", "1805,6e400001-b5a3-f393-e0a9-e50e24dcca9e", "--service",
+                "180F",
+            ])
+        #expect(result.status == 64)
+        #expect(
+            result.output.contains("16-bit solicited UUIDs (1) 4, 128-bit solicited UUIDs (1) 18"), "\(result.output)")
+        let bad = try await ChildProcess.run(gattway, ["advertise", "--solicit", "nope"])
+        #expect(bad.status == 64)
+        #expect(bad.output.contains("--solicit: \"nope\" is not a UUID"), "\(bad.output)")
+    }
+
     @Test("advertise refuses malformed data options with exit 64")
     func advertiseBadOptions() async throws {
         let data = try await ChildProcess.run(gattway, ["advertise", "--service-data", "180F:64"])

@@ -8,7 +8,8 @@ struct PeripheralTests {
     static let thermometer = """
         {"role": "peripheral",
          "peripheral": {
-           "advertising": {"local_name": "gw", "service_data": [{"uuid": "FCD2", "from_topic": "beacon/data", "value": "4000"}]},
+           "advertising": {"local_name": "gw", "solicit_uuids": ["1805"],
+                           "service_data": [{"uuid": "FCD2", "from_topic": "beacon/data", "value": "4000"}]},
            "services": [
              {"uuid": "181A", "characteristics": [
                {"uuid": "2A6E", "properties": ["read", "notify"], "from_topic": "gattway/thermo/state",
@@ -41,6 +42,7 @@ struct PeripheralTests {
         let advertisement = try #require(harness.peripheral.advertisements.last ?? nil)
         #expect(advertisement.connectable)
         #expect(advertisement.data.localName == "gw")
+        #expect(advertisement.solicitUUIDs == [BluetoothUUID(0x1805)])
         #expect(
             advertisement.data.serviceUUIDs == services.map(\.uuid), "service_uuids defaults to the served services")
         #expect(advertisement.data.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x00])

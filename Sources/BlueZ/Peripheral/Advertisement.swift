@@ -27,14 +27,19 @@ public struct Advertisement: Sendable, Hashable {
     public var txPower: Int8?
     /// The GAP Appearance value (e.g. 0x0340 generic sensor).
     public var appearance: UInt16?
+    /// Services this device would like a central to offer (`SolicitUUIDs`; AD types 0x14, 0x1F,
+    /// 0x15; Core Bluetooth's `CBAdvertisementDataSolicitedServiceUUIDsKey`): a central that has
+    /// them can connect and serve them, e.g. a watch soliciting a phone's notification service.
+    public var solicitUUIDs: [BluetoothUUID]
 
     public init(
         kind: Kind = .connectable, localName: String? = nil, serviceUUIDs: [BluetoothUUID] = [],
         manufacturerData: [UInt16: [UInt8]] = [:], serviceData: [BluetoothUUID: [UInt8]] = [:],
-        txPower: Int8? = nil, appearance: UInt16? = nil
+        txPower: Int8? = nil, appearance: UInt16? = nil, solicitUUIDs: [BluetoothUUID] = []
     ) {
         self.kind = kind
         self.localName = localName
+        self.solicitUUIDs = solicitUUIDs
         self.serviceUUIDs = serviceUUIDs
         self.manufacturerData = manufacturerData
         self.serviceData = serviceData
@@ -64,10 +69,14 @@ public struct Advertisement: Sendable, Hashable {
         let widths: [(BluetoothUUID.Width, Int, String)] = [
             (.bits16, 2, "16-bit"), (.bits32, 4, "32-bit"), (.bits128, 16, "128-bit"),
         ]
-        for (width, size, label) in widths {
-            let count = serviceUUIDs.filter { Self.onAirWidth($0) == width }.count
-            if count > 0 {
-                fields.append(Field(name: "\(label) service UUIDs (\(count))", bytes: 2 + size * count, optional: true))
+        // bluetoothd writes the service UUIDs, then the solicited ones, one AD structure per width.
+        for (list, what) in [(serviceUUIDs, "service"), (solicitUUIDs, "solicited")] {
+            for (width, size, label) in widths {
+                let count = list.filter { Self.onAirWidth($0) == width }.count
+                if count > 0 {
+                    fields.append(
+                        Field(name: "\(label) \(what) UUIDs (\(count))", bytes: 2 + size * count, optional: true))
+                }
             }
         }
         for (company, bytes) in manufacturerData.sorted(by: { $0.key < $1.key }) {
@@ -124,6 +133,7 @@ public struct Advertisement: Sendable, Hashable {
         [
             ("Type", .string(kind.rawValue)),
             ("ServiceUUIDs", serviceUUIDs.isEmpty ? nil : .strings(serviceUUIDs.map { $0.description.lowercased() })),
+            ("SolicitUUIDs", solicitUUIDs.isEmpty ? nil : .strings(solicitUUIDs.map { $0.description.lowercased() })),
             (
                 "ManufacturerData",
                 manufacturerData.isEmpty
@@ -152,7 +162,7 @@ public struct Advertisement: Sendable, Hashable {
     }
 
     static let propertyTypes: [(String, DBusType)] = [
-        ("Type", .string), ("ServiceUUIDs", .array(.string)),
+        ("Type", .string), ("ServiceUUIDs", .array(.string)), ("SolicitUUIDs", .array(.string)),
         ("ManufacturerData", .dictionary(key: .uint16, value: .variant)),
         ("ServiceData", .dictionary(key: .string, value: .variant)), ("LocalName", .string), ("Appearance", .uint16),
         ("TxPower", .int16), ("Includes", .array(.string)),

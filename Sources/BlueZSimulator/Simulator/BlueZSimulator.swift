@@ -84,6 +84,13 @@ public actor BlueZSimulator {
     /// Writes the simulated peripherals received, oldest first.
     public var recordedWrites: [RecordedWrite] { writes }
 
+    /// The advertisements applications registered on the adapter named `adapter` ("hci1"), as
+    /// bluetoothd read them, in registration order (what a test cannot see from a scanning
+    /// adapter: bluetoothd does not show a device's solicited UUIDs in `Device1`).
+    public func registeredAdvertisements(on adapter: String) -> [LEAdvertisementData] {
+        adapters.first { $0.spec.name == adapter }?.advertisements.compactMap(\.data) ?? []
+    }
+
     /// Seconds since start.
     var elapsed: Double { Double(EventLoop.now() - startTime) / 1e9 }
 

@@ -202,6 +202,8 @@ public struct PeripheralAdvertisingSettings: Sendable, Equatable {
     public var localName: String?
     /// `service_uuids`: nil means the UUIDs of the served services.
     public var serviceUUIDs: [BluetoothUUID]?
+    /// `solicit_uuids`: services the gateway asks a central to offer.
+    public var solicitUUIDs: [BluetoothUUID] = []
     /// `manufacturer_data`: company id → data.
     public var manufacturerData: [(companyID: UInt16, data: PeripheralAdvertisedData)] = []
     /// `service_data`: service UUID → data.
@@ -219,6 +221,9 @@ public struct PeripheralAdvertisingSettings: Sendable, Equatable {
         connectable = object.read("connectable", default: connectable) { try $0.bool() }
         localName = object.optional("local_name") { try $0.nonEmptyString() }
         serviceUUIDs = object.optional("service_uuids") { reader in
+            try reader.array().compactMap { item in problems.attempt { try item.uuid() } }
+        }
+        solicitUUIDs = object.read("solicit_uuids", default: []) { reader in
             try reader.array().compactMap { item in problems.attempt { try item.uuid() } }
         }
         manufacturerData = object.read("manufacturer_data", default: []) { reader in
@@ -248,7 +253,8 @@ public struct PeripheralAdvertisingSettings: Sendable, Equatable {
 
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.enabled == rhs.enabled && lhs.connectable == rhs.connectable && lhs.localName == rhs.localName
-            && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.txPower == rhs.txPower && lhs.appearance == rhs.appearance
+            && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.solicitUUIDs == rhs.solicitUUIDs
+            && lhs.txPower == rhs.txPower && lhs.appearance == rhs.appearance
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.data) == rhs.manufacturerData.map(\.data)
             && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)

@@ -48,7 +48,7 @@ struct PeripheralState {
         content.txPower = advertising.txPower.flatMap { Int8(exactly: $0) }
         return PeripheralAdvertisement(
             connectable: advertising.connectable, data: content,
-            appearance: advertising.appearance.flatMap { UInt16(exactly: $0) })
+            appearance: advertising.appearance.flatMap { UInt16(exactly: $0) }, solicitUUIDs: advertising.solicitUUIDs)
     }
 }
 

@@ -75,11 +75,16 @@ public struct PeripheralAdvertisement: Sendable, Hashable {
     public var data: AdvertisementData
     /// GAP appearance.
     public var appearance: UInt16?
+    /// Services the gateway asks a central to offer (solicited service UUIDs).
+    public var solicitUUIDs: [BluetoothUUID]
 
-    public init(connectable: Bool = true, data: AdvertisementData, appearance: UInt16? = nil) {
+    public init(
+        connectable: Bool = true, data: AdvertisementData, appearance: UInt16? = nil, solicitUUIDs: [BluetoothUUID] = []
+    ) {
         self.connectable = connectable
         self.data = data
         self.appearance = appearance
+        self.solicitUUIDs = solicitUUIDs
     }
 }
 

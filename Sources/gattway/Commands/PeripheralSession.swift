@@ -14,6 +14,9 @@ struct PeripheralSession {
         .value("name", "NAME", "Advertise this local name."),
         Option(name: "service", help: "Advertise this service UUID", valueName: "UUID", repeatable: true),
         Option(
+            name: "solicit", help: "Solicit this service UUID (ask a central to offer it)", valueName: "UUID",
+            repeatable: true),
+        Option(
             name: "service-data", help: "Service data as UUID=HEX, e.g. FCD2=40020a", valueName: "UUID=HEX",
             repeatable: true),
         Option(
@@ -68,6 +71,12 @@ struct PeripheralSession {
         }
         for uuid in services where !advertisement.serviceUUIDs.contains(uuid) {
             advertisement.serviceUUIDs.append(uuid)
+        }
+        for text in arguments.allValues("solicit").flatMap({ $0.split(separator: ",") }) {
+            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
+                throw CLIError.usage("--solicit: \"\(text)\" is not a UUID (e.g. 1805)")
+            }
+            advertisement.solicitUUIDs.append(uuid)
         }
         for text in arguments.allValues("service-data") {
             let (key, bytes) = try keyAndHex(text, option: "service-data")

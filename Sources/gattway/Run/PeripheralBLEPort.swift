@@ -82,7 +82,7 @@ final class PeripheralBLEPort: PeripheralPort {
             let converted = Advertisement(
                 kind: advertisement.connectable ? .connectable : .broadcast, localName: data.localName,
                 serviceUUIDs: data.serviceUUIDs, manufacturerData: data.manufacturerData, serviceData: data.serviceData,
-                txPower: data.txPower, appearance: advertisement.appearance)
+                txPower: data.txPower, appearance: advertisement.appearance, solicitUUIDs: advertisement.solicitUUIDs)
             if started {
                 try await manager.updateAdvertisement(converted)
             } else {
