@@ -9,14 +9,17 @@ extension CentralManager {
     /// Waits for `ServicesResolved=true`, failing with ``CentralError/Code/peripheralDisconnected``
     /// when the link drops (or the device is removed) first. BlueZ keeps GATT objects across
     /// reconnections and may export them before they are resolved; only resolved ones are used.
-    /// BlueZ hides the GAP (0x1800) and HID (0x1812) services.
-    public func discoverServices(_ uuids: [BluetoothUUID]? = nil, for peripheral: Peripheral) async throws -> [Service]
-    {
+    /// BlueZ hides the GAP (0x1800) and HID (0x1812) services. Waits at most `timeout`
+    /// (default: ``CentralOptions/resolveTimeout``), then fails with
+    /// ``CentralError/Code/connectionTimeout``.
+    public func discoverServices(
+        _ uuids: [BluetoothUUID]? = nil, for peripheral: Peripheral, timeout: Duration? = nil
+    ) async throws -> [Service] {
         let address = peripheral.address
         let operation = "discover services of \(address)"
         try requirePoweredOn(operation)
         let devicePath: DBusObjectPath = try await waitUntil(
-            timeout: options.resolveTimeout, operation: operation, timeoutCode: .connectionTimeout
+            timeout: timeout ?? options.resolveTimeout, operation: operation, timeoutCode: .connectionTimeout
         ) { central in
             guard let path = central.devicePath(address), let device = central.tree.device(path) else {
                 return .failure(

@@ -8,6 +8,49 @@ import Testing
 @Suite("End to end: link drops")
 struct LinkTests {
     @Test(
+        "connect_timeout bounds connecting and resolving the services together: with an 8 s resolution and 2 s, a command answers timeout in time and the link is not left up"
+    )
+    func resolutionWithinConnectTimeout() async throws {
+        let scenario = try EndToEnd.fastDemo { $0.timing.resolveDelay = 8 }
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+              "bluetooth": {"connect_timeout": "2s", "gatt_timeout": "3s"},
+              "devices": [
+                {"match": {"address": "A4:C1:38:00:00:03"}, "name": "lamp", "connect": false,
+                 "commands": {"light": {"service": "ff00", "characteristic": "ff01", "encoding": "bool"}}}
+              ]
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            let messages = e2e.messages
+            try await messages.next(on: "gattway/lamp/availability")
+            let mark = messages.count
+            let sent = ContinuousClock.now
+            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "slow"}"#)
+            let response = try await messages.next(on: "gattway/lamp/response", after: mark) {
+                $0.string("transaction") == "slow"
+            }
+            let waited = ContinuousClock.now - sent
+            #expect(response.string("status") == "timeout", "\(response.text)")
+            #expect(response.string("error")?.contains("connect") == true, "\(response.text)")
+            // Bounded by connect_timeout (2 s) plus the command's own overhead, not by the 8 s
+            // resolution (nor BlueZ's 30 s resolve timeout it used to wait for).
+            #expect(waited < .seconds(7), "answered after \(waited)")
+            // The half-made link is dropped again rather than left up unresolved (every link the
+            // simulator brought up went down again; `connect: false`, so nothing retries).
+            let counters = try await within(10, "the link to be dropped") {
+                while true {
+                    let counters = await e2e.simulator.currentCounters
+                    if counters.connects > 0 && counters.disconnects >= counters.connects { return counters }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            #expect(counters.connects >= 1, "\(counters)")
+        }
+    }
+
+    @Test(
         "a device whose link drops goes offline, reconnects after a backoff that grows, and comes back online with readings"
     )
     func linkDrop() async throws {

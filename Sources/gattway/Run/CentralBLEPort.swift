@@ -32,13 +32,28 @@ struct CentralBLEPort: BLEPort {
         return PortRegistration { central.onLoop { $0.stopScan(token) } }
     }
 
+    /// One connect-and-discover attempt, bounded as a whole by `timeout` (`connect_timeout`):
+    /// the time BlueZ takes to resolve the services counts too. When the services are not
+    /// resolved in what is left, the link is dropped again and the attempt is a timeout.
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+        let clock = ContinuousClock()
+        let deadline = clock.now + Duration.milliseconds(Int64(saturating: timeout * 1000))
+        let peripheral = await central.peripheral(address)
         do {
-            let peripheral = await central.peripheral(address)
-            let limit = Duration.milliseconds(Int64(saturating: timeout * 1000))
-            try await central.connect(peripheral, timeout: limit, autoReconnect: false)
-            _ = try await central.discoverServices(nil, for: peripheral)
+            try await central.connect(peripheral, timeout: deadline - clock.now, autoReconnect: false)
         } catch {
+            throw Self.portError(error)
+        }
+        do {
+            let left = deadline - clock.now
+            guard left > .zero else {
+                throw CentralError(
+                    .connectionTimeout, operation: "discover services of \(address)",
+                    message: "no time left of connect_timeout (\(timeout) s) to resolve the services")
+            }
+            _ = try await central.discoverServices(nil, for: peripheral, timeout: left)
+        } catch {
+            try? await central.disconnect(peripheral)
             throw Self.portError(error)
         }
     }
