@@ -8,6 +8,33 @@ import Testing
 @Suite("End to end: link drops")
 struct LinkTests {
     @Test(
+        "a connect rule that matches a beacon (not connectable): device_connect_failed, then parked after park_after attempts, shown in bridge/health"
+    )
+    func beaconParked() async throws {
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+              "bluetooth": {"connect_timeout": "1s", "park_after": 2},
+              "health": {"interval": "1s"},
+              "devices": [{"match": {"address": "A4:C1:38:00:00:04"}, "name": "beacon", "connect": true}]
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: try EndToEnd.fastDemo()) { e2e in
+            let messages = e2e.messages
+            let parked = try await messages.next(on: "gattway/bridge/event", timeout: 40) {
+                $0.string("type") == "device_parked"
+            }
+            #expect(parked.text.contains("A4:C1:38:00:00:04"), "\(parked.text)")
+            let failed = messages.messages(on: "gattway/bridge/event").filter {
+                $0.string("type") == "device_connect_failed"
+            }
+            #expect(failed.count == 2, "\(failed.map(\.text))")
+            try await messages.next(on: "gattway/bridge/health", after: messages.count) { $0.number("parked") == 1 }
+            #expect(e2e.gateway.log().contains("beacon: parked: 2 connection attempts failed"))
+        }
+    }
+
+    @Test(
         "connect_timeout bounds connecting and resolving the services together: with an 8 s resolution and 2 s, a command answers timeout in time and the link is not left up"
     )
     func resolutionWithinConnectTimeout() async throws {

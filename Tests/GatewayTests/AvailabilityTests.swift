@@ -80,6 +80,69 @@ struct AvailabilityTests {
         #expect(harness.mqtt.payloads(on: topic).last == Self.online)
     }
 
+    @Test(
+        "a connect rule on a device that never accepts a connection: device_connect_failed each time, parked after park_after attempts (device_parked, health parked 1), then tried only every parked_retry; a link un-parks it"
+    )
+    func parked() async throws {
+        let harness = try Harness(
+            #"{"bluetooth": {"park_after": 3, "parked_retry": "10m"}, "health": {"interval": "60s"}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "beacon", "connect": true}]}"#,
+            retryDelay: 5)
+        harness.ble.add(
+            Self.remote,
+            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort-by-local")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 1)
+        await harness.advance(5)
+        await harness.advance(5)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 3)
+        let events = harness.mqtt.payloads(on: "gattway/bridge/event")
+        #expect(events.count { $0.contains(#""type":"device_connect_failed""#) } == 3, "\(events)")
+        #expect(events.count { $0.contains(#""type":"device_parked""#) } == 1, "\(events)")
+        #expect(events.last?.contains("le-connection-abort-by-local") == true, "\(events)")
+        // Heard again and again: no attempt while parked, until parked_retry has passed.
+        for _ in 0..<10 {
+            await harness.gateway.handle(
+                BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+            await harness.advance(50)
+        }
+        #expect(harness.ble.connectAttempts.count == 3)
+        let health = try #require(json(harness.mqtt.messages(on: "gattway/bridge/health").last?.payloadText ?? ""))
+        #expect(health["parked"] == .number(1))
+        #expect(health["connect_failures"] == .number(3))
+        await harness.advance(100)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 4, "one attempt after parked_retry")
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/event").count { $0.contains("device_parked") } == 1)
+        // It accepts a connection at last: no longer parked.
+        harness.ble.update(Self.remote) { $0.connectError = nil }
+        await harness.advance(600)
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 5)
+        #expect(harness.ble.isConnected(Self.remote))
+        await harness.advance(60)
+        let after = try #require(json(harness.mqtt.messages(on: "gattway/bridge/health").last?.payloadText ?? ""))
+        #expect(after["parked"] == .number(0))
+    }
+
+    @Test("park_after 0: a device that never connects keeps its backoff")
+    func neverParked() async throws {
+        let harness = try Harness(
+            #"{"bluetooth": {"park_after": 0}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#,
+            retryDelay: 5)
+        harness.ble.add(
+            Self.remote,
+            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        for _ in 0..<20 { await harness.advance(5) }
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 21)
+        #expect(!harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains("device_parked") })
+    }
+
     @Test("operation_not_supported is never retried")
     func giveUp() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)

@@ -20,6 +20,12 @@ public struct BluetoothSettings: Sendable, Equatable {
     /// the registry, `bridge/devices` and Home Assistant). Devices a rule names by exactly one
     /// address are kept.
     public var forgetAfter: Double = 3600
+    /// A device with `connect` that failed this many connection attempts in a row without ever
+    /// having had a link (a beacon matched by a connect rule, say) is parked: tried again only
+    /// every ``parkedRetry`` seconds instead of on the backoff. 0: never parked.
+    public var parkAfter = 8
+    /// Seconds between the attempts at a parked device.
+    public var parkedRetry: Double = 3600
     /// At most this many devices are tracked; beyond it the longest-silent forgettable device
     /// makes room, or the new one is dropped (counted in `bridge/health`).
     public var maxDevices = 1000
@@ -41,6 +47,8 @@ public struct BluetoothSettings: Sendable, Equatable {
         gattTimeout = object.read("gatt_timeout", default: gattTimeout) { try $0.positiveDuration() }
         forgetAfter = object.read("forget_after", default: forgetAfter) { try $0.positiveDuration() }
         maxDevices = object.read("max_devices", default: maxDevices) { try $0.integer(in: 1...100_000) }
+        parkAfter = object.read("park_after", default: parkAfter) { try $0.integer(in: 0...1000) }
+        parkedRetry = object.read("parked_retry", default: parkedRetry) { try $0.positiveDuration() }
         object.finish()
     }
 }

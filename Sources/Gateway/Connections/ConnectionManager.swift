@@ -26,6 +26,9 @@ final class ConnectionManager {
     /// Links up now.
     var connectedCount: Int { links.values.count { $0.phase == .connected } }
 
+    /// Devices parked now (``LinkState/parked``).
+    var parkedCount: Int { links.values.count(where: \.parked) }
+
     /// Whether the device's rule wants a link that nothing is working on: idle, no retry
     /// pending (a link reported up after an attempt failed — it came up and dropped during the
     /// attempt — waits for the backoff too), not given up.
@@ -149,6 +152,11 @@ final class ConnectionManager {
             link.characteristics = established.characteristics
             link.subscriptions = established.subscriptions
             link.phase = .connected
+            link.failuresWithoutLink = 0
+            if link.parked {
+                link.parked = false
+                context.log(.notice, "\(name): no longer parked: it accepted a connection")
+            }
             updateReconnect(&link) { $0.connected(at: now) }
             context.counters.connects += 1
             let reconnect = link.everConnected
@@ -186,11 +194,14 @@ final class ConnectionManager {
 
     /// A link ended or an attempt failed: its slot goes to the next device, its subscriptions
     /// end; a device whose rule stays connected gets a retry after its backoff (when the
-    /// gateway runs and the end was not asked for).
+    /// gateway runs and the end was not asked for). Returns true when this failure parked the
+    /// device (``LinkState/parked``).
+    @discardableResult
     func linkEnded(
-        _ address: BluetoothAddress, reason: BLEPortError?, rule: DeviceRule, name: String, started: Bool, now: Double
-    ) {
-        guard var link = links[address] else { return }
+        _ address: BluetoothAddress, reason: BLEPortError?, rule: DeviceRule, name: String, started: Bool, now: Double,
+        attemptFailed: Bool = false
+    ) -> Bool {
+        guard var link = links[address] else { return false }
         for subscription in link.subscriptions { subscription.cancel() }
         link.subscriptions = []
         link.characteristics = []
@@ -202,7 +213,24 @@ final class ConnectionManager {
         }
         guard rule.connect, started, let reason else {
             links[address] = link
-            return
+            return false
+        }
+        let settings = context.config.bluetooth
+        if attemptFailed, reason.kind == .connectionTimeout, !link.everConnected { link.failuresWithoutLink += 1 }
+        if link.parked || (settings.parkAfter > 0 && link.failuresWithoutLink >= settings.parkAfter) {
+            let parkedNow = !link.parked
+            link.parked = true
+            link.retryAt = now + settings.parkedRetry
+            context.due(at: now + settings.parkedRetry)
+            if parkedNow {
+                context.log(
+                    .warning,
+                    "\(name): parked: \(link.failuresWithoutLink) connection attempts failed and it never accepted one "
+                        + "(a beacon or other non-connectable device matched by a connect rule?); trying again every "
+                        + "\((settings.parkedRetry * 10).rounded() / 10) s: \(reason)")
+            }
+            links[address] = link
+            return parkedNow
         }
         if let delay = updateReconnect(&link, { $0.failed(reason, at: now) }) {
             link.retryAt = now + delay
@@ -213,6 +241,7 @@ final class ConnectionManager {
             context.log(.error, "\(name): not reconnecting: \(reason)")
         }
         links[address] = link
+        return false
     }
 
     /// The adapter is usable again (powered on again, or bluetoothd back after a restart): the
@@ -220,7 +249,9 @@ final class ConnectionManager {
     /// their own, so each forgets its backoff and is tried now (the scheduler still bounds how
     /// many connect at once). Devices given up on stay so. Returns how many were waiting.
     func adapterReady() -> Int {
-        let due = links.filter { $0.value.retryAt != nil && $0.value.phase == .idle && !$0.value.gaveUp }
+        let due = links.filter {
+            $0.value.retryAt != nil && $0.value.phase == .idle && !$0.value.gaveUp && !$0.value.parked
+        }
         for (address, link) in due {
             links[address]?.reconnect?.reset()
             request(address, ruleIndex: link.ruleIndex, urgent: false)

@@ -28,6 +28,11 @@ struct LinkState {
     var idleDisconnectAt: Double?
     /// A link was up before (the next successful connect counts as a reconnect).
     var everConnected = false
+    /// Connection attempts that failed in a row while the device never had a link.
+    var failuresWithoutLink = 0
+    /// Parked: it never accepted a connection in `bluetooth.park_after` attempts; tried again
+    /// only every `bluetooth.parked_retry` (a command still connects on demand).
+    var parked = false
 
     init(ruleIndex: Int, polls: Int) {
         self.ruleIndex = ruleIndex

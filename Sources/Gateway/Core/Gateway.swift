@@ -739,13 +739,17 @@ public actor Gateway: LoopIsolated {
     }
 
     /// A link ended or an attempt failed: a command waiting for it fails, the device goes
-    /// offline (rules that connect) and a retry is planned.
-    private func linkEnded(_ id: DeviceID, reason: BLEPortError?, now: Double) {
+    /// offline (rules that connect) and a retry is planned, or the device is parked
+    /// (`device_parked` on bridge/event).
+    private func linkEnded(_ id: DeviceID, reason: BLEPortError?, now: Double, attemptFailed: Bool = false) {
         let device = registry[id]
         let rule = config.devices[device.ruleIndex]
-        connections.linkEnded(device.address, reason: reason, rule: rule, name: device.name, started: started, now: now)
+        let parked = connections.linkEnded(
+            device.address, reason: reason, rule: rule, name: device.name, started: started, now: now,
+            attemptFailed: attemptFailed)
         commands.linkFailed(device.address, reason ?? BLEPortError(.peripheralDisconnected, "disconnected"))
         if rule.connect { availability.publish(id, device, online: false) }
+        if parked { bridge.event("device_parked", device, error: reason?.description) }
     }
 
     // MARK: Job completions
@@ -771,7 +775,7 @@ public actor Gateway: LoopIsolated {
         let now = clock.now()
         switch connections.established(address, result, name: device.name, now: now) {
         case .failed(let error):
-            linkEnded(id, reason: error, now: now)
+            linkEnded(id, reason: error, now: now, attemptFailed: true)
             bridge.event("device_connect_failed", device, error: error.description)
         case .ignored:
             break
@@ -892,6 +896,7 @@ public actor Gateway: LoopIsolated {
         return HealthReporter.Figures(
             counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),
             mqttQueueFull: mqtt.queueFullDrops, mqttInboundFull: mqtt.inboundDrops, devices: registry.count,
-            connections: connections.connectedCount, bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral)
+            connections: connections.connectedCount, parked: connections.parkedCount,
+            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral)
     }
 }

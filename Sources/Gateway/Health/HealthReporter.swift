@@ -12,6 +12,8 @@ final class HealthReporter {
         var mqttInboundFull: Int
         var devices: Int
         var connections: Int
+        /// Devices parked now (never accepted a connection in `bluetooth.park_after` attempts).
+        var parked: Int
         var bleLatency: Double?
         var peripheral: PeripheralBridge.Statistics?
     }
@@ -131,6 +133,7 @@ final class HealthReporter {
                 ),
                 ("devices", number(figures.devices)),
                 ("connections", number(figures.connections)),
+                ("parked", number(figures.parked)),
                 ("connects", number(counters.connects)),
                 ("reconnects", number(counters.reconnects)),
                 ("connect_failures", number(counters.connectFailures)),
