@@ -46,6 +46,7 @@ public final class InMemoryBLE: BLEPort {
         var nextID: UInt64 = 0
         var log: [String] = []
         var connectAttempts: [BluetoothAddress] = []
+        var restored: [BLEDiscovery] = []
         /// Opened whenever ``update(_:_:)`` runs: held connects look again.
         var connectGate = Gate(open: false)
     }
@@ -220,6 +221,11 @@ public final class InMemoryBLE: BLEPort {
                 "write-end \(address) \(characteristic.uuid.shortDescription) \(withResponse ? "request" : "command")")
         }
     }
+
+    /// What ``restoredDevices()`` answers (a previous run's saved state).
+    public func setRestored(_ devices: [BLEDiscovery]) { state.withLock { $0.restored = devices } }
+
+    public func restoredDevices() async -> [BLEDiscovery] { state.withLock { $0.restored } }
 
     public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
     {

@@ -143,6 +143,27 @@ struct AvailabilityTests {
         #expect(!harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains("device_parked") })
     }
 
+    @Test(
+        "state restoration: a device of the previous run connects at start, before any advertisement; one no rule wants to connect does not"
+    )
+    func restored() async throws {
+        let harness = try Harness(
+            #"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true}, {"match": {"address": "A4:C1:38:00:00:09"}, "name": "watched"}]}"#
+        )
+        let watched = address("A4:C1:38:00:00:09")
+        harness.ble.add(Self.remote, .init(characteristics: []))
+        harness.ble.add(watched, .init(characteristics: []))
+        harness.ble.setRestored([
+            BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(localName: "Remote")),
+            BLEDiscovery(address: watched, advertisement: AdvertisementData()),
+        ])
+        try await harness.start()
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts == [Self.remote])
+        #expect(harness.ble.isConnected(Self.remote))
+        #expect(harness.mqtt.payloads(on: "gattway/remote/availability").last == Self.online)
+    }
+
     @Test("operation_not_supported is never retried")
     func giveUp() async throws {
         let harness = try Harness(#"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#)

@@ -182,6 +182,12 @@ public actor Gateway: LoopIsolated {
         if config.role.includesCentral {
             registrations.append(
                 try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
+            // State restoration: the devices the previous run was connected to connect now,
+            // without waiting for an advertisement (a connected peripheral may advertise
+            // rarely or not at all).
+            for discovery in await ble.restoredDevices() {
+                connectAtOnce(discovery, because: "connected in the previous run: reconnecting now")
+            }
         }
         if config.role.includesPeripheral, let peripheralBridge {
             peripheralBridge.port.events { deliver(.peripheral($0)) }
@@ -723,6 +729,12 @@ public actor Gateway: LoopIsolated {
     /// connected peripheral usually no longer sends. Links the gateway is making or has, or
     /// will retry after its backoff, are left alone, as are devices whose rule does not connect.
     private func adoptLink(_ discovery: BLEDiscovery) {
+        connectAtOnce(discovery, because: "link already up: adopting it")
+    }
+
+    /// A device whose rule wants a connection connects now (registered if new), unless its
+    /// link is being made, up, waiting for a retry or given up.
+    private func connectAtOnce(_ discovery: BLEDiscovery, because reason: String) {
         guard config.role.includesCentral else { return }
         let id: DeviceID
         if let known = registry.id(discovery.address) {
@@ -734,7 +746,7 @@ public actor Gateway: LoopIsolated {
         }
         let device = registry[id]
         guard connections.awaitsConnection(device.address, rule: config.devices[device.ruleIndex]) else { return }
-        log(.info, "\(device.name): link already up: adopting it")
+        log(.info, "\(device.name): \(reason)")
         connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
     }
 

@@ -60,9 +60,16 @@ public protocol BLEPort: Sendable {
     /// Seconds of a recent round trip to bluetoothd, for `bridge/health` (optional: the
     /// default implementation returns nil).
     func lastRoundTripLatency() -> Double?
+
+    /// The devices the previous run of the process was connected to and subscribed to, as the
+    /// port saved them (state restoration), with what is remembered of each for matching device
+    /// rules; asked once at start (optional: the default is none).
+    func restoredDevices() async -> [BLEDiscovery]
 }
 
 extension BLEPort {
+    public func restoredDevices() async -> [BLEDiscovery] { [] }
+
     /// The most recent round-trip time of a call to bluetoothd in seconds (e.g. a moving
     /// average of D-Bus method calls), for `bridge/health`; nil when unknown. Must not block:
     /// return a value the port already measured. The default is nil.

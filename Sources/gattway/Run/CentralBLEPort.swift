@@ -155,6 +155,13 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
+    /// The peripherals of the central's state file (`central.json` in the state directory: the
+    /// devices it was subscribed to when the previous run ended without ending them — a crash,
+    /// a kill, a power cut), with what BlueZ still remembers of each and the saved name.
+    func restoredDevices() async -> [BLEDiscovery] {
+        await central.restoredDevices()
+    }
+
     /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
     func lastRoundTripLatency() -> Double? {
         central.lastRoundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
@@ -190,6 +197,16 @@ struct CentralBLEPort: BLEPort {
 }
 
 extension CentralManager {
+    /// ``restoredPeripherals`` with ``rememberedAdvertisementData(_:)`` of each (the saved name
+    /// when BlueZ has none).
+    fileprivate func restoredDevices() -> [BLEDiscovery] {
+        restoredPeripherals.map { peripheral in
+            var data = rememberedAdvertisementData(peripheral.address)
+            if data.localName == nil { data.localName = peripheral.name }
+            return BLEDiscovery(address: peripheral.address, advertisement: data)
+        }
+    }
+
     /// Runs `body` isolated to the central: now when called on its loop thread, else on the
     /// loop's next turn (the gateway ends registrations from its loop; nothing waits for it).
     nonisolated func onLoop(_ body: @escaping @Sendable (isolated CentralManager) -> Void) {
