@@ -187,10 +187,16 @@ public actor CentralManager: LoopIsolated {
     }
 
     /// Waits until ``state`` is `.poweredOn`.
-    /// - Throws: ``CentralError`` ``CentralError/Code/poweredOff`` (or the state's meaning) after `timeout`.
+    /// - Throws: ``CentralError`` with the state's meaning after `timeout` — ``CentralError/Code/poweredOff``,
+    ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do.
     public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
-        try await waitUntil(timeout: timeout, operation: "wait for the adapter to be powered on") { central in
-            central.state == .poweredOn ? .success(()) : nil
+        let operation = "wait for the adapter to be powered on"
+        do {
+            try await waitUntil(timeout: timeout, operation: operation) { central in
+                central.state == .poweredOn ? .success(()) : nil
+            }
+        } catch let error as CentralError where error.code == .connectionTimeout && state != .poweredOn {
+            throw stateError(operation)
         }
     }
 

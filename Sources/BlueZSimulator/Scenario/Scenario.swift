@@ -471,6 +471,9 @@ public struct TimingSpec: Sendable, Equatable {
     public var gattLatency: Double = 0.02
     /// The negotiated ATT MTU while connected (BlueZ asks for 517).
     public var mtu: UInt16 = 517
+    /// Whether characteristics export the `MTU` property (false: as bluetoothd before 5.62,
+    /// where a client does not know the MTU).
+    public var mtuProperty = true
 
     public init() {}
 
@@ -482,6 +485,7 @@ public struct TimingSpec: Sendable, Equatable {
         timing.resolveDelay = try object.optional("resolve_delay")?.duration() ?? timing.resolveDelay
         timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
         timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
+        timing.mtuProperty = try object.optional("mtu_property")?.bool() ?? timing.mtuProperty
         try object.finish()
         return timing
     }

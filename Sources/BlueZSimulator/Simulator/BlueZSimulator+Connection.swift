@@ -56,7 +56,7 @@ extension BlueZSimulator {
         change([("Connected", .boolean(true))], interface: Self.deviceInterface, at: path)
         // MTU exchange: cached characteristics gain MTU now, silently (bluetoothd 5.66 emits no
         // PropertiesChanged for it on a reconnection; seen in the real-BlueZ lane).
-        if device.gattExported {
+        if device.gattExported, timing.mtuProperty {
             let mtu = DBusValue.uint16(timing.mtu)
             for characteristic in device.characteristics {
                 withBus {

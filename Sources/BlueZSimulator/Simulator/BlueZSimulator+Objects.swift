@@ -269,7 +269,8 @@ extension BlueZSimulator {
                 objects.append(
                     (
                         characteristic.path,
-                        characteristicDefinition(device, characteristic, mtu: device.isConnected ? mtu : nil)
+                        characteristicDefinition(
+                            device, characteristic, mtu: device.isConnected && timing.mtuProperty ? mtu : nil)
                     ))
                 for descriptor in characteristic.descriptors {
                     objects.append((descriptor.path, descriptorDefinition(device, characteristic, descriptor)))
