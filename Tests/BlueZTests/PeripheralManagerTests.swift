@@ -67,6 +67,52 @@ struct PeripheralManagerTests {
         return found
     }
 
+    @Test(
+        "an advertisement over 31 bytes goes out as extended advertising when the adapter supports it, and is refused saying why when not"
+    )
+    func extendedAdvertising() async throws {
+        let custom = try #require(BluetoothUUID("6e400001-b5a3-f393-e0a9-e50e24dcca9e"))
+        let large = Advertisement(
+            localName: "gattway-extended", serviceUUIDs: [custom], manufacturerData: [0xFFFF: Array(0..<20)])
+        #expect(large.legacyPayloadLength > Advertisement.legacyLimit)
+        // Legacy only (no SupportedSecondaryChannels): refused before BlueZ sees it, saying why.
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            #expect(await manager.supportedSecondaryChannels().isEmpty)
+            await #expect { try await manager.startAdvertising(large) } throws: { error in
+                let error = error as? PeripheralError
+                return error?.code == .advertisementTooLarge && error?.message.contains("legacy limit is 31") == true
+                    && error?.message.contains("no extended advertising") == true
+            }
+            #expect(try await harness.sim.registeredAdvertisements(on: "hci1").isEmpty)
+        }
+        // A controller with extended advertising: registered on the 1M secondary channel and seen
+        // whole by a scanning central.
+        let extended = Self.scenario.replacingOccurrences(
+            of: #"{"name": "hci1", "address": "00:AA:02:00:00:00"}"#,
+            with: #"{"name": "hci1", "address": "00:AA:02:00:00:00", "secondary_channels": ["1M", "2M"]}"#)
+        try await CentralHarness.run(extended) { harness in
+            let manager = try await Self.peripheral(harness)
+            #expect(await manager.supportedSecondaryChannels() == ["1M", "2M"])
+            try await manager.startAdvertising(large)
+            let registered = try await harness.sim.registeredAdvertisements(on: "hci1")
+            #expect(registered.map(\.secondaryChannel) == ["1M"])
+            #expect(await manager.advertisement?.secondaryChannel == "1M")
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let results = try await central.scan(ScanOptions(services: [custom]))
+            let found = try await first(results, within: 10, "the extended advertisement") {
+                $0.peripheral.address == Self.peripheralAddress
+            }
+            #expect(found.advertisementData.localName == "gattway-extended")
+            #expect(found.advertisementData.manufacturerData[0xFFFF] == Array(0..<20))
+            // Over 251 bytes even extended advertising cannot carry it.
+            let huge = Advertisement(localName: "x", manufacturerData: [0xFFFF: Array(repeating: 1, count: 250)])
+            await #expect { try await manager.updateAdvertisement(huge) } throws: { error in
+                (error as? PeripheralError)?.message.contains("extended limit is 251") == true
+            }
+        }
+    }
+
     @Test("solicited service UUIDs reach bluetoothd as SolicitUUIDs and are refused when they do not fit")
     func solicitedUUIDs() async throws {
         try await CentralHarness.run(Self.scenario) { harness in

@@ -145,7 +145,8 @@ struct DoctorTests {
             #expect(result.status == 0, "\(result.output)")
             #expect(
                 Self.line(result.output, "ok", "peripheral")?.contains(
-                    "hci1 can serve GATT applications and advertise (5 advertising instances free)") == true,
+                    "hci1 can serve GATT applications and advertise (5 advertising instances free; legacy advertising only, 31 bytes)"
+                ) == true,
                 "\(result.output)")
             let other = try await world.doctor(
                 config: config.replacingOccurrences(of: #""adapter": "hci1""#, with: #""adapter": "hci4""#))
@@ -156,6 +157,17 @@ struct DoctorTests {
             let central = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(
                 Self.line(central.output, "ok", "peripheral") == nil, "role central does not check the peripheral side")
+        }
+        // A controller with extended advertising: doctor says how much an advertisement may hold.
+        let extended = String(format: twoAdapters, 2).replacingOccurrences(
+            of: #""advertising_instances": 2"#, with: #""advertising_instances": 2, "secondary_channels": ["1M", "2M"]"#
+        )
+        try await Self.withWorld(scenario: extended) { world in
+            let result = try await world.doctor(config: config)
+            #expect(
+                Self.line(result.output, "ok", "peripheral")?.contains(
+                    "(2 advertising instances free; extended advertising on 1M, 2M, up to 251 bytes)") == true,
+                "\(result.output)")
         }
         try await Self.withWorld(scenario: String(format: twoAdapters, 0)) { world in
             let result = try await world.doctor(config: config)

@@ -31,6 +31,11 @@ public struct Advertisement: Sendable, Hashable {
     /// 0x15; Core Bluetooth's `CBAdvertisementDataSolicitedServiceUUIDsKey`): a central that has
     /// them can connect and serve them, e.g. a watch soliciting a phone's notification service.
     public var solicitUUIDs: [BluetoothUUID]
+    /// The secondary advertising channel ("1M", "2M", "Coded") for extended advertising
+    /// (`SecondaryChannel`; up to ``extendedLimit`` bytes); nil: legacy advertising (31 bytes).
+    /// ``PeripheralManager`` sets "1M" by itself when the data does not fit the legacy payload
+    /// and the adapter supports extended advertising.
+    public var secondaryChannel: String?
 
     public init(
         kind: Kind = .connectable, localName: String? = nil, serviceUUIDs: [BluetoothUUID] = [],
@@ -49,6 +54,11 @@ public struct Advertisement: Sendable, Hashable {
 
     /// The legacy advertising limit (Core spec Vol 6 Part B 2.3.1: AdvData is 0…31 octets).
     public static let legacyLimit = 31
+    /// The extended advertising data bluetoothd 5.66 sends in one HCI command (251 octets).
+    public static let extendedLimit = 251
+
+    /// The limit that applies: ``extendedLimit`` with a ``secondaryChannel``, else ``legacyLimit``.
+    public var payloadLimit: Int { secondaryChannel == nil ? Self.legacyLimit : Self.extendedLimit }
 
     /// One AD structure of the payload: what it carries and its length on air (length byte, type
     /// byte and data).
@@ -107,10 +117,21 @@ public struct Advertisement: Sendable, Hashable {
     ///   31 (flags 3, 128-bit service UUIDs (1) 18, local name "Kitchen sensor" 16): 5 bytes too
     ///   many: shorten or drop the local name or drop a service UUID".
     public func checkLegacyLength(operation: String = "advertise") throws {
+        try checkLength(limit: Self.legacyLimit, operation: operation)
+    }
+
+    /// Checks the limit that applies (``payloadLimit``: legacy, or extended with a
+    /// ``secondaryChannel``), as ``checkLegacyLength(operation:)`` does; `note` is appended to
+    /// the message.
+    public func checkLength(operation: String = "advertise", note: String = "") throws {
+        try checkLength(limit: payloadLimit, operation: operation, note: note)
+    }
+
+    private func checkLength(limit: Int, operation: String, note: String = "") throws {
         let fields = legacyFields
         let total = fields.reduce(0) { $0 + $1.bytes }
-        guard total > Self.legacyLimit else { return }
-        let excess = total - Self.legacyLimit
+        guard total > limit else { return }
+        let excess = total - limit
         var hints: [String] = []
         if let localName, localName.utf8.count > excess { hints.append("shorten the local name by \(excess) bytes") }
         for field in fields.filter(\.optional).sorted(by: { $0.bytes > $1.bytes }) where field.bytes >= excess {
@@ -121,8 +142,8 @@ public struct Advertisement: Sendable, Hashable {
         throw PeripheralError(
             .advertisementTooLarge, operation: operation,
             message:
-                "advertisement needs \(total) bytes, legacy limit is \(Self.legacyLimit) (\(list)): \(excess) bytes too many: "
-                + hints.prefix(3).joined(separator: " or "))
+                "advertisement needs \(total) bytes, \(limit == Self.legacyLimit ? "legacy" : "extended") limit is \(limit) (\(list)): \(excess) bytes too many: "
+                + hints.prefix(3).joined(separator: " or ") + note)
     }
 
     /// How the UUID is written on air: 16-bit and 32-bit SIG UUIDs shortened, others 128-bit.
@@ -134,6 +155,7 @@ public struct Advertisement: Sendable, Hashable {
             ("Type", .string(kind.rawValue)),
             ("ServiceUUIDs", serviceUUIDs.isEmpty ? nil : .strings(serviceUUIDs.map { $0.description.lowercased() })),
             ("SolicitUUIDs", solicitUUIDs.isEmpty ? nil : .strings(solicitUUIDs.map { $0.description.lowercased() })),
+            ("SecondaryChannel", secondaryChannel.map { .string($0) }),
             (
                 "ManufacturerData",
                 manufacturerData.isEmpty
@@ -163,6 +185,7 @@ public struct Advertisement: Sendable, Hashable {
 
     static let propertyTypes: [(String, DBusType)] = [
         ("Type", .string), ("ServiceUUIDs", .array(.string)), ("SolicitUUIDs", .array(.string)),
+        ("SecondaryChannel", .string),
         ("ManufacturerData", .dictionary(key: .uint16, value: .variant)),
         ("ServiceData", .dictionary(key: .string, value: .variant)), ("LocalName", .string), ("Appearance", .uint16),
         ("TxPower", .int16), ("Includes", .array(.string)),

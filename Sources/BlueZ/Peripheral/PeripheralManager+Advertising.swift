@@ -17,7 +17,7 @@ extension PeripheralManager {
     ///   ``PeripheralError/Code/tooManyAdvertisements``), the state's error when not `.poweredOn`.
     public func startAdvertising(_ advertisement: Advertisement) async throws {
         let operation = "\(Self.advertisingManager).RegisterAdvertisement"
-        try advertisement.checkLegacyLength(operation: operation)
+        let advertisement = try await fitted(advertisement, operation: operation)
         try requirePoweredOn(operation)
         try await serialized {
             guard self.advertisement == nil else {
@@ -46,7 +46,7 @@ extension PeripheralManager {
     ///   ``PeripheralError/Code/unknownAttribute`` when not advertising.
     public func updateAdvertisement(_ advertisement: Advertisement) async throws {
         let operation = "update the advertisement"
-        try advertisement.checkLegacyLength(operation: operation)
+        let advertisement = try await fitted(advertisement, operation: operation)
         try await serialized {
             guard let current = self.advertisement else {
                 throw PeripheralError(
@@ -103,6 +103,41 @@ extension PeripheralManager {
             advertisementRegistered = false
             unexportAdvertisement()
         }
+    }
+
+    /// `advertisement` as it is sent: as given when it fits its payload; with "1M" as its
+    /// ``Advertisement/secondaryChannel`` (extended advertising, up to 251 bytes) when it does not
+    /// fit the 31-byte legacy payload and the adapter supports extended advertising.
+    /// - Throws: ``PeripheralError/Code/advertisementTooLarge`` naming the fields and, for an
+    ///   adapter without extended advertising, saying so.
+    func fitted(_ advertisement: Advertisement, operation: String) async throws -> Advertisement {
+        guard advertisement.secondaryChannel == nil, advertisement.legacyPayloadLength > Advertisement.legacyLimit
+        else {
+            try advertisement.checkLength(operation: operation)
+            return advertisement
+        }
+        let channels = await supportedSecondaryChannels()
+        guard let channel = channels.contains("1M") ? "1M" : channels.first else {
+            try advertisement.checkLength(
+                operation: operation,
+                note: " (this adapter has no extended advertising: BlueZ lists no SupportedSecondaryChannels)")
+            return advertisement
+        }
+        var extended = advertisement
+        extended.secondaryChannel = channel
+        try extended.checkLength(operation: operation)
+        return extended
+    }
+
+    /// The adapter's `LEAdvertisingManager1.SupportedSecondaryChannels` ("1M", "2M", "Coded"):
+    /// what extended advertising it supports; empty when BlueZ does not list any (the property
+    /// is absent without extended advertising) or cannot be asked.
+    public func supportedSecondaryChannels() async -> [String] {
+        guard let adapterPath else { return [] }
+        let reply = try? await callBlueZ(
+            adapterPath, "org.freedesktop.DBus.Properties", "Get",
+            [.string(Self.advertisingManager), .string("SupportedSecondaryChannels")])
+        return reply?.first?.strings ?? []
     }
 
     func registerAdvertisement() async throws {

@@ -18,11 +18,15 @@ public struct LEAdvertisementData: Sendable, Equatable {
     public var discoverable: Bool?
     public var timeout: UInt16?
     public var txPower: Int16?
+    /// `SecondaryChannel`: extended advertising on this secondary PHY; nil: legacy.
+    public var secondaryChannel: String?
 
     /// The `Includes` values bluetoothd 5.66 supports (`SupportedIncludes`).
     public static let supportedIncludes = ["tx-power", "appearance", "local-name"]
     /// The legacy advertising data limit.
     public static let maximumLength = 31
+    /// Extended advertising data bluetoothd sends in one command.
+    public static let extendedMaximumLength = 251
 
     /// The refusal bluetoothd sends for bad properties and for data that does not fit.
     public static let parseError = BlueZError.failed("Failed to parse advertisement.")
@@ -37,6 +41,7 @@ public struct LEAdvertisementData: Sendable, Equatable {
             && lhs.data.map(\.type) == rhs.data.map(\.type) && lhs.data.map(\.bytes) == rhs.data.map(\.bytes)
             && lhs.includes == rhs.includes && lhs.localName == rhs.localName && lhs.appearance == rhs.appearance
             && lhs.discoverable == rhs.discoverable && lhs.timeout == rhs.timeout && lhs.txPower == rhs.txPower
+            && lhs.secondaryChannel == rhs.secondaryChannel
     }
 
     /// Parses a `GetAll(org.bluez.LEAdvertisement1)` reply. Unknown properties are ignored.
@@ -126,8 +131,12 @@ public struct LEAdvertisementData: Sendable, Equatable {
         for (name, type) in [("Duration", "q"), ("DiscoverableTimeout", "q")] where properties[name] != nil {
             guard properties[name]?.uint16 != nil else { throw wrongType(name, type) }
         }
-        if properties["SecondaryChannel"] != nil, properties["SecondaryChannel"]?.string == nil {
-            throw wrongType("SecondaryChannel", "s")
+        if let value = properties["SecondaryChannel"] {
+            guard let channel = value.string else { throw wrongType("SecondaryChannel", "s") }
+            guard ["1M", "2M", "Coded"].contains(channel) else {
+                throw AdvertisementProblem("SecondaryChannel \"\(channel)\"")
+            }
+            secondaryChannel = channel
         }
         let minimum = properties["MinInterval"], maximum = properties["MaxInterval"]
         if minimum != nil, minimum?.uint32 == nil { throw wrongType("MinInterval", "u") }
@@ -182,7 +191,7 @@ public struct LEAdvertisementData: Sendable, Equatable {
         guard let name = localName ?? (includes.contains("local-name") ? adapterAlias : nil), !name.isEmpty else {
             return nil
         }
-        let room = Self.maximumLength - lengthWithoutName - 2
+        let room = maximumLength - lengthWithoutName - 2
         let bytes = Array(name.utf8)
         if bytes.count <= room { return (name, true) }
         guard room >= 1 else { return nil }
@@ -196,8 +205,12 @@ public struct LEAdvertisementData: Sendable, Equatable {
         lengthWithoutName + (nameOnAir(adapterAlias: adapterAlias).map { 2 + $0.name.utf8.count } ?? 0)
     }
 
-    /// True when the payload fits the 31-byte legacy advertising data.
-    public var fits: Bool { lengthWithoutName <= Self.maximumLength }
+    /// The payload's limit: 31 bytes of legacy advertising data, 251 of extended advertising
+    /// data (with a `SecondaryChannel`).
+    public var maximumLength: Int { secondaryChannel == nil ? Self.maximumLength : Self.extendedMaximumLength }
+
+    /// True when the payload fits (``maximumLength``).
+    public var fits: Bool { lengthWithoutName <= maximumLength }
 
     static func width(of uuid: BluetoothUUID) -> BluetoothUUID.Width { uuid.width }
 

@@ -82,12 +82,16 @@ public struct AdapterSpec: Sendable, Equatable {
     public var startDiscoveryFailures: Int
     /// Advertising instances the controller offers (`SupportedInstances` when none is registered).
     public var advertisingInstances: Int
+    /// Secondary channels of extended advertising the controller supports
+    /// (`LEAdvertisingManager1.SupportedSecondaryChannels`, absent when empty: legacy only).
+    public var secondaryChannels: [String] = []
 
     public init(
         name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true,
         startDiscoveryFailures: Int = 0,
-        advertisingInstances: Int = 5
+        advertisingInstances: Int = 5, secondaryChannels: [String] = []
     ) {
+        self.secondaryChannels = secondaryChannels
         self.name = name
         self.address = address
         self.alias = alias ?? "gattway-sim"
@@ -108,10 +112,20 @@ public struct AdapterSpec: Sendable, Equatable {
         let powered = try object.optional("powered")?.bool() ?? true
         let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
         let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
+        var channels: [String] = []
+        if let list = try object.optional("secondary_channels") {
+            for item in try list.array() {
+                let channel = try item.string()
+                guard ["1M", "2M", "Coded"].contains(channel) else {
+                    throw item.fail("expected \"1M\", \"2M\" or \"Coded\", got \"\(channel)\"")
+                }
+                channels.append(channel)
+            }
+        }
         try object.finish()
         return AdapterSpec(
             name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures,
-            advertisingInstances: instances)
+            advertisingInstances: instances, secondaryChannels: channels)
     }
 }
 

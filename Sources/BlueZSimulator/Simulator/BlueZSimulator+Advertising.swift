@@ -42,7 +42,14 @@ extension BlueZSimulator {
                 DBusProperty("SupportedInstances", type: .byte, value: .byte(instances)),
                 DBusProperty(
                     "SupportedIncludes", type: .array(.string), value: .strings(LEAdvertisementData.supportedIncludes)),
-            ])
+            ]
+                + (adapter.spec.secondaryChannels.isEmpty
+                    ? []
+                    : [
+                        DBusProperty(
+                            "SupportedSecondaryChannels", type: .array(.string),
+                            value: .strings(adapter.spec.secondaryChannels))
+                    ]))
     }
 
     /// `RegisterAdvertisement(o path, a{sv} options)`: AlreadyExists for the same sender and
@@ -123,8 +130,14 @@ extension BlueZSimulator {
     ) -> Result<LEAdvertisementData, DBusError> {
         do {
             let data = try LEAdvertisementData(properties: properties)
+            if let channel = data.secondaryChannel, !adapter.spec.secondaryChannels.contains(channel) {
+                log?("simulator: \(adapter.spec.name) has no extended advertising on \(channel)")
+                return .failure(LEAdvertisementData.parseError)
+            }
             guard data.fits else {
-                log?("simulator: advertisement needs \(data.lengthWithoutName) bytes of 31 (before the name)")
+                log?(
+                    "simulator: advertisement needs \(data.lengthWithoutName) bytes of \(data.maximumLength) (before the name)"
+                )
                 return .failure(LEAdvertisementData.parseError)
             }
             return .success(data)

@@ -159,9 +159,15 @@ struct BlueZDiagnosis {
                 "peripheral", "\(name) has no free advertising instance (\(active) in use)",
                 "another program advertises on \(name) (bluetoothctl advertise off), or use another adapter")
         }
+        // Extended advertising (up to 251 bytes, used when the advertisement does not fit 31).
+        let channels = manager["SupportedSecondaryChannels"]?.strings ?? []
+        let extended =
+            channels.isEmpty
+            ? "legacy advertising only, 31 bytes"
+            : "extended advertising on \(channels.joined(separator: ", ")), up to 251 bytes"
         return .ok(
             "peripheral",
-            "\(name) can serve GATT applications and advertise (\(free) advertising instance\(free == 1 ? "" : "s") free)"
+            "\(name) can serve GATT applications and advertise (\(free) advertising instance\(free == 1 ? "" : "s") free; \(extended))"
         )
     }
 
