@@ -1,6 +1,7 @@
 import Bluetooth
 import Gateway
 import JSON
+import Retry
 import Testing
 
 @Suite("Availability and bridge topics")
@@ -162,6 +163,43 @@ struct AvailabilityTests {
         #expect(harness.ble.connectAttempts == [Self.remote])
         #expect(harness.ble.isConnected(Self.remote))
         #expect(harness.mqtt.payloads(on: "gattway/remote/availability").last == Self.online)
+    }
+
+    @Test(
+        "the production reconnect rule in the gateway (not the fixed-delay stand-in): first retry after 1–5 s, then twice the delay ±20 %, back to 1–5 s after a link that stayed up 30 s"
+    )
+    func productionReconnect() async throws {
+        let harness = try Harness(
+            #"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true}]}"#,
+            reconnect: { ReconnectPolicy<SystemRandomNumberGenerator>() })
+        harness.ble.add(Self.remote, .init(characteristics: []))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.isConnected(Self.remote))
+        /// Drops the link and returns the seconds (in 0.1 s steps) until the gateway tries again.
+        func retryDelay() async -> Double {
+            let attempts = harness.ble.connectAttempts.count
+            harness.ble.dropLink(Self.remote)
+            await harness.settle()
+            var waited = 0.0
+            while harness.ble.connectAttempts.count == attempts, waited < 120 {
+                await harness.advance(0.1)
+                waited += 0.1
+            }
+            await harness.gateway.waitUntilIdle()
+            return waited
+        }
+        let first = await retryDelay()
+        #expect(first >= 0.95 && first <= 5.05, "first retry after \(first) s")
+        let second = await retryDelay()
+        #expect(
+            second >= first * 1.6 - 0.15 && second <= first * 2.4 + 0.15,
+            "second retry after \(second) s (first \(first) s)")
+        // A link that stayed up 30 s: the backoff starts again.
+        await harness.advance(31)
+        let third = await retryDelay()
+        #expect(third >= 0.95 && third <= 5.05, "after a stable link, retry after \(third) s")
     }
 
     @Test("operation_not_supported is never retried")

@@ -24,7 +24,8 @@ final class Harness {
     /// `homeassistant` / `health` (they add messages and hold first states back).
     init(
         _ configText: String, retryDelay: Double = 5, logger: GatewayLogger = .none, stateDirectory: String? = nil,
-        processSample: @escaping @Sendable () -> ProcessSample? = { nil }
+        processSample: @escaping @Sendable () -> ProcessSample? = { nil },
+        reconnect: (@Sendable () -> any ReconnectStrategy)? = nil
     ) throws {
         var text = configText
         if let brace = text.firstIndex(of: "{") {
@@ -40,7 +41,7 @@ final class Harness {
         mqtt.loop = loop
         gateway = Gateway(
             config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock, loop: loop,
-            reconnect: { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
+            reconnect: reconnect ?? { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
             stateDirectory: stateDirectory, processSample: processSample)
     }
 
