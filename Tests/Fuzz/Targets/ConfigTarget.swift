@@ -49,6 +49,8 @@ extension FuzzTargets {
         duration(config.bluetooth.connectTimeout, "bluetooth.connect_timeout")
         duration(config.bluetooth.gattTimeout, "bluetooth.gatt_timeout")
         duration(config.bluetooth.forgetAfter, "bluetooth.forget_after")
+        limit(config.bluetooth.parkAfter, 0...1000, "bluetooth.park_after")
+        duration(config.bluetooth.parkedRetry, "bluetooth.parked_retry")
         limit(config.availability.missedIntervals, 1...1000, "availability.missed_intervals")
         duration(config.availability.minimumTimeout, "availability.minimum_timeout")
         duration(config.availability.fallbackTimeout, "availability.fallback_timeout")
