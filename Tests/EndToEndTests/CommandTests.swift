@@ -9,6 +9,17 @@ import Testing
 struct CommandTests {
     static let lamp = "A4:C1:38:00:00:03"
 
+    /// Sends `payload` to `gattway/lamp/set` and returns the response with `transaction`.
+    static func command(_ e2e: EndToEnd, _ payload: String, transaction: String) async throws
+        -> MessageRecorder.Received
+    {
+        let mark = e2e.messages.count
+        try await e2e.send("gattway/lamp/set", payload)
+        return try await e2e.messages.next(on: "gattway/lamp/response", after: mark) {
+            $0.string("transaction") == transaction
+        }
+    }
+
     /// The simulator's recorded writes to the lamp's `ff01`.
     static func lampWrites(_ e2e: EndToEnd) async -> [RecordedWrite] {
         await e2e.simulator.recordedWrites.filter {
@@ -33,13 +44,8 @@ struct CommandTests {
             }
         }
         try await EndToEnd.run(config: DemoWorldConfig.text, scenario: scenario) { e2e in
-            let messages = e2e.messages
-            try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
-            let mark = messages.count
-            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "att"}"#)
-            let response = try await messages.next(on: "gattway/lamp/response", after: mark) {
-                $0.string("transaction") == "att"
-            }
+            try await e2e.messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
+            let response = try await Self.command(e2e, #"{"light": "ON", "transaction": "att"}"#, transaction: "att")
             #expect(response.string("status") == "error", "\(response.text)")
             #expect(response.string("att_error") == "0x81", "\(response.text)")
             #expect(response.string("error")?.contains("ATT error: 0x81") == true, "\(response.text)")
@@ -56,10 +62,7 @@ struct CommandTests {
             try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
 
             var mark = messages.count
-            try await e2e.send("gattway/lamp/set", #"{"light": "ON", "transaction": "t1"}"#)
-            let response = try await messages.next(on: "gattway/lamp/response", after: mark) {
-                $0.string("transaction") == "t1"
-            }
+            let response = try await Self.command(e2e, #"{"light": "ON", "transaction": "t1"}"#, transaction: "t1")
             #expect(response.string("status") == "ok", "\(response.text)")
             #expect(response.json?["error"] == .null)
             #expect(response.message.retain == false)
