@@ -95,8 +95,12 @@ struct AvailabilityTests {
         await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts.count == 1)
-        await harness.advance(5)
-        await harness.advance(5)
+        // It keeps advertising while it refuses: heard before each retry.
+        for _ in 0..<2 {
+            await harness.gateway.handle(
+                BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+            await harness.advance(5)
+        }
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts.count == 3)
         let events = harness.mqtt.payloads(on: "gattway/bridge/event")
@@ -126,6 +130,33 @@ struct AvailabilityTests {
         await harness.advance(60)
         let after = try #require(json(harness.mqtt.messages(on: "gattway/bridge/health").last?.payloadText ?? ""))
         #expect(after["parked"] == .number(0))
+    }
+
+    @Test(
+        "a device that fails to connect while it is silent (out of range, not refusing) is never parked, whatever park_after says"
+    )
+    func awayNotParked() async throws {
+        let harness = try Harness(
+            #"{"bluetooth": {"park_after": 2}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#,
+            retryDelay: 5)
+        harness.ble.add(
+            Self.remote,
+            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort")))
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        // Heard once, then silent: every retry fails, none counts toward parking.
+        for _ in 0..<10 { await harness.advance(5) }
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.ble.connectAttempts.count == 11)
+        #expect(!harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains("device_parked") })
+        // Back in range and still refusing: two failures heard in a row park it.
+        for _ in 0..<2 {
+            await harness.gateway.handle(
+                BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+            await harness.advance(5)
+        }
+        await harness.gateway.waitUntilIdle()
+        #expect(harness.mqtt.payloads(on: "gattway/bridge/event").count { $0.contains("device_parked") } == 1)
     }
 
     @Test("park_after 0: a device that never connects keeps its backoff")

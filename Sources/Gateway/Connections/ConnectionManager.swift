@@ -26,6 +26,11 @@ final class ConnectionManager {
     /// Links up now.
     var connectedCount: Int { links.values.count { $0.phase == .connected } }
 
+    /// A device with a link state (one a rule connects) was heard advertising.
+    func heard(_ address: BluetoothAddress) {
+        if links[address]?.heardSinceFailure == false { links[address]?.heardSinceFailure = true }
+    }
+
     /// Devices parked now (``LinkState/parked``).
     var parkedCount: Int { links.values.count(where: \.parked) }
 
@@ -216,7 +221,12 @@ final class ConnectionManager {
             return false
         }
         let settings = context.config.bluetooth
-        if attemptFailed, reason.kind == .connectionTimeout, !link.everConnected { link.failuresWithoutLink += 1 }
+        if attemptFailed, reason.kind == .connectionTimeout, !link.everConnected {
+            // Only a device that keeps advertising while it refuses counts toward parking; one
+            // that went silent is out of range and will be back.
+            link.failuresWithoutLink = link.heardSinceFailure ? link.failuresWithoutLink + 1 : 0
+            link.heardSinceFailure = false
+        }
         if link.parked || (settings.parkAfter > 0 && link.failuresWithoutLink >= settings.parkAfter) {
             let parkedNow = !link.parked
             link.parked = true

@@ -28,8 +28,12 @@ struct LinkState {
     var idleDisconnectAt: Double?
     /// A link was up before (the next successful connect counts as a reconnect).
     var everConnected = false
-    /// Connection attempts that failed in a row while the device never had a link.
+    /// Connection attempts that failed in a row while the device never had a link and kept
+    /// advertising (a device that went silent meanwhile is away, not refusing: the count restarts).
     var failuresWithoutLink = 0
+    /// The device was heard advertising since the last failed attempt (it was heard before the
+    /// first one: that is how it was found).
+    var heardSinceFailure = true
     /// Parked: it never accepted a connection in `bluetooth.park_after` attempts; tried again
     /// only every `bluetooth.parked_retry` (a command still connects on demand).
     var parked = false

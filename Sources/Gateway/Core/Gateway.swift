@@ -510,7 +510,11 @@ public actor Gateway: LoopIsolated {
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
         let device = registry[id]
         let rule = config.devices[device.ruleIndex]
-        if !rule.connect { availability.advertised(id, device, rule: rule, now: now) }
+        if !rule.connect {
+            availability.advertised(id, device, rule: rule, now: now)
+        } else {
+            connections.heard(device.address)
+        }
         if connections.awaitsConnection(device.address, rule: rule) {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
