@@ -5,8 +5,7 @@
 # then the CLI checks, the CentralManager scenario, gattway run, the differential recording, and
 # gattway serve on hci1 in place of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a
 # python with bleak) as centrals, and `gattway run` in the peripheral role on hci1 with mosquitto
-# and the CLI as the central, and `gattway run` with role both (central on hci0, peripheral on
-# hci2). RBZ_DIFF=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 leave a section out. Every check is
+# and the CLI as the central. RBZ_DIFF=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
 set -u
@@ -124,7 +123,9 @@ waitfor() {  # waitfor SECONDS PATTERN: until mqtt.txt has a line matching PATTE
   while [ "$(date +%s)" -lt "$deadline" ]; do grep -qE -- "$2" "$GW/mqtt.txt" && return 0; sleep 0.1; done
   return 1
 }
-if waitfor 45 '^rbz/sensor \{.*"battery":[0-9]+'; then
+# 75 s: one connect attempt that stalls (seen once: bluetoothd resolved the services at once but
+# the attempt waited out connect_timeout, 30 s; the retry connected) and its retry fit.
+if waitfor 75 '^rbz/sensor \{.*"battery":[0-9]+'; then
   result "PASS gateway.readings $(grep -m1 -E '^rbz/sensor ' "$GW/mqtt.txt" | head -c 160)"
 else
   result "FAIL gateway.readings $(tail -n 5 "$GW/gattway.log" | tr '\n' ' ' | head -c 400)"
@@ -328,56 +329,6 @@ CONF
   kill -TERM $GATEWAY 2>/dev/null
   for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
   kill -9 $GATEWAY $BROKER 2>/dev/null
-fi
-# ---- gattway run with role both (issue #18): the central on hci0 reads peripheral.py on hci1,
-# the peripheral role on hci2 serves the reading back; the CLI on hci0 reads it from hci2.
-if [ "${RBZ_BOTH:-1}" = 1 ]; then
-  echo "[tests $(t)] gattway run, role both"
-  BO=$SHARE/out/both
-  mkdir -p "$BO"
-  $PY -u "$HERE/peripheral.py" --adapter hci1 --other "" > "$LOGS/peripheral-both.log" 2>&1 &
-  SENSOR=$!
-  for _ in $(seq 300); do grep -q 'READY 1' "$LOGS/peripheral-both.log" && break; kill -0 $SENSOR 2>/dev/null || break; sleep 0.05; done
-  printf 'listener 18835 127.0.0.1\nallow_anonymous true\npersistence false\n' > "$BO/mosquitto.conf"
-  mosquitto -c "$BO/mosquitto.conf" > "$BO/mosquitto.log" 2>&1 &
-  BROKER=$!
-  for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$BO/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
-  cat > "$BO/config.json" <<CONF
-{
-  "mqtt": {"server": "mqtt://127.0.0.1:18835", "base_topic": "rbz2", "client_id": "rbz-both"},
-  "bluetooth": {"adapter": "hci0", "scan": {"services": ["180F"]}},
-  "homeassistant": {"enabled": false},
-  "health": {"enabled": false},
-  "role": "both",
-  "devices": [
-    {"match": {"address": "$BATTERY"}, "name": "sensor", "connect": true,
-     "subscribe": [{"service": "180F", "characteristic": "2A19", "parser": "battery_level"}]}
-  ],
-  "peripheral": {
-    "adapter": "hci2",
-    "advertising": {"local_name": "rbz-both", "service_uuids": ["FF30"]},
-    "services": [{"uuid": "FF30", "characteristics": [
-      {"uuid": "FF31", "properties": ["read"], "from_topic": "rbz2/sensor", "json_key": "battery", "encoding": "u8", "value": 0}]}]
-  }
-}
-CONF
-  timeout 200 mosquitto_sub -h 127.0.0.1 -p 18835 -t 'rbz2/#' -v > "$BO/mqtt.txt" 2>&1 &
-  SUB=$!
-  sleep 0.3
-  "$BIN/gattway" run --config "$BO/config.json" --log-level debug > "$BO/gattway.log" 2>&1 &
-  GATEWAY=$!
-  for _ in $(seq 450); do grep -qE '^rbz2/sensor \{.*"battery":[0-9]+' "$BO/mqtt.txt" && break; sleep 0.1; done
-  if grep -qE '^rbz2/sensor \{.*"battery":[0-9]+' "$BO/mqtt.txt" && grep -q 'peripheral: serving' "$BO/gattway.log"; then
-    result "PASS both.central-and-serving $(grep -m1 -E '^rbz2/sensor ' "$BO/mqtt.txt" | head -c 120); $(grep -m1 'peripheral: serving' "$BO/gattway.log" | head -c 100)"
-  else
-    result "FAIL both.central-and-serving $(tail -n 5 "$BO/gattway.log" | tr '\n' ' ' | head -c 400)"
-  fi
-  # The served value is the sensor's reading (never 0: peripheral.py counts 100 … 1), not the
-  # configured initial 0.
-  cli both-read '"hex":"[0-9a-f]{2}"' '"hex":"00"' -- read --json $OTHER ff31
-  kill -TERM $GATEWAY 2>/dev/null
-  for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
-  kill -9 $GATEWAY $BROKER $SUB $SENSOR 2>/dev/null
 fi
 echo "[tests $(t)] done"
 ! grep -q '^FAIL ' "$RESULTS"
