@@ -81,24 +81,37 @@ struct AvailabilityTests {
         #expect(harness.mqtt.payloads(on: topic).last == Self.online)
     }
 
+    /// A started gateway with `bluetooth` settings and one `connect` rule for ``remote``, which
+    /// refuses every connection with `error` (retries every 5 s).
+    static func refusingDevice(_ bluetooth: String, error: String = "le-connection-abort", extra: String = "")
+        async throws -> Harness
+    {
+        let harness = try Harness(
+            #"{"bluetooth": \#(bluetooth), \#(extra)"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "beacon", "connect": true}]}"#,
+            retryDelay: 5)
+        harness.ble.add(Self.remote, .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, error)))
+        try await harness.start()
+        await Self.heard(harness)
+        return harness
+    }
+
+    /// The device advertises once.
+    static func heard(_ harness: Harness) async {
+        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+    }
+
     @Test(
         "a connect rule on a device that never accepts a connection: device_connect_failed each time, parked after park_after attempts (device_parked, health parked 1), then tried only every parked_retry; a link un-parks it"
     )
     func parked() async throws {
-        let harness = try Harness(
-            #"{"bluetooth": {"park_after": 3, "parked_retry": "10m"}, "health": {"interval": "60s"}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "beacon", "connect": true}]}"#,
-            retryDelay: 5)
-        harness.ble.add(
-            Self.remote,
-            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort-by-local")))
-        try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        let harness = try await Self.refusingDevice(
+            #"{"park_after": 3, "parked_retry": "10m"}"#, error: "le-connection-abort-by-local",
+            extra: #""health": {"interval": "60s"}, "#)
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts.count == 1)
         // It keeps advertising while it refuses: heard before each retry.
         for _ in 0..<2 {
-            await harness.gateway.handle(
-                BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+            await Self.heard(harness)
             await harness.advance(5)
         }
         await harness.gateway.waitUntilIdle()
@@ -136,14 +149,7 @@ struct AvailabilityTests {
         "a device that fails to connect while it is silent (out of range, not refusing) is never parked, whatever park_after says"
     )
     func awayNotParked() async throws {
-        let harness = try Harness(
-            #"{"bluetooth": {"park_after": 2}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#,
-            retryDelay: 5)
-        harness.ble.add(
-            Self.remote,
-            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort")))
-        try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        let harness = try await Self.refusingDevice(#"{"park_after": 2}"#)
         // Heard once, then silent: every retry fails, none counts toward parking.
         for _ in 0..<10 { await harness.advance(5) }
         await harness.gateway.waitUntilIdle()
@@ -151,8 +157,7 @@ struct AvailabilityTests {
         #expect(!harness.mqtt.payloads(on: "gattway/bridge/event").contains { $0.contains("device_parked") })
         // Back in range and still refusing: two failures heard in a row park it.
         for _ in 0..<2 {
-            await harness.gateway.handle(
-                BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+            await Self.heard(harness)
             await harness.advance(5)
         }
         await harness.gateway.waitUntilIdle()
@@ -161,14 +166,7 @@ struct AvailabilityTests {
 
     @Test("park_after 0: a device that never connects keeps its backoff")
     func neverParked() async throws {
-        let harness = try Harness(
-            #"{"bluetooth": {"park_after": 0}, "devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "connect": true}]}"#,
-            retryDelay: 5)
-        harness.ble.add(
-            Self.remote,
-            .init(characteristics: [], connectError: BLEPortError(.connectionTimeout, "le-connection-abort")))
-        try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.remote, advertisement: AdvertisementData(rssi: -40)))
+        let harness = try await Self.refusingDevice(#"{"park_after": 0}"#)
         for _ in 0..<20 { await harness.advance(5) }
         await harness.gateway.waitUntilIdle()
         #expect(harness.ble.connectAttempts.count == 21)

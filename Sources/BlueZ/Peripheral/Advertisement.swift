@@ -153,8 +153,8 @@ public struct Advertisement: Sendable, Hashable {
     var bluezProperties: [(String, DBusValue?)] {
         [
             ("Type", .string(kind.rawValue)),
-            ("ServiceUUIDs", serviceUUIDs.isEmpty ? nil : .strings(serviceUUIDs.map { $0.description.lowercased() })),
-            ("SolicitUUIDs", solicitUUIDs.isEmpty ? nil : .strings(solicitUUIDs.map { $0.description.lowercased() })),
+            ("ServiceUUIDs", Self.uuidList(serviceUUIDs)),
+            ("SolicitUUIDs", Self.uuidList(solicitUUIDs)),
             ("SecondaryChannel", secondaryChannel.map { .string($0) }),
             (
                 "ManufacturerData",
@@ -181,6 +181,11 @@ public struct Advertisement: Sendable, Hashable {
             ("TxPower", txPower.map { .int16(Int16($0)) }),
             ("Includes", txPower == nil ? nil : .strings(["tx-power"])),
         ]
+    }
+
+    /// A UUID list property (`as`, lower case as BlueZ spells them); nil when empty (not sent).
+    private static func uuidList(_ uuids: [BluetoothUUID]) -> DBusValue? {
+        uuids.isEmpty ? nil : .strings(uuids.map { $0.description.lowercased() })
     }
 
     static let propertyTypes: [(String, DBusType)] = [

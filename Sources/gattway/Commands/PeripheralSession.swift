@@ -63,21 +63,11 @@ struct PeripheralSession {
     static func advertisement(_ arguments: ParsedArguments, services: [BluetoothUUID] = []) throws -> Advertisement {
         var advertisement = Advertisement(kind: arguments.flag("broadcast") ? .broadcast : .connectable)
         advertisement.localName = arguments.value("name")
-        for text in arguments.allValues("service").flatMap({ $0.split(separator: ",") }) {
-            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
-                throw CLIError.usage("--service: \"\(text)\" is not a UUID (e.g. 180F)")
-            }
-            advertisement.serviceUUIDs.append(uuid)
-        }
+        advertisement.serviceUUIDs = try uuids(arguments, "service", example: "180F")
         for uuid in services where !advertisement.serviceUUIDs.contains(uuid) {
             advertisement.serviceUUIDs.append(uuid)
         }
-        for text in arguments.allValues("solicit").flatMap({ $0.split(separator: ",") }) {
-            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
-                throw CLIError.usage("--solicit: \"\(text)\" is not a UUID (e.g. 1805)")
-            }
-            advertisement.solicitUUIDs.append(uuid)
-        }
+        advertisement.solicitUUIDs = try uuids(arguments, "solicit", example: "1805")
         for text in arguments.allValues("service-data") {
             let (key, bytes) = try keyAndHex(text, option: "service-data")
             guard let uuid = BluetoothUUID(key) else {
@@ -107,6 +97,17 @@ struct PeripheralSession {
             advertisement.appearance = value
         }
         return advertisement
+    }
+
+    /// The UUIDs of every `--option` (each may list several, comma-separated).
+    private static func uuids(_ arguments: ParsedArguments, _ option: String, example: String) throws -> [BluetoothUUID]
+    {
+        try arguments.allValues(option).flatMap { $0.split(separator: ",") }.map { text in
+            guard let uuid = BluetoothUUID(text.trimmingWhitespace()) else {
+                throw CLIError.usage("--\(option): \"\(text)\" is not a UUID (e.g. \(example))")
+            }
+            return uuid
+        }
     }
 
     private static func keyAndHex(_ text: String, option: String) throws -> (String, [UInt8]) {
