@@ -15,7 +15,12 @@ enum BlueZPresence {
     }
 
     /// Reads every object of bluetoothd (once at start and after each restart; never polled).
-    static func fetchObjects(_ connection: DBusConnection) async -> Fetched {
+    /// Runs on the caller's actor (`isolation`): a manager sharing the connection's loop gets the
+    /// reply before any signal sent after it is handled (see `DBusConnection`'s dispatch), so the
+    /// snapshot it loads is never older than a change it has already applied.
+    static func fetchObjects(_ connection: DBusConnection, isolation: isolated (any Actor)? = #isolation) async
+        -> Fetched
+    {
         do {
             let reply = try await connection.call(
                 destination: "org.bluez", path: .root, interface: "org.freedesktop.DBus.ObjectManager",

@@ -1,4 +1,5 @@
 internal import CDBus
+import EventLoop
 
 extension DBusConnection {
     /// Calls a method and waits for its reply (`dbus_connection_send_with_reply` plus a
@@ -31,12 +32,19 @@ extension DBusConnection {
             milliseconds = Int32.max  // DBUS_TIMEOUT_INFINITE
         }
         let id = allocateID()
-        let values = try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                startCall(id: id, message: message, timeout: milliseconds, continuation: continuation)
+        let values: [DBusValue]
+        do {
+            values = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    startCall(id: id, message: message, timeout: milliseconds, continuation: continuation)
+                }
+            } onCancel: {
+                loop.execute { [self] in self.assumeIsolated { $0.cancelCall(id: id) } }
             }
-        } onCancel: {
-            loop.execute { [self] in self.assumeIsolated { $0.cancelCall(id: id) } }
+            callerResumed(id)
+        } catch {
+            callerResumed(id)
+            throw error
         }
         if let expecting {
             let actual = DBusSignature(types: values.map(\.type))
@@ -181,6 +189,8 @@ extension DBusConnection {
     private func finishCall(id: UInt64, with result: Result<[DBusValue], any Error>, cancel: Bool) {
         guard let call = pendingCalls.removeValue(forKey: id) else { return }
         pendingByPointer.removeValue(forKey: call.pending)
+        if unresumedCalls.isEmpty { heldUntil = EventLoop.now() + Self.replyHold }
+        unresumedCalls.insert(id)
         if cancel { dbus_pending_call_cancel(call.pending) }
         dbus_pending_call_unref(call.pending)
         call.continuation.resume(with: result)

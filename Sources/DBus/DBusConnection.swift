@@ -67,6 +67,11 @@ public actor DBusConnection: LoopIsolated {
     var nextID: UInt64 = 1
     var pendingCalls: [UInt64: PendingCall] = [:]
     var pendingByPointer: [OpaquePointer: UInt64] = [:]
+    /// Calls whose reply was dispatched but whose caller has not resumed on the loop yet; while
+    /// there are any (until ``heldUntil``), later messages wait (``dispatchQueued()``).
+    var unresumedCalls: Set<UInt64> = []
+    var heldUntil: UInt64 = 0
+    var holdTimer: EventLoop.Token?
     var subscriptions: [UInt64: SignalSubscription] = [:]
     /// Long strings of received signals, reused while they repeat (``StringCache``).
     let signalStrings = StringCache()
@@ -326,11 +331,39 @@ public actor DBusConnection: LoopIsolated {
 
     // MARK: Dispatch
 
+    /// Dispatches the messages libdbus has read, in order — but none after a reply until the
+    /// caller it resumed runs on the loop again (``call(destination:path:interface:method:arguments:expecting:timeout:)``
+    /// after its `await`): a continuation resumes through the global executor, so without this
+    /// wait the signals sent after the reply could be handled first. The caller would then apply
+    /// what the reply holds (a `GetManagedObjects` snapshot) over newer changes already seen, and
+    /// those would be lost. The wait is bounded (``replyHold``): a caller slow to get a thread
+    /// does not stall the bus.
     private func dispatchQueued() {
         guard let raw else { return }
-        while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {
-            if self.raw == nil { return }
+        if !unresumedCalls.isEmpty {
+            if EventLoop.now() < heldUntil {
+                if holdTimer == nil {
+                    holdTimer = loop.addTimer(after: Double(Self.replyHold) / 1e9) { [weak self] in
+                        self?.assumeLoopIsolated { $0.holdTimer = nil }
+                    }
+                }
+                return
+            }
+            unresumedCalls.removeAll()
         }
+        while dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {
+            if self.raw == nil || !unresumedCalls.isEmpty { return }
+        }
+    }
+
+    /// How long (ns) messages after a reply wait at most for its caller to resume.
+    static let replyHold: UInt64 = 50_000_000
+
+    /// The caller of call `id` runs on the loop again: messages after its reply may be dispatched.
+    func callerResumed(_ id: UInt64) {
+        guard unresumedCalls.remove(id) != nil, unresumedCalls.isEmpty else { return }
+        // Queued work makes the loop poll without sleeping, so its next turn dispatches.
+        loop.execute {}
     }
 
     /// The filter every incoming message passes (`dbus_connection_add_filter`). Replies to our

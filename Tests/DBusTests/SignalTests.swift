@@ -1,4 +1,5 @@
 import DBus
+import EventLoop
 import TestSupport
 import Testing
 
@@ -76,6 +77,59 @@ struct SignalTests {
             _ = try await client.call(
                 destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
             #expect(seen.value.count == 50, "nothing after cancel()")
+            await client.close()
+            await server.close()
+        }
+    }
+
+    @Test("handleSignals: a signal sent after a reply is not handled before a caller on the loop resumes")
+    func handlerNotAheadOfReplies() async throws {
+        try await TestBus.run { bus in
+            let server = try await bus.connect()
+            let client = try await bus.connect()
+            let counter = Locked(0)
+            // The reply and the signal after it leave the server in one loop turn, so the client
+            // usually reads both at once: the signal must still wait for the caller of the reply
+            // (a snapshot read by that call would otherwise be older than a change already seen).
+            try await server.export(
+                [
+                    DBusInterface(
+                        "org.gattway.Test",
+                        methods: [
+                            DBusMethod(
+                                "Read", out: nil,
+                                handler: .immediate { _ in
+                                    let round = counter.withLock {
+                                        $0 += 1
+                                        return $0
+                                    }
+                                    server.loop.execute {
+                                        server.assumeIsolated {
+                                            try? $0.emit(
+                                                path: "/dev", interface: "org.gattway.Test", member: "Changed",
+                                                arguments: [.uint32(UInt32(round))])
+                                        }
+                                    }
+                                    return [.uint32(UInt32(round))]
+                                })
+                        ])
+                ], at: "/dev")
+            let seen = Locked<[DBusValue]>([])
+            let handler = try await client.handleSignals(
+                matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")
+            ) { message in
+                seen.withLock { $0 += message.arguments }
+            }
+            let caller = LoopCaller(loop: bus.loop)
+            for round in 1...50 {
+                let before = await caller.call(client, server.uniqueName, seen)
+                #expect(before.reply == [.uint32(UInt32(round))])
+                #expect(!before.seen.contains(.uint32(UInt32(round))), "the signal of round \(round) after its reply")
+            }
+            // Every signal still arrives.
+            for _ in 0..<500 where seen.value.count < 50 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(seen.value == (1...50).map { .uint32(UInt32($0)) })
+            handler.cancel()
             await client.close()
             await server.close()
         }
@@ -178,5 +232,22 @@ struct SignalTests {
             let element = await iterator.next()
             #expect(element == nil)
         }
+    }
+}
+
+/// An actor on the test loop: code after its `await`s runs as a job of that loop, as the
+/// central manager's does.
+actor LoopCaller {
+    let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Calls `Read` and returns its reply with the signals handled by the time the call returned.
+    func call(_ client: DBusConnection, _ server: String, _ seen: Locked<[DBusValue]>) async -> (
+        reply: [DBusValue], seen: [DBusValue]
+    ) {
+        let reply = try? await client.call(
+            destination: server, path: "/dev", interface: "org.gattway.Test", method: "Read")
+        return (reply ?? [], seen.value)
     }
 }
