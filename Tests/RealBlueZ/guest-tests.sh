@@ -24,6 +24,7 @@ result() { echo "$*" | tee -a "$RESULTS"; }
 
 $PY -u "$HERE/peripheral.py" --adapter hci1 --other hci2 > "$LOGS/peripheral.log" 2>&1 &
 PERIPHERAL=$!
+export PERIPHERAL_PID=$PERIPHERAL  # realbluez-central nudges it (SIGUSR1: advertise anew)
 for _ in $(seq 300); do grep -q 'READY 1' "$LOGS/peripheral.log" && break; kill -0 $PERIPHERAL 2>/dev/null || break; sleep 0.05; done
 if grep -q 'READY 1' "$LOGS/peripheral.log"; then
   result "PASS peripheral.registered GattManager1 + LEAdvertisingManager1 on hci1, advertiser on hci2 at guest $(t) s"
@@ -60,6 +61,12 @@ scan_for() {  # scan_for OUT SERVICE PATTERN: `gattway scan` until PATTERN shows
   while [ "$(date +%s)" -lt $(( scan_start + 45 )) ] && ! grep -qiE -- "$3" "$out"; do
     kill -0 $scanner 2>/dev/null || break
     sleep 0.2
+    # Every 10 s without it, peripheral.py advertises anew (a report per advertising start).
+    if [ -n "${NUDGE_PID:-}" ] && [ $(( ($(date +%s) - scan_start) % 10 )) -eq 9 ] \
+        && [ "$(date +%s)" -gt "${last_nudge:-0}" ]; then
+      last_nudge=$(( $(date +%s) + 1 ))
+      kill -USR1 "$NUDGE_PID" 2>/dev/null
+    fi
   done
   scan_seconds=$(( $(date +%s) - scan_start ))
   sleep 2
@@ -68,7 +75,7 @@ scan_for() {  # scan_for OUT SERVICE PATTERN: `gattway scan` until PATTERN shows
   scan_status=$?
 }
 scan_out=$SHARE/out/cli-scan-180F.txt
-scan_for "$scan_out" 180F "\"$BATTERY\""
+NUDGE_PID=$PERIPHERAL scan_for "$scan_out" 180F "\"$BATTERY\""
 if grep -q "\"$BATTERY\"" "$scan_out" && ! grep -q "$OTHER" "$scan_out"; then
   result "PASS cli.scan-180F found after ${scan_seconds} s: $(head -c 160 "$scan_out" | tr '\n' ' ')"
 else

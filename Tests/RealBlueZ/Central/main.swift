@@ -28,7 +28,12 @@ func report(_ ok: Bool, _ name: String, _ detail: String = "") {
 
 struct Timeout: Error, CustomStringConvertible { var description: String }
 
-func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @Sendable () async throws -> T)
+/// Runs `body` for at most `seconds`. With `nudge`, asks peripheral.py every 10 s to advertise
+/// anew (SIGUSR1): btvirt's controllers send an advertising report only when scanning or
+/// advertising starts and the kernel misses one now and then, where a radio would repeat it.
+func within<T: Sendable>(
+    _ seconds: Double, _ what: String, nudge: Bool = false, _ body: @escaping @Sendable () async throws -> T
+)
     async throws -> T
 {
     try await withThrowingTaskGroup(of: T.self) { group in
@@ -37,16 +42,26 @@ func within<T: Sendable>(_ seconds: Double, _ what: String, _ body: @escaping @S
             try await Task.sleep(for: .seconds(seconds))
             throw Timeout(description: "\(what): nothing within \(seconds) s")
         }
+        if nudge {
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .seconds(10))
+                    print("nudge: peripheral.py advertises anew (\(what)) [guest \(uptime()) s]")
+                    _ = await shell(
+                        "kill -USR1 \(ProcessInfo.processInfo.environment["PERIPHERAL_PID"] ?? "0") 2>/dev/null")
+                }
+            }
+        }
         defer { group.cancelAll() }
         return try await group.next()!
     }
 }
 
 func first<S: AsyncSequence & Sendable>(
-    _ stream: S, within seconds: Double = 15, _ what: String,
+    _ stream: S, within seconds: Double = 15, _ what: String, nudge: Bool = false,
     where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
 ) async throws -> S.Element where S.Element: Sendable {
-    try await within(seconds, what) {
+    try await within(seconds, what, nudge: nudge) {
         for try await element in stream where predicate(element) { return element }
         throw Timeout(description: "\(what): the stream ended")
     }
@@ -150,7 +165,7 @@ func run() async throws {
         // Generous: btvirt's controllers send one advertising report per scan start or
         // advertising start, which the kernel can miss; the next comes when the kernel restarts
         // its LE scan (every 10.24 s) or the peripheral advertises again.
-        let found = try await first(results, within: 45, "battery peripheral found") {
+        let found = try await first(results, within: 45, "battery peripheral found", nudge: true) {
             $0.peripheral.address == batteryAddress
         }
         // Keep listening for a while: the unrelated advertiser (hci2) must not be reported.
@@ -172,7 +187,9 @@ func run() async throws {
     // A scan with a 180D filter reports the unrelated device (so the advertiser is really on the air).
     await check("scan.filter-180D") {
         let results = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180D)]))
-        let found = try await first(results, within: 45, "180D advertiser") { $0.peripheral.address == otherAddress }
+        let found = try await first(results, within: 45, "180D advertiser", nudge: true) {
+            $0.peripheral.address == otherAddress
+        }
         return (true, "found \(found.peripheral)", ())
     }
 
@@ -287,7 +304,7 @@ func run() async throws {
         try await peripheralDropsLink(client)
         let dropped = try await first(events, "disconnected after the drop", where: isDisconnect)
         guard case .disconnected(_, let error) = dropped else { return (false, "\(dropped)", ()) }
-        _ = try await first(events, within: 45, "reconnected") { $0 == .connected(peripheral) }
+        _ = try await first(events, within: 45, "reconnected", nudge: true) { $0 == .connected(peripheral) }
         var detail = "error=\(error?.code.rawValue ?? "nil") reconnected in \(ContinuousClock.now - started)"
         if let levels {
             let again = try await collect(levels, count: 3, "notifications after the reconnection")
@@ -319,7 +336,7 @@ func run() async throws {
     await check("link-drop.reconnect-acquire-notify") {
         try await peripheralDropsLink(client)
         let dropped = try await first(events2, "disconnected after the drop", where: isDisconnect)
-        _ = try await first(events2, within: 45, "reconnected") { $0 == .connected(peripheral) }
+        _ = try await first(events2, within: 45, "reconnected", nudge: true) { $0 == .connected(peripheral) }
         var detail = "\(dropped)"
         if let temperatures {
             let again = try await collect(temperatures, count: 3, "notifications after the reconnection")
@@ -334,7 +351,9 @@ func run() async throws {
         _ = try await first(states, "poweredOff") { $0 == .poweredOff }
         try await setPowered(client, "hci0", true)
         _ = try await first(states, "poweredOn") { $0 == .poweredOn }
-        _ = try await first(events2, within: 45, "reconnected after power-on") { $0 == .connected(peripheral) }
+        _ = try await first(events2, within: 45, "reconnected after power-on", nudge: true) {
+            $0 == .connected(peripheral)
+        }
         var detail = "error=\(error?.code.rawValue ?? "nil")"
         if let temperatures {
             detail += " values=\(try await collect(temperatures, count: 3, "notifications after power-on"))"
@@ -359,8 +378,10 @@ func run() async throws {
         _ = try await first(states, "resetting or poweredOff") { $0 == .resetting || $0 == .poweredOff }
         let dropped = try await first(events2, "disconnected by the restart", where: isDisconnect)
         _ = try await first(states, "poweredOn after the restart") { $0 == .poweredOn }
-        _ = try await first(scan, within: 45, "rediscovered") { $0.peripheral.address == batteryAddress }
-        _ = try await first(events2, within: 45, "reconnected after the restart") { $0 == .connected(peripheral) }
+        _ = try await first(scan, within: 45, "rediscovered", nudge: true) { $0.peripheral.address == batteryAddress }
+        _ = try await first(events2, within: 45, "reconnected after the restart", nudge: true) {
+            $0 == .connected(peripheral)
+        }
         var detail = "\(dropped)"
         if let temperatures {
             detail += " values=\(try await collect(temperatures, count: 3, "notifications after the restart"))"
