@@ -30,7 +30,7 @@ struct AdvertisementVectorTests {
         "battery_voltage": "voltage", "open": "window", "rot": "rotation", "accx": "acceleration_x",
         "accy": "acceleration_y", "accz": "acceleration_z", "event:button": "button", "button1": "button_1",
         "button2": "button_2", "button3": "button_3", "button4": "button_4", "uptime_0_1s": "uptime",
-        "advertising_count": "advertising_count",
+        "advertising_count": "advertising_count", "iaqs": "air_quality_score",
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
@@ -72,6 +72,7 @@ struct AdvertisementVectorTests {
             return keys.isSubset(of: sensorKeys) && !keys.subtracting(["mac"]).isEmpty ? "MiBeacon sensors" : nil
         }
         if let ruuvi = manufacturer["1177"] {
+            if ruuvi.hasPrefix("06") || ruuvi.lowercased().hasPrefix("e1") { return "Ruuvi Air" }
             return ruuvi.hasPrefix("05") ? "Ruuvi RAWv2" : ruuvi.hasPrefix("03") ? "Ruuvi RAWv1" : nil
         }
         if let atc = service["181a"], [22, 26, 30].contains(atc.count) { return "ATC1441/pvvx" }
@@ -204,12 +205,12 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 9)
+        #expect(totals.count == 10)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's
     /// values; raised as families are added (issue target: 0.95).
-    static let allVectorsFloor = 0.36
+    static let allVectorsFloor = 0.48
 
     @Test("the share of all corpus vectors that decode to the oracle's values, by brand")
     func allVectors() throws {
