@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-conformance test-bluez check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-bluez check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -40,9 +40,10 @@ check-conversions:
 # The whole suite: the formatting rules (lint), layering and conversion rules, then every Swift test (unit tests and
 # integration tests against a private dbus-daemon and a real mosquitto that the tests start and
 # stop), then a short coverage-guided run of every fuzz target, then bleak against the BlueZ
-# simulator, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
+# simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
+# by the maintained PyPI parser of that family), then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-conformance test-bluez
+test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-bluez
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -83,6 +84,22 @@ test-conformance: deps
 	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
 	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
+
+# The oracle lane (Tests/Oracles, docs/parsers.md "Oracle lane"): per parser family, seeded random
+# valid advertisements decoded by `gattway decode` and by the family's maintained open-source
+# parser (PyPI, pinned in Tests/Oracles/requirements.txt, in .venv-oracles created only when
+# missing; test instruments only), compared by value: at least 99 % agreement over ORACLE_FRAMES
+# frames per family. A report of every disagreement goes to .build/oracle-report.txt.
+ORACLE_FRAMES ?= 300
+test-oracles: deps
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@test -x .venv-oracles/bin/python || $(PYTHON) -m venv .venv-oracles
+	@cmp -s Tests/Oracles/requirements.txt .venv-oracles/requirements.txt \
+	  || { .venv-oracles/bin/pip install -q -r Tests/Oracles/requirements.txt \
+	       && cp Tests/Oracles/requirements.txt .venv-oracles/requirements.txt; }
+	.venv-oracles/bin/python Tests/Oracles/oracle_lane.py \
+	  "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" \
+	  --frames $(ORACLE_FRAMES) --report .build/oracle-report.txt
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
 # device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
