@@ -16,5 +16,6 @@ enum BuiltInParsers {
         GoveeH5101(), GoveeH5179(),
         // Long tail (issue #19), one line per vendor group.
         SensorEasy(),
+        INodeEnergyMeter(),
     ]
 }
