@@ -17,5 +17,6 @@ enum BuiltInParsers {
         // Long tail (issue #19), one line per vendor group.
         SensorEasy(),
         INodeEnergyMeter(),
+        SmartDryLaundry(),
     ]
 }
