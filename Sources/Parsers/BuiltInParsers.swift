@@ -18,5 +18,6 @@ enum BuiltInParsers {
         SensorEasy(),
         INodeEnergyMeter(),
         SmartDryLaundry(),
+        HoboMX2001(),
     ]
 }
