@@ -19,5 +19,6 @@ enum BuiltInParsers {
         INodeEnergyMeter(),
         SmartDryLaundry(),
         HoboMX2001(),
+        NodOnNIU(),
     ]
 }
