@@ -20,5 +20,6 @@ enum BuiltInParsers {
         SmartDryLaundry(),
         HoboMX2001(),
         NodOnNIU(),
+        TempoDisc(),
     ]
 }
