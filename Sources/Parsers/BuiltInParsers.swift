@@ -21,5 +21,6 @@ enum BuiltInParsers {
         HoboMX2001(),
         NodOnNIU(),
         TempoDisc(),
+        OriaThermometer(),
     ]
 }
