@@ -22,5 +22,6 @@ enum BuiltInParsers {
         NodOnNIU(),
         TempoDisc(),
         OriaThermometer(),
+        MokoBeacon(), MokoBeaconXPro(),
     ]
 }

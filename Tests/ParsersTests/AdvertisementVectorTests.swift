@@ -34,6 +34,7 @@ struct AdvertisementVectorTests {
         "lowbatt": "battery_low",
         "lvl_cm": "water_level",
         "tempc2_dp": "dew_point",
+        "x_axis": "acceleration_x", "y_axis": "acceleration_y", "z_axis": "acceleration_z",
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
@@ -101,6 +102,7 @@ struct AdvertisementVectorTests {
         if brand == "NodOn" { return "NodOn" }
         if brand == "Blue Maestro" { return "Blue Maestro" }
         if brand == "Oria" { return "Oria" }
+        if brand == "Mokosmart" { return "Mokosmart" }
         return nil
     }
 
@@ -160,6 +162,8 @@ struct AdvertisementVectorTests {
                 case ("theengsdecoder", let k) where k.hasPrefix("acc"):
                     // Theengs: Ruuvi in g × 0.980665 (labelled m/s²), KKM/BlueCharm raw mG.
                     x /= device.hasPrefix("Ruuvi") ? 0.980665 : 1000
+                case ("theengsdecoder", "x_axis"), ("theengsdecoder", "y_axis"), ("theengsdecoder", "z_axis"):
+                    x /= 9.80665  // Mokosmart: m/s²
                 case ("beacontools", "battery_voltage"): x /= 1000
                 case ("beacontools", "uptime_0_1s"): x /= 10
                 default: break
@@ -223,7 +227,7 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 16)
+        #expect(totals.count == 17)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's
