@@ -23,5 +23,6 @@ enum BuiltInParsers {
         TempoDisc(),
         OriaThermometer(),
         MokoBeacon(), MokoBeaconXPro(),
+        BParasite(),
     ]
 }
