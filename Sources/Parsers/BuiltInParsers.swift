@@ -24,5 +24,6 @@ enum BuiltInParsers {
         OriaThermometer(),
         MokoBeacon(), MokoBeaconXPro(),
         BParasite(),
+        OrasHydractiva(), OrasFaucet(),
     ]
 }
