@@ -25,5 +25,6 @@ enum BuiltInParsers {
         MokoBeacon(), MokoBeaconXPro(),
         BParasite(),
         OrasHydractiva(), OrasFaucet(),
+        Skale(),
     ]
 }
