@@ -26,5 +26,6 @@ enum BuiltInParsers {
         BParasite(),
         OrasHydractiva(), OrasFaucet(),
         Skale(),
+        OtodataTankMonitor(),
     ]
 }
