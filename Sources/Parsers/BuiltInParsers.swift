@@ -27,5 +27,6 @@ enum BuiltInParsers {
         OrasHydractiva(), OrasFaucet(),
         Skale(),
         OtodataTankMonitor(),
+        PolarH10(),
     ]
 }
