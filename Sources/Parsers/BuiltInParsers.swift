@@ -28,5 +28,6 @@ enum BuiltInParsers {
         Skale(),
         OtodataTankMonitor(),
         PolarH10(),
+        Aranet4(),
     ]
 }
