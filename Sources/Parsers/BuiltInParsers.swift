@@ -29,5 +29,6 @@ enum BuiltInParsers {
         OtodataTankMonitor(),
         PolarH10(),
         Aranet4(),
+        FeasyBeacon(),
     ]
 }
