@@ -30,5 +30,6 @@ enum BuiltInParsers {
         PolarH10(),
         Aranet4(),
         FeasyBeacon(),
+        BeeWiDoorSensor(),
     ]
 }
