@@ -31,5 +31,6 @@ enum BuiltInParsers {
         Aranet4(),
         FeasyBeacon(),
         BeeWiDoorSensor(),
+        XossX2(),
     ]
 }
