@@ -32,5 +32,6 @@ enum BuiltInParsers {
         FeasyBeacon(),
         BeeWiDoorSensor(),
         XossX2(),
+        JaaleeBeacon(),
     ]
 }
