@@ -33,5 +33,6 @@ enum BuiltInParsers {
         BeeWiDoorSensor(),
         XossX2(),
         JaaleeBeacon(),
+        RDL52832(),
     ]
 }

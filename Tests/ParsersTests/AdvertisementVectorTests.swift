@@ -117,6 +117,7 @@ struct AdvertisementVectorTests {
         if brand == "Otio/BeeWi" { return "Otio/BeeWi" }
         if brand == "XOSS" { return "XOSS" }
         if brand == "Jaalee" { return "Jaalee" }
+        if brand == "Radioland" { return "Radioland" }
         return nil
     }
 
@@ -175,7 +176,8 @@ struct AdvertisementVectorTests {
                 case ("ruuvitag-ble", let k) where k.hasPrefix("acceleration"): x /= 9.80665
                 case ("theengsdecoder", let k) where k.hasPrefix("acc"):
                     // Theengs: Ruuvi in g × 0.980665 (labelled m/s²), KKM/BlueCharm raw mG.
-                    x /= device.hasPrefix("Ruuvi") ? 0.980665 : 1000
+                    // Radioland RDL52832: m/s².
+                    x /= device.hasPrefix("Ruuvi") ? 0.980665 : device == "RDL52832" ? 9.80665 : 1000
                 case ("theengsdecoder", "x_axis"), ("theengsdecoder", "y_axis"), ("theengsdecoder", "z_axis"):
                     x /= 9.80665  // Mokosmart: m/s²
                 case ("beacontools", "battery_voltage"): x /= 1000
@@ -241,7 +243,7 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 27)
+        #expect(totals.count == 28)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's
