@@ -34,5 +34,6 @@ enum BuiltInParsers {
         XossX2(),
         JaaleeBeacon(),
         RDL52832(),
+        ABTemp(),
     ]
 }
