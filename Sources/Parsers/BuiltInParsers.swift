@@ -35,5 +35,6 @@ enum BuiltInParsers {
         JaaleeBeacon(),
         RDL52832(),
         ABTemp(),
+        TiltHydrometer(),
     ]
 }
