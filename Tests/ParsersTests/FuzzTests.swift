@@ -30,7 +30,10 @@ struct FuzzTests {
     func advertisements(_ format: String) throws {
         let parser = try #require(ParserRegistry.builtIn.advertisementParser(format: format))
         var random = SplitMix64(seed: UInt64(format.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
-        let names = [nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1"]
+        // Names some parsers gate on (Govee, Sensor Easy, Radioland, Oria).
+        let names = [
+            nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1", "P T EN 1", "P RHT 1", "P MAG 1", "RDL52832", "T301",
+        ]
         var inputs: [[UInt8]] = (0..<3000).map { _ in
             (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
         }
@@ -46,7 +49,7 @@ struct FuzzTests {
         for prefix: [UInt8] in [
             [0x40], [0x41], [0x42], [0x43], [0x44], [0x58, 0x58], [0x50, 0x20], [0x05], [0x03],
             [0x02, 0x15], [0x00], [0x10], [0x20, 0x00], [0x20, 0x01], [0x21, 0x01, 0x0F], [0x01, 0x01],
-            [0xEC, 0x00],
+            [0xEC, 0x00], [0xF2], [0x4F, 0x54, 0x4F], [0x08, 0x0C], [0x60], [0x70], [0x11], [0x21],
         ] {
             for _ in 0..<300 {
                 inputs.append(
@@ -58,8 +61,11 @@ struct FuzzTests {
         }
         var decoded = 0
         for (index, payload) in inputs.enumerated() {
+            // Some parsers also read a second payload of the advertisement (Sensor Easy's battery,
+            // Radioland's iBeacon): every fourth input is offered there too.
+            let companion: [UInt16: [UInt8]] = index % 4 == 0 ? [0x004C: payload, 0x0757: payload] : [:]
             let context = AdvertisementContext(
-                advertisement: AdvertisementData(localName: names[index % names.count]),
+                advertisement: AdvertisementData(localName: names[index % names.count], manufacturerData: companion),
                 address: index % 3 == 0 ? nil : Self.address,
                 bindKey: index % 2 == 0 ? Self.key : nil)
             for key in parser.keys {

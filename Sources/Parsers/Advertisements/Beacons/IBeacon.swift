@@ -4,6 +4,10 @@ import Bluetooth
 /// UUID (16), major and minor (uint16 BE), measured power (int8 dBm at 1 m). Other Apple
 /// payloads (Continuity) are not claimed. A positive measured-power byte cannot be an RSSI at
 /// 1 m; several sensor beacons put the battery voltage there in 0.1 V, published as `voltage`.
+///
+/// Sensor beacons that wrap readings in the frame (Tilt, ABTemp, Jaalee) have their own parsers
+/// on the same key, registered after this one so they are tried first; they decline frames that
+/// are not theirs, which then come here.
 public struct IBeacon: AdvertisementParser {
     public init() {}
     public var format: String { "ibeacon" }
@@ -13,19 +17,6 @@ public struct IBeacon: AdvertisementParser {
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        guard payload.count >= 2, payload[0] == 0x02, payload[1] == 0x15 else { return nil }
-        guard payload.count >= 23 else { throw .tooShort("iBeacon", need: 23, got: payload.count) }
-        let uuid = BluetoothUUID(bytes: payload, at: 2)
-        var reader = ByteReader(payload, from: 18, what: "iBeacon")
-        let major = try reader.u16be()
-        let minor = try reader.u16be()
-        let power = try reader.s8()
-        let text = uuid?.description ?? ""
-        return [
-            Reading("uuid", string: text),
-            Reading("major", Double(major)),
-            Reading("minor", Double(minor)),
-            power > 0 ? Reading(.voltage, decimal(power, 1)) : Reading(.txPower, Double(power)),
-        ]
+        try IBeaconFrame(payload)?.readings()
     }
 }

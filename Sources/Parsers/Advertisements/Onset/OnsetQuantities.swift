@@ -1,0 +1,6 @@
+import Bluetooth
+
+extension Quantity {
+    /// Water level above the sensor, in cm.
+    public static let waterLevel = Self(name: "water_level", unit: "cm", deviceClass: .distance)
+}

@@ -1,0 +1,6 @@
+import Bluetooth
+
+extension Quantity {
+    /// Fill level of a tank in %.
+    public static let tankLevel = Self(name: "level", unit: "%", deviceClass: nil)
+}
