@@ -30,7 +30,7 @@ struct FuzzTests {
     func advertisements(_ format: String) throws {
         let parser = try #require(ParserRegistry.builtIn.advertisementParser(format: format))
         var random = SplitMix64(seed: UInt64(format.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }))
-        let names = [nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1"]
+        let names = [nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1", "GVH5055", "GV5140", "GV5112", "GV5123"]
         var inputs: [[UInt8]] = (0..<3000).map { _ in
             (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
         }
@@ -62,7 +62,8 @@ struct FuzzTests {
                 advertisement: AdvertisementData(localName: names[index % names.count]),
                 address: index % 3 == 0 ? nil : Self.address,
                 bindKey: index % 2 == 0 ? Self.key : nil)
-            for key in parser.keys {
+            // A parser that takes any company id is fed under an arbitrary one.
+            for key in parser.keys + (parser.acceptsAnyCompanyID ? [.manufacturer(0xFFFF)] : []) {
                 if (try? parser.decode(payload, key: key, context: context)) != nil { decoded += 1 }
             }
         }
