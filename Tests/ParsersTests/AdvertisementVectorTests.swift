@@ -31,11 +31,26 @@ struct AdvertisementVectorTests {
         "accy": "acceleration_y", "accz": "acceleration_z", "event:button": "button", "button1": "button_1",
         "button2": "button_2", "button3": "button_3", "button4": "button_4", "uptime_0_1s": "uptime",
         "advertising_count": "advertising_count",
+        // govee-ble's per-sensor device ids (H5178 base unit and remote sensor).
+        "temperature@primary": "temperature", "humidity@primary": "humidity", "battery@primary": "battery",
+        "temperature@remote": "temperature_remote", "humidity@remote": "humidity_remote",
+        "battery@remote": "battery_remote",
+    ]
+
+    /// Theengs field names that mean something else for one device (by the vector's `device`),
+    /// tried before ``names``.
+    static let deviceNames: [String: [String: String]] = [
+        "H5055": [
+            "tempc1": "temperature_probe_1", "tempc2": "temperature_probe_2", "tempc3": "temperature_probe_3",
+            "tempc4": "temperature_probe_4", "tempc5": "temperature_probe_5", "tempc6": "temperature_probe_6",
+        ],
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
     static let ignored: Set<String> = [
         "tempf", "data_format", "acceleration_total", "mfid", "frame", "mac", "seconds_since_boot",
+        // Theengs' °F copies of the H5055 probe temperatures.
+        "tempf1", "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
     ]
 
     /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
@@ -84,8 +99,13 @@ struct AdvertisementVectorTests {
             let models = [
                 "H5072", "H5075", "H5074", "H5051", "H5052", "H5071", "H5100", "H5101", "H5102", "H5103",
                 "H5104", "H5105", "H5106", "H5108", "H5174", "H5177", "H5179",
+                // Probe, CO₂, remote-sensor, presence and encrypted event models.
+                "H5055", "H5110", "H5112", "H5121", "H5122", "H5123", "H5124", "H5125", "H5126", "H5127", "H5129",
+                "H5130", "H5140", "B5178", "H5181", "H5182", "H5183", "H5184", "H5185", "H5191", "H5198",
             ]
-            if models.contains(where: { device.contains($0) }) || device == "GV5179" { return "Govee" }
+            if models.contains(where: { device.contains($0) }) || ["GV5179", "Govee_1234"].contains(device) {
+                return "Govee"
+            }
         }
         return nil
     }
@@ -111,7 +131,7 @@ struct AdvertisementVectorTests {
             if ignored.contains(key) { continue }
             if oracle == "xiaomi-ble" && key == "voltage" { continue }  // estimated from battery %, not on air
             var value: Any = rawValue
-            var name = names[key] ?? key
+            var name = deviceNames[device]?[key] ?? names[key] ?? key
             if name.hasPrefix("event:") { name = String(name.dropFirst(6)) }
             if oracle == "theengsdecoder", name.hasPrefix("button"), let code = (rawValue as? NSNumber)?.intValue {
                 if code == 0 {
