@@ -15,5 +15,6 @@ enum BuiltInParsers {
         EddystoneUID(), EddystoneURL(), EddystoneTLM(), EddystoneEID(), KKMSensorFrame(), GoveeH5075(), GoveeH5074(),
         GoveeH5101(), GoveeH5179(),
         GoveeH5178(), GoveeH5112(), GoveeH5140(), GoveeH5127(), GoveeH512x(), GoveeMeatThermometer(), GoveeH5055(),
+        LeagendBM2(), LeagendBM6(), TPMSSensor(), ThermoBeacon(), ExposureNotification(), BatteryServiceData(),
     ]
 }

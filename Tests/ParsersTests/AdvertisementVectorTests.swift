@@ -44,6 +44,10 @@ struct AdvertisementVectorTests {
             "tempc1": "temperature_probe_1", "tempc2": "temperature_probe_2", "tempc3": "temperature_probe_3",
             "tempc4": "temperature_probe_4", "tempc5": "temperature_probe_5", "tempc6": "temperature_probe_6",
         ],
+        "WS02/WS08": [
+            "time": "uptime", "tempc_max": "temperature_max", "time_max": "temperature_max_time",
+            "tempc_min": "temperature_min", "time_min": "temperature_min_time",
+        ],
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
@@ -51,6 +55,8 @@ struct AdvertisementVectorTests {
         "tempf", "data_format", "acceleration_total", "mfid", "frame", "mac", "seconds_since_boot",
         // Theengs' °F copies of the H5055 probe temperatures.
         "tempf1", "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
+        // Theengs ThermoBeacon °F copies; `bvpp` (BM2/BM6) is a decoder flag.
+        "tempf_max", "tempf_min", "bvpp",
     ]
 
     /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
@@ -106,6 +112,9 @@ struct AdvertisementVectorTests {
             if models.contains(where: { device.contains($0) }) || ["GV5179", "Govee_1234"].contains(device) {
                 return "Govee"
             }
+        }
+        if brand == "GENERIC", ["BM2", "BM6", "TPMS", "WS02/WS08", "GAEN", "ServiceData"].contains(device) {
+            return "GENERIC"
         }
         return nil
     }
@@ -224,7 +233,7 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 9)
+        #expect(totals.count == 10)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's

@@ -109,6 +109,36 @@ struct GoveeGenericParserTests {
         #expect(throws: ParseError.self) { try decode([0x3022: "6c02000101a4c20f0e10ffffffff08fcffffffff"]) }
     }
 
+    @Test("TPMS: the address in the frame must be the advertiser's; negative temperatures")
+    func tpms() throws {
+        let address = BluetoothAddress("82:EA:CA:DD:EE:FF")
+        let decoded = try decode([0x0100: "82eacaddeeff11fc0300f4ffffff5301"], address: address)
+        #expect(value(decoded, "count") == .number(3))
+        #expect(value(decoded, "temperature") == .number(-0.12))
+        #expect(value(decoded, "alarm") == .bool(true))
+        #expect(decoded.readings.first { $0.name == "pressure" }?.unit == "bar")
+        #expect(throws: ParseError.self) {
+            try decode([0x0100: "82eacaddeeff11fc0300f4ffffff5301"], address: BluetoothAddress("82:EA:CA:DD:EE:00"))
+        }
+    }
+
+    @Test("ThermoBeacon: negative temperature in sixteenths, address check")
+    func thermoBeacon() throws {
+        let address = BluetoothAddress("70:F7:00:00:11:1A")
+        let decoded = try decode([0x0010: "00001a110000f770580cd8ff6c0443090000"], address: address)
+        #expect(value(decoded, "temperature") == .number(-2.5))
+        #expect(throws: ParseError.self) {
+            try decode([0x0010: "00001a110000f770580cd8ff6c0443090000"], address: BluetoothAddress("70:F7:00:00:11:1B"))
+        }
+    }
+
+    @Test("BM2 battery monitor is taken before the generic iBeacon parser")
+    func bm2() throws {
+        let decoded = try decode([0x004C: "0215655f83caae16a10a702e31f30d58dd82f441423144"])
+        #expect(decoded.format == "leagend_bm2")
+        #expect(value(decoded, "battery") == .number(68))
+    }
+
     @Test("the parser that takes any company id survives random payloads")
     func anyCompanyFuzz() {
         var random = SystemRandomNumberGenerator()
