@@ -16,5 +16,6 @@ enum BuiltInParsers {
         GoveeH5101(), GoveeH5179(),
         GoveeH5178(), GoveeH5112(), GoveeH5140(), GoveeH5127(), GoveeH512x(), GoveeMeatThermometer(), GoveeH5055(),
         LeagendBM2(), LeagendBM6(), TPMSSensor(), ThermoBeacon(), ExposureNotification(), BatteryServiceData(),
+        OralBToothbrush(),
     ]
 }
