@@ -17,5 +17,6 @@ enum BuiltInParsers {
         GoveeH5178(), GoveeH5112(), GoveeH5140(), GoveeH5127(), GoveeH512x(), GoveeMeatThermometer(), GoveeH5055(),
         LeagendBM2(), LeagendBM6(), TPMSSensor(), ThermoBeacon(), ExposureNotification(), BatteryServiceData(),
         OralBToothbrush(),
+        MopekaPro(),
     ]
 }

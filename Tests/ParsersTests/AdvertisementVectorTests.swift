@@ -44,6 +44,10 @@ struct AdvertisementVectorTests {
             "tempc1": "temperature_probe_1", "tempc2": "temperature_probe_2", "tempc3": "temperature_probe_3",
             "tempc4": "temperature_probe_4", "tempc5": "temperature_probe_5", "tempc6": "temperature_probe_6",
         ],
+        "M1017": [
+            "lvl_cm": "tank_level", "quality": "reading_quality", "sync": "sync_button", "accx": "accelerometer_x",
+            "accy": "accelerometer_y",
+        ],
         "WS02/WS08": [
             "time": "uptime", "tempc_max": "temperature_max", "time_max": "temperature_max_time",
             "tempc_min": "temperature_min", "time_min": "temperature_min_time",
@@ -57,6 +61,8 @@ struct AdvertisementVectorTests {
         "tempf1", "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
         // Theengs ThermoBeacon °F copies; `bvpp` (BM2/BM6) is a decoder flag.
         "tempf_max", "tempf_min", "bvpp",
+        // Theengs Mopeka: the tank level in inches (compared in cm).
+        "lvl_in",
     ]
 
     /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
@@ -117,6 +123,7 @@ struct AdvertisementVectorTests {
             return "GENERIC"
         }
         if manufacturer["220"] != nil { return "Oral-B" }
+        if manufacturer["89"] != nil, device == "M1017" { return "Mopeka" }
         return nil
     }
 
@@ -168,7 +175,7 @@ struct AdvertisementVectorTests {
                 case ("spec", "pressure"): x /= 100
                 case ("ruuvitag-ble", "voltage"): x /= 1000
                 case ("ruuvitag-ble", let k) where k.hasPrefix("acceleration"): x /= 9.80665
-                case ("theengsdecoder", let k) where k.hasPrefix("acc"):
+                case ("theengsdecoder", let k) where k.hasPrefix("acc") && deviceNames[device]?[k] == nil:
                     // Theengs: Ruuvi in g × 0.980665 (labelled m/s²), KKM/BlueCharm raw mG.
                     x /= device.hasPrefix("Ruuvi") ? 0.980665 : 1000
                 case ("beacontools", "battery_voltage"): x /= 1000
@@ -234,7 +241,7 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 11)
+        #expect(totals.count == 12)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's

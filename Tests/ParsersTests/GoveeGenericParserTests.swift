@@ -132,6 +132,17 @@ struct GoveeGenericParserTests {
         }
     }
 
+    @Test("Mopeka: sync button bit, sub-zero temperature, battery clamped")
+    func mopeka() throws {
+        let decoded = try decode([0x0059: "0c40a4a4c150a8cc0323"])
+        #expect(value(decoded, "sync_button") == .bool(true))
+        #expect(value(decoded, "temperature") == .number(-4))
+        #expect(value(decoded, "battery") == .number(0))
+        #expect(value(decoded, "reading_quality") == .number(3))
+        // Nordic's id: other lengths and hardware ids are not claimed.
+        #expect(throws: ParseError.self) { try decode([0x0059: "0d4aa4a4c150a8cc0323"]) }
+    }
+
     @Test("BM2 battery monitor is taken before the generic iBeacon parser")
     func bm2() throws {
         let decoded = try decode([0x004C: "0215655f83caae16a10a702e31f30d58dd82f441423144"])
