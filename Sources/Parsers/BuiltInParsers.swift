@@ -37,5 +37,9 @@ enum BuiltInParsers {
         RDL52832(),
         ABTemp(),
         TiltHydrometer(),
+        GoveeH5178(), GoveeH5112(), GoveeH5140(), GoveeH5127(), GoveeH512x(), GoveeMeatThermometer(), GoveeH5055(),
+        LeagendBM2(), LeagendBM6(), TPMSSensor(), ThermoBeacon(), ExposureNotification(), BatteryServiceData(),
+        OralBToothbrush(),
+        MopekaPro(),
     ]
 }

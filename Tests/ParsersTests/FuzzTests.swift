@@ -33,6 +33,7 @@ struct FuzzTests {
         // Names some parsers gate on (Govee, Sensor Easy, Radioland, Oria).
         let names = [
             nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1", "P T EN 1", "P RHT 1", "P MAG 1", "RDL52832", "T301",
+            "GVH5055", "GV5140", "GV5112", "GV5123",
         ]
         var inputs: [[UInt8]] = (0..<3000).map { _ in
             (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
@@ -68,7 +69,8 @@ struct FuzzTests {
                 advertisement: AdvertisementData(localName: names[index % names.count], manufacturerData: companion),
                 address: index % 3 == 0 ? nil : Self.address,
                 bindKey: index % 2 == 0 ? Self.key : nil)
-            for key in parser.keys {
+            // A parser that takes any company id is fed under an arbitrary one.
+            for key in parser.keys + (parser.acceptsAnyCompanyID ? [.manufacturer(0xFFFF)] : []) {
                 if (try? parser.decode(payload, key: key, context: context)) != nil { decoded += 1 }
             }
         }

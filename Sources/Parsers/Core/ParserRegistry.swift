@@ -14,6 +14,9 @@ public struct ParserRegistry: Sendable {
     /// Parsers per key, in the order they are tried. A short array scanned linearly: with a dozen
     /// keys this is cheaper than hashing on every advertisement.
     private var byKey: [(key: AdvertisementKey, parsers: [any AdvertisementParser])] = []
+    /// Parsers offered any manufacturer-data payload after the ones for its company id declined
+    /// (``AdvertisementParser/acceptsAnyCompanyID``), latest registered first.
+    private var anyCompany: [any AdvertisementParser] = []
 
     /// An empty registry.
     public init() {}
@@ -35,6 +38,7 @@ public struct ParserRegistry: Sendable {
     /// Adds an advertisement parser, tried before the ones registered earlier for the same key.
     public mutating func register(_ parser: any AdvertisementParser) {
         advertisementParsers.append(parser)
+        if parser.acceptsAnyCompanyID { anyCompany.insert(parser, at: 0) }
         for key in parser.keys {
             if let slot = byKey.firstIndex(where: { $0.key == key }) {
                 byKey[slot].parsers.insert(parser, at: 0)
@@ -130,8 +134,16 @@ public struct ParserRegistry: Sendable {
     private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext, generic: Bool? = nil)
         throws(ParseError) -> DecodedAdvertisement?
     {
-        guard let slot = byKey.firstIndex(where: { $0.key == key }) else { return nil }
-        for parser in byKey[slot].parsers {
+        if let slot = byKey.firstIndex(where: { $0.key == key }) {
+            for parser in byKey[slot].parsers {
+                if let generic, parser.isGeneric != generic { continue }
+                if let readings = try parser.decode(payload, key: key, context: context) {
+                    return DecodedAdvertisement(format: parser.format, readings: readings)
+                }
+            }
+        }
+        guard case .manufacturer = key else { return nil }
+        for parser in anyCompany {
             if let generic, parser.isGeneric != generic { continue }
             if let readings = try parser.decode(payload, key: key, context: context) {
                 return DecodedAdvertisement(format: parser.format, readings: readings)

@@ -4,7 +4,9 @@ import Bluetooth
 /// (govee-ble; Theengs `H5102_json.h`), manufacturer id 0x0001: `01 01`, 3-byte BE packed
 /// temperature/humidity, battery (bit 7 error). The H5106 air-quality monitor uses the same
 /// header with a 4-byte value `temperature × 10^7 + humidity × 10^4 + PM2.5` and is recognised
-/// by its name.
+/// by its name. The 8-byte form (H5108 and nameless: two more bytes after the battery) decodes the
+/// same; an appended iBeacon frame is ignored. H5112 / H5140 / H5178 frames, which share the
+/// header, are claimed first by their own parsers.
 public struct GoveeH5101: AdvertisementParser {
     public init() {}
     public var format: String { "govee_h5101" }
@@ -27,7 +29,7 @@ public struct GoveeH5101: AdvertisementParser {
             return readings
         }
         // A remote-probe frame of the H5178 (`01 01 01 …` with 9 bytes) is a different layout.
-        guard payload.count < 9 || payload.count > 9 else { return nil }
+        guard goveeLength(payload) != 9 else { return nil }
         goveePacked(UInt32(truncatingIfNeeded: try reader.uintBE(3)), into: &readings)
         if goveeBattery(try reader.u8(), into: &readings) {
             readings[0].value = .null

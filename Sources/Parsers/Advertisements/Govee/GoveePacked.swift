@@ -39,3 +39,14 @@ extension AdvertisementContext {
         return Array(name.utf8).withUnsafeBufferPointer(scan)
     }
 }
+
+/// The length of a Govee manufacturer payload without the 25-byte iBeacon frame
+/// (`4C 00 02 15` + "INTELLI_ROCKS…") some models glue onto its end (govee-ble strips it too).
+func goveeLength(_ payload: [UInt8]) -> Int {
+    let count = payload.count
+    guard count > 25 else { return count }
+    let tail = count - 25
+    var reader = ByteReader(payload, from: tail)
+    guard (try? reader.u32be()) == 0x4C00_0215 else { return count }
+    return tail
+}
