@@ -38,10 +38,16 @@ public protocol AdvertisementParser: Sendable {
     /// True for formats other devices piggy-back on (iBeacon): when an advertisement carries
     /// several payloads, generic formats are tried only after every specific one declined.
     var isGeneric: Bool { get }
+    /// True for formats that carry data in the company-id field of manufacturer data (Inkbird
+    /// IBS-TH, ThermoPro TP35x): the registry offers them manufacturer data of *every* company id,
+    /// passing `.manufacturer(id)` as the key, after the parsers registered for that id declined.
+    /// Such a parser must recognise its frames by other means (name, length, low byte of the id).
+    var readsCompanyID: Bool { get }
 }
 
 extension AdvertisementParser {
     public var isGeneric: Bool { false }
+    public var readsCompanyID: Bool { false }
 }
 
 /// The outcome of decoding an advertisement: which format matched and what it said.

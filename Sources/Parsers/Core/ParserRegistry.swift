@@ -14,6 +14,9 @@ public struct ParserRegistry: Sendable {
     /// Parsers per key, in the order they are tried. A short array scanned linearly: with a dozen
     /// keys this is cheaper than hashing on every advertisement.
     private var byKey: [(key: AdvertisementKey, parsers: [any AdvertisementParser])] = []
+    /// Parsers offered manufacturer data of any company id (``AdvertisementParser/readsCompanyID``),
+    /// in the order they are tried.
+    private var anyCompany: [any AdvertisementParser] = []
 
     /// An empty registry.
     public init() {}
@@ -35,6 +38,7 @@ public struct ParserRegistry: Sendable {
     /// Adds an advertisement parser, tried before the ones registered earlier for the same key.
     public mutating func register(_ parser: any AdvertisementParser) {
         advertisementParsers.append(parser)
+        if parser.readsCompanyID { anyCompany.insert(parser, at: 0) }
         for key in parser.keys {
             if let slot = byKey.firstIndex(where: { $0.key == key }) {
                 byKey[slot].parsers.insert(parser, at: 0)
@@ -78,8 +82,10 @@ public struct ParserRegistry: Sendable {
     /// Every payload in the advertisement (manufacturer data and service data) is offered to the
     /// parsers registered for its key; the first parser that claims a payload decides the result.
     /// Service data is tried before manufacturer data, and within each in ascending key order,
-    /// so the choice does not depend on dictionary order. Throws `unknown_format` when no parser
-    /// claims anything, or the claiming parser's error.
+    /// so the choice does not depend on dictionary order. Manufacturer data no parser of its
+    /// company id claims is offered to the parsers that read the company id (Inkbird IBS-TH,
+    /// ThermoPro). Throws `unknown_format` when no parser claims anything, or the claiming
+    /// parser's error.
     public func decode(_ context: AdvertisementContext) throws(ParseError) -> DecodedAdvertisement {
         let advertisement = context.advertisement
         let entries = advertisement.serviceData.count + advertisement.manufacturerData.count
@@ -130,9 +136,16 @@ public struct ParserRegistry: Sendable {
     private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext, generic: Bool? = nil)
         throws(ParseError) -> DecodedAdvertisement?
     {
-        guard let slot = byKey.firstIndex(where: { $0.key == key }) else { return nil }
-        for parser in byKey[slot].parsers {
-            if let generic, parser.isGeneric != generic { continue }
+        if let slot = byKey.firstIndex(where: { $0.key == key }) {
+            for parser in byKey[slot].parsers {
+                if let generic, parser.isGeneric != generic { continue }
+                if let readings = try parser.decode(payload, key: key, context: context) {
+                    return DecodedAdvertisement(format: parser.format, readings: readings)
+                }
+            }
+        }
+        guard case .manufacturer = key, generic != true else { return nil }
+        for parser in anyCompany {
             if let readings = try parser.decode(payload, key: key, context: context) {
                 return DecodedAdvertisement(format: parser.format, readings: readings)
             }
