@@ -44,4 +44,38 @@ struct SensorVendorParserTests {
         let ruuvi = AdvertisementData(manufacturerData: [0x0499: [UInt8](hexString: "03291A1ECE1EFC18F94202CA0B53")])
         #expect(try registry.decode(AdvertisementContext(advertisement: ruuvi)).format == "ruuvi_rawv1")
     }
+
+    @Test("SwitchBot meter: bit 7 of the degrees byte clear means below zero")
+    func switchBotNegative() throws {
+        let decoded = try Self.decode(service: [0xFD3D: "6900ba031938"])
+        #expect(decoded.format == "switchbot")
+        #expect(Self.value(decoded, "temperature") == .number(-25.3))
+        #expect(Self.value(decoded, "humidity") == .number(56))
+        #expect(Self.value(decoded, "battery") == .number(58))
+    }
+
+    @Test("SwitchBot Outdoor Meter: battery from the service data, climate from 0x0969 in the same advertisement")
+    func switchBotOutdoorMerged() throws {
+        let decoded = try Self.decode(
+            service: [0xFD3D: "770041"], manufacturer: [0x0969: "aabbccddeeffe30f090f2a00"], name: "Outdoor Meter")
+        #expect(decoded.format == "switchbot")
+        #expect(Self.value(decoded, "temperature") == .number(-15.9))
+        #expect(Self.value(decoded, "humidity") == .number(42))
+        #expect(Self.value(decoded, "battery") == .number(65))
+        // Without its service data and without a meter name the manufacturer data is not claimed.
+        let unnamed = #expect(throws: ParseError.self) {
+            try Self.decode(manufacturer: [0x0969: "aabbccddeeffe30f090f2a00"])
+        }
+        #expect(unnamed?.kind == .unknownFormat)
+    }
+
+    @Test("SwitchBot Blind Tilt: openness and direction around the middle position")
+    func switchBotBlindTilt() throws {
+        for (byte, open, direction) in [("32", 100.0, "—"), ("00", 0, "down"), ("55", 30, "up"), ("28", 80, "down")] {
+            let decoded = try Self.decode(
+                service: [0xFD3D: "780036"], manufacturer: [0x0969: "aabbccddeeffd327\(byte)14"])
+            #expect(Self.value(decoded, "tilt") == .number(open), "\(byte)")
+            #expect(Self.value(decoded, "tilt_direction") == .string(direction), "\(byte)")
+        }
+    }
 }
