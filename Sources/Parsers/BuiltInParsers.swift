@@ -15,5 +15,6 @@ enum BuiltInParsers {
         EddystoneUID(), EddystoneURL(), EddystoneTLM(), EddystoneEID(), KKMSensorFrame(), GoveeH5075(), GoveeH5074(),
         GoveeH5101(), GoveeH5179(),
         SwitchBotServiceData(), SwitchBotMeter(),
+        Qingping(),
     ]
 }

@@ -78,4 +78,40 @@ struct SensorVendorParserTests {
             #expect(Self.value(decoded, "tilt_direction") == .string(direction), "\(byte)")
         }
     }
+
+    @Test("Qingping CGPR1: object 0x11 is the light state; event frames carry no illuminance")
+    func qingpingMotionAndLight() throws {
+        let light = try Self.decode(service: [0xFDCD: "c812ffeeddccbbaa1101010f015f"])
+        #expect(Self.value(light, "light") == .bool(true))
+        #expect(Self.value(light, "motion") == nil)
+        let event = try Self.decode(service: [0xFDCD: "4812ffeeddccbbaa0804010300000f0150"])
+        #expect(Self.value(event, "motion") == .bool(true))
+        #expect(Self.value(event, "illuminance") == nil)
+        let periodic = try Self.decode(service: [0xFDCD: "0812005e60342d580201640f01e7090426000000"])
+        #expect(Self.value(periodic, "illuminance") == .number(38))
+        let motion = try Self.decode(service: [0xFDCD: "0812005e60342d580201640f015a080401b83601"])
+        #expect(Self.value(motion, "illuminance") == .number(79544))
+    }
+
+    @Test("Qingping CGH1: door from object 0x04 or from the second 0x0F of a periodic frame")
+    func qingpingDoor() throws {
+        let periodic = try Self.decode(service: [0xFDCD: "0804751060342d580201600f01420f0101"])
+        #expect(Self.value(periodic, "opening") == .bool(false))
+        #expect(Self.value(periodic, "packet_id") == .number(0x42))
+        let leftOpen = try Self.decode(service: [0xFDCD: "4804751060342d580401020f01cb"])
+        #expect(Self.value(leftOpen, "opening") == .bool(true))
+        #expect(Self.value(leftOpen, "left_open") == .bool(true))
+    }
+
+    @Test("Qingping: a truncated object is too_short, an unknown device id is not claimed")
+    func qingpingBadFrames() {
+        let truncated = #expect(throws: ParseError.self) {
+            try Self.decode(service: [0xFDCD: "0807ffeeddccbbaa01041201"])
+        }
+        #expect(truncated?.kind == .tooShort)
+        let unknown = #expect(throws: ParseError.self) {
+            try Self.decode(service: [0xFDCD: "08ffffeeddccbbaa020164"])
+        }
+        #expect(unknown?.kind == .unknownFormat)
+    }
 }
