@@ -16,5 +16,6 @@ enum BuiltInParsers {
         GoveeH5101(), GoveeH5179(),
         SwitchBotServiceData(), SwitchBotMeter(),
         Qingping(),
+        SensirionGadget(),
     ]
 }

@@ -114,4 +114,13 @@ struct SensorVendorParserTests {
         }
         #expect(unknown?.kind == .unknownFormat)
     }
+
+    @Test("Sensirion SCD4x: CO₂ after the humidity word; unknown sample types are not claimed")
+    func sensirion() throws {
+        let decoded = try Self.decode(manufacturer: [0x06D5: "000867355367925c0b040609"])
+        #expect(Self.value(decoded, "temperature") == .number(25.63))
+        #expect(Self.value(decoded, "humidity") == .number(36.16))
+        #expect(Self.value(decoded, "co2") == .number(1035))
+        #expect(throws: ParseError.self) { try Self.decode(manufacturer: [0x06D5: "000467355367925c"]) }
+    }
 }
