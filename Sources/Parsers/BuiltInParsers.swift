@@ -17,5 +17,6 @@ enum BuiltInParsers {
         SwitchBotServiceData(), SwitchBotMeter(),
         Qingping(),
         SensirionGadget(),
+        ThermoProTP35x(),
     ]
 }

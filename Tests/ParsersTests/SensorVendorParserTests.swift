@@ -123,4 +123,35 @@ struct SensorVendorParserTests {
         #expect(Self.value(decoded, "co2") == .number(1035))
         #expect(throws: ParseError.self) { try Self.decode(manufacturer: [0x06D5: "000467355367925c"]) }
     }
+
+    @Test("ThermoPro: the temperature's low byte is the company id's high byte, any id ending C2")
+    func thermoPro() throws {
+        let decoded = try Self.decode(manufacturer: [0xFFC2: "ff28012c"], name: "TP357 (2B54)")
+        #expect(decoded.format == "thermopro_tp35x")
+        #expect(Self.value(decoded, "temperature") == .number(-0.1))
+        #expect(Self.value(decoded, "humidity") == .number(40))
+        #expect(Self.value(decoded, "battery_low") == .bool(true))
+        let other = #expect(throws: ParseError.self) {
+            try Self.decode(manufacturer: [0xFFC2: "ff28012c"], name: "Something else")
+        }
+        #expect(other?.kind == .unknownFormat)
+        let empty = try Self.decode(manufacturer: [0xFFC2: "ffff02"], name: "TP357S")
+        #expect(Self.value(empty, "temperature") == .null)
+    }
+
+    @Test("parsers that read the company id survive random payloads under random ids")
+    func anyCompanyFuzz() {
+        var random = SplitMix64(seed: 19)
+        let parsers: [any AdvertisementParser] = [ThermoProTP35x()]
+        let names = [nil, "TP357", "TP393S"]
+        for index in 0..<20000 {
+            let payload = (0..<Int.random(in: 0...12, using: &random)).map { _ in
+                UInt8.random(in: 0...255, using: &random)
+            }
+            let key = AdvertisementKey.manufacturer(UInt16.random(in: 0...0xFFFF, using: &random))
+            let context = AdvertisementContext(advertisement: AdvertisementData(localName: names[index % names.count]))
+            for parser in parsers { _ = try? parser.decode(payload, key: key, context: context) }
+            _ = try? ParserRegistry.builtIn.decode(context)
+        }
+    }
 }
