@@ -18,5 +18,6 @@ enum BuiltInParsers {
         Qingping(),
         SensirionGadget(),
         ThermoProTP35x(),
+        InkbirdIBSTH(), InkbirdIBBQ(),
     ]
 }

@@ -36,6 +36,9 @@ struct AdvertisementVectorTests {
         "in_ct": "in_count", "out_ct": "out_count", "push_ct": "push_count",
         // ThermoPro
         "batt_low": "battery_low",
+        // Inkbird probes
+        "tempc2": "temperature_2", "tempc3": "temperature_3", "tempc4": "temperature_4", "tempc5": "temperature_5",
+        "tempc6": "temperature_6", "extprobe": "external_probe",
     ]
 
     /// Oracle field names → ours where one oracle name means different things per device.
@@ -49,6 +52,8 @@ struct AdvertisementVectorTests {
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
     static let ignored: Set<String> = [
         "tempf", "data_format", "acceleration_total", "mfid", "frame", "mac", "seconds_since_boot",
+        // Inkbird probes
+        "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
     ]
 
     /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
@@ -110,6 +115,7 @@ struct AdvertisementVectorTests {
         }
         if manufacturer["1749"] != nil { return "Sensirion" }
         if brand == "ThermoPro" { return "ThermoPro" }
+        if brand.hasPrefix("Inkbird") { return "Inkbird" }
         return nil
     }
 
@@ -227,7 +233,7 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 13)
+        #expect(totals.count == 14)
     }
 
     /// Share of all vectors (any family, claimed or not) that must decode to the oracle's

@@ -139,11 +139,40 @@ struct SensorVendorParserTests {
         #expect(Self.value(empty, "temperature") == .null)
     }
 
+    @Test("Inkbird IBS-TH: negative temperature in the company id, claimed only under its names")
+    func inkbirdIBSTH() throws {
+        let decoded = try Self.decode(manufacturer: [0xFB76: "00000010805908"], name: "tps")
+        #expect(decoded.format == "inkbird_ibs_th")
+        #expect(Self.value(decoded, "temperature") == .number(-11.62))
+        #expect(Self.value(decoded, "humidity") == nil)
+        #expect(Self.value(decoded, "battery") == .number(89))
+        let unnamed = #expect(throws: ParseError.self) {
+            try Self.decode(manufacturer: [0xFB76: "00000010805908"], name: "spsx")
+        }
+        #expect(unnamed?.kind == .unknownFormat)
+    }
+
+    @Test("Inkbird iBBQ: unplugged probes read null; a MAC that is not the sender's is not claimed")
+    func inkbirdIBBQ() throws {
+        let decoded = try Self.decode(manufacturer: [0x0000: "0000aabbccddeeff0401f6ff58021202"])
+        #expect(decoded.format == "inkbird_ibbq")
+        #expect(Self.value(decoded, "temperature") == .number(26))
+        #expect(Self.value(decoded, "temperature_2") == .null)
+        #expect(Self.value(decoded, "temperature_4") == .number(53))
+        let own = try Self.decode(
+            manufacturer: [0x0001: "0000ffeeddccbbaadc00cf00"], address: "AA:BB:CC:DD:EE:FF")
+        #expect(Self.value(own, "temperature_2") == .number(20.7))
+        let foreign = #expect(throws: ParseError.self) {
+            try Self.decode(manufacturer: [0x0001: "0000ffeeddccbbaadc00cf00"], address: "11:22:33:44:55:66")
+        }
+        #expect(foreign?.kind == .unknownFormat)
+    }
+
     @Test("parsers that read the company id survive random payloads under random ids")
     func anyCompanyFuzz() {
         var random = SplitMix64(seed: 19)
-        let parsers: [any AdvertisementParser] = [ThermoProTP35x()]
-        let names = [nil, "TP357", "TP393S"]
+        let parsers: [any AdvertisementParser] = [ThermoProTP35x(), InkbirdIBSTH()]
+        let names = [nil, "sps", "tps", "TP357", "TP393S"]
         for index in 0..<20000 {
             let payload = (0..<Int.random(in: 0...12, using: &random)).map { _ in
                 UInt8.random(in: 0...255, using: &random)
