@@ -41,5 +41,10 @@ enum BuiltInParsers {
         LeagendBM2(), LeagendBM6(), TPMSSensor(), ThermoBeacon(), ExposureNotification(), BatteryServiceData(),
         OralBToothbrush(),
         MopekaPro(),
+        SwitchBotServiceData(), SwitchBotMeter(),
+        Qingping(),
+        SensirionGadget(),
+        ThermoProTP35x(),
+        InkbirdIBSTH(), InkbirdIBBQ(),
     ]
 }

@@ -33,7 +33,7 @@ struct FuzzTests {
         // Names some parsers gate on (Govee, Sensor Easy, Radioland, Oria).
         let names = [
             nil, "GVH5075_1234", "Govee_H5074_1", "GVH5106_1", "P T EN 1", "P RHT 1", "P MAG 1", "RDL52832", "T301",
-            "GVH5055", "GV5140", "GV5112", "GV5123",
+            "GVH5055", "GV5140", "GV5112", "GV5123", "TP357 (1A2B)", "TP393", "sps", "tps", "WoSensorTH",
         ]
         var inputs: [[UInt8]] = (0..<3000).map { _ in
             (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
@@ -69,8 +69,16 @@ struct FuzzTests {
                 advertisement: AdvertisementData(localName: names[index % names.count], manufacturerData: companion),
                 address: index % 3 == 0 ? nil : Self.address,
                 bindKey: index % 2 == 0 ? Self.key : nil)
-            // A parser that takes any company id is fed under an arbitrary one.
-            for key in parser.keys + (parser.acceptsAnyCompanyID ? [.manufacturer(0xFFFF)] : []) {
+            // A parser that takes any company id is fed under an arbitrary one and under one whose
+            // low byte some of them recognise (ThermoPro's C2).
+            let anyCompany: [AdvertisementKey] =
+                parser.acceptsAnyCompanyID
+                ? [
+                    .manufacturer(UInt16(truncatingIfNeeded: index &* 40503)),
+                    .manufacturer(UInt16(index & 0xFF) << 8 | 0xC2),
+                ]
+                : []
+            for key in parser.keys + anyCompany {
                 if (try? parser.decode(payload, key: key, context: context)) != nil { decoded += 1 }
             }
         }

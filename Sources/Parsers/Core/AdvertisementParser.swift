@@ -38,10 +38,11 @@ public protocol AdvertisementParser: Sendable {
     /// True for formats other devices piggy-back on (iBeacon): when an advertisement carries
     /// several payloads, generic formats are tried only after every specific one declined.
     var isGeneric: Bool { get }
-    /// True for formats whose devices put a varying value where the company id belongs (Govee's
-    /// H5055 sends a different "company id" per device): the registry offers such a parser every
-    /// manufacturer-data payload that no parser registered for its company id claimed. The
-    /// parser must recognise its frames by length, fixed bytes and name or service UUID.
+    /// True for formats whose devices put a varying value where the company id belongs — Govee's
+    /// H5055 sends a different "company id" per device, Inkbird IBS-TH and ThermoPro TP35x start
+    /// their readings there: the registry offers such a parser every manufacturer-data payload
+    /// that no parser registered for its company id claimed, with `.manufacturer(id)` as the key.
+    /// The parser must recognise its frames by length, fixed bytes and name or service UUID.
     var acceptsAnyCompanyID: Bool { get }
 }
 

@@ -82,8 +82,10 @@ public struct ParserRegistry: Sendable {
     /// Every payload in the advertisement (manufacturer data and service data) is offered to the
     /// parsers registered for its key; the first parser that claims a payload decides the result.
     /// Service data is tried before manufacturer data, and within each in ascending key order,
-    /// so the choice does not depend on dictionary order. Throws `unknown_format` when no parser
-    /// claims anything, or the claiming parser's error.
+    /// so the choice does not depend on dictionary order. Manufacturer data no parser of its
+    /// company id claims is offered to the parsers that read the company id (Inkbird IBS-TH,
+    /// ThermoPro). Throws `unknown_format` when no parser claims anything, or the claiming
+    /// parser's error.
     public func decode(_ context: AdvertisementContext) throws(ParseError) -> DecodedAdvertisement {
         let advertisement = context.advertisement
         let entries = advertisement.serviceData.count + advertisement.manufacturerData.count
