@@ -14,6 +14,6 @@ enum BuiltInParsers {
         BTHomeV2(), BTHomeV1(), MiBeacon(), RuuviRAWv1(), RuuviRAWv2(), ATC1441(), PVVXCustom(), IBeacon(),
         EddystoneUID(), EddystoneURL(), EddystoneTLM(), EddystoneEID(), KKMSensorFrame(), GoveeH5075(), GoveeH5074(),
         GoveeH5101(), GoveeH5179(),
-        MiScaleV1(), MiScaleV2(), HuamiActivity(), AppleWatchNearby(), HHCCJCY10(),
+        MiScaleV1(), MiScaleV2(), HuamiActivity(), AppleWatchNearby(), HHCCJCY10(), AirPodsProximity(),
     ]
 }

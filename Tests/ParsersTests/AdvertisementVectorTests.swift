@@ -41,6 +41,10 @@ struct AdvertisementVectorTests {
         "mass_non_stabilized": "weight", "unit": "weight_unit", "act_bpm": "heart_rate",
         "event:fingerprint": "fingerprint_result", "event:lock": "lock_action", "event:error": "lock_error",
         "event:motion": "motion_event",
+        // Theengs AirPods fields.
+        "batt_r": "battery_right", "batt_l": "battery_left", "batt_case": "battery_case",
+        "charging_r": "charging_right",
+        "charging_l": "charging_left",
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
