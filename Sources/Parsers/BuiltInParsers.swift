@@ -46,5 +46,6 @@ enum BuiltInParsers {
         SensirionGadget(),
         ThermoProTP35x(),
         InkbirdIBSTH(), InkbirdIBBQ(),
+        MiScaleV1(), MiScaleV2(), HuamiActivity(), AppleWatchNearby(), HHCCJCY10(), AirPodsProximity(),
     ]
 }

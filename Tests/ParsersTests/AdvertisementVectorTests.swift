@@ -17,7 +17,20 @@ struct AdvertisementVectorTests {
             + "carries one decimal and govee-ble gives -7.3, as we do (docs/parsers.md, Byte formats: Govee)",
         544: "xiaomi-ble truncates LYWSD03MMC humidity to an integer (46); the object carries 46.7 "
             + "(docs/parsers.md, Byte formats: MiBeacon)",
-        579: "MiBeacon object 0x2000 (MMC-T201-1 body temperature) uses an undocumented formula; not decoded",
+        389: "Theengs reads MUE4094RT `darkness` from byte 4, which is the MiBeacon frame counter (the next line's "
+            + "frame has counter 2 and `darkness` 2); we publish the motion object only",
+        390: "Theengs reads MUE4094RT `darkness` from byte 4, the MiBeacon frame counter (see line 389)",
+        391: "MiBeacon frame without objects (frame control bit 6 clear): nothing to publish (Theengs reports only "
+            + "the MAC)",
+        91: "AirPods battery nibble 15 means not connected: we publish null, Theengs 100 % (docs/parsers.md, Apple)",
+        214: "Theengs' PVVX_DECR input is a pvvx frame already decrypted elsewhere (6 plaintext bytes); on air the "
+            + "frame is AES-CCM ciphertext, which we do not decrypt yet (docs/parsers.md, ATC1441 and pvvx)",
+        229: "a Huami frame with neither heart rate nor steps: nothing to publish (Theengs reports only its type)",
+        343: "CGPR1 event frame: its illuminance is not the sensor's there (pvvx captures, qingping-ble #84/#97); "
+            + "we do not publish it, Theengs does",
+        344: "CGPR1 event frame: illuminance not published, as line 343",
+        345: "CGPR1 object 0x11 is the light (on/off) as qingping-ble and pvvx read it; Theengs calls it motion",
+        346: "CGPR1 object 0x11 is the light (on/off), as line 345",
         763: "the corpus input holds only 14 of the 18 eTLM bytes: the salt and MIC the oracle reports are not in it",
     ]
 
@@ -52,6 +65,16 @@ struct AdvertisementVectorTests {
         // Inkbird probes
         "tempc2": "temperature_2", "tempc3": "temperature_3", "tempc4": "temperature_4", "tempc5": "temperature_5",
         "tempc6": "temperature_6", "extprobe": "external_probe",
+        // Xiaomi: xiaomi-ble's non-stabilized mass is our weight (stabilization is its own
+        // reading); Theengs' scale display unit; Huami activity heart rate; lock and
+        // fingerprint events beside the binary sensors of the same name.
+        "mass_non_stabilized": "weight", "unit": "weight_unit", "act_bpm": "heart_rate",
+        "event:fingerprint": "fingerprint_result", "event:lock": "lock_action", "event:error": "lock_error",
+        "event:motion": "motion_event",
+        // Theengs AirPods fields.
+        "batt_r": "battery_right", "batt_l": "battery_left", "batt_case": "battery_case",
+        "charging_r": "charging_right",
+        "charging_l": "charging_left",
     ]
 
     /// Theengs field names that mean something else for one device (by the vector's `device`),
@@ -73,6 +96,9 @@ struct AdvertisementVectorTests {
         "W270160X": ["open": "tilt", "direction": "tilt_direction", "motion": "moving"],
         // Theengs' Qingping door sensor: `open` is the door state (opening, as MiBeacon's).
         "CGH1": ["open": "opening"],
+        // govee-ble's H5121 motion event is our `motion` event (xiaomi-ble's is `motion_event`, beside
+        // its motion binary sensor).
+        "H5121": ["event:motion": "motion"],
     ]
 
     /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
@@ -121,7 +147,9 @@ struct AdvertisementVectorTests {
                 "mac", "voltage",
             ]
             let keys = Set((object["expected"] as? [String: Any] ?? [:]).keys)
-            return keys.isSubset(of: sensorKeys) && !keys.subtracting(["mac"]).isEmpty ? "MiBeacon sensors" : nil
+            if keys.isSubset(of: sensorKeys) && !keys.subtracting(["mac"]).isEmpty { return "MiBeacon sensors" }
+            // Everything else on 0xFE95: buttons, remotes, locks, doors, toothbrushes, scales, …
+            return "MiBeacon events"
         }
         if let ruuvi = manufacturer["1177"] {
             if ruuvi.hasPrefix("06") || ruuvi.lowercased().hasPrefix("e1") { return "Ruuvi Air" }
@@ -184,6 +212,14 @@ struct AdvertisementVectorTests {
         if manufacturer["1749"] != nil { return "Sensirion" }
         if brand == "ThermoPro" { return "ThermoPro" }
         if brand.hasPrefix("Inkbird") { return "Inkbird" }
+        if service["181d"] != nil || service["181b"] != nil { return "Mi Scale" }
+        if let huami = manufacturer["343"] {
+            // Only frames that carry a value: a heart rate (type 02, byte 3 not FF) or the FEE0 steps.
+            let heartRate = huami.hasPrefix("02") && huami.count == 48 && !huami.dropFirst(6).hasPrefix("ff")
+            if heartRate || service["fee0"] != nil { return "Huami activity" }
+        }
+        if service["fd50"] != nil { return "HHCCJCY10" }
+        if let apple = manufacturer["76"], apple.hasPrefix("1005"), apple.count == 14 { return "Apple Watch" }
         return nil
     }
 
@@ -246,6 +282,7 @@ struct AdvertisementVectorTests {
                     x /= device.hasPrefix("Ruuvi") ? 0.980665 : device == "RDL52832" ? 9.80665 : 1000
                 case ("theengsdecoder", "x_axis"), ("theengsdecoder", "y_axis"), ("theengsdecoder", "z_axis"):
                     x /= 9.80665  // Mokosmart: m/s²
+                case ("theengsdecoder", "weight") where (expected["unit"] as? String) == "lb": x *= 0.45359237
                 case ("beacontools", "battery_voltage"): x /= 1000
                 case ("beacontools", "uptime_0_1s"): x /= 10
                 default: break
@@ -309,14 +346,14 @@ struct AdvertisementVectorTests {
             #expect(Double(total.pass) >= 0.95 * Double(total.all), "\(family): \(total.pass)/\(total.all)")
         }
         #expect(unaccepted.isEmpty, "\(unaccepted.joined(separator: "\n"))")
-        #expect(totals.count == 39)
+        #expect(totals.count == 44)
     }
 
-    /// Share of all vectors (any family, claimed or not) that must decode to the oracle's
-    /// values; raised as families are added (issue target: 0.95).
-    static let allVectorsFloor = 0.85
+    /// Share of all vectors (any family, claimed or not) that must decode to the oracle's values;
+    /// every other vector is in ``acceptedFailures`` with the reason.
+    static let allVectorsFloor = 0.95
 
-    @Test("the share of all corpus vectors that decode to the oracle's values, by brand")
+    @Test("at least 95 % of all corpus vectors decode to the oracle's values; every failure has a reason")
     func allVectors() throws {
         var byBrand: [String: (pass: Int, all: Int)] = [:]
         var report = ""
@@ -331,6 +368,8 @@ struct AdvertisementVectorTests {
                 passed += 1
             } else {
                 report += "#\(line.index) \(brand) \(object["device"] ?? ""): \(outcome)\n"
+                #expect(
+                    Self.acceptedFailures[line.index] != nil, "#\(line.index) \(brand): \(outcome), no reason given")
             }
         }
         for (brand, total) in byBrand.sorted(by: { $0.value.all > $1.value.all }) {

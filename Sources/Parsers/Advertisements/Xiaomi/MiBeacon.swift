@@ -43,34 +43,27 @@ public struct MiBeacon: AdvertisementParser {
         let objects: [UInt8]
         var objectStart = reader.offset
         if control & 0x08 != 0 {
-            guard version >= 4 else {
+            guard version >= 2 else {
                 throw ParseError(.unsupported, "MiBeacon v\(version) encryption is not supported")
             }
-            guard let key = context.bindKey else {
+            guard var key = context.bindKey else {
                 throw ParseError(.missingKey, "MiBeacon frame is encrypted; configure the device's bind key")
             }
             guard let mac = addressOctets else {
                 throw ParseError(.missingKey, "MiBeacon decryption needs the device address")
             }
-            guard reader.remaining >= 8 else {
-                throw .tooShort("encrypted MiBeacon frame", need: reader.offset + 8, got: payload.count)
+            if version <= 3 {
+                // A 12-byte v2/v3 key is the 16-byte AES key without its fixed middle bytes.
+                if key.count == 12 { key = Array(key[0..<6]) + [0x8D, 0x3D, 0x3C, 0x97] + Array(key[6...]) }
+                objects = try Self.decryptLegacy(payload, from: reader.offset, key: key, mac: mac)
+            } else {
+                objects = try Self.decryptV4(payload, from: reader.offset, key: key, mac: mac, productID: productID)
             }
-            let end = payload.count
-            let ciphertext = Array(payload[reader.offset..<(end - 7)])
-            let extended = Array(payload[(end - 7)..<(end - 4)])
-            let tag = Array(payload[(end - 4)...])
-            let nonce =
-                mac + [UInt8(truncatingIfNeeded: productID), UInt8(truncatingIfNeeded: productID >> 8), frameCounter]
-                + extended
-            guard let plain = AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: tag, aad: [0x11])
-            else {
-                throw ParseError(.decryptionFailed, "MiBeacon MIC check failed (wrong bind key or address)")
-            }
-            objects = plain
             objectStart = 0
         } else {
             objects = payload
         }
+        let product = MiBeaconProduct(rawValue: productID)
         let before = readings.count
         var objectReader = ByteReader(objects, from: objectStart, what: "MiBeacon object")
         while objectReader.remaining >= 3 {
@@ -79,7 +72,8 @@ public struct MiBeacon: AdvertisementParser {
             guard objectReader.remaining >= length else { break }
             let start = objectReader.offset
             try objectReader.skip(length)
-            try Self.object(type, objects, start: start, length: length, into: &readings)
+            var value = ByteReader(objects, from: start, to: start + length, what: "MiBeacon object")
+            try Self.object(type, &value, product: product, into: &readings)
         }
         guard readings.count > before else {
             throw ParseError(
@@ -88,47 +82,44 @@ public struct MiBeacon: AdvertisementParser {
         return readings
     }
 
-    /// Appends the readings of one object; unknown types append nothing.
-    static func object(_ type: UInt16, _ bytes: [UInt8], start: Int, length: Int, into readings: inout [Reading])
-        throws(ParseError)
+    /// v4/v5: AES-128-CCM, objects + 3-byte extended counter + 4-byte MIC; nonce = MAC (frame
+    /// order) + product id + frame counter + extended counter, AAD 0x11.
+    static func decryptV4(_ payload: [UInt8], from start: Int, key: [UInt8], mac: [UInt8], productID: UInt16)
+        throws(ParseError) -> [UInt8]
     {
-        var value = ByteReader(bytes, from: start, to: start + length, what: "MiBeacon object")
-        func float32() throws(ParseError) -> Double {
-            Double(Float(bitPattern: try value.u32le()))
+        let end = payload.count
+        guard end - start >= 8 else {
+            throw .tooShort("encrypted MiBeacon frame", need: start + 8, got: end)
         }
-        switch type {
-        case 0x000A: readings.append(Reading(.temperature, decimal(try value.s16le(), 2)))  // MMC-W505 body temperature
-        case 0x1004: readings.append(Reading(.temperature, decimal(try value.s16le(), 1)))
-        case 0x1006: readings.append(Reading(.humidity, decimal(try value.u16le(), 1)))
-        case 0x100D:
-            readings.append(Reading(.temperature, decimal(try value.s16le(), 1)))
-            readings.append(Reading(.humidity, decimal(try value.u16le(), 1)))
-        case 0x100A, 0x4803, 0x4C03: readings.append(Reading(.battery, Double(try value.u8())))
-        case 0x1007: readings.append(Reading(.illuminance, Double(try value.u24le())))
-        case 0x1008: readings.append(Reading(.moisture, Double(try value.u8())))
-        case 0x1009: readings.append(Reading(.conductivity, Double(try value.u16le())))
-        case 0x1010: readings.append(Reading(.formaldehyde, decimal(try value.u16le(), 2)))
-        case 0x1013: readings.append(Reading(name: "consumable", value: .number(Double(try value.u8())), unit: "%"))
-        case 0x1015: readings.append(Reading("smoke", bool: try value.u8() != 0, deviceClass: .smoke))
-        case 0x1019:
-            // 0 open, 1 closed, 2 not closed after timeout.
-            readings.append(Reading("opening", bool: try value.u8() != 1, deviceClass: .opening))
-        case 0x000F:
-            readings.append(Reading("motion", bool: true, deviceClass: .motion))
-            readings.append(Reading(.illuminance, Double(try value.u24le())))
-        case 0x0003: readings.append(Reading("motion", bool: try value.u8() != 0, deviceClass: .motion))
-        case 0x101B, 0x4818: readings.append(Reading("motion", bool: false, deviceClass: .motion))
-        case 0x4801, 0x4C01: readings.append(Reading(.temperature, rounded(try float32(), 2)))
-        case 0x4802, 0x4C02: readings.append(Reading(.humidity, Double(try value.u8())))
-        case 0x4C08: readings.append(Reading(.humidity, rounded(try float32(), 2)))
-        case 0x4804: readings.append(Reading("opening", bool: try value.u8() == 1, deviceClass: .opening))
-        case 0x4805: readings.append(Reading(.illuminance, rounded(try float32(), 2)))
-        case 0x4806: readings.append(Reading("moisture", bool: try value.u8() != 0, deviceClass: .moisture))
-        case 0x483C, 0x484E: readings.append(Reading("occupancy", bool: try value.u8() != 0, deviceClass: .occupancy))
-        case 0x4A08:
-            readings.append(Reading("motion", bool: true, deviceClass: .motion))
-            readings.append(Reading(.illuminance, rounded(try float32(), 2)))
-        default: break
+        let ciphertext = Array(payload[start..<(end - 7)])
+        let extended = Array(payload[(end - 7)..<(end - 4)])
+        let tag = Array(payload[(end - 4)...])
+        let nonce = mac + Array(payload[2..<5]) + extended
+        guard let plain = AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: tag, aad: [0x11]) else {
+            throw ParseError(.decryptionFailed, "MiBeacon MIC check failed (wrong bind key or address)")
         }
+        return plain
+    }
+
+    /// v2/v3: the CCM keystream without a usable MIC (objects + 3-byte extended counter + 1
+    /// byte); nonce = frame control, product id, frame counter (5 bytes) + extended counter +
+    /// the first 5 MAC bytes (frame order). A wrong key gives garbage objects, not an error.
+    static func decryptLegacy(_ payload: [UInt8], from start: Int, key: [UInt8], mac: [UInt8])
+        throws(ParseError) -> [UInt8]
+    {
+        let end = payload.count
+        guard end - start >= 7 else {
+            throw .tooShort("encrypted MiBeacon v2/v3 frame", need: start + 7, got: end)
+        }
+        let ciphertext = Array(payload[start..<(end - 4)])
+        let nonce = Array(payload[0..<5]) + Array(payload[(end - 4)..<(end - 1)]) + Array(mac.prefix(5))
+        // CCM encrypts with the counter-mode keystream A1, A2, …: encrypting zeros gives it.
+        guard key.count == 16,
+            let stream = AESCCM.encrypt(
+                key: key, nonce: nonce, plaintext: [UInt8](repeating: 0, count: ciphertext.count), tagLength: 4)
+        else {
+            throw ParseError(.decryptionFailed, "MiBeacon v2/v3 key must be 12 or 16 bytes")
+        }
+        return zip(ciphertext, stream.ciphertext).map { $0 ^ $1 }
     }
 }
