@@ -128,6 +128,9 @@ public actor Gateway: LoopIsolated {
     /// The file name of the store-and-forward queue in the state directory.
     public static let queueFileName = "outbox.log"
 
+    /// The file name of the bind keys set at run time in the state directory (mode 0600).
+    public static let bindKeysFileName = "bindkeys.json"
+
     /// How long ``stop(timeout:)`` waits at most for `bridge/state` offline to be acknowledged.
     public static let offlinePublishTimeout = 2.0
 

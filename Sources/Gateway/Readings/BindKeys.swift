@@ -17,7 +17,7 @@ import LocalSystem
 /// with 32 hex digits is skipped; beyond ``maxKeys`` entries the rest is skipped.
 final class BindKeys {
     /// The file name in the state directory.
-    static let fileName = "bindkeys.json"
+    static let fileName = Gateway.bindKeysFileName
     /// Most runtime keys kept (a request for one more device is refused).
     static let maxKeys = 1000
     /// Largest file read at start (``maxKeys`` entries take about 70 kB).
