@@ -191,7 +191,9 @@ struct BindKeyTests {
 
     @Test(
         "a bindkeys.json that is not one is reported and ignored, never a crash; the next change replaces it",
-        arguments: ["{", #"{"bindkeys": []}"#, #"{"bindkeys": {"54:48:E6:8F:80:A5": 7, "nope": "00"}}"#, "\u{0}\u{1}"])
+        arguments: [
+            "{", #"{"bindkeys": []}"#, #"{"bindkeys": {"54:48:E6:8F:80:A5": 7, "nope": "00"}}"#, "\u{0}\u{1}",
+        ])
     func corruptFile(_ contents: String) async throws {
         let directory = Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -209,6 +211,23 @@ struct BindKeyTests {
         #expect(temperatures(harness) == [25.06])
         let text = try String(contentsOfFile: path, encoding: .utf8)
         #expect(json(text)?["bindkeys"]?["54:48:E6:8F:80:A5"] == .string(Self.key))
+    }
+
+    @Test("a bindkeys.json larger than 256 KiB is not read at all (reported, ignored)")
+    func oversizeFile() async throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/bindkeys.json"
+        // Valid JSON with the right key, after 300,000 spaces.
+        try (String(repeating: " ", count: 300_000) + #"{"bindkeys": {"54:48:E6:8F:80:A5": "\#(Self.key)"}}"#)
+            .write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, 0o600)
+        let capture = LogCapture()
+        let harness = try await started(stateDirectory: directory, logger: capture.logger)
+        #expect(capture.all.contains { $0.hasPrefix("<4>") && $0.contains("at most 262144 bytes") }, "\(capture.all)")
+        await advertise(harness)
+        #expect(events(harness, "key_missing").count == 1)
+        #expect(temperatures(harness).isEmpty)
     }
 
     @Test("a bindkeys.json others may read is warned about")

@@ -287,7 +287,7 @@ final class CommandRunner {
     }
 
     /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
-    func rateLimit(_ address: BluetoothAddress, name: String, now: Double) -> String? {
+    private func rateLimit(_ address: BluetoothAddress, name: String, now: Double) -> String? {
         let limit = limits.rateLimit
         guard limit.enabled else { return nil }
         // Made at the first command: a bucket made at registration would be just as full by then.

@@ -54,6 +54,14 @@ final class BindKeys {
                 "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))); it holds bind keys: chmod 600 it"
             )
         }
+        // Looked at before it is read: a huge file (or a device node) must not be read at all.
+        var status = stat()
+        guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_size <= Self.maxFileBytes
+        else {
+            return problems + [
+                "\(path) is not a regular file of at most \(Self.maxFileBytes) bytes: ignored (runtime bind keys start empty; it is replaced at the next change)"
+            ]
+        }
         let bytes: [UInt8]
         do {
             bytes = try LocalFile.contents(path)
@@ -62,7 +70,7 @@ final class BindKeys {
         }
         guard bytes.count <= Self.maxFileBytes else {
             return problems + [
-                "\(path) is \(bytes.count) bytes, more than \(Self.maxFileBytes): ignored (runtime bind keys start empty; it is replaced at the next change)"
+                "\(path) grew past \(Self.maxFileBytes) bytes while read: ignored (runtime bind keys start empty)"
             ]
         }
         guard let document = try? JSONValue.parse(bytes), case .object(let entries)? = document["bindkeys"] else {
