@@ -230,6 +230,24 @@ struct BindKeyTests {
         #expect(temperatures(harness).isEmpty)
     }
 
+    @Test("when bindkeys.json cannot be written the request answers an error and the key is unchanged")
+    func unwritable() async throws {
+        let directory = Self.temporaryDirectory() + "/missing"  // never created
+        let harness = try await started(
+            #"{"store_and_forward": {"enabled": false}, "devices": [{"match": {"services": ["FCD2"]}}]}"#,
+            stateDirectory: directory)
+        let reply = await bindKey(harness, #"{"device": "54:48:E6:8F:80:A5", "key": "\#(Self.key)"}"#)
+        #expect(reply?["status"] == .string("error"))
+        if case .string(let text)? = reply?["error"] {
+            #expect(text.contains("bindkeys.json") && text.contains("the key is unchanged"), "\(text)")
+        } else {
+            Issue.record("no error text")
+        }
+        await advertise(harness)
+        #expect(events(harness, "key_missing").count == 1)
+        #expect(temperatures(harness).isEmpty)
+    }
+
     @Test("a bindkeys.json others may read is warned about")
     func looseMode() async throws {
         let directory = Self.temporaryDirectory()
