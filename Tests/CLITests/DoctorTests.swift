@@ -352,6 +352,27 @@ struct DoctorTests {
         }
     }
 
+    @Test("a bindkeys.json in the state directory that others may read warns (exit 0); at 0600 it is not mentioned")
+    func bindKeysReadable() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let state = world.directory.appendingPathComponent("state-keys")
+            try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+            let file = state.appendingPathComponent("bindkeys.json").path
+            try #"{"bindkeys": {}}"#.write(toFile: file, atomically: false, encoding: .utf8)
+            chmod(file, 0o644)
+            let loose = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", state.path])
+            #expect(loose.status == 0, "warnings do not fail: \(loose.output)")
+            #expect(
+                loose.output.split(separator: "\n").contains {
+                    $0.hasPrefix("warn  state ") && $0.contains("bindkeys.json is readable by others")
+                }, "\(loose.output)")
+            chmod(file, 0o600)
+            let tight = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", state.path])
+            #expect(!tight.output.contains("bindkeys.json"), "\(tight.output)")
+        }
+    }
+
     @Test(
         "a state directory with less free space than twice store_and_forward.max_bytes warns (exit 0), naming both; with max_bytes lowered it is ok",
         .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))

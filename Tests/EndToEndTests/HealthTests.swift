@@ -38,7 +38,7 @@ struct HealthTests {
             }
             for reason in [
                 "filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "response_topic",
-                "mqtt_queue_full",
+                "key_missing", "key_wrong", "mqtt_queue_full",
                 "mqtt_inbound_full", "parse_error",
                 "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected",
             ] {

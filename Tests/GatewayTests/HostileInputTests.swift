@@ -45,6 +45,11 @@ struct HostileInputTests {
                 "gattway/bridge/response/gatt/write"
             ),
             ("gattway/bridge/request/device/remove", #"{"device": "lamp"}"#, "gattway/bridge/response/device/remove"),
+            (
+                "gattway/bridge/request/device/bindkey",
+                #"{"device": "lamp", "key": "231d39c1d7cc1ab1aee224cd096db932"}"#,
+                "gattway/bridge/response/device/bindkey"
+            ),
         ])
     func retainedCommand(topic: String, payload: String, responseTopic: String) async throws {
         let harness = try await harness()

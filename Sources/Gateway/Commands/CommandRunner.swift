@@ -47,6 +47,11 @@ final class CommandRunner {
     var drained: (BluetoothAddress) -> Void = { _ in }
     /// Set by the gateway: `bridge/request/device/remove` of an idle device.
     var remove: (DeviceID) -> Void = { _ in }
+    /// Set by the gateway: `bridge/request/device/bindkey` — sets (nil: clears) the runtime bind
+    /// key of the device a name or address names; the response's data, or why not.
+    var bindKey: (String, [UInt8]?) -> Result<JSONValue, CommandError> = { _, _ in
+        .failure(CommandError("bind keys cannot be set"))
+    }
     /// Set by the gateway: `homeassistant/status`.
     var homeAssistantStatus: (MQTTInboundMessage) -> Void = { _ in }
 
@@ -95,7 +100,7 @@ final class CommandRunner {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
         }
-        if let refusal = rateLimit(target, now: now) {
+        if let refusal = rateLimit(target.address, name: target.name, now: now) {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, refusal)
         }
@@ -170,8 +175,9 @@ final class CommandRunner {
     }
 
     /// `bridge/request/gatt/read|write` with `{"device", "service"?, "characteristic", "value"?,
-    /// "response"?, "transaction"?}`, only for devices whose rule sets `raw_gatt`; and
-    /// `bridge/request/device/remove` `{"device", "transaction"?}`.
+    /// "response"?, "transaction"?}`, only for devices whose rule sets `raw_gatt`;
+    /// `bridge/request/device/remove` `{"device", "transaction"?}`; and
+    /// `bridge/request/device/bindkey` `{"device", "key", "transaction"?}`.
     private func bridgeRequest(_ verb: String, _ message: MQTTInboundMessage) {
         context.counters.commands += 1
         let now = context.clock.now()
@@ -191,14 +197,18 @@ final class CommandRunner {
         let object = JSONValue.object(members)
         reply.transaction = object["transaction"]
         if verb == "device/remove" { return removeRequest(object, reply: reply) }
+        if verb == "device/bindkey" { return bindKeyRequest(object, reply: reply) }
         guard verb == "gatt/read" || verb == "gatt/write" else {
             return respond(
-                reply, .error, "unknown request \"\(verb)\" (expected gatt/read, gatt/write or device/remove)")
+                reply, .error,
+                "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove or device/bindkey)")
         }
         guard case .string(let name)? = object["device"], let target = resolve(name) ?? addressTarget(name) else {
             return respond(reply, .error, "device: expected the name or address of a device config.json names")
         }
-        if let refusal = rateLimit(target, now: now) { return respond(reply, .error, refusal) }
+        if let refusal = rateLimit(target.address, name: target.name, now: now) {
+            return respond(reply, .error, refusal)
+        }
         guard context.rule(target.ruleIndex).rawGATT else {
             return respond(
                 reply, .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
@@ -250,18 +260,44 @@ final class CommandRunner {
         respond(reply, .ok, nil)
     }
 
+    /// `bridge/request/device/bindkey` `{"device": name or address, "key": 32 hex digits, or null
+    /// or "" to clear, "transaction"?}`: validated here, carried out by the gateway (``bindKey``).
+    /// The key is never echoed.
+    private func bindKeyRequest(_ object: JSONValue, reply: CommandReply) {
+        guard case .string(let name)? = object["device"] else {
+            return respond(reply, .error, "device: expected the name or address of a device")
+        }
+        let key: [UInt8]?
+        switch object["key"] {
+        case .null?, .string("")?: key = nil
+        case .string(let text)?:
+            guard let bytes = BindKeys.key(text) else {
+                return respond(
+                    reply, .error, "key: expected 32 hex digits (a 16-byte key), or null or \"\" to clear it")
+            }
+            key = bytes
+        default:
+            return respond(
+                reply, .error, "key: expected 32 hex digits (a 16-byte key), or null or \"\" to clear it")
+        }
+        switch bindKey(name, key) {
+        case .success(let data): respond(reply, .ok, nil, data: data)
+        case .failure(let error): respond(reply, .error, error.message)
+        }
+    }
+
     /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
-    private func rateLimit(_ target: Target, now: Double) -> String? {
+    private func rateLimit(_ address: BluetoothAddress, name: String, now: Double) -> String? {
         let limit = limits.rateLimit
         guard limit.enabled else { return nil }
         // Made at the first command: a bucket made at registration would be just as full by then.
-        var bucket = buckets[target.address] ?? TokenBucket(capacity: limit.burst, interval: limit.interval, now: now)
+        var bucket = buckets[address] ?? TokenBucket(capacity: limit.burst, interval: limit.interval, now: now)
         let took = bucket.take(now: now)
-        buckets[target.address] = bucket
+        buckets[address] = bucket
         guard !took else { return nil }
         context.counters.dropped.rateLimited += 1
         return
-            "rate limited: \(target.name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
+            "rate limited: \(name) takes \(limit.burst) commands at once, then one per \(JSONValue.number(limit.interval).serialized)s (commands.rate_limit)"
     }
 
     // MARK: Queues

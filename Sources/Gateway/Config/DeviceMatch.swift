@@ -51,6 +51,18 @@ public struct DeviceMatch: Sendable, Equatable {
 
     /// True when `address` and `advertisement` satisfy every condition.
     public func matches(_ address: BluetoothAddress, _ advertisement: AdvertisementData) -> Bool {
+        guard mayMatch(address) else { return false }
+        if let namePattern {
+            guard let name = advertisement.localName, Self.glob(namePattern, name) else { return false }
+        }
+        if !services.isEmpty, !services.contains(where: { advertisement.advertises($0) }) { return false }
+        if let manufacturerID, advertisement.manufacturerData[manufacturerID] == nil { return false }
+        return true
+    }
+
+    /// True when `address` satisfies the address conditions (`address`, `address_prefix`): the
+    /// rule matches the device if its advertisements satisfy the rest.
+    func mayMatch(_ address: BluetoothAddress) -> Bool {
         if !addresses.isEmpty, !addresses.contains(address) { return false }
         if !addressPrefix.isEmpty {
             for (index, octet) in addressPrefix.enumerated()
@@ -58,11 +70,6 @@ public struct DeviceMatch: Sendable, Equatable {
                 return false
             }
         }
-        if let namePattern {
-            guard let name = advertisement.localName, Self.glob(namePattern, name) else { return false }
-        }
-        if !services.isEmpty, !services.contains(where: { advertisement.advertises($0) }) { return false }
-        if let manufacturerID, advertisement.manufacturerData[manufacturerID] == nil { return false }
         return true
     }
 

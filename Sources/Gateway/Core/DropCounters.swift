@@ -12,6 +12,10 @@ public struct DropCounters: Sendable, Equatable {
     public var retainedCommand = 0
     /// MQTT 5 response topics refused (answered on the default response topic instead).
     public var responseTopic = 0
+    /// Encrypted advertisements of a device without a bind key (config.json or runtime).
+    public var keyMissing = 0
+    /// Encrypted advertisements whose MIC check failed with the device's bind key (a wrong key).
+    public var keyWrong = 0
 
     public init() {}
 }

@@ -48,6 +48,8 @@ public actor Gateway: LoopIsolated {
     let bridge: BridgePublisher
     let homeAssistant: HomeAssistantPublisher
     let health: HealthReporter
+    /// Bind keys set at run time (`bridge/request/device/bindkey`), kept in the state directory.
+    let bindKeys: BindKeys
     /// The peripheral role (nil: central only, whatever `role` says).
     let peripheralBridge: PeripheralBridge?
 
@@ -71,9 +73,9 @@ public actor Gateway: LoopIsolated {
     ///   - reconnect: makes the per-device reconnect rule (the central's policy, adapted).
     ///   - logger: where log lines go; ``GatewayConfig/secrets`` are redacted before they reach it.
     ///   - version: reported on `bridge/info`.
-    ///   - stateDirectory: where the store-and-forward queue file (`outbox.log`) lives, e.g.
-    ///     from `--state-dir`; overrides `state_directory` of config.json; with neither the
-    ///     queue is kept in memory only.
+    ///   - stateDirectory: where the store-and-forward queue file (`outbox.log`) and the runtime
+    ///     bind keys (`bindkeys.json`) live, e.g. from `--state-dir`; overrides `state_directory`
+    ///     of config.json; with neither both are kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
     public init(
@@ -102,6 +104,7 @@ public actor Gateway: LoopIsolated {
         bridge = BridgePublisher(context: context, version: version)
         homeAssistant = HomeAssistantPublisher(context: context, version: version)
         health = HealthReporter(context: context, processSample: processSample)
+        bindKeys = BindKeys(directory: stateDirectory ?? config.stateDirectory)
         peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
     }
 
@@ -124,6 +127,9 @@ public actor Gateway: LoopIsolated {
 
     /// The file name of the store-and-forward queue in the state directory.
     public static let queueFileName = "outbox.log"
+
+    /// The file name of the bind keys set at run time in the state directory (mode 0600).
+    public static let bindKeysFileName = "bindkeys.json"
 
     /// How long ``stop(timeout:)`` waits at most for `bridge/state` offline to be acknowledged.
     public static let offlinePublishTimeout = 2.0
@@ -164,6 +170,10 @@ public actor Gateway: LoopIsolated {
             outbox.loop = loop
             context.output.outbox = outbox
             outbox.checkFile()  // a state directory full or read-only at start
+        }
+        for problem in bindKeys.load() { log(.warning, "bind keys: \(problem)") }
+        if bindKeys.count > 0 {
+            log(.info, "bind keys: \(bindKeys.count) set at run time, from \(bindKeys.path ?? "")")
         }
         started = true
         health.start(now: clock.now())
@@ -374,6 +384,16 @@ public actor Gateway: LoopIsolated {
             connections.scheduleIdleDisconnect(address, rule: rule(id), now: clock.now())
         }
         commands.remove = { [unowned self] id in removeDevice(id) }
+        commands.bindKey = { [unowned self] device, key in setBindKey(device, key) }
+        states.keyProblem = { [unowned self] id, error in
+            let device = registry[id]
+            let missing = error.kind == .missingKey
+            log(
+                .warning,
+                "\(device.name) (\(device.address)): \(missing ? "key_missing" : "key_wrong"): \(error.message); reported once until its key changes, counted in dropped.\(missing ? "key_missing" : "key_wrong")"
+            )
+            bridge.event(missing ? "key_missing" : "key_wrong", device, error: error.message)
+        }
         commands.homeAssistantStatus = { [unowned self] message in homeAssistant.status(message) }
     }
 
@@ -520,7 +540,8 @@ public actor Gateway: LoopIsolated {
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
             let readings = states.decode(
-                id, advertisement, address: discovery.address, bindKey: rule.bindKey, name: device.name)
+                id, advertisement, address: discovery.address,
+                bindKey: rule.bindKey ?? bindKeys.key(discovery.address), name: device.name)
         else { return }
         apply(readings, to: id, now: now)
     }
@@ -676,6 +697,56 @@ public actor Gateway: LoopIsolated {
         context.counters.devicesRemoved += 1
         bridge.devicesChanged()
         commands.removed(device.address, name: device.name)
+    }
+
+    // MARK: Bind keys
+
+    /// `bridge/request/device/bindkey`: sets (nil: clears) the runtime bind key of the device
+    /// `text` names — a known device (by name or address), a rule's friendly name, or an address
+    /// a rule may match (a device not seen yet). Refused when the device's rule has a `bindkey`
+    /// (config.json wins); a device whose rule is not known yet (not seen, no rule naming its
+    /// address) gets the key, and a rule's key still wins once it is seen. The response's data
+    /// never holds the key.
+    private func setBindKey(_ text: String, _ key: [UInt8]?) -> Result<JSONValue, CommandError> {
+        let address: BluetoothAddress
+        let name: String
+        var ruleIndex: Int?
+        let id = registry.id(named: text) ?? BluetoothAddress(text).flatMap { registry.id($0) }
+        if let id {
+            let device = registry[id]
+            (address, name, ruleIndex) = (device.address, device.name, device.ruleIndex)
+        } else if let index = config.devices.firstIndex(where: { $0.name == text && $0.match.addresses.count == 1 }),
+            let named = config.devices[index].match.addresses.first
+        {
+            (address, name, ruleIndex) = (named, text, index)
+        } else if let parsed = BluetoothAddress(text), config.devices.contains(where: { $0.match.mayMatch(parsed) }) {
+            address = parsed
+            name = DeviceRecord.defaultName(parsed)
+            ruleIndex = config.devices.firstIndex { $0.match.addresses.contains(parsed) }
+        } else {
+            return .failure(
+                CommandError(
+                    "device: expected the name or address of a known device, or an address a device rule can match"))
+        }
+        if key != nil, let ruleIndex, config.devices[ruleIndex].bindKey != nil {
+            return .failure(
+                CommandError(
+                    "\(name) has a bind key in config.json (devices[\(ruleIndex)].bindkey), which wins over a runtime key; change it there"
+                ))
+        }
+        let persisted: Bool
+        switch bindKeys.set(address, key, now: clock.now()) {
+        case .failure(let error): return .failure(error)
+        case .success(let stored): persisted = stored
+        }
+        if let id { states.keyChanged(id) }
+        let kept = persisted ? "kept in \(BindKeys.fileName)" : "kept in memory only (no state directory)"
+        log(.notice, "\(name) (\(address)): bind key \(key == nil ? "cleared" : "set, \(kept)") on request")
+        return .success(
+            .object([
+                ("name", .string(name)), ("address", .string(address.description)),
+                ("bindkey", .string(key == nil ? "cleared" : "set")), ("persisted", .bool(persisted)),
+            ]))
     }
 
     // MARK: Home Assistant

@@ -6,7 +6,9 @@ public struct GatewayCounters: Sendable, Equatable {
     public var decoded = 0
     public var reads = 0
     public var published = 0
-    /// Payloads a parser rejected (each also logged).
+    /// Payloads a parser rejected (logged, at a bounded rate); encrypted advertisements without
+    /// a key or with a wrong one count in ``DropCounters/keyMissing`` and
+    /// ``DropCounters/keyWrong`` instead.
     public var parseErrors = 0
     public var commands = 0
     public var commandErrors = 0

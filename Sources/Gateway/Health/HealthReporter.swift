@@ -104,6 +104,8 @@ final class HealthReporter {
                         ("registry_full", number(counters.dropped.registryFull)),
                         ("retained_command", number(counters.dropped.retainedCommand)),
                         ("response_topic", number(counters.dropped.responseTopic)),
+                        ("key_missing", number(counters.dropped.keyMissing)),
+                        ("key_wrong", number(counters.dropped.keyWrong)),
                         ("mqtt_queue_full", number(figures.mqttQueueFull)),
                         ("mqtt_inbound_full", number(figures.mqttInboundFull)),
                         ("parse_error", number(counters.parseErrors)),

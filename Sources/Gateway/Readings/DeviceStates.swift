@@ -24,6 +24,9 @@ final class DeviceStates {
         /// Which configured characteristic produced each attribute (for `/get`).
         var sources: [(attribute: String, poll: Bool, index: Int)] = []
         var lastError: String?
+        /// The key problem last reported on `bridge/event` (`missingKey` or `decryptionFailed`),
+        /// until the key changes or a frame decrypts.
+        var keyProblem: ParseError.Kind?
         /// The state is held until then after new discovery configs (HA drops a state that
         /// arrives within ~0.1 s of a new config); nil: not held.
         var heldUntil: Double?
@@ -46,6 +49,10 @@ final class DeviceStates {
     private var parseWarningsHeld = 0
     /// The `last_seen` text of the second last written.
     private var timestamps = Timestamp.Cache()
+    /// Set by the gateway: an encrypted advertisement of the device could not be decoded for
+    /// want of a key (`missingKey`) or with a wrong one (`decryptionFailed`), for the first time
+    /// since the device's key changed or a frame of it decrypted (`bridge/event`, a log line).
+    var keyProblem: (DeviceID, ParseError) -> Void = { _, _ in }
 
     init(context: CoreContext) {
         self.context = context
@@ -84,9 +91,11 @@ final class DeviceStates {
 
     // MARK: Decoding
 
-    /// Decodes an advertisement of the device with the configured parsers (and the rule's bind
-    /// key); the readings, or nil when there are none (no parser knows the format, a frame
-    /// without values, or a payload that failed — counted and logged).
+    /// Decodes an advertisement of the device with the configured parsers (and its bind key:
+    /// the rule's, else a runtime one); the readings, or nil when there are none (no parser knows
+    /// the format, a frame without values, or a payload that failed — counted and logged; an
+    /// encrypted frame without a key or with a wrong one is counted, and reported once, see
+    /// ``keyFailed(_:_:)``).
     func decode(
         _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, bindKey: [UInt8]?,
         name: String
@@ -97,15 +106,57 @@ final class DeviceStates {
             if table.format(states[id.index].format) != decoded.format {
                 states[id.index].format = table.formatIndex(decoded.format)
             }
+            if bindKey != nil, let extra = states[id.index].extra, extra.keyProblem != nil,
+                Self.isEncrypted(advertisement, address: address, registry: context.config.registry)
+            {
+                // The key works (again): a later failure is news.
+                extra.keyProblem = nil
+            }
             // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
             guard !decoded.readings.isEmpty else { return nil }
             context.counters.decoded += 1
             return decoded.readings
         } catch {
-            guard error.kind != .unknownFormat else { return nil }
-            parseFailed(id, name: name, "advertisement", error)
+            switch error.kind {
+            case .unknownFormat: return nil
+            case .missingKey, .decryptionFailed: keyFailed(id, error)
+            default: parseFailed(id, name: name, "advertisement", error)
+            }
             return nil
         }
+    }
+
+    /// Whether the advertisement needs a key: it fails with `missingKey` without one (asked only
+    /// while a key problem is reported, when a frame decoded with a key: did it decrypt?).
+    private static func isEncrypted(
+        _ advertisement: AdvertisementData, address: BluetoothAddress, registry: ParserRegistry
+    ) -> Bool {
+        do {
+            _ = try registry.decode(AdvertisementContext(advertisement: advertisement, address: address, bindKey: nil))
+            return false
+        } catch {
+            return error.kind == .missingKey
+        }
+    }
+
+    /// An encrypted advertisement without a key or with a wrong one: counted each time
+    /// (`dropped.key_missing` / `dropped.key_wrong`), reported (``keyProblem``) only when it is
+    /// not the problem reported last — so a device in range does not flood the log or
+    /// `bridge/event`.
+    private func keyFailed(_ id: DeviceID, _ error: ParseError) {
+        if error.kind == .missingKey {
+            context.counters.dropped.keyMissing += 1
+        } else {
+            context.counters.dropped.keyWrong += 1
+        }
+        guard states[id.index].extra?.keyProblem != error.kind else { return }
+        extra(id).keyProblem = error.kind
+        keyProblem(id, error)
+    }
+
+    /// The device's key changed (set or cleared at run time): its next key problem is reported.
+    func keyChanged(_ id: DeviceID) {
+        states[id.index].extra?.keyProblem = nil
     }
 
     /// Decodes a characteristic value of `spec` (`subscribe` or `poll[index]` of the rule); the

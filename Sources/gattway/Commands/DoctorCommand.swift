@@ -59,6 +59,7 @@ struct DoctorCommand: Command {
                 FileDiagnosis.stateDirectory(
                     directory, fromOption: stateDirectory != nil,
                     storeAndForward: config?.storeAndForward ?? StoreAndForwardSettings()))
+            if let exposed = FileDiagnosis.bindKeys(in: directory) { report.add([exposed]) }
         }
 
         let loop = EventLoop(name: "gattway-doctor")

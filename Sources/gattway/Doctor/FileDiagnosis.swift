@@ -58,6 +58,17 @@ enum FileDiagnosis {
         return (config, checks)
     }
 
+    /// A warning when the bind keys set at run time (`bindkeys.json` in the state directory) may
+    /// be read by others than its owner (the gateway writes it 0600).
+    static func bindKeys(in directory: String?) -> DoctorCheck? {
+        guard let directory else { return nil }
+        let path = directory + "/" + Gateway.bindKeysFileName
+        guard let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 else { return nil }
+        return .warn(
+            "state", "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))) and holds bind keys",
+            "chmod 600 \(path)")
+    }
+
     /// Whether the gateway could keep its state in `directory` (created if missing, as `gattway
     /// run` does): a writable directory on a read-write file system (fail otherwise) with at
     /// least ``freeSpaceNeeded(_:)`` free (warn below).

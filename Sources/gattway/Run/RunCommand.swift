@@ -35,7 +35,7 @@ struct RunCommand: Command {
         .value("log-level", "LEVEL", "error, warning, notice, info or debug.", default: "info"),
         .value(
             "state-dir", "DIR",
-            "Where the offline queue, known devices and connections are kept across restarts (overrides state_directory).",
+            "Where the offline queue, known devices and connections, and bind keys set at run time are kept across restarts (overrides state_directory).",
             default: "config's state_directory, else memory only"),
     ]
 

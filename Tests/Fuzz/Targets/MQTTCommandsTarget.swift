@@ -176,7 +176,7 @@ enum MQTTCommandsFuzz {
         return Setup(config: config, pool: pool, names: names, commands: commands, characteristics: characteristics)
     }
 
-    static let verbs = ["gatt/read", "gatt/write", "device/remove", "gatt", "gatt/read/extra"]
+    static let verbs = ["gatt/read", "gatt/write", "device/remove", "gatt", "gatt/read/extra", "device/bindkey"]
 
     /// One message the input sends, and what became of it.
     struct Sent {
@@ -470,6 +470,8 @@ extension MQTTCommandsFuzz {
             ),
             (0, 3, "lamp", "device/remove", #"{"device": "lamp", "transaction": "x"}"#),
             (0, 3, "lamp", "gatt/read", #"{"device": "meter", "characteristic": "2A19"}"#),
+            (0, 3, "lamp", "device/bindkey", #"{"device": "lamp", "key": "231d39c1d7cc1ab1aee224cd096db932"}"#),
+            (0, 3, "lamp", "device/bindkey", #"{"device": "A4:C1:38:AA:BB:CC", "key": null, "transaction": 2}"#),
             (0, 2, "meter", "", #"{"battery_level": "", "transaction": "g"}"#),
             (0, 2, "meter", "", #"{"2A6E": ""}"#),
             (0, 0, "meter", "", #"{"reset": true}"#),
@@ -491,6 +493,8 @@ extension MQTTCommandsFuzz {
             (1, 4, "", "", "online"),
             (1, 4, "", "", "offline"),
             (1, 3, "lamp", "device/remove", #"{"device": "battery_sensor"}"#),
+            (1, 3, "lamp", "device/bindkey", #"{"device": "bthome_th", "key": "231d39c1d7cc1ab1aee224cd096db9"}"#),
+            (2, 3, "", "device/bindkey", #"{"device": "11:22:33:44:55:66", "key": ""}"#),
             (2, 0, "112233445566", "", #"{"on": true}"#),
             (
                 2, 3, "", "gatt/write",

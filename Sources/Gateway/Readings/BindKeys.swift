@@ -1,0 +1,148 @@
+import Bluetooth
+import JSON
+import LocalSystem
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Bind keys set at run time (`bridge/request/device/bindkey`), by device address: kept in
+/// `bindkeys.json` in the state directory (mode 0600, rewritten atomically on every change,
+/// read at start), or in memory only without a state directory. A key of config.json
+/// (`devices[].bindkey`) wins over these. Loop-confined.
+///
+/// The file: `{"bindkeys":{"54:48:E6:8F:80:A5":"231d39c1d7cc1ab1aee224cd096db932",…}}`. It is
+/// never trusted: one that does not parse, is larger than ``maxFileBytes`` or is not an object
+/// is ignored (with a warning) and replaced at the next change; an entry that is not an address
+/// with 32 hex digits is skipped; beyond ``maxKeys`` entries the rest is skipped.
+final class BindKeys {
+    /// The file name in the state directory.
+    static let fileName = Gateway.bindKeysFileName
+    /// Most runtime keys kept (a request for one more device is refused).
+    static let maxKeys = 1000
+    /// Largest file read at start (``maxKeys`` entries take about 70 kB).
+    static let maxFileBytes = 256 * 1024
+    /// File rewrites (each an fsync on the loop thread) allowed back to back, then one per
+    /// ``writeInterval``: requests naming ever new addresses must not keep the disk busy.
+    static let writeBurst = 10
+    static let writeInterval = 1.0
+
+    /// The file, nil: memory only.
+    let path: String?
+    private var keys: [BluetoothAddress: [UInt8]] = [:]
+    private var writes = TokenBucket(capacity: BindKeys.writeBurst, interval: BindKeys.writeInterval, now: 0)
+
+    init(directory: String?) {
+        path = directory.map { $0 + "/" + Self.fileName }
+    }
+
+    var count: Int { keys.count }
+
+    /// The runtime key of the device, nil when none was set (the hot path: one dictionary
+    /// look-up only when there are keys at all).
+    func key(_ address: BluetoothAddress) -> [UInt8]? {
+        keys.isEmpty ? nil : keys[address]
+    }
+
+    /// Reads the file (at start); the problems to report, each without key material. A
+    /// missing file is no problem.
+    func load() -> [String] {
+        guard let path, LocalFile.exists(path) else { return [] }
+        var problems: [String] = []
+        if let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 {
+            problems.append(
+                "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))); it holds bind keys: chmod 600 it"
+            )
+        }
+        // Looked at before it is read: a huge file (or a device node) must not be read at all.
+        var status = stat()
+        guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_size <= Self.maxFileBytes
+        else {
+            return problems + [
+                "\(path) is not a regular file of at most \(Self.maxFileBytes) bytes: ignored (runtime bind keys start empty; it is replaced at the next change)"
+            ]
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try LocalFile.contents(path)
+        } catch {
+            return problems + ["\(error); runtime bind keys start empty"]
+        }
+        guard bytes.count <= Self.maxFileBytes else {
+            return problems + [
+                "\(path) grew past \(Self.maxFileBytes) bytes while read: ignored (runtime bind keys start empty)"
+            ]
+        }
+        guard let document = try? JSONValue.parse(bytes), case .object(let entries)? = document["bindkeys"] else {
+            return problems + [
+                "\(path) is not a bind key file ({\"bindkeys\":{address: key}}): ignored (runtime bind keys start empty; it is replaced at the next change)"
+            ]
+        }
+        var skipped = 0
+        for (text, value) in entries {
+            guard keys.count < Self.maxKeys, let address = BluetoothAddress(text), case .string(let hex) = value,
+                let key = Self.key(hex)
+            else {
+                skipped += 1
+                continue
+            }
+            keys[address] = key
+        }
+        if skipped > 0 {
+            problems.append(
+                "\(path): \(skipped) entr\(skipped == 1 ? "y" : "ies") skipped (not an address with 32 hex digits, or beyond \(Self.maxKeys) keys)"
+            )
+        }
+        return problems
+    }
+
+    /// Sets (nil: clears) the device's key, writing the file first when there is one: when
+    /// that fails, or the file was rewritten too often of late (``writeBurst``), nothing changes
+    /// and the error says why. True when the change is in the file, false when it is in memory
+    /// only.
+    func set(_ address: BluetoothAddress, _ key: [UInt8]?, now: Double) -> Result<Bool, CommandError> {
+        var next = keys
+        next[address] = key
+        if key != nil, keys[address] == nil, keys.count >= Self.maxKeys {
+            return .failure(CommandError("at most \(Self.maxKeys) runtime bind keys are kept; clear one first"))
+        }
+        guard let path else {
+            keys = next
+            return .success(false)
+        }
+        if next != keys {
+            guard writes.take(now: now) else {
+                return .failure(
+                    CommandError(
+                        "rate limited: bind keys change at most \(Self.writeBurst) times at once, then once per \(Int(Self.writeInterval))s; the key is unchanged"
+                    ))
+            }
+            // A leftover temporary file keeps its mode through O_TRUNC: start from none.
+            unlink(path + ".tmp")
+            do {
+                try LocalFile.write(Self.encode(next), to: path, mode: 0o600)
+            } catch {
+                return .failure(CommandError("\(error); the key is unchanged"))
+            }
+            keys = next
+        }
+        return .success(true)
+    }
+
+    /// A key as the request and the file give it: 32 hex digits (separators ` `, `:`, `-` allowed,
+    /// as in config.json), 16 bytes.
+    static func key(_ text: String) -> [UInt8]? {
+        guard text.utf8.count <= 128, let bytes = ValueEncoding.hexBytes(text), bytes.count == 16 else { return nil }
+        return bytes
+    }
+
+    private static func encode(_ keys: [BluetoothAddress: [UInt8]]) -> [UInt8] {
+        let entries = keys.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+            (key: $0.key.description, value: JSONValue.string($0.value.hexText))
+        }
+        var bytes: [UInt8] = []
+        JSONValue.object([("bindkeys", .object(entries))]).write(into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+}
