@@ -331,4 +331,15 @@ def build() -> list[Family]:
     ]
 
 
-FAMILIES = build()
+def discover() -> list[Family]:
+    """The families above plus those of every `family_*.py` beside this file (a module-level
+    `FAMILIES` list each), in file-name order."""
+    import importlib
+    from pathlib import Path
+    found = build()
+    for path in sorted(Path(__file__).resolve().parent.glob("family_*.py")):
+        found += importlib.import_module(path.stem).FAMILIES
+    return found
+
+
+FAMILIES = discover()
