@@ -14,6 +14,12 @@ public enum LoopDriver {
     /// The loop every input's gateway runs on.
     public static let loop = EventLoop(name: "fuzz-gateway")
 
+    /// The thread the drivers themselves run on (a task executor): never a thread of Swift's
+    /// global pool, which ``run(_:)`` blocks one of while it waits — with two cores the pool has
+    /// two, so two inputs waiting at once (fuzz targets tested in parallel) would otherwise leave
+    /// no thread for their drivers until the timeout.
+    static let driverLoop = EventLoop(name: "fuzz-driver")
+
     /// Real seconds a driver may take before it counts as stuck.
     public static let timeout = 60.0
 
@@ -27,13 +33,13 @@ public enum LoopDriver {
     /// one input must not be mixed with another's messages.
     private static let runLock = Mutex(())
 
-    /// Runs `body` on the global executor and blocks the calling thread until it finished, or
-    /// until ``timeout``.
+    /// Runs `body` on ``driverLoop`` and blocks the calling thread until it finished, or until
+    /// ``timeout``.
     @discardableResult
     public static func run(_ body: @escaping @Sendable () async -> Void) -> Outcome {
         runLock.withLock { _ in
             let done = Completion()
-            let task = Task {
+            let task = Task(executorPreference: driverLoop.taskExecutor) {
                 await body()
                 done.signal()
             }
