@@ -19,15 +19,33 @@ enum ParsersBench: BenchSuite {
     static func run() async throws -> [BenchRow] {
         let registry = ParserRegistry.builtIn
         var adverts: [AdvertisementContext] = []
+        var plainLines: [Int] = []
         var encrypted = 0
-        for object in fixture("advertisements.jsonl") {
+        let environment = ProcessInfo.processInfo.environment
+        let onlyLines = environment["GATTWAY_BENCH_PARSER_LINES"].flatMap {
+            try? String(contentsOfFile: $0, encoding: .utf8)
+        }
+        .map { Set($0.split(whereSeparator: \.isWhitespace).compactMap { Int($0) }) }
+        for (index, object) in fixture("advertisements.jsonl").enumerated() {
             guard case .success(.advertisement(let context)) = VectorLineDecoder.parse(object),
-                (try? registry.decode(context)) != nil
+                (try? registry.decode(context)) != nil, onlyLines?.contains(index) ?? true
             else { continue }
-            if context.bindKey != nil { encrypted += 1 }
+            if context.bindKey != nil { encrypted += 1 } else { plainLines.append(index) }
             adverts.append(context)
         }
         let plain = adverts.filter { $0.bindKey == nil }
+        // GATTWAY_BENCH_PARSER_ROUNDS=R: R untimed rounds over the plain mix, for an allocation
+        // count under valgrind (rounds 0 and R, the difference per advertisement); prints the
+        // line indexes of that mix (GATTWAY_BENCH_PARSER_LINES=file restricts it to such a list).
+        if let rounds = environment["GATTWAY_BENCH_PARSER_ROUNDS"].flatMap(Int.init) {
+            var readings = 0
+            for _ in 0..<rounds {
+                for context in plain { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+            }
+            print("plain lines: \(plainLines.map(String.init).joined(separator: " "))")
+            print("rounds \(rounds) over \(plain.count) adverts, \(readings) readings")
+            return []
+        }
         var characteristics: [(BluetoothUUID, [UInt8])] = []
         for object in fixture("characteristics.jsonl") {
             guard case .success(.characteristic(let uuid, let bytes)) = VectorLineDecoder.parse(object),
