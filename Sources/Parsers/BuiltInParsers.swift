@@ -15,7 +15,7 @@ enum BuiltInParsers {
         EddystoneUID(), EddystoneURL(), EddystoneTLM(), EddystoneEID(), KKMSensorFrame(), GoveeH5075(), GoveeH5074(),
         GoveeH5101(), GoveeH5179(),
         RuuviFormat6(), RuuviE1(),
-        // Long tail (issue #19), one line per vendor group.
+        // Vendor formats, one line per vendor group.
         SensorEasy(),
         INodeEnergyMeter(),
         SmartDryLaundry(),

@@ -8,7 +8,9 @@ import Bluetooth
 /// [MAC reversed], [capability (+ I/O byte)], objects `type (u16 LE) + length + value`.
 /// Encrypted v4/v5 frames are AES-128-CCM with the bind key: objects + 3-byte extended counter
 /// + 4-byte MIC, nonce = reversed MAC + product id + frame counter + extended counter, AAD
-/// `0x11`. v2/v3 encryption is not supported. Unknown object types are skipped; a frame with
+/// `0x11`. v2/v3 ("legacy") frames are AES-128-CCM without a MIC check (as xiaomi-ble reads
+/// them; a 12-byte legacy key is widened to 16): a wrong key yields garbage objects, not
+/// `decryption_failed`. Unknown object types are skipped; a frame with
 /// no decodable object is `unsupported`.
 public struct MiBeacon: AdvertisementParser {
     public init() {}
@@ -21,7 +23,7 @@ public struct MiBeacon: AdvertisementParser {
         var reader = ByteReader(payload, what: "MiBeacon")
         let control = try reader.u16le()
         let productID = try reader.u16le()
-        let frameCounter = try reader.u8()
+        try reader.skip(1)  // the frame counter (in the nonce, read there from the payload)
         let version = control >> 12
         var address = context.address
         var addressOctets: [UInt8]? = address.map { Array($0.octets.reversed()) }
