@@ -60,6 +60,29 @@ struct GoveeGenericParserTests {
             AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0xEF88: button])))
         #expect(value(pressed, "button_0") == .string("press"))
         #expect(value(pressed, "presence") == nil)
+        // 0x11: the button pressed while pressure is applied (a bit field), both reported.
+        let both = try #require(Self.h512x([0x01, 0x0E, 0x0D, 0x02, 0x64, 0x11] + [UInt8](repeating: 0, count: 10)))
+        let pressedAndPresent = try ParserRegistry.builtIn.decode(
+            AdvertisementContext(advertisement: AdvertisementData(manufacturerData: [0xEF88: both])))
+        #expect(value(pressedAndPresent, "button_0") == .string("press"))
+        #expect(value(pressedAndPresent, "presence") == .bool(true))
+    }
+
+    @Test("Oral-B: iO series mode numbering by model byte, brushing, the 11-byte frame's sector fields")
+    func oralB() throws {
+        // iO (model 0x35): mode 2 is gum care; Smart series (0x71): mode 2 is sensitive.
+        let io = try decode([0x00DC: "0635010330020a02030304"])
+        #expect(io.format == "oralb")
+        #expect(value(io, "mode") == .string("gum care"))
+        #expect(value(io, "brushing") == .bool(true))
+        #expect(value(io, "state") == .string("running"))
+        #expect(value(io, "sector_timer") == .number(3))
+        #expect(value(io, "number_of_sectors") == .number(4))
+        let smart = try decode([0x00DC: "047105092000000203"])
+        #expect(value(smart, "mode") == .string("sensitive"))
+        #expect(value(smart, "state") == .string("off"))
+        #expect(value(smart, "brushing") == .bool(false))
+        #expect(value(smart, "sector_timer") == nil)
     }
 
     @Test("H5055 is found under any company id by name or service UUID, and only then")

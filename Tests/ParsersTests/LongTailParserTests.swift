@@ -36,6 +36,27 @@ struct LongTailParserTests {
         var unknown = red
         unknown[5] = 0x90
         #expect(try decode(AdvertisementData(manufacturerData: [0x004C: unknown])).format == "ibeacon")
+        // Tilt Pro: minor ≥ 5000, tenths of °F and gravity × 10000 (68.5 °F, 1.0505).
+        let pro = [UInt8](hexString: "0215a495bb20c5b14b44b5121370f02d74de02ad2909c5")
+        let high = try decode(AdvertisementData(manufacturerData: [0x004C: pro]))
+        #expect(value(high, "temperature") == .number(20.278))
+        #expect(value(high, "specific_gravity") == .number(1.0505))
+    }
+
+    @Test("Blue Maestro: Temperature Sensor v8 and the little-endian Tempo Disc Maxi")
+    func blueMaestroMaxi() throws {
+        let maxi = [UInt8](hexString: "2b570000000000000000000000000032fb3421cd8b010000")
+        let decoded = try decode(AdvertisementData(manufacturerData: [0x0133: maxi]))
+        #expect(decoded.format == "tempo_disc")
+        #expect(value(decoded, "temperature") == .number(-12.3))
+        #expect(value(decoded, "humidity") == .number(85))
+        #expect(value(decoded, "pressure") == .number(1013.25))
+        #expect(value(decoded, "dew_point") == nil)
+        let short = Array(maxi.prefix(22))
+        #expect(throws: ParseError.self) { try decode(AdvertisementData(manufacturerData: [0x0133: short])) }
+        let v8 = try decode(AdvertisementData(manufacturerData: [0x0133: [UInt8](hexString: "085700000000ff85")]))
+        #expect(value(v8, "temperature") == .number(-12.3))
+        #expect(value(v8, "battery") == .number(87))
     }
 
     @Test("Jaalee is recognised by its proximity UUID when the service UUID is not in the advertisement")

@@ -9,8 +9,9 @@ import Bluetooth
 /// bytes, key, ciphertext and plaintext each byte-reversed (a fixed public scheme, not a
 /// per-device secret). Plaintext: `01`, a byte, model (`03` H5121, `08` H5122, `02` H5123,
 /// `09` H5124, `0A` H5125, `0B` H5126, `0D` H5130), a byte, battery %, event value. Events:
-/// `motion`/`vibration` (value 1), `button_N` = `press` (N = value; H5130 value `10` is its
-/// button), `window` open when 2, `presence` when 1 (H5130).
+/// `motion`/`vibration` (value 1), `button_N` = `press` (N = value), `window` open when 2;
+/// H5130 a bit field: `presence` bit 0 (not reported for a bare button frame `10`), `button_0`
+/// = `press` bit 4.
 public struct GoveeH512x: AdvertisementParser {
     public init() {}
     public var format: String { "govee_h512x" }
@@ -49,10 +50,11 @@ public struct GoveeH512x: AdvertisementParser {
         case .motion:
             if value == 1 { readings.append(Reading("motion", string: "motion")) }
         case .pressure:
-            if value == 0x10 {
-                readings.append(Reading("button_0", string: "press"))
-            } else {
-                readings.append(Reading("presence", bool: value == 1, deviceClass: DeviceClass(rawValue: "presence")))
+            // A bit field: 0x01 pressure applied (presence), 0x10 the button; 0x11 both.
+            if value & 0x10 != 0 { readings.append(Reading("button_0", string: "press")) }
+            if value != 0x10 {
+                readings.append(
+                    Reading("presence", bool: value & 0x01 != 0, deviceClass: DeviceClass(rawValue: "presence")))
             }
         case .button:
             readings.append(Reading("button_\(value)", string: "press"))

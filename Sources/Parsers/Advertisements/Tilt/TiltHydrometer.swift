@@ -3,7 +3,9 @@ import Bluetooth
 /// Tilt hydrometer (all colours), an iBeacon (manufacturer 0x004C, `02 15`) whose proximity UUID
 /// is `A495BB<c>0-C5B1-4B44-B512-1370F02D74DE`, `<c>` the colour (1 red, 2 green, 3 black,
 /// 4 purple, 5 orange, 6 blue, 7 yellow, 8 pink); major = temperature in whole °F, minor =
-/// specific gravity × 1000, power byte = tx power (int8 dBm). Layout: Theengs decoder
+/// specific gravity × 1000, power byte = tx power (int8 dBm). A Tilt Pro (high resolution)
+/// sends minor ≥ 5000: major = tenths of °F, minor = specific gravity × 10000 (as tilt-ble
+/// reads it). Layout: Theengs decoder
 /// `devices/TILT_json.h`. Published as `temperature` in °C (converted), `specific_gravity`,
 /// `color` and `tx_power`.
 public struct TiltHydrometer: AdvertisementParser {
@@ -24,11 +26,12 @@ public struct TiltHydrometer: AdvertisementParser {
             frame.uuid.count == 16, Array(frame.uuid[4...]) == Self.uuidTail,
             let color = Self.colors[frame.uuid[3]]
         else { return nil }
-        let fahrenheit = Double(frame.major)
+        let pro = frame.minor >= 5000
+        let fahrenheit = Double(frame.major) / (pro ? 10 : 1)
         return [
             Reading("color", string: color),
-            Reading(.temperature, rounded((fahrenheit - 32) * 5 / 9, 2)),
-            Reading(.specificGravity, decimal(frame.minor, 3)),
+            Reading(.temperature, rounded((fahrenheit - 32) * 5 / 9, pro ? 3 : 2)),
+            Reading(.specificGravity, decimal(frame.minor, pro ? 4 : 3)),
             Reading(.txPower, Double(Int8(bitPattern: frame.power))),
         ]
     }
