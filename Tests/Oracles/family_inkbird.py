@@ -24,7 +24,7 @@ def ibs_th_frame(rng: random.Random) -> Frame:
     if name == "tps" and rng.random() < 0.3:
         humidity = rng.choice([0x0000, 0xFFFF])  # IBS-P01B: no humidity sensor
     else:
-        humidity = rng.randrange(1, 10001)
+        humidity = rng.randrange(10001)
     probe = rng.choice([0, 1])
     battery = rng.randrange(101)
     payload = (humidity.to_bytes(2, "little") + bytes([probe, rng.randrange(256), rng.randrange(256), battery,
