@@ -103,6 +103,14 @@ struct SensorVendorParserTests {
         #expect(Self.value(leftOpen, "left_open") == .bool(true))
     }
 
+    @Test("Qingping: battery FF (external power) reads 100 %, bit 7 of the CGD1's battery is masked")
+    func qingpingBattery() throws {
+        let powered = try Self.decode(service: [0xFDCD: "080effeeddccbbaa0201ff"])
+        #expect(Self.value(powered, "battery") == .number(100))
+        let clock = try Self.decode(service: [0xFDCD: "080cffeeddccbbaa0201d0"])
+        #expect(Self.value(clock, "battery") == .number(80))
+    }
+
     @Test("Qingping: a truncated object is too_short, an unknown device id is not claimed")
     func qingpingBadFrames() {
         let truncated = #expect(throws: ParseError.self) {
@@ -115,13 +123,17 @@ struct SensorVendorParserTests {
         #expect(unknown?.kind == .unknownFormat)
     }
 
-    @Test("Sensirion SCD4x: CO₂ after the humidity word; unknown sample types are not claimed")
+    @Test("Sensirion SCD4x: CO₂ after the humidity word; SHT3x (type 04) without; unknown sample types are not claimed")
     func sensirion() throws {
         let decoded = try Self.decode(manufacturer: [0x06D5: "000867355367925c0b040609"])
         #expect(Self.value(decoded, "temperature") == .number(25.63))
         #expect(Self.value(decoded, "humidity") == .number(36.16))
         #expect(Self.value(decoded, "co2") == .number(1035))
-        #expect(throws: ParseError.self) { try Self.decode(manufacturer: [0x06D5: "000467355367925c"]) }
+        let sht3x = try Self.decode(manufacturer: [0x06D5: "000467355367925c"])
+        #expect(Self.value(sht3x, "temperature") == .number(25.63))
+        #expect(Self.value(sht3x, "humidity") == .number(36.16))
+        #expect(Self.value(sht3x, "co2") == nil)
+        #expect(throws: ParseError.self) { try Self.decode(manufacturer: [0x06D5: "000267355367925c"]) }
     }
 
     @Test("ThermoPro: the temperature's low byte is the company id's high byte, any id ending C2")
@@ -152,13 +164,18 @@ struct SensorVendorParserTests {
         #expect(unnamed?.kind == .unknownFormat)
     }
 
-    @Test("Inkbird iBBQ: unplugged probes read null; a MAC that is not the sender's is not claimed")
+    @Test(
+        "Inkbird iBBQ: unplugged probes (F6 FF, FF FF) read null, other values are signed; a MAC that is not the sender's is not claimed"
+    )
     func inkbirdIBBQ() throws {
         let decoded = try Self.decode(manufacturer: [0x0000: "0000aabbccddeeff0401f6ff58021202"])
         #expect(decoded.format == "inkbird_ibbq")
         #expect(Self.value(decoded, "temperature") == .number(26))
         #expect(Self.value(decoded, "temperature_2") == .null)
         #expect(Self.value(decoded, "temperature_4") == .number(53))
+        let cold = try Self.decode(manufacturer: [0x0000: "0000aabbccddeeffceffffff"])
+        #expect(Self.value(cold, "temperature") == .number(-5))
+        #expect(Self.value(cold, "temperature_2") == .null)
         let own = try Self.decode(
             manufacturer: [0x0001: "0000ffeeddccbbaadc00cf00"], address: "AA:BB:CC:DD:EE:FF")
         #expect(Self.value(own, "temperature_2") == .number(20.7))

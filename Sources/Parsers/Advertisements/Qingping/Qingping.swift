@@ -7,9 +7,10 @@ import Bluetooth
 /// decoder `CG*_json.h`): byte 0 flags (bit 6: event frame), byte 1 device id, bytes 2–7 the MAC
 /// reversed, then objects `id, length, value` (little-endian): `01`/4 temperature int16 × 0.1 °C +
 /// humidity uint16 × 0.1 %; `02`/1 battery % in bits 0–6 (the CGC1/CGD1 sets bit 7; Theengs masks
-/// it); `04`/1 door (0 open, 1 closed, 2 open too long); `07`/2 pressure uint16 × 0.1 hPa; `08`/4
-/// motion byte + illuminance uint24 lx; `09`/4 illuminance uint32 lx; `0F`/1 packet counter; `11`/1
-/// light (0 dark, 1 bright); `12`/4 PM2.5 + PM10 uint16 µg/m³; `13`/2 CO₂ uint16 ppm.
+/// it), `FF` on external power, read as 100 % (qingping-ble); `04`/1 door (0 open, 1 closed, 2
+/// open too long); `07`/2 pressure uint16 × 0.1 hPa; `08`/4 motion byte + illuminance uint24 lx;
+/// `09`/4 illuminance uint32 lx; `0F`/1 packet counter; `11`/1 light (0 dark, 1 bright); `12`/4
+/// PM2.5 + PM10 uint16 µg/m³; `13`/2 CO₂ uint16 ppm.
 ///
 /// Two deviations from a plain object walk: in event frames the bytes after the motion byte of `08`
 /// are not illuminance (pvvx, qingping-ble issue #84), so only motion is read; and the CGH1 sends
@@ -43,7 +44,8 @@ public struct Qingping: AdvertisementParser {
                 readings.append(Reading(.temperature, decimal(try value.s16le(), 1)))
                 readings.append(Reading(.humidity, decimal(try value.u16le(), 1)))
             case (0x02, 1):
-                readings.append(Reading(.battery, Double(try value.u8() & 0x7F)))
+                let battery = try value.u8()
+                readings.append(Reading(.battery, Double(battery == 0xFF ? 100 : battery & 0x7F)))
             case (0x04, 1):
                 appendDoor(try value.u8(), to: &readings)
             case (0x07, 2):
