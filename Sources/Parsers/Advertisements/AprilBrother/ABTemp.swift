@@ -16,7 +16,7 @@ public struct ABTemp: AdvertisementParser {
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        guard let frame = try IBeaconFrame(payload), frame.uuid == Self.uuid else { return nil }
+        guard let frame = try IBeaconFrame(payload), frame.uuidHasPrefix(Self.uuid) else { return nil }
         var readings = frame.readings(minor: false)
         readings.append(Reading(.battery, Double(frame.minor >> 8)))
         readings.append(Reading(.temperature, Double(frame.minor & 0xFF)))

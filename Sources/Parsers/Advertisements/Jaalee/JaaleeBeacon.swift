@@ -19,7 +19,7 @@ public struct JaaleeBeacon: AdvertisementParser {
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        guard payload.count == 24, let frame = try IBeaconFrame(payload), let battery = frame.trailer.first,
+        guard payload.count == 24, let frame = try IBeaconFrame(payload), let battery = frame.trailerFirst,
             frame.uuidHasPrefix(Self.uuidPrefix)
                 || context.advertisement.serviceUUIDs.contains(where: { Self.services.contains($0) })
         else { return nil }

@@ -17,14 +17,14 @@ public struct TiltHydrometer: AdvertisementParser {
         0x10: "red", 0x20: "green", 0x30: "black", 0x40: "purple", 0x50: "orange", 0x60: "blue", 0x70: "yellow",
         0x80: "pink",
     ]
+    static let uuidHead: [UInt8] = [0xA4, 0x95, 0xBB]
     static let uuidTail: [UInt8] = [0xC5, 0xB1, 0x4B, 0x44, 0xB5, 0x12, 0x13, 0x70, 0xF0, 0x2D, 0x74, 0xDE]
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        guard let frame = try IBeaconFrame(payload), frame.uuidHasPrefix([0xA4, 0x95, 0xBB]),
-            frame.uuid.count == 16, Array(frame.uuid[4...]) == Self.uuidTail,
-            let color = Self.colors[frame.uuid[3]]
+        guard let frame = try IBeaconFrame(payload), frame.uuidHasPrefix(Self.uuidHead),
+            frame.uuidHasPrefix(Self.uuidTail, from: 4), let color = Self.colors[frame.uuidByte(3)]
         else { return nil }
         let pro = frame.minor >= 5000
         let fahrenheit = Double(frame.major) / (pro ? 10 : 1)
