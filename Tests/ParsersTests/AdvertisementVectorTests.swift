@@ -22,7 +22,8 @@ struct AdvertisementVectorTests {
         390: "Theengs reads MUE4094RT `darkness` from byte 4, the MiBeacon frame counter (see line 389)",
         391: "MiBeacon frame without objects (frame control bit 6 clear): nothing to publish (Theengs reports only "
             + "the MAC)",
-        91: "AirPods battery nibble 15 means not connected: we publish null, Theengs 100 % (docs/parsers.md, AirPods / Beats)",
+        91: "AirPods battery nibble 15 means not connected: we publish null, Theengs 100 % "
+            + "(docs/parsers.md, AirPods / Beats)",
         214: "Theengs' PVVX_DECR input is a pvvx frame already decrypted elsewhere (6 plaintext bytes); on air the "
             + "frame is AES-CCM ciphertext, which we do not decrypt yet (docs/parsers.md, ATC1441 and pvvx)",
         229: "a Huami frame with neither heart rate nor steps: nothing to publish (Theengs reports only its type)",
