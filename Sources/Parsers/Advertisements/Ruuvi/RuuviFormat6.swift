@@ -1,5 +1,5 @@
 import Bluetooth
-import Foundation
+import Glibc
 
 /// Ruuvi data format 6 (Ruuvi Air, docs.ruuvi.com "Data format 6"), manufacturer id 0x0499,
 /// 20 bytes, big-endian: `06`, temperature int16 × 0.005 °C, humidity u16 × 0.0025 %, pressure
