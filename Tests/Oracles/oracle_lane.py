@@ -69,6 +69,8 @@ def compare(frame: families.Frame, ours: dict, theirs: dict | None) -> str | Non
     if "error" in ours:
         return f"ours: {ours['error']}; oracle: {theirs}"
     readings = ours.get("readings", {})
+    if theirs == {} and not readings:
+        return None  # both recognise the frame and neither has a value (an n/a pattern)
     compared = 0
     for name, value in sorted(theirs.items()):
         if name not in readings:

@@ -68,7 +68,8 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
     before the common NAMES; `device_names` does so per Theengs `model_id`; `ignore` leaves keys
     out; `convert[key](value, output)` turns a Theengs value into ours (units). With `models`, a
     frame Theengs decodes as another model yields `theengs_model` (so it counts as a disagreement,
-    never silently compared as the wrong device)."""
+    never silently compared as the wrong device). A frame Theengs recognises without a value
+    (an n/a pattern) yields {}, which agrees only with a gattway decode without readings."""
     rename = rename or {}
     device_names = device_names or {}
     convert = convert or {}
@@ -102,6 +103,6 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
                     continue
                 value = BUTTONS.get(value, f"code {value}")
             values[target] = value
-        return values or None
+        return values  # {} when Theengs knows the device but the frame carries no value
 
     return run
