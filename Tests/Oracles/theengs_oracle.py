@@ -106,3 +106,14 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
         return values  # {} when Theengs knows the device but the frame carries no value
 
     return run
+
+
+def narrowed(base: Callable[[Frame], dict | None], key: str, wrong: Callable) -> Callable[[Frame], dict | None]:
+    """`base` without its `key` value where `wrong(value)`: the oracle misreads the field there
+    (each use has its reason in docs/parsers.md, Oracle lane)."""
+    def run(frame: Frame) -> dict | None:
+        values = base(frame)
+        if values and isinstance(values.get(key), (int, float)) and wrong(values[key]):
+            del values[key]
+        return values
+    return run
