@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from families import Family, Frame, random_address
-from theengs_oracle import theengs_oracle
+from theengs_oracle import as_unsigned, theengs_oracle
 
 # The devices the firmware runs on: Xiaomi LYWSD03MMC / MJWSD05MMC and MHO-C401 (OUI A4:C1:38,
 # named `ATC_xxxxxx` or the stock name) and Qingping CGG1 / CGDK2 (OUI 58:2D:34, named `CGG_` /
@@ -36,19 +36,8 @@ def atc_frame(rng: random.Random) -> Frame:
     return Frame(address=address, name=name, service={"181a": body})
 
 
-def atc_oracle():
-    base = theengs_oracle(models=MODELS)
-
-    def run(frame: Frame) -> dict | None:
-        values = base(frame)
-        # Narrowed: Theengs reads the battery millivolts (u16 in both firmwares' adv structs)
-        # as int16, so 32.768 V and up come out negative (12 % of the frames over the whole
-        # field): left out there (docs/parsers.md, Oracle lane).
-        if values and isinstance(values.get("voltage"), (int, float)) and values["voltage"] < 0:
-            del values["voltage"]
-        return values
-
-    return run
-
-
-FAMILIES = [Family("ATC1441/pvvx", "theengsdecoder 2.5.0", atc_frame, atc_oracle())]
+# Theengs reads the battery millivolts (u16 in both firmwares' advertisement structs) as int16,
+# so 32.768 V and up come out negative: compared as its value + 65.536 V there (docs/parsers.md,
+# Oracle lane).
+FAMILIES = [Family("ATC1441/pvvx", "theengsdecoder 2.5.0", atc_frame,
+                   theengs_oracle(convert={"volt": as_unsigned(16, 0.001)}, models=MODELS))]

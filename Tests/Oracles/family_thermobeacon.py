@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from families import Family, Frame, random_address
-from theengs_oracle import narrowed, theengs_oracle
+from theengs_oracle import as_unsigned, theengs_oracle
 
 THERMOBEACON_IDS = [0x0010, 0x0011, 0x0015, 0x0018, 0x001B]
 
@@ -32,7 +32,8 @@ THERMOBEACON = {"time": "uptime", "tempc_max": "temperature_max", "time_max": "t
                 "tempc_min": "temperature_min", "time_min": "temperature_min_time", "mac": None}
 
 FAMILIES = [
-    # Theengs reads the u16 millivolts as int16 (≥ 32.768 V comes out negative): left out there.
+    # Theengs reads the u16 millivolts as int16 (≥ 32.768 V comes out negative): compared as its
+    # value + 65.536 V there (docs/parsers.md, Oracle lane).
     Family("ThermoBeacon", "theengsdecoder 2.5.0", thermobeacon_frame,
-           narrowed(theengs_oracle(rename=THERMOBEACON, models={"WS02/WS08"}), "voltage", lambda v: v < 0)),
+           theengs_oracle(rename=THERMOBEACON, convert={"volt": as_unsigned(16, 0.001)}, models={"WS02/WS08"})),
 ]

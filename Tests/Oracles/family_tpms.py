@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from families import Family, Frame
-from theengs_oracle import narrowed, theengs_oracle
+from theengs_oracle import as_signed, theengs_oracle
 
 
 def tpms_frame(rng: random.Random) -> Frame:
@@ -20,8 +20,8 @@ def tpms_frame(rng: random.Random) -> Frame:
 
 
 FAMILIES = [
-    # Theengs reads the int32 temperature unsigned (below 0 °C it reports 42 949 672.96 less the
-    # value): left out where the raw value has its sign bit set (Theengs ≥ 21 474 836.48).
+    # Theengs reads the int32 temperature unsigned (below 0 °C it reports 42 949 672.96 more than
+    # the value): compared as its value − 42 949 672.96 where the sign bit is set (docs/parsers.md).
     Family("TPMS", "theengsdecoder 2.5.0", tpms_frame,
-           narrowed(theengs_oracle(rename={"mac": None}, models={"TPMS"}), "temperature", lambda v: v >= 2**31 / 100)),
+           theengs_oracle(rename={"mac": None}, convert={"tempc": as_signed(32, 0.01)}, models={"TPMS"})),
 ]

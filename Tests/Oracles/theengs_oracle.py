@@ -108,12 +108,13 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
     return run
 
 
-def narrowed(base: Callable[[Frame], dict | None], key: str, wrong: Callable) -> Callable[[Frame], dict | None]:
-    """`base` without its `key` value where `wrong(value)`: the oracle misreads the field there
-    (each use has its reason in docs/parsers.md, Oracle lane)."""
-    def run(frame: Frame) -> dict | None:
-        values = base(frame)
-        if values and isinstance(values.get(key), (int, float)) and wrong(values[key]):
-            del values[key]
-        return values
-    return run
+def as_unsigned(bits: int, scale: float) -> Callable:
+    """A `convert` for a field Theengs reads signed that is unsigned on air: its negative value
+    plus 2^bits × scale is the unsigned reading exactly (so the field's position, byte order and
+    scale are still compared)."""
+    return lambda value, out: value + 2**bits * scale if value < 0 else value
+
+
+def as_signed(bits: int, scale: float) -> Callable:
+    """A `convert` for a field Theengs reads unsigned that is signed on air (two's complement)."""
+    return lambda value, out: value - 2**bits * scale if value >= 2**(bits - 1) * scale else value
