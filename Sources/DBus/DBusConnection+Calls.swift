@@ -34,12 +34,18 @@ extension DBusConnection {
         let id = allocateID()
         let values: [DBusValue]
         do {
-            values = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    startCall(id: id, message: message, timeout: milliseconds, continuation: continuation)
+            // The loop as the task's executor preference while it waits: a continuation resumes
+            // through the "generic" executor, which is then this loop, not Swift's global pool —
+            // the caller is queued on the loop as the reply is dispatched, ahead of the messages
+            // after the reply (see `dispatchQueued()`), however busy the pool is.
+            values = try await withTaskExecutorPreference(loop.taskExecutor) {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { continuation in
+                        startCall(id: id, message: message, timeout: milliseconds, continuation: continuation)
+                    }
+                } onCancel: {
+                    loop.execute { [self] in self.assumeIsolated { $0.cancelCall(id: id) } }
                 }
-            } onCancel: {
-                loop.execute { [self] in self.assumeIsolated { $0.cancelCall(id: id) } }
             }
             callerResumed(id)
         } catch {

@@ -333,11 +333,12 @@ public actor DBusConnection: LoopIsolated {
 
     /// Dispatches the messages libdbus has read, in order — but none after a reply until the
     /// caller it resumed runs on the loop again (``call(destination:path:interface:method:arguments:expecting:timeout:)``
-    /// after its `await`): a continuation resumes through the global executor, so without this
-    /// wait the signals sent after the reply could be handled first. The caller would then apply
-    /// what the reply holds (a `GetManagedObjects` snapshot) over newer changes already seen, and
-    /// those would be lost. The wait is bounded (``replyHold``): a caller slow to get a thread
-    /// does not stall the bus.
+    /// after its `await`): otherwise the signals sent after the reply could be handled first, and
+    /// the caller would apply what the reply holds (a `GetManagedObjects` snapshot) over newer
+    /// changes already seen, which would be lost. A continuation resumes through the "generic"
+    /// executor; `call` makes that this loop (a task executor preference), so the caller is
+    /// queued here as the reply is dispatched and runs on the next drain. The wait is bounded
+    /// (``replyHold``) as a safety net: a caller that cannot run does not stall the bus.
     private func dispatchQueued() {
         guard let raw else { return }
         if !unresumedCalls.isEmpty {
