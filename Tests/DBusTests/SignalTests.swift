@@ -59,12 +59,7 @@ struct SignalTests {
                             }
                         ])
                 ], at: "/dev")
-            let seen = Locked<[DBusValue]>([])
-            let handler = try await client.handleSignals(
-                matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")
-            ) { message in
-                seen.withLock { $0 += message.arguments }
-            }
+            let (seen, handler) = try await Self.collectChanged(client, from: server)
             for round in 1...50 {
                 _ = try await client.call(
                     destination: server.uniqueName, path: "/dev", interface: "org.gattway.Test", method: "Read")
@@ -114,12 +109,7 @@ struct SignalTests {
                                 })
                         ])
                 ], at: "/dev")
-            let seen = Locked<[DBusValue]>([])
-            let handler = try await client.handleSignals(
-                matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")
-            ) { message in
-                seen.withLock { $0 += message.arguments }
-            }
+            let (seen, handler) = try await Self.collectChanged(client, from: server)
             let caller = LoopCaller(loop: bus.loop)
             for round in 1...50 {
                 let before = await caller.call(client, server.uniqueName, seen)
@@ -133,6 +123,19 @@ struct SignalTests {
             await client.close()
             await server.close()
         }
+    }
+
+    /// The arguments of `server`'s `Changed` signals, collected by a `handleSignals` handler on `client`.
+    static func collectChanged(_ client: DBusConnection, from server: DBusConnection) async throws -> (
+        Locked<[DBusValue]>, DBusSignalHandler
+    ) {
+        let seen = Locked<[DBusValue]>([])
+        let handler = try await client.handleSignals(
+            matching: DBusMatchRule(sender: server.uniqueName, member: "Changed")
+        ) { message in
+            seen.withLock { $0 += message.arguments }
+        }
+        return (seen, handler)
     }
 
     @Test("argument and sender rules select signals")
