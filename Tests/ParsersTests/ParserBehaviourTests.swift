@@ -20,6 +20,25 @@ struct ParserBehaviourTests {
         #expect(IEEE11073.float(0xFEFF_FF9C) == .number(-1.0))
     }
 
+    @Test("BTHome numbers repeated names per reading, dimmer steps included, also past 64 readings")
+    func bthomeRepeatedNames() throws {
+        func names(_ hex: String) throws -> [String] {
+            let ad = AdvertisementData(serviceData: [BluetoothUUID(0xFCD2): [UInt8](hexString: hex)])
+            return try ParserRegistry.builtIn.decode(AdvertisementContext(advertisement: ad)).readings.map(\.name)
+        }
+        // Two dimmers (0x3C) around a temperature (0x02) and two batteries (0x01 and 0x01).
+        let expected = [
+            "dimmer_1", "dimmer_steps_1", "temperature", "dimmer_2", "dimmer_steps_2", "battery_1", "battery_2",
+        ]
+        #expect(try names("40" + "3c0103" + "02c409" + "3c0205" + "0164" + "0132") == expected)
+        // A long (extended advertising) payload: 70 temperatures, numbered past the 64 tags.
+        let long = try names("40" + String(repeating: "02c409", count: 70))
+        #expect(long.count == 70)
+        #expect(long.first == "temperature_1")
+        #expect(long[63] == "temperature_64")
+        #expect(long.last == "temperature_70")
+    }
+
     @Test("BTHome v2 encrypted frame decrypts with the bind key and fails cleanly without it")
     func bthomeEncrypted() throws {
         let payload = [UInt8](hexString: "41a47266c95f730011223378237214")

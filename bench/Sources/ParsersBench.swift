@@ -40,7 +40,11 @@ enum ParsersBench: BenchSuite {
         if let rounds = environment["GATTWAY_BENCH_PARSER_ROUNDS"].flatMap(Int.init) {
             var readings = 0
             for _ in 0..<rounds {
-                for context in plain { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+                plain.withUnsafeBufferPointer { contexts in
+                    for index in contexts.indices {
+                        readings &+= (try? registry.decode(contexts[index]))?.readings.count ?? 0
+                    }
+                }
             }
             print("plain lines: \(plainLines.map(String.init).joined(separator: " "))")
             print("rounds \(rounds) over \(plain.count) adverts, \(readings) readings")
@@ -72,12 +76,16 @@ enum ParsersBench: BenchSuite {
 
         let allRate = measure(adverts.count) {
             var readings = 0
-            for context in adverts { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+            for index in adverts.indices { readings &+= (try? registry.decode(adverts[index]))?.readings.count ?? 0 }
             return readings
         }
         let plainRate = measure(plain.count) {
             var readings = 0
-            for context in plain { readings &+= (try? registry.decode(context))?.readings.count ?? 0 }
+            plain.withUnsafeBufferPointer { contexts in
+                for index in contexts.indices {
+                    readings &+= (try? registry.decode(contexts[index]))?.readings.count ?? 0
+                }
+            }
             return readings
         }
         let characteristicRate = measure(characteristics.count) {

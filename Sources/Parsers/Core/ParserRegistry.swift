@@ -11,9 +11,11 @@ public struct ParserRegistry: Sendable {
     private var characteristicByUUID: [BluetoothUUID: any CharacteristicParser] = [:]
     private var characteristicByName: [String: any CharacteristicParser] = [:]
     private var advertisementParsers: [any AdvertisementParser] = []
-    /// Parsers per key, in the order they are tried. A short array scanned linearly: with a dozen
-    /// keys this is cheaper than hashing on every advertisement.
-    private var byKey: [(key: AdvertisementKey, parsers: [any AdvertisementParser])] = []
+    /// Parsers per key, in the order they are tried, found by binary search in ``keyCodes``
+    /// (sorted, one ``AdvertisementKey/code`` per entry): with the built-ins' sixty-odd keys this
+    /// is a handful of integer compares per payload, cheaper than hashing or a linear scan.
+    private var keyCodes: [UInt32] = []
+    private var byKey: [[any AdvertisementParser]] = []
     /// Parsers offered any manufacturer-data payload after the ones for its company id declined
     /// (``AdvertisementParser/acceptsAnyCompanyID``), latest registered first.
     private var anyCompany: [any AdvertisementParser] = []
@@ -40,10 +42,13 @@ public struct ParserRegistry: Sendable {
         advertisementParsers.append(parser)
         if parser.acceptsAnyCompanyID { anyCompany.insert(parser, at: 0) }
         for key in parser.keys {
-            if let slot = byKey.firstIndex(where: { $0.key == key }) {
-                byKey[slot].parsers.insert(parser, at: 0)
+            let code = key.code
+            if let slot = slot(of: code) {
+                byKey[slot].insert(parser, at: 0)
             } else {
-                byKey.append((key, [parser]))
+                let position = keyCodes.firstIndex { $0 > code } ?? keyCodes.count
+                keyCodes.insert(code, at: position)
+                byKey.insert([parser], at: position)
             }
         }
     }
@@ -86,22 +91,21 @@ public struct ParserRegistry: Sendable {
     /// company id claims is offered to the parsers that read the company id (Inkbird IBS-TH,
     /// ThermoPro). Throws `unknown_format` when no parser claims anything, or the claiming
     /// parser's error.
-    public func decode(_ context: AdvertisementContext) throws(ParseError) -> DecodedAdvertisement {
-        let advertisement = context.advertisement
-        let entries = advertisement.serviceData.count + advertisement.manufacturerData.count
+    public func decode(_ context: borrowing AdvertisementContext) throws(ParseError) -> DecodedAdvertisement {
+        let entries = context.advertisement.serviceData.count + context.advertisement.manufacturerData.count
         if entries == 1 {
             // Fast path: the common single-payload advertisement, no ordering needed.
-            if let (uuid, payload) = advertisement.serviceData.first, let short = uuid.uint16 {
+            if let (uuid, payload) = context.advertisement.serviceData.first, let short = uuid.uint16 {
                 if let result = try decode(payload, key: .serviceData(short), context: context) { return result }
-            } else if let (company, payload) = advertisement.manufacturerData.first {
+            } else if let (company, payload) = context.advertisement.manufacturerData.first {
                 if let result = try decode(payload, key: .manufacturer(company), context: context) { return result }
             }
         } else if entries > 1 {
             // A payload that fails does not hide a later one that decodes; the first error is
             // reported when nothing decodes.
             var firstError: ParseError?
-            let services = advertisement.serviceData.sorted(by: { $0.key < $1.key })
-            let manufacturers = advertisement.manufacturerData.sorted(by: { $0.key < $1.key })
+            let services = context.advertisement.serviceData.sorted(by: { $0.key < $1.key })
+            let manufacturers = context.advertisement.manufacturerData.sorted(by: { $0.key < $1.key })
             for generic in [false, true] {
                 for (uuid, payload) in services {
                     guard let short = uuid.uint16 else { continue }
@@ -133,11 +137,13 @@ public struct ParserRegistry: Sendable {
     }
 
     @inline(__always)
-    private func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext, generic: Bool? = nil)
+    private func decode(
+        _ payload: [UInt8], key: AdvertisementKey, context: borrowing AdvertisementContext, generic: Bool? = nil
+    )
         throws(ParseError) -> DecodedAdvertisement?
     {
-        if let slot = byKey.firstIndex(where: { $0.key == key }) {
-            for parser in byKey[slot].parsers {
+        if let slot = slot(of: key.code) {
+            for parser in byKey[slot] {
                 if let generic, parser.isGeneric != generic { continue }
                 if let readings = try parser.decode(payload, key: key, context: context) {
                     return DecodedAdvertisement(format: parser.format, readings: readings)
@@ -152,5 +158,29 @@ public struct ParserRegistry: Sendable {
             }
         }
         return nil
+    }
+
+    /// The entry of a key code in ``keyCodes``, by binary search.
+    @inline(__always)
+    private func slot(of code: UInt32) -> Int? {
+        var low = 0
+        var high = keyCodes.count
+        while low < high {
+            let middle = (low &+ high) >> 1
+            let probe = keyCodes[middle]
+            if probe == code { return middle }
+            if probe < code { low = middle &+ 1 } else { high = middle }
+        }
+        return nil
+    }
+}
+
+extension AdvertisementKey {
+    /// The key as one integer: the kind in the high half, the company id or UUID in the low.
+    var code: UInt32 {
+        switch self {
+        case .manufacturer(let company): UInt32(company)
+        case .serviceData(let uuid): 0x1_0000 | UInt32(uuid)
+        }
     }
 }

@@ -31,6 +31,7 @@ public struct Reading: Sendable, Hashable {
     /// The Home Assistant device class, nil for none.
     public var deviceClass: DeviceClass?
 
+    @inline(__always)
     public init(name: String, value: ReadingValue, unit: String? = nil, deviceClass: DeviceClass? = nil) {
         self.name = name
         self.value = value
@@ -39,11 +40,13 @@ public struct Reading: Sendable, Hashable {
     }
 
     /// A reading of a well-known quantity, taking its name, unit and device class.
+    @inline(__always)
     public init(_ quantity: Quantity, _ value: Double) {
         self.init(name: quantity.name, value: .number(value), unit: quantity.unit, deviceClass: quantity.deviceClass)
     }
 
     /// A reading of a well-known quantity that may be unknown (`null`).
+    @inline(__always)
     public init(_ quantity: Quantity, _ value: Double?) {
         self.init(
             name: quantity.name, value: value.map { .number($0) } ?? .null, unit: quantity.unit,
@@ -51,16 +54,19 @@ public struct Reading: Sendable, Hashable {
     }
 
     /// A number without unit or class.
+    @inline(__always)
     public init(_ name: String, _ value: Double, unit: String? = nil) {
         self.init(name: name, value: .number(value), unit: unit)
     }
 
     /// A string reading.
+    @inline(__always)
     public init(_ name: String, string: String) {
         self.init(name: name, value: .string(string))
     }
 
     /// A binary-sensor reading.
+    @inline(__always)
     public init(_ name: String, bool: Bool, deviceClass: DeviceClass? = nil) {
         self.init(name: name, value: .bool(bool), deviceClass: deviceClass)
     }
@@ -113,4 +119,15 @@ public struct DeviceClass: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let lock = Self(rawValue: "lock")
     public static let problem = Self(rawValue: "problem")
     public static let batteryCharging = Self(rawValue: "battery_charging")
+}
+
+extension Array where Element == Reading {
+    /// An empty list with room for an advertisement's usual readings, so that appending them
+    /// allocates once instead of growing the buffer two or three times.
+    @inline(__always)
+    static func reserved(_ capacity: Int = 8) -> [Reading] {
+        var readings: [Reading] = []
+        readings.reserveCapacity(capacity)
+        return readings
+    }
 }

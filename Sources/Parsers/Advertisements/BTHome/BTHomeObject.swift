@@ -215,14 +215,19 @@ struct BTHomeObject: Sendable {
 }
 
 extension BTHomeObject {
-    /// Numbers readings whose name repeats (`temperature_1`, `temperature_2`), as bthome-ble does,
-    /// then drops the "no event" placeholders of button objects.
-    /// Tracks which reading names a payload produced, so the renaming pass runs only when needed.
+    /// Tracks which reading names a payload produced, so the renaming pass of
+    /// ``numberRepeatedNames(_:names:)`` runs only when needed and compares small tags instead
+    /// of strings: each reading's tag is its object's name index and its place among the
+    /// readings of that object (a dimmer gives `dimmer` and `dimmer_steps`).
     struct NameSet {
         var low: UInt64 = 0
         var high: UInt64 = 0
         var repeated = false
         var hasButton = false
+        /// One tag per reading appended, while there are at most ``NameSet/capacity``.
+        var tags = InlineArray<64, UInt8>(repeating: 0)
+        var tagged = 0
+        static let capacity = 64
         var needsPass: Bool { repeated || hasButton }
 
         mutating func insert(_ object: BTHomeObject) {
@@ -236,24 +241,48 @@ extension BTHomeObject {
             }
             if object.kind == .buttonEvent { hasButton = true }
         }
+
+        /// Tags the readings an object appended (`count` of them, at most two).
+        mutating func tag(_ object: BTHomeObject, appended count: Int) {
+            for place in 0..<count {
+                if tagged < Self.capacity {
+                    tags[tagged] = UInt8(truncatingIfNeeded: object.nameIndex &* 2 &+ min(place, 1))
+                }
+                tagged &+= 1
+            }
+        }
     }
 
+    /// `_1` … `_16`, made once: the numbering of repeated names appends one per renamed reading.
+    static let suffixes: [String] = (0...16).map { "_" + String($0) }
+
+    static func occurrenceSuffix(_ occurrence: Int) -> String {
+        occurrence < suffixes.count ? suffixes[occurrence] : "_" + String(occurrence)
+    }
+
+    /// Numbers readings whose name repeats (`temperature_1`, `temperature_2`), as bthome-ble does,
+    /// then drops the "no event" placeholders of button objects.
     static func numberRepeatedNames(_ readings: inout [Reading], names: NameSet) {
         if names.repeated {
-            // A payload holds a few dozen objects at most: quadratic scans over the names beat
-            // hashing them into dictionaries, and need no allocation.
+            // A payload holds a few dozen objects at most: quadratic scans over the tags beat
+            // hashing the names into dictionaries, and need no allocation. Beyond 64 readings
+            // (only a long encrypted payload) the names themselves are compared.
             let count = readings.count
+            let byTag = names.tagged == count && count <= NameSet.capacity
+            func same(_ i: Int, _ j: Int) -> Bool {
+                byTag ? names.tags[i] == names.tags[j] : readings[i].name == readings[j].name
+            }
             withUnsafeTemporaryAllocation(of: Int32.self, capacity: count) { totals in
                 for i in 0..<count {
                     var total: Int32 = 0
-                    for j in 0..<count where readings[j].name == readings[i].name { total += 1 }
+                    for j in 0..<count where same(j, i) { total += 1 }
                     totals[i] = total
                 }
                 // Backwards, so the names before `i` are still the original ones.
                 for i in stride(from: count - 1, through: 0, by: -1) where totals[i] > 1 {
                     var occurrence = 1
-                    for j in 0..<i where readings[j].name == readings[i].name { occurrence += 1 }
-                    readings[i].name += "_" + String(occurrence)
+                    for j in 0..<i where same(j, i) { occurrence += 1 }
+                    readings[i].name.append(occurrenceSuffix(occurrence))
                 }
             }
         }

@@ -14,7 +14,7 @@ public struct BTHomeV1: AdvertisementParser {
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if key == .serviceData(0x181E) {
             guard let bindKey = context.bindKey else {
                 throw ParseError(.missingKey, "BTHome v1 frame is encrypted; configure the device's bind key")
@@ -53,9 +53,11 @@ public struct BTHomeV1: AdvertisementParser {
             let valueLength = length - 1
             if valueLength <= 8 || object.kind == .text || object.kind == .raw {
                 names.insert(object)
+                let before = readings.count
                 try object.decode(
                     bytes, start: offset + 2, length: valueLength, float: dataType == 2,
                     signedOverride: dataType == 1 ? true : (dataType == 0 ? false : nil), into: &readings)
+                names.tag(object, appended: readings.count - before)
             }
             offset += 1 + length
         }

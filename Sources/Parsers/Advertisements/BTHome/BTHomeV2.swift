@@ -29,7 +29,7 @@ public struct BTHomeV2: AdvertisementParser {
             address = BluetoothAddress(littleEndianOctets: payload[1..<7])
             start = 7
         }
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if info & 0x01 != 0 {
             guard let key = context.bindKey else {
                 throw ParseError(.missingKey, "BTHome v2 frame is encrypted; configure the device's bind key")
@@ -69,8 +69,10 @@ public struct BTHomeV2: AdvertisementParser {
             let valueStart = offset + 1 + (object.size == 0 ? 1 : 0)
             guard valueStart + length <= bytes.count else { break }
             names.insert(object)
+            let before = readings.count
             try object.decode(
                 bytes, start: valueStart, length: length, float: false, signedOverride: nil, into: &readings)
+            names.tag(object, appended: readings.count - before)
             offset = valueStart + length
         }
         if names.needsPass { BTHomeObject.numberRepeatedNames(&readings, names: names) }

@@ -41,7 +41,8 @@ struct IBeaconFrame: Sendable {
     /// byte is positive, which cannot be an RSSI at 1 m: several sensor beacons put the battery
     /// voltage there in 0.1 V).
     func readings(major includeMajor: Bool = true, minor includeMinor: Bool = true) -> [Reading] {
-        var readings = [Reading("uuid", string: BluetoothUUID(bytes: payload, at: 2)?.description ?? "")]
+        var readings = [Reading].reserved()
+        readings.append(Reading("uuid", string: BluetoothUUID(bytes: payload, at: 2)?.description ?? ""))
         if includeMajor { readings.append(Reading("major", Double(major))) }
         if includeMinor { readings.append(Reading("minor", Double(minor))) }
         let signed = Int8(bitPattern: power)

@@ -18,10 +18,9 @@ public struct KKMSensorFrame: AdvertisementParser {
         var reader = ByteReader(payload, from: 3, what: "KKM sensor frame")
         let millivolts = try reader.u16be()
         let temperature = try reader.s16be()
-        var readings = [
-            Reading(.voltage, decimal(millivolts, 3)),
-            Reading(.temperature, rounded(Double(temperature) / 256, 2)),
-        ]
+        var readings = [Reading].reserved(6)
+        readings.append(Reading(.voltage, decimal(millivolts, 3)))
+        readings.append(Reading(.temperature, rounded(Double(temperature) / 256, 2)))
         if layout != 0x0B {
             readings.append(Reading(.humidity, rounded(Double(try reader.u16be()) / 256, 2)))
         }

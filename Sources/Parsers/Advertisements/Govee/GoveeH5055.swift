@@ -34,7 +34,7 @@ public struct GoveeH5055: AdvertisementParser {
         default: throw ParseError(.unsupported, "Govee H5055 probe group 3")
         }
         try reader.skip(1)
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         for number in [first, first + 1] {
             let temperature = try reader.s16le()
             let low = try reader.s16le()

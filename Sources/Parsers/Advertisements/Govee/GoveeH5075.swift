@@ -16,8 +16,7 @@ public struct GoveeH5075: AdvertisementParser {
         else { return nil }
         var reader = ByteReader(payload, from: 1, what: "Govee H5075")
         let packed = UInt32(truncatingIfNeeded: try reader.uintBE(3))
-        var readings: [Reading] = []
-        readings.reserveCapacity(3)
+        var readings = [Reading].reserved()
         goveePacked(packed, into: &readings)
         if goveeBattery(try reader.u8(), into: &readings) {
             readings[0].value = .null

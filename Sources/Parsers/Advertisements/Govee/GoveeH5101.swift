@@ -17,8 +17,7 @@ public struct GoveeH5101: AdvertisementParser {
     {
         guard payload.count >= 6, payload[0] == 0x01, payload[1] == 0x01 else { return nil }
         var reader = ByteReader(payload, from: 2, what: "Govee H5101")
-        var readings: [Reading] = []
-        readings.reserveCapacity(3)
+        var readings = [Reading].reserved()
         if context.nameContains("5106") {
             let raw = try reader.u32be()
             let negative = raw & 0x8000_0000 != 0

@@ -27,7 +27,7 @@ public struct GoveeH5112: AdvertisementParser {
         }
         var values: [Reading] = []
         goveePacked(packed, into: &values)
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         let error = goveeBattery(batteryByte, into: &readings)
         var temperature = values[0]
         temperature.name = "temperature_probe_\(probe)"

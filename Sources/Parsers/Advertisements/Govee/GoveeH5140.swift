@@ -15,8 +15,7 @@ public struct GoveeH5140: AdvertisementParser {
             return nil
         }
         var reader = ByteReader(payload, from: 2, what: "Govee H5140")
-        var readings: [Reading] = []
-        readings.reserveCapacity(3)
+        var readings = [Reading].reserved()
         goveePacked(UInt32(truncatingIfNeeded: try reader.uintBE(3)), into: &readings)
         let co2 = try reader.u16be()
         let error = try reader.u8() != 0

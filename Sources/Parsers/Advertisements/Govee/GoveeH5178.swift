@@ -15,8 +15,7 @@ public struct GoveeH5178: AdvertisementParser {
         guard goveeLength(payload) == 9, payload[0] == 0x01, payload[1] == 0x01 else { return nil }
         var reader = ByteReader(payload, from: 2, what: "Govee H5178")
         let remote = try reader.u8() == 0x01
-        var readings: [Reading] = []
-        readings.reserveCapacity(3)
+        var readings = [Reading].reserved()
         goveePacked(UInt32(truncatingIfNeeded: try reader.uintBE(3)), into: &readings)
         if goveeBattery(try reader.u8(), into: &readings) {
             readings[0].value = .null

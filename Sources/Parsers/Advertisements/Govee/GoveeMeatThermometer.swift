@@ -38,7 +38,7 @@ public struct GoveeMeatThermometer: AdvertisementParser {
         try header.skip(1)
         let group = try header.u8() & 0x3F
         var reader = ByteReader(payload, from: 8, to: entry.length, what: "Govee meat thermometer")
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         func probe(_ number: Int, low: Bool = false) throws(ParseError) {
             readings.append(Reading(Quantity.temperature.named("temperature_probe_\(number)"), try Self.value(&reader)))
             readings.append(

@@ -19,7 +19,7 @@ public struct HuamiActivity: AdvertisementParser {
         let kind = try reader.u8()
         try reader.skip(2)
         let heartRate = try reader.u8()
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if let steps = context.advertisement.serviceData[BluetoothUUID(0xFEE0)], steps.count == 4 {
             var stepReader = ByteReader(steps, what: "Huami steps")
             readings.append(Reading("steps", Double(try stepReader.u16le())))

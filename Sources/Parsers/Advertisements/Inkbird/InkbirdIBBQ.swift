@@ -30,7 +30,7 @@ public struct InkbirdIBBQ: AdvertisementParser {
                 ? BluetoothAddress(littleEndianOctets: mac) : BluetoothAddress(octets: mac)
             guard embedded == address else { return nil }
         }
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         var probe = 1
         while !reader.isAtEnd {
             let raw = try reader.u16le()

@@ -20,7 +20,7 @@ public struct MokoBeaconXPro: AdvertisementParser {
             return [Reading(.voltage, decimal(try reader.u16be(), 3))]
         case 0x60:
             try reader.skip(3)
-            var readings: [Reading] = []
+            var readings = [Reading].reserved()
             for quantity in [Quantity.accelerationX, .accelerationY, .accelerationZ] {
                 readings.append(Reading(quantity, decimal(try reader.s16be(), 4)))
             }

@@ -42,7 +42,7 @@ public struct OralBToothbrush: AdvertisementParser {
         let seconds = try reader.u8()
         let mode = try reader.u8()
         let sector = try reader.u8()
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if let name = Self.states[state] { readings.append(Reading("state", string: name)) }
         readings.append(Reading("brushing", bool: state == 0x03))
         if ioSeries {

@@ -33,7 +33,7 @@ public struct Qingping: AdvertisementParser {
         let event = payload[0] & 0x40 != 0
         let device = payload[1]
         var reader = ByteReader(payload, from: 8, what: "Qingping service data")
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         var counters = 0
         while !reader.isAtEnd {
             let id = try reader.u8()

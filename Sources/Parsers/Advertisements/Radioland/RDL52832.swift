@@ -15,7 +15,7 @@ public struct RDL52832: AdvertisementParser {
     {
         guard context.advertisement.localName?.hasPrefix("RDL52832") == true else { return nil }
         guard payload.count == 16 else { throw .length("RDL52832 sensor data", expected: 16, got: payload.count) }
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if let beacon = context.advertisement.manufacturerData[0x004C], let frame = try? IBeaconFrame(beacon) {
             readings = frame.readings()
         }

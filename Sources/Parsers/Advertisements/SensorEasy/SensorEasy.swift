@@ -31,7 +31,7 @@ public struct SensorEasy: AdvertisementParser {
         throws(ParseError) -> [Reading]?
     {
         guard let model = Self.model(context.advertisement.localName) else { return nil }
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         switch key {
         case .serviceData(0x2A6E):
             guard model != .magnet else { return nil }

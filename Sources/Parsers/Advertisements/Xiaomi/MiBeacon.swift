@@ -36,7 +36,7 @@ public struct MiBeacon: AdvertisementParser {
             let capability = try reader.u8()
             if capability & 0x20 != 0 { try reader.skip(2) }
         }
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if let address { readings.append(Reading("mac", string: address.description)) }
         guard control & 0x40 != 0 else {
             throw ParseError(

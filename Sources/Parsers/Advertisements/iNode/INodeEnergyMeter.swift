@@ -27,7 +27,7 @@ public struct INodeEnergyMeter: AdvertisementParser {
         let batteryNibble = Int(try reader.u8() >> 4)
         let constant = Double(constantField & 0x3FFF)
         let cubicMetres = constantField & 0x1000 != 0
-        var readings: [Reading] = []
+        var readings = [Reading].reserved()
         if constant > 0 {
             let rate = rounded(average * 60 / constant, 6)
             let sum = rounded(total / constant, 6)
