@@ -15,13 +15,13 @@ import LocalSystem
 /// never trusted: one that does not parse, is larger than ``maxFileBytes`` or is not an object
 /// is ignored (with a warning) and replaced at the next change; an entry that is not an address
 /// with 32 hex digits is skipped; beyond ``maxKeys`` entries the rest is skipped.
-final class BindKeys {
+package final class BindKeys {
     /// The file name in the state directory.
-    static let fileName = Gateway.bindKeysFileName
+    package static let fileName = Gateway.bindKeysFileName
     /// Most runtime keys kept (a request for one more device is refused).
-    static let maxKeys = 1000
+    package static let maxKeys = 1000
     /// Largest file read at start (``maxKeys`` entries take about 70 kB).
-    static let maxFileBytes = 256 * 1024
+    package static let maxFileBytes = 256 * 1024
     /// File rewrites (each an fsync on the loop thread) allowed back to back, then one per
     /// ``writeInterval``: requests naming ever new addresses must not keep the disk busy.
     static let writeBurst = 10
@@ -32,21 +32,24 @@ final class BindKeys {
     private var keys: [BluetoothAddress: [UInt8]] = [:]
     private var writes = TokenBucket(capacity: BindKeys.writeBurst, interval: BindKeys.writeInterval, now: 0)
 
-    init(directory: String?) {
+    package init(directory: String?) {
         path = directory.map { $0 + "/" + Self.fileName }
     }
 
-    var count: Int { keys.count }
+    package var count: Int { keys.count }
+
+    /// The runtime keys by address (the fuzz target compares a file read back with these).
+    package var all: [BluetoothAddress: [UInt8]] { keys }
 
     /// The runtime key of the device, nil when none was set (the hot path: one dictionary
     /// look-up only when there are keys at all).
-    func key(_ address: BluetoothAddress) -> [UInt8]? {
+    package func key(_ address: BluetoothAddress) -> [UInt8]? {
         keys.isEmpty ? nil : keys[address]
     }
 
     /// Reads the file (at start); the problems to report, each without key material. A
     /// missing file is no problem.
-    func load() -> [String] {
+    package func load() -> [String] {
         guard let path, LocalFile.exists(path) else { return [] }
         var problems: [String] = []
         if let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 {
@@ -100,7 +103,7 @@ final class BindKeys {
     /// that fails, or the file was rewritten too often of late (``writeBurst``), nothing changes
     /// and the error says why. True when the change is in the file, false when it is in memory
     /// only.
-    func set(_ address: BluetoothAddress, _ key: [UInt8]?, now: Double) -> Result<Bool, CommandError> {
+    package func set(_ address: BluetoothAddress, _ key: [UInt8]?, now: Double) -> Result<Bool, CommandError> {
         var next = keys
         next[address] = key
         if key != nil, keys[address] == nil, keys.count >= Self.maxKeys {

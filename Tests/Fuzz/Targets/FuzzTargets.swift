@@ -11,6 +11,7 @@ public enum FuzzTargets {
         json,
         decodeLine,
         centralState,
+        bindKeys,
         mqttCommands,
         peripheralSources,
         bluezObjects,
