@@ -66,6 +66,17 @@ public struct ByteReader: Sendable {
         return value
     }
 
+    /// Six octets as a device address in the order written (most significant first), without
+    /// copying them into an array.
+    public mutating func address() throws(ParseError) -> BluetoothAddress {
+        BluetoothAddress(rawValue: try uintBE(6))
+    }
+
+    /// Six octets as a device address, least significant first (as BLE sends a MAC).
+    public mutating func addressLE() throws(ParseError) -> BluetoothAddress {
+        BluetoothAddress(rawValue: try uintLE(6))
+    }
+
     /// A two's-complement little-endian integer of `size` bytes.
     public mutating func intLE(_ size: Int) throws(ParseError) -> Int64 {
         signExtend(try uintLE(size), bits: size * 8)

@@ -13,7 +13,7 @@ public struct ATC1441: AdvertisementParser {
     {
         guard payload.count == 13 else { return nil }
         var reader = ByteReader(payload, what: "ATC1441")
-        let mac = BluetoothAddress(octets: try reader.bytes(6))
+        let mac = try reader.address()
         let temperature = try reader.s16be()
         let humidity = try reader.u8()
         let battery = try reader.u8()
@@ -25,7 +25,7 @@ public struct ATC1441: AdvertisementParser {
             Reading(.battery, Double(battery)),
             Reading(.voltage, decimal(millivolts, 3)),
             Reading("packet_id", Double(counter)),
-            Reading("mac", string: mac?.description ?? ""),
+            Reading("mac", string: mac.description),
         ]
     }
 }

@@ -19,7 +19,7 @@ public struct PVVXCustom: AdvertisementParser {
         }
         guard payload.count == 15 else { return nil }
         var reader = ByteReader(payload, what: "pvvx")
-        let mac = BluetoothAddress(littleEndianOctets: try reader.bytes(6))
+        let mac = try reader.addressLE()
         let temperature = try reader.s16le()
         let humidity = try reader.u16le()
         let millivolts = try reader.u16le()
@@ -33,7 +33,7 @@ public struct PVVXCustom: AdvertisementParser {
             Reading(.battery, Double(battery)),
             Reading("packet_id", Double(counter)),
             Reading("flags", Double(flags)),
-            Reading("mac", string: mac?.description ?? ""),
+            Reading("mac", string: mac.description),
         ]
     }
 }

@@ -27,13 +27,13 @@ public struct BParasite: AdvertisementParser {
         let temperature = try reader.s16be()
         let humidity = try reader.u16be()
         let moisture = try reader.u16be()
-        let mac = BluetoothAddress(octets: try reader.bytes(6))
+        let mac = try reader.address()
         var readings = [
             Reading(.temperature, decimal(temperature, version == 1 ? 3 : 2)),
             Reading(.humidity, rounded(Double(humidity) * 100 / 65535, 2)),
             Reading(.moisture, rounded(Double(moisture) * 100 / 65535, 2)),
             Reading(.voltage, decimal(millivolts, 3)),
-            Reading("mac", string: mac?.description ?? ""),
+            Reading("mac", string: mac.description),
         ]
         if hasLight { readings.append(Reading(.illuminance, Double(try reader.u16be()))) }
         return readings

@@ -264,25 +264,33 @@ extension BTHomeObject {
     /// then drops the "no event" placeholders of button objects.
     static func numberRepeatedNames(_ readings: inout [Reading], names: NameSet) {
         if names.repeated {
-            // A payload holds a few dozen objects at most: quadratic scans over the tags beat
-            // hashing the names into dictionaries, and need no allocation. Beyond 64 readings
-            // (only a long encrypted payload) the names themselves are compared.
             let count = readings.count
-            let byTag = names.tagged == count && count <= NameSet.capacity
-            func same(_ i: Int, _ j: Int) -> Bool {
-                byTag ? names.tags[i] == names.tags[j] : readings[i].name == readings[j].name
-            }
-            withUnsafeTemporaryAllocation(of: Int32.self, capacity: count) { totals in
+            if names.tagged == count && count <= NameSet.capacity {
+                // Two passes over the tags: how often each occurs, then the numbers in order.
+                var totals = InlineArray<256, UInt8>(repeating: 0)
+                var seen = InlineArray<256, UInt8>(repeating: 0)
+                for i in 0..<count { totals[Int(names.tags[i])] &+= 1 }
                 for i in 0..<count {
-                    var total: Int32 = 0
-                    for j in 0..<count where same(j, i) { total += 1 }
-                    totals[i] = total
+                    let tag = Int(names.tags[i])
+                    guard totals[tag] > 1 else { continue }
+                    seen[tag] &+= 1
+                    readings[i].name.append(occurrenceSuffix(Int(seen[tag])))
                 }
-                // Backwards, so the names before `i` are still the original ones.
-                for i in stride(from: count - 1, through: 0, by: -1) where totals[i] > 1 {
-                    var occurrence = 1
-                    for j in 0..<i where same(j, i) { occurrence += 1 }
-                    readings[i].name.append(occurrenceSuffix(occurrence))
+            } else {
+                // Beyond 64 readings (only a long extended-advertising payload): the names
+                // themselves, all counted first, then numbered backwards so the names before
+                // `i` are still the original ones.
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: count) { totals in
+                    for i in 0..<count {
+                        var total = 0
+                        for j in 0..<count where readings[j].name == readings[i].name { total += 1 }
+                        totals[i] = total
+                    }
+                    for i in stride(from: count - 1, through: 0, by: -1) where totals[i] > 1 {
+                        var occurrence = 1
+                        for j in 0..<i where readings[j].name == readings[i].name { occurrence += 1 }
+                        readings[i].name.append(occurrenceSuffix(occurrence))
+                    }
                 }
             }
         }

@@ -20,9 +20,9 @@ public struct FeasyBeacon: AdvertisementParser {
     {
         guard payload.count == 11, let code = payload.first, let model = Self.models[code] else { return nil }
         var reader = ByteReader(payload, from: 4, what: "Feasycom beacon")
-        let mac = BluetoothAddress(octets: try reader.bytes(6))
+        let mac = try reader.address()
         let battery = try reader.u8()
-        var readings = [Reading("beacon_model", string: model), Reading("mac", string: mac?.description ?? "")]
+        var readings = [Reading("beacon_model", string: model), Reading("mac", string: mac.description)]
         let pluggedIn = battery == 0x65
         if !pluggedIn { readings.append(Reading(.battery, Double(battery & 0x7F))) }
         readings.append(Reading("plugged_in", bool: pluggedIn, deviceClass: .plug))

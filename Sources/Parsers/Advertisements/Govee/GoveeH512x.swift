@@ -77,13 +77,15 @@ public struct GoveeH512x: AdvertisementParser {
     /// CRC-16/CCITT with initial value 0x1D0F, MSB first.
     static func crc16(_ bytes: [UInt8]) -> UInt16 {
         var crc: UInt16 = 0x1D0F
-        for byte in bytes {
-            for shift in stride(from: 7, through: 0, by: -1) {
-                let bit = UInt16(byte >> UInt8(shift)) & 1
-                let mask: UInt16 = (crc >> 15) ^ bit == 1 ? 0x1021 : 0
-                crc = (crc << 1) ^ mask
-            }
-        }
+        for byte in bytes { crc = (crc << 8) ^ crcTable[Int(UInt8(truncatingIfNeeded: crc >> 8) ^ byte)] }
+        return crc
+    }
+
+    /// CRC-16/CCITT (polynomial 0x1021, most significant bit first) of every byte value, so the
+    /// check is one look-up per byte instead of eight shifts.
+    private static let crcTable: [UInt16] = (0..<256).map { (value: Int) -> UInt16 in
+        var crc = UInt16(truncatingIfNeeded: value) << 8
+        for _ in 0..<8 { crc = crc & 0x8000 != 0 ? (crc << 1) ^ 0x1021 : crc << 1 }
         return crc
     }
 }

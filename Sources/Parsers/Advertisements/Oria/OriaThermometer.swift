@@ -18,7 +18,7 @@ public struct OriaThermometer: AdvertisementParser {
         let named = name?.hasPrefix("T201") == true || name?.hasPrefix("T301") == true
         guard named || (name == nil && payload[8] == 0x01 && payload[9] == 0x07) else { return nil }
         var reader = ByteReader(payload, from: 2, what: "Oria thermometer")
-        let mac = BluetoothAddress(octets: try reader.bytes(6))
+        let mac = try reader.address()
         try reader.skip(2)
         let temperature = try reader.s16be()
         let humidity = try reader.u16be()
@@ -27,7 +27,7 @@ public struct OriaThermometer: AdvertisementParser {
             Reading(.temperature, decimal(temperature, 2)),
             Reading(.humidity, decimal(humidity, 2)),
             Reading(.battery, Double(battery)),
-            Reading("mac", string: mac?.description ?? ""),
+            Reading("mac", string: mac.description),
         ]
     }
 }

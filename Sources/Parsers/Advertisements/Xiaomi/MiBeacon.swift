@@ -26,11 +26,8 @@ public struct MiBeacon: AdvertisementParser {
         try reader.skip(1)  // the frame counter (in the nonce, read there from the payload)
         let version = control >> 12
         var address = context.address
-        var addressOctets: [UInt8]? = address.map { Array($0.octets.reversed()) }
         if control & 0x10 != 0 {
-            let octets = try reader.bytes(6)
-            addressOctets = octets
-            address = BluetoothAddress(littleEndianOctets: octets)
+            address = try reader.addressLE()
         }
         if control & 0x20 != 0 {
             let capability = try reader.u8()
@@ -51,7 +48,8 @@ public struct MiBeacon: AdvertisementParser {
             guard var key = context.bindKey else {
                 throw ParseError(.missingKey, "MiBeacon frame is encrypted; configure the device's bind key")
             }
-            guard let mac = addressOctets else {
+            // The nonce takes the MAC as the frame carries it, least significant octet first.
+            guard let mac = address.map({ Array($0.octets.reversed()) }) else {
                 throw ParseError(.missingKey, "MiBeacon decryption needs the device address")
             }
             if version <= 3 {
