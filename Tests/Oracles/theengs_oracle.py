@@ -26,6 +26,9 @@ NAMES = {
     "batt_low": "battery_low", "lvl_cm": "water_level", "tempc2_dp": "dew_point",
     "x_axis": "acceleration_x", "y_axis": "acceleration_y", "z_axis": "acceleration_z",
     "seconds": "duration", "litres": "water", "modeltype": "model_type", "tempc2": "temperature_2",
+    "bpm": "heart_rate", "act_bpm": "heart_rate", "beaconmodel": "beacon_model", "unit": "weight_unit",
+    "batt_r": "battery_right", "batt_l": "battery_left", "batt_case": "battery_case",
+    "charging_r": "charging_right", "charging_l": "charging_left",
 }
 
 # Theengs' document and device metadata, and values it derives (not on air).
