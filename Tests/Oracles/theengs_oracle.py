@@ -53,6 +53,9 @@ def theengs_document(frame: Frame) -> dict:
     for uuid, payload in frame.service.items():
         doc["servicedata"] = bytes(payload).hex()
         doc["servicedatauuid"] = "0x" + uuid.lower()
+    if frame.uuids and not frame.service:
+        # Theengs reads a listed 16-bit service UUID (Jaalee's F525) from `servicedatauuid` too.
+        doc["servicedatauuid"] = "0x" + frame.uuids[0].lower()
     return doc
 
 
