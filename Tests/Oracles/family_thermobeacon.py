@@ -28,12 +28,11 @@ def thermobeacon_frame(rng: random.Random) -> Frame:
     return Frame(address=address, manufacturer={rng.choice(THERMOBEACON_IDS): body})
 
 
-THERMOBEACON = {"time": "uptime", "tempc_max": "temperature_max", "time_max": "temperature_max_time",
-                "tempc_min": "temperature_min", "time_min": "temperature_min_time", "mac": None}
-
+# The WS02/WS08 field names (time → uptime, tempc_max → temperature_max, …) are the shared
+# per-device ones (Tests/Fixtures/oracle-names.json); Theengs' `mac` is not on air here.
 FAMILIES = [
     # Theengs reads the u16 millivolts as int16 (≥ 32.768 V comes out negative): compared as its
     # value + 65.536 V there (docs/parsers.md, Oracle lane).
     Family("ThermoBeacon", "theengsdecoder 2.5.0", thermobeacon_frame,
-           theengs_oracle(rename=THERMOBEACON, convert={"volt": as_unsigned(16, 0.001)}, models={"WS02/WS08"})),
+           theengs_oracle(rename={"mac": None}, convert={"volt": as_unsigned(16, 0.001)}, models={"WS02/WS08"})),
 ]

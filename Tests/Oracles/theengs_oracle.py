@@ -4,41 +4,30 @@ only Theengs decodes.
 `TheengsDecoder.decodeBLE` takes one JSON document per advertisement — `id` (the address),
 `name`, `manufacturerdata` (hex: the company id little-endian, then the payload), `servicedata`
 (hex) with its 16-bit `servicedatauuid` — and answers a JSON string with Theengs' field names
-(or None). The renaming to our reading names and units is the one the advertisement vector tests
-use (Tests/ParsersTests/AdvertisementVectorTests.swift: `names`, `deviceNames`, `ignored`, the
-unit conversions of `evaluate`); each family adds its own through the arguments.
+(or None). The renaming to our reading names is the one the advertisement vector tests use, from
+the same file (Tests/Fixtures/oracle-names.json: names, per-device names, fields not on air,
+button codes); unit conversions and each family's own names come through the arguments.
 """
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Callable
 
 from families import Frame
 
-# Theengs field names → ours (AdvertisementVectorTests.names, the part the Theengs families use).
-NAMES = {
-    "tempc": "temperature", "hum": "humidity", "batt": "battery", "volt": "voltage", "pres": "pressure",
-    "lux": "illuminance", "moi": "moisture", "fer": "conductivity", "for": "formaldehyde",
-    "packet": "packet_id", "tx": "tx_power", "txpower": "tx_power", "mov": "movement_counter",
-    "seq": "measurement_sequence", "battery_voltage": "voltage", "open": "window", "rot": "rotation",
-    "accx": "acceleration_x", "accy": "acceleration_y", "accz": "acceleration_z", "button1": "button_1",
-    "button2": "button_2", "button3": "button_3", "button4": "button_4", "lowbatt": "battery_low",
-    "batt_low": "battery_low", "lvl_cm": "water_level", "tempc2_dp": "dew_point",
-    "x_axis": "acceleration_x", "y_axis": "acceleration_y", "z_axis": "acceleration_z",
-    "seconds": "duration", "litres": "water", "modeltype": "model_type", "tempc2": "temperature_2",
-}
+# Oracle field names → ours, per-device names, fields not on air and Theengs' button codes:
+# Tests/Fixtures/oracle-names.json, which the advertisement vector tests read too.
+_SHARED = json.loads((Path(__file__).resolve().parents[1] / "Fixtures" / "oracle-names.json").read_text())
+NAMES: dict[str, str] = _SHARED["names"]
+DEVICE_NAMES: dict[str, dict[str, str]] = _SHARED["deviceNames"]
+BUTTONS = {int(code): name for code, name in _SHARED["theengsButtons"].items()}
 
-# Theengs' document and device metadata, and values it derives (not on air).
+# Theengs' document and device metadata (never in the vectors' `expected`), and what is not on air.
 METADATA = {
     "id", "name", "manufacturerdata", "servicedata", "servicedatauuid", "uuid", "rssi", "brand", "model",
     "model_id", "type", "cidc", "acts", "cont", "track", "prmac", "mfid",
-    # AdvertisementVectorTests.ignored: °F copies, unit strings, decoder flags.
-    "tempf", "tempf2", "tempf2_dp", "tempf_max", "tempf_min", "lvl_in", "avgu", "sumu", "bvpp",
-}
-
-# Theengs' integer button codes → our event names (AdvertisementVectorTests.theengsButtons).
-BUTTONS = {1: "press", 2: "double_press", 3: "triple_press", 4: "quadruple_press", 5: "quintuple_press",
-           9: "long_press", 10: "release", 11: "hold"}
+} | set(_SHARED["notOnAir"])
 
 
 def theengs_document(frame: Frame) -> dict:
@@ -50,6 +39,9 @@ def theengs_document(frame: Frame) -> dict:
     for uuid, payload in frame.service.items():
         doc["servicedata"] = bytes(payload).hex()
         doc["servicedatauuid"] = "0x" + uuid.lower()
+    if frame.uuids and not frame.service:
+        # Theengs reads a listed 16-bit service UUID (Jaalee's F525) from `servicedatauuid` too.
+        doc["servicedatauuid"] = "0x" + frame.uuids[0].lower()
     return doc
 
 
@@ -65,7 +57,8 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
                    convert: dict[str, Callable] | None = None,
                    models: set[str] | None = None) -> Callable[[Frame], dict | None]:
     """An oracle from Theengs Decoder. `rename` maps a Theengs key to our name (None: left out)
-    before the common NAMES; `device_names` does so per Theengs `model_id`; `ignore` leaves keys
+    before the common NAMES; `device_names` does so per Theengs `model_id` (over the shared
+    DEVICE_NAMES); `ignore` leaves keys
     out; `convert[key](value, output)` turns a Theengs value into ours (units). With `models`, a
     frame Theengs decodes as another model yields `theengs_model` (so it counts as a disagreement,
     never silently compared as the wrong device). A frame Theengs recognises without a value
@@ -84,7 +77,7 @@ def theengs_oracle(rename: dict[str, str | None] | None = None,
         if models is not None and model not in models:
             return {"theengs_model": model}
         values: dict = {}
-        per_device = device_names.get(model, {})
+        per_device = {**DEVICE_NAMES.get(model, {}), **device_names.get(model, {})}
         for key, value in out.items():
             if key in METADATA or key in ignore:
                 continue

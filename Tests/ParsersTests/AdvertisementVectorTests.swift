@@ -35,93 +35,15 @@ struct AdvertisementVectorTests {
         763: "the corpus input holds only 14 of the 18 eTLM bytes: the salt and MIC the oracle reports are not in it",
     ]
 
-    /// Oracle field names → ours.
-    static let names: [String: String] = [
-        "tempc": "temperature", "hum": "humidity", "batt": "battery", "volt": "voltage", "pres": "pressure",
-        "lux": "illuminance", "moi": "moisture", "fer": "conductivity", "for": "formaldehyde",
-        "carbon_dioxide": "co2", "volatile_organic_compounds": "voc", "mass": "weight", "packet": "packet_id",
-        "tx": "tx_power", "txpower": "tx_power", "mov": "movement_counter", "seq": "measurement_sequence",
-        "battery_voltage": "voltage", "open": "window", "rot": "rotation", "accx": "acceleration_x",
-        "accy": "acceleration_y", "accz": "acceleration_z", "event:button": "button", "button1": "button_1",
-        "button2": "button_2", "button3": "button_3", "button4": "button_4", "uptime_0_1s": "uptime",
-        "advertising_count": "advertising_count", "iaqs": "air_quality_score",
-        "lowbatt": "battery_low",
-        "lvl_cm": "water_level",
-        "tempc2_dp": "dew_point",
-        "x_axis": "acceleration_x", "y_axis": "acceleration_y", "z_axis": "acceleration_z",
-        "seconds": "duration", "litres": "water",
-        "modeltype": "model_type",
-        "bpm": "heart_rate",
-        "beaconmodel": "beacon_model",
-        "gravity": "specific_gravity",
-        // govee-ble's per-sensor device ids (H5178 base unit and remote sensor).
-        "temperature@primary": "temperature", "humidity@primary": "humidity", "battery@primary": "battery",
-        "temperature@remote": "temperature_remote", "humidity@remote": "humidity_remote",
-        "battery@remote": "battery_remote",
-        // SwitchBot
-        "lightlevel": "light_level", "scopetested": "scope_tested", "sensingdistance": "sensing_distance",
-        "in_ct": "in_count", "out_ct": "out_count", "push_ct": "push_count",
-        // ThermoPro
-        "batt_low": "battery_low",
-        // Inkbird probes
-        "tempc2": "temperature_2", "tempc3": "temperature_3", "tempc4": "temperature_4", "tempc5": "temperature_5",
-        "tempc6": "temperature_6", "extprobe": "external_probe",
-        // Xiaomi: xiaomi-ble's non-stabilized mass is our weight (stabilization is its own
-        // reading); Theengs' scale display unit; Huami activity heart rate; lock and
-        // fingerprint events beside the binary sensors of the same name.
-        "mass_non_stabilized": "weight", "unit": "weight_unit", "act_bpm": "heart_rate",
-        "event:fingerprint": "fingerprint_result", "event:lock": "lock_action", "event:error": "lock_error",
-        "event:motion": "motion_event",
-        // Theengs AirPods fields.
-        "batt_r": "battery_right", "batt_l": "battery_left", "batt_case": "battery_case",
-        "charging_r": "charging_right",
-        "charging_l": "charging_left",
-    ]
-
-    /// Theengs field names that mean something else for one device (by the vector's `device`),
-    /// tried before ``names``.
-    static let deviceNames: [String: [String: String]] = [
-        "H5055": [
-            "tempc1": "temperature_probe_1", "tempc2": "temperature_probe_2", "tempc3": "temperature_probe_3",
-            "tempc4": "temperature_probe_4", "tempc5": "temperature_probe_5", "tempc6": "temperature_probe_6",
-        ],
-        "M1017": [
-            "lvl_cm": "tank_level", "quality": "reading_quality", "sync": "sync_button", "accx": "accelerometer_x",
-            "accy": "accelerometer_y",
-        ],
-        "WS02/WS08": [
-            "time": "uptime", "tempc_max": "temperature_max", "time_max": "temperature_max_time",
-            "tempc_min": "temperature_min", "time_min": "temperature_min_time",
-        ],
-        // Theengs' SwitchBot Blind Tilt: `open` is the slats' openness %, `motion` the motor moving.
-        "W270160X": ["open": "tilt", "direction": "tilt_direction", "motion": "moving"],
-        // Theengs' Qingping door sensor: `open` is the door state (opening, as MiBeacon's).
-        "CGH1": ["open": "opening"],
-        // govee-ble's H5121 motion event is our `motion` event (xiaomi-ble's is `motion_event`, beside
-        // its motion binary sensor).
-        "H5121": ["event:motion": "motion"],
-    ]
-
-    /// Oracle fields that are not on air (derived by the oracle) or are oracle metadata.
-    static let ignored: Set<String> = [
-        "tempf", "data_format", "acceleration_total", "mfid", "frame", "mac", "seconds_since_boot",
-        "avgu", "sumu", "lvl_in", "tempf2_dp",
-        // Theengs' °F copies of the H5055 probe temperatures.
-        "tempf1", "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
-        // Theengs ThermoBeacon °F copies; `bvpp` (BM2/BM6) is a decoder flag.
-        "tempf_max", "tempf_min", "bvpp",
-        // Theengs Mopeka: the tank level in inches (compared in cm).
-        "lvl_in",
-        // Inkbird probes
-        "tempf2", "tempf3", "tempf4", "tempf5", "tempf6",
-    ]
-
-    /// Theengs' integer button codes → BTHome event names (0 = no event, so no reading).
-    static let theengsButtons: [Int: String] = [
-        1: "press", 2: "double_press", 3: "triple_press", 9: "long_press",
-        11: "hold",
-        4: "quadruple_press", 5: "quintuple_press", 10: "release",
-    ]
+    /// Oracle field names → ours, per-device names (by the vector's `device`, tried before
+    /// ``names``), oracle fields not on air, Theengs' button codes → our event names (0 = no
+    /// event, so no reading): Tests/Fixtures/oracle-names.json, shared with the oracle lane.
+    static let names = Fixtures.oracleNames.names
+    static let deviceNames = Fixtures.oracleNames.deviceNames
+    static let theengsButtons = Fixtures.oracleNames.theengsButtons
+    /// The fields left out of the comparison: those not on air, and `mac` (the oracle lane
+    /// compares it in the families whose format carries it).
+    static let ignored = Fixtures.oracleNames.notOnAir.union(["mac"])
 
     enum Outcome: Equatable {
         case pass

@@ -30,6 +30,27 @@ enum Fixtures {
 
     static let characteristics = lines("characteristics.jsonl")
     static let advertisements = lines("advertisements.jsonl")
+    static let oracleNames = OracleNames(file: directory.appendingPathComponent("oracle-names.json"))
+}
+
+/// Tests/Fixtures/oracle-names.json: how the oracles' field names map to ours (its `_about` says
+/// what each part is); the oracle lane (Tests/Oracles/theengs_oracle.py) reads the same file.
+struct OracleNames {
+    let names: [String: String]
+    let deviceNames: [String: [String: String]]
+    let notOnAir: Set<String>
+    let theengsButtons: [Int: String]
+
+    init(file: URL) {
+        let data = (try? Data(contentsOf: file)) ?? Data()
+        let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        names = object["names"] as? [String: String] ?? [:]
+        deviceNames = object["deviceNames"] as? [String: [String: String]] ?? [:]
+        notOnAir = Set(object["notOnAir"] as? [String] ?? [])
+        let buttons = object["theengsButtons"] as? [String: String] ?? [:]
+        theengsButtons = Dictionary(
+            uniqueKeysWithValues: buttons.compactMap { key, value in Int(key).map { ($0, value) } })
+    }
 }
 
 extension [UInt8] {

@@ -62,11 +62,12 @@ extension MiBeacon {
             }
         case 0x000B where length == 9: try lock(&value, product: product, into: &readings)
         case 0x100E where length == 1:
-            // Lock attribute (DSL-C08): bit 0 locked, bit 3 child lock on (0 = on).
+            // Lock attribute (DSL-C08): bit 0 locked, bit 3 child lock on (0 = on); bits 4-7
+            // reserved (Xiaomi's object definition), so bit 3 is read alone.
             guard product == .dslC08 else { break }
             let attribute = try value.u8()
             flag("lock", attribute & 0x01 == 0, .lock)
-            flag("childlock", attribute >> 3 == 0, .lock)
+            flag("childlock", attribute & 0x08 == 0, .lock)
         case 0x1001 where length == 3: button(try value.u8(), try value.u8(), try value.u8(), product, &readings)
         case 0x4A0C, 0x4A0D, 0x4A0E:
             // Single / double / long press; XMWS01XS: byte 0 left, 1 right.
@@ -247,9 +248,9 @@ extension MiBeacon {
         }
     }
 
-    /// A lock key id: Bluetooth keys up to 0x7FFFFFF, then one 64 Ki range per key method.
+    /// A lock key id: Bluetooth keys up to 0x7FFFFFFF, then one 64 Ki range per key method.
     static func lockKeyName(_ key: UInt32) -> String {
-        if key <= 0x7FF_FFFF { return "Bluetooth key \(key)" }
+        if key <= 0x7FFF_FFFF { return "Bluetooth key \(key)" }
         let short = key & 0xFFFF
         let kinds = [
             "Fingerprint", "Password", "Keys", "NFC", "Two-step verification", "Human face", "Finger veins",

@@ -158,12 +158,14 @@ extension MiBeacon {
                 flag("door_left_open", true, .problem)
             }
         case 0x4E16 where length == 9:
-            // S200 scale: profile id, weight u32 (/100 kg), timestamp.
+            // S200 scale: profile id, weight u32 (/100 kg), timestamp. The S200 sends the object
+            // only once the weight is final, so a weight is a stabilized one (xiaomi-ble).
             let profile = try value.u8()
             let weight = try value.u32le()
             if weight != 0 {
                 add(.weight, decimal(weight, 2))
                 readings.append(Reading("profile_id", Double(profile)))
+                flag("stabilized", true)
             }
         case 0x5413 where length >= 1 && product == .es5bb:
             flag("occupancy_close_range", try value.u8() != 0, .occupancy)
@@ -181,16 +183,17 @@ extension MiBeacon {
     /// Object 0x6E16 (S400 body composition scale): profile id, then a u32 packing weight
     /// (bits 0-10, /10 kg), heart rate (bits 11-17, + 50 bpm) and impedance (bits 18-31,
     /// /10 Ω); weight + impedance is the 50 kHz (low) measurement, impedance alone the final
-    /// 250 kHz (high) one, all zero means the person stepped off.
+    /// 250 kHz (high) one, all zero means the person stepped off. The S400 Pro (MJTZC03YM) sends
+    /// weight bits all ones (0x7FF) for no weight (xiaomi-ble).
     static func bodyScale(_ value: inout ByteReader, into readings: inout [Reading]) throws(ParseError) {
         let profile = try value.u8()
         let packed = try value.u32le()
-        let mass = packed & 0x7FF
+        let mass = packed & 0x7FF == 0x7FF ? 0 : packed & 0x7FF
         let heartRate = (packed >> 11) & 0x7F
         let impedance = packed >> 18
         readings.append(Reading("profile_id", Double(profile)))
         func stabilized(_ on: Bool) { readings.append(Reading("stabilized", bool: on)) }
-        if packed == 0 {
+        if mass == 0 && heartRate == 0 && impedance == 0 {
             stabilized(false)
             return
         }
