@@ -253,14 +253,30 @@ def mibeacon_frame(rng: random.Random) -> Frame:
         value[0] = rng.randrange(101)
     obj = oid.to_bytes(2, "little") + bytes([size]) + bytes(value)
     counter = rng.randrange(256)
-    encrypt = version >= 4 and rng.random() < 0.25
-    control = (version << 12) | 0x40 | 0x10 | (0x08 if encrypt else 0)
-    header = control.to_bytes(2, "little") + device.to_bytes(2, "little") + bytes([counter]) + mac[::-1]
-    frame = Frame(address=address)
-    if encrypt:
-        from cryptography.hazmat.primitives.ciphers.aead import AESCCM
+    if version >= 4 and rng.random() < 0.25:
         key = bytes(rng.randrange(256) for _ in range(16))
         extended = bytes(rng.randrange(256) for _ in range(3))
+        return mibeacon_seal(address, version, device, counter, obj, key, extended)
+    return mibeacon_seal(address, version, device, counter, obj)
+
+
+def mibeacon_seal(
+    address: str,
+    version: int,
+    product: int,
+    counter: int,
+    obj: bytes,
+    key: bytes | None = None,
+    extended: bytes | None = None,
+) -> Frame:
+    """A MiBeacon frame with the MAC and its objects; AES-CCM encrypted (v4/v5 layout: objects,
+    3-byte extended counter, 4-byte MIC; AAD 0x11) when `key` and `extended` are given."""
+    mac = bytes.fromhex(address.replace(":", ""))
+    control = (version << 12) | 0x40 | 0x10 | (0x08 if key and extended else 0)
+    header = control.to_bytes(2, "little") + product.to_bytes(2, "little") + bytes([counter]) + mac[::-1]
+    frame = Frame(address=address)
+    if key and extended:
+        from cryptography.hazmat.primitives.ciphers.aead import AESCCM
         nonce = mac[::-1] + header[2:5] + extended
         sealed = AESCCM(key, tag_length=4).encrypt(nonce, obj, b"\x11")
         frame.service = {"fe95": header + sealed[:-4] + extended + sealed[-4:]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import struct
 
-from families import Family, Frame, device_data_oracle, random_address
+from families import Family, Frame, device_data_oracle, mibeacon_seal, random_address
 
 
 def u8(n: int) -> bytes:
@@ -192,19 +192,8 @@ def mibeacon_objects_frame(rng: random.Random) -> Frame:
 
 def seal(address: str, product: int, counter: int, obj: bytes, key: bytes | None, extended: bytes | None) -> Frame:
     """A MiBeacon v5 frame with the MAC and one object, AES-CCM encrypted when `key` is given."""
-    mac = bytes.fromhex(address.replace(":", ""))
-    control = (5 << 12) | 0x40 | 0x10 | (0x08 if key else 0)
-    header = control.to_bytes(2, "little") + product.to_bytes(2, "little") + bytes([counter]) + mac[::-1]
-    frame = Frame(address=address)
+    frame = mibeacon_seal(address, 5, product, counter, obj, key, extended)
     frame.parts = (product, counter, obj, key, extended)  # for the oracle's lock-error narrowing
-    if key and extended:
-        from cryptography.hazmat.primitives.ciphers.aead import AESCCM
-        nonce = mac[::-1] + header[2:5] + extended
-        sealed = AESCCM(key, tag_length=4).encrypt(nonce, obj, b"\x11")
-        frame.service = {"fe95": header + sealed[:-4] + extended + sealed[-4:]}
-        frame.bindkey = key
-    else:
-        frame.service = {"fe95": header + obj}
     return frame
 
 
