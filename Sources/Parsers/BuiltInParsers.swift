@@ -47,5 +47,6 @@ enum BuiltInParsers {
         ThermoProTP35x(),
         InkbirdIBSTH(), InkbirdIBBQ(),
         MiScaleV1(), MiScaleV2(), HuamiActivity(), AppleWatchNearby(), HHCCJCY10(), AirPodsProximity(),
+        ATC1441Encrypted(), PVVXEncrypted(),
     ]
 }

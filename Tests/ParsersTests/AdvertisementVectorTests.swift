@@ -24,8 +24,9 @@ struct AdvertisementVectorTests {
             + "the MAC)",
         91: "AirPods battery nibble 15 means not connected: we publish null, Theengs 100 % "
             + "(docs/parsers.md, AirPods / Beats)",
-        214: "Theengs' PVVX_DECR input is a pvvx frame already decrypted elsewhere (6 plaintext bytes); on air the "
-            + "frame is AES-CCM ciphertext, which we do not decrypt yet (docs/parsers.md, ATC1441 and pvvx)",
+        214: "Theengs' PVVX_DECR input is the 6-byte plaintext of a pvvx encrypted frame, decrypted elsewhere; on air "
+            + "the frame is 11 bytes of counter, AES-CCM ciphertext and MIC, which we decrypt with the bind key "
+            + "(pvvx_encrypted), but 6 bytes alone are no frame (docs/parsers.md, ATC1441 and pvvx)",
         229: "a Huami frame with neither heart rate nor steps: nothing to publish (Theengs reports only its type)",
         343: "CGPR1 event frame: its illuminance is not the sensor's there (pvvx captures, qingping-ble #84/#97); "
             + "we do not publish it, Theengs does",
@@ -78,7 +79,7 @@ struct AdvertisementVectorTests {
             if ruuvi.hasPrefix("06") || ruuvi.lowercased().hasPrefix("e1") { return "Ruuvi Air" }
             return ruuvi.hasPrefix("05") ? "Ruuvi RAWv2" : ruuvi.hasPrefix("03") ? "Ruuvi RAWv1" : nil
         }
-        if let atc = service["181a"], [22, 26, 30].contains(atc.count) { return "ATC1441/pvvx" }
+        if let atc = service["181a"], [16, 22, 26, 30].contains(atc.count) { return "ATC1441/pvvx" }
         if let eddystone = service["feaa"] {
             // UID/URL/TLM/EID plus the KKM/BlueCharm vendor sensor frame 0x21 on the same UUID.
             return ["00", "10", "20", "30", "21"].contains(String(eddystone.prefix(2))) ? "Eddystone" : nil

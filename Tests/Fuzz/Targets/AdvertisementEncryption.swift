@@ -7,7 +7,8 @@ import Parsers
 /// after a successful MIC check is fuzzed too.
 ///
 /// Encoding (after the target's flags): format (u16 index: 0 BTHome v2 `FCD2`, 1 BTHome v1
-/// `181E`, 2 MiBeacon `FE95`), then per format —
+/// `181E`, 2 MiBeacon `FE95`, 3 atc1441 encrypted `181A`, 4 pvvx encrypted `181A`), then per
+/// format —
 /// - BTHome v2: device-info byte (bits 1–4 kept; encrypted and version 2 forced), 4-byte
 ///   counter, 6 MAC bytes (on-air order) when bit 1 is set;
 /// - BTHome v1: 4-byte counter;
@@ -15,15 +16,18 @@ import Parsers
 ///   version 4 or 5 forced), product id u16, frame counter, 6 MAC bytes when bit 4 is set, a
 ///   capability byte (+2 I/O bytes when its bit 5 is set) when bit 5 is set, 3-byte extended
 ///   counter;
-/// then the plaintext (the rest). pvvx's encrypted variant is not decrypted by the repository
-/// (it reports `missing_key`/`unsupported`), so it has no mode here.
+/// - atc1441 / pvvx encrypted: frame counter byte;
+/// then the plaintext (the rest; for the two ATC formats exactly 3 or 6 bytes, padded with zeros
+/// or cut, since their frames have one length each).
 enum AdvertisementEncryption {
     /// The bind key when the input carries none (the fixtures' BTHome test key).
     static let defaultKey: [UInt8] = [
         0x23, 0x1D, 0x39, 0xC1, 0xD7, 0xCC, 0x1A, 0xB1, 0xAE, 0xE2, 0x24, 0xCD, 0x09, 0x6D, 0xB9, 0x32,
     ]
     static let defaultAddress = BluetoothAddress("54:48:E6:8F:80:A5")!
-    static let keys: [AdvertisementKey] = [.serviceData(0xFCD2), .serviceData(0x181E), .serviceData(0xFE95)]
+    static let keys: [AdvertisementKey] = [
+        .serviceData(0xFCD2), .serviceData(0x181E), .serviceData(0xFE95), .serviceData(0x181A), .serviceData(0x181A),
+    ]
 
     /// Reads a format and header from `input`, encrypts the rest, and returns the key and the
     /// encrypted payload; fills in a bind key and address in `context` when the input has none.
@@ -64,6 +68,17 @@ enum AdvertisementEncryption {
                     tagLength: 4, aad: [0x11])
             else { return (keys[1], plaintext, false) }
             return (keys[1], sealed.ciphertext + counter + sealed.tag, !plaintext.isEmpty)
+        case 3, 4:
+            // pvvx firmware: nonce = MAC least significant octet first + the AD structure's
+            // length (service data + 3), type 0x16, UUID 1A 18 and the counter; MIC after.
+            let counter = input.byte()
+            let size = format == 3 ? 3 : 6
+            let plaintext = padded(input.bytes(size), size)
+            let length = UInt8(1 + plaintext.count + 4 + 3)
+            let nonce = Array(address.octets.reversed()) + [length, 0x16, 0x1A, 0x18, counter]
+            guard let sealed = AESCCM.encrypt(key: key, nonce: nonce, plaintext: plaintext, tagLength: 4, aad: [0x11])
+            else { return (keys[format], [counter] + plaintext, false) }
+            return (keys[format], [counter] + sealed.ciphertext + sealed.tag, true)
         default:
             let raw = input.uint16()
             let version: UInt16 = raw & 0x8000 != 0 ? 5 : 4
@@ -93,8 +108,9 @@ enum AdvertisementEncryption {
         }
     }
 
-    /// An encrypt-mode input for an unencrypted fixture payload of BTHome v2, BTHome v1 or
-    /// MiBeacon: its objects become the plaintext; nil for other payloads.
+    /// An encrypt-mode input for an unencrypted fixture payload of BTHome v2, BTHome v1,
+    /// MiBeacon, ATC1441 or pvvx: its objects (the ATC formats: their readings' bytes) become the
+    /// plaintext; nil for other payloads.
     static func seed(key: AdvertisementKey, payload: [UInt8], address: BluetoothAddress?) -> [UInt8]? {
         var builder = FuzzInputBuilder()
         builder.index(0)
@@ -128,6 +144,14 @@ enum AdvertisementEncryption {
             builder.rest(Array(payload[0..<offset]))
             builder.rest([1, 0, 0])
             builder.rest(Array(payload[offset...]))
+        case .serviceData(0x181A) where payload.count == 13:
+            // ATC1441: counter, then temperature (its low byte), humidity and battery.
+            builder.index(3)
+            builder.rest([payload[12], payload[7], payload[8], payload[9]])
+        case .serviceData(0x181A) where payload.count == 15:
+            // pvvx: counter, then temperature, humidity, battery % and flags.
+            builder.index(4)
+            builder.rest([payload[13]] + Array(payload[6..<10]) + [payload[12], payload[14]])
         default:
             return nil
         }

@@ -2,8 +2,8 @@ import Bluetooth
 
 /// pvvx custom format (github.com/pvvx/ATC_MiThermometer), service data 0x181A, 15 bytes:
 /// MAC (6, reversed), temperature int16 LE × 0.01 °C, humidity u16 LE × 0.01 %, battery u16 LE
-/// mV, battery u8 %, counter u8, flags u8. The 11-byte encrypted variant is reported as
-/// `missing_key`/`unsupported` (its key handling is not implemented).
+/// mV, battery u8 %, counter u8, flags u8. The encrypted variants (8 and 11 bytes) are
+/// ``ATC1441Encrypted`` and ``PVVXEncrypted``.
 public struct PVVXCustom: AdvertisementParser {
     public init() {}
     public var format: String { "pvvx" }
@@ -12,11 +12,6 @@ public struct PVVXCustom: AdvertisementParser {
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
     {
-        if payload.count == 11 || payload.count == 8 {
-            throw ParseError(
-                context.bindKey == nil ? .missingKey : .unsupported,
-                "pvvx encrypted frame (\(payload.count) bytes) is not decoded")
-        }
         guard payload.count == 15 else { return nil }
         var reader = ByteReader(payload, what: "pvvx")
         let mac = try reader.addressLE()
