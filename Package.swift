@@ -55,7 +55,7 @@ let package = Package(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
-                "GATTTree",
+                "GATTTree", "ESPHomeAPI",
             ]
         ),
         .executableTarget(

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""The Bluetooth proxy of `gattway run` as Home Assistant sees it, through aioesphomeapi.
+
+Run by Tests/ESPHome/run.sh (make test-esphome) with DBUS_SYSTEM_BUS_ADDRESS naming a private bus
+on which the BlueZ simulator plays Tests/ESPHome/scenario.json. Starts a mosquitto and `gattway
+run` with bluetooth_proxy enabled on loopback, then checks:
+  1. enabled without encryption_key (and without plaintext) is a config error: exit 78;
+  2. aioesphomeapi connects with the Noise key and reads DeviceInfo (name, proxy feature flags);
+  3. a wrong key fails with InvalidEncryptionKeyAPIError, a plaintext client is refused;
+  4. two clients subscribed to raw advertisements both receive the simulator's BTHome and Ruuvi
+     advertisements, whose AD bytes match the service and manufacturer data BlueZ exposes
+     (read with gdbus from the simulator's org.bluez);
+  5. the MQTT side keeps working: bridge/state online, and bridge/health counts the refused
+     handshake in its bluetooth_proxy section;
+  6. SIGTERM stops gattway with exit 0.
+Prints 'N passed, N failed' at the end; exits 1 on any failure.
+"""
+import asyncio
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from aioesphomeapi import APIClient
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError
+from aioesphomeapi.model import BluetoothProxyFeature
+
+GATTWAY = sys.argv[1]
+BUS = os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
+KEY = base64.b64encode(bytes(range(32))).decode()
+WRONG_KEY = base64.b64encode(bytes(range(1, 33))).decode()
+BTHOME = "A4:C1:38:00:00:04"
+RUUVI = "C4:D3:8C:12:4A:5F"
+
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append(ok)
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mac_int(text):
+    return int(text.replace(":", ""), 16)
+
+
+def ad_structures(data):
+    """(type, payload) of each AD structure."""
+    out, i = [], 0
+    while i < len(data) and data[i] != 0:
+        length = data[i]
+        out.append((data[i + 1], bytes(data[i + 2 : i + 1 + length])))
+        i += 1 + length
+    return out
+
+
+def bluez_properties(address):
+    """Device1 properties of the simulator's device as gdbus prints them."""
+    path = "/org/bluez/hci0/dev_" + address.replace(":", "_")
+    return subprocess.run(
+        ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", path, "--method",
+         "org.freedesktop.DBus.Properties.GetAll", "org.bluez.Device1"],
+        capture_output=True, text=True, check=True).stdout
+
+
+def gdbus_bytes(text):
+    return bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", text))
+
+
+def manufacturer_data(properties):
+    return {int(company): gdbus_bytes(data)
+            for company, data in re.findall(r"uint16 (\d+): <\[([^\]]*)\]>", properties)}
+
+
+def service_data(properties):
+    return {uuid: gdbus_bytes(data)
+            for uuid, data in re.findall(r"'([0-9a-f-]{36})': <\[([^\]]*)\]>", properties)}
+
+
+async def run_clients(port):
+    # 2. The right key: DeviceInfo.
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-test")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo name", info.name == "esphome-test", info.name)
+    check("DeviceInfo proxy flags: passive scan and raw advertisements",
+          flags & BluetoothProxyFeature.PASSIVE_SCAN and flags & BluetoothProxyFeature.RAW_ADVERTISEMENTS, flags)
+    check("DeviceInfo MAC is the adapter's", info.bluetooth_mac_address == "00:AA:01:00:00:00",
+          info.bluetooth_mac_address)
+
+    # 3. A wrong key and a plaintext client.
+    wrong = APIClient("127.0.0.1", port, None, noise_psk=WRONG_KEY)
+    try:
+        await wrong.connect(login=True)
+        check("a wrong key is refused", False, "connected")
+    except InvalidEncryptionKeyAPIError:
+        check("a wrong key is refused", True)
+    except Exception as error:  # noqa: BLE001
+        check("a wrong key is refused", False, repr(error))
+    plain = APIClient("127.0.0.1", port, None)
+    try:
+        await plain.connect(login=True)
+        check("a plaintext client is refused", False, "connected")
+    except APIConnectionError:
+        check("a plaintext client is refused", True)
+
+    # 4. Two subscribers, each gets both advertisers.
+    second = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-test-2")
+    await second.connect(login=True)
+    seen = [{}, {}]
+
+    def collector(index):
+        def on_advertisements(response):
+            for adv in response.advertisements:
+                seen[index][adv.address] = (adv.address_type, adv.rssi, bytes(adv.data))
+        return on_advertisements
+
+    client.subscribe_bluetooth_le_raw_advertisements(collector(0))
+    second.subscribe_bluetooth_le_raw_advertisements(collector(1))
+    wanted = {mac_int(BTHOME), mac_int(RUUVI)}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not all(wanted <= set(s) for s in seen):
+        await asyncio.sleep(0.1)
+    for index in (0, 1):
+        check(f"client {index + 1} received the BTHome and Ruuvi advertisements",
+              wanted <= set(seen[index]), [hex(a) for a in seen[index]])
+    if wanted <= set(seen[0]):
+        bthome = dict(ad_structures(seen[0][mac_int(BTHOME)][2]))
+        ruuvi = dict(ad_structures(seen[0][mac_int(RUUVI)][2]))
+        expected_service = service_data(bluez_properties(BTHOME))["0000fcd2-0000-1000-8000-00805f9b34fb"]
+        expected_ruuvi = manufacturer_data(bluez_properties(RUUVI))[0x0499]
+        check("BTHome service data bytes match BlueZ's (FCD2, v2 device info 0x40)",
+              bthome.get(0x16) == b"\xd2\xfc" + expected_service and expected_service[0] == 0x40,
+              (bthome, expected_service))
+        check("Ruuvi manufacturer data bytes match BlueZ's (0x0499, format 5)",
+              ruuvi.get(0xFF) == b"\x99\x04" + expected_ruuvi and expected_ruuvi[0] == 0x05,
+              (ruuvi, expected_ruuvi))
+        check("names are carried (complete local name)",
+              bthome.get(0x09) == b"BTHome TH" and ruuvi.get(0x09) == b"Ruuvi 4A5F", (bthome, ruuvi))
+        check("address type and RSSI", seen[0][mac_int(RUUVI)][0] == 1 and seen[0][mac_int(BTHOME)][0] == 0
+              and seen[0][mac_int(BTHOME)][1] == -66, seen[0])
+        check("both clients got the same bytes", seen[0][mac_int(RUUVI)][2] == seen[1][mac_int(RUUVI)][2])
+    await client.disconnect()
+    await second.disconnect()
+
+
+def mqtt_messages(port, topic, count, timeout=15):
+    out = subprocess.run(
+        ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-t", topic, "-C", str(count), "-W", str(timeout)],
+        capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="gattway-esphome.")
+    mqtt_port, api_port = free_port(), free_port()
+    with open(f"{work}/mosquitto.conf", "w") as f:
+        f.write(f"listener {mqtt_port} 127.0.0.1\nallow_anonymous true\n")
+    broker = subprocess.Popen(["mosquitto", "-c", f"{work}/mosquitto.conf"], stderr=subprocess.DEVNULL)
+    config = {
+        "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": "esphometest"},
+        "health": {"interval": "1s"},
+        "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": "esphome-test",
+                            "encryption_key": KEY},
+    }
+    # 1. No key and no plaintext: a config error.
+    with open(f"{work}/nokey.json", "w") as f:
+        json.dump({"bluetooth_proxy": {"enabled": True}}, f)
+    code = subprocess.run([GATTWAY, "run", "--config", f"{work}/nokey.json"], capture_output=True, text=True)
+    check("enabled without encryption_key exits 78", code.returncode == 78 and "encryption_key" in code.stderr,
+          (code.returncode, code.stderr))
+
+    with open(f"{work}/config.json", "w") as f:
+        json.dump(config, f)
+    os.chmod(f"{work}/config.json", 0o600)
+    log = open(f"{work}/gattway.log", "w+")
+    gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/config.json", "--log-level", "debug"],
+                               stderr=log, stdout=log)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            log.seek(0)
+            if "ESPHome API on" in log.read():
+                break
+            time.sleep(0.1)
+        asyncio.run(run_clients(api_port))
+        # 5. MQTT unchanged, and the refused handshake counted.
+        state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
+        check("MQTT bridge/state online", state and json.loads(state[0]).get("state") == "online", state)
+        health = {}
+        for _ in range(5):
+            lines = mqtt_messages(mqtt_port, "esphometest/bridge/health", 1)
+            health = json.loads(lines[0]).get("bluetooth_proxy", {}) if lines else {}
+            if health.get("closed", {}).get("handshake", 0) >= 1:
+                break
+        check("bridge/health counts the refused handshake",
+              health.get("closed", {}).get("handshake", 0) >= 1 and health.get("advertisements_sent", 0) > 0, health)
+        # 6. A clean stop.
+        gateway.send_signal(signal.SIGTERM)
+        check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+        broker.terminate()
+        broker.wait()
+        log.seek(0)
+        text = log.read()
+        if not all(results):
+            print("--- gattway log ---\n" + text[-6000:])
+    print(f"{results.count(True)} passed, {results.count(False)} failed")
+    sys.exit(0 if all(results) else 1)
+
+
+main()
