@@ -117,7 +117,7 @@ public final class APIServer: @unchecked Sendable {
     public func stop() {
         loop.preconditionInLoop()
         for client in Array(clients.values) {
-            if client.phase == .connected { client.transport.send(.empty(MessageType.disconnectRequest)) }
+            if client.session.phase == .connected { client.session.send(.empty(MessageType.disconnectRequest)) }
             flush(client)
             drop(client, nil)
         }
@@ -155,11 +155,7 @@ public final class APIServer: @unchecked Sendable {
             let id = nextClientID
             nextClientID += 1
             let client = Client(
-                id: id, fd: fd, peer: peer, now: EventLoop.now(),
-                transport: APITransport(
-                    encryption: configuration.encryption, name: configuration.name, mac: configuration.helloMac,
-                    maxFrame: configuration.maxFrame))
-            if client.transport.isReady { client.phase = Client.Phase.awaitingHello }
+                id: id, fd: fd, peer: peer, now: EventLoop.now(), session: APISession(configuration: configuration))
             client.token = loop.addWatch(fd: fd, events: .readable) { [unowned self] events in
                 self.handleEvents(id, events)
             }
@@ -194,134 +190,31 @@ public final class APIServer: @unchecked Sendable {
             }
             client.lastHeard = EventLoop.now()
             receive(client, readBuffer[0..<count])
-            guard clients[client.id] != nil, !client.closing else { return }
+            guard clients[client.id] != nil, !client.session.closing else { return }
         }
     }
 
-    /// Feeds a client's bytes through its transport and session; public to the package for the
-    /// fuzz target and tests, which drive a client without a socket.
+    /// Feeds a client's bytes through its session, counts and logs what ended it, sends the answers.
     private func receive(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-        let messages: [(type: UInt16, payload: [UInt8])]
-        do {
-            messages = try client.transport.receive(bytes)
-        } catch {
-            switch error {
-            case .handshakeRefused:
-                statistics.handshakeFailures += 1
-                log(.warning, "API: \(client.peer): Noise handshake refused (wrong encryption key?)")
-            case .frame(.tooLarge(let size)):
-                statistics.oversizeFrames += 1
-                log(.warning, "API: \(client.peer): frame of \(size) bytes over the limit")
-            default:
-                statistics.protocolErrors += 1
-                log(.warning, "API: \(client.peer): \(error)")
-            }
-            client.closing = true
-            flush(client)
-            drop(client, nil)
-            return
+        let outcome = client.session.receive(bytes, scanner: (scannerState, scannerMode))
+        for line in outcome.debug { log(.debug, "API: \(client.peer): \(line)") }
+        if let hello = outcome.hello {
+            log(.info, "API: \(client.peer) (\(hello.info), API \(hello.major).\(hello.minor)) connected")
         }
-        if client.phase == .handshake, client.transport.isReady { client.phase = .awaitingHello }
-        for (type, payload) in messages {
-            let message: ClientMessage
-            do {
-                message = try ClientMessage.decode(type: type, payload: payload[...])
-            } catch {
-                statistics.protocolErrors += 1
-                log(.warning, "API: \(client.peer): malformed message \(type): \(error)")
-                client.closing = true
-                break
-            }
-            handle(client, message)
-            if client.closing { break }
+        switch outcome.failure {
+        case .handshakeRefused?:
+            statistics.handshakeFailures += 1
+            log(.warning, "API: \(client.peer): Noise handshake refused (wrong encryption key?)")
+        case .oversize(let size)?:
+            statistics.oversizeFrames += 1
+            log(.warning, "API: \(client.peer): frame of \(size) bytes over the limit")
+        case .protocolError(let text)?:
+            statistics.protocolErrors += 1
+            log(.warning, "API: \(client.peer): \(text)")
+        case nil:
+            break
         }
         flush(client)
-        if client.closing, client.pendingBytes == 0 { drop(client, nil) }
-    }
-
-    private func handle(_ client: Client, _ message: ClientMessage) {
-        if client.phase != .connected {
-            guard case .hello(let info, let major, let minor) = message else {
-                statistics.protocolErrors += 1
-                log(.warning, "API: \(client.peer): \(message) before HelloRequest")
-                client.closing = true
-                return
-            }
-            client.phase = .connected
-            client.clientInfo = info
-            client.transport.send(
-                .helloResponse(
-                    major: Self.apiVersion.major, minor: Self.apiVersion.minor,
-                    serverInfo: "gattway \(configuration.version)", name: configuration.name))
-            log(.info, "API: \(client.peer) (\(info), API \(major).\(minor)) connected")
-            return
-        }
-        switch message {
-        case .hello, .authentication, .pingResponse, .getTimeResponse, .subscription, .unknown:
-            break
-        case .disconnectRequest:
-            client.transport.send(.empty(MessageType.disconnectResponse))
-            client.closing = true
-        case .disconnectResponse:
-            client.closing = true
-        case .pingRequest:
-            client.transport.send(.empty(MessageType.pingResponse))
-        case .deviceInfoRequest:
-            client.transport.send(.deviceInfoResponse(deviceInfo))
-        case .deviceCapabilitiesRequest:
-            client.transport.send(
-                .deviceCapabilitiesResponse(
-                    features: configuration.features, bluetoothMacAddress: configuration.bluetoothMacAddress))
-        case .listEntitiesRequest:
-            client.transport.send(.empty(MessageType.listEntitiesDoneResponse))
-        case .subscribeBluetoothLEAdvertisements(let flags):
-            client.subscribed = true
-            if flags & BluetoothSubscriptionFlag.rawAdvertisements == 0 {
-                log(.debug, "API: \(client.peer): asked for parsed advertisements; sending raw ones (as ESPHome does)")
-            }
-            client.transport.send(scannerStateMessage)
-        case .unsubscribeBluetoothLEAdvertisements:
-            client.subscribed = false
-        case .subscribeBluetoothConnectionsFree:
-            // GATT connections through the proxy are not served yet: no slot is offered.
-            client.transport.send(.connectionsFree(free: 0, limit: 0, allocated: []))
-        case .bluetoothScannerSetMode:
-            // BlueZ's discovery mode is not switched per client; report what it is.
-            client.transport.send(scannerStateMessage)
-        case .bluetoothDeviceRequest(let address, let requestType, _):
-            refuseDeviceRequest(client, address: address, requestType: requestType)
-        }
-    }
-
-    /// Device requests are answered at once with a failure until GATT proxying exists.
-    private func refuseDeviceRequest(_ client: Client, address: UInt64, requestType: UInt32) {
-        let notSupported: Int32 = 6  // ESP_GATT_REQ_NOT_SUPPORTED, as ESPHome devices report errors
-        var writer = ProtobufWriter()
-        writer.varint(1, address)
-        switch requestType {
-        case 2:  // pair
-            writer.int32(3, notSupported)
-            client.transport.send(ServerMessage(type: 85, payload: writer.bytes))
-        case 3:  // unpair
-            writer.int32(3, notSupported)
-            client.transport.send(ServerMessage(type: 86, payload: writer.bytes))
-        case 6:  // clear cache
-            writer.int32(3, notSupported)
-            client.transport.send(ServerMessage(type: 88, payload: writer.bytes))
-        case 1:  // disconnect: nothing is connected
-            client.transport.send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
-        default:  // connect (with or without cache)
-            client.transport.send(.deviceConnection(address: address, connected: false, mtu: 0, error: notSupported))
-        }
-    }
-
-    private var deviceInfo: ServerMessage.DeviceInfo {
-        ServerMessage.DeviceInfo(
-            name: configuration.name, friendlyName: configuration.friendlyName, macAddress: configuration.macAddress,
-            bluetoothMacAddress: configuration.bluetoothMacAddress, esphomeVersion: Self.esphomeVersion,
-            compilationTime: "", model: "gattway", manufacturer: "gattway", projectName: "gattway.gattway",
-            projectVersion: configuration.version, bluetoothProxyFeatures: configuration.features,
-            apiEncryptionSupported: { if case .noise = configuration.encryption { true } else { false } }())
     }
 
     /// The ESPHome release whose API this server follows, in `esphome_version` (Home Assistant
@@ -333,8 +226,8 @@ public final class APIServer: @unchecked Sendable {
     }
 
     private func broadcastScannerState() {
-        for client in clients.values where client.subscribed {
-            client.transport.send(scannerStateMessage)
+        for client in clients.values where client.session.subscribed {
+            client.session.send(scannerStateMessage)
             flush(client)
         }
     }
@@ -344,7 +237,7 @@ public final class APIServer: @unchecked Sendable {
     /// Queues one advertisement for every subscribed client; loop thread. Sent at the end of this
     /// loop turn (or at once when a batch is full).
     public func forward(_ advertisement: ServerMessage.RawAdvertisement) {
-        guard clients.values.contains(where: { $0.subscribed }) else { return }
+        guard clients.values.contains(where: { $0.session.subscribed }) else { return }
         pending.append(advertisement)
         if pending.count >= Self.batchSize {
             flushAdvertisements()
@@ -360,8 +253,8 @@ public final class APIServer: @unchecked Sendable {
         let message = ServerMessage.rawAdvertisements(pending)
         let count = pending.count
         pending.removeAll(keepingCapacity: true)
-        for client in clients.values where client.subscribed && !client.closing {
-            client.transport.send(message)
+        for client in clients.values where client.session.subscribed && !client.session.closing {
+            client.session.send(message)
             statistics.advertisementsSent += count
             flush(client)
         }
@@ -371,9 +264,9 @@ public final class APIServer: @unchecked Sendable {
 
     /// Moves the transport's bytes to the client's queue and writes what the socket takes.
     private func flush(_ client: Client) {
-        if !client.transport.outgoing.isEmpty {
-            client.queue += client.transport.outgoing
-            client.transport.outgoing.removeAll(keepingCapacity: true)
+        if !client.session.outgoing.isEmpty {
+            client.queue += client.session.outgoing
+            client.session.outgoing.removeAll(keepingCapacity: true)
         }
         while client.pendingBytes > 0 {
             let written = client.queue.withUnsafeBytes { buffer in
@@ -405,7 +298,7 @@ public final class APIServer: @unchecked Sendable {
             client.watchingWrites = wantsWrite
             loop.updateWatch(token, events: wantsWrite ? [.readable, .writable] : .readable)
         }
-        if client.closing, client.pendingBytes == 0 { drop(client, nil) }
+        if client.session.closing, client.pendingBytes == 0 { drop(client, nil) }
     }
 
     private func drop(_ client: Client, _ reason: String?) {
@@ -427,43 +320,44 @@ public final class APIServer: @unchecked Sendable {
     private func checkTimeouts() {
         let now = EventLoop.now()
         for client in Array(clients.values) {
-            let limit = client.phase == .connected ? configuration.idleTimeout : configuration.handshakeTimeout
-            let since = client.phase == .connected ? client.lastHeard : client.acceptedAt
+            // A session that ended and still has bytes queued had a tick to send them.
+            if client.session.closing {
+                drop(client, "closed; \(client.pendingBytes) bytes left unsent")
+                continue
+            }
+            let connected = client.session.phase == .connected
+            let limit = connected ? configuration.idleTimeout : configuration.handshakeTimeout
+            let since = connected ? client.lastHeard : client.acceptedAt
             if Double(now &- since) / 1e9 > limit {
                 statistics.idleTimeouts += 1
                 drop(
                     client,
-                    client.phase == .connected ? "idle for \(Int(limit)) s" : "no handshake within \(Int(limit)) s")
+                    connected ? "idle for \(Int(limit)) s" : "no handshake within \(Int(limit)) s")
             }
         }
     }
 
     /// One API connection.
     final class Client {
-        enum Phase { case handshake, awaitingHello, connected }
         let id: Int
         let fd: Int32
         let peer: String
         let acceptedAt: UInt64
         var lastHeard: UInt64
         var token: EventLoop.Token?
-        var transport: APITransport
-        var phase = Phase.handshake
-        var clientInfo = ""
-        var subscribed = false
-        var closing = false
+        var session: APISession
         var queue: [UInt8] = []
         var sent = 0
         var watchingWrites = false
         var pendingBytes: Int { queue.count - sent }
 
-        init(id: Int, fd: Int32, peer: String, now: UInt64, transport: APITransport) {
+        init(id: Int, fd: Int32, peer: String, now: UInt64, session: APISession) {
             self.id = id
             self.fd = fd
             self.peer = peer
             self.acceptedAt = now
             self.lastHeard = now
-            self.transport = transport
+            self.session = session
         }
     }
 }

@@ -27,6 +27,9 @@ public enum MessageType {
     public static let subscribeBluetoothConnectionsFreeRequest: UInt16 = 80
     public static let bluetoothConnectionsFreeResponse: UInt16 = 81
     public static let unsubscribeBluetoothLEAdvertisementsRequest: UInt16 = 87
+    public static let bluetoothDevicePairingResponse: UInt16 = 85
+    public static let bluetoothDeviceUnpairingResponse: UInt16 = 86
+    public static let bluetoothDeviceClearCacheResponse: UInt16 = 88
     public static let bluetoothLERawAdvertisementsResponse: UInt16 = 93
     public static let bluetoothScannerStateResponse: UInt16 = 126
     public static let bluetoothScannerSetModeRequest: UInt16 = 127
