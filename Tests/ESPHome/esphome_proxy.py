@@ -12,7 +12,10 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      (read with gdbus from the simulator's org.bluez);
   5. the MQTT side keeps working: bridge/state online, and bridge/health counts the refused
      handshake in its bluetooth_proxy section;
-  6. SIGTERM stops gattway with exit 0.
+  6. the proxy is announced as _esphomelib._tcp through Avahi's D-Bus API (fake_avahi.py stands
+     in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
+     reads, and withdrawn at the stop;
+  7. SIGTERM stops gattway with exit 0.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -183,6 +186,13 @@ def main():
     check("enabled without encryption_key exits 78", code.returncode == 78 and "encryption_key" in code.stderr,
           (code.returncode, code.stderr))
 
+    avahi_record = f"{work}/avahi.jsonl"
+    avahi = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "fake_avahi.py"), BUS,
+                              avahi_record])
+    for _ in range(100):
+        if os.path.exists(avahi_record):
+            break
+        time.sleep(0.1)
     with open(f"{work}/config.json", "w") as f:
         json.dump(config, f)
     os.chmod(f"{work}/config.json", 0o600)
@@ -208,10 +218,24 @@ def main():
                 break
         check("bridge/health counts the refused handshake",
               health.get("closed", {}).get("handshake", 0) >= 1 and health.get("advertisements_sent", 0) > 0, health)
-        # 6. A clean stop.
+        # 7. A clean stop.
         gateway.send_signal(signal.SIGTERM)
         check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
+        # 6. The mDNS announcement, and its withdrawal.
+        calls = [json.loads(line) for line in open(avahi_record)]
+        added = [c for c in calls if c["call"] == "AddService"]
+        service = added[0] if added else {}
+        txt = dict(t.split("=", 1) for t in service.get("txt", []))
+        check("announced as _esphomelib._tcp with name and port",
+              service.get("type") == "_esphomelib._tcp" and service.get("name") == "esphome-test"
+              and service.get("port") == api_port, service)
+        check("TXT: mac, version, api_encryption",
+              txt.get("mac") == "00aa01000000" and txt.get("version") and
+              txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)
+        check("committed, then freed at the stop", [c["call"] for c in calls][1:] == ["AddService", "Commit", "Free"],
+              calls)
     finally:
+        avahi.terminate()
         if gateway.poll() is None:
             gateway.kill()
         broker.terminate()

@@ -12,11 +12,13 @@ import JSON
 /// `bluetooth_proxy` (docs/ha-bluetooth-proxy.md): the ESPHome native API server beside the
 /// gateway core, fed by a scan of its own on the same central. The core and its MQTT side do not
 /// know about it; both see every advertisement (the central hands each BlueZ report to every scan).
+/// The server is announced by mDNS through Avahi when Avahi runs (``AvahiAnnouncer``).
 struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
     let central: CentralManager
     let scan: ScanToken?
+    let announcer: AvahiAnnouncer?
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
@@ -59,7 +61,17 @@ struct BluetoothProxy: Sendable {
             log(.warning, "Bluetooth proxy: cannot scan: \(error)")
             _ = try? await loop.submit { server.scannerState = .failed }
         }
-        return BluetoothProxy(server: server, loop: loop, central: central, scan: token)
+        var announcer: AvahiAnnouncer?
+        do {
+            announcer = try await AvahiAnnouncer.announce(configuration, port: port, on: loop)
+            log(.info, "Bluetooth proxy: announced as \(AvahiAnnouncer.serviceType) \"\(name)\" through Avahi")
+        } catch {
+            log(
+                .warning,
+                "Bluetooth proxy: not announced by mDNS (Avahi: \(error)); add it in Home Assistant by address, port \(port)"
+            )
+        }
+        return BluetoothProxy(server: server, loop: loop, central: central, scan: token, announcer: announcer)
     }
 
     /// One BlueZ report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
@@ -73,6 +85,7 @@ struct BluetoothProxy: Sendable {
 
     /// Stops the scan, says goodbye to the clients and closes the listener.
     func stop() async {
+        await announcer?.withdraw()
         if let scan { await central.stopScan(scan) }
         _ = try? await loop.submit { server.stop() }
     }

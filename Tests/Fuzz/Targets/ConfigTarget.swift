@@ -74,7 +74,9 @@ extension FuzzTargets {
             !proxy.enabled || proxy.encryptionKey != nil || proxy.plaintext,
             "bluetooth_proxy enabled without a key and without plaintext")
         fuzzProperty(!(proxy.plaintext && proxy.encryptionKey != nil), "bluetooth_proxy plaintext with a key")
-        if let name = proxy.name { fuzzProperty(!name.isEmpty && name.utf8.count <= 31, "bluetooth_proxy.name \(name)") }
+        if let name = proxy.name {
+            fuzzProperty(!name.isEmpty && name.utf8.count <= 31, "bluetooth_proxy.name \(name)")
+        }
         var names = Set<String>()
         for rule in config.devices {
             if let name = rule.name { fuzzProperty(names.insert(name).inserted, "two device rules named \(name)") }
