@@ -90,6 +90,37 @@ package struct NoiseHandshake {
         return decryptAndHash(message.dropFirst(32))
     }
 
+    // MARK: The initiator (gattway doctor's probe, tests)
+
+    /// Writes the client's `psk, e` message (an empty payload).
+    package mutating func writeClientMessage() -> [UInt8]? {
+        guard let publicKey = NoiseCrypto.x25519PublicKey(privateKey: ephemeralPrivate) else { return nil }
+        mixKeyAndHash(psk)
+        mixHash(publicKey)
+        mixKey(publicKey)
+        guard let tag = encryptAndHash([]) else { return nil }
+        return publicKey + tag
+    }
+
+    /// Reads the server's `e, ee` message and splits: `send` encrypts the client's frames,
+    /// `receive` decrypts the server's; nil when the message does not authenticate.
+    package mutating func readServerMessage(_ message: ArraySlice<UInt8>) -> (send: NoiseCipher, receive: NoiseCipher)?
+    {
+        guard message.count >= 32 + NoiseCrypto.tagLength else { return nil }
+        let ephemeral = Array(message.prefix(32))
+        mixHash(ephemeral)
+        mixKey(ephemeral)
+        guard let shared = NoiseCrypto.x25519(privateKey: ephemeralPrivate, peerPublicKey: ephemeral) else {
+            return nil
+        }
+        mixKey(shared)
+        guard decryptAndHash(message.dropFirst(32)) != nil else { return nil }
+        let keys = NoiseCrypto.hkdf(chainingKey: chainingKey, input: [], outputs: 2)
+        return (NoiseCipher(key: keys[0]), NoiseCipher(key: keys[1]))
+    }
+
+    // MARK: The responder
+
     /// Writes our `e, ee` message and splits: returns the message and the two transport ciphers
     /// (`receive` decrypts the client's frames, `send` encrypts ours); nil if a primitive failed
     /// (e.g. a small-order client key).

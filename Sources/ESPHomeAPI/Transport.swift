@@ -101,6 +101,7 @@ public struct APITransport {
         default:
             noiseDecoder.append(bytes)
         }
+        let previous = state
         while true {
             let frame: [UInt8]
             do {
@@ -108,6 +109,10 @@ public struct APITransport {
                 frame = next
             } catch {
                 state = .failed
+                if case .badPreamble(0) = error, case .awaitingClientHello = previous {
+                    // A plaintext client: tell it, in a Noise frame, that this side encrypts.
+                    outgoing += NoiseFrameDecoder.encode([0x01] + Array("Bad indicator byte".utf8)) ?? []
+                }
                 throw .frame(error)
             }
             do {

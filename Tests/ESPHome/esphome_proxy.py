@@ -15,7 +15,8 @@ run` with bluetooth_proxy enabled on loopback, then checks:
   6. the proxy is announced as _esphomelib._tcp through Avahi's D-Bus API (fake_avahi.py stands
      in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
      reads, and withdrawn at the stop;
-  7. SIGTERM stops gattway with exit 0.
+  7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key;
+  8. SIGTERM stops gattway with exit 0.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -218,7 +219,13 @@ def main():
                 break
         check("bridge/health counts the refused handshake",
               health.get("closed", {}).get("handshake", 0) >= 1 and health.get("advertisements_sent", 0) > 0, health)
-        # 7. A clean stop.
+        # 7. gattway doctor's proxy checks against the running proxy.
+        doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
+                                capture_output=True, text=True)
+        checks = {c["check"]: c for c in json.loads(doctor.stdout or "{}").get("checks", [])}
+        for name in ("proxy", "avahi", "api key"):
+            check(f"doctor: {name} ok", checks.get(name, {}).get("status") == "ok", checks.get(name))
+        # 8. A clean stop.
         gateway.send_signal(signal.SIGTERM)
         check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
         # 6. The mDNS announcement, and its withdrawal.

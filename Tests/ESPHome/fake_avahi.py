@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stand-in for avahi-daemon's D-Bus API on a private bus, for esphome_proxy.py: owns
-org.freedesktop.Avahi, answers Server.EntryGroupNew and records every EntryGroup call
+org.freedesktop.Avahi, answers Server.GetVersionString and EntryGroupNew, and records every EntryGroup call
 (AddService, Commit, Free) as a JSON line in the file named by argv[2]. A real avahi-daemon would
 multicast on the machine's network interfaces, which a test must not do.
 
@@ -46,6 +46,10 @@ class Server(ServiceInterface):
         super().__init__("org.freedesktop.Avahi.Server")
         self.bus = bus
         self.groups = 0
+
+    @method()
+    def GetVersionString(self) -> "s":
+        return "avahi 0.8 (stand-in)"
 
     @method()
     def EntryGroupNew(self) -> "o":

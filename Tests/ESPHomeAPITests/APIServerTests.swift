@@ -211,3 +211,54 @@ struct APIServerTests {
         await harness.stop()
     }
 }
+
+/// The server with Noise encryption, probed by APIProbe (gattway doctor's client).
+@Suite("ESPHome API server with Noise", .serialized)
+struct APIServerNoiseTests {
+    static let key = [UInt8](0..<32)
+
+    static func start(_ loop: EventLoop, encryption: APITransport.Encryption) async throws -> APIServer {
+        let configuration = APIServerConfiguration(
+            host: "127.0.0.1", port: 0, encryption: encryption, name: "noisepi", friendlyName: "Noise Pi",
+            macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "0.0-test",
+            maxClients: 4, connectionSlots: 3)
+        return try await loop.submit {
+            let server = APIServer(configuration: configuration, loop: loop) { _, _ in }
+            try server.start()
+            return server
+        }
+    }
+
+    @Test func probeWithTheKeyAndWithout() async throws {
+        let loop = EventLoop(name: "api-noise-test")
+        let server = try await Self.start(loop, encryption: .noise(psk: Self.key))
+        let port = try await loop.submit { server.port }
+        let answer = try APIProbe.run(host: "127.0.0.1", port: port, psk: Self.key, timeout: 5).get()
+        #expect(answer.helloName == "noisepi" && answer.name == "noisepi")
+        #expect(answer.apiVersion.major == 1 && answer.serverInfo == "gattway 0.0-test")
+        #expect(answer.bluetoothProxyFeatures & BluetoothProxyFeatures.rawAdvertisements.rawValue != 0)
+        let wrong = APIProbe.run(host: "127.0.0.1", port: port, psk: [UInt8](1...32), timeout: 5)
+        #expect(wrong == .failure(.keyRefused("Handshake MAC failure")))
+        let plain = APIProbe.run(host: "127.0.0.1", port: port, psk: nil, timeout: 5)
+        #expect(plain == .failure(.wrongEncryption("the server expects Noise encryption (set encryption_key)")))
+        let statistics = try await loop.submit { server.statistics }
+        #expect(statistics.handshakeFailures == 1 && statistics.protocolErrors == 1)
+        _ = try await loop.submit { server.stop() }
+        loop.shutdown()
+    }
+
+    @Test func noiseClientAgainstPlaintextServer() async throws {
+        let loop = EventLoop(name: "api-noise-test")
+        let server = try await Self.start(loop, encryption: .plaintext)
+        let port = try await loop.submit { server.port }
+        let result = APIProbe.run(host: "127.0.0.1", port: port, psk: Self.key, timeout: 5)
+        #expect(result == .failure(.wrongEncryption("the server speaks plaintext (no encryption_key there)")))
+        let unreachable = APIProbe.run(host: "127.0.0.1", port: 1, psk: nil, timeout: 5)
+        guard case .failure(.unreachable) = unreachable else {
+            Issue.record("expected unreachable, got \(unreachable)")
+            return
+        }
+        _ = try await loop.submit { server.stop() }
+        loop.shutdown()
+    }
+}

@@ -113,3 +113,17 @@ struct NoiseTests {
         #expect(transport.outgoing.suffix(rejection.count + 3) == [0x01, 0x00, UInt8(rejection.count)] + rejection)
     }
 }
+
+extension NoiseTests {
+    /// The initiator side (APIProbe's) against the same vectors.
+    @Test func initiatorMatchesNoiseprotocol() throws {
+        let v = try Self.vectors()
+        let clientKey = Self.hex("1111111111111111111111111111111111111111111111111111111111111140")
+        var handshake = try #require(NoiseHandshake(psk: Self.hex(v.psk), ephemeralPrivateKey: clientKey))
+        #expect(handshake.writeClientMessage() == Self.hex(v.client_handshake))
+        let split = handshake.readServerMessage(Self.hex(v.server_handshake)[...])
+        var (send, receive) = try #require(split)
+        #expect(send.encrypt(Self.hex(v.to_server_plain[0])) == Self.hex(v.to_server_cipher[0]))
+        #expect(receive.decrypt(Self.hex(v.to_client_cipher[0])[...]) == Self.hex(v.to_client_plain[0]))
+    }
+}
