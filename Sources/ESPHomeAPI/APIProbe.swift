@@ -64,9 +64,11 @@ public enum APIProbe {
         static func open(host: String, port: UInt16, timeout: Double) -> Result<Connection, Failure> {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { return .failure(.unreachable(String(cString: strerror(errno)))) }
-            let whole = max(0.001, min(timeout, 3600))
-            let seconds = Int(whole.rounded(.towardZero))  // checked: within 0…3600
-            var interval = timeval(tv_sec: seconds, tv_usec: Int((whole - Double(seconds)) * 1e6))  // checked: below 1e6
+            // A NaN timeout becomes 1 s; others are held within 1 ms … 1 h.
+            let whole = timeout.isNaN ? 1 : max(0.001, min(timeout, 3600))
+            let seconds = Int(exactly: whole.rounded(.towardZero)) ?? 1
+            let micros = Int(exactly: ((whole - whole.rounded(.towardZero)) * 1e6).rounded(.down)) ?? 0
+            var interval = timeval(tv_sec: seconds, tv_usec: micros)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &interval, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
