@@ -138,6 +138,14 @@ struct APIServerTests {
         let otherReceived = second.receive()
         let other = try #require(otherReceived)
         #expect(other.payload == expected.payload)
+        // A scanner state change reaches every subscriber.
+        _ = try await harness.loop.submit { [harness] in harness.server?.scannerState = .stopped }
+        let stateReceived = client.receive()
+        let state = try #require(stateReceived)
+        #expect(
+            state.type == MessageType.bluetoothScannerStateResponse
+                && state.payload == [0x08, 0x05, 0x10, 0x01, 0x18, 0x01])
+        #expect(second.receive()?.type == MessageType.bluetoothScannerStateResponse)
         client.send(type: MessageType.disconnectRequest)
         #expect(client.receive()?.type == MessageType.disconnectResponse)
         #expect(client.receive() == nil)

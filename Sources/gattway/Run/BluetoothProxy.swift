@@ -19,6 +19,8 @@ struct BluetoothProxy: Sendable {
     let central: CentralManager
     let scan: ScanToken?
     let announcer: AvahiAnnouncer?
+    /// Follows the adapter's state into BluetoothScannerStateResponse.
+    let stateFollower: Task<Void, Never>
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
@@ -71,7 +73,19 @@ struct BluetoothProxy: Sendable {
                 "Bluetooth proxy: not announced by mDNS (Avahi: \(error)); add it in Home Assistant by address, port \(port)"
             )
         }
-        return BluetoothProxy(server: server, loop: loop, central: central, scan: token, announcer: announcer)
+        // The adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
+        // stopped, and running again when discovery is re-armed.
+        let scanning = token != nil
+        let stateFollower = Task {
+            for await state in await central.stateUpdates() {
+                let scannerState: BluetoothScannerState =
+                    state == .poweredOn ? (scanning ? .running : .failed) : .stopped
+                _ = try? await loop.submit { server.scannerState = scannerState }
+            }
+        }
+        return BluetoothProxy(
+            server: server, loop: loop, central: central, scan: token, announcer: announcer,
+            stateFollower: stateFollower)
     }
 
     /// One BlueZ report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
@@ -85,6 +99,7 @@ struct BluetoothProxy: Sendable {
 
     /// Stops the scan, says goodbye to the clients and closes the listener.
     func stop() async {
+        stateFollower.cancel()
         await announcer?.withdraw()
         if let scan { await central.stopScan(scan) }
         _ = try? await loop.submit { server.stop() }
