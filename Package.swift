@@ -60,7 +60,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "gattway-bench",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport"],
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI"],
             path: "bench/Sources"
         ),
 
