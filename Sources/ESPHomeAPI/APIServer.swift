@@ -138,7 +138,14 @@ public final class APIServer: @unchecked Sendable {
                     accept(listenFD, $0, &length)
                 }
             }
-            guard fd >= 0 else { return }  // EAGAIN: all taken; other errors: the next readiness retries
+            guard fd >= 0 else {
+                // Out of file descriptors: the pending connection stays queued and the socket
+                // readable, so accepting is paused for a second rather than retried every turn.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    pauseAccepting()
+                }
+                return  // EAGAIN: all taken
+            }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
@@ -166,6 +173,16 @@ public final class APIServer: @unchecked Sendable {
         }
     }
 
+    private func pauseAccepting() {
+        guard let listenToken else { return }
+        log(.warning, "API: cannot accept connections (\(String(cString: strerror(errno)))); pausing for 1 s")
+        loop.updateWatch(listenToken, events: [])
+        _ = loop.addTimer(after: 1) { [weak self] in
+            guard let self, let token = self.listenToken else { return }
+            self.loop.updateWatch(token, events: .readable)
+        }
+    }
+
     // MARK: Per client
 
     private func handleEvents(_ id: Int, _ events: EventLoop.IOEvents) {
@@ -189,6 +206,7 @@ public final class APIServer: @unchecked Sendable {
                 return
             }
             client.lastHeard = EventLoop.now()
+            client.pinged = false
             receive(client, readBuffer[0..<count])
             guard clients[client.id] != nil, !client.session.closing else { return }
         }
@@ -328,7 +346,16 @@ public final class APIServer: @unchecked Sendable {
             let connected = client.session.phase == .connected
             let limit = connected ? configuration.idleTimeout : configuration.handshakeTimeout
             let since = connected ? client.lastHeard : client.acceptedAt
-            if Double(now &- since) / 1e9 > limit {
+            let silent = Double(now &- since) / 1e9
+            if connected, !client.pinged, silent > limit / 2 {
+                // A client that is quiet for half the idle timeout is asked whether it is there,
+                // as ESPHome devices do; its PingResponse counts as hearing from it.
+                client.pinged = true
+                client.session.send(.empty(MessageType.pingRequest))
+                flush(client)
+                continue
+            }
+            if silent > limit {
                 statistics.idleTimeouts += 1
                 drop(
                     client,
@@ -349,6 +376,8 @@ public final class APIServer: @unchecked Sendable {
         var queue: [UInt8] = []
         var sent = 0
         var watchingWrites = false
+        /// A PingRequest was sent after half the idle timeout of silence (cleared by any byte).
+        var pinged = false
         var pendingBytes: Int { queue.count - sent }
 
         init(id: Int, fd: Int32, peer: String, now: UInt64, session: APISession) {

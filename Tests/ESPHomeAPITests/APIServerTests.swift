@@ -12,13 +12,18 @@ struct APIServerTests {
         var server: APIServer?
         let lines = Mutex<[String]>([])
 
-        init(maxClients: Int = 4, maxFrame: Int = 1024, maxQueued: Int = 256 * 1024) async throws {
+        init(
+            maxClients: Int = 4, maxFrame: Int = 1024, maxQueued: Int = 256 * 1024, handshakeTimeout: Double = 10,
+            idleTimeout: Double = 90
+        ) async throws {
             var configuration = APIServerConfiguration(
                 host: "127.0.0.1", port: 0, encryption: .plaintext, name: "testpi", friendlyName: "Test Pi",
                 macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "0.0-test",
                 maxClients: maxClients, connectionSlots: 3)
             configuration.maxFrame = maxFrame
             configuration.maxQueuedBytes = maxQueued
+            configuration.handshakeTimeout = handshakeTimeout
+            configuration.idleTimeout = idleTimeout
             let config = configuration
             server = try await loop.submit { [self] in
                 let server = APIServer(configuration: config, loop: loop) { [self] _, line in
@@ -194,6 +199,30 @@ struct APIServerTests {
         #expect(await harness.statistics().refusedFull == 1)
         first.close()
         second.close()
+        await harness.stop()
+    }
+
+    /// Silence: no Hello in time closes; a quiet session is pinged at half the idle timeout and
+    /// kept while it answers, closed when it does not.
+    @Test func timeoutsAndPings() async throws {
+        let harness = try await Harness(handshakeTimeout: 1, idleTimeout: 4)
+        var mute = try TestClient(port: await harness.port)
+        var answering = try TestClient(port: await harness.port)
+        answering.send(type: MessageType.helloRequest, Self.hello())
+        #expect(answering.receive()?.type == MessageType.helloResponse)
+        var silent = try TestClient(port: await harness.port)
+        silent.send(type: MessageType.helloRequest, Self.hello())
+        #expect(silent.receive()?.type == MessageType.helloResponse)
+        #expect(mute.receive() == nil)  // closed after the 1 s handshake timeout (checked every second)
+        // Both connected clients are pinged after 2 s of silence; one answers.
+        #expect(answering.receive()?.type == MessageType.pingRequest)
+        answering.send(type: MessageType.pingResponse)
+        #expect(silent.receive()?.type == MessageType.pingRequest)
+        #expect(silent.receive() == nil)  // closed after 4 s without a byte
+        let statistics = await harness.statistics()
+        #expect(statistics.idleTimeouts == 2)
+        #expect(statistics.clients == 1)
+        for client in [mute, answering, silent] { client.close() }
         await harness.stop()
     }
 
