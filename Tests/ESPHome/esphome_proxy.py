@@ -10,8 +10,10 @@ run` with bluetooth_proxy enabled on loopback, then checks:
   4. two clients subscribed to raw advertisements both receive the simulator's BTHome and Ruuvi
      advertisements, whose AD bytes match the service and manufacturer data BlueZ exposes
      (read with gdbus from the simulator's org.bluez);
-  5. the MQTT side keeps working: bridge/state online, and bridge/health counts the refused
-     handshake in its bluetooth_proxy section;
+  5. hostile bytes (plaintext to the Noise server, a frame over the limit, a message instead of
+     the handshake, garbage) each close their connection; the MQTT side keeps working:
+     bridge/state online, and bridge/health counts the refused handshake, the oversize frame and
+     the protocol errors in its bluetooth_proxy section;
   6. the proxy is announced as _esphomelib._tcp through Avahi's D-Bus API (fake_avahi.py stands
      in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
      reads, and withdrawn at the stop;
@@ -161,6 +163,35 @@ async def run_clients(port):
     await second.disconnect()
 
 
+def hostile(port, payload):
+    """Sends payload on a fresh connection; returns what came back before the server closed
+    (None when it did not close within 5 s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(payload)
+        received = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    return received
+                received += chunk
+        except (socket.timeout, ConnectionResetError):
+            return None
+
+
+def lan_safety(port):
+    """Hostile bytes against the running proxy: each connection is closed (and counted)."""
+    plain = hostile(port, b"\x00\x00\x07")
+    check("a plaintext frame to the Noise server: told it encrypts, closed",
+          plain is not None and plain.startswith(b"\x01") and b"Bad indicator byte" in plain, plain)
+    big = hostile(port, b"\x01\x00\x00" + b"\x01\xff\xff" + bytes(1000))
+    check("a frame over the size limit: closed", big is not None, big)
+    early = hostile(port, b"\x01\x00\x00" + b"\x01\x00\x03\x05\x01\x02")
+    check("a message instead of the handshake: closed", early is not None, early)
+    garbage = hostile(port, bytes(range(7, 200)))
+    check("garbage: closed", garbage is not None, garbage)
+
+
 def mqtt_messages(port, topic, count, timeout=15):
     out = subprocess.run(
         ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-t", topic, "-C", str(count), "-W", str(timeout)],
@@ -208,6 +239,7 @@ def main():
                 break
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
+        lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.
         state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
         check("MQTT bridge/state online", state and json.loads(state[0]).get("state") == "online", state)
@@ -215,10 +247,13 @@ def main():
         for _ in range(5):
             lines = mqtt_messages(mqtt_port, "esphometest/bridge/health", 1)
             health = json.loads(lines[0]).get("bluetooth_proxy", {}) if lines else {}
-            if health.get("closed", {}).get("handshake", 0) >= 1:
+            closed = health.get("closed", {})
+            if closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4:
                 break
-        check("bridge/health counts the refused handshake",
-              health.get("closed", {}).get("handshake", 0) >= 1 and health.get("advertisements_sent", 0) > 0, health)
+        closed = health.get("closed", {})
+        check("bridge/health counts the refused handshake, the oversize frame and the protocol errors",
+              closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4
+              and health.get("advertisements_sent", 0) > 0, health)
         # 7. gattway doctor's proxy checks against the running proxy.
         doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
                                 capture_output=True, text=True)
