@@ -141,12 +141,16 @@ public struct APISession {
             send(scannerState)
         case .bluetoothDeviceRequest(let address, let requestType, _):
             refuseDeviceRequest(address: address, requestType: requestType)
+        case .gatt(let request):
+            // No connection through the proxy yet: every device is one it is not connected to.
+            send(.gattError(address: request.address, handle: request.handle, error: -1))
         }
     }
 
     /// Device requests are answered at once with a failure until GATT proxying exists.
     private mutating func refuseDeviceRequest(address: UInt64, requestType: UInt32) {
         let notSupported: Int32 = 6  // ESP_GATT_REQ_NOT_SUPPORTED, in the ESP-IDF codes ESPHome reports
+        let connectFailed: Int32 = 0x85  // ESP_GATT_ERROR: "Connection failed due to GATT operation error"
         var writer = ProtobufWriter()
         writer.varint(1, address)
         writer.int32(3, notSupported)
@@ -157,7 +161,7 @@ public struct APISession {
         case 1:  // disconnect: nothing is connected
             send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
         default:  // connect, with or without cache
-            send(.deviceConnection(address: address, connected: false, mtu: 0, error: notSupported))
+            send(.deviceConnection(address: address, connected: false, mtu: 0, error: connectFailed))
         }
     }
 

@@ -23,6 +23,8 @@ public enum ClientMessage: Equatable, Sendable {
     case subscribeBluetoothConnectionsFree
     case bluetoothScannerSetMode(mode: UInt32)
     case bluetoothDeviceRequest(address: UInt64, requestType: UInt32, addressType: UInt32)
+    /// A GATT request (get services, read, write, descriptors, notify) by ATT handle.
+    case gatt(GATTRequest)
     /// A type id gattway does not handle (the payload is not parsed).
     case unknown(type: UInt16)
 
@@ -74,6 +76,8 @@ public enum ClientMessage: Equatable, Sendable {
                 }
             }
             return .bluetoothDeviceRequest(address: address, requestType: requestType, addressType: addressType)
+        case _ where GATTRequest.types.contains(type):
+            return .gatt(try GATTRequest.decode(type: type, payload: payload))
         default:
             break
         }

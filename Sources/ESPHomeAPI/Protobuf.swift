@@ -18,6 +18,8 @@ public enum ProtobufError: Error, Equatable, Sendable {
     case invalidFieldNumber
     /// A known field with the wrong wire type (e.g. a string field sent as a varint).
     case wrongWireType(field: UInt32)
+    /// A known field whose value does not fit what it stands for (an ATT handle above 65535).
+    case valueOutOfRange(field: UInt32)
 }
 
 /// One field's value as it is on the wire.

@@ -125,6 +125,19 @@ struct APIServerTests {
         #expect(client.receive()?.type == MessageType.listEntitiesDoneResponse)
         client.send(type: MessageType.pingRequest)
         #expect(client.receive()?.type == MessageType.pingResponse)
+        // No connections through the proxy yet: connect and GATT requests are refused at once.
+        client.send(type: MessageType.bluetoothDeviceRequest, [0x08, 0x01, 0x10, 0x04])
+        let refusedReceived = client.receive()
+        let refused = try #require(refusedReceived)
+        #expect(refused.type == MessageType.bluetoothDeviceConnectionResponse)
+        #expect(
+            refused.payload == ServerMessage.deviceConnection(address: 1, connected: false, mtu: 0, error: 0x85).payload
+        )
+        client.send(type: MessageType.bluetoothGATTReadRequest, [0x08, 0x01, 0x10, 0x0B])
+        let errorReceived = client.receive()
+        let error = try #require(errorReceived)
+        #expect(error.type == MessageType.bluetoothGATTErrorResponse)
+        #expect(error.payload == ServerMessage.gattError(address: 1, handle: 11, error: -1).payload)
         client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
         #expect(client.receive()?.type == MessageType.bluetoothScannerStateResponse)
         let advertisement = ServerMessage.RawAdvertisement(

@@ -123,6 +123,9 @@ enum ESPHomeAPISeeds {
             plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x10, 0x04]),
             plain(MessageType.bluetoothScannerSetModeRequest, [0x08, 0x01]),
             plain(MessageType.deviceCapabilitiesRequest),
+            plain(MessageType.bluetoothGATTGetServicesRequest, [0x08, 0x01]),
+            plain(MessageType.bluetoothGATTWriteRequest, [0x08, 0x01, 0x10, 0x15, 0x18, 0x01, 0x22, 0x02, 0x68, 0x69]),
+            plain(MessageType.bluetoothGATTNotifyRequest, [0x08, 0x01, 0x10, 0x0B, 0x18, 0x01]),
             plain(MessageType.disconnectRequest),
         ]
         var seeds = [[0] + chunks(session), [0] + chunks([session.joined().map { $0 }])]
