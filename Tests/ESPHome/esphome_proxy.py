@@ -35,7 +35,7 @@ import time
 
 from aioesphomeapi import APIClient
 from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError
-from aioesphomeapi.model import BluetoothProxyFeature
+from aioesphomeapi.model import BluetoothProxyFeature, BluetoothScannerMode, BluetoothScannerState
 
 GATTWAY = sys.argv[1]
 BUS = os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
@@ -134,12 +134,17 @@ async def run_clients(port):
                 seen[index][adv.address] = (adv.address_type, adv.rssi, bytes(adv.data))
         return on_advertisements
 
+    states = []
+    client.subscribe_bluetooth_scanner_state(states.append)
     client.subscribe_bluetooth_le_raw_advertisements(collector(0))
     second.subscribe_bluetooth_le_raw_advertisements(collector(1))
     wanted = {mac_int(BTHOME), mac_int(RUUVI)}
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and not all(wanted <= set(s) for s in seen):
         await asyncio.sleep(0.1)
+    check("scanner state: running, active",
+          bool(states) and states[0].state == BluetoothScannerState.RUNNING
+          and states[0].mode == BluetoothScannerMode.ACTIVE, states)
     for index in (0, 1):
         check(f"client {index + 1} received the BTHome and Ruuvi advertisements",
               wanted <= set(seen[index]), [hex(a) for a in seen[index]])
