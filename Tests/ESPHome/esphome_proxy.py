@@ -273,9 +273,9 @@ def main():
         added = [c for c in calls if c["call"] == "AddService"]
         service = added[0] if added else {}
         txt = dict(t.split("=", 1) for t in service.get("txt", []))
-        check("announced as _esphomelib._tcp with name and port",
+        check("announced as _esphomelib._tcp with name and port, on IPv4 (where it listens)",
               service.get("type") == "_esphomelib._tcp" and service.get("name") == "esphome-test"
-              and service.get("port") == api_port, service)
+              and service.get("port") == api_port and service.get("protocol") == 0, service)
         check("TXT: mac, version, api_encryption",
               txt.get("mac") == "00aa01000000" and txt.get("version") and
               txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)

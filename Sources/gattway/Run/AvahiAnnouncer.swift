@@ -47,7 +47,8 @@ struct AvahiAnnouncer: Sendable {
                 destination: service, path: group, interface: "org.freedesktop.Avahi.EntryGroup",
                 method: "AddService",
                 arguments: [
-                    .int32(-1), .int32(-1), .uint32(0), .string(configuration.name), .string(serviceType),
+                    // Every interface (-1), IPv4 only (AVAHI_PROTO_INET, 0): the server listens on IPv4.
+                    .int32(-1), .int32(0), .uint32(0), .string(configuration.name), .string(serviceType),
                     .string(""), .string(""), .uint16(port), txt,
                 ], timeout: .seconds(5))
             _ = try await connection.call(
