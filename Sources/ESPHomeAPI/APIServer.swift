@@ -153,7 +153,7 @@ public final class APIServer: @unchecked Sendable {
             let peer = "\(String(cString: text)):\(UInt16(bigEndian: address.sin_port))"
             guard clients.count < configuration.maxClients else {
                 statistics.refusedFull += 1
-                log(.warning, "API: refused \(peer): \(configuration.maxClients) clients connected (max_clients)")
+                warn("API: refused \(peer): \(configuration.maxClients) clients connected (max_clients)")
                 Glibc.close(fd)
                 continue
             }
@@ -171,6 +171,26 @@ public final class APIServer: @unchecked Sendable {
             statistics.clients = clients.count
             log(.debug, "API: \(peer) connected")
         }
+    }
+
+    /// Warnings about what clients do (refused, malformed, wrong key) go through a budget, so a
+    /// flood of bad connections cannot flood the log: 20 at once, then one per 3 s; the next line
+    /// says how many were held back. Every one is counted in ``statistics`` all the same.
+    private var warningBudget = 20.0
+    private var warningBudgetAt = EventLoop.now()
+    private var warningsHeld = 0
+
+    private func warn(_ line: String) {
+        let now = EventLoop.now()
+        warningBudget = min(20, warningBudget + Double(now &- warningBudgetAt) / 3e9)
+        warningBudgetAt = now
+        guard warningBudget >= 1 else {
+            warningsHeld += 1
+            return
+        }
+        warningBudget -= 1
+        log(.warning, line + (warningsHeld > 0 ? " (\(warningsHeld) similar lines held back)" : ""))
+        warningsHeld = 0
     }
 
     private func pauseAccepting() {
@@ -222,13 +242,13 @@ public final class APIServer: @unchecked Sendable {
         switch outcome.failure {
         case .handshakeRefused?:
             statistics.handshakeFailures += 1
-            log(.warning, "API: \(client.peer): Noise handshake refused (wrong encryption key?)")
+            warn("API: \(client.peer): Noise handshake refused (wrong encryption key?)")
         case .oversize(let size)?:
             statistics.oversizeFrames += 1
-            log(.warning, "API: \(client.peer): frame of \(size) bytes over the limit")
+            warn("API: \(client.peer): frame of \(size) bytes over the limit")
         case .protocolError(let text)?:
             statistics.protocolErrors += 1
-            log(.warning, "API: \(client.peer): \(text)")
+            warn("API: \(client.peer): \(text)")
         case nil:
             break
         }

@@ -120,3 +120,14 @@ public struct NoiseFrameDecoder {
         return [0x01, UInt8(truncatingIfNeeded: body.count >> 8), UInt8(truncatingIfNeeded: body.count)] + body
     }
 }
+
+extension FrameError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .badPreamble(let byte):
+            "a frame starting with 0x\(String(byte, radix: 16)) (expected 0x00 for plaintext, 0x01 for Noise)"
+        case .tooLarge(let size): "a frame of \(size) bytes, over the limit"
+        case .malformedHeader: "a malformed frame header"
+        }
+    }
+}

@@ -210,3 +210,16 @@ public struct ProtobufWriter {
         bytes(field, value.bytes, always: always)
     }
 }
+
+extension ProtobufError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .truncated: "the payload ends inside a field"
+        case .overlongVarint: "a varint longer than 64 bits"
+        case .invalidWireType(let type): "wire type \(type) (not in proto3)"
+        case .invalidFieldNumber: "field number 0 or above 2^29 - 1"
+        case .wrongWireType(let field): "field \(field) with the wrong wire type"
+        case .valueOutOfRange(let field): "field \(field) out of range"
+        }
+    }
+}

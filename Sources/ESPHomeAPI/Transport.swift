@@ -182,3 +182,15 @@ public struct APITransport {
         }
     }
 }
+
+extension APITransport.Failure: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .frame(let error): error.description
+        case .handshakeRefused: "Noise handshake refused (another key)"
+        case .malformedHandshake: "a handshake frame that is empty or does not start with 0x00"
+        case .decryptionFailed: "an encrypted frame that does not decrypt"
+        case .malformedMessage: "a message shorter than its header says"
+        }
+    }
+}

@@ -312,3 +312,20 @@ struct APIServerNoiseTests {
         loop.shutdown()
     }
 }
+
+extension APIServerTests {
+    /// A flood of bad connections is counted in full but logged within the budget.
+    @Test func badConnectionsDoNotFloodTheLog() async throws {
+        let harness = try await Harness()
+        for _ in 0..<60 {
+            var client = try TestClient(port: await harness.port)
+            client.send([0x07])
+            _ = client.receive()
+            client.close()
+        }
+        #expect(await harness.statistics().protocolErrors == 60)
+        let warnings = harness.lines.withLock { $0.filter { $0.contains("a frame starting with 0x7") } }
+        #expect(warnings.count >= 20 && warnings.count <= 22, "\(warnings.count) warnings")
+        await harness.stop()
+    }
+}
