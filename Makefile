@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-bluez check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -43,7 +43,7 @@ check-conversions:
 # simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
 # by the maintained PyPI parser of that family), then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-bluez
+test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -100,6 +100,20 @@ test-oracles: deps
 	.venv-oracles/bin/python Tests/Oracles/oracle_lane.py \
 	  "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" \
 	  --frames $(ORACLE_FRAMES) --report .build/oracle-report.txt
+
+# The Home Assistant Bluetooth proxy (docs/ha-bluetooth-proxy.md) with the client Home Assistant
+# uses: aioesphomeapi (PyPI, pinned with its dependencies in Tests/ESPHome/requirements.txt, in
+# .venv-esphome created only when missing; a test instrument only) against `gattway run` with
+# bluetooth_proxy on loopback, the BlueZ simulator on a private bus and a mosquitto of its own:
+# Noise key right and wrong, DeviceInfo, two clients receiving the simulator's BTHome and Ruuvi
+# advertisements raw with BlueZ's bytes, MQTT unchanged, exit 78 without a key. About 20 s.
+test-esphome: deps
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@test -x .venv-esphome/bin/python || $(PYTHON) -m venv .venv-esphome
+	@cmp -s Tests/ESPHome/requirements.txt .venv-esphome/requirements.txt \
+	  || { .venv-esphome/bin/pip install -q -r Tests/ESPHome/requirements.txt \
+	       && cp Tests/ESPHome/requirements.txt .venv-esphome/requirements.txt; }
+	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome/bin/python
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
 # device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
@@ -163,4 +177,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench bench/results.json
+	rm -rf .build .venv .venv-bench .venv-esphome bench/results.json

@@ -2,7 +2,7 @@
 import PackageDescription
 
 /// Layering (docs/architecture.md, "Layers"): only `DBus` imports `CDBus`, only `MQTT` imports
-/// `CMosquitto`, only `Parsers` imports `CCrypto`, always as `internal import` so no C type can
+/// `CMosquitto`, only `Parsers` and `ESPHomeAPI` import `CCrypto`, always as `internal import` so no C type can
 /// leak into a public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
 let package = Package(
     name: "gattway",
@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Bluetooth", targets: ["Bluetooth"]),
         .library(name: "Parsers", targets: ["Parsers"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
+        .library(name: "ESPHomeAPI", targets: ["ESPHomeAPI"]),
     ],
     targets: [
         // C libraries from Debian packages, through pkg-config.
@@ -37,6 +38,9 @@ let package = Package(
         // Files, environment and wall clock on POSIX calls, so the executable links no Foundation.
         .target(name: "LocalSystem"),
         .target(name: "Parsers", dependencies: ["Bluetooth", "JSON", "CCrypto"]),
+        // The ESPHome native API (Home Assistant's Bluetooth proxy protocol): protobuf, plaintext and
+        // Noise framing, the Noise handshake on libcrypto, the TCP server on the loop.
+        .target(name: "ESPHomeAPI", dependencies: ["CCrypto", "EventLoop", "Bluetooth"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
@@ -51,12 +55,12 @@ let package = Package(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
-                "GATTTree",
+                "GATTTree", "ESPHomeAPI",
             ]
         ),
         .executableTarget(
             name: "gattway-bench",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport"],
+            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI"],
             path: "bench/Sources"
         ),
 
@@ -70,7 +74,7 @@ let package = Package(
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
         .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
-                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop"],
+                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
@@ -82,6 +86,8 @@ let package = Package(
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
+        // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
+        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),

@@ -1,4 +1,5 @@
 import Bluetooth
+import EventLoop
 import JSON
 
 /// Sensor advertisement formats the simulator can produce, so the demo and the tests show real,
@@ -13,6 +14,10 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
     case pvvx
     /// Ruuvi RAWv2 (data format 5), manufacturer data 0x0499, 24 bytes.
     case ruuviRAWv2 = "ruuvi_rawv2"
+    /// Not a sensor: the simulator's monotonic clock (CLOCK_MONOTONIC, ns, u64 little endian) when
+    /// the report is made, as manufacturer data 0xFFFF (the company id reserved for tests), so a
+    /// benchmark on the same machine can measure how long an advertisement takes to reach it.
+    case monotonicStamp = "monotonic_stamp"
 
     /// The fields a scenario may drive, and their defaults when it does not.
     public var defaults: [(name: String, value: Double)] {
@@ -29,6 +34,8 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
                 ("acceleration_y", 0), ("acceleration_z", 1), ("voltage", 2.95), ("tx_power", 4),
                 ("movement_counter", 0), ("sequence", 0),
             ]
+        case .monotonicStamp:
+            []
         }
     }
 
@@ -45,6 +52,7 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
         case .bthomeV2: .serviceData(BluetoothUUID(0xFCD2))
         case .atc1441, .pvvx: .serviceData(BluetoothUUID(0x181A))
         case .ruuviRAWv2: .manufacturerData(0x0499)
+        case .monotonicStamp: .manufacturerData(0xFFFF)
         }
     }
 
@@ -105,6 +113,8 @@ public enum AdvertisementTemplate: String, Sendable, CaseIterable {
                 + le(int(value("movement_counter"), 0...254), 1)
                 + be(int(value("sequence"), 0...65534), 2)
                 + mac
+        case .monotonicStamp:
+            return le(Int64(bitPattern: EventLoop.now()), 8)
         }
     }
 }

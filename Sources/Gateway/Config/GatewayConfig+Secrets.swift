@@ -9,6 +9,7 @@ extension GatewayConfig {
         var secrets: [String] = []
         if let password = mqtt.password { secrets.append(password) }
         if let password = serverPassword { secrets.append(password) }
+        if let key = bluetoothProxy.encryptionKeyText { secrets.append(key) }
         let digits = Array("0123456789abcdef")
         for rule in devices {
             guard let key = rule.bindKey else { continue }
@@ -22,7 +23,7 @@ extension GatewayConfig {
     /// `password_file`), a password in the server URL, or a bind key.
     public var holdsSecrets: Bool {
         (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil
-            || devices.contains { $0.bindKey != nil }
+            || devices.contains { $0.bindKey != nil } || bluetoothProxy.encryptionKeyText != nil
     }
 
     /// The other files the config names that hold secrets: `mqtt.password_file` and the TLS

@@ -15,6 +15,8 @@ public struct GatewayConfig: Sendable {
     public var homeAssistant = HomeAssistantSettings()
     public var storeAndForward = StoreAndForwardSettings()
     public var health = HealthSettings()
+    /// `bluetooth_proxy`: the ESPHome native API server (Home Assistant Bluetooth proxy).
+    public var bluetoothProxy = BluetoothProxySettings()
     /// `role`: central (default), peripheral or both.
     public var role = GatewayRole.central
     /// `peripheral`: the GATT server and advertising of the peripheral role.
@@ -61,6 +63,7 @@ public struct GatewayConfig: Sendable {
             config.storeAndForward = storeAndForward
         }
         if let health = section("health", HealthSettings.init) { config.health = health }
+        if let proxy = section("bluetooth_proxy", BluetoothProxySettings.init) { config.bluetoothProxy = proxy }
         config.role = object.read("role", default: .central) { reader in
             let text = try reader.string()
             guard let role = GatewayRole(rawValue: text) else {

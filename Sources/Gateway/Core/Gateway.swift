@@ -37,6 +37,7 @@ public actor Gateway: LoopIsolated {
     let ble: any BLEPort
     let mqtt: any MQTTPort
     let clock: any GatewayClock
+    private let healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])?
     let log: GatewayLogger
     let stateDirectory: String?
     let context: CoreContext
@@ -78,14 +79,18 @@ public actor Gateway: LoopIsolated {
     ///     of config.json; with neither both are kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
+    ///   - healthExtra: sections appended to `bridge/health` (called on the loop), e.g. the
+    ///     Bluetooth proxy's `bluetooth_proxy` counters.
     public init(
         config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
         clock: any GatewayClock, loop: EventLoop,
         reconnect: @escaping @Sendable () -> any ReconnectStrategy = { ReconnectPolicy<SystemRandomNumberGenerator>() },
         logger: GatewayLogger = .none,
         version: String = "dev", stateDirectory: String? = nil,
-        processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() }
+        processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() },
+        healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil
     ) {
+        self.healthExtra = healthExtra
         self.loop = loop
         self.config = config
         self.ble = ble
@@ -984,6 +989,6 @@ public actor Gateway: LoopIsolated {
             counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),
             mqttQueueFull: mqtt.queueFullDrops, mqttInboundFull: mqtt.inboundDrops, devices: registry.count,
             connections: connections.connectedCount, parked: connections.parkedCount,
-            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral)
+            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral, extra: healthExtra?() ?? [])
     }
 }

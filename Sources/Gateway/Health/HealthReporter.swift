@@ -16,6 +16,8 @@ final class HealthReporter {
         var parked: Int
         var bleLatency: Double?
         var peripheral: PeripheralBridge.Statistics?
+        /// Sections of components the core does not run (the Bluetooth proxy's API server).
+        var extra: [(key: String, value: JSONValue)] = []
     }
 
     private let context: CoreContext
@@ -143,7 +145,7 @@ final class HealthReporter {
                 ("commands", number(counters.commands)),
                 ("command_errors", number(counters.commandErrors)),
                 ("ble_latency_ms", figures.bleLatency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
-            ] + peripheral)
+            ] + peripheral + figures.extra)
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

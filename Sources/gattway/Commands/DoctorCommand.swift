@@ -8,7 +8,9 @@ import LocalSystem
 /// Checks, in order: the configuration (present, readable, valid; secrets not world-readable),
 /// the state directory (writable, not read-only, free space), the D-Bus system bus, bluetoothd (`org.bluez`) on it, access to it
 /// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), with the
-/// peripheral role its adapter's GATT and advertising managers, and the broker (one connection with the configured credentials). Each check is bounded by `--timeout`.
+/// peripheral role its adapter's GATT and advertising managers, the broker (one connection with the configured credentials),
+/// and with `bluetooth_proxy` enabled the proxy: the running gattway's ESPHome API (a handshake with the configured key,
+/// Hello, DeviceInfo), avahi-daemon for the mDNS announcement, and the key (``ProxyDiagnosis``). Each check is bounded by `--timeout`.
 /// Exit codes: see ``DoctorReport``.
 struct DoctorCommand: Command {
     static let name = "doctor"
@@ -20,7 +22,8 @@ struct DoctorCommand: Command {
         then ran on defaults, and fixing the file comes first). Run it as the user the gateway runs \
         as, e.g. sudo -u gattway gattway doctor --config /etc/gattway/config.json --state-dir /var/lib/gattway. \
         The broker check connects with its own client id and no last will, so it is safe while the \
-        service runs.
+        service runs. With bluetooth_proxy enabled it also talks to the running proxy as Home Assistant \
+        would (the encryption key, Hello, DeviceInfo) and looks for avahi-daemon on the system bus.
         """
     static let options: [Option] = [
         .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
@@ -75,6 +78,7 @@ struct DoctorCommand: Command {
         report.add(await bluez.run())
         if let config {
             report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
+            report.add(await ProxyDiagnosis(settings: config.bluetoothProxy, timeout: limit, loop: loop).run())
         } else {
             report.add(.warn("broker", "not checked: the configuration is invalid"))
         }

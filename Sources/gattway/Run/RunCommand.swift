@@ -170,25 +170,39 @@ struct RunCommand: Command {
         }
         let ready = await powered.value
         var code = ExitCode.success
+        var proxy: BluetoothProxy?
         let stop: StopDeadline
         if ready {
             var peripheralPort: PeripheralBLEPort?
             if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
+            // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central.
+            if config.bluetoothProxy.enabled {
+                do {
+                    proxy = try await BluetoothProxy.start(config: config, central: central, loop: loop, log: log)
+                } catch {
+                    log(.error, "Bluetooth proxy: \(error)")
+                    code = .failure
+                }
+            }
             // The core runs on the loop with the central and the client (docs/architecture.md);
             // its jobs run in `jobs` until the stop.
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
                 mqtt: ClientMQTTPort(client: client),
                 clock: SystemClock(), loop: loop, logger: log,
-                version: BuildInfo.version, stateDirectory: stateDirectory)
+                version: BuildInfo.version, stateDirectory: stateDirectory,
+                healthExtra: { [proxy] in proxy?.healthSection() ?? [] })
             let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
             do {
+                guard code == .success else { throw BluetoothProxyStartError() }
                 try await gateway.start()
                 notifier.notify("READY=1\nSTATUS=running")
                 let watchdog = Self.watchdog(notifier, loop: loop)
                 let signal = await termination.value
                 log(.notice, "\(signal): stopping")
                 watchdog?.cancel()
+            } catch is BluetoothProxyStartError {
+                // Logged where it happened; the gateway is stopped without having started.
             } catch {
                 log(.error, "gateway: \(error)")
                 // A configuration BlueZ can never accept is a config error: systemd does not
@@ -211,6 +225,7 @@ struct RunCommand: Command {
             stop = StopDeadline.begin()
         }
         _ = stopWaiting
+        await proxy?.stop()
         stateLog.cancel()
         peripheralStateLog.cancel()
         // MQTT DISCONNECT (the broker then discards the last will) and the BlueZ managers'
@@ -229,6 +244,9 @@ struct RunCommand: Command {
                 + (bluezClosed ? "" : " (BlueZ did not answer: its calls were cancelled)"))
         return code
     }
+
+    /// The Bluetooth proxy's listener could not start (already logged): the gateway does not run.
+    struct BluetoothProxyStartError: Error {}
 
     /// The largest packet the gateway takes from the broker (MQTT 5): its commands are at most
     /// `commands.max_payload_bytes` (≤ 256 KiB) and `from_topic` values are small state messages,

@@ -65,6 +65,18 @@ extension FuzzTargets {
         fuzzProperty(config.health.interval >= 1, "health.interval = \(config.health.interval) is below 1 s")
         duration(config.homeAssistant.republishDelay, "homeassistant.republish_delay")
         duration(config.homeAssistant.stateDelay, "homeassistant.state_delay")
+        let proxy = config.bluetoothProxy
+        limit(proxy.maxClients, 1...64, "bluetooth_proxy.max_clients")
+        limit(proxy.connectionSlots, 0...32, "bluetooth_proxy.connection_slots")
+        fuzzProperty(proxy.port > 0, "bluetooth_proxy.listen port 0")
+        fuzzProperty(proxy.encryptionKey.map { $0.count == 32 } ?? true, "bluetooth_proxy.encryption_key not 32 bytes")
+        fuzzProperty(
+            !proxy.enabled || proxy.encryptionKey != nil || proxy.plaintext,
+            "bluetooth_proxy enabled without a key and without plaintext")
+        fuzzProperty(!(proxy.plaintext && proxy.encryptionKey != nil), "bluetooth_proxy plaintext with a key")
+        if let name = proxy.name {
+            fuzzProperty(!name.isEmpty && name.utf8.count <= 31, "bluetooth_proxy.name \(name)")
+        }
         var names = Set<String>()
         for rule in config.devices {
             if let name = rule.name { fuzzProperty(names.insert(name).inserted, "two device rules named \(name)") }

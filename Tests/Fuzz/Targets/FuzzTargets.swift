@@ -17,6 +17,7 @@ public enum FuzzTargets {
         bluezObjects,
         dbusWire,
         notifyDatagrams,
+        esphomeAPI,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

@@ -1,0 +1,412 @@
+import Bluetooth
+import EventLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Severity of the server's log lines (the composition root maps it to its logger).
+public enum APIServerLogLevel: Sendable {
+    case debug, info, notice, warning, error
+}
+
+/// The listening socket could not be set up.
+public struct APIServerError: Error, CustomStringConvertible, Sendable {
+    public var call: String
+    public var code: Int32
+
+    public var description: String { "\(call): \(String(cString: strerror(code)))" }
+}
+
+/// The ESPHome native API server: a nonblocking TCP listener on the event loop, one
+/// ``APITransport`` and session per client (docs/ha-bluetooth-proxy.md).
+///
+/// Session: (Noise handshake) → HelloRequest → anything: DeviceInfo, ListEntities (answered with
+/// Done: a proxy has no entities), Ping, Disconnect, the Bluetooth subscriptions. A message other
+/// than HelloRequest first, a malformed frame or protobuf, a frame over ``APIServerConfiguration/maxFrame``,
+/// no handshake within ``APIServerConfiguration/handshakeTimeout`` or silence for
+/// ``APIServerConfiguration/idleTimeout`` close the connection, each counted in ``statistics``.
+/// Each client's unsent bytes are bounded by ``APIServerConfiguration/maxQueuedBytes``: a client
+/// that does not read is disconnected, so memory never grows with it.
+///
+/// Advertisements given to ``forward(_:)`` are batched (at most 16 per message) and sent at the
+/// end of the loop turn they arrived in, to every client subscribed to them.
+///
+/// Loop-thread only, like every other user of the loop: the invariant behind `@unchecked Sendable`.
+public final class APIServer: @unchecked Sendable {
+    public let configuration: APIServerConfiguration
+    private let loop: EventLoop
+    private let log: @Sendable (APIServerLogLevel, String) -> Void
+    private var listenFD: Int32 = -1
+    private var listenToken: EventLoop.Token?
+    private var tickToken: EventLoop.Token?
+    private var clients: [Int: Client] = [:]
+    private var nextClientID = 0
+    private var pending: [ServerMessage.RawAdvertisement] = []
+    private var flushScheduled = false
+    private var readBuffer = [UInt8](repeating: 0, count: 4096)
+
+    /// The counters (loop thread).
+    public private(set) var statistics = APIServerStatistics()
+    /// The port bound by ``start()`` (the configured one, or the one chosen for port 0).
+    public private(set) var port: UInt16 = 0
+    /// What BluetoothScannerStateResponse reports; changes are sent to subscribed clients.
+    public var scannerState: BluetoothScannerState = .running {
+        didSet { if scannerState != oldValue { broadcastScannerState() } }
+    }
+    /// BlueZ discovery scans actively (it asks for scan responses).
+    public var scannerMode: BluetoothScannerMode = .active
+
+    /// The largest number of advertisements in one BluetoothLERawAdvertisementsResponse.
+    public static let batchSize = 16
+    /// The API version gattway speaks (HelloResponse).
+    public static let apiVersion = (major: UInt32(1), minor: UInt32(14))
+
+    public init(
+        configuration: APIServerConfiguration, loop: EventLoop,
+        log: @escaping @Sendable (APIServerLogLevel, String) -> Void
+    ) {
+        self.configuration = configuration
+        self.loop = loop
+        self.log = log
+    }
+
+    // MARK: Listener
+
+    /// Binds and listens; loop thread. Throws the failing call and its errno.
+    public func start() throws(APIServerError) {
+        loop.preconditionInLoop()
+        let fd = socket(
+            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw APIServerError(call: "socket", code: errno) }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = configuration.port.bigEndian
+        guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
+            close(fd)
+            throw APIServerError(call: "inet_pton(\(configuration.host))", code: EINVAL)
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            let code = errno
+            close(fd)
+            throw APIServerError(call: "bind \(configuration.host):\(configuration.port)", code: code)
+        }
+        guard listen(fd, 16) == 0 else {
+            let code = errno
+            close(fd)
+            throw APIServerError(call: "listen", code: code)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        listenFD = fd
+        listenToken = loop.addWatch(fd: fd, events: .readable) { [unowned self] _ in self.acceptClients() }
+        scheduleTick()
+    }
+
+    /// Says goodbye (DisconnectRequest) to every client and closes everything; loop thread.
+    public func stop() {
+        loop.preconditionInLoop()
+        for client in Array(clients.values) {
+            if client.session.phase == .connected { client.session.send(.empty(MessageType.disconnectRequest)) }
+            flush(client)
+            drop(client, nil)
+        }
+        if let listenToken { loop.removeWatch(listenToken) }
+        listenToken = nil
+        if let tickToken { loop.cancelTimer(tickToken) }
+        tickToken = nil
+        if listenFD >= 0 { Glibc.close(listenFD) }
+        listenFD = -1
+    }
+
+    private func acceptClients() {
+        while true {
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let fd = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept(listenFD, $0, &length)
+                }
+            }
+            guard fd >= 0 else {
+                // Out of file descriptors: the pending connection stays queued and the socket
+                // readable, so accepting is paused for a second rather than retried every turn.
+                if errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM {
+                    pauseAccepting()
+                }
+                return  // EAGAIN: all taken
+            }
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
+            let peer = "\(String(cString: text)):\(UInt16(bigEndian: address.sin_port))"
+            guard clients.count < configuration.maxClients else {
+                statistics.refusedFull += 1
+                warn("API: refused \(peer): \(configuration.maxClients) clients connected (max_clients)")
+                Glibc.close(fd)
+                continue
+            }
+            var one: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            let id = nextClientID
+            nextClientID += 1
+            let client = Client(
+                id: id, fd: fd, peer: peer, now: EventLoop.now(), session: APISession(configuration: configuration))
+            client.token = loop.addWatch(fd: fd, events: .readable) { [unowned self] events in
+                self.handleEvents(id, events)
+            }
+            clients[id] = client
+            statistics.accepted += 1
+            statistics.clients = clients.count
+            log(.debug, "API: \(peer) connected")
+        }
+    }
+
+    /// Warnings about what clients do (refused, malformed, wrong key) go through a budget, so a
+    /// flood of bad connections cannot flood the log: 20 at once, then one per 3 s; the next line
+    /// says how many were held back. Every one is counted in ``statistics`` all the same.
+    private var warningBudget = 20.0
+    private var warningBudgetAt = EventLoop.now()
+    private var warningsHeld = 0
+
+    private func warn(_ line: String) {
+        let now = EventLoop.now()
+        warningBudget = min(20, warningBudget + Double(now &- warningBudgetAt) / 3e9)
+        warningBudgetAt = now
+        guard warningBudget >= 1 else {
+            warningsHeld += 1
+            return
+        }
+        warningBudget -= 1
+        log(.warning, line + (warningsHeld > 0 ? " (\(warningsHeld) similar lines held back)" : ""))
+        warningsHeld = 0
+    }
+
+    private func pauseAccepting() {
+        guard let listenToken else { return }
+        log(.warning, "API: cannot accept connections (\(String(cString: strerror(errno)))); pausing for 1 s")
+        loop.updateWatch(listenToken, events: [])
+        _ = loop.addTimer(after: 1) { [weak self] in
+            guard let self, let token = self.listenToken else { return }
+            self.loop.updateWatch(token, events: .readable)
+        }
+    }
+
+    // MARK: Per client
+
+    private func handleEvents(_ id: Int, _ events: EventLoop.IOEvents) {
+        guard let client = clients[id] else { return }
+        if events.contains(.writable) { flush(client) }
+        guard clients[id] != nil else { return }
+        if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) { read(client) }
+    }
+
+    private func read(_ client: Client) {
+        // A bounded number of reads per readiness keeps one busy client from starving the loop.
+        for _ in 0..<16 {
+            let count = readBuffer.withUnsafeMutableBytes { Glibc.read(client.fd, $0.baseAddress, $0.count) }
+            if count == 0 {
+                drop(client, "closed by the client")
+                return
+            }
+            if count < 0 {
+                if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                drop(client, "read: \(String(cString: strerror(errno)))")
+                return
+            }
+            client.lastHeard = EventLoop.now()
+            client.pinged = false
+            receive(client, readBuffer[0..<count])
+            guard clients[client.id] != nil, !client.session.closing else { return }
+        }
+    }
+
+    /// Feeds a client's bytes through its session, counts and logs what ended it, sends the answers.
+    private func receive(_ client: Client, _ bytes: ArraySlice<UInt8>) {
+        let outcome = client.session.receive(bytes, scanner: (scannerState, scannerMode))
+        for line in outcome.debug { log(.debug, "API: \(client.peer): \(line)") }
+        if let hello = outcome.hello {
+            log(.info, "API: \(client.peer) (\(hello.info), API \(hello.major).\(hello.minor)) connected")
+        }
+        switch outcome.failure {
+        case .handshakeRefused?:
+            statistics.handshakeFailures += 1
+            warn("API: \(client.peer): Noise handshake refused (wrong encryption key?)")
+        case .oversize(let size)?:
+            statistics.oversizeFrames += 1
+            warn("API: \(client.peer): frame of \(size) bytes over the limit")
+        case .protocolError(let text)?:
+            statistics.protocolErrors += 1
+            warn("API: \(client.peer): \(text)")
+        case nil:
+            break
+        }
+        flush(client)
+    }
+
+    /// The ESPHome release whose API this server follows, in `esphome_version` (Home Assistant
+    /// compares it with its own expectations of a proxy).
+    public static let esphomeVersion = "2025.8.0"
+
+    private var scannerStateMessage: ServerMessage {
+        .scannerState(scannerState, mode: scannerMode, configuredMode: scannerMode)
+    }
+
+    private func broadcastScannerState() {
+        for client in clients.values where client.session.subscribed {
+            client.session.send(scannerStateMessage)
+            flush(client)
+        }
+    }
+
+    // MARK: Advertisements
+
+    /// Queues one advertisement for every subscribed client; loop thread. Sent at the end of this
+    /// loop turn (or at once when a batch is full).
+    public func forward(_ advertisement: ServerMessage.RawAdvertisement) {
+        guard clients.values.contains(where: { $0.session.subscribed }) else { return }
+        pending.append(advertisement)
+        if pending.count >= Self.batchSize {
+            flushAdvertisements()
+        } else if !flushScheduled {
+            flushScheduled = true
+            loop.execute { [self] in flushAdvertisements() }
+        }
+    }
+
+    private func flushAdvertisements() {
+        flushScheduled = false
+        guard !pending.isEmpty else { return }
+        let message = ServerMessage.rawAdvertisements(pending)
+        let count = pending.count
+        pending.removeAll(keepingCapacity: true)
+        for client in clients.values where client.session.subscribed && !client.session.closing {
+            client.session.send(message)
+            statistics.advertisementsSent += count
+            flush(client)
+        }
+    }
+
+    // MARK: Sending, timeouts, closing
+
+    /// Moves the transport's bytes to the client's queue and writes what the socket takes.
+    private func flush(_ client: Client) {
+        if !client.session.outgoing.isEmpty {
+            client.queue += client.session.outgoing
+            client.session.outgoing.removeAll(keepingCapacity: true)
+        }
+        while client.pendingBytes > 0 {
+            let written = client.queue.withUnsafeBytes { buffer in
+                send(client.fd, buffer.baseAddress.map { $0 + client.sent }, client.pendingBytes, Int32(MSG_NOSIGNAL))
+            }
+            if written > 0 {
+                client.sent += written
+            } else if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                break
+            } else {
+                drop(client, "write: \(String(cString: strerror(errno)))")
+                return
+            }
+        }
+        if client.pendingBytes == 0 {
+            client.queue.removeAll(keepingCapacity: client.queue.capacity <= 65_536)
+            client.sent = 0
+        } else if client.sent >= 65_536 {
+            client.queue.removeFirst(client.sent)
+            client.sent = 0
+        }
+        if client.pendingBytes > configuration.maxQueuedBytes {
+            statistics.slowClients += 1
+            drop(client, "disconnected: \(client.pendingBytes) bytes unsent (a client that does not read)")
+            return
+        }
+        let wantsWrite = client.pendingBytes > 0
+        if wantsWrite != client.watchingWrites, let token = client.token {
+            client.watchingWrites = wantsWrite
+            loop.updateWatch(token, events: wantsWrite ? [.readable, .writable] : .readable)
+        }
+        if client.session.closing, client.pendingBytes == 0 { drop(client, nil) }
+    }
+
+    private func drop(_ client: Client, _ reason: String?) {
+        guard clients.removeValue(forKey: client.id) != nil else { return }
+        if let token = client.token { loop.removeWatch(token) }
+        Glibc.close(client.fd)
+        statistics.clients = clients.count
+        log(.info, "API: \(client.peer) disconnected" + (reason.map { " (\($0))" } ?? ""))
+    }
+
+    private func scheduleTick() {
+        tickToken = loop.addTimer(after: 1) { [unowned self] in
+            guard listenFD >= 0 else { return }
+            checkTimeouts()
+            scheduleTick()
+        }
+    }
+
+    private func checkTimeouts() {
+        let now = EventLoop.now()
+        for client in Array(clients.values) {
+            // A session that ended and still has bytes queued had a tick to send them.
+            if client.session.closing {
+                drop(client, "closed; \(client.pendingBytes) bytes left unsent")
+                continue
+            }
+            let connected = client.session.phase == .connected
+            let limit = connected ? configuration.idleTimeout : configuration.handshakeTimeout
+            let since = connected ? client.lastHeard : client.acceptedAt
+            let silent = Double(now &- since) / 1e9
+            if connected, !client.pinged, silent > limit / 2 {
+                // A client that is quiet for half the idle timeout is asked whether it is there,
+                // as ESPHome devices do; its PingResponse counts as hearing from it.
+                client.pinged = true
+                client.session.send(.empty(MessageType.pingRequest))
+                flush(client)
+                continue
+            }
+            if silent > limit {
+                statistics.idleTimeouts += 1
+                drop(
+                    client,
+                    connected ? "idle for \(Int(limit)) s" : "no handshake within \(Int(limit)) s")
+            }
+        }
+    }
+
+    /// One API connection.
+    final class Client {
+        let id: Int
+        let fd: Int32
+        let peer: String
+        let acceptedAt: UInt64
+        var lastHeard: UInt64
+        var token: EventLoop.Token?
+        var session: APISession
+        var queue: [UInt8] = []
+        var sent = 0
+        var watchingWrites = false
+        /// A PingRequest was sent after half the idle timeout of silence (cleared by any byte).
+        var pinged = false
+        var pendingBytes: Int { queue.count - sent }
+
+        init(id: Int, fd: Int32, peer: String, now: UInt64, session: APISession) {
+            self.id = id
+            self.fd = fd
+            self.peer = peer
+            self.acceptedAt = now
+            self.lastHeard = now
+            self.session = session
+        }
+    }
+}

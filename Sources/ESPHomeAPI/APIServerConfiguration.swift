@@ -1,0 +1,72 @@
+/// What the API server needs to know; `gattway run` builds it from `bluetooth_proxy`.
+public struct APIServerConfiguration: Sendable {
+    /// IPv4 address to listen on ("0.0.0.0", "127.0.0.1" in tests) and the port (0: any free one).
+    public var host: String
+    public var port: UInt16
+    public var encryption: APITransport.Encryption
+    /// The node name (HelloResponse, DeviceInfoResponse, the Noise server hello).
+    public var name: String
+    public var friendlyName: String
+    /// "AA:BB:CC:DD:EE:FF": the device's MAC and its Bluetooth adapter's (usually the same here).
+    public var macAddress: String
+    public var bluetoothMacAddress: String
+    /// gattway's version, in server_info and project_version.
+    public var version: String
+    public var maxClients: Int
+    /// GATT connection slots offered to clients (none are served yet: reported as 0 free).
+    public var connectionSlots: Int
+    /// The largest frame payload a client may send; larger frames close the connection.
+    public var maxFrame = 16 * 1024
+    /// Bytes waiting to be written to one client beyond which it is disconnected as too slow.
+    public var maxQueuedBytes = 256 * 1024
+    /// Seconds from accept to a finished handshake and HelloRequest.
+    public var handshakeTimeout: Double = 10
+    /// Seconds without a byte from an established client before it is closed (Home Assistant
+    /// pings every 20 s or so).
+    public var idleTimeout: Double = 90
+    /// The proxy features announced in DeviceInfoResponse (what gattway serves today).
+    public var features: BluetoothProxyFeatures = [.passiveScan, .rawAdvertisements, .stateAndMode]
+
+    public init(
+        host: String, port: UInt16, encryption: APITransport.Encryption, name: String, friendlyName: String,
+        macAddress: String, bluetoothMacAddress: String, version: String, maxClients: Int, connectionSlots: Int
+    ) {
+        self.host = host
+        self.port = port
+        self.encryption = encryption
+        self.name = name
+        self.friendlyName = friendlyName
+        self.macAddress = macAddress
+        self.bluetoothMacAddress = bluetoothMacAddress
+        self.version = version
+        self.maxClients = maxClients
+        self.connectionSlots = connectionSlots
+    }
+
+    /// The MAC as the Noise server hello carries it: 12 lower-case hex digits.
+    var helloMac: String { String(macAddress.lowercased().filter { $0 != ":" }) }
+}
+
+/// Counters of the API server, for logs and `bridge/health`.
+public struct APIServerStatistics: Sendable, Equatable {
+    /// Clients connected now.
+    public var clients = 0
+    /// Connections accepted since the start.
+    public var accepted = 0
+    /// Connections refused because `max_clients` were connected.
+    public var refusedFull = 0
+    /// Noise handshakes refused (almost always: a wrong key).
+    public var handshakeFailures = 0
+    /// Connections closed for malformed frames or protobuf, bad preambles or messages out of order.
+    public var protocolErrors = 0
+    /// Connections closed for a frame over the size limit.
+    public var oversizeFrames = 0
+    /// Connections closed for saying nothing (no handshake in time, or idle).
+    public var idleTimeouts = 0
+    /// Clients disconnected because their send queue exceeded its bound.
+    public var slowClients = 0
+    /// Advertisements written to clients (one per client that got it).
+    public var advertisementsSent = 0
+
+    public init() {}
+}

@@ -1,0 +1,178 @@
+/// One client's session without its socket: the transport (framing, Noise), the order of the
+/// session (HelloRequest first) and the answers to each message. The server owns one per
+/// connection and does the I/O; the fuzz target and tests feed it bytes directly.
+public struct APISession {
+    public enum Phase: Sendable, Equatable {
+        case handshake, awaitingHello, connected
+    }
+
+    /// Why a session ends on the client's bytes (each counted by the server).
+    public enum Failure: Sendable, Equatable {
+        case handshakeRefused
+        case oversize(UInt64)
+        /// Malformed frames or protobuf, a bad preamble, a message before HelloRequest.
+        case protocolError(String)
+    }
+
+    /// What one call to ``receive(_:scanner:)`` did.
+    public struct Outcome: Sendable {
+        public var failure: Failure?
+        /// Set when this input completed the HelloRequest: the client's description and API version.
+        public var hello: (info: String, major: UInt32, minor: UInt32)?
+        public var debug: [String] = []
+    }
+
+    public let configuration: APIServerConfiguration
+    public private(set) var phase: Phase
+    public private(set) var subscribed = false
+    /// True once the session is over (a failure, or a Disconnect exchanged): the owner sends
+    /// what is in ``outgoing`` and closes.
+    public private(set) var closing = false
+    public private(set) var transport: APITransport
+
+    /// Bytes to send to the client; the owner takes them.
+    public var outgoing: [UInt8] {
+        get { transport.outgoing }
+        set { transport.outgoing = newValue }
+    }
+
+    public init(configuration: APIServerConfiguration) {
+        self.init(configuration: configuration, ephemeralKey: nil)
+    }
+
+    package init(configuration: APIServerConfiguration, ephemeralKey: [UInt8]?) {
+        self.configuration = configuration
+        transport = APITransport(
+            encryption: configuration.encryption, name: configuration.name, mac: configuration.helloMac,
+            maxFrame: configuration.maxFrame, ephemeralKey: ephemeralKey)
+        phase = transport.isReady ? .awaitingHello : .handshake
+    }
+
+    /// Feeds received bytes; answers go to ``outgoing``.
+    public mutating func receive<C: Collection<UInt8>>(
+        _ bytes: C, scanner: (state: BluetoothScannerState, mode: BluetoothScannerMode)
+    ) -> Outcome {
+        var outcome = Outcome()
+        guard !closing else { return outcome }
+        let messages: [(type: UInt16, payload: [UInt8])]
+        do {
+            messages = try transport.receive(bytes)
+        } catch {
+            closing = true
+            switch error {
+            case .handshakeRefused: outcome.failure = .handshakeRefused
+            case .frame(.tooLarge(let size)): outcome.failure = .oversize(size)
+            default: outcome.failure = .protocolError("\(error)")
+            }
+            return outcome
+        }
+        if phase == .handshake, transport.isReady { phase = .awaitingHello }
+        for (type, payload) in messages {
+            let message: ClientMessage
+            do {
+                message = try ClientMessage.decode(type: type, payload: payload[...])
+            } catch {
+                closing = true
+                outcome.failure = .protocolError("malformed message \(type): \(error)")
+                return outcome
+            }
+            handle(message, scanner: scanner, &outcome)
+            if closing { break }
+        }
+        return outcome
+    }
+
+    /// Queues a message for the client (false before the handshake or when it cannot be framed).
+    @discardableResult
+    public mutating func send(_ message: ServerMessage) -> Bool { transport.send(message) }
+
+    private mutating func handle(
+        _ message: ClientMessage, scanner: (state: BluetoothScannerState, mode: BluetoothScannerMode),
+        _ outcome: inout Outcome
+    ) {
+        guard phase == .connected else {
+            guard case .hello(let info, let major, let minor) = message else {
+                closing = true
+                outcome.failure = .protocolError("\(message) before HelloRequest")
+                return
+            }
+            phase = .connected
+            send(
+                .helloResponse(
+                    major: APIServer.apiVersion.major, minor: APIServer.apiVersion.minor,
+                    serverInfo: "gattway \(configuration.version)", name: configuration.name))
+            outcome.hello = (info, major, minor)
+            return
+        }
+        let scannerState = ServerMessage.scannerState(scanner.state, mode: scanner.mode, configuredMode: scanner.mode)
+        switch message {
+        case .hello, .authentication, .pingResponse, .getTimeResponse, .subscription:
+            break
+        case .unknown(let type):
+            outcome.debug.append("message type \(type) ignored")
+        case .disconnectRequest:
+            send(.empty(MessageType.disconnectResponse))
+            closing = true
+        case .disconnectResponse:
+            closing = true
+        case .pingRequest:
+            send(.empty(MessageType.pingResponse))
+        case .deviceInfoRequest:
+            send(.deviceInfoResponse(deviceInfo))
+        case .deviceCapabilitiesRequest:
+            send(
+                .deviceCapabilitiesResponse(
+                    features: configuration.features, bluetoothMacAddress: configuration.bluetoothMacAddress))
+        case .listEntitiesRequest:
+            send(.empty(MessageType.listEntitiesDoneResponse))
+        case .subscribeBluetoothLEAdvertisements(let flags):
+            subscribed = true
+            if flags & BluetoothSubscriptionFlag.rawAdvertisements == 0 {
+                outcome.debug.append("asked for parsed advertisements; sending raw ones (as ESPHome does)")
+            }
+            send(scannerState)
+        case .unsubscribeBluetoothLEAdvertisements:
+            subscribed = false
+        case .subscribeBluetoothConnectionsFree:
+            // GATT connections through the proxy are not served yet: no slot is offered.
+            send(.connectionsFree(free: 0, limit: 0, allocated: []))
+        case .bluetoothScannerSetMode:
+            // BlueZ's discovery mode is not switched per client; report what it is.
+            send(scannerState)
+        case .bluetoothDeviceRequest(let address, let requestType, _):
+            refuseDeviceRequest(address: address, requestType: requestType)
+        case .gatt(let request):
+            // No connection through the proxy yet: every device is one it is not connected to.
+            send(.gattError(address: request.address, handle: request.handle, error: -1))
+        }
+    }
+
+    /// Device requests are answered at once with a failure until GATT proxying exists.
+    private mutating func refuseDeviceRequest(address: UInt64, requestType: UInt32) {
+        let notSupported: Int32 = 6  // ESP_GATT_REQ_NOT_SUPPORTED, in the ESP-IDF codes ESPHome reports
+        let connectFailed: Int32 = 0x85  // ESP_GATT_ERROR: "Connection failed due to GATT operation error"
+        var writer = ProtobufWriter()
+        writer.varint(1, address)
+        writer.int32(3, notSupported)
+        switch requestType {
+        case 2: send(ServerMessage(type: MessageType.bluetoothDevicePairingResponse, payload: writer.bytes))
+        case 3: send(ServerMessage(type: MessageType.bluetoothDeviceUnpairingResponse, payload: writer.bytes))
+        case 6: send(ServerMessage(type: MessageType.bluetoothDeviceClearCacheResponse, payload: writer.bytes))
+        case 1:  // disconnect: nothing is connected
+            send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
+        default:  // connect, with or without cache
+            send(.deviceConnection(address: address, connected: false, mtu: 0, error: connectFailed))
+        }
+    }
+
+    private var deviceInfo: ServerMessage.DeviceInfo {
+        let encrypted: Bool
+        if case .noise = configuration.encryption { encrypted = true } else { encrypted = false }
+        return ServerMessage.DeviceInfo(
+            name: configuration.name, friendlyName: configuration.friendlyName, macAddress: configuration.macAddress,
+            bluetoothMacAddress: configuration.bluetoothMacAddress, esphomeVersion: APIServer.esphomeVersion,
+            compilationTime: "", model: "gattway", manufacturer: "gattway", projectName: "gattway.gattway",
+            projectVersion: configuration.version, bluetoothProxyFeatures: configuration.features,
+            apiEncryptionSupported: encrypted)
+    }
+}

@@ -1,0 +1,141 @@
+import BlueZ
+import Bluetooth
+import ESPHomeAPI
+import EventLoop
+import Gateway
+import JSON
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `bluetooth_proxy` (docs/ha-bluetooth-proxy.md): the ESPHome native API server beside the
+/// gateway core, fed by a scan of its own on the same central. The core and its MQTT side do not
+/// know about it; both see every advertisement (the central hands each BlueZ report to every scan).
+/// The server is announced by mDNS through Avahi when Avahi runs (``AvahiAnnouncer``).
+struct BluetoothProxy: Sendable {
+    let server: APIServer
+    let loop: EventLoop
+    let central: CentralManager
+    let scan: ScanToken?
+    let announcer: AvahiAnnouncer?
+    /// Follows the adapter's state into BluetoothScannerStateResponse.
+    let stateFollower: Task<Void, Never>
+
+    /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
+    /// a scan that cannot start is a warning (the server still answers, with no advertisements).
+    static func start(config: GatewayConfig, central: CentralManager, loop: EventLoop, log: GatewayLogger)
+        async throws -> BluetoothProxy
+    {
+        let settings = config.bluetoothProxy
+        let mac = (await central.adapterAddress)?.description ?? "00:00:00:00:00:00"
+        let name = settings.name ?? hostName()
+        let configuration = APIServerConfiguration(
+            host: settings.host, port: settings.port,
+            encryption: settings.encryptionKey.map { .noise(psk: $0) } ?? .plaintext,
+            name: name, friendlyName: name, macAddress: mac, bluetoothMacAddress: mac, version: BuildInfo.version,
+            maxClients: settings.maxClients, connectionSlots: settings.connectionSlots)
+        let server = try await loop.submit {
+            let server = APIServer(configuration: configuration, loop: loop) { level, line in
+                switch level {
+                case .debug: log(.debug, line)
+                case .info: log(.info, line)
+                case .notice: log(.notice, line)
+                case .warning: log(.warning, line)
+                case .error: log(.error, line)
+                }
+            }
+            try server.start()
+            return server
+        }
+        let port = try await loop.submit { server.port }
+        log(
+            .notice,
+            "Bluetooth proxy: ESPHome API on \(settings.host):\(port) as \"\(name)\""
+                + (settings.encryptionKey == nil ? " (plaintext)" : " (Noise encryption)"))
+        var token: ScanToken?
+        do {
+            token = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
+                // On the loop thread, inside the handling of BlueZ's signal.
+                server.forward(Self.rawAdvertisement(result))
+            }
+        } catch {
+            log(.warning, "Bluetooth proxy: cannot scan: \(error)")
+            _ = try? await loop.submit { server.scannerState = .failed }
+        }
+        var announcer: AvahiAnnouncer?
+        do {
+            announcer = try await AvahiAnnouncer.announce(configuration, port: port, on: loop)
+            log(.info, "Bluetooth proxy: announced as \(AvahiAnnouncer.serviceType) \"\(name)\" through Avahi")
+        } catch {
+            log(
+                .warning,
+                "Bluetooth proxy: not announced by mDNS (Avahi: \(error)); add it in Home Assistant by address, port \(port)"
+            )
+        }
+        // The adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
+        // stopped, and running again when discovery is re-armed.
+        let scanning = token != nil
+        let stateFollower = Task {
+            for await state in await central.stateUpdates() {
+                let scannerState: BluetoothScannerState =
+                    state == .poweredOn ? (scanning ? .running : .failed) : .stopped
+                _ = try? await loop.submit { server.scannerState = scannerState }
+            }
+        }
+        return BluetoothProxy(
+            server: server, loop: loop, central: central, scan: token, announcer: announcer,
+            stateFollower: stateFollower)
+    }
+
+    /// One BlueZ report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
+    /// 1 random), the RSSI (-127 when BlueZ gave none) and the AD bytes rebuilt from its fields.
+    static func rawAdvertisement(_ result: ScanResult) -> ServerMessage.RawAdvertisement {
+        ServerMessage.RawAdvertisement(
+            address: result.peripheral.address.rawValue, rssi: Int32(result.rssi ?? -127),
+            addressType: result.peripheral.addressType == .random ? 1 : 0,
+            data: AdvertisementBytes.build(result.advertisementData))
+    }
+
+    /// Stops the scan, says goodbye to the clients and closes the listener.
+    func stop() async {
+        stateFollower.cancel()
+        await announcer?.withdraw()
+        if let scan { await central.stopScan(scan) }
+        _ = try? await loop.submit { server.stop() }
+    }
+
+    /// The `bluetooth_proxy` section of `bridge/health`; called on the loop.
+    func healthSection() -> [(key: String, value: JSONValue)] {
+        let statistics = server.statistics
+        func number(_ value: Int) -> JSONValue { .number(Double(value)) }
+        return [
+            (
+                "bluetooth_proxy",
+                .object([
+                    ("clients", number(statistics.clients)), ("accepted", number(statistics.accepted)),
+                    ("advertisements_sent", number(statistics.advertisementsSent)),
+                    (
+                        "closed",
+                        .object([
+                            ("max_clients", number(statistics.refusedFull)),
+                            ("handshake", number(statistics.handshakeFailures)),
+                            ("protocol", number(statistics.protocolErrors)),
+                            ("oversize", number(statistics.oversizeFrames)),
+                            ("idle", number(statistics.idleTimeouts)),
+                            ("slow", number(statistics.slowClients)),
+                        ])
+                    ),
+                ])
+            )
+        ]
+    }
+
+    /// The host name, cut to ESPHome's 31 characters (the default `name`).
+    static func hostName() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gattway" }
+        let name = String(cString: buffer)
+        return name.isEmpty ? "gattway" : String(name.prefix(31))
+    }
+}

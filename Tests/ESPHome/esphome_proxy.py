@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""The Bluetooth proxy of `gattway run` as Home Assistant sees it, through aioesphomeapi.
+
+Run by Tests/ESPHome/run.sh (make test-esphome) with DBUS_SYSTEM_BUS_ADDRESS naming a private bus
+on which the BlueZ simulator plays Tests/ESPHome/scenario.json. Starts a mosquitto and `gattway
+run` with bluetooth_proxy enabled on loopback, then checks:
+  1. enabled without encryption_key (and without plaintext) is a config error: exit 78;
+  2. aioesphomeapi connects with the Noise key and reads DeviceInfo (name, proxy feature flags);
+  3. a wrong key fails with InvalidEncryptionKeyAPIError, a plaintext client is refused;
+  4. two clients subscribed to raw advertisements both receive the simulator's BTHome and Ruuvi
+     advertisements, whose AD bytes match the service and manufacturer data BlueZ exposes
+     (read with gdbus from the simulator's org.bluez); a third advertiser carries the simulator's
+     monotonic clock, and the median time from its report to the client is at most 100 ms;
+  5. hostile bytes (plaintext to the Noise server, a frame over the limit, a message instead of
+     the handshake, garbage) each close their connection; the MQTT side keeps working:
+     bridge/state online, and bridge/health counts the refused handshake, the oversize frame and
+     the protocol errors in its bluetooth_proxy section;
+  6. the proxy is announced as _esphomelib._tcp through Avahi's D-Bus API (fake_avahi.py stands
+     in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
+     reads, and withdrawn at the stop;
+  7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key;
+  8. SIGTERM stops gattway with exit 0.
+Prints 'N passed, N failed' at the end; exits 1 on any failure.
+"""
+import asyncio
+import base64
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from aioesphomeapi import APIClient
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError
+from aioesphomeapi.model import BluetoothProxyFeature, BluetoothScannerMode, BluetoothScannerState
+
+GATTWAY = sys.argv[1]
+BUS = os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
+KEY = base64.b64encode(bytes(range(32))).decode()
+WRONG_KEY = base64.b64encode(bytes(range(1, 33))).decode()
+BTHOME = "A4:C1:38:00:00:04"
+RUUVI = "C4:D3:8C:12:4A:5F"
+
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append(ok)
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def mac_int(text):
+    return int(text.replace(":", ""), 16)
+
+
+def ad_structures(data):
+    """(type, payload) of each AD structure."""
+    out, i = [], 0
+    while i < len(data) and data[i] != 0:
+        length = data[i]
+        out.append((data[i + 1], bytes(data[i + 2 : i + 1 + length])))
+        i += 1 + length
+    return out
+
+
+def bluez_properties(address):
+    """Device1 properties of the simulator's device as gdbus prints them."""
+    path = "/org/bluez/hci0/dev_" + address.replace(":", "_")
+    return subprocess.run(
+        ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", path, "--method",
+         "org.freedesktop.DBus.Properties.GetAll", "org.bluez.Device1"],
+        capture_output=True, text=True, check=True).stdout
+
+
+def gdbus_bytes(text):
+    return bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", text))
+
+
+def manufacturer_data(properties):
+    return {int(company): gdbus_bytes(data)
+            for company, data in re.findall(r"uint16 (\d+): <\[([^\]]*)\]>", properties)}
+
+
+def service_data(properties):
+    return {uuid: gdbus_bytes(data)
+            for uuid, data in re.findall(r"'([0-9a-f-]{36})': <\[([^\]]*)\]>", properties)}
+
+
+async def run_clients(port):
+    # 2. The right key: DeviceInfo.
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-test")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo name", info.name == "esphome-test", info.name)
+    check("DeviceInfo proxy flags: passive scan and raw advertisements",
+          flags & BluetoothProxyFeature.PASSIVE_SCAN and flags & BluetoothProxyFeature.RAW_ADVERTISEMENTS, flags)
+    check("DeviceInfo MAC is the adapter's", info.bluetooth_mac_address == "00:AA:01:00:00:00",
+          info.bluetooth_mac_address)
+
+    # 3. A wrong key and a plaintext client.
+    wrong = APIClient("127.0.0.1", port, None, noise_psk=WRONG_KEY)
+    try:
+        await wrong.connect(login=True)
+        check("a wrong key is refused", False, "connected")
+    except InvalidEncryptionKeyAPIError:
+        check("a wrong key is refused", True)
+    except Exception as error:  # noqa: BLE001
+        check("a wrong key is refused", False, repr(error))
+    plain = APIClient("127.0.0.1", port, None)
+    try:
+        await plain.connect(login=True)
+        check("a plaintext client is refused", False, "connected")
+    except APIConnectionError:
+        check("a plaintext client is refused", True)
+
+    # 4. Two subscribers, each gets both advertisers.
+    second = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-test-2")
+    await second.connect(login=True)
+    seen = [{}, {}]
+
+    latencies = []
+
+    def collector(index):
+        def on_advertisements(response):
+            now = time.monotonic_ns()
+            for adv in response.advertisements:
+                data = bytes(adv.data)
+                seen[index][adv.address] = (adv.address_type, adv.rssi, data)
+                stamp = dict(ad_structures(data)).get(0xFF, b"")
+                if index == 0 and len(stamp) == 10 and stamp[:2] == b"\xff\xff":
+                    latencies.append((now - int.from_bytes(stamp[2:], "little")) / 1e6)
+        return on_advertisements
+
+    states = []
+    client.subscribe_bluetooth_scanner_state(states.append)
+    client.subscribe_bluetooth_le_raw_advertisements(collector(0))
+    second.subscribe_bluetooth_le_raw_advertisements(collector(1))
+    wanted = {mac_int(BTHOME), mac_int(RUUVI)}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not all(wanted <= set(s) for s in seen):
+        await asyncio.sleep(0.1)
+    check("scanner state: running, active",
+          bool(states) and states[0].state == BluetoothScannerState.RUNNING
+          and states[0].mode == BluetoothScannerMode.ACTIVE, states)
+    for index in (0, 1):
+        check(f"client {index + 1} received the BTHome and Ruuvi advertisements",
+              wanted <= set(seen[index]), [hex(a) for a in seen[index]])
+    if wanted <= set(seen[0]):
+        bthome = dict(ad_structures(seen[0][mac_int(BTHOME)][2]))
+        ruuvi = dict(ad_structures(seen[0][mac_int(RUUVI)][2]))
+        expected_service = service_data(bluez_properties(BTHOME))["0000fcd2-0000-1000-8000-00805f9b34fb"]
+        expected_ruuvi = manufacturer_data(bluez_properties(RUUVI))[0x0499]
+        check("BTHome service data bytes match BlueZ's (FCD2, v2 device info 0x40)",
+              bthome.get(0x16) == b"\xd2\xfc" + expected_service and expected_service[0] == 0x40,
+              (bthome, expected_service))
+        check("Ruuvi manufacturer data bytes match BlueZ's (0x0499, format 5)",
+              ruuvi.get(0xFF) == b"\x99\x04" + expected_ruuvi and expected_ruuvi[0] == 0x05,
+              (ruuvi, expected_ruuvi))
+        check("names are carried (complete local name)",
+              bthome.get(0x09) == b"BTHome TH" and ruuvi.get(0x09) == b"Ruuvi 4A5F", (bthome, ruuvi))
+        check("address type and RSSI", seen[0][mac_int(RUUVI)][0] == 1 and seen[0][mac_int(BTHOME)][0] == 0
+              and seen[0][mac_int(BTHOME)][1] == -66, seen[0])
+        check("both clients got the same bytes", seen[0][mac_int(RUUVI)][2] == seen[1][mac_int(RUUVI)][2])
+    # The simulator (another process) stamps its monotonic clock into the stamp device's reports;
+    # time.monotonic_ns() reads the same clock. The median is the check (the issue's bound is
+    # 100 ms); the tail depends on the machine's load and is only printed.
+    await asyncio.sleep(2)
+    latencies.sort()
+    median = latencies[len(latencies) // 2] if latencies else None
+    tail = latencies[int(len(latencies) * 0.95)] if latencies else None
+    check(f"advertisements reach the client promptly: median {median and round(median, 1)} ms, "
+          f"p95 {tail and round(tail, 1)} ms over {len(latencies)}",
+          median is not None and len(latencies) >= 20 and median <= 100, latencies[-5:])
+    await client.disconnect()
+    await second.disconnect()
+
+
+def hostile(port, payload):
+    """Sends payload on a fresh connection; returns what came back before the server closed
+    (None when it did not close within 5 s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(payload)
+        received = b""
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    return received
+                received += chunk
+        except (socket.timeout, ConnectionResetError):
+            return None
+
+
+def lan_safety(port):
+    """Hostile bytes against the running proxy: each connection is closed (and counted)."""
+    plain = hostile(port, b"\x00\x00\x07")
+    check("a plaintext frame to the Noise server: told it encrypts, closed",
+          plain is not None and plain.startswith(b"\x01") and b"Bad indicator byte" in plain, plain)
+    big = hostile(port, b"\x01\x00\x00" + b"\x01\xff\xff" + bytes(1000))
+    check("a frame over the size limit: closed", big is not None, big)
+    early = hostile(port, b"\x01\x00\x00" + b"\x01\x00\x03\x05\x01\x02")
+    check("a message instead of the handshake: closed", early is not None, early)
+    garbage = hostile(port, bytes(range(7, 200)))
+    check("garbage: closed", garbage is not None, garbage)
+
+
+def mqtt_messages(port, topic, count, timeout=15):
+    out = subprocess.run(
+        ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-t", topic, "-C", str(count), "-W", str(timeout)],
+        capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="gattway-esphome.")
+    mqtt_port, api_port = free_port(), free_port()
+    with open(f"{work}/mosquitto.conf", "w") as f:
+        f.write(f"listener {mqtt_port} 127.0.0.1\nallow_anonymous true\n")
+    broker = subprocess.Popen(["mosquitto", "-c", f"{work}/mosquitto.conf"], stderr=subprocess.DEVNULL)
+    config = {
+        "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": "esphometest"},
+        "health": {"interval": "1s"},
+        "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": "esphome-test",
+                            "encryption_key": KEY},
+    }
+    # 1. No key and no plaintext: a config error.
+    with open(f"{work}/nokey.json", "w") as f:
+        json.dump({"bluetooth_proxy": {"enabled": True}}, f)
+    code = subprocess.run([GATTWAY, "run", "--config", f"{work}/nokey.json"], capture_output=True, text=True)
+    check("enabled without encryption_key exits 78", code.returncode == 78 and "encryption_key" in code.stderr,
+          (code.returncode, code.stderr))
+
+    avahi_record = f"{work}/avahi.jsonl"
+    avahi = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "fake_avahi.py"), BUS,
+                              avahi_record])
+    for _ in range(100):
+        if os.path.exists(avahi_record):
+            break
+        time.sleep(0.1)
+    with open(f"{work}/config.json", "w") as f:
+        json.dump(config, f)
+    os.chmod(f"{work}/config.json", 0o600)
+    log = open(f"{work}/gattway.log", "w+")
+    gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/config.json", "--log-level", "debug"],
+                               stderr=log, stdout=log)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            log.seek(0)
+            if "ESPHome API on" in log.read():
+                break
+            time.sleep(0.1)
+        asyncio.run(run_clients(api_port))
+        lan_safety(api_port)
+        # 5. MQTT unchanged, and the refused handshake counted.
+        state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
+        check("MQTT bridge/state online", state and json.loads(state[0]).get("state") == "online", state)
+        health = {}
+        for _ in range(5):
+            lines = mqtt_messages(mqtt_port, "esphometest/bridge/health", 1)
+            health = json.loads(lines[0]).get("bluetooth_proxy", {}) if lines else {}
+            closed = health.get("closed", {})
+            if closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4:
+                break
+        closed = health.get("closed", {})
+        check("bridge/health counts the refused handshake, the oversize frame and the protocol errors",
+              closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4
+              and health.get("advertisements_sent", 0) > 0, health)
+        # 7. gattway doctor's proxy checks against the running proxy.
+        doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
+                                capture_output=True, text=True)
+        checks = {c["check"]: c for c in json.loads(doctor.stdout or "{}").get("checks", [])}
+        for name in ("proxy", "avahi", "api key"):
+            check(f"doctor: {name} ok", checks.get(name, {}).get("status") == "ok", checks.get(name))
+        # 8. A clean stop.
+        gateway.send_signal(signal.SIGTERM)
+        check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
+        # 6. The mDNS announcement, and its withdrawal.
+        calls = [json.loads(line) for line in open(avahi_record)]
+        added = [c for c in calls if c["call"] == "AddService"]
+        service = added[0] if added else {}
+        txt = dict(t.split("=", 1) for t in service.get("txt", []))
+        check("announced as _esphomelib._tcp with name and port, on IPv4 (where it listens)",
+              service.get("type") == "_esphomelib._tcp" and service.get("name") == "esphome-test"
+              and service.get("port") == api_port and service.get("protocol") == 0, service)
+        check("TXT: mac, version, api_encryption",
+              txt.get("mac") == "00aa01000000" and txt.get("version") and
+              txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)
+        check("committed, then freed at the stop", [c["call"] for c in calls][1:] == ["AddService", "Commit", "Free"],
+              calls)
+    finally:
+        avahi.terminate()
+        if gateway.poll() is None:
+            gateway.kill()
+        broker.terminate()
+        broker.wait()
+        log.seek(0)
+        text = log.read()
+        if not all(results):
+            print("--- gattway log ---\n" + text[-6000:])
+    print(f"{results.count(True)} passed, {results.count(False)} failed")
+    sys.exit(0 if all(results) else 1)
+
+
+main()

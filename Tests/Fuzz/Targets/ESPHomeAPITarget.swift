@@ -1,0 +1,146 @@
+import ESPHomeAPI
+import JSON
+
+extension FuzzTargets {
+    /// What a LAN client sends to the Bluetooth proxy's ESPHome API server (docs/ha-bluetooth-proxy.md):
+    /// bytes in plaintext or Noise framing, through the frame decoders, the Noise handshake, the
+    /// protobuf decoder and the session (APISession, the server's per-client state machine without
+    /// its socket), in chunks as TCP would cut them.
+    ///
+    /// Encoding: a mode byte (bit 0: Noise with the vectors' key and server ephemeral key, so the
+    /// seeds' handshake and encrypted frames are valid), then chunks (a length byte, the bytes).
+    /// Properties: no trap; a session that ended sends nothing more and stays ended; the bytes it
+    /// sends stay proportional to what it received (no amplification); a protobuf payload that
+    /// decodes as a HelloRequest encodes back to one that decodes the same.
+    static let esphomeAPI = FuzzTarget(
+        name: "esphome-api",
+        summary: "client bytes through the ESPHome API frame, Noise, protobuf decoders and the session",
+        seeds: { ESPHomeAPISeeds.all },
+        run: { bytes in
+            var input = FuzzInput(bytes)
+            let mode = input.byte()
+            var configuration = ESPHomeAPISeeds.configuration(noise: mode & 1 != 0)
+            configuration.maxFrame = 512
+            var session = APISession(
+                configuration: configuration, ephemeralKey: mode & 1 != 0 ? ESPHomeAPISeeds.serverEphemeral : nil)
+            var received = 0
+            var ended = false
+            while !input.isEmpty {
+                let chunk = input.chunk()
+                received += chunk.count
+                let before = session.outgoing.count
+                let outcome = session.receive(chunk, scanner: (.running, .active))
+                if ended {
+                    fuzzProperty(session.outgoing.count == before, "an ended session sent more bytes")
+                    fuzzProperty(outcome.failure == nil, "an ended session failed again")
+                }
+                fuzzProperty(!(outcome.failure != nil && !session.closing), "a failure that did not end the session")
+                ended = session.closing
+                // Each client message is answered with at most one bounded message.
+                fuzzProperty(
+                    session.outgoing.count <= 400 * (received + 1),
+                    "\(session.outgoing.count) bytes out for \(received) in")
+            }
+            // The protobuf decoder on the raw input as any message type.
+            let type = UInt16(truncatingIfNeeded: mode)
+            if let message = try? ClientMessage.decode(type: type, payload: bytes.dropFirst()),
+                case .hello(let info, let major, let minor) = message
+            {
+                var writer = ProtobufWriter()
+                writer.string(1, info)
+                writer.uint32(2, major)
+                writer.uint32(3, minor)
+                let again = try? ClientMessage.decode(type: MessageType.helloRequest, payload: writer.bytes[...])
+                fuzzProperty(again == message, "HelloRequest did not survive encode → decode")
+            }
+        })
+}
+
+/// Seeds for ``FuzzTargets/esphomeAPI``: a plaintext session (hello, device info, list entities,
+/// subscribe, ping, device request, disconnect) and the Noise vectors' handshake and frames.
+enum ESPHomeAPISeeds {
+    static let vectors: JSONValue? = FixtureFiles.repositoryFile("Tests/Fixtures/esphome/noise-vectors.json").flatMap {
+        try? JSONValue.parse($0)
+    }
+
+    static func hex(_ key: String) -> [UInt8] {
+        guard case .object(let members)? = vectors,
+            case .string(let text)? = members.first(where: { $0.key == key })?.value
+        else { return [] }
+        return hexBytes(text)
+    }
+
+    static func hexList(_ key: String) -> [[UInt8]] {
+        guard case .object(let members)? = vectors,
+            case .array(let items)? = members.first(where: { $0.key == key })?.value
+        else { return [] }
+        return items.compactMap { if case .string(let text) = $0 { hexBytes(text) } else { nil } }
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8] {
+        let digits = Array(text.utf8)
+        return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
+            UInt8(String(decoding: digits[$0..<($0 + 2)], as: UTF8.self), radix: 16)
+        }
+    }
+
+    static let serverEphemeral: [UInt8] = hex("server_ephemeral_private")
+
+    static func configuration(noise: Bool) -> APIServerConfiguration {
+        APIServerConfiguration(
+            host: "127.0.0.1", port: 0, encryption: noise ? .noise(psk: hex("psk")) : .plaintext, name: "fuzz",
+            friendlyName: "Fuzz", macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF",
+            version: "fuzz", maxClients: 4, connectionSlots: 3)
+    }
+
+    static func chunks(_ pieces: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        for piece in pieces {
+            var rest = piece[...]
+            while !rest.isEmpty {
+                let part = rest.prefix(255)
+                out.append(UInt8(part.count))
+                out += part
+                rest = rest.dropFirst(part.count)
+            }
+        }
+        return out
+    }
+
+    static func plain(_ type: UInt16, _ payload: [UInt8] = []) -> [UInt8] {
+        PlaintextFrameDecoder.encode(ServerMessage(type: type, payload: payload))
+    }
+
+    static func noiseFrame(_ body: [UInt8]) -> [UInt8] { NoiseFrameDecoder.encode(body) ?? [] }
+
+    static let all: [[UInt8]] = {
+        let hello: [UInt8] = [0x0A, 0x02, 0x48, 0x41, 0x10, 0x01, 0x18, 0x0A]
+        let session = [
+            plain(MessageType.helloRequest, hello), plain(MessageType.authenticationRequest),
+            plain(MessageType.deviceInfoRequest), plain(MessageType.listEntitiesRequest),
+            plain(MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01]),
+            plain(MessageType.subscribeBluetoothConnectionsFreeRequest), plain(MessageType.pingRequest),
+            plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x10, 0x04]),
+            plain(MessageType.bluetoothScannerSetModeRequest, [0x08, 0x01]),
+            plain(MessageType.deviceCapabilitiesRequest),
+            plain(MessageType.bluetoothGATTGetServicesRequest, [0x08, 0x01]),
+            plain(MessageType.bluetoothGATTWriteRequest, [0x08, 0x01, 0x10, 0x15, 0x18, 0x01, 0x22, 0x02, 0x68, 0x69]),
+            plain(MessageType.bluetoothGATTNotifyRequest, [0x08, 0x01, 0x10, 0x0B, 0x18, 0x01]),
+            plain(MessageType.disconnectRequest),
+        ]
+        var seeds = [[0] + chunks(session), [0] + chunks([session.joined().map { $0 }])]
+        seeds.append([0] + chunks([plain(MessageType.deviceInfoRequest)]))  // before hello
+        seeds.append([0] + chunks([[0x00, 0xFF, 0xFF, 0x03, 0x01]]))  // oversize
+        let handshake = [noiseFrame([]), noiseFrame([0x00] + hex("client_handshake"))]
+        let frames = hexList("to_server_cipher").map(noiseFrame)
+        seeds.append([1] + chunks(handshake + frames))
+        seeds.append([1] + chunks([noiseFrame([]), noiseFrame([0x00] + hex("client_handshake_wrong_psk"))]))
+        seeds.append([1] + chunks([plain(MessageType.helloRequest, hello)]))
+        seeds.append([MessageType.helloRequest.lowByte] + hello)
+        return seeds
+    }()
+}
+
+extension UInt16 {
+    fileprivate var lowByte: UInt8 { UInt8(truncatingIfNeeded: self) }
+}
