@@ -85,6 +85,15 @@ test-conformance: deps
 	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
 
+# $(call pinned_venv,DIR,REQUIREMENTS): the virtualenv DIR with the pinned test instruments of
+# REQUIREMENTS, made when missing and installed again only when the file changed (a copy is kept
+# in DIR to compare).
+define pinned_venv
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	@cmp -s $(2) $(1)/requirements.txt \
+	  || { $(1)/bin/pip install -q -r $(2) && cp $(2) $(1)/requirements.txt; }
+endef
+
 # The oracle lane (Tests/Oracles, docs/parsers.md "Oracle lane"): per parser family, seeded random
 # valid advertisements decoded by `gattway decode` and by the family's maintained open-source
 # parser (PyPI, pinned in Tests/Oracles/requirements.txt, in .venv-oracles created only when
@@ -93,10 +102,7 @@ test-conformance: deps
 ORACLE_FRAMES ?= 300
 test-oracles: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	@test -x .venv-oracles/bin/python || $(PYTHON) -m venv .venv-oracles
-	@cmp -s Tests/Oracles/requirements.txt .venv-oracles/requirements.txt \
-	  || { .venv-oracles/bin/pip install -q -r Tests/Oracles/requirements.txt \
-	       && cp Tests/Oracles/requirements.txt .venv-oracles/requirements.txt; }
+	$(call pinned_venv,.venv-oracles,Tests/Oracles/requirements.txt)
 	.venv-oracles/bin/python Tests/Oracles/oracle_lane.py \
 	  "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" \
 	  --frames $(ORACLE_FRAMES) --report .build/oracle-report.txt
@@ -109,10 +115,7 @@ test-oracles: deps
 # advertisements raw with BlueZ's bytes, MQTT unchanged, exit 78 without a key. About 20 s.
 test-esphome: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	@test -x .venv-esphome/bin/python || $(PYTHON) -m venv .venv-esphome
-	@cmp -s Tests/ESPHome/requirements.txt .venv-esphome/requirements.txt \
-	  || { .venv-esphome/bin/pip install -q -r Tests/ESPHome/requirements.txt \
-	       && cp Tests/ESPHome/requirements.txt .venv-esphome/requirements.txt; }
+	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome/bin/python
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
@@ -177,4 +180,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench .venv-esphome bench/results.json
+	rm -rf .build .venv .venv-bench .venv-esphome .venv-oracles bench/results.json
