@@ -75,10 +75,12 @@ public final class APIServer: @unchecked Sendable {
         log: @escaping @Sendable (APIServerLogLevel, String) -> Void
     ) {
         var configuration = configuration
+        // Remote caching too: aioesphomeapi only connects with the V3 requests it implies (the
+        // client keeps the services; BlueZ keeps its own cache, so both V3 variants connect alike).
         if backend != nil, configuration.connectionSlots > 0 {
-            configuration.features.insert(.activeConnections)
+            configuration.features.formUnion([.activeConnections, .remoteCaching])
         } else {
-            configuration.features.remove(.activeConnections)
+            configuration.features.subtract([.activeConnections, .remoteCaching])
         }
         self.configuration = configuration
         self.loop = loop

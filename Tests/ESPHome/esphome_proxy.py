@@ -19,7 +19,15 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
      reads, and withdrawn at the stop;
   7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key;
-  8. SIGTERM stops gattway with exit 0.
+  8. SIGTERM stops gattway with exit 0;
+  9. connections through the proxy (connection_slots 2) with aioesphomeapi's own GATT calls, as
+     bleak-esphome makes them for Home Assistant: DeviceInfo claims active connections and remote
+     caching; a connect to the scenario's battery device answers connected with an MTU; the
+     services carry 180F/2A19 (with its 2901 descriptor) and FF00; read, the descriptor read, a
+     write with and one without response (read back through reflect_writes_to), an ATT error
+     (0x80) from a failing read, notifications of 2A19 after start_notify; the connections-free
+     count follows; a third connect beyond the two slots fails, and after a disconnect succeeds;
+     a client that leaves the API frees its slots; an unknown address fails to connect.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -35,7 +43,7 @@ import tempfile
 import time
 
 from aioesphomeapi import APIClient
-from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError, BluetoothGATTAPIError
 from aioesphomeapi.model import BluetoothProxyFeature, BluetoothScannerMode, BluetoothScannerState
 
 GATTWAY = sys.argv[1]
@@ -44,6 +52,9 @@ KEY = base64.b64encode(bytes(range(32))).decode()
 WRONG_KEY = base64.b64encode(bytes(range(1, 33))).decode()
 BTHOME = "A4:C1:38:00:00:04"
 RUUVI = "C4:D3:8C:12:4A:5F"
+BATTERY = "A4:C1:38:00:00:10"
+SPARE1 = "A4:C1:38:00:00:11"
+SPARE2 = "A4:C1:38:00:00:12"
 
 results = []
 
@@ -186,6 +197,111 @@ async def run_clients(port):
     await second.disconnect()
 
 
+async def connect_device(client, address, flags, timeout=30):
+    """Connects through the proxy; returns (connected, mtu, error) of the first answer."""
+    states = []
+    await client.bluetooth_device_connect(mac_int(address), lambda c, m, e: states.append((c, m, e)),
+                                          timeout=timeout, feature_flags=flags, address_type=0)
+    return states[0] if states else (False, 0, None), states
+
+
+async def run_gatt(port):
+    # 9. Connections through the proxy.
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-gatt")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo proxy flags: active connections and remote caching",
+          flags & BluetoothProxyFeature.ACTIVE_CONNECTIONS and flags & BluetoothProxyFeature.REMOTE_CACHING, flags)
+    free = []
+    client.subscribe_bluetooth_connections_free(lambda f, l, a: free.append((f, l, list(a))))
+    # The devices must be known to BlueZ: the proxy's own scan finds them (they advertise).
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and "Proxy Spare 2" not in bluez_properties(SPARE2):
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+    check("connections free: 2 of 2 at first", free and free[0][:2] == (2, 2), free)
+    battery = mac_int(BATTERY)
+    (connected, mtu, error), states = await connect_device(client, BATTERY, flags)
+    check("connect through the proxy: connected with an MTU", connected and mtu >= 23 and error == 0, states)
+    await asyncio.sleep(0.3)
+    check("connections free: 1 of 2, the battery device allocated",
+          free and free[-1][0] == 1 and battery in free[-1][2], free)
+    services = await client.bluetooth_gatt_get_services(battery)
+    by_uuid = {}
+    for service in services.services:
+        for characteristic in service.characteristics:
+            by_uuid[characteristic.uuid[4:8].upper()] = characteristic
+    service_uuids = sorted(service.uuid[4:8].upper() for service in services.services)
+    check("services: 180F and FF00 with their characteristics",
+          "180F" in service_uuids and "FF00" in service_uuids and {"2A19", "FF01", "FF02", "FF03"} <= set(by_uuid),
+          (service_uuids, list(by_uuid)))
+    level = by_uuid.get("2A19")
+    if level is None:
+        await client.disconnect()
+        return
+    check("2A19 properties: read and notify", level.properties & 0x02 and level.properties & 0x10, level.properties)
+    value = await client.bluetooth_gatt_read(battery, level.handle)
+    check("read 2A19 = 87", bytes(value) == b"\x57", value)
+    user = [d for d in level.descriptors if d.uuid[4:8].upper() == "2901"]
+    if user:
+        text = await client.bluetooth_gatt_read_descriptor(battery, user[0].handle)
+        check("read descriptor 2901 = Level", bytes(text) == b"Level", text)
+    else:
+        check("descriptor 2901 listed", False, level.descriptors)
+    await client.bluetooth_gatt_write(battery, by_uuid["FF01"].handle, b"\x2a", response=True)
+    echoed = await client.bluetooth_gatt_read(battery, by_uuid["FF02"].handle)
+    check("write with response, read back through FF02", bytes(echoed) == b"\x2a", echoed)
+    await client.bluetooth_gatt_write(battery, by_uuid["FF01"].handle, b"\x2b", response=False)
+    await asyncio.sleep(0.3)
+    echoed = await client.bluetooth_gatt_read(battery, by_uuid["FF02"].handle)
+    check("write without response, read back through FF02", bytes(echoed) == b"\x2b", echoed)
+    try:
+        await client.bluetooth_gatt_read(battery, by_uuid["FF03"].handle)
+        check("a failing read answers its ATT error", False, "read succeeded")
+    except BluetoothGATTAPIError as failure:
+        check("a failing read answers its ATT error (0x80)", failure.error.error == 0x80, failure.error)
+    try:
+        await client.bluetooth_gatt_read(battery, 0xFFF0)
+        check("an unknown handle is an error", False, "read succeeded")
+    except BluetoothGATTAPIError as failure:
+        check("an unknown handle is an error (0x01)", failure.error.error == 0x01, failure.error)
+    values = []
+    stop_notify, _ = await client.bluetooth_gatt_start_notify(battery, level.handle,
+                                                              lambda h, d: values.append((h, bytes(d))))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(values) < 3:
+        await asyncio.sleep(0.1)
+    check("notifications of 2A19 arrive", len(values) >= 3 and all(h == level.handle for h, _ in values), values)
+    await stop_notify()
+
+    # Slots: two are offered; a third device is refused until one is disconnected.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    check("a second connect takes the second slot", connected, states)
+    (connected, _, error), states = await connect_device(client, SPARE2, flags)
+    check("a third connect beyond 2 slots fails", not connected and error != 0, states)
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    await asyncio.sleep(0.3)
+    check("a disconnect frees a slot", free and free[-1][0] == 1, free)
+    (connected, _, _), states = await connect_device(client, SPARE2, flags)
+    check("then the third device connects", connected, states)
+    (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags)
+    check("an address BlueZ does not know fails to connect", not connected and error != 0, states)
+
+    # A client that leaves the API frees its slots.
+    await client.disconnect()
+    other = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-gatt-2")
+    await other.connect(login=True)
+    seen = []
+    await asyncio.sleep(0.3)
+    other.subscribe_bluetooth_connections_free(lambda f, l, a: seen.append((f, l, list(a))))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (seen and seen[-1][0] == 2):
+        await asyncio.sleep(0.1)
+    check("a client gone from the API frees its slots", seen and seen[-1][:2] == (2, 2), seen)
+    await other.disconnect()
+
+
 def hostile(port, payload):
     """Sends payload on a fresh connection; returns what came back before the server closed
     (None when it did not close within 5 s)."""
@@ -232,7 +348,7 @@ def main():
         "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": "esphometest"},
         "health": {"interval": "1s"},
         "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": "esphome-test",
-                            "encryption_key": KEY},
+                            "encryption_key": KEY, "connection_slots": 2},
     }
     # 1. No key and no plaintext: a config error.
     with open(f"{work}/nokey.json", "w") as f:
@@ -262,6 +378,7 @@ def main():
                 break
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
+        asyncio.run(run_gatt(api_port))
         lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.
         state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
