@@ -266,6 +266,14 @@ async def run_gatt(port):
         check("an unknown handle is an error", False, "read succeeded")
     except BluetoothGATTAPIError as failure:
         check("an unknown handle is an error (0x01)", failure.error.error == 0x01, failure.error)
+    cccd = [d for d in level.descriptors if d.uuid[4:8].upper() == "2902"]
+    if cccd:
+        # bleak-esphome writes the CCCD itself when the proxy claims remote caching; BlueZ owns
+        # it, so the proxy answers the write without passing it on.
+        await client.bluetooth_gatt_write_descriptor(battery, cccd[0].handle, b"\x01\x00")
+        check("a CCCD write is answered", True)
+    else:
+        check("the CCCD 2902 is listed", False, level.descriptors)
     values = []
     stop_notify, _ = await client.bluetooth_gatt_start_notify(battery, level.handle,
                                                               lambda h, d: values.append((h, bytes(d))))
@@ -285,6 +293,15 @@ async def run_gatt(port):
     check("a disconnect frees a slot", free and free[-1][0] == 1, free)
     (connected, _, _), states = await connect_device(client, SPARE2, flags)
     check("then the third device connects", connected, states)
+    # The peer drops the link: the client hears connected false, the slot is free again.
+    subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+                    "--method", "io.gattway.Simulator1.Disconnect", SPARE2], capture_output=True, check=False)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (len(states) > 1 and not states[-1][0]):
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.3)
+    check("a link lost is reported: connected false, the slot free again",
+          len(states) > 1 and not states[-1][0] and free and free[-1][0] == 1, (states, free[-1:]))
     (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags)
     check("an address BlueZ does not know fails to connect", not connected and error != 0, states)
 
