@@ -32,6 +32,8 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     private var devices: [UInt64: Device] = [:]
+    /// Disconnects under way (a connect to the same device waits for its end first).
+    private var disconnects: [UInt64: (generation: Int, task: Task<Void, Never>)] = [:]
     private var nextGeneration = 0
 
     init(central: CentralManager, loop: EventLoop) {
@@ -81,14 +83,21 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         devices[address] = Device(generation: generation)
         let central = self.central
         let bluetoothAddress = BluetoothAddress(rawValue: address)
+        let pendingDisconnect = disconnects[address]?.task
         Task {
+            await pendingDisconnect?.value
             let result:
                 Result<(UInt32, Bool, [GATTServiceInfo], [UInt16: Characteristic], [UInt16: Descriptor]), ProxyFailure>
             do {
                 guard await central.isKnown(bluetoothAddress) else { throw ProxyFailure.connectionFailed }
                 let adopted = await central.connectedPeripherals().contains { $0.address == bluetoothAddress }
-                let peripheral = try await central.connect(
-                    await central.peripheral(bluetoothAddress), timeout: .seconds(20), autoReconnect: false)
+                // A link the gateway holds is used as it is: connect() would turn off its
+                // automatic reconnection.
+                let peripheral =
+                    adopted
+                    ? await central.peripheral(bluetoothAddress)
+                    : try await central.connect(
+                        await central.peripheral(bluetoothAddress), timeout: .seconds(20), autoReconnect: false)
                 var services: [GATTServiceInfo] = []
                 var characteristics: [UInt16: Characteristic] = [:]
                 var descriptors: [UInt16: Descriptor] = [:]
@@ -149,7 +158,17 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         forget(address)
         guard !device.adopted else { return }
         let central = self.central
-        Task { try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address))) }
+        let previous = disconnects[address]?.task
+        let generation = nextGeneration
+        nextGeneration += 1
+        let task = Task {
+            await previous?.value
+            try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address)))
+            complete { [self] in
+                if disconnects[address]?.generation == generation { disconnects[address] = nil }
+            }
+        }
+        disconnects[address] = (generation, task)
     }
 
     func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void) {
