@@ -106,7 +106,9 @@ test-oracles: deps
 # .venv-esphome created only when missing; a test instrument only) against `gattway run` with
 # bluetooth_proxy on loopback, the BlueZ simulator on a private bus and a mosquitto of its own:
 # Noise key right and wrong, DeviceInfo, two clients receiving the simulator's BTHome and Ruuvi
-# advertisements raw with BlueZ's bytes, MQTT unchanged, exit 78 without a key. About 20 s.
+# advertisements raw with BlueZ's bytes, connections through the proxy (connect, services, read,
+# write, notify, slots) with aioesphomeapi's GATT calls, MQTT unchanged, exit 78 without a key.
+# About 25 s.
 test-esphome: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-esphome/bin/python || $(PYTHON) -m venv .venv-esphome

@@ -130,7 +130,8 @@ struct APIServerTests {
         #expect(client.receive()?.type == MessageType.listEntitiesDoneResponse)
         client.send(type: MessageType.pingRequest)
         #expect(client.receive()?.type == MessageType.pingResponse)
-        // No connections through the proxy yet: connect and GATT requests are refused at once.
+        // No backend (connections through the proxy not served): connect and GATT requests are
+        // refused at once.
         client.send(type: MessageType.bluetoothDeviceRequest, [0x08, 0x01, 0x10, 0x04])
         let refusedReceived = client.receive()
         let refused = try #require(refusedReceived)
