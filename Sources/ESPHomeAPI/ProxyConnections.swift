@@ -69,13 +69,15 @@ extension APIServer {
         case .connect(let address, let addressType):
             connect(address, addressType: addressType, for: client)
         case .disconnect(let address):
+            // The answer first, then the slots (bleak-esphome reconciles its connections with the
+            // allocated list and expects the disconnect to have been reported).
+            client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
             if let connection = proxyConnections[address], connection.owner == client.id {
                 proxyConnections.removeValue(forKey: address)
                 backend?.disconnect(address: address)
                 log(.info, "API: \(client.peer): disconnected \(Self.text(address)) through the proxy")
                 broadcastConnectionsFree()
             }
-            client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
         case .gatt(let gatt):
             serveGATT(gatt, for: client)
         }

@@ -27,7 +27,11 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      write with and one without response (read back through reflect_writes_to), an ATT error
      (0x80) from a failing read, notifications of 2A19 after start_notify; the connections-free
      count follows; a third connect beyond the two slots fails, and after a disconnect succeeds;
-     a client that leaves the API frees its slots; an unknown address fails to connect.
+     a client that leaves the API frees its slots; an unknown address fails to connect;
+ 10. bleak-esphome, the bleak backend Home Assistant uses for proxied connections, with
+     habluetooth's Bluetooth manager (as Home Assistant runs it, without Home Assistant): the
+     proxy as a scanner, bleak.BleakClient to the battery device through it: services, read,
+     writes with and without response, notifications, disconnect.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -319,6 +323,66 @@ async def run_gatt(port):
     await other.disconnect()
 
 
+async def run_bleak(port):
+    # 10. bleak-esphome through habluetooth, as Home Assistant connects through a proxy.
+    import bleak
+    import bleak_esphome
+    import bleak_retry_connector
+    import habluetooth
+
+    manager = habluetooth.BluetoothManager()
+    await manager.async_setup()
+    cli = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-bleak")
+    await cli.connect(login=True)
+    info = await cli.device_info()
+    data = bleak_esphome.connect_scanner(cli, info, True)
+    unsetup = data.scanner.async_setup()
+    unregister = habluetooth.get_manager().async_register_scanner(data.scanner)
+    cli.subscribe_bluetooth_le_raw_advertisements(data.scanner.async_on_raw_advertisements)
+    device = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and device is None:
+        device = habluetooth.get_manager().async_ble_device_from_address(BATTERY, True)
+        await asyncio.sleep(0.1)
+    check("bleak-esphome: the battery device is seen through the proxy", device is not None)
+    if device is None:
+        await cli.disconnect()
+        return
+    level_uuid = "00002a19-0000-1000-8000-00805f9b34fb"
+    ff01, ff02 = "0000ff01-0000-1000-8000-00805f9b34fb", "0000ff02-0000-1000-8000-00805f9b34fb"
+    try:
+        # As Home Assistant's integrations connect: bleak-retry-connector over habluetooth's
+        # wrapped BleakClient, which picks the proxy as the connection path.
+        client = await bleak_retry_connector.establish_connection(
+            bleak.BleakClient, device, "Proxy Battery", max_attempts=1)
+        check("bleak-esphome: connected through the proxy", client.is_connected)
+        uuids = {c.uuid for s in client.services for c in s.characteristics}
+        check("bleak-esphome: services", {level_uuid, ff01, ff02} <= uuids, uuids)
+        level = await client.read_gatt_char(level_uuid)
+        check("bleak-esphome: read 2A19", bytes(level) == b"\x57", level)
+        await client.write_gatt_char(ff01, b"\x2c", response=True)
+        echoed = await client.read_gatt_char(ff02)
+        check("bleak-esphome: write with response", bytes(echoed) == b"\x2c", echoed)
+        await client.write_gatt_char(ff01, b"\x2d", response=False)
+        await asyncio.sleep(0.3)
+        echoed = await client.read_gatt_char(ff02)
+        check("bleak-esphome: write without response", bytes(echoed) == b"\x2d", echoed)
+        values = []
+        await client.start_notify(level_uuid, lambda _, value: values.append(bytes(value)))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(values) < 3:
+            await asyncio.sleep(0.1)
+        await client.stop_notify(level_uuid)
+        check("bleak-esphome: notifications", len(values) >= 3 and set(values) == {b"\x57"}, values)
+        await client.disconnect()
+        check("bleak-esphome: disconnected", not client.is_connected)
+    except Exception as error:  # noqa: BLE001
+        check("bleak-esphome: the connection through the proxy", False, repr(error))
+    unsetup()
+    unregister()
+    await cli.disconnect()
+
+
 def hostile(port, payload):
     """Sends payload on a fresh connection; returns what came back before the server closed
     (None when it did not close within 5 s)."""
@@ -396,6 +460,7 @@ def main():
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
         asyncio.run(run_gatt(api_port))
+        asyncio.run(run_bleak(api_port))
         lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.
         state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
