@@ -34,6 +34,8 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     private var devices: [UInt64: Device] = [:]
     /// Disconnects under way (a connect to the same device waits for its end first).
     private var disconnects: [UInt64: (generation: Int, task: Task<Void, Never>)] = [:]
+    /// Devices with a connect task running (one at a time per device).
+    private var connecting: Set<UInt64> = []
     private var nextGeneration = 0
 
     init(central: CentralManager, loop: EventLoop) {
@@ -78,18 +80,23 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
 
     func connect(address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void)
     {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        // Only a device BlueZ knows, and not while an earlier attempt for it still runs: with the
+        // server's slots this bounds the tasks a client can start however fast it connects and
+        // disconnects (each disconnect waits for BlueZ, about 2 s).
+        guard loop.inLoop, central.assumeIsolated({ $0.isKnown(bluetoothAddress) }), !connecting.contains(address)
+        else { return loop.execute { done(.failure(.connectionFailed)) } }
+        connecting.insert(address)
         let generation = nextGeneration
         nextGeneration += 1
         devices[address] = Device(generation: generation)
         let central = self.central
-        let bluetoothAddress = BluetoothAddress(rawValue: address)
         let pendingDisconnect = disconnects[address]?.task
         Task {
             await pendingDisconnect?.value
             let result:
                 Result<(UInt32, Bool, [GATTServiceInfo], [UInt16: Characteristic], [UInt16: Descriptor]), ProxyFailure>
             do {
-                guard await central.isKnown(bluetoothAddress) else { throw ProxyFailure.connectionFailed }
                 let adopted = await central.connectedPeripherals().contains { $0.address == bluetoothAddress }
                 // A link the gateway holds is used as it is: connect() would turn off its
                 // automatic reconnection.
@@ -129,6 +136,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                 result = .failure(Self.failure(error, connecting: true))
             }
             complete { [self] in
+                connecting.remove(address)
                 guard var device = devices[address], device.generation == generation else {
                     // Disconnected (or the client went away) meanwhile: undo what came up.
                     if case .success(let value) = result, !value.1 {
