@@ -24,7 +24,8 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      bleak-esphome makes them for Home Assistant: DeviceInfo claims active connections and remote
      caching; a connect to the scenario's battery device answers connected with an MTU; the
      services carry 180F/2A19 (with its 2901 descriptor) and FF00; read, the descriptor read, a
-     write with and one without response (read back through reflect_writes_to), an ATT error
+     write with and one without response (read back through reflect_writes_to), a descriptor write
+     (the simulator records it), an ATT error
      (0x80) from a failing read, notifications of 2A19 after start_notify; the connections-free
      count follows; a third connect beyond the two slots fails, and after a disconnect succeeds;
      a client that leaves the API frees its slots; an unknown address fails to connect;
@@ -253,6 +254,13 @@ async def run_gatt(port):
         check("read descriptor 2901 = Level", bytes(text) == b"Level", text)
     else:
         check("descriptor 2901 listed", False, level.descriptors)
+    if user:
+        await client.bluetooth_gatt_write_descriptor(battery, user[0].handle, b"Lvl")
+        recorded = subprocess.run(
+            ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+             "--method", "io.gattway.Simulator1.RecordedWrites"], capture_output=True, text=True).stdout
+        check("write descriptor 2901 reaches the peripheral", "'descriptor'" in recorded and "2901" in recorded,
+              recorded[-400:])
     await client.bluetooth_gatt_write(battery, by_uuid["FF01"].handle, b"\x2a", response=True)
     echoed = await client.bluetooth_gatt_read(battery, by_uuid["FF02"].handle)
     check("write with response, read back through FF02", bytes(echoed) == b"\x2a", echoed)
