@@ -47,7 +47,7 @@ public final class APIServer: @unchecked Sendable {
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
 
     /// The counters (loop thread).
-    public private(set) var statistics = APIServerStatistics()
+    public internal(set) var statistics = APIServerStatistics()
     /// The port bound by ``start()`` (the configured one, or the one chosen for port 0).
     public private(set) var port: UInt16 = 0
     /// What BluetoothScannerStateResponse reports; changes are sent to subscribed clients.

@@ -69,6 +69,12 @@ public struct APIServerStatistics: Sendable, Equatable {
     public var slowClients = 0
     /// Advertisements written to clients (one per client that got it).
     public var advertisementsSent = 0
+    /// Connections through the proxy now (connecting or connected).
+    public var proxyConnections = 0
+    /// Connects through the proxy that came up, and those that failed or were refused (no slot,
+    /// another client's device, unknown to BlueZ, BlueZ's failure).
+    public var proxyConnects = 0
+    public var proxyConnectFailures = 0
 
     public init() {}
 }

@@ -85,6 +85,7 @@ extension APIServer {
 
     private func connect(_ address: UInt64, addressType: UInt32, for client: Client) {
         guard let backend, address <= Self.maxAddress else {
+            statistics.proxyConnectFailures += 1
             client.session.send(
                 .deviceConnection(
                     address: address, connected: false, mtu: 0, error: ProxyFailure.connectionFailed.code))
@@ -93,6 +94,7 @@ extension APIServer {
         if let existing = proxyConnections[address] {
             if existing.owner != client.id {
                 // Another client's connection: refused (one owner per device, as on ESPHome).
+                statistics.proxyConnectFailures += 1
                 client.session.send(
                     .deviceConnection(
                         address: address, connected: false, mtu: 0, error: ProxyFailure.connectionFailed.code))
@@ -103,6 +105,7 @@ extension APIServer {
         }
         guard proxyConnections.count < configuration.connectionSlots else {
             log(.info, "API: \(client.peer): no free connection slot for \(Self.text(address))")
+            statistics.proxyConnectFailures += 1
             client.session.send(
                 .deviceConnection(address: address, connected: false, mtu: 0, error: ProxyFailure.noResources.code))
             return
@@ -126,11 +129,13 @@ extension APIServer {
             connection.connected = true
             connection.mtu = mtu
             proxyConnections[address] = connection
+            statistics.proxyConnects += 1
             log(.info, "API: \(client.peer): connected \(Self.text(address)) through the proxy (MTU \(mtu))")
             client.session.send(.deviceConnection(address: address, connected: true, mtu: mtu, error: 0))
             flush(client)
         case .failure(let failure):
             proxyConnections.removeValue(forKey: address)
+            statistics.proxyConnectFailures += 1
             log(.info, "API: \(client.peer): could not connect \(Self.text(address)) (error \(failure.code))")
             client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: failure.code))
             flush(client)
@@ -267,6 +272,7 @@ extension APIServer {
     }
 
     func broadcastConnectionsFree() {
+        statistics.proxyConnections = proxyConnections.count
         let message = connectionsFreeMessage
         for client in clients.values where client.connectionsFreeSubscribed && !client.session.closing {
             client.session.send(message)

@@ -484,6 +484,11 @@ def main():
         check("bridge/health counts the refused handshake, the oversize frame and the protocol errors",
               closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4
               and health.get("advertisements_sent", 0) > 0, health)
+        # Connected: battery, spare 1, spare 2 (aioesphomeapi), battery (bleak-esphome); refused:
+        # beyond the slots and the unknown address.
+        check("bridge/health counts the connections through the proxy",
+              health.get("connections") == 0 and health.get("connects", 0) >= 4
+              and health.get("connect_failures", 0) >= 2, health)
         # 7. gattway doctor's proxy checks against the running proxy.
         doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
                                 capture_output=True, text=True)

@@ -177,6 +177,10 @@ struct ProxyConnectionTests {
         other.close()
         Self.expectNext(&client, .connectionsFree(free: 2, limit: 2, allocated: []), "freed by the client leaving")
         #expect(backend.disconnected.withLock { $0 } == [0x22])
+        let statistics = await harness.statistics()
+        #expect(statistics.proxyConnections == 0)
+        #expect(statistics.proxyConnects == 2)
+        #expect(statistics.proxyConnectFailures == 4)  // owned, unknown, no slot, beyond 48 bits
         client.close()
         await harness.stop()
     }

@@ -121,6 +121,9 @@ struct BluetoothProxy: Sendable {
                 .object([
                     ("clients", number(statistics.clients)), ("accepted", number(statistics.accepted)),
                     ("advertisements_sent", number(statistics.advertisementsSent)),
+                    ("connections", number(statistics.proxyConnections)),
+                    ("connects", number(statistics.proxyConnects)),
+                    ("connect_failures", number(statistics.proxyConnectFailures)),
                     (
                         "closed",
                         .object([
