@@ -29,6 +29,11 @@ public struct APIServerError: Error, CustomStringConvertible, Sendable {
 /// Each client's unsent bytes are bounded by ``APIServerConfiguration/maxQueuedBytes``: a client
 /// that does not read is disconnected, so memory never grows with it.
 ///
+/// With a ``BluetoothProxyBackend`` and `connectionSlots` above 0 it also serves connections
+/// through the proxy (ProxyConnections.swift): connect, disconnect, GATT by handle, notifications,
+/// the connections-free count; each connection owned by the client that made it, all of them
+/// within the slots, and released when that client goes.
+///
 /// Advertisements given to ``forward(_:)`` are batched (at most 16 per message) and sent at the
 /// end of the loop turn they arrived in, to every client subscribed to them.
 ///

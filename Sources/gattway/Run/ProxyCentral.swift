@@ -144,6 +144,12 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                     }
                     return
                 }
+                // The link may have dropped between the discovery and this turn (its event was
+                // ignored while connecting): report the attempt as failed.
+                var result = result
+                if case .success = result, !central.assumeIsolated({ $0.peripheral(bluetoothAddress).isConnected }) {
+                    result = .failure(.connectionFailed)
+                }
                 switch result {
                 case .success(let (mtu, adopted, services, characteristics, descriptors)):
                     device.connected = true
