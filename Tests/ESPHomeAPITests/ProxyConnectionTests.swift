@@ -185,6 +185,48 @@ struct ProxyConnectionTests {
         await harness.stop()
     }
 
+    @Test func sessionRoutesRequestsOnlyWhenServed() throws {
+        func frame(_ type: UInt16, _ payload: [UInt8] = []) -> [UInt8] {
+            PlaintextFrameDecoder.encode(ServerMessage(type: type, payload: payload))
+        }
+        let input =
+            frame(MessageType.helloRequest, APIServerTests.hello())
+            + frame(MessageType.subscribeBluetoothConnectionsFreeRequest)
+            + [0, 4, 5, 1, 2, 3, 6].flatMap { frame(MessageType.bluetoothDeviceRequest, Self.deviceRequest(7, $0)) }
+            + frame(MessageType.bluetoothGATTReadRequest, Self.gatt(7, 0x0B))
+        for served in [false, true] {
+            var configuration = APIServerConfiguration(
+                host: "127.0.0.1", port: 0, encryption: .plaintext, name: "t", friendlyName: "t",
+                macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "t",
+                maxClients: 1, connectionSlots: 2)
+            if served { configuration.features.insert(.activeConnections) }
+            var session = APISession(configuration: configuration)
+            let outcome = session.receive(input, scanner: (.running, .active))
+            #expect(outcome.failure == nil)
+            var decoder = PlaintextFrameDecoder(maxPayload: 1 << 16)
+            decoder.append(session.outgoing[...])
+            var answers: [UInt16] = []
+            while let message = try decoder.next() { answers.append(message.type) }
+            if served {
+                #expect(
+                    outcome.proxyRequests == [
+                        .subscribeConnectionsFree, .connect(address: 7, addressType: 0),
+                        .connect(address: 7, addressType: 0), .connect(address: 7, addressType: 0),
+                        .disconnect(address: 7), .gatt(.read(address: 7, handle: 0x0B)),
+                    ])
+                // Pair, unpair and clear cache are still refused by the session itself.
+                #expect(
+                    answers == [
+                        MessageType.helloResponse, MessageType.bluetoothDevicePairingResponse,
+                        MessageType.bluetoothDeviceUnpairingResponse, MessageType.bluetoothDeviceClearCacheResponse,
+                    ])
+            } else {
+                #expect(outcome.proxyRequests.isEmpty)
+                #expect(answers.count == 1 + 1 + 7 + 1)  // hello, connections free, 7 device answers, GATT error
+            }
+        }
+    }
+
     @Test func inFlightRequestsAreBounded() async throws {
         let harness = try await Harness(connectionSlots: 1) { FakeBackend(loop: $0) }
         let backend = try #require(harness.backend as? FakeBackend)
