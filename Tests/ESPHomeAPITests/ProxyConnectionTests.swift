@@ -227,6 +227,75 @@ struct ProxyConnectionTests {
         }
     }
 
+    /// Hostile clients in any order: random connects, disconnects, GATT requests and clients
+    /// leaving, from three clients at once. The slots are never exceeded, every connection has a
+    /// live owner, and when everyone is gone every slot is free again.
+    @Test func randomRequestsKeepTheSlotsBounded() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func random(_ bound: Int) -> Int {  // SplitMix64, seeded: the same sequence every run
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Int(truncatingIfNeeded: (z ^ (z >> 31)) % UInt64(bound))
+        }
+        var clients: [TestClient] = []
+        for _ in 0..<3 {
+            var client = try TestClient(port: await harness.port)
+            client = try Self.connected(&client)
+            client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+            clients.append(client)
+        }
+        let addresses: [UInt64] = [1, 2, 3, 4, backend.unknown, 1 << 49]
+        for round in 0..<300 {
+            let index = random(clients.count)
+            let address = addresses[random(addresses.count)]
+            switch random(10) {
+            case 0...3:
+                clients[index].send(
+                    type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, UInt32(random(8))))
+            case 4...7:
+                let types = [
+                    MessageType.bluetoothGATTGetServicesRequest, MessageType.bluetoothGATTReadRequest,
+                    MessageType.bluetoothGATTWriteRequest, MessageType.bluetoothGATTReadDescriptorRequest,
+                    MessageType.bluetoothGATTWriteDescriptorRequest, MessageType.bluetoothGATTNotifyRequest,
+                ]
+                clients[index].send(
+                    type: types[random(types.count)], Self.gatt(address, UInt16(truncatingIfNeeded: random(65536))))
+            case 8:
+                _ = try await harness.loop.submit { [harness] in
+                    harness.server?.connectionLost(address: address, error: 0x08)
+                    harness.server?.notification(address: address, handle: 0x0B, data: [1])
+                }
+            default:
+                clients[index].close()
+                var client = try TestClient(port: await harness.port)
+                client = try Self.connected(&client)
+                clients[index] = client
+            }
+            if round % 10 == 9 {
+                try await Task.sleep(for: .milliseconds(5))
+                let addressesNow = try await harness.loop.submit { [harness] in harness.server?.proxiedAddresses ?? [] }
+                #expect(addressesNow.count <= 2, "round \(round): \(addressesNow)")
+                #expect(!addressesNow.contains(1 << 49))
+            }
+        }
+        for client in clients { client.close() }
+        var remaining: [UInt64] = [0]
+        for _ in 0..<100 where !remaining.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+            remaining = try await harness.loop.submit { [harness] in harness.server?.proxiedAddresses ?? [] }
+        }
+        #expect(remaining.isEmpty)
+        let statistics = await harness.statistics()
+        #expect(statistics.proxyConnections == 0)
+        // The sequence did exercise both: connections made and connects refused.
+        #expect(statistics.proxyConnects > 5 && statistics.proxyConnectFailures > 5, "\(statistics)")
+        await harness.stop()
+    }
+
     @Test func inFlightRequestsAreBounded() async throws {
         let harness = try await Harness(connectionSlots: 1) { FakeBackend(loop: $0) }
         let backend = try #require(harness.backend as? FakeBackend)
