@@ -108,11 +108,14 @@ test-oracles: deps
 	  --frames $(ORACLE_FRAMES) --report .build/oracle-report.txt
 
 # The Home Assistant Bluetooth proxy (docs/ha-bluetooth-proxy.md) with the client Home Assistant
-# uses: aioesphomeapi (PyPI, pinned with its dependencies in Tests/ESPHome/requirements.txt, in
+# uses: aioesphomeapi and bleak-esphome (PyPI, pinned with their dependencies in Tests/ESPHome/requirements.txt, in
 # .venv-esphome created only when missing; a test instrument only) against `gattway run` with
 # bluetooth_proxy on loopback, the BlueZ simulator on a private bus and a mosquitto of its own:
 # Noise key right and wrong, DeviceInfo, two clients receiving the simulator's BTHome and Ruuvi
-# advertisements raw with BlueZ's bytes, MQTT unchanged, exit 78 without a key. About 20 s.
+# advertisements raw with BlueZ's bytes, connections through the proxy (connect, services, read,
+# write, notify, slots) with aioesphomeapi's GATT calls and with bleak-esphome over habluetooth,
+# MQTT unchanged, exit 78 without a key.
+# About 25 s.
 test-esphome: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)

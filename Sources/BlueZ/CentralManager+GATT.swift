@@ -223,6 +223,30 @@ extension CentralManager {
         }
     }
 
+    /// Writes a descriptor's value (`WriteValue`). BlueZ manages the CCCD (0x2902) itself: use
+    /// ``notifications(for:)`` rather than writing it.
+    public func writeValue(_ value: [UInt8], for descriptor: Descriptor) async throws {
+        let address = descriptor.characteristic.peripheral
+        let operation = "write \(descriptor)"
+        try await withDeviceQueue(address) {
+            try self.requireConnected(address, operation)
+            guard let devicePath = self.devicePath(address),
+                let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
+                self.tree.properties(path, BlueZObjectTree.descriptor) != nil
+            else {
+                throw CentralError(
+                    .unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ")
+            }
+            do {
+                _ = try await self.callBlueZ(
+                    path, BlueZObjectTree.descriptor, "WriteValue",
+                    [.bytes(value), .variantDictionary([String: DBusValue]())])
+            } catch {
+                throw self.gattError(error, address, "org.bluez.GattDescriptor1.WriteValue \(descriptor)")
+            }
+        }
+    }
+
     /// The longest value one write of `type` may carry: MTU − 3 without response (the `MTU`
     /// BlueZ reports while connected, 23 when unknown), 512 with response (long write).
     public func maximumWriteValueLength(for characteristic: Characteristic, type: WriteType) -> Int {

@@ -432,6 +432,12 @@ public actor CentralManager: LoopIsolated {
         tree.device(path)?.peripheral
     }
 
+    /// BlueZ has a device object for `address` now (it was seen by a scan, or is paired or
+    /// connected).
+    public func isKnown(_ address: BluetoothAddress) -> Bool {
+        devicePath(address).flatMap { tree.device($0) } != nil
+    }
+
     /// The current snapshot of a peripheral, or a bare one when BlueZ does not know it (now).
     public func peripheral(_ address: BluetoothAddress) -> Peripheral {
         devicePath(address).flatMap { peripheral(at: $0) } ?? Peripheral(address: address)

@@ -9,6 +9,8 @@ public struct Descriptor: Sendable, Hashable, CustomStringConvertible {
     public var uuid: BluetoothUUID
     /// `…/descZZZZ` below the device path.
     let relativePath: String
+    /// The descriptor's ATT handle (from the object path's `descZZZZ`), 0 when it has none.
+    public var handle: UInt16 { UInt16(relativePath.suffix(4), radix: 16) ?? 0 }
 
     init(characteristic: Characteristic, uuid: BluetoothUUID, relativePath: String) {
         self.characteristic = characteristic

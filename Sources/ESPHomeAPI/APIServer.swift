@@ -29,25 +29,30 @@ public struct APIServerError: Error, CustomStringConvertible, Sendable {
 /// Each client's unsent bytes are bounded by ``APIServerConfiguration/maxQueuedBytes``: a client
 /// that does not read is disconnected, so memory never grows with it.
 ///
+/// With a ``BluetoothProxyBackend`` and `connectionSlots` above 0 it also serves connections
+/// through the proxy (ProxyConnections.swift): connect, disconnect, GATT by handle, notifications,
+/// the connections-free count; each connection owned by the client that made it, all of them
+/// within the slots, and released when that client goes.
+///
 /// Advertisements given to ``forward(_:)`` are batched (at most 16 per message) and sent at the
 /// end of the loop turn they arrived in, to every client subscribed to them.
 ///
 /// Loop-thread only, like every other user of the loop: the invariant behind `@unchecked Sendable`.
 public final class APIServer: @unchecked Sendable {
     public let configuration: APIServerConfiguration
-    private let loop: EventLoop
-    private let log: @Sendable (APIServerLogLevel, String) -> Void
+    let loop: EventLoop
+    let log: @Sendable (APIServerLogLevel, String) -> Void
     private var listenFD: Int32 = -1
     private var listenToken: EventLoop.Token?
     private var tickToken: EventLoop.Token?
-    private var clients: [Int: Client] = [:]
+    var clients: [Int: Client] = [:]
     private var nextClientID = 0
     private var pending: [ServerMessage.RawAdvertisement] = []
     private var flushScheduled = false
     private var readBuffer = [UInt8](repeating: 0, count: 4096)
 
     /// The counters (loop thread).
-    public private(set) var statistics = APIServerStatistics()
+    public internal(set) var statistics = APIServerStatistics()
     /// The port bound by ``start()`` (the configured one, or the one chosen for port 0).
     public private(set) var port: UInt16 = 0
     /// What BluetoothScannerStateResponse reports; changes are sent to subscribed clients.
@@ -62,12 +67,29 @@ public final class APIServer: @unchecked Sendable {
     /// The API version gattway speaks (HelloResponse).
     public static let apiVersion = (major: UInt32(1), minor: UInt32(14))
 
+    /// What serves connections through the proxy (nil: none are served).
+    let backend: (any BluetoothProxyBackend)?
+    /// The connections through the proxy, by device address (at most `connectionSlots`).
+    var proxyConnections: [UInt64: ProxyConnection] = [:]
+    var nextConnectionID = 0
+
+    /// - Parameter backend: serves connections through the proxy; they are announced (feature
+    ///   flags) and served only with one and `connectionSlots` above 0.
     public init(
-        configuration: APIServerConfiguration, loop: EventLoop,
+        configuration: APIServerConfiguration, loop: EventLoop, backend: (any BluetoothProxyBackend)? = nil,
         log: @escaping @Sendable (APIServerLogLevel, String) -> Void
     ) {
+        var configuration = configuration
+        // Remote caching too: aioesphomeapi only connects with the V3 requests it implies (the
+        // client keeps the services; BlueZ keeps its own cache, so both V3 variants connect alike).
+        if backend != nil, configuration.connectionSlots > 0 {
+            configuration.features.formUnion([.activeConnections, .remoteCaching])
+        } else {
+            configuration.features.subtract([.activeConnections, .remoteCaching])
+        }
         self.configuration = configuration
         self.loop = loop
+        self.backend = backend
         self.log = log
     }
 
@@ -117,6 +139,7 @@ public final class APIServer: @unchecked Sendable {
     public func stop() {
         loop.preconditionInLoop()
         for client in Array(clients.values) {
+            releaseConnections(of: client.id)
             if client.session.phase == .connected { client.session.send(.empty(MessageType.disconnectRequest)) }
             flush(client)
             drop(client, nil)
@@ -252,6 +275,10 @@ public final class APIServer: @unchecked Sendable {
         case nil:
             break
         }
+        for request in outcome.proxyRequests {
+            guard clients[client.id] != nil, !client.session.closing else { break }
+            serve(request, for: client)
+        }
         flush(client)
     }
 
@@ -301,7 +328,7 @@ public final class APIServer: @unchecked Sendable {
     // MARK: Sending, timeouts, closing
 
     /// Moves the transport's bytes to the client's queue and writes what the socket takes.
-    private func flush(_ client: Client) {
+    func flush(_ client: Client) {
         if !client.session.outgoing.isEmpty {
             client.queue += client.session.outgoing
             client.session.outgoing.removeAll(keepingCapacity: true)
@@ -341,6 +368,7 @@ public final class APIServer: @unchecked Sendable {
 
     private func drop(_ client: Client, _ reason: String?) {
         guard clients.removeValue(forKey: client.id) != nil else { return }
+        releaseConnections(of: client.id)
         if let token = client.token { loop.removeWatch(token) }
         Glibc.close(client.fd)
         statistics.clients = clients.count
@@ -398,6 +426,8 @@ public final class APIServer: @unchecked Sendable {
         var watchingWrites = false
         /// A PingRequest was sent after half the idle timeout of silence (cleared by any byte).
         var pinged = false
+        /// The client subscribed to BluetoothConnectionsFreeResponse.
+        var connectionsFreeSubscribed = false
         var pendingBytes: Int { queue.count - sent }
 
         init(id: Int, fd: Int32, peer: String, now: UInt64, session: APISession) {

@@ -13,7 +13,8 @@ public struct APIServerConfiguration: Sendable {
     /// gattway's version, in server_info and project_version.
     public var version: String
     public var maxClients: Int
-    /// GATT connection slots offered to clients (none are served yet: reported as 0 free).
+    /// GATT connections through the proxy its clients may hold at once (with a
+    /// ``BluetoothProxyBackend``; 0: none are offered).
     public var connectionSlots: Int
     /// The largest frame payload a client may send; larger frames close the connection.
     public var maxFrame = 16 * 1024
@@ -24,7 +25,8 @@ public struct APIServerConfiguration: Sendable {
     /// Seconds without a byte from an established client before it is closed (Home Assistant
     /// pings every 20 s or so).
     public var idleTimeout: Double = 90
-    /// The proxy features announced in DeviceInfoResponse (what gattway serves today).
+    /// The proxy features announced in DeviceInfoResponse (what gattway serves today); the server
+    /// adds active connections and remote caching when it has a backend and slots.
     public var features: BluetoothProxyFeatures = [.passiveScan, .rawAdvertisements, .stateAndMode]
 
     public init(
@@ -67,6 +69,12 @@ public struct APIServerStatistics: Sendable, Equatable {
     public var slowClients = 0
     /// Advertisements written to clients (one per client that got it).
     public var advertisementsSent = 0
+    /// Connections through the proxy now (connecting or connected).
+    public var proxyConnections = 0
+    /// Connects through the proxy that came up, and those that failed or were refused (no slot,
+    /// another client's device, unknown to BlueZ, BlueZ's failure).
+    public var proxyConnects = 0
+    public var proxyConnectFailures = 0
 
     public init() {}
 }

@@ -20,11 +20,25 @@ public struct APISession {
         /// Set when this input completed the HelloRequest: the client's description and API version.
         public var hello: (info: String, major: UInt32, minor: UInt32)?
         public var debug: [String] = []
+        /// Requests for connections through the proxy, in order, for the server to serve (only
+        /// when the features announce active connections; else the session refuses them itself).
+        public var proxyRequests: [ProxyRequest] = []
+    }
+
+    /// What a client asks of the proxy's connections (served by ``APIServer`` with its
+    /// ``BluetoothProxyBackend``).
+    public enum ProxyRequest: Sendable, Equatable {
+        case connect(address: UInt64, addressType: UInt32)
+        case disconnect(address: UInt64)
+        case gatt(GATTRequest)
+        case subscribeConnectionsFree
     }
 
     public let configuration: APIServerConfiguration
     public private(set) var phase: Phase
     public private(set) var subscribed = false
+    /// The API version the client said it speaks in HelloRequest.
+    public private(set) var clientAPIVersion = (major: UInt32(0), minor: UInt32(0))
     /// True once the session is over (a failure, or a Disconnect exchanged): the owner sends
     /// what is in ``outgoing`` and closes.
     public private(set) var closing = false
@@ -102,6 +116,7 @@ public struct APISession {
                     major: APIServer.apiVersion.major, minor: APIServer.apiVersion.minor,
                     serverInfo: "gattway \(configuration.version)", name: configuration.name))
             outcome.hello = (info, major, minor)
+            clientAPIVersion = (major, minor)
             return
         }
         let scannerState = ServerMessage.scannerState(scanner.state, mode: scanner.mode, configuredMode: scanner.mode)
@@ -134,20 +149,39 @@ public struct APISession {
         case .unsubscribeBluetoothLEAdvertisements:
             subscribed = false
         case .subscribeBluetoothConnectionsFree:
-            // GATT connections through the proxy are not served yet: no slot is offered.
-            send(.connectionsFree(free: 0, limit: 0, allocated: []))
+            if serving {
+                outcome.proxyRequests.append(.subscribeConnectionsFree)
+            } else {
+                send(.connectionsFree(free: 0, limit: 0, allocated: []))  // no slot offered
+            }
         case .bluetoothScannerSetMode:
             // BlueZ's discovery mode is not switched per client; report what it is.
             send(scannerState)
-        case .bluetoothDeviceRequest(let address, let requestType, _):
-            refuseDeviceRequest(address: address, requestType: requestType)
+        case .bluetoothDeviceRequest(let address, let requestType, let addressType):
+            // 0 connect, 4 / 5 connect V3 with / without cache (remote caching is not announced,
+            // so no cache is kept either way), 1 disconnect.
+            if serving, [0, 4, 5].contains(requestType) {
+                outcome.proxyRequests.append(.connect(address: address, addressType: addressType))
+            } else if serving, requestType == 1 {
+                outcome.proxyRequests.append(.disconnect(address: address))
+            } else {
+                refuseDeviceRequest(address: address, requestType: requestType)
+            }
         case .gatt(let request):
-            // No connection through the proxy yet: every device is one it is not connected to.
-            send(.gattError(address: request.address, handle: request.handle, error: -1))
+            if serving {
+                outcome.proxyRequests.append(.gatt(request))
+            } else {
+                // Without connections through the proxy every device is one it is not connected to.
+                send(.gattError(address: request.address, handle: request.handle, error: -1))
+            }
         }
     }
 
-    /// Device requests are answered at once with a failure until GATT proxying exists.
+    /// Connections through the proxy are served (the features announce them).
+    private var serving: Bool { configuration.features.contains(.activeConnections) }
+
+    /// Device requests the proxy does not serve are answered at once with a failure (pair, unpair,
+    /// clear cache; and everything when connections are not served).
     private mutating func refuseDeviceRequest(address: UInt64, requestType: UInt32) {
         let notSupported: Int32 = 6  // ESP_GATT_REQ_NOT_SUPPORTED, in the ESP-IDF codes ESPHome reports
         let connectFailed: Int32 = 0x85  // ESP_GATT_ERROR: "Connection failed due to GATT operation error"

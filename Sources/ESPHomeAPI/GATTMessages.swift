@@ -1,9 +1,9 @@
 import Bluetooth
 
 /// The GATT messages of the Bluetooth proxy (api.proto: BluetoothGATT…): what a client asks of a
-/// device the proxy is connected to, by ATT handle, and the answers. gattway decodes the requests
-/// and can encode every answer; until connections through the proxy are served (the feature flags
-/// do not announce them) each request is answered with BluetoothGATTErrorResponse, not connected.
+/// device the proxy is connected to, by ATT handle, and the answers. Served by ``APIServer`` with
+/// its ``BluetoothProxyBackend`` (ProxyConnections.swift); without one each request is answered
+/// with BluetoothGATTErrorResponse, not connected.
 extension MessageType {
     public static let bluetoothGATTGetServicesRequest: UInt16 = 70
     public static let bluetoothGATTGetServicesResponse: UInt16 = 71

@@ -29,6 +29,8 @@ struct PeripheralTests {
             let descriptors = try await central.discoverDescriptors(for: level)
             let userDescription = try #require(descriptors.first { $0.uuid == BluetoothUUID(0x2901) })
             #expect(try await central.readValue(for: userDescription) == Array("Level".utf8))
+            #expect(userDescription.handle > level.handle)
+            try await central.writeValue(Array("Lvl".utf8), for: userDescription)
 
             let custom = try #require(all.first { $0.uuid == BluetoothUUID(0xFF00) })
             let chars = Dictionary(
@@ -39,8 +41,8 @@ struct PeripheralTests {
             #expect(try await central.readValue(for: state) == [0x01, 0x02])
             try await central.writeValue([0x03], for: writer, type: .withoutResponse)
             let writes = try await harness.sim.recordedWrites
-            #expect(writes.map(\.type) == ["request", "command"])
-            #expect(writes.map(\.value) == [[0x01, 0x02], [0x03]])
+            #expect(writes.map(\.type) == ["descriptor", "request", "command"])
+            #expect(writes.map(\.value) == [Array("Lvl".utf8), [0x01, 0x02], [0x03]])
             #expect(await central.maximumWriteValueLength(for: writer, type: .withoutResponse) == 514)
             #expect(await central.maximumWriteValueLength(for: writer, type: .withResponse) == 512)
 

@@ -19,7 +19,20 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
      reads, and withdrawn at the stop;
   7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key;
-  8. SIGTERM stops gattway with exit 0.
+  8. SIGTERM stops gattway with exit 0;
+  9. connections through the proxy (connection_slots 2) with aioesphomeapi's own GATT calls, as
+     bleak-esphome makes them for Home Assistant: DeviceInfo claims active connections and remote
+     caching; a connect to the scenario's battery device answers connected with an MTU; the
+     services carry 180F/2A19 (with its 2901 descriptor) and FF00; read, the descriptor read, a
+     write with and one without response (read back through reflect_writes_to), a descriptor write
+     (the simulator records it), an ATT error
+     (0x80) from a failing read, notifications of 2A19 after start_notify; the connections-free
+     count follows; a third connect beyond the two slots fails, and after a disconnect succeeds;
+     a client that leaves the API frees its slots; an unknown address fails to connect;
+ 10. bleak-esphome, the bleak backend Home Assistant uses for proxied connections, with
+     habluetooth's Bluetooth manager (as Home Assistant runs it, without Home Assistant): the
+     proxy as a scanner, bleak.BleakClient to the battery device through it: services, read,
+     writes with and without response, notifications, disconnect.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -35,7 +48,7 @@ import tempfile
 import time
 
 from aioesphomeapi import APIClient
-from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError, BluetoothGATTAPIError
 from aioesphomeapi.model import BluetoothProxyFeature, BluetoothScannerMode, BluetoothScannerState
 
 GATTWAY = sys.argv[1]
@@ -44,6 +57,9 @@ KEY = base64.b64encode(bytes(range(32))).decode()
 WRONG_KEY = base64.b64encode(bytes(range(1, 33))).decode()
 BTHOME = "A4:C1:38:00:00:04"
 RUUVI = "C4:D3:8C:12:4A:5F"
+BATTERY = "A4:C1:38:00:00:10"
+SPARE1 = "A4:C1:38:00:00:11"
+SPARE2 = "A4:C1:38:00:00:12"
 
 results = []
 
@@ -186,6 +202,195 @@ async def run_clients(port):
     await second.disconnect()
 
 
+async def connect_device(client, address, flags, timeout=30):
+    """Connects through the proxy; returns (connected, mtu, error) of the first answer."""
+    states = []
+    await client.bluetooth_device_connect(mac_int(address), lambda c, m, e: states.append((c, m, e)),
+                                          timeout=timeout, feature_flags=flags, address_type=0)
+    return states[0] if states else (False, 0, None), states
+
+
+async def run_gatt(port):
+    # 9. Connections through the proxy.
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-gatt")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo proxy flags: active connections and remote caching",
+          flags & BluetoothProxyFeature.ACTIVE_CONNECTIONS and flags & BluetoothProxyFeature.REMOTE_CACHING, flags)
+    free = []
+    client.subscribe_bluetooth_connections_free(lambda f, l, a: free.append((f, l, list(a))))
+    # The devices must be known to BlueZ: the proxy's own scan finds them (they advertise).
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and "Proxy Spare 2" not in bluez_properties(SPARE2):
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+    check("connections free: 2 of 2 at first", free and free[0][:2] == (2, 2), free)
+    battery = mac_int(BATTERY)
+    (connected, mtu, error), states = await connect_device(client, BATTERY, flags)
+    check("connect through the proxy: connected with an MTU", connected and mtu >= 23 and error == 0, states)
+    await asyncio.sleep(0.3)
+    check("connections free: 1 of 2, the battery device allocated",
+          free and free[-1][0] == 1 and battery in free[-1][2], free)
+    services = await client.bluetooth_gatt_get_services(battery)
+    by_uuid = {}
+    for service in services.services:
+        for characteristic in service.characteristics:
+            by_uuid[characteristic.uuid[4:8].upper()] = characteristic
+    service_uuids = sorted(service.uuid[4:8].upper() for service in services.services)
+    check("services: 180F and FF00 with their characteristics",
+          "180F" in service_uuids and "FF00" in service_uuids and {"2A19", "FF01", "FF02", "FF03"} <= set(by_uuid),
+          (service_uuids, list(by_uuid)))
+    level = by_uuid.get("2A19")
+    if level is None:
+        await client.disconnect()
+        return
+    check("2A19 properties: read and notify", level.properties & 0x02 and level.properties & 0x10, level.properties)
+    value = await client.bluetooth_gatt_read(battery, level.handle)
+    check("read 2A19 = 87", bytes(value) == b"\x57", value)
+    user = [d for d in level.descriptors if d.uuid[4:8].upper() == "2901"]
+    if user:
+        text = await client.bluetooth_gatt_read_descriptor(battery, user[0].handle)
+        check("read descriptor 2901 = Level", bytes(text) == b"Level", text)
+    else:
+        check("descriptor 2901 listed", False, level.descriptors)
+    if user:
+        await client.bluetooth_gatt_write_descriptor(battery, user[0].handle, b"Lvl")
+        recorded = subprocess.run(
+            ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+             "--method", "io.gattway.Simulator1.RecordedWrites"], capture_output=True, text=True).stdout
+        check("write descriptor 2901 reaches the peripheral", "'descriptor'" in recorded and "2901" in recorded,
+              recorded[-400:])
+    await client.bluetooth_gatt_write(battery, by_uuid["FF01"].handle, b"\x2a", response=True)
+    echoed = await client.bluetooth_gatt_read(battery, by_uuid["FF02"].handle)
+    check("write with response, read back through FF02", bytes(echoed) == b"\x2a", echoed)
+    await client.bluetooth_gatt_write(battery, by_uuid["FF01"].handle, b"\x2b", response=False)
+    await asyncio.sleep(0.3)
+    echoed = await client.bluetooth_gatt_read(battery, by_uuid["FF02"].handle)
+    check("write without response, read back through FF02", bytes(echoed) == b"\x2b", echoed)
+    try:
+        await client.bluetooth_gatt_read(battery, by_uuid["FF03"].handle)
+        check("a failing read answers its ATT error", False, "read succeeded")
+    except BluetoothGATTAPIError as failure:
+        check("a failing read answers its ATT error (0x80)", failure.error.error == 0x80, failure.error)
+    try:
+        await client.bluetooth_gatt_read(battery, 0xFFF0)
+        check("an unknown handle is an error", False, "read succeeded")
+    except BluetoothGATTAPIError as failure:
+        check("an unknown handle is an error (0x01)", failure.error.error == 0x01, failure.error)
+    cccd = [d for d in level.descriptors if d.uuid[4:8].upper() == "2902"]
+    if cccd:
+        # bleak-esphome writes the CCCD itself when the proxy claims remote caching; BlueZ owns
+        # it, so the proxy answers the write without passing it on.
+        await client.bluetooth_gatt_write_descriptor(battery, cccd[0].handle, b"\x01\x00")
+        check("a CCCD write is answered", True)
+    else:
+        check("the CCCD 2902 is listed", False, level.descriptors)
+    values = []
+    stop_notify, _ = await client.bluetooth_gatt_start_notify(battery, level.handle,
+                                                              lambda h, d: values.append((h, bytes(d))))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(values) < 3:
+        await asyncio.sleep(0.1)
+    check("notifications of 2A19 arrive", len(values) >= 3 and all(h == level.handle for h, _ in values), values)
+    await stop_notify()
+
+    # Slots: two are offered; a third device is refused until one is disconnected.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    check("a second connect takes the second slot", connected, states)
+    (connected, _, error), states = await connect_device(client, SPARE2, flags)
+    check("a third connect beyond 2 slots fails", not connected and error != 0, states)
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    await asyncio.sleep(0.3)
+    check("a disconnect frees a slot", free and free[-1][0] == 1, free)
+    (connected, _, _), states = await connect_device(client, SPARE2, flags)
+    check("then the third device connects", connected, states)
+    # The peer drops the link: the client hears connected false, the slot is free again.
+    subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+                    "--method", "io.gattway.Simulator1.Disconnect", SPARE2], capture_output=True, check=False)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (len(states) > 1 and not states[-1][0]):
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.3)
+    check("a link lost is reported: connected false, the slot free again",
+          len(states) > 1 and not states[-1][0] and free and free[-1][0] == 1, (states, free[-1:]))
+    (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags)
+    check("an address BlueZ does not know fails to connect", not connected and error != 0, states)
+
+    # A client that leaves the API frees its slots.
+    await client.disconnect()
+    other = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-gatt-2")
+    await other.connect(login=True)
+    seen = []
+    await asyncio.sleep(0.3)
+    other.subscribe_bluetooth_connections_free(lambda f, l, a: seen.append((f, l, list(a))))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (seen and seen[-1][0] == 2):
+        await asyncio.sleep(0.1)
+    check("a client gone from the API frees its slots", seen and seen[-1][:2] == (2, 2), seen)
+    await other.disconnect()
+
+
+async def run_bleak(port):
+    # 10. bleak-esphome through habluetooth, as Home Assistant connects through a proxy.
+    import bleak
+    import bleak_esphome
+    import bleak_retry_connector
+    import habluetooth
+
+    manager = habluetooth.BluetoothManager()
+    await manager.async_setup()
+    cli = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-bleak")
+    await cli.connect(login=True)
+    info = await cli.device_info()
+    data = bleak_esphome.connect_scanner(cli, info, True)
+    unsetup = data.scanner.async_setup()
+    unregister = habluetooth.get_manager().async_register_scanner(data.scanner)
+    cli.subscribe_bluetooth_le_raw_advertisements(data.scanner.async_on_raw_advertisements)
+    device = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and device is None:
+        device = habluetooth.get_manager().async_ble_device_from_address(BATTERY, True)
+        await asyncio.sleep(0.1)
+    check("bleak-esphome: the battery device is seen through the proxy", device is not None)
+    if device is None:
+        await cli.disconnect()
+        return
+    level_uuid = "00002a19-0000-1000-8000-00805f9b34fb"
+    ff01, ff02 = "0000ff01-0000-1000-8000-00805f9b34fb", "0000ff02-0000-1000-8000-00805f9b34fb"
+    try:
+        # As Home Assistant's integrations connect: bleak-retry-connector over habluetooth's
+        # wrapped BleakClient, which picks the proxy as the connection path.
+        client = await bleak_retry_connector.establish_connection(
+            bleak.BleakClient, device, "Proxy Battery", max_attempts=1)
+        check("bleak-esphome: connected through the proxy", client.is_connected)
+        uuids = {c.uuid for s in client.services for c in s.characteristics}
+        check("bleak-esphome: services", {level_uuid, ff01, ff02} <= uuids, uuids)
+        level = await client.read_gatt_char(level_uuid)
+        check("bleak-esphome: read 2A19", bytes(level) == b"\x57", level)
+        await client.write_gatt_char(ff01, b"\x2c", response=True)
+        echoed = await client.read_gatt_char(ff02)
+        check("bleak-esphome: write with response", bytes(echoed) == b"\x2c", echoed)
+        await client.write_gatt_char(ff01, b"\x2d", response=False)
+        await asyncio.sleep(0.3)
+        echoed = await client.read_gatt_char(ff02)
+        check("bleak-esphome: write without response", bytes(echoed) == b"\x2d", echoed)
+        values = []
+        await client.start_notify(level_uuid, lambda _, value: values.append(bytes(value)))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(values) < 3:
+            await asyncio.sleep(0.1)
+        await client.stop_notify(level_uuid)
+        check("bleak-esphome: notifications", len(values) >= 3 and set(values) == {b"\x57"}, values)
+        await client.disconnect()
+        check("bleak-esphome: disconnected", not client.is_connected)
+    except Exception as error:  # noqa: BLE001
+        check("bleak-esphome: the connection through the proxy", False, repr(error))
+    unsetup()
+    unregister()
+    await cli.disconnect()
+
+
 def hostile(port, payload):
     """Sends payload on a fresh connection; returns what came back before the server closed
     (None when it did not close within 5 s)."""
@@ -232,7 +437,7 @@ def main():
         "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": "esphometest"},
         "health": {"interval": "1s"},
         "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": "esphome-test",
-                            "encryption_key": KEY},
+                            "encryption_key": KEY, "connection_slots": 2},
     }
     # 1. No key and no plaintext: a config error.
     with open(f"{work}/nokey.json", "w") as f:
@@ -262,6 +467,8 @@ def main():
                 break
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
+        asyncio.run(run_gatt(api_port))
+        asyncio.run(run_bleak(api_port))
         lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.
         state = mqtt_messages(mqtt_port, "esphometest/bridge/state", 1)
@@ -277,6 +484,11 @@ def main():
         check("bridge/health counts the refused handshake, the oversize frame and the protocol errors",
               closed.get("handshake", 0) >= 1 and closed.get("oversize", 0) >= 1 and closed.get("protocol", 0) >= 4
               and health.get("advertisements_sent", 0) > 0, health)
+        # Connected: battery, spare 1, spare 2 (aioesphomeapi), battery (bleak-esphome); refused:
+        # beyond the slots and the unknown address.
+        check("bridge/health counts the connections through the proxy",
+              health.get("connections") == 0 and health.get("connects", 0) >= 4
+              and health.get("connect_failures", 0) >= 2, health)
         # 7. gattway doctor's proxy checks against the running proxy.
         doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
                                 capture_output=True, text=True)

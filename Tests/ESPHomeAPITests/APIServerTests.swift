@@ -10,23 +10,28 @@ struct APIServerTests {
     final class Harness: @unchecked Sendable {
         let loop = EventLoop(name: "api-test")
         var server: APIServer?
+        /// Serves connections through the proxy (on this loop), when the test gave one.
+        var backend: (any BluetoothProxyBackend)?
         let lines = Mutex<[String]>([])
 
         init(
             maxClients: Int = 4, maxFrame: Int = 1024, maxQueued: Int = 256 * 1024, handshakeTimeout: Double = 10,
-            idleTimeout: Double = 90
+            idleTimeout: Double = 90, connectionSlots: Int = 3,
+            backend makeBackend: ((EventLoop) -> any BluetoothProxyBackend)? = nil
         ) async throws {
+            let backend = makeBackend?(loop)
+            self.backend = backend
             var configuration = APIServerConfiguration(
                 host: "127.0.0.1", port: 0, encryption: .plaintext, name: "testpi", friendlyName: "Test Pi",
                 macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "0.0-test",
-                maxClients: maxClients, connectionSlots: 3)
+                maxClients: maxClients, connectionSlots: connectionSlots)
             configuration.maxFrame = maxFrame
             configuration.maxQueuedBytes = maxQueued
             configuration.handshakeTimeout = handshakeTimeout
             configuration.idleTimeout = idleTimeout
             let config = configuration
             server = try await loop.submit { [self] in
-                let server = APIServer(configuration: config, loop: loop) { [self] _, line in
+                let server = APIServer(configuration: config, loop: loop, backend: backend) { [self] _, line in
                     lines.withLock { $0.append(line) }
                 }
                 try server.start()
@@ -125,7 +130,8 @@ struct APIServerTests {
         #expect(client.receive()?.type == MessageType.listEntitiesDoneResponse)
         client.send(type: MessageType.pingRequest)
         #expect(client.receive()?.type == MessageType.pingResponse)
-        // No connections through the proxy yet: connect and GATT requests are refused at once.
+        // No backend (connections through the proxy not served): connect and GATT requests are
+        // refused at once.
         client.send(type: MessageType.bluetoothDeviceRequest, [0x08, 0x01, 0x10, 0x04])
         let refusedReceived = client.receive()
         let refused = try #require(refusedReceived)

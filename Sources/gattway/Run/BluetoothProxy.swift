@@ -19,6 +19,8 @@ struct BluetoothProxy: Sendable {
     let central: CentralManager
     let scan: ScanToken?
     let announcer: AvahiAnnouncer?
+    /// Serves connections through the proxy (nil with `connection_slots` 0).
+    let connections: ProxyCentral?
     /// Follows the adapter's state into BluetoothScannerStateResponse.
     let stateFollower: Task<Void, Never>
 
@@ -35,8 +37,10 @@ struct BluetoothProxy: Sendable {
             encryption: settings.encryptionKey.map { .noise(psk: $0) } ?? .plaintext,
             name: name, friendlyName: name, macAddress: mac, bluetoothMacAddress: mac, version: BuildInfo.version,
             maxClients: settings.maxClients, connectionSlots: settings.connectionSlots)
+        let connections = settings.connectionSlots > 0 ? ProxyCentral(central: central, loop: loop) : nil
+        await connections?.start()
         let server = try await loop.submit {
-            let server = APIServer(configuration: configuration, loop: loop) { level, line in
+            let server = APIServer(configuration: configuration, loop: loop, backend: connections) { level, line in
                 switch level {
                 case .debug: log(.debug, line)
                 case .info: log(.info, line)
@@ -46,6 +50,7 @@ struct BluetoothProxy: Sendable {
                 }
             }
             try server.start()
+            connections?.server = server
             return server
         }
         let port = try await loop.submit { server.port }
@@ -84,7 +89,7 @@ struct BluetoothProxy: Sendable {
             }
         }
         return BluetoothProxy(
-            server: server, loop: loop, central: central, scan: token, announcer: announcer,
+            server: server, loop: loop, central: central, scan: token, announcer: announcer, connections: connections,
             stateFollower: stateFollower)
     }
 
@@ -103,6 +108,7 @@ struct BluetoothProxy: Sendable {
         await announcer?.withdraw()
         if let scan { await central.stopScan(scan) }
         _ = try? await loop.submit { server.stop() }
+        await connections?.stop()
     }
 
     /// The `bluetooth_proxy` section of `bridge/health`; called on the loop.
@@ -115,6 +121,9 @@ struct BluetoothProxy: Sendable {
                 .object([
                     ("clients", number(statistics.clients)), ("accepted", number(statistics.accepted)),
                     ("advertisements_sent", number(statistics.advertisementsSent)),
+                    ("connections", number(statistics.proxyConnections)),
+                    ("connects", number(statistics.proxyConnects)),
+                    ("connect_failures", number(statistics.proxyConnectFailures)),
                     (
                         "closed",
                         .object([

@@ -8,7 +8,9 @@ extension FuzzTargets {
     /// its socket), in chunks as TCP would cut them.
     ///
     /// Encoding: a mode byte (bit 0: Noise with the vectors' key and server ephemeral key, so the
-    /// seeds' handshake and encrypted frames are valid), then chunks (a length byte, the bytes).
+    /// seeds' handshake and encrypted frames are valid; bit 1: connections through the proxy are
+    /// served, so device and GATT requests are handed on as proxy requests), then chunks (a
+    /// length byte, the bytes).
     /// Properties: no trap; a session that ended sends nothing more and stays ended; the bytes it
     /// sends stay proportional to what it received (no amplification); a protobuf payload that
     /// decodes as a HelloRequest encodes back to one that decodes the same.
@@ -21,10 +23,12 @@ extension FuzzTargets {
             let mode = input.byte()
             var configuration = ESPHomeAPISeeds.configuration(noise: mode & 1 != 0)
             configuration.maxFrame = 512
+            if mode & 2 != 0 { configuration.features.formUnion([.activeConnections, .remoteCaching]) }
             var session = APISession(
                 configuration: configuration, ephemeralKey: mode & 1 != 0 ? ESPHomeAPISeeds.serverEphemeral : nil)
             var received = 0
             var ended = false
+            var proxyRequests = 0
             while !input.isEmpty {
                 let chunk = input.chunk()
                 received += chunk.count
@@ -36,6 +40,11 @@ extension FuzzTargets {
                 }
                 fuzzProperty(!(outcome.failure != nil && !session.closing), "a failure that did not end the session")
                 ended = session.closing
+                // Proxy requests only when served, and each from a message of its own (≥ 3 bytes).
+                fuzzProperty(
+                    outcome.proxyRequests.isEmpty || mode & 2 != 0, "a proxy request while connections are not served")
+                proxyRequests += outcome.proxyRequests.count
+                fuzzProperty(proxyRequests * 3 <= received, "more proxy requests than messages")
                 // Each client message is answered with at most one bounded message.
                 fuzzProperty(
                     session.outgoing.count <= 400 * (received + 1),
@@ -129,6 +138,7 @@ enum ESPHomeAPISeeds {
             plain(MessageType.disconnectRequest),
         ]
         var seeds = [[0] + chunks(session), [0] + chunks([session.joined().map { $0 }])]
+        seeds.append([2] + chunks(session))  // the same session with connections served
         seeds.append([0] + chunks([plain(MessageType.deviceInfoRequest)]))  // before hello
         seeds.append([0] + chunks([[0x00, 0xFF, 0xFF, 0x03, 0x01]]))  // oversize
         let handshake = [noiseFrame([]), noiseFrame([0x00] + hex("client_handshake"))]

@@ -1,0 +1,290 @@
+import EventLoop
+
+/// Why an operation on the Bluetooth side failed, as ESPHome reports it to the client: an ATT
+/// error code (0x01…0xFF) for a GATT request the peer refused, an ESP-IDF GATT status for a
+/// connection (e.g. 0x85, ESP_GATT_ERROR), -1 when the device is not connected.
+public struct ProxyFailure: Error, Sendable, Equatable {
+    public var code: Int32
+    public init(_ code: Int32) { self.code = code }
+
+    /// The device is not connected through the proxy (or the link dropped).
+    public static let notConnected = ProxyFailure(-1)
+    /// ESP_GATT_ERROR: a connection attempt failed.
+    public static let connectionFailed = ProxyFailure(0x85)
+    /// ESP_GATT_NO_RESOURCES: no free connection slot, or too many requests in flight.
+    public static let noResources = ProxyFailure(0x80)
+    /// ATT "Invalid Handle": no attribute with this handle on the device.
+    public static let invalidHandle = ProxyFailure(0x01)
+}
+
+/// What the proxy does on the Bluetooth side of connections through it; gattway implements it on
+/// BlueZ's central. Called on the loop thread; every completion must be called exactly once, on
+/// the loop thread (it may be later, after the server forgot the connection: then it is ignored).
+/// Addresses are the 48-bit numbers of the API (0xAABBCCDDEEFF for AA:BB:CC:DD:EE:FF). Events
+/// the other way (a link lost, a notification) go to ``APIServer/connectionLost(address:error:)``
+/// and ``APIServer/notification(address:handle:data:)``.
+public protocol BluetoothProxyBackend: AnyObject, Sendable {
+    /// Connects and discovers the services; `done` gets the MTU.
+    func connect(address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void)
+    /// Disconnects (also a pending connect); no completion: the server has forgotten it already.
+    func disconnect(address: UInt64)
+    func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void)
+    /// Reads the characteristic (or descriptor) with the ATT `handle`.
+    func read(
+        address: UInt64, handle: UInt16, descriptor: Bool,
+        done: @escaping @Sendable (Result<[UInt8], ProxyFailure>) -> Void)
+    func write(
+        address: UInt64, handle: UInt16, descriptor: Bool, data: [UInt8], withResponse: Bool,
+        done: @escaping @Sendable (ProxyFailure?) -> Void)
+    /// Starts or stops the notifications of a characteristic; values go to
+    /// ``APIServer/notification(address:handle:data:)``.
+    func notify(address: UInt64, handle: UInt16, enable: Bool, done: @escaping @Sendable (ProxyFailure?) -> Void)
+}
+
+/// One connection through the proxy: the client that asked for it (only that client may use it)
+/// and whether it is up.
+struct ProxyConnection {
+    let owner: Int
+    /// Tells a completion for this connection from one for an earlier connection to the same address.
+    let id: Int
+    var connected = false
+    var mtu: UInt32 = 0
+    /// GATT requests sent to the backend and not answered yet (bounded by ``APIServer/maxInFlight``).
+    var inFlight = 0
+}
+
+extension APIServer {
+    /// GATT requests one connection may have waiting on the Bluetooth side; more are refused with
+    /// ``ProxyFailure/noResources`` (a client cannot pile up work without bound).
+    public static let maxInFlight = 16
+
+    /// The largest 48-bit address.
+    static let maxAddress: UInt64 = 0xFFFF_FFFF_FFFF
+
+    func serve(_ request: APISession.ProxyRequest, for client: Client) {
+        switch request {
+        case .subscribeConnectionsFree:
+            client.connectionsFreeSubscribed = true
+            client.session.send(connectionsFreeMessage)
+        case .connect(let address, let addressType):
+            connect(address, addressType: addressType, for: client)
+        case .disconnect(let address):
+            // The answer first, then the slots (bleak-esphome reconciles its connections with the
+            // allocated list and expects the disconnect to have been reported).
+            client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
+            if let connection = proxyConnections[address], connection.owner == client.id {
+                proxyConnections.removeValue(forKey: address)
+                backend?.disconnect(address: address)
+                log(.info, "API: \(client.peer): disconnected \(Self.text(address)) through the proxy")
+                broadcastConnectionsFree()
+            }
+        case .gatt(let gatt):
+            serveGATT(gatt, for: client)
+        }
+    }
+
+    private func connect(_ address: UInt64, addressType: UInt32, for client: Client) {
+        guard let backend, address <= Self.maxAddress else {
+            statistics.proxyConnectFailures += 1
+            client.session.send(
+                .deviceConnection(
+                    address: address, connected: false, mtu: 0, error: ProxyFailure.connectionFailed.code))
+            return
+        }
+        if let existing = proxyConnections[address] {
+            if existing.owner != client.id {
+                // Another client's connection: refused (one owner per device, as on ESPHome).
+                statistics.proxyConnectFailures += 1
+                client.session.send(
+                    .deviceConnection(
+                        address: address, connected: false, mtu: 0, error: ProxyFailure.connectionFailed.code))
+            } else if existing.connected {
+                client.session.send(.deviceConnection(address: address, connected: true, mtu: existing.mtu, error: 0))
+            }  // else: connecting; the answer comes when it is done
+            return
+        }
+        guard proxyConnections.count < configuration.connectionSlots else {
+            log(.info, "API: \(client.peer): no free connection slot for \(Self.text(address))")
+            statistics.proxyConnectFailures += 1
+            client.session.send(
+                .deviceConnection(address: address, connected: false, mtu: 0, error: ProxyFailure.noResources.code))
+            return
+        }
+        let id = nextConnectionID
+        nextConnectionID += 1
+        proxyConnections[address] = ProxyConnection(owner: client.id, id: id)
+        log(.info, "API: \(client.peer): connecting \(Self.text(address)) through the proxy")
+        broadcastConnectionsFree()
+        backend.connect(address: address, addressType: addressType) { [weak self] result in
+            self?.connectDone(address, id: id, result)
+        }
+    }
+
+    private func connectDone(_ address: UInt64, id: Int, _ result: Result<UInt32, ProxyFailure>) {
+        loop.preconditionInLoop()
+        guard var connection = proxyConnections[address], connection.id == id else { return }
+        guard let client = clients[connection.owner] else { return }
+        switch result {
+        case .success(let mtu):
+            connection.connected = true
+            connection.mtu = mtu
+            proxyConnections[address] = connection
+            statistics.proxyConnects += 1
+            log(.info, "API: \(client.peer): connected \(Self.text(address)) through the proxy (MTU \(mtu))")
+            client.session.send(.deviceConnection(address: address, connected: true, mtu: mtu, error: 0))
+            flush(client)
+        case .failure(let failure):
+            proxyConnections.removeValue(forKey: address)
+            statistics.proxyConnectFailures += 1
+            log(.info, "API: \(client.peer): could not connect \(Self.text(address)) (error \(failure.code))")
+            client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: failure.code))
+            flush(client)
+            broadcastConnectionsFree()
+        }
+    }
+
+    private func serveGATT(_ request: GATTRequest, for client: Client) {
+        let address = request.address
+        let handle = request.handle
+        guard let backend, var connection = proxyConnections[address], connection.owner == client.id,
+            connection.connected
+        else {
+            client.session.send(.gattError(address: address, handle: handle, error: ProxyFailure.notConnected.code))
+            return
+        }
+        guard connection.inFlight < Self.maxInFlight else {
+            client.session.send(.gattError(address: address, handle: handle, error: ProxyFailure.noResources.code))
+            return
+        }
+        connection.inFlight += 1
+        proxyConnections[address] = connection
+        let id = connection.id
+        // Each completion: the connection must still be the same one, owned by the same client.
+        let finish: @Sendable (ServerMessage?) -> Void = { [weak self] message in
+            guard let self else { return }
+            self.loop.preconditionInLoop()
+            guard var current = self.proxyConnections[address], current.id == id else { return }
+            current.inFlight -= 1
+            self.proxyConnections[address] = current
+            guard let message, let owner = self.clients[current.owner] else { return }
+            owner.session.send(message)
+            self.flush(owner)
+        }
+        @Sendable func error(_ failure: ProxyFailure) -> ServerMessage {
+            .gattError(address: address, handle: handle, error: failure.code)
+        }
+        switch request {
+        case .getServices:
+            let shortUUIDs =
+                client.session.clientAPIVersion.major > 1
+                || (client.session.clientAPIVersion.major == 1 && client.session.clientAPIVersion.minor >= 12)
+            backend.services(address: address) { [weak self] result in
+                switch result {
+                case .success(let services):
+                    // One service per message, as ESPHome sends them; then Done.
+                    if let self, let current = self.proxyConnections[address], current.id == id,
+                        let owner = self.clients[current.owner]
+                    {
+                        for service in services {
+                            owner.session.send(
+                                .gattServices(address: address, services: [service], shortUUIDs: shortUUIDs))
+                        }
+                    }
+                    finish(.gattServicesDone(address: address))
+                case .failure(let failure):
+                    finish(error(failure))
+                }
+            }
+        case .read(_, _), .readDescriptor(_, _):
+            var descriptor = false
+            if case .readDescriptor = request { descriptor = true }
+            backend.read(address: address, handle: handle, descriptor: descriptor) { result in
+                switch result {
+                case .success(let data): finish(.gattRead(address: address, handle: handle, data: data))
+                case .failure(let failure): finish(error(failure))
+                }
+            }
+        case .write(_, _, let withResponse, let data):
+            backend.write(address: address, handle: handle, descriptor: false, data: data, withResponse: withResponse) {
+                failure in
+                if let failure {
+                    finish(error(failure))
+                } else {
+                    finish(withResponse ? .gattWriteDone(address: address, handle: handle) : nil)
+                }
+            }
+        case .writeDescriptor(_, _, let data):
+            backend.write(address: address, handle: handle, descriptor: true, data: data, withResponse: true) {
+                failure in
+                finish(failure.map(error) ?? .gattWriteDone(address: address, handle: handle))
+            }
+        case .notify(_, _, let enable):
+            backend.notify(address: address, handle: handle, enable: enable) { failure in
+                finish(failure.map(error) ?? .gattNotifyDone(address: address, handle: handle))
+            }
+        }
+    }
+
+    /// The link to `address` went down (the peer, a supervision timeout, the adapter): its client
+    /// gets BluetoothDeviceConnectionResponse with `connected` false; the slot is free again.
+    /// Loop thread.
+    public func connectionLost(address: UInt64, error: Int32) {
+        loop.preconditionInLoop()
+        guard let connection = proxyConnections.removeValue(forKey: address) else { return }
+        if let client = clients[connection.owner] {
+            log(.info, "API: \(client.peer): \(Self.text(address)) disconnected (error \(error))")
+            client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: error))
+            flush(client)
+        }
+        broadcastConnectionsFree()
+    }
+
+    /// A notification or indication value of a characteristic of a connected device; sent to the
+    /// client that owns the connection. Loop thread.
+    public func notification(address: UInt64, handle: UInt16, data: [UInt8]) {
+        loop.preconditionInLoop()
+        guard let connection = proxyConnections[address], connection.connected,
+            let client = clients[connection.owner], !client.session.closing
+        else { return }
+        client.session.send(.gattNotifyData(address: address, handle: handle, data: data))
+        flush(client)
+    }
+
+    /// Frees every connection of a client that is gone (or going).
+    func releaseConnections(of clientID: Int) {
+        let owned = proxyConnections.filter { $0.value.owner == clientID }.map(\.key)
+        guard !owned.isEmpty else { return }
+        for address in owned {
+            proxyConnections.removeValue(forKey: address)
+            backend?.disconnect(address: address)
+        }
+        broadcastConnectionsFree()
+    }
+
+    /// The addresses connected (or connecting) through the proxy; loop thread.
+    public var proxiedAddresses: [UInt64] { proxyConnections.keys.sorted() }
+
+    var connectionsFreeMessage: ServerMessage {
+        let limit = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
+        let used = min(limit, proxyConnections.count)
+        return .connectionsFree(
+            free: UInt32(clamping: limit - used), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
+    }
+
+    func broadcastConnectionsFree() {
+        statistics.proxyConnections = proxyConnections.count
+        let message = connectionsFreeMessage
+        for client in clients.values where client.connectionsFreeSubscribed && !client.session.closing {
+            client.session.send(message)
+            flush(client)
+        }
+    }
+
+    static func text(_ address: UInt64) -> String {
+        (0..<6).reversed().map { index -> String in
+            let byte = (address >> (UInt64(index) * 8)) & 0xFF
+            let digits = String(byte, radix: 16, uppercase: true)
+            return byte < 16 ? "0" + digits : digits
+        }.joined(separator: ":")
+    }
+}

@@ -1,0 +1,296 @@
+import BlueZ
+import Bluetooth
+import ESPHomeAPI
+import EventLoop
+
+/// Connections through the Bluetooth proxy on BlueZ's central (docs/ha-bluetooth-proxy.md): the
+/// ``BluetoothProxyBackend`` of the ESPHome API server. A connect connects the peripheral (no
+/// automatic reconnection: the client decides) and waits for its services, whose ATT handles
+/// (from BlueZ's object paths `serviceXXXX/charYYYY/descZZZZ`) name characteristics and
+/// descriptors in the client's requests. Only devices BlueZ knows (seen by a scan) are connected.
+///
+/// State is touched on the loop thread only (the invariant behind `@unchecked Sendable`); BlueZ
+/// calls run in tasks on the central (whose executor is the loop) and complete through
+/// `loop.execute`.
+final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
+    let central: CentralManager
+    let loop: EventLoop
+    /// Set once the server exists; events (link lost, notifications) go to it.
+    weak var server: APIServer?
+    private var eventsToken: ConnectionEventsToken?
+
+    /// One device connected (or connecting) for a client.
+    private struct Device {
+        let generation: Int
+        var connected = false
+        /// It was connected already (by the gateway): the proxy does not disconnect it.
+        var adopted = false
+        var services: [GATTServiceInfo] = []
+        var characteristics: [UInt16: Characteristic] = [:]
+        var descriptors: [UInt16: Descriptor] = [:]
+        var notifications: [UInt16: NotificationToken] = [:]
+    }
+
+    private var devices: [UInt64: Device] = [:]
+    /// Disconnects under way (a connect to the same device waits for its end first).
+    private var disconnects: [UInt64: (generation: Int, task: Task<Void, Never>)] = [:]
+    /// Devices with a connect task running (one at a time per device).
+    private var connecting: Set<UInt64> = []
+    private var nextGeneration = 0
+
+    init(central: CentralManager, loop: EventLoop) {
+        self.central = central
+        self.loop = loop
+    }
+
+    /// Follows links going down; call once, on the loop.
+    func start() async {
+        let token = await central.connectionEvents { [weak self] event in
+            guard let self, case .disconnected(let peripheral, _) = event else { return }
+            self.linkLost(peripheral.address.rawValue)
+        }
+        eventsToken = token
+    }
+
+    func stop() async {
+        if let eventsToken { await central.stopConnectionEvents(eventsToken) }
+        eventsToken = nil
+    }
+
+    private func linkLost(_ address: UInt64) {
+        guard let device = devices[address], device.connected else { return }
+        forget(address)
+        // 0x13: the remote device terminated the connection (the HCI reason ESPHome passes on
+        // most often); BlueZ does not tell the reason to its clients.
+        server?.connectionLost(address: address, error: 0x13)
+    }
+
+    /// Ends the device's notifications and forgets it (no BlueZ call).
+    private func forget(_ address: UInt64) {
+        guard let device = devices.removeValue(forKey: address) else { return }
+        let tokens = Array(device.notifications.values)
+        guard !tokens.isEmpty else { return }
+        let central = self.central
+        Task { for token in tokens { await central.endNotifications(token) } }
+    }
+
+    private func complete(_ body: @escaping @Sendable () -> Void) { loop.execute(body) }
+
+    // MARK: BluetoothProxyBackend
+
+    func connect(address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void)
+    {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        // Only a device BlueZ knows, and not while an earlier attempt for it still runs: with the
+        // server's slots this bounds the tasks a client can start however fast it connects and
+        // disconnects (each disconnect waits for BlueZ, about 2 s).
+        guard loop.inLoop, central.assumeIsolated({ $0.isKnown(bluetoothAddress) }), !connecting.contains(address)
+        else { return loop.execute { done(.failure(.connectionFailed)) } }
+        connecting.insert(address)
+        let generation = nextGeneration
+        nextGeneration += 1
+        devices[address] = Device(generation: generation)
+        let central = self.central
+        let pendingDisconnect = disconnects[address]?.task
+        Task {
+            await pendingDisconnect?.value
+            let result:
+                Result<(UInt32, Bool, [GATTServiceInfo], [UInt16: Characteristic], [UInt16: Descriptor]), ProxyFailure>
+            do {
+                let adopted = await central.connectedPeripherals().contains { $0.address == bluetoothAddress }
+                // A link the gateway holds is used as it is: connect() would turn off its
+                // automatic reconnection.
+                let peripheral =
+                    adopted
+                    ? await central.peripheral(bluetoothAddress)
+                    : try await central.connect(
+                        await central.peripheral(bluetoothAddress), timeout: .seconds(20), autoReconnect: false)
+                var services: [GATTServiceInfo] = []
+                var characteristics: [UInt16: Characteristic] = [:]
+                var descriptors: [UInt16: Descriptor] = [:]
+                var mtu = 23
+                for service in try await central.discoverServices(for: peripheral) {
+                    var infos: [GATTCharacteristicInfo] = []
+                    for characteristic in try await central.discoverCharacteristics(for: service) {
+                        characteristics[characteristic.handle] = characteristic
+                        var entries: [(uuid: BluetoothUUID, handle: UInt16)] = []
+                        for descriptor in try await central.discoverDescriptors(for: characteristic) {
+                            descriptors[descriptor.handle] = descriptor
+                            entries.append((descriptor.uuid, descriptor.handle))
+                        }
+                        // The handle is the one in BlueZ's path (charYYYY); the client only
+                        // hands it back.
+                        infos.append(
+                            GATTCharacteristicInfo(
+                                uuid: characteristic.uuid, handle: characteristic.handle,
+                                properties: characteristic.properties.rawValue & 0xFF, descriptors: entries))
+                        let length = await central.maximumWriteValueLength(for: characteristic, type: .withoutResponse)
+                        mtu = max(mtu, length + 3)
+                    }
+                    services.append(GATTServiceInfo(uuid: service.uuid, handle: service.handle, characteristics: infos))
+                }
+                result = .success((UInt32(clamping: mtu), adopted, services, characteristics, descriptors))
+            } catch let failure as ProxyFailure {
+                result = .failure(failure)
+            } catch {
+                result = .failure(Self.failure(error, connecting: true))
+            }
+            complete { [self] in
+                connecting.remove(address)
+                guard var device = devices[address], device.generation == generation else {
+                    // Disconnected (or the client went away) meanwhile: undo what came up.
+                    if case .success(let value) = result, !value.1 {
+                        Task { try? await central.disconnect(central.peripheral(bluetoothAddress)) }
+                    }
+                    return
+                }
+                // The link may have dropped between the discovery and this turn (its event was
+                // ignored while connecting): report the attempt as failed.
+                var result = result
+                if case .success = result, !central.assumeIsolated({ $0.peripheral(bluetoothAddress).isConnected }) {
+                    result = .failure(.connectionFailed)
+                }
+                switch result {
+                case .success(let (mtu, adopted, services, characteristics, descriptors)):
+                    device.connected = true
+                    device.adopted = adopted
+                    device.services = services
+                    device.characteristics = characteristics
+                    device.descriptors = descriptors
+                    devices[address] = device
+                    done(.success(mtu))
+                case .failure(let failure):
+                    devices.removeValue(forKey: address)
+                    done(.failure(failure))
+                }
+            }
+        }
+    }
+
+    func disconnect(address: UInt64) {
+        guard let device = devices[address] else { return }
+        forget(address)
+        guard !device.adopted else { return }
+        let central = self.central
+        let previous = disconnects[address]?.task
+        let generation = nextGeneration
+        nextGeneration += 1
+        let task = Task {
+            await previous?.value
+            try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address)))
+            complete { [self] in
+                if disconnects[address]?.generation == generation { disconnects[address] = nil }
+            }
+        }
+        disconnects[address] = (generation, task)
+    }
+
+    func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void) {
+        guard let device = devices[address], device.connected else { return done(.failure(.notConnected)) }
+        done(.success(device.services))
+    }
+
+    func read(
+        address: UInt64, handle: UInt16, descriptor: Bool,
+        done: @escaping @Sendable (Result<[UInt8], ProxyFailure>) -> Void
+    ) {
+        guard let device = devices[address], device.connected else { return done(.failure(.notConnected)) }
+        let central = self.central
+        if descriptor {
+            guard let target = device.descriptors[handle] else { return done(.failure(.invalidHandle)) }
+            Task {
+                let result: Result<[UInt8], ProxyFailure>
+                do { result = .success(try await central.readValue(for: target)) } catch {
+                    result = .failure(Self.failure(error))
+                }
+                complete { done(result) }
+            }
+        } else {
+            guard let target = device.characteristics[handle] else { return done(.failure(.invalidHandle)) }
+            Task {
+                let result: Result<[UInt8], ProxyFailure>
+                do { result = .success(try await central.readValue(for: target)) } catch {
+                    result = .failure(Self.failure(error))
+                }
+                complete { done(result) }
+            }
+        }
+    }
+
+    func write(
+        address: UInt64, handle: UInt16, descriptor: Bool, data: [UInt8], withResponse: Bool,
+        done: @escaping @Sendable (ProxyFailure?) -> Void
+    ) {
+        guard let device = devices[address], device.connected else { return done(.notConnected) }
+        let central = self.central
+        if descriptor {
+            guard let target = device.descriptors[handle] else { return done(.invalidHandle) }
+            // BlueZ owns the CCCD: notifications are switched with the notify request.
+            guard target.uuid != BluetoothUUID(0x2902) else { return done(nil) }
+            Task {
+                var failure: ProxyFailure?
+                do { try await central.writeValue(data, for: target) } catch { failure = Self.failure(error) }
+                complete { [failure] in done(failure) }
+            }
+        } else {
+            guard let target = device.characteristics[handle] else { return done(.invalidHandle) }
+            Task {
+                var failure: ProxyFailure?
+                do {
+                    try await central.writeValue(
+                        data, for: target, type: withResponse ? .withResponse : .withoutResponse)
+                } catch { failure = Self.failure(error) }
+                complete { [failure] in done(failure) }
+            }
+        }
+    }
+
+    func notify(address: UInt64, handle: UInt16, enable: Bool, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        guard let device = devices[address], device.connected else { return done(.notConnected) }
+        guard let target = device.characteristics[handle] else { return done(.invalidHandle) }
+        let central = self.central
+        if !enable {
+            if let token = devices[address]?.notifications.removeValue(forKey: handle) {
+                Task { await central.endNotifications(token) }
+            }
+            return done(nil)
+        }
+        guard device.notifications[handle] == nil else { return done(nil) }
+        let generation = device.generation
+        Task {
+            var failure: ProxyFailure?
+            var token: NotificationToken?
+            do {
+                token = try await central.notifications(for: target) { [weak self] delivery in
+                    // On the loop thread, as each value arrives.
+                    guard let self, case .value(let data) = delivery else { return }
+                    self.server?.notification(address: address, handle: handle, data: data)
+                }
+            } catch { failure = Self.failure(error) }
+            complete { [self, token, failure] in
+                if let token {
+                    if devices[address]?.generation == generation, devices[address]?.notifications[handle] == nil {
+                        devices[address]?.notifications[handle] = token
+                    } else {
+                        Task { await central.endNotifications(token) }
+                    }
+                }
+                done(failure)
+            }
+        }
+    }
+
+    /// BlueZ's error as the ESPHome client expects it: the ATT code when the peer answered with
+    /// one, -1 when the link is down, else ESP_GATT_ERROR (0x85).
+    static func failure(_ error: any Error, connecting: Bool = false) -> ProxyFailure {
+        guard let error = error as? CentralError else { return .connectionFailed }
+        if let att = error.attError { return ProxyFailure(Int32(att)) }
+        switch error.code {
+        case .notConnected, .peripheralDisconnected: return connecting ? .connectionFailed : .notConnected
+        case .operationNotSupported: return ProxyFailure(0x06)  // ATT Request Not Supported
+        case .notPermitted: return ProxyFailure(0x02)  // read / write not permitted
+        case .invalidValueLength: return ProxyFailure(0x0D)
+        default: return .connectionFailed
+        }
+    }
+}

@@ -1,0 +1,325 @@
+import Bluetooth
+import ESPHomeAPI
+import EventLoop
+import Synchronization
+import Testing
+
+/// Connections through the proxy, with a backend that answers on the next loop turn: slots,
+/// ownership, GATT answers and errors, notifications, links lost, clients leaving, bounds.
+@Suite("ESPHome API proxy connections", .serialized)
+struct ProxyConnectionTests {
+    /// Connects every address but `unknown`; handle 0x0B reads [0x57], 0x0C fails with ATT 0x80;
+    /// with `hold`, GATT completions are kept (never called) to fill the in-flight bound.
+    final class FakeBackend: BluetoothProxyBackend, @unchecked Sendable {
+        let loop: EventLoop
+        let unknown: UInt64 = 0x0000_0000_0F0F
+        var hold = false
+        var held: [@Sendable (Result<[UInt8], ProxyFailure>) -> Void] = []
+        let disconnected = Mutex<[UInt64]>([])
+
+        init(loop: EventLoop) { self.loop = loop }
+
+        func connect(
+            address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void
+        ) {
+            let result: Result<UInt32, ProxyFailure> = address == unknown ? .failure(.connectionFailed) : .success(247)
+            loop.execute { done(result) }
+        }
+
+        func disconnect(address: UInt64) { disconnected.withLock { $0.append(address) } }
+
+        static let services = [
+            GATTServiceInfo(
+                uuid: BluetoothUUID(0x180F), handle: 0x0A,
+                characteristics: [
+                    GATTCharacteristicInfo(
+                        uuid: BluetoothUUID(0x2A19), handle: 0x0B, properties: 0x12,
+                        descriptors: [(BluetoothUUID(0x2902), 0x0D)])
+                ])
+        ]
+
+        func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void) {
+            loop.execute { done(.success(Self.services)) }
+        }
+
+        func read(
+            address: UInt64, handle: UInt16, descriptor: Bool,
+            done: @escaping @Sendable (Result<[UInt8], ProxyFailure>) -> Void
+        ) {
+            if hold { return held.append(done) }
+            loop.execute { done(handle == 0x0B ? .success([0x57]) : .failure(ProxyFailure(0x80))) }
+        }
+
+        func write(
+            address: UInt64, handle: UInt16, descriptor: Bool, data: [UInt8], withResponse: Bool,
+            done: @escaping @Sendable (ProxyFailure?) -> Void
+        ) {
+            loop.execute { done(nil) }
+        }
+
+        func notify(
+            address: UInt64, handle: UInt16, enable: Bool, done: @escaping @Sendable (ProxyFailure?) -> Void
+        ) {
+            loop.execute { done(nil) }
+        }
+    }
+
+    typealias Harness = APIServerTests.Harness
+    typealias TestClient = APIServerTests.TestClient
+
+    static func deviceRequest(_ address: UInt64, _ type: UInt32) -> [UInt8] {
+        var writer = ProtobufWriter()
+        writer.varint(1, address)
+        writer.uint32(2, type)
+        return writer.bytes
+    }
+
+    static func gatt(_ address: UInt64, _ handle: UInt16, _ extra: (inout ProtobufWriter) -> Void = { _ in }) -> [UInt8]
+    {
+        var writer = ProtobufWriter()
+        writer.varint(1, address)
+        writer.uint32(2, UInt32(handle))
+        extra(&writer)
+        return writer.bytes
+    }
+
+    static func connected(_ client: inout TestClient) throws -> TestClient {
+        client.send(type: MessageType.helloRequest, APIServerTests.hello())
+        #expect(client.receive()?.type == MessageType.helloResponse)
+        return client
+    }
+
+    /// The next message, which must be `expected` (type and payload).
+    static func expectNext(_ client: inout TestClient, _ expected: ServerMessage, _ comment: Comment) {
+        let received = client.receive()
+        #expect(received?.type == expected.type && received?.payload == expected.payload, comment)
+    }
+
+    @Test func connectServeAndRelease() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        client.send(type: MessageType.deviceInfoRequest)
+        let infoReceived = client.receive()
+        let info = try #require(infoReceived)
+        var reader = ProtobufReader(info.payload)
+        var flags: UInt32 = 0
+        while let (field, value) = try reader.next() {
+            if field == 15 { flags = try value.uint32(field: field) }
+        }
+        #expect(flags & BluetoothProxyFeatures.activeConnections.rawValue != 0)
+        #expect(flags & BluetoothProxyFeatures.remoteCaching.rawValue != 0)
+
+        client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+        Self.expectNext(&client, .connectionsFree(free: 2, limit: 2, allocated: []), "2 of 2 free")
+        let device: UInt64 = 0xA4C1_3800_0010
+        // Not connected yet: GATT requests are refused with -1.
+        client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
+        Self.expectNext(&client, .gattError(address: device, handle: 0x0B, error: -1), "not connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 5))  // V3 without cache
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [device]), "a slot taken")
+        Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
+
+        client.send(type: MessageType.bluetoothGATTGetServicesRequest, Self.gatt(device, 0))
+        Self.expectNext(
+            &client, .gattServices(address: device, services: FakeBackend.services, shortUUIDs: false), "services")
+        Self.expectNext(&client, .gattServicesDone(address: device), "services done")
+        client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
+        Self.expectNext(&client, .gattRead(address: device, handle: 0x0B, data: [0x57]), "read")
+        client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0C))
+        Self.expectNext(&client, .gattError(address: device, handle: 0x0C, error: 0x80), "ATT error")
+        client.send(
+            type: MessageType.bluetoothGATTWriteRequest,
+            Self.gatt(device, 0x0B) {
+                $0.bool(3, true)
+                $0.bytes(4, [1])
+            })
+        Self.expectNext(&client, .gattWriteDone(address: device, handle: 0x0B), "write with response")
+        // Without response: no answer; the notify answer comes next.
+        client.send(type: MessageType.bluetoothGATTWriteRequest, Self.gatt(device, 0x0B) { $0.bytes(4, [2]) })
+        client.send(type: MessageType.bluetoothGATTNotifyRequest, Self.gatt(device, 0x0B) { $0.bool(3, true) })
+        Self.expectNext(&client, .gattNotifyDone(address: device, handle: 0x0B), "notify on")
+        _ = try await harness.loop.submit { [harness] in
+            harness.server?.notification(address: device, handle: 0x0B, data: [0x58])
+            harness.server?.notification(address: 0x1234, handle: 0x0B, data: [0x59])  // not connected: dropped
+        }
+        Self.expectNext(&client, .gattNotifyData(address: device, handle: 0x0B, data: [0x58]), "notification")
+
+        // A second client cannot take the first one's device; the slots run out; an unknown device fails.
+        var other = try TestClient(port: await harness.port)
+        other = try Self.connected(&other)
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 4))
+        Self.expectNext(&other, .deviceConnection(address: device, connected: false, mtu: 0, error: 0x85), "owned")
+        other.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
+        Self.expectNext(&other, .gattError(address: device, handle: 0x0B, error: -1), "not its connection")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(backend.unknown, 4))
+        Self.expectNext(
+            &other, .deviceConnection(address: backend.unknown, connected: false, mtu: 0, error: 0x85), "unknown")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x22, 4))
+        Self.expectNext(&other, .deviceConnection(address: 0x22, connected: true, mtu: 247, error: 0), "second slot")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x33, 4))
+        Self.expectNext(&other, .deviceConnection(address: 0x33, connected: false, mtu: 0, error: 0x80), "no slot")
+        // An address beyond 48 bits is refused without a slot.
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(1 << 50, 4))
+        Self.expectNext(&other, .deviceConnection(address: 1 << 50, connected: false, mtu: 0, error: 0x85), "48 bits")
+        // The unknown device's failed attempt and the second slot were broadcast to the subscriber.
+        Self.expectNext(
+            &client, .connectionsFree(free: 0, limit: 2, allocated: [backend.unknown, device]), "attempt")
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [device]), "attempt failed")
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [0x22, device]), "second slot")
+
+        // The link drops: the owner hears it, the slot is free.
+        _ = try await harness.loop.submit { [harness] in harness.server?.connectionLost(address: device, error: 0x13) }
+        Self.expectNext(&client, .deviceConnection(address: device, connected: false, mtu: 0, error: 0x13), "lost")
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [0x22]), "freed by the drop")
+        // The other client leaves: its connection is disconnected and freed.
+        other.close()
+        Self.expectNext(&client, .connectionsFree(free: 2, limit: 2, allocated: []), "freed by the client leaving")
+        #expect(backend.disconnected.withLock { $0 } == [0x22])
+        let statistics = await harness.statistics()
+        #expect(statistics.proxyConnections == 0)
+        #expect(statistics.proxyConnects == 2)
+        #expect(statistics.proxyConnectFailures == 4)  // owned, unknown, no slot, beyond 48 bits
+        client.close()
+        await harness.stop()
+    }
+
+    @Test func sessionRoutesRequestsOnlyWhenServed() throws {
+        func frame(_ type: UInt16, _ payload: [UInt8] = []) -> [UInt8] {
+            PlaintextFrameDecoder.encode(ServerMessage(type: type, payload: payload))
+        }
+        let input =
+            frame(MessageType.helloRequest, APIServerTests.hello())
+            + frame(MessageType.subscribeBluetoothConnectionsFreeRequest)
+            + [0, 4, 5, 1, 2, 3, 6].flatMap { frame(MessageType.bluetoothDeviceRequest, Self.deviceRequest(7, $0)) }
+            + frame(MessageType.bluetoothGATTReadRequest, Self.gatt(7, 0x0B))
+        for served in [false, true] {
+            var configuration = APIServerConfiguration(
+                host: "127.0.0.1", port: 0, encryption: .plaintext, name: "t", friendlyName: "t",
+                macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "t",
+                maxClients: 1, connectionSlots: 2)
+            if served { configuration.features.insert(.activeConnections) }
+            var session = APISession(configuration: configuration)
+            let outcome = session.receive(input, scanner: (.running, .active))
+            #expect(outcome.failure == nil)
+            var decoder = PlaintextFrameDecoder(maxPayload: 1 << 16)
+            decoder.append(session.outgoing[...])
+            var answers: [UInt16] = []
+            while let message = try decoder.next() { answers.append(message.type) }
+            if served {
+                #expect(
+                    outcome.proxyRequests == [
+                        .subscribeConnectionsFree, .connect(address: 7, addressType: 0),
+                        .connect(address: 7, addressType: 0), .connect(address: 7, addressType: 0),
+                        .disconnect(address: 7), .gatt(.read(address: 7, handle: 0x0B)),
+                    ])
+                // Pair, unpair and clear cache are still refused by the session itself.
+                #expect(
+                    answers == [
+                        MessageType.helloResponse, MessageType.bluetoothDevicePairingResponse,
+                        MessageType.bluetoothDeviceUnpairingResponse, MessageType.bluetoothDeviceClearCacheResponse,
+                    ])
+            } else {
+                #expect(outcome.proxyRequests.isEmpty)
+                #expect(answers.count == 1 + 1 + 7 + 1)  // hello, connections free, 7 device answers, GATT error
+            }
+        }
+    }
+
+    /// Hostile clients in any order: random connects, disconnects, GATT requests and clients
+    /// leaving, from three clients at once. The slots are never exceeded, every connection has a
+    /// live owner, and when everyone is gone every slot is free again.
+    @Test func randomRequestsKeepTheSlotsBounded() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func random(_ bound: Int) -> Int {  // SplitMix64, seeded: the same sequence every run
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return Int(truncatingIfNeeded: (z ^ (z >> 31)) % UInt64(bound))
+        }
+        var clients: [TestClient] = []
+        for _ in 0..<3 {
+            var client = try TestClient(port: await harness.port)
+            client = try Self.connected(&client)
+            client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+            clients.append(client)
+        }
+        let addresses: [UInt64] = [1, 2, 3, 4, backend.unknown, 1 << 49]
+        for round in 0..<300 {
+            let index = random(clients.count)
+            let address = addresses[random(addresses.count)]
+            switch random(10) {
+            case 0...3:
+                clients[index].send(
+                    type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, UInt32(random(8))))
+            case 4...7:
+                let types = [
+                    MessageType.bluetoothGATTGetServicesRequest, MessageType.bluetoothGATTReadRequest,
+                    MessageType.bluetoothGATTWriteRequest, MessageType.bluetoothGATTReadDescriptorRequest,
+                    MessageType.bluetoothGATTWriteDescriptorRequest, MessageType.bluetoothGATTNotifyRequest,
+                ]
+                clients[index].send(
+                    type: types[random(types.count)], Self.gatt(address, UInt16(truncatingIfNeeded: random(65536))))
+            case 8:
+                _ = try await harness.loop.submit { [harness] in
+                    harness.server?.connectionLost(address: address, error: 0x08)
+                    harness.server?.notification(address: address, handle: 0x0B, data: [1])
+                }
+            default:
+                clients[index].close()
+                var client = try TestClient(port: await harness.port)
+                client = try Self.connected(&client)
+                clients[index] = client
+            }
+            if round % 10 == 9 {
+                try await Task.sleep(for: .milliseconds(5))
+                let addressesNow = try await harness.loop.submit { [harness] in harness.server?.proxiedAddresses ?? [] }
+                #expect(addressesNow.count <= 2, "round \(round): \(addressesNow)")
+                #expect(!addressesNow.contains(1 << 49))
+            }
+        }
+        for client in clients { client.close() }
+        var remaining: [UInt64] = [0]
+        for _ in 0..<100 where !remaining.isEmpty {
+            try await Task.sleep(for: .milliseconds(10))
+            remaining = try await harness.loop.submit { [harness] in harness.server?.proxiedAddresses ?? [] }
+        }
+        #expect(remaining.isEmpty)
+        let statistics = await harness.statistics()
+        #expect(statistics.proxyConnections == 0)
+        // The sequence did exercise both: connections made and connects refused.
+        #expect(statistics.proxyConnects > 5 && statistics.proxyConnectFailures > 5, "\(statistics)")
+        await harness.stop()
+    }
+
+    @Test func inFlightRequestsAreBounded() async throws {
+        let harness = try await Harness(connectionSlots: 1) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        let device: UInt64 = 0x42
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 5))
+        Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
+        _ = try await harness.loop.submit { backend.hold = true }
+        for _ in 0...APIServer.maxInFlight {
+            client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
+        }
+        Self.expectNext(&client, .gattError(address: device, handle: 0x0B, error: 0x80), "one beyond the bound")
+        #expect(try await harness.loop.submit { backend.held.count } == APIServer.maxInFlight)
+        // Disconnected meanwhile: the late completions are dropped, the client gets the disconnect.
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 1))
+        Self.expectNext(&client, .deviceConnection(address: device, connected: false, mtu: 0, error: 0), "disconnected")
+        _ = try await harness.loop.submit {
+            for done in backend.held { done(.success([1])) }
+        }
+        client.send(type: MessageType.pingRequest)
+        #expect(client.receive()?.type == MessageType.pingResponse)
+        #expect(backend.disconnected.withLock { $0 } == [device])
+        client.close()
+        await harness.stop()
+    }
+}
