@@ -271,6 +271,12 @@ struct ProxyConnectionTests {
                 }
             default:
                 clients[index].close()
+                // The server notices the close on its own loop turn; until then the old client
+                // still counts against max_clients, and on a loaded machine several closes in a
+                // row could leave no room for their replacements.
+                for _ in 0..<500 where await harness.statistics().clients >= clients.count {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
                 var client = try TestClient(port: await harness.port)
                 client = try Self.connected(&client)
                 clients[index] = client
