@@ -57,14 +57,16 @@ struct APIServerTests {
         }
     }
 
-    /// A blocking plaintext client with a 5 s receive timeout.
+    /// A blocking plaintext client with a 30 s receive timeout.
     struct TestClient {
         let fd: Int32
         var decoder = PlaintextFrameDecoder(maxPayload: 1 << 16)
 
         init(port: UInt16) throws {
             fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            // Generous: under the whole suite on two cores the server's loop can lag by seconds;
+            // a test that waits for a message that never comes still ends.
+            var timeout = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
