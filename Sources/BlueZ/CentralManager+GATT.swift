@@ -205,14 +205,7 @@ extension CentralManager {
         let address = descriptor.characteristic.peripheral
         let operation = "read \(descriptor)"
         return try await withDeviceQueue(address) {
-            try self.requireConnected(address, operation)
-            guard let devicePath = self.devicePath(address),
-                let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
-                self.tree.properties(path, BlueZObjectTree.descriptor) != nil
-            else {
-                throw CentralError(
-                    .unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ")
-            }
+            let path = try self.exportedPath(of: descriptor, operation)
             do {
                 let reply = try await self.callBlueZ(
                     path, BlueZObjectTree.descriptor, "ReadValue", [.variantDictionary([String: DBusValue]())])
@@ -223,20 +216,27 @@ extension CentralManager {
         }
     }
 
+    /// The D-Bus object of a descriptor of a connected peripheral, as BlueZ exports it now; the
+    /// error the read or write reports when the link or the object is gone.
+    private func exportedPath(of descriptor: Descriptor, _ operation: String) throws -> DBusObjectPath {
+        let address = descriptor.characteristic.peripheral
+        try requireConnected(address, operation)
+        guard let devicePath = devicePath(address),
+            let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
+            tree.properties(path, BlueZObjectTree.descriptor) != nil
+        else {
+            throw CentralError(.unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ")
+        }
+        return path
+    }
+
     /// Writes a descriptor's value (`WriteValue`). BlueZ manages the CCCD (0x2902) itself: use
     /// ``notifications(for:)`` rather than writing it.
     public func writeValue(_ value: [UInt8], for descriptor: Descriptor) async throws {
         let address = descriptor.characteristic.peripheral
         let operation = "write \(descriptor)"
         try await withDeviceQueue(address) {
-            try self.requireConnected(address, operation)
-            guard let devicePath = self.devicePath(address),
-                let path = try? DBusObjectPath(devicePath.rawValue + "/" + descriptor.relativePath),
-                self.tree.properties(path, BlueZObjectTree.descriptor) != nil
-            else {
-                throw CentralError(
-                    .unknownDevice, operation: operation, message: "\(descriptor) is not exported by BlueZ")
-            }
+            let path = try self.exportedPath(of: descriptor, operation)
             do {
                 _ = try await self.callBlueZ(
                     path, BlueZObjectTree.descriptor, "WriteValue",
