@@ -183,15 +183,18 @@ extension ServerMessage {
     }
 
     public static func gattRead(address: UInt64, handle: UInt16, data: [UInt8]) -> ServerMessage {
-        var message = addressAndHandle(MessageType.bluetoothGATTReadResponse, address, handle)
-        var writer = ProtobufWriter()
-        writer.bytes(3, data)
-        message.payload += writer.bytes
-        return message
+        addressHandleAndData(MessageType.bluetoothGATTReadResponse, address, handle, data)
     }
 
     public static func gattNotifyData(address: UInt64, handle: UInt16, data: [UInt8]) -> ServerMessage {
-        var message = addressAndHandle(MessageType.bluetoothGATTNotifyDataResponse, address, handle)
+        addressHandleAndData(MessageType.bluetoothGATTNotifyDataResponse, address, handle, data)
+    }
+
+    /// A value message (read answer, notification): address, handle, then the bytes as field 3.
+    private static func addressHandleAndData(_ type: UInt16, _ address: UInt64, _ handle: UInt16, _ data: [UInt8])
+        -> ServerMessage
+    {
+        var message = addressAndHandle(type, address, handle)
         var writer = ProtobufWriter()
         writer.bytes(3, data)
         message.payload += writer.bytes
