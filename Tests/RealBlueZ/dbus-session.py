@@ -149,17 +149,41 @@ class Recorder:
                   changed=self.props(changed, context), invalidated=sorted(str(i) for i in invalidated))
 
 
+class Retry(Exception):
+    """The emulated link failed to come up (bluetoothd then removes the temporary device at once):
+    the session starts again from scratch instead of recording a radio hiccup as a difference."""
+
+
+ATTEMPTS = 3
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument('--out', required=True)
     args = parser.parse_args()
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     bus = dbus.SystemBus()
-    out = open(args.out, 'w')
-    rec = Recorder(bus, out)
-    bus.add_signal_receiver(rec.on_added, 'InterfacesAdded', 'org.freedesktop.DBus.ObjectManager', 'org.bluez')
-    bus.add_signal_receiver(rec.on_removed, 'InterfacesRemoved', 'org.freedesktop.DBus.ObjectManager', 'org.bluez')
-    bus.add_signal_receiver(rec.on_changed, 'PropertiesChanged', PROPS, 'org.bluez', path_keyword='path')
+    current = {}
+    bus.add_signal_receiver(lambda *a: current['rec'].on_added(*a), 'InterfacesAdded',
+                            'org.freedesktop.DBus.ObjectManager', 'org.bluez')
+    bus.add_signal_receiver(lambda *a: current['rec'].on_removed(*a), 'InterfacesRemoved',
+                            'org.freedesktop.DBus.ObjectManager', 'org.bluez')
+    bus.add_signal_receiver(lambda *a, **k: current['rec'].on_changed(*a, **k), 'PropertiesChanged', PROPS,
+                            'org.bluez', path_keyword='path')
+    for attempt in range(1, ATTEMPTS + 1):
+        with open(args.out, 'w') as out:
+            current['rec'] = Recorder(bus, out)
+            try:
+                count = session(bus, current['rec'], last=attempt == ATTEMPTS)
+            except Retry as reason:
+                print('attempt %d: %s; starting the session again' % (attempt, reason), flush=True)
+                continue
+        print('recorded %d events (attempt %d)' % (count, attempt))
+        return
+    raise SystemExit('no attempt completed')
+
+
+def session(bus, rec, last):
     context = GLib.MainContext.default()
 
     def pump(seconds, until=None):
@@ -235,9 +259,26 @@ def main():
     call('stop-discovery', adapter, 'org.bluez.Adapter1', 'StopDiscovery', settle=0.6)
     call('stop-discovery-again', adapter, 'org.bluez.Adapter1', 'StopDiscovery')
 
-    call('connect', DEV_PATH, DEV, 'Connect', settle=0)
     dev_props = dbus.Interface(bus.get_object('org.bluez', DEV_PATH), PROPS)
-    wait('connect', 'ServicesResolved', lambda: bool(dev_props.Get(DEV, 'ServicesResolved')), 20)
+
+    def device(name):
+        """Device1.<name>; a removed device is a failed link (bluetoothd drops a temporary device
+        whose connection attempt failed): the session is tried again, unless this is the last try."""
+        try:
+            return bool(dev_props.Get(DEV, name))
+        except dbus.exceptions.DBusException as e:
+            if e.get_dbus_name() == 'org.freedesktop.DBus.Error.UnknownObject' and not last:
+                raise Retry('the peripheral was removed while waiting for %s' % name)
+            raise
+
+    def connect(step):
+        done = call(step, DEV_PATH, DEV, 'Connect', settle=0)
+        if 'error' in done and not last:
+            raise Retry('%s failed: %s' % (step, done['error'].get_dbus_name()))
+        if not wait(step, 'ServicesResolved', lambda: device('ServicesResolved'), 20) and not last:
+            raise Retry('%s: no ServicesResolved' % step)
+
+    connect('connect')
     # ServicesResolved may overtake the GATT objects' InterfacesAdded (bluez#1489; under load by
     # more than a second): the step lasts until every object bluetoothd exports has been announced.
     wait('connect', 'the GATT objects', lambda: all(
@@ -296,13 +337,12 @@ def main():
     # when the kernel reports it: up to seconds later under emulation. Wait for it (a missing
     # signal is recorded as a timeout), then settle.
     call('disconnect', DEV_PATH, DEV, 'Disconnect', settle=0)
-    wait('disconnect', 'Connected=false', lambda: not bool(dev_props.Get(DEV, 'Connected')), 20)
+    wait('disconnect', 'Connected=false', lambda: not device('Connected'), 20)
     pump(1.0)
     call('read-disconnected', c('ff05'), CHR, 'ReadValue', dbus.Dictionary({}, 'sv'))
     call('disconnect-again', DEV_PATH, DEV, 'Disconnect')
     # An adapter power cycle while connected: the order of Connected=false and Powered=false.
-    call('reconnect', DEV_PATH, DEV, 'Connect', settle=0)
-    wait('reconnect', 'ServicesResolved', lambda: bool(dev_props.Get(DEV, 'ServicesResolved')), 20)
+    connect('reconnect')
     pump(0.5)
     call('power-off', adapter, PROPS, 'Set', 'org.bluez.Adapter1', 'Powered', dbus.Boolean(False, variant_level=1),
          settle=1.0)
@@ -310,7 +350,7 @@ def main():
          settle=1.0)
     rec.step = 'end'
     rec.emit('end')
-    print('recorded %d events' % rec.count)
+    return rec.count
 
 
 if __name__ == '__main__':
