@@ -31,6 +31,33 @@ struct DeclarativeParserTests {
         #expect(short?.kind == .tooShort)
     }
 
+    @Test("a unit and a device class only config names come out as written, and equal the built-in ones")
+    func configUnitsAndClasses() throws {
+        let parsers = try DeclarativeParser.parsers(
+            fromJSON: Self.json(
+                """
+                {"tank": {"match": {"manufacturer_id": 4661}, "fields": [
+                  {"name": "level", "offset": 0, "type": "u8", "unit": "furlong/fortnight", "device_class": "tank_level_x"},
+                  {"name": "temperature", "offset": 1, "type": "u8", "unit": "°C", "device_class": "temperature"}]}}
+                """))
+        var registry = ParserRegistry.builtIn
+        for parser in parsers { registry.register(parser as any AdvertisementParser) }
+        let ad = AdvertisementData(manufacturerData: [0x1235: [7, 21]])
+        let readings = try registry.decode(AdvertisementContext(advertisement: ad)).readings
+        #expect(readings.map(\.unit) == ["furlong/fortnight", "°C"])
+        #expect(readings.map { $0.deviceClass?.rawValue } == ["tank_level_x", "temperature"])
+        // The same text is the same unit and class as the built-in parsers'.
+        #expect(readings[1].unitCode == .celsius)
+        #expect(readings[1].deviceClass == .temperature)
+        #expect(readings[1] == Reading(.temperature, 21))
+        #expect(readings[0].unitCode != .celsius)
+        var changed = readings[0]
+        changed.unit = "°C"
+        #expect(changed.unitCode == .celsius)
+        changed.unit = nil
+        #expect(changed.unitCode == nil && changed.unit == nil)
+    }
+
     @Test(
         "config errors name the JSON path",
         arguments: [

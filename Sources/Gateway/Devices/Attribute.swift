@@ -88,7 +88,7 @@ struct AttributeTable: Sendable {
     private var formats: [String] { formatTable.values }
 
     struct Info: Hashable, Sendable {
-        let unit: String?
+        let unit: ReadingUnit?
         let deviceClass: DeviceClass?
     }
 
@@ -98,7 +98,7 @@ struct AttributeTable: Sendable {
 
     func name(_ index: UInt16) -> String { names[Int(index)] }
     func info(_ index: UInt16) -> Info { infos[Int(index)] }
-    func unit(_ attribute: Attribute) -> String? { infos[Int(attribute.info)].unit }
+    func unit(_ attribute: Attribute) -> String? { infos[Int(attribute.info)].unit?.symbol }
     func deviceClass(_ attribute: Attribute) -> DeviceClass? { infos[Int(attribute.info)].deviceClass }
     /// The format of an index from ``formatIndex(_:)``; nil for 0.
     func format(_ index: UInt16) -> String? { index == 0 ? nil : formats[Int(index)] }
@@ -118,7 +118,7 @@ struct AttributeTable: Sendable {
     }
 
     /// The index of the pair, stored if new; 0 when both are nil (or the table is full).
-    mutating func infoIndex(unit: String?, deviceClass: DeviceClass?) -> UInt16 {
+    mutating func infoIndex(unit: ReadingUnit?, deviceClass: DeviceClass?) -> UInt16 {
         guard unit != nil || deviceClass != nil else { return 0 }
         return infoTable.index(of: Info(unit: unit, deviceClass: deviceClass)) ?? 0
     }

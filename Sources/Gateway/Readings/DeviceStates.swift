@@ -309,7 +309,7 @@ extension DeviceStates.State {
                 attributes[index].value = reading.value
                 // A reading without a unit or class keeps the one known.
                 let old = table.info(attributes[index].info)
-                let unit = reading.unit ?? old.unit
+                let unit = reading.unitCode ?? old.unit
                 let deviceClass = reading.deviceClass ?? old.deviceClass
                 if unit != old.unit || deviceClass != old.deviceClass {
                     attributes[index].info = table.infoIndex(unit: unit, deviceClass: deviceClass)
@@ -326,7 +326,7 @@ extension DeviceStates.State {
             attributes.append(
                 Attribute(
                     name: name, value: reading.value,
-                    info: table.infoIndex(unit: reading.unit, deviceClass: reading.deviceClass)))
+                    info: table.infoIndex(unit: reading.unitCode, deviceClass: reading.deviceClass)))
             names = table.names  // the new name is in the table now
         }
         return added

@@ -14,7 +14,7 @@ public struct BloodPressureMeasurement: CharacteristicParser {
     public func decode(_ value: [UInt8]) throws(ParseError) -> [Reading] {
         var reader = ByteReader(value, what: "Blood Pressure Measurement")
         let flags = try reader.u8()
-        let unit = flags & 0x01 != 0 ? "kPa" : "mmHg"
+        let unit: ReadingUnit = flags & 0x01 != 0 ? .kilopascals : .millimetresOfMercury
         let systolic = try reader.sfloat()
         let diastolic = try reader.sfloat()
         let mean = try reader.sfloat()
@@ -23,7 +23,7 @@ public struct BloodPressureMeasurement: CharacteristicParser {
         readings.append("diastolic", diastolic, unit: unit, deviceClass: .pressure)
         readings.append("mean_arterial_pressure", mean, unit: unit, deviceClass: .pressure)
         if flags & 0x02 != 0 { readings.append(Reading(name: "timestamp", value: .string(try reader.dateTime()))) }
-        if flags & 0x04 != 0 { readings.append("pulse_rate", try reader.sfloat(), unit: "bpm") }
+        if flags & 0x04 != 0 { readings.append("pulse_rate", try reader.sfloat(), unit: .bpm) }
         if flags & 0x08 != 0 { readings.append(Reading("user_id", Double(try reader.u8()))) }
         if flags & 0x10 != 0 { readings.append(Reading("measurement_status", Double(try reader.u16le()))) }
         return readings

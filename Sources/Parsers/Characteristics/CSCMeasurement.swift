@@ -18,15 +18,15 @@ public struct CSCMeasurement: CharacteristicParser {
             let revolutions = try reader.u32le()
             let time = try reader.u16le()
             readings.append(Reading("cumulative_wheel_revolutions", Double(revolutions)))
-            readings.append(Reading("last_wheel_event_time_raw", Double(time), unit: "1/1024 s"))
-            readings.append(Reading("last_wheel_event_time", Double(time) / 1024, unit: "s"))
+            readings.append(Reading("last_wheel_event_time_raw", Double(time), unit: .ticks1024))
+            readings.append(Reading("last_wheel_event_time", Double(time) / 1024, unit: .seconds))
         }
         if flags & 0x02 != 0 {
             let revolutions = try reader.u16le()
             let time = try reader.u16le()
             readings.append(Reading("cumulative_crank_revolutions", Double(revolutions)))
-            readings.append(Reading("last_crank_event_time_raw", Double(time), unit: "1/1024 s"))
-            readings.append(Reading("last_crank_event_time", Double(time) / 1024, unit: "s"))
+            readings.append(Reading("last_crank_event_time_raw", Double(time), unit: .ticks1024))
+            readings.append(Reading("last_crank_event_time", Double(time) / 1024, unit: .seconds))
         }
         return readings
     }

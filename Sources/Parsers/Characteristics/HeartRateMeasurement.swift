@@ -19,7 +19,7 @@ public struct HeartRateMeasurement: CharacteristicParser {
         if flags & 0x08 != 0 {
             readings.append(
                 Reading(
-                    name: "energy_expended", value: .number(Double(try reader.u16le())), unit: "kJ",
+                    name: "energy_expended", value: .number(Double(try reader.u16le())), unit: .kilojoules,
                     deviceClass: .energy))
         }
         if flags & 0x10 != 0 {
@@ -33,8 +33,8 @@ public struct HeartRateMeasurement: CharacteristicParser {
                 raw.append(Double(interval))
                 seconds.append(Double(interval) / 1024)
             }
-            readings.append(Reading(name: "rr_intervals_raw", value: .numbers(raw), unit: "1/1024 s"))
-            readings.append(Reading(name: "rr_intervals", value: .numbers(seconds), unit: "s"))
+            readings.append(Reading(name: "rr_intervals_raw", value: .numbers(raw), unit: .ticks1024))
+            readings.append(Reading(name: "rr_intervals", value: .numbers(seconds), unit: .seconds))
         }
         return readings
     }

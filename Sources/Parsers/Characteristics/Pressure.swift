@@ -11,6 +11,6 @@ public struct Pressure: CharacteristicParser {
         guard value.count == 4 else { throw .length("Pressure", expected: 4, got: value.count) }
         var reader = ByteReader(value)
         let raw = try reader.u32le()
-        return [Reading(name: "pressure", value: .number(decimal(raw, 1)), unit: "Pa", deviceClass: .pressure)]
+        return [Reading(name: "pressure", value: .number(decimal(raw, 1)), unit: .pascals, deviceClass: .pressure)]
     }
 }

@@ -15,7 +15,8 @@ public struct TemperatureMeasurement: CharacteristicParser {
         let flags = try reader.u8()
         let temperature = try reader.medfloat()
         var readings: [Reading] = []
-        readings.append("temperature", temperature, unit: flags & 0x01 != 0 ? "°F" : "°C", deviceClass: .temperature)
+        readings.append(
+            "temperature", temperature, unit: flags & 0x01 != 0 ? .fahrenheit : .celsius, deviceClass: .temperature)
         if flags & 0x02 != 0 {
             readings.append(Reading(name: "timestamp", value: .string(try reader.dateTime())))
         }

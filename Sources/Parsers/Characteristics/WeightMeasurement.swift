@@ -14,7 +14,7 @@ public struct WeightMeasurement: CharacteristicParser {
         let flags = try reader.u8()
         let imperial = flags & 0x01 != 0
         let raw = try reader.u16le()
-        let weightUnit = imperial ? "lb" : "kg"
+        let weightUnit: ReadingUnit = imperial ? .pounds : .kilograms
         var readings: [Reading] = []
         if raw == 0xFFFF {
             readings.append(Reading(name: "weight", value: .null, unit: weightUnit, deviceClass: .weight))
@@ -28,7 +28,7 @@ public struct WeightMeasurement: CharacteristicParser {
         if flags & 0x08 != 0 {
             let bmi = try reader.u16le()
             let height = try reader.u16le()
-            readings.append(Reading("bmi", decimal(bmi, 1), unit: "kg/m²"))
+            readings.append(Reading("bmi", decimal(bmi, 1), unit: .kilogramsPerSquareMetre))
             readings.append(
                 Reading(
                     name: "height", value: .number(imperial ? decimal(height, 1) : decimal(height, 3)),

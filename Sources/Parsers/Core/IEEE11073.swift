@@ -73,7 +73,8 @@ extension ByteReader {
 
 extension Array where Element == Reading {
     /// Appends a medical float as `name` (null for a special) plus `name_special` for specials.
-    mutating func append(_ name: String, _ value: IEEE11073.Value, unit: String?, deviceClass: DeviceClass? = nil) {
+    mutating func append(_ name: String, _ value: IEEE11073.Value, unit: ReadingUnit?, deviceClass: DeviceClass? = nil)
+    {
         switch value {
         case .number(let number):
             append(Reading(name: name, value: .number(number), unit: unit, deviceClass: deviceClass))

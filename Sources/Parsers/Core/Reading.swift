@@ -21,21 +21,28 @@ public enum ReadingValue: Sendable, Hashable {
 /// should be published under.
 ///
 /// Names and units follow Zigbee2MQTT / Home Assistant usage (`temperature` °C, `humidity` %,
-/// `battery` %, `voltage` V, …); docs/parsers.md lists them.
+/// `battery` %, `voltage` V, …); docs/parsers.md lists them. The unit and the device class are
+/// kept as codes (``ReadingUnit``, ``DeviceClass``), so that copying a reading copies one string.
 public struct Reading: Sendable, Hashable {
     /// The key in the published JSON, e.g. `temperature`, `humidity_2`.
     public var name: String
     public var value: ReadingValue
-    /// The unit of measurement as Home Assistant spells it (`°C`, `%`, `hPa`), nil for none.
-    public var unit: String?
+    /// The unit of measurement, nil for none.
+    public var unitCode: ReadingUnit?
     /// The Home Assistant device class, nil for none.
     public var deviceClass: DeviceClass?
 
+    /// The unit of measurement as Home Assistant spells it (`°C`, `%`, `hPa`), nil for none.
+    public var unit: String? {
+        get { unitCode?.symbol }
+        set { unitCode = newValue.map { ReadingUnit($0) } }
+    }
+
     @inline(__always)
-    public init(name: String, value: ReadingValue, unit: String? = nil, deviceClass: DeviceClass? = nil) {
+    public init(name: String, value: ReadingValue, unit: ReadingUnit? = nil, deviceClass: DeviceClass? = nil) {
         self.name = name
         self.value = value
-        self.unit = unit
+        self.unitCode = unit
         self.deviceClass = deviceClass
     }
 
@@ -55,7 +62,7 @@ public struct Reading: Sendable, Hashable {
 
     /// A number without unit or class.
     @inline(__always)
-    public init(_ name: String, _ value: Double, unit: String? = nil) {
+    public init(_ name: String, _ value: Double, unit: ReadingUnit? = nil) {
         self.init(name: name, value: .number(value), unit: unit)
     }
 
@@ -72,10 +79,12 @@ public struct Reading: Sendable, Hashable {
     }
 }
 
-/// A Home Assistant device class (sensor or binary sensor), e.g. `temperature`, `battery`.
+/// A Home Assistant device class (sensor or binary sensor), e.g. `temperature`, `battery`: a code
+/// for a text in a process-wide table (``InternedTexts``).
 public struct DeviceClass: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+    @usableFromInline let code: UInt16
+    public init(rawValue: String) { code = InternedTexts.deviceClasses.code(rawValue) }
+    public var rawValue: String { InternedTexts.deviceClasses.text(code) }
     public var description: String { rawValue }
 
     public static let temperature = Self(rawValue: "temperature")
@@ -118,6 +127,7 @@ public struct DeviceClass: RawRepresentable, Sendable, Hashable, CustomStringCon
     public static let smoke = Self(rawValue: "smoke")
     public static let lock = Self(rawValue: "lock")
     public static let problem = Self(rawValue: "problem")
+    public static let presence = Self(rawValue: "presence")
     public static let batteryCharging = Self(rawValue: "battery_charging")
 }
 

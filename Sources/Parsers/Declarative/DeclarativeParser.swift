@@ -43,7 +43,7 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         public var length: Int?
         public var scale: Double
         public var valueOffset: Double
-        public var unit: String?
+        public var unit: ReadingUnit?
         public var deviceClass: DeviceClass?
     }
 
@@ -138,7 +138,8 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         }
         return Field(
             name: name, offset: offset, type: type, length: length, scale: try number("scale", default: 1),
-            valueOffset: try number("value_offset", default: 0), unit: object["unit"] as? String,
+            valueOffset: try number("value_offset", default: 0),
+            unit: (object["unit"] as? String).map { ReadingUnit($0) },
             deviceClass: (object["device_class"] as? String).map(DeviceClass.init(rawValue:)))
     }
 

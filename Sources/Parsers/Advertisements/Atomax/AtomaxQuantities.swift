@@ -2,5 +2,5 @@ import Bluetooth
 
 extension Quantity {
     /// Weight in g (kitchen and coffee scales).
-    public static let weightGrams = Self(name: "weight", unit: "g", deviceClass: .weight)
+    public static let weightGrams = Self(name: "weight", unit: .grams, deviceClass: .weight)
 }

@@ -2,6 +2,9 @@ import Bluetooth
 
 /// The BTHome object ids (bthome.io/format): the id alone fixes a value's type, length and
 /// factor. Shared by BTHome v2 (fixed lengths) and v1 (length in a prefix byte).
+///
+/// An object is plain data (its name a static text), so taking one from the table per value is a
+/// copy without reference counting; the name as a `String` comes from ``names``.
 struct BTHomeObject: Sendable {
     enum Kind: Sendable {
         /// An integer scaled by `10^-decimals` (or by `factor` when set).
@@ -16,22 +19,28 @@ struct BTHomeObject: Sendable {
         case info
     }
 
-    let name: String
+    /// The reading's name as written in the table.
+    let staticName: StaticString
     let kind: Kind
     let size: Int
     let signed: Bool
     let decimals: Int
     let factor: Double?
-    let unit: String?
+    let unit: ReadingUnit?
     let deviceClass: DeviceClass?
-    /// Index of ``name`` among the table's distinct names (< 128), for cheap repeat detection.
+    /// Index of the name among the table's distinct names (< 128), for cheap repeat detection
+    /// and for ``name``.
     var nameIndex = 0
 
+    /// The reading's name.
+    @inline(__always)
+    var name: String { Self.names[nameIndex] }
+
     init(
-        _ name: String, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
-        factor: Double? = nil, unit: String? = nil, _ deviceClass: DeviceClass? = nil
+        _ name: StaticString, _ kind: Kind = .number, size: Int, signed: Bool = false, decimals: Int = 0,
+        factor: Double? = nil, unit: ReadingUnit? = nil, _ deviceClass: DeviceClass? = nil
     ) {
-        self.name = name
+        self.staticName = name
         self.kind = kind
         self.size = size
         self.signed = signed
@@ -41,7 +50,7 @@ struct BTHomeObject: Sendable {
         self.deviceClass = deviceClass
     }
 
-    static func binary(_ name: String, _ deviceClass: DeviceClass? = nil) -> BTHomeObject {
+    static func binary(_ name: StaticString, _ deviceClass: DeviceClass? = nil) -> BTHomeObject {
         BTHomeObject(name, .binary, size: 1, deviceClass)
     }
 
@@ -49,21 +58,21 @@ struct BTHomeObject: Sendable {
     static let table: [BTHomeObject?] = {
         var t = [BTHomeObject?](repeating: nil, count: 256)
         t[0x00] = BTHomeObject("packet_id", size: 1)
-        t[0x01] = BTHomeObject("battery", size: 1, unit: "%", .battery)
-        t[0x02] = BTHomeObject("temperature", size: 2, signed: true, decimals: 2, unit: "°C", .temperature)
-        t[0x03] = BTHomeObject("humidity", size: 2, decimals: 2, unit: "%", .humidity)
-        t[0x04] = BTHomeObject("pressure", size: 3, decimals: 2, unit: "hPa", .atmosphericPressure)
-        t[0x05] = BTHomeObject("illuminance", size: 3, decimals: 2, unit: "lx", .illuminance)
-        t[0x06] = BTHomeObject("weight", size: 2, decimals: 2, unit: "kg", .weight)
-        t[0x07] = BTHomeObject("weight", size: 2, decimals: 2, unit: "lb", .weight)
-        t[0x08] = BTHomeObject("dew_point", size: 2, signed: true, decimals: 2, unit: "°C", .temperature)
+        t[0x01] = BTHomeObject("battery", size: 1, unit: .percent, .battery)
+        t[0x02] = BTHomeObject("temperature", size: 2, signed: true, decimals: 2, unit: .celsius, .temperature)
+        t[0x03] = BTHomeObject("humidity", size: 2, decimals: 2, unit: .percent, .humidity)
+        t[0x04] = BTHomeObject("pressure", size: 3, decimals: 2, unit: .hectopascals, .atmosphericPressure)
+        t[0x05] = BTHomeObject("illuminance", size: 3, decimals: 2, unit: .lux, .illuminance)
+        t[0x06] = BTHomeObject("weight", size: 2, decimals: 2, unit: .kilograms, .weight)
+        t[0x07] = BTHomeObject("weight", size: 2, decimals: 2, unit: .pounds, .weight)
+        t[0x08] = BTHomeObject("dew_point", size: 2, signed: true, decimals: 2, unit: .celsius, .temperature)
         t[0x09] = BTHomeObject("count", size: 1)
-        t[0x0A] = BTHomeObject("energy", size: 3, decimals: 3, unit: "kWh", .energy)
-        t[0x0B] = BTHomeObject("power", size: 3, decimals: 2, unit: "W", .power)
-        t[0x0C] = BTHomeObject("voltage", size: 2, decimals: 3, unit: "V", .voltage)
-        t[0x0D] = BTHomeObject("pm25", size: 2, unit: "µg/m³", .pm25)
-        t[0x0E] = BTHomeObject("pm10", size: 2, unit: "µg/m³", .pm10)
-        let binaries: [(String, DeviceClass?)] = [
+        t[0x0A] = BTHomeObject("energy", size: 3, decimals: 3, unit: .kilowattHours, .energy)
+        t[0x0B] = BTHomeObject("power", size: 3, decimals: 2, unit: .watts, .power)
+        t[0x0C] = BTHomeObject("voltage", size: 2, decimals: 3, unit: .volts, .voltage)
+        t[0x0D] = BTHomeObject("pm25", size: 2, unit: .microgramsPerCubicMetre, .pm25)
+        t[0x0E] = BTHomeObject("pm10", size: 2, unit: .microgramsPerCubicMetre, .pm10)
+        let binaries: [(StaticString, DeviceClass?)] = [
             ("generic", nil), ("power", .power), ("opening", .opening), ("co2", .carbonDioxide), ("voc", nil),
             ("moisture", .moisture), ("battery_low", .battery), ("battery_charging", .batteryCharging),
             ("carbon_monoxide", DeviceClass(rawValue: "carbon_monoxide")), ("cold", DeviceClass(rawValue: "cold")),
@@ -73,7 +82,7 @@ struct BTHomeObject: Sendable {
             ("light", .light), ("lock", .lock), ("moisture", .moisture), ("motion", .motion),
             ("moving", DeviceClass(rawValue: "moving")), ("occupancy", .occupancy),
             ("plug", DeviceClass(rawValue: "plug")),
-            ("presence", DeviceClass(rawValue: "presence")), ("problem", .problem),
+            ("presence", .presence), ("problem", .problem),
             ("running", DeviceClass(rawValue: "running")),
             ("safety", DeviceClass(rawValue: "safety")), ("smoke", .smoke), ("sound", DeviceClass(rawValue: "sound")),
             ("tamper", DeviceClass(rawValue: "tamper")), ("vibration", DeviceClass(rawValue: "vibration")),
@@ -81,65 +90,74 @@ struct BTHomeObject: Sendable {
         ]
         for (offset, entry) in binaries.enumerated() { t[0x0F + offset] = .binary(entry.0, entry.1) }
         // 0x12-0x14 are numbers, not binary sensors; restore them after the loop above.
-        t[0x12] = BTHomeObject("co2", size: 2, unit: "ppm", .carbonDioxide)
-        t[0x13] = BTHomeObject("voc", size: 2, unit: "µg/m³", .volatileOrganicCompounds)
-        t[0x14] = BTHomeObject("moisture", size: 2, decimals: 2, unit: "%", .moisture)
-        t[0x2E] = BTHomeObject("humidity", size: 1, unit: "%", .humidity)
-        t[0x2F] = BTHomeObject("moisture", size: 1, unit: "%", .moisture)
+        t[0x12] = BTHomeObject("co2", size: 2, unit: .ppm, .carbonDioxide)
+        t[0x13] = BTHomeObject("voc", size: 2, unit: .microgramsPerCubicMetre, .volatileOrganicCompounds)
+        t[0x14] = BTHomeObject("moisture", size: 2, decimals: 2, unit: .percent, .moisture)
+        t[0x2E] = BTHomeObject("humidity", size: 1, unit: .percent, .humidity)
+        t[0x2F] = BTHomeObject("moisture", size: 1, unit: .percent, .moisture)
         t[0x3A] = BTHomeObject("button", .buttonEvent, size: 1)
         t[0x3C] = BTHomeObject("dimmer", .dimmerEvent, size: 2)
         t[0x3D] = BTHomeObject("count", size: 2)
         t[0x3E] = BTHomeObject("count", size: 4)
-        t[0x3F] = BTHomeObject("rotation", size: 2, signed: true, decimals: 1, unit: "°")
-        t[0x40] = BTHomeObject("distance", size: 2, unit: "mm", .distance)
-        t[0x41] = BTHomeObject("distance", size: 2, decimals: 1, unit: "m", .distance)
-        t[0x42] = BTHomeObject("duration", size: 3, decimals: 3, unit: "s", .duration)
-        t[0x43] = BTHomeObject("current", size: 2, decimals: 3, unit: "A", .current)
-        t[0x44] = BTHomeObject("speed", size: 2, decimals: 2, unit: "m/s", .speed)
-        t[0x45] = BTHomeObject("temperature", size: 2, signed: true, decimals: 1, unit: "°C", .temperature)
+        t[0x3F] = BTHomeObject("rotation", size: 2, signed: true, decimals: 1, unit: .degrees)
+        t[0x40] = BTHomeObject("distance", size: 2, unit: .millimetres, .distance)
+        t[0x41] = BTHomeObject("distance", size: 2, decimals: 1, unit: .metres, .distance)
+        t[0x42] = BTHomeObject("duration", size: 3, decimals: 3, unit: .seconds, .duration)
+        t[0x43] = BTHomeObject("current", size: 2, decimals: 3, unit: .amperes, .current)
+        t[0x44] = BTHomeObject("speed", size: 2, decimals: 2, unit: .metresPerSecond, .speed)
+        t[0x45] = BTHomeObject("temperature", size: 2, signed: true, decimals: 1, unit: .celsius, .temperature)
         t[0x46] = BTHomeObject("uv_index", size: 1, decimals: 1)
-        t[0x47] = BTHomeObject("volume", size: 2, decimals: 1, unit: "L", .volume)
-        t[0x48] = BTHomeObject("volume", size: 2, unit: "mL", .volume)
-        t[0x49] = BTHomeObject("volume_flow_rate", size: 2, decimals: 3, unit: "m³/h", .volumeFlowRate)
-        t[0x4A] = BTHomeObject("voltage", size: 2, decimals: 1, unit: "V", .voltage)
-        t[0x4B] = BTHomeObject("gas", size: 3, decimals: 3, unit: "m³", .gas)
-        t[0x4C] = BTHomeObject("gas", size: 4, decimals: 3, unit: "m³", .gas)
-        t[0x4D] = BTHomeObject("energy", size: 4, decimals: 3, unit: "kWh", .energy)
-        t[0x4E] = BTHomeObject("volume", size: 4, decimals: 3, unit: "L", .volume)
-        t[0x4F] = BTHomeObject("water", size: 4, decimals: 3, unit: "L", .water)
+        t[0x47] = BTHomeObject("volume", size: 2, decimals: 1, unit: .litres, .volume)
+        t[0x48] = BTHomeObject("volume", size: 2, unit: .millilitres, .volume)
+        t[0x49] = BTHomeObject("volume_flow_rate", size: 2, decimals: 3, unit: .cubicMetresPerHour, .volumeFlowRate)
+        t[0x4A] = BTHomeObject("voltage", size: 2, decimals: 1, unit: .volts, .voltage)
+        t[0x4B] = BTHomeObject("gas", size: 3, decimals: 3, unit: .cubicMetres, .gas)
+        t[0x4C] = BTHomeObject("gas", size: 4, decimals: 3, unit: .cubicMetres, .gas)
+        t[0x4D] = BTHomeObject("energy", size: 4, decimals: 3, unit: .kilowattHours, .energy)
+        t[0x4E] = BTHomeObject("volume", size: 4, decimals: 3, unit: .litres, .volume)
+        t[0x4F] = BTHomeObject("water", size: 4, decimals: 3, unit: .litres, .water)
         t[0x50] = BTHomeObject("timestamp", .timestamp, size: 4, .timestamp)
-        t[0x51] = BTHomeObject("acceleration", size: 2, decimals: 3, unit: "m/s²")
-        t[0x52] = BTHomeObject("gyroscope", size: 2, decimals: 3, unit: "°/s")
+        t[0x51] = BTHomeObject("acceleration", size: 2, decimals: 3, unit: .metresPerSecondSquared)
+        t[0x52] = BTHomeObject("gyroscope", size: 2, decimals: 3, unit: .degreesPerSecond)
         t[0x53] = BTHomeObject("text", .text, size: 0)
         t[0x54] = BTHomeObject("raw", .raw, size: 0)
-        t[0x55] = BTHomeObject("volume_storage", size: 4, decimals: 3, unit: "L", .volumeStorage)
-        t[0x56] = BTHomeObject("conductivity", size: 2, unit: "µS/cm", .conductivity)
-        t[0x57] = BTHomeObject("temperature", size: 1, signed: true, unit: "°C", .temperature)
+        t[0x55] = BTHomeObject("volume_storage", size: 4, decimals: 3, unit: .litres, .volumeStorage)
+        t[0x56] = BTHomeObject("conductivity", size: 2, unit: .microsiemensPerCentimetre, .conductivity)
+        t[0x57] = BTHomeObject("temperature", size: 1, signed: true, unit: .celsius, .temperature)
         t[0x58] = BTHomeObject(
-            "temperature", size: 1, signed: true, decimals: 2, factor: 0.35, unit: "°C", .temperature)
+            "temperature", size: 1, signed: true, decimals: 2, factor: 0.35, unit: .celsius, .temperature)
         t[0x59] = BTHomeObject("count", size: 1, signed: true)
         t[0x5A] = BTHomeObject("count", size: 2, signed: true)
         t[0x5B] = BTHomeObject("count", size: 4, signed: true)
-        t[0x5C] = BTHomeObject("power", size: 4, signed: true, decimals: 2, unit: "W", .power)
-        t[0x5D] = BTHomeObject("current", size: 2, signed: true, decimals: 3, unit: "A", .current)
-        t[0x5E] = BTHomeObject("direction", size: 2, decimals: 2, unit: "°", .windDirection)
-        t[0x5F] = BTHomeObject("precipitation", size: 2, decimals: 1, unit: "mm", .precipitation)
+        t[0x5C] = BTHomeObject("power", size: 4, signed: true, decimals: 2, unit: .watts, .power)
+        t[0x5D] = BTHomeObject("current", size: 2, signed: true, decimals: 3, unit: .amperes, .current)
+        t[0x5E] = BTHomeObject("direction", size: 2, decimals: 2, unit: .degrees, .windDirection)
+        t[0x5F] = BTHomeObject("precipitation", size: 2, decimals: 1, unit: .millimetres, .precipitation)
         t[0x60] = BTHomeObject("channel", size: 1)
-        t[0x61] = BTHomeObject("rotational_speed", size: 2, unit: "rpm")
-        t[0x62] = BTHomeObject("speed", size: 4, signed: true, decimals: 6, unit: "m/s", .speed)
-        t[0x63] = BTHomeObject("acceleration", size: 4, signed: true, decimals: 6, unit: "m/s²")
+        t[0x61] = BTHomeObject("rotational_speed", size: 2, unit: .rpm)
+        t[0x62] = BTHomeObject("speed", size: 4, signed: true, decimals: 6, unit: .metresPerSecond, .speed)
+        t[0x63] = BTHomeObject("acceleration", size: 4, signed: true, decimals: 6, unit: .metresPerSecondSquared)
         t[0x64] = BTHomeObject("light_level", size: 1)
         t[0xF0] = BTHomeObject("device_type_id", .info, size: 2)
         t[0xF1] = BTHomeObject("firmware_version", .info, size: 4)
         t[0xF2] = BTHomeObject("firmware_version", .info, size: 3)
         var indices: [String: Int] = [:]
         for id in t.indices {
-            guard let name = t[id]?.name else { continue }
+            guard let name = t[id].map({ $0.staticName.description }) else { continue }
             let index = indices[name] ?? indices.count
             indices[name] = index
             t[id]?.nameIndex = index
         }
         return t
+    }()
+
+    /// The distinct names of ``table``, by ``nameIndex``.
+    static let names: [String] = {
+        var names: [String] = []
+        for object in table.compactMap({ $0 }) where object.nameIndex == names.count {
+            names.append(object.staticName.description)
+        }
+        return names
     }()
 
     static let buttonEvents: [UInt8: String] = [

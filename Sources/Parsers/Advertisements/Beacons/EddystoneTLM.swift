@@ -34,7 +34,7 @@ public struct EddystoneTLM: AdvertisementParser {
             Reading(.voltage, millivolts == 0 ? nil : decimal(millivolts, 3)),
             Reading(.temperature, temperature == Int16.min ? nil : Double(temperature) / 256),
             Reading("advertising_count", Double(count)),
-            Reading(name: "uptime", value: .number(decimal(uptime, 1)), unit: "s", deviceClass: .duration),
+            Reading(name: "uptime", value: .number(decimal(uptime, 1)), unit: .seconds, deviceClass: .duration),
         ]
     }
 }

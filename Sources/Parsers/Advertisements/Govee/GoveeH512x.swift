@@ -54,7 +54,7 @@ public struct GoveeH512x: AdvertisementParser {
             if value & 0x10 != 0 { readings.append(Reading("button_0", string: "press")) }
             if value != 0x10 {
                 readings.append(
-                    Reading("presence", bool: value & 0x01 != 0, deviceClass: DeviceClass(rawValue: "presence")))
+                    Reading("presence", bool: value & 0x01 != 0, deviceClass: .presence))
             }
         case .button:
             readings.append(Reading("button_\(value)", string: "press"))

@@ -31,7 +31,7 @@ public struct MopekaPro: AdvertisementParser {
         return [
             Reading(.temperature, raw - 40),
             Reading(
-                name: "tank_level", value: .number(Double(echo & 0x3FFF) * coefficient / 10), unit: "cm",
+                name: "tank_level", value: .number(Double(echo & 0x3FFF) * coefficient / 10), unit: .centimetres,
                 deviceClass: .distance),
             Reading("reading_quality", Double(echo >> 14)),
             Reading("sync_button", bool: temperatureByte & 0x80 != 0),

@@ -54,7 +54,7 @@ public struct OralBToothbrush: AdvertisementParser {
         readings.append(Reading("pressure", Double(pressure)))
         readings.append(
             Reading(
-                name: "duration", value: .number(Double(minutes) * 60 + Double(seconds)), unit: "s",
+                name: "duration", value: .number(Double(minutes) * 60 + Double(seconds)), unit: .seconds,
                 deviceClass: .duration))
         if payload.count >= 11 {
             readings.append(Reading("sector_timer", Double(payload[9])))

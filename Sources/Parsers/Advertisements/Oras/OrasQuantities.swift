@@ -2,7 +2,7 @@ import Bluetooth
 
 extension Quantity {
     /// Length of a shower session in s.
-    public static let showerDuration = Self(name: "duration", unit: "s", deviceClass: .duration)
+    public static let showerDuration = Self(name: "duration", unit: .seconds, deviceClass: .duration)
     /// Water used in a shower session in L.
-    public static let showerWater = Self(name: "water", unit: "L", deviceClass: .water)
+    public static let showerWater = Self(name: "water", unit: .litres, deviceClass: .water)
 }

@@ -1,14 +1,14 @@
 /// Quantities of the Ruuvi Air formats (6 and E1).
 extension Quantity {
-    public static let pm1 = Self(name: "pm1", unit: "µg/m³", deviceClass: .pm1)
-    public static let pm4 = Self(name: "pm4", unit: "µg/m³", deviceClass: nil)
+    public static let pm1 = Self(name: "pm1", unit: .microgramsPerCubicMetre, deviceClass: .pm1)
+    public static let pm4 = Self(name: "pm4", unit: .microgramsPerCubicMetre, deviceClass: nil)
     /// Sensirion SGP4x VOC index (1…500, 100 = the sensor's running average).
     public static let vocIndex = Self(name: "voc_index", unit: nil, deviceClass: nil)
     /// Sensirion SGP4x NOx index (1…500, 1 = the sensor's running average).
     public static let noxIndex = Self(name: "nox_index", unit: nil, deviceClass: nil)
     /// Ruuvi's indoor air quality score, 0…100, from CO₂ and PM2.5.
     public static let airQualityScore = Self(name: "air_quality_score", unit: nil, deviceClass: nil)
-    public static let soundLevel = Self(name: "sound_level", unit: "dBA", deviceClass: nil)
+    public static let soundLevel = Self(name: "sound_level", unit: .dBA, deviceClass: nil)
 }
 
 /// Ruuvi's indoor air quality score (IAQS, docs.ruuvi.com "Ruuvi Indoor Air Quality Score"):

@@ -58,7 +58,8 @@ public struct SwitchBotServiceData: AdvertisementParser {
             let position = try reader.u8()
             let light = try reader.u8() >> 4
             return [
-                Reading("moving", bool: position & 0x80 != 0), Reading("position", Double(position & 0x7F), unit: "%"),
+                Reading("moving", bool: position & 0x80 != 0),
+                Reading("position", Double(position & 0x7F), unit: .percent),
                 Reading("calibrated", bool: status & 0x40 != 0), Reading("light_level", Double(light)), battery,
             ]
         case (0x73, 6):  // Motion Sensor
@@ -105,7 +106,8 @@ public struct SwitchBotServiceData: AdvertisementParser {
         let offset = 2 * Int(position & 0x7F) - 100
         let direction = offset > 0 ? "up" : offset < 0 ? "down" : "—"
         return [
-            Reading("tilt", Double(abs(100 - abs(offset))), unit: "%"), Reading("tilt_direction", string: direction),
+            Reading("tilt", Double(abs(100 - abs(offset))), unit: .percent),
+            Reading("tilt_direction", string: direction),
             Reading("moving", bool: position & 0x80 != 0), Reading("calibrated", bool: light & 0x01 != 0),
             Reading("light_level", Double(light >> 4)),
         ]

@@ -28,7 +28,7 @@ public struct TPMSSensor: AdvertisementParser {
         let status = try reader.u8()
         return [
             Reading("count", Double(wheel) + 1),
-            Reading(name: "pressure", value: .number(decimal(pressure, 5)), unit: "bar", deviceClass: .pressure),
+            Reading(name: "pressure", value: .number(decimal(pressure, 5)), unit: .bar, deviceClass: .pressure),
             Reading(.temperature, decimal(temperature, 2)),
             Reading(.battery, Double(battery)),
             Reading("alarm", bool: status & 0x01 != 0, deviceClass: .problem),

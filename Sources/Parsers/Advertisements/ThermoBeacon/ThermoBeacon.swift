@@ -33,7 +33,7 @@ public struct ThermoBeacon: AdvertisementParser {
             let uptime = try reader.u32le()
             return [
                 Reading(.temperature, Double(temperature) / 16), Reading(.humidity, Double(humidity) / 16),
-                Reading(.voltage, decimal(millivolts, 3)), Reading("uptime", Double(uptime), unit: "s"),
+                Reading(.voltage, decimal(millivolts, 3)), Reading("uptime", Double(uptime), unit: .seconds),
             ]
         }
         let maximum = try reader.s16le()
@@ -42,9 +42,9 @@ public struct ThermoBeacon: AdvertisementParser {
         let minimumTime = try reader.u32le()
         return [
             Reading(Quantity.temperature.named("temperature_max"), Double(maximum) / 16),
-            Reading("temperature_max_time", Double(maximumTime), unit: "s"),
+            Reading("temperature_max_time", Double(maximumTime), unit: .seconds),
             Reading(Quantity.temperature.named("temperature_min"), Double(minimum) / 16),
-            Reading("temperature_min_time", Double(minimumTime), unit: "s"),
+            Reading("temperature_min_time", Double(minimumTime), unit: .seconds),
         ]
     }
 }
