@@ -49,6 +49,12 @@ extension BlueZSimulator {
                     }
                     return []
                 },
+                .immediate("SetRSSI", in: [.string, .int16]) { call in
+                    try self.onLoop {
+                        try $0.setRSSI(address: call.arguments[0].string ?? "", Double(call.arguments[1].int16 ?? 0))
+                    }
+                    return []
+                },
                 .immediate("Disconnect", in: [.string]) { call in
                     try self.onLoop { try $0.disconnectPeer(address: call.arguments[0].string ?? "") }
                     return []
@@ -176,6 +182,15 @@ extension BlueZSimulator {
         deviceOrder.removeAll { $0 == device.path }
         addedSpecs.removeAll { $0.address == device.spec.address }
         removedAddresses.insert(device.spec.address.description)
+    }
+
+    /// Moves the device: its advertisements are heard at `rssi` dBm from now on (the scenario's
+    /// jitter stays).
+    public func setRSSI(address: String, _ rssi: Double) throws {
+        guard rssi.isFinite, (-127...20).contains(rssi) else {
+            throw ControlError.invalid("RSSI \(rssi) is not from -127 to 20 dBm")
+        }
+        try device(address: address).spec.rssi = rssi
     }
 
     /// Sets what the peripheral returns to the next read (no signal: BlueZ only learns on a read).
