@@ -36,11 +36,17 @@ final class Availability {
 
     /// Publishes the device's availability when it changes (with availability on).
     func publish(_ id: DeviceID, _ device: DeviceRecord, online: Bool) {
-        guard settings.enabled, trackers[id.index].published != online else { return }
+        guard settings.enabled, trackers[id.index].published != online, context.owns(device.address) else { return }
         trackers[id.index].published = online
         let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
         context.output.publish(
             device.stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
+    }
+
+    /// The device went to another gateway of the fleet (or came to this one): what was
+    /// published is forgotten (not retracted), so the next change publishes again.
+    func forget(_ id: DeviceID) {
+        trackers[id.index].published = nil
     }
 
     /// After an MQTT reconnect: what was published goes out again (the broker may have lost it).

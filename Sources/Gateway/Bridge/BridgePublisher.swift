@@ -30,12 +30,13 @@ final class BridgePublisher {
     }
 
     private var base: String { context.base }
+    private var bridge: String { context.bridge }
 
     /// `bridge/state` online, `bridge/info` and `bridge/devices`, all retained.
     func publishOnline() {
         context.output.publish(
-            base + "/bridge/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
-        context.output.publish(base + "/bridge/info", json: info, retain: true, kind: .republished)
+            bridge + "/state", Array(#"{"state":"online"}"#.utf8), retain: true, kind: .republished)
+        context.output.publish(bridge + "/info", json: info, retain: true, kind: .republished)
         devicesChanged()
     }
 
@@ -104,7 +105,7 @@ final class BridgePublisher {
         if count > 0 { devicesEntryBytes = max(16, bytes.count / count) }
         // The estimate was far off: keep an exact copy.
         if bytes.capacity - bytes.count > bytes.count / 4 { bytes = Output.exactCopy(bytes) }
-        context.output.publish(base + "/bridge/devices", owned: bytes, retain: true, kind: .republished)
+        context.output.publish(bridge + "/devices", owned: bytes, retain: true, kind: .republished)
     }
 
     /// One `bridge/devices` entry: `{"name","address","local_name"?,"rssi","connected",
@@ -132,6 +133,6 @@ final class BridgePublisher {
         ]
         if let error { data.append(("error", .string(error))) }
         context.output.publish(
-            base + "/bridge/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
+            bridge + "/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
     }
 }

@@ -80,14 +80,15 @@ final class CommandRunner {
         let homeAssistant = context.config.homeAssistant
         if homeAssistant.enabled, message.topic == homeAssistant.statusTopic { return homeAssistantStatus(message) }
         guard message.topic.hasPrefix(base + "/") else { return }
-        let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
-            .map(String.init)
-        if levels.first == "bridge" {
-            guard levels.count >= 3, levels[1] == "request" else { return }
-            let verb = levels[2...].joined(separator: "/")
-            if message.retain { return refuseRetained(message, defaultTopic: "\(base)/bridge/response/\(verb)") }
+        let requests = context.bridge + "/request/"
+        if message.topic.hasPrefix(requests) {
+            let verb = String(message.topic.dropFirst(requests.count))
+            if message.retain { return refuseRetained(message, defaultTopic: "\(context.bridge)/response/\(verb)") }
             return bridgeRequest(verb, message)
         }
+        let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
+            .map(String.init)
+        if levels.first == "bridge" { return }
         guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2)
         else { return }
         if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
@@ -97,8 +98,16 @@ final class CommandRunner {
             topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
             correlationData: message.correlationData)
         guard let target = resolve(levels[0]) else {
+            // In a fleet every gateway has the same rules: none answers a name none knows twice
+            // over — a name this gateway does not know gets no answer from it.
+            if context.config.fleet.enabled { return }
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
+        }
+        // In a fleet the device's owner runs and answers it (docs/fleet.md, "Commands").
+        guard context.owns(target.address) else {
+            context.counters.dropped.otherOwner += 1
+            return
         }
         if let refusal = rateLimit(target.address, name: target.name, now: now) {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
@@ -157,7 +166,8 @@ final class CommandRunner {
         guard let topic = message.responseTopic else { return fallback }
         let homeAssistant = context.config.homeAssistant
         let reserved =
-            topic.hasPrefix(base + "/") && !topic.hasSuffix("/response") && !topic.hasPrefix(base + "/bridge/response/")
+            topic.hasPrefix(base + "/") && !topic.hasSuffix("/response")
+            && !topic.hasPrefix(context.bridge + "/response/")
         let discovery =
             homeAssistant.enabled
             && (topic == homeAssistant.discoveryPrefix
@@ -182,7 +192,7 @@ final class CommandRunner {
         context.counters.commands += 1
         let now = context.clock.now()
         var reply = CommandReply(
-            topic: responseTopic(message, default: "\(base)/bridge/response/\(verb)"),
+            topic: responseTopic(message, default: "\(context.bridge)/response/\(verb)"),
             correlationData: message.correlationData)
         guard message.payload.count <= limits.maxPayloadBytes else {
             return respond(

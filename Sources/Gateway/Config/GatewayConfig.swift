@@ -17,6 +17,16 @@ public struct GatewayConfig: Sendable {
     public var health = HealthSettings()
     /// `bluetooth_proxy`: the ESPHome native API server (Home Assistant Bluetooth proxy).
     public var bluetoothProxy = BluetoothProxySettings()
+    /// `fleet`: one owner per device among the gateways of one base topic (docs/fleet.md).
+    public var fleet = FleetSettings()
+
+    /// This gateway's name in a fleet: `fleet.gateway_id`, else `mqtt.client_id`.
+    public var gatewayID: String { fleet.gatewayID ?? mqtt.clientID }
+
+    /// Where this gateway's own topics are (`bridge/state`, `bridge/health`, requests and their
+    /// responses, …): `<base>/bridge`, or `<base>/bridge/<gateway_id>` in a fleet, where several
+    /// gateways share the base topic.
+    public var bridgeTopic: String { mqtt.baseTopic + "/bridge" + (fleet.enabled ? "/" + gatewayID : "") }
     /// `role`: central (default), peripheral or both.
     public var role = GatewayRole.central
     /// `peripheral`: the GATT server and advertising of the peripheral role.
@@ -64,6 +74,7 @@ public struct GatewayConfig: Sendable {
         }
         if let health = section("health", HealthSettings.init) { config.health = health }
         if let proxy = section("bluetooth_proxy", BluetoothProxySettings.init) { config.bluetoothProxy = proxy }
+        if let fleet = section("fleet", FleetSettings.init) { config.fleet = fleet }
         config.role = object.read("role", default: .central) { reader in
             let text = try reader.string()
             guard let role = GatewayRole(rawValue: text) else {

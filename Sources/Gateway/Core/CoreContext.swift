@@ -1,3 +1,4 @@
+import Bluetooth
 import EventLoop
 
 /// What every feature of the core shares: the configuration, the clock, the log, the output,
@@ -6,6 +7,8 @@ final class CoreContext {
     let config: GatewayConfig
     /// `mqtt.base_topic`.
     let base: String
+    /// The gateway's own topics: ``GatewayConfig/bridgeTopic``.
+    let bridge: String
     let clock: any GatewayClock
     let log: GatewayLogger
     let output: Output
@@ -16,12 +19,16 @@ final class CoreContext {
     /// Hands an event to the core: set by ``Gateway/start()``; closures given to ports and jobs
     /// capture it to bring what they deliver back to the loop.
     var deliver: @Sendable (CoreEvent) -> Void = { _ in }
+    /// In a fleet: whether this gateway owns a device (set by the gateway; nil: not in a fleet,
+    /// every device is this gateway's).
+    var fleetOwner: ((BluetoothAddress) -> Bool)?
     /// The earliest deadline a feature asked the timer for since the gateway last looked.
     private(set) var wantedDeadline = Double.infinity
 
     init(config: GatewayConfig, clock: any GatewayClock, log: GatewayLogger, output: Output, loop: EventLoop) {
         self.config = config
         self.base = config.mqtt.baseTopic
+        self.bridge = config.bridgeTopic
         self.clock = clock
         self.log = log
         self.output = output
@@ -39,6 +46,10 @@ final class CoreContext {
         defer { wantedDeadline = .infinity }
         return wantedDeadline
     }
+
+    /// Whether this gateway publishes, connects and commands the device: always, unless a fleet
+    /// gave it to another gateway (docs/fleet.md).
+    func owns(_ address: BluetoothAddress) -> Bool { fleetOwner?(address) ?? true }
 
     /// The device rule at `index` of config.json.
     func rule(_ index: Int) -> DeviceRule { config.devices[index] }

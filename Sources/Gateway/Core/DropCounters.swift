@@ -16,6 +16,8 @@ public struct DropCounters: Sendable, Equatable {
     public var keyMissing = 0
     /// Encrypted advertisements whose MIC check failed with the device's bind key (a wrong key).
     public var keyWrong = 0
+    /// In a fleet: commands for a device another gateway owns (that gateway runs and answers them).
+    public var otherOwner = 0
 
     public init() {}
 }

@@ -53,6 +53,8 @@ public actor Gateway: LoopIsolated {
     let bindKeys: BindKeys
     /// The peripheral role (nil: central only, whatever `role` says).
     let peripheralBridge: PeripheralBridge?
+    /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
+    let fleet: Fleet?
 
     private var started = false
     private var wired = false
@@ -111,13 +113,20 @@ public actor Gateway: LoopIsolated {
         health = HealthReporter(context: context, processSample: processSample)
         bindKeys = BindKeys(directory: stateDirectory ?? config.stateDirectory)
         peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
+        if config.fleet.enabled {
+            let fleet = Fleet(context: context, now: clock.now())
+            self.fleet = fleet
+            context.fleetOwner = { [unowned fleet] in fleet.owns($0) }
+        } else {
+            fleet = nil
+        }
     }
 
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
     /// `{"state":"offline"}`, retained.
     public static func lastWill(for config: GatewayConfig) -> MQTTOutboundMessage {
         MQTTOutboundMessage(
-            topic: config.mqtt.baseTopic + "/bridge/state", payload: Array(#"{"state":"offline"}"#.utf8),
+            topic: config.bridgeTopic + "/state", payload: Array(#"{"state":"offline"}"#.utf8),
             qos: config.mqtt.qos, retain: true)
     }
 
@@ -125,8 +134,9 @@ public actor Gateway: LoopIsolated {
     /// `homeassistant/status`).
     public static func subscriptions(for config: GatewayConfig) -> [String] {
         let base = config.mqtt.baseTopic
-        var filters = [base + "/+/set", base + "/+/set/+", base + "/+/get", base + "/bridge/request/#"]
+        var filters = [base + "/+/set", base + "/+/set/+", base + "/+/get", config.bridgeTopic + "/request/#"]
         if config.homeAssistant.enabled { filters.append(config.homeAssistant.statusTopic) }
+        if config.fleet.enabled { filters += Fleet.subscriptions(base: base) }
         return filters
     }
 
@@ -276,6 +286,7 @@ public actor Gateway: LoopIsolated {
         let mqtt = self.mqtt
         let clock = self.clock
         let executor = loop.taskExecutor
+        fleet?.leave(now: start)
         let offline = Self.lastWill(for: config)
         let waitForOffline = mqttConnected
         if !waitForOffline { mqtt.publish(offline) }
@@ -479,7 +490,12 @@ public actor Gateway: LoopIsolated {
         case .advertisement(let discovery): advertisement(discovery)
         case .notification(let address, let spec, let value): notification(address, spec: spec, value: value)
         case .link(let change): link(change)
-        case .command(let message): commands.handle(message)
+        case .command(let message):
+            if let fleet, fleet.isFleetTopic(message.topic) {
+                fleetChanged(fleet.received(message, now: clock.now()))
+            } else {
+                commands.handle(message)
+            }
         case .peripheralSource(let message): peripheralBridge?.source(message)
         case .mqttConnection(let connected): mqttConnection(connected)
         case .peripheral(let change): peripheralBridge?.event(change)
@@ -533,6 +549,7 @@ public actor Gateway: LoopIsolated {
         guard let id = registry.id(discovery.address) ?? register(discovery) else { return }
         let now = clock.now()
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
+        fleet?.heard(discovery.address, rssi: advertisement.rssi, now: now)
         let device = registry[id]
         let rule = config.devices[device.ruleIndex]
         if !rule.connect {
@@ -540,7 +557,7 @@ public actor Gateway: LoopIsolated {
         } else {
             connections.heard(device.address)
         }
-        if connections.awaitsConnection(device.address, rule: rule) {
+        if connections.awaitsConnection(device.address, rule: rule), context.owns(device.address) {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
@@ -548,6 +565,16 @@ public actor Gateway: LoopIsolated {
                 id, advertisement, address: discovery.address,
                 bindKey: rule.bindKey ?? bindKeys.key(discovery.address), name: device.name)
         else { return }
+        if let fleet {
+            // In a fleet every gateway decodes (to know the payload's counter), the owner alone
+            // publishes, and not the reading the previous owner published last.
+            let key = ReadingKey.of(readings, format: nil)
+            fleet.decoded(discovery.address, key: key)
+            guard fleet.publishes(discovery.address, key: key, now: now) else {
+                _ = states.merge(id, readings)
+                return
+            }
+        }
         apply(readings, to: id, now: now)
     }
 
@@ -577,6 +604,10 @@ public actor Gateway: LoopIsolated {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     private func apply(_ readings: [Reading], to id: DeviceID, now: Double, force: Bool = false) {
+        guard context.owns(registry[id].address) else {
+            _ = states.merge(id, readings)
+            return
+        }
         if states.merge(id, readings), homeAssistant.enabled { publishDiscovery(id) }
         let device = registry[id]
         states.offer(id, device, rule: config.devices[device.ruleIndex], now: now, force: force)
@@ -761,6 +792,7 @@ public actor Gateway: LoopIsolated {
     /// when all were republished.
     private func publishDiscovery(_ id: DeviceID, all: Bool = false, hold: Bool = true) {
         let device = registry[id]
+        guard context.owns(device.address) else { return }
         let fresh = homeAssistant.publish(
             id,
             HomeAssistantDiscovery.Device(
@@ -787,8 +819,10 @@ public actor Gateway: LoopIsolated {
     private func link(_ change: BLEConnectionEvent) {
         switch change {
         case .connected(let discovery):
+            fleet?.linked(discovery.address, true, now: clock.now())
             adoptLink(discovery)
         case .disconnected(let address, let reason):
+            fleet?.linked(address, false, now: clock.now())
             guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
             let device = registry[id]
             log(.info, "\(device.name): disconnected\(reason.map { ": \($0)" } ?? "")")
@@ -825,7 +859,9 @@ public actor Gateway: LoopIsolated {
             id = registered
         }
         let device = registry[id]
-        guard connections.awaitsConnection(device.address, rule: config.devices[device.ruleIndex]) else { return }
+        guard connections.awaitsConnection(device.address, rule: config.devices[device.ruleIndex]),
+            context.owns(device.address)
+        else { return }
         log(.info, "\(device.name): \(reason)")
         connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
     }
@@ -880,6 +916,44 @@ public actor Gateway: LoopIsolated {
             bridge.devicesChanged()
             commands.linkUp(address)
             if !commands.isBusy(address) { connections.scheduleIdleDisconnect(address, rule: rule, now: now) }
+        }
+    }
+
+    // MARK: Fleet
+
+    /// This gateway gained or lost devices in the fleet (docs/fleet.md): a gained one gets its
+    /// availability, discovery and (when its rule connects) its link; a lost one goes quiet here
+    /// — nothing is retracted, the new owner publishes — and its link ends.
+    private func fleetChanged(_ changes: [FleetView.Change]) {
+        for change in changes {
+            switch change {
+            case .gained(let raw):
+                let address = BluetoothAddress(rawValue: raw)
+                guard let id = registry.id(address) else { continue }
+                let device = registry[id]
+                let rule = config.devices[device.ruleIndex]
+                log(.info, "fleet: \(device.name) (\(address)) is this gateway's now")
+                bridge.event("device_owned", device)
+                if homeAssistant.enabled { publishDiscovery(id, all: true, hold: false) }
+                if rule.connect {
+                    if connections.awaitsConnection(address, rule: rule) {
+                        connections.request(address, ruleIndex: device.ruleIndex, urgent: false)
+                    }
+                } else {
+                    availability.forget(id)
+                    availability.advertised(id, device, rule: rule, now: clock.now())
+                }
+            case .lost(let raw):
+                let address = BluetoothAddress(rawValue: raw)
+                guard let id = registry.id(address) else { continue }
+                let device = registry[id]
+                log(.info, "fleet: \(device.name) (\(address)) went to another gateway")
+                bridge.event("device_handed_over", device)
+                availability.forget(id)
+                if config.devices[device.ruleIndex].connect, connections.phase(address) != .idle {
+                    connections.disconnect(address)
+                }
+            }
         }
     }
 
@@ -940,6 +1014,7 @@ public actor Gateway: LoopIsolated {
             commands.enqueue(DeviceJob(kind: .poll(spec), receivedAt: now), for: target(id))
         }
         commands.tick(now: now)
+        if let fleet { fleetChanged(fleet.tick(now: now)) }
         forgetSilentDevices(now: now)
         if health.due(now: now) { health.publish(now: now, healthFigures) }
     }
@@ -948,7 +1023,7 @@ public actor Gateway: LoopIsolated {
     private func nextDeadline() -> Double? {
         var next = min(
             homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
-            connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity)
+            connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity, fleet?.nextDeadline ?? .infinity)
         for id in registry.order {
             let rule = self.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }
@@ -989,6 +1064,7 @@ public actor Gateway: LoopIsolated {
             counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),
             mqttQueueFull: mqtt.queueFullDrops, mqttInboundFull: mqtt.inboundDrops, devices: registry.count,
             connections: connections.connectedCount, parked: connections.parkedCount,
-            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral, extra: healthExtra?() ?? [])
+            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral,
+            extra: (fleet.map { [("fleet", $0.health)] } ?? []) + (healthExtra?() ?? []))
     }
 }

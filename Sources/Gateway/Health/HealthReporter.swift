@@ -53,7 +53,7 @@ final class HealthReporter {
     func publish(now: Double, _ figures: Figures) {
         let sample = processSample()
         context.output.publish(
-            context.base + "/bridge/health", json: payload(now: now, sample: sample, figures), retain: false,
+            context.bridge + "/health", json: payload(now: now, sample: sample, figures), retain: false,
             kind: .snapshot)
         if let sample { lastSample = (now, sample) }
     }
@@ -108,6 +108,7 @@ final class HealthReporter {
                         ("response_topic", number(counters.dropped.responseTopic)),
                         ("key_missing", number(counters.dropped.keyMissing)),
                         ("key_wrong", number(counters.dropped.keyWrong)),
+                        ("other_owner", number(counters.dropped.otherOwner)),
                         ("mqtt_queue_full", number(figures.mqttQueueFull)),
                         ("mqtt_inbound_full", number(figures.mqttInboundFull)),
                         ("parse_error", number(counters.parseErrors)),

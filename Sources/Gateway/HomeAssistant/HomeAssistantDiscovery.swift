@@ -18,6 +18,24 @@ struct HomeAssistantDiscovery: Sendable {
     let base: String
     let version: String
     let availabilityEnabled: Bool
+    /// The gateway's own topics (`<base>/bridge`, or `<base>/bridge/<gateway_id>` in a fleet).
+    var bridge: String
+    /// The gateway's name in a fleet (nil: not in one). Each gateway of a fleet is a bridge
+    /// device of its own, and a device's entities do not depend on one gateway's state: whichever
+    /// gateway owns the device keeps its `availability` (docs/fleet.md).
+    var fleetGateway: String?
+
+    init(
+        settings: HomeAssistantSettings, base: String, version: String, availabilityEnabled: Bool,
+        bridge: String? = nil, fleetGateway: String? = nil
+    ) {
+        self.settings = settings
+        self.base = base
+        self.version = version
+        self.availabilityEnabled = availabilityEnabled
+        self.bridge = bridge ?? base + "/bridge"
+        self.fleetGateway = fleetGateway
+    }
 
     /// What a device contributes to discovery.
     struct Device {
@@ -33,7 +51,7 @@ struct HomeAssistantDiscovery: Sendable {
     }
 
     /// The bridge's node id, also its device identifier.
-    var bridgeNode: String { Self.sanitized(base) + "_bridge" }
+    var bridgeNode: String { Self.sanitized(base) + "_bridge" + (fleetGateway.map { "_" + Self.sanitized($0) } ?? "") }
 
     /// The node id (and device identifier) of a device: stable across renames.
     func node(_ address: BluetoothAddress) -> String { Self.sanitized(base) + "_" + DeviceRecord.defaultName(address) }
@@ -43,7 +61,7 @@ struct HomeAssistantDiscovery: Sendable {
     }
 
     private var bridgeAvailability: JSONValue {
-        .object([("topic", .string(base + "/bridge/state")), ("value_template", .string("{{ value_json.state }}"))])
+        .object([("topic", .string(bridge + "/state")), ("value_template", .string("{{ value_json.state }}"))])
     }
 
     private func topic(_ component: String, _ node: String, _ object: String) -> String {
@@ -57,7 +75,12 @@ struct HomeAssistantDiscovery: Sendable {
         let node = bridgeNode
         let device: JSONValue = .object([
             ("identifiers", .array([.string(node)])),
-            ("name", .string(base == "gattway" ? "gattway bridge" : "gattway bridge \(base)")),
+            (
+                "name",
+                .string(
+                    (base == "gattway" ? "gattway bridge" : "gattway bridge \(base)")
+                        + (fleetGateway.map { " " + $0 } ?? ""))
+            ),
             ("manufacturer", .string("gattway")),
             ("model", .string("Bluetooth LE to MQTT gateway")),
             ("sw_version", .string(version)),
@@ -65,7 +88,7 @@ struct HomeAssistantDiscovery: Sendable {
         let connection: JSONValue = .object([
             ("name", .string("Connection state")),
             ("unique_id", .string(node + "_connection_state")),
-            ("state_topic", .string(base + "/bridge/state")),
+            ("state_topic", .string(bridge + "/state")),
             ("value_template", .string("{{ value_json.state }}")),
             ("payload_on", .string("online")),
             ("payload_off", .string("offline")),
@@ -77,7 +100,7 @@ struct HomeAssistantDiscovery: Sendable {
         let queued: JSONValue = .object([
             ("name", .string("Queued messages")),
             ("unique_id", .string(node + "_queued")),
-            ("state_topic", .string(base + "/bridge/health")),
+            ("state_topic", .string(bridge + "/health")),
             ("value_template", .string("{{ value_json.queue.depth }}")),
             ("state_class", .string("measurement")),
             ("entity_category", .string("diagnostic")),
@@ -113,7 +136,7 @@ struct HomeAssistantDiscovery: Sendable {
         ]
         if let format = device.format { block.append(("model", .string(format))) }
         let deviceBlock = JSONValue.object(block)
-        var availability = [bridgeAvailability]
+        var availability = fleetGateway == nil ? [bridgeAvailability] : []
         if availabilityEnabled {
             availability.append(
                 .object([
@@ -130,9 +153,10 @@ struct HomeAssistantDiscovery: Sendable {
                 ("unique_id", .string("\(node)_\(component)_\(objectID)")),
             ]
             payload += members
+            if !availability.isEmpty {
+                payload += [("availability", .array(availability)), ("availability_mode", .string("all"))]
+            }
             payload += [
-                ("availability", .array(availability)),
-                ("availability_mode", .string("all")),
                 ("device", deviceBlock),
                 ("origin", origin),
             ]

@@ -20,7 +20,8 @@ final class HomeAssistantPublisher {
             config.homeAssistant.enabled
             ? HomeAssistantDiscovery(
                 settings: config.homeAssistant, base: context.base, version: version,
-                availabilityEnabled: config.availability.enabled)
+                availabilityEnabled: config.availability.enabled, bridge: config.bridgeTopic,
+                fleetGateway: config.fleet.enabled ? config.gatewayID : nil)
             : nil
     }
 

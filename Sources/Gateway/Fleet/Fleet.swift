@@ -1,0 +1,154 @@
+import Bluetooth
+import JSON
+import Parsers
+
+/// Fleet mode in the core (docs/fleet.md): this gateway's side of the protocol. It tells the
+/// others what it hears (a message on `<base>/fleet/<gateway_id>` every `lease / 5`, and at once
+/// when one of its claims changes), reads theirs (`<base>/fleet/+`) and their wills
+/// (`<base>/bridge/+/state`), and answers the core's one question — may this gateway publish,
+/// connect and command a device — from ``FleetView``. Loop-confined.
+final class Fleet {
+    private let context: CoreContext
+    private(set) var view: FleetView
+    /// Where this gateway's messages go.
+    let topic: String
+    private var nextMessage: Double
+    private var nextEvaluation: Double
+    /// The claims of the last message sent, to send one at once when they change.
+    private var announced: [UInt64: FleetView.Claim] = [:]
+    /// Fleet messages refused (not this protocol, too big, malformed): counted, logged once a
+    /// while.
+    private(set) var invalidMessages = 0
+
+    init(context: CoreContext, now: Double) {
+        self.context = context
+        let settings = context.config.fleet
+        view = FleetView(
+            settings: FleetView.Settings(
+                me: context.config.gatewayID, hysteresis: settings.hysteresisDB, handoverAfter: settings.handoverAfter,
+                lease: settings.lease),
+            now: now)
+        topic = context.base + "/fleet/" + context.config.gatewayID
+        nextMessage = now
+        nextEvaluation = now
+    }
+
+    /// The filters to subscribe to: the others' messages and their `bridge/state` (wills).
+    static func subscriptions(base: String) -> [String] { [base + "/fleet/+", base + "/bridge/+/state"] }
+
+    /// Whether a message on `topic` is the fleet's.
+    func isFleetTopic(_ topic: String) -> Bool {
+        topic.hasPrefix(context.base + "/fleet/")
+            || (topic.hasPrefix(context.base + "/bridge/") && topic.hasSuffix("/state"))
+    }
+
+    private var interval: Double { context.config.fleet.lease / 5 }
+
+    // MARK: The core's questions
+
+    /// Whether this gateway owns the device (publishes it, connects it, runs its commands).
+    func owns(_ address: BluetoothAddress) -> Bool { view.role(address.rawValue) == .owner }
+
+    /// Whether a reading with this content key goes out: owned, and not the one the previous
+    /// owner published last.
+    func publishes(_ address: BluetoothAddress, key: UInt64?, now: Double) -> Bool {
+        view.publishes(address.rawValue, key: key, now: now)
+    }
+
+    // MARK: Inputs
+
+    func heard(_ address: BluetoothAddress, rssi: Int16?, now: Double) {
+        view.heard(address.rawValue, rssi: rssi.map(Int.init), now: now)
+    }
+
+    func decoded(_ address: BluetoothAddress, key: UInt64) { view.decoded(address.rawValue, key: key) }
+
+    func linked(_ address: BluetoothAddress, _ up: Bool, now: Double) { view.linked(address.rawValue, up, now: now) }
+
+    /// A message on a fleet topic; returns the role changes it caused.
+    func received(_ message: MQTTInboundMessage, now: Double) -> [FleetView.Change] {
+        if message.topic.hasPrefix(context.base + "/bridge/") {
+            // `<base>/bridge/<gateway>/state`: offline is a gateway's will (or its orderly stop).
+            let gateway = message.topic.dropFirst(context.base.count + 8).dropLast(6)
+            guard !gateway.contains("/"), !gateway.isEmpty,
+                message.payload.count <= 64, String(decoding: message.payload, as: UTF8.self).contains("offline")
+            else { return [] }
+            view.wentOffline(String(gateway))
+            return evaluate(now: now)
+        }
+        let decoded: FleetView.Message
+        do {
+            decoded = try FleetMessageCodec.decode(message.payload)
+        } catch {
+            invalidMessages += 1
+            if invalidMessages == 1 || invalidMessages % 1000 == 0 {
+                context.log(
+                    .warning, "fleet: message on \(message.topic) refused: \(error) (\(invalidMessages) so far)")
+            }
+            return []
+        }
+        // The topic names the sender: a message may not speak for another gateway.
+        guard message.topic == context.base + "/fleet/" + decoded.gateway else {
+            invalidMessages += 1
+            return []
+        }
+        view.received(decoded, now: now)
+        return evaluate(now: now)
+    }
+
+    // MARK: Time
+
+    /// Re-decides and sends this gateway's message when due (or when a claim changed); returns
+    /// the role changes.
+    func tick(now: Double) -> [FleetView.Change] {
+        var changes: [FleetView.Change] = []
+        if now >= nextEvaluation { changes = evaluate(now: now) }
+        if now >= nextMessage { announce(now: now) }
+        return changes
+    }
+
+    /// When ``tick(now:)`` is next due.
+    var nextDeadline: Double { min(nextMessage, nextEvaluation) }
+
+    private func evaluate(now: Double) -> [FleetView.Change] {
+        nextEvaluation = now + 1
+        let changes = view.evaluate(now: now)
+        var claims: [UInt64: FleetView.Claim] = [:]
+        for (address, device) in view.devices {
+            switch device.role {
+            case .owner: claims[address] = .owner
+            case .claiming: claims[address] = .claiming
+            case .none: break
+            }
+        }
+        if claims != announced { announce(now: now) }
+        return changes
+    }
+
+    /// Sends this gateway's message now.
+    func announce(now: Double) {
+        let message = view.message(now: now)
+        var claims: [UInt64: FleetView.Claim] = [:]
+        for sighting in message.sightings where sighting.claim != .none { claims[sighting.address] = sighting.claim }
+        announced = claims
+        nextMessage = now + interval
+        context.output.publish(topic, owned: FleetMessageCodec.encode(message), retain: false, kind: .snapshot)
+    }
+
+    /// The orderly stop: an offline message, so the others take over at once.
+    func leave(now: Double) {
+        let message = view.message(now: now, online: false)
+        context.output.publish(topic, owned: FleetMessageCodec.encode(message), retain: false, kind: .snapshot)
+    }
+
+    /// The `fleet` section of `bridge/health`.
+    var health: JSONValue {
+        .object([
+            ("gateway_id", .string(view.settings.me)),
+            ("peers", .number(Double(view.peerCount))),
+            ("owned", .number(Double(view.ownedCount))),
+            ("handovers", .number(Double(view.handovers))),
+            ("invalid_messages", .number(Double(invalidMessages))),
+        ])
+    }
+}

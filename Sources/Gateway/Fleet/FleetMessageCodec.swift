@@ -1,0 +1,130 @@
+import JSON
+
+/// The fleet message on the wire (docs/fleet.md, "Messages"):
+///
+/// ```
+/// {"gateway":"pi-hall","state":"online","devices":[["A4C138000004",-67,1,"00000000000000a7"],…]}
+/// ```
+///
+/// one entry per device: the address (12 hex digits), the smoothed RSSI (an integer, or null),
+/// the claim (0 none, 1 owner, 2 claiming) and the content key of the last reading published
+/// (16 hex digits, or null). Anything else is refused with a reason; the message is untrusted
+/// (any MQTT client may publish under the fleet topic).
+enum FleetMessageCodec {
+    /// At most this many devices in one message (more is refused): a bound on what one message
+    /// can make a gateway remember.
+    static let maxDevices = 4096
+    /// Messages longer than this are refused before parsing.
+    static let maxBytes = 256 * 1024
+
+    struct Invalid: Error, Equatable, CustomStringConvertible {
+        let reason: String
+        var description: String { reason }
+    }
+
+    static func encode(_ message: FleetView.Message) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + message.sightings.count * 44)
+        out.append(contentsOf: #"{"gateway":"#.utf8)
+        JSONValue.string(message.gateway).write(into: &out)
+        out.append(
+            contentsOf: message.online
+                ? #","state":"online","devices":["#.utf8 : #","state":"offline","devices":["#.utf8)
+        for (index, sighting) in message.sightings.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: "[\"".utf8)
+            appendHex(sighting.address, digits: 12, to: &out)
+            out.append(contentsOf: "\",".utf8)
+            if let rssi = sighting.rssi, rssi.isFinite {
+                out.append(contentsOf: String(Int(rssi.rounded())).utf8)
+            } else {
+                out.append(contentsOf: "null".utf8)
+            }
+            out.append(contentsOf: ",\(sighting.claim.rawValue),".utf8)
+            if let key = sighting.key {
+                out.append(UInt8(ascii: "\""))
+                appendHex(key, digits: 16, to: &out)
+                out.append(UInt8(ascii: "\""))
+            } else {
+                out.append(contentsOf: "null".utf8)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(Invalid) -> FleetView.Message {
+        guard bytes.count <= maxBytes else { throw Invalid(reason: "longer than \(maxBytes) bytes") }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch { throw Invalid(reason: "not JSON: \(error)") }
+        guard case .object(let members) = value else { throw Invalid(reason: "not a JSON object") }
+        var gateway: String?
+        var online: Bool?
+        var sightings: [FleetView.Sighting] = []
+        for (key, member) in members {
+            switch key {
+            case "gateway":
+                guard case .string(let text) = member, !text.isEmpty, text.utf8.count <= 64 else {
+                    throw Invalid(reason: "gateway: expected a name of 1 to 64 bytes")
+                }
+                gateway = text
+            case "state":
+                guard case .string(let text) = member, text == "online" || text == "offline" else {
+                    throw Invalid(reason: "state: expected \"online\" or \"offline\"")
+                }
+                online = text == "online"
+            case "devices":
+                guard case .array(let entries) = member else { throw Invalid(reason: "devices: expected an array") }
+                guard entries.count <= maxDevices else {
+                    throw Invalid(reason: "devices: more than \(maxDevices) entries")
+                }
+                sightings.reserveCapacity(entries.count)
+                for (index, entry) in entries.enumerated() { sightings.append(try sighting(entry, index)) }
+            default:
+                continue  // later versions may add members
+            }
+        }
+        guard let gateway else { throw Invalid(reason: "gateway: missing") }
+        guard let online else { throw Invalid(reason: "state: missing") }
+        return FleetView.Message(gateway: gateway, online: online, sightings: online ? sightings : [])
+    }
+
+    private static func sighting(_ entry: JSONValue, _ index: Int) throws(Invalid) -> FleetView.Sighting {
+        guard case .array(let fields) = entry, fields.count >= 4 else {
+            throw Invalid(reason: "devices[\(index)]: expected [address, rssi, claim, key]")
+        }
+        guard case .string(let text) = fields[0], text.utf8.count == 12, let address = UInt64(text, radix: 16) else {
+            throw Invalid(reason: "devices[\(index)][0]: expected 12 hex digits")
+        }
+        var rssi: Double?
+        switch fields[1] {
+        case .null: rssi = nil
+        case .number(let number) where number.isFinite && (-127...20).contains(number): rssi = number
+        default: throw Invalid(reason: "devices[\(index)][1]: expected an RSSI from -127 to 20 dBm, or null")
+        }
+        guard case .number(let number) = fields[2], let raw = Int(exactly: number),
+            let claim = FleetView.Claim(rawValue: raw)
+        else {
+            throw Invalid(reason: "devices[\(index)][2]: expected 0, 1 or 2")
+        }
+        var key: UInt64?
+        switch fields[3] {
+        case .null: key = nil
+        case .string(let text) where text.utf8.count == 16:
+            guard let value = UInt64(text, radix: 16) else {
+                throw Invalid(reason: "devices[\(index)][3]: expected 16 hex digits or null")
+            }
+            key = value
+        default: throw Invalid(reason: "devices[\(index)][3]: expected 16 hex digits or null")
+        }
+        return FleetView.Sighting(address: address, rssi: rssi, claim: claim, key: key)
+    }
+
+    private static func appendHex(_ value: UInt64, digits: Int, to out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
+            out.append(hex[Int((value >> UInt64(shift)) & 0xF)])
+        }
+    }
+}

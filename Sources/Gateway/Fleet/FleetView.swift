@@ -1,0 +1,316 @@
+/// What one gateway knows of its fleet, and its ownership decisions (docs/fleet.md, "Ownership").
+/// Pure: fed with this gateway's sightings, the fleet messages of the others and the time; it
+/// answers who may publish a device and what to announce. ``Fleet`` wires it to the core.
+///
+/// Ownership changes break before they make: a gateway that should take a device over first
+/// *claims* it (announced), the owner releases it when it sees a better claimant (announced,
+/// with the content key of the last reading it published), and only then does the claimant own
+/// it. A device's readings are therefore published by at most one gateway at a time (while the
+/// gateways see each other's messages), and the new owner skips the reading the old one published
+/// last. An owner whose messages stop for `lease` (or whose will says offline) has lapsed: its
+/// devices go to the best remaining gateway at once.
+struct FleetView {
+    struct Settings: Sendable {
+        var me: String
+        var hysteresis: Double
+        var handoverAfter: Double
+        var lease: Double
+    }
+
+    /// What a gateway says of a device.
+    enum Claim: Int, Sendable {
+        case none = 0
+        case owner = 1
+        case claiming = 2
+    }
+
+    /// One device in one gateway's message.
+    struct Sighting: Sendable, Equatable {
+        var address: UInt64
+        /// Smoothed RSSI (dBm); nil when the gateway does not hear the device (an owner holding a
+        /// link to it, which stops advertising).
+        var rssi: Double?
+        var claim: Claim
+        /// The content key of the last reading this gateway published for the device.
+        var key: UInt64?
+    }
+
+    /// A gateway's message: its sightings, every `lease / 5`.
+    struct Message: Sendable, Equatable {
+        var gateway: String
+        var online: Bool
+        var sightings: [Sighting]
+    }
+
+    private struct Peer {
+        var lastMessage: Double
+        var sightings: [UInt64: Sighting]
+    }
+
+    enum Role: Equatable, Sendable {
+        case none
+        case claiming(since: Double)
+        case owner
+    }
+
+    struct Device {
+        var rssi: Double?
+        var heardAt = -Double.infinity
+        /// A link to the device is up (it may not advertise): it counts as heard.
+        var linked = false
+        var role = Role.none
+        /// Since when another gateway's owner has been worse than this one by the hysteresis.
+        var betterSince: Double?
+        /// The key of the last reading published here.
+        var publishedKey: UInt64?
+        /// The key of the last reading decoded here.
+        var heardKey: UInt64?
+        /// Keys not to publish again right after taking over: the previous owner's last (and, when
+        /// it lapsed, the last one heard here), until ``handoverUntil``.
+        var handoverKeys: [UInt64] = []
+        var handoverUntil = -Double.infinity
+    }
+
+    /// A change of this gateway's role for a device, for the core to act on.
+    enum Change: Equatable, Sendable {
+        case gained(UInt64)
+        case lost(UInt64)
+    }
+
+    let settings: Settings
+    /// Nothing is claimed before this (monotonic seconds): a gateway that starts first listens
+    /// for one lease to learn the owners.
+    let quietUntil: Double
+    private var peers: [String: Peer] = [:]
+    private(set) var devices: [UInt64: Device] = [:]
+    /// Ownership changes so far (gained), for `bridge/health`.
+    private(set) var handovers = 0
+
+    /// RSSI smoothing: exponential, this weight for each new sample.
+    static let smoothing = 0.25
+    /// How long a claim stands before it becomes ownership when nobody owns the device (seconds).
+    static let claimSettle = 1.0
+    /// How long after taking a device over the previous owner's last reading is not published
+    /// again (seconds): the window of the content check for formats without a counter.
+    static let handoverWindow = 60.0
+
+    init(settings: Settings, now: Double) {
+        self.settings = settings
+        quietUntil = now + settings.lease
+    }
+
+    var peerCount: Int { peers.count }
+    var ownedCount: Int { devices.values.count { $0.role == .owner } }
+
+    func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
+
+    // MARK: Inputs
+
+    /// This gateway heard the device (an advertisement; `rssi` nil when the report had none).
+    mutating func heard(_ address: UInt64, rssi: Int?, now: Double) {
+        var device = devices[address] ?? Device()
+        if let rssi {
+            let sample = Double(rssi)
+            device.rssi = device.rssi.map { $0 + Self.smoothing * (sample - $0) } ?? sample
+        }
+        device.heardAt = now
+        devices[address] = device
+    }
+
+    /// A link to the device came up or went down.
+    mutating func linked(_ address: UInt64, _ up: Bool, now: Double) {
+        var device = devices[address] ?? Device()
+        device.linked = up
+        device.heardAt = now
+        devices[address] = device
+    }
+
+    /// The content key of a reading decoded here.
+    mutating func decoded(_ address: UInt64, key: UInt64) {
+        devices[address]?.heardKey = key
+    }
+
+    /// Whether this gateway publishes a reading with this key now: it owns the device, and the
+    /// key is not the one the previous owner published last. Records it as published.
+    mutating func publishes(_ address: UInt64, key: UInt64?, now: Double) -> Bool {
+        guard var device = devices[address], device.role == .owner else { return false }
+        if let key {
+            if now <= device.handoverUntil, device.handoverKeys.contains(key) { return false }
+            device.handoverKeys = []
+            device.publishedKey = key
+        }
+        devices[address] = device
+        return true
+    }
+
+    /// Another gateway's message.
+    mutating func received(_ message: Message, now: Double) {
+        guard message.gateway != settings.me else { return }
+        guard message.online else {
+            dropPeer(message.gateway)
+            return
+        }
+        var sightings: [UInt64: Sighting] = [:]
+        sightings.reserveCapacity(message.sightings.count)
+        for sighting in message.sightings { sightings[sighting.address] = sighting }
+        // A device the gateway owned and now releases: remember its last key for the claimant.
+        if let previous = peers[message.gateway] {
+            for (address, old) in previous.sightings where old.claim == .owner {
+                guard sightings[address]?.claim != .owner, let key = sightings[address]?.key ?? old.key else {
+                    continue
+                }
+                devices[address]?.handoverKeys = [key]
+            }
+        }
+        peers[message.gateway] = Peer(lastMessage: now, sightings: sightings)
+    }
+
+    /// A gateway's will (or its `bridge/state` offline): it is gone.
+    mutating func wentOffline(_ gateway: String) {
+        guard gateway != settings.me else { return }
+        dropPeer(gateway)
+    }
+
+    /// A gateway is gone (lapsed, its will, its orderly stop): its claims end; the last key it
+    /// announced for each device it owned — and the last one heard here, which it may have
+    /// published after its last message — stay with the device, so the next owner does not
+    /// publish them again.
+    private mutating func dropPeer(_ name: String) {
+        guard let peer = peers.removeValue(forKey: name) else { return }
+        for (address, sighting) in peer.sightings where sighting.claim == .owner {
+            guard devices[address] != nil else { continue }
+            var keys: [UInt64] = []
+            if let key = sighting.key { keys.append(key) }
+            if let heard = devices[address]?.heardKey, !keys.contains(heard) { keys.append(heard) }
+            devices[address]?.handoverKeys = keys
+        }
+    }
+
+    // MARK: Decisions
+
+    /// Re-decides every device at `now`; returns the changes of this gateway's role.
+    mutating func evaluate(now: Double) -> [Change] {
+        // Lapsed gateways first.
+        for (name, peer) in peers where now - peer.lastMessage > settings.lease { dropPeer(name) }
+        var changes: [Change] = []
+        for address in devices.keys {
+            if let change = decide(address, now: now) { changes.append(change) }
+        }
+        // Forget devices nobody has said anything of for a while.
+        devices = devices.filter { address, device in
+            device.role != .none || device.linked || now - device.heardAt <= 4 * settings.lease
+                || peers.values.contains { $0.sightings[address] != nil }
+        }
+        return changes
+    }
+
+    /// The (RSSI, name) order: a higher RSSI wins, then the smaller name. Unheard ranks last.
+    private static func better(_ a: (Double?, String), than b: (Double?, String)) -> Bool {
+        let left = a.0 ?? -Double.infinity
+        let right = b.0 ?? -Double.infinity
+        return left != right ? left > right : a.1 < b.1
+    }
+
+    private func hears(_ device: Device, now: Double) -> Bool {
+        device.linked || now - device.heardAt <= settings.lease
+    }
+
+    private mutating func decide(_ address: UInt64, now: Double) -> Change? {
+        guard var device = devices[address] else { return nil }
+        defer { devices[address] = device }
+        let mine = (device.linked ? (device.rssi ?? 0) : device.rssi, settings.me)
+        let hearing = hears(device, now: now)
+        var owners: [(Double?, String)] = []
+        var claimants: [(Double?, String)] = []
+        var bestOther: (Double?, String)?
+        for (name, peer) in peers {
+            guard let sighting = peer.sightings[address] else { continue }
+            let entry = (sighting.rssi, name)
+            switch sighting.claim {
+            case .owner: owners.append(entry)
+            case .claiming: claimants.append(entry)
+            case .none: break
+            }
+            if bestOther.map({ Self.better(entry, than: $0) }) ?? true { bestOther = entry }
+        }
+        switch device.role {
+        case .owner:
+            // Two owners (a partition healed, or a simultaneous claim): the better one stays.
+            let outranked = owners.contains { Self.better($0, than: mine) }
+            // A claimant better than this gateway: it waited out the hysteresis; let it have it.
+            let challenged = claimants.contains { Self.better($0, than: mine) }
+            let gone = !hearing && (bestOther != nil)
+            if outranked || challenged || gone {
+                device.role = .none
+                device.betterSince = nil
+                return .lost(address)
+            }
+            return nil
+        case .claiming(let since):
+            if owners.isEmpty {
+                // Another claimant better than this one: it goes first.
+                if claimants.contains(where: { Self.better($0, than: mine) }) || !hearing {
+                    device.role = .none
+                    return nil
+                }
+                // The claim stands for a moment first, so that a simultaneous claim of another
+                // gateway is seen before either publishes.
+                guard now - since >= Self.claimSettle else { return nil }
+                device.role = .owner
+                device.handoverUntil = now + Self.handoverWindow
+                handovers += 1
+                return .gained(address)
+            }
+            // The owner did not let go within a lease: give up, start counting again.
+            if now - since > settings.lease {
+                device.role = .none
+                device.betterSince = nil
+            }
+            return nil
+        case .none:
+            guard hearing, now >= quietUntil else { return nil }
+            if let owner = owners.max(by: { Self.better($1, than: $0) }) {
+                // Better than the owner by the hysteresis, for handover_after: claim.
+                guard let rssi = mine.0, let theirs = owner.0, rssi >= theirs + settings.hysteresis else {
+                    device.betterSince = nil
+                    return nil
+                }
+                let since = device.betterSince ?? now
+                device.betterSince = since
+                if now - since >= settings.handoverAfter {
+                    device.role = .claiming(since: now)
+                    device.betterSince = nil
+                }
+                return nil
+            }
+            // Nobody owns it: the best gateway that hears it claims it.
+            if claimants.contains(where: { Self.better($0, than: mine) }) { return nil }
+            if let other = bestOther, Self.better(other, than: mine) { return nil }
+            device.role = .claiming(since: now)
+            return nil
+        }
+    }
+
+    // MARK: Output
+
+    /// This gateway's message: every device it hears, claims or owns.
+    func message(now: Double, online: Bool = true) -> Message {
+        var sightings: [Sighting] = []
+        guard online else { return Message(gateway: settings.me, online: false, sightings: []) }
+        for (address, device) in devices {
+            let claim: Claim
+            switch device.role {
+            case .owner: claim = .owner
+            case .claiming: claim = .claiming
+            case .none: claim = .none
+            }
+            guard claim != .none || hears(device, now: now) else { continue }
+            sightings.append(
+                Sighting(
+                    address: address, rssi: hears(device, now: now) ? device.rssi.map { $0.rounded() } : nil,
+                    claim: claim, key: device.publishedKey))
+        }
+        sightings.sort { $0.address < $1.address }
+        return Message(gateway: settings.me, online: true, sightings: sightings)
+    }
+}
