@@ -72,6 +72,9 @@ public final class APIServer: @unchecked Sendable {
     /// The connections through the proxy, by device address (at most `connectionSlots`).
     var proxyConnections: [UInt64: ProxyConnection] = [:]
     var nextConnectionID = 0
+    /// The connections-free message last sent to subscribers (a change is sent, a repeat is not).
+    var lastConnectionsFree: ServerMessage?
+    var slotsBroadcastScheduled = false
 
     /// - Parameter backend: serves connections through the proxy; they are announced (feature
     ///   flags) and served only with one and `connectionSlots` above 0.

@@ -39,6 +39,25 @@ public protocol BluetoothProxyBackend: AnyObject, Sendable {
     /// Starts or stops the notifications of a characteristic; values go to
     /// ``APIServer/notification(address:handle:data:)``.
     func notify(address: UInt64, handle: UInt16, enable: Bool, done: @escaping @Sendable (ProxyFailure?) -> Void)
+
+    /// Takes a connection slot for `address` from a budget the backend shares with others
+    /// (gattway: the gateway's `bluetooth.max_connections`), at once or not at all; the server
+    /// calls it right before ``connect(address:addressType:done:)``, after its own slots allowed
+    /// the connection. False: the connect is refused with ``ProxyFailure/noResources``. A slot
+    /// taken is the backend's to give back once that connection is over (its connect failed, or
+    /// after ``disconnect(address:)`` or a lost link, once the Bluetooth side is done).
+    /// Default: always true (no budget beyond the server's slots).
+    func reserveSlot(address: UInt64) -> Bool
+
+    /// Connections that shared budget allows now (nil: no bound beyond the server's own slots).
+    /// The free count clients see is the smaller of this and the server's own; the backend calls
+    /// ``APIServer/connectionSlotsChanged()`` when it changes for reasons of its own. Default: nil.
+    var sharedFreeSlots: Int? { get }
+}
+
+extension BluetoothProxyBackend {
+    public func reserveSlot(address: UInt64) -> Bool { true }
+    public var sharedFreeSlots: Int? { nil }
 }
 
 /// One connection through the proxy: the client that asked for it (only that client may use it)
@@ -103,8 +122,14 @@ extension APIServer {
             }  // else: connecting; the answer comes when it is done
             return
         }
-        guard proxyConnections.count < configuration.connectionSlots else {
-            log(.info, "API: \(client.peer): no free connection slot for \(Self.text(address))")
+        // The proxy's own slots, then the budget shared with the gateway's links: never queued,
+        // so Home Assistant can try another proxy at once.
+        let slot = proxyConnections.count < configuration.connectionSlots
+        guard slot, backend.reserveSlot(address: address) else {
+            log(
+                .info,
+                "API: \(client.peer): no free connection slot for \(Self.text(address))"
+                    + (slot ? " (the gateway's own links take the rest of bluetooth.max_connections)" : ""))
             statistics.proxyConnectFailures += 1
             client.session.send(
                 .deviceConnection(address: address, connected: false, mtu: 0, error: ProxyFailure.noResources.code))
@@ -264,19 +289,43 @@ extension APIServer {
     /// The addresses connected (or connecting) through the proxy; loop thread.
     public var proxiedAddresses: [UInt64] { proxyConnections.keys.sorted() }
 
+    /// BluetoothConnectionsFreeResponse now: the limit is the proxy's own slots; free is the
+    /// smaller of its own slots left and what the shared budget allows
+    /// (``BluetoothProxyBackend/sharedFreeSlots``).
     var connectionsFreeMessage: ServerMessage {
         let limit = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
         let used = min(limit, proxyConnections.count)
+        var free = limit - used
+        if let shared = backend?.sharedFreeSlots { free = min(free, max(0, shared)) }
         return .connectionsFree(
-            free: UInt32(clamping: limit - used), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
+            free: UInt32(clamping: free), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
     }
 
+    /// Sends the connections-free count to the subscribed clients when it differs from the
+    /// last one sent.
     func broadcastConnectionsFree() {
         statistics.proxyConnections = proxyConnections.count
         let message = connectionsFreeMessage
+        guard message != lastConnectionsFree else { return }
+        lastConnectionsFree = message
         for client in clients.values where client.connectionsFreeSubscribed && !client.session.closing {
             client.session.send(message)
             flush(client)
+        }
+    }
+
+    /// The budget the backend shares with others changed (the gateway's links came or went):
+    /// the subscribed clients get the new connections-free count once this loop turn's work is
+    /// done (several changes in one turn, or a change the server's own request caused, make one
+    /// message or none). Loop thread.
+    public func connectionSlotsChanged() {
+        loop.preconditionInLoop()
+        guard !slotsBroadcastScheduled else { return }
+        slotsBroadcastScheduled = true
+        loop.execute { [weak self] in
+            guard let self else { return }
+            self.slotsBroadcastScheduled = false
+            self.broadcastConnectionsFree()
         }
     }
 

@@ -32,7 +32,13 @@ run` with bluetooth_proxy enabled on loopback, then checks:
  10. bleak-esphome, the bleak backend Home Assistant uses for proxied connections, with
      habluetooth's Bluetooth manager (as Home Assistant runs it, without Home Assistant): the
      proxy as a scanner, bleak.BleakClient to the battery device through it: services, read,
-     writes with and without response, notifications, disconnect.
+     writes with and without response, notifications, disconnect;
+ 11. one connection slot budget (a second gattway: bluetooth.max_connections 2, a connect: true
+     device the gateway holds a link to, connection_slots 2): connections free says 1, the proxy
+     connects one device (free 0) and is refused 0x80 for a second; the gateway's own device
+     connects through the proxy on the gateway's slot and its link stays up after the proxy's
+     disconnect; the count comes back after a disconnect; a gateway device added later waits
+     while the proxy holds the last slot and connects when the proxy gives it back.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -60,6 +66,8 @@ RUUVI = "C4:D3:8C:12:4A:5F"
 BATTERY = "A4:C1:38:00:00:10"
 SPARE1 = "A4:C1:38:00:00:11"
 SPARE2 = "A4:C1:38:00:00:12"
+GATEWAY_LINK = "A4:C1:38:00:00:20"
+LATE = "A4:C1:38:00:00:21"
 
 results = []
 
@@ -391,6 +399,72 @@ async def run_bleak(port):
     await cli.disconnect()
 
 
+def bluez_connected(address):
+    """Device1.Connected of the simulator's device (False when BlueZ does not know it)."""
+    try:
+        return "'Connected': <true>" in bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return False
+
+
+async def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        await asyncio.sleep(0.1)
+    return predicate()
+
+
+async def run_shared(port):
+    # 11. One slot budget: bluetooth.max_connections 2, the gateway holding a link to its
+    # connect: true device; the proxy (connection_slots 2) gets the one slot left.
+    check("shared budget: the gateway connected its device", await wait_until(lambda: bluez_connected(GATEWAY_LINK), 20))
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-shared")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    free = []
+    client.subscribe_bluetooth_connections_free(lambda f, l, a: free.append((f, l, list(a))))
+    await wait_until(lambda: "Proxy Spare 2" in bluez_properties(SPARE2), 15)
+    await asyncio.sleep(0.5)
+    check("shared budget: connections free 1 of 2 (the gateway holds a slot of max_connections 2)",
+          free and free[-1][:2] == (1, 2), free)
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    await asyncio.sleep(0.3)
+    check("shared budget: the proxy connects one device, connections free 0",
+          connected and free and free[-1][0] == 0, (states, free[-1:]))
+    (connected, _, error), states = await connect_device(client, SPARE2, flags)
+    check("shared budget: a second device is refused at once with 0x80 although connection_slots is 2",
+          not connected and error == 0x80, states)
+    (connected, _, _), states = await connect_device(client, GATEWAY_LINK, flags)
+    check("shared budget: the gateway's own device connects through the proxy on the gateway's slot", connected,
+          states)
+    if connected:
+        value = await client.bluetooth_gatt_get_services(mac_int(GATEWAY_LINK))
+        check("shared budget: its services through the proxy", any(s.uuid[4:8].upper() == "180F"
+                                                                     for s in value.services), value)
+        await client.bluetooth_device_disconnect(mac_int(GATEWAY_LINK))
+        await asyncio.sleep(2.5)  # BlueZ's disconnect would take 2 s
+        check("shared budget: the proxy's disconnect leaves the gateway's link up", bluez_connected(GATEWAY_LINK))
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    check("shared budget: after the proxy's disconnect the count comes back to 1",
+          await wait_until(lambda: free and free[-1][0] == 1, 8), free[-3:])
+    # A gateway device that waits for a slot gets the one the proxy gives back.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+                    "--method", "io.gattway.Simulator1.AddDevice",
+                    "'" + json.dumps({"address": LATE, "name": "Gateway Late", "interval": "200ms",
+                                      "gatt": [{"uuid": "180F", "characteristics": [
+                                          {"uuid": "2A19", "flags": ["read"], "value": {"hex": "41"}}]}]}) + "'"],
+                   capture_output=True, check=False)
+    await asyncio.sleep(2)
+    check("shared budget: a second gateway device waits while the proxy holds the last slot",
+          connected and not bluez_connected(LATE) and free and free[-1][0] == 0, (states, free[-1:]))
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    check("shared budget: the slot the proxy gave back goes to the waiting gateway device",
+          await wait_until(lambda: bluez_connected(LATE), 10) and free[-1][0] == 0, free[-3:])
+    await client.disconnect()
+
+
 def hostile(port, payload):
     """Sends payload on a fresh connection; returns what came back before the server closed
     (None when it did not close within 5 s)."""
@@ -511,6 +585,27 @@ def main():
               txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)
         check("committed, then freed at the stop", [c["call"] for c in calls][1:] == ["AddService", "Commit", "Free"],
               calls)
+        # 11. The proxy's connections within the gateway's max_connections: a second gattway.
+        shared_port = free_port()
+        shared = dict(config, bluetooth={"max_connections": 2},
+                      devices=[{"match": {"address": [GATEWAY_LINK, LATE]}, "connect": True}])
+        shared["mqtt"] = dict(config["mqtt"], base_topic="esphomeshared")
+        shared["bluetooth_proxy"] = dict(config["bluetooth_proxy"], listen=f"127.0.0.1:{shared_port}")
+        with open(f"{work}/shared.json", "w") as f:
+            json.dump(shared, f)
+        os.chmod(f"{work}/shared.json", 0o600)
+        log.seek(0, os.SEEK_END)
+        gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/shared.json", "--log-level", "debug"],
+                                   stderr=log, stdout=log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            log.seek(0)
+            if log.read().count("ESPHome API on") >= 2:
+                break
+            time.sleep(0.1)
+        asyncio.run(run_shared(shared_port))
+        gateway.send_signal(signal.SIGTERM)
+        check("shared budget: SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
     finally:
         avahi.terminate()
         if gateway.poll() is None:

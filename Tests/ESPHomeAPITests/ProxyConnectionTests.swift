@@ -16,6 +16,11 @@ struct ProxyConnectionTests {
         var hold = false
         var held: [@Sendable (Result<[UInt8], ProxyFailure>) -> Void] = []
         let disconnected = Mutex<[UInt64]>([])
+        /// A budget shared with others (a gateway's `max_connections`), when set: `sharedTotal`
+        /// slots, `othersUsed` of them taken by the others, one per device reserved here.
+        var sharedTotal: Int?
+        var othersUsed = 0
+        var reserved: Set<UInt64> = []
 
         init(loop: EventLoop) { self.loop = loop }
 
@@ -23,10 +28,23 @@ struct ProxyConnectionTests {
             address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void
         ) {
             let result: Result<UInt32, ProxyFailure> = address == unknown ? .failure(.connectionFailed) : .success(247)
+            if address == unknown { reserved.remove(address) }
             loop.execute { done(result) }
         }
 
-        func disconnect(address: UInt64) { disconnected.withLock { $0.append(address) } }
+        func disconnect(address: UInt64) {
+            disconnected.withLock { $0.append(address) }
+            reserved.remove(address)
+        }
+
+        func reserveSlot(address: UInt64) -> Bool {
+            guard let sharedTotal, !reserved.contains(address) else { return true }
+            guard reserved.count + othersUsed < sharedTotal else { return false }
+            reserved.insert(address)
+            return true
+        }
+
+        var sharedFreeSlots: Int? { sharedTotal.map { $0 - othersUsed - reserved.count } }
 
         static let services = [
             GATTServiceInfo(
@@ -181,6 +199,50 @@ struct ProxyConnectionTests {
         #expect(statistics.proxyConnections == 0)
         #expect(statistics.proxyConnects == 2)
         #expect(statistics.proxyConnectFailures == 4)  // owned, unknown, no slot, beyond 48 bits
+        client.close()
+        await harness.stop()
+    }
+
+    /// The budget shared with the gateway: the free count is the smaller of the proxy's own and
+    /// the shared one; a connect beyond the shared budget is refused with 0x80 at once though
+    /// the proxy has slots; a change of the others' use is broadcast once.
+    @Test func sharedBudget() async throws {
+        let harness = try await Harness(connectionSlots: 2) { loop in
+            let backend = FakeBackend(loop: loop)
+            backend.sharedTotal = 2
+            backend.othersUsed = 1  // the gateway's own link
+            return backend
+        }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: []), "1: the gateway holds a slot")
+        let first: UInt64 = 0xA4C1_3800_0011
+        let second: UInt64 = 0xA4C1_3800_0012
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(first, 4))
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [first]), "the last shared slot")
+        Self.expectNext(&client, .deviceConnection(address: first, connected: true, mtu: 247, error: 0), "connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(second, 4))
+        Self.expectNext(
+            &client, .deviceConnection(address: second, connected: false, mtu: 0, error: 0x80),
+            "refused at once: the proxy has a slot, the shared budget has none")
+        // The gateway's link ends: one message, sent once however often it is reported.
+        _ = try await harness.loop.submit { [harness] in
+            backend.othersUsed = 0
+            harness.server?.connectionSlotsChanged()
+            harness.server?.connectionSlotsChanged()
+        }
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [first]), "the gateway's slot back")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(second, 4))
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [first, second]), "second slot")
+        Self.expectNext(&client, .deviceConnection(address: second, connected: true, mtu: 247, error: 0), "connected")
+        // The gateway wants its slot again while both are taken: nothing changes for the client.
+        _ = try await harness.loop.submit { [harness] in harness.server?.connectionSlotsChanged() }
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(first, 1))
+        Self.expectNext(&client, .deviceConnection(address: first, connected: false, mtu: 0, error: 0), "disconnect")
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [second]), "freed")
+        #expect(await harness.statistics().proxyConnectFailures == 1)
         client.close()
         await harness.stop()
     }
