@@ -38,7 +38,14 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      connects one device (free 0) and is refused 0x80 for a second; the gateway's own device
      connects through the proxy on the gateway's slot and its link stays up after the proxy's
      disconnect; the count comes back after a disconnect; a gateway device added later waits
-     while the proxy holds the last slot and connects when the proxy gives it back.
+     while the proxy holds the last slot and connects when the proxy gives it back;
+ 12. pair, unpair and clear cache with aioesphomeapi's calls: the flags; pairing needs a connection
+     through the proxy (-1), pairs the battery device (BlueZ says Paired), again; clear cache of a
+     paired device is refused (0x82); unpair answers success, then the link's end (0x16), BlueZ
+     forgot the pairing; a peripheral that refuses to pair answers 0x89; clear cache of a
+     connected unpaired device answers success, ends the link, the device is found again and
+     connects with its services; clear cache of an unknown device succeeds; bleak-esphome's
+     pair() pairs too.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -66,6 +73,7 @@ RUUVI = "C4:D3:8C:12:4A:5F"
 BATTERY = "A4:C1:38:00:00:10"
 SPARE1 = "A4:C1:38:00:00:11"
 SPARE2 = "A4:C1:38:00:00:12"
+LOCK = "A4:C1:38:00:00:13"
 GATEWAY_LINK = "A4:C1:38:00:00:20"
 LATE = "A4:C1:38:00:00:21"
 
@@ -339,6 +347,73 @@ async def run_gatt(port):
     await other.disconnect()
 
 
+def bluez_paired(address):
+    """Device1.Paired of the simulator's device (False when BlueZ does not know it)."""
+    try:
+        return "'Paired': <true>" in bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return False
+
+
+async def run_pairing(port):
+    # 12. Pair, unpair and clear cache with aioesphomeapi's own calls (bleak-esphome's pair(),
+    # unpair() and clear_cache() make them).
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-pairing")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo proxy flags: pairing and cache clearing",
+          flags & BluetoothProxyFeature.PAIRING and flags & BluetoothProxyFeature.CACHE_CLEARING, flags)
+    battery = mac_int(BATTERY)
+    result = await client.bluetooth_device_pair(battery)
+    check("pair a device not connected through the proxy: refused (-1)", not result.paired and result.error == -1,
+          result)
+    (connected, _, _), states = await connect_device(client, BATTERY, flags)
+    result = await client.bluetooth_device_pair(battery)
+    check("pair the connected battery device: paired, and BlueZ says so (Device1.Pair, Just Works)",
+          connected and result.paired and result.error == 0 and bluez_paired(BATTERY), (states, result))
+    result = await client.bluetooth_device_pair(battery)
+    check("pair it again: paired", result.paired and result.error == 0, result)
+    result = await client.bluetooth_device_clear_cache(battery)
+    check("clear the cache of a paired device: refused (0x82), still connected and paired",
+          not result.success and result.error == 0x82 and bluez_connected(BATTERY) and bluez_paired(BATTERY), result)
+    result = await client.bluetooth_device_unpair(battery)
+    await wait_until(lambda: len(states) > 1, 5)
+    check("unpair: success, then the link's end (connected false, 0x16)",
+          result.success and result.error == 0 and states[-1] == (False, 0, 0x16), (result, states))
+    check("unpair: BlueZ forgot the pairing (Adapter1.RemoveDevice)", not bluez_paired(BATTERY))
+    # A peripheral that refuses to pair.
+    (connected, _, _), states = await connect_device(client, LOCK, flags)
+    result = await client.bluetooth_device_pair(mac_int(LOCK))
+    check("a peripheral that refuses: not paired, ESP_GATT_AUTH_FAIL (0x89), still connected",
+          connected and not result.paired and result.error == 0x89 and bluez_connected(LOCK), (states, result))
+    await client.bluetooth_device_disconnect(mac_int(LOCK))
+    # Clearing the cache of a connected device that is not paired: BlueZ forgets it, the link ends
+    # after the answer, and the next connect discovers the services afresh.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    result = await client.bluetooth_device_clear_cache(mac_int(SPARE1))
+    await wait_until(lambda: len(states) > 1, 5)
+    check("clear the cache of a connected, unpaired device: success, then the link's end (0x16)",
+          connected and result.success and states[-1] == (False, 0, 0x16), (result, states))
+    check("clear cache: BlueZ found the device again as a new one",
+          await wait_until(lambda: "Proxy Spare 1" in bluez_properties_or_empty(SPARE1), 10))
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    services = await client.bluetooth_gatt_get_services(mac_int(SPARE1)) if connected else None
+    check("clear cache: the device connects again and its services are discovered afresh",
+          connected and services and any(s.uuid[4:8].upper() == "180F" for s in services.services), states)
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    result = await client.bluetooth_device_clear_cache(mac_int("A4:C1:38:00:0F:FE"))
+    check("clear the cache of a device BlueZ does not know: success (nothing cached)", result.success, result)
+    await client.disconnect()
+
+
+def bluez_properties_or_empty(address):
+    try:
+        return bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return ""
+
+
 async def run_bleak(port):
     # 10. bleak-esphome through habluetooth, as Home Assistant connects through a proxy.
     import bleak
@@ -390,6 +465,8 @@ async def run_bleak(port):
             await asyncio.sleep(0.1)
         await client.stop_notify(level_uuid)
         check("bleak-esphome: notifications", len(values) >= 3 and set(values) == {b"\x57"}, values)
+        await client.pair()
+        check("bleak-esphome: pair (BlueZ says Paired)", bluez_paired(BATTERY))
         await client.disconnect()
         check("bleak-esphome: disconnected", not client.is_connected)
     except Exception as error:  # noqa: BLE001
@@ -542,6 +619,7 @@ def main():
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
         asyncio.run(run_gatt(api_port))
+        asyncio.run(run_pairing(api_port))
         asyncio.run(run_bleak(api_port))
         lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.

@@ -34,6 +34,9 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         var connected = false
         /// It was connected already (by the gateway): the proxy does not disconnect it.
         var adopted = false
+        /// An unpair or clear cache is making BlueZ forget the device: the end of its link is
+        /// reported after that answer, not as a link lost.
+        var removing = false
         var services: [GATTServiceInfo] = []
         var characteristics: [UInt16: Characteristic] = [:]
         var descriptors: [UInt16: Descriptor] = [:]
@@ -72,7 +75,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     private func linkLost(_ address: UInt64) {
-        guard let device = devices[address], device.connected else { return }
+        guard let device = devices[address], device.connected, !device.removing else { return }
         forget(address)
         releaseSlotIfIdle(address)
         // 0x13: the remote device terminated the connection (the HCI reason ESPHome passes on
@@ -338,6 +341,99 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                 done(failure)
             }
         }
+    }
+
+    // MARK: Pairing and the cache
+
+    /// `Device1.Pair` on the device this client connected (LE Just Works: gattway registers no
+    /// agent, so bluetoothd pairs as NoInputNoOutput), 20 s at most.
+    func pair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        guard let device = devices[address], device.connected else { return done(.notConnected) }
+        let central = self.central
+        Task {
+            var failure: ProxyFailure?
+            do {
+                try await central.pair(
+                    await central.peripheral(BluetoothAddress(rawValue: address)), timeout: .seconds(20))
+            } catch {
+                failure = Self.pairingFailure(error)
+            }
+            complete { [failure] in done(failure) }
+        }
+    }
+
+    /// A paired device is forgotten (`Adapter1.RemoveDevice`: its keys, and with them BlueZ's GATT
+    /// cache; its link drops). One BlueZ does not know, or that is not paired, is left as it is.
+    func unpair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        forgetDevice(address, done: done) { paired in paired ? nil : .some(nil) }
+    }
+
+    /// BlueZ keeps no GATT cache apart from the device (and no call drops only the cache): the
+    /// device is forgotten (`Adapter1.RemoveDevice`), so the next connect discovers its services
+    /// afresh. Refused (ESP_GATT_WRONG_STATE) where that would do more than drop a cache: a paired
+    /// device (its bond would go: unpair it instead), a device whose link is someone else's (the
+    /// gateway's, another program's). One BlueZ does not know has no cache.
+    func clearCache(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        let linkedElsewhere =
+            gatewayHolds(address) || devices[address]?.adopted == true
+            || (devices[address] == nil && central.assumeIsolated { $0.peripheral(bluetoothAddress).isConnected })
+        guard !linkedElsewhere else { return done(.wrongState) }
+        forgetDevice(address, done: done) { paired in paired ? .some(.wrongState) : nil }
+    }
+
+    /// Asks BlueZ whether the device is paired; `decide` answers with the outcome to give without
+    /// removing the device (`.some`), or nil to remove it. The answer goes first; then the end of
+    /// this proxy's connection to it, when the removal ended it.
+    private func forgetDevice(
+        _ address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void,
+        decide: @escaping @Sendable (_ paired: Bool) -> ProxyFailure??
+    ) {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        // Not known to BlueZ: nothing paired, nothing cached.
+        guard central.assumeIsolated({ $0.isKnown(bluetoothAddress) }) else { return done(nil) }
+        let generation = devices[address]?.generation
+        if generation != nil { devices[address]?.removing = true }
+        let central = self.central
+        Task {
+            var failure: ProxyFailure?
+            var removed = false
+            do {
+                let peripheral = await central.peripheral(bluetoothAddress)
+                if let outcome = decide(try await central.isPaired(peripheral)) {
+                    failure = outcome
+                } else {
+                    try await central.removeDevice(peripheral)
+                    removed = true
+                }
+            } catch {
+                failure = .connectionFailed
+            }
+            complete { [self, failure, removed] in
+                done(failure)
+                guard let generation, devices[address]?.generation == generation else { return }
+                if central.assumeIsolated({ $0.peripheral(bluetoothAddress).isConnected }) {
+                    devices[address]?.removing = false
+                } else {
+                    forget(address)
+                    releaseSlotIfIdle(address)
+                    // 0x16: the connection terminated by the local host.
+                    server?.connectionLost(address: address, error: removed ? 0x16 : 0x13)
+                }
+            }
+        }
+    }
+
+    /// BlueZ's refusal of a pairing as ESPHome reports it: ESP_GATT_AUTH_FAIL when the
+    /// authentication failed, was rejected, cancelled (the link dropped) or timed out; ESP_GATT_BUSY
+    /// when another pairing runs; else ESP_GATT_ERROR.
+    static func pairingFailure(_ error: any Error) -> ProxyFailure {
+        guard let error = error as? CentralError else { return .connectionFailed }
+        if error.bluezName?.hasPrefix("org.bluez.Error.Authentication") == true || error.code == .connectionTimeout {
+            return .authenticationFailed
+        }
+        if error.code == .inProgress { return .busy }
+        return .connectionFailed
     }
 
     /// BlueZ's error as the ESPHome client expects it: the ATT code when the peer answered with
