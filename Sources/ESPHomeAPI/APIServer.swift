@@ -31,8 +31,9 @@ public struct APIServerError: Error, CustomStringConvertible, Sendable {
 ///
 /// With a ``BluetoothProxyBackend`` and `connectionSlots` above 0 it also serves connections
 /// through the proxy (ProxyConnections.swift): connect, disconnect, GATT by handle, notifications,
-/// the connections-free count; each connection owned by the client that made it, all of them
-/// within the slots, and released when that client goes.
+/// the connections-free count, pairing, unpairing and clearing the cache; each connection owned by
+/// the client that made it, all of them within the slots (and the budget the backend shares), and
+/// released when that client goes.
 ///
 /// Advertisements given to ``forward(_:)`` are batched (at most 16 per message) and sent at the
 /// end of the loop turn they arrived in, to every client subscribed to them.
@@ -72,6 +73,12 @@ public final class APIServer: @unchecked Sendable {
     /// The connections through the proxy, by device address (at most `connectionSlots`).
     var proxyConnections: [UInt64: ProxyConnection] = [:]
     var nextConnectionID = 0
+    /// Pair, unpair and clear-cache requests waiting for the backend: the client that asked, by
+    /// device (one at a time per device, at most ``maxInFlight`` at once).
+    var deviceRequests: [UInt64: Int] = [:]
+    /// The connections-free message last sent to subscribers (a change is sent, a repeat is not).
+    var lastConnectionsFree: ServerMessage?
+    var slotsBroadcastScheduled = false
 
     /// - Parameter backend: serves connections through the proxy; they are announced (feature
     ///   flags) and served only with one and `connectionSlots` above 0.
@@ -82,10 +89,12 @@ public final class APIServer: @unchecked Sendable {
         var configuration = configuration
         // Remote caching too: aioesphomeapi only connects with the V3 requests it implies (the
         // client keeps the services; BlueZ keeps its own cache, so both V3 variants connect alike).
+        // Pairing (pair, unpair) and cache clearing are the backend's too.
+        let served: BluetoothProxyFeatures = [.activeConnections, .remoteCaching, .pairing, .cacheClearing]
         if backend != nil, configuration.connectionSlots > 0 {
-            configuration.features.formUnion([.activeConnections, .remoteCaching])
+            configuration.features.formUnion(served)
         } else {
-            configuration.features.subtract([.activeConnections, .remoteCaching])
+            configuration.features.subtract(served)
         }
         self.configuration = configuration
         self.loop = loop

@@ -32,6 +32,10 @@ public struct APISession {
         case disconnect(address: UInt64)
         case gatt(GATTRequest)
         case subscribeConnectionsFree
+        /// BluetoothDeviceRequest 2, 3 and 6 (when the features announce pairing / cache clearing).
+        case pair(address: UInt64)
+        case unpair(address: UInt64)
+        case clearCache(address: UInt64)
     }
 
     public let configuration: APIServerConfiguration
@@ -158,12 +162,21 @@ public struct APISession {
             // BlueZ's discovery mode is not switched per client; report what it is.
             send(scannerState)
         case .bluetoothDeviceRequest(let address, let requestType, let addressType):
-            // 0 connect, 4 / 5 connect V3 with / without cache (remote caching is not announced,
-            // so no cache is kept either way), 1 disconnect.
+            // 0 connect, 4 / 5 connect V3 with / without cache (BlueZ keeps its own cache, the
+            // client the services it was sent: both connect alike), 1 disconnect, 2 pair,
+            // 3 unpair, 6 clear cache.
+            let pairing = serving && configuration.features.contains(.pairing)
+            let cacheClearing = serving && configuration.features.contains(.cacheClearing)
             if serving, [0, 4, 5].contains(requestType) {
                 outcome.proxyRequests.append(.connect(address: address, addressType: addressType))
             } else if serving, requestType == 1 {
                 outcome.proxyRequests.append(.disconnect(address: address))
+            } else if pairing, requestType == 2 {
+                outcome.proxyRequests.append(.pair(address: address))
+            } else if pairing, requestType == 3 {
+                outcome.proxyRequests.append(.unpair(address: address))
+            } else if cacheClearing, requestType == 6 {
+                outcome.proxyRequests.append(.clearCache(address: address))
             } else {
                 refuseDeviceRequest(address: address, requestType: requestType)
             }
@@ -180,18 +193,15 @@ public struct APISession {
     /// Connections through the proxy are served (the features announce them).
     private var serving: Bool { configuration.features.contains(.activeConnections) }
 
-    /// Device requests the proxy does not serve are answered at once with a failure (pair, unpair,
-    /// clear cache; and everything when connections are not served).
+    /// Device requests the proxy does not serve are answered at once with a failure (everything
+    /// when connections are not served; pair, unpair and clear cache when not announced).
     private mutating func refuseDeviceRequest(address: UInt64, requestType: UInt32) {
         let notSupported: Int32 = 6  // ESP_GATT_REQ_NOT_SUPPORTED, in the ESP-IDF codes ESPHome reports
         let connectFailed: Int32 = 0x85  // ESP_GATT_ERROR: "Connection failed due to GATT operation error"
-        var writer = ProtobufWriter()
-        writer.varint(1, address)
-        writer.int32(3, notSupported)
         switch requestType {
-        case 2: send(ServerMessage(type: MessageType.bluetoothDevicePairingResponse, payload: writer.bytes))
-        case 3: send(ServerMessage(type: MessageType.bluetoothDeviceUnpairingResponse, payload: writer.bytes))
-        case 6: send(ServerMessage(type: MessageType.bluetoothDeviceClearCacheResponse, payload: writer.bytes))
+        case 2: send(.devicePairing(address: address, paired: false, error: notSupported))
+        case 3: send(.deviceUnpairing(address: address, success: false, error: notSupported))
+        case 6: send(.deviceClearCache(address: address, success: false, error: notSupported))
         case 1:  // disconnect: nothing is connected
             send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
         default:  // connect, with or without cache

@@ -248,6 +248,30 @@ public struct ServerMessage: Equatable, Sendable {
         return ServerMessage(type: MessageType.bluetoothScannerStateResponse, payload: writer.bytes)
     }
 
+    /// BluetoothDevicePairingResponse: `paired`, or the error.
+    public static func devicePairing(address: UInt64, paired: Bool, error: Int32) -> ServerMessage {
+        deviceOutcome(MessageType.bluetoothDevicePairingResponse, address: address, ok: paired, error: error)
+    }
+
+    /// BluetoothDeviceUnpairingResponse: `success`, or the error.
+    public static func deviceUnpairing(address: UInt64, success: Bool, error: Int32) -> ServerMessage {
+        deviceOutcome(MessageType.bluetoothDeviceUnpairingResponse, address: address, ok: success, error: error)
+    }
+
+    /// BluetoothDeviceClearCacheResponse: `success`, or the error.
+    public static func deviceClearCache(address: UInt64, success: Bool, error: Int32) -> ServerMessage {
+        deviceOutcome(MessageType.bluetoothDeviceClearCacheResponse, address: address, ok: success, error: error)
+    }
+
+    /// The three answers above share their fields: address (1), paired / success (2), error (3).
+    private static func deviceOutcome(_ type: UInt16, address: UInt64, ok: Bool, error: Int32) -> ServerMessage {
+        var writer = ProtobufWriter()
+        writer.varint(1, address)
+        writer.bool(2, ok)
+        writer.int32(3, error)
+        return ServerMessage(type: type, payload: writer.bytes)
+    }
+
     /// BluetoothDeviceConnectionResponse: `connected` false with an error for a refused connect.
     public static func deviceConnection(address: UInt64, connected: Bool, mtu: UInt32, error: Int32) -> ServerMessage {
         var writer = ProtobufWriter()

@@ -15,6 +15,13 @@ public struct ProxyFailure: Error, Sendable, Equatable {
     public static let noResources = ProxyFailure(0x80)
     /// ATT "Invalid Handle": no attribute with this handle on the device.
     public static let invalidHandle = ProxyFailure(0x01)
+    /// ESP_GATT_WRONG_STATE: not now — the device is paired (clear cache), or someone else holds
+    /// its link.
+    public static let wrongState = ProxyFailure(0x82)
+    /// ESP_GATT_BUSY: another pair, unpair or clear cache of the device is under way.
+    public static let busy = ProxyFailure(0x84)
+    /// ESP_GATT_AUTH_FAIL: pairing failed (refused, cancelled, timed out).
+    public static let authenticationFailed = ProxyFailure(0x89)
 }
 
 /// What the proxy does on the Bluetooth side of connections through it; gattway implements it on
@@ -39,6 +46,36 @@ public protocol BluetoothProxyBackend: AnyObject, Sendable {
     /// Starts or stops the notifications of a characteristic; values go to
     /// ``APIServer/notification(address:handle:data:)``.
     func notify(address: UInt64, handle: UInt16, enable: Bool, done: @escaping @Sendable (ProxyFailure?) -> Void)
+
+    /// Pairs with a device this client has connected through the proxy; nil when it is paired
+    /// (also when it was already).
+    func pair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void)
+    /// Removes the device's pairing; nil when it is not paired (any more, or it never was). A
+    /// connection through the proxy to the device that ends with it is reported with
+    /// ``APIServer/connectionLost(address:error:)`` after `done`.
+    func unpair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void)
+    /// Drops what is cached of the device's GATT database; nil when nothing is cached (any more).
+    /// A connection through the proxy that ends with it is reported after `done`, as for unpair.
+    func clearCache(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void)
+
+    /// Takes a connection slot for `address` from a budget the backend shares with others
+    /// (gattway: the gateway's `bluetooth.max_connections`), at once or not at all; the server
+    /// calls it right before ``connect(address:addressType:done:)``, after its own slots allowed
+    /// the connection. False: the connect is refused with ``ProxyFailure/noResources``. A slot
+    /// taken is the backend's to give back once that connection is over (its connect failed, or
+    /// after ``disconnect(address:)`` or a lost link, once the Bluetooth side is done).
+    /// Default: always true (no budget beyond the server's slots).
+    func reserveSlot(address: UInt64) -> Bool
+
+    /// Connections that shared budget allows now (nil: no bound beyond the server's own slots).
+    /// The free count clients see is the smaller of this and the server's own; the backend calls
+    /// ``APIServer/connectionSlotsChanged()`` when it changes for reasons of its own. Default: nil.
+    var sharedFreeSlots: Int? { get }
+}
+
+extension BluetoothProxyBackend {
+    public func reserveSlot(address: UInt64) -> Bool { true }
+    public var sharedFreeSlots: Int? { nil }
 }
 
 /// One connection through the proxy: the client that asked for it (only that client may use it)
@@ -80,6 +117,82 @@ extension APIServer {
             }
         case .gatt(let gatt):
             serveGATT(gatt, for: client)
+        case .pair(let address):
+            serveDeviceRequest(.pair, address, for: client)
+        case .unpair(let address):
+            serveDeviceRequest(.unpair, address, for: client)
+        case .clearCache(let address):
+            serveDeviceRequest(.clearCache, address, for: client)
+        }
+    }
+
+    enum DeviceRequest {
+        case pair, unpair, clearCache
+
+        /// For the log: "could not <attempted> X", "<done> X".
+        var attempted: String {
+            switch self {
+            case .pair: "pair"
+            case .unpair: "unpair"
+            case .clearCache: "clear the cache of"
+            }
+        }
+        var done: String {
+            switch self {
+            case .pair: "paired"
+            case .unpair: "unpaired"
+            case .clearCache: "cleared the cache of"
+            }
+        }
+
+        func answer(_ address: UInt64, _ failure: ProxyFailure?) -> ServerMessage {
+            let error = failure?.code ?? 0
+            switch self {
+            case .pair: return .devicePairing(address: address, paired: failure == nil, error: error)
+            case .unpair: return .deviceUnpairing(address: address, success: failure == nil, error: error)
+            case .clearCache: return .deviceClearCache(address: address, success: failure == nil, error: error)
+            }
+        }
+    }
+
+    /// Pair (a device this client has connected), unpair and clear cache (any device not
+    /// connected through the proxy by another client): one at a time per device, at most
+    /// ``maxInFlight`` at once; the answer goes to the client that asked, when it is still there
+    /// (and for a pairing, while its connection is the same one: its end was reported already).
+    private func serveDeviceRequest(_ kind: DeviceRequest, _ address: UInt64, for client: Client) {
+        func refuse(_ failure: ProxyFailure) { client.session.send(kind.answer(address, failure)) }
+        guard let backend, address <= Self.maxAddress else { return refuse(.connectionFailed) }
+        let connection = proxyConnections[address]
+        if kind == .pair {
+            guard let connection, connection.owner == client.id, connection.connected else {
+                return refuse(.notConnected)
+            }
+        } else if let connection, connection.owner != client.id {
+            return refuse(.wrongState)  // another client's link would end with it
+        }
+        guard deviceRequests[address] == nil else { return refuse(.busy) }
+        guard deviceRequests.count < Self.maxInFlight else { return refuse(.noResources) }
+        deviceRequests[address] = client.id
+        let clientID = client.id
+        let connectionID = connection?.id
+        let done: @Sendable (ProxyFailure?) -> Void = { [weak self] failure in
+            guard let self else { return }
+            self.loop.preconditionInLoop()
+            self.deviceRequests.removeValue(forKey: address)
+            guard let owner = self.clients[clientID], !owner.session.closing else { return }
+            if kind == .pair, self.proxyConnections[address]?.id != connectionID { return }
+            self.log(
+                .info,
+                "API: \(owner.peer): "
+                    + (failure.map { "could not \(kind.attempted) \(Self.text(address)) (error \($0.code))" }
+                        ?? "\(kind.done) \(Self.text(address))"))
+            owner.session.send(kind.answer(address, failure))
+            self.flush(owner)
+        }
+        switch kind {
+        case .pair: backend.pair(address: address, done: done)
+        case .unpair: backend.unpair(address: address, done: done)
+        case .clearCache: backend.clearCache(address: address, done: done)
         }
     }
 
@@ -103,8 +216,14 @@ extension APIServer {
             }  // else: connecting; the answer comes when it is done
             return
         }
-        guard proxyConnections.count < configuration.connectionSlots else {
-            log(.info, "API: \(client.peer): no free connection slot for \(Self.text(address))")
+        // The proxy's own slots, then the budget shared with the gateway's links: never queued,
+        // so Home Assistant can try another proxy at once.
+        let slot = proxyConnections.count < configuration.connectionSlots
+        guard slot, backend.reserveSlot(address: address) else {
+            log(
+                .info,
+                "API: \(client.peer): no free connection slot for \(Self.text(address))"
+                    + (slot ? " (the gateway's own links take the rest of bluetooth.max_connections)" : ""))
             statistics.proxyConnectFailures += 1
             client.session.send(
                 .deviceConnection(address: address, connected: false, mtu: 0, error: ProxyFailure.noResources.code))
@@ -264,19 +383,43 @@ extension APIServer {
     /// The addresses connected (or connecting) through the proxy; loop thread.
     public var proxiedAddresses: [UInt64] { proxyConnections.keys.sorted() }
 
+    /// BluetoothConnectionsFreeResponse now: the limit is the proxy's own slots; free is the
+    /// smaller of its own slots left and what the shared budget allows
+    /// (``BluetoothProxyBackend/sharedFreeSlots``).
     var connectionsFreeMessage: ServerMessage {
         let limit = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
         let used = min(limit, proxyConnections.count)
+        var free = limit - used
+        if let shared = backend?.sharedFreeSlots { free = min(free, max(0, shared)) }
         return .connectionsFree(
-            free: UInt32(clamping: limit - used), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
+            free: UInt32(clamping: free), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
     }
 
+    /// Sends the connections-free count to the subscribed clients when it differs from the
+    /// last one sent.
     func broadcastConnectionsFree() {
         statistics.proxyConnections = proxyConnections.count
         let message = connectionsFreeMessage
+        guard message != lastConnectionsFree else { return }
+        lastConnectionsFree = message
         for client in clients.values where client.connectionsFreeSubscribed && !client.session.closing {
             client.session.send(message)
             flush(client)
+        }
+    }
+
+    /// The budget the backend shares with others changed (the gateway's links came or went):
+    /// the subscribed clients get the new connections-free count once this loop turn's work is
+    /// done (several changes in one turn, or a change the server's own request caused, make one
+    /// message or none). Loop thread.
+    public func connectionSlotsChanged() {
+        loop.preconditionInLoop()
+        guard !slotsBroadcastScheduled else { return }
+        slotsBroadcastScheduled = true
+        loop.execute { [weak self] in
+            guard let self else { return }
+            self.slotsBroadcastScheduled = false
+            self.broadcastConnectionsFree()
         }
     }
 

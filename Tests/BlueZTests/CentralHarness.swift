@@ -80,7 +80,8 @@ enum Scenarios {
         serviceData: [BluetoothUUID(0x180F): [0x64]], txPower: 4, rssi: -58)
 
     static func sensors(
-        batteryFaults: String = "", events: String = "", notifyEvery: String = "20ms", startDiscoveryFailures: Int = 0
+        batteryFaults: String = "", events: String = "", notifyEvery: String = "20ms", startDiscoveryFailures: Int = 0,
+        batteryPairing: String = "just_works"
     ) -> String {
         """
         {
@@ -89,6 +90,7 @@ enum Scenarios {
           "devices": [
             {"address": "A4:C1:38:00:00:01", "name": "Battery Sensor", "rssi": -58, "interval": "20ms", "service_uuids": ["180F"],
              "manufacturer_data": {"0xffff": {"hex": "52425a31"}}, "service_data": {"180F": {"hex": "64"}}, "tx_power": 4,
+             "pairing": "\(batteryPairing)",
              \(batteryFaults.isEmpty ? "" : "\"faults\": {\(batteryFaults)},")
              "gatt": [{"uuid": "180F", "characteristics": [
                 {"uuid": "2A19", "flags": ["read", "notify"], "value": {"number": 94, "format": "u8"},

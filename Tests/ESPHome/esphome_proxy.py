@@ -32,7 +32,20 @@ run` with bluetooth_proxy enabled on loopback, then checks:
  10. bleak-esphome, the bleak backend Home Assistant uses for proxied connections, with
      habluetooth's Bluetooth manager (as Home Assistant runs it, without Home Assistant): the
      proxy as a scanner, bleak.BleakClient to the battery device through it: services, read,
-     writes with and without response, notifications, disconnect.
+     writes with and without response, notifications, disconnect;
+ 11. one connection slot budget (a second gattway: bluetooth.max_connections 2, a connect: true
+     device the gateway holds a link to, connection_slots 2): connections free says 1, the proxy
+     connects one device (free 0) and is refused 0x80 for a second; the gateway's own device
+     connects through the proxy on the gateway's slot and its link stays up after the proxy's
+     disconnect; the count comes back after a disconnect; a gateway device added later waits
+     while the proxy holds the last slot and connects when the proxy gives it back;
+ 12. pair, unpair and clear cache with aioesphomeapi's calls: the flags; pairing needs a connection
+     through the proxy (-1), pairs the battery device (BlueZ says Paired), again; clear cache of a
+     paired device is refused (0x82); unpair answers success, then the link's end (0x16), BlueZ
+     forgot the pairing; a peripheral that refuses to pair answers 0x89; clear cache of a
+     connected unpaired device answers success, ends the link, the device is found again and
+     connects with its services; clear cache of an unknown device succeeds; bleak-esphome's
+     pair() pairs too.
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -60,6 +73,9 @@ RUUVI = "C4:D3:8C:12:4A:5F"
 BATTERY = "A4:C1:38:00:00:10"
 SPARE1 = "A4:C1:38:00:00:11"
 SPARE2 = "A4:C1:38:00:00:12"
+LOCK = "A4:C1:38:00:00:13"
+GATEWAY_LINK = "A4:C1:38:00:00:20"
+LATE = "A4:C1:38:00:00:21"
 
 results = []
 
@@ -331,6 +347,73 @@ async def run_gatt(port):
     await other.disconnect()
 
 
+def bluez_paired(address):
+    """Device1.Paired of the simulator's device (False when BlueZ does not know it)."""
+    try:
+        return "'Paired': <true>" in bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return False
+
+
+async def run_pairing(port):
+    # 12. Pair, unpair and clear cache with aioesphomeapi's own calls (bleak-esphome's pair(),
+    # unpair() and clear_cache() make them).
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-pairing")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    check("DeviceInfo proxy flags: pairing and cache clearing",
+          flags & BluetoothProxyFeature.PAIRING and flags & BluetoothProxyFeature.CACHE_CLEARING, flags)
+    battery = mac_int(BATTERY)
+    result = await client.bluetooth_device_pair(battery)
+    check("pair a device not connected through the proxy: refused (-1)", not result.paired and result.error == -1,
+          result)
+    (connected, _, _), states = await connect_device(client, BATTERY, flags)
+    result = await client.bluetooth_device_pair(battery)
+    check("pair the connected battery device: paired, and BlueZ says so (Device1.Pair, Just Works)",
+          connected and result.paired and result.error == 0 and bluez_paired(BATTERY), (states, result))
+    result = await client.bluetooth_device_pair(battery)
+    check("pair it again: paired", result.paired and result.error == 0, result)
+    result = await client.bluetooth_device_clear_cache(battery)
+    check("clear the cache of a paired device: refused (0x82), still connected and paired",
+          not result.success and result.error == 0x82 and bluez_connected(BATTERY) and bluez_paired(BATTERY), result)
+    result = await client.bluetooth_device_unpair(battery)
+    await wait_until(lambda: len(states) > 1, 5)
+    check("unpair: success, then the link's end (connected false, 0x16)",
+          result.success and result.error == 0 and states[-1] == (False, 0, 0x16), (result, states))
+    check("unpair: BlueZ forgot the pairing (Adapter1.RemoveDevice)", not bluez_paired(BATTERY))
+    # A peripheral that refuses to pair.
+    (connected, _, _), states = await connect_device(client, LOCK, flags)
+    result = await client.bluetooth_device_pair(mac_int(LOCK))
+    check("a peripheral that refuses: not paired, ESP_GATT_AUTH_FAIL (0x89), still connected",
+          connected and not result.paired and result.error == 0x89 and bluez_connected(LOCK), (states, result))
+    await client.bluetooth_device_disconnect(mac_int(LOCK))
+    # Clearing the cache of a connected device that is not paired: BlueZ forgets it, the link ends
+    # after the answer, and the next connect discovers the services afresh.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    result = await client.bluetooth_device_clear_cache(mac_int(SPARE1))
+    await wait_until(lambda: len(states) > 1, 5)
+    check("clear the cache of a connected, unpaired device: success, then the link's end (0x16)",
+          connected and result.success and states[-1] == (False, 0, 0x16), (result, states))
+    check("clear cache: BlueZ found the device again as a new one",
+          await wait_until(lambda: "Proxy Spare 1" in bluez_properties_or_empty(SPARE1), 10))
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    services = await client.bluetooth_gatt_get_services(mac_int(SPARE1)) if connected else None
+    check("clear cache: the device connects again and its services are discovered afresh",
+          connected and services and any(s.uuid[4:8].upper() == "180F" for s in services.services), states)
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    result = await client.bluetooth_device_clear_cache(mac_int("A4:C1:38:00:0F:FE"))
+    check("clear the cache of a device BlueZ does not know: success (nothing cached)", result.success, result)
+    await client.disconnect()
+
+
+def bluez_properties_or_empty(address):
+    try:
+        return bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return ""
+
+
 async def run_bleak(port):
     # 10. bleak-esphome through habluetooth, as Home Assistant connects through a proxy.
     import bleak
@@ -382,6 +465,8 @@ async def run_bleak(port):
             await asyncio.sleep(0.1)
         await client.stop_notify(level_uuid)
         check("bleak-esphome: notifications", len(values) >= 3 and set(values) == {b"\x57"}, values)
+        await client.pair()
+        check("bleak-esphome: pair (BlueZ says Paired)", bluez_paired(BATTERY))
         await client.disconnect()
         check("bleak-esphome: disconnected", not client.is_connected)
     except Exception as error:  # noqa: BLE001
@@ -389,6 +474,72 @@ async def run_bleak(port):
     unsetup()
     unregister()
     await cli.disconnect()
+
+
+def bluez_connected(address):
+    """Device1.Connected of the simulator's device (False when BlueZ does not know it)."""
+    try:
+        return "'Connected': <true>" in bluez_properties(address)
+    except subprocess.CalledProcessError:
+        return False
+
+
+async def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        await asyncio.sleep(0.1)
+    return predicate()
+
+
+async def run_shared(port):
+    # 11. One slot budget: bluetooth.max_connections 2, the gateway holding a link to its
+    # connect: true device; the proxy (connection_slots 2) gets the one slot left.
+    check("shared budget: the gateway connected its device", await wait_until(lambda: bluez_connected(GATEWAY_LINK), 20))
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-shared")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    free = []
+    client.subscribe_bluetooth_connections_free(lambda f, l, a: free.append((f, l, list(a))))
+    await wait_until(lambda: "Proxy Spare 2" in bluez_properties(SPARE2), 15)
+    await asyncio.sleep(0.5)
+    check("shared budget: connections free 1 of 2 (the gateway holds a slot of max_connections 2)",
+          free and free[-1][:2] == (1, 2), free)
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    await asyncio.sleep(0.3)
+    check("shared budget: the proxy connects one device, connections free 0",
+          connected and free and free[-1][0] == 0, (states, free[-1:]))
+    (connected, _, error), states = await connect_device(client, SPARE2, flags)
+    check("shared budget: a second device is refused at once with 0x80 although connection_slots is 2",
+          not connected and error == 0x80, states)
+    (connected, _, _), states = await connect_device(client, GATEWAY_LINK, flags)
+    check("shared budget: the gateway's own device connects through the proxy on the gateway's slot", connected,
+          states)
+    if connected:
+        value = await client.bluetooth_gatt_get_services(mac_int(GATEWAY_LINK))
+        check("shared budget: its services through the proxy", any(s.uuid[4:8].upper() == "180F"
+                                                                     for s in value.services), value)
+        await client.bluetooth_device_disconnect(mac_int(GATEWAY_LINK))
+        await asyncio.sleep(2.5)  # BlueZ's disconnect would take 2 s
+        check("shared budget: the proxy's disconnect leaves the gateway's link up", bluez_connected(GATEWAY_LINK))
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    check("shared budget: after the proxy's disconnect the count comes back to 1",
+          await wait_until(lambda: free and free[-1][0] == 1, 8), free[-3:])
+    # A gateway device that waits for a slot gets the one the proxy gives back.
+    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", "/io/gattway/Simulator",
+                    "--method", "io.gattway.Simulator1.AddDevice",
+                    "'" + json.dumps({"address": LATE, "name": "Gateway Late", "interval": "200ms",
+                                      "gatt": [{"uuid": "180F", "characteristics": [
+                                          {"uuid": "2A19", "flags": ["read"], "value": {"hex": "41"}}]}]}) + "'"],
+                   capture_output=True, check=False)
+    await asyncio.sleep(2)
+    check("shared budget: a second gateway device waits while the proxy holds the last slot",
+          connected and not bluez_connected(LATE) and free and free[-1][0] == 0, (states, free[-1:]))
+    await client.bluetooth_device_disconnect(mac_int(SPARE1))
+    check("shared budget: the slot the proxy gave back goes to the waiting gateway device",
+          await wait_until(lambda: bluez_connected(LATE), 10) and free[-1][0] == 0, free[-3:])
+    await client.disconnect()
 
 
 def hostile(port, payload):
@@ -468,6 +619,7 @@ def main():
             time.sleep(0.1)
         asyncio.run(run_clients(api_port))
         asyncio.run(run_gatt(api_port))
+        asyncio.run(run_pairing(api_port))
         asyncio.run(run_bleak(api_port))
         lan_safety(api_port)
         # 5. MQTT unchanged, and the refused handshake counted.
@@ -511,6 +663,27 @@ def main():
               txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)
         check("committed, then freed at the stop", [c["call"] for c in calls][1:] == ["AddService", "Commit", "Free"],
               calls)
+        # 11. The proxy's connections within the gateway's max_connections: a second gattway.
+        shared_port = free_port()
+        shared = dict(config, bluetooth={"max_connections": 2},
+                      devices=[{"match": {"address": [GATEWAY_LINK, LATE]}, "connect": True}])
+        shared["mqtt"] = dict(config["mqtt"], base_topic="esphomeshared")
+        shared["bluetooth_proxy"] = dict(config["bluetooth_proxy"], listen=f"127.0.0.1:{shared_port}")
+        with open(f"{work}/shared.json", "w") as f:
+            json.dump(shared, f)
+        os.chmod(f"{work}/shared.json", 0o600)
+        log.seek(0, os.SEEK_END)
+        gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/shared.json", "--log-level", "debug"],
+                                   stderr=log, stdout=log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            log.seek(0)
+            if log.read().count("ESPHome API on") >= 2:
+                break
+            time.sleep(0.1)
+        asyncio.run(run_shared(shared_port))
+        gateway.send_signal(signal.SIGTERM)
+        check("shared budget: SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
     finally:
         avahi.terminate()
         if gateway.poll() is None:

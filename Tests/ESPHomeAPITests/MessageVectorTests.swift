@@ -93,6 +93,21 @@ struct MessageVectorTests {
                 == (try Self.server("gatt_notify_data")))
     }
 
+    @Test func pairingAndCacheMessagesMatch() throws {
+        let paired = ServerMessage.devicePairing(address: Self.device, paired: true, error: 0)
+        #expect(paired.type == 85)
+        #expect(paired.payload == (try Self.server("device_pairing")))
+        #expect(
+            ServerMessage.devicePairing(address: Self.device, paired: false, error: -1).payload
+                == (try Self.server("device_pairing_failed")))
+        let unpaired = ServerMessage.deviceUnpairing(address: Self.device, success: true, error: 0)
+        #expect(unpaired.type == 86)
+        #expect(unpaired.payload == (try Self.server("device_unpairing")))
+        let refused = ServerMessage.deviceClearCache(address: Self.device, success: false, error: 0x82)
+        #expect(refused.type == 88)
+        #expect(refused.payload == (try Self.server("device_clear_cache_refused")))
+    }
+
     @Test func clientMessagesDecode() throws {
         func decode(_ type: UInt16, _ name: String) throws -> ClientMessage {
             try ClientMessage.decode(type: type, payload: try Self.client(name)[...])
@@ -106,6 +121,12 @@ struct MessageVectorTests {
         #expect(
             try decode(MessageType.bluetoothDeviceRequest, "device_request")
                 == .bluetoothDeviceRequest(address: Self.device, requestType: 4, addressType: 1))
+        #expect(
+            try decode(MessageType.bluetoothDeviceRequest, "device_request_pair")
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 2, addressType: 0))
+        #expect(
+            try decode(MessageType.bluetoothDeviceRequest, "device_request_clear_cache")
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 6, addressType: 0))
         #expect(
             try decode(MessageType.getTimeResponse, "get_time_response")
                 == .getTimeResponse(epochSeconds: 1_795_000_000))

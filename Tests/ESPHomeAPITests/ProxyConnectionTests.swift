@@ -16,6 +16,11 @@ struct ProxyConnectionTests {
         var hold = false
         var held: [@Sendable (Result<[UInt8], ProxyFailure>) -> Void] = []
         let disconnected = Mutex<[UInt64]>([])
+        /// A budget shared with others (a gateway's `max_connections`), when set: `sharedTotal`
+        /// slots, `othersUsed` of them taken by the others, one per device reserved here.
+        var sharedTotal: Int?
+        var othersUsed = 0
+        var reserved: Set<UInt64> = []
 
         init(loop: EventLoop) { self.loop = loop }
 
@@ -23,10 +28,49 @@ struct ProxyConnectionTests {
             address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void
         ) {
             let result: Result<UInt32, ProxyFailure> = address == unknown ? .failure(.connectionFailed) : .success(247)
+            if address == unknown { reserved.remove(address) }
             loop.execute { done(result) }
         }
 
-        func disconnect(address: UInt64) { disconnected.withLock { $0.append(address) } }
+        func disconnect(address: UInt64) {
+            disconnected.withLock { $0.append(address) }
+            reserved.remove(address)
+        }
+
+        func reserveSlot(address: UInt64) -> Bool {
+            guard let sharedTotal, !reserved.contains(address) else { return true }
+            guard reserved.count + othersUsed < sharedTotal else { return false }
+            reserved.insert(address)
+            return true
+        }
+
+        var sharedFreeSlots: Int? { sharedTotal.map { $0 - othersUsed - reserved.count } }
+
+        /// Pairing succeeds but for `unknown` (ESP_GATT_AUTH_FAIL); unpair succeeds; clear cache is
+        /// refused for `paired` (ESP_GATT_WRONG_STATE). With `hold`, the answers are kept.
+        let paired: UInt64 = 0x0000_0000_0A0A
+        var heldDeviceAnswers: [@Sendable () -> Void] = []
+        let deviceRequests = Mutex<[String]>([])
+
+        func pair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+            deviceRequests.withLock { $0.append("pair \(address)") }
+            answer { done(address == self.unknown ? .authenticationFailed : nil) }
+        }
+
+        func unpair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+            deviceRequests.withLock { $0.append("unpair \(address)") }
+            answer { done(nil) }
+        }
+
+        func clearCache(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+            deviceRequests.withLock { $0.append("clear cache \(address)") }
+            answer { done(address == self.paired ? .wrongState : nil) }
+        }
+
+        private func answer(_ body: @escaping @Sendable () -> Void) {
+            if hold { return heldDeviceAnswers.append(body) }
+            loop.execute(body)
+        }
 
         static let services = [
             GATTServiceInfo(
@@ -185,6 +229,114 @@ struct ProxyConnectionTests {
         await harness.stop()
     }
 
+    /// The budget shared with the gateway: the free count is the smaller of the proxy's own and
+    /// the shared one; a connect beyond the shared budget is refused with 0x80 at once though
+    /// the proxy has slots; a change of the others' use is broadcast once.
+    @Test func sharedBudget() async throws {
+        let harness = try await Harness(connectionSlots: 2) { loop in
+            let backend = FakeBackend(loop: loop)
+            backend.sharedTotal = 2
+            backend.othersUsed = 1  // the gateway's own link
+            return backend
+        }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: []), "1: the gateway holds a slot")
+        let first: UInt64 = 0xA4C1_3800_0011
+        let second: UInt64 = 0xA4C1_3800_0012
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(first, 4))
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [first]), "the last shared slot")
+        Self.expectNext(&client, .deviceConnection(address: first, connected: true, mtu: 247, error: 0), "connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(second, 4))
+        Self.expectNext(
+            &client, .deviceConnection(address: second, connected: false, mtu: 0, error: 0x80),
+            "refused at once: the proxy has a slot, the shared budget has none")
+        // The gateway's link ends: one message, sent once however often it is reported.
+        _ = try await harness.loop.submit { [harness] in
+            backend.othersUsed = 0
+            harness.server?.connectionSlotsChanged()
+            harness.server?.connectionSlotsChanged()
+        }
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [first]), "the gateway's slot back")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(second, 4))
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [first, second]), "second slot")
+        Self.expectNext(&client, .deviceConnection(address: second, connected: true, mtu: 247, error: 0), "connected")
+        // The gateway wants its slot again while both are taken: nothing changes for the client.
+        _ = try await harness.loop.submit { [harness] in harness.server?.connectionSlotsChanged() }
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(first, 1))
+        Self.expectNext(&client, .deviceConnection(address: first, connected: false, mtu: 0, error: 0), "disconnect")
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [second]), "freed")
+        #expect(await harness.statistics().proxyConnectFailures == 1)
+        client.close()
+        await harness.stop()
+    }
+
+    /// Pair, unpair and clear cache through the server: announced with connections; pairing only
+    /// a device this client connected; unpair and clear cache refused for another client's
+    /// connection; one request per device at a time; the backend's outcome answered.
+    @Test func pairUnpairClearCache() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        client.send(type: MessageType.deviceInfoRequest)
+        let infoReceived = client.receive()
+        let info = try #require(infoReceived)
+        var reader = ProtobufReader(info.payload)
+        var flags: UInt32 = 0
+        while let (field, value) = try reader.next() {
+            if field == 15 { flags = try value.uint32(field: field) }
+        }
+        #expect(flags & BluetoothProxyFeatures.pairing.rawValue != 0)
+        #expect(flags & BluetoothProxyFeatures.cacheClearing.rawValue != 0)
+
+        let device: UInt64 = 0xA4C1_3800_0010
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 2))
+        Self.expectNext(&client, .devicePairing(address: device, paired: false, error: -1), "pair: not connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 4))
+        Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 2))
+        Self.expectNext(&client, .devicePairing(address: device, paired: true, error: 0), "paired")
+
+        // Another client may not unpair or clear the cache of this client's device.
+        var other = try TestClient(port: await harness.port)
+        other = try Self.connected(&other)
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 3))
+        Self.expectNext(&other, .deviceUnpairing(address: device, success: false, error: 0x82), "another's link")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 6))
+        Self.expectNext(&other, .deviceClearCache(address: device, success: false, error: 0x82), "another's link")
+        // Any other device: the backend answers.
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(backend.paired, 6))
+        Self.expectNext(
+            &other, .deviceClearCache(address: backend.paired, success: false, error: 0x82), "paired: refused")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x22, 6))
+        Self.expectNext(&other, .deviceClearCache(address: 0x22, success: true, error: 0), "cleared")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x22, 3))
+        Self.expectNext(&other, .deviceUnpairing(address: 0x22, success: true, error: 0), "unpaired")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 3))
+        Self.expectNext(&client, .deviceUnpairing(address: device, success: true, error: 0), "its own device")
+
+        // One request per device at a time; a 48-bit address only.
+        backend.hold = true
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x33, 6))
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(0x33, 3))
+        Self.expectNext(&other, .deviceUnpairing(address: 0x33, success: false, error: 0x84), "busy")
+        other.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(1 << 50, 3))
+        Self.expectNext(&other, .deviceUnpairing(address: 1 << 50, success: false, error: 0x85), "48 bits")
+        _ = try await harness.loop.submit { for answer in backend.heldDeviceAnswers { answer() } }
+        Self.expectNext(&other, .deviceClearCache(address: 0x33, success: true, error: 0), "the held answer")
+        #expect(
+            backend.deviceRequests.withLock { $0 } == [
+                "pair \(device)", "clear cache \(backend.paired)", "clear cache 34", "unpair 34", "unpair \(device)",
+                "clear cache 51",
+            ])
+        client.close()
+        other.close()
+        await harness.stop()
+    }
+
     @Test func sessionRoutesRequestsOnlyWhenServed() throws {
         func frame(_ type: UInt16, _ payload: [UInt8] = []) -> [UInt8] {
             PlaintextFrameDecoder.encode(ServerMessage(type: type, payload: payload))
@@ -194,12 +346,14 @@ struct ProxyConnectionTests {
             + frame(MessageType.subscribeBluetoothConnectionsFreeRequest)
             + [0, 4, 5, 1, 2, 3, 6].flatMap { frame(MessageType.bluetoothDeviceRequest, Self.deviceRequest(7, $0)) }
             + frame(MessageType.bluetoothGATTReadRequest, Self.gatt(7, 0x0B))
-        for served in [false, true] {
+        let connections: BluetoothProxyFeatures = [.activeConnections]
+        for features in [[], connections, connections.union([.pairing, .cacheClearing])] {
+            let served = !features.isEmpty
             var configuration = APIServerConfiguration(
                 host: "127.0.0.1", port: 0, encryption: .plaintext, name: "t", friendlyName: "t",
                 macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "t",
                 maxClients: 1, connectionSlots: 2)
-            if served { configuration.features.insert(.activeConnections) }
+            configuration.features.formUnion(features)
             var session = APISession(configuration: configuration)
             let outcome = session.receive(input, scanner: (.running, .active))
             #expect(outcome.failure == nil)
@@ -207,14 +361,21 @@ struct ProxyConnectionTests {
             decoder.append(session.outgoing[...])
             var answers: [UInt16] = []
             while let message = try decoder.next() { answers.append(message.type) }
-            if served {
+            let connectionRequests: [APISession.ProxyRequest] = [
+                .subscribeConnectionsFree, .connect(address: 7, addressType: 0), .connect(address: 7, addressType: 0),
+                .connect(address: 7, addressType: 0), .disconnect(address: 7),
+            ]
+            if features.contains(.pairing) {
                 #expect(
-                    outcome.proxyRequests == [
-                        .subscribeConnectionsFree, .connect(address: 7, addressType: 0),
-                        .connect(address: 7, addressType: 0), .connect(address: 7, addressType: 0),
-                        .disconnect(address: 7), .gatt(.read(address: 7, handle: 0x0B)),
-                    ])
-                // Pair, unpair and clear cache are still refused by the session itself.
+                    outcome.proxyRequests
+                        == connectionRequests + [
+                            .pair(address: 7), .unpair(address: 7), .clearCache(address: 7),
+                            .gatt(.read(address: 7, handle: 0x0B)),
+                        ])
+                #expect(answers == [MessageType.helloResponse])
+            } else if served {
+                #expect(outcome.proxyRequests == connectionRequests + [.gatt(.read(address: 7, handle: 0x0B))])
+                // Pair, unpair and clear cache not announced: refused by the session itself.
                 #expect(
                     answers == [
                         MessageType.helloResponse, MessageType.bluetoothDevicePairingResponse,

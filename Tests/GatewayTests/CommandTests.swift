@@ -193,4 +193,18 @@ struct CommandTests {
         await harness.advance(1)
         #expect(!harness.ble.isConnected(Self.lamp))
     }
+
+    @Test("an on-demand link the Bluetooth proxy shares stays up until the proxy is done with it")
+    func idleDisconnectWaitsForTheProxy() async throws {
+        let harness = try await harness()
+        await harness.command("gattway/lamp/set/brightness", "10", responseTopic: "gattway/lamp/response")
+        #expect(await harness.gateway.reserveConnectionSlot(for: Self.lamp))
+        await harness.advance(30)
+        #expect(harness.ble.isConnected(Self.lamp))
+        await harness.gateway.releaseConnectionSlot(for: Self.lamp)
+        await harness.advance(29)
+        #expect(harness.ble.isConnected(Self.lamp))
+        await harness.advance(1)
+        #expect(!harness.ble.isConnected(Self.lamp))
+    }
 }

@@ -24,6 +24,14 @@ public enum BlueZError {
     /// `NotAuthorized` "Operation Not Authorized".
     public static let notAuthorized = DBusError(name("NotAuthorized"), "Operation Not Authorized")
 
+    /// `AuthenticationFailed` "Authentication Failed": pairing failed (e.g. the peer's SMP
+    /// Pairing Failed; `new_authentication_return` in device.c).
+    public static let authenticationFailed = DBusError(name("AuthenticationFailed"), "Authentication Failed")
+    /// `AuthenticationCanceled` "Authentication Canceled": pairing cancelled, or the link dropped.
+    public static let authenticationCanceled = DBusError(name("AuthenticationCanceled"), "Authentication Canceled")
+    /// `ConnectionAttemptFailed` "Page Timeout": the connection for pairing could not be made.
+    public static let connectionAttemptFailed = DBusError(name("ConnectionAttemptFailed"), "Page Timeout")
+
     /// `Failed` with a custom text, e.g. "le-connection-abort-by-local".
     public static func failed(_ message: String) -> DBusError { DBusError(name("Failed"), message) }
     /// `NotPermitted` with a custom text, e.g. "Write acquired".

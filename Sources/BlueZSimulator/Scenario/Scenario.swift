@@ -215,11 +215,21 @@ public struct DeviceSpec: Sendable, Equatable {
     /// Goes on advertising while a central is connected (false: silent from the link coming up
     /// until it ends, as most peripherals with a single connection are).
     public var advertisesWhileConnected: Bool = true
+    /// How the peripheral answers `Device1.Pair()`.
+    public var pairing: Pairing = .justWorks
+
+    /// What the peripheral does when a central pairs with it.
+    public enum Pairing: String, Sendable, Equatable {
+        /// LE Just Works pairing (no agent needed), with bonding.
+        case justWorks = "just_works"
+        /// The peer refuses (SMP Pairing Failed): bluetoothd answers `AuthenticationFailed`.
+        case reject
+    }
 
     public static func == (lhs: DeviceSpec, rhs: DeviceSpec) -> Bool {
         lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.name == rhs.name
             && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.services == rhs.services && lhs.faults == rhs.faults
-            && lhs.advertisesWhileConnected == rhs.advertisesWhileConnected
+            && lhs.advertisesWhileConnected == rhs.advertisesWhileConnected && lhs.pairing == rhs.pairing
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.payload) == rhs.manufacturerData.map(\.payload)
             && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
@@ -278,14 +288,24 @@ public struct DeviceSpec: Sendable, Equatable {
         }
         let services = try object.optional("gatt")?.array().map(ServiceSpec.read) ?? []
         let faults = try object.optional("faults").map(FaultSpec.read) ?? FaultSpec()
+        var pairing = Pairing.justWorks
+        if let pairingReader = object.optional("pairing") {
+            let text = try pairingReader.string()
+            guard let mode = Pairing(rawValue: text) else {
+                throw pairingReader.fail("expected \"just_works\" or \"reject\", got \"\(text)\"")
+            }
+            pairing = mode
+        }
         try object.finish()
-        return DeviceSpec(
+        var spec = DeviceSpec(
             address: address, addressType: addressType, adapter: adapter, name: name, rssi: rssi,
             rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
             txPower: txPower, appearance: appearance, serviceUUIDs: serviceUUIDs,
             manufacturerData: manufacturerData.map { (companyID: $0.0, payload: $0.1) },
             serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
             advertisesWhileConnected: advertisesWhileConnected)
+        spec.pairing = pairing
+        return spec
     }
 }
 

@@ -208,7 +208,60 @@ extension BlueZSimulator {
             }
         }
         bursts.removeAll { $0.device == path }
+        endPairing(device, BlueZError.authenticationCanceled)
         if device.temporary { armTemporaryTimer(device) }
         linkedLinkDown(device)
+    }
+
+    // MARK: Pairing
+
+    /// How long LE pairing takes (the SMP exchange; not a measurement of the VM).
+    static let pairingDelay = 0.1
+
+    /// `Device1.Pair()` as bluetoothd 5.66 answers it for LE Just Works pairing without an agent
+    /// (`pair_device`, `device_bonding_complete`): on a connected device, after
+    /// ``pairingDelay``, `{Bonded: true, Paired: true}`, then the reply; the device is no longer
+    /// temporary. A peer with `"pairing": "reject"`: `AuthenticationFailed` "Authentication
+    /// Failed". Paired already: `AlreadyExists` "Already Exists"; a Pair() running:
+    /// `InProgress` "In Progress"; the link dropping meanwhile: `AuthenticationCanceled`. Not
+    /// connected: `ConnectionAttemptFailed` "Page Timeout" at once — bluetoothd would connect
+    /// first (a known difference: the simulator pairs connected devices only).
+    func pair(_ path: DBusObjectPath, _ reply: DBusPendingReply) {
+        guard let device = devices[path], device.exported else {
+            return reply.fail(DBusError(.unknownObject, "No such object path '\(path)'"))
+        }
+        guard device.adapter.powered else { return reply.fail(BlueZError.notReady) }
+        guard device.pairing == nil else { return reply.fail(BlueZError.inProgress) }
+        guard !device.paired else { return reply.fail(BlueZError.alreadyExists) }
+        guard case .connected = device.link else { return reply.fail(BlueZError.connectionAttemptFailed) }
+        let timer = after(Self.pairingDelay) { simulator in
+            guard let device = simulator.devices[path], let pending = device.pairing else { return }
+            device.pairing = nil
+            guard device.spec.pairing == .justWorks else { return pending.reply.fail(BlueZError.authenticationFailed) }
+            device.paired = true
+            device.temporary = false
+            simulator.cancel(device.temporaryTimer)
+            device.temporaryTimer = nil
+            simulator.change(
+                [("Bonded", .boolean(true)), ("Paired", .boolean(true))], interface: Self.deviceInterface, at: path)
+            simulator.flushSignals()  // the properties go out before the reply, as in bluetoothd
+            pending.reply.succeed()
+        }
+        device.pairing = (reply, timer)
+    }
+
+    /// `Device1.CancelPairing()`: the running Pair() fails `AuthenticationCanceled`; none
+    /// running: `DoesNotExist`.
+    func cancelPairing(_ path: DBusObjectPath) throws {
+        guard let device = devices[path], device.pairing != nil else { throw BlueZError.doesNotExist }
+        endPairing(device, BlueZError.authenticationCanceled)
+    }
+
+    /// Fails a Pair() still running with `error`.
+    func endPairing(_ device: SimulatedDevice, _ error: DBusError) {
+        guard let pending = device.pairing else { return }
+        device.pairing = nil
+        cancel(pending.timer)
+        pending.reply.fail(error)
     }
 }

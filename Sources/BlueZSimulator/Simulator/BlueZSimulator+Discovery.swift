@@ -94,6 +94,9 @@ extension BlueZSimulator {
         }
         device.exported = false
         device.gattExported = false
+        // Forgotten: its pairing (keys, bond) goes too.
+        endPairing(device, BlueZError.authenticationCanceled)
+        device.paired = false
         device.cache = AdvertisementCache()
         device.alias = nil
         device.temporary = true

@@ -163,8 +163,11 @@ extension BlueZSimulator {
             methods: [
                 .deferred("Connect") { call, reply in self.onLoop { $0.connect(path, reply) } },
                 .deferred("Disconnect") { call, reply in self.onLoop { $0.disconnect(path, reply) } },
-                .immediate("Pair") { _ in throw BlueZError.failed("Pairing is not simulated") },
-                .immediate("CancelPairing") { _ in throw BlueZError.doesNotExist },
+                .deferred("Pair") { _, reply in self.onLoop { $0.pair(path, reply) } },
+                .immediate("CancelPairing") { _ in
+                    try self.onLoop { try $0.cancelPairing(path) }
+                    return []
+                },
                 .immediate("ConnectProfile", in: [.string]) { _ in throw BlueZError.notSupported },
                 .immediate("DisconnectProfile", in: [.string]) { _ in throw BlueZError.notSupported },
             ],
@@ -192,8 +195,8 @@ extension BlueZSimulator {
                         }
                     }),
                 DBusProperty("Appearance", type: .uint16, value: optional(spec.appearance) { .uint16($0) }),
-                DBusProperty("Paired", type: .boolean, value: false),
-                DBusProperty("Bonded", type: .boolean, value: false),
+                DBusProperty("Paired", type: .boolean, value: .boolean(device.paired)),
+                DBusProperty("Bonded", type: .boolean, value: .boolean(device.paired)),
                 DBusProperty(
                     "Trusted", type: .boolean, access: .readwrite, value: .boolean(device.trusted),
                     onSet: { value, _ in self.onLoop { $0.devices[path]?.trusted = value.bool ?? false } }),

@@ -43,6 +43,10 @@ final class SimulatedDevice: @unchecked Sendable {
     var servicesResolved = false
     var resolvedOnce = false
     var link = Link.disconnected
+    /// `Paired` and `Bonded` (one flag: LE pairing here always bonds).
+    var paired = false
+    /// A `Pair()` waiting for its end.
+    var pairing: (reply: DBusPendingReply, timer: EventLoop.Token)?
     var remainingConnectFailures: Int
     var lastReportConnectable = true
 

@@ -269,6 +269,27 @@ final class ConnectionManager {
         return due.count
     }
 
+    // MARK: Slots shared with the Bluetooth proxy
+
+    /// Connection slots free now for another user of the adapter (``reserveSlot(_:)``).
+    var freeSlots: Int { scheduler.free }
+
+    /// Takes a slot of `bluetooth.max_connections` for another user's link to `address` (the
+    /// Bluetooth proxy), at once or not at all (``ConnectionScheduler/reserve(_:)``).
+    func reserveSlot(_ address: BluetoothAddress) -> Bool { scheduler.reserve(address) }
+
+    /// The other user's link to `address` is over: its slot goes to the next device waiting.
+    func releaseSlot(_ address: BluetoothAddress) {
+        for next in scheduler.unreserve(address) { startConnecting(next) }
+    }
+
+    /// Whether the gateway has a link to the device or is making one (the other user leaves
+    /// such a link up when it is done with it).
+    func holdsLink(_ address: BluetoothAddress) -> Bool {
+        let phase = self.phase(address)
+        return phase == .connecting || phase == .connected
+    }
+
     /// A command waiting for an on-demand link expired: a device still only queued for a slot
     /// leaves the queue.
     func abandonQueued(_ address: BluetoothAddress, rule: DeviceRule) {
@@ -309,7 +330,8 @@ final class ConnectionManager {
 
     /// What is due at `now`: reconnect retries (``request(_:ruleIndex:urgent:)``), polls of
     /// connected devices (handed to `poll`), and idle disconnects of on-demand links that no
-    /// command uses (`busy` says which are in use: their idle time starts again).
+    /// command uses (`busy` says which are in use) and the Bluetooth proxy does not hold: their
+    /// idle time starts again.
     func tick(now: Double, busy: (BluetoothAddress) -> Bool, poll: (BluetoothAddress, Int) -> Void) {
         for (address, link) in links {
             if let retry = link.retryAt, now >= retry {
@@ -325,7 +347,9 @@ final class ConnectionManager {
                 poll(address, spec)
             }
             if let idle = link.idleDisconnectAt, now >= idle {
-                if busy(address) {
+                // In use by a command, or by the other user of the link (the Bluetooth proxy):
+                // its idle time starts again.
+                if busy(address) || scheduler.isReserved(address) {
                     links[address]?.idleDisconnectAt = now + context.config.commands.idleDisconnect
                     context.due(at: now + context.config.commands.idleDisconnect)
                 } else {

@@ -70,6 +70,10 @@ public actor Gateway: LoopIsolated {
     /// The MQTT port's connection as last reported (assumed up from the start, like the
     /// store-and-forward stage does, until the port says otherwise).
     private var mqttConnected = true
+    /// Told the free connection slots after an event that changed them
+    /// (``observeConnectionSlots(_:)``).
+    private var slotsObserver: (@Sendable (Int) -> Void)?
+    private var notifiedFreeSlots = -1
 
     /// - Parameters:
     ///   - loop: the event loop the core runs on (the one of the ports' C libraries).
@@ -464,10 +468,15 @@ public actor Gateway: LoopIsolated {
         if next > 0 { deferred.removeAll(keepingCapacity: deferred.capacity <= 64) }
     }
 
-    /// After an event: the timer covers what became due; idle waiters go on when idle.
+    /// After an event: the timer covers what became due; the slots observer hears a change of
+    /// the free connection slots; idle waiters go on when idle.
     private func settled() {
         let wanted = context.takeWantedDeadline()
         if wanted < timerDeadline { armTimer(wanted) }
+        if let slotsObserver, connections.freeSlots != notifiedFreeSlots {
+            notifiedFreeSlots = connections.freeSlots
+            slotsObserver(notifiedFreeSlots)
+        }
         if !idleWaiters.isEmpty, isIdle {
             let waiters = idleWaiters
             idleWaiters = []
@@ -528,6 +537,45 @@ public actor Gateway: LoopIsolated {
 
     /// Runs everything that is due at the clock's current time (what the timer does).
     public func tick() { dispatch(.timer) }
+
+    // MARK: Connection slots shared with the Bluetooth proxy
+
+    /// Takes one of the gateway's connection slots (`bluetooth.max_connections`) for a link that
+    /// another user of the adapter — the Bluetooth proxy (docs/ha-bluetooth-proxy.md) — makes to
+    /// `address`: at once or not at all, never queued. True when a slot is free, or when the
+    /// gateway itself has (or is making) a link to the device: that link's slot is shared. False
+    /// when the gateway's links and the other reservations take every slot. Give it back with
+    /// ``releaseConnectionSlot(for:)`` once the link is over; a device the gateway asks for
+    /// meanwhile shares the reserved slot. Call on the loop (`assumeLoopIsolated`); handled as
+    /// one event.
+    public func reserveConnectionSlot(for address: BluetoothAddress) -> Bool {
+        var granted = false
+        dispatch { granted = $0.connections.reserveSlot(address) }
+        return granted
+    }
+
+    /// The other user's link to `address` is over: the slot goes to the next device waiting
+    /// for one (unless the gateway's own link to the device keeps it).
+    public func releaseConnectionSlot(for address: BluetoothAddress) {
+        dispatch { $0.connections.releaseSlot(address) }
+    }
+
+    /// Connection slots free now: `bluetooth.max_connections` less the gateway's links
+    /// (connecting or connected) and the reserved ones, a device held by both counted once.
+    public var freeConnectionSlots: Int { connections.freeSlots }
+
+    /// Whether the gateway has a link to the device or is making one: another user of the
+    /// link leaves it up when it is done.
+    public func holdsLink(to address: BluetoothAddress) -> Bool { connections.holdsLink(address) }
+
+    /// `handler` gets ``freeConnectionSlots`` now and after each event that changed it (a link of
+    /// the gateway's starting or ending, a reservation), on the loop. It must not call back into
+    /// the gateway's reservations from inside (it may read ``freeConnectionSlots``).
+    public func observeConnectionSlots(_ handler: @escaping @Sendable (Int) -> Void) {
+        slotsObserver = handler
+        notifiedFreeSlots = connections.freeSlots
+        handler(notifiedFreeSlots)
+    }
 
     // MARK: Advertisements and values
 

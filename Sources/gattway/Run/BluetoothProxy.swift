@@ -26,9 +26,10 @@ struct BluetoothProxy: Sendable {
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
-    static func start(config: GatewayConfig, central: CentralManager, loop: EventLoop, log: GatewayLogger)
-        async throws -> BluetoothProxy
-    {
+    /// Connections through the proxy share `gateway`'s connection slots (`bluetooth.max_connections`).
+    static func start(
+        config: GatewayConfig, central: CentralManager, gateway: Gateway, loop: EventLoop, log: GatewayLogger
+    ) async throws -> BluetoothProxy {
         let settings = config.bluetoothProxy
         let mac = (await central.adapterAddress)?.description ?? "00:00:00:00:00:00"
         let name = settings.name ?? hostName()
@@ -37,7 +38,8 @@ struct BluetoothProxy: Sendable {
             encryption: settings.encryptionKey.map { .noise(psk: $0) } ?? .plaintext,
             name: name, friendlyName: name, macAddress: mac, bluetoothMacAddress: mac, version: BuildInfo.version,
             maxClients: settings.maxClients, connectionSlots: settings.connectionSlots)
-        let connections = settings.connectionSlots > 0 ? ProxyCentral(central: central, loop: loop) : nil
+        let connections =
+            settings.connectionSlots > 0 ? ProxyCentral(central: central, loop: loop, gateway: gateway) : nil
         await connections?.start()
         let server = try await loop.submit {
             let server = APIServer(configuration: configuration, loop: loop, backend: connections) { level, line in

@@ -2,6 +2,7 @@ import BlueZ
 import Bluetooth
 import ESPHomeAPI
 import EventLoop
+import Gateway
 
 /// Connections through the Bluetooth proxy on BlueZ's central (docs/ha-bluetooth-proxy.md): the
 /// ``BluetoothProxyBackend`` of the ESPHome API server. A connect connects the peripheral (no
@@ -9,12 +10,20 @@ import EventLoop
 /// (from BlueZ's object paths `serviceXXXX/charYYYY/descZZZZ`) name characteristics and
 /// descriptors in the client's requests. Only devices BlueZ knows (seen by a scan) are connected.
 ///
+/// Slots: each connection also takes one of the gateway's connection slots
+/// (`bluetooth.max_connections`, ``Gateway/reserveConnectionSlot(for:)``) from the connect until
+/// the device is idle here again — no connect, no disconnect running — so the gateway's links and
+/// the proxy's never exceed that budget together. A device the gateway holds a link to shares its
+/// slot, and that link is left up when the client is done with it.
+///
 /// State is touched on the loop thread only (the invariant behind `@unchecked Sendable`); BlueZ
 /// calls run in tasks on the central (whose executor is the loop) and complete through
 /// `loop.execute`.
 final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     let central: CentralManager
     let loop: EventLoop
+    /// The gateway core whose connection slots the proxy shares (nil: the proxy's own slots only).
+    let gateway: Gateway?
     /// Set once the server exists; events (link lost, notifications) go to it.
     weak var server: APIServer?
     private var eventsToken: ConnectionEventsToken?
@@ -25,6 +34,9 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         var connected = false
         /// It was connected already (by the gateway): the proxy does not disconnect it.
         var adopted = false
+        /// An unpair or clear cache is making BlueZ forget the device: the end of its link is
+        /// reported after that answer, not as a link lost.
+        var removing = false
         var services: [GATTServiceInfo] = []
         var characteristics: [UInt16: Characteristic] = [:]
         var descriptors: [UInt16: Descriptor] = [:]
@@ -36,20 +48,25 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     private var disconnects: [UInt64: (generation: Int, task: Task<Void, Never>)] = [:]
     /// Devices with a connect task running (one at a time per device).
     private var connecting: Set<UInt64> = []
+    /// Devices holding one of the gateway's connection slots.
+    private var reservations: Set<UInt64> = []
     private var nextGeneration = 0
 
-    init(central: CentralManager, loop: EventLoop) {
+    init(central: CentralManager, loop: EventLoop, gateway: Gateway?) {
         self.central = central
         self.loop = loop
+        self.gateway = gateway
     }
 
-    /// Follows links going down; call once, on the loop.
+    /// Follows links going down and the gateway's free slots; call once.
     func start() async {
         let token = await central.connectionEvents { [weak self] event in
             guard let self, case .disconnected(let peripheral, _) = event else { return }
             self.linkLost(peripheral.address.rawValue)
         }
         eventsToken = token
+        // The gateway's links change the free count the clients see.
+        await gateway?.observeConnectionSlots { [weak self] _ in self?.server?.connectionSlotsChanged() }
     }
 
     func stop() async {
@@ -58,11 +75,26 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     private func linkLost(_ address: UInt64) {
-        guard let device = devices[address], device.connected else { return }
+        guard let device = devices[address], device.connected, !device.removing else { return }
         forget(address)
+        releaseSlotIfIdle(address)
         // 0x13: the remote device terminated the connection (the HCI reason ESPHome passes on
         // most often); BlueZ does not tell the reason to its clients.
         server?.connectionLost(address: address, error: 0x13)
+    }
+
+    /// The gateway's slot goes back once nothing runs for the device here: no connection, no
+    /// connect task, no disconnect under way (the link is really down, or kept by the gateway).
+    private func releaseSlotIfIdle(_ address: UInt64) {
+        guard devices[address] == nil, !connecting.contains(address), disconnects[address] == nil,
+            reservations.remove(address) != nil, let gateway
+        else { return }
+        gateway.assumeLoopIsolated { $0.releaseConnectionSlot(for: BluetoothAddress(rawValue: address)) }
+    }
+
+    /// Whether the gateway has (or is making) a link to the device: the proxy leaves it up.
+    private func gatewayHolds(_ address: UInt64) -> Bool {
+        gateway?.assumeLoopIsolated { $0.holdsLink(to: BluetoothAddress(rawValue: address)) } ?? false
     }
 
     /// Ends the device's notifications and forgets it (no BlueZ call).
@@ -78,6 +110,17 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
 
     // MARK: BluetoothProxyBackend
 
+    func reserveSlot(address: UInt64) -> Bool {
+        guard let gateway else { return true }
+        guard gateway.assumeLoopIsolated({ $0.reserveConnectionSlot(for: BluetoothAddress(rawValue: address)) }) else {
+            return false
+        }
+        reservations.insert(address)
+        return true
+    }
+
+    var sharedFreeSlots: Int? { gateway?.assumeLoopIsolated { $0.freeConnectionSlots } }
+
     func connect(address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void)
     {
         let bluetoothAddress = BluetoothAddress(rawValue: address)
@@ -85,7 +128,10 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         // server's slots this bounds the tasks a client can start however fast it connects and
         // disconnects (each disconnect waits for BlueZ, about 2 s).
         guard loop.inLoop, central.assumeIsolated({ $0.isKnown(bluetoothAddress) }), !connecting.contains(address)
-        else { return loop.execute { done(.failure(.connectionFailed)) } }
+        else {
+            if loop.inLoop { releaseSlotIfIdle(address) }
+            return loop.execute { done(.failure(.connectionFailed)) }
+        }
         connecting.insert(address)
         let generation = nextGeneration
         nextGeneration += 1
@@ -138,10 +184,12 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
             complete { [self] in
                 connecting.remove(address)
                 guard var device = devices[address], device.generation == generation else {
-                    // Disconnected (or the client went away) meanwhile: undo what came up.
-                    if case .success(let value) = result, !value.1 {
-                        Task { try? await central.disconnect(central.peripheral(bluetoothAddress)) }
+                    // Disconnected (or the client went away) meanwhile: undo what came up,
+                    // unless the gateway holds that link.
+                    if case .success(let value) = result, !value.1, !gatewayHolds(address) {
+                        startDisconnect(address)
                     }
+                    releaseSlotIfIdle(address)
                     return
                 }
                 // The link may have dropped between the discovery and this turn (its event was
@@ -161,16 +209,28 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                     done(.success(mtu))
                 case .failure(let failure):
                     devices.removeValue(forKey: address)
+                    releaseSlotIfIdle(address)
                     done(.failure(failure))
                 }
             }
         }
     }
 
+    /// Ends the client's use of the device: the link goes down in BlueZ unless someone else
+    /// holds it — it was up before the proxy connected (the gateway's, or another program's), or
+    /// the gateway connected the device meanwhile — then the gateway's slot goes back.
     func disconnect(address: UInt64) {
         guard let device = devices[address] else { return }
         forget(address)
-        guard !device.adopted else { return }
+        // Also cancels a connect still running (BlueZ fails it; its completion sees the
+        // generation change).
+        if !device.adopted, !gatewayHolds(address) { startDisconnect(address) }
+        releaseSlotIfIdle(address)
+    }
+
+    /// Disconnects in BlueZ (after a disconnect of the same device under way); the slot goes
+    /// back once it is done.
+    private func startDisconnect(_ address: UInt64) {
         let central = self.central
         let previous = disconnects[address]?.task
         let generation = nextGeneration
@@ -179,7 +239,10 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
             await previous?.value
             try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address)))
             complete { [self] in
-                if disconnects[address]?.generation == generation { disconnects[address] = nil }
+                if disconnects[address]?.generation == generation {
+                    disconnects[address] = nil
+                    releaseSlotIfIdle(address)
+                }
             }
         }
         disconnects[address] = (generation, task)
@@ -278,6 +341,99 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                 done(failure)
             }
         }
+    }
+
+    // MARK: Pairing and the cache
+
+    /// `Device1.Pair` on the device this client connected (LE Just Works: gattway registers no
+    /// agent, so bluetoothd pairs as NoInputNoOutput), 20 s at most.
+    func pair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        guard let device = devices[address], device.connected else { return done(.notConnected) }
+        let central = self.central
+        Task {
+            var failure: ProxyFailure?
+            do {
+                try await central.pair(
+                    await central.peripheral(BluetoothAddress(rawValue: address)), timeout: .seconds(20))
+            } catch {
+                failure = Self.pairingFailure(error)
+            }
+            complete { [failure] in done(failure) }
+        }
+    }
+
+    /// A paired device is forgotten (`Adapter1.RemoveDevice`: its keys, and with them BlueZ's GATT
+    /// cache; its link drops). One BlueZ does not know, or that is not paired, is left as it is.
+    func unpair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        forgetDevice(address, done: done) { paired in paired ? nil : .some(nil) }
+    }
+
+    /// BlueZ keeps no GATT cache apart from the device (and no call drops only the cache): the
+    /// device is forgotten (`Adapter1.RemoveDevice`), so the next connect discovers its services
+    /// afresh. Refused (ESP_GATT_WRONG_STATE) where that would do more than drop a cache: a paired
+    /// device (its bond would go: unpair it instead), a device whose link is someone else's (the
+    /// gateway's, another program's). One BlueZ does not know has no cache.
+    func clearCache(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        let linkedElsewhere =
+            gatewayHolds(address) || devices[address]?.adopted == true
+            || (devices[address] == nil && central.assumeIsolated { $0.peripheral(bluetoothAddress).isConnected })
+        guard !linkedElsewhere else { return done(.wrongState) }
+        forgetDevice(address, done: done) { paired in paired ? .some(.wrongState) : nil }
+    }
+
+    /// Asks BlueZ whether the device is paired; `decide` answers with the outcome to give without
+    /// removing the device (`.some`), or nil to remove it. The answer goes first; then the end of
+    /// this proxy's connection to it, when the removal ended it.
+    private func forgetDevice(
+        _ address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void,
+        decide: @escaping @Sendable (_ paired: Bool) -> ProxyFailure??
+    ) {
+        let bluetoothAddress = BluetoothAddress(rawValue: address)
+        // Not known to BlueZ: nothing paired, nothing cached.
+        guard central.assumeIsolated({ $0.isKnown(bluetoothAddress) }) else { return done(nil) }
+        let generation = devices[address]?.generation
+        if generation != nil { devices[address]?.removing = true }
+        let central = self.central
+        Task {
+            var failure: ProxyFailure?
+            var removed = false
+            do {
+                let peripheral = await central.peripheral(bluetoothAddress)
+                if let outcome = decide(try await central.isPaired(peripheral)) {
+                    failure = outcome
+                } else {
+                    try await central.removeDevice(peripheral)
+                    removed = true
+                }
+            } catch {
+                failure = .connectionFailed
+            }
+            complete { [self, failure, removed] in
+                done(failure)
+                guard let generation, devices[address]?.generation == generation else { return }
+                if central.assumeIsolated({ $0.peripheral(bluetoothAddress).isConnected }) {
+                    devices[address]?.removing = false
+                } else {
+                    forget(address)
+                    releaseSlotIfIdle(address)
+                    // 0x16: the connection terminated by the local host.
+                    server?.connectionLost(address: address, error: removed ? 0x16 : 0x13)
+                }
+            }
+        }
+    }
+
+    /// BlueZ's refusal of a pairing as ESPHome reports it: ESP_GATT_AUTH_FAIL when the
+    /// authentication failed, was rejected, cancelled (the link dropped) or timed out; ESP_GATT_BUSY
+    /// when another pairing runs; else ESP_GATT_ERROR.
+    static func pairingFailure(_ error: any Error) -> ProxyFailure {
+        guard let error = error as? CentralError else { return .connectionFailed }
+        if error.bluezName?.hasPrefix("org.bluez.Error.Authentication") == true || error.code == .connectionTimeout {
+            return .authenticationFailed
+        }
+        if error.code == .inProgress { return .busy }
+        return .connectionFailed
     }
 
     /// BlueZ's error as the ESPHome client expects it: the ATT code when the peer answered with

@@ -175,23 +175,28 @@ struct RunCommand: Command {
         if ready {
             var peripheralPort: PeripheralBLEPort?
             if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
-            // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central.
-            if config.bluetoothProxy.enabled {
-                do {
-                    proxy = try await BluetoothProxy.start(config: config, central: central, loop: loop, log: log)
-                } catch {
-                    log(.error, "Bluetooth proxy: \(error)")
-                    code = .failure
-                }
-            }
             // The core runs on the loop with the central and the client (docs/architecture.md);
             // its jobs run in `jobs` until the stop.
+            let proxyHealth = ProxyHealth()
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
                 mqtt: ClientMQTTPort(client: client),
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
-                healthExtra: { [proxy] in proxy?.healthSection() ?? [] })
+                healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
+            // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central,
+            // its connections within the gateway's connection slots.
+            if config.bluetoothProxy.enabled {
+                do {
+                    let started = try await BluetoothProxy.start(
+                        config: config, central: central, gateway: gateway, loop: loop, log: log)
+                    proxy = started
+                    _ = try? await loop.submit { proxyHealth.proxy = started }
+                } catch {
+                    log(.error, "Bluetooth proxy: \(error)")
+                    code = .failure
+                }
+            }
             let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
             do {
                 guard code == .success else { throw BluetoothProxyStartError() }
@@ -247,6 +252,13 @@ struct RunCommand: Command {
 
     /// The Bluetooth proxy's listener could not start (already logged): the gateway does not run.
     struct BluetoothProxyStartError: Error {}
+
+    /// The proxy whose counters `bridge/health` carries, once it runs (the gateway is made first:
+    /// the proxy shares its connection slots). Set and read on the loop thread only (the
+    /// invariant behind `@unchecked Sendable`).
+    final class ProxyHealth: @unchecked Sendable {
+        var proxy: BluetoothProxy?
+    }
 
     /// The largest packet the gateway takes from the broker (MQTT 5): its commands are at most
     /// `commands.max_payload_bytes` (≤ 256 KiB) and `from_topic` values are small state messages,

@@ -61,6 +61,11 @@ server = {
     "gatt_read": pb.BluetoothGATTReadResponse(address=0xA4C138000001, handle=11, data=b"\x5d"),
     "gatt_error": pb.BluetoothGATTErrorResponse(address=0xA4C138000001, handle=11, error=-1),
     "gatt_notify_data": pb.BluetoothGATTNotifyDataResponse(address=0xA4C138000001, handle=11, data=b"\x01\x02"),
+    "device_pairing": pb.BluetoothDevicePairingResponse(address=0xA4C138000001, paired=True),
+    "device_pairing_failed": pb.BluetoothDevicePairingResponse(address=0xA4C138000001, paired=False, error=-1),
+    "device_unpairing": pb.BluetoothDeviceUnpairingResponse(address=0xA4C138000001, success=True),
+    "device_clear_cache_refused": pb.BluetoothDeviceClearCacheResponse(address=0xA4C138000001, success=False,
+                                                                       error=0x82),
 }
 
 client = {
@@ -68,6 +73,8 @@ client = {
     "subscribe_raw": pb.SubscribeBluetoothLEAdvertisementsRequest(flags=1),
     "device_request": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=4, has_address_type=True,
                                                 address_type=1),
+    "device_request_pair": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=2),
+    "device_request_clear_cache": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=6),
     "get_time_response": pb.GetTimeResponse(epoch_seconds=1795000000, timezone="CET-1CEST,M3.5.0,M10.5.0/3"),
     "gatt_get_services": pb.BluetoothGATTGetServicesRequest(address=0xA4C138000001),
     "gatt_read": pb.BluetoothGATTReadRequest(address=0xA4C138000001, handle=11),

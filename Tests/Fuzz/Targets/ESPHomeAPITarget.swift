@@ -9,7 +9,8 @@ extension FuzzTargets {
     ///
     /// Encoding: a mode byte (bit 0: Noise with the vectors' key and server ephemeral key, so the
     /// seeds' handshake and encrypted frames are valid; bit 1: connections through the proxy are
-    /// served, so device and GATT requests are handed on as proxy requests), then chunks (a
+    /// served, so device requests — pair, unpair and clear cache too — and GATT requests are handed on
+    /// as proxy requests), then chunks (a
     /// length byte, the bytes).
     /// Properties: no trap; a session that ended sends nothing more and stays ended; the bytes it
     /// sends stay proportional to what it received (no amplification); a protobuf payload that
@@ -23,7 +24,10 @@ extension FuzzTargets {
             let mode = input.byte()
             var configuration = ESPHomeAPISeeds.configuration(noise: mode & 1 != 0)
             configuration.maxFrame = 512
-            if mode & 2 != 0 { configuration.features.formUnion([.activeConnections, .remoteCaching]) }
+            if mode & 2 != 0 {
+                // What the server announces with a backend (pair, unpair, clear cache included).
+                configuration.features.formUnion([.activeConnections, .remoteCaching, .pairing, .cacheClearing])
+            }
             var session = APISession(
                 configuration: configuration, ephemeralKey: mode & 1 != 0 ? ESPHomeAPISeeds.serverEphemeral : nil)
             var received = 0
