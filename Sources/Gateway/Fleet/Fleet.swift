@@ -92,7 +92,10 @@ final class Fleet {
             invalidMessages += 1
             return []
         }
-        view.received(decoded, now: now)
+        guard view.received(decoded, now: now) else {
+            invalidMessages += 1
+            return []
+        }
         return evaluate(now: now)
     }
 

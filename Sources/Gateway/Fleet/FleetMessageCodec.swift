@@ -10,19 +10,19 @@ import JSON
 /// the claim (0 none, 1 owner, 2 claiming) and the content key of the last reading published
 /// (16 hex digits, or null). Anything else is refused with a reason; the message is untrusted
 /// (any MQTT client may publish under the fleet topic).
-enum FleetMessageCodec {
+package enum FleetMessageCodec {
     /// At most this many devices in one message (more is refused): a bound on what one message
     /// can make a gateway remember.
-    static let maxDevices = 4096
+    package static let maxDevices = 4096
     /// Messages longer than this are refused before parsing.
-    static let maxBytes = 256 * 1024
+    package static let maxBytes = 256 * 1024
 
-    struct Invalid: Error, Equatable, CustomStringConvertible {
-        let reason: String
-        var description: String { reason }
+    package struct Invalid: Error, Equatable, CustomStringConvertible {
+        package let reason: String
+        package var description: String { reason }
     }
 
-    static func encode(_ message: FleetView.Message) -> [UInt8] {
+    package static func encode(_ message: FleetView.Message) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + message.sightings.count * 44)
         out.append(contentsOf: #"{"gateway":"#.utf8)
@@ -54,7 +54,7 @@ enum FleetMessageCodec {
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) throws(Invalid) -> FleetView.Message {
+    package static func decode(_ bytes: [UInt8]) throws(Invalid) -> FleetView.Message {
         guard bytes.count <= maxBytes else { throw Invalid(reason: "longer than \(maxBytes) bytes") }
         let value: JSONValue
         do { value = try JSONValue.parse(bytes) } catch { throw Invalid(reason: "not JSON: \(error)") }

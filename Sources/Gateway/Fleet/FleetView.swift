@@ -9,37 +9,57 @@
 /// gateways see each other's messages), and the new owner skips the reading the old one published
 /// last. An owner whose messages stop for `lease` (or whose will says offline) has lapsed: its
 /// devices go to the best remaining gateway at once.
-struct FleetView {
-    struct Settings: Sendable {
-        var me: String
-        var hysteresis: Double
-        var handoverAfter: Double
-        var lease: Double
+package struct FleetView {
+    package struct Settings: Sendable {
+        package var me: String
+        package var hysteresis: Double
+        package var handoverAfter: Double
+        package var lease: Double
+
+        package init(me: String, hysteresis: Double, handoverAfter: Double, lease: Double) {
+            self.me = me
+            self.hysteresis = hysteresis
+            self.handoverAfter = handoverAfter
+            self.lease = lease
+        }
     }
 
     /// What a gateway says of a device.
-    enum Claim: Int, Sendable {
+    package enum Claim: Int, Sendable {
         case none = 0
         case owner = 1
         case claiming = 2
     }
 
     /// One device in one gateway's message.
-    struct Sighting: Sendable, Equatable {
-        var address: UInt64
+    package struct Sighting: Sendable, Equatable {
+        package var address: UInt64
         /// Smoothed RSSI (dBm); nil when the gateway does not hear the device (an owner holding a
         /// link to it, which stops advertising).
-        var rssi: Double?
-        var claim: Claim
+        package var rssi: Double?
+        package var claim: Claim
         /// The content key of the last reading this gateway published for the device.
-        var key: UInt64?
+        package var key: UInt64?
+
+        package init(address: UInt64, rssi: Double?, claim: Claim, key: UInt64?) {
+            self.address = address
+            self.rssi = rssi
+            self.claim = claim
+            self.key = key
+        }
     }
 
     /// A gateway's message: its sightings, every `lease / 5`.
-    struct Message: Sendable, Equatable {
-        var gateway: String
-        var online: Bool
-        var sightings: [Sighting]
+    package struct Message: Sendable, Equatable {
+        package var gateway: String
+        package var online: Bool
+        package var sightings: [Sighting]
+
+        package init(gateway: String, online: Bool, sightings: [Sighting]) {
+            self.gateway = gateway
+            self.online = online
+            self.sightings = sightings
+        }
     }
 
     private struct Peer {
@@ -47,18 +67,18 @@ struct FleetView {
         var sightings: [UInt64: Sighting]
     }
 
-    enum Role: Equatable, Sendable {
+    package enum Role: Equatable, Sendable {
         case none
         case claiming(since: Double)
         case owner
     }
 
-    struct Device {
+    package struct Device {
         var rssi: Double?
         var heardAt = -Double.infinity
         /// A link to the device is up (it may not advertise): it counts as heard.
-        var linked = false
-        var role = Role.none
+        package var linked = false
+        package var role = Role.none
         /// Since when another gateway's owner has been worse than this one by the hysteresis.
         var betterSince: Double?
         /// The key of the last reading published here.
@@ -72,19 +92,23 @@ struct FleetView {
     }
 
     /// A change of this gateway's role for a device, for the core to act on.
-    enum Change: Equatable, Sendable {
+    package enum Change: Equatable, Sendable {
         case gained(UInt64)
         case lost(UInt64)
     }
 
-    let settings: Settings
+    package let settings: Settings
     /// Nothing is claimed before this (monotonic seconds): a gateway that starts first listens
     /// for one lease to learn the owners.
     let quietUntil: Double
     private var peers: [String: Peer] = [:]
-    private(set) var devices: [UInt64: Device] = [:]
+    package private(set) var devices: [UInt64: Device] = [:]
     /// Ownership changes so far (gained), for `bridge/health`.
-    private(set) var handovers = 0
+    package private(set) var handovers = 0
+
+    /// At most this many other gateways are followed (a message from one more is refused): a bound
+    /// on what messages under the fleet topic can make a gateway remember.
+    package static let maxPeers = 64
 
     /// RSSI smoothing: exponential, this weight for each new sample.
     static let smoothing = 0.25
@@ -94,20 +118,20 @@ struct FleetView {
     /// again (seconds): the window of the content check for formats without a counter.
     static let handoverWindow = 60.0
 
-    init(settings: Settings, now: Double) {
+    package init(settings: Settings, now: Double) {
         self.settings = settings
         quietUntil = now + settings.lease
     }
 
-    var peerCount: Int { peers.count }
-    var ownedCount: Int { devices.values.count { $0.role == .owner } }
+    package var peerCount: Int { peers.count }
+    package var ownedCount: Int { devices.values.count { $0.role == .owner } }
 
-    func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
+    package func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
 
     // MARK: Inputs
 
     /// This gateway heard the device (an advertisement; `rssi` nil when the report had none).
-    mutating func heard(_ address: UInt64, rssi: Int?, now: Double) {
+    package mutating func heard(_ address: UInt64, rssi: Int?, now: Double) {
         var device = devices[address] ?? Device()
         if let rssi {
             let sample = Double(rssi)
@@ -118,7 +142,7 @@ struct FleetView {
     }
 
     /// A link to the device came up or went down.
-    mutating func linked(_ address: UInt64, _ up: Bool, now: Double) {
+    package mutating func linked(_ address: UInt64, _ up: Bool, now: Double) {
         var device = devices[address] ?? Device()
         device.linked = up
         device.heardAt = now
@@ -126,13 +150,13 @@ struct FleetView {
     }
 
     /// The content key of a reading decoded here.
-    mutating func decoded(_ address: UInt64, key: UInt64) {
+    package mutating func decoded(_ address: UInt64, key: UInt64) {
         devices[address]?.heardKey = key
     }
 
     /// Whether this gateway publishes a reading with this key now: it owns the device, and the
     /// key is not the one the previous owner published last. Records it as published.
-    mutating func publishes(_ address: UInt64, key: UInt64?, now: Double) -> Bool {
+    package mutating func publishes(_ address: UInt64, key: UInt64?, now: Double) -> Bool {
         guard var device = devices[address], device.role == .owner else { return false }
         if let key {
             if now <= device.handoverUntil, device.handoverKeys.contains(key) { return false }
@@ -143,13 +167,15 @@ struct FleetView {
         return true
     }
 
-    /// Another gateway's message.
-    mutating func received(_ message: Message, now: Double) {
-        guard message.gateway != settings.me else { return }
+    /// Another gateway's message; false when it is refused (one gateway more than ``maxPeers``).
+    @discardableResult
+    package mutating func received(_ message: Message, now: Double) -> Bool {
+        guard message.gateway != settings.me else { return true }
         guard message.online else {
             dropPeer(message.gateway)
-            return
+            return true
         }
+        guard peers[message.gateway] != nil || peers.count < Self.maxPeers else { return false }
         var sightings: [UInt64: Sighting] = [:]
         sightings.reserveCapacity(message.sightings.count)
         for sighting in message.sightings { sightings[sighting.address] = sighting }
@@ -163,10 +189,11 @@ struct FleetView {
             }
         }
         peers[message.gateway] = Peer(lastMessage: now, sightings: sightings)
+        return true
     }
 
     /// A gateway's will (or its `bridge/state` offline): it is gone.
-    mutating func wentOffline(_ gateway: String) {
+    package mutating func wentOffline(_ gateway: String) {
         guard gateway != settings.me else { return }
         dropPeer(gateway)
     }
@@ -189,7 +216,7 @@ struct FleetView {
     // MARK: Decisions
 
     /// Re-decides every device at `now`; returns the changes of this gateway's role.
-    mutating func evaluate(now: Double) -> [Change] {
+    package mutating func evaluate(now: Double) -> [Change] {
         // Lapsed gateways first.
         for (name, peer) in peers where now - peer.lastMessage > settings.lease { dropPeer(name) }
         var changes: [Change] = []
@@ -294,7 +321,7 @@ struct FleetView {
     // MARK: Output
 
     /// This gateway's message: every device it hears, claims or owns.
-    func message(now: Double, online: Bool = true) -> Message {
+    package func message(now: Double, online: Bool = true) -> Message {
         var sightings: [Sighting] = []
         guard online else { return Message(gateway: settings.me, online: false, sightings: []) }
         for (address, device) in devices {

@@ -18,6 +18,7 @@ public enum FuzzTargets {
         dbusWire,
         notifyDatagrams,
         esphomeAPI,
+        fleetMessages,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

@@ -1,0 +1,158 @@
+import BlueZSimulator
+import Bluetooth
+import EventLoop
+import Foundation
+import MQTT
+import TestSupport
+import Testing
+
+/// Two `gattway run` in fleet mode on one mosquitto, each with its own simulated radio (a private
+/// bus and a BlueZ simulator) in which the same BTHome sensor is heard at a different RSSI. Which
+/// gateway published a state shows in its `rssi`; the sensor's `packet_id` counts up by one per
+/// advertisement, so a reading published twice shows as a repeated `packet_id`.
+@Suite("End to end: a fleet of gateways", .serialized)
+struct FleetTests {
+    static let sensor = "A4:C1:38:00:00:04"
+
+    /// One gateway's radio: a bus, the simulator with only the BTHome sensor, at `rssi`.
+    struct Radio {
+        let daemon: DBusDaemon
+        let simulator: BlueZSimulator
+
+        static func start(rssi: Double, on loop: EventLoop) async throws -> Radio {
+            let scenario = try EndToEnd.fastDemo { scenario in
+                scenario.devices = scenario.devices.filter { $0.address.description == FleetTests.sensor }
+                scenario.devices[0].rssi = rssi
+                scenario.devices[0].rssiJitter = 1
+            }
+            let daemon = try await DBusDaemon()
+            let simulator = try await BlueZSimulator.start(scenario: scenario, bus: .address(daemon.address), on: loop)
+            return Radio(daemon: daemon, simulator: simulator)
+        }
+
+        func stop() async {
+            await simulator.stop()
+            daemon.stop()
+        }
+    }
+
+    static func config(_ id: String, broker: String) -> String {
+        """
+        {
+          "mqtt": {"server": "\(broker)", "base_topic": "gattway", "client_id": "\(id)"},
+          "bluetooth": {"scan": {"services": []}},
+          "homeassistant": {"enabled": false},
+          "health": {"enabled": false},
+          "fleet": {"enabled": true, "lease": "3s", "handover_after": "2s", "hysteresis_db": 6},
+          "devices": [{"match": {"address": "\(sensor)"}, "name": "bthome_th"}]
+        }
+        """
+    }
+
+    /// The states of the sensor from `start` on: (packet id, rssi).
+    static func states(_ messages: MessageRecorder, from start: Int = 0) -> [(id: Double, rssi: Double)] {
+        messages.all.dropFirst(start).filter { $0.topic == "gattway/bthome_th" }.compactMap { state in
+            guard let id = state.number("packet_id"), let rssi = state.number("rssi") else { return nil }
+            return (id, rssi)
+        }
+    }
+
+    /// Packet ids published more than once among `states` (the counter wraps at 256: the window
+    /// of a test is far shorter than 25 s of advertisements).
+    static func repeats(_ states: [(id: Double, rssi: Double)]) -> [Double] {
+        var seen = Set<Double>()
+        var repeated: [Double] = []
+        for state in states where !seen.insert(state.id).inserted { repeated.append(state.id) }
+        return repeated
+    }
+
+    /// Which gateway published each state, by its RSSI (`near` = the first radio's level).
+    static func sources(_ states: [(id: Double, rssi: Double)], levels: [Double]) -> [Int] {
+        states.map { state in
+            levels.indices.min { abs(levels[$0] - state.rssi) < abs(levels[$1] - state.rssi) } ?? -1
+        }
+    }
+
+    @Test(
+        "one owner publishes each reading once; a device that moves is handed over once; a killed owner's devices are taken over within lease + 2 s, without duplicates"
+    )
+    func ownership() async throws {
+        let loop = EventLoop(name: "fleet-e2e")
+        let broker = try await MosquittoBroker()
+        try await broker.start()
+        let radioA = try await Radio.start(rssi: -60, on: loop)
+        let radioB = try await Radio.start(rssi: -80, on: loop)
+        let observer = try MQTTClient(
+            configuration: try MQTTConfiguration(url: broker.url, clientID: "fleet-observer"), loop: loop)
+        var gatewayA: ChildProcess?
+        var gatewayB: ChildProcess?
+        func stopAll() async {
+            gatewayA?.stop(grace: 5)
+            gatewayB?.stop(grace: 5)
+            await observer.disconnect()
+            await radioA.stop()
+            await radioB.stop()
+            loop.shutdown()
+            broker.stop()
+        }
+        do {
+            try await observer.connect()
+            let messages = MessageRecorder()
+            let subscription = try await observer.subscribe(to: "#")
+            let recording = Task { for await message in subscription { messages.record(message) } }
+            defer { recording.cancel() }
+            for (id, radio) in [("gw-a", radioA), ("gw-b", radioB)] {
+                let path = radio.daemon.directory.appendingPathComponent("config.json")
+                try Self.config(id, broker: broker.url).write(to: path, atomically: true, encoding: .utf8)
+                let process = try ChildProcess(
+                    try BuiltProduct.path("gattway"), ["run", "--config", path.path, "--log-level", "debug"],
+                    environment: radio.daemon.environment)
+                if id == "gw-a" { gatewayA = process } else { gatewayB = process }
+            }
+            func logs() -> String {
+                "--- gw-a ---\n" + (gatewayA?.log().split(separator: "\n").suffix(30).joined(separator: "\n") ?? "")
+                    + "\n--- gw-b ---\n"
+                    + (gatewayB?.log().split(separator: "\n").suffix(30).joined(separator: "\n") ?? "")
+            }
+
+            // 1. The first lease passes in silence, then gw-a (-60 dBm) alone publishes.
+            try await messages.wait(for: "the sensor's state", timeout: 30) { $0.topic == "gattway/bthome_th" }
+            try await Task.sleep(for: .seconds(4))
+            let first = Self.states(messages)
+            #expect(first.count >= 20, "\(first.count) states in 4 s")
+            #expect(Self.repeats(first).isEmpty, "packet ids published twice: \(Self.repeats(first))\n\(logs())")
+            #expect(Set(Self.sources(first, levels: [-60, -80])) == [0], "\(first.map(\.rssi))")
+
+            // 2. The sensor moves next to gw-b: after handover_after (2 s) gw-b owns it; one change.
+            let beforeMove = messages.all.count
+            try await radioA.simulator.setRSSI(address: Self.sensor, -90)
+            try await messages.wait(for: "a state from gw-b", after: beforeMove, timeout: 20) {
+                $0.topic == "gattway/bthome_th" && abs(($0.number("rssi") ?? 0) + 80) <= 3
+            }
+            try await Task.sleep(for: .seconds(4))
+            let moved = Self.states(messages, from: beforeMove)
+            let movedSources = Self.sources(moved, levels: [-60, -80, -90]).map { $0 == 1 ? "b" : "a" }
+            let switches = zip(movedSources, movedSources.dropFirst()).filter { $0 != $1 }.count
+            #expect(switches == 1, "publisher by state: \(movedSources.joined())\n\(logs())")
+            #expect(movedSources.last == "b")
+            #expect(Self.repeats(moved).isEmpty, "packet ids published twice: \(Self.repeats(moved))\n\(logs())")
+
+            // 3. gw-b is killed: gw-a, which still hears the sensor (-90), owns it within lease + 2 s.
+            let beforeKill = messages.all.count
+            let killedAt = Date()
+            gatewayB?.kill9()
+            try await messages.wait(for: "a state from gw-a after the kill", after: beforeKill, timeout: 20) {
+                $0.topic == "gattway/bthome_th" && abs(($0.number("rssi") ?? 0) + 90) <= 3
+            }
+            let takeover = Date().timeIntervalSince(killedAt)
+            #expect(takeover <= 3 + 2 + 1, "took \(takeover) s\n\(logs())")
+            try await Task.sleep(for: .seconds(2))
+            let afterKill = Self.states(messages, from: beforeMove)
+            #expect(Self.repeats(afterKill).isEmpty, "packet ids published twice: \(Self.repeats(afterKill))\n\(logs())")
+        } catch {
+            await stopAll()
+            throw error
+        }
+        await stopAll()
+    }
+}
