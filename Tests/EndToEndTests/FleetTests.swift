@@ -66,6 +66,23 @@ struct FleetTests {
         return repeated
     }
 
+    /// Packet ids between the first and the last of `states` that were never published (the
+    /// counter wraps at 256).
+    static func missing(_ states: [(id: Double, rssi: Double)]) -> [Int] {
+        guard var previous = states.first.map({ Int($0.id) }) else { return [] }
+        var missing: [Int] = []
+        for state in states.dropFirst() {
+            let id = Int(state.id)
+            var next = (previous + 1) % 256
+            while next != id, missing.count < 1000 {
+                missing.append(next)
+                next = (next + 1) % 256
+            }
+            previous = id
+        }
+        return missing
+    }
+
     /// Which gateway published each state, by its RSSI (`near` = the first radio's level).
     static func sources(_ states: [(id: Double, rssi: Double)], levels: [Double]) -> [Int] {
         states.map { state in
@@ -136,6 +153,10 @@ struct FleetTests {
             #expect(switches == 1, "publisher by state: \(movedSources.joined())\n\(logs())")
             #expect(movedSources.last == "b")
             #expect(Self.repeats(moved).isEmpty, "packet ids published twice: \(Self.repeats(moved))\n\(logs())")
+            // The handover breaks before it makes: what it can lose is a reading heard between the
+            // release and the takeover (one MQTT round trip, the sensor advertises every 100 ms).
+            let lost = Self.missing(moved)
+            #expect(lost.count <= 2, "packet ids never published during the handover: \(lost)\n\(logs())")
 
             // 3. gw-b is killed: gw-a, which still hears the sensor (-90), owns it within lease + 2 s.
             let beforeKill = messages.all.count
@@ -148,7 +169,8 @@ struct FleetTests {
             #expect(takeover <= 3 + 2 + 1, "took \(takeover) s\n\(logs())")
             try await Task.sleep(for: .seconds(2))
             let afterKill = Self.states(messages, from: beforeMove)
-            #expect(Self.repeats(afterKill).isEmpty, "packet ids published twice: \(Self.repeats(afterKill))\n\(logs())")
+            #expect(
+                Self.repeats(afterKill).isEmpty, "packet ids published twice: \(Self.repeats(afterKill))\n\(logs())")
         } catch {
             await stopAll()
             throw error

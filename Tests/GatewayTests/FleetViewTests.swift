@@ -194,6 +194,7 @@ struct FleetViewTests {
             #"{"gateway":"x","state":"online","devices":[["a4c13800000",-1,1,null]]}"#,
             #"{"gateway":"x","state":"online","devices":[["a4c138000004",-300,1,null]]}"#,
             #"{"gateway":"x","state":"online","devices":[["a4c138000004",-1,3,null]]}"#,
+            #"{"gateway":"x","state":"online","devices":[["a4c138000004",-60.5,1,null]]}"#,
             #"{"gateway":"x","state":"online","devices":[["a4c138000004",-1,1,"zz"]]}"#, "not json",
         ] {
             #expect(throws: FleetMessageCodec.Invalid.self) { try FleetMessageCodec.decode(Array(bad.utf8)) }
@@ -231,5 +232,89 @@ struct FleetConfigTests {
         ])
     func problems(_ text: String) {
         #expect(throws: (any Error).self) { try GatewayConfig.parse(Array(text.utf8)) }
+    }
+}
+
+@Suite("Fleet commands across a handover")
+struct FleetCommandTests {
+    static let device = FleetViewTests.device
+
+    @Test(
+        "a command that arrives while the owner lets go runs once: the claimant holds it and runs it unless the owner's release lists it"
+    )
+    func heldCommands() {
+        var a = FleetViewTests.view("a", handoverAfter: 2)
+        var b = FleetViewTests.view("b", handoverAfter: 2)
+        var now = 0.0
+        func step(_ rssiA: Int, _ rssiB: Int) {
+            now += 1
+            a.heard(Self.device, rssi: rssiA, now: now)
+            b.heard(Self.device, rssi: rssiB, now: now)
+            let (ma, mb) = (a.message(now: now), b.message(now: now))
+            a.received(mb, now: now)
+            b.received(ma, now: now)
+            _ = a.evaluate(now: now)
+            _ = b.evaluate(now: now)
+        }
+        for _ in 0..<20 { step(-60, -70) }
+        #expect(a.role(Self.device) == .owner)
+        // Command 1 reaches the owner, which runs it; command 2 reaches it too late (below).
+        let first = FleetView.commandHash(topic: "gattway/lamp/set", payload: Array(#"{"lamp":1}"#.utf8))
+        let second = FleetView.commandHash(topic: "gattway/lamp/set", payload: Array(#"{"lamp":2}"#.utf8))
+        #expect(first != second)
+        // The device moves next to b: after handover_after b claims it.
+        var claimedAt: Double?
+        for _ in 0..<10 {
+            now += 1
+            a.heard(Self.device, rssi: -85, now: now)
+            b.heard(Self.device, rssi: -60, now: now)
+            _ = b.evaluate(now: now)
+            if case .claiming = b.role(Self.device) {
+                claimedAt = now
+                break
+            }
+            a.received(b.message(now: now), now: now)
+            b.received(a.message(now: now), now: now)
+            _ = a.evaluate(now: now)
+        }
+        #expect(claimedAt != nil)
+        // Both commands arrive now, at both gateways: a still owns the device and runs the
+        // first; b, claiming, holds both.
+        a.ran(Self.device, hash: first, now: now)
+        let heldFirst = b.hold(Self.device, hash: first, now: now)
+        let heldSecond = b.hold(Self.device, hash: second, now: now)
+        #expect(heldFirst && heldSecond)
+        // a sees b's claim and lets go (its release lists the first command); b owns it.
+        a.received(b.message(now: now), now: now)
+        let lost = a.evaluate(now: now)
+        #expect(lost == [.lost(Self.device)])
+        b.received(a.message(now: now), now: now)
+        let gained = b.evaluate(now: now)
+        #expect(gained == [.gained(Self.device)])
+        let toRun = b.takeHeld(Self.device, now: now)
+        #expect(toRun == [second])
+        #expect(b.takeHeld(Self.device, now: now).isEmpty)
+        // A gateway that does not claim the device holds nothing: its owner runs it.
+        let heldByOwnerlessPeer = a.hold(Self.device, hash: second, now: now)
+        #expect(!heldByOwnerlessPeer)
+    }
+
+    @Test("the hashes of the commands run travel in the fleet message")
+    func codec() throws {
+        let message = FleetView.Message(
+            gateway: "a", online: true,
+            sightings: [
+                FleetView.Sighting(address: 5, rssi: -60, claim: .none, key: nil, ran: [1, 0xFFFF_FFFF_FFFF_FFFF])
+            ])
+        let bytes = FleetMessageCodec.encode(message)
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == #"{"gateway":"a","state":"online","devices":[["000000000005",-60,0,null,["0000000000000001","ffffffffffffffff"]]]}"#
+        )
+        #expect(try FleetMessageCodec.decode(bytes) == message)
+        let tooMany =
+            #"{"gateway":"a","state":"online","devices":[["000000000005",-60,0,null,["#
+            + Array(repeating: #""0000000000000001""#, count: 17).joined(separator: ",") + "]]]}"
+        #expect(throws: FleetMessageCodec.Invalid.self) { try FleetMessageCodec.decode(Array(tooMany.utf8)) }
     }
 }

@@ -106,9 +106,10 @@ final class CommandRunner {
         }
         // In a fleet the device's owner runs and answers it (docs/fleet.md, "Commands").
         guard context.owns(target.address) else {
-            context.counters.dropped.otherOwner += 1
+            if context.fleetHold?(target.address, message) != true { context.counters.dropped.otherOwner += 1 }
             return
         }
+        context.fleetRan?(target.address, message)
         if let refusal = rateLimit(target.address, name: target.name, now: now) {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, refusal)

@@ -22,6 +22,10 @@ final class CoreContext {
     /// In a fleet: whether this gateway owns a device (set by the gateway; nil: not in a fleet,
     /// every device is this gateway's).
     var fleetOwner: ((BluetoothAddress) -> Bool)?
+    /// In a fleet: a command for a device this gateway does not own — true when the fleet holds it
+    /// (this gateway is taking the device over); and one it runs, announced.
+    var fleetHold: ((BluetoothAddress, MQTTInboundMessage) -> Bool)?
+    var fleetRan: ((BluetoothAddress, MQTTInboundMessage) -> Void)?
     /// The earliest deadline a feature asked the timer for since the gateway last looked.
     private(set) var wantedDeadline = Double.infinity
 

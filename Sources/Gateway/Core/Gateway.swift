@@ -121,6 +121,8 @@ public actor Gateway: LoopIsolated {
             let fleet = Fleet(context: context, now: clock.now())
             self.fleet = fleet
             context.fleetOwner = { [unowned fleet] in fleet.owns($0) }
+            context.fleetHold = { [unowned fleet, clock] in fleet.hold($0, $1, now: clock.now()) }
+            context.fleetRan = { [unowned fleet, clock] in fleet.ran($0, $1, now: clock.now()) }
         } else {
             fleet = nil
         }
@@ -982,6 +984,8 @@ public actor Gateway: LoopIsolated {
                 let rule = config.devices[device.ruleIndex]
                 log(.info, "fleet: \(device.name) (\(address)) is this gateway's now")
                 bridge.event("device_owned", device)
+                // Commands that arrived while the previous owner was letting go, and it did not run.
+                for message in fleet?.takeHeld(address, now: clock.now()) ?? [] { commands.handle(message) }
                 if homeAssistant.enabled { publishDiscovery(id, all: true, hold: false) }
                 if rule.connect {
                     if connections.awaitsConnection(address, rule: rule) {

@@ -16,6 +16,8 @@ final class Fleet {
     private var nextEvaluation: Double
     /// The claims of the last message sent, to send one at once when they change.
     private var announced: [UInt64: FleetView.Claim] = [:]
+    /// Commands held while this gateway claims their device, by hash (``FleetView/hold``).
+    private var held: [UInt64: MQTTInboundMessage] = [:]
     /// Fleet messages refused (not this protocol, too big, malformed): counted, logged once a
     /// while.
     private(set) var invalidMessages = 0
@@ -53,6 +55,33 @@ final class Fleet {
     /// owner published last.
     func publishes(_ address: BluetoothAddress, key: UInt64?, now: Double) -> Bool {
         view.publishes(address.rawValue, key: key, now: now)
+    }
+
+    // MARK: Commands
+
+    /// A command for a device this gateway owns is being run: announced, so that a gateway
+    /// taking the device over does not run it again.
+    func ran(_ address: BluetoothAddress, _ message: MQTTInboundMessage, now: Double) {
+        view.ran(
+            address.rawValue, hash: FleetView.commandHash(topic: message.topic, payload: message.payload), now: now)
+    }
+
+    /// A command for a device this gateway does not own: true when it is held to run if this
+    /// gateway's claim on the device succeeds (docs/fleet.md, "Commands").
+    func hold(_ address: BluetoothAddress, _ message: MQTTInboundMessage, now: Double) -> Bool {
+        let hash = FleetView.commandHash(topic: message.topic, payload: message.payload)
+        guard view.hold(address.rawValue, hash: hash, now: now) else { return false }
+        held[hash] = message
+        return true
+    }
+
+    /// The commands held for a device this gateway now owns that its previous owner did not run.
+    func takeHeld(_ address: BluetoothAddress, now: Double) -> [MQTTInboundMessage] {
+        let messages = view.takeHeld(address.rawValue, now: now).compactMap { held[$0] }
+        // Held messages of devices no longer claimed go with their device's list.
+        let still = Set(view.devices.values.flatMap { $0.heldHashes })
+        held = held.filter { still.contains($0.key) }
+        return messages
     }
 
     // MARK: Inputs
@@ -116,6 +145,10 @@ final class Fleet {
     private func evaluate(now: Double) -> [FleetView.Change] {
         nextEvaluation = now + 1
         let changes = view.evaluate(now: now)
+        if !held.isEmpty {
+            let still = Set(view.devices.values.flatMap { $0.heldHashes })
+            held = held.filter { still.contains($0.key) }
+        }
         var claims: [UInt64: FleetView.Claim] = [:]
         for (address, device) in view.devices {
             switch device.role {

@@ -7,8 +7,9 @@ import JSON
 /// ```
 ///
 /// one entry per device: the address (12 hex digits), the smoothed RSSI (an integer, or null),
-/// the claim (0 none, 1 owner, 2 claiming) and the content key of the last reading published
-/// (16 hex digits, or null). Anything else is refused with a reason; the message is untrusted
+/// the claim (0 none, 1 owner, 2 claiming), the content key of the last reading published
+/// (16 hex digits, or null) and, when there are any, the hashes of the commands for the device
+/// run in the last 10 s (an array of 16 hex digits each, at most 16). Anything else is refused with a reason; the message is untrusted
 /// (any MQTT client may publish under the fleet topic).
 package enum FleetMessageCodec {
     /// At most this many devices in one message (more is refused): a bound on what one message
@@ -47,6 +48,15 @@ package enum FleetMessageCodec {
                 out.append(UInt8(ascii: "\""))
             } else {
                 out.append(contentsOf: "null".utf8)
+            }
+            if !sighting.ran.isEmpty {
+                out.append(contentsOf: ",[".utf8)
+                for (position, hash) in sighting.ran.enumerated() {
+                    out.append(contentsOf: position == 0 ? "\"".utf8 : ",\"".utf8)
+                    appendHex(hash, digits: 16, to: &out)
+                    out.append(UInt8(ascii: "\""))
+                }
+                out.append(UInt8(ascii: "]"))
             }
             out.append(UInt8(ascii: "]"))
         }
@@ -100,8 +110,8 @@ package enum FleetMessageCodec {
         var rssi: Double?
         switch fields[1] {
         case .null: rssi = nil
-        case .number(let number) where number.isFinite && (-127...20).contains(number): rssi = number
-        default: throw Invalid(reason: "devices[\(index)][1]: expected an RSSI from -127 to 20 dBm, or null")
+        case .number(let number) where Int(exactly: number).map({ (-127...20).contains($0) }) == true: rssi = number
+        default: throw Invalid(reason: "devices[\(index)][1]: expected an integer RSSI from -127 to 20 dBm, or null")
         }
         guard case .number(let number) = fields[2], let raw = Int(exactly: number),
             let claim = FleetView.Claim(rawValue: raw)
@@ -118,7 +128,19 @@ package enum FleetMessageCodec {
             key = value
         default: throw Invalid(reason: "devices[\(index)][3]: expected 16 hex digits or null")
         }
-        return FleetView.Sighting(address: address, rssi: rssi, claim: claim, key: key)
+        var ran: [UInt64] = []
+        if fields.count > 4 {
+            guard case .array(let hashes) = fields[4], hashes.count <= FleetView.maxCommands else {
+                throw Invalid(reason: "devices[\(index)][4]: expected at most \(FleetView.maxCommands) command hashes")
+            }
+            for hash in hashes {
+                guard case .string(let text) = hash, text.utf8.count == 16, let value = UInt64(text, radix: 16) else {
+                    throw Invalid(reason: "devices[\(index)][4]: expected 16 hex digits per command")
+                }
+                ran.append(value)
+            }
+        }
+        return FleetView.Sighting(address: address, rssi: rssi, claim: claim, key: key, ran: ran)
     }
 
     private static func appendHex(_ value: UInt64, digits: Int, to out: inout [UInt8]) {

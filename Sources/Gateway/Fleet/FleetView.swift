@@ -40,12 +40,16 @@ package struct FleetView {
         package var claim: Claim
         /// The content key of the last reading this gateway published for the device.
         package var key: UInt64?
+        /// The commands for the device this gateway ran in the last ``ranWindow`` (their hashes):
+        /// a gateway taking the device over does not run them again.
+        package var ran: [UInt64]
 
-        package init(address: UInt64, rssi: Double?, claim: Claim, key: UInt64?) {
+        package init(address: UInt64, rssi: Double?, claim: Claim, key: UInt64?, ran: [UInt64] = []) {
             self.address = address
             self.rssi = rssi
             self.claim = claim
             self.key = key
+            self.ran = ran
         }
     }
 
@@ -89,6 +93,18 @@ package struct FleetView {
         /// it lapsed, the last one heard here), until ``handoverUntil``.
         var handoverKeys: [UInt64] = []
         var handoverUntil = -Double.infinity
+        /// Commands run here recently (hash, when).
+        var ran: [(hash: UInt64, at: Double)] = []
+        /// Commands received while claiming the device (hash, when), run once it is owned unless
+        /// the previous owner ran them.
+        var held: [(hash: UInt64, at: Double)] = []
+        /// What the previous owner said it ran (its release, or its last message when it lapsed).
+        var previousRan: [UInt64] = []
+        /// The owner released the device while this gateway claimed it: the claim needs no settling.
+        var releasedToMe = false
+
+        /// The hashes of the commands held.
+        var heldHashes: [UInt64] { held.map(\.hash) }
     }
 
     /// A change of this gateway's role for a device, for the core to act on.
@@ -105,6 +121,11 @@ package struct FleetView {
     package private(set) var devices: [UInt64: Device] = [:]
     /// Ownership changes so far (gained), for `bridge/health`.
     package private(set) var handovers = 0
+
+    /// How long a command run here is announced (seconds).
+    package static let ranWindow = 10.0
+    /// At most this many commands per device are announced, or held while claiming.
+    package static let maxCommands = 16
 
     /// At most this many other gateways are followed (a message from one more is refused): a bound
     /// on what messages under the fleet topic can make a gateway remember.
@@ -167,6 +188,57 @@ package struct FleetView {
         return true
     }
 
+    /// A command for the device ran here (its hash, ``commandHash(topic:payload:)``).
+    package mutating func ran(_ address: UInt64, hash: UInt64, now: Double) {
+        guard var device = devices[address] else { return }
+        device.ran.removeAll { now - $0.at > Self.ranWindow }
+        if device.ran.count >= Self.maxCommands { device.ran.removeFirst() }
+        device.ran.append((hash, now))
+        devices[address] = device
+    }
+
+    /// A command for a device this gateway does not own: held (true) while this gateway claims
+    /// it — the owner may be letting go right now — to run once the claim succeeds, unless the
+    /// owner says it ran it. False: not this gateway's; the owner runs it.
+    package mutating func hold(_ address: UInt64, hash: UInt64, now: Double) -> Bool {
+        guard var device = devices[address], case .claiming = device.role else { return false }
+        device.held.removeAll { now - $0.at > settings.lease }
+        guard device.held.count < Self.maxCommands else { return false }
+        device.held.append((hash, now))
+        devices[address] = device
+        return true
+    }
+
+    /// The held commands to run now that the device is owned here (those the previous owner did
+    /// not run), in the order they arrived; the rest are forgotten.
+    package mutating func takeHeld(_ address: UInt64, now: Double) -> [UInt64] {
+        guard var device = devices[address] else { return [] }
+        defer {
+            device.held = []
+            devices[address] = device
+        }
+        guard device.role == .owner else { return [] }
+        return device.held.filter { now - $0.at <= settings.lease && !device.previousRan.contains($0.hash) }.map(\.hash)
+    }
+
+    /// The identity of a command across gateways: its topic and payload (FNV-1a, 64 bits). Two
+    /// identical commands within ``ranWindow`` count as one at a handover; a `transaction` in
+    /// the payload tells them apart.
+    package static func commandHash(topic: String, payload: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in topic.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        hash ^= 0xFF
+        hash = hash &* 0x0000_0100_0000_01b3
+        for byte in payload {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
     /// Another gateway's message; false when it is refused (one gateway more than ``maxPeers``).
     @discardableResult
     package mutating func received(_ message: Message, now: Double) -> Bool {
@@ -182,10 +254,10 @@ package struct FleetView {
         // A device the gateway owned and now releases: remember its last key for the claimant.
         if let previous = peers[message.gateway] {
             for (address, old) in previous.sightings where old.claim == .owner {
-                guard sightings[address]?.claim != .owner, let key = sightings[address]?.key ?? old.key else {
-                    continue
-                }
-                devices[address]?.handoverKeys = [key]
+                guard sightings[address]?.claim != .owner, devices[address] != nil else { continue }
+                if let key = sightings[address]?.key ?? old.key { devices[address]?.handoverKeys = [key] }
+                devices[address]?.previousRan = sightings[address]?.ran ?? old.ran
+                if case .claiming = devices[address]?.role { devices[address]?.releasedToMe = true }
             }
         }
         peers[message.gateway] = Peer(lastMessage: now, sightings: sightings)
@@ -206,6 +278,7 @@ package struct FleetView {
         guard let peer = peers.removeValue(forKey: name) else { return }
         for (address, sighting) in peer.sightings where sighting.claim == .owner {
             guard devices[address] != nil else { continue }
+            devices[address]?.previousRan = sighting.ran
             var keys: [UInt64] = []
             if let key = sighting.key { keys.append(key) }
             if let heard = devices[address]?.heardKey, !keys.contains(heard) { keys.append(heard) }
@@ -278,11 +351,13 @@ package struct FleetView {
                 // Another claimant better than this one: it goes first.
                 if claimants.contains(where: { Self.better($0, than: mine) }) || !hearing {
                     device.role = .none
+                    device.held = []
                     return nil
                 }
                 // The claim stands for a moment first, so that a simultaneous claim of another
                 // gateway is seen before either publishes.
-                guard now - since >= Self.claimSettle else { return nil }
+                guard now - since >= Self.claimSettle || device.releasedToMe else { return nil }
+                device.releasedToMe = false
                 device.role = .owner
                 device.handoverUntil = now + Self.handoverWindow
                 handovers += 1
@@ -292,6 +367,7 @@ package struct FleetView {
             if now - since > settings.lease {
                 device.role = .none
                 device.betterSince = nil
+                device.held = []
             }
             return nil
         case .none:
@@ -306,7 +382,9 @@ package struct FleetView {
                 device.betterSince = since
                 if now - since >= settings.handoverAfter {
                     device.role = .claiming(since: now)
+                    device.releasedToMe = false
                     device.betterSince = nil
+                    device.previousRan = []
                 }
                 return nil
             }
@@ -314,6 +392,7 @@ package struct FleetView {
             if claimants.contains(where: { Self.better($0, than: mine) }) { return nil }
             if let other = bestOther, Self.better(other, than: mine) { return nil }
             device.role = .claiming(since: now)
+            device.releasedToMe = false
             return nil
         }
     }
@@ -331,11 +410,12 @@ package struct FleetView {
             case .claiming: claim = .claiming
             case .none: claim = .none
             }
-            guard claim != .none || hears(device, now: now) else { continue }
+            let ran = device.ran.filter { now - $0.at <= Self.ranWindow }.map(\.hash)
+            guard claim != .none || hears(device, now: now) || !ran.isEmpty else { continue }
             sightings.append(
                 Sighting(
                     address: address, rssi: hears(device, now: now) ? device.rssi.map { $0.rounded() } : nil,
-                    claim: claim, key: device.publishedKey))
+                    claim: claim, key: device.publishedKey, ran: ran))
         }
         sightings.sort { $0.address < $1.address }
         return Message(gateway: settings.me, online: true, sightings: sightings)
