@@ -124,14 +124,18 @@ test-esphome: deps
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
 # device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
 # into .build/realbluez. The test peripheral, the CLI, the CentralManager scenario, gattway run,
-# the differential check of the simulator against real bluetoothd, and `gattway serve` on hci1
-# with the CLI and bleak (in .venv, as for test-conformance) as centrals. About 4–7 minutes.
+# the differential check of the simulator against real bluetoothd, the Home Assistant Bluetooth
+# proxy of `gattway run` with aioesphomeapi and bleak-esphome (in .venv-esphome, as for
+# test-esphome) as its clients, `gattway serve` on hci1 with the CLI and bleak (in .venv, as for
+# test-conformance) as centrals, and `gattway run` in the peripheral role and with role both.
+# About 4–7 minutes.
 test-bluez: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build --product realbluez-central $(SWIFT_BUILD_FLAGS)
 	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
 	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
-	RBZ_BLEAK_PYTHON="$(CURDIR)/.venv/bin/python" \
+	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
+	RBZ_BLEAK_PYTHON="$(CURDIR)/.venv/bin/python" RBZ_ESPHOME_PYTHON="$(CURDIR)/.venv-esphome/bin/python" \
 	  Tests/RealBlueZ/test-bluez.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
 # One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # make test-bluez: the real-BlueZ lane. Builds (once) the VM, boots it with the real bluetoothd
 # 5.66, runs guest-tests.sh inside (test peripheral, CLI checks, the CentralManager scenario, the
-# differential session, gattway serve, gattway run as the peripheral), runs the same session
-# against `gattway simulate` here and compares.
+# differential session, the Bluetooth proxy, gattway serve, gattway run as the peripheral), runs
+# the same session against `gattway simulate` here and compares.
 # Prints every check, then "N passed, N failed"; exits 1 on any failure, and then shows the tail
-# of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role check).
+# of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role or proxy
+# check).
 #
 #   Tests/RealBlueZ/test-bluez.sh BIN-DIR     (BIN-DIR: gattway and realbluez-central, host-built)
 #
@@ -64,6 +65,12 @@ if [ "$failed" != 0 ]; then
   if grep -qE '^FAIL (prun|cli\.prun)' "$results"; then
     echo "---- gattway run, role peripheral (last 30 lines of $RUN/logs/gattway-peripheral.log)"
     tail -n 30 "$RUN/logs/gattway-peripheral.log" 2>/dev/null
+  fi
+  if grep -qE '^FAIL proxy\.' "$results"; then
+    echo "---- Bluetooth proxy: the client ($RUN/out/proxy/client.txt, last 15 lines)"
+    tail -n 15 "$RUN/out/proxy/client.txt" 2>/dev/null
+    echo "---- Bluetooth proxy: gattway run (last 30 lines of $RUN/logs/gattway-proxy.log)"
+    tail -n 30 "$RUN/logs/gattway-proxy.log" 2>/dev/null
   fi
 fi
 echo "test-bluez: VM $(cat "$RUN/wall-seconds" 2>/dev/null || echo '?') s, whole lane $(( $(date +%s) - start )) s"
