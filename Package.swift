@@ -60,7 +60,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "gattway-bench",
-            dependencies: ["EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI"],
+            dependencies: [
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI", "Gateway",
+            ],
             path: "bench/Sources"
         ),
 

@@ -134,13 +134,14 @@ final class Fleet {
     /// the role changes.
     func tick(now: Double) -> [FleetView.Change] {
         var changes: [FleetView.Change] = []
-        if now >= nextEvaluation { changes = evaluate(now: now) }
+        if now >= nextEvaluation || now >= view.nextDecision { changes = evaluate(now: now) }
         if now >= nextMessage { announce(now: now) }
         return changes
     }
 
-    /// When ``tick(now:)`` is next due.
-    var nextDeadline: Double { min(nextMessage, nextEvaluation) }
+    /// When ``tick(now:)`` is next due: the next message, the once-a-second decision, or a
+    /// decision due by itself (``FleetView/nextDecision``).
+    var nextDeadline: Double { min(nextMessage, nextEvaluation, view.nextDecision) }
 
     private func evaluate(now: Double) -> [FleetView.Change] {
         nextEvaluation = now + 1

@@ -80,6 +80,8 @@ package struct FleetView {
     package struct Device {
         var rssi: Double?
         var heardAt = -Double.infinity
+        /// The smoothed time between two reports of the device here (nil: heard once).
+        var interval: Double?
         /// A link to the device is up (it may not advertise): it counts as heard.
         package var linked = false
         package var role = Role.none
@@ -157,6 +159,11 @@ package struct FleetView {
         if let rssi {
             let sample = Double(rssi)
             device.rssi = device.rssi.map { $0 + Self.smoothing * (sample - $0) } ?? sample
+        }
+        let gap = now - device.heardAt
+        if gap.isFinite, gap >= 0.02 {
+            // A BlueZ report per advertisement (or per scan window): the gaps give the interval.
+            device.interval = device.interval.map { $0 + Self.smoothing * (min(gap, settings.lease) - $0) } ?? gap
         }
         device.heardAt = now
         devices[address] = device
@@ -311,8 +318,15 @@ package struct FleetView {
         return left != right ? left > right : a.1 < b.1
     }
 
+    /// Whether this gateway still hears the device: it has a link to it, or heard it within
+    /// three of its advertising intervals (at least 3 s, at most a lease; a lease until the
+    /// interval is known). A device that walked out of the owner's range is released within a few
+    /// of its intervals instead of a whole lease, and a device that advertises rarely is not
+    /// dropped between two advertisements.
     private func hears(_ device: Device, now: Double) -> Bool {
-        device.linked || now - device.heardAt <= settings.lease
+        guard !device.linked else { return true }
+        let limit = device.interval.map { min(settings.lease, max(3, 3 * $0)) } ?? settings.lease
+        return now - device.heardAt <= limit
     }
 
     private mutating func decide(_ address: UInt64, now: Double) -> Change? {
@@ -395,6 +409,19 @@ package struct FleetView {
             device.releasedToMe = false
             return nil
         }
+    }
+
+    /// The next moment a decision is due by itself (a peer's lease running out, a claim settling,
+    /// a better gateway's `handover_after` passing): the caller re-decides then, not only at its
+    /// once-a-second tick.
+    package var nextDecision: Double {
+        var next = Double.infinity
+        for peer in peers.values { next = min(next, peer.lastMessage + settings.lease + 0.001) }
+        for device in devices.values {
+            if case .claiming(let since) = device.role { next = min(next, since + Self.claimSettle) }
+            if let since = device.betterSince { next = min(next, since + settings.handoverAfter) }
+        }
+        return next
     }
 
     // MARK: Output
