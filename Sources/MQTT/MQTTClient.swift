@@ -95,6 +95,11 @@ public actor MQTTClient: LoopIsolated {
     private var phase: Phase = .idle
     private var autoReconnect = false
     private var attempt = 0
+    /// The broker in ``MQTTConfiguration/endpoints`` the next attempt goes to, and how many
+    /// attempts in a row failed since the last connection (with several brokers, each is tried
+    /// once at once before the backoff applies).
+    private var endpointIndex = 0
+    private var failedInRow = 0
     private var backoff: ExponentialBackoff
     private var watch: (token: EventLoop.Token, fd: Int32, events: EventLoop.IOEvents)?
     private var abandonedFD: Int32 = -1
@@ -503,6 +508,12 @@ public actor MQTTClient: LoopIsolated {
 
     // MARK: Internals — connection attempts
 
+    /// The broker the current (or next) attempt goes to.
+    public var endpoint: MQTTEndpoint {
+        let endpoints = configuration.endpoints
+        return endpoints[endpointIndex % endpoints.count]
+    }
+
     private func beginAttempt() {
         guard let handle else { return }
         reconnectTimer = nil
@@ -512,9 +523,10 @@ public actor MQTTClient: LoopIsolated {
         lastLogError = nil
         MQTTClient.setLogging(handle, true)
         setState(.connecting(attempt: attempt))
+        let endpoint = self.endpoint
         do {
             try handle.connectAsync(
-                host: configuration.host, port: configuration.port, keepAlive: configuration.keepAlive,
+                host: endpoint.host, port: endpoint.port, keepAlive: configuration.keepAlive,
                 bindAddress: configuration.bindAddress)
             syncWatch()
         } catch {
@@ -530,7 +542,13 @@ public actor MQTTClient: LoopIsolated {
             return
         }
         guard phase != .closed else { return }
-        if firstConnect && !autoReconnect {
+        // With several brokers (a cluster's nodes) the next one is tried at once, until each
+        // failed once in a row; then the backoff applies (and a first `connect()` fails).
+        let endpoints = configuration.endpoints.count
+        failedInRow += 1
+        endpointIndex = (endpointIndex + 1) % endpoints
+        let nextAtOnce = endpoints > 1 && failedInRow % endpoints != 0
+        if firstConnect && !autoReconnect && !nextAtOnce {
             firstConnect = false
             phase = .idle
             setState(.disconnected(error: error, reconnectIn: nil))
@@ -542,8 +560,8 @@ public actor MQTTClient: LoopIsolated {
         }
         failUnwrittenQoS0()
         phase = .waiting
-        autoReconnect = true
-        let delay = backoff.next(random: Double.random(in: 0..<1))
+        if !firstConnect { autoReconnect = true }
+        let delay = nextAtOnce ? 0.05 : backoff.next(random: Double.random(in: 0..<1))
         setState(.disconnected(error: error, reconnectIn: delay))
         reconnectTimer = loop.addTimer(after: delay) { [weak self] in
             self?.assumeLoopIsolated { client in
@@ -777,12 +795,13 @@ public actor MQTTClient: LoopIsolated {
                 configuration.protocolVersion == .v5
                 ? MQTTReasonCode(rawValue: UInt8(truncatingIfNeeded: reason))
                 : MQTTReasonCode(connackV311: Int(reason))
-            refusal = MQTTError.refused(code, "connect to \(configuration.host):\(configuration.port)")
+            refusal = MQTTError.refused(code, "connect to \(endpoint)")
             return
         }
         phase = .connected
         firstConnect = false
         attempt = 0
+        failedInRow = 0
         if let handle { MQTTClient.setLogging(handle, false) }
         backoff.reset()
         inflightLimit = min(configuration.maxInflight, receiveMaximum ?? configuration.maxInflight)

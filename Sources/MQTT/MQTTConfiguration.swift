@@ -48,6 +48,29 @@ public struct MQTTConfiguration: Sendable {
     public var reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy()
     /// Local address to bind the socket to, if any.
     public var bindAddress: String?
+    /// More brokers to try, in order, when the one in use cannot be reached or its connection is
+    /// lost (the nodes of a cluster): the same scheme, TLS settings and credentials.
+    public var alternates: [MQTTEndpoint] = []
+
+    /// The broker of the URL and the ``alternates``, in the order they are tried.
+    public var endpoints: [MQTTEndpoint] { [MQTTEndpoint(host: host, port: port)] + alternates }
+
+    /// Adds a broker to try when the others fail: a URL with the primary's scheme and without
+    /// credentials of its own.
+    public mutating func addAlternate(url: String) throws(MQTTError) {
+        let other = try MQTTConfiguration(url: url, clientID: clientID)
+        guard (other.tls != nil) == (tls != nil) else {
+            throw MQTTError(
+                .invalidConfiguration,
+                "broker URL \"\(url)\" does not use the first one's scheme (all mqtt:// or all mqtts://)")
+        }
+        guard other.credentials == nil else {
+            throw MQTTError(
+                .invalidConfiguration,
+                "broker URL \"\(url)\": credentials go in the first URL (or mqtt.username/password)")
+        }
+        alternates.append(MQTTEndpoint(host: other.host, port: other.port))
+    }
 
     /// Parses `mqtt://host[:port]` or `mqtts://host[:port]` (IPv6 in brackets, `[::1]:1883`);
     /// an optional `user:password@` sets ``credentials``.
@@ -223,4 +246,17 @@ public struct MQTTReconnectPolicy: Sendable, Hashable {
             )
         }
     }
+}
+
+/// One broker address.
+public struct MQTTEndpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -223,6 +223,22 @@ struct FleetConfigTests {
         #expect(named.fleet.handoverAfter == 60 && named.fleet.lease == 20)
     }
 
+    @Test("mqtt.alternate_servers: more brokers of the same scheme, without credentials")
+    func alternateServers() throws {
+        let config = try GatewayConfig.parse(
+            Array(
+                #"{"mqtt": {"server": "mqtt://10.0.0.1", "alternate_servers": ["mqtt://10.0.0.2:1884", "mqtt://[::1]"]}}"#
+                    .utf8))
+        #expect(config.mqtt.alternateServers == ["mqtt://10.0.0.2:1884", "mqtt://[::1]"])
+        for bad in [
+            #"{"mqtt": {"alternate_servers": ["mqtts://10.0.0.2"]}}"#,
+            #"{"mqtt": {"alternate_servers": ["mqtt://u:p@10.0.0.2"]}}"#,
+            #"{"mqtt": {"alternate_servers": ["10.0.0.2"]}}"#, #"{"mqtt": {"alternate_servers": "mqtt://10.0.0.2"}}"#,
+        ] {
+            #expect(throws: (any Error).self) { try GatewayConfig.parse(Array(bad.utf8)) }
+        }
+    }
+
     @Test(
         "bad values are config errors that name the key",
         arguments: [

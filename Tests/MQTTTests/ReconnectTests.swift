@@ -104,6 +104,52 @@ struct ReconnectTests {
         }
     }
 
+    @Test(
+        "with alternate brokers (a cluster's nodes) the client moves to the next when its broker dies, at once, and its QoS 1 publishes all arrive there"
+    )
+    func alternateBrokers() async throws {
+        let first = try await MosquittoBroker()
+        let second = try await MosquittoBroker()
+        let refusing = try RefusingPort()
+        defer { withExtendedLifetime(refusing) {} }
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        try await withTimeout(120) {
+            // The first URL is dead: connect() goes on to the next ones in the same call.
+            var configuration = try MQTTConfiguration.test("mqtt://127.0.0.1:\(refusing.port)", "alternates")
+            try configuration.addAlternate(url: first.url)
+            try configuration.addAlternate(url: second.url)
+            #expect(throws: MQTTError.self) { try configuration.addAlternate(url: "mqtts://127.0.0.1:8883") }
+            #expect(throws: MQTTError.self) { try configuration.addAlternate(url: "mqtt://u:p@127.0.0.1:1") }
+            let client = try MQTTClient(configuration: configuration, loop: loop)
+            try await client.connect()
+            #expect(await client.endpoint.port == Int(first.port))
+            let watcher = try MQTTClient(configuration: .test(second.url, "watcher"), loop: loop)
+            try await watcher.connect()
+            let (received, _) = collect(try await watcher.subscribe(to: "moved/+", qos: .atLeastOnce))
+            let count = 200
+            async let completionsResult = Self.publishStream(client, topic: "moved/n", count: count, interval: 0.005)
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let killed = ContinuousClock.now
+            first.kill()
+            try await eventually(timeout: 20, "connected to the second broker") {
+                await client.endpoint.port == Int(second.port) && received.count > 0
+            }
+            let moved = ContinuousClock.now - killed
+            #expect(moved < .seconds(5), "took \(moved) to move to the second broker")
+            let completions = await completionsResult
+            try await eventually(timeout: 30, "all publishes completed") { completions.count == count }
+            // What the first broker had not acknowledged is sent again to the second: the
+            // messages published after the move all arrive there.
+            #expect(completions.all.allSatisfy { if case .success = $0 { true } else { false } })
+            let arrived = Set(received.all.compactMap { Int($0.payloadString) })
+            let last = (0..<count).filter { !arrived.contains($0) }.max() ?? -1
+            #expect(arrived.contains(count - 1) && last < count / 2, "missing at the second broker: up to \(last)")
+            await client.disconnect()
+            await watcher.disconnect()
+        }
+    }
+
     @Test("with nothing listening the client retries with growing delays and does not crash")
     func deadBroker() async throws {
         let refusing = try RefusingPort()

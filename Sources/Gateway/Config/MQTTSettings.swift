@@ -5,6 +5,9 @@ import LocalSystem
 public struct MQTTSettings: Sendable, Equatable {
     /// `mqtt://host[:port]` or `mqtts://host[:port]`.
     public var server = "mqtt://127.0.0.1:1883"
+    /// `alternate_servers`: more brokers to try, in order, when the one in use cannot be reached
+    /// or its connection is lost — the other nodes of a cluster (docs/fleet.md).
+    public var alternateServers: [String] = []
     /// The first topic level of everything the gateway publishes and subscribes.
     public var baseTopic = "gattway"
     public var clientID = "gattway"
@@ -46,6 +49,21 @@ public struct MQTTSettings: Sendable, Equatable {
             let text = try reader.string()
             try Self.checkServer(text, reader)
             return text
+        }
+        alternateServers = object.read("alternate_servers", default: alternateServers) { reader in
+            let list = try reader.array()
+            guard list.count <= 16 else { throw reader.fail("expected at most 16 broker URLs") }
+            return try list.map { item in
+                let text = try item.string()
+                try Self.checkServer(text, item)
+                guard text.hasPrefix("mqtts://") == server.hasPrefix("mqtts://") else {
+                    throw item.fail("\"\(text)\" does not use the scheme of mqtt.server (all mqtt:// or all mqtts://)")
+                }
+                guard !text.dropFirst(7).contains("@") else {
+                    throw item.fail("\"\(text)\": credentials go in mqtt.server or mqtt.username/password")
+                }
+                return text
+            }
         }
         baseTopic = object.read("base_topic", default: baseTopic) {
             try $0.topicPrefix("a base topic", example: ", e.g. \"gattway\"")

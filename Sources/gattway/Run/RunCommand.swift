@@ -91,7 +91,12 @@ struct RunCommand: Command {
         let mqttLog = Task {
             for await state in mqttStates {
                 switch state {
-                case .connected: log(.notice, "MQTT: connected to \(config.mqtt.server)")
+                case .connected:
+                    let endpoint = await client.endpoint
+                    log(
+                        .notice,
+                        config.mqtt.alternateServers.isEmpty
+                            ? "MQTT: connected to \(config.mqtt.server)" : "MQTT: connected to \(endpoint)")
                 case .disconnected(let error?, let retry):
                     log(.warning, "MQTT: \(error)" + (retry.map { "; retrying in \(String(oneDecimal: $0)) s" } ?? ""))
                 case .disconnected, .connecting: break
@@ -269,6 +274,7 @@ struct RunCommand: Command {
     static func mqttConfiguration(_ config: GatewayConfig) throws -> MQTTConfiguration {
         let settings = config.mqtt
         var configuration = try MQTTConfiguration(url: settings.server, clientID: settings.clientID)
+        for url in settings.alternateServers { try configuration.addAlternate(url: url) }
         configuration.keepAlive = Int(saturating: settings.keepalive.rounded())
         configuration.maxQueued = settings.maxQueued
         configuration.protocolVersion = settings.protocolVersion == 5 ? .v5 : .v311
