@@ -953,8 +953,9 @@ public actor Gateway: LoopIsolated {
         let now = clock.now()
         switch connections.established(address, result, name: device.name, now: now) {
         case .failed(let error):
-            linkEnded(id, reason: error, now: now, attemptFailed: true)
+            // The failure first, then what it led to (`device_parked` after the last attempt).
             bridge.event("device_connect_failed", device, error: error.description)
+            linkEnded(id, reason: error, now: now, attemptFailed: true)
         case .ignored:
             break
         case .connected(let readOnce, _):
