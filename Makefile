@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -137,6 +137,24 @@ test-bluez: deps
 	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
 	RBZ_BLEAK_PYTHON="$(CURDIR)/.venv/bin/python" RBZ_ESPHOME_PYTHON="$(CURDIR)/.venv-esphome/bin/python" \
 	  Tests/RealBlueZ/test-bluez.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
+
+# The broker cluster fleet mode is designed for (Tests/Fleet/README.md; docs/fleet.md, "Broker
+# clusters: what the design relies on"): 3 nodes of Debian's rabbitmq-server with the MQTT plugin
+# and mosquitto edge brokers bridged to them, all on 127.0.0.1 under FLEET_DIR, started by
+# Tests/Fleet/cluster.sh and always stopped, even on failure or Ctrl-C; Tests/Fleet/cluster-facts.py
+# checks each fact the design relies on (one node is SIGKILLed and restarted). A system
+# rabbitmq-server, if the package started one, is left alone: no port is shared. Not part of
+# `make test`. About 2 minutes.
+FLEET_PACKAGES := rabbitmq-server mosquitto mosquitto-clients python3 coreutils
+FLEET_DIR ?= .build/fleet-cluster
+test-fleet-cluster:
+	@scripts/install-deps.sh $(FLEET_PACKAGES)
+	@dir="$(FLEET_DIR)"; \
+	  if [ -f "$$dir/cluster.env" ]; then Tests/Fleet/cluster.sh stop "$$dir" || true; fi; \
+	  rm -rf "$$dir" && mkdir -p "$$dir" || exit 1; \
+	  trap 'Tests/Fleet/cluster.sh stop "$$dir"' EXIT; trap 'exit 130' INT TERM; \
+	  Tests/Fleet/cluster.sh start "$$dir" && Tests/Fleet/cluster-facts.py "$$dir" \
+	    && Tests/Fleet/cluster.sh status "$$dir"
 
 # One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).
 test-one: deps
