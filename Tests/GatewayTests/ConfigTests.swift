@@ -73,7 +73,10 @@ struct ConfigTests {
                 )
             }
             #expect(
-                lines.contains { $0.hasPrefix("mqtt.colour: is not a known key (expected one of server, alternate_servers, base_topic") })
+                lines.contains {
+                    $0.hasPrefix(
+                        "mqtt.colour: is not a known key (expected one of server, alternate_servers, base_topic")
+                })
             #expect(lines.count == expected.count + 1, "\(lines.joined(separator: "\n"))")
         }
     }

@@ -223,13 +223,16 @@ struct FleetConfigTests {
         #expect(named.fleet.handoverAfter == 60 && named.fleet.lease == 20)
     }
 
-    @Test("mqtt.alternate_servers: more brokers of the same scheme, without credentials")
+    @Test("mqtt.alternate_servers: more brokers of the same scheme, without credentials; mqtt.subscription_qos 0–2")
     func alternateServers() throws {
         let config = try GatewayConfig.parse(
             Array(
                 #"{"mqtt": {"server": "mqtt://10.0.0.1", "alternate_servers": ["mqtt://10.0.0.2:1884", "mqtt://[::1]"]}}"#
                     .utf8))
         #expect(config.mqtt.alternateServers == ["mqtt://10.0.0.2:1884", "mqtt://[::1]"])
+        #expect(config.mqtt.subscriptionQoS == 1)
+        #expect(try GatewayConfig.parse(Array(#"{"mqtt": {"subscription_qos": 0}}"#.utf8)).mqtt.subscriptionQoS == 0)
+        #expect(throws: (any Error).self) { try GatewayConfig.parse(Array(#"{"mqtt": {"subscription_qos": 3}}"#.utf8)) }
         for bad in [
             #"{"mqtt": {"alternate_servers": ["mqtts://10.0.0.2"]}}"#,
             #"{"mqtt": {"alternate_servers": ["mqtt://u:p@10.0.0.2"]}}"#,

@@ -23,6 +23,10 @@ public struct MQTTSettings: Sendable, Equatable {
     public var tls: TLS?
     /// QoS of everything the gateway publishes unless a device overrides it.
     public var qos = 1
+    /// `subscription_qos`: the QoS of the gateway's subscriptions (commands, fleet messages,
+    /// `from_topic`s). 0 on a RabbitMQ cluster, whose QoS 1 subscriptions live on one node and are
+    /// refused elsewhere while that node is down (docs/fleet.md).
+    public var subscriptionQoS = 1
     /// Retain flag of device state messages unless a device overrides it.
     public var retain = false
     /// Also publish each attribute as a plain value on `<base>/<device>/<attribute>`.
@@ -117,6 +121,7 @@ public struct MQTTSettings: Sendable, Equatable {
             self.tls = tls
         }
         qos = object.read("qos", default: qos) { try $0.qos() }
+        subscriptionQoS = object.read("subscription_qos", default: subscriptionQoS) { try $0.qos() }
         retain = object.read("retain", default: retain) { try $0.bool() }
         attributeTopics = object.read("attribute_topics", default: attributeTopics) { try $0.bool() }
         maxQueued = object.read("max_queued", default: maxQueued) { try $0.integer(in: 0...10_000_000) }

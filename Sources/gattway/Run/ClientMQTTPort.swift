@@ -9,6 +9,8 @@ import Synchronization
 /// (`inboundDrops` is 0): a flood is held back by TCP and the broker's own queue for this client.
 struct ClientMQTTPort: MQTTPort {
     let client: MQTTClient
+    /// The QoS of every subscription (`mqtt.subscription_qos`).
+    var subscriptionQoS: MQTTQoS = .atLeastOnce
 
     /// The client's message; MQTT 5 properties (correlation data, `captured_at`) only with
     /// `v5` — an MQTT 3.1.1 client refuses a message that has any.
@@ -68,7 +70,9 @@ struct ClientMQTTPort: MQTTPort {
         let client = self.client
         // Retain as published: a command published retained is refused even when it arrives
         // live, not only when the broker replays it (CommandRunner.refuseRetained).
-        let subscription = client.subscribe(to: try MQTTTopicFilter(filter), retainAsPublished: true) { message in
+        let subscription = client.subscribe(
+            to: try MQTTTopicFilter(filter), qos: subscriptionQoS, retainAsPublished: true
+        ) { message in
             deliver(
                 MQTTInboundMessage(
                     topic: message.topic, payload: message.payload, responseTopic: message.properties.responseTopic,

@@ -185,7 +185,8 @@ struct RunCommand: Command {
             let proxyHealth = ProxyHealth()
             let gateway = Gateway(
                 config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
-                mqtt: ClientMQTTPort(client: client),
+                mqtt: ClientMQTTPort(
+                    client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
                 healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
