@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster test-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -43,7 +43,7 @@ check-conversions:
 # simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
 # by the maintained PyPI parser of that family), then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez
+test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -155,6 +155,18 @@ test-fleet-cluster:
 	  trap 'Tests/Fleet/cluster.sh stop "$$dir"' EXIT; trap 'exit 130' INT TERM; \
 	  Tests/Fleet/cluster.sh start "$$dir" && Tests/Fleet/cluster-facts.py "$$dir" \
 	    && Tests/Fleet/cluster.sh status "$$dir"
+
+# Fleet mode on the real cluster (docs/fleet.md): a 3-node RabbitMQ cluster, three `gattway run`
+# with their own simulated radios, a node killed, the owning gateway killed
+# (Tests/Fleet/fleet-gateways.py; about 1.5 minutes, most of it the cluster's start).
+test-fleet:
+	@scripts/install-deps.sh $(FLEET_PACKAGES)
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@dir="$(FLEET_DIR)"; bin="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"; \
+	  if [ -f "$$dir/cluster.env" ]; then Tests/Fleet/cluster.sh stop "$$dir" || true; fi; \
+	  rm -rf "$$dir" && mkdir -p "$$dir" || exit 1; \
+	  trap 'Tests/Fleet/cluster.sh stop "$$dir"' EXIT; trap 'exit 130' INT TERM; \
+	  Tests/Fleet/cluster.sh start "$$dir" && Tests/Fleet/fleet-gateways.py "$$dir" "$$bin/gattway"
 
 # One suite: make test-one SUITE=MQTTTests (a swift test --filter expression).
 test-one: deps

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Fleet mode on a real RabbitMQ cluster: three `gattway run`, one per node, each with its own
+simulated radio (a private dbus-daemon and `gattway simulate`) in which the same BTHome sensor
+advertises ten times a second at a different RSSI (-60, -70, -80 dBm). Which gateway published a
+state shows in its `rssi`; the sensor's `packet_id` counts up by one per advertisement, so a
+reading published twice shows as a repeated `packet_id`.
+
+Usage: fleet-gateways.py CLUSTER_DIR GATTWAY  (a cluster started by cluster.sh, 3 nodes)
+
+Checks, one `PASS|FAIL fleet.gateways.NAME detail` line each:
+  started          the three gateways connect, each to its own node, with alternate nodes;
+  one-owner        the gateway that hears the sensor best (-60) alone publishes it, every packet
+                   id once, read by a subscriber on the third node;
+  node-killed      the first gateway's node is SIGKILLed: it moves to another node at once (its
+                   next state arrives), it keeps the sensor, and no packet id is published twice;
+  owner-killed     the first gateway is SIGKILLed: the second (-70) publishes within lease + 2 s,
+                   no packet id twice;
+Prints 'N passed, N failed'; exit 1 on any failure. Stops everything it started.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+CLUSTER, GATTWAY = sys.argv[1], sys.argv[2]
+HERE = os.path.dirname(os.path.abspath(__file__))
+SENSOR = "A4:C1:38:00:00:04"
+LEVELS = [-60, -70, -80]
+LEASE = 3
+RESULTS = []
+PROCESSES = []
+
+
+def result(ok, name, detail):
+    line = "%s fleet.gateways.%s %s" % ("PASS" if ok else "FAIL", name, detail)
+    RESULTS.append(ok)
+    print(line, flush=True)
+
+
+def env():
+    values = {}
+    for line in open(os.path.join(CLUSTER, "cluster.env")):
+        key, _, value = line.strip().partition("=")
+        values[key] = value.strip('"')
+    return values
+
+
+def start(argv, log, **kwargs):
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs)
+    PROCESSES.append(process)
+    return process
+
+
+def world(directory, rssi):
+    """A private bus and the simulator on it, with the sensor at `rssi`; returns the bus address."""
+    os.makedirs(directory, exist_ok=True)
+    bus = os.path.join(directory, "bus")
+    with open(os.path.join(directory, "bus.conf"), "w") as conf:
+        conf.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>""" % bus)
+    start(["dbus-daemon", "--config-file=" + os.path.join(directory, "bus.conf"), "--nofork", "--nopidfile"],
+          open(os.path.join(directory, "dbus.log"), "w"))
+    for _ in range(100):
+        if os.path.exists(bus):
+            break
+        time.sleep(0.05)
+    scenario = {
+        "seed": 1,
+        "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:0%d" % (LEVELS.index(rssi) + 1)}],
+        "devices": [{
+            "address": SENSOR, "name": "BTHome TH", "rssi": rssi, "rssi_jitter": 1, "interval": "100ms",
+            "connectable": False,
+            "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
+                "packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}},
+                "temperature": 21.5, "battery": 93}}}}],
+    }
+    with open(os.path.join(directory, "scenario.json"), "w") as out:
+        json.dump(scenario, out)
+    address = "unix:path=" + bus
+    start([GATTWAY, "simulate", "--scenario", os.path.join(directory, "scenario.json")],
+          open(os.path.join(directory, "simulator.log"), "w"), env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address))
+    for _ in range(200):
+        if "simulating" in open(os.path.join(directory, "simulator.log")).read().lower() or \
+                subprocess.run(["busctl", "--address=" + address, "status", "org.bluez"],
+                               capture_output=True).returncode == 0:
+            break
+        time.sleep(0.05)
+    return address
+
+
+def gateway(directory, index, ports, address):
+    others = [p for p in ports if p != ports[index]]
+    config = {
+        "mqtt": {"server": "mqtt://127.0.0.1:%d" % ports[index],
+                 "alternate_servers": ["mqtt://127.0.0.1:%d" % p for p in others],
+                 "base_topic": "gattway", "client_id": "gw-%d" % (index + 1), "subscription_qos": 0,
+                 "protocol": "3.1.1"},
+        "bluetooth": {"scan": {"services": []}},
+        "homeassistant": {"enabled": False},
+        "health": {"enabled": False},
+        "fleet": {"enabled": True, "lease": "%ds" % LEASE, "handover_after": "2s"},
+        "state_directory": os.path.join(directory, "state"),
+        "devices": [{"match": {"address": SENSOR}, "name": "bthome_th"}],
+    }
+    os.makedirs(os.path.join(directory, "state"), exist_ok=True)
+    path = os.path.join(directory, "config.json")
+    with open(path, "w") as out:
+        json.dump(config, out)
+    log = os.path.join(directory, "gattway.log")
+    process = start([GATTWAY, "run", "--config", path, "--log-level", "info"], open(log, "w"),
+                    env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address))
+    return process, log
+
+
+def states(path, after=0):
+    """(arrival line number, packet id, rssi) of the sensor's states in the subscriber's file."""
+    found = []
+    for number, line in enumerate(open(path).read().splitlines()):
+        if number < after or not line.startswith("gattway/bthome_th "):
+            continue
+        try:
+            payload = json.loads(line.split(" ", 1)[1])
+        except ValueError:
+            continue
+        if "packet_id" in payload and "rssi" in payload:
+            found.append((number, int(payload["packet_id"]), payload["rssi"]))
+    return found
+
+
+def lines(path):
+    return len(open(path).read().splitlines())
+
+
+def repeats(found):
+    seen, again = set(), []
+    for _, packet, _ in found:
+        if packet in seen:
+            again.append(packet)
+        seen.add(packet)
+    return again
+
+
+def missing(found):
+    """Packet ids between consecutive states that were never published (the counter wraps at 256)."""
+    lost = []
+    for (_, a, _), (_, b, _) in zip(found, found[1:]):
+        step = (b - a) % 256
+        lost.extend((a + k) % 256 for k in range(1, step)) if step < 128 else None
+    return lost
+
+
+def source(rssi):
+    return min(range(3), key=lambda i: abs(LEVELS[i] - rssi))
+
+
+def wait(predicate, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def main():
+    values = env()
+    ports = [int(p) for p in values["FLEET_MQTT_PORTS"].split()]
+    if len(ports) < 3:
+        raise SystemExit("fleet-gateways.py: the cluster has %d nodes, 3 needed" % len(ports))
+    work = tempfile.mkdtemp(prefix="fleet-gateways.")
+    observed = os.path.join(work, "observed.txt")
+    start(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(ports[2]), "-i", "fleet-observer", "-q", "1", "-v",
+           "-t", "gattway/bthome_th", "-t", "gattway/bridge/+/state"], open(observed, "w"))
+    time.sleep(1)
+    gateways = []
+    for index, rssi in enumerate(LEVELS):
+        directory = os.path.join(work, "gw-%d" % (index + 1))
+        address = world(directory, rssi)
+        gateways.append(gateway(directory, index, ports, address))
+
+    def log_tail(index, count=8):
+        return " | ".join(open(gateways[index][1]).read().splitlines()[-count:])
+
+    connected = wait(lambda: all("MQTT: connected to" in open(log).read() for _, log in gateways), 30)
+    nodes = [re.findall(r"MQTT: connected to (\S+)", open(log).read())[:1] for _, log in gateways]
+    result(connected, "started", "connected: %s" % nodes if connected else log_tail(0))
+
+    # One owner after the first lease: every packet id once, all from gw-1.
+    if not wait(lambda: len(states(observed)) > 0, 30):
+        result(False, "one-owner", "no state in 30 s: " + log_tail(0))
+        return
+    time.sleep(5)
+    first = states(observed)
+    publishers = sorted(set(source(rssi) + 1 for _, _, rssi in first))
+    result(len(first) >= 20 and not repeats(first) and publishers == [1], "one-owner",
+           "%d states, publishers gw-%s, packet ids twice: %s" % (len(first), publishers, repeats(first)[:10]))
+
+    # gw-1's node is SIGKILLed: gw-1 moves on to another node and keeps publishing, once each.
+    mark = lines(observed)
+    killed = time.monotonic()
+    subprocess.run([os.path.join(HERE, "cluster.sh"), "kill", CLUSTER, "1"], check=False, capture_output=True)
+    resumed = wait(lambda: any(source(r) == 0 for _, _, r in states(observed, mark)), 20)
+    moved_after = time.monotonic() - killed
+    time.sleep(4)
+    after = states(observed, mark)
+    # The readings of the move are carried by the store-and-forward stage to the next node: none
+    # goes missing between the last state before the kill and the ones after it.
+    around = states(observed, max(0, mark - 3))
+    result(resumed and not repeats(after) and set(source(r) for _, _, r in after) <= {0} and not missing(around),
+           "node-killed",
+           "gw-1's next state after %.1f s (%s); %d states since, publishers %s, packet ids twice: %s, never published: %s" % (
+               moved_after, (re.findall(r"MQTT: connected to (\S+)", open(gateways[0][1]).read()) or ["?"])[-1],
+               len(after), sorted(set(source(r) + 1 for _, _, r in after)), repeats(after)[:10], missing(around)[:10]))
+
+    # gw-1 is SIGKILLed: gw-2 owns the sensor within lease + 2 s.
+    mark = lines(observed)
+    killed = time.monotonic()
+    gateways[0][0].send_signal(signal.SIGKILL)
+    taken = wait(lambda: any(source(r) == 1 for _, _, r in states(observed, mark)), 20)
+    took = time.monotonic() - killed
+    time.sleep(2)
+    after = states(observed, mark)
+    result(taken and took <= LEASE + 2 + 0.5 and not repeats(after), "owner-killed",
+           "gw-2 published after %.1f s (lease %d s; its will came first); %d states since, packet ids twice: %s, "
+           "not published in the takeover: %d" % (took, LEASE, len(after), repeats(after)[:10], len(missing(states(observed, max(0, mark - 3))))))
+
+
+try:
+    main()
+finally:
+    for process in reversed(PROCESSES):
+        if process.poll() is None:
+            process.terminate()
+    for process in PROCESSES:
+        try:
+            process.wait(timeout=6)
+        except subprocess.TimeoutExpired:
+            process.kill()
+passed = sum(RESULTS)
+print("fleet.gateways: %d passed, %d failed" % (passed, len(RESULTS) - passed))
+sys.exit(0 if RESULTS and all(RESULTS) else 1)
