@@ -5,7 +5,10 @@ advertises ten times a second at a different RSSI (-60, -70, -80 dBm). Which gat
 state shows in its `rssi`; the sensor's `packet_id` counts up by one per advertisement, so a
 reading published twice shows as a repeated `packet_id`.
 
-Usage: fleet-gateways.py CLUSTER_DIR GATTWAY  (a cluster started by cluster.sh, 3 nodes)
+Usage: fleet-gateways.py [--edges] CLUSTER_DIR GATTWAY  (a cluster started by cluster.sh, 3 nodes)
+
+With --edges each gateway talks to a mosquitto of its own (an edge broker, as on each Pi) bridged
+to the cluster (`cluster.sh edge`: every node listed, its own first), instead of to a node.
 
 Checks, one `PASS|FAIL fleet.gateways.NAME detail` line each:
   started          the three gateways connect, each to its own node, with alternate nodes;
@@ -26,7 +29,9 @@ import sys
 import tempfile
 import time
 
-CLUSTER, GATTWAY = sys.argv[1], sys.argv[2]
+EDGES = "--edges" in sys.argv[1:]
+CLUSTER, GATTWAY = [a for a in sys.argv[1:] if a != "--edges"][:2]
+PREFIX = "fleet.edges." if EDGES else "fleet.gateways."
 HERE = os.path.dirname(os.path.abspath(__file__))
 SENSOR = "A4:C1:38:00:00:04"
 LEVELS = [-60, -70, -80]
@@ -36,7 +41,7 @@ PROCESSES = []
 
 
 def result(ok, name, detail):
-    line = "%s fleet.gateways.%s %s" % ("PASS" if ok else "FAIL", name, detail)
+    line = "%s %s%s %s" % ("PASS" if ok else "FAIL", PREFIX, name, detail)
     RESULTS.append(ok)
     print(line, flush=True)
 
@@ -95,13 +100,16 @@ def world(directory, rssi):
     return address
 
 
-def gateway(directory, index, ports, address):
+def gateway(directory, index, ports, address, edge=None):
     others = [p for p in ports if p != ports[index]]
+    mqtt = {"server": "mqtt://127.0.0.1:%d" % ports[index],
+            "alternate_servers": ["mqtt://127.0.0.1:%d" % p for p in others],
+            "base_topic": "gattway", "client_id": "gw-%d" % (index + 1), "subscription_qos": 0,
+            "protocol": "3.1.1"}
+    if edge:
+        mqtt = {"server": "mqtt://127.0.0.1:%d" % edge, "base_topic": "gattway", "client_id": "gw-%d" % (index + 1)}
     config = {
-        "mqtt": {"server": "mqtt://127.0.0.1:%d" % ports[index],
-                 "alternate_servers": ["mqtt://127.0.0.1:%d" % p for p in others],
-                 "base_topic": "gattway", "client_id": "gw-%d" % (index + 1), "subscription_qos": 0,
-                 "protocol": "3.1.1"},
+        "mqtt": mqtt,
         "bluetooth": {"scan": {"services": []}},
         "homeassistant": {"enabled": False},
         "health": {"enabled": False},
@@ -180,10 +188,20 @@ def main():
            "-t", "gattway/bthome_th", "-t", "gattway/bridge/+/state"], open(observed, "w"))
     time.sleep(1)
     gateways = []
+    edges = []
     for index, rssi in enumerate(LEVELS):
         directory = os.path.join(work, "gw-%d" % (index + 1))
         address = world(directory, rssi)
-        gateways.append(gateway(directory, index, ports, address))
+        edge = None
+        if EDGES:
+            edge = 18880 + index + 1
+            upstream = [ports[index]] + [p for p in ports if p != ports[index]]
+            made = subprocess.run([os.path.join(HERE, "cluster.sh"), "edge", CLUSTER, "gw%d" % (index + 1), str(edge)]
+                                  + [str(p) for p in upstream], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise SystemExit("fleet-gateways.py: edge %d: %s" % (index + 1, made.stderr.strip()[-300:]))
+            edges.append("gw%d" % (index + 1))
+        gateways.append(gateway(directory, index, ports, address, edge))
 
     def log_tail(index, count=8):
         return " | ".join(open(gateways[index][1]).read().splitlines()[-count:])
@@ -202,7 +220,8 @@ def main():
     result(len(first) >= 20 and not repeats(first) and publishers == [1], "one-owner",
            "%d states, publishers gw-%s, packet ids twice: %s" % (len(first), publishers, repeats(first)[:10]))
 
-    # gw-1's node is SIGKILLed: gw-1 moves on to another node and keeps publishing, once each.
+    # gw-1's node is SIGKILLed: gw-1 (or its edge's bridge) moves on to another node and keeps
+    # publishing, once each.
     mark = lines(observed)
     killed = time.monotonic()
     subprocess.run([os.path.join(HERE, "cluster.sh"), "kill", CLUSTER, "1"], check=False, capture_output=True)
@@ -227,6 +246,8 @@ def main():
     took = time.monotonic() - killed
     time.sleep(2)
     after = states(observed, mark)
+    for name in edges:
+        subprocess.run([os.path.join(HERE, "cluster.sh"), "edge-stop", CLUSTER, name], capture_output=True)
     result(taken and took <= LEASE + 2 + 0.5 and not repeats(after), "owner-killed",
            "gw-2 published after %.1f s (lease %d s; its will came first); %d states since, packet ids twice: %s, "
            "not published in the takeover: %d" % (took, LEASE, len(after), repeats(after)[:10], len(missing(states(observed, max(0, mark - 3))))))
@@ -244,5 +265,5 @@ finally:
         except subprocess.TimeoutExpired:
             process.kill()
 passed = sum(RESULTS)
-print("fleet.gateways: %d passed, %d failed" % (passed, len(RESULTS) - passed))
+print("%s: %d passed, %d failed" % (PREFIX.rstrip("."), passed, len(RESULTS) - passed))
 sys.exit(0 if RESULTS and all(RESULTS) else 1)
