@@ -22,7 +22,8 @@ run` with bluetooth_proxy enabled on loopback, then checks:
   8. SIGTERM stops gattway with exit 0;
   9. connections through the proxy (connection_slots 2) with aioesphomeapi's own GATT calls, as
      bleak-esphome makes them for Home Assistant: DeviceInfo claims active connections and remote
-     caching; a connect to the scenario's battery device answers connected with an MTU; the
+     caching; a connect to the scenario's battery device answers connected with the MTU of BlueZ's
+     characteristics; the
      services carry 180F/2A19 (with its 2901 descriptor) and FF00; read, the descriptor read, a
      write with and one without response (read back through reflect_writes_to), a descriptor write
      (the simulator records it), an ATT error
@@ -38,7 +39,9 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      connects one device (free 0) and is refused 0x80 for a second; the gateway's own device
      connects through the proxy on the gateway's slot and its link stays up after the proxy's
      disconnect; the count comes back after a disconnect; a gateway device added later waits
-     while the proxy holds the last slot and connects when the proxy gives it back;
+     while the proxy holds the last slot and connects when the proxy gives it back; the device
+     connected first was connected by BlueZ before (its GATT objects cached without MTU) and its
+     connect answers the MTU BlueZ sets silently;
  12. pair, unpair and clear cache with aioesphomeapi's calls: the flags; pairing needs a connection
      through the proxy (-1), pairs the battery device (BlueZ says Paired), again; clear cache of a
      paired device is refused (0x82); unpair answers success, then the link's end (0x16), BlueZ
@@ -112,6 +115,14 @@ def bluez_properties(address):
         ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", path, "--method",
          "org.freedesktop.DBus.Properties.GetAll", "org.bluez.Device1"],
         capture_output=True, text=True, check=True).stdout
+
+
+def gatt_mtus(address):
+    """(characteristics BlueZ exports for the device, the MTU values among their properties)."""
+    path = "/org/bluez/hci0/dev_" + address.replace(":", "_")
+    out = subprocess.run(["gdbus", "introspect", "--address", BUS, "--dest", "org.bluez", "--object-path", path,
+                          "--recurse", "--only-properties"], capture_output=True, text=True).stdout
+    return out.count("interface org.bluez.GattCharacteristic1"), [int(m) for m in re.findall(r"\bq MTU = (\d+);", out)]
 
 
 def gdbus_bytes(text):
@@ -244,7 +255,9 @@ async def run_gatt(port):
     check("connections free: 2 of 2 at first", free and free[0][:2] == (2, 2), free)
     battery = mac_int(BATTERY)
     (connected, mtu, error), states = await connect_device(client, BATTERY, flags)
-    check("connect through the proxy: connected with an MTU", connected and mtu >= 23 and error == 0, states)
+    _, mtus = gatt_mtus(BATTERY)
+    check("connect through the proxy: connected, with the MTU BlueZ's characteristics say (517)",
+          connected and error == 0 and mtus and set(mtus) == {mtu} and mtu == 517, (states, mtus))
     await asyncio.sleep(0.3)
     check("connections free: 1 of 2, the battery device allocated",
           free and free[-1][0] == 1 and battery in free[-1][2], free)
@@ -505,10 +518,15 @@ async def run_shared(port):
     await asyncio.sleep(0.5)
     check("shared budget: connections free 1 of 2 (the gateway holds a slot of max_connections 2)",
           free and free[-1][:2] == (1, 2), free)
-    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    (connected, mtu, _), states = await connect_device(client, SPARE1, flags)
     await asyncio.sleep(0.3)
     check("shared budget: the proxy connects one device, connections free 0",
           connected and free and free[-1][0] == 0, (states, free[-1:]))
+    # BlueZ connected this device before this gattway started (its GATT objects cached, without
+    # MTU while disconnected) and set MTU silently on this connection: the answer has it all the same.
+    _, mtus = gatt_mtus(SPARE1)
+    check("a device BlueZ connected before: the connect answers the MTU BlueZ's characteristics say now (517)",
+          connected and mtus and set(mtus) == {mtu} and mtu == 517, (states, mtus))
     (connected, _, error), states = await connect_device(client, SPARE2, flags)
     check("shared budget: a second device is refused at once with 0x80 although connection_slots is 2",
           not connected and error == 0x80, states)
@@ -672,6 +690,11 @@ def main():
         with open(f"{work}/shared.json", "w") as f:
             json.dump(shared, f)
         os.chmod(f"{work}/shared.json", 0o600)
+        # The device the shared budget connects first was connected by BlueZ before: its GATT
+        # objects stay exported, without MTU while it is disconnected.
+        characteristics, mtus = gatt_mtus(SPARE1)
+        check("a device BlueZ connected before keeps its GATT objects, without MTU while disconnected",
+              characteristics > 0 and not mtus and not bluez_connected(SPARE1), (characteristics, mtus))
         log.seek(0, os.SEEK_END)
         gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/shared.json", "--log-level", "debug"],
                                    stderr=log, stdout=log)
