@@ -114,8 +114,9 @@ test-oracles: deps
 # Noise key right and wrong, DeviceInfo, two clients receiving the simulator's BTHome and Ruuvi
 # advertisements raw with BlueZ's bytes, connections through the proxy (connect, services, read,
 # write, notify, slots) with aioesphomeapi's GATT calls and with bleak-esphome over habluetooth,
-# MQTT unchanged, exit 78 without a key.
-# About 25 s.
+# the mDNS announcement to a stand-in for Avahi (collisions, a failure, a restart), MQTT
+# unchanged, exit 78 without a key.
+# About 30 s.
 test-esphome: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)

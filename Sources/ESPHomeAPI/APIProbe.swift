@@ -14,11 +14,14 @@ public enum APIProbe {
         public var serverInfo: String
         public var apiVersion: (major: UInt32, minor: UInt32)
         public var name: String
+        /// DeviceInfo's `mac_address` (`AA:BB:…`; gattway sends the adapter's).
+        public var macAddress: String = ""
         public var bluetoothProxyFeatures: UInt32
 
         public static func == (lhs: Answer, rhs: Answer) -> Bool {
             lhs.helloName == rhs.helloName && lhs.serverInfo == rhs.serverInfo && lhs.apiVersion == rhs.apiVersion
-                && lhs.name == rhs.name && lhs.bluetoothProxyFeatures == rhs.bluetoothProxyFeatures
+                && lhs.name == rhs.name && lhs.macAddress == rhs.macAddress
+                && lhs.bluetoothProxyFeatures == rhs.bluetoothProxyFeatures
         }
     }
 
@@ -170,6 +173,7 @@ public enum APIProbe {
                 reader = ProtobufReader(info)
                 while let (field, value) = try reader.next() {
                     if field == 2 { answer.name = try value.string(field: field) }
+                    if field == 3 { answer.macAddress = try value.string(field: field) }
                     if field == 15 { answer.bluetoothProxyFeatures = try value.uint32(field: field) }
                 }
             } catch {

@@ -142,6 +142,41 @@ struct CentralGapTests {
     }
 }
 
+extension CentralGapTests {
+    @Test(
+        "a device BlueZ connected before: after a reconnection the central has BlueZ's MTU, which bluetoothd sets without a signal"
+    )
+    func reconnectionMTU() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let client = try await harness.client()
+            @Sendable func bluezMTU() async -> Int? {
+                let reply = try? await client.call(
+                    destination: "org.bluez", path: Self.batteryCharacteristic,
+                    interface: "org.freedesktop.DBus.Properties", method: "Get",
+                    arguments: [.string("org.bluez.GattCharacteristic1"), .string("MTU")])
+                return reply?.first?.int
+            }
+            // A first central connects the battery sensor: BlueZ exports its GATT objects (with the
+            // MTU, the link being up) and keeps them after the disconnect, without MTU.
+            let first = try await harness.central()
+            let (peripheral, _) = try await first.connectBattery(autoReconnect: false)
+            try await first.disconnect(peripheral)
+            await first.close()
+            #expect(await bluezMTU() == nil)
+            // A central started now finds the cached objects without MTU; on the connection
+            // bluetoothd sets it silently. The write length follows BlueZ's MTU all the same.
+            let central = try await harness.central()
+            let (_, chars) = try await central.connectBattery(autoReconnect: false)
+            let writer = try #require(chars[BluetoothUUID(0xFF01)])
+            let mtu = try #require(await bluezMTU())
+            #expect(mtu == 517)
+            #expect(await central.maximumWriteValueLength(for: writer, type: .withoutResponse) == mtu - 3)
+            await central.close()
+            await client.close()
+        }
+    }
+}
+
 /// A thread-safe count for consumers on other tasks.
 private final class Counter: Sendable {
     private let count = Mutex(0)

@@ -17,12 +17,17 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      the protocol errors in its bluetooth_proxy section;
   6. the proxy is announced as _esphomelib._tcp through Avahi's D-Bus API (fake_avahi.py stands
      in for avahi-daemon on the private bus), with the port, name and TXT record Home Assistant
-     reads, and withdrawn at the stop;
-  7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key;
+     reads; an Avahi FAILURE is logged and the group freed; avahi-daemon stopped and started again
+     (with another device on the network announcing the name): announced again, under Avahi's
+     alternative "esphome-test #2", with a warning, DeviceInfo's name unchanged; withdrawn at the
+     stop;
+  7. `gattway doctor` finds the proxy answering with the configured key, Avahi, and the key; its
+     avahi check names the announced name, and warns once it is "esphome-test #2";
   8. SIGTERM stops gattway with exit 0;
   9. connections through the proxy (connection_slots 2) with aioesphomeapi's own GATT calls, as
      bleak-esphome makes them for Home Assistant: DeviceInfo claims active connections and remote
-     caching; a connect to the scenario's battery device answers connected with an MTU; the
+     caching; a connect to the scenario's battery device answers connected with the MTU of BlueZ's
+     characteristics; the
      services carry 180F/2A19 (with its 2901 descriptor) and FF00; read, the descriptor read, a
      write with and one without response (read back through reflect_writes_to), a descriptor write
      (the simulator records it), an ATT error
@@ -38,7 +43,10 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      connects one device (free 0) and is refused 0x80 for a second; the gateway's own device
      connects through the proxy on the gateway's slot and its link stays up after the proxy's
      disconnect; the count comes back after a disconnect; a gateway device added later waits
-     while the proxy holds the last slot and connects when the proxy gives it back;
+     while the proxy holds the last slot and connects when the proxy gives it back; the device
+     connected first was connected by BlueZ before (its GATT objects cached without MTU) and its
+     connect answers the MTU BlueZ sets silently; every name it could announce is taken (the
+     first by another program on the machine): 11 tried, an error, the group freed, no mDNS;
  12. pair, unpair and clear cache with aioesphomeapi's calls: the flags; pairing needs a connection
      through the proxy (-1), pairs the battery device (BlueZ says Paired), again; clear cache of a
      paired device is refused (0x82); unpair answers success, then the link's end (0x16), BlueZ
@@ -81,6 +89,8 @@ results = []
 
 
 def check(name, ok, detail=""):
+    # bool(): a check whose condition ends in a number (the feature flags) counts as passed too.
+    ok = bool(ok)
     results.append(ok)
     print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
 
@@ -112,6 +122,52 @@ def bluez_properties(address):
         ["gdbus", "call", "--address", BUS, "--dest", "org.bluez", "--object-path", path, "--method",
          "org.freedesktop.DBus.Properties.GetAll", "org.bluez.Device1"],
         capture_output=True, text=True, check=True).stdout
+
+
+def gatt_mtus(address):
+    """(characteristics BlueZ exports for the device, the MTU values among their properties)."""
+    path = "/org/bluez/hci0/dev_" + address.replace(":", "_")
+    out = subprocess.run(["gdbus", "introspect", "--address", BUS, "--dest", "org.bluez", "--object-path", path,
+                          "--recurse", "--only-properties"], capture_output=True, text=True).stdout
+    return out.count("interface org.bluez.GattCharacteristic1"), [int(m) for m in re.findall(r"\bq MTU = (\d+);", out)]
+
+
+def fake_avahi(record, *options):
+    """fake_avahi.py on the private bus, recording into `record`; returns once it owns its name."""
+    process = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "fake_avahi.py"), BUS,
+                                record, *options])
+    for _ in range(100):
+        if os.path.exists(record):
+            break
+        time.sleep(0.1)
+    return process
+
+
+def avahi_control(method, *args):
+    subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.freedesktop.Avahi", "--object-path",
+                    "/io/gattway/FakeAvahi", "--method", f"io.gattway.FakeAvahi1.{method}", *args],
+                   capture_output=True, check=True)
+
+
+def records(path):
+    return [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+
+
+def wait_for(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.1)
+    return predicate()
+
+
+def log_text(log):
+    log.seek(0)
+    return log.read()
+
+
+def doctor(config_path):
+    run = subprocess.run([GATTWAY, "doctor", "--config", config_path, "--json"], capture_output=True, text=True)
+    return {c["check"]: c for c in json.loads(run.stdout or "{}").get("checks", [])}
 
 
 def gdbus_bytes(text):
@@ -244,7 +300,9 @@ async def run_gatt(port):
     check("connections free: 2 of 2 at first", free and free[0][:2] == (2, 2), free)
     battery = mac_int(BATTERY)
     (connected, mtu, error), states = await connect_device(client, BATTERY, flags)
-    check("connect through the proxy: connected with an MTU", connected and mtu >= 23 and error == 0, states)
+    _, mtus = gatt_mtus(BATTERY)
+    check("connect through the proxy: connected, with the MTU BlueZ's characteristics say (517)",
+          connected and error == 0 and mtus and set(mtus) == {mtu} and mtu == 517, (states, mtus))
     await asyncio.sleep(0.3)
     check("connections free: 1 of 2, the battery device allocated",
           free and free[-1][0] == 1 and battery in free[-1][2], free)
@@ -505,10 +563,15 @@ async def run_shared(port):
     await asyncio.sleep(0.5)
     check("shared budget: connections free 1 of 2 (the gateway holds a slot of max_connections 2)",
           free and free[-1][:2] == (1, 2), free)
-    (connected, _, _), states = await connect_device(client, SPARE1, flags)
+    (connected, mtu, _), states = await connect_device(client, SPARE1, flags)
     await asyncio.sleep(0.3)
     check("shared budget: the proxy connects one device, connections free 0",
           connected and free and free[-1][0] == 0, (states, free[-1:]))
+    # BlueZ connected this device before this gattway started (its GATT objects cached, without
+    # MTU while disconnected) and set MTU silently on this connection: the answer has it all the same.
+    _, mtus = gatt_mtus(SPARE1)
+    check("a device BlueZ connected before: the connect answers the MTU BlueZ's characteristics say now (517)",
+          connected and mtus and set(mtus) == {mtu} and mtu == 517, (states, mtus))
     (connected, _, error), states = await connect_device(client, SPARE2, flags)
     check("shared budget: a second device is refused at once with 0x80 although connection_slots is 2",
           not connected and error == 0x80, states)
@@ -598,12 +661,7 @@ def main():
           (code.returncode, code.stderr))
 
     avahi_record = f"{work}/avahi.jsonl"
-    avahi = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "fake_avahi.py"), BUS,
-                              avahi_record])
-    for _ in range(100):
-        if os.path.exists(avahi_record):
-            break
-        time.sleep(0.1)
+    avahi = fake_avahi(avahi_record)
     with open(f"{work}/config.json", "w") as f:
         json.dump(config, f)
     os.chmod(f"{work}/config.json", 0o600)
@@ -642,16 +700,13 @@ def main():
               health.get("connections") == 0 and health.get("connects", 0) >= 4
               and health.get("connect_failures", 0) >= 2, health)
         # 7. gattway doctor's proxy checks against the running proxy.
-        doctor = subprocess.run([GATTWAY, "doctor", "--config", f"{work}/config.json", "--json"],
-                                capture_output=True, text=True)
-        checks = {c["check"]: c for c in json.loads(doctor.stdout or "{}").get("checks", [])}
+        checks = doctor(f"{work}/config.json")
         for name in ("proxy", "avahi", "api key"):
             check(f"doctor: {name} ok", checks.get(name, {}).get("status") == "ok", checks.get(name))
-        # 8. A clean stop.
-        gateway.send_signal(signal.SIGTERM)
-        check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
-        # 6. The mDNS announcement, and its withdrawal.
-        calls = [json.loads(line) for line in open(avahi_record)]
+        check("doctor: avahi says the proxy is announced as \"esphome-test\"",
+              '"esphome-test"' in checks.get("avahi", {}).get("found", ""), checks.get("avahi"))
+        # 6. The mDNS announcement.
+        calls = records(avahi_record)
         added = [c for c in calls if c["call"] == "AddService"]
         service = added[0] if added else {}
         txt = dict(t.split("=", 1) for t in service.get("txt", []))
@@ -661,8 +716,57 @@ def main():
         check("TXT: mac, version, api_encryption",
               txt.get("mac") == "00aa01000000" and txt.get("version") and
               txt.get("api_encryption") == "Noise_NNpsk0_25519_ChaChaPoly_SHA256", txt)
-        check("committed, then freed at the stop", [c["call"] for c in calls][1:] == ["AddService", "Commit", "Free"],
-              calls)
+        check("committed and established once", [c["call"] for c in calls][1:] == ["AddService", "Commit", "state",
+                                                                                   "state"]
+              and calls[-1].get("state") == 2 and "announced by mDNS as _esphomelib._tcp \"esphome-test\""
+              in log_text(log), calls)
+        # Avahi reports a failure (the network went away): logged, the group freed.
+        avahi_control("Fail")
+        check("an Avahi FAILURE is logged as an error and the group freed",
+              wait_for(lambda: "Avahi failed to announce \"esphome-test\" (Network is down)" in log_text(log), 10)
+              and wait_for(lambda: records(avahi_record)[-1]["call"] == "Free", 5), records(avahi_record)[-3:])
+        # avahi-daemon restarts, and meanwhile another device on the network announces the name:
+        # the proxy is announced to the new daemon, under Avahi's alternative name.
+        avahi.terminate()
+        avahi.wait(timeout=10)
+        check("avahi-daemon gone: logged",
+              wait_for(lambda: "avahi-daemon left the system bus" in log_text(log), 10), log_text(log)[-600:])
+        restarted_record = f"{work}/avahi-restarted.jsonl"
+        avahi = fake_avahi(restarted_record, "--taken", "esphome-test")
+        check("avahi-daemon back: the proxy is announced again, to the new daemon",
+              wait_for(lambda: any(c["call"] == "Commit" for c in records(restarted_record)), 10),
+              records(restarted_record))
+        established = lambda: [c for c in records(restarted_record) if c["call"] == "state" and c["state"] == 2]
+        wait_for(established, 10)
+        names = [c["name"] for c in records(restarted_record) if c["call"] == "AddService"]
+        check("a name another device announces (a collision): re-registered as Avahi's alternative \"esphome-test #2\"",
+              names == ["esphome-test", "esphome-test #2"] and established()
+              and established()[-1]["names"] == ["esphome-test #2"], records(restarted_record))
+        text = log_text(log)
+        check("the collision is a warning naming the new name and bluetooth_proxy.name",
+              re.search(r'<4>Bluetooth proxy: the mDNS name "esphome-test" is taken \(another device on the network announces '
+                        r'it\); announcing as "esphome-test #2" instead\. Set bluetooth_proxy\.name', text)
+              is not None, text[-1500:])
+
+        async def node_name():
+            client = APIClient("127.0.0.1", api_port, None, noise_psk=KEY, client_info="gattway-name")
+            await client.connect(login=True)
+            info = await client.device_info()
+            await client.disconnect()
+            return info.name
+        name = asyncio.run(node_name())
+        check("the API still answers as \"esphome-test\" (only the mDNS instance name changed)",
+              name == "esphome-test", name)
+        checks = doctor(f"{work}/config.json")
+        avahi_check = checks.get("avahi", {})
+        check("doctor: avahi warns that the proxy is announced as \"esphome-test #2\", another device has the name",
+              avahi_check.get("status") == "warn" and '"esphome-test #2"' in avahi_check.get("found", "")
+              and "other-proxy.local" in avahi_check.get("found", "")
+              and "bluetooth_proxy.name" in (avahi_check.get("fix") or ""), avahi_check)
+        # 8. A clean stop, the announcement withdrawn.
+        gateway.send_signal(signal.SIGTERM)
+        check("SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
+        check("freed at the stop", records(restarted_record)[-1]["call"] == "Free", records(restarted_record)[-3:])
         # 11. The proxy's connections within the gateway's max_connections: a second gattway.
         shared_port = free_port()
         shared = dict(config, bluetooth={"max_connections": 2},
@@ -672,6 +776,22 @@ def main():
         with open(f"{work}/shared.json", "w") as f:
             json.dump(shared, f)
         os.chmod(f"{work}/shared.json", 0o600)
+        # The device the shared budget connects first was connected by BlueZ before: its GATT
+        # objects stay exported, without MTU while it is disconnected.
+        characteristics, mtus = gatt_mtus(SPARE1)
+        check("a device BlueZ connected before keeps its GATT objects, without MTU while disconnected",
+              characteristics > 0 and not mtus and not bluez_connected(SPARE1), (characteristics, mtus))
+        # Another program on this machine has registered the name (Avahi refuses it at once), and
+        # every name the second gattway could take is announced by another device: it tries the
+        # configured one and 10 alternatives, then goes on without mDNS.
+        group = re.search(r"'(/[^']+)'", subprocess.run(
+            ["gdbus", "call", "--address", BUS, "--dest", "org.freedesktop.Avahi", "--object-path", "/", "--method",
+             "org.freedesktop.Avahi.Server.EntryGroupNew"], capture_output=True, text=True).stdout).group(1)
+        subprocess.run(["gdbus", "call", "--address", BUS, "--dest", "org.freedesktop.Avahi", "--object-path", group,
+                        "--method", "org.freedesktop.Avahi.EntryGroup.AddService", "--", "-1", "0", "0", "esphome-test",
+                        "_esphomelib._tcp", "", "", "6053", "@aay []"], capture_output=True, check=True)
+        avahi_control("Take", "esphome-test", "true")
+        before = len(records(restarted_record))
         log.seek(0, os.SEEK_END)
         gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/shared.json", "--log-level", "debug"],
                                    stderr=log, stdout=log)
@@ -681,6 +801,18 @@ def main():
             if log.read().count("ESPHome API on") >= 2:
                 break
             time.sleep(0.1)
+        check("a name another program on this machine has is refused by Avahi: the next one is tried",
+              wait_for(lambda: 'the mDNS name "esphome-test" is taken (another program on this machine announces it); '
+                               'announcing as "esphome-test #2"' in log_text(log), 15), log_text(log)[-1500:])
+        gave_up = "mDNS name collision: \"esphome-test\" and its 10 alternatives (the last \"esphome-test #11\""
+        check("collisions are bounded: an error after the configured name and 10 alternatives",
+              wait_for(lambda: gave_up in log_text(log), 15), log_text(log)[-1500:])
+        tried = [c for c in records(restarted_record)[before:]]
+        check("11 names tried, then the group freed; the proxy serves on without mDNS",
+              [c["name"] for c in tried if c["call"] == "AddService"]
+              == ["esphome-test"] + [f"esphome-test #{n}" for n in range(2, 12)]
+              and tried[-1]["call"] == "Free" and not any(c["call"] == "state" and c["state"] == 2 for c in tried),
+              tried[-4:])
         asyncio.run(run_shared(shared_port))
         gateway.send_signal(signal.SIGTERM)
         check("shared budget: SIGTERM: exit 0", gateway.wait(timeout=10) == 0)

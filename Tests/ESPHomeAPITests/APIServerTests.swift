@@ -293,6 +293,7 @@ struct APIServerNoiseTests {
         let port = try await loop.submit { server.port }
         let answer = try APIProbe.run(host: "127.0.0.1", port: port, psk: Self.key, timeout: 5).get()
         #expect(answer.helloName == "noisepi" && answer.name == "noisepi")
+        #expect(answer.macAddress == "AA:BB:CC:DD:EE:FF")
         #expect(answer.apiVersion.major == 1 && answer.serverInfo == "gattway 0.0-test")
         #expect(answer.bluetoothProxyFeatures & BluetoothProxyFeatures.rawAdvertisements.rawValue != 0)
         let wrong = APIProbe.run(host: "127.0.0.1", port: port, psk: [UInt8](1...32), timeout: 5)

@@ -10,7 +10,7 @@ import LocalSystem
 /// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), with the
 /// peripheral role its adapter's GATT and advertising managers, the broker (one connection with the configured credentials),
 /// and with `bluetooth_proxy` enabled the proxy: the running gattway's ESPHome API (a handshake with the configured key,
-/// Hello, DeviceInfo), avahi-daemon for the mDNS announcement, and the key (``ProxyDiagnosis``). Each check is bounded by `--timeout`.
+/// Hello, DeviceInfo), avahi-daemon and the name it announces the proxy under, and the key (``ProxyDiagnosis``). Each check is bounded by `--timeout`.
 /// Exit codes: see ``DoctorReport``.
 struct DoctorCommand: Command {
     static let name = "doctor"
@@ -23,7 +23,8 @@ struct DoctorCommand: Command {
         as, e.g. sudo -u gattway gattway doctor --config /etc/gattway/config.json --state-dir /var/lib/gattway. \
         The broker check connects with its own client id and no last will, so it is safe while the \
         service runs. With bluetooth_proxy enabled it also talks to the running proxy as Home Assistant \
-        would (the encryption key, Hello, DeviceInfo) and looks for avahi-daemon on the system bus.
+        would (the encryption key, Hello, DeviceInfo), looks for avahi-daemon on the system bus and \
+        asks it under which name the proxy is announced.
         """
     static let options: [Option] = [
         .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),

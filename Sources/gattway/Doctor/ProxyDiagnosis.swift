@@ -6,7 +6,9 @@ import Gateway
 /// The Bluetooth proxy checks of `gattway doctor` (when `bluetooth_proxy.enabled`):
 /// - `proxy`: the running gattway's ESPHome API answers on the configured address, with the
 ///   configured key (Noise handshake, Hello, DeviceInfo: the same steps as Home Assistant);
-/// - `avahi`: avahi-daemon is on the system bus, so the proxy is announced by mDNS;
+/// - `avahi`: avahi-daemon is on the system bus, and under which name the proxy is announced: the
+///   configured one, or Avahi's alternative (`name #2`, …) when another device on the network
+///   has that name (a warning: Home Assistant tells ESPHome devices apart by name);
 /// - `api key`: a key is set (plaintext is a warning).
 struct ProxyDiagnosis {
     let settings: BluetoothProxySettings
@@ -15,7 +17,8 @@ struct ProxyDiagnosis {
 
     func run() async -> [DoctorCheck] {
         guard settings.enabled else { return [] }
-        return [await listener(), await avahi(), key()]
+        let (proxy, mac) = await listener()
+        return [proxy, await avahi(mac: mac), key()]
     }
 
     private var seconds: Double {
@@ -23,7 +26,8 @@ struct ProxyDiagnosis {
         return Double(whole) + Double(attoseconds) / 1e18
     }
 
-    private func listener() async -> DoctorCheck {
+    /// The check, and the running proxy's MAC when it answered (its TXT record's `mac`).
+    private func listener() async -> (DoctorCheck, String?) {
         // The wildcard address is reached through loopback.
         let host = settings.host == "0.0.0.0" ? "127.0.0.1" : settings.host
         let endpoint = "\(settings.host):\(settings.port)"
@@ -33,29 +37,44 @@ struct ProxyDiagnosis {
         switch result {
         case .success(let answer):
             let features = String(answer.bluetoothProxyFeatures, radix: 16)
-            return .ok(
+            let check = DoctorCheck.ok(
                 "proxy",
                 "ESPHome API on \(endpoint) answers as \"\(answer.name)\" (\(answer.serverInfo), API "
                     + "\(answer.apiVersion.major).\(answer.apiVersion.minor), proxy features 0x\(features))"
                     + (psk == nil ? "" : "; the configured encryption_key is accepted"))
+            return (check, answer.macAddress.isEmpty ? nil : answer.macAddress)
         case .failure(.unreachable(let text)):
-            return .warn(
-                "proxy", "nothing answers on \(endpoint) (\(text))",
-                "is gattway run running? sudo systemctl start gattway; it listens once the adapter is powered on")
+            return (
+                .warn(
+                    "proxy", "nothing answers on \(endpoint) (\(text))",
+                    "is gattway run running? sudo systemctl start gattway; it listens once the adapter is powered on"),
+                nil
+            )
         case .failure(.keyRefused(let text)):
-            return .fail(
-                "proxy", "\(endpoint) refuses the configured encryption_key (\(text))",
-                "the running gattway has another key: sudo systemctl restart gattway after editing the config")
+            return (
+                .fail(
+                    "proxy", "\(endpoint) refuses the configured encryption_key (\(text))",
+                    "the running gattway has another key: sudo systemctl restart gattway after editing the config"),
+                nil
+            )
         case .failure(.wrongEncryption(let text)):
-            return .fail("proxy", "\(endpoint): \(text)", "sudo systemctl restart gattway after editing the config")
+            return (
+                .fail("proxy", "\(endpoint): \(text)", "sudo systemctl restart gattway after editing the config"), nil
+            )
         case .failure(.protocolError(let text)):
-            return .fail(
-                "proxy", "\(endpoint) does not speak the ESPHome API as expected: \(text)",
-                "is another program on port \(settings.port)? ss -ltnp | grep \(settings.port)")
+            return (
+                .fail(
+                    "proxy", "\(endpoint) does not speak the ESPHome API as expected: \(text)",
+                    "is another program on port \(settings.port)? ss -ltnp | grep \(settings.port)"),
+                nil
+            )
         }
     }
 
-    private func avahi() async -> DoctorCheck {
+    /// avahi-daemon on the system bus; with the proxy's MAC (it answered), the name it is
+    /// announced under: Avahi resolves the configured name, and while that is another device's
+    /// (its TXT `mac` differs) the alternatives Avahi would have chosen, as many as gattway tries.
+    private func avahi(mac: String?) async -> DoctorCheck {
         let fix =
             "sudo apt install avahi-daemon (Home Assistant then discovers the proxy), or add it in Home "
             + "Assistant by address, port \(settings.port)"
@@ -66,18 +85,78 @@ struct ProxyDiagnosis {
             return .warn("avahi", "not checked: no system bus (\(error))", fix)
         }
         defer { Task { await connection.close() } }
+        let version: String
         do {
             let reply = try await connection.call(
-                destination: AvahiAnnouncer.service, path: "/", interface: "org.freedesktop.Avahi.Server",
+                destination: AvahiAnnouncer.service, path: "/", interface: AvahiAnnouncer.serverInterface,
                 method: "GetVersionString", timeout: timeout)
-            return .ok(
-                "avahi",
-                "\(reply.first?.string ?? "avahi-daemon") on the system bus: the proxy is announced as "
-                    + AvahiAnnouncer.serviceType)
+            version = reply.first?.string ?? "avahi-daemon"
         } catch {
             return .warn(
                 "avahi", "avahi-daemon is not reachable on the system bus (\(error)): no mDNS announcement", fix)
         }
+        let name = settings.name ?? BluetoothProxy.hostName()
+        let type = AvahiAnnouncer.serviceType
+        guard let mac = mac.map(Self.txtMAC) else {
+            return .ok("avahi", "\(version) on the system bus (the announcement not checked: the proxy did not answer)")
+        }
+        let rename =
+            "set bluetooth_proxy.name to a name no other device on the network uses (Home Assistant tells ESPHome "
+            + "devices apart by name), then sudo systemctl restart gattway"
+        var candidate = name
+        var others: [String] = []
+        for _ in 0...AvahiAnnouncer.maximumAlternatives {
+            guard let found = await resolve(candidate, on: connection) else { break }
+            if found.mac == mac {
+                if candidate == name {
+                    return .ok("avahi", "\(version) on the system bus: the proxy is announced as \(type) \"\(name)\"")
+                }
+                return .warn(
+                    "avahi",
+                    "the proxy is announced as \(type) \"\(candidate)\", not \"\(name)\": "
+                        + others.joined(separator: ", "), rename)
+            }
+            others.append("\"\(candidate)\" is \(found.host) (MAC \(found.mac))")
+            guard
+                let next = try? await connection.call(
+                    destination: AvahiAnnouncer.service, path: "/", interface: AvahiAnnouncer.serverInterface,
+                    method: "GetAlternativeServiceName", arguments: [.string(candidate)], timeout: timeout
+                ).first?.string
+            else { break }
+            candidate = next
+        }
+        if others.isEmpty {
+            return .warn(
+                "avahi", "\(version) runs, but nothing is announced as \(type) \"\(name)\"",
+                "the log of gattway run says why (journalctl -u gattway | grep mDNS)")
+        }
+        return .warn(
+            "avahi",
+            "the proxy is not announced by mDNS: " + others.joined(separator: ", ")
+                + " (gattway's log says which names it tried)", rename)
+    }
+
+    /// 12 lower-case hex digits, as in the TXT record.
+    static func txtMAC(_ address: String) -> String {
+        address.lowercased().filter { $0 != ":" }
+    }
+
+    /// Avahi's `ResolveService` of the proxy's service type under `name` (IPv4): the host and the
+    /// TXT `mac`, or nil when nothing answers within the timeout.
+    private func resolve(_ name: String, on connection: DBusConnection) async -> (host: String, mac: String)? {
+        guard
+            let reply = try? await connection.call(
+                destination: AvahiAnnouncer.service, path: "/", interface: AvahiAnnouncer.serverInterface,
+                method: "ResolveService",
+                arguments: [
+                    .int32(-1), .int32(0), .string(name), .string(AvahiAnnouncer.serviceType), .string(""),
+                    .int32(-1), .uint32(0),
+                ], timeout: timeout),
+            reply.count >= 10
+        else { return nil }
+        let txt = (reply[9].array ?? []).compactMap { $0.bytes.map { String(decoding: $0, as: UTF8.self) } }
+        let mac = txt.first { $0.hasPrefix("mac=") }.map { String($0.dropFirst(4)) } ?? "none"
+        return (reply[5].string ?? "?", mac)
     }
 
     private func key() -> DoctorCheck {

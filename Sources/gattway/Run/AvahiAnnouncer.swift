@@ -1,17 +1,66 @@
 import DBus
 import ESPHomeAPI
 import EventLoop
+import Gateway
 
 /// Announces the Bluetooth proxy as `_esphomelib._tcp` through Avahi's D-Bus API on the system bus
 /// (org.freedesktop.Avahi: `Server.EntryGroupNew`, then `EntryGroup.AddService` and `Commit`), so
-/// Home Assistant discovers it like an ESPHome device. Without Avahi the caller logs a warning and
-/// the proxy is added by address instead (docs/ha-bluetooth-proxy.md).
-struct AvahiAnnouncer: Sendable {
-    let connection: DBusConnection
-    let group: DBusObjectPath
-
+/// Home Assistant discovers it like an ESPHome device (docs/ha-bluetooth-proxy.md, "mDNS").
+///
+/// It follows what Avahi says afterwards:
+/// - the group's `StateChanged`: a **collision** (another device on the network announces the
+///   name, or another program on this machine: `AddService` then fails with `CollisionError`)
+///   re-registers the service under Avahi's alternative name (`Server.GetAlternativeServiceName`:
+///   `name #2`, `name #3`, …), at most ``maximumAlternatives`` times, each with a warning that says
+///   which name is announced now; after the last one the group is freed and the proxy goes on
+///   without mDNS (an error says so). A **failure** is logged and the group freed.
+/// - the owner of `org.freedesktop.Avahi`: when avahi-daemon restarts (or starts after gattway),
+///   the service is announced again to the new daemon, under the configured name first; while
+///   there is none the proxy is not announced.
+///
+/// Only the mDNS instance name changes: the node name in the Noise hello, DeviceInfo and the TXT
+/// record's `friendly_name` stay the configured one (Home Assistant stores it and checks it on
+/// every reconnection).
+///
+/// Everything Avahi reports goes through one stream, in the order the bus delivered it, to one
+/// task that handles each event to its end before the next, so no two registrations overlap.
+final class AvahiAnnouncer: Sendable {
     static let service = "org.freedesktop.Avahi"
     static let serviceType = "_esphomelib._tcp"
+    static let serverInterface = "org.freedesktop.Avahi.Server"
+    static let groupInterface = "org.freedesktop.Avahi.EntryGroup"
+    /// Alternative names tried after a collision before giving up (per avahi-daemon instance).
+    static let maximumAlternatives = 10
+
+    /// `AVAHI_ENTRY_GROUP_*` of the group's `StateChanged` signal.
+    enum GroupState: Int {
+        case uncommitted = 0, registering = 1, established = 2, collision = 3, failure = 4
+    }
+
+    enum Event: Sendable {
+        /// `GetNameOwner(org.freedesktop.Avahi)` at the start (nil: no avahi-daemon).
+        case initialOwner(String?)
+        /// `NameOwnerChanged` of `org.freedesktop.Avahi`: the new owner (nil: gone).
+        case ownerChanged(String?)
+        /// An entry group's `StateChanged(i state, s error)`, with the signal's sender and path.
+        case state(sender: String?, group: DBusObjectPath?, state: Int, error: String)
+    }
+
+    private let connection: DBusConnection
+    private let handlers: [DBusSignalHandler]
+    private let events: AsyncStream<Event>.Continuation
+    /// Handles the events; ends with the daemon and group to free at the stop.
+    private let worker: Task<(owner: String, group: DBusObjectPath)?, Never>
+
+    private init(
+        connection: DBusConnection, handlers: [DBusSignalHandler], events: AsyncStream<Event>.Continuation,
+        worker: Task<(owner: String, group: DBusObjectPath)?, Never>
+    ) {
+        self.connection = connection
+        self.handlers = handlers
+        self.events = events
+        self.worker = worker
+    }
 
     /// The TXT record of an ESPHome device's announcement, as Home Assistant reads it: `mac`
     /// (12 lower-case hex digits, its unique id), `version`, `friendly_name`, `network`, `platform`,
@@ -28,44 +77,240 @@ struct AvahiAnnouncer: Sendable {
         return records
     }
 
-    /// Connects to the system bus and publishes the service; throws when the bus or Avahi is
-    /// missing or refuses (the caller's warning says why).
-    static func announce(_ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop) async throws
-        -> AvahiAnnouncer
-    {
+    /// Connects to the system bus, follows Avahi there and announces the service whenever
+    /// avahi-daemon is on the bus (now or later). Throws only when there is no system bus; every
+    /// later problem is logged and the proxy goes on without mDNS.
+    static func start(
+        _ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop, log: GatewayLogger
+    ) async throws -> AvahiAnnouncer {
         let connection = try await DBusConnection.connect(to: .system, on: loop)
+        // Unbounded, but only avahi-daemon's signals for this connection's groups and the bus's
+        // owner changes of one name arrive here, and each is handled at once.
+        let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
+        var handlers: [DBusSignalHandler] = []
         do {
-            let reply = try await connection.call(
-                destination: service, path: "/", interface: "org.freedesktop.Avahi.Server", method: "EntryGroupNew",
-                timeout: .seconds(5))
-            guard let group = reply.first?.objectPath else {
-                throw DBusError(.failed, "EntryGroupNew returned no object path")
-            }
-            let txt = DBusValue.array(
-                .array(.byte), txt(configuration).map { .array(.byte, Array($0.utf8).map(DBusValue.byte)) })
-            _ = try await connection.call(
-                destination: service, path: group, interface: "org.freedesktop.Avahi.EntryGroup",
-                method: "AddService",
-                arguments: [
-                    // Every interface (-1), IPv4 only (AVAHI_PROTO_INET, 0): the server listens on IPv4.
-                    .int32(-1), .int32(0), .uint32(0), .string(configuration.name), .string(serviceType),
-                    .string(""), .string(""), .uint16(port), txt,
-                ], timeout: .seconds(5))
-            _ = try await connection.call(
-                destination: service, path: group, interface: "org.freedesktop.Avahi.EntryGroup", method: "Commit",
-                timeout: .seconds(5))
-            return AvahiAnnouncer(connection: connection, group: group)
+            handlers.append(
+                try await connection.handleSignals(
+                    matching: DBusMatchRule(
+                        sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                        interface: "org.freedesktop.DBus", member: "NameOwnerChanged", arguments: [0: service])
+                ) { message in
+                    guard message.arguments.count == 3, let owner = message.arguments[2].string else { return }
+                    continuation.yield(.ownerChanged(owner.isEmpty ? nil : owner))
+                })
+            // Avahi sends these to the group's client only; the sender is checked against the
+            // daemon's unique name when handled.
+            handlers.append(
+                try await connection.handleSignals(
+                    matching: DBusMatchRule(interface: groupInterface, member: "StateChanged")
+                ) { message in
+                    guard let state = message.arguments.first?.int else { return }
+                    continuation.yield(
+                        .state(
+                            sender: message.sender, group: message.path, state: state,
+                            error: message.arguments.dropFirst().first?.string ?? ""))
+                })
+            continuation.yield(.initialOwner(try await connection.nameOwner(service)))
         } catch {
+            for handler in handlers { handler.cancel() }
+            continuation.finish()
             await connection.close()
             throw error
         }
+        let worker = Task { () -> (owner: String, group: DBusObjectPath)? in
+            var publisher = Publisher(connection: connection, configuration: configuration, port: port, log: log)
+            for await event in stream {
+                await publisher.handle(event)
+            }
+            guard let owner = publisher.owner, let group = publisher.group else { return nil }
+            return (owner: owner, group: group)
+        }
+        return AvahiAnnouncer(connection: connection, handlers: handlers, events: continuation, worker: worker)
     }
 
     /// Withdraws the announcement (the group is freed) and closes the connection.
     func withdraw() async {
-        _ = try? await connection.call(
-            destination: Self.service, path: group, interface: "org.freedesktop.Avahi.EntryGroup", method: "Free",
-            timeout: .seconds(2))
+        events.finish()
+        // A registration under way is cancelled (its calls end at once).
+        worker.cancel()
+        let current = await worker.value
+        for handler in handlers { handler.cancel() }
+        if let current {
+            _ = try? await connection.call(
+                destination: current.owner, path: current.group, interface: Self.groupInterface, method: "Free",
+                timeout: .seconds(2))
+        }
         await connection.close()
+    }
+}
+
+/// The state of the announcement, owned by the announcer's one task.
+private struct Publisher {
+    let connection: DBusConnection
+    let configuration: APIServerConfiguration
+    let port: UInt16
+    let log: GatewayLogger
+    /// avahi-daemon's unique name on the bus, nil while there is none.
+    var owner: String?
+    var ownerChanged = false
+    /// The entry group of this daemon, once made (nil: not announced).
+    var group: DBusObjectPath?
+    /// The instance name registered (or being registered) now.
+    var name: String
+    var alternatives = 0
+    var established = false
+
+    init(connection: DBusConnection, configuration: APIServerConfiguration, port: UInt16, log: GatewayLogger) {
+        self.connection = connection
+        self.configuration = configuration
+        self.port = port
+        self.log = log
+        name = configuration.name
+    }
+
+    private var byAddress: String { "add it in Home Assistant by address, port \(port)" }
+
+    mutating func handle(_ event: AvahiAnnouncer.Event) async {
+        switch event {
+        case .initialOwner(let current):
+            // A NameOwnerChanged seen first is newer than this answer.
+            guard !ownerChanged else { return }
+            guard let current else {
+                log(
+                    .warning,
+                    "Bluetooth proxy: not announced by mDNS (avahi-daemon is not on the system bus; announced "
+                        + "once it starts); \(byAddress)")
+                return
+            }
+            await publish(to: current)
+        case .ownerChanged(let newOwner):
+            ownerChanged = true
+            guard newOwner != owner else { return }
+            // The previous daemon's group went with it.
+            owner = nil
+            group = nil
+            guard let newOwner else {
+                log(
+                    .warning,
+                    "Bluetooth proxy: avahi-daemon left the system bus: not announced by mDNS until it is back")
+                return
+            }
+            log(.notice, "Bluetooth proxy: avahi-daemon is on the system bus: announcing")
+            await publish(to: newOwner)
+        case .state(let sender, let path, let state, let error):
+            guard let owner, sender == owner, let group, path == group else { return }
+            do {
+                switch AvahiAnnouncer.GroupState(rawValue: state) {
+                case .established:
+                    guard !established else { return }
+                    established = true
+                    log(
+                        .info,
+                        "Bluetooth proxy: announced by mDNS as \(AvahiAnnouncer.serviceType) \"\(name)\" through Avahi")
+                case .collision:
+                    try await rename(because: "another device on the network announces it")
+                case .failure:
+                    log(
+                        .error,
+                        "Bluetooth proxy: Avahi failed to announce \"\(name)\" (\(error.isEmpty ? "no reason given" : error)); "
+                            + "not announced by mDNS until avahi-daemon restarts; \(byAddress)")
+                    await free()
+                default:
+                    break
+                }
+            } catch {
+                notAnnounced(error)
+            }
+        }
+    }
+
+    /// A new entry group on the daemon `owner`, registered under the configured name.
+    private mutating func publish(to owner: String) async {
+        self.owner = owner
+        name = configuration.name
+        alternatives = 0
+        established = false
+        do {
+            let reply = try await connection.call(
+                destination: owner, path: "/", interface: AvahiAnnouncer.serverInterface, method: "EntryGroupNew",
+                timeout: .seconds(5))
+            guard let path = reply.first?.objectPath else {
+                throw DBusError(.failed, "EntryGroupNew returned no object path")
+            }
+            group = path
+            try await register()
+        } catch {
+            notAnnounced(error)
+        }
+    }
+
+    /// Adds the service under ``name`` to the (empty) group and commits it. A name another program
+    /// on this machine has registered is refused at once (`CollisionError`): the next one is tried.
+    private mutating func register() async throws {
+        guard let owner, let group else { return }
+        let txt = DBusValue.array(
+            .array(.byte), AvahiAnnouncer.txt(configuration).map { .array(.byte, Array($0.utf8).map(DBusValue.byte)) })
+        do {
+            _ = try await connection.call(
+                destination: owner, path: group, interface: AvahiAnnouncer.groupInterface, method: "AddService",
+                arguments: [
+                    // Every interface (-1), IPv4 only (AVAHI_PROTO_INET, 0): the server listens on IPv4.
+                    .int32(-1), .int32(0), .uint32(0), .string(name), .string(AvahiAnnouncer.serviceType),
+                    .string(""), .string(""), .uint16(port), txt,
+                ], timeout: .seconds(5))
+        } catch let error as DBusError where error.name.rawValue == "org.freedesktop.Avahi.CollisionError" {
+            try await rename(because: "another program on this machine announces it")
+            return
+        }
+        _ = try await connection.call(
+            destination: owner, path: group, interface: AvahiAnnouncer.groupInterface, method: "Commit",
+            timeout: .seconds(5))
+    }
+
+    /// After a collision: the group is reset and the service registered again under Avahi's
+    /// alternative name, unless ``AvahiAnnouncer/maximumAlternatives`` were tried already.
+    private mutating func rename(because reason: String) async throws {
+        guard let owner, let group else { return }
+        guard alternatives < AvahiAnnouncer.maximumAlternatives else {
+            log(
+                .error,
+                "Bluetooth proxy: mDNS name collision: \"\(configuration.name)\" and its \(alternatives) alternatives "
+                    + "(the last \"\(name)\": \(reason)) are taken: not announced by mDNS; \(byAddress), and set "
+                    + "bluetooth_proxy.name to a name no other device on the network uses")
+            await free()
+            return
+        }
+        alternatives += 1
+        let reply = try await connection.call(
+            destination: owner, path: "/", interface: AvahiAnnouncer.serverInterface,
+            method: "GetAlternativeServiceName", arguments: [.string(name)], timeout: .seconds(5))
+        guard let next = reply.first?.string, !next.isEmpty else {
+            throw DBusError(.failed, "GetAlternativeServiceName returned no name")
+        }
+        log(
+            .warning,
+            "Bluetooth proxy: the mDNS name \"\(name)\" is taken (\(reason)); announcing as \"\(next)\" instead. "
+                + "Set bluetooth_proxy.name to a name no other device on the network uses: Home Assistant tells "
+                + "ESPHome devices apart by their name, and the API still answers as \"\(configuration.name)\"")
+        name = next
+        established = false
+        _ = try await connection.call(
+            destination: owner, path: group, interface: AvahiAnnouncer.groupInterface, method: "Reset",
+            timeout: .seconds(5))
+        try await register()
+    }
+
+    private mutating func notAnnounced(_ error: any Error) {
+        guard !(error is CancellationError) else { return }
+        log(.warning, "Bluetooth proxy: not announced by mDNS (Avahi: \(error)); \(byAddress)")
+    }
+
+    /// Frees the group: nothing is announced until avahi-daemon restarts.
+    private mutating func free() async {
+        guard let owner, let group else { return }
+        self.group = nil
+        _ = try? await connection.call(
+            destination: owner, path: group, interface: AvahiAnnouncer.groupInterface, method: "Free",
+            timeout: .seconds(2))
     }
 }

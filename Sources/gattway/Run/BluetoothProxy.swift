@@ -70,14 +70,15 @@ struct BluetoothProxy: Sendable {
             log(.warning, "Bluetooth proxy: cannot scan: \(error)")
             _ = try? await loop.submit { server.scannerState = .failed }
         }
+        // Announced (and re-announced after a collision or an avahi-daemon restart) in the
+        // background; only a missing system bus ends it here.
         var announcer: AvahiAnnouncer?
         do {
-            announcer = try await AvahiAnnouncer.announce(configuration, port: port, on: loop)
-            log(.info, "Bluetooth proxy: announced as \(AvahiAnnouncer.serviceType) \"\(name)\" through Avahi")
+            announcer = try await AvahiAnnouncer.start(configuration, port: port, on: loop, log: log)
         } catch {
             log(
                 .warning,
-                "Bluetooth proxy: not announced by mDNS (Avahi: \(error)); add it in Home Assistant by address, port \(port)"
+                "Bluetooth proxy: not announced by mDNS (no system bus: \(error)); add it in Home Assistant by address, port \(port)"
             )
         }
         // The adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
