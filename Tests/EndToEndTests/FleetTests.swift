@@ -14,14 +14,17 @@ import Testing
 struct FleetTests {
     static let sensor = "A4:C1:38:00:00:04"
 
-    /// One gateway's radio: a bus, the simulator with only the BTHome sensor, at `rssi`.
+    static let lamp = "A4:C1:38:00:00:03"
+
+    /// One gateway's radio: a bus, the simulator with only `device` (the BTHome sensor by
+    /// default) at `rssi`.
     struct Radio {
         let daemon: DBusDaemon
         let simulator: BlueZSimulator
 
-        static func start(rssi: Double, on loop: EventLoop) async throws -> Radio {
+        static func start(rssi: Double, device: String = FleetTests.sensor, on loop: EventLoop) async throws -> Radio {
             let scenario = try EndToEnd.fastDemo { scenario in
-                scenario.devices = scenario.devices.filter { $0.address.description == FleetTests.sensor }
+                scenario.devices = scenario.devices.filter { $0.address.description == device }
                 scenario.devices[0].rssi = rssi
                 scenario.devices[0].rssiJitter = 1
             }
@@ -45,6 +48,20 @@ struct FleetTests {
           "health": {"enabled": false},
           "fleet": {"enabled": true, "lease": "3s", "handover_after": "2s", "hysteresis_db": 6},
           "devices": [{"match": {"address": "\(sensor)"}, "name": "bthome_th"}]
+        }
+        """
+    }
+
+    static func lampConfig(_ id: String, broker: String) -> String {
+        """
+        {
+          "mqtt": {"server": "\(broker)", "base_topic": "gattway", "client_id": "\(id)"},
+          "bluetooth": {"scan": {"services": []}, "connect_timeout": "5s", "gatt_timeout": "3s"},
+          "homeassistant": {"enabled": false},
+          "health": {"enabled": false},
+          "fleet": {"enabled": true, "lease": "3s", "handover_after": "2s"},
+          "devices": [{"match": {"address": "\(lamp)"}, "name": "lamp", "connect": true,
+            "commands": {"light": {"service": "ff00", "characteristic": "ff01", "encoding": "bool"}}}]
         }
         """
     }
@@ -88,6 +105,85 @@ struct FleetTests {
         states.map { state in
             levels.indices.min { abs(levels[$0] - state.rssi) < abs(levels[$1] - state.rssi) } ?? -1
         }
+    }
+
+    @Test(
+        "a connect: true device is connected by its owner alone, and a /set runs once, answered once; after the owner is killed the other connects it"
+    )
+    func connectedDevice() async throws {
+        let loop = EventLoop(name: "fleet-e2e-lamp")
+        let broker = try await MosquittoBroker()
+        try await broker.start()
+        let radioA = try await Radio.start(rssi: -55, device: Self.lamp, on: loop)
+        let radioB = try await Radio.start(rssi: -75, device: Self.lamp, on: loop)
+        let observer = try MQTTClient(
+            configuration: try MQTTConfiguration(url: broker.url, clientID: "fleet-lamp-observer"), loop: loop)
+        var gateways: [ChildProcess] = []
+        func stopAll() async {
+            for gateway in gateways { gateway.stop(grace: 5) }
+            await observer.disconnect()
+            await radioA.stop()
+            await radioB.stop()
+            loop.shutdown()
+            broker.stop()
+        }
+        do {
+            try await observer.connect()
+            let messages = MessageRecorder()
+            let subscription = try await observer.subscribe(to: "#")
+            let recording = Task { for await message in subscription { messages.record(message) } }
+            defer { recording.cancel() }
+            for (id, radio) in [("gw-a", radioA), ("gw-b", radioB)] {
+                let path = radio.daemon.directory.appendingPathComponent("config.json")
+                try Self.lampConfig(id, broker: broker.url).write(to: path, atomically: true, encoding: .utf8)
+                gateways.append(
+                    try ChildProcess(
+                        try BuiltProduct.path("gattway"), ["run", "--config", path.path, "--log-level", "debug"],
+                        environment: radio.daemon.environment))
+            }
+            func logs() -> String {
+                gateways.map { $0.log().split(separator: "\n").suffix(25).joined(separator: "\n") }
+                    .joined(separator: "\n------\n")
+            }
+            try await messages.wait(for: "the lamp online", timeout: 40) {
+                $0.topic == "gattway/lamp/availability" && $0.text.contains("online")
+            }
+            try await Task.sleep(for: .seconds(2))
+            let connectsA = await radioA.simulator.counterValues().connects
+            let connectsB = await radioB.simulator.counterValues().connects
+            #expect(connectsA == 1 && connectsB == 0, "connects: gw-a \(connectsA), gw-b \(connectsB)\n\(logs())")
+
+            let before = messages.count
+            try await observer.publish(
+                MQTTMessage(
+                    topic: "gattway/lamp/set", string: #"{"light": true, "transaction": "once"}"#, qos: .atLeastOnce))
+            try await messages.wait(for: "the response", after: before, timeout: 20) {
+                $0.topic == "gattway/lamp/response" && $0.text.contains("once")
+            }
+            try await Task.sleep(for: .seconds(3))
+            let responses = messages.all.dropFirst(before).filter { $0.topic == "gattway/lamp/response" }
+            #expect(responses.count == 1, "\(responses.map(\.text))\n\(logs())")
+            #expect(responses.first?.text.contains(#""status":"ok""#) == true, "\(responses.map(\.text))")
+            let writesA = await radioA.simulator.recordedWrites.filter {
+                $0.uuid.shortDescription == "FF01"
+            }
+            let writesB = await radioB.simulator.recordedWrites.filter {
+                $0.uuid.shortDescription == "FF01"
+            }
+            #expect(
+                writesA.count == 1 && writesB.isEmpty,
+                "writes: gw-a \(writesA.count), gw-b \(writesB.count); \(responses.map(\.text))\n\(logs())")
+
+            // The owner dies: the other gateway connects the lamp (its will, then its lease).
+            gateways[0].kill9()
+            try await eventually("gw-b connected the lamp", within: 20) {
+                await radioB.simulator.counterValues().connects == 1
+            }
+        } catch {
+            await stopAll()
+            throw error
+        }
+        await stopAll()
     }
 
     @Test(
