@@ -5,7 +5,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster test-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster test-fleet bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -196,7 +196,26 @@ bench: deps
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION)
-	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(SUITES)
+	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster,$(SUITES))
+	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' fleet-cluster '; then $(MAKE) --no-print-directory bench-fleet; fi
+
+# Fleet mode at scale on the real cluster (BENCHMARKS.md; part of `make bench`, alone with
+# `make bench-fleet` or `SUITES=fleet-cluster`): 10 release `gattway run` and 100 sensors
+# (FLEET_GATEWAYS, FLEET_DEVICES, FLEET_MINUTES) on a 3-node RabbitMQ cluster
+# (Tests/Fleet/fleet-scale.py): readings published twice, ownership changes, the fleet's traffic
+# and the CPU per gateway. About 6 minutes.
+FLEET_GATEWAYS ?= 10
+FLEET_DEVICES ?= 100
+FLEET_MINUTES ?= 5
+bench-fleet:
+	@scripts/install-deps.sh $(FLEET_PACKAGES)
+	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+	@dir="$(FLEET_DIR)"; bin="$$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))"; \
+	  if [ -f "$$dir/cluster.env" ]; then Tests/Fleet/cluster.sh stop "$$dir" || true; fi; \
+	  rm -rf "$$dir" && mkdir -p "$$dir" || exit 1; \
+	  trap 'Tests/Fleet/cluster.sh stop "$$dir"' EXIT; trap 'exit 130' INT TERM; \
+	  Tests/Fleet/cluster.sh start "$$dir" && Tests/Fleet/fleet-scale.py "$$dir" "$$bin/gattway" \
+	    --gateways $(FLEET_GATEWAYS) --devices $(FLEET_DEVICES) --minutes $(FLEET_MINUTES)
 
 # The soak (never part of `make test`; RELIABILITY.md): MINUTES (30) of gattway run, built as for
 # `make bench`, on the simulator — the demo's connected devices, 200 rotating ATC1441 advertisers at
