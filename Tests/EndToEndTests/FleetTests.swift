@@ -27,6 +27,9 @@ struct FleetTests {
                 scenario.devices = scenario.devices.filter { $0.address.description == device }
                 scenario.devices[0].rssi = rssi
                 scenario.devices[0].rssiJitter = 1
+                // Every radio hears the same advertisement at the same time, with the same
+                // packet id (as gateways of a fleet hear one device).
+                scenario.devices[0].aligned = true
             }
             let daemon = try await DBusDaemon()
             let simulator = try await BlueZSimulator.start(scenario: scenario, bus: .address(daemon.address), on: loop)

@@ -16,8 +16,13 @@ Checks, one `PASS|FAIL fleet.gateways.NAME detail` line each:
                    id once, read by a subscriber on the third node;
   node-killed      the first gateway's node is SIGKILLed: it moves to another node at once (its
                    next state arrives), it keeps the sensor, and no packet id is published twice;
+  lamp-connected   a `connect: true` lamp heard by all three is connected by its owner alone;
+  set-once         a /set is written to the lamp once (the simulators' write counters) and
+                   answered once;
   owner-killed     the first gateway is SIGKILLed: the second (-70) publishes within lease + 2 s,
                    no packet id twice;
+  moved            the sensor moves away from the second gateway (its radio hears it at -95):
+                   the third takes it over once, no packet id twice;
 Prints 'N passed, N failed'; exit 1 on any failure. Stops everything it started.
 """
 import json
@@ -34,6 +39,7 @@ CLUSTER, GATTWAY = [a for a in sys.argv[1:] if a != "--edges"][:2]
 PREFIX = "fleet.edges." if EDGES else "fleet.gateways."
 HERE = os.path.dirname(os.path.abspath(__file__))
 SENSOR = "A4:C1:38:00:00:04"
+LAMP = "A4:C1:38:00:00:03"
 LEVELS = [-60, -70, -80]
 LEASE = 3
 RESULTS = []
@@ -81,10 +87,15 @@ def world(directory, rssi):
         "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:0%d" % (LEVELS.index(rssi) + 1)}],
         "devices": [{
             "address": SENSOR, "name": "BTHome TH", "rssi": rssi, "rssi_jitter": 1, "interval": "100ms",
-            "connectable": False,
+            "connectable": False, "aligned": True,
             "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
                 "packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}},
-                "temperature": 21.5, "battery": 93}}}}],
+                "temperature": 21.5, "battery": 93}}}},
+            {"address": LAMP, "name": "Desk Lamp", "rssi": rssi + 5, "interval": "200ms",
+             "service_uuids": ["ff00"],
+             "gatt": [{"uuid": "ff00", "characteristics": [
+                 {"uuid": "ff01", "flags": ["write", "write-without-response"], "reflect_writes_to": "ff02"},
+                 {"uuid": "ff02", "flags": ["read", "notify"], "value": {"hex": "00"}}]}]}],
     }
     with open(os.path.join(directory, "scenario.json"), "w") as out:
         json.dump(scenario, out)
@@ -115,7 +126,9 @@ def gateway(directory, index, ports, address, edge=None):
         "health": {"enabled": False},
         "fleet": {"enabled": True, "lease": "%ds" % LEASE, "handover_after": "2s"},
         "state_directory": os.path.join(directory, "state"),
-        "devices": [{"match": {"address": SENSOR}, "name": "bthome_th"}],
+        "devices": [{"match": {"address": SENSOR}, "name": "bthome_th"},
+                    {"match": {"address": LAMP}, "name": "lamp", "connect": True,
+                     "commands": {"light": {"service": "ff00", "characteristic": "ff01", "encoding": "bool"}}}],
     }
     os.makedirs(os.path.join(directory, "state"), exist_ok=True)
     path = os.path.join(directory, "config.json")
@@ -140,6 +153,14 @@ def states(path, after=0):
         if "packet_id" in payload and "rssi" in payload:
             found.append((number, int(payload["packet_id"]), payload["rssi"]))
     return found
+
+
+def counter(bus, name):
+    """A counter of the simulator on `bus` (io.gattway.Simulator1.Counters)."""
+    out = subprocess.run(["busctl", "--address=" + bus, "call", "org.bluez", "/io/gattway/Simulator",
+                          "io.gattway.Simulator1", "Counters"], capture_output=True, text=True).stdout
+    found = re.search(r'"%s" (\d+)' % name, out)
+    return int(found.group(1)) if found else -1
 
 
 def lines(path):
@@ -185,13 +206,16 @@ def main():
     work = tempfile.mkdtemp(prefix="fleet-gateways.")
     observed = os.path.join(work, "observed.txt")
     start(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(ports[2]), "-i", "fleet-observer", "-q", "1", "-v",
-           "-t", "gattway/bthome_th", "-t", "gattway/bridge/+/state"], open(observed, "w"))
+           "-t", "gattway/bthome_th", "-t", "gattway/bridge/+/state", "-t", "gattway/lamp/response"],
+          open(observed, "w"))
     time.sleep(1)
     gateways = []
     edges = []
+    buses = []
     for index, rssi in enumerate(LEVELS):
         directory = os.path.join(work, "gw-%d" % (index + 1))
         address = world(directory, rssi)
+        buses.append(address)
         edge = None
         if EDGES:
             edge = 18880 + index + 1
@@ -238,6 +262,22 @@ def main():
                moved_after, (re.findall(r"MQTT: connected to (\S+)", open(gateways[0][1]).read()) or ["?"])[-1],
                len(after), sorted(set(source(r) + 1 for _, _, r in after)), repeats(after)[:10], missing(around)[:10]))
 
+    # The lamp: connected by its owner (gw-1, which hears it best) alone; a /set runs once.
+    wait(lambda: sum(counter(bus, "Connects") > 0 for bus in buses) >= 1, 30)
+    time.sleep(2)
+    connects = [counter(bus, "Connects") for bus in buses]
+    result(connects[0] >= 1 and connects[1:] == [0, 0], "lamp-connected", "connects per radio: %s" % connects)
+    mark = lines(observed)
+    writes_before = [counter(bus, "Writes") for bus in buses]
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(ports[2]), "-q", "1", "-t", "gattway/lamp/set",
+                    "-m", '{"light": true, "transaction": "set-once"}'], check=False)
+    answered = wait(lambda: "set-once" in "".join(open(observed).read().splitlines()[mark:]), 20)
+    time.sleep(3)
+    responses = [l for l in open(observed).read().splitlines()[mark:] if l.startswith("gattway/lamp/response ")]
+    writes = [counter(bus, "Writes") - before for bus, before in zip(buses, writes_before)]
+    result(answered and len(responses) == 1 and '"status":"ok"' in responses[0] and sum(writes) == 1,
+           "set-once", "responses %d %s; writes per radio %s" % (len(responses), responses[:1], writes))
+
     # gw-1 is SIGKILLed: gw-2 owns the sensor within lease + 2 s.
     mark = lines(observed)
     killed = time.monotonic()
@@ -246,11 +286,27 @@ def main():
     took = time.monotonic() - killed
     time.sleep(2)
     after = states(observed, mark)
-    for name in edges:
-        subprocess.run([os.path.join(HERE, "cluster.sh"), "edge-stop", CLUSTER, name], capture_output=True)
     result(taken and took <= LEASE + 2 + 0.5 and not repeats(after), "owner-killed",
            "gw-2 published after %.1f s (lease %d s; its will came first); %d states since, packet ids twice: %s, "
            "not published in the takeover: %d" % (took, LEASE, len(after), repeats(after)[:10], len(missing(states(observed, max(0, mark - 3))))))
+
+    # The sensor moves away from gw-2 (its radio hears it at -95 now): gw-3 (-80) takes it over
+    # after handover_after (2 s), once.
+    mark = lines(observed)
+    moved = subprocess.run(["busctl", "--address=" + buses[1], "call", "--", "org.bluez", "/io/gattway/Simulator",
+                            "io.gattway.Simulator1", "SetRSSI", "sn", SENSOR, "-95"], capture_output=True, text=True)
+    if moved.returncode != 0:
+        result(False, "moved", "SetRSSI: " + moved.stderr.strip())
+        return
+    handed = wait(lambda: any(source(r) == 2 for _, _, r in states(observed, mark)), 20)
+    time.sleep(3)
+    after = states(observed, mark)
+    order = [("a", "b", "c")[source(r)] if r > -90 else "b" for _, _, r in after]
+    switches = sum(1 for x, y in zip(order, order[1:]) if x != y)
+    result(handed and switches == 1 and order[-1:] == ["c"] and not repeats(after), "moved",
+           "publisher by state: %s; packet ids twice: %s" % ("".join(order), repeats(after)[:10]))
+    for name in edges:
+        subprocess.run([os.path.join(HERE, "cluster.sh"), "edge-stop", CLUSTER, name], capture_output=True)
 
 
 try:

@@ -80,7 +80,7 @@ def main():
                 continue
             devices.append({
                 "address": addresses[d], "rssi": int(round(-40 - 2.5 * distance)), "rssi_jitter": 2,
-                "interval": "1s", "connectable": False,
+                "interval": "1s", "connectable": False, "aligned": True,
                 "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
                     "packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}},
                     "temperature": 21.5, "battery": 90}}}})

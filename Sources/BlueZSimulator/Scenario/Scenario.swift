@@ -217,6 +217,11 @@ public struct DeviceSpec: Sendable, Equatable {
     public var advertisesWhileConnected: Bool = true
     /// How the peripheral answers `Device1.Pair()`.
     public var pairing: Pairing = .justWorks
+    /// Advertises on the wall clock's slots of its interval (slot k at k × interval since the
+    /// epoch), its payload generators at slot k's values (modulo 256 advertisements): several
+    /// simulators of one machine then "hear" the same advertisement at the same time with the
+    /// same counters, as gateways of a fleet hear one device.
+    public var aligned = false
 
     /// What the peripheral does when a central pairs with it.
     public enum Pairing: String, Sendable, Equatable {
@@ -230,6 +235,7 @@ public struct DeviceSpec: Sendable, Equatable {
         lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.name == rhs.name
             && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.services == rhs.services && lhs.faults == rhs.faults
             && lhs.advertisesWhileConnected == rhs.advertisesWhileConnected && lhs.pairing == rhs.pairing
+            && lhs.aligned == rhs.aligned
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.payload) == rhs.manufacturerData.map(\.payload)
             && lhs.serviceData.map(\.uuid) == rhs.serviceData.map(\.uuid)
@@ -268,6 +274,7 @@ public struct DeviceSpec: Sendable, Equatable {
         let connectable = try object.optional("connectable")?.bool() ?? true
         let discoverable = try object.optional("discoverable")?.bool() ?? true
         let advertisesWhileConnected = try object.optional("advertises_while_connected")?.bool() ?? true
+        let aligned = try object.optional("aligned")?.bool() ?? false
         let txPower = try object.optional("tx_power")?.integer(in: -127...20)
         let appearance = try object.optional("appearance").map { UInt16(try $0.integer(in: 0...0xFFFF)) }
         let serviceUUIDs = try object.optional("service_uuids")?.array().map(readUUID) ?? []
@@ -305,6 +312,7 @@ public struct DeviceSpec: Sendable, Equatable {
             serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
             advertisesWhileConnected: advertisesWhileConnected)
         spec.pairing = pairing
+        spec.aligned = aligned
         return spec
     }
 }

@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import Glibc
 import JSON
 
 extension BlueZSimulator {
@@ -116,6 +117,10 @@ extension BlueZSimulator {
         let now = EventLoop.now()
         for path in deviceOrder {
             guard let device = devices[path], device.adapter === adapter, device.spec.interval > 0 else { continue }
+            if device.spec.aligned {
+                schedule.insert(path, at: later(now, by: Self.slot(device.spec.interval).untilNext))
+                continue
+            }
             let unit = Double(device.rng.next() >> 11) / Double(1 << 53)
             schedule.insert(path, at: later(now, by: unit * device.spec.interval))
         }
@@ -139,11 +144,29 @@ extension BlueZSimulator {
             guard let device = devices[path], device.adapter.sessions.isDiscovering, device.adapter.powered,
                 device.spec.interval > 0
             else { continue }
+            if device.spec.aligned {
+                // On the wall clock's slots: this one's number sets the counters.
+                let (slot, untilNext) = Self.slot(device.spec.interval)
+                device.advance(to: slot)
+                if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
+                schedule.insert(path, at: later(now, by: untilNext))
+                continue
+            }
             if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
             let next = max(later(deadline, by: device.spec.interval), now)
             schedule.insert(path, at: next)
         }
         armSchedule()
+    }
+
+    /// The wall clock's slot of `interval` nearest to now (slot k is at k × interval seconds
+    /// since the epoch; a timer fires a little early or late) and the seconds until the next one.
+    static func slot(_ interval: Double) -> (slot: Int64, untilNext: Double) {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        let now = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+        let slot = (now / interval).rounded()
+        return (Int64(slot), max(0, (slot + 1) * interval - now))
     }
 
     /// One advertising report through bluetoothd's pipeline (`btd_adapter_update_found_device`).

@@ -114,6 +114,21 @@ final class SimulatedDevice: @unchecked Sendable {
         resolvedOnce ? layout.serviceUUIDs : cache.uuids.map(\.description)
     }
 
+    /// The wall-clock slot of the last report of an aligned device (``DeviceSpec/aligned``).
+    var lastSlot: Int64?
+
+    /// Brings an aligned device's payload generators to `slot`: the advertisements skipped since
+    /// the last one (modulo 256; all 256 minus one would be a whole turn of a byte counter).
+    func advance(to slot: Int64) {
+        let skipped = lastSlot.map { max(0, min(255, slot - $0 - 1)) } ?? (slot % 256 + 256) % 256
+        lastSlot = slot
+        guard skipped > 0 else { return }
+        for _ in 0..<skipped {
+            for index in manufacturerData.indices { _ = manufacturerData[index].1.next() }
+            for index in serviceData.indices { _ = serviceData[index].1.next() }
+        }
+    }
+
     /// The next advertising report (generators advance; a linked adapter's advertisements take turns).
     func makeReport() -> AdvertisementReport {
         if var mirror, !mirror.reports.isEmpty {
