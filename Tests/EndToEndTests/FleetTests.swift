@@ -42,6 +42,65 @@ struct FleetTests {
         }
     }
 
+    /// Two gateways in fleet mode, gw-a and gw-b, each on its own radio (`device` at `levels[0]`
+    /// and `levels[1]`), a mosquitto and an observer recording `#`; `config` makes a gateway's
+    /// config.json from its id and the broker's URL. Stops everything whether `body` returns or
+    /// throws.
+    struct World {
+        let radios: [Radio]
+        let gateways: [ChildProcess]
+        let messages: MessageRecorder
+        let observer: MQTTClient
+
+        /// The end of each gateway's log, for a failure's message.
+        func logs() -> String {
+            zip(["gw-a", "gw-b"], gateways).map { name, gateway in
+                "--- \(name) ---\n" + gateway.log().split(separator: "\n").suffix(30).joined(separator: "\n")
+            }.joined(separator: "\n")
+        }
+
+        static func run(
+            device: String = FleetTests.sensor, levels: [Double], config: (String, String) -> String,
+            _ body: (World) async throws -> Void
+        ) async throws {
+            let loop = EventLoop(name: "fleet-e2e")
+            let broker = try await MosquittoBroker()
+            try await broker.start()
+            var radios: [Radio] = []
+            var gateways: [ChildProcess] = []
+            let observer = try MQTTClient(
+                configuration: try MQTTConfiguration(url: broker.url, clientID: "fleet-observer"), loop: loop)
+            func stopAll() async {
+                for gateway in gateways { gateway.stop(grace: 5) }
+                await observer.disconnect()
+                for radio in radios { await radio.stop() }
+                loop.shutdown()
+                broker.stop()
+            }
+            do {
+                for level in levels { radios.append(try await Radio.start(rssi: level, device: device, on: loop)) }
+                try await observer.connect()
+                let messages = MessageRecorder()
+                let subscription = try await observer.subscribe(to: "#")
+                let recording = Task { for await message in subscription { messages.record(message) } }
+                defer { recording.cancel() }
+                for (id, radio) in zip(["gw-a", "gw-b"], radios) {
+                    let path = radio.daemon.directory.appendingPathComponent("config.json")
+                    try config(id, broker.url).write(to: path, atomically: true, encoding: .utf8)
+                    gateways.append(
+                        try ChildProcess(
+                            try BuiltProduct.path("gattway"), ["run", "--config", path.path, "--log-level", "debug"],
+                            environment: radio.daemon.environment))
+                }
+                try await body(World(radios: radios, gateways: gateways, messages: messages, observer: observer))
+            } catch {
+                await stopAll()
+                throw error
+            }
+            await stopAll()
+        }
+    }
+
     static func config(_ id: String, broker: String) -> String {
         """
         {
@@ -114,40 +173,10 @@ struct FleetTests {
         "a connect: true device is connected by its owner alone, and a /set runs once, answered once; after the owner is killed the other connects it"
     )
     func connectedDevice() async throws {
-        let loop = EventLoop(name: "fleet-e2e-lamp")
-        let broker = try await MosquittoBroker()
-        try await broker.start()
-        let radioA = try await Radio.start(rssi: -55, device: Self.lamp, on: loop)
-        let radioB = try await Radio.start(rssi: -75, device: Self.lamp, on: loop)
-        let observer = try MQTTClient(
-            configuration: try MQTTConfiguration(url: broker.url, clientID: "fleet-lamp-observer"), loop: loop)
-        var gateways: [ChildProcess] = []
-        func stopAll() async {
-            for gateway in gateways { gateway.stop(grace: 5) }
-            await observer.disconnect()
-            await radioA.stop()
-            await radioB.stop()
-            loop.shutdown()
-            broker.stop()
-        }
-        do {
-            try await observer.connect()
-            let messages = MessageRecorder()
-            let subscription = try await observer.subscribe(to: "#")
-            let recording = Task { for await message in subscription { messages.record(message) } }
-            defer { recording.cancel() }
-            for (id, radio) in [("gw-a", radioA), ("gw-b", radioB)] {
-                let path = radio.daemon.directory.appendingPathComponent("config.json")
-                try Self.lampConfig(id, broker: broker.url).write(to: path, atomically: true, encoding: .utf8)
-                gateways.append(
-                    try ChildProcess(
-                        try BuiltProduct.path("gattway"), ["run", "--config", path.path, "--log-level", "debug"],
-                        environment: radio.daemon.environment))
-            }
-            func logs() -> String {
-                gateways.map { $0.log().split(separator: "\n").suffix(25).joined(separator: "\n") }
-                    .joined(separator: "\n------\n")
-            }
+        try await World.run(device: Self.lamp, levels: [-55, -75], config: Self.lampConfig) { world in
+            let messages = world.messages
+            let (radioA, radioB) = (world.radios[0], world.radios[1])
+            func logs() -> String { world.logs() }
             try await messages.wait(for: "the lamp online", timeout: 40) {
                 $0.topic == "gattway/lamp/availability" && $0.text.contains("online")
             }
@@ -157,7 +186,7 @@ struct FleetTests {
             #expect(connectsA == 1 && connectsB == 0, "connects: gw-a \(connectsA), gw-b \(connectsB)\n\(logs())")
 
             let before = messages.count
-            try await observer.publish(
+            try await world.observer.publish(
                 MQTTMessage(
                     topic: "gattway/lamp/set", string: #"{"light": true, "transaction": "once"}"#, qos: .atLeastOnce))
             try await messages.wait(for: "the response", after: before, timeout: 20) {
@@ -178,58 +207,21 @@ struct FleetTests {
                 "writes: gw-a \(writesA.count), gw-b \(writesB.count); \(responses.map(\.text))\n\(logs())")
 
             // The owner dies: the other gateway connects the lamp (its will, then its lease).
-            gateways[0].kill9()
+            world.gateways[0].kill9()
             try await eventually("gw-b connected the lamp", within: 20) {
                 await radioB.simulator.counterValues().connects == 1
             }
-        } catch {
-            await stopAll()
-            throw error
         }
-        await stopAll()
     }
 
     @Test(
         "one owner publishes each reading once; a device that moves is handed over once; a killed owner's devices are taken over within lease + 2 s, without duplicates"
     )
     func ownership() async throws {
-        let loop = EventLoop(name: "fleet-e2e")
-        let broker = try await MosquittoBroker()
-        try await broker.start()
-        let radioA = try await Radio.start(rssi: -60, on: loop)
-        let radioB = try await Radio.start(rssi: -80, on: loop)
-        let observer = try MQTTClient(
-            configuration: try MQTTConfiguration(url: broker.url, clientID: "fleet-observer"), loop: loop)
-        var gatewayA: ChildProcess?
-        var gatewayB: ChildProcess?
-        func stopAll() async {
-            gatewayA?.stop(grace: 5)
-            gatewayB?.stop(grace: 5)
-            await observer.disconnect()
-            await radioA.stop()
-            await radioB.stop()
-            loop.shutdown()
-            broker.stop()
-        }
-        do {
-            try await observer.connect()
-            let messages = MessageRecorder()
-            let subscription = try await observer.subscribe(to: "#")
-            let recording = Task { for await message in subscription { messages.record(message) } }
-            defer { recording.cancel() }
-            for (id, radio) in [("gw-a", radioA), ("gw-b", radioB)] {
-                let path = radio.daemon.directory.appendingPathComponent("config.json")
-                try Self.config(id, broker: broker.url).write(to: path, atomically: true, encoding: .utf8)
-                let process = try ChildProcess(
-                    try BuiltProduct.path("gattway"), ["run", "--config", path.path, "--log-level", "debug"],
-                    environment: radio.daemon.environment)
-                if id == "gw-a" { gatewayA = process } else { gatewayB = process }
-            }
-            func logs() -> String {
-                "--- gw-a ---\n" + (gatewayA?.log().split(separator: "\n").suffix(30).joined(separator: "\n") ?? "")
-                    + "\n--- gw-b ---\n"
-                    + (gatewayB?.log().split(separator: "\n").suffix(30).joined(separator: "\n") ?? "")
-            }
+        try await World.run(levels: [-60, -80], config: Self.config) { world in
+            let messages = world.messages
+            let radioA = world.radios[0]
+            func logs() -> String { world.logs() }
 
             // 1. The first lease passes in silence, then gw-a (-60 dBm) alone publishes.
             try await messages.wait(for: "the sensor's state", timeout: 30) { $0.topic == "gattway/bthome_th" }
@@ -260,7 +252,7 @@ struct FleetTests {
             // 3. gw-b is killed: gw-a, which still hears the sensor (-90), owns it within lease + 2 s.
             let beforeKill = messages.all.count
             let killedAt = Date()
-            gatewayB?.kill9()
+            world.gateways[1].kill9()
             try await messages.wait(for: "a state from gw-a after the kill", after: beforeKill, timeout: 20) {
                 $0.topic == "gattway/bthome_th" && abs(($0.number("rssi") ?? 0) + 90) <= 3
             }
@@ -270,10 +262,6 @@ struct FleetTests {
             let afterKill = Self.states(messages, from: beforeMove)
             #expect(
                 Self.repeats(afterKill).isEmpty, "packet ids published twice: \(Self.repeats(afterKill))\n\(logs())")
-        } catch {
-            await stopAll()
-            throw error
         }
-        await stopAll()
     }
 }

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from fleetworld import mqtt_ports, private_bus, start, stop_all
+
 EDGES = "--edges" in sys.argv[1:]
 CLUSTER, GATTWAY = [a for a in sys.argv[1:] if a != "--edges"][:2]
 PREFIX = "fleet.edges." if EDGES else "fleet.gateways."
@@ -43,7 +45,6 @@ LAMP = "A4:C1:38:00:00:03"
 LEVELS = [-60, -70, -80]
 LEASE = 3
 RESULTS = []
-PROCESSES = []
 
 
 def result(ok, name, detail):
@@ -52,36 +53,9 @@ def result(ok, name, detail):
     print(line, flush=True)
 
 
-def env():
-    values = {}
-    for line in open(os.path.join(CLUSTER, "cluster.env")):
-        key, _, value = line.strip().partition("=")
-        values[key] = value.strip('"')
-    return values
-
-
-def start(argv, log, **kwargs):
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs)
-    PROCESSES.append(process)
-    return process
-
-
 def world(directory, rssi):
     """A private bus and the simulator on it, with the sensor at `rssi`; returns the bus address."""
-    os.makedirs(directory, exist_ok=True)
-    bus = os.path.join(directory, "bus")
-    with open(os.path.join(directory, "bus.conf"), "w") as conf:
-        conf.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>""" % bus)
-    start(["dbus-daemon", "--config-file=" + os.path.join(directory, "bus.conf"), "--nofork", "--nopidfile"],
-          open(os.path.join(directory, "dbus.log"), "w"))
-    for _ in range(100):
-        if os.path.exists(bus):
-            break
-        time.sleep(0.05)
+    address = private_bus(directory)
     scenario = {
         "seed": 1,
         "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:0%d" % (LEVELS.index(rssi) + 1)}],
@@ -99,7 +73,6 @@ def world(directory, rssi):
     }
     with open(os.path.join(directory, "scenario.json"), "w") as out:
         json.dump(scenario, out)
-    address = "unix:path=" + bus
     start([GATTWAY, "simulate", "--scenario", os.path.join(directory, "scenario.json")],
           open(os.path.join(directory, "simulator.log"), "w"), env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address))
     for _ in range(200):
@@ -199,8 +172,7 @@ def wait(predicate, seconds):
 
 
 def main():
-    values = env()
-    ports = [int(p) for p in values["FLEET_MQTT_PORTS"].split()]
+    ports = mqtt_ports(CLUSTER)
     if len(ports) < 3:
         raise SystemExit("fleet-gateways.py: the cluster has %d nodes, 3 needed" % len(ports))
     work = tempfile.mkdtemp(prefix="fleet-gateways.")
@@ -312,14 +284,7 @@ def main():
 try:
     main()
 finally:
-    for process in reversed(PROCESSES):
-        if process.poll() is None:
-            process.terminate()
-    for process in PROCESSES:
-        try:
-            process.wait(timeout=6)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    stop_all()
 passed = sum(RESULTS)
 print("%s: %d passed, %d failed" % (PREFIX.rstrip("."), passed, len(RESULTS) - passed))
 sys.exit(0 if RESULTS and all(RESULTS) else 1)

@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+from fleetworld import mqtt_ports, private_bus, start, stop_all
+
 parser = argparse.ArgumentParser()
 parser.add_argument("cluster")
 parser.add_argument("gattway")
@@ -30,13 +32,6 @@ parser.add_argument("--gateways", type=int, default=10)
 parser.add_argument("--devices", type=int, default=100)
 parser.add_argument("--minutes", type=float, default=5)
 args = parser.parse_args()
-PROCESSES = []
-
-
-def start(argv, log, **kwargs):
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs)
-    PROCESSES.append(process)
-    return process
 
 
 def cpu_seconds(pid):
@@ -45,11 +40,7 @@ def cpu_seconds(pid):
 
 
 def main():
-    values = {}
-    for line in open(os.path.join(args.cluster, "cluster.env")):
-        key, _, value = line.strip().partition("=")
-        values[key] = value.strip('"')
-    ports = [int(p) for p in values["FLEET_MQTT_PORTS"].split()]
+    ports = mqtt_ports(args.cluster)
     work = tempfile.mkdtemp(prefix="fleet-scale.")
     rng = random.Random(42)
     positions = [rng.uniform(0, 10 * (args.gateways - 1)) for _ in range(args.devices)]
@@ -63,16 +54,7 @@ def main():
     buses = []
     for g in range(args.gateways):
         directory = os.path.join(work, "gw-%d" % g)
-        os.makedirs(directory)
-        bus = os.path.join(directory, "bus")
-        with open(os.path.join(directory, "bus.conf"), "w") as conf:
-            conf.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>""" % bus)
-        start(["dbus-daemon", "--config-file=" + os.path.join(directory, "bus.conf"), "--nofork", "--nopidfile"],
-              open(os.path.join(directory, "dbus.log"), "w"))
+        bus = private_bus(directory)
         devices = []
         for d in range(args.devices):
             distance = abs(positions[d] - 10 * g)
@@ -88,10 +70,7 @@ def main():
                     "devices": devices}
         with open(os.path.join(directory, "scenario.json"), "w") as out:
             json.dump(scenario, out)
-        buses.append((directory, "unix:path=" + bus))
-    for _, bus in buses:
-        while not os.path.exists(bus[len("unix:path="):]):
-            time.sleep(0.02)
+        buses.append((directory, bus))
     # All radios at once, so that packet ids count alike.
     for directory, bus in buses:
         start([args.gattway, "simulate", "--scenario", os.path.join(directory, "scenario.json")],
@@ -181,15 +160,9 @@ def main():
     return duplicates == 0 and all(alive)
 
 
+ok = False
 try:
     ok = main()
 finally:
-    for process in reversed(PROCESSES):
-        if process.poll() is None:
-            process.terminate()
-    for process in PROCESSES:
-        try:
-            process.wait(timeout=6)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    stop_all()
 sys.exit(0 if ok else 1)

@@ -67,17 +67,6 @@ enum FleetBench: BenchSuite {
             let distance = abs(position[device] - Double(gateway) * spacing)
             return distance <= range ? -40 - 2.5 * distance : nil
         }
-        func claims(_ view: FleetView) -> [UInt64: FleetView.Claim] {
-            var result: [UInt64: FleetView.Claim] = [:]
-            for (address, device) in view.devices {
-                switch device.role {
-                case .owner: result[address] = .owner
-                case .claiming: result[address] = .claiming
-                case .none: break
-                }
-            }
-            return result
-        }
         // Messages in flight: (sender, bytes); delivered in order, each followed by the
         // receiver's decision, which may send more.
         var queue: [(Int, [UInt8])] = []
@@ -85,7 +74,7 @@ enum FleetBench: BenchSuite {
             let bytes = FleetMessageCodec.encode(views[gateway].message(now: now))
             bytesSent[gateway] += bytes.count
             messagesSent += 1
-            announced[gateway] = claims(views[gateway])
+            announced[gateway] = views[gateway].claims
             nextMessage[gateway] = now + lease / 5
             queue.append((gateway, bytes))
         }
@@ -95,7 +84,7 @@ enum FleetBench: BenchSuite {
                 gains[device] += 1
                 if firstOwnerAt[device] == nil { firstOwnerAt[device] = now }
             }
-            if claims(views[gateway]) != announced[gateway] { send(gateway, now: now) }
+            if views[gateway].claims != announced[gateway] { send(gateway, now: now) }
         }
         func deliver(now: Double) {
             while !queue.isEmpty {

@@ -150,24 +150,14 @@ final class Fleet {
             let still = Set(view.devices.values.flatMap { $0.heldHashes })
             held = held.filter { still.contains($0.key) }
         }
-        var claims: [UInt64: FleetView.Claim] = [:]
-        for (address, device) in view.devices {
-            switch device.role {
-            case .owner: claims[address] = .owner
-            case .claiming: claims[address] = .claiming
-            case .none: break
-            }
-        }
-        if claims != announced { announce(now: now) }
+        if view.claims != announced { announce(now: now) }
         return changes
     }
 
     /// Sends this gateway's message now.
     func announce(now: Double) {
         let message = view.message(now: now)
-        var claims: [UInt64: FleetView.Claim] = [:]
-        for sighting in message.sightings where sighting.claim != .none { claims[sighting.address] = sighting.claim }
-        announced = claims
+        announced = view.claims
         nextMessage = now + interval
         context.output.publish(topic, owned: FleetMessageCodec.encode(message), retain: false, kind: .snapshot)
     }

@@ -37,7 +37,7 @@ package enum FleetMessageCodec {
             appendHex(sighting.address, digits: 12, to: &out)
             out.append(contentsOf: "\",".utf8)
             if let rssi = sighting.rssi, rssi.isFinite {
-                out.append(contentsOf: String(Int(rssi.rounded())).utf8)
+                out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
             } else {
                 out.append(contentsOf: "null".utf8)
             }

@@ -151,6 +151,19 @@ package struct FleetView {
 
     package func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
 
+    /// This gateway's claims: the devices it owns or claims.
+    package var claims: [UInt64: Claim] {
+        var claims: [UInt64: Claim] = [:]
+        for (address, device) in devices {
+            switch device.role {
+            case .owner: claims[address] = .owner
+            case .claiming: claims[address] = .claiming
+            case .none: break
+            }
+        }
+        return claims
+    }
+
     // MARK: Inputs
 
     /// This gateway heard the device (an advertisement; `rssi` nil when the report had none).
