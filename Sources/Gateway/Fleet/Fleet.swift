@@ -78,10 +78,15 @@ final class Fleet {
     /// The commands held for a device this gateway now owns that its previous owner did not run.
     func takeHeld(_ address: BluetoothAddress, now: Double) -> [MQTTInboundMessage] {
         let messages = view.takeHeld(address.rawValue, now: now).compactMap { held[$0] }
-        // Held messages of devices no longer claimed go with their device's list.
+        pruneHeld()
+        return messages
+    }
+
+    /// Held messages whose device no longer holds them (run, or the claim withdrawn) go.
+    private func pruneHeld() {
+        guard !held.isEmpty else { return }
         let still = Set(view.devices.values.flatMap { $0.heldHashes })
         held = held.filter { still.contains($0.key) }
-        return messages
     }
 
     // MARK: Inputs
@@ -146,10 +151,7 @@ final class Fleet {
     private func evaluate(now: Double) -> [FleetView.Change] {
         nextEvaluation = now + 1
         let changes = view.evaluate(now: now)
-        if !held.isEmpty {
-            let still = Set(view.devices.values.flatMap { $0.heldHashes })
-            held = held.filter { still.contains($0.key) }
-        }
+        pruneHeld()
         if view.claims != announced { announce(now: now) }
         return changes
     }
