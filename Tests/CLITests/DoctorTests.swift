@@ -375,7 +375,7 @@ struct DoctorTests {
 
     @Test(
         "a state directory with less free space than twice store_and_forward.max_bytes warns (exit 0), naming both; with max_bytes lowered it is ok",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func stateDirectoryLowOnSpace() async throws {
         let broker = try await MosquittoBroker()
         let fs = try ScratchFileSystem(tmpfsBytes: 4 << 20)
@@ -399,7 +399,7 @@ struct DoctorTests {
 
     @Test(
         "a state directory on a read-only file system fails naming its mount point (exit 1); a full one fails too",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func stateDirectoryReadOnlyOrFull() async throws {
         let broker = try await MosquittoBroker()
         let readOnly = try ScratchFileSystem(tmpfsBytes: 4 << 20, readOnly: true)

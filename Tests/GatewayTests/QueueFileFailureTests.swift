@@ -68,7 +68,7 @@ struct QueueFileFailureTests {
 
     @Test(
         "disk full (a small tmpfs): logged once with what it means; health says not durable with the free bytes; freed, the file is written again by itself (logged once) and nothing is lost",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func diskFull() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let capture = LogCapture()
@@ -148,7 +148,7 @@ struct QueueFileFailureTests {
 
     @Test(
         "an empty queue on a full disk stays not durable: the retry writes a record, which fails, until space comes back",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func emptyQueueOnAFullDisk() throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 64 * 1024)
         let queue = try DiskQueue(path: fs.path + "/outbox.log", limits: StoreAndForwardTests.limits)
@@ -175,7 +175,7 @@ struct QueueFileFailureTests {
 
     @Test(
         "a read-only state directory at start: the gateway starts, replays what the previous run left, keeps new readings in memory (logged once); remounted read-write, the file takes the queue again",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func readOnlyAtStart() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let path = fs.path + "/outbox.log"
@@ -230,7 +230,7 @@ struct QueueFileFailureTests {
     @Test(
         "ext4 turning read-only under the open file (errors=remount-ro): EROFS logged once, the readings kept in memory and replayed in order",
         .enabled(
-            if: ScratchFileSystem.ext4Unavailable == nil, Comment(rawValue: ScratchFileSystem.ext4Unavailable ?? "")))
+            if: ScratchFileSystem.runsExt4Tests, Comment(rawValue: ScratchFileSystem.ext4Unavailable ?? "")))
     func readOnlyUnderTheGateway() async throws {
         let fs = try await ScratchFileSystem(ext4Bytes: 4 << 20)
         let capture = LogCapture()

@@ -272,7 +272,7 @@ struct StopTests {
 
     @Test(
         "disk full, then space freed before the stop's own retry: the readings kept in memory are written at the stop and replayed at the next start",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func episodeWrittenAtStop() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let (first, step, filler) = try await Self.fillDisk(fs)
@@ -285,7 +285,7 @@ struct StopTests {
 
     @Test(
         "disk still full at the stop: the readings kept only in memory are lost, and the stop says so",
-        .enabled(if: ScratchFileSystem.unavailable == nil, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
+        .enabled(if: ScratchFileSystem.runsTmpfsTests, Comment(rawValue: ScratchFileSystem.unavailable ?? "")))
     func episodeLostAtStop() async throws {
         let fs = try ScratchFileSystem(tmpfsBytes: 256 * 1024)
         let capture = LogCapture()

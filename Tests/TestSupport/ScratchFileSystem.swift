@@ -7,7 +7,9 @@ import Foundation
 /// and removed when the value is released.
 ///
 /// Mounting needs root (CAP_SYS_ADMIN), as `make test` has on CI; tests that need one are
-/// enabled by ``unavailable`` / ``ext4Unavailable`` being nil, and say why they were skipped.
+/// enabled by ``runsTmpfsTests`` / ``runsExt4Tests`` and say why they were skipped. With
+/// `GATTWAY_REQUIRE_MOUNT=1` in the environment (`.ci/run` sets it) they are never skipped: a
+/// machine that cannot mount fails them, with the reason.
 public final class ScratchFileSystem: @unchecked Sendable {
     // Invariant for @unchecked Sendable: every stored property is immutable.
     /// The mount point.
@@ -25,6 +27,16 @@ public final class ScratchFileSystem: @unchecked Sendable {
         }
     }()
 
+    /// `GATTWAY_REQUIRE_MOUNT=1`: the tests that mount must run (CI), not be skipped.
+    public static let required = ProcessInfo.processInfo.environment["GATTWAY_REQUIRE_MOUNT"] == "1"
+
+    /// Whether a test that mounts a tmpfs runs: one can be mounted here, or it must
+    /// (``required``; the test then fails on the mount, saying why).
+    public static var runsTmpfsTests: Bool { unavailable == nil || required }
+
+    /// Whether a test that mounts ext4 on a loop device runs (as ``runsTmpfsTests``).
+    public static var runsExt4Tests: Bool { ext4Unavailable == nil || required }
+
     /// Why no ext4 image can be mounted on a loop device here (nil when it can).
     public static let ext4Unavailable: String? = {
         if let unavailable { return unavailable }
@@ -32,6 +44,7 @@ public final class ScratchFileSystem: @unchecked Sendable {
             return "no loop devices (/dev/loop-control)"
         }
         guard (try? ChildProcess.resolve("mkfs.ext4")) != nil else { return "mkfs.ext4 is not installed (e2fsprogs)" }
+        guard (try? ChildProcess.resolve("mount")) != nil else { return "mount is not installed (mount)" }
         return nil
     }()
 
@@ -53,6 +66,7 @@ public final class ScratchFileSystem: @unchecked Sendable {
     /// Makes an ext4 file system of `ext4Bytes` in an image file and mounts it through a loop
     /// device with `errors=remount-ro`.
     public init(ext4Bytes: Int) async throws {
+        if let reason = Self.ext4Unavailable { throw ChildProcessError("cannot mount ext4: \(reason)") }
         base = try TemporaryDirectory.make(prefix: "scratch-ext4")
         path = base.appendingPathComponent("mnt").path
         let image = base.appendingPathComponent("fs.img").path
