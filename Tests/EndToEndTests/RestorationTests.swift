@@ -109,4 +109,80 @@ struct RestorationTests {
         }
     }
 
+    /// central.json's entries as (address, characteristic) pairs of its subscriptions and the
+    /// addresses of its devices.
+    static func savedState(_ directory: URL) throws -> (devices: [String], subscriptions: [String]) {
+        let data = try Data(contentsOf: directory.appendingPathComponent("central.json"))
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let devices = (root["devices"] as? [[String: Any]] ?? []).compactMap { $0["address"] as? String }
+        let subscriptions = (root["subscriptions"] as? [[String: Any]] ?? []).compactMap { entry -> String? in
+            guard let address = entry["address"] as? String, let uuid = entry["characteristic"] as? String else {
+                return nil
+            }
+            return "\(address) \(uuid.uppercased())"
+        }
+        return (devices, subscriptions)
+    }
+
+    @Test(
+        "central.json naming a device no rule connects, a subscription no rule asks for and a device that cannot be reached: the first two are dropped at the start, SIGTERM leaves the file empty, and the next start restores nothing"
+    )
+    func cleanStopLeavesNothing() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "gattway-restore-clean")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // What a previous run left after a crash: the env sensor (which no rule connects now),
+        // the lamp with a subscription its rule no longer lists (180F/2A19) besides one it does,
+        // and a device that is gone (no such device in the simulated world).
+        try """
+        {"version":1,"devices":[
+          {"address":"A4:C1:38:00:00:02","name":"Env Sensor","connect":false},
+          {"address":"A4:C1:38:00:00:03","name":"Desk Lamp","connect":false},
+          {"address":"A4:C1:38:00:00:99","name":"Gone","connect":false}],
+         "subscriptions":[
+          {"address":"A4:C1:38:00:00:02","service":"181A","characteristic":"2A6E"},
+          {"address":"A4:C1:38:00:00:03","service":"180F","characteristic":"2A19"},
+          {"address":"A4:C1:38:00:00:03","service":"FF00","characteristic":"FF02"},
+          {"address":"A4:C1:38:00:00:99","service":"180F","characteristic":"2A19"}]}
+        """.write(to: directory.appendingPathComponent("central.json"), atomically: true, encoding: .utf8)
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway"},
+              "state_directory": "\(directory.path)",
+              "bluetooth": {"connect_timeout": "5s", "gatt_timeout": "3s"},
+              "parsers": {"lamp_state": {"characteristic": "ff02", "fields": [{"name": "light", "offset": 0, "type": "u8"}]}},
+              "devices": [
+                {"match": {"address": "A4:C1:38:00:00:02"}, "name": "env_sensor"},
+                {"match": {"address": "A4:C1:38:00:00:03"}, "name": "lamp", "connect": true,
+                 "subscribe": [{"service": "ff00", "characteristic": "ff02", "parser": "lamp_state"}]},
+                {"match": {"address": "A4:C1:38:00:00:99"}, "name": "gone", "connect": true,
+                 "subscribe": [{"characteristic": "2A19"}]}
+              ]
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: try EndToEnd.fastDemo()) { e2e in
+            try await e2e.gateway.waitForOutput(containing: "gateway started")
+            try await e2e.messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
+            let running = try Self.savedState(directory)
+            #expect(
+                Set(running.subscriptions) == ["A4:C1:38:00:00:03 FF02", "A4:C1:38:00:00:99 2A19"],
+                "only what a rule still asks for: \(running)")
+            #expect(!running.devices.contains("A4:C1:38:00:00:02"), "\(running)")
+            let log = e2e.gateway.log()
+            #expect(log.contains("lamp: connected in the previous run: reconnecting now"), "\(log)")
+            #expect(log.contains("gone: connected in the previous run: reconnecting now"), "\(log)")
+            #expect(!log.contains("env_sensor: connected in the previous run"), "\(log)")
+
+            // A clean stop: the lamp's link is ended, the unreachable device was never reached.
+            e2e.gateway.signal(SIGTERM)
+            #expect(try await within(30, "gattway run to exit on SIGTERM") { try await e2e.gateway.exited() } == 0)
+            let stopped = try Self.savedState(directory)
+            #expect(stopped.devices.isEmpty && stopped.subscriptions.isEmpty, "nothing to restore: \(stopped)")
+
+            // The next start has nothing to reconnect from the previous run.
+            let next = try e2e.startGateway()
+            defer { next.stop(grace: 5) }
+            try await next.waitForOutput(containing: "gateway started")
+            #expect(!next.log().contains("connected in the previous run"), "\(next.log())")
+        }
+    }
 }
