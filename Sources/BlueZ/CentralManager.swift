@@ -140,8 +140,16 @@ public actor CentralManager: LoopIsolated {
     /// Ends every stream (scans and notifications finish, waiting operations fail with
     /// ``CentralError/Code/cancelled``), stops this manager's discovery session and closes the
     /// D-Bus connection. Links to peripherals stay up in BlueZ.
+    ///
+    /// The state file keeps the connections and subscriptions the app has at the close; what
+    /// was restored from it at the start and not taken up since (``restoredSubscriptions``) is
+    /// left out: a run that ends cleanly without wanting it leaves it nothing to restore. (A
+    /// process that dies without closing leaves the file as it last wrote it.)
     public func close() async {
         guard !closed else { return }
+        restoredSubscriptions.removeAll()
+        forgetUnusedRestoredPeripherals()
+        saveState()
         closed = true
         for case .stream(let stream) in scans.values.map(\.sink) { stream.continuation.finish() }
         scans.removeAll()

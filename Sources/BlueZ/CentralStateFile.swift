@@ -149,6 +149,26 @@ extension CentralManager {
         lastSavedState = file
     }
 
+    /// Ends the hand-over of the restored state for what the app does not take up (as a Core
+    /// Bluetooth app cancels the restored peripherals it does not want): restored subscriptions
+    /// `keep` rejects are forgotten, and so are restored peripherals left with no subscription
+    /// and no connection kept up. The state file is rewritten without them, so they are not
+    /// restored again.
+    public func keepRestored(where keep: @Sendable (Characteristic) -> Bool) {
+        restoredSubscriptions.removeAll { !keep($0) }
+        forgetUnusedRestoredPeripherals()
+        saveState()
+    }
+
+    /// Restored peripherals with neither a subscription (restored or taken up) nor a link this
+    /// manager keeps up are forgotten.
+    func forgetUnusedRestoredPeripherals() {
+        restoredPeripherals.removeAll { peripheral in
+            links[peripheral.address] == nil && !restoredSubscriptions.contains { $0.peripheral == peripheral.address }
+                && !subscriptions.keys.contains { $0.peripheral == peripheral.address }
+        }
+    }
+
     /// Writes the state file (if configured) when something changed. Errors are not fatal:
     /// the in-memory state stays authoritative and the next change tries again.
     func saveState() {

@@ -93,7 +93,7 @@ struct PeripheralLogicTests {
             (.insufficientAuthorization, "org.bluez.Error.NotAuthorized", 0x08),
             (.invalidAttributeValueLength, "org.bluez.Error.InvalidValueLength", 0x0D),
             (.unlikelyError, "org.bluez.Error.Failed", 0x0E),
-            (.outOfRange, "org.bluez.Error.ImproperlyConfigured", 0xFD),
+            (.cccdImproperlyConfigured, "org.bluez.Error.ImproperlyConfigured", 0xFD),
         ]
         for (error, name, code) in expected {
             #expect(error.bluezError.name.rawValue == name, "\(error)")
@@ -124,7 +124,7 @@ struct PeripheralLogicTests {
                 "\(error)")
         }
         // ImproperlyConfigured is 0xFD only from BlueZ 5.76; 5.66 answers 0x0E.
-        #expect(attError(fromApplication: ATTError.outOfRange.bluezError, write: false) == 0x0E)
+        #expect(attError(fromApplication: ATTError.cccdImproperlyConfigured.bluezError, write: false) == 0x0E)
     }
 
     @Test(

@@ -154,6 +154,46 @@ struct RecoveryTests {
             await after.close()
         }
     }
+
+    @Test(
+        "restored state the app does not take up: keepRestored(where:) forgets what it rejects at once, close() leaves out what was never taken up, and what the app subscribed to stays saved"
+    )
+    func restoredStateNotTakenUp() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "central-state")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("central.json").path
+        try """
+        {"version":1,"devices":[
+          {"address":"A4:C1:38:00:00:01","connect":false},{"address":"A4:C1:38:00:00:07","connect":false},
+          {"address":"A4:C1:38:00:00:09","connect":false}],
+         "subscriptions":[
+          {"address":"A4:C1:38:00:00:01","service":"180F","characteristic":"2A19"},
+          {"address":"A4:C1:38:00:00:07","service":"181A","characteristic":"2A6E"},
+          {"address":"A4:C1:38:00:00:09","service":"180F","characteristic":"2A19"}]}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central { $0.stateFilePath = path }
+            #expect(await central.restoredSubscriptions.count == 3)
+            let unwanted = try #require(BluetoothAddress("A4:C1:38:00:00:07"))
+            await central.keepRestored { $0.peripheral != unwanted }
+            #expect(
+                await central.restoredPeripherals.map(\.address.description) == [
+                    "A4:C1:38:00:00:01", "A4:C1:38:00:00:09",
+                ])
+            let kept = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(!kept.contains("A4:C1:38:00:00:07") && kept.contains("A4:C1:38:00:00:09"), "\(kept)")
+
+            // The app takes up the battery's subscription; 00:09 it never reaches.
+            let (_, chars) = try await central.connectBattery(autoReconnect: false)
+            let values = try await central.notifications(for: try #require(chars[BluetoothUUID(0x2A19)]))
+            _ = try await first(values, "a notification")
+            #expect(await central.restoredSubscriptions.map(\.peripheral.description) == ["A4:C1:38:00:00:09"])
+            await central.close()
+            let closed = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(closed.contains(#""address":"A4:C1:38:00:00:01""#), "what the app has stays: \(closed)")
+            #expect(!closed.contains("A4:C1:38:00:00:09"), "never taken up: \(closed)")
+        }
+    }
 }
 
 @Suite("CentralManager long-uptime hygiene")

@@ -100,9 +100,12 @@ struct PeripheralCommandTests {
             {"uuid": "FF03", "properties": ["read"], "read_error": 128}]}]}
         """
 
-    /// A private bus with `gattway simulate` on it, the tree in a file, and a function running gattway there.
+    /// A private bus with `gattway simulate` on it, the tree in a file, and a function running
+    /// gattway there (with the simulator, whose log shows what it registered unless `quiet`).
     static func withSimulator(
-        _ body: (_ directory: URL, _ environment: [String: String], _ gattway: String) async throws -> Void
+        quiet: Bool = true,
+        _ body: (_ directory: URL, _ environment: [String: String], _ gattway: String, _ simulator: ChildProcess)
+            async throws -> Void
     ) async throws {
         let gattway = try BuiltProduct.path("gattway")
         let daemon = try await DBusDaemon()
@@ -111,15 +114,16 @@ struct PeripheralCommandTests {
         try scenario.write(to: scenarioFile, atomically: true, encoding: .utf8)
         try tree.write(to: daemon.directory.appendingPathComponent("tree.json"), atomically: true, encoding: .utf8)
         let simulator = try ChildProcess(
-            gattway, ["simulate", "--scenario", scenarioFile.path, "--quiet"], environment: daemon.environment)
+            gattway, ["simulate", "--scenario", scenarioFile.path] + (quiet ? ["--quiet"] : []),
+            environment: daemon.environment)
         defer { simulator.stop() }
         try await simulator.waitForOutput(containing: "org.bluez is")
-        try await body(daemon.directory, daemon.environment, gattway)
+        try await body(daemon.directory, daemon.environment, gattway, simulator)
     }
 
     @Test("serve: a central on hci0 reads, writes, gets an app error and notifications; serve prints each")
     func serve() async throws {
-        try await Self.withSimulator { directory, environment, gattway in
+        try await Self.withSimulator { directory, environment, gattway, _ in
             let tree = directory.appendingPathComponent("tree.json").path
             let server = try ChildProcess(
                 gattway, ["serve", "--tree", tree, "--adapter", "hci1", "--json"], environment: environment)
@@ -156,7 +160,7 @@ struct PeripheralCommandTests {
 
     @Test("advertise: a scan on hci0 sees the name, the service UUID and the data until the advertiser stops")
     func advertise() async throws {
-        try await Self.withSimulator { _, environment, gattway in
+        try await Self.withSimulator { _, environment, gattway, _ in
             let advertiser = try ChildProcess(
                 gattway,
                 [
@@ -180,6 +184,33 @@ struct PeripheralCommandTests {
             #expect("\(object["manufacturer_data"] ?? "")".contains("0a0b"), "\(line)")
             advertiser.signal(SIGINT)
             #expect(try await within(30, "gattway advertise to exit on SIGINT") { try await advertiser.exited() } == 0)
+        }
+    }
+
+    @Test(
+        "advertise --solicit: bluetoothd (the simulator) registers the solicited UUIDs, 16- and 128-bit, and a scan on hci0 sees the advertisement"
+    )
+    func advertiseSolicitRegistered() async throws {
+        try await Self.withSimulator(quiet: false) { _, environment, gattway, simulator in
+            let custom = "6e400001-b5a3-f393-e0a9-e50e24dcca9e"
+            // Flags 3 + 16-bit solicited 4 + 128-bit solicited 18 + name 4 = 29 of 31 bytes.
+            let advertiser = try ChildProcess(
+                gattway, ["advertise", "--adapter", "hci1", "--name", "gw", "--solicit", "1805,\(custom)"],
+                environment: environment)
+            defer { advertiser.stop() }
+            try await advertiser.waitForOutput(containing: "advertising as 00:AA:02:00:00:00")
+            // What bluetoothd read from the advertisement (a scanning adapter does not show
+            // solicited UUIDs in Device1).
+            try await simulator.waitForOutput(containing: "hci1 advertises")
+            let registered = try #require(
+                simulator.log().split(separator: "\n").first { $0.contains("hci1 advertises") }, "\(simulator.log())")
+            #expect(registered.contains("(29 bytes, solicited 1805 \(custom))"), "\(registered)")
+            let scan = try await ChildProcess.run(
+                gattway, ["scan", "--adapter", "hci0", "--duration", "3s", "--json"], environment: environment)
+            #expect(scan.status == 0, "\(scan.output)")
+            let line = try #require(
+                scan.output.split(separator: "\n").first { $0.contains("00:AA:02:00:00:00") }, "\(scan.output)")
+            #expect(line.contains(#""name":"gw""#), "\(line)")
         }
     }
 }

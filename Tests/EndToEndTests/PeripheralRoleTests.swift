@@ -129,6 +129,57 @@ struct PeripheralRoleTests {
         }
     }
 
+    @Test("solicit_uuids reach bluetoothd as the advertisement's SolicitUUIDs, beside the configured data")
+    func solicitedUUIDs() async throws {
+        let scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        // Flags 3 + 181A 4 + service data 5 + name 8 + solicited 1805 and 180A 6 = 26 of 31 bytes.
+        let config = Self.config.replacingOccurrences(
+            of: #""service_uuids": ["181A"],"#, with: #""service_uuids": ["181A"], "solicit_uuids": ["1805", "180A"],"#)
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            try await e2e.gateway.waitForOutput(containing: "peripheral: advertising")
+            // What bluetoothd read (a scanning adapter does not show solicited UUIDs in Device1).
+            let registered = await e2e.simulator.registeredAdvertisements(on: "hci1")
+            #expect(registered.map(\.solicitUUIDs) == [[BluetoothUUID(0x1805), BluetoothUUID(0x180A)]])
+            #expect(registered.map(\.serviceUUIDs) == [[BluetoothUUID(0x181A)]])
+            #expect(registered.map(\.localName) == ["gw-e2e"])
+            #expect(registered.map(\.secondaryChannel) == [nil], "26 bytes fit legacy advertising")
+        }
+    }
+
+    @Test(
+        "an advertisement over 31 bytes on an adapter with extended advertising: gattway run registers it on the 1M secondary channel, and a scanning central reads it whole"
+    )
+    func extendedAdvertising() async throws {
+        // hci1 offers extended advertising (SupportedSecondaryChannels).
+        let scenario = try Scenario.parse(
+            Data(
+                Self.scenario.replacingOccurrences(
+                    of: #"{"name": "hci1", "address": "00:AA:02:00:00:00"}"#,
+                    with: #"{"name": "hci1", "address": "00:AA:02:00:00:00", "secondary_channels": ["1M", "2M"]}"#
+                ).utf8))
+        // The served services' UUIDs, 16- and 128-bit: flags 3 + 4 + 18 + service data 5 + name 8 = 38 bytes.
+        let config = Self.config.replacingOccurrences(of: #""service_uuids": ["181A"],"#, with: "")
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            try await e2e.gateway.waitForOutput(containing: "peripheral: advertising")
+            let registered = await e2e.simulator.registeredAdvertisements(on: "hci1")
+            #expect(registered.map(\.secondaryChannel) == ["1M"], "\(e2e.gateway.log())")
+            #expect(registered.map(\.serviceUUIDs) == [[BluetoothUUID(0x181A), Self.lampService]])
+
+            let central = try await CentralManager.start(
+                options: CentralOptions(adapter: .name("hci0")), bus: .address(e2e.daemon.address), on: e2e.loop)
+            defer { Task { await central.close() } }
+            try await central.waitUntilPoweredOn(timeout: .seconds(30))
+            let scan = try await central.scan(ScanOptions(services: [Self.lampService]))
+            let found = try await first(scan, within: 60, "the extended advertisement") {
+                $0.peripheral.address == Self.gatewayRadio
+            }
+            #expect(found.advertisementData.localName == "gw-e2e")
+            #expect(Set(found.advertisementData.serviceUUIDs) == [BluetoothUUID(0x181A), Self.lampService])
+            #expect(found.advertisementData.serviceData[BluetoothUUID(0x181A)] == [0x00])
+            #expect(e2e.gateway.isRunning)
+        }
+    }
+
     @Test("after bluetoothd restarts, gattway run serves and advertises again with the latest MQTT value")
     func bluetoothdRestart() async throws {
         let scenario = try Scenario.parse(Data(Self.scenario.utf8))

@@ -168,6 +168,29 @@ struct StopTests {
         }
     }
 
+    @Test(
+        "SIGHUP does not stop gattway run (there is no live reload; docs/raspberry-pi.md): it keeps running and publishing readings"
+    )
+    func sighupIgnored() async throws {
+        try await EndToEnd.run(config: StoreAndForwardTests.config()) { e2e in
+            let topic = StoreAndForwardTests.topic
+            try await e2e.messages.next(on: topic) { $0.number("battery") != nil }
+            e2e.gateway.signal(SIGHUP)
+            let mark = e2e.messages.count
+            // Notifications come every 0.2 s: the second one after the signal comes well after
+            // SIGHUP's default action (ending the process) would have taken effect.
+            try await e2e.messages.wait(for: "two readings after SIGHUP", count: 2, after: mark, timeout: 30) {
+                $0.topic == topic && $0.number("battery") != nil
+            }
+            #expect(e2e.gateway.isRunning, "\(e2e.gateway.log())")
+            #expect(!e2e.gateway.log().contains("stopping"), "\(e2e.gateway.log())")
+            #expect(
+                !e2e.messages.all.dropFirst(mark).contains {
+                    $0.topic == "gattway/bridge/state" && $0.text.contains("offline")
+                })
+        }
+    }
+
     // MARK: Helpers
 
     /// Sends `signal` (SIGTERM or SIGINT; then runs `meanwhile`) and waits for the exit: its

@@ -47,6 +47,7 @@ public final class InMemoryBLE: BLEPort {
         var log: [String] = []
         var connectAttempts: [BluetoothAddress] = []
         var restored: [BLEDiscovery] = []
+        var keptRestored: (@Sendable (BluetoothAddress, BLECharacteristic) -> Bool)?
         /// Opened whenever ``update(_:_:)`` runs: held connects look again.
         var connectGate = Gate(open: false)
     }
@@ -226,6 +227,15 @@ public final class InMemoryBLE: BLEPort {
     public func setRestored(_ devices: [BLEDiscovery]) { state.withLock { $0.restored = devices } }
 
     public func restoredDevices() async -> [BLEDiscovery] { state.withLock { $0.restored } }
+
+    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
+        state.withLock { $0.keptRestored = wanted }
+    }
+
+    /// Whether the gateway's ``keepRestored(_:)`` keeps a saved subscription; nil before it answered.
+    public func keepsRestored(_ address: BluetoothAddress, _ characteristic: BLECharacteristic) -> Bool? {
+        state.withLock { $0.keptRestored }.map { $0(address, characteristic) }
+    }
 
     public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
     {

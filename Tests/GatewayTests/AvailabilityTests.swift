@@ -195,6 +195,31 @@ struct AvailabilityTests {
     }
 
     @Test(
+        "state restoration: of the saved subscriptions the gateway keeps those a rule that connects still subscribes to, and nothing of a device no rule connects"
+    )
+    func restoredKept() async throws {
+        let harness = try Harness(
+            #"{"devices": [{"match": {"address": "A4:C1:38:00:00:02"}, "name": "remote", "connect": true, "subscribe": [{"service": "180F", "characteristic": "2A19"}, {"characteristic": "2A6E"}]}, {"match": {"address": "A4:C1:38:00:00:09"}, "name": "watched"}]}"#
+        )
+        let watched = address("A4:C1:38:00:00:09")
+        harness.ble.add(Self.remote, .init(characteristics: []))
+        harness.ble.setRestored([
+            BLEDiscovery(address: Self.remote, advertisement: AdvertisementData()),
+            BLEDiscovery(address: watched, advertisement: AdvertisementData()),
+        ])
+        try await harness.start()
+        func saved(_ service: UInt16, _ uuid: UInt16) -> BLECharacteristic {
+            BLECharacteristic(service: BluetoothUUID(service), uuid: BluetoothUUID(uuid), properties: [])
+        }
+        #expect(harness.ble.keepsRestored(Self.remote, saved(0x180F, 0x2A19)) == true)
+        #expect(harness.ble.keepsRestored(Self.remote, saved(0x181A, 0x2A6E)) == true, "any service")
+        #expect(harness.ble.keepsRestored(Self.remote, saved(0x180F, 0x2A1A)) == false, "not subscribed to")
+        #expect(harness.ble.keepsRestored(Self.remote, saved(0x181A, 0x2A19)) == false, "another service")
+        #expect(harness.ble.keepsRestored(watched, saved(0x180F, 0x2A19)) == false, "its rule does not connect")
+        #expect(harness.ble.keepsRestored(address("A4:C1:38:00:00:0A"), saved(0x180F, 0x2A19)) == false)
+    }
+
+    @Test(
         "the production reconnect rule in the gateway (not the fixed-delay stand-in): first retry after 1–5 s, then twice the delay ±20 %, back to 1–5 s after a link that stayed up 30 s"
     )
     func productionReconnect() async throws {

@@ -15,7 +15,7 @@ import DBus
 /// | ``invalidAttributeValueLength`` | 0x0D | `org.bluez.Error.InvalidValueLength` |
 /// | ``unlikelyError`` | 0x0E | `org.bluez.Error.Failed` ("0x0e": a number outside 0x80…0x9F; other text would be 0x80) |
 /// | ``application(_:)`` 0x80…0x9F | that code | `org.bluez.Error.Failed` ("0x80"…"0x9f") |
-/// | ``outOfRange`` | 0xFD (bluetoothd before 5.76: 0x0E) | `org.bluez.Error.ImproperlyConfigured` |
+/// | ``cccdImproperlyConfigured`` | 0xFD (bluetoothd before 5.76: 0x0E) | `org.bluez.Error.ImproperlyConfigured` |
 ///
 /// Encryption and authentication (ATT 0x05, 0x0C, 0x0F) are not errors an application returns:
 /// BlueZ enforces them itself from the permissions (``AttributePermissions``) before calling.
@@ -37,11 +37,12 @@ public enum ATTError: Error, Sendable, Hashable, CustomStringConvertible {
     case unlikelyError
     /// 0x80…0x9F: an application-defined error code (values outside that range become 0x0E).
     case application(UInt8)
-    /// The Client Characteristic Configuration Descriptor is improperly configured (0xFD in
-    /// BlueZ 5.76 and newer; older bluetoothd reports 0x0E).
-    case outOfRange
+    /// 0xFD, "Client Characteristic Configuration Descriptor Improperly Configured" (one of the
+    /// common profile error codes of the Core Specification Supplement, 0xE0…0xFF; not 0xFF
+    /// "Out of Range"). bluetoothd answers it from BlueZ 5.76 on; older bluetoothd reports 0x0E.
+    case cccdImproperlyConfigured
 
-    /// The ATT error code the central receives (from BlueZ 5.76 on for ``outOfRange``).
+    /// The ATT error code the central receives (from BlueZ 5.76 on for ``cccdImproperlyConfigured``).
     public var code: UInt8 {
         switch self {
         case .readNotPermitted: 0x02
@@ -52,7 +53,7 @@ public enum ATTError: Error, Sendable, Hashable, CustomStringConvertible {
         case .invalidAttributeValueLength: 0x0D
         case .unlikelyError: 0x0E
         case .application(let code): (0x80...0x9F).contains(code) ? code : 0x0E
-        case .outOfRange: 0xFD
+        case .cccdImproperlyConfigured: 0xFD
         }
     }
 
@@ -68,7 +69,7 @@ public enum ATTError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unlikelyError: DBusError("org.bluez.Error.Failed", "0x0e")
         case .application:
             DBusError("org.bluez.Error.Failed", "0x" + String(code, radix: 16, uppercase: false).leftPadded(to: 2))
-        case .outOfRange: DBusError("org.bluez.Error.ImproperlyConfigured", "Improperly configured")
+        case .cccdImproperlyConfigured: DBusError("org.bluez.Error.ImproperlyConfigured", "Improperly configured")
         }
     }
 
@@ -84,7 +85,7 @@ public enum ATTError: Error, Sendable, Hashable, CustomStringConvertible {
         case 0x0D: self = .invalidAttributeValueLength
         case 0x0E: self = .unlikelyError
         case 0x80...0x9F: self = .application(code)
-        case 0xFD: self = .outOfRange
+        case 0xFD: self = .cccdImproperlyConfigured
         default: return nil
         }
     }

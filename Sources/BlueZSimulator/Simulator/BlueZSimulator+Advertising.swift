@@ -115,8 +115,13 @@ extension BlueZSimulator {
                     simulator.releaseAdvertisement(advertisement, from: adapter)
                 }
             }
+            // What a scanning adapter cannot show (bluetoothd leaves solicited UUIDs out of
+            // Device1) is in the line, for a test of a program that advertises.
+            let solicited = data.solicitUUIDs.map(\.shortDescription).joined(separator: " ")
             log?(
-                "simulator: \(adapter.spec.name) advertises \(advertisement.path) of \(advertisement.owner) (\(data.length(adapterAlias: adapter.spec.alias)) bytes)"
+                "simulator: \(adapter.spec.name) advertises \(advertisement.path) of \(advertisement.owner) (\(data.length(adapterAlias: adapter.spec.alias)) bytes"
+                    + (solicited.isEmpty ? "" : ", solicited \(solicited)")
+                    + (data.secondaryChannel.map { ", extended on \($0)" } ?? "") + ")"
             )
             reply.succeed()
             advertisingInstancesChanged(adapter)

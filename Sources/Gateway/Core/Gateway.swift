@@ -216,8 +216,19 @@ public actor Gateway: LoopIsolated {
             // State restoration: the devices the previous run was connected to connect now,
             // without waiting for an advertisement (a connected peripheral may advertise
             // rarely or not at all).
-            for discovery in await ble.restoredDevices() {
+            let restored = await ble.restoredDevices()
+            for discovery in restored {
                 connectAtOnce(discovery, because: "connected in the previous run: reconnecting now")
+            }
+            // What no rule asks for now is not restored again.
+            var wanted: [BluetoothAddress: [CharacteristicSpec]] = [:]
+            for discovery in restored {
+                if let id = registry.id(discovery.address), rule(id).connect {
+                    wanted[discovery.address] = rule(id).subscribe
+                }
+            }
+            await ble.keepRestored { [wanted] address, characteristic in
+                wanted[address]?.contains { $0.matches(characteristic) } == true
             }
         }
         if config.role.includesPeripheral, let peripheralBridge {

@@ -65,10 +65,19 @@ public protocol BLEPort: Sendable {
     /// port saved them (state restoration), with what is remembered of each for matching device
     /// rules; asked once at start (optional: the default is none).
     func restoredDevices() async -> [BLEDiscovery]
+
+    /// The gateway's answer to ``restoredDevices()``, once at start, after it asked for the
+    /// connections it wants: the saved subscriptions `wanted` accepts (a device's address and
+    /// characteristic) stay saved until the gateway subscribes again; the others — of devices
+    /// no rule connects now, or characteristics no rule subscribes to — are forgotten and not
+    /// restored again (optional: the default does nothing).
+    func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async
 }
 
 extension BLEPort {
     public func restoredDevices() async -> [BLEDiscovery] { [] }
+
+    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {}
 
     /// The most recent round-trip time of a call to bluetoothd in seconds (e.g. a moving
     /// average of D-Bus method calls), for `bridge/health`; nil when unknown. Must not block:

@@ -162,6 +162,13 @@ struct CentralBLEPort: BLEPort {
         await central.restoredDevices()
     }
 
+    /// The central forgets the saved subscriptions `wanted` rejects (``CentralManager/keepRestored(where:)``).
+    func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
+        await central.keepRestored { saved in
+            wanted(saved.peripheral, BLECharacteristic(service: saved.service, uuid: saved.uuid, properties: []))
+        }
+    }
+
     /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
     func lastRoundTripLatency() -> Double? {
         central.lastRoundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
