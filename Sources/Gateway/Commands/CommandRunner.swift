@@ -27,7 +27,6 @@ final class CommandRunner {
     }
 
     private let context: CoreContext
-    private let ble: any BLEPort
     private let connections: ConnectionManager
     private var queues: [BluetoothAddress: [DeviceJob]] = [:]
     private var running: [BluetoothAddress: Running] = [:]
@@ -55,9 +54,8 @@ final class CommandRunner {
     /// Set by the gateway: `homeassistant/status`.
     var homeAssistantStatus: (MQTTInboundMessage) -> Void = { _ in }
 
-    init(context: CoreContext, ble: any BLEPort, connections: ConnectionManager) {
+    init(context: CoreContext, connections: ConnectionManager) {
         self.context = context
-        self.ble = ble
         self.connections = connections
     }
 
@@ -75,41 +73,61 @@ final class CommandRunner {
     // MARK: Messages
 
     /// A message on a command topic: `<device>/set`, `<device>/set/<command>`, `<device>/get`
-    /// or `bridge/request/<verb>`. Every command gets exactly one response.
-    func handle(_ message: MQTTInboundMessage) {
+    /// or `bridge/request/<verb>`. Every command gets exactly one response — from this gateway
+    /// unless a fleet gave the device to another. For a device command, whose device it named
+    /// and whether this gateway took it (the fleet hears of it: docs/fleet.md, "Commands").
+    @discardableResult
+    func handle(_ message: MQTTInboundMessage) -> (address: BluetoothAddress, owned: Bool)? {
         let homeAssistant = context.config.homeAssistant
-        if homeAssistant.enabled, message.topic == homeAssistant.statusTopic { return homeAssistantStatus(message) }
-        guard message.topic.hasPrefix(base + "/") else { return }
+        if homeAssistant.enabled, message.topic == homeAssistant.statusTopic {
+            homeAssistantStatus(message)
+            return nil
+        }
+        guard message.topic.hasPrefix(base + "/") else { return nil }
         let requests = context.bridge + "/request/"
         if message.topic.hasPrefix(requests) {
             let verb = String(message.topic.dropFirst(requests.count))
-            if message.retain { return refuseRetained(message, defaultTopic: "\(context.bridge)/response/\(verb)") }
-            return bridgeRequest(verb, message)
+            if message.retain {
+                refuseRetained(message, defaultTopic: "\(context.bridge)/response/\(verb)")
+            } else {
+                bridgeRequest(verb, message)
+            }
+            return nil
         }
         let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
             .map(String.init)
-        if levels.first == "bridge" { return }
+        if levels.first == "bridge" { return nil }
         guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2)
-        else { return }
-        if message.retain { return refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response") }
+        else { return nil }
+        if message.retain {
+            refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response")
+            return nil
+        }
         context.counters.commands += 1
-        let now = context.clock.now()
         var reply = CommandReply(
             topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
             correlationData: message.correlationData)
         guard let target = resolve(levels[0]) else {
             // In a fleet every gateway has the same rules: none answers a name none knows twice
             // over — a name this gateway does not know gets no answer from it.
-            if context.config.fleet.enabled { return }
-            reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
-            return respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
+            if !context.config.fleet.enabled {
+                reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
+                respond(reply, .error, "unknown device \"\(levels[0])\" (not named by config.json)")
+            }
+            return nil
         }
-        // In a fleet the device's owner runs and answers it (docs/fleet.md, "Commands").
-        guard context.owns(target.address) else {
-            if context.fleetHold?(target.address, message) != true { context.counters.dropped.otherOwner += 1 }
-            return
-        }
-        context.fleetRan?(target.address, message)
+        // In a fleet the device's owner runs and answers it.
+        guard context.owns(target.address) else { return (target.address, false) }
+        deviceCommand(message, levels: levels, to: target, reply: reply)
+        return (target.address, true)
+    }
+
+    /// `<device>/set`, `<device>/set/<command>` or `<device>/get` for a device this gateway owns:
+    /// rate limited, parsed against the device's rule, queued.
+    private func deviceCommand(_ message: MQTTInboundMessage, levels: [String], to target: Target, reply: CommandReply)
+    {
+        var reply = reply
+        let now = context.clock.now()
         if let refusal = rateLimit(target.address, name: target.name, now: now) {
             reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
             return respond(reply, .error, refusal)
@@ -412,7 +430,7 @@ final class CommandRunner {
         running[address] = entry
         let steps = plan(
             entry.job.kind, rule: context.rule(entry.ruleIndex), characteristics: connections.characteristics(address))
-        let ble = self.ble
+        let ble = context.ble
         let clock = context.clock
         let timeout = context.config.bluetooth.gattTimeout
         context.jobs.spawn {

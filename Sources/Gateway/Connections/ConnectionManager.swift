@@ -7,14 +7,15 @@ import Bluetooth
 /// jobs and the scheduler name devices so. Loop-confined.
 final class ConnectionManager {
     private let context: CoreContext
-    private let ble: any BLEPort
     private let makeReconnect: @Sendable () -> any ReconnectStrategy
     private var scheduler: ConnectionScheduler
     private var links: [BluetoothAddress: LinkState] = [:]
+    /// Told the free slots after an event that changed them (``observeSlots(_:)``).
+    private var slotsObserver: (@Sendable (Int) -> Void)?
+    private var notifiedFreeSlots = -1
 
-    init(context: CoreContext, ble: any BLEPort, reconnect: @escaping @Sendable () -> any ReconnectStrategy) {
+    init(context: CoreContext, reconnect: @escaping @Sendable () -> any ReconnectStrategy) {
         self.context = context
-        self.ble = ble
         self.makeReconnect = reconnect
         scheduler = ConnectionScheduler(limit: context.config.bluetooth.maxConnections)
     }
@@ -69,7 +70,7 @@ final class ConnectionManager {
         }
         links[address]?.phase = .connecting
         let rule = context.rule(link.ruleIndex)
-        let ble = self.ble
+        let ble = context.ble
         let clock = context.clock
         let deliver = context.deliver
         let timeout = context.config.bluetooth.connectTimeout
@@ -283,6 +284,21 @@ final class ConnectionManager {
         for next in scheduler.unreserve(address) { startConnecting(next) }
     }
 
+    /// `handler` gets ``freeSlots`` now and, from ``notifySlots()``, after each event that
+    /// changed it.
+    func observeSlots(_ handler: @escaping @Sendable (Int) -> Void) {
+        slotsObserver = handler
+        notifiedFreeSlots = freeSlots
+        handler(notifiedFreeSlots)
+    }
+
+    /// After an event: the slots observer hears a change of the free slots.
+    func notifySlots() {
+        guard let slotsObserver, freeSlots != notifiedFreeSlots else { return }
+        notifiedFreeSlots = freeSlots
+        slotsObserver(notifiedFreeSlots)
+    }
+
     /// Whether the gateway has a link to the device or is making one (the other user leaves
     /// such a link up when it is done with it).
     func holdsLink(_ address: BluetoothAddress) -> Bool {
@@ -311,7 +327,7 @@ final class ConnectionManager {
 
     /// Ends the link (a job; the port reports the end as a link event).
     func disconnect(_ address: BluetoothAddress) {
-        let ble = self.ble
+        let ble = context.ble
         context.jobs.spawn {
             await ble.disconnect(address)
             return .done

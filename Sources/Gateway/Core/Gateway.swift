@@ -18,10 +18,11 @@ import Retry
 /// loop. Long operations (connect, GATT, peripheral port calls) are jobs: child tasks of
 /// ``run()``, on the loop, whose results come back as events.
 ///
-/// The gateway routes; each feature owns its state: ``DeviceRegistry`` (identities, eviction),
-/// ``DeviceStates`` (readings, rate control), ``Availability``, ``ConnectionManager``,
-/// ``CommandRunner``, ``BridgePublisher``, ``HomeAssistantPublisher``, ``PeripheralBridge``,
-/// ``HealthReporter``, and the ``StoreAndForward`` stage behind ``Output``.
+/// The gateway routes; each feature owns its state: ``DeviceRegistry`` (identities, names,
+/// eviction), ``DeviceStates`` (readings, rate control, runtime bind keys), ``Availability``,
+/// ``ConnectionManager``, ``CommandRunner``, ``BridgePublisher``, ``HomeAssistantPublisher``,
+/// ``PeripheralBridge``, ``HealthReporter``, ``Fleet``, the timer (``CoreTimer``) and the
+/// ``StoreAndForward`` stage behind ``Output``.
 ///
 /// Life cycle: ``start()`` publishes the bridge topics, subscribes to the command topics and
 /// starts scanning and the timer; ``run()`` runs the jobs until its task is cancelled;
@@ -33,47 +34,35 @@ public actor Gateway: LoopIsolated {
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
-    let config: GatewayConfig
-    let ble: any BLEPort
-    let mqtt: any MQTTPort
-    let clock: any GatewayClock
-    private let healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])?
-    let log: GatewayLogger
-    let stateDirectory: String?
-    let context: CoreContext
-    let registry = DeviceRegistry()
-    let states: DeviceStates
-    let availability: Availability
-    let connections: ConnectionManager
-    let commands: CommandRunner
-    let bridge: BridgePublisher
-    let homeAssistant: HomeAssistantPublisher
-    let health: HealthReporter
-    /// Bind keys set at run time (`bridge/request/device/bindkey`), kept in the state directory.
-    let bindKeys: BindKeys
+    private let context: CoreContext
+    private let registry: DeviceRegistry
+    private let states: DeviceStates
+    private let availability: Availability
+    private let connections: ConnectionManager
+    private let commands: CommandRunner
+    private let bridge: BridgePublisher
+    private let homeAssistant: HomeAssistantPublisher
     /// The peripheral role (nil: central only, whatever `role` says).
-    let peripheralBridge: PeripheralBridge?
+    private let peripheralBridge: PeripheralBridge?
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
-    let fleet: Fleet?
+    private let fleet: Fleet?
+    private let health: HealthReporter
 
     private var started = false
     private var wired = false
     private var runningJobs = false
     private var registrations: [PortRegistration] = []
-    private var timer: ClockTimer?
-    private var timerDeadline = Double.infinity
     /// Events that arrived while one was being handled (a port called back from inside a call
     /// the core made): handled right after it, in order.
     private var deferred: [CoreEvent] = []
     private var dispatching = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    /// The MQTT port's connection as last reported (assumed up from the start, like the
-    /// store-and-forward stage does, until the port says otherwise).
-    private var mqttConnected = true
-    /// Told the free connection slots after an event that changed them
-    /// (``observeConnectionSlots(_:)``).
-    private var slotsObserver: (@Sendable (Int) -> Void)?
-    private var notifiedFreeSlots = -1
+
+    private var config: GatewayConfig { context.config }
+    private var clock: any GatewayClock { context.clock }
+    private var log: GatewayLogger { context.log }
+    private var ble: any BLEPort { context.ble }
+    private var mqtt: any MQTTPort { context.output.mqtt }
 
     /// - Parameters:
     ///   - loop: the event loop the core runs on (the one of the ports' C libraries).
@@ -96,36 +85,29 @@ public actor Gateway: LoopIsolated {
         processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() },
         healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil
     ) {
-        self.healthExtra = healthExtra
         self.loop = loop
-        self.config = config
-        self.ble = ble
-        self.mqtt = mqtt
-        self.clock = clock
-        self.log = logger.redacting(config.secrets)
-        self.stateDirectory = stateDirectory ?? config.stateDirectory
         let context = CoreContext(
-            config: config, clock: clock, log: log, output: Output(mqtt: mqtt, qos: config.mqtt.qos), loop: loop)
+            config: config, stateDirectory: stateDirectory ?? config.stateDirectory, clock: clock,
+            log: logger.redacting(config.secrets), ble: ble, output: Output(mqtt: mqtt, qos: config.mqtt.qos),
+            loop: loop)
         self.context = context
+        let registry = DeviceRegistry(context: context)
+        self.registry = registry
         states = DeviceStates(context: context)
         availability = Availability(context: context)
-        let connections = ConnectionManager(context: context, ble: ble, reconnect: reconnect)
+        let connections = ConnectionManager(context: context, reconnect: reconnect)
         self.connections = connections
-        commands = CommandRunner(context: context, ble: ble, connections: connections)
+        commands = CommandRunner(context: context, connections: connections)
         bridge = BridgePublisher(context: context, version: version)
         homeAssistant = HomeAssistantPublisher(context: context, version: version)
-        health = HealthReporter(context: context, processSample: processSample)
-        bindKeys = BindKeys(directory: stateDirectory ?? config.stateDirectory)
-        peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
-        if config.fleet.enabled {
-            let fleet = Fleet(context: context, now: clock.now())
-            self.fleet = fleet
-            context.fleetOwner = { [unowned fleet] in fleet.owns($0) }
-            context.fleetHold = { [unowned fleet, clock] in fleet.hold($0, $1, now: clock.now()) }
-            context.fleetRan = { [unowned fleet, clock] in fleet.ran($0, $1, now: clock.now()) }
-        } else {
-            fleet = nil
-        }
+        let peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
+        self.peripheralBridge = peripheralBridge
+        let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
+        if let fleet { context.fleetOwner = { [unowned fleet] in fleet.owns($0) } }
+        self.fleet = fleet
+        health = HealthReporter(
+            context: context, processSample: processSample, extra: healthExtra, registry: registry,
+            connections: connections, peripheral: peripheralBridge, fleet: fleet)
     }
 
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
@@ -173,30 +155,14 @@ public actor Gateway: LoopIsolated {
         guard !started else { return }
         wire()
         if config.storeAndForward.enabled, context.output.outbox == nil {
-            let queue = try DiskQueue(
-                path: stateDirectory.map { $0 + "/" + Self.queueFileName },
-                limits: DiskQueue.Limits(config.storeAndForward))
-            if queue.discardedBytes > 0 {
-                log(
-                    .warning,
-                    "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")"
-                )
-            }
-            if !queue.isEmpty {
-                log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay")
-            }
-            let outbox = StoreAndForward(
-                queue: queue, mqtt: mqtt, clock: clock, settings: config.storeAndForward, logger: log)
-            outbox.deliver = context.deliver
-            outbox.loop = loop
+            let outbox = try StoreAndForward(context: context)
             context.output.outbox = outbox
             outbox.checkFile()  // a state directory full or read-only at start
         }
-        for problem in bindKeys.load() { log(.warning, "bind keys: \(problem)") }
-        if bindKeys.count > 0 {
-            log(.info, "bind keys: \(bindKeys.count) set at run time, from \(bindKeys.path ?? "")")
-        }
+        states.loadBindKeys()
         started = true
+        let deliver = context.deliver
+        context.timer.start { deliver(.timer) }
         health.start(now: clock.now())
         log(.debug, "configuration: \(config.mqtt), \(config.devices.count) device rules")
         dispatch {
@@ -204,7 +170,6 @@ public actor Gateway: LoopIsolated {
             $0.bridge.publishOnline()
             $0.homeAssistant.publishBridge()
         }
-        let deliver = context.deliver
         for filter in Self.subscriptions(for: config) {
             registrations.append(try mqtt.subscribe(filter) { deliver(.command($0)) })
         }
@@ -223,8 +188,8 @@ public actor Gateway: LoopIsolated {
             // What no rule asks for now is not restored again.
             var wanted: [BluetoothAddress: [CharacteristicSpec]] = [:]
             for discovery in restored {
-                if let id = registry.id(discovery.address), rule(id).connect {
-                    wanted[discovery.address] = rule(id).subscribe
+                if let id = registry.id(discovery.address), registry.rule(id).connect {
+                    wanted[discovery.address] = registry.rule(id).subscribe
                 }
             }
             await ble.keepRestored { [wanted] address, characteristic in
@@ -238,7 +203,7 @@ public actor Gateway: LoopIsolated {
                 registrations.append(try mqtt.subscribe(topic) { deliver(.peripheralSource($0)) })
             }
         }
-        armTimer(min(clock.now() + 3600, health.nextDeadline ?? .infinity))
+        context.timer.arm(min(clock.now() + 3600, health.nextDeadline ?? .infinity))
         log(
             .notice,
             "gateway started (role \(config.role.rawValue)): \(config.devices.count) device rules, base topic \(context.base)"
@@ -292,9 +257,7 @@ public actor Gateway: LoopIsolated {
         let deadline = start + max(0, timeout)
         for registration in registrations { registration.cancel() }
         registrations = []
-        timer?.cancel()
-        timer = nil
-        timerDeadline = .infinity
+        context.timer.stop()
         let outbox = context.output.outbox
         outbox?.stopTimers()
         context.jobs.close()
@@ -305,12 +268,12 @@ public actor Gateway: LoopIsolated {
         let executor = loop.taskExecutor
         fleet?.leave(now: start)
         let offline = Self.lastWill(for: config)
-        let waitForOffline = mqttConnected
+        let waitForOffline = context.output.connected
         if !waitForOffline { mqtt.publish(offline) }
         let offlineDeadline = min(deadline, start + Self.offlinePublishTimeout)
         // Every task below runs on the loop (no thread hops; tests see it settle).
         let (ended, delivered) = await withTaskExecutorPreference(executor) {
-            async let linksEnded = Self.withDeadline(deadline, clock: clock) {
+            async let linksEnded = try? withDeadline(deadline, clock: clock) {
                 await withDiscardingTaskGroup { group in
                     for address in links { group.addTask { await ble.disconnect(address) } }
                 }
@@ -318,9 +281,7 @@ public actor Gateway: LoopIsolated {
             }
             let delivered =
                 waitForOffline
-                ? await Self.withDeadline(offlineDeadline, clock: clock) {
-                    await Self.publishAndWait(offline, on: mqtt)
-                } : nil
+                ? try? await withDeadline(offlineDeadline, clock: clock) { await mqtt.publishAndWait(offline) } : nil
             // After the offline wait (what the broker acknowledged meanwhile is not written),
             // while the links may still be ending.
             outbox?.stop()
@@ -347,37 +308,6 @@ public actor Gateway: LoopIsolated {
     /// Seconds rounded to a tenth, for log lines.
     private static func tenths(_ seconds: Double) -> Double { (seconds * 10).rounded() / 10 }
 
-    /// What `operation` returns, or nil when `deadline` (on `clock`) passes first; `operation`
-    /// is then cancelled and this returns once it has ended (it must honour cancellation).
-    nonisolated static func withDeadline<Result: Sendable>(
-        _ deadline: Double, clock: any GatewayClock, _ operation: @escaping @Sendable () async -> Result
-    ) async -> Result? {
-        await withTaskGroup(of: Result?.self) { group in
-            group.addTask { await operation() }
-            group.addTask {
-                try? await clock.sleep(until: deadline)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return await group.next() ?? nil
-        }
-    }
-
-    /// Publishes `message` on the MQTT port (not through the store-and-forward stage) and waits
-    /// for the port's completion; false when it failed or the task was cancelled first (the
-    /// wait ends at once then, whatever the port does later).
-    nonisolated static func publishAndWait(_ message: MQTTOutboundMessage, on mqtt: any MQTTPort) async -> Bool {
-        let first = FirstOutcome<Bool>()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                first.wait(continuation)
-                mqtt.publish(message) { first.resolve($0) }
-            }
-        } onCancel: {
-            first.resolve(false)
-        }
-    }
-
     /// Waits until no job runs and no command is queued or waiting (tests, shutdown).
     public func waitUntilIdle() async {
         while !isIdle {
@@ -403,10 +333,9 @@ public actor Gateway: LoopIsolated {
                 ).write(into: &bytes)
             }
         }
+        registry.busy = { [unowned self] address in connections.phase(address) != .idle || commands.isBusy(address) }
         commands.resolve = { [unowned self] name in device(named: name).map(target) }
-        commands.known = { [unowned self] text in
-            (registry.id(named: text) ?? BluetoothAddress(text).flatMap { registry.id($0) }).map(target)
-        }
+        commands.known = { [unowned self] text in registry.id(nameOrAddress: text).map(target) }
         commands.sources = { [unowned self] id in states.sources(id) }
         commands.valueRead = { [unowned self] address, ref, value, force in
             guard let id = registry.id(address) else { return }
@@ -414,18 +343,20 @@ public actor Gateway: LoopIsolated {
         }
         commands.drained = { [unowned self] address in
             guard let id = registry.id(address) else { return }
-            connections.scheduleIdleDisconnect(address, rule: rule(id), now: clock.now())
+            connections.scheduleIdleDisconnect(address, rule: registry.rule(id), now: clock.now())
         }
         commands.remove = { [unowned self] id in removeDevice(id) }
-        commands.bindKey = { [unowned self] device, key in setBindKey(device, key) }
+        commands.bindKey = { [unowned self] text, key in
+            guard let device = registry.named(text) else {
+                return .failure(
+                    CommandError(
+                        "device: expected the name or address of a known device, or an address a device rule can match")
+                )
+            }
+            return states.setBindKey(device, key)
+        }
         states.keyProblem = { [unowned self] id, error in
-            let device = registry[id]
-            let missing = error.kind == .missingKey
-            log(
-                .warning,
-                "\(device.name) (\(device.address)): \(missing ? "key_missing" : "key_wrong"): \(error.message); reported once until its key changes, counted in dropped.\(missing ? "key_missing" : "key_wrong")"
-            )
-            bridge.event(missing ? "key_missing" : "key_wrong", device, error: error.message)
+            bridge.event(error.kind == .missingKey ? "key_missing" : "key_wrong", registry[id], error: error.message)
         }
         commands.homeAssistantStatus = { [unowned self] message in homeAssistant.status(message) }
     }
@@ -484,12 +415,8 @@ public actor Gateway: LoopIsolated {
     /// After an event: the timer covers what became due; the slots observer hears a change of
     /// the free connection slots; idle waiters go on when idle.
     private func settled() {
-        let wanted = context.takeWantedDeadline()
-        if wanted < timerDeadline { armTimer(wanted) }
-        if let slotsObserver, connections.freeSlots != notifiedFreeSlots {
-            notifiedFreeSlots = connections.freeSlots
-            slotsObserver(notifiedFreeSlots)
-        }
+        context.timer.settle()
+        connections.notifySlots()
         if !idleWaiters.isEmpty, isIdle {
             let waiters = idleWaiters
             idleWaiters = []
@@ -516,7 +443,7 @@ public actor Gateway: LoopIsolated {
             if let fleet, fleet.isFleetTopic(message.topic) {
                 fleetChanged(fleet.received(message, now: clock.now()))
             } else {
-                commands.handle(message)
+                command(message)
             }
         case .peripheralSource(let message): peripheralBridge?.source(message)
         case .mqttConnection(let connected): mqttConnection(connected)
@@ -585,9 +512,7 @@ public actor Gateway: LoopIsolated {
     /// the gateway's starting or ending, a reservation), on the loop. It must not call back into
     /// the gateway's reservations from inside (it may read ``freeConnectionSlots``).
     public func observeConnectionSlots(_ handler: @escaping @Sendable (Int) -> Void) {
-        slotsObserver = handler
-        notifiedFreeSlots = connections.freeSlots
-        handler(notifiedFreeSlots)
+        connections.observeSlots(handler)
     }
 
     // MARK: Advertisements and values
@@ -612,7 +537,7 @@ public actor Gateway: LoopIsolated {
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
         fleet?.heard(discovery.address, rssi: advertisement.rssi, now: now)
         let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
+        let rule = registry.rule(id)
         if !rule.connect {
             availability.advertised(id, device, rule: rule, now: now)
         } else {
@@ -622,19 +547,11 @@ public actor Gateway: LoopIsolated {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
-            let readings = states.decode(
-                id, advertisement, address: discovery.address,
-                bindKey: rule.bindKey ?? bindKeys.key(discovery.address), name: device.name)
+            let readings = states.decode(id, advertisement, address: discovery.address, rule: rule, name: device.name)
         else { return }
-        if let fleet {
-            // In a fleet every gateway decodes (to know the payload's counter), the owner alone
-            // publishes, and not the reading the previous owner published last.
-            let key = ReadingKey.of(readings, format: nil)
-            fleet.decoded(discovery.address, key: key)
-            guard fleet.publishes(discovery.address, key: key, now: now) else {
-                _ = states.merge(id, readings)
-                return
-            }
+        if let fleet, !fleet.decoded(discovery.address, readings, now: now) {
+            _ = states.merge(id, readings)
+            return
         }
         apply(readings, to: id, now: now)
     }
@@ -650,7 +567,7 @@ public actor Gateway: LoopIsolated {
     /// and published (forced for `/get`, so the state is republished).
     private func characteristicValue(_ id: DeviceID, poll: Bool, spec index: Int, value: [UInt8], force: Bool = false) {
         let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
+        let rule = registry.rule(id)
         let specs = poll ? rule.poll : rule.subscribe
         guard specs.indices.contains(index),
             let readings = states.decode(
@@ -670,37 +587,26 @@ public actor Gateway: LoopIsolated {
             return
         }
         if states.merge(id, readings), homeAssistant.enabled { publishDiscovery(id) }
-        let device = registry[id]
-        states.offer(id, device, rule: config.devices[device.ruleIndex], now: now, force: force)
+        states.offer(id, registry[id], rule: registry.rule(id), now: now, force: force)
     }
 
     // MARK: Devices
 
-    private func rule(_ id: DeviceID) -> DeviceRule { config.devices[registry[id].ruleIndex] }
-
-    /// Finds the first rule matching the device and registers it; nil when no rule matches or
-    /// the registry is full of devices that stay (``makeRoomForDevice()``).
+    /// Finds the first rule matching the device and registers it, making room when the registry
+    /// is full (``DeviceRegistry/room(for:)``); nil when no rule matches or the registry is full
+    /// of devices that stay.
     private func register(_ discovery: BLEDiscovery) -> DeviceID? {
-        guard
-            let ruleIndex = config.devices.firstIndex(where: {
-                $0.match.matches(discovery.address, discovery.advertisement)
-            })
-        else { return nil }
-        guard makeRoomForDevice() else {
-            let full = context.counters.dropped.registryFull
-            if full == 1 || full % 1000 == 0 {
-                log(
-                    .warning,
-                    "device registry full (bluetooth.max_devices \(config.bluetooth.maxDevices)): \(discovery.address) not tracked; \(full) dropped so far"
-                )
-            }
-            return nil
+        guard let ruleIndex = registry.ruleIndex(matching: discovery) else { return nil }
+        switch registry.room(for: discovery.address) {
+        case .free: break
+        case .forget(let oldest): removeDevice(oldest)
+        case .full: return nil
         }
         let id = register(discovery.address, ruleIndex: ruleIndex, advertisement: discovery.advertisement)
         let device = registry[id]
         log(.info, "device \(device.name) (\(discovery.address)) matched devices[\(ruleIndex)]")
         bridge.event("device_seen", device)
-        if config.devices[ruleIndex].connect { availability.publish(id, device, online: false) }
+        if registry.rule(id).connect { availability.publish(id, device, online: false) }
         return id
     }
 
@@ -708,7 +614,7 @@ public actor Gateway: LoopIsolated {
     private func register(_ address: BluetoothAddress, ruleIndex: Int, advertisement: AdvertisementData? = nil)
         -> DeviceID
     {
-        let rule = config.devices[ruleIndex]
+        let rule = context.rule(ruleIndex)
         let name = rule.name ?? DeviceRecord.defaultName(address)
         let id = registry.add(
             address, name: name, stateTopic: context.base + "/" + name, ruleIndex: ruleIndex, now: clock.now(),
@@ -725,54 +631,8 @@ public actor Gateway: LoopIsolated {
     /// address a rule names (registered now, so a command can connect to a device not seen yet).
     private func device(named name: String) -> DeviceID? {
         if let id = registry.id(named: name) { return id }
-        for (ruleIndex, rule) in config.devices.enumerated() {
-            guard rule.match.addresses.count == 1, let address = rule.match.addresses.first else { continue }
-            if rule.name == name || (rule.name == nil && DeviceRecord.defaultName(address) == name) {
-                return registry.id(address) ?? register(address, ruleIndex: ruleIndex)
-            }
-        }
-        return nil
-    }
-
-    /// Whether the device may be forgotten when silent: advertisement-only, not named by a rule
-    /// with exactly one address, and not busy (idle link, no command queued or running).
-    private func isForgettable(_ id: DeviceID) -> Bool {
-        let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
-        return !rule.connect && rule.match.addresses.count != 1 && connections.phase(device.address) == .idle
-            && !commands.isBusy(device.address)
-    }
-
-    /// When a forgettable device will be forgotten if nothing arrives.
-    private func forgetDeadline(_ id: DeviceID) -> Double? {
-        isForgettable(id) ? registry[id].lastActivity + config.bluetooth.forgetAfter : nil
-    }
-
-    /// Forgets advertisement-only devices silent for `bluetooth.forget_after`.
-    private func forgetSilentDevices(now: Double) {
-        for id in registry.order.reversed() {
-            guard let deadline = forgetDeadline(id), now >= deadline else { continue }
-            let device = registry[id]
-            log(
-                .info,
-                "\(device.name) (\(device.address)): forgotten after \(config.bluetooth.forgetAfter)s without an advertisement"
-            )
-            removeDevice(id)
-        }
-    }
-
-    /// Makes room for one more device when the registry is full: the longest-silent forgettable
-    /// device goes. False (counted as a drop) when the registry is full of devices that stay.
-    private func makeRoomForDevice() -> Bool {
-        guard registry.count >= config.bluetooth.maxDevices else { return true }
-        let oldest = registry.oldest(where: isForgettable)
-        context.counters.dropped.registryFull += 1
-        guard let oldest else { return false }
-        log(
-            .info,
-            "\(registry[oldest].name): forgotten to make room (bluetooth.max_devices \(config.bluetooth.maxDevices))")
-        removeDevice(oldest)
-        return true
+        guard let (address, ruleIndex) = registry.rule(naming: name) else { return nil }
+        return registry.id(address) ?? register(address, ruleIndex: ruleIndex)
     }
 
     /// Removes a device: its link ends, its Home Assistant configs, retained availability and
@@ -781,69 +641,15 @@ public actor Gateway: LoopIsolated {
     /// registered again.
     private func removeDevice(_ id: DeviceID) {
         let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
         connections.removed(device.address)
         bridge.event("device_removed", device)
         homeAssistant.removed(id)
         availability.removed(id, device)
-        if rule.retain ?? config.mqtt.retain, states.hasState(id) {
-            context.output.publish(device.stateTopic, [], retain: true)
-        }
-        states.removed(id)
+        states.removed(id, device, rule: registry.rule(id))
         registry.remove(id)
         context.counters.devicesRemoved += 1
         bridge.devicesChanged()
         commands.removed(device.address, name: device.name)
-    }
-
-    // MARK: Bind keys
-
-    /// `bridge/request/device/bindkey`: sets (nil: clears) the runtime bind key of the device
-    /// `text` names — a known device (by name or address), a rule's friendly name, or an address
-    /// a rule may match (a device not seen yet). Refused when the device's rule has a `bindkey`
-    /// (config.json wins); a device whose rule is not known yet (not seen, no rule naming its
-    /// address) gets the key, and a rule's key still wins once it is seen. The response's data
-    /// never holds the key.
-    private func setBindKey(_ text: String, _ key: [UInt8]?) -> Result<JSONValue, CommandError> {
-        let address: BluetoothAddress
-        let name: String
-        var ruleIndex: Int?
-        let id = registry.id(named: text) ?? BluetoothAddress(text).flatMap { registry.id($0) }
-        if let id {
-            let device = registry[id]
-            (address, name, ruleIndex) = (device.address, device.name, device.ruleIndex)
-        } else if let index = config.devices.firstIndex(where: { $0.name == text && $0.match.addresses.count == 1 }),
-            let named = config.devices[index].match.addresses.first
-        {
-            (address, name, ruleIndex) = (named, text, index)
-        } else if let parsed = BluetoothAddress(text), config.devices.contains(where: { $0.match.mayMatch(parsed) }) {
-            address = parsed
-            name = DeviceRecord.defaultName(parsed)
-            ruleIndex = config.devices.firstIndex { $0.match.addresses.contains(parsed) }
-        } else {
-            return .failure(
-                CommandError(
-                    "device: expected the name or address of a known device, or an address a device rule can match"))
-        }
-        if key != nil, let ruleIndex, config.devices[ruleIndex].bindKey != nil {
-            return .failure(
-                CommandError(
-                    "\(name) has a bind key in config.json (devices[\(ruleIndex)].bindkey), which wins over a runtime key; change it there"
-                ))
-        }
-        let persisted: Bool
-        switch bindKeys.set(address, key, now: clock.now()) {
-        case .failure(let error): return .failure(error)
-        case .success(let stored): persisted = stored
-        }
-        if let id { states.keyChanged(id) }
-        let kept = persisted ? "kept in \(BindKeys.fileName)" : "kept in memory only (no state directory)"
-        log(.notice, "\(name) (\(address)): bind key \(key == nil ? "cleared" : "set, \(kept)") on request")
-        return .success(
-            .object([
-                ("name", .string(name)), ("address", .string(address.description)),
-                ("bindkey", .string(key == nil ? "cleared" : "set")), ("persisted", .bool(persisted)),
-            ]))
     }
 
     // MARK: Home Assistant
@@ -858,7 +664,7 @@ public actor Gateway: LoopIsolated {
             id,
             HomeAssistantDiscovery.Device(
                 address: device.address, name: device.name, localName: device.localName, format: states.format(id),
-                attributes: states.readings(id), commands: config.devices[device.ruleIndex].commands,
+                attributes: states.readings(id), commands: registry.rule(id).commands,
                 hasRSSI: device.rssi != nil), all: all)
         if fresh || (all && hold), states.hasState(id) {
             states.hold(id, until: clock.now() + config.homeAssistant.stateDelay)
@@ -876,12 +682,16 @@ public actor Gateway: LoopIsolated {
 
     // MARK: Links
 
-    /// A link dropped (or was closed by the gateway), or came up.
+    /// A link dropped (or was closed by the gateway), or came up. A link that is up may not be
+    /// the gateway's (one left up by another client before the start, say): a device whose rule
+    /// wants a connection is connected through it now — the port's connect finds the link up —
+    /// instead of waiting for an advertisement that a connected peripheral usually no longer
+    /// sends.
     private func link(_ change: BLEConnectionEvent) {
         switch change {
         case .connected(let discovery):
             fleet?.linked(discovery.address, true, now: clock.now())
-            adoptLink(discovery)
+            connectAtOnce(discovery, because: "link already up: adopting it")
         case .disconnected(let address, let reason):
             fleet?.linked(address, false, now: clock.now())
             guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
@@ -898,30 +708,22 @@ public actor Gateway: LoopIsolated {
         }
     }
 
-    /// A link is up that the gateway may not have made (one left up by another client before
-    /// the start, say): a device whose rule wants a connection is connected through it now —
-    /// the port's connect finds the link up — instead of waiting for an advertisement that a
-    /// connected peripheral usually no longer sends. Links the gateway is making or has, or
-    /// will retry after its backoff, are left alone, as are devices whose rule does not connect.
-    private func adoptLink(_ discovery: BLEDiscovery) {
-        connectAtOnce(discovery, because: "link already up: adopting it")
-    }
-
     /// A device whose rule wants a connection connects now (registered if new), unless its
-    /// link is being made, up, waiting for a retry or given up.
+    /// link is being made, up, waiting for a retry or given up (those are left alone, as are
+    /// devices whose rule does not connect).
     private func connectAtOnce(_ discovery: BLEDiscovery, because reason: String) {
         guard config.role.includesCentral else { return }
         let id: DeviceID
         if let known = registry.id(discovery.address) {
             id = known
         } else {
-            let matching = config.devices.first { $0.match.matches(discovery.address, discovery.advertisement) }
-            guard matching?.connect == true, let registered = register(discovery) else { return }
+            guard let ruleIndex = registry.ruleIndex(matching: discovery), context.rule(ruleIndex).connect,
+                let registered = register(discovery)
+            else { return }
             id = registered
         }
         let device = registry[id]
-        guard connections.awaitsConnection(device.address, rule: config.devices[device.ruleIndex]),
-            context.owns(device.address)
+        guard connections.awaitsConnection(device.address, rule: registry.rule(id)), context.owns(device.address)
         else { return }
         log(.info, "\(device.name): \(reason)")
         connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
@@ -932,7 +734,7 @@ public actor Gateway: LoopIsolated {
     /// (`device_parked` on bridge/event).
     private func linkEnded(_ id: DeviceID, reason: BLEPortError?, now: Double, attemptFailed: Bool = false) {
         let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
+        let rule = registry.rule(id)
         let parked = connections.linkEnded(
             device.address, reason: reason, rule: rule, name: device.name, started: started, now: now,
             attemptFailed: attemptFailed)
@@ -960,7 +762,7 @@ public actor Gateway: LoopIsolated {
             return connections.establishedForRemoved(address, result)
         }
         let device = registry[id]
-        let rule = config.devices[device.ruleIndex]
+        let rule = registry.rule(id)
         let now = clock.now()
         switch connections.established(address, result, name: device.name, now: now) {
         case .failed(let error):
@@ -983,40 +785,45 @@ public actor Gateway: LoopIsolated {
 
     // MARK: Fleet
 
-    /// This gateway gained or lost devices in the fleet (docs/fleet.md): a gained one gets its
-    /// availability, discovery and (when its rule connects) its link; a lost one goes quiet here
-    /// — nothing is retracted, the new owner publishes — and its link ends.
+    /// A message on a command topic: the command runner's; in a fleet, the fleet hears whose
+    /// device it named and whether this gateway took it (held or dropped when not).
+    private func command(_ message: MQTTInboundMessage) {
+        guard let named = commands.handle(message), let fleet else { return }
+        fleet.command(message, for: named.address, owned: named.owned, now: clock.now())
+    }
+
+    /// This gateway gained or lost devices in the fleet (docs/fleet.md): a gained one runs the
+    /// commands held for it and gets its availability, discovery and (when its rule connects)
+    /// its link; a lost one goes quiet here — nothing is retracted, the new owner publishes —
+    /// and its link ends.
     private func fleetChanged(_ changes: [FleetView.Change]) {
         for change in changes {
+            let gained: Bool
+            let address: BluetoothAddress
             switch change {
-            case .gained(let raw):
-                let address = BluetoothAddress(rawValue: raw)
-                guard let id = registry.id(address) else { continue }
-                let device = registry[id]
-                let rule = config.devices[device.ruleIndex]
-                log(.info, "fleet: \(device.name) (\(address)) is this gateway's now")
-                bridge.event("device_owned", device)
-                // Commands that arrived while the previous owner was letting go, and it did not run.
-                for message in fleet?.takeHeld(address, now: clock.now()) ?? [] { commands.handle(message) }
-                if homeAssistant.enabled { publishDiscovery(id, all: true, hold: false) }
-                if rule.connect {
-                    if connections.awaitsConnection(address, rule: rule) {
-                        connections.request(address, ruleIndex: device.ruleIndex, urgent: false)
-                    }
-                } else {
-                    availability.forget(id)
-                    availability.advertised(id, device, rule: rule, now: clock.now())
-                }
-            case .lost(let raw):
-                let address = BluetoothAddress(rawValue: raw)
-                guard let id = registry.id(address) else { continue }
-                let device = registry[id]
-                log(.info, "fleet: \(device.name) (\(address)) went to another gateway")
-                bridge.event("device_handed_over", device)
+            case .gained(let raw): (gained, address) = (true, BluetoothAddress(rawValue: raw))
+            case .lost(let raw): (gained, address) = (false, BluetoothAddress(rawValue: raw))
+            }
+            guard let id = registry.id(address) else { continue }
+            let device = registry[id]
+            let rule = registry.rule(id)
+            log(
+                .info,
+                "fleet: \(device.name) (\(address)) \(gained ? "is this gateway's now" : "went to another gateway")")
+            bridge.event(gained ? "device_owned" : "device_handed_over", device)
+            guard gained else {
                 availability.forget(id)
-                if config.devices[device.ruleIndex].connect, connections.phase(address) != .idle {
-                    connections.disconnect(address)
-                }
+                if rule.connect, connections.phase(address) != .idle { connections.disconnect(address) }
+                continue
+            }
+            // Commands that arrived while the previous owner was letting go, and it did not run.
+            for message in fleet?.takeHeld(address, now: clock.now()) ?? [] { command(message) }
+            if homeAssistant.enabled { publishDiscovery(id, all: true, hold: false) }
+            if !rule.connect {
+                availability.forget(id)
+                availability.advertised(id, device, rule: rule, now: clock.now())
+            } else if connections.awaitsConnection(address, rule: rule) {
+                connections.request(address, ruleIndex: device.ruleIndex, urgent: false)
             }
         }
     }
@@ -1024,8 +831,7 @@ public actor Gateway: LoopIsolated {
     // MARK: MQTT connection
 
     private func mqttConnection(_ connected: Bool) {
-        mqttConnected = connected
-        context.output.outbox?.connectionChanged(connected)
+        context.output.connectionChanged(connected)
         if connected { republishRetained() }
     }
 
@@ -1042,21 +848,11 @@ public actor Gateway: LoopIsolated {
 
     // MARK: Timer
 
-    /// Makes sure the timer fires by `deadline` (re-arming it when it would fire later).
-    private func armTimer(_ deadline: Double) {
-        guard started, deadline < timerDeadline else { return }
-        timer?.cancel()
-        timerDeadline = deadline
-        let deliver = context.deliver
-        timer = clock.schedule(at: deadline, on: loop) { deliver(.timer) }
-    }
-
     private func timerFired() {
-        timer = nil
-        timerDeadline = .infinity
+        context.timer.fired()
         runDue()
         let now = clock.now()
-        armTimer(max(now + 0.01, min(nextDeadline() ?? now + 3600, now + 3600)))
+        context.timer.arm(max(now + 0.01, min(nextDeadline() ?? now + 3600, now + 3600)))
     }
 
     /// Runs everything that is due at the clock's current time: deferred and heartbeat
@@ -1069,7 +865,7 @@ public actor Gateway: LoopIsolated {
         bridge.tick(now: now)
         for id in registry.order {
             let device = registry[id]
-            let rule = config.devices[device.ruleIndex]
+            let rule = registry.rule(id)
             states.tick(id, device, rule: rule, now: now)
             if availability.tick(id, device, rule: rule, now: now) { bridge.event("device_unavailable", device) }
         }
@@ -1079,8 +875,8 @@ public actor Gateway: LoopIsolated {
         }
         commands.tick(now: now)
         if let fleet { fleetChanged(fleet.tick(now: now)) }
-        forgetSilentDevices(now: now)
-        if health.due(now: now) { health.publish(now: now, healthFigures) }
+        for id in registry.silent(now: now) { removeDevice(id) }
+        if health.due(now: now) { health.publish(now: now) }
     }
 
     /// The earliest time something is due.
@@ -1089,9 +885,9 @@ public actor Gateway: LoopIsolated {
             homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
             connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity, fleet?.nextDeadline ?? .infinity)
         for id in registry.order {
-            let rule = self.rule(id)
+            let rule = registry.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }
-            if let forget = forgetDeadline(id) { next = min(next, forget) }
+            if let forget = registry.forgetDeadline(id) { next = min(next, forget) }
             if let offline = availability.nextDeadline(id, rule: rule) { next = min(next, offline) }
         }
         return next.isFinite ? next : nil
@@ -1100,11 +896,7 @@ public actor Gateway: LoopIsolated {
     // MARK: Reading the core (health, tests)
 
     /// What the gateway did so far.
-    public var counters: GatewayCounters {
-        var counters = context.counters
-        counters.published = context.output.published
-        return counters
-    }
+    public var counters: GatewayCounters { context.reportedCounters }
 
     /// The store-and-forward stage's counters (nil when it is disabled or not started).
     public var outboxStatistics: StoreAndForward.Statistics? { context.output.outbox?.statistics }
@@ -1113,22 +905,5 @@ public actor Gateway: LoopIsolated {
     public func servedValue(_ id: PeripheralCharacteristicID) -> [UInt8]? { peripheralBridge?.value(id) }
 
     /// The `bridge/health` payload as it would be published now (without a process sample).
-    public var healthPayload: JSONValue { health.payload(now: clock.now(), sample: nil, healthFigures) }
-
-    private var healthFigures: HealthReporter.Figures {
-        var peripheral: PeripheralBridge.Statistics?
-        if config.role.includesPeripheral {
-            peripheral =
-                peripheralBridge?.statistics
-                ?? PeripheralBridge.Statistics(
-                    updates: 0, writes: 0, subscriptions: 0, advertising: false, advertisingErrors: 0,
-                    valueErrors: 0)
-        }
-        return HealthReporter.Figures(
-            counters: counters, queue: context.output.outbox?.statistics ?? StoreAndForward.Statistics(),
-            mqttQueueFull: mqtt.queueFullDrops, mqttInboundFull: mqtt.inboundDrops, devices: registry.count,
-            connections: connections.connectedCount, parked: connections.parkedCount,
-            bleLatency: ble.lastRoundTripLatency(), peripheral: peripheral,
-            extra: (fleet.map { [("fleet", $0.health)] } ?? []) + (healthExtra?() ?? []))
-    }
+    public var healthPayload: JSONValue { health.payload(now: clock.now(), sample: nil) }
 }

@@ -12,10 +12,19 @@ final class Output {
     private(set) var published = 0
     /// A buffer reused for payloads that are copied out when published.
     var scratch: [UInt8] = []
+    /// The MQTT port's connection as last reported (assumed up from the start, as the
+    /// store-and-forward stage does, until the port says otherwise).
+    private(set) var connected = true
 
     init(mqtt: any MQTTPort, qos: Int) {
         self.mqtt = mqtt
         self.qos = qos
+    }
+
+    /// The MQTT port's connection came up or was lost: the store-and-forward stage switches mode.
+    func connectionChanged(_ connected: Bool) {
+        self.connected = connected
+        outbox?.connectionChanged(connected)
     }
 
     /// Publishes a copy of `payload` (usually ``scratch``).

@@ -1,10 +1,31 @@
 import Bluetooth
 
 /// The devices that matched a rule: identities (address, name, topic, rule), when each was last
-/// heard of, and the slots every feature keys its per-device state by (``DeviceID``).
-/// `bluetooth.max_devices` bounds it; which device makes room is the gateway's choice
-/// (``oldest(where:)``). Loop-confined.
+/// heard of, and the slots every feature keys its per-device state by (``DeviceID``); which rule
+/// a device matches and what a name or address in a command names; eviction —
+/// `bluetooth.max_devices` bounds the registry, `bluetooth.forget_after` forgets silent
+/// advertisement-only devices. Removing a device is the gateway's: every feature hears of it.
+/// Loop-confined.
 final class DeviceRegistry {
+    /// A device a request names, registered or not (``named(_:)``).
+    struct Named {
+        var address: BluetoothAddress
+        var name: String
+        /// The rule it matched, else the rule that names its address (nil: none knows it yet).
+        var ruleIndex: Int?
+        var id: DeviceID?
+    }
+
+    /// What registering one more device takes (``room()``).
+    enum Room {
+        case free
+        /// The device to forget first.
+        case forget(DeviceID)
+        /// None: the registry is full of devices that stay.
+        case full
+    }
+
+    private let context: CoreContext
     private var records: [DeviceRecord?] = []
     private var freeSlots: [Int32] = []
     private var slotByAddress: [BluetoothAddress: Int32] = [:]
@@ -12,6 +33,14 @@ final class DeviceRegistry {
     private(set) var order: [DeviceID] = []
     /// The service UUID lists devices advertised, each kept once.
     private(set) var serviceLists = ServiceLists()
+
+    /// Set by the gateway: whether a device has a link (or one in the making) or a command queued
+    /// or running — it is not forgotten then.
+    var busy: (BluetoothAddress) -> Bool = { _ in false }
+
+    init(context: CoreContext) {
+        self.context = context
+    }
 
     /// Number of devices.
     var count: Int { order.count }
@@ -30,9 +59,59 @@ final class DeviceRegistry {
         records[id.index]!
     }
 
+    /// The rule of config.json the device matched.
+    func rule(_ id: DeviceID) -> DeviceRule { context.rule(self[id].ruleIndex) }
+
+    // MARK: Names
+
     /// The first device named `name` (a topic level), in registration order.
     func id(named name: String) -> DeviceID? {
         order.first { self[$0].name == name }
+    }
+
+    /// A registered device by name or address.
+    func id(nameOrAddress text: String) -> DeviceID? {
+        id(named: text) ?? BluetoothAddress(text).flatMap { id($0) }
+    }
+
+    /// The first rule an advertisement report matches (its index in `devices`).
+    func ruleIndex(matching discovery: BLEDiscovery) -> Int? {
+        context.config.devices.firstIndex { $0.match.matches(discovery.address, discovery.advertisement) }
+    }
+
+    /// The address and rule of a device not registered yet that a topic level names: a rule
+    /// with exactly one address, by its friendly name or (without one) the address's default
+    /// name.
+    func rule(naming name: String) -> (address: BluetoothAddress, ruleIndex: Int)? {
+        for (ruleIndex, rule) in context.config.devices.enumerated() {
+            guard rule.match.addresses.count == 1, let address = rule.match.addresses.first else { continue }
+            if rule.name == name || (rule.name == nil && DeviceRecord.defaultName(address) == name) {
+                return (address, ruleIndex)
+            }
+        }
+        return nil
+    }
+
+    /// The device a request names, without registering it: a registered device (by name or
+    /// address), a rule's friendly name (a rule with one address), or an address a rule may
+    /// match (a device not seen yet); nil when `text` is none of these.
+    func named(_ text: String) -> Named? {
+        let rules = context.config.devices
+        if let id = id(nameOrAddress: text) {
+            let device = self[id]
+            return Named(address: device.address, name: device.name, ruleIndex: device.ruleIndex, id: id)
+        }
+        if let index = rules.firstIndex(where: { $0.name == text && $0.match.addresses.count == 1 }),
+            let address = rules[index].match.addresses.first
+        {
+            return Named(address: address, name: text, ruleIndex: index)
+        }
+        guard let address = BluetoothAddress(text), rules.contains(where: { $0.match.mayMatch(address) }) else {
+            return nil
+        }
+        return Named(
+            address: address, name: DeviceRecord.defaultName(address),
+            ruleIndex: rules.firstIndex { $0.match.addresses.contains(address) })
     }
 
     /// Registers a device; the caller checked it is not registered.
@@ -104,12 +183,55 @@ final class DeviceRegistry {
         serviceLists.list(self[id].services)
     }
 
-    /// The device that was silent longest among those `eligible` says may go; nil when none may.
-    func oldest(where eligible: (DeviceID) -> Bool) -> DeviceID? {
+    // MARK: Eviction
+
+    /// Whether the device may be forgotten when silent: advertisement-only, not named by a rule
+    /// with exactly one address, and not ``busy``.
+    private func isForgettable(_ id: DeviceID) -> Bool {
+        let rule = rule(id)
+        return !rule.connect && rule.match.addresses.count != 1 && !busy(self[id].address)
+    }
+
+    /// When a forgettable device will be forgotten if nothing arrives.
+    func forgetDeadline(_ id: DeviceID) -> Double? {
+        isForgettable(id) ? self[id].lastActivity + context.config.bluetooth.forgetAfter : nil
+    }
+
+    /// The advertisement-only devices silent for `bluetooth.forget_after` at `now`, the last
+    /// registered first (each logged): the gateway removes them.
+    func silent(now: Double) -> [DeviceID] {
+        order.reversed().filter { id in
+            guard let deadline = forgetDeadline(id), now >= deadline else { return false }
+            context.log(
+                .info,
+                "\(self[id].name) (\(self[id].address)): forgotten after \(context.config.bluetooth.forgetAfter)s without an advertisement"
+            )
+            return true
+        }
+    }
+
+    /// Room for one more device: free below `bluetooth.max_devices`; else the longest-silent
+    /// forgettable device is to go first (logged), or, when the registry is full of devices that
+    /// stay, none (warned about now and then). Both count in `dropped.registry_full`.
+    func room(for address: BluetoothAddress) -> Room {
+        let maxDevices = context.config.bluetooth.maxDevices
+        guard count >= maxDevices else { return .free }
+        context.counters.dropped.registryFull += 1
         var oldest: DeviceID?
-        for id in order where eligible(id) {
+        for id in order where isForgettable(id) {
             if oldest.map({ self[id].lastActivity < self[$0].lastActivity }) ?? true { oldest = id }
         }
-        return oldest
+        if let oldest {
+            context.log(.info, "\(self[oldest].name): forgotten to make room (bluetooth.max_devices \(maxDevices))")
+            return .forget(oldest)
+        }
+        let full = context.counters.dropped.registryFull
+        if full == 1 || full % 1000 == 0 {
+            context.log(
+                .warning,
+                "device registry full (bluetooth.max_devices \(maxDevices)): \(address) not tracked; \(full) dropped so far"
+            )
+        }
+        return .full
     }
 }

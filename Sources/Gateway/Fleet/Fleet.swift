@@ -51,28 +51,31 @@ final class Fleet {
     /// Whether this gateway owns the device (publishes it, connects it, runs its commands).
     func owns(_ address: BluetoothAddress) -> Bool { view.role(address.rawValue) == .owner }
 
-    /// Whether a reading with this content key goes out: owned, and not the one the previous
-    /// owner published last.
-    func publishes(_ address: BluetoothAddress, key: UInt64?, now: Double) -> Bool {
-        view.publishes(address.rawValue, key: key, now: now)
+    /// Readings decoded from an advertisement of the device (every gateway decodes, to know the
+    /// payload's counter): whether they go out — owned, and not the reading the previous owner
+    /// published last (docs/fleet.md, "No duplicates").
+    func decoded(_ address: BluetoothAddress, _ readings: [Reading], now: Double) -> Bool {
+        let key = ReadingKey.of(readings, format: nil)
+        view.decoded(address.rawValue, key: key)
+        return view.publishes(address.rawValue, key: key, now: now)
     }
 
     // MARK: Commands
 
-    /// A command for a device this gateway owns is being run: announced, so that a gateway
-    /// taking the device over does not run it again.
-    func ran(_ address: BluetoothAddress, _ message: MQTTInboundMessage, now: Double) {
-        view.ran(
-            address.rawValue, hash: FleetView.commandHash(topic: message.topic, payload: message.payload), now: now)
-    }
-
-    /// A command for a device this gateway does not own: true when it is held to run if this
-    /// gateway's claim on the device succeeds (docs/fleet.md, "Commands").
-    func hold(_ address: BluetoothAddress, _ message: MQTTInboundMessage, now: Double) -> Bool {
+    /// A command for the device (docs/fleet.md, "Commands"). One this gateway owns, and ran, is
+    /// announced, so that a gateway taking the device over does not run it again. One it does
+    /// not own is held while this gateway claims the device, to run if the claim succeeds
+    /// (``takeHeld(_:now:)``); else the owner runs it, and it is dropped here (counted,
+    /// `dropped.other_owner`).
+    func command(_ message: MQTTInboundMessage, for address: BluetoothAddress, owned: Bool, now: Double) {
         let hash = FleetView.commandHash(topic: message.topic, payload: message.payload)
-        guard view.hold(address.rawValue, hash: hash, now: now) else { return false }
-        held[hash] = message
-        return true
+        if owned {
+            view.ran(address.rawValue, hash: hash, now: now)
+        } else if view.hold(address.rawValue, hash: hash, now: now) {
+            held[hash] = message
+        } else {
+            context.counters.dropped.otherOwner += 1
+        }
     }
 
     /// The commands held for a device this gateway now owns that its previous owner did not run.

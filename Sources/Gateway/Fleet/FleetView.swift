@@ -42,15 +42,7 @@ package struct FleetView {
         package var key: UInt64?
         /// The commands for the device this gateway ran in the last ``ranWindow`` (their hashes):
         /// a gateway taking the device over does not run them again.
-        package var ran: [UInt64]
-
-        package init(address: UInt64, rssi: Double?, claim: Claim, key: UInt64?, ran: [UInt64] = []) {
-            self.address = address
-            self.rssi = rssi
-            self.claim = claim
-            self.key = key
-            self.ran = ran
-        }
+        package var ran: [UInt64] = []
     }
 
     /// A gateway's message: its sightings, every `lease / 5`.
@@ -58,12 +50,6 @@ package struct FleetView {
         package var gateway: String
         package var online: Bool
         package var sightings: [Sighting]
-
-        package init(gateway: String, online: Bool, sightings: [Sighting]) {
-            self.gateway = gateway
-            self.online = online
-            self.sightings = sightings
-        }
     }
 
     private struct Peer {

@@ -4,31 +4,31 @@ import JSON
 /// offline): uptime, RSS, CPU, traffic counters, drops by reason, the store-and-forward queue,
 /// links, reconnects, the BLE port's round-trip latency and the peripheral role. Loop-confined.
 final class HealthReporter {
-    /// What the rest of the core reports into a health message.
-    struct Figures {
-        var counters: GatewayCounters
-        var queue: StoreAndForward.Statistics
-        var mqttQueueFull: Int
-        var mqttInboundFull: Int
-        var devices: Int
-        var connections: Int
-        /// Devices parked now (never accepted a connection in `bluetooth.park_after` attempts).
-        var parked: Int
-        var bleLatency: Double?
-        var peripheral: PeripheralBridge.Statistics?
-        /// Sections of components the core does not run (the Bluetooth proxy's API server).
-        var extra: [(key: String, value: JSONValue)] = []
-    }
-
     private let context: CoreContext
     private let processSample: @Sendable () -> ProcessSample?
+    /// Sections of components the core does not run (the Bluetooth proxy's API server).
+    private let extra: (@Sendable () -> [(key: String, value: JSONValue)])?
+    // What the report reads from the ports and the other features (never their state).
+    private let registry: DeviceRegistry
+    private let connections: ConnectionManager
+    private let peripheral: PeripheralBridge?
+    private let fleet: Fleet?
     private(set) var startedAt: Double = 0
     private var nextAt: Double?
     private var lastSample: (time: Double, sample: ProcessSample)?
 
-    init(context: CoreContext, processSample: @escaping @Sendable () -> ProcessSample?) {
+    init(
+        context: CoreContext, processSample: @escaping @Sendable () -> ProcessSample?,
+        extra: (@Sendable () -> [(key: String, value: JSONValue)])?, registry: DeviceRegistry,
+        connections: ConnectionManager, peripheral: PeripheralBridge?, fleet: Fleet?
+    ) {
         self.context = context
         self.processSample = processSample
+        self.extra = extra
+        self.registry = registry
+        self.connections = connections
+        self.peripheral = peripheral
+        self.fleet = fleet
     }
 
     /// The gateway started at `now`: the first report is due one interval later.
@@ -50,18 +50,28 @@ final class HealthReporter {
     var nextDeadline: Double? { nextAt }
 
     /// Publishes a report with a fresh process sample.
-    func publish(now: Double, _ figures: Figures) {
+    func publish(now: Double) {
         let sample = processSample()
         context.output.publish(
-            context.bridge + "/health", json: payload(now: now, sample: sample, figures), retain: false,
-            kind: .snapshot)
+            context.bridge + "/health", json: payload(now: now, sample: sample), retain: false, kind: .snapshot)
         if let sample { lastSample = (now, sample) }
     }
 
-    func payload(now: Double, sample: ProcessSample?, _ figures: Figures) -> JSONValue {
+    /// The peripheral role's figures (nil: not a peripheral; zeros when it has no port).
+    private var served: PeripheralBridge.Statistics? {
+        guard context.config.role.includesPeripheral else { return nil }
+        return peripheral?.statistics
+            ?? PeripheralBridge.Statistics(
+                updates: 0, writes: 0, subscriptions: 0, advertising: false, advertisingErrors: 0, valueErrors: 0)
+    }
+
+    /// The report at `now` (with the process figures of `sample`).
+    func payload(now: Double, sample: ProcessSample?) -> JSONValue {
         func number(_ value: Int) -> JSONValue { .number(Double(value)) }
-        let counters = figures.counters
-        let queue = figures.queue
+        let counters = context.reportedCounters
+        let queue = context.output.outbox?.statistics ?? StoreAndForward.Statistics()
+        let served = self.served
+        let mqtt = context.output.mqtt
         var process: [(key: String, value: JSONValue)] = []
         if let sample {
             process.append(("rss_bytes", number(sample.residentBytes)))
@@ -74,7 +84,7 @@ final class HealthReporter {
             }
         }
         var peripheral: [(key: String, value: JSONValue)] = []
-        if let served = figures.peripheral {
+        if let served {
             peripheral = [
                 (
                     "peripheral",
@@ -109,15 +119,15 @@ final class HealthReporter {
                         ("key_missing", number(counters.dropped.keyMissing)),
                         ("key_wrong", number(counters.dropped.keyWrong)),
                         ("other_owner", number(counters.dropped.otherOwner)),
-                        ("mqtt_queue_full", number(figures.mqttQueueFull)),
-                        ("mqtt_inbound_full", number(figures.mqttInboundFull)),
+                        ("mqtt_queue_full", number(mqtt.queueFullDrops)),
+                        ("mqtt_inbound_full", number(mqtt.inboundDrops)),
                         ("parse_error", number(counters.parseErrors)),
                         ("queue_full", number(queue.droppedFull)),
                         ("queue_expired", number(queue.droppedExpired)),
                         ("queue_unreadable", number(queue.droppedUnreadable)),
                         ("offline_qos0", number(queue.droppedQoS0)),
                         ("broker_rejected", number(queue.rejected)),
-                        ("peripheral_value", number(figures.peripheral?.valueErrors ?? 0)),
+                        ("peripheral_value", number(served?.valueErrors ?? 0)),
                     ])
                 ),
                 (
@@ -136,17 +146,20 @@ final class HealthReporter {
                         ("free_bytes", queue.freeBytes.map(number) ?? .null),
                     ])
                 ),
-                ("devices", number(figures.devices)),
-                ("connections", number(figures.connections)),
-                ("parked", number(figures.parked)),
+                ("devices", number(registry.count)),
+                ("connections", number(connections.connectedCount)),
+                ("parked", number(connections.parkedCount)),
                 ("connects", number(counters.connects)),
                 ("reconnects", number(counters.reconnects)),
                 ("connect_failures", number(counters.connectFailures)),
                 ("disconnects", number(counters.disconnects)),
                 ("commands", number(counters.commands)),
                 ("command_errors", number(counters.commandErrors)),
-                ("ble_latency_ms", figures.bleLatency.map { .number(($0 * 10_000).rounded() / 10) } ?? .null),
-            ] + peripheral + figures.extra)
+                (
+                    "ble_latency_ms",
+                    context.ble.lastRoundTripLatency().map { .number(($0 * 10_000).rounded() / 10) } ?? .null
+                ),
+            ] + peripheral + (fleet.map { [("fleet", $0.health)] } ?? []) + (extra?() ?? []))
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

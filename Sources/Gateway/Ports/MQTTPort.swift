@@ -89,3 +89,20 @@ extension MQTTPort {
         }
     }
 }
+
+extension MQTTPort {
+    /// Publishes `message` (not through the store-and-forward stage) and waits for the port's
+    /// completion; false when it failed or the task was cancelled first (the wait ends at once
+    /// then, whatever the port does later).
+    func publishAndWait(_ message: MQTTOutboundMessage) async -> Bool {
+        let first = FirstOutcome<Bool>()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                first.wait(continuation)
+                publish(message) { first.resolve($0) }
+            }
+        } onCancel: {
+            first.resolve(false)
+        }
+    }
+}

@@ -1,9 +1,11 @@
 import Bluetooth
+import JSON
 import Parsers
 
 /// The state of every device: its attributes (what its readings said last), the advertisement
 /// format, rate control, and the state messages held back for Home Assistant; it decodes what
-/// devices send and publishes `<base>/<device>` (and the attribute topics). Loop-confined.
+/// devices send (with the bind keys set at run time, ``bindKeys``) and publishes
+/// `<base>/<device>` (and the attribute topics). Loop-confined.
 ///
 /// Kept per registry slot (``DeviceID``): what every device needs inline; what few need (the
 /// characteristic each attribute came from, the last parse error, a hold) in a box made the
@@ -39,6 +41,8 @@ final class DeviceStates {
     static let maxHeldStates = 1024
 
     private let context: CoreContext
+    /// Bind keys set at run time (`bridge/request/device/bindkey`), kept in the state directory.
+    private let bindKeys: BindKeys
     private var states: [State] = []
     /// The attribute names, units, device classes and formats all devices share.
     private(set) var table = AttributeTable()
@@ -51,11 +55,12 @@ final class DeviceStates {
     private var timestamps = Timestamp.Cache()
     /// Set by the gateway: an encrypted advertisement of the device could not be decoded for
     /// want of a key (`missingKey`) or with a wrong one (`decryptionFailed`), for the first time
-    /// since the device's key changed or a frame of it decrypted (`bridge/event`, a log line).
+    /// since the device's key changed or a frame of it decrypted (logged here; `bridge/event`).
     var keyProblem: (DeviceID, ParseError) -> Void = { _, _ in }
 
     init(context: CoreContext) {
         self.context = context
+        bindKeys = BindKeys(directory: context.stateDirectory)
     }
 
     /// A device was registered in `id`'s slot: it starts with no state.
@@ -66,8 +71,12 @@ final class DeviceStates {
         states[id.index] = State()
     }
 
-    /// The device was removed: its state goes.
-    func removed(_ id: DeviceID) {
+    /// The device was removed: its retained state is cleared (an empty retained payload on
+    /// `<base>/<device>`) and its state goes.
+    func removed(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule) {
+        if rule.retain ?? context.config.mqtt.retain, hasState(id) {
+            context.output.publish(device.stateTopic, [], retain: true)
+        }
         states[id.index] = State()
     }
 
@@ -97,9 +106,9 @@ final class DeviceStates {
     /// encrypted frame without a key or with a wrong one is counted, and reported once, see
     /// ``keyFailed(_:_:)``).
     func decode(
-        _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, bindKey: [UInt8]?,
-        name: String
+        _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, rule: DeviceRule, name: String
     ) -> [Reading]? {
+        let bindKey = rule.bindKey ?? bindKeys.key(address)
         do {
             let decoded = try context.config.registry.decode(
                 AdvertisementContext(advertisement: advertisement, address: address, bindKey: bindKey))
@@ -119,7 +128,7 @@ final class DeviceStates {
         } catch {
             switch error.kind {
             case .unknownFormat: return nil
-            case .missingKey, .decryptionFailed: keyFailed(id, error)
+            case .missingKey, .decryptionFailed: keyFailed(id, error, address: address, name: name)
             default: parseFailed(id, name: name, "advertisement", error)
             }
             return nil
@@ -143,20 +152,59 @@ final class DeviceStates {
     /// (`dropped.key_missing` / `dropped.key_wrong`), reported (``keyProblem``) only when it is
     /// not the problem reported last — so a device in range does not flood the log or
     /// `bridge/event`.
-    private func keyFailed(_ id: DeviceID, _ error: ParseError) {
-        if error.kind == .missingKey {
+    private func keyFailed(_ id: DeviceID, _ error: ParseError, address: BluetoothAddress, name: String) {
+        let missing = error.kind == .missingKey
+        if missing {
             context.counters.dropped.keyMissing += 1
         } else {
             context.counters.dropped.keyWrong += 1
         }
         guard states[id.index].extra?.keyProblem != error.kind else { return }
         extra(id).keyProblem = error.kind
+        let problem = missing ? "key_missing" : "key_wrong"
+        context.log(
+            .warning,
+            "\(name) (\(address)): \(problem): \(error.message); reported once until its key changes, counted in dropped.\(problem)"
+        )
         keyProblem(id, error)
     }
 
-    /// The device's key changed (set or cleared at run time): its next key problem is reported.
-    func keyChanged(_ id: DeviceID) {
-        states[id.index].extra?.keyProblem = nil
+    /// Reads the runtime bind keys of a previous run (at the start), logging what is wrong with
+    /// the file and how many keys it held.
+    func loadBindKeys() {
+        for problem in bindKeys.load() { context.log(.warning, "bind keys: \(problem)") }
+        if bindKeys.count > 0 {
+            context.log(.info, "bind keys: \(bindKeys.count) set at run time, from \(bindKeys.path ?? "")")
+        }
+    }
+
+    /// `bridge/request/device/bindkey`: sets (nil: clears) the runtime bind key of `device` (a
+    /// registered device, or one not seen yet that a rule names or may match). Refused when the
+    /// device's rule has a `bindkey` (config.json wins); a device whose rule is not known yet
+    /// gets the key, and a rule's key still wins once it is seen. A registered device's next key
+    /// problem is reported. The response's data, which never holds the key.
+    func setBindKey(_ device: DeviceRegistry.Named, _ key: [UInt8]?) -> Result<JSONValue, CommandError> {
+        if key != nil, let ruleIndex = device.ruleIndex, context.rule(ruleIndex).bindKey != nil {
+            return .failure(
+                CommandError(
+                    "\(device.name) has a bind key in config.json (devices[\(ruleIndex)].bindkey), which wins over a runtime key; change it there"
+                ))
+        }
+        let persisted: Bool
+        switch bindKeys.set(device.address, key, now: context.clock.now()) {
+        case .failure(let error): return .failure(error)
+        case .success(let stored): persisted = stored
+        }
+        if let id = device.id { states[id.index].extra?.keyProblem = nil }
+        let kept = persisted ? "kept in \(BindKeys.fileName)" : "kept in memory only (no state directory)"
+        context.log(
+            .notice,
+            "\(device.name) (\(device.address)): bind key \(key == nil ? "cleared" : "set, \(kept)") on request")
+        return .success(
+            .object([
+                ("name", .string(device.name)), ("address", .string(device.address.description)),
+                ("bindkey", .string(key == nil ? "cleared" : "set")), ("persisted", .bool(persisted)),
+            ]))
     }
 
     /// Decodes a characteristic value of `spec` (`subscribe` or `poll[index]` of the rule); the

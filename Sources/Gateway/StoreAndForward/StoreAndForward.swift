@@ -136,6 +136,28 @@ public final class StoreAndForward {
         self.log = logger
     }
 
+    /// The stage of the core `context` belongs to: its queue in the state directory
+    /// (``Gateway/queueFileName``; memory only without a state directory) with what a previous
+    /// run left to replay (logged), its completions and retry timers brought back to the core's
+    /// loop. Throws when the queue file cannot be opened at all.
+    convenience init(context: CoreContext) throws(StoreAndForwardError) {
+        let settings = context.config.storeAndForward
+        let queue = try DiskQueue(
+            path: context.stateDirectory.map { $0 + "/" + Gateway.queueFileName }, limits: DiskQueue.Limits(settings))
+        if queue.discardedBytes > 0 {
+            context.log(
+                .warning,
+                "store-and-forward: discarded \(queue.discardedBytes) bytes of a damaged tail of \(queue.path ?? "")")
+        }
+        if !queue.isEmpty {
+            context.log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay")
+        }
+        self.init(
+            queue: queue, mqtt: context.output.mqtt, clock: context.clock, settings: settings, logger: context.log)
+        deliver = context.deliver
+        loop = context.loop
+    }
+
     /// The counters, with the queue's current depth.
     public var statistics: Statistics {
         var statistics = counts

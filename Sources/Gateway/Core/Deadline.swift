@@ -1,9 +1,11 @@
 /// An operation did not finish before its deadline.
 struct DeadlineExceeded: Error {}
 
-/// Runs `operation` in a child task, giving up at `deadline` on `clock` (the operation is
-/// cancelled; ports honour cancellation so the call returns promptly). For the GATT operations
-/// of a job: structured, so cancelling the job cancels both.
+/// Runs `operation` in a child task, giving up at `deadline` on `clock`: the operation is then
+/// cancelled, this returns once it has ended (ports honour cancellation, so that is prompt) and
+/// throws ``DeadlineExceeded``. Structured, so cancelling the caller cancels both: the GATT
+/// operations of a job, the connect job's discovery, and the waits of ``Gateway/stop(timeout:)``
+/// (`try?`: nil when the deadline passed first).
 func withDeadline<T: Sendable>(
     _ deadline: Double, clock: any GatewayClock,
     _ operation: @escaping @Sendable () async throws -> T
