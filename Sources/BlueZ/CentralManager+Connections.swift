@@ -176,9 +176,8 @@ extension CentralManager {
     /// returns. Lasts until ``stopConnectionEvents(_:)`` or ``close()``.
     public func connectionEvents(handler: @escaping @Sendable (ConnectionEvent) -> Void) -> ConnectionEventsToken {
         for peripheral in connectedPeripherals() { handler(.connected(peripheral)) }
-        let id = makeID()
-        if !closed { connectionContinuations[id] = .handler(handler) }
-        return ConnectionEventsToken(id: id)
+        return ConnectionEventsToken(
+            id: connectionContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
     }
 
     /// Ends a ``connectionEvents(handler:)`` registration.

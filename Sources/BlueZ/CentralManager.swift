@@ -42,7 +42,8 @@ public actor CentralManager: LoopIsolated {
     var signalTasks: [Task<Void, Never>] = []
     /// bluetoothd's signals, handled as they are dispatched.
     var bluezSignals: DBusSignalHandler?
-    var stateContinuations: [Int: AsyncStream<CentralState>.Continuation] = [:]
+    /// Where state changes go: ``stateUpdates()`` streams and ``stateUpdates(handler:)`` handlers.
+    var stateContinuations: [Int: EventSink<CentralState>] = [:]
     /// Where connection events go: streams (``connectionEvents()``) and handlers
     /// (``connectionEvents(handler:)``).
     var connectionContinuations: [Int: EventSink<ConnectionEvent>] = [:]
@@ -161,7 +162,7 @@ public actor CentralManager: LoopIsolated {
         for (_, subscription) in subscriptions { subscription.finish(throwing: nil) }
         subscriptions.removeAll()
         failAllWaiters(CentralError(.cancelled, operation: "wait", message: "the central manager was closed"))
-        for continuation in stateContinuations.values { continuation.finish() }
+        for case .stream(let continuation) in stateContinuations.values { continuation.finish() }
         for case .stream(let continuation) in connectionContinuations.values { continuation.finish() }
         stateContinuations.removeAll()
         connectionContinuations.removeAll()
@@ -186,12 +187,25 @@ public actor CentralManager: LoopIsolated {
             continuation.finish()
             return stream
         }
-        stateContinuations[id] = continuation
+        stateContinuations[id] = .stream(continuation)
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
         }
         return stream
+    }
+
+    /// The state now, then every change, handed to `handler` on the loop thread as it happens
+    /// (no stream, no task; the first call before this returns). Lasts until
+    /// ``stopStateUpdates(_:)`` or ``close()``.
+    public func stateUpdates(handler: @escaping @Sendable (CentralState) -> Void) -> StateUpdatesToken {
+        handler(state)
+        return StateUpdatesToken(id: stateContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
+    }
+
+    /// Ends a ``stateUpdates(handler:)`` registration.
+    public func stopStateUpdates(_ token: StateUpdatesToken) {
+        stateContinuations.removeValue(forKey: token.id)
     }
 
     /// Waits until ``state`` is `.poweredOn`.
@@ -212,7 +226,7 @@ public actor CentralManager: LoopIsolated {
         guard newState != state else { return }
         let old = state
         state = newState
-        for continuation in stateContinuations.values { continuation.yield(newState) }
+        for sink in stateContinuations.values { sink.deliver(newState) }
         if newState == .poweredOn {
             poweredOn()
         } else if old == .poweredOn {

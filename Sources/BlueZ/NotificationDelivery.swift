@@ -24,6 +24,17 @@ public struct ConnectionEventsToken: Sendable, Hashable {
     let id: Int
 }
 
+/// Names a ``CentralManager/stateUpdates(handler:)`` or ``PeripheralManager/stateUpdates(handler:)``
+/// registration.
+public struct StateUpdatesToken: Sendable, Hashable {
+    let id: Int
+}
+
+/// Names a ``PeripheralManager/events(handler:)`` registration.
+public struct PeripheralEventsToken: Sendable, Hashable {
+    let id: Int
+}
+
 /// Where events of one kind go: a stream's continuation, or a handler called on the loop thread.
 enum EventSink<Event: Sendable> {
     case stream(AsyncStream<Event>.Continuation)
@@ -34,5 +45,16 @@ enum EventSink<Event: Sendable> {
         case .stream(let continuation): continuation.yield(event)
         case .handler(let handler): handler(event)
         }
+    }
+}
+
+extension Dictionary where Key == Int {
+    /// Registers `handler` as the sink `id`, unless the manager is `closed` (then nothing is
+    /// told to it); returns `id`, for the registration's token.
+    mutating func addHandler<Event>(_ handler: @escaping @Sendable (Event) -> Void, id: Int, unlessClosed closed: Bool)
+        -> Int where Value == EventSink<Event>
+    {
+        if !closed { self[id] = .handler(handler) }
+        return id
     }
 }

@@ -3,6 +3,7 @@ import BlueZSimulator
 import Bluetooth
 import DBus
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -28,6 +29,36 @@ struct CentralStateTests {
             }
             try await harness.sim.setPowered(adapter: "hci0", true)
             _ = try await first(states, "poweredOn again") { $0 == .poweredOn }
+            await central.close()
+        }
+    }
+
+    @Test(
+        "stateUpdates(handler:): the state at once, then each change on the loop thread as the central sees it, until stopStateUpdates"
+    )
+    func stateHandler() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let seen = SeenOnLoop<CentralState>()
+            let loop = central.loop
+            let token = await central.stateUpdates { state in seen.append(state, onLoop: loop.inLoop) }
+            #expect(seen.items == [.poweredOn], "the state now, before stateUpdates(handler:) returned")
+            // A stream is told in the same handling of the change as the handler; once the stream
+            // has a state, a call to the central (after that handling, on the loop) finds the
+            // handler done with it.
+            let states = await central.stateUpdates()
+            try await harness.sim.setPowered(adapter: "hci0", false)
+            _ = try await first(states, "poweredOff") { $0 == .poweredOff }
+            try await harness.sim.setPowered(adapter: "hci0", true)
+            _ = try await first(states, "poweredOn again") { $0 == .poweredOn }
+            _ = await central.state
+            #expect(seen.items == [.poweredOn, .poweredOff, .poweredOn])
+            #expect(seen.allOnLoop)
+            await central.stopStateUpdates(token)
+            try await harness.sim.setPowered(adapter: "hci0", false)
+            _ = try await first(states, "poweredOff after the handler was removed") { $0 == .poweredOff }
+            _ = await central.state
+            #expect(seen.items == [.poweredOn, .poweredOff, .poweredOn], "nothing after stopStateUpdates")
             await central.close()
         }
     }
@@ -189,4 +220,19 @@ struct CentralStateTests {
                 == CoreBluetoothErrorCode(domain: .central, code: 9))
         #expect(PeripheralError(.invalidValueLength, operation: "update", message: "x").attError == 0x0D)
     }
+}
+
+/// What a handler was given, and whether each call came on the loop thread.
+final class SeenOnLoop<Item: Sendable>: Sendable {
+    private let seen = Mutex<(items: [Item], allOnLoop: Bool)>(([], true))
+
+    func append(_ item: Item, onLoop: Bool) {
+        seen.withLock {
+            $0.items.append(item)
+            $0.allOnLoop = $0.allOnLoop && onLoop
+        }
+    }
+
+    var items: [Item] { seen.withLock { $0.items } }
+    var allOnLoop: Bool { seen.withLock { $0.allOnLoop } }
 }

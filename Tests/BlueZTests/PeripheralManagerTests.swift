@@ -245,6 +245,57 @@ struct PeripheralManagerTests {
     }
 
     @Test(
+        "events(handler:): a central's read and write reach the handler on the loop thread inside bluetoothd's call and are answered from it; after stopEvents a read is refused"
+    )
+    func eventHandler() async throws {
+        try await CentralHarness.run(Self.scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let loop = manager.loop
+            let handled = SeenOnLoop<String>()
+            let token = await manager.events { event in
+                switch event {
+                case .read(let request):
+                    handled.append("read", onLoop: loop.inLoop)
+                    request.respond(with: [7, 8])
+                case .write(let request):
+                    handled.append("write \(request.value)", onLoop: loop.inLoop)
+                    if request.value == [9] { request.fail(.invalidAttributeValueLength) } else { request.respond() }
+                default:
+                    break
+                }
+            }
+            _ = try await manager.add(Self.service)
+            try await manager.startAdvertising(Self.advertisement)
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            let found = try await Self.connect(central, "the advertisement")
+            var characteristics: [BluetoothUUID: Characteristic] = [:]
+            for service in try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral) {
+                for characteristic in try await central.discoverCharacteristics(for: service) {
+                    characteristics[characteristic.uuid] = characteristic
+                }
+            }
+            let dynamic = try #require(characteristics[BluetoothUUID(0xFF03)])
+            let writable = try #require(characteristics[BluetoothUUID(0xFF02)])
+            #expect(try await central.readValue(for: dynamic) == [7, 8])
+            try await central.writeValue([1, 2], for: writable, type: .withResponse)
+            let refused = await #expect(throws: CentralError.self) {
+                try await central.writeValue([9], for: writable, type: .withResponse)
+            }
+            #expect(refused?.code == .invalidValueLength)
+            #expect(handled.items == ["read", "write [1, 2]", "write [9]"])
+            #expect(handled.allOnLoop)
+
+            // No consumer left: the manager refuses what only the app could answer.
+            await manager.stopEvents(token)
+            await #expect(throws: CentralError.self) { try await central.readValue(for: dynamic) }
+            #expect(handled.items.count == 3)
+            try await central.disconnect(found.peripheral)
+            await central.close()
+            await manager.close()
+        }
+    }
+
+    @Test(
         "indications reach the central and come back as indicationConfirmed; a descriptor without value is read by the app"
     )
     func indications() async throws {

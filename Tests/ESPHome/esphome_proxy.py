@@ -53,7 +53,12 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      forgot the pairing; a peripheral that refuses to pair answers 0x89; clear cache of a
      connected unpaired device answers success, ends the link, the device is found again and
      connects with its services; clear cache of an unknown device succeeds; bleak-esphome's
-     pair() pairs too.
+     pair() pairs too;
+ 13. a bounded stop with everything outside frozen: a third gattway with the proxy announced
+     through Avahi, a link of its own and a client's connection through the proxy; bluetoothd
+     (the simulator), avahi-daemon (fake_avahi.py) and the broker stopped with SIGSTOP, then
+     SIGTERM: exit 0 within 5 s (the Disconnects, Avahi's Free and the offline publish are cut
+     short at the stop's deadline).
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -163,6 +168,15 @@ def wait_for(predicate, timeout):
 def log_text(log):
     log.seek(0)
     return log.read()
+
+
+def run_gateway(path, config, log):
+    """Writes `config` to `path` (mode 0600: it holds the key) and starts `gattway run` with it,
+    its output going to `log`."""
+    with open(path, "w") as f:
+        json.dump(config, f)
+    os.chmod(path, 0o600)
+    return subprocess.Popen([GATTWAY, "run", "--config", path, "--log-level", "debug"], stderr=log, stdout=log)
 
 
 def doctor(config_path):
@@ -549,6 +563,36 @@ async def wait_until(predicate, timeout):
     return predicate()
 
 
+async def run_frozen_stop(port, gateway, frozen):
+    """13. Connects a client and a device through the proxy, freezes `frozen` (pids), sends SIGTERM;
+    returns (set up, exit status, seconds from the signal to the exit)."""
+    linked = await wait_until(lambda: bluez_connected(GATEWAY_LINK), 20)
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-frozen")
+    await client.connect(login=True)
+    info = await client.device_info()
+    flags = info.bluetooth_proxy_feature_flags_compat(client.api_version)
+    await wait_until(lambda: "Battery" in bluez_properties(BATTERY), 15)
+    (connected, _, _), _ = await connect_device(client, BATTERY, flags)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            status = await asyncio.to_thread(gateway.wait, 20)
+        except subprocess.TimeoutExpired:
+            status = None
+        seconds = time.monotonic() - start
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    try:
+        await asyncio.wait_for(client.disconnect(), 5)
+    except Exception:
+        pass
+    return linked and connected, status, seconds
+
+
 async def run_shared(port):
     # 11. One slot budget: bluetooth.max_connections 2, the gateway holding a link to its
     # connect: true device; the proxy (connection_slots 2) gets the one slot left.
@@ -662,12 +706,8 @@ def main():
 
     avahi_record = f"{work}/avahi.jsonl"
     avahi = fake_avahi(avahi_record)
-    with open(f"{work}/config.json", "w") as f:
-        json.dump(config, f)
-    os.chmod(f"{work}/config.json", 0o600)
     log = open(f"{work}/gattway.log", "w+")
-    gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/config.json", "--log-level", "debug"],
-                               stderr=log, stdout=log)
+    gateway = run_gateway(f"{work}/config.json", config, log)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -773,9 +813,6 @@ def main():
                       devices=[{"match": {"address": [GATEWAY_LINK, LATE]}, "connect": True}])
         shared["mqtt"] = dict(config["mqtt"], base_topic="esphomeshared")
         shared["bluetooth_proxy"] = dict(config["bluetooth_proxy"], listen=f"127.0.0.1:{shared_port}")
-        with open(f"{work}/shared.json", "w") as f:
-            json.dump(shared, f)
-        os.chmod(f"{work}/shared.json", 0o600)
         # The device the shared budget connects first was connected by BlueZ before: its GATT
         # objects stay exported, without MTU while it is disconnected.
         characteristics, mtus = gatt_mtus(SPARE1)
@@ -793,8 +830,7 @@ def main():
         avahi_control("Take", "esphome-test", "true")
         before = len(records(restarted_record))
         log.seek(0, os.SEEK_END)
-        gateway = subprocess.Popen([GATTWAY, "run", "--config", f"{work}/shared.json", "--log-level", "debug"],
-                                   stderr=log, stdout=log)
+        gateway = run_gateway(f"{work}/shared.json", shared, log)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             log.seek(0)
@@ -816,6 +852,25 @@ def main():
         asyncio.run(run_shared(shared_port))
         gateway.send_signal(signal.SIGTERM)
         check("shared budget: SIGTERM: exit 0", gateway.wait(timeout=10) == 0)
+        # 13. The stop's bound with bluetoothd, avahi-daemon and the broker frozen.
+        frozen_port = free_port()
+        frozen_config = dict(config, devices=[{"match": {"address": [GATEWAY_LINK]}, "connect": True}])
+        frozen_config["mqtt"] = dict(config["mqtt"], base_topic="esphomefrozen")
+        frozen_config["bluetooth_proxy"] = dict(config["bluetooth_proxy"], listen=f"127.0.0.1:{frozen_port}",
+                                                name="esphome-frozen")
+        frozen_log = open(f"{work}/gattway-frozen.log", "w+")
+        gateway = run_gateway(f"{work}/frozen.json", frozen_config, frozen_log)
+        announced = wait_for(lambda: any(c["call"] == "state" and c["state"] == 2 and c["names"] == ["esphome-frozen"]
+                                         for c in records(restarted_record)), 30)
+        simulator = int(os.environ.get("BLUEZ_SIMULATOR_PID", "0"))
+        set_up, status, seconds = asyncio.run(run_frozen_stop(
+            frozen_port, gateway, [pid for pid in (simulator, avahi.pid, broker.pid) if pid]))
+        text = log_text(frozen_log)
+        check("frozen stop: announced through Avahi, the gateway's link and a connection through the proxy up",
+              announced and set_up and simulator, (announced, set_up, simulator, text[-1500:]))
+        check("SIGTERM with bluetoothd, avahi-daemon and the broker frozen (SIGSTOP): exit 0 within 5 s",
+              status == 0 and seconds <= 5 and "<5>stopped in " in text and "stopping took longer" not in text,
+              (status, round(seconds, 2), text[-1500:]))
     finally:
         avahi.terminate()
         if gateway.poll() is None:

@@ -33,10 +33,12 @@ struct EndToEnd: Sendable {
     ///   - makeBroker: starts the broker (default: a plain non-persistent mosquitto).
     ///   - beforeGateway: runs once the simulator is up, before `gattway run` starts (another
     ///     BlueZ client's doings the gateway finds at start), with the bus address and the loop.
+    ///   - environment: more environment variables for `gattway run` (as systemd sets them).
     static func run(
         config: String, scenario: Scenario? = nil,
         broker makeBroker: () async throws -> MosquittoBroker = { try await MosquittoBroker() },
         beforeGateway: (String, EventLoop) async throws -> Void = { _, _ in },
+        environment: [String: String] = [:],
         _ body: (EndToEnd) async throws -> Void
     ) async throws {
         let world = try scenario ?? Self.fastDemo()
@@ -66,7 +68,7 @@ struct EndToEnd: Sendable {
             let configURL = daemon.directory.appendingPathComponent("config.json")
             try config.replacingOccurrences(of: "$SERVER", with: started.url)
                 .write(to: configURL, atomically: true, encoding: .utf8)
-            let process = try Self.launchGateway(configPath: configURL.path, daemon: daemon)
+            let process = try Self.launchGateway(configPath: configURL.path, daemon: daemon, environment: environment)
             gateway = process
             let world = EndToEnd(
                 daemon: daemon, loop: loop, simulator: bluez, broker: started, observer: client,
@@ -87,10 +89,12 @@ struct EndToEnd: Sendable {
     }
 
     /// `gattway run` with the test's config and debug logging, on the private bus.
-    private static func launchGateway(configPath: String, daemon: DBusDaemon) throws -> ChildProcess {
+    private static func launchGateway(configPath: String, daemon: DBusDaemon, environment: [String: String] = [:])
+        throws -> ChildProcess
+    {
         try ChildProcess(
             try BuiltProduct.path("gattway"), ["run", "--config", configPath, "--log-level", "debug"],
-            environment: daemon.environment)
+            environment: daemon.environment.merging(environment) { $1 })
     }
 
     private static func stop(

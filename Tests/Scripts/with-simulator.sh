@@ -2,7 +2,8 @@
 # Runs a command against the BlueZ simulator on a private bus:
 #   Tests/Scripts/with-simulator.sh GATTWAY SCENARIO COMMAND [ARGS...]
 # starts a private dbus-daemon (session policy, so the simulator may own org.bluez),
-# `GATTWAY simulate --scenario SCENARIO` on it, then COMMAND with DBUS_SYSTEM_BUS_ADDRESS set.
+# `GATTWAY simulate --scenario SCENARIO` on it, then COMMAND with DBUS_SYSTEM_BUS_ADDRESS set
+# (and BLUEZ_SIMULATOR_PID, the simulator's process, for a test that freezes it with SIGSTOP).
 # Everything it started is stopped on exit; the exit status is COMMAND's.
 set -eu
 GATTWAY=$1
@@ -34,4 +35,4 @@ ADDRESS=$(head -n1 "$DIR/address")
 "$GATTWAY" simulate --scenario "$SCENARIO" --bus-address "$ADDRESS" --quiet > "$DIR/sim.out" 2>&1 &
 SIM=$!
 for _ in $(seq 200); do grep -q "org.bluez is" "$DIR/sim.out" 2>/dev/null && break; sleep 0.05; done
-DBUS_SYSTEM_BUS_ADDRESS=$ADDRESS "$@"
+BLUEZ_SIMULATOR_PID=$SIM DBUS_SYSTEM_BUS_ADDRESS=$ADDRESS "$@"

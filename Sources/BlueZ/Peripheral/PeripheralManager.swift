@@ -17,7 +17,8 @@ public typealias PeripheralState = CentralState
 /// `GattDescriptor1` objects) and registered with `org.bluez.GattManager1.RegisterApplication`;
 /// bluetoothd calls `GetManagedObjects` back before it replies, which the connection serves while
 /// the call is pending (nothing blocks the loop). bluetoothd then calls `ReadValue`, `WriteValue`,
-/// `StartNotify`, `StopNotify` and `Confirm` on those objects; they arrive as ``events(bufferingNewest:)``.
+/// `StartNotify`, `StopNotify` and `Confirm` on those objects; they arrive as ``events(bufferingNewest:)``
+/// (or, on the loop thread with no stream or task, at ``events(handler:)``).
 /// Notifications are `PropertiesChanged(Value)` on the characteristic, which bluetoothd sends to
 /// every subscribed central. Only calls from the current owner of `org.bluez` are served.
 ///
@@ -47,8 +48,9 @@ public actor PeripheralManager {
     var closed = false
     var nextID = 0
     var signalTasks: [Task<Void, Never>] = []
-    var stateContinuations: [Int: AsyncStream<PeripheralState>.Continuation] = [:]
-    var eventContinuations: [Int: AsyncStream<PeripheralEvent>.Continuation] = [:]
+    /// Where state changes and events go: streams, or handlers called on the loop thread.
+    var stateContinuations: [Int: EventSink<PeripheralState>] = [:]
+    var eventContinuations: [Int: EventSink<PeripheralEvent>] = [:]
 
     /// Published services in the order they were added, and the per-attribute state.
     var localServices: [LocalService] = []
@@ -157,8 +159,8 @@ public actor PeripheralManager {
         }
         advertisementRegistered = false
         applicationRegistered = false
-        for continuation in stateContinuations.values { continuation.finish() }
-        for continuation in eventContinuations.values { continuation.finish() }
+        for case .stream(let continuation) in stateContinuations.values { continuation.finish() }
+        for case .stream(let continuation) in eventContinuations.values { continuation.finish() }
         stateContinuations.removeAll()
         eventContinuations.removeAll()
         for waiter in operationWaiters { waiter.resume() }
@@ -179,12 +181,20 @@ public actor PeripheralManager {
             return stream
         }
         let id = makeID()
-        stateContinuations[id] = continuation
+        stateContinuations[id] = .stream(continuation)
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
         }
         return stream
+    }
+
+    /// The state now, then every change, handed to `handler` on the loop thread as it happens
+    /// (no stream, no task; the first call before this returns), like
+    /// ``CentralManager/stateUpdates(handler:)``. Lasts until ``stopStateUpdates(_:)`` or ``close()``.
+    public func stateUpdates(handler: @escaping @Sendable (PeripheralState) -> Void) -> StateUpdatesToken {
+        handler(state)
+        return StateUpdatesToken(id: stateContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
     }
 
     /// Requests, subscriptions and registration news, from now on (see ``PeripheralEvent``).
@@ -202,7 +212,7 @@ public actor PeripheralManager {
             return stream
         }
         let id = makeID()
-        eventContinuations[id] = continuation
+        eventContinuations[id] = .stream(continuation)
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             self.loop.execute { self.assumeIsolated { _ = $0.eventContinuations.removeValue(forKey: id) } }
@@ -210,8 +220,26 @@ public actor PeripheralManager {
         return stream
     }
 
+    /// The events of ``events(bufferingNewest:)``, handed to `handler` on the loop thread as they
+    /// happen, inside the handling of bluetoothd's call (no stream, no task, no buffer). A
+    /// request may be answered from inside the handler. Counts as a consumer like a stream (while
+    /// one is registered, requests go to the app). Lasts until ``stopEvents(_:)`` or ``close()``.
+    public func events(handler: @escaping @Sendable (PeripheralEvent) -> Void) -> PeripheralEventsToken {
+        PeripheralEventsToken(id: eventContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
+    }
+
+    /// Ends an ``events(handler:)`` registration.
+    public func stopEvents(_ token: PeripheralEventsToken) {
+        eventContinuations.removeValue(forKey: token.id)
+    }
+
+    /// Ends a ``stateUpdates(handler:)`` registration.
+    public func stopStateUpdates(_ token: StateUpdatesToken) {
+        stateContinuations.removeValue(forKey: token.id)
+    }
+
     func emit(_ event: PeripheralEvent) {
-        for continuation in eventContinuations.values { continuation.yield(event) }
+        for sink in eventContinuations.values { sink.deliver(event) }
     }
 
     /// Waits until ``state`` is `.poweredOn`.
@@ -239,7 +267,7 @@ public actor PeripheralManager {
         guard newState != state else { return }
         let old = state
         state = newState
-        for continuation in stateContinuations.values { continuation.yield(newState) }
+        for sink in stateContinuations.values { sink.deliver(newState) }
         if newState == .poweredOn {
             Task { await self.recover() }
         } else if old == .poweredOn {

@@ -21,17 +21,30 @@ enum SignalSources {
     static func waitForTermination() async -> String {
         await withCheckedContinuation { continuation in
             let once = OnceFlag()
-            var sources: [DispatchSourceSignal] = []
-            for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                source.setEventHandler {
-                    if once.claim() { continuation.resume(returning: name) }
-                }
-                source.resume()
-                sources.append(source)
+            onTermination { name in
+                if once.claim() { continuation.resume(returning: name) }
             }
-            keep(sources)
         }
+    }
+
+    /// SIGINT or SIGTERM from now on, as a value to wait for (no task): the first one's name.
+    /// The default actions are disabled, as for ``waitForTermination()``.
+    static func termination() -> OneShot<String> {
+        let received = OneShot<String>()
+        onTermination { received.set($0) }
+        return received
+    }
+
+    /// Calls `handler` (on a dispatch queue) with the name of each SIGINT or SIGTERM.
+    private static func onTermination(_ handler: @escaping @Sendable (String) -> Void) {
+        var sources: [DispatchSourceSignal] = []
+        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { handler(name) }
+            source.resume()
+            sources.append(source)
+        }
+        keep(sources)
     }
 }

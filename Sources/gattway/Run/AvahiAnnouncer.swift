@@ -22,8 +22,9 @@ import Gateway
 /// record's `friendly_name` stay the configured one (Home Assistant stores it and checks it on
 /// every reconnection).
 ///
-/// Everything Avahi reports goes through one stream, in the order the bus delivered it, to one
-/// task that handles each event to its end before the next, so no two registrations overlap.
+/// Everything Avahi reports goes through one stream, in the order the bus delivered it, to
+/// ``run()`` (a child task of the proxy's), which handles each event to its end before the next,
+/// so no two registrations overlap.
 final class AvahiAnnouncer: Sendable {
     static let service = "org.freedesktop.Avahi"
     static let serviceType = "_esphomelib._tcp"
@@ -48,18 +49,34 @@ final class AvahiAnnouncer: Sendable {
 
     private let connection: DBusConnection
     private let handlers: [DBusSignalHandler]
+    private let stream: AsyncStream<Event>
     private let events: AsyncStream<Event>.Continuation
-    /// Handles the events; ends with the daemon and group to free at the stop.
-    private let worker: Task<(owner: String, group: DBusObjectPath)?, Never>
+    private let configuration: APIServerConfiguration
+    private let port: UInt16
+    private let log: GatewayLogger
+    /// ``withdraw()`` asked for the end.
+    private let withdrawal = OneShot<Void>()
+    /// ``run()`` freed the group and closed the connection.
+    private let withdrawn = OneShot<Void>()
 
     private init(
-        connection: DBusConnection, handlers: [DBusSignalHandler], events: AsyncStream<Event>.Continuation,
-        worker: Task<(owner: String, group: DBusObjectPath)?, Never>
+        connection: DBusConnection, handlers: [DBusSignalHandler],
+        events: (AsyncStream<Event>, AsyncStream<Event>.Continuation), configuration: APIServerConfiguration,
+        port: UInt16, log: GatewayLogger
     ) {
         self.connection = connection
         self.handlers = handlers
-        self.events = events
-        self.worker = worker
+        (stream, self.events) = events
+        self.configuration = configuration
+        self.port = port
+        self.log = log
+    }
+
+    /// What ended the handling of events.
+    private enum Outcome: Sendable {
+        case withdrawing
+        /// The last event was handled: the daemon and group to free, if any.
+        case ended((owner: String, group: DBusObjectPath)?)
     }
 
     /// The TXT record of an ESPHome device's announcement, as Home Assistant reads it: `mac`
@@ -77,9 +94,9 @@ final class AvahiAnnouncer: Sendable {
         return records
     }
 
-    /// Connects to the system bus, follows Avahi there and announces the service whenever
-    /// avahi-daemon is on the bus (now or later). Throws only when there is no system bus; every
-    /// later problem is logged and the proxy goes on without mDNS.
+    /// Connects to the system bus and follows Avahi there; ``run()`` then announces the service
+    /// whenever avahi-daemon is on the bus (now or later). Throws only when there is no system
+    /// bus; every later problem is logged and the proxy goes on without mDNS.
     static func start(
         _ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop, log: GatewayLogger
     ) async throws -> AvahiAnnouncer {
@@ -117,23 +134,36 @@ final class AvahiAnnouncer: Sendable {
             await connection.close()
             throw error
         }
-        let worker = Task { () -> (owner: String, group: DBusObjectPath)? in
-            var publisher = Publisher(connection: connection, configuration: configuration, port: port, log: log)
-            for await event in stream {
-                await publisher.handle(event)
-            }
-            guard let owner = publisher.owner, let group = publisher.group else { return nil }
-            return (owner: owner, group: group)
-        }
-        return AvahiAnnouncer(connection: connection, handlers: handlers, events: continuation, worker: worker)
+        return AvahiAnnouncer(
+            connection: connection, handlers: handlers, events: (stream, continuation), configuration: configuration,
+            port: port, log: log)
     }
 
-    /// Withdraws the announcement (the group is freed) and closes the connection.
-    func withdraw() async {
-        events.finish()
-        // A registration under way is cancelled (its calls end at once).
-        worker.cancel()
-        let current = await worker.value
+    /// Handles Avahi's events one at a time until ``withdraw()`` (a registration under way is
+    /// then cancelled: its calls end at once), then frees the group (`Free`, 2 s at most) and
+    /// closes the connection. Call once. When the calling task is cancelled (the stop's
+    /// deadline), what is still waited for ends at once.
+    func run() async {
+        let (stream, withdrawal) = (self.stream, self.withdrawal)
+        let (connection, configuration, port, log) = (self.connection, self.configuration, self.port, self.log)
+        let current = await withTaskGroup(of: Outcome.self) { group in
+            group.addTask {
+                var publisher = Publisher(connection: connection, configuration: configuration, port: port, log: log)
+                for await event in stream { await publisher.handle(event) }
+                guard let owner = publisher.owner, let group = publisher.group else { return .ended(nil) }
+                return .ended((owner: owner, group: group))
+            }
+            group.addTask {
+                _ = await withdrawal.wait()
+                return .withdrawing
+            }
+            var current: (owner: String, group: DBusObjectPath)?
+            while let outcome = await group.next() {
+                group.cancelAll()
+                if case .ended(let ended) = outcome { current = ended }
+            }
+            return current
+        }
         for handler in handlers { handler.cancel() }
         if let current {
             _ = try? await connection.call(
@@ -141,10 +171,19 @@ final class AvahiAnnouncer: Sendable {
                 timeout: .seconds(2))
         }
         await connection.close()
+        withdrawn.set(())
+    }
+
+    /// Withdraws the announcement: ``run()`` ends the handling of events, frees the group and
+    /// closes the connection. Returns once that is done, or when the calling task is cancelled.
+    func withdraw() async {
+        events.finish()
+        withdrawal.set(())
+        _ = await withdrawn.wait()
     }
 }
 
-/// The state of the announcement, owned by the announcer's one task.
+/// The state of the announcement, owned by the task of ``AvahiAnnouncer/run()`` that handles the events.
 private struct Publisher {
     let connection: DBusConnection
     let configuration: APIServerConfiguration

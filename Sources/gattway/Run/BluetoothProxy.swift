@@ -13,6 +13,9 @@ import JSON
 /// gateway core, fed by a scan of its own on the same central. The core and its MQTT side do not
 /// know about it; both see every advertisement (the central hands each BlueZ report to every scan).
 /// The server is announced by mDNS through Avahi when Avahi runs (``AvahiAnnouncer``).
+///
+/// Its background work — the BlueZ calls of connections through it, the handling of what Avahi
+/// reports — runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
 struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
@@ -22,7 +25,7 @@ struct BluetoothProxy: Sendable {
     /// Serves connections through the proxy (nil with `connection_slots` 0).
     let connections: ProxyCentral?
     /// Follows the adapter's state into BluetoothScannerStateResponse.
-    let stateFollower: Task<Void, Never>
+    let stateFollower: StateUpdatesToken
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
@@ -82,14 +85,11 @@ struct BluetoothProxy: Sendable {
             )
         }
         // The adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
-        // stopped, and running again when discovery is re-armed.
+        // stopped, and running again when discovery is re-armed. Told by the central on the
+        // loop thread, where the server lives.
         let scanning = token != nil
-        let stateFollower = Task {
-            for await state in await central.stateUpdates() {
-                let scannerState: BluetoothScannerState =
-                    state == .poweredOn ? (scanning ? .running : .failed) : .stopped
-                _ = try? await loop.submit { server.scannerState = scannerState }
-            }
+        let stateFollower = await central.stateUpdates { state in
+            server.scannerState = state == .poweredOn ? (scanning ? .running : .failed) : .stopped
         }
         return BluetoothProxy(
             server: server, loop: loop, central: central, scan: token, announcer: announcer, connections: connections,
@@ -105,13 +105,30 @@ struct BluetoothProxy: Sendable {
             data: AdvertisementBytes.build(result.advertisementData))
     }
 
-    /// Stops the scan, says goodbye to the clients and closes the listener.
+    /// Runs the proxy's background work until ``stop()`` (or until the calling task is
+    /// cancelled): the connections' BlueZ calls and the mDNS announcer, each a child task.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            if let connections { group.addTask { await connections.run() } }
+            if let announcer { group.addTask { await announcer.run() } }
+        }
+    }
+
+    /// Says goodbye to the clients and closes the listener (their connections through the proxy
+    /// are disconnected in BlueZ), stops the scan and withdraws the mDNS announcement; returns
+    /// once the disconnects and the withdrawal are done. Cancelling the calling task (the stop's
+    /// deadline) ends what is still waited for: the BlueZ and Avahi calls are cancelled.
     func stop() async {
-        stateFollower.cancel()
-        await announcer?.withdraw()
+        let central = self.central
+        let stateFollower = self.stateFollower
+        _ = try? await loop.submit { [server] in
+            central.assumeLoopIsolated { $0.stopStateUpdates(stateFollower) }
+            server.stop()
+        }
+        async let withdrawn: Void? = announcer?.withdraw()
         if let scan { await central.stopScan(scan) }
-        _ = try? await loop.submit { server.stop() }
         await connections?.stop()
+        _ = await withdrawn
     }
 
     /// The `bluetooth_proxy` section of `bridge/health`; called on the loop.

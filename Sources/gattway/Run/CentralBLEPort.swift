@@ -2,6 +2,7 @@ import BlueZ
 import Bluetooth
 import Gateway
 import JSON
+import Synchronization
 
 /// The gateway's ``BLEPort`` over the BlueZ ``CentralManager``.
 ///
@@ -140,18 +141,29 @@ struct CentralBLEPort: BLEPort {
             }
         }
         // The adapter usable again after it was not (powered off, bluetoothd restarting): told
-        // once per return. State changes are rare, so a stream and a task do.
-        let states = Task {
-            var usable: Bool?
-            for await state in await central.stateUpdates() {
-                let now = state == .poweredOn
-                if now, usable == false { deliver(.adapterReady) }
-                usable = now
-            }
+        // once per return, from the central's handling of the change, on the loop thread.
+        let usable = AdapterUsable()
+        let states = await central.stateUpdates { state in
+            if usable.changed(to: state == .poweredOn) { deliver(.adapterReady) }
         }
         return PortRegistration {
-            states.cancel()
-            central.onLoop { $0.stopConnectionEvents(token) }
+            central.onLoop {
+                $0.stopStateUpdates(states)
+                $0.stopConnectionEvents(token)
+            }
+        }
+    }
+
+    /// Whether the adapter was usable at the last state change (nil: no change seen yet).
+    private final class AdapterUsable: Sendable {
+        private let usable = Mutex<Bool?>(nil)
+
+        /// Records `now`; true when the adapter became usable again after it was not.
+        func changed(to now: Bool) -> Bool {
+            usable.withLock { usable in
+                defer { usable = now }
+                return now && usable == false
+            }
         }
     }
 

@@ -7,6 +7,10 @@ import Synchronization
 /// are published with cached values (the manager answers reads itself), writes are accepted and
 /// handed to the gateway, and the manager's own recovery (bluetoothd restart, power cycle)
 /// re-registers everything — this port only logs it.
+///
+/// The manager's events come to a handler on the loop thread, inside its handling of
+/// bluetoothd's call, and go on to the gateway from there (docs/architecture.md): no stream, no
+/// task. The registration ends when the manager closes.
 final class PeripheralBLEPort: PeripheralPort {
     let manager: PeripheralManager
     let log: GatewayLogger
@@ -14,27 +18,19 @@ final class PeripheralBLEPort: PeripheralPort {
         var characteristics: [PeripheralCharacteristicID: LocalCharacteristic] = [:]
         var ids: [LocalCharacteristic: PeripheralCharacteristicID] = [:]
         var advertising = false
+        /// Where events go once the gateway asked (``events(_:)``).
+        var deliver: (@Sendable (PeripheralPortEvent) -> Void)?
+        /// Events before that (none in practice: the gateway asks before it serves anything),
+        /// the newest ``earlyLimit`` kept.
+        var early: [PeripheralPortEvent] = []
     }
     private let state = Mutex(State())
-    /// Where events go once the gateway asked (``events(_:)``); earlier ones wait in the stream.
-    private let eventStream: AsyncStream<PeripheralPortEvent>
-    private let continuation: AsyncStream<PeripheralPortEvent>.Continuation
-    private let relays: Mutex<[Task<Void, Never>]> = Mutex([])
+    static let earlyLimit = 1024
 
     init(manager: PeripheralManager, log: GatewayLogger) async {
         self.manager = manager
         self.log = log
-        (eventStream, continuation) = AsyncStream.makeStream(of: PeripheralPortEvent.self)
-        let managerEvents = await manager.events()
-        let task = Task { [weak self] in
-            for await event in managerEvents { await self?.handle(event) }
-        }
-        relays.withLock { $0.append(task) }
-    }
-
-    deinit {
-        relays.withLock { tasks in for task in tasks { task.cancel() } }
-        continuation.finish()
+        _ = await manager.events { [weak self] event in self?.handle(event) }
     }
 
     func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
@@ -94,17 +90,31 @@ final class PeripheralBLEPort: PeripheralPort {
         }
     }
 
-    /// Writes and subscriptions come to `deliver` from a task that relays the manager's events
-    /// (the peripheral role is no hot path; the manager answers each request first).
+    /// Writes and subscriptions come to `deliver` on the loop thread, as the manager hands them
+    /// over (it answers each request first). Called by the gateway on the loop thread; what came
+    /// before goes first.
     func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void) {
-        let stream = eventStream
-        let task = Task {
-            for await event in stream { deliver(event) }
+        let early = state.withLock { state in
+            state.deliver = deliver
+            defer { state.early = [] }
+            return state.early
         }
-        relays.withLock { $0.append(task) }
+        for event in early { deliver(event) }
     }
 
-    private func handle(_ event: BlueZ.PeripheralEvent) async {
+    private func post(_ event: PeripheralPortEvent) {
+        let deliver = state.withLock { state in
+            if state.deliver == nil {
+                if state.early.count >= Self.earlyLimit { state.early.removeFirst() }
+                state.early.append(event)
+            }
+            return state.deliver
+        }
+        deliver?(event)
+    }
+
+    /// One event of the manager, on the loop thread inside the manager's isolation.
+    private func handle(_ event: BlueZ.PeripheralEvent) {
         switch event {
         case .write(let request):
             if request.expectsResponse { request.respond() }
@@ -113,26 +123,28 @@ final class PeripheralBLEPort: PeripheralPort {
             else { return }
             if request.offset != 0 {
                 // A long write arrives in pieces; the value is the bytes at their offsets.
-                let current = await manager.value(of: local) ?? []
+                let current = manager.assumeIsolated { $0.value(of: local) } ?? []
                 var value = Array(current.prefix(request.offset))
                 value += Array(repeating: 0, count: max(0, request.offset - value.count))
                 value += request.value
-                continuation.yield(.write(id, value: value, central: request.central?.address))
+                post(.write(id, value: value, central: request.central?.address))
             } else {
-                continuation.yield(.write(id, value: request.value, central: request.central?.address))
+                post(.write(id, value: request.value, central: request.central?.address))
             }
         case .read(let request):
             // Every characteristic is published with a cached value; a descriptor without one
             // gets an empty value.
-            if case .characteristic(let local) = request.attribute, let value = await manager.value(of: local) {
+            if case .characteristic(let local) = request.attribute,
+                let value = manager.assumeIsolated({ $0.value(of: local) })
+            {
                 request.respond(withWholeValue: value)
             } else {
                 request.respond(withWholeValue: [])
             }
         case .subscribed(let local):
-            if let id = state.withLock({ $0.ids[local] }) { continuation.yield(.subscribed(id, central: nil)) }
+            if let id = state.withLock({ $0.ids[local] }) { post(.subscribed(id, central: nil)) }
         case .unsubscribed(let local):
-            if let id = state.withLock({ $0.ids[local] }) { continuation.yield(.unsubscribed(id, central: nil)) }
+            if let id = state.withLock({ $0.ids[local] }) { post(.unsubscribed(id, central: nil)) }
         case .indicationConfirmed:
             break
         case .servicesRegistered(let services):

@@ -17,11 +17,13 @@ import Gateway
 /// slot, and that link is left up when the client is done with it.
 ///
 /// State is touched on the loop thread only (the invariant behind `@unchecked Sendable`); BlueZ
-/// calls run in tasks on the central (whose executor is the loop) and complete through
-/// `loop.execute`.
+/// calls are jobs (``LoopJobs``: child tasks of ``run()``'s task group, on the loop) whose
+/// outcomes come back through `loop.execute`. ``stop()`` waits for the disconnects under way and
+/// ends the jobs.
 final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     let central: CentralManager
     let loop: EventLoop
+    private let jobs: LoopJobs
     /// The gateway core whose connection slots the proxy shares (nil: the proxy's own slots only).
     let gateway: Gateway?
     /// Set once the server exists; events (link lost, notifications) go to it.
@@ -44,9 +46,20 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     private var devices: [UInt64: Device] = [:]
+
+    /// A device's `Disconnect` under way (one at a time per device).
+    private struct Disconnecting {
+        /// Another disconnect was asked for meanwhile: one more `Disconnect` follows this one.
+        var again = false
+        /// Connect jobs of the device, started once the link is down.
+        var waiting: [LoopJobs.Job] = []
+    }
+
     /// Disconnects under way (a connect to the same device waits for its end first).
-    private var disconnects: [UInt64: (generation: Int, task: Task<Void, Never>)] = [:]
-    /// Devices with a connect task running (one at a time per device).
+    private var disconnects: [UInt64: Disconnecting] = [:]
+    /// Set once no disconnect is under way, for ``stop()``.
+    private var disconnectsEnded: OneShot<Void>?
+    /// Devices with a connect job running or waiting (one at a time per device).
     private var connecting: Set<UInt64> = []
     /// Devices holding one of the gateway's connection slots.
     private var reservations: Set<UInt64> = []
@@ -56,6 +69,13 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         self.central = central
         self.loop = loop
         self.gateway = gateway
+        jobs = LoopJobs(loop: loop)
+    }
+
+    /// Runs the BlueZ calls (jobs) until ``stop()``, or until the calling task is cancelled: the
+    /// jobs still running are then cancelled, and this returns once they ended.
+    func run() async {
+        await jobs.run()
     }
 
     /// Follows links going down and the gateway's free slots; call once.
@@ -69,9 +89,26 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         await gateway?.observeConnectionSlots { [weak self] _ in self?.server?.connectionSlotsChanged() }
     }
 
+    /// Waits for the disconnects under way (the server's stop asks for one per connection its
+    /// clients had: BlueZ answers each after its ~2 s disconnect timer), or until the calling
+    /// task is cancelled (the stop's deadline); then ends the jobs (those still running are
+    /// cancelled) and stops following links. Call after the server's `stop()`.
     func stop() async {
-        if let eventsToken { await central.stopConnectionEvents(eventsToken) }
-        eventsToken = nil
+        let ended: OneShot<Void>? =
+            (try? await loop.submit { [self] in
+                guard !disconnects.isEmpty else { return nil }
+                let ended = disconnectsEnded ?? OneShot<Void>()
+                disconnectsEnded = ended
+                return ended
+            }) ?? nil
+        if let ended { _ = await ended.wait() }
+        jobs.close()
+        let token: ConnectionEventsToken? =
+            (try? await loop.submit { [self] in
+                defer { eventsToken = nil }
+                return eventsToken
+            }) ?? nil
+        if let token { await central.stopConnectionEvents(token) }
     }
 
     private func linkLost(_ address: UInt64) {
@@ -84,7 +121,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     /// The gateway's slot goes back once nothing runs for the device here: no connection, no
-    /// connect task, no disconnect under way (the link is really down, or kept by the gateway).
+    /// connect job, no disconnect under way (the link is really down, or kept by the gateway).
     private func releaseSlotIfIdle(_ address: UInt64) {
         guard devices[address] == nil, !connecting.contains(address), disconnects[address] == nil,
             reservations.remove(address) != nil, let gateway
@@ -103,7 +140,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         let tokens = Array(device.notifications.values)
         guard !tokens.isEmpty else { return }
         let central = self.central
-        Task { for token in tokens { await central.endNotifications(token) } }
+        jobs.spawn { for token in tokens { await central.endNotifications(token) } }
     }
 
     private func complete(_ body: @escaping @Sendable () -> Void) { loop.execute(body) }
@@ -125,8 +162,8 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     {
         let bluetoothAddress = BluetoothAddress(rawValue: address)
         // Only a device BlueZ knows, and not while an earlier attempt for it still runs: with the
-        // server's slots this bounds the tasks a client can start however fast it connects and
-        // disconnects (each disconnect waits for BlueZ, about 2 s).
+        // server's slots this bounds the jobs a client can start however fast it connects and
+        // disconnects (one Disconnect per device at a time, each about 2 s in BlueZ).
         guard loop.inLoop, central.assumeIsolated({ $0.isKnown(bluetoothAddress) }), !connecting.contains(address)
         else {
             if loop.inLoop { releaseSlotIfIdle(address) }
@@ -137,9 +174,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         nextGeneration += 1
         devices[address] = Device(generation: generation)
         let central = self.central
-        let pendingDisconnect = disconnects[address]?.task
-        Task {
-            await pendingDisconnect?.value
+        let job: LoopJobs.Job = { [self] in
             let result:
                 Result<(UInt32, Bool, [GATTServiceInfo], [UInt16: Characteristic], [UInt16: Descriptor]), ProxyFailure>
             do {
@@ -214,6 +249,11 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                 }
             }
         }
+        if disconnects[address] != nil {
+            disconnects[address]?.waiting.append(job)
+        } else {
+            jobs.spawn(job)
+        }
     }
 
     /// Ends the client's use of the device: the link goes down in BlueZ unless someone else
@@ -229,23 +269,34 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     }
 
     /// Disconnects in BlueZ (after a disconnect of the same device under way); the slot goes
-    /// back once it is done.
+    /// back once it is done, and connects that waited for it start.
     private func startDisconnect(_ address: UInt64) {
-        let central = self.central
-        let previous = disconnects[address]?.task
-        let generation = nextGeneration
-        nextGeneration += 1
-        let task = Task {
-            await previous?.value
-            try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address)))
-            complete { [self] in
-                if disconnects[address]?.generation == generation {
-                    disconnects[address] = nil
-                    releaseSlotIfIdle(address)
-                }
-            }
+        guard disconnects[address] == nil else {
+            disconnects[address]?.again = true
+            return
         }
-        disconnects[address] = (generation, task)
+        disconnects[address] = Disconnecting()
+        let central = self.central
+        jobs.spawn { [self] in
+            try? await central.disconnect(central.peripheral(BluetoothAddress(rawValue: address)))
+            complete { [self] in disconnected(address) }
+        }
+    }
+
+    /// A device's `Disconnect` ended: the next one, or what waited for it.
+    private func disconnected(_ address: UInt64) {
+        guard let ended = disconnects.removeValue(forKey: address) else { return }
+        if ended.again {
+            startDisconnect(address)
+            disconnects[address]?.waiting = ended.waiting
+            return
+        }
+        for job in ended.waiting { jobs.spawn(job) }
+        releaseSlotIfIdle(address)
+        if disconnects.isEmpty, let disconnectsEnded {
+            self.disconnectsEnded = nil
+            disconnectsEnded.set(())
+        }
     }
 
     func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void) {
@@ -261,7 +312,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         let central = self.central
         if descriptor {
             guard let target = device.descriptors[handle] else { return done(.failure(.invalidHandle)) }
-            Task {
+            jobs.spawn { [self] in
                 let result: Result<[UInt8], ProxyFailure>
                 do { result = .success(try await central.readValue(for: target)) } catch {
                     result = .failure(Self.failure(error))
@@ -270,7 +321,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
             }
         } else {
             guard let target = device.characteristics[handle] else { return done(.failure(.invalidHandle)) }
-            Task {
+            jobs.spawn { [self] in
                 let result: Result<[UInt8], ProxyFailure>
                 do { result = .success(try await central.readValue(for: target)) } catch {
                     result = .failure(Self.failure(error))
@@ -290,14 +341,14 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
             guard let target = device.descriptors[handle] else { return done(.invalidHandle) }
             // BlueZ owns the CCCD: notifications are switched with the notify request.
             guard target.uuid != BluetoothUUID(0x2902) else { return done(nil) }
-            Task {
+            jobs.spawn { [self] in
                 var failure: ProxyFailure?
                 do { try await central.writeValue(data, for: target) } catch { failure = Self.failure(error) }
                 complete { [failure] in done(failure) }
             }
         } else {
             guard let target = device.characteristics[handle] else { return done(.invalidHandle) }
-            Task {
+            jobs.spawn { [self] in
                 var failure: ProxyFailure?
                 do {
                     try await central.writeValue(
@@ -314,13 +365,13 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         let central = self.central
         if !enable {
             if let token = devices[address]?.notifications.removeValue(forKey: handle) {
-                Task { await central.endNotifications(token) }
+                jobs.spawn { await central.endNotifications(token) }
             }
             return done(nil)
         }
         guard device.notifications[handle] == nil else { return done(nil) }
         let generation = device.generation
-        Task {
+        jobs.spawn { [self] in
             var failure: ProxyFailure?
             var token: NotificationToken?
             do {
@@ -335,7 +386,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
                     if devices[address]?.generation == generation, devices[address]?.notifications[handle] == nil {
                         devices[address]?.notifications[handle] = token
                     } else {
-                        Task { await central.endNotifications(token) }
+                        jobs.spawn { await central.endNotifications(token) }
                     }
                 }
                 done(failure)
@@ -350,7 +401,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
     func pair(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void) {
         guard let device = devices[address], device.connected else { return done(.notConnected) }
         let central = self.central
-        Task {
+        jobs.spawn { [self] in
             var failure: ProxyFailure?
             do {
                 try await central.pair(
@@ -395,7 +446,7 @@ final class ProxyCentral: BluetoothProxyBackend, @unchecked Sendable {
         let generation = devices[address]?.generation
         if generation != nil { devices[address]?.removing = true }
         let central = self.central
-        Task {
+        jobs.spawn { [self] in
             var failure: ProxyFailure?
             var removed = false
             do {

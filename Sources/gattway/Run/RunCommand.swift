@@ -17,7 +17,9 @@ import MQTT
 /// Shutdown in reverse (SIGINT/SIGTERM), bounded by one deadline (``StopDeadline``: exit within
 /// 5 s, status 0): the gateway's jobs are cancelled; the gateway disconnects its devices and
 /// publishes `bridge/state` offline at once, then writes what the store-and-forward stage held
-/// only in memory to the queue file; then MQTT disconnects and the BlueZ managers close.
+/// only in memory to the queue file, while the Bluetooth proxy (when enabled) stops; then MQTT
+/// disconnects and the BlueZ managers close. Everything running in the background is a child
+/// task of this one, or a handler on the loop (docs/architecture.md): none outlives the stop.
 struct RunCommand: Command {
     static let name = "run"
     static let summary = "Run the gateway (the default mode of the systemd service)."
@@ -78,30 +80,18 @@ struct RunCommand: Command {
         MemoryTrimmer.start(on: loop)
 
         let client: MQTTClient
-        let mqttStates: AsyncStream<MQTTConnectionState>
         do {
             client = try MQTTClient(configuration: try Self.mqttConfiguration(config), loop: loop)
-            // Observed before the start, so that a first connection the broker refuses is logged too.
-            mqttStates = client.connectionStates()
+            // Observed before the start (the registration reaches the loop ahead of it), so that a
+            // first connection the broker refuses is logged too; told on the loop thread until
+            // the client disconnects.
+            client.observeConnectionStates { [weak client] state in
+                Self.logConnection(state, client: client, config: config, log: log)
+            }
             try await client.start()
         } catch {
             log(.error, "MQTT: \(error)")
             return .config
-        }
-        let mqttLog = Task {
-            for await state in mqttStates {
-                switch state {
-                case .connected:
-                    let endpoint = await client.endpoint
-                    log(
-                        .notice,
-                        config.mqtt.alternateServers.isEmpty
-                            ? "MQTT: connected to \(config.mqtt.server)" : "MQTT: connected to \(endpoint)")
-                case .disconnected(let error?, let retry):
-                    log(.warning, "MQTT: \(error)" + (retry.map { "; retrying in \(String(oneDecimal: $0)) s" } ?? ""))
-                case .disconnected, .connecting: break
-                }
-            }
         }
 
         var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
@@ -136,46 +126,18 @@ struct RunCommand: Command {
                 return .failure
             }
         }
-        let termination = Task { await SignalSources.waitForTermination() }
+        let termination = SignalSources.termination()
+        // The adapters' states in the log, told by the managers on the loop thread.
+        let stateLog = await central.stateUpdates { state in
+            log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)")
+        }
+        let peripheralStateLog = await peripheral?.stateUpdates { state in
+            log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)")
+        }
         // Wait for powered adapters, saying why we wait; SIGTERM still ends the wait.
-        let stateLog = Task {
-            for await state in await central.stateUpdates() {
-                log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)")
-            }
-        }
-        let peripheralStateLog = Task { [peripheral] in
-            guard let peripheral else { return }
-            for await state in await peripheral.stateUpdates() {
-                log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)")
-            }
-        }
-        // Checked every second so SIGTERM ends the wait promptly; said every 30 s.
-        let powered = Task { [peripheral] in
-            var waited = 0
-            while !Task.isCancelled {
-                var centralReady = true, peripheralReady = true
-                if config.role.includesCentral {
-                    centralReady = (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil
-                }
-                if let peripheral {
-                    peripheralReady = (try? await peripheral.waitUntilPoweredOn(timeout: .seconds(1))) != nil
-                }
-                if centralReady, peripheralReady { return !Task.isCancelled }
-                waited += 1
-                if waited % 30 == 0 {
-                    let adapter = centralReady ? peripheralAdapter : config.bluetooth.adapter
-                    log(.warning, "BlueZ: still waiting for \(adapter) to be powered on")
-                }
-            }
-            return false
-        }
-        let stopWaiting = Task {
-            _ = await termination.value
-            powered.cancel()
-        }
-        let ready = await powered.value
+        let ready = await Self.waitUntilPowered(
+            central: central, peripheral: peripheral, config: config, termination: termination, log: log)
         var code = ExitCode.success
-        var proxy: BluetoothProxy?
         let stop: StopDeadline
         if ready {
             var peripheralPort: PeripheralBLEPort?
@@ -192,6 +154,7 @@ struct RunCommand: Command {
                 healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
             // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central,
             // its connections within the gateway's connection slots.
+            var proxy: BluetoothProxy?
             if config.bluetoothProxy.enabled {
                 do {
                     let started = try await BluetoothProxy.start(
@@ -203,42 +166,64 @@ struct RunCommand: Command {
                     code = .failure
                 }
             }
-            let jobs = Task(executorPreference: loop.taskExecutor) { await gateway.run() }
-            do {
-                guard code == .success else { throw BluetoothProxyStartError() }
-                try await gateway.start()
-                notifier.notify("READY=1\nSTATUS=running")
-                let watchdog = Self.watchdog(notifier, loop: loop)
-                let signal = await termination.value
-                log(.notice, "\(signal): stopping")
-                watchdog?.cancel()
-            } catch is BluetoothProxyStartError {
-                // Logged where it happened; the gateway is stopped without having started.
-            } catch {
-                log(.error, "gateway: \(error)")
-                // A configuration BlueZ can never accept is a config error: systemd does not
-                // restart on 78 (RestartPreventExitStatus).
-                code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
+            let (startCode, proxyStarted) = (code, proxy)
+            (code, stop) = await withTaskGroup(of: Void.self) { background in
+                // The proxy's background work (its connections' BlueZ calls, the mDNS announcer)
+                // and the core's jobs are child tasks of this one, on the loop; both end at the
+                // stop and are awaited.
+                if let proxyStarted {
+                    background.addTask(executorPreference: loop.taskExecutor) { await proxyStarted.run() }
+                }
+                let (code, stop) = await withTaskGroup(of: Void.self) { jobs in
+                    jobs.addTask(executorPreference: loop.taskExecutor) { await gateway.run() }
+                    var code = startCode
+                    do {
+                        guard code == .success else { throw BluetoothProxyStartError() }
+                        try await gateway.start()
+                        notifier.notify("READY=1\nSTATUS=running")
+                        let watchdog = SystemdWatchdog(notifier, loop: loop)
+                        let signal = await termination.wait() ?? "cancelled"
+                        log(.notice, "\(signal): stopping")
+                        watchdog?.stop()
+                    } catch is BluetoothProxyStartError {
+                        // Logged where it happened; the gateway is stopped without having started.
+                    } catch {
+                        log(.error, "gateway: \(error)")
+                        // A configuration BlueZ can never accept is a config error: systemd does not
+                        // restart on 78 (RestartPreventExitStatus).
+                        code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
+                    }
+                    notifier.notify("STOPPING=1")
+                    let stop = StopDeadline.begin()
+                    // Jobs honour cancellation (their D-Bus calls are cancelled), so this is quick.
+                    jobs.cancelAll()
+                    let late = StopDeadline.warning(after: stop.waitRemaining, on: loop) {
+                        log(
+                            .warning,
+                            "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s")
+                    }
+                    await jobs.waitForAll()
+                    late.cancel()
+                    return (code, stop)
+                }
+                // The gateway's stop and the proxy's at once, both within the wait of the stop.
+                async let proxyStopped = Self.stop(proxyStarted, within: stop.waitRemaining)
+                await gateway.stop(timeout: stop.waitRemaining)
+                if !(await proxyStopped) {
+                    log(
+                        .warning,
+                        "stop: the Bluetooth proxy did not stop within \(String(oneDecimal: stop.elapsed)) s: "
+                            + "its BlueZ and Avahi calls were cancelled")
+                }
+                background.cancelAll()
+                return (code, stop)
             }
-            notifier.notify("STOPPING=1")
-            stop = StopDeadline.begin()
-            // Jobs honour cancellation (their D-Bus calls are cancelled), so this is quick; a
-            // job that did not end is left behind rather than holding up the stop.
-            jobs.cancel()
-            if !(await StopDeadline.bounded(stop.waitRemaining) { await jobs.value }) {
-                log(
-                    .warning,
-                    "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s; going on")
-            }
-            await gateway.stop(timeout: stop.waitRemaining)
         } else {
             notifier.notify("STOPPING=1")
             stop = StopDeadline.begin()
         }
-        _ = stopWaiting
-        await proxy?.stop()
-        stateLog.cancel()
-        peripheralStateLog.cancel()
+        await central.stopStateUpdates(stateLog)
+        if let peripheral, let peripheralStateLog { await peripheral.stopStateUpdates(peripheralStateLog) }
         // MQTT DISCONNECT (the broker then discards the last will) and the BlueZ managers'
         // close at once; a frozen bluetoothd has its calls cancelled at the deadline.
         let closeTime = stop.closeRemaining
@@ -248,7 +233,6 @@ struct RunCommand: Command {
             await central.close()
         }
         await mqttClosed
-        mqttLog.cancel()
         log(
             .notice,
             "stopped in \(String(oneDecimal: stop.elapsed)) s"
@@ -292,16 +276,64 @@ struct RunCommand: Command {
         return configuration
     }
 
-    /// Pings the systemd watchdog at half its interval, from the event loop, so a wedged loop
-    /// stops the pings and systemd restarts the service.
-    static func watchdog(_ notifier: SystemdNotifier, loop: EventLoop) -> Task<Void, Never>? {
-        guard let interval = SystemdNotifier.watchdogInterval() else { return nil }
-        return Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(Int64(saturating: interval * 500)))
-                _ = try? await loop.submit { notifier.notify("WATCHDOG=1") }
+    /// The MQTT connection's changes in the log; called by the client on the loop thread.
+    static func logConnection(
+        _ state: MQTTConnectionState, client: MQTTClient?, config: GatewayConfig, log: GatewayLogger
+    ) {
+        switch state {
+        case .connected:
+            if config.mqtt.alternateServers.isEmpty {
+                log(.notice, "MQTT: connected to \(config.mqtt.server)")
+            } else if let endpoint = client?.assumeLoopIsolated({ $0.endpoint }) {
+                log(.notice, "MQTT: connected to \(endpoint)")
             }
+        case .disconnected(let error?, let retry):
+            log(.warning, "MQTT: \(error)" + (retry.map { "; retrying in \(String(oneDecimal: $0)) s" } ?? ""))
+        case .disconnected, .connecting: break
         }
+    }
+
+    /// Waits until the adapters of the configured roles are powered on (true), or until SIGTERM
+    /// or SIGINT (false). Checked every second, so the signal ends the wait promptly; said every
+    /// 30 s.
+    static func waitUntilPowered(
+        central: CentralManager, peripheral: PeripheralManager?, config: GatewayConfig,
+        termination: OneShot<String>, log: GatewayLogger
+    ) async -> Bool {
+        let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                var waited = 0
+                while !Task.isCancelled {
+                    var centralReady = true, peripheralReady = true
+                    if config.role.includesCentral {
+                        centralReady = (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil
+                    }
+                    if let peripheral {
+                        peripheralReady = (try? await peripheral.waitUntilPoweredOn(timeout: .seconds(1))) != nil
+                    }
+                    if centralReady, peripheralReady { return !Task.isCancelled }
+                    waited += 1
+                    if waited % 30 == 0 {
+                        let adapter = centralReady ? peripheralAdapter : config.bluetooth.adapter
+                        log(.warning, "BlueZ: still waiting for \(adapter) to be powered on")
+                    }
+                }
+                return false
+            }
+            group.addTask {
+                _ = await termination.wait()
+                return false
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
+        }
+    }
+
+    /// Stops the proxy (when there is one) within `seconds`: false when it had to be cancelled.
+    static func stop(_ proxy: BluetoothProxy?, within seconds: Double) async -> Bool {
+        guard let proxy else { return true }
+        return await StopDeadline.bounded(seconds) { await proxy.stop() }
     }
 
     /// Each file with a secret that other users may read gets a warning — the config holding a

@@ -1,3 +1,4 @@
+import EventLoop
 import Gateway
 
 #if canImport(Glibc)
@@ -7,18 +8,20 @@ import Gateway
 /// The one deadline of `gattway run`'s stop (docs/operations.md, "Stopping"): from SIGTERM or
 /// SIGINT to the exit takes at most ``bound`` seconds, shared like this:
 ///
-/// - until ``waitLimit`` after the signal: the gateway's jobs end (cancelled), and at the same
-///   time BlueZ ends the links (`Disconnect`, which BlueZ answers after ~2 s) and the broker
-///   acknowledges `bridge/state` offline (at most ``Gateway/offlinePublishTimeout``), after which
-///   the store-and-forward queue file takes what lived only in memory (local disk) while the
-///   links may still be ending; whatever is still waited for at ``waitLimit`` is cancelled;
+/// - until ``waitLimit`` after the signal: the gateway's jobs end (cancelled and awaited), then
+///   at the same time BlueZ ends the links (`Disconnect`, which BlueZ answers after ~2 s) and
+///   the broker acknowledges `bridge/state` offline (at most ``Gateway/offlinePublishTimeout``),
+///   after which the store-and-forward queue file takes what lived only in memory (local disk)
+///   while the links may still be ending; and the Bluetooth proxy stops (its clients' links
+///   disconnected, Avahi's `Free` of the announcement, at most 2 s); whatever is still waited
+///   for at ``waitLimit`` is cancelled (``bounded(_:_:)``);
 /// - then, at once, MQTT DISCONNECT is written and the BlueZ managers close (discovery stopped,
 ///   peripheral registrations removed), for at most ``closeLimit`` more (or until ``waitLimit``
 ///   after the signal, when that is later);
 /// - at ``bound`` the process ends whatever it is doing (``armBackstop()``; exit status 1).
 ///
-/// In the worst case (a frozen bluetoothd and a frozen broker) the stop takes about
-/// `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect. The
+/// In the worst case (a frozen bluetoothd, a frozen broker, a frozen avahi-daemon) the stop takes
+/// about `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect. The
 /// margin to ``bound`` is for writing the queue file on slow storage (a full 18 MB queue file
 /// is rewritten in about 0.1 s on an SSD; an SD card may take a second or two).
 struct StopDeadline: Sendable {
@@ -48,21 +51,42 @@ struct StopDeadline: Sendable {
     /// Seconds the last step may take from now.
     var closeRemaining: Double { max(Self.closeLimit, waitRemaining) }
 
-    /// Runs `operation` in a task and returns true when it ended within `seconds`; else the
-    /// task is cancelled and false is returned at once (the task is left to end on its own).
+    /// Runs `operation` as a child task and returns true when it ended within `seconds`; else
+    /// it is cancelled and false is returned once it ended — at once for what `gattway run` bounds
+    /// this way: D-Bus calls and waits that end when cancelled. (An operation that ignored
+    /// cancellation would hold the stop until the backstop.) The sleep is cancelled as soon as
+    /// the operation ends.
     static func bounded(_ seconds: Double, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
-        await withCheckedContinuation { continuation in
-            let once = OnceFlag()
-            let work = Task {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
                 await operation()
-                if once.claim() { continuation.resume(returning: true) }
+                return true
             }
-            Task {
+            group.addTask {
                 try? await Task.sleep(for: .nanoseconds(Int64(saturating: max(0, seconds) * 1e9)))
-                work.cancel()
-                if once.claim() { continuation.resume(returning: false) }
+                return false
             }
+            defer { group.cancelAll() }
+            return await group.next() ?? false
         }
+    }
+
+    /// Calls `warn` after `seconds` unless ``LateWarning/cancel()`` came first: a timer of the
+    /// event loop (no task), for a wait of the stop that should end by then.
+    static func warning(after seconds: Double, on loop: EventLoop, _ warn: @escaping @Sendable () -> Void)
+        -> LateWarning
+    {
+        let warning = LateWarning()
+        loop.execute { _ = loop.addTimer(after: seconds) { if warning.pending.claim() { warn() } } }
+        return warning
+    }
+
+    /// See ``warning(after:on:_:)``.
+    final class LateWarning: Sendable {
+        fileprivate let pending = OnceFlag()
+
+        /// The wait ended in time: no warning.
+        func cancel() { _ = pending.claim() }
     }
 
     /// At ``bound`` seconds from now, SIGALRM ends the process — whatever holds up the stop, even

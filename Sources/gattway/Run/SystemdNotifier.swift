@@ -1,4 +1,6 @@
+import EventLoop
 import LocalSystem
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -42,6 +44,38 @@ struct SystemdNotifier: Sendable {
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
                 sendto(fd, &payload, payload.count, Int32(MSG_NOSIGNAL), sockaddrPointer, length)
             }
+        }
+    }
+}
+
+/// Pings the systemd watchdog (`WATCHDOG=1`) at half its interval from a timer of the event loop,
+/// so a wedged loop stops the pings and systemd restarts the service. No task: the timer arms
+/// itself again after each ping until ``stop()``.
+final class SystemdWatchdog: Sendable {
+    private let notifier: SystemdNotifier
+    private let loop: EventLoop
+    private let interval: Double
+    private let stopped = Atomic(false)
+
+    /// Starts pinging; nil when systemd expects no pings (``SystemdNotifier/watchdogInterval(environment:)``).
+    init?(_ notifier: SystemdNotifier, loop: EventLoop) {
+        guard let interval = SystemdNotifier.watchdogInterval() else { return nil }
+        self.notifier = notifier
+        self.loop = loop
+        self.interval = interval / 2
+        loop.execute { [self] in schedule() }
+    }
+
+    /// No more pings (the next timer finds this and does not ping).
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+    }
+
+    private func schedule() {
+        _ = loop.addTimer(after: interval) { [self] in
+            guard !stopped.load(ordering: .relaxed) else { return }
+            notifier.notify("WATCHDOG=1")
+            schedule()
         }
     }
 }
