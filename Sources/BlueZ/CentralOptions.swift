@@ -7,6 +7,10 @@ public struct CentralOptions: Sendable {
     /// Where to save known devices, wanted connections and subscriptions (JSON, written
     /// atomically on every change); nil keeps nothing across restarts of the process.
     public var stateFilePath: String?
+    /// Told on the loop when writing the state file starts failing (the error: a full or
+    /// read-only file system) and when a write succeeds again (nil); once per episode, so the
+    /// application can say that what a crash would restore lives in memory only meanwhile.
+    public var stateFileProblem: (@Sendable (CentralError?) -> Void)?
     /// Backoff for automatic reconnection (1–5 s, doubling with jitter up to 60 s: the rule in
     /// docs/architecture.md, "Links: errors and reconnects").
     public var reconnect: ReconnectPolicy<SystemRandomNumberGenerator>.Configuration

@@ -190,8 +190,16 @@ extension CentralManager {
         do {
             try file.save(path: path)
             lastSavedState = file
+            if stateFileError != nil {
+                stateFileError = nil
+                options.stateFileProblem?(nil)
+            }
         } catch {
-            stateFileError = error as? CentralError
+            let failure =
+                error as? CentralError
+                ?? CentralError(.failed, operation: "write the state file \(path)", message: "\(error)")
+            if stateFileError == nil { options.stateFileProblem?(failure) }
+            stateFileError = failure
         }
     }
 }

@@ -46,26 +46,25 @@ public enum LocalFile {
     {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw LocalFileError("cannot create \(temporary)") }
-        var ok = true
+        guard fd >= 0 else { throw LocalFileError("cannot create \(temporary)", errno: errno) }
+        var failure: Int32 = 0
         let all = Array(bytes)
         var offset = 0
         while offset < all.count {
             let written = all.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0 {
                 if errno == EINTR { continue }
-                ok = false
+                failure = errno
                 break
             }
             offset += written
         }
-        let error = ok ? 0 : errno
-        if ok && fsync(fd) != 0 { ok = false }
+        if failure == 0 && fsync(fd) != 0 { failure = errno }
         close(fd)
-        guard ok, rename(temporary, path) == 0 else {
-            let reason = errno == 0 ? error : errno
+        if failure == 0 && rename(temporary, path) != 0 { failure = errno }
+        guard failure == 0 else {
             unlink(temporary)
-            throw LocalFileError("cannot write \(path)", errno: reason)
+            throw LocalFileError("cannot write \(path)", errno: failure)
         }
     }
 

@@ -124,6 +124,11 @@ struct StateDirectoryTests {
                         == true,
                     "\(failures)")
                 #expect(log.filter { $0.contains("writing the queue file") }.count == 1)
+                // The connection the gateway made could not be saved for a crash either: said
+                // once, however many changes tried meanwhile.
+                let unsaved = log.filter { $0.contains("central.json: ") && $0.contains("kept in memory only") }
+                #expect(unsaved.count == 1, "\(unsaved)")
+                #expect(unsaved.first?.contains("Read-only file system") == true, "\(unsaved)")
             }
         }
     }

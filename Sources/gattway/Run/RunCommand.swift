@@ -99,6 +99,16 @@ struct RunCommand: Command {
         if let stateDirectory {
             try? LocalFile.createDirectories(stateDirectory)
             options.stateFilePath = stateDirectory + "/central.json"
+            options.stateFileProblem = { error in
+                if let error {
+                    log(
+                        .warning,
+                        "central.json: \(error); the links and subscriptions to restore after a crash are kept in memory only until it can be written"
+                    )
+                } else {
+                    log(.notice, "central.json: written again")
+                }
+            }
         }
         let central: CentralManager
         do {
