@@ -164,7 +164,8 @@ struct BluetoothProxy: Sendable {
     static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gattway" }
-        let name = String(cString: buffer)
+        let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        let name = String(decoding: bytes, as: UTF8.self)
         return name.isEmpty ? "gattway" : String(name.prefix(31))
     }
 }
