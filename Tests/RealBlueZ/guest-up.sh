@@ -1,8 +1,9 @@
 #!/bin/bash
 # Guest side of run-vm.sh (copied into the run folder as boot.sh; PID 1 runs it in the chroot of
-# the host's root). Starts the system bus, three linked virtual controllers (btvirt -l3: hci0 the
-# central, hci1 the test peripheral, hci2 an unrelated advertiser), the real bluetoothd, powers
-# the controllers on, runs the guest script and records its status in /run/share/status.
+# the host's root). Starts the system bus, four linked virtual controllers (btvirt -l4: hci0 the
+# central, hci1 the test peripheral, hci2 an unrelated advertiser, hci3 a second central), the
+# real bluetoothd, powers the controllers on, runs the guest script and records its status in
+# /run/share/status.
 #
 # The guest script gets: SHARE (the shared run folder; write results there), LOGS
 # (= $SHARE/logs, where the daemons log) and `rbz-bluetoothd restart|stop|start` on PATH.
@@ -92,10 +93,10 @@ fail() { echo "[guest] BRING-UP FAILED: $*"; echo "--- bluetoothd.log"; tail -n 
 ip link set lo up 2>/dev/null
 dbus-daemon --system --fork --print-pid=3 3> /run/rbz/dbus.pid > "$LOGS/dbus.log" 2>&1 || fail "dbus-daemon"
 t_dbus=$(uptime_)
-btvirt -l3 > "$LOGS/btvirt.log" 2>&1 &
+btvirt -l4 > "$LOGS/btvirt.log" 2>&1 &
 btvirt_pid=$!
-for _ in $(seq 100); do [ -e /sys/class/bluetooth/hci2 ] && break; sleep 0.05; done
-[ -e /sys/class/bluetooth/hci2 ] || fail "btvirt did not create hci0..hci2"
+for _ in $(seq 100); do [ -e /sys/class/bluetooth/hci3 ] && break; sleep 0.05; done
+[ -e /sys/class/bluetooth/hci3 ] || fail "btvirt did not create hci0..hci3"
 t_btvirt=$(uptime_)
 rbz-bluetoothd start || fail "bluetoothd"
 echo "[guest $(uptime_)] ready: dbus $t_dbus, btvirt $t_btvirt, bluetoothd + powered $(uptime_) (guest uptime, s)"

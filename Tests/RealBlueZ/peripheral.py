@@ -2,7 +2,7 @@
 """The test peripheral of the real-BlueZ lane (runs in the VM with Debian's python3-dbus/-gi).
 
 On --adapter (hci1) it registers, through org.bluez.GattManager1 and LEAdvertisingManager1:
-  0x180F battery           2A19 read+notify (u8, counts down 100, 99, ... every --period while notifying)
+  0x180F battery           2A19 read+notify (u8, counts down 100, 99, ... every --period, or on SIGUSR2)
   0x181A environmental     2A6E read+notify (s16le 0.01 degC, 21.50), 2A6F read+notify (u16le 0.01 %, 45.00)
   0xFF00 lamp              FF01 write+write-without-response (the command), FF02 read+notify (the state:
                            the last value written to FF01), FF03 read failing with org.bluez.Error.Failed,
@@ -156,7 +156,8 @@ def main():
     parser.add_argument('--adapter', default='hci1')
     parser.add_argument('--name', default='RBZ-Bat')
     parser.add_argument('--other', default='hci2', help='adapter of the unrelated advertiser ("" for none)')
-    parser.add_argument('--period', type=float, default=0.2, help='notification period in seconds')
+    parser.add_argument('--period', type=float, default=0.2,
+                        help='notification period in seconds (0: the values change only on SIGUSR2)')
     args = parser.parse_args()
 
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
@@ -185,7 +186,16 @@ def main():
         temperature.update((int.from_bytes(temperature.value, 'little') + 1).to_bytes(2, 'little'))
         humidity.update((int.from_bytes(humidity.value, 'little') + 1).to_bytes(2, 'little'))
         return True
-    GLib.timeout_add(int(args.period * 1000), tick)
+    if args.period > 0:
+        GLib.timeout_add(int(args.period * 1000), tick)
+
+    # SIGUSR2: one step of the values (a test that compares what a central read with what it
+    # published wants them still in between).
+    def stepped():
+        tick()
+        say('stepped: battery level', level.value[0])
+        return True
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGUSR2, stepped)
 
     registrations = {'pending': 0, 'rounds': 0}
 

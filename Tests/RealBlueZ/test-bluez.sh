@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # make test-bluez: the real-BlueZ lane. Builds (once) the VM, boots it with the real bluetoothd
 # 5.66, runs guest-tests.sh inside (test peripheral, CLI checks, the CentralManager scenario, the
-# differential session, the Bluetooth proxy, gattway serve, gattway run as the peripheral), runs
-# the same session against `gattway simulate` here and compares.
+# differential session, the Bluetooth proxy, gattway serve, gattway run as the peripheral and
+# with role both), runs the same session against `gattway simulate` here and compares.
 # Prints every check, then "N passed, N failed"; exits 1 on any failure, and then shows the tail
-# of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role or proxy
-# check).
+# of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role, role-both or
+# proxy check).
 #
 #   Tests/RealBlueZ/test-bluez.sh BIN-DIR     (BIN-DIR: gattway and realbluez-central, host-built)
 #
@@ -24,7 +24,7 @@ done
 
 "$HERE/build-vm.sh" || { echo "test-bluez: building the VM failed"; echo "0 passed, 1 failed"; exit 1; }
 
-echo "test-bluez: booting the VM (real bluetoothd 5.66, btvirt -l3)"
+echo "test-bluez: booting the VM (real bluetoothd 5.66, btvirt -l4)"
 export REALBLUEZ_RUN=$RUN
 [ -n "${REALBLUEZ_VERBOSE:-}" ] || export REALBLUEZ_QUIET=1
 "$HERE/run-vm.sh" "$HERE/guest-tests.sh" "$BIN"
@@ -65,6 +65,10 @@ if [ "$failed" != 0 ]; then
   if grep -qE '^FAIL (prun|cli\.prun)' "$results"; then
     echo "---- gattway run, role peripheral (last 30 lines of $RUN/logs/gattway-peripheral.log)"
     tail -n 30 "$RUN/logs/gattway-peripheral.log" 2>/dev/null
+  fi
+  if grep -qE '^FAIL (both|cli\.both)' "$results"; then
+    echo "---- gattway run, role both (last 30 lines of $RUN/logs/gattway-both.log)"
+    tail -n 30 "$RUN/logs/gattway-both.log" 2>/dev/null
   fi
   if grep -qE '^FAIL proxy\.' "$results"; then
     echo "---- Bluetooth proxy: the client ($RUN/out/proxy/client.txt, last 15 lines)"
