@@ -59,18 +59,76 @@ package struct BlueZObjectTree {
         devices.removeAll()
     }
 
-    /// Replaces everything with a `GetManagedObjects` reply (`a{oa{sa{sv}}}`).
-    package mutating func load(_ reply: DBusValue) {
+    /// A change a signal (or the central itself) made while a `GetManagedObjects` was awaited.
+    enum Mutation {
+        case added(DBusObjectPath, DBusValue)
+        case removed(DBusObjectPath, [String])
+        case changed(DBusObjectPath, String, PropertyChanges, [String])
+    }
+
+    /// The changes made since ``beginSnapshot()``, nil when no snapshot is awaited. bluetoothd
+    /// may make its `GetManagedObjects` reply before a change it signals next (an adapter it
+    /// registers just after taking its bus name, a `ServicesResolved`), and that signal may be
+    /// handled before the reply's caller resumes: ``load(_:)`` applies the journal again over the
+    /// snapshot, so an older snapshot never undoes a newer signal.
+    private var journal: [Mutation]?
+    /// Set when more than ``journalLimit`` changes came while a snapshot was awaited (the
+    /// journal is then given up: memory stays bounded, and ``load(_:)`` says so).
+    private var journalOverflowed = false
+    /// The most changes kept while a snapshot is awaited (a storm of advertisement reports
+    /// during a slow reply; the journal holds the signals' decoded values).
+    static let journalLimit = 4096
+
+    /// Starts recording changes for the snapshot about to be requested.
+    package mutating func beginSnapshot() {
+        journal = []
+        journalOverflowed = false
+    }
+
+    /// The snapshot will not come (the call failed): stops recording.
+    package mutating func endSnapshot() {
+        journal = nil
+        journalOverflowed = false
+    }
+
+    private mutating func record(_ mutation: () -> Mutation) {
+        guard journal != nil else { return }
+        if journal!.count >= Self.journalLimit {
+            journal = nil
+            journalOverflowed = true
+            return
+        }
+        journal!.append(mutation())
+    }
+
+    /// Replaces everything with a `GetManagedObjects` reply (`a{oa{sa{sv}}}`), then applies again
+    /// what changed since ``beginSnapshot()``. False when those changes were too many to keep
+    /// (the tree may then be older than the signals already handled: read it again).
+    @discardableResult
+    package mutating func load(_ reply: DBusValue) -> Bool {
+        let since = journal ?? []
+        let complete = !journalOverflowed
+        endSnapshot()
         removeAll()
         for entry in reply.entries ?? [] {
             guard let path = entry.key.objectPath else { continue }
             add(path, interfaces: entry.value)
         }
+        for mutation in since {
+            switch mutation {
+            case .added(let path, let interfaces): add(path, interfaces: interfaces)
+            case .removed(let path, let interfaces): remove(path, interfaces: interfaces)
+            case .changed(let path, let interface, let changed, let invalidated):
+                change(path, interface: interface, changed: changed, invalidated: invalidated)
+            }
+        }
+        return complete
     }
 
     /// Applies `InterfacesAdded(o, a{sa{sv}})`; returns the kept interface names added.
     @discardableResult
     package mutating func add(_ path: DBusObjectPath, interfaces: DBusValue) -> [String] {
+        record { .added(path, interfaces) }
         var added: [String] = []
         for entry in interfaces.entries ?? [] {
             guard let name = entry.key.string, let kept = Self.kept(name) else { continue }
@@ -89,6 +147,7 @@ package struct BlueZObjectTree {
     /// device goes, its GATT children go with it (BlueZ sends separate signals for them, but
     /// not reliably on shutdown).
     package mutating func remove(_ path: DBusObjectPath, interfaces: [String]) {
+        record { .removed(path, interfaces) }
         guard contains(path) else { return }
         if interfaces.contains(Self.device) { devices.remove(path) }
         if var entry = objects[path] {
@@ -121,6 +180,7 @@ package struct BlueZObjectTree {
         if interface == Self.device {
             return changeDevice(devices.key(path), changed: changed, invalidated: invalidated)
         }
+        record { .changed(path, interface, changed, invalidated) }
         guard let kept = Self.kept(interface), objects[path]?[kept.interface] != nil else { return false }
         changed.forEach { key, value in
             guard let keptKey = kept.keys.first(where: { $0 == key }) else { return }
@@ -133,7 +193,11 @@ package struct BlueZObjectTree {
     /// Applies a `PropertiesChanged` of `Device1` to the device with `key` (``DeviceTable/key(_:)``
     /// of its path, worked out once per signal by the caller); false when there is none.
     mutating func changeDevice(_ key: DeviceTable.Key, changed: PropertyChanges, invalidated: [String]) -> Bool {
-        devices.modify(key) { $0.change(changed, invalidated: invalidated) }
+        if journal != nil {
+            let path = devices.path(key)
+            record { .changed(path, Self.device, changed, invalidated) }
+        }
+        return devices.modify(key) { $0.change(changed, invalidated: invalidated) }
     }
 
     /// The kept properties of an adapter or GATT object (a device's are read with ``device(_:)``).

@@ -182,4 +182,92 @@ struct ObjectTreeTests {
         tree.remove(Self.device, interfaces: ["org.freedesktop.DBus.Properties", "org.bluez.Device1"])
         #expect(tree.count == 0)
     }
+
+    /// `GetManagedObjects`' reply for one object: `a{oa{sa{sv}}}`.
+    static func snapshot(_ objects: [(DBusObjectPath, DBusValue)]) -> DBusValue {
+        .dictionary(
+            key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
+            objects.map { DBusDictionaryEntry(.objectPath($0.0), $0.1) })
+    }
+
+    static let adapterPath = DBusObjectPath(rawValue: "/org/bluez/hci0")!
+    static let adapterInterfaces: DBusValue = .dictionary(
+        key: .string, value: .dictionary(key: .string, value: .variant),
+        [
+            DBusDictionaryEntry(
+                .string(BlueZObjectTree.adapter),
+                .variantDictionary([
+                    ("Address", .string("00:AA:01:00:00:00")), ("Powered", .boolean(false)),
+                    ("Roles", .strings(["central", "peripheral"])),
+                ]))
+        ])
+
+    @Test(
+        "a GetManagedObjects snapshot made before a signal handled first does not undo it: the adapter bluetoothd registered after its reply, a ServicesResolved, a removal"
+    )
+    func olderSnapshotKeepsNewerSignals() throws {
+        var tree = BlueZObjectTree()
+        tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        tree.beginSnapshot()
+        // Handled while the reply was on its way; the reply was made before any of them.
+        tree.add(Self.adapterPath, interfaces: Self.adapterInterfaces)
+        tree.change(
+            Self.adapterPath, interface: BlueZObjectTree.adapter, changed: ["Powered": .variant(.boolean(true))],
+            invalidated: [])
+        tree.change(
+            Self.device, interface: BlueZObjectTree.device,
+            changed: ["Connected": .variant(.boolean(true)), "ServicesResolved": .variant(.boolean(true))],
+            invalidated: [])
+        let gone = DBusObjectPath(rawValue: "/org/bluez/hci0/dev_A4_C1_38_00_00_02")!
+        tree.remove(gone, interfaces: [BlueZObjectTree.device])
+        let other: DBusValue = .dictionary(
+            key: .string, value: .dictionary(key: .string, value: .variant),
+            [
+                DBusDictionaryEntry(
+                    .string(BlueZObjectTree.device),
+                    .variantDictionary([("Address", .string("A4:C1:38:00:00:02")), ("AddressType", .string("public"))]))
+            ])
+        // The snapshot: no adapter yet, the device not connected, the other device still there.
+        let complete = tree.load(Self.snapshot([(Self.device, Self.deviceInterfaces), (gone, other)]))
+        #expect(complete)
+        #expect(tree.adapter(matching: .first, role: "central") == Self.adapterPath)
+        #expect(tree.properties(Self.adapterPath, BlueZObjectTree.adapter)?["Powered"]?.bool == true)
+        let device = try #require(tree.device(Self.device))
+        #expect(device.isConnected && device.servicesResolved)
+        #expect(tree.device(gone) == nil)
+        // Without a snapshot awaited, a load replaces everything (nothing is recorded).
+        tree.add(Self.adapterPath, interfaces: Self.adapterInterfaces)
+        tree.load(Self.snapshot([(Self.device, Self.deviceInterfaces)]))
+        #expect(tree.adapter(matching: .first, role: "central") == nil)
+        #expect(tree.device(Self.device)?.isConnected == false)
+    }
+
+    @Test(
+        "the journal kept while a snapshot is awaited is bounded: past its limit it is given up and load says the snapshot may be stale; endSnapshot stops recording"
+    )
+    func journalBounded() throws {
+        var tree = BlueZObjectTree()
+        tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        tree.beginSnapshot()
+        for rssi in 0...BlueZObjectTree.journalLimit {
+            tree.change(
+                Self.device, interface: BlueZObjectTree.device,
+                changed: ["RSSI": .variant(.int16(Int16(-40 - rssi % 50)))], invalidated: [])
+        }
+        let stale = tree.load(Self.snapshot([(Self.device, Self.deviceInterfaces)]))
+        #expect(!stale)
+        // The next snapshot starts a fresh journal.
+        tree.beginSnapshot()
+        tree.add(Self.adapterPath, interfaces: Self.adapterInterfaces)
+        let fresh = tree.load(Self.snapshot([]))
+        #expect(fresh)
+        #expect(tree.adapter(matching: .first, role: "central") == Self.adapterPath)
+        // A call that failed: nothing recorded any more.
+        tree.beginSnapshot()
+        tree.endSnapshot()
+        tree.add(Self.device, interfaces: Self.deviceInterfaces)
+        let afterFailure = tree.load(Self.snapshot([]))
+        #expect(afterFailure)
+        #expect(tree.device(Self.device) == nil)
+    }
 }

@@ -333,11 +333,26 @@ public actor PeripheralManager {
     }
 
     private func reload() async {
-        switch await BlueZPresence.fetchObjects(connection) {
-        case .objects(let objects): tree.load(objects)
-        case .accessDenied: return setState(.unauthorized)
-        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
-        case .empty: return
+        // Signals handled while the snapshot is awaited are applied again over it
+        // (BlueZObjectTree's journal); a snapshot that had to give the journal up is read again.
+        var attempts = 0
+        while true {
+            attempts += 1
+            tree.beginSnapshot()
+            switch await BlueZPresence.fetchObjects(connection) {
+            case .objects(let objects):
+                if !tree.load(objects) && attempts < 3 { continue }
+            case .accessDenied:
+                tree.endSnapshot()
+                return setState(.unauthorized)
+            case .unavailable:
+                tree.endSnapshot()
+                return setState(bluezOwner == nil ? .unsupported : .resetting)
+            case .empty:
+                tree.endSnapshot()
+                return
+            }
+            break
         }
         adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
         updateStateFromAdapter()
