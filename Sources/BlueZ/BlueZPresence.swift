@@ -1,5 +1,10 @@
 import DBus
 
+/// A manager that keeps BlueZ's objects (the central and the peripheral manager).
+protocol ObjectTreeHolder: Actor {
+    var tree: BlueZObjectTree { get set }
+}
+
 /// What the central and the peripheral manager share about BlueZ being there: reading its
 /// objects, the state they imply, and why an operation cannot run in a state.
 enum BlueZPresence {
@@ -30,6 +35,24 @@ enum BlueZPresence {
             return .accessDenied
         } catch {
             return .unavailable
+        }
+    }
+
+    /// Reads every object into `tree` (``fetchObjects(_:isolation:)``), applying again over the
+    /// snapshot what signals changed while it was awaited (``BlueZObjectTree/load(_:)``); a
+    /// snapshot whose journal had to be given up is read again, at most three times in all.
+    /// `.objects` means the tree holds the snapshot; otherwise the tree is unchanged.
+    static func reload(_ connection: DBusConnection, into owner: isolated some ObjectTreeHolder) async -> Fetched {
+        var attempts = 0
+        while true {
+            attempts += 1
+            owner.tree.beginSnapshot()
+            let fetched = await fetchObjects(connection, isolation: owner)
+            guard case .objects(let objects) = fetched else {
+                owner.tree.endSnapshot()
+                return fetched
+            }
+            if owner.tree.load(objects) || attempts == 3 { return fetched }
         }
     }
 
@@ -68,3 +91,6 @@ enum BlueZPresence {
         path.map { String($0.rawValue.split(separator: "/").last ?? "") } ?? "\(selector)"
     }
 }
+
+extension CentralManager: ObjectTreeHolder {}
+extension PeripheralManager: ObjectTreeHolder {}

@@ -302,27 +302,11 @@ public actor CentralManager: LoopIsolated {
 
     /// Reads every object (`GetManagedObjects`), picks the adapter and derives the state.
     private func reload() async {
-        // What signals change meanwhile is applied again over the snapshot (BlueZObjectTree's
-        // journal); a snapshot that had to give the journal up is read once more.
-        var attempts = 0
-        while true {
-            attempts += 1
-            tree.beginSnapshot()
-            switch await BlueZPresence.fetchObjects(connection) {
-            case .objects(let objects):
-                if !tree.load(objects) && attempts < 3 { continue }
-                forgetVanishedDevices()
-            case .accessDenied:
-                tree.endSnapshot()
-                return setState(.unauthorized)
-            case .unavailable:
-                tree.endSnapshot()
-                return setState(bluezOwner == nil ? .unsupported : .resetting)
-            case .empty:
-                tree.endSnapshot()
-                return
-            }
-            break
+        switch await BlueZPresence.reload(connection, into: self) {
+        case .objects: forgetVanishedDevices()
+        case .accessDenied: return setState(.unauthorized)
+        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
+        case .empty: return
         }
         chooseAdapter()
         adoptConnections()

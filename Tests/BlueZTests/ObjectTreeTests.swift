@@ -202,13 +202,19 @@ struct ObjectTreeTests {
                 ]))
         ])
 
+    /// A tree holding the device, with a snapshot requested.
+    static func awaitingSnapshot() -> BlueZObjectTree {
+        var tree = BlueZObjectTree()
+        tree.add(device, interfaces: deviceInterfaces)
+        tree.beginSnapshot()
+        return tree
+    }
+
     @Test(
         "a GetManagedObjects snapshot made before a signal handled first does not undo it: the adapter bluetoothd registered after its reply, a ServicesResolved, a removal"
     )
     func olderSnapshotKeepsNewerSignals() throws {
-        var tree = BlueZObjectTree()
-        tree.add(Self.device, interfaces: Self.deviceInterfaces)
-        tree.beginSnapshot()
+        var tree = Self.awaitingSnapshot()
         // Handled while the reply was on its way; the reply was made before any of them.
         tree.add(Self.adapterPath, interfaces: Self.adapterInterfaces)
         tree.change(
@@ -246,9 +252,7 @@ struct ObjectTreeTests {
         "the journal kept while a snapshot is awaited is bounded: past its limit it is given up and load says the snapshot may be stale; endSnapshot stops recording"
     )
     func journalBounded() throws {
-        var tree = BlueZObjectTree()
-        tree.add(Self.device, interfaces: Self.deviceInterfaces)
-        tree.beginSnapshot()
+        var tree = Self.awaitingSnapshot()
         for rssi in 0...BlueZObjectTree.journalLimit {
             tree.change(
                 Self.device, interface: BlueZObjectTree.device,

@@ -333,26 +333,11 @@ public actor PeripheralManager {
     }
 
     private func reload() async {
-        // Signals handled while the snapshot is awaited are applied again over it
-        // (BlueZObjectTree's journal); a snapshot that had to give the journal up is read again.
-        var attempts = 0
-        while true {
-            attempts += 1
-            tree.beginSnapshot()
-            switch await BlueZPresence.fetchObjects(connection) {
-            case .objects(let objects):
-                if !tree.load(objects) && attempts < 3 { continue }
-            case .accessDenied:
-                tree.endSnapshot()
-                return setState(.unauthorized)
-            case .unavailable:
-                tree.endSnapshot()
-                return setState(bluezOwner == nil ? .unsupported : .resetting)
-            case .empty:
-                tree.endSnapshot()
-                return
-            }
-            break
+        switch await BlueZPresence.reload(connection, into: self) {
+        case .objects: break
+        case .accessDenied: return setState(.unauthorized)
+        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
+        case .empty: return
         }
         adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
         updateStateFromAdapter()
