@@ -50,11 +50,26 @@ fi
 # peripheral after the Connect, and btvirt's controllers send one per scan or advertising start
 # (the kernel restarts its LE scan every 10.24 s): --timeout 45s covers four such windows.
 # CLI_ADAPTER (default hci0) is the controller the command uses.
+# While a command runs, peripheral.py on hci1 advertises anew every 10 s (SIGUSR1): hci1 is the
+# address every section connects to (peripheral.py, `gattway serve` and `gattway run` all serve
+# on it), and a report of any of its advertisements lets a pending scan or connection go on. CI
+# once saw the read after the bluetoothd restart in the peripheral-role section get no report of
+# hci1 in 45 s although discovery ran throughout (in a passing run the first came after 21 s).
 cli() {  # cli NAME PATTERN [NOT-PATTERN] -- gattway args...
-  local name=$1 want=$2 unwanted=$3 out status
+  local name=$1 want=$2 unwanted=$3 out status command started
   shift 4
   out=$SHARE/out/cli-$name.txt
-  timeout 70 "$BIN/gattway" "$@" --adapter "${CLI_ADAPTER:-hci0}" --timeout 45s > "$out" 2>&1
+  timeout 70 "$BIN/gattway" "$@" --adapter "${CLI_ADAPTER:-hci0}" --timeout 45s > "$out" 2>&1 &
+  command=$!
+  started=$(date +%s)
+  while kill -0 $command 2>/dev/null; do
+    sleep 0.2
+    if [ $(( $(date +%s) - started )) -ge 10 ]; then
+      started=$(date +%s)
+      kill -USR1 "$PERIPHERAL" 2>/dev/null
+    fi
+  done
+  wait $command
   status=$?
   if [ $status -eq 0 ] && grep -qiE -- "$want" "$out" && { [ -z "$unwanted" ] || ! grep -qiE -- "$unwanted" "$out"; }; then
     result "PASS cli.$name $(head -c 160 "$out" | tr '\n' ' ')"

@@ -52,7 +52,7 @@ start() {
   echo "==== bluetoothd start $(cut -d' ' -f1 /proc/uptime)" >> "$LOGS/bluetoothd.log"
   # Each line gets the guest uptime in front (the tests print theirs), read without a fork.
   # shellcheck disable=SC2086
-  setsid /usr/libexec/bluetooth/bluetoothd -n $BLUETOOTHD_ARGS > >(
+  setsid /usr/libexec/bluetooth/bluetoothd -n -f /run/rbz/main.conf $BLUETOOTHD_ARGS > >(
     while IFS= read -r line; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$line"; done >> "$LOGS/bluetoothd.log"
   ) 2>&1 < /dev/null &
   pid=$!
@@ -88,6 +88,13 @@ case "${1:-}" in
 esac
 HELPER
 chmod 755 /run/rbz/bin/rbz-bluetoothd
+# bluetoothd's configuration: the defaults, except no EATT (Channels = 1). With both ends of a
+# link in this one bluetoothd, 5.66 opened EATT channels at once from both sides and now and then
+# took a response on the wrong one ("Received unexpected ATT response"), dropped that channel and
+# with it the link 2 s later: bleak's service discovery of `gattway serve` failed with "device
+# disconnected" (README, Traps). The sensors a gateway meets do not do EATT; one ATT bearer is
+# what they use.
+printf '[General]\n\n[GATT]\nChannels = 1\n\n[Policy]\nAutoEnable = true\n' > /run/rbz/main.conf
 
 fail() { echo "[guest] BRING-UP FAILED: $*"; echo "--- bluetoothd.log"; tail -n 40 "$LOGS/bluetoothd.log" 2>/dev/null; echo 97 > "$SHARE/status"; exit 97; }
 ip link set lo up 2>/dev/null
