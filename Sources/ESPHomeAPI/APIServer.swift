@@ -182,7 +182,8 @@ public final class APIServer: @unchecked Sendable {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
             inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
-            let peer = "\(String(cString: text)):\(UInt16(bigEndian: address.sin_port))"
+            let host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let peer = "\(host):\(UInt16(bigEndian: address.sin_port))"
             guard clients.count < configuration.maxClients else {
                 statistics.refusedFull += 1
                 warn("API: refused \(peer): \(configuration.maxClients) clients connected (max_clients)")

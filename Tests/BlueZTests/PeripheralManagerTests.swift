@@ -486,6 +486,49 @@ struct PeripheralManagerTests {
         }
     }
 
+    @Test(
+        "after a central disconnects the advertisement is registered anew: connectable again where the controller stopped it for good"
+    )
+    func advertisingAfterDisconnection() async throws {
+        // resume_advertising false: a connection stops hci1's advertisement until it is registered
+        // again (as the kernel sometimes leaves it; PeripheralManager+Advertising.swift).
+        let scenario = Self.scenario.replacing(
+            #"{"adapters": ["hci0", "hci1"], "interval": "20ms"}"#,
+            with: #"{"adapters": ["hci0", "hci1"], "interval": "20ms", "resume_advertising": false}"#)
+        #expect(scenario != Self.scenario)
+        try await CentralHarness.run(scenario) { harness in
+            let manager = try await Self.peripheral(harness)
+            let events = await manager.events()
+            _ = try await manager.add(Self.service)
+            try await manager.startAdvertising(Self.advertisement)
+            let central = try await harness.central { $0.adapter = .name("hci0") }
+            // Three centrals one after the other: each finds it and connects (5 s each), and
+            // reads the level, as the first did.
+            for round in 1...3 {
+                let found = try await Self.connect(central, "connectable, round \(round)")
+                let service = try #require(
+                    try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
+                let level = try #require(
+                    try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+                #expect(try await central.readValue(for: level) == [94])
+                try await central.disconnect(found.peripheral)
+                // The next round's Connect is made after the re-registration (200 ms after the
+                // link went down): a Connect to a device that is not advertising fails after
+                // the create-connection timeout even if it advertises meanwhile.
+                try await Task.sleep(for: .milliseconds(600))
+            }
+            #expect(await manager.isAdvertising)
+            // Nothing the app has to handle: no event for the re-registration.
+            await manager.close()
+            var seen: [String] = []
+            for await event in events {
+                if case .advertisingStopped(let reason) = event { seen.append(reason) }
+            }
+            #expect(seen.isEmpty)
+            await central.close()
+        }
+    }
+
     @Test("updateAdvertisement changes what centrals see; stopAdvertising ends it; too large is refused before BlueZ")
     func advertisingUpdates() async throws {
         try await CentralHarness.run(Self.scenario) { harness in

@@ -180,6 +180,42 @@ extension PeripheralManager {
         connection.assumeIsolated { connection in try? connection.unexport(at: path, announce: false) }
     }
 
+    /// A link of the advertising adapter went down. A controller stops a connectable advertisement
+    /// when a central connects, and the kernel is to start it again after the disconnection; it
+    /// does not always (seen with bluetoothd 5.66 on Linux 6.1 in the real-BlueZ lane, and reported
+    /// as bluez/bluez issues #644 and #1015), and the adapter is then neither found nor connectable
+    /// until the advertisement is registered anew. So it is, 200 ms after the link went down
+    /// (links that go down together are one re-registration): `UnregisterAdvertisement`, then
+    /// `RegisterAdvertisement` with the same object. No event: nothing changed for the app.
+    func centralDisconnected() {
+        guard advertisement != nil, advertisementRegistered, !readvertisePending, !closed else { return }
+        readvertisePending = true
+        Task {
+            try? await Task.sleep(for: .milliseconds(200))
+            await self.readvertise()
+        }
+    }
+
+    private func readvertise() async {
+        readvertisePending = false
+        _ = try? await serialized {
+            guard !closed, state == .poweredOn, advertisement != nil, advertisementRegistered,
+                let adapter = registeredAdapter
+            else { return }
+            advertisementRegistered = false
+            _ = try? await callBlueZ(
+                adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+            do {
+                try await registerAdvertisement()
+            } catch {
+                // Registered again at the next power-on or bluetoothd start, as after a Release.
+                emit(
+                    .advertisingStopped(
+                        reason: "registering it again after a central disconnected failed: \(error)"))
+            }
+        }
+    }
+
     /// bluetoothd dropped the advertisement (timeout, adapter or daemon going away). It stays
     /// wanted and is registered again at the next power-on or bluetoothd start.
     func released(_ call: DBusMessage) {

@@ -60,6 +60,8 @@ public actor PeripheralManager {
     /// Whether BlueZ currently has our application / advertisement (on ``registeredAdapter``).
     var applicationRegistered = false
     var advertisementRegistered = false
+    /// A re-registration after a central's disconnection is scheduled (``centralDisconnected()``).
+    var readvertisePending = false
     var registeredAdapter: DBusObjectPath?
     /// The advertisement wanted (nil: not advertising), and whether its object is exported.
     public internal(set) var advertisement: Advertisement?
@@ -367,10 +369,17 @@ public actor PeripheralManager {
                 updateStateFromAdapter()
             }
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
-            guard message.arguments.count == 3, let path = message.path, let interface = message.arguments[0].string,
-                interface == BlueZObjectTree.adapter
+            guard message.arguments.count == 3, let path = message.path, let interface = message.arguments[0].string
             else { return }
             let changed = message.arguments[1].dictionary ?? [:]
+            if interface == BlueZObjectTree.device {
+                // A link of this adapter went down: a central's, or in role both a peripheral's.
+                if changed["Connected"]?.bool == false, let adapterPath, path.isDescendant(of: adapterPath) {
+                    centralDisconnected()
+                }
+                return
+            }
+            guard interface == BlueZObjectTree.adapter else { return }
             tree.change(path, interface: interface, changed: changed, invalidated: message.arguments[2].strings ?? [])
             if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
         default:

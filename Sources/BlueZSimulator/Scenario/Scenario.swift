@@ -136,15 +136,24 @@ public struct LinkSpec: Sendable, Equatable {
     public var rssi: Double
     /// How often a registered advertisement is reported to the other side (seconds).
     public var interval: Double
+    /// Whether a connectable advertisement goes on after a central that connected to it has
+    /// disconnected (true: it never stops). False models a controller that stops advertising
+    /// when a central connects and a kernel that does not start it again: the advertisement
+    /// is reported again only once registered anew (`resume_advertising`).
+    public var resumesAdvertising: Bool
 
-    public init(_ first: String, _ second: String, rssi: Double = -50, interval: Double = 0.1) {
+    public init(
+        _ first: String, _ second: String, rssi: Double = -50, interval: Double = 0.1, resumesAdvertising: Bool = true
+    ) {
         adapters = (first, second)
         self.rssi = rssi
         self.interval = interval
+        self.resumesAdvertising = resumesAdvertising
     }
 
     public static func == (lhs: LinkSpec, rhs: LinkSpec) -> Bool {
         lhs.adapters == rhs.adapters && lhs.rssi == rhs.rssi && lhs.interval == rhs.interval
+            && lhs.resumesAdvertising == rhs.resumesAdvertising
     }
 
     /// The other adapter of the link, if `name` is one of its two.
@@ -168,8 +177,9 @@ public struct LinkSpec: Sendable, Equatable {
         let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -50)
         let interval = try object.optional("interval")?.duration() ?? 0.1
         guard interval > 0 else { throw try object.required("interval").fail("must be more than 0") }
+        let resumes = try object.optional("resume_advertising")?.bool() ?? true
         try object.finish()
-        return LinkSpec(names[0], names[1], rssi: rssi, interval: interval)
+        return LinkSpec(names[0], names[1], rssi: rssi, interval: interval, resumesAdvertising: resumes)
     }
 }
 

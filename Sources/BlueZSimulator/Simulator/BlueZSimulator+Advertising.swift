@@ -12,6 +12,9 @@ final class RegisteredAdvertisement: @unchecked Sendable {
     /// Parsed data (nil while bluetoothd still waits for GetAll).
     var data: LEAdvertisementData?
     var timeoutTimer: EventLoop.Token?
+    /// Stopped by a central's connection on a link that does not resume advertising
+    /// (``LinkSpec/resumesAdvertising``); only a new registration starts it again.
+    var stopped = false
 
     init(owner: String, path: DBusObjectPath) {
         self.owner = owner

@@ -20,7 +20,7 @@ extension BlueZSimulator {
 
     private func updateMirror(of peripheral: SimulatedAdapter, on central: SimulatedAdapter, link: LinkSpec) {
         guard let path = try? central.path.appending(peripheral.spec.address.bluezPathComponent) else { return }
-        let advertisements = peripheral.advertisements.compactMap(\.data)
+        let advertisements = peripheral.advertisements.filter { !$0.stopped }.compactMap(\.data)
         let device: SimulatedDevice
         if let existing = devices[path] {
             guard existing.mirror != nil else { return }  // a scenario device with the same address wins
@@ -166,6 +166,15 @@ extension BlueZSimulator {
             exportDevice(counterpart)
         }
         counterpart.resolveTimer = after(timing.resolveDelay) { $0.servicesResolved(path) }
+        if scenario.links.contains(where: {
+            $0.peer(of: peripheral.spec.name) == device.adapter.spec.name && !$0.resumesAdvertising
+        }) {
+            for advertisement in peripheral.advertisements where advertisement.data?.connectable == true {
+                advertisement.stopped = true
+            }
+            log?("simulator: \(peripheral.spec.name) stopped advertising: a central connected")
+            peripheralChanged(peripheral)
+        }
     }
 
     /// A link between two simulated adapters went down on one side: the other side follows.
