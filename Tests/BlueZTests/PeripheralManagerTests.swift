@@ -465,11 +465,7 @@ struct PeripheralManagerTests {
             // A central finds and reads it from the new daemon.
             let central = try await harness.central { $0.adapter = .name("hci0") }
             let found = try await Self.connect(central, "the advertisement after the restart")
-            let service = try #require(
-                try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
-            let level = try #require(
-                try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
-            #expect(try await central.readValue(for: level) == [94])
+            #expect(try await Self.readLevel(central, found.peripheral) == [94])
             try await central.disconnect(found.peripheral)
             await central.close()
 
@@ -484,6 +480,13 @@ struct PeripheralManagerTests {
             #expect(await manager.isAdvertising)
             await manager.close()
         }
+    }
+
+    /// Discovers 180F/2A19 on a connected peripheral and reads it.
+    static func readLevel(_ central: CentralManager, _ peripheral: Peripheral) async throws -> [UInt8] {
+        let service = try #require(try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral).first)
+        let level = try #require(try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
+        return try await central.readValue(for: level)
     }
 
     @Test(
@@ -506,11 +509,7 @@ struct PeripheralManagerTests {
             // reads the level, as the first did.
             for round in 1...3 {
                 let found = try await Self.connect(central, "connectable, round \(round)")
-                let service = try #require(
-                    try await central.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral).first)
-                let level = try #require(
-                    try await central.discoverCharacteristics([BluetoothUUID(0x2A19)], for: service).first)
-                #expect(try await central.readValue(for: level) == [94])
+                #expect(try await Self.readLevel(central, found.peripheral) == [94])
                 try await central.disconnect(found.peripheral)
                 // The next round's Connect is made after the re-registration (200 ms after the
                 // link went down): a Connect to a device that is not advertising fails after
