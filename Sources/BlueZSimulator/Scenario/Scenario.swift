@@ -113,7 +113,7 @@ public struct AdapterSpec: Sendable, Equatable {
         let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
         let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
         var channels: [String] = []
-        if let list = try object.optional("secondary_channels") {
+        if let list = object.optional("secondary_channels") {
             for item in try list.array() {
                 let channel = try item.string()
                 guard ["1M", "2M", "Coded"].contains(channel) else {
