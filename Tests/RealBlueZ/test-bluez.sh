@@ -60,6 +60,11 @@ failed=$(grep -c '^FAIL ' "$results")
 if [ "$failed" != 0 ]; then
   echo "---- guest bluetoothd log (last 60 lines of $RUN/logs/bluetoothd.log)"
   tail -n 60 "$RUN/logs/bluetoothd.log" 2>/dev/null
+  # What the tail cannot show (CI keeps nothing but this output): when hci0 scanned, got reports
+  # of hci1, connected and disconnected, and when advertisements were (un)registered.
+  echo "---- guest bluetoothd: the last 80 scans, reports of hci1, links and advertisements"
+  grep -E '==== bluetoothd start|start_discovery_timeout\(\) sending|device_found_callback\(\) hci0 addr 00:AA:01:01:00:01|connected_callback|dev_disconnected|register_advertisement\(\)|device_svc_resolved' \
+    "$RUN/logs/bluetoothd.log" 2>/dev/null | tail -n 80 | sed -E 's/bluetoothd\[[0-9]+\]: //' | cut -c1-130
   echo "---- test peripheral log (last 15 lines)"
   tail -n 15 "$RUN/logs/peripheral.log" 2>/dev/null
   if grep -qE '^FAIL (prun|cli\.prun)' "$results"; then
