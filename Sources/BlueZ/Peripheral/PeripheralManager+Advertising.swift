@@ -60,8 +60,7 @@ extension PeripheralManager {
             if current.kind != advertisement.kind || removed {
                 if advertisementRegistered, let adapter = registeredAdapter {
                     advertisementRegistered = false
-                    _ = try? await callBlueZ(
-                        adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+                    await unregisterAdvertisement(from: adapter)
                 }
                 unexportAdvertisement()
                 try exportAdvertisement(advertisement)
@@ -97,8 +96,7 @@ extension PeripheralManager {
             guard advertisement != nil else { return }
             advertisement = nil
             if advertisementRegistered, let adapter = registeredAdapter, bluezOwner != nil {
-                _ = try? await callBlueZ(
-                    adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+                await unregisterAdvertisement(from: adapter)
             }
             advertisementRegistered = false
             unexportAdvertisement()
@@ -138,6 +136,14 @@ extension PeripheralManager {
             adapterPath, "org.freedesktop.DBus.Properties", "Get",
             [.string(Self.advertisingManager), .string("SupportedSecondaryChannels")])
         return reply?.first?.strings ?? []
+    }
+
+    /// `UnregisterAdvertisement` of our advertisement on `adapter`, best effort (BlueZ does not
+    /// call `Release` for it; an error means it was not registered any more).
+    func unregisterAdvertisement(from adapter: DBusObjectPath, timeout: Duration? = nil) async {
+        _ = try? await callBlueZ(
+            adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)],
+            timeout: timeout)
     }
 
     func registerAdvertisement() async throws {
@@ -203,8 +209,7 @@ extension PeripheralManager {
                 let adapter = registeredAdapter
             else { return }
             advertisementRegistered = false
-            _ = try? await callBlueZ(
-                adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)])
+            await unregisterAdvertisement(from: adapter)
             do {
                 try await registerAdvertisement()
             } catch {

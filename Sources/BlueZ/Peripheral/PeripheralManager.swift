@@ -148,11 +148,7 @@ public actor PeripheralManager {
         guard !closed else { return }
         closed = true
         if let adapter = registeredAdapter, bluezOwner != nil {
-            if advertisementRegistered {
-                _ = try? await callBlueZ(
-                    adapter, Self.advertisingManager, "UnregisterAdvertisement", [.objectPath(advertisementPath)],
-                    timeout: .seconds(2))
-            }
+            if advertisementRegistered { await unregisterAdvertisement(from: adapter, timeout: .seconds(2)) }
             if applicationRegistered {
                 _ = try? await callBlueZ(
                     adapter, Self.gattManager, "UnregisterApplication", [.objectPath(applicationRoot)],
@@ -371,15 +367,17 @@ public actor PeripheralManager {
         case ("org.freedesktop.DBus.Properties", "PropertiesChanged"):
             guard message.arguments.count == 3, let path = message.path, let interface = message.arguments[0].string
             else { return }
-            let changed = message.arguments[1].dictionary ?? [:]
             if interface == BlueZObjectTree.device {
                 // A link of this adapter went down: a central's, or in role both a peripheral's.
-                if changed["Connected"]?.bool == false, let adapterPath, path.isDescendant(of: adapterPath) {
+                // (Every advertisement's change comes here too: looked up in place, no dictionary.)
+                if message.arguments[1]["Connected"]?.bool == false, let adapterPath, path.isDescendant(of: adapterPath)
+                {
                     centralDisconnected()
                 }
                 return
             }
             guard interface == BlueZObjectTree.adapter else { return }
+            let changed = message.arguments[1].dictionary ?? [:]
             tree.change(path, interface: interface, changed: changed, invalidated: message.arguments[2].strings ?? [])
             if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
         default:
