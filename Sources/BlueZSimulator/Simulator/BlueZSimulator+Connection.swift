@@ -6,8 +6,11 @@ extension BlueZSimulator {
     /// `Device1.Connect()` (LE, 5.66): already connected → success; pending → Failed "Operation
     /// already in progress"; otherwise the device becomes permanent, the link comes up after the
     /// device's connect delay (Connected=true, then the reply), and services resolve after
-    /// `resolve_delay`. Fault knobs: the first N attempts fail, an unreachable or non-connectable
-    /// device fails after the create-connection timeout — all with Failed "le-connection-abort-by-local".
+    /// `resolve_delay`. Fault knobs: the first N attempts fail, an unreachable device fails after
+    /// the create-connection timeout — both with Failed "le-connection-abort-by-local". A device not
+    /// advertising connectably fails after that timeout too, unless it starts to meanwhile (a
+    /// linked adapter registering its advertisement again): then the link comes up after the
+    /// connect delay, as the kernel's create-connection does at the next advertisement.
     func connect(_ path: DBusObjectPath, _ reply: DBusPendingReply) {
         guard let device = devices[path], device.exported else {
             return reply.fail(DBusError(.unknownObject, "No such object path '\(path)'"))
@@ -29,6 +32,7 @@ extension BlueZSimulator {
         }
         let faults = device.spec.faults
         let timer: EventLoop.Token
+        device.connectAwaitsAdvertisement = !faults.unreachable && !device.spec.connectable
         if faults.unreachable || !device.spec.connectable {
             timer = after(faults.connectTimeout) { $0.connectFailed(path) }
         } else if device.remainingConnectFailures > 0 {
@@ -38,6 +42,17 @@ extension BlueZSimulator {
             timer = after(faults.connectDelay) { $0.linkUp(path) }
         }
         device.link = .connecting(reply: reply, timer: timer)
+    }
+
+    /// `device` now advertises connectably: a Connect() waiting for that comes up after the connect delay.
+    func connectableAgain(_ device: SimulatedDevice) {
+        guard device.connectAwaitsAdvertisement, device.spec.connectable,
+            case .connecting(let reply, let timer) = device.link
+        else { return }
+        device.connectAwaitsAdvertisement = false
+        cancel(timer)
+        let path = device.path
+        device.link = .connecting(reply: reply, timer: after(device.spec.faults.connectDelay) { $0.linkUp(path) })
     }
 
     func connectFailed(_ path: DBusObjectPath) {

@@ -53,6 +53,7 @@ extension BlueZSimulator {
         let advertising = peripheral.powered && !advertisements.isEmpty
         device.spec.interval = advertising ? link.interval : 0
         device.spec.connectable = advertising && advertisements.contains(where: \.connectable)
+        connectableAgain(device)
         device.spec.discoverable = advertisements.contains(where: \.isDiscoverable)
         device.spec.appearance = advertisements.compactMap(\.appearance).first
         device.spec.serviceUUIDs = advertisements.flatMap(\.serviceUUIDs)

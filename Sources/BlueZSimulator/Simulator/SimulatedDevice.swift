@@ -48,6 +48,9 @@ final class SimulatedDevice: @unchecked Sendable {
     /// A `Pair()` waiting for its end.
     var pairing: (reply: DBusPendingReply, timer: EventLoop.Token)?
     var remainingConnectFailures: Int
+    /// The pending Connect() was made while the device did not advertise connectably (and is
+    /// not `unreachable`): like the kernel's create-connection, it comes up once it does.
+    var connectAwaitsAdvertisement = false
     var lastReportConnectable = true
 
     var temporaryTimer: EventLoop.Token?
