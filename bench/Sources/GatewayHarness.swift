@@ -14,6 +14,9 @@ struct ProcessSample: Sendable {
     var rss: Int
     /// Peak resident set of the process's life, bytes.
     var peakRSS: Int
+    /// The anonymous part of `rss` (heap, arenas, stacks: `RssAnon`), bytes; the rest is mapped
+    /// files (the binary's and libraries' pages touched so far, `RssFile`) and shared memory.
+    var rssAnon = 0
 
     static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
 
@@ -33,7 +36,7 @@ struct ProcessSample: Sendable {
         }
         return ProcessSample(
             cpuSeconds: (utime + stime) / ticksPerSecond, rss: kilobytes("VmRSS:") * 1024,
-            peakRSS: kilobytes("VmHWM:") * 1024)
+            peakRSS: kilobytes("VmHWM:") * 1024, rssAnon: kilobytes("RssAnon:") * 1024)
     }
 }
 
@@ -272,7 +275,18 @@ final class GatewayProcess {
             arguments = ["--tool=massif", "--massif-out-file=\(massif)", executable] + arguments
             executable = "/usr/bin/valgrind"
         }
-        let process = try GatewayProcess(name: "gattway", executable: executable, arguments: arguments, world: world)
+        // BENCH_HEAPTRACK=FILE preloads heaptrack's library into gattway itself (so the samples
+        // stay gattway's): raw data to FILE, then `heaptrack_interpret < FILE | gzip > FILE.gz` and
+        // `heaptrack_print -f FILE.gz` (-M writes massif snapshots: the heap over time). About 2×
+        // the CPU per allocation, fast enough for the soak's rates.
+        var environment: [String: String] = [:]
+        if let heaptrack = ProcessInfo.processInfo.environment["BENCH_HEAPTRACK"], !heaptrack.isEmpty {
+            environment["LD_PRELOAD"] = "/usr/lib/heaptrack/libheaptrack_preload.so"
+            environment["DUMP_HEAPTRACK_OUTPUT"] = heaptrack
+        }
+        let process = try GatewayProcess(
+            name: "gattway", executable: executable, arguments: arguments, world: world,
+            extraEnvironment: environment)
         try await process.child.waitForOutput(containing: "gateway started", timeout: 60)
         return process
     }

@@ -7,6 +7,8 @@ struct SoakReport: Encodable {
         /// Seconds since the soak began.
         var t: Double
         var rssMB: Double
+        /// Of `rssMB`, anonymous memory (heap, arenas, stacks); the rest is mapped files' pages.
+        var anonMB: Double
         var cpuSeconds: Double
     }
 
@@ -75,11 +77,14 @@ struct SoakReport: Encodable {
         // Memory.
         samples = inputs.samples.map {
             Sample(
-                t: ($0.time - inputs.start).rounded(), rssMB: $0.sample.rss.megabytes, cpuSeconds: $0.sample.cpuSeconds)
+                t: ($0.time - inputs.start).rounded(), rssMB: $0.sample.rss.megabytes,
+                anonMB: $0.sample.rssAnon.megabytes,
+                cpuSeconds: $0.sample.cpuSeconds)
         }
         let after = inputs.samples.filter { $0.time >= warmupEnd }
         if let baseline = after.first, let last = after.last {
             let growth = (last.sample.rss - baseline.sample.rss).megabytes
+            let anonGrowth = (last.sample.rssAnon - baseline.sample.rssAnon).megabytes
             let peak = after.map(\.sample.rss).max() ?? 0
             let judged = inputs.minutes >= 15
             if judged { passed = passed && growth < 1 }
@@ -91,7 +96,8 @@ struct SoakReport: Encodable {
                     name: "soak: RSS growth after the warm-up", value: growth, unit: "MB",
                     target: judged ? "< 1" : "not judged",
                     detail: (judged ? "" : "judged from 15 min on; ")
-                        + "\(baseline.sample.rss.megabytes.formatted(2)) MB at \(Int((baseline.time - inputs.start) / 60)) min → \(last.sample.rss.megabytes.formatted(2)) MB at the end; "
+                        + "\(baseline.sample.rss.megabytes.formatted(2)) MB at \(Int((baseline.time - inputs.start) / 60)) min → \(last.sample.rss.megabytes.formatted(2)) MB at the end "
+                        + "(anonymous \(anonGrowth.formatted(2)) MB of it, mapped files \((growth - anonGrowth).formatted(2)) MB); "
                         + "max \(peak.megabytes.formatted(2)) MB; least-squares slope \(Self.slope(after).formatted(2)) MB/h over \(after.count) samples; "
                         + "devices in the registry \(registry(baseline.time)) → \(inputs.healths.last.map { "\(Int($0.devices))" } ?? "?")"
                 ))
