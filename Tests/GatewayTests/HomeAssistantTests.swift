@@ -166,6 +166,50 @@ struct HomeAssistantTests {
     }
 
     @Test(
+        "a reconnect republishes 100 devices' configs in steps of 32 devices, pausing while the MQTT client holds a quarter of max_queued, until every config is out"
+    )
+    func republishIsPaced() async throws {
+        let harness = try Harness(
+            #"{"homeassistant": {"enabled": true}, "devices": [{"match": {"services": ["FCD2"]}}]}"#)
+        harness.mqtt.backlogLimit = 400  // a window of 100 messages
+        try await harness.start()
+        let sensors = (0..<100).map { address(String(format: "A4:C1:38:00:01:%02X", $0)) }
+        for sensor in sensors { await harness.gateway.handle(bthome(sensor, payload: Self.withOpening)) }
+        let perDevice = Self.configs(harness).filter { $0.topic.contains("gattway_A4C138000100") }.count
+        #expect(perDevice >= 4)
+        let devices = { (from: Int) in
+            Set(
+                Self.configs(harness).dropFirst(from).compactMap { message in
+                    sensors.first { message.topic.contains("gattway_" + $0.description.replacing(":", with: "")) }
+                })
+        }
+        let before = Self.configs(harness).count
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.gateway.handle(mqttConnected: true)
+        #expect(devices(before).count == 32, "the first step, at once")
+        harness.mqtt.backlog = 100
+        await harness.advance(0.5)
+        #expect(devices(before).count == 32, "no step while the client holds the window")
+        harness.mqtt.backlog = 99
+        await harness.advance(0.02)
+        #expect(devices(before).count == 64)
+        harness.mqtt.backlog = 0
+        await harness.advance(0.02)
+        #expect(devices(before).count == 96)
+        await harness.advance(0.02)
+        #expect(devices(before) == Set(sensors))
+        let republished = Self.configs(harness).dropFirst(before).filter { !$0.topic.contains("gattway_bridge") }
+        #expect(republished.count == 100 * perDevice, "each device's configs once")
+        // A reconnect in the middle of a sweep starts it again from the first device.
+        let second = Self.configs(harness).count
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.gateway.handle(mqttConnected: true)
+        await harness.gateway.handle(mqttConnected: false)
+        await harness.advance(0.5)
+        #expect(devices(second).count == 32, "nothing more after the connection was lost")
+    }
+
+    @Test(
         "homeassistant/status online republishes every config after a random delay up to republish_delay, bridge first, then the states"
     )
     func republishOnHomeAssistantStart() async throws {

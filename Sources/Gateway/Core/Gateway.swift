@@ -672,12 +672,27 @@ public actor Gateway: LoopIsolated {
     }
 
     /// Every config again (bridge first), then, with `holdingStates`, every state after
-    /// `state_delay` (for Home Assistant starting: it takes a state only after the config).
+    /// `state_delay` (for Home Assistant starting: it takes a state only after the config). The
+    /// devices' configs go out in paced steps (``HomeAssistantPublisher/startSweep(_:hold:)``),
+    /// the first one now; a device's state is held from its own step on.
     private func republishDiscovery(holdingStates: Bool = true) {
         homeAssistant.republished()
         guard homeAssistant.enabled else { return }
         homeAssistant.publishBridge()
-        for id in registry.order { publishDiscovery(id, all: true, hold: holdingStates) }
+        homeAssistant.startSweep(registry.order.map { registry[$0].address }, hold: holdingStates)
+        continueDiscoverySweep()
+    }
+
+    /// One step of the sweep: up to ``HomeAssistantPublisher/sweepStep`` devices while the MQTT
+    /// client has room (a device removed meanwhile is skipped), the next step later.
+    private func continueDiscoverySweep() {
+        var published = 0
+        while published < HomeAssistantPublisher.sweepStep, let next = homeAssistant.nextSweepDevice() {
+            guard let id = registry.id(next.address) else { continue }
+            publishDiscovery(id, all: true, hold: next.hold)
+            published += 1
+        }
+        homeAssistant.sweepStepDone(now: clock.now())
     }
 
     // MARK: Links
@@ -832,7 +847,7 @@ public actor Gateway: LoopIsolated {
 
     private func mqttConnection(_ connected: Bool) {
         context.output.connectionChanged(connected)
-        if connected { republishRetained() }
+        if connected { republishRetained() } else { homeAssistant.cancelSweep() }
     }
 
     /// After an MQTT reconnect: everything retained again (the broker may have lost it, and the
@@ -862,6 +877,7 @@ public actor Gateway: LoopIsolated {
     private func runDue() {
         let now = clock.now()
         if homeAssistant.republishDue(now: now) { republishDiscovery() }
+        if homeAssistant.sweepDue(now: now) { continueDiscoverySweep() }
         bridge.tick(now: now)
         for id in registry.order {
             let device = registry[id]

@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 /// Home Assistant MQTT discovery: the bridge's configs, each device's configs (published once
@@ -12,6 +13,16 @@ final class HomeAssistantPublisher {
     private var topics: [[String]] = []
     /// When every config is republished (after Home Assistant said `online`).
     private var republishAt: Double?
+    /// A republish of every device's configs in progress (``startSweep(_:hold:)``): the devices
+    /// still to go, in registration order, and whether their states are held.
+    private var sweep: (addresses: [BluetoothAddress], next: Int, hold: Bool)?
+    /// When the sweep's next step is due (nil: none waiting).
+    private var sweepAt: Double?
+
+    /// Devices whose configs one step of a sweep publishes, at most.
+    static let sweepStep = 32
+    /// Time between the steps of a sweep.
+    static let sweepInterval = 0.02
 
     init(context: CoreContext, version: String) {
         self.context = context
@@ -84,5 +95,59 @@ final class HomeAssistantPublisher {
     /// The republish that ``status(_:)`` asked for was done (or superseded).
     func republished() { republishAt = nil }
 
-    var nextDeadline: Double? { republishAt }
+    // MARK: Republishing every config, paced
+
+    /// Starts republishing every config of `addresses` (replacing a sweep in progress). A
+    /// registry of 1,000 devices has some 7,500 configs of ~700 bytes: handed to the MQTT client
+    /// at once they would take ~8 MB for as long as the broker needs to take them, and could
+    /// overflow `mqtt.max_queued`. The gateway publishes them in steps instead (``sweepStep``
+    /// devices every ``sweepInterval``, none while the client's backlog is at ``sweepWindow``).
+    func startSweep(_ addresses: [BluetoothAddress], hold: Bool) {
+        sweep = addresses.isEmpty ? nil : (addresses, 0, hold)
+        sweepAt = nil
+    }
+
+    /// The MQTT connection was lost: configs published now would be dropped, and the reconnect
+    /// starts a new sweep.
+    func cancelSweep() {
+        sweep = nil
+        sweepAt = nil
+    }
+
+    var sweeping: Bool { sweep != nil }
+
+    /// QoS 1/2 messages the MQTT client may hold for a step to go on: a quarter of
+    /// `mqtt.max_queued` (at least 64, at most 1,000); readings keep the rest.
+    var sweepWindow: Int { max(64, min(1_000, (context.output.mqtt.backlogLimit ?? 4_000) / 4)) }
+
+    /// The next device of the sweep whose configs go out now, and whether to hold its state; nil
+    /// when the sweep is done or the MQTT client holds ``sweepWindow`` messages.
+    func nextSweepDevice() -> (address: BluetoothAddress, hold: Bool)? {
+        guard let current = sweep, current.next < current.addresses.count,
+            context.output.mqtt.backlog < sweepWindow
+        else { return nil }
+        sweep?.next += 1
+        return (current.addresses[current.next], current.hold)
+    }
+
+    /// A step ended: the next one ``sweepInterval`` from `now`, or the sweep is over.
+    func sweepStepDone(now: Double) {
+        guard let current = sweep, current.next < current.addresses.count else { return cancelSweep() }
+        sweepAt = now + Self.sweepInterval
+        context.due(at: now + Self.sweepInterval)
+    }
+
+    /// Whether the sweep's next step is due at `now` (it is then taken).
+    func sweepDue(now: Double) -> Bool {
+        guard let due = sweepAt, now >= due else { return false }
+        sweepAt = nil
+        return true
+    }
+
+    var nextDeadline: Double? {
+        switch (republishAt, sweepAt) {
+        case (let republish?, let step?): min(republish, step)
+        case (let republish, let step): republish ?? step
+        }
+    }
 }
