@@ -277,8 +277,8 @@ final class GatewayProcess {
         }
         // BENCH_HEAPTRACK=FILE preloads heaptrack's library into gattway itself (so the samples
         // stay gattway's): raw data to FILE, then `heaptrack_interpret < FILE | gzip > FILE.gz` and
-        // `heaptrack_print -f FILE.gz` (-M writes massif snapshots: the heap over time). About 2×
-        // the CPU per allocation, fast enough for the soak's rates.
+        // `heaptrack_print -f FILE.gz` (-M writes massif snapshots: the heap over time). About 1.5×
+        // the CPU per message at the soak's rates (RELIABILITY.md).
         var environment: [String: String] = [:]
         if let heaptrack = ProcessInfo.processInfo.environment["BENCH_HEAPTRACK"], !heaptrack.isEmpty {
             environment["LD_PRELOAD"] = "/usr/lib/heaptrack/libheaptrack_preload.so"
