@@ -114,8 +114,6 @@ final class HomeAssistantPublisher {
         sweepAt = nil
     }
 
-    var sweeping: Bool { sweep != nil }
-
     /// QoS 1/2 messages the MQTT client may hold for a step to go on: a quarter of
     /// `mqtt.max_queued` (at least 64, at most 1,000); readings keep the rest.
     var sweepWindow: Int { max(64, min(1_000, (context.output.mqtt.backlogLimit ?? 4_000) / 4)) }
