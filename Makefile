@@ -116,12 +116,16 @@ test-oracles: deps
 # advertisements raw with BlueZ's bytes, connections through the proxy (connect, services, read,
 # write, notify, slots) with aioesphomeapi's GATT calls and with bleak-esphome over habluetooth,
 # the mDNS announcement to a stand-in for Avahi (collisions, a failure, a restart), MQTT
-# unchanged, exit 78 without a key.
-# About 30 s.
+# unchanged, exit 78 without a key. Run twice: with the newest clients (requirements.txt) and
+# with the oldest gattway promises, those Home Assistant 2025.4 pins (aioesphomeapi 29.9.0,
+# bleak-esphome 2.12.0, habluetooth 3.37.0: requirements-ha2025.4.txt, in .venv-esphome-ha2025.4).
+# About 70 s.
 test-esphome: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
+	$(call pinned_venv,.venv-esphome-ha2025.4,Tests/ESPHome/requirements-ha2025.4.txt)
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome/bin/python
+	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome-ha2025.4/bin/python
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
 # device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
@@ -240,4 +244,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench .venv-esphome .venv-oracles bench/results.json
+	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-oracles bench/results.json

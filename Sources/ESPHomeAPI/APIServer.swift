@@ -282,6 +282,18 @@ public final class APIServer: @unchecked Sendable {
         case .protocolError(let text)?:
             statistics.protocolErrors += 1
             warn("API: \(client.peer): \(text)")
+        case .plaintextProbe?:
+            // Home Assistant's config flow tries plaintext before it asks for the key: expected.
+            statistics.plaintextProbes += 1
+            log(
+                .info,
+                "API: \(client.peer): a plaintext hello (a client without the encryption key, such as Home Assistant's "
+                    + "first try when adding the device); told that this proxy requires encryption")
+        case .passwordRefused?:
+            statistics.passwordsRefused += 1
+            warn(
+                "API: \(client.peer): sent a password; gattway has none (its clients authenticate with "
+                    + "bluetooth_proxy.encryption_key): answered invalid_password and closed")
         case nil:
             break
         }

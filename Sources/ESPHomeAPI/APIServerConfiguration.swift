@@ -61,6 +61,11 @@ public struct APIServerStatistics: Sendable, Equatable {
     public var handshakeFailures = 0
     /// Connections closed for malformed frames or protobuf, bad preambles or messages out of order.
     public var protocolErrors = 0
+    /// Plaintext hellos to the Noise server, answered with "encryption required" and closed: the
+    /// probe Home Assistant's config flow makes before it asks for the key (not an error).
+    public var plaintextProbes = 0
+    /// Sessions that sent a password (AuthenticationRequest), refused and closed.
+    public var passwordsRefused = 0
     /// Connections closed for a frame over the size limit.
     public var oversizeFrames = 0
     /// Connections closed for saying nothing (no handshake in time, or idle).

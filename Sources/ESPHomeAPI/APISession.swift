@@ -12,6 +12,13 @@ public struct APISession {
         case oversize(UInt64)
         /// Malformed frames or protobuf, a bad preamble, a message before HelloRequest.
         case protocolError(String)
+        /// A plaintext hello to the Noise server: Home Assistant's config flow tries plaintext
+        /// first and learns from the answer that the device needs its encryption key. Expected,
+        /// not an attack; told as ESPHome tells it.
+        case plaintextProbe
+        /// A password in AuthenticationRequest: gattway has none (its key is the Noise key), so
+        /// the answer is `invalid_password` and the session ends.
+        case passwordRefused
     }
 
     /// What one call to ``receive(_:scanner:)`` did.
@@ -32,6 +39,8 @@ public struct APISession {
         case disconnect(address: UInt64)
         case gatt(GATTRequest)
         case subscribeConnectionsFree
+        /// BluetoothSetConnectionParamsRequest for a device.
+        case setConnectionParams(address: UInt64)
         /// BluetoothDeviceRequest 2, 3 and 6 (when the features announce pairing / cache clearing).
         case pair(address: UInt64)
         case unpair(address: UInt64)
@@ -80,6 +89,7 @@ public struct APISession {
             switch error {
             case .handshakeRefused: outcome.failure = .handshakeRefused
             case .frame(.tooLarge(let size)): outcome.failure = .oversize(size)
+            case .plaintextClient: outcome.failure = .plaintextProbe
             default: outcome.failure = .protocolError("\(error)")
             }
             return outcome
@@ -125,8 +135,27 @@ public struct APISession {
         }
         let scannerState = ServerMessage.scannerState(scanner.state, mode: scanner.mode, configuredMode: scanner.mode)
         switch message {
-        case .hello, .authentication, .pingResponse, .getTimeResponse, .subscription:
+        case .hello, .pingResponse, .getTimeResponse, .subscription:
             break
+        case .authentication(let password):
+            // Answered as ESPHome devices answered it before 2026.1: clients up to mid-2025 wait
+            // for it after HelloResponse. No password is ever accepted.
+            send(.authenticationResponse(invalidPassword: !password.isEmpty))
+            if !password.isEmpty {
+                closing = true
+                outcome.failure = .passwordRefused
+            }
+        case .noiseEncryptionSetKey:
+            // The key is the config file's (bluetooth_proxy.encryption_key); a client cannot
+            // replace it, as an ESPHome device refuses a key it cannot store.
+            send(.noiseEncryptionSetKeyResponse(success: false))
+            outcome.debug.append("asked to store a new encryption key: refused (the key is the config file's)")
+        case .bluetoothSetConnectionParams(let address):
+            if serving {
+                outcome.proxyRequests.append(.setConnectionParams(address: address))
+            } else {
+                send(.connectionParams(address: address, error: ProxyFailure.notConnected.code))
+            }
         case .unknown(let type):
             outcome.debug.append("message type \(type) ignored")
         case .disconnectRequest:

@@ -125,9 +125,19 @@ extension FrameError: CustomStringConvertible {
     public var description: String {
         switch self {
         case .badPreamble(let byte):
-            "a frame starting with 0x\(String(byte, radix: 16)) (expected 0x00 for plaintext, 0x01 for Noise)"
+            switch byte {
+            case 0x00: "a plaintext frame (0x00) where a Noise frame (0x01) was expected"
+            case 0x01:
+                "a Noise frame (0x01) where a plaintext frame (0x00) was expected: the client has an encryption key, this server none"
+            default:
+                "a frame starting with \(Self.hex(byte)), neither framing's first byte (0x00 plaintext, 0x01 Noise)"
+            }
         case .tooLarge(let size): "a frame of \(size) bytes, over the limit"
         case .malformedHeader: "a malformed frame header"
         }
+    }
+
+    private static func hex(_ byte: UInt8) -> String {
+        "0x" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
     }
 }

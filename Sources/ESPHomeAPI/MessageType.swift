@@ -1,10 +1,12 @@
 /// Message type ids of the ESPHome native API, as numbered by the `option (id)` of each message in
 /// the public api.proto (esphome/esphome, mirrored by aioesphomeapi). Only the ones gattway reads
-/// or writes; anything else a client sends is ignored, as ESPHome devices do.
+/// or writes; anything else a client sends is ignored, as an ESPHome device built without that
+/// component ignores it (ESPHomeAPITests' RequestCoverageTests walks every client message).
 public enum MessageType {
     public static let helloRequest: UInt16 = 1
     public static let helloResponse: UInt16 = 2
-    /// Formerly ConnectRequest (password login); ESPHome 2026.1 stopped answering it.
+    /// Formerly ConnectRequest (password login). ESPHome 2026.1 stopped answering it, but every
+    /// aioesphomeapi before mid-2025 (Home Assistant 2025.4 pins 29.9.0) waits for its answer.
     public static let authenticationRequest: UInt16 = 3
     public static let authenticationResponse: UInt16 = 4
     public static let disconnectRequest: UInt16 = 5
@@ -31,8 +33,12 @@ public enum MessageType {
     public static let bluetoothDeviceUnpairingResponse: UInt16 = 86
     public static let bluetoothDeviceClearCacheResponse: UInt16 = 88
     public static let bluetoothLERawAdvertisementsResponse: UInt16 = 93
+    public static let noiseEncryptionSetKeyRequest: UInt16 = 124
+    public static let noiseEncryptionSetKeyResponse: UInt16 = 125
     public static let bluetoothScannerStateResponse: UInt16 = 126
     public static let bluetoothScannerSetModeRequest: UInt16 = 127
+    public static let bluetoothSetConnectionParamsRequest: UInt16 = 145
+    public static let bluetoothSetConnectionParamsResponse: UInt16 = 146
     public static let deviceCapabilitiesRequest: UInt16 = 149
     public static let deviceCapabilitiesResponse: UInt16 = 150
 }

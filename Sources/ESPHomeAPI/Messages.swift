@@ -5,8 +5,13 @@
 /// A message from a client, decoded by its type id.
 public enum ClientMessage: Equatable, Sendable {
     case hello(clientInfo: String, apiVersionMajor: UInt32, apiVersionMinor: UInt32)
-    /// AuthenticationRequest (the old ConnectRequest); no password is supported, so it is ignored.
-    case authentication
+    /// AuthenticationRequest (the old ConnectRequest), with the password it carries ("" for none).
+    /// Clients before mid-2025 send it right after HelloRequest and wait for its answer.
+    case authentication(password: String)
+    /// NoiseEncryptionSetKeyRequest: a new encryption key for the device to store.
+    case noiseEncryptionSetKey
+    /// BluetoothSetConnectionParamsRequest: connection interval, latency and timeout for a device.
+    case bluetoothSetConnectionParams(address: UInt64)
     case disconnectRequest
     case disconnectResponse
     case pingRequest
@@ -76,6 +81,18 @@ public enum ClientMessage: Equatable, Sendable {
                 }
             }
             return .bluetoothDeviceRequest(address: address, requestType: requestType, addressType: addressType)
+        case MessageType.authenticationRequest:
+            var password = ""
+            while let (field, value) = try reader.next() {
+                if field == 1 { password = try value.string(field: field) }
+            }
+            return .authentication(password: password)
+        case MessageType.bluetoothSetConnectionParamsRequest:
+            var address: UInt64 = 0
+            while let (field, value) = try reader.next() {
+                if field == 1 { address = try value.varint(field: field) }
+            }
+            return .bluetoothSetConnectionParams(address: address)
         case _ where GATTRequest.types.contains(type):
             return .gatt(try GATTRequest.decode(type: type, payload: payload))
         default:
@@ -83,7 +100,7 @@ public enum ClientMessage: Equatable, Sendable {
         }
         let message: ClientMessage
         switch type {
-        case MessageType.authenticationRequest: message = .authentication
+        case MessageType.noiseEncryptionSetKeyRequest: message = .noiseEncryptionSetKey
         case MessageType.disconnectRequest: message = .disconnectRequest
         case MessageType.disconnectResponse: message = .disconnectResponse
         case MessageType.pingRequest: message = .pingRequest
@@ -270,6 +287,30 @@ public struct ServerMessage: Equatable, Sendable {
         writer.bool(2, ok)
         writer.int32(3, error)
         return ServerMessage(type: type, payload: writer.bytes)
+    }
+
+    /// AuthenticationResponse (the old ConnectResponse): empty when no password was sent, else
+    /// `invalid_password` — gattway has no password (its key is the Noise encryption key).
+    public static func authenticationResponse(invalidPassword: Bool) -> ServerMessage {
+        var writer = ProtobufWriter()
+        writer.bool(1, invalidPassword)
+        return ServerMessage(type: MessageType.authenticationResponse, payload: writer.bytes)
+    }
+
+    /// NoiseEncryptionSetKeyResponse: `success` (false: the key stays the one in the config file).
+    public static func noiseEncryptionSetKeyResponse(success: Bool) -> ServerMessage {
+        var writer = ProtobufWriter()
+        writer.bool(1, success)
+        return ServerMessage(type: MessageType.noiseEncryptionSetKeyResponse, payload: writer.bytes)
+    }
+
+    /// BluetoothSetConnectionParamsResponse: the device and an error (0 when the parameters were
+    /// applied).
+    public static func connectionParams(address: UInt64, error: Int32) -> ServerMessage {
+        var writer = ProtobufWriter()
+        writer.varint(1, address)
+        writer.int32(2, error)
+        return ServerMessage(type: MessageType.bluetoothSetConnectionParamsResponse, payload: writer.bytes)
     }
 
     /// BluetoothDeviceConnectionResponse: `connected` false with an error for a refused connect.

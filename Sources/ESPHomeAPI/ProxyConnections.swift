@@ -22,6 +22,9 @@ public struct ProxyFailure: Error, Sendable, Equatable {
     public static let busy = ProxyFailure(0x84)
     /// ESP_GATT_AUTH_FAIL: pairing failed (refused, cancelled, timed out).
     public static let authenticationFailed = ProxyFailure(0x89)
+    /// ESP_ERR_NOT_SUPPORTED: the Bluetooth side cannot do it (BlueZ has no D-Bus call that
+    /// changes a live link's connection parameters).
+    public static let notSupported = ProxyFailure(0x106)
 }
 
 /// What the proxy does on the Bluetooth side of connections through it; gattway implements it on
@@ -117,6 +120,13 @@ extension APIServer {
             }
         case .gatt(let gatt):
             serveGATT(gatt, for: client)
+        case .setConnectionParams(let address):
+            // A connection of this client: BlueZ has no call for a live link's parameters (the
+            // kernel picks them), so it is refused as not supported; any other device is not
+            // connected, as ESPHome answers it.
+            let owned = proxyConnections[address].map { $0.owner == client.id && $0.connected } ?? false
+            let failure: ProxyFailure = owned ? .notSupported : .notConnected
+            client.session.send(.connectionParams(address: address, error: failure.code))
         case .pair(let address):
             serveDeviceRequest(.pair, address, for: client)
         case .unpair(let address):
@@ -383,16 +393,19 @@ extension APIServer {
     /// The addresses connected (or connecting) through the proxy; loop thread.
     public var proxiedAddresses: [UInt64] { proxyConnections.keys.sorted() }
 
-    /// BluetoothConnectionsFreeResponse now: the limit is the proxy's own slots; free is the
-    /// smaller of its own slots left and what the shared budget allows
-    /// (``BluetoothProxyBackend/sharedFreeSlots``).
+    /// BluetoothConnectionsFreeResponse now. `allocated` lists the connections through the proxy,
+    /// `free` is the smaller of the proxy's own slots left and what the shared budget allows
+    /// (``BluetoothProxyBackend/sharedFreeSlots``), and `limit` is their sum — so that
+    /// `allocated.count == limit - free` always holds, as bleak-esphome requires (it turns off
+    /// its recovery of lost disconnects otherwise). The gateway's own links therefore show as a
+    /// smaller `limit`, never as slots taken by unknown addresses.
     var connectionsFreeMessage: ServerMessage {
-        let limit = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
-        let used = min(limit, proxyConnections.count)
-        var free = limit - used
+        let slots = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
+        let allocated = proxiedAddresses
+        var free = max(0, slots - allocated.count)
         if let shared = backend?.sharedFreeSlots { free = min(free, max(0, shared)) }
         return .connectionsFree(
-            free: UInt32(clamping: free), limit: UInt32(clamping: limit), allocated: proxiedAddresses)
+            free: UInt32(clamping: free), limit: UInt32(clamping: allocated.count + free), allocated: allocated)
     }
 
     /// Sends the connections-free count to the subscribed clients when it differs from the

@@ -18,6 +18,10 @@ public struct APITransport {
         case decryptionFailed
         /// The frame's content is shorter than its header says.
         case malformedMessage
+        /// A plaintext frame (0x00) where the Noise client hello was expected: a plaintext client
+        /// (Home Assistant's first try when a device is added). It was told that this side
+        /// encrypts (the frame ESPHome sends: 0x01 "Bad indicator byte").
+        case plaintextClient
     }
 
     public enum Encryption: Sendable {
@@ -112,6 +116,7 @@ public struct APITransport {
                 if case .badPreamble(0) = error, case .awaitingClientHello = previous {
                     // A plaintext client: tell it, in a Noise frame, that this side encrypts.
                     outgoing += NoiseFrameDecoder.encode([0x01] + Array("Bad indicator byte".utf8)) ?? []
+                    throw .plaintextClient
                 }
                 throw .frame(error)
             }
@@ -191,6 +196,7 @@ extension APITransport.Failure: CustomStringConvertible {
         case .malformedHandshake: "a handshake frame that is empty or does not start with 0x00"
         case .decryptionFailed: "an encrypted frame that does not decrypt"
         case .malformedMessage: "a message shorter than its header says"
+        case .plaintextClient: "a plaintext hello to the Noise server"
         }
     }
 }

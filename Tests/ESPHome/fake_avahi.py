@@ -27,7 +27,12 @@ import re
 
 from dbus_fast.aio import MessageBus
 from dbus_fast.errors import DBusError
-from dbus_fast.service import ServiceInterface, dbus_method, dbus_signal
+from dbus_fast.service import ServiceInterface
+
+try:  # dbus-fast 2.x (what Home Assistant 2025.4 pins) names the decorators method and signal.
+    from dbus_fast.service import dbus_method, dbus_signal
+except ImportError:
+    from dbus_fast.service import method as dbus_method, signal as dbus_signal
 
 parser = argparse.ArgumentParser()
 parser.add_argument("address")

@@ -117,7 +117,11 @@ struct APIServerTests {
         let helloReceived = client.receive()
         let hello = try #require(helloReceived)
         #expect(hello.type == MessageType.helloResponse)
+        // The old ConnectRequest, which clients before mid-2025 (Home Assistant 2025.4) send after
+        // the hello and wait for: answered, empty (no password, none needed).
         client.send(type: MessageType.authenticationRequest)
+        let authentication = client.receive()
+        #expect(authentication?.type == MessageType.authenticationResponse && authentication?.payload == [])
         client.send(type: MessageType.deviceInfoRequest)
         let infoReceived = client.receive()
         let info = try #require(infoReceived)
@@ -301,7 +305,53 @@ struct APIServerNoiseTests {
         let plain = APIProbe.run(host: "127.0.0.1", port: port, psk: nil, timeout: 5)
         #expect(plain == .failure(.wrongEncryption("the server expects Noise encryption (set encryption_key)")))
         let statistics = try await loop.submit { server.statistics }
-        #expect(statistics.handshakeFailures == 1 && statistics.protocolErrors == 1)
+        // The plaintext client is Home Assistant's probe, counted apart from protocol errors.
+        #expect(statistics.handshakeFailures == 1 && statistics.plaintextProbes == 1 && statistics.protocolErrors == 0)
+        _ = try await loop.submit { server.stop() }
+        loop.shutdown()
+    }
+
+    /// Home Assistant's config flow first says hello in plaintext: the answer tells it that the
+    /// proxy encrypts (so it asks the user for the key), the log says so at info, and it is
+    /// counted apart from real protocol errors.
+    @Test func plaintextProbeIsExpectedNotAnError() async throws {
+        let loop = EventLoop(name: "api-noise-test")
+        let lines = Mutex<[(APIServerLogLevel, String)]>([])
+        let configuration = APIServerConfiguration(
+            host: "127.0.0.1", port: 0, encryption: .noise(psk: Self.key), name: "noisepi", friendlyName: "Noise Pi",
+            macAddress: "AA:BB:CC:DD:EE:FF", bluetoothMacAddress: "AA:BB:CC:DD:EE:FF", version: "0.0-test",
+            maxClients: 4, connectionSlots: 0)
+        let server = try await loop.submit {
+            let server = APIServer(configuration: configuration, loop: loop) { level, line in
+                lines.withLock { $0.append((level, line)) }
+            }
+            try server.start()
+            return server
+        }
+        let port = try await loop.submit { server.port }
+        // What aioesphomeapi's plaintext helper sends: HelloRequest (and, before mid-2025, the
+        // ConnectRequest) in plaintext frames.
+        let client = try APIServerTests.TestClient(port: port)
+        client.send(
+            PlaintextFrameDecoder.encode(ServerMessage(type: MessageType.helloRequest, payload: APIServerTests.hello()))
+        )
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 256)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            answer += buffer[0..<count]
+        }
+        client.close()
+        // A Noise frame whose first byte is 0x01 (aioesphomeapi: "requires encryption").
+        #expect(answer == NoiseFrameDecoder.encode([0x01] + Array("Bad indicator byte".utf8)))
+        let statistics = try await loop.submit { server.statistics }
+        #expect(statistics.plaintextProbes == 1 && statistics.protocolErrors == 0)
+        let logged = lines.withLock { $0 }
+        let probe = logged.filter { $0.1.contains("a plaintext hello") }
+        #expect(probe.count == 1 && probe.first?.0 == .info, "\(logged)")
+        #expect(probe.first?.1.contains("requires encryption") == true)
+        #expect(!logged.contains { $0.0 == .warning || $0.0 == .error }, "\(logged)")
         _ = try await loop.submit { server.stop() }
         loop.shutdown()
     }
@@ -333,7 +383,7 @@ extension APIServerTests {
             client.close()
         }
         #expect(await harness.statistics().protocolErrors == 60)
-        let warnings = harness.lines.withLock { $0.filter { $0.contains("a frame starting with 0x7") } }
+        let warnings = harness.lines.withLock { $0.filter { $0.contains("a frame starting with 0x07") } }
         #expect(warnings.count >= 20 && warnings.count <= 22, "\(warnings.count) warnings")
         await harness.stop()
     }

@@ -137,6 +137,34 @@ struct ProxyConnectionTests {
     static func expectNext(_ client: inout TestClient, _ expected: ServerMessage, _ comment: Comment) {
         let received = client.receive()
         #expect(received?.type == expected.type && received?.payload == expected.payload, comment)
+        if let received, received.type == MessageType.bluetoothConnectionsFreeResponse {
+            expectConsistentSlots(received.payload, comment)
+        }
+    }
+
+    /// bleak-esphome's check of every BluetoothConnectionsFreeResponse: as many addresses
+    /// allocated as the limit minus the free slots.
+    static func expectConsistentSlots(_ payload: [UInt8], _ comment: Comment) {
+        var free: UInt64 = 0
+        var limit: UInt64 = 0
+        var allocated = 0
+        var reader = ProtobufReader(payload)
+        do {
+            while let (field, value) = try reader.next() {
+                switch field {
+                case 1: free = UInt64(try value.uint32(field: field))
+                case 2: limit = UInt64(try value.uint32(field: field))
+                case 3:
+                    // Packed varints: one address per byte whose top bit is clear.
+                    allocated += try value.bytes(field: field).filter { $0 & 0x80 == 0 }.count
+                default: break
+                }
+            }
+        } catch {
+            Issue.record("malformed BluetoothConnectionsFreeResponse: \(error) (\(comment))")
+        }
+        #expect(
+            limit >= free && UInt64(allocated) == limit - free, "free \(free) limit \(limit) allocated \(allocated)")
     }
 
     @Test func connectServeAndRelease() async throws {
@@ -230,8 +258,10 @@ struct ProxyConnectionTests {
     }
 
     /// The budget shared with the gateway: the free count is the smaller of the proxy's own and
-    /// the shared one; a connect beyond the shared budget is refused with 0x80 at once though
-    /// the proxy has slots; a change of the others' use is broadcast once.
+    /// the shared one, and the limit shrinks with it (the gateway's links are no proxy
+    /// connections: allocated = limit - free, as bleak-esphome checks); a connect beyond the
+    /// shared budget is refused with 0x80 at once though the proxy has slots; a change of the
+    /// others' use is broadcast once.
     @Test func sharedBudget() async throws {
         let harness = try await Harness(connectionSlots: 2) { loop in
             let backend = FakeBackend(loop: loop)
@@ -243,11 +273,11 @@ struct ProxyConnectionTests {
         var client = try TestClient(port: await harness.port)
         client = try Self.connected(&client)
         client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
-        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: []), "1: the gateway holds a slot")
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 1, allocated: []), "1: the gateway holds a slot")
         let first: UInt64 = 0xA4C1_3800_0011
         let second: UInt64 = 0xA4C1_3800_0012
         client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(first, 4))
-        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [first]), "the last shared slot")
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 1, allocated: [first]), "the last shared slot")
         Self.expectNext(&client, .deviceConnection(address: first, connected: true, mtu: 247, error: 0), "connected")
         client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(second, 4))
         Self.expectNext(

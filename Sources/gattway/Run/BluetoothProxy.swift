@@ -150,6 +150,8 @@ struct BluetoothProxy: Sendable {
                             ("max_clients", number(statistics.refusedFull)),
                             ("handshake", number(statistics.handshakeFailures)),
                             ("protocol", number(statistics.protocolErrors)),
+                            ("plaintext_probe", number(statistics.plaintextProbes)),
+                            ("password", number(statistics.passwordsRefused)),
                             ("oversize", number(statistics.oversizeFrames)),
                             ("idle", number(statistics.idleTimeouts)),
                             ("slow", number(statistics.slowClients)),

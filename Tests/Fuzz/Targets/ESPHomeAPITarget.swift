@@ -139,11 +139,20 @@ enum ESPHomeAPISeeds {
             plain(MessageType.bluetoothGATTGetServicesRequest, [0x08, 0x01]),
             plain(MessageType.bluetoothGATTWriteRequest, [0x08, 0x01, 0x10, 0x15, 0x18, 0x01, 0x22, 0x02, 0x68, 0x69]),
             plain(MessageType.bluetoothGATTNotifyRequest, [0x08, 0x01, 0x10, 0x0B, 0x18, 0x01]),
+            plain(MessageType.bluetoothSetConnectionParamsRequest, [0x08, 0x01, 0x10, 0x06, 0x18, 0x0C]),
+            plain(MessageType.noiseEncryptionSetKeyRequest, [0x0A, 0x02, 0x01, 0x02]),
             plain(MessageType.disconnectRequest),
         ]
         var seeds = [[0] + chunks(session), [0] + chunks([session.joined().map { $0 }])]
         seeds.append([2] + chunks(session))  // the same session with connections served
         seeds.append([0] + chunks([plain(MessageType.deviceInfoRequest)]))  // before hello
+        // A password (never accepted: the session ends).
+        seeds.append(
+            [0]
+                + chunks([
+                    plain(MessageType.helloRequest, hello),
+                    plain(MessageType.authenticationRequest, [0x0A, 0x01, 0x70]),
+                ]))
         seeds.append([0] + chunks([[0x00, 0xFF, 0xFF, 0x03, 0x01]]))  // oversize
         let handshake = [noiseFrame([]), noiseFrame([0x00] + hex("client_handshake"))]
         let frames = hexList("to_server_cipher").map(noiseFrame)
