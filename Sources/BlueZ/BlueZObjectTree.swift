@@ -23,7 +23,7 @@ package struct BlueZObjectTree {
     /// (`org.bluez.Device1`, `ServicesResolved`, `ManufacturerData`) would otherwise be a heap
     /// allocation per object.
     package static let keptProperties: [(interface: String, keys: [String])] = [
-        (adapter, ["Address", "Powered", "Roles"]),
+        (adapter, ["Address", "Powered", "PowerState", "Roles"]),
         (device, DeviceObject.keys),
         (service, ["UUID", "Primary"]),
         (characteristic, ["UUID", "Flags", "NotifyAcquired", "MTU"]),

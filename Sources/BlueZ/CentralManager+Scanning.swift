@@ -88,11 +88,21 @@ extension CentralManager {
     /// thread, inside the handling of the BlueZ signal that carried it: no stream, no buffer, no
     /// task between bluetoothd and the handler, which must not block. Devices BlueZ already sees
     /// are reported before this returns. Lasts until ``stopScan(_:)`` or ``close()``.
-    /// - Throws: ``CentralError`` when the state is not `.poweredOn`.
-    public func scan(_ options: ScanOptions = ScanOptions(), handler: @escaping @Sendable (ScanResult) -> Void) throws
-        -> ScanToken
-    {
-        try requirePoweredOn("scan")
+    ///
+    /// With `waitingForAdapter` a scan asked for while the state is not `.poweredOn` (adapter
+    /// off, blocked or missing, bluetoothd gone, access denied) is kept and starts by itself
+    /// once it is, like a scan that outlived a power cycle.
+    /// - Throws: ``CentralError`` when the state is not `.poweredOn` (without `waitingForAdapter`)
+    ///   or the manager is closed.
+    public func scan(
+        _ options: ScanOptions = ScanOptions(), waitingForAdapter: Bool = false,
+        handler: @escaping @Sendable (ScanResult) -> Void
+    ) throws -> ScanToken {
+        if waitingForAdapter {
+            if closed { throw CentralError(.cancelled, operation: "scan", message: "the central manager was closed") }
+        } else {
+            try requirePoweredOn("scan")
+        }
         let id = makeID()
         scans[id] = ScanSubscription(options: options, sink: .handler(handler))
         armDiscovery()

@@ -44,6 +44,11 @@ public actor CentralManager: LoopIsolated {
     var bluezSignals: DBusSignalHandler?
     /// Where state changes go: ``stateUpdates()`` streams and ``stateUpdates(handler:)`` handlers.
     var stateContinuations: [Int: EventSink<CentralState>] = [:]
+    /// The adapter's condition as last told (``conditionUpdates(handler:)``).
+    public private(set) var condition: AdapterCondition = .unknown
+    var conditionHandlers: [Int: EventSink<AdapterCondition>] = [:]
+    /// The next try while the bus refuses access to `org.bluez` (``CentralOptions/accessRetryInterval``).
+    var accessRetryTimer: EventLoop.Token?
     /// Where connection events go: streams (``connectionEvents()``) and handlers
     /// (``connectionEvents(handler:)``).
     var connectionContinuations: [Int: EventSink<ConnectionEvent>] = [:]
@@ -133,9 +138,42 @@ public actor CentralManager: LoopIsolated {
             owner = try await connection.nameOwner("org.bluez")
         } catch let error as DBusError where error.name == .accessDenied {
             setState(.unauthorized)
+            scheduleAccessRetry()
             return
         }
         await bluezOwnerChanged(to: owner)
+    }
+
+    /// While the bus refuses access to `org.bluez`, tries again every
+    /// ``CentralOptions/accessRetryInterval``: a policy installed meanwhile (dbus-daemon reloads
+    /// its configuration when a file in /etc/dbus-1/system.d changes) lets the manager in
+    /// without a restart. No signal says that access was granted, so this is the one poll.
+    func scheduleAccessRetry() {
+        guard accessRetryTimer == nil, !closed else { return }
+        accessRetryTimer = loop.addTimer(after: options.accessRetryInterval) { [weak self] in
+            self?.assumeIsolated { central in
+                central.accessRetryTimer = nil
+                guard central.state == .unauthorized, !central.closed else { return }
+                Task { await central.retryAccess() }
+            }
+        }
+    }
+
+    private func retryAccess() async {
+        guard state == .unauthorized, !closed else { return }
+        let owner: String?
+        do {
+            owner = try await connection.nameOwner("org.bluez")
+        } catch {
+            return scheduleAccessRetry()
+        }
+        if owner != nil, owner == bluezOwner {
+            await reload()
+        } else if owner == nil, bluezOwner == nil {
+            setState(.unsupported)  // bluetoothd left meanwhile: its return is signalled
+        } else {
+            await bluezOwnerChanged(to: owner)
+        }
     }
 
     /// Ends every stream (scans and notifications finish, waiting operations fail with
@@ -167,6 +205,9 @@ public actor CentralManager: LoopIsolated {
         stateContinuations.removeAll()
         connectionContinuations.removeAll()
         if let timer = discovery.retryTimer { loop.cancelTimer(timer) }
+        if let timer = accessRetryTimer { loop.cancelTimer(timer) }
+        accessRetryTimer = nil
+        conditionHandlers.removeAll()
         for task in signalTasks { task.cancel() }
         bluezSignals?.cancel()
         await connection.close()
@@ -208,6 +249,23 @@ public actor CentralManager: LoopIsolated {
         stateContinuations.removeValue(forKey: token.id)
     }
 
+    /// The adapter's ``condition`` now, then every change, handed to `handler` on the loop
+    /// thread as it happens (the first call before this returns). Finer than the state: a
+    /// powered-off adapter that becomes rfkill-blocked is a change here, not of ``state``.
+    /// Lasts until ``stopConditionUpdates(_:)`` or ``close()``.
+    public func conditionUpdates(handler: @escaping @Sendable (AdapterCondition) -> Void) -> StateUpdatesToken {
+        handler(condition)
+        return StateUpdatesToken(id: conditionHandlers.addHandler(handler, id: makeID(), unlessClosed: closed))
+    }
+
+    /// Ends a ``conditionUpdates(handler:)`` registration.
+    public func stopConditionUpdates(_ token: StateUpdatesToken) {
+        conditionHandlers.removeValue(forKey: token.id)
+    }
+
+    /// The adapter's name (`hci0`), or the selector's description while no adapter is chosen.
+    public var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
+
     /// Waits until ``state`` is `.poweredOn`.
     /// - Throws: ``CentralError`` with the state's meaning after `timeout` — ``CentralError/Code/poweredOff``,
     ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do.
@@ -223,6 +281,8 @@ public actor CentralManager: LoopIsolated {
     }
 
     func setState(_ newState: CentralState) {
+        // The condition may change without the state (PowerState, or bluetoothd's presence).
+        defer { reportCondition() }
         guard newState != state else { return }
         let old = state
         state = newState
@@ -234,6 +294,15 @@ public actor CentralManager: LoopIsolated {
             discovery.filterSent = nil
         }
         evaluateWaiters()
+    }
+
+    /// Tells the condition handlers when ``condition`` changed.
+    private func reportCondition() {
+        let powerState = adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["PowerState"]?.string }
+        let new = AdapterCondition.of(state, bluezPresent: bluezOwner != nil, powerState: powerState)
+        guard new != condition else { return }
+        condition = new
+        for sink in conditionHandlers.values { sink.deliver(new) }
     }
 
     /// The error an operation gets while the state is not `.poweredOn`.
@@ -249,12 +318,21 @@ public actor CentralManager: LoopIsolated {
         guard state == .poweredOn else { throw stateError(operation) }
     }
 
-    var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
-
     /// The adapter's address, when one is chosen.
     public var adapterAddress: BluetoothAddress? {
         adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(
             BluetoothAddress.init)
+    }
+
+    /// The adapters bluetoothd has now (`hci0`…) and whether each is powered, for saying which
+    /// there are when none matches ``CentralOptions/adapter``.
+    public var adapters: [(name: String, powered: Bool)] {
+        tree.paths(with: BlueZObjectTree.adapter).map { path in
+            (
+                BlueZPresence.adapterName(path, selector: options.adapter),
+                tree.properties(path, BlueZObjectTree.adapter)?["Powered"]?.bool == true
+            )
+        }
     }
 
     /// Number of BlueZ objects tracked (adapters, devices, GATT objects); bounded by what BlueZ exports.
@@ -304,7 +382,9 @@ public actor CentralManager: LoopIsolated {
     private func reload() async {
         switch await BlueZPresence.reload(connection, into: self) {
         case .objects: forgetVanishedDevices()
-        case .accessDenied: return setState(.unauthorized)
+        case .accessDenied:
+            setState(.unauthorized)
+            return scheduleAccessRetry()
         case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
         case .empty: return
         }
@@ -391,7 +471,9 @@ public actor CentralManager: LoopIsolated {
         switch interface {
         case BlueZObjectTree.adapter:
             guard tree.change(path, interface: interface, changed: changed, invalidated: invalidated) else { return }
-            if path == adapterPath, changed["Powered"] != nil { updateStateFromAdapter() }
+            if path == adapterPath, changed["Powered"] != nil || changed["PowerState"] != nil {
+                updateStateFromAdapter()
+            }
         case BlueZObjectTree.device:
             let key = tree.devices.key(path)  // once for the lookups below
             // (No DeviceObject is held over the change below: it would make the change copy it.)

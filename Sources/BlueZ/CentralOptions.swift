@@ -27,6 +27,9 @@ public struct CentralOptions: Sendable {
     public var gattTimeout: Duration
     /// How long ``CentralManager/discoverServices(_:for:)`` waits for `ServicesResolved`.
     public var resolveTimeout: Duration
+    /// Seconds between two tries to read BlueZ's objects while the bus refuses access
+    /// (state `.unauthorized`): a D-Bus policy installed meanwhile is noticed that late.
+    public var accessRetryInterval: Double = 5
 
     public init(
         adapter: AdapterSelector = .first, stateFilePath: String? = nil,

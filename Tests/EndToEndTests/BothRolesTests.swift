@@ -86,4 +86,41 @@ struct BothRolesTests {
             try await phone.disconnect(found.peripheral)
         }
     }
+
+    @Test(
+        "the peripheral's adapter powered off at start: READY at once; its services and advertisement are registered by themselves once it is powered on"
+    )
+    func peripheralAdapterOffAtStart() async throws {
+        var scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        scenario.adapters[1].powered = false
+        let directory = try TemporaryDirectory.make(prefix: "both")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socket = try NotifySocketServer(path: directory.appendingPathComponent("notify").path)
+        try await EndToEnd.run(
+            config: Self.config, scenario: scenario, environment: ["NOTIFY_SOCKET": socket.path]
+        ) { e2e in
+            try await socket.next(containing: "READY=1", within: 10)
+            #expect(e2e.gateway.log().contains("BlueZ: hci1 (peripheral) is poweredOff"), "\(e2e.gateway.log())")
+            #expect(e2e.gateway.isRunning, "gattway run exited")
+            let phone = try await CentralManager.start(
+                options: CentralOptions(adapter: .name("hci2")), bus: .address(e2e.daemon.address), on: e2e.loop)
+            do {
+                try await phone.waitUntilPoweredOn(timeout: .seconds(30))
+                await e2e.simulator.setPowered(adapter: "hci1", true)
+                let scan = try await phone.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
+                let found = try await first(scan, within: 60, "the gateway's advertisement") {
+                    $0.peripheral.address == Self.gatewayRadio
+                }
+                #expect(found.advertisementData.localName == "gw-both")
+                try await phone.connect(found.peripheral, timeout: .seconds(30), autoReconnect: false)
+                let services = try await phone.discoverServices([BluetoothUUID(0x180F)], for: found.peripheral)
+                #expect(services.count == 1, "the served 180F after the power-on")
+                try await phone.disconnect(found.peripheral)
+            } catch {
+                await phone.close()
+                throw error
+            }
+            await phone.close()
+        }
+    }
 }

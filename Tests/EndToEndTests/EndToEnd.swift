@@ -31,18 +31,23 @@ struct EndToEnd: Sendable {
     ///   - config: config.json text; `$SERVER` is replaced by the broker's URL.
     ///   - scenario: the simulator's world (default: the demo scenario, ten times faster).
     ///   - makeBroker: starts the broker (default: a plain non-persistent mosquitto).
+    ///   - busConfig: more of the private dbus-daemon's configuration (a policy, an include).
+    ///   - simulatorReady: runs with the simulator once it is up, before `gattway run` starts
+    ///     (crash it, to start without bluetoothd).
     ///   - beforeGateway: runs once the simulator is up, before `gattway run` starts (another
     ///     BlueZ client's doings the gateway finds at start), with the bus address and the loop.
     ///   - environment: more environment variables for `gattway run` (as systemd sets them).
     static func run(
         config: String, scenario: Scenario? = nil,
         broker makeBroker: () async throws -> MosquittoBroker = { try await MosquittoBroker() },
+        busConfig: String = "",
+        simulatorReady: (BlueZSimulator) async throws -> Void = { _ in },
         beforeGateway: (String, EventLoop) async throws -> Void = { _, _ in },
         environment: [String: String] = [:],
         _ body: (EndToEnd) async throws -> Void
     ) async throws {
         let world = try scenario ?? Self.fastDemo()
-        let daemon = try await DBusDaemon()
+        let daemon = try await DBusDaemon(extraConfig: busConfig)
         let loop = EventLoop(name: "e2e")
         var simulator: BlueZSimulator?
         var broker: MosquittoBroker?
@@ -51,6 +56,7 @@ struct EndToEnd: Sendable {
         do {
             let bluez = try await BlueZSimulator.start(scenario: world, bus: .address(daemon.address), on: loop)
             simulator = bluez
+            try await simulatorReady(bluez)
             try await beforeGateway(daemon.address, loop)
             let started = try await makeBroker()
             broker = started

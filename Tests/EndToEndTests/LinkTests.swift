@@ -10,33 +10,6 @@ import Testing
 @Suite("End to end: link drops")
 struct LinkTests {
     @Test(
-        "gattway run started while the adapter is powered off waits for it, says so, and scans and connects once it is powered on"
-    )
-    func adapterOffAtStart() async throws {
-        let scenario = try EndToEnd.fastDemo { $0.adapters[0].powered = false }
-        // What a user does (`bluetoothctl power on`) 3 s after gattway run started: it waits
-        // until then, and the harness's wait for bridge/state covers it.
-        let powerOn: @Sendable (String, EventLoop) async throws -> Void = { bus, loop in
-            let connection = try await DBusConnection.connect(to: .address(bus), on: loop)
-            Task {
-                try await Task.sleep(for: .seconds(3))
-                _ = try await connection.call(
-                    destination: "org.bluez", path: "/org/bluez/hci0", interface: "org.freedesktop.DBus.Properties",
-                    method: "Set",
-                    arguments: [.string("org.bluez.Adapter1"), .string("Powered"), .variant(.boolean(true))])
-                await connection.close()
-            }
-        }
-        try await EndToEnd.run(config: DemoWorldConfig.text, scenario: scenario, beforeGateway: powerOn) { e2e in
-            let messages = e2e.messages
-            #expect(e2e.gateway.log().contains("BlueZ: hci0 is poweredOff"), "\(e2e.gateway.log())")
-            try await messages.next(on: EndToEnd.topic("battery_sensor"), timeout: 30) { $0.number("battery") != nil }
-            try await messages.next(on: "gattway/bthome_th", timeout: 30) { $0.number("temperature") != nil }
-            #expect(e2e.gateway.isRunning, "gattway run exited")
-        }
-    }
-
-    @Test(
         "a connect rule that matches a beacon (not connectable): device_connect_failed, then parked after park_after attempts, shown in bridge/health"
     )
     func beaconParked() async throws {

@@ -56,14 +56,16 @@ final class NotifySocketServer: Sendable {
 
     deinit { close(fd) }
 
-    /// Waits (at most `seconds`) for a datagram containing `text`; others are skipped.
-    func next(containing text: String, within seconds: Double = 30) async throws {
+    /// Waits (at most `seconds`) for a datagram containing `text` and returns it; others are skipped.
+    @discardableResult
+    func next(containing text: String, within seconds: Double = 30) async throws -> String {
         let deadline = MessageRecorder.now() + seconds
         var buffer = [UInt8](repeating: 0, count: 4096)
         while MessageRecorder.now() < deadline {
             let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
             if count > 0 {
-                if String(decoding: buffer[..<count], as: UTF8.self).contains(text) { return }
+                let datagram = String(decoding: buffer[..<count], as: UTF8.self)
+                if datagram.contains(text) { return datagram }
                 continue
             }
             try await Task.sleep(nanoseconds: 5_000_000)

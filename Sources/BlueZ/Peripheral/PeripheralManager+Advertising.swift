@@ -17,15 +17,23 @@ extension PeripheralManager {
     ///   ``PeripheralError/Code/tooManyAdvertisements``), the state's error when not `.poweredOn`.
     public func startAdvertising(_ advertisement: Advertisement) async throws {
         let operation = "\(Self.advertisingManager).RegisterAdvertisement"
-        let advertisement = try await fitted(advertisement, operation: operation)
-        try requirePoweredOn(operation)
+        let now = try registersNow(operation)
+        // Kept for the adapter: what fits extended advertising is fitted at registration.
+        let advertisement = now ? try await fitted(advertisement, operation: operation) : advertisement
+        if !now { try Self.extendedIfLonger(advertisement).checkLength(operation: operation) }
         try await serialized {
             guard self.advertisement == nil else {
                 throw PeripheralError(
                     .alreadyExists, operation: operation,
                     message: "already advertising; update or stop the advertisement first")
             }
-            try requirePoweredOn(operation)
+            guard try registersNow(operation) else {
+                // Registered by itself once the adapter is powered on (recover()).
+                self.advertisement = advertisement
+                advertisementUnfitted = true
+                try exportAdvertisement(advertisement)
+                return
+            }
             self.advertisement = advertisement
             do {
                 try exportAdvertisement(advertisement)
@@ -95,6 +103,7 @@ extension PeripheralManager {
         _ = try? await serialized {
             guard advertisement != nil else { return }
             advertisement = nil
+            advertisementUnfitted = false
             if advertisementRegistered, let adapter = registeredAdapter, bluezOwner != nil {
                 await unregisterAdvertisement(from: adapter)
             }
@@ -125,6 +134,23 @@ extension PeripheralManager {
         extended.secondaryChannel = channel
         try extended.checkLength(operation: operation)
         return extended
+    }
+
+    /// `advertisement` as extended advertising (1M) when it is longer than legacy advertising
+    /// allows, for checking its length before the adapter says what it supports.
+    static func extendedIfLonger(_ advertisement: Advertisement) -> Advertisement {
+        guard advertisement.secondaryChannel == nil, advertisement.legacyPayloadLength > Advertisement.legacyLimit
+        else { return advertisement }
+        var extended = advertisement
+        extended.secondaryChannel = "1M"
+        return extended
+    }
+
+    /// Exports `advertisement` in place of the one exported now.
+    func reexportAdvertisement(_ advertisement: Advertisement) throws {
+        unexportAdvertisement()
+        self.advertisement = advertisement
+        try exportAdvertisement(advertisement)
     }
 
     /// The adapter's `LEAdvertisingManager1.SupportedSecondaryChannels` ("1M", "2M", "Coded"):

@@ -21,12 +21,17 @@ extension PeripheralManager {
     @discardableResult
     public func add(_ service: MutableService) async throws -> LocalService {
         let operation = "add service \(service.uuid.shortDescription)"
-        try requirePoweredOn(operation)
+        _ = try registersNow(operation)
         if let problem = service.problem {
             throw PeripheralError(.invalidService, operation: operation, message: problem)
         }
         return try await serialized {
-            try requirePoweredOn(operation)
+            guard try registersNow(operation) else {
+                // Registered with the rest once the adapter is powered on (recover()).
+                let local = try export(service)
+                localServices.append(local)
+                return local
+            }
             await unregisterApplication()
             let local = try export(service)
             localServices.append(local)

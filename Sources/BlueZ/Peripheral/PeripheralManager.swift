@@ -66,6 +66,9 @@ public actor PeripheralManager {
     /// The advertisement wanted (nil: not advertising), and whether its object is exported.
     public internal(set) var advertisement: Advertisement?
     var advertisementExported = false
+    /// ``advertisement`` was kept while the adapter could not be used and is fitted (legacy or
+    /// extended, ``fitted(_:operation:)``) only when it is registered.
+    var advertisementUnfitted = false
     /// Registration calls run one at a time.
     var operationRunning = false
     var operationWaiters: [CheckedContinuation<Void, Never>] = []
@@ -297,6 +300,14 @@ public actor PeripheralManager {
         guard state == .poweredOn else { throw stateError(operation) }
     }
 
+    /// True when `operation` may register with BlueZ now; false when it is to be kept for the
+    /// adapter (``PeripheralOptions/waitingForAdapter``, not powered on); throws otherwise.
+    func registersNow(_ operation: String) throws -> Bool {
+        if options.waitingForAdapter, !closed, state != .poweredOn { return false }
+        try requirePoweredOn(operation)
+        return true
+    }
+
     var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
 
     /// The adapter's address (what centrals see when they connect), when one is chosen.
@@ -421,8 +432,14 @@ public actor PeripheralManager {
                             PeripheralError.wrap(error, operation: "register the GATT application again")))
                 }
             }
-            if advertisement != nil, !advertisementRegistered {
+            if let wanted = advertisement, !advertisementRegistered {
                 do {
+                    if advertisementUnfitted {
+                        // Kept while the adapter was off: fitted now that BlueZ says what it supports.
+                        let fitted = try await fitted(wanted, operation: "register the advertisement again")
+                        if fitted != wanted { try reexportAdvertisement(fitted) }
+                        advertisementUnfitted = false
+                    }
                     try await registerAdvertisement()
                     emit(.advertisingStarted)
                 } catch {

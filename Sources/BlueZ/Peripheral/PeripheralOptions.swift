@@ -11,6 +11,11 @@ public struct PeripheralOptions: Sendable {
     public var objectPath: DBusObjectPath
     /// How long `RegisterApplication`, `RegisterAdvertisement` and their unregistering may take.
     public var callTimeout: Duration
+    /// Services added and advertising started while the adapter cannot be used (off, blocked,
+    /// missing, bluetoothd gone) are kept and registered by themselves once it is powered on,
+    /// as after a power cycle, instead of failing. What can be checked without BlueZ (the
+    /// service tree, the advertisement's length) still fails at once.
+    public var waitingForAdapter = false
 
     public init(
         adapter: AdapterSelector = .first, objectPath: DBusObjectPath = "/io/gattway/peripheral",

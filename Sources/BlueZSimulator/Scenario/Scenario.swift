@@ -85,6 +85,12 @@ public struct AdapterSpec: Sendable, Equatable {
     /// Secondary channels of extended advertising the controller supports
     /// (`LEAdvertisingManager1.SupportedSecondaryChannels`, absent when empty: legacy only).
     public var secondaryChannels: [String] = []
+    /// Whether the adapter is there at start (false: plugged in later with
+    /// ``BlueZSimulator/setPresent(adapter:_:)``, as a USB dongle).
+    public var present = true
+    /// The radio is blocked by rfkill at start: powered off with `PowerState` `off-blocked`,
+    /// powered on (when ``powered``) once unblocked (``BlueZSimulator/setBlocked(adapter:_:)``).
+    public var rfkillBlocked = false
 
     public init(
         name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true,
@@ -110,6 +116,8 @@ public struct AdapterSpec: Sendable, Equatable {
         let address = try readAddress(try object.required("address"))
         let alias = try object.optional("alias")?.string()
         let powered = try object.optional("powered")?.bool() ?? true
+        let present = try object.optional("present")?.bool() ?? true
+        let blocked = try object.optional("rfkill_blocked")?.bool() ?? false
         let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
         let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
         var channels: [String] = []
@@ -123,9 +131,12 @@ public struct AdapterSpec: Sendable, Equatable {
             }
         }
         try object.finish()
-        return AdapterSpec(
+        var spec = AdapterSpec(
             name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures,
             advertisingInstances: instances, secondaryChannels: channels)
+        spec.present = present
+        spec.rfkillBlocked = blocked
+        return spec
     }
 }
 

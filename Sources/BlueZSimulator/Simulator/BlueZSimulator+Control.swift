@@ -69,6 +69,22 @@ extension BlueZSimulator {
                     }
                     return []
                 },
+                .immediate("SetBlocked", in: [.string, .boolean]) { call in
+                    try self.onLoop { simulator in
+                        let name = call.arguments[0].string ?? ""
+                        guard simulator.adapter(named: name) != nil else {
+                            throw ControlError.notFound("no adapter \(name)")
+                        }
+                        simulator.setBlocked(adapter: name, call.arguments[1].bool ?? true)
+                    }
+                    return []
+                },
+                .immediate("SetPresent", in: [.string, .boolean]) { call in
+                    try self.onLoop {
+                        try $0.setPresent(adapter: call.arguments[0].string ?? "", call.arguments[1].bool ?? true)
+                    }
+                    return []
+                },
                 .immediate("Crash", in: [.double]) { call in
                     let restart = call.arguments[0].double ?? -1
                     self.onLoop { simulator in

@@ -225,7 +225,7 @@ extension BlueZSimulator {
     /// Powers an adapter on or off. Off: discovery sessions dropped (Discovering=false), links
     /// dropped, pending connects fail, temporary non-connectable devices removed, Powered=false.
     func setPowered(_ name: String, _ on: Bool, fromClient: Bool = false) {
-        guard let adapter = adapter(named: name), adapter.powered != on else { return }
+        guard let adapter = adapter(named: name), adapter.powered != on, !(on && adapter.blocked) else { return }
         adapter.powered = on
         log?("simulator: \(name) powered \(on ? "on" : "off")")
         if !on {
@@ -246,6 +246,7 @@ extension BlueZSimulator {
         if !fromClient {
             change([("Powered", .boolean(on))], interface: Self.adapterInterfaceName, at: adapter.path)
         }
+        powerStateChanged(adapter)
         // A powered-off controller stops advertising: bluetoothd releases the advertisements.
         if !on { releaseAdvertisements(adapter) }
         peripheralChanged(adapter)

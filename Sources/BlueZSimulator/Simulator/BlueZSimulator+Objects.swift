@@ -124,12 +124,19 @@ extension BlueZSimulator {
                     "Powered", type: .boolean, access: .readwrite, value: .boolean(adapter.powered),
                     onSet: { value, _ in
                         let on = value.bool ?? false
+                        try self.onLoop { simulator in
+                            // bluetoothd 5.66 answers a power-on of a blocked radio so (mgmt's RFKILLED).
+                            if on, simulator.adapter(named: name)?.blocked == true {
+                                throw BlueZError.failed("Blocked through rfkill")
+                            }
+                        }
                         self.onLoop { simulator in
                             simulator.loop.execute {
                                 simulator.assumeIsolated { $0.setPowered(name, on, fromClient: true) }
                             }
                         }
                     }),
+                DBusProperty("PowerState", type: .string, value: .string(adapter.powerState)),
                 DBusProperty(
                     "Discoverable", type: .boolean, access: .readwrite, value: false,
                     onSet: { _, _ in

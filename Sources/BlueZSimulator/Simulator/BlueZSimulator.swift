@@ -133,11 +133,8 @@ public actor BlueZSimulator {
         var objects: [(DBusObjectPath, [DBusInterface], Bool)] = [
             ("/org/bluez", agentManagerInterfaces(), false), (Self.controlPath, [controlInterfaceDefinition()], false),
         ]
-        for adapter in adapters {
-            let interfaces = [
-                adapterInterface(adapter), gattManagerInterface(adapter), advertisingManagerInterface(adapter),
-            ]
-            objects.append((adapter.path, interfaces, true))
+        for adapter in adapters where adapter.present {
+            objects.append((adapter.path, adapterInterfaces(adapter), true))
         }
         try connection.assumeIsolated { connection in
             connection.addObjectManager(at: .root)

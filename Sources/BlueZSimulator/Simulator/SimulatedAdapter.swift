@@ -9,6 +9,11 @@ final class SimulatedAdapter: @unchecked Sendable {
     let spec: AdapterSpec
     let path: DBusObjectPath
     var powered: Bool
+    /// The adapter's object is on the bus (false: unplugged, ``BlueZSimulator/setPresent(adapter:_:)``).
+    var present: Bool
+    /// The radio is blocked by rfkill, and whether it was powered when it was blocked.
+    var blocked: Bool
+    var poweredBeforeBlock: Bool
     var sessions = DiscoverySessions()
     /// `StartDiscovery` calls still to refuse with InProgress (the `start_discovery_failures` knob).
     var startDiscoveryFailuresLeft: Int
@@ -22,9 +27,15 @@ final class SimulatedAdapter: @unchecked Sendable {
 
     init(spec: AdapterSpec) throws {
         self.spec = spec
-        powered = spec.powered
+        powered = spec.powered && !spec.rfkillBlocked
+        present = spec.present
+        blocked = spec.rfkillBlocked
+        poweredBeforeBlock = spec.powered
         startDiscoveryFailuresLeft = spec.startDiscoveryFailures
         nextHandle = GATTLayout.bluezLocal(name: spec.alias).nextFreeHandle
         path = try DBusObjectPath("/org/bluez").appending(spec.name)
     }
+
+    /// `Adapter1.PowerState`: `on`, `off` or `off-blocked`.
+    var powerState: String { blocked ? "off-blocked" : powered ? "on" : "off" }
 }

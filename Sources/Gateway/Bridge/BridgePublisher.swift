@@ -16,6 +16,10 @@ final class BridgePublisher {
     private var devicesPending = false
     /// The bytes per entry of the last `bridge/devices`, to size the next one's buffer.
     private var devicesEntryBytes = BridgePublisher.devicesEntryEstimate
+    /// The adapter's condition as the port last told it (nil: not told yet).
+    private(set) var adapter: BLEAdapterStatus?
+    /// Told each change of ``adapter`` (`gattway run`: systemd's `STATUS=`).
+    var adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)?
 
     /// Interval between two `bridge/devices` publications, in seconds.
     static let devicesInterval = 1.0
@@ -124,6 +128,36 @@ final class BridgePublisher {
         if let format { members.append(("format", .string(format))) }
         members.append(("rule", .number(Double(device.ruleIndex))))
         return .object(members)
+    }
+
+    /// The adapter's condition changed: logged once (a warning while it cannot be used, with
+    /// what to do), and `bridge/event` `adapter_state` — except for an adapter that is powered
+    /// on at the start, which is the normal case.
+    func adapterChanged(_ status: BLEAdapterStatus) {
+        guard status != adapter else { return }
+        let first = adapter == nil
+        adapter = status
+        adapterObserver?(status)
+        if status.usable {
+            context.log(.notice, "adapter: \(status.message)" + (first ? "" : "; scanning and connecting again"))
+        } else {
+            context.log(
+                .warning, "adapter: \(status.text); scanning and connecting start by themselves once it can be used")
+        }
+        guard !(first && status.usable) else { return }
+        context.output.publish(
+            bridge + "/event",
+            json: .object([("type", .string("adapter_state")), ("data", .object(adapterMembers(status)))]),
+            retain: false)
+    }
+
+    /// `{"adapter","state","message","fix"}` of `bridge/event` `adapter_state` and of
+    /// `bridge/health` `adapter` (`fix` null when nothing needs doing).
+    func adapterMembers(_ status: BLEAdapterStatus) -> [(key: String, value: JSONValue)] {
+        [
+            ("adapter", .string(status.adapter)), ("state", .string(status.state)),
+            ("message", .string(status.message)), ("fix", status.fix.map(JSONValue.string) ?? .null),
+        ]
     }
 
     /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.

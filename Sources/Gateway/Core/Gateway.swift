@@ -107,7 +107,7 @@ public actor Gateway: LoopIsolated {
         self.fleet = fleet
         health = HealthReporter(
             context: context, processSample: processSample, extra: healthExtra, registry: registry,
-            connections: connections, peripheral: peripheralBridge, fleet: fleet)
+            connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet)
     }
 
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
@@ -508,6 +508,15 @@ public actor Gateway: LoopIsolated {
     /// link leaves it up when it is done.
     public func holdsLink(to address: BluetoothAddress) -> Bool { connections.holdsLink(address) }
 
+    /// The adapter's condition as the BLE port last told it (nil before ``start()``).
+    public var adapterStatus: BLEAdapterStatus? { bridge.adapter }
+
+    /// `handler` gets each change of ``adapterStatus``, on the loop, from the start on (set it
+    /// before ``start()`` to hear the first).
+    public func observeAdapter(_ handler: @escaping @Sendable (BLEAdapterStatus) -> Void) {
+        bridge.adapterObserver = handler
+    }
+
     /// `handler` gets ``freeConnectionSlots`` now and after each event that changed it (a link of
     /// the gateway's starting or ending, a reservation), on the loop. It must not call back into
     /// the gateway's reservations from inside (it may read ``freeConnectionSlots``).
@@ -720,6 +729,8 @@ public actor Gateway: LoopIsolated {
         case .adapterReady:
             let retrying = connections.adapterReady()
             if retrying > 0 { log(.info, "adapter ready: reconnecting \(retrying) device(s) now") }
+        case .adapter(let status):
+            bridge.adapterChanged(status)
         }
     }
 

@@ -11,6 +11,7 @@ final class HealthReporter {
     // What the report reads from the ports and the other features (never their state).
     private let registry: DeviceRegistry
     private let connections: ConnectionManager
+    private let bridge: BridgePublisher
     private let peripheral: PeripheralBridge?
     private let fleet: Fleet?
     private(set) var startedAt: Double = 0
@@ -20,8 +21,9 @@ final class HealthReporter {
     init(
         context: CoreContext, processSample: @escaping @Sendable () -> ProcessSample?,
         extra: (@Sendable () -> [(key: String, value: JSONValue)])?, registry: DeviceRegistry,
-        connections: ConnectionManager, peripheral: PeripheralBridge?, fleet: Fleet?
+        connections: ConnectionManager, bridge: BridgePublisher, peripheral: PeripheralBridge?, fleet: Fleet?
     ) {
+        self.bridge = bridge
         self.context = context
         self.processSample = processSample
         self.extra = extra
@@ -83,6 +85,8 @@ final class HealthReporter {
                 process.append(("cpu_percent", .null))
             }
         }
+        var adapter: [(key: String, value: JSONValue)] = []
+        if let status = bridge.adapter { adapter = [("adapter", .object(bridge.adapterMembers(status)))] }
         var peripheral: [(key: String, value: JSONValue)] = []
         if let served {
             peripheral = [
@@ -159,7 +163,7 @@ final class HealthReporter {
                     "ble_latency_ms",
                     context.ble.lastRoundTripLatency().map { .number(($0 * 10_000).rounded() / 10) } ?? .null
                 ),
-            ] + peripheral + (fleet.map { [("fleet", $0.health)] } ?? []) + (extra?() ?? []))
+            ] + adapter + peripheral + (fleet.map { [("fleet", $0.health)] } ?? []) + (extra?() ?? []))
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

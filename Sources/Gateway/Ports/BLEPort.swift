@@ -14,7 +14,9 @@ import Bluetooth
 /// Contract for an implementation:
 /// - ``scan(services:_:)`` scans continuously (never stop/start cycles) until the returned
 ///   registration is cancelled. The service filter is a hint: the gateway filters again,
-///   because BlueZ merges the filters of every client on the adapter.
+///   because BlueZ merges the filters of every client on the adapter. A scan asked for while
+///   the adapter cannot be used (off, blocked, missing, bluetoothd gone) is kept and starts by
+///   itself once it can; ``connectionEvents(_:)`` tells the adapter's condition meanwhile.
 /// - ``connect(_:timeout:)`` returns once the link is up and services are resolved; it throws
 ///   ``BLEPortError`` (kind `connectionTimeout` after `timeout`). The gateway decides when to
 ///   retry (``ReconnectStrategy``); the port does not reconnect on its own.

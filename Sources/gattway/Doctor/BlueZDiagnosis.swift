@@ -69,10 +69,8 @@ struct BlueZDiagnosis {
             return checks
         }
         guard let owner else {
-            checks.append(
-                .fail(
-                    "bluez", "org.bluez is not on the system bus",
-                    "is bluetoothd running? sudo systemctl start bluetooth (sudo apt install bluez if it is missing)"))
+            let (found, fix) = advice(.bluetoothdGone)
+            checks.append(.fail("bluez", found, fix))
             return checks
         }
 
@@ -85,11 +83,8 @@ struct BlueZDiagnosis {
             objects = reply.first?.dictionary ?? [:]
         } catch let error as DBusError where error.name == .accessDenied {
             checks.append(.ok("bluez", "org.bluez is on the bus (\(owner))"))
-            checks.append(
-                .fail(
-                    "access", "AccessDenied talking to org.bluez as \(FileDiagnosis.userName)",
-                    "run as a user in the bluetooth group or install deploy/gattway-dbus.conf to /etc/dbus-1/system.d/ (sudo deploy/install.sh does)"
-                ))
+            let (found, fix) = advice(.accessDenied)
+            checks.append(.fail("access", found, fix))
             return checks
         } catch let error as DBusError where error.name == .noReply || error.name == .timeout {
             checks.append(
@@ -175,9 +170,11 @@ struct BlueZDiagnosis {
     private func adapterCheck(_ adapters: [Adapter]) async -> DoctorCheck {
         let selector = AdapterSelector(adapter)
         let state: CentralState
+        let condition: AdapterCondition
         do {
             let central = try await CentralManager.start(options: CentralOptions(adapter: selector), on: loop)
             state = await central.state
+            condition = AdapterAdvice.refined(await central.condition)
             await central.close()
         } catch {
             return .fail("adapter", "cannot start the central: \(error)")
@@ -191,26 +188,13 @@ struct BlueZDiagnosis {
         }
         let adapter = chosen.first { $0.powered } ?? chosen.first
         let label = adapter.map { "\($0.name) (\($0.address))" } ?? "\(selector)"
+        let present = adapters.map { AdapterAdvice.present($0.name, powered: $0.powered) }
+        let (found, fix) = AdapterAdvice.advice(condition, label: label, selector: self.adapter, present: present)
         switch state {
         case .poweredOn:
-            return .ok("adapter", "\(label) is powered on")
-        case .poweredOff:
-            let blocked = Self.rfkillBlocked()
-            let fix =
-                blocked
-                ? "Bluetooth is blocked by rfkill: sudo rfkill unblock bluetooth, then bluetoothctl power on"
-                : "bluetoothctl power on (to keep it on across reboots: AutoEnable=true in /etc/bluetooth/main.conf)"
-            return .fail("adapter", "\(label) is powered off", fix)
-        case .unsupported:
-            if adapters.isEmpty {
-                return .fail(
-                    "adapter", "bluetoothd reports no Bluetooth adapter",
-                    "check the hardware: btmgmt info; rfkill list; dmesg | grep -i bluetooth")
-            }
-            let present = adapters.map { "\($0.name)\($0.powered ? "" : " (powered off)")" }.joined(separator: ", ")
-            return .fail(
-                "adapter", "no adapter matches \"\(self.adapter)\"; present: \(present)",
-                "set bluetooth.adapter in the config to one of them")
+            return .ok("adapter", found)
+        case .poweredOff, .unsupported:
+            return .fail("adapter", found, fix)
         case .unauthorized:
             return .fail("adapter", "not checked: the bus refused access to org.bluez")
         case .resetting, .unknown:
@@ -234,16 +218,8 @@ struct BlueZDiagnosis {
         }
     }
 
-    /// True when a Bluetooth radio is soft- or hard-blocked (/sys/class/rfkill).
-    static func rfkillBlocked() -> Bool {
-        let base = "/sys/class/rfkill"
-        guard let entries = LocalFile.contentsOfDirectory(base) else { return false }
-        return entries.contains { entry in
-            func read(_ name: String) -> String {
-                (LocalFile.readText("\(base)/\(entry)/\(name)") ?? "")
-                    .trimmingWhitespace()
-            }
-            return read("type") == "bluetooth" && (read("soft") == "1" || read("hard") == "1")
-        }
+    /// What was found and what to do in `condition`, worded as `gattway run` says it.
+    private func advice(_ condition: AdapterCondition) -> (found: String, fix: String) {
+        AdapterAdvice.advice(condition, label: adapter, selector: adapter, present: [])
     }
 }

@@ -65,7 +65,7 @@ struct BluetoothProxy: Sendable {
                 + (settings.encryptionKey == nil ? " (plaintext)" : " (Noise encryption)"))
         var token: ScanToken?
         do {
-            token = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
+            token = try await central.scan(ScanOptions(allowDuplicates: true), waitingForAdapter: true) { result in
                 // On the loop thread, inside the handling of BlueZ's signal.
                 server.forward(Self.rawAdvertisement(result))
             }

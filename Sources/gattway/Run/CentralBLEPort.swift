@@ -14,7 +14,8 @@ struct CentralBLEPort: BLEPort {
     let central: CentralManager
 
     /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
-    /// thread: no stream, no task in between.
+    /// thread: no stream, no task in between. Asked for while the adapter cannot be used, the
+    /// scan starts by itself once it can.
     func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
         async throws(BLEPortError)
         -> PortRegistration
@@ -22,7 +23,7 @@ struct CentralBLEPort: BLEPort {
         let token: ScanToken
         do {
             token = try await central.scan(
-                ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true)
+                ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true), waitingForAdapter: true
             ) { result in
                 deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
             }
@@ -146,9 +147,15 @@ struct CentralBLEPort: BLEPort {
         let states = await central.stateUpdates { state in
             if usable.changed(to: state == .poweredOn) { deliver(.adapterReady) }
         }
+        // The adapter's condition, now and at each change, with what to do (AdapterAdvice).
+        let conditions = await central.conditionUpdates { condition in
+            guard condition != .unknown else { return }
+            deliver(.adapter(central.assumeIsolated { AdapterAdvice.status(condition, of: $0) }))
+        }
         return PortRegistration {
             central.onLoop {
                 $0.stopStateUpdates(states)
+                $0.stopConditionUpdates(conditions)
                 $0.stopConnectionEvents(token)
             }
         }

@@ -12,8 +12,11 @@ import MQTT
 /// `gattway run`: the gateway — BlueZ central + parsers + MQTT, as configured in config.json.
 ///
 /// Start-up order: configuration (exit 78 on any problem) → event loop → MQTT client (connects
-/// and reconnects in the background, last will = `bridge/state` offline) → central (waits for a
-/// powered adapter; a missing bluetoothd is waited for, not fatal) → gateway core → `READY=1`.
+/// and reconnects in the background, last will = `bridge/state` offline) → central → gateway
+/// core → `READY=1` with the adapter's condition in `STATUS=`. Nothing waits for the adapter: an
+/// adapter that is off, blocked or missing, a bluetoothd that is gone or a bus that refuses
+/// access is a condition the core reports (log, `bridge/health`, `bridge/event`) while the
+/// scan waits for it.
 /// Shutdown in reverse (SIGINT/SIGTERM), bounded by one deadline (``StopDeadline``: exit within
 /// 5 s, status 0): the gateway's jobs are cancelled; the gateway disconnects its devices and
 /// publishes `bridge/state` offline at once, then writes what the store-and-forward stage held
@@ -127,8 +130,10 @@ struct RunCommand: Command {
         var peripheral: PeripheralManager?
         if config.role.includesPeripheral {
             do {
-                peripheral = try await PeripheralManager.start(
-                    options: PeripheralOptions(adapter: AdapterSelector(peripheralAdapter)), on: loop)
+                // Services and advertising wait for the adapter instead of failing the start.
+                var options = PeripheralOptions(adapter: AdapterSelector(peripheralAdapter))
+                options.waitingForAdapter = true
+                peripheral = try await PeripheralManager.start(options: options, on: loop)
             } catch {
                 log(.error, "BlueZ: \(error)")
                 await central.close()
@@ -137,102 +142,97 @@ struct RunCommand: Command {
             }
         }
         let termination = SignalSources.termination()
-        // The adapters' states in the log, told by the managers on the loop thread.
-        let stateLog = await central.stateUpdates { state in
-            log(.notice, "BlueZ: \(config.bluetooth.adapter) is \(state)")
-        }
+        // The peripheral role's adapter state in the log, told by its manager on the loop thread
+        // (the central's adapter is the core's: logged once per change, with what to do).
         let peripheralStateLog = await peripheral?.stateUpdates { state in
             log(.notice, "BlueZ: \(peripheralAdapter) (peripheral) is \(state)")
         }
-        // Wait for powered adapters, saying why we wait; SIGTERM still ends the wait.
-        let ready = await Self.waitUntilPowered(
-            central: central, peripheral: peripheral, config: config, termination: termination, log: log)
+        // No wait for the adapter: the gateway starts at once (MQTT, bridge topics, health) and
+        // says READY=1; its scan and the peripheral role's registrations begin by themselves
+        // once the adapter can be used. Meanwhile the adapter's condition, with what to do, is
+        // in the log, bridge/health, bridge/event and systemd's STATUS=.
         var code = ExitCode.success
         let stop: StopDeadline
-        if ready {
-            var peripheralPort: PeripheralBLEPort?
-            if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
-            // The core runs on the loop with the central and the client (docs/architecture.md);
-            // its jobs run in `jobs` until the stop.
-            let proxyHealth = ProxyHealth()
-            let gateway = Gateway(
-                config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
-                mqtt: ClientMQTTPort(
-                    client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
-                clock: SystemClock(), loop: loop, logger: log,
-                version: BuildInfo.version, stateDirectory: stateDirectory,
-                healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
-            // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central,
-            // its connections within the gateway's connection slots.
-            var proxy: BluetoothProxy?
-            if config.bluetoothProxy.enabled {
-                do {
-                    let started = try await BluetoothProxy.start(
-                        config: config, central: central, gateway: gateway, loop: loop, log: log)
-                    proxy = started
-                    _ = try? await loop.submit { proxyHealth.proxy = started }
-                } catch {
-                    log(.error, "Bluetooth proxy: \(error)")
-                    code = .failure
-                }
+        var peripheralPort: PeripheralBLEPort?
+        if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
+        // The core runs on the loop with the central and the client (docs/architecture.md);
+        // its jobs run in `jobs` until the stop.
+        let proxyHealth = ProxyHealth()
+        let gateway = Gateway(
+            config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
+            mqtt: ClientMQTTPort(
+                client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
+            clock: SystemClock(), loop: loop, logger: log,
+            version: BuildInfo.version, stateDirectory: stateDirectory,
+            healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
+        // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
+        await gateway.observeAdapter { status in notifier.notify("STATUS=" + Self.status(status)) }
+        // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central,
+        // its connections within the gateway's connection slots.
+        var proxy: BluetoothProxy?
+        if config.bluetoothProxy.enabled {
+            do {
+                let started = try await BluetoothProxy.start(
+                    config: config, central: central, gateway: gateway, loop: loop, log: log)
+                proxy = started
+                _ = try? await loop.submit { proxyHealth.proxy = started }
+            } catch {
+                log(.error, "Bluetooth proxy: \(error)")
+                code = .failure
             }
-            let (startCode, proxyStarted) = (code, proxy)
-            (code, stop) = await withTaskGroup(of: Void.self) { background in
-                // The proxy's background work (its connections' BlueZ calls, the mDNS announcer)
-                // and the core's jobs are child tasks of this one, on the loop; both end at the
-                // stop and are awaited.
-                if let proxyStarted {
-                    background.addTask(executorPreference: loop.taskExecutor) { await proxyStarted.run() }
+        }
+        let (startCode, proxyStarted) = (code, proxy)
+        (code, stop) = await withTaskGroup(of: Void.self) { background in
+            // The proxy's background work (its connections' BlueZ calls, the mDNS announcer)
+            // and the core's jobs are child tasks of this one, on the loop; both end at the
+            // stop and are awaited.
+            if let proxyStarted {
+                background.addTask(executorPreference: loop.taskExecutor) { await proxyStarted.run() }
+            }
+            let (code, stop) = await withTaskGroup(of: Void.self) { jobs in
+                jobs.addTask(executorPreference: loop.taskExecutor) { await gateway.run() }
+                var code = startCode
+                do {
+                    guard code == .success else { throw BluetoothProxyStartError() }
+                    try await gateway.start()
+                    notifier.notify("READY=1\nSTATUS=" + Self.status(await gateway.adapterStatus))
+                    let watchdog = SystemdWatchdog(notifier, loop: loop)
+                    let signal = await termination.wait() ?? "cancelled"
+                    log(.notice, "\(signal): stopping")
+                    watchdog?.stop()
+                } catch is BluetoothProxyStartError {
+                    // Logged where it happened; the gateway is stopped without having started.
+                } catch {
+                    log(.error, "gateway: \(error)")
+                    // A configuration BlueZ can never accept is a config error: systemd does not
+                    // restart on 78 (RestartPreventExitStatus).
+                    code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
                 }
-                let (code, stop) = await withTaskGroup(of: Void.self) { jobs in
-                    jobs.addTask(executorPreference: loop.taskExecutor) { await gateway.run() }
-                    var code = startCode
-                    do {
-                        guard code == .success else { throw BluetoothProxyStartError() }
-                        try await gateway.start()
-                        notifier.notify("READY=1\nSTATUS=running")
-                        let watchdog = SystemdWatchdog(notifier, loop: loop)
-                        let signal = await termination.wait() ?? "cancelled"
-                        log(.notice, "\(signal): stopping")
-                        watchdog?.stop()
-                    } catch is BluetoothProxyStartError {
-                        // Logged where it happened; the gateway is stopped without having started.
-                    } catch {
-                        log(.error, "gateway: \(error)")
-                        // A configuration BlueZ can never accept is a config error: systemd does not
-                        // restart on 78 (RestartPreventExitStatus).
-                        code = (error as? GatewayStartError)?.isConfiguration == true ? .config : .failure
-                    }
-                    notifier.notify("STOPPING=1")
-                    let stop = StopDeadline.begin()
-                    // Jobs honour cancellation (their D-Bus calls are cancelled), so this is quick.
-                    jobs.cancelAll()
-                    let late = StopDeadline.warning(after: stop.waitRemaining, on: loop) {
-                        log(
-                            .warning,
-                            "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s")
-                    }
-                    await jobs.waitForAll()
-                    late.cancel()
-                    return (code, stop)
-                }
-                // The gateway's stop and the proxy's at once, both within the wait of the stop.
-                async let proxyStopped = Self.stop(proxyStarted, within: stop.waitRemaining)
-                await gateway.stop(timeout: stop.waitRemaining)
-                if !(await proxyStopped) {
+                notifier.notify("STOPPING=1")
+                let stop = StopDeadline.begin()
+                // Jobs honour cancellation (their D-Bus calls are cancelled), so this is quick.
+                jobs.cancelAll()
+                let late = StopDeadline.warning(after: stop.waitRemaining, on: loop) {
                     log(
                         .warning,
-                        "stop: the Bluetooth proxy did not stop within \(String(oneDecimal: stop.elapsed)) s: "
-                            + "its BlueZ and Avahi calls were cancelled")
+                        "stop: the gateway's jobs did not end within \(String(oneDecimal: stop.elapsed)) s")
                 }
-                background.cancelAll()
+                await jobs.waitForAll()
+                late.cancel()
                 return (code, stop)
             }
-        } else {
-            notifier.notify("STOPPING=1")
-            stop = StopDeadline.begin()
+            // The gateway's stop and the proxy's at once, both within the wait of the stop.
+            async let proxyStopped = Self.stop(proxyStarted, within: stop.waitRemaining)
+            await gateway.stop(timeout: stop.waitRemaining)
+            if !(await proxyStopped) {
+                log(
+                    .warning,
+                    "stop: the Bluetooth proxy did not stop within \(String(oneDecimal: stop.elapsed)) s: "
+                        + "its BlueZ and Avahi calls were cancelled")
+            }
+            background.cancelAll()
+            return (code, stop)
         }
-        await central.stopStateUpdates(stateLog)
         if let peripheral, let peripheralStateLog { await peripheral.stopStateUpdates(peripheralStateLog) }
         // MQTT DISCONNECT (the broker then discards the last will) and the BlueZ managers'
         // close at once; a frozen bluetoothd has its calls cancelled at the deadline.
@@ -303,41 +303,11 @@ struct RunCommand: Command {
         }
     }
 
-    /// Waits until the adapters of the configured roles are powered on (true), or until SIGTERM
-    /// or SIGINT (false). Checked every second, so the signal ends the wait promptly; said every
-    /// 30 s.
-    static func waitUntilPowered(
-        central: CentralManager, peripheral: PeripheralManager?, config: GatewayConfig,
-        termination: OneShot<String>, log: GatewayLogger
-    ) async -> Bool {
-        let peripheralAdapter = config.peripheral.adapter ?? config.bluetooth.adapter
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                var waited = 0
-                while !Task.isCancelled {
-                    var centralReady = true, peripheralReady = true
-                    if config.role.includesCentral {
-                        centralReady = (try? await central.waitUntilPoweredOn(timeout: .seconds(1))) != nil
-                    }
-                    if let peripheral {
-                        peripheralReady = (try? await peripheral.waitUntilPoweredOn(timeout: .seconds(1))) != nil
-                    }
-                    if centralReady, peripheralReady { return !Task.isCancelled }
-                    waited += 1
-                    if waited % 30 == 0 {
-                        let adapter = centralReady ? peripheralAdapter : config.bluetooth.adapter
-                        log(.warning, "BlueZ: still waiting for \(adapter) to be powered on")
-                    }
-                }
-                return false
-            }
-            group.addTask {
-                _ = await termination.wait()
-                return false
-            }
-            defer { group.cancelAll() }
-            return await group.next() ?? false
-        }
+    /// systemd's `STATUS=` for the adapter's condition: `running: hci0 (…) is powered on`, or
+    /// `running, waiting for the adapter: hci0 (…) is powered off — bluetoothctl power on …`.
+    static func status(_ adapter: BLEAdapterStatus?) -> String {
+        guard let adapter else { return "running" }
+        return adapter.usable ? "running: \(adapter.message)" : "running, waiting for the adapter: \(adapter.text)"
     }
 
     /// Stops the proxy (when there is one) within `seconds`: false when it had to be cancelled.
