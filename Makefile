@@ -129,7 +129,7 @@ test-esphome: deps
 # and the requirements of the integrations the lane loads, pinned in
 # Tests/HomeAssistant/requirements.txt, in .venv-homeassistant made with Python 3.13 and installed
 # again only when those files change; test instruments only) runs with --skip-pip, no network (a
-# network namespace with only loopback, where unshare is allowed) and no Bluetooth adapter of its
+# network namespace with only loopback: unshare, as root or in a user namespace) and no Bluetooth adapter of its
 # own, beside `gattway run` with bluetooth_proxy on the BlueZ simulator and a mosquitto of its own.
 # Driven over its HTTP and websocket APIs as a user: onboarding, the ESPHome config flow (host,
 # port, encryption key), the proxy registered as a connectable scanner, the BTHome sensor's

@@ -134,9 +134,18 @@ async def async_wait_until(predicate, timeout, step=0.5):
 # MARK: gattway, mosquitto, MQTT
 
 
+def in_user_namespace():
+    """True in run.sh's user namespace (not root outside), where uid 0 maps to another uid."""
+    with open("/proc/self/uid_map") as f:
+        return f.read().split() != ["0", "0", "4294967295"]
+
+
 def start_broker(work, port):
     with open(f"{work}/mosquitto.conf", "w") as f:
         f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
+        if in_user_namespace():
+            # mosquitto started as "root" drops to its own user, which has no uid in here.
+            f.write("user root\n")
     start(["mosquitto", "-c", f"{work}/mosquitto.conf"], stderr=subprocess.DEVNULL)
     wait_until(lambda: port_open(port), 10)
 
