@@ -14,7 +14,8 @@ proxy. Drives Home Assistant over its HTTP API as a user does in the UI, then ch
      step (the proxy refused the plaintext try), then the entry is created with gattway's name;
   3. the entry is loaded, and the bluetooth integration registers the proxy as a connectable
      scanner (websocket bluetooth/subscribe_scanner_details) under the adapter's MAC; the esphome
-     diagnostics show the proxy available with gattway's connection slots;
+     diagnostics show the proxy available with gattway's connection slots; the device is
+     registered (name, manufacturer gattway) and no esphome or bluetooth repair issue is raised;
   4. a bthome discovery flow for the simulator's sensor appears; confirmed as a user clicks
      Submit, the bthome entry is created with its sensors;
   5. the packet-id sensor (disabled by default) enabled as a user does, the entry reloaded; then
@@ -318,6 +319,9 @@ async def onboard(ha):
     status, token = await ha.post("/auth/token", form={
         "grant_type": "authorization_code", "code": user["auth_code"], "client_id": client_id})
     ha.token = (token or {}).get("access_token")
+    # The core config step starts the flows of met, radio_browser, google_translate and
+    # shopping_list, as for any new installation; their requirements are not installed (nor is
+    # ffmpeg), so Home Assistant's log has errors about them that have nothing to do with the proxy.
     steps = [await ha.post("/api/onboarding/core_config"), await ha.post("/api/onboarding/analytics"),
              await ha.post("/api/onboarding/integration", {"client_id": client_id, "redirect_uri": client_id})]
     status, left = await ha.get("/api/onboarding")
@@ -359,8 +363,8 @@ async def proxy_scanner(ha):
 
 
 async def check_proxy_adopted(ha, entry_id):
-    entries = await async_wait_until(
-        lambda: _loaded(ha, "esphome"), 30)
+    """The ESPHome entry loaded and connected: the proxy's scanner registered. True when it is."""
+    entries = await async_wait_until(lambda: _loaded(ha, "esphome"), 30)
     check("the ESPHome entry is loaded", entries, await entry_state(ha, "esphome"))
 
     async def registered():
@@ -374,7 +378,23 @@ async def check_proxy_adopted(ha, entry_id):
     check("esphome diagnostics: the proxy is available, 2 connection slots",
           status == 200 and bluetooth.get("available") is True and bluetooth.get("connections_limit") == 2,
           (status, bluetooth or ((diagnostics or {}).get("data") or {}).keys()))
+    await check_device_and_repairs(ha, entry_id)
     return bool(scanners)
+
+
+async def check_device_and_repairs(ha, entry_id):
+    """The device page Home Assistant shows for the proxy, and Settings → Repairs."""
+    answer = await ha.command({"type": "config/device_registry/list"})
+    devices = [d for d in answer.get("result") or [] if entry_id in (d.get("config_entries") or [])]
+    device = devices[0] if devices else {}
+    print(f"     Home Assistant's device: {device.get('name')!r}, manufacturer {device.get('manufacturer')!r}, "
+          f"model {device.get('model')!r}, sw_version {device.get('sw_version')!r}", flush=True)
+    check(f"the device \"{NODE}\" is registered with gattway as its manufacturer",
+          device.get("name") == NODE and device.get("manufacturer") == "gattway", devices)
+    answer = await ha.command({"type": "repairs/list_issues"})
+    issues = [i for i in answer.get("result", {}).get("issues", [])
+              if i.get("domain") in ("esphome", "bluetooth") and not i.get("dismissed_version")]
+    check("no esphome or bluetooth repair issue raised", answer.get("success") and not issues, issues)
 
 
 async def _loaded(ha, domain):
@@ -579,6 +599,8 @@ def main():
         connected_at = asyncio.run(drive_home_assistant(http_port, api_port, mqtt_path, gattway_log))
         gattway_side(gattway_log, mqtt_path, connected_at)
         ha_log_findings(ha_log)
+    except SystemExit as stop:  # SIGTERM or SIGINT (the handlers below)
+        check("the lane ran to its end", False, f"stopped by a signal (exit status {stop.code})")
     finally:
         stop_all()
         if not all(results):
