@@ -140,7 +140,7 @@ test-esphome: deps
 # install of the venv takes a few minutes more.
 HA_PYTHON ?=
 test-homeassistant: deps
-	@scripts/install-deps.sh libturbojpeg0
+	@scripts/install-deps.sh libturbojpeg0 iproute2 util-linux
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	@python="$$(Tests/HomeAssistant/python.sh $(HA_PYTHON))"; \
 	  if [ -z "$$python" ]; then Tests/HomeAssistant/no-python.sh; exit $$?; fi; \
