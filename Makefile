@@ -6,7 +6,7 @@ SWIFT_BUILD_FLAGS ?=
 PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet-cluster test-fleet bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -42,9 +42,10 @@ check-conversions:
 # integration tests against a private dbus-daemon and a real mosquitto that the tests start and
 # stop), then a short coverage-guided run of every fuzz target, then bleak against the BlueZ
 # simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
-# by the maintained PyPI parser of that family), then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
+# by the maintained PyPI parser of that family), then aioesphomeapi and Home Assistant itself against
+# the Bluetooth proxy, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-bluez test-fleet
+test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -126,6 +127,29 @@ test-esphome: deps
 	$(call pinned_venv,.venv-esphome-ha2025.4,Tests/ESPHome/requirements-ha2025.4.txt)
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome/bin/python
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome-ha2025.4/bin/python
+
+# Home Assistant itself adopts the Bluetooth proxy (issue 28; docs/ha-bluetooth-proxy.md, "Tested
+# with Home Assistant"): Home Assistant Core 2025.4.4 (PyPI, with its own package_constraints.txt
+# and the requirements of the integrations the lane loads, pinned in
+# Tests/HomeAssistant/requirements.txt, in .venv-homeassistant made with Python 3.13 and installed
+# again only when those files change; test instruments only) runs with --skip-pip, no network (a
+# network namespace with only loopback: unshare, as root or in a user namespace) and no Bluetooth adapter of its
+# own, beside `gattway run` with bluetooth_proxy on the BlueZ simulator and a mosquitto of its own.
+# Driven over its HTTP and websocket APIs as a user: onboarding, the ESPHome config flow (host,
+# port, encryption key), the proxy registered as a connectable scanner, the BTHome sensor's
+# discovery confirmed and its states equal to gattway's MQTT readings of the same packet ids, a
+# read through the proxy by a custom integration (bleak → bleak-esphome → aioesphomeapi 29.9.0),
+# gattway's log and bridge/health. HA_PYTHON names a Python 3.13 (found on PATH or in pyenv when
+# unset); without one the lane says SKIPPED, or fails under CI=true. About 1 minute; the first
+# install of the venv takes a few minutes more.
+HA_PYTHON ?=
+test-homeassistant: deps
+	@scripts/install-deps.sh libturbojpeg0 iproute2 util-linux
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@python="$$(Tests/HomeAssistant/python.sh $(HA_PYTHON))"; \
+	  if [ -z "$$python" ]; then Tests/HomeAssistant/no-python.sh; exit $$?; fi; \
+	  Tests/HomeAssistant/venv.sh "$$python" .venv-homeassistant \
+	  && Tests/HomeAssistant/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-homeassistant/bin/python
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
 # device) with Debian's kernel, btvirt and the real bluetoothd 5.66; the VM files are built once
@@ -244,4 +268,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-oracles bench/results.json
+	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-homeassistant .venv-oracles bench/results.json
