@@ -289,6 +289,13 @@ public final class APIServer: @unchecked Sendable {
                 .info,
                 "API: \(client.peer): a plaintext hello (a client without the encryption key, such as Home Assistant's "
                     + "first try when adding the device); told that this proxy requires encryption")
+        case .zeroKeyProbe?:
+            // Home Assistant's config flow reads the node name this way before asking for the key.
+            statistics.zeroKeyProbes += 1
+            log(
+                .info,
+                "API: \(client.peer): a Noise handshake with the all-zero key (a client without the key reading "
+                    + "this proxy's name, such as Home Assistant when adding the device); refused")
         case .passwordRefused?:
             statistics.passwordsRefused += 1
             warn(

@@ -64,6 +64,9 @@ public struct APIServerStatistics: Sendable, Equatable {
     /// Plaintext hellos to the Noise server, answered with "encryption required" and closed: the
     /// probe Home Assistant's config flow makes before it asks for the key (not an error).
     public var plaintextProbes = 0
+    /// Noise handshakes with the all-zero key, refused: the second probe of Home Assistant's
+    /// config flow, which reads the node name from the server hello (not a wrong key).
+    public var zeroKeyProbes = 0
     /// Sessions that sent a password (AuthenticationRequest), refused and closed.
     public var passwordsRefused = 0
     /// Connections closed for a frame over the size limit.

@@ -16,6 +16,11 @@ public struct APISession {
         /// first and learns from the answer that the device needs its encryption key. Expected,
         /// not an attack; told as ESPHome tells it.
         case plaintextProbe
+        /// A handshake with an all-zero key (32 ASCII "0" from Home Assistant, or 32 zero
+        /// bytes): Home Assistant's second try when a device is added,
+        /// to read the node name from the server hello before it asks the user for the key.
+        /// Refused as any key but the configured one; expected, not a wrong key.
+        case zeroKeyProbe
         /// A password in AuthenticationRequest: gattway has none (its key is the Noise key), so
         /// the answer is `invalid_password` and the session ends.
         case passwordRefused
@@ -90,6 +95,7 @@ public struct APISession {
             case .handshakeRefused: outcome.failure = .handshakeRefused
             case .frame(.tooLarge(let size)): outcome.failure = .oversize(size)
             case .plaintextClient: outcome.failure = .plaintextProbe
+            case .zeroKeyProbe: outcome.failure = .zeroKeyProbe
             default: outcome.failure = .protocolError("\(error)")
             }
             return outcome

@@ -22,6 +22,10 @@ public struct APITransport {
         /// (Home Assistant's first try when a device is added). It was told that this side
         /// encrypts (the frame ESPHome sends: 0x01 "Bad indicator byte").
         case plaintextClient
+        /// A handshake with a placeholder key (``placeholderKeys``, "all zeros"): Home Assistant's
+        /// second try when a device is added, made only to read the node name from the server
+        /// hello. Refused like any other key.
+        case zeroKeyProbe
     }
 
     public enum Encryption: Sendable {
@@ -144,7 +148,7 @@ public struct APITransport {
                 let (message, receive, send) = handshake.writeServerMessage()
             else {
                 outgoing += NoiseFrameDecoder.encode([0x01] + Array(Self.handshakeRejection.utf8)) ?? []
-                throw .handshakeRefused
+                throw Self.isZeroKeyHandshake(frame.dropFirst(), psk: psk) ? .zeroKeyProbe : .handshakeRefused
             }
             outgoing += NoiseFrameDecoder.encode([0x00] + message) ?? []
             state = .ready(receive: receive, send: send)
@@ -159,6 +163,21 @@ public struct APITransport {
             return (type, Array(plain[4..<(4 + length)]))
         case .plaintext, .failed:
             throw .malformedMessage
+        }
+    }
+
+    /// The keys of clients that have none yet: Home Assistant's config flow uses 32 ASCII "0"
+    /// (base64 `MDAw…MDA=`) to read the node name, aioesphomeapi's provisioning 32 zero bytes.
+    static let placeholderKeys: [[UInt8]] = [
+        [UInt8](repeating: 0x30, count: 32), [UInt8](repeating: 0x00, count: 32),
+    ]
+
+    /// The refused handshake message was made with a placeholder key (and this server's key is
+    /// another): a client that has no key yet, not a wrong one.
+    private static func isZeroKeyHandshake(_ message: ArraySlice<UInt8>, psk: [UInt8]) -> Bool {
+        placeholderKeys.contains { key in
+            guard key != psk, var probe = NoiseHandshake(psk: key) else { return false }
+            return probe.readClientMessage(message) != nil
         }
     }
 
@@ -197,6 +216,7 @@ extension APITransport.Failure: CustomStringConvertible {
         case .decryptionFailed: "an encrypted frame that does not decrypt"
         case .malformedMessage: "a message shorter than its header says"
         case .plaintextClient: "a plaintext hello to the Noise server"
+        case .zeroKeyProbe: "a Noise handshake with the all-zero key"
         }
     }
 }

@@ -311,10 +311,11 @@ struct APIServerNoiseTests {
         loop.shutdown()
     }
 
-    /// Home Assistant's config flow first says hello in plaintext: the answer tells it that the
-    /// proxy encrypts (so it asks the user for the key), the log says so at info, and it is
-    /// counted apart from real protocol errors.
-    @Test func plaintextProbeIsExpectedNotAnError() async throws {
+    /// Home Assistant's config flow first says hello in plaintext (the answer tells it that the
+    /// proxy encrypts), then makes a handshake with the all-zero key to read the node name,
+    /// before it asks the user for the key: both refused, logged at info, and counted apart from
+    /// protocol errors and wrong keys.
+    @Test func homeAssistantsProbesAreExpectedNotErrors() async throws {
         let loop = EventLoop(name: "api-noise-test")
         let lines = Mutex<[(APIServerLogLevel, String)]>([])
         let configuration = APIServerConfiguration(
@@ -345,12 +346,21 @@ struct APIServerNoiseTests {
         client.close()
         // A Noise frame whose first byte is 0x01 (aioesphomeapi: "requires encryption").
         #expect(answer == NoiseFrameDecoder.encode([0x01] + Array("Bad indicator byte".utf8)))
+        // The second probe: Home Assistant's all-zero key (32 ASCII "0"), refused as another key
+        // is, with the name to read; the same for 32 zero bytes (aioesphomeapi's provisioning).
+        for zero in [[UInt8](repeating: 0x30, count: 32), [UInt8](repeating: 0, count: 32)] {
+            let answer = APIProbe.run(host: "127.0.0.1", port: port, psk: zero, timeout: 5)
+            #expect(answer == .failure(.keyRefused("Handshake MAC failure")))
+        }
         let statistics = try await loop.submit { server.statistics }
         #expect(statistics.plaintextProbes == 1 && statistics.protocolErrors == 0)
+        #expect(statistics.zeroKeyProbes == 2 && statistics.handshakeFailures == 0)
         let logged = lines.withLock { $0 }
         let probe = logged.filter { $0.1.contains("a plaintext hello") }
         #expect(probe.count == 1 && probe.first?.0 == .info, "\(logged)")
         #expect(probe.first?.1.contains("requires encryption") == true)
+        let zeroKey = logged.filter { $0.1.contains("all-zero key") }
+        #expect(zeroKey.count == 2 && zeroKey.allSatisfy { $0.0 == .info }, "\(logged)")
         #expect(!logged.contains { $0.0 == .warning || $0.0 == .error }, "\(logged)")
         _ = try await loop.submit { server.stop() }
         loop.shutdown()

@@ -540,6 +540,15 @@ def gattway_side(gattway_log, mqtt_path, connected_at):
         break
     check("bridge/health: bluetooth_proxy has the client and the connection made through it",
           health.get("clients", 0) >= 1 and health.get("connects", 0) >= 1, health)
+    # Adding the proxy, Home Assistant's config flow first tries plaintext, then the all-zero key
+    # (to read the name): expected, so counted apart and logged at info — no warning for the user.
+    closed = health.get("closed", {})
+    check("bridge/health: the config flow's plaintext and all-zero-key probes counted apart, no wrong key",
+          closed.get("plaintext_probe", 0) >= 1 and closed.get("zero_key_probe", 0) >= 1
+          and closed.get("handshake", 0) == 0 and closed.get("protocol", 0) == 0, closed)
+    warnings = [line for line in log.splitlines() if re.match(r"<[0-4]>API: ", line)]
+    check("gattway's log: no warning from the ESPHome API while Home Assistant adopts the proxy",
+          not warnings, warnings[:5])
 
 
 def ha_log_findings(ha_log):

@@ -151,6 +151,7 @@ struct BluetoothProxy: Sendable {
                             ("handshake", number(statistics.handshakeFailures)),
                             ("protocol", number(statistics.protocolErrors)),
                             ("plaintext_probe", number(statistics.plaintextProbes)),
+                            ("zero_key_probe", number(statistics.zeroKeyProbes)),
                             ("password", number(statistics.passwordsRefused)),
                             ("oversize", number(statistics.oversizeFrames)),
                             ("idle", number(statistics.idleTimeouts)),
