@@ -24,12 +24,6 @@ public struct ReportTime: Sendable, Equatable {
     public var address: BluetoothAddress
     public var due: UInt64
     public var sent: UInt64
-
-    public init(address: BluetoothAddress, due: UInt64, sent: UInt64) {
-        self.address = address
-        self.due = due
-        self.sent = sent
-    }
 }
 
 /// What the simulator has done, for tests and the bench (control interface `Counters`).
