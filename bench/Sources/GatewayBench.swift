@@ -339,7 +339,7 @@ enum GatewayBench: BenchSuite {
         // window boundary is miscounted; rates and CPU are those of the steady window inside.
         let base = await world.simulator.counterValues().advertisementReports
         subscriber.reset()
-        let interval = Double(advertisers) / rate
+        let interval = advertisingInterval(advertisers: advertisers, rate: rate)
         try await world.simulator.addAdvertisers(count: advertisers, interval: interval)
         try await Task.sleep(for: .seconds(warmup))
         let (usage, window) = try await PhaseUsage.measure(process) {

@@ -12,6 +12,12 @@ import TestSupport
 /// `strace -c -f` in a separate 10 s window after the CPU window (strace slows the process it
 /// traces, so CPU is never measured while it is attached).
 ///
+/// The advertisers start at random phases of their interval and every event gets advDelay, as a
+/// radio's do, so reports arrive spread out, not in bursts of 50; the simulator's record of when
+/// it sent them is summarised per step (``ReportSpread``). `BENCH_REALISTIC_ALIGNED=1` makes them
+/// `aligned` instead: in lockstep, all 50 in one loop turn, as this bench ran before the
+/// simulator's random phases (BENCHMARKS.md, "Realistic rates at random phases").
+///
 /// `BENCH_GATTWAY_BASELINE=PATH` measures another gattway binary the same way, after gattway and
 /// before Theengs, labelled "baseline", with the ratios gattway/baseline: a before/after table
 /// from one run.
@@ -21,6 +27,7 @@ enum RealisticBench {
     static let warmup = 5.0
     static let seconds = 30.0
     static let traceSeconds = 10.0
+    static let aligned = ProcessInfo.processInfo.environment["BENCH_REALISTIC_ALIGNED"] == "1"
 
     /// The binary `BENCH_GATTWAY_BASELINE` names (relative to the working directory), or nil.
     static func baselineExecutable() throws -> String? {
@@ -42,7 +49,7 @@ enum RealisticBench {
 
     /// One thermometer: non-connectable, the firmware's `ATC_` name, a frame counter that changes
     /// on every report and random temperature and humidity, so each report is a new reading.
-    static func advertiserJSON(index: Int, interval: Double) -> String {
+    static func advertiserJSON(index: Int, interval: Double, aligned: Bool = false) -> String {
         let counter = #"{"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}"#
         let temperature = #"{"random": {"min": 18, "max": 26, "resolution": 0.1}}"#
         let humidity = #"{"random": {"min": 30, "max": 60, "resolution": 1}}"#
@@ -50,6 +57,7 @@ enum RealisticBench {
         let name = String(format: "ATC_5A%02X%02X", (index >> 8) & 0xFF, index & 0xFF)
         return
             #"{"address": "\#(address(index))", "name": "\#(name)", "interval": \#(interval), "connectable": false, "#
+            + #""aligned": \#(aligned), "#
             + #""service_data": {"181A": {"template": "atc1441", "fields": \#(fields)}}}"#
     }
 
@@ -71,6 +79,8 @@ enum RealisticBench {
         /// Over the whole step, quiet to quiet (warm-up and strace window included).
         var emittedTotal: Int
         var deliveredTotal: Int
+        /// When the simulator sent its reports in the CPU window.
+        var spread: ReportSpread
 
         var lost: Int { emittedTotal - deliveredTotal }
         var messagesPerSecond: Double { Double(delivered) / seconds }
@@ -117,7 +127,8 @@ enum RealisticBench {
                 name: "realistic: setup", value: Double(advertisers), unit: "advertisers",
                 detail: "ATC1441 (181A) at \(rates.map { String(Int($0)) }.joined(separator: " and ")) adv/s in total, "
                     + "\(Int(warmup)) s warm-up, CPU over \(Int(seconds)) s, then strace -c -f over \(Int(traceSeconds)) s; "
-                    + "QoS 0, one after the other on a fresh simulator, the same broker"
+                    + "QoS 0, one after the other on a fresh simulator, the same broker; advertisers "
+                    + (aligned ? "aligned (lockstep)" : "at random phases with advDelay")
                     + (baseline.map { "; baseline \($0)" } ?? "") + "; load \(loadAtStart) at start")
         ]
         for failed in measured where failed.failure != nil {
@@ -159,6 +170,9 @@ enum RealisticBench {
                 BenchRow(
                     name: "\(prefix) futex per msg, \(label)", value: step.futexPerMessage, unit: "calls",
                     target: ours ? "≤ 1" : nil, detail: "\(trace.futex) futex calls"),
+                BenchRow(
+                    name: "\(prefix) reports per simulator turn, \(label)", value: step.spread.reportsPerTurn,
+                    unit: "reports", detail: step.spread.summary),
             ]
         }
         guard let ours = steps.first(where: { $0.label == "gattway" })?.step else { return rows }
@@ -244,18 +258,22 @@ enum RealisticBench {
     ) async throws -> Step {
         let base = await world.simulator.counterValues().advertisementReports
         subscriber.reset()
-        try await world.simulator.addATCAdvertisers(count: advertisers, interval: Double(advertisers) / rate)
+        try await world.simulator.addATCAdvertisers(
+            count: advertisers, interval: advertisingInterval(advertisers: advertisers, rate: rate, aligned: aligned),
+            aligned: aligned)
         try await Task.sleep(for: .seconds(warmup))
         // CPU from each thread's schedstat (nanoseconds on a CPU): at 100 adv/s the whole window
         // is ~10 of /proc/PID/stat's 10 ms ticks, too coarse to compare; the ticks stay in the detail.
         let onCPU0 = ProcessThreads.onCPUNanoseconds(process.child.pid)
         let (usage, window) = try await PhaseUsage.measure(process) {
+            await world.simulator.startRecordingReports()
             let reports0 = await world.simulator.counterValues().advertisementReports
             let delivered0 = subscriber.snapshot.count
             try await Task.sleep(for: .seconds(seconds))
             let reports1 = await world.simulator.counterValues().advertisementReports
             let delivered1 = subscriber.snapshot.count
-            return (emitted: reports1 - reports0, delivered: delivered1 - delivered0)
+            let times = await world.simulator.stopRecordingReports()
+            return (emitted: reports1 - reports0, delivered: delivered1 - delivered0, spread: ReportSpread(times))
         }
         let onCPU =
             Double(
@@ -271,7 +289,7 @@ enum RealisticBench {
         return Step(
             rate: rate, seconds: seconds, emitted: window.emitted, delivered: window.delivered,
             cpuSeconds: onCPU, tickSeconds: usage.cpuSeconds, trace: trace, traceMessages: traceMessages,
-            emittedTotal: emittedTotal, deliveredTotal: subscriber.snapshot.count)
+            emittedTotal: emittedTotal, deliveredTotal: subscriber.snapshot.count, spread: window.spread)
     }
 }
 
@@ -334,9 +352,9 @@ extension SimulatedWorld {
 }
 
 extension BlueZSimulator {
-    func addATCAdvertisers(count: Int, interval: Double) throws {
+    func addATCAdvertisers(count: Int, interval: Double, aligned: Bool) throws {
         for index in 0..<count {
-            try addDevice(json: RealisticBench.advertiserJSON(index: index, interval: interval))
+            try addDevice(json: RealisticBench.advertiserJSON(index: index, interval: interval, aligned: aligned))
         }
     }
 

@@ -17,6 +17,15 @@ public struct RecordedWrite: Sendable, Equatable {
     public var time: Double
 }
 
+/// When one advertising report was due (its advertising event) and when the simulator sent it
+/// (its loop's turn; reports sent in one turn share the time, and their signals one flush), on
+/// the monotonic clock of `EventLoop.now()`, in nanoseconds.
+public struct ReportTime: Sendable, Equatable {
+    public var address: BluetoothAddress
+    public var due: UInt64
+    public var sent: UInt64
+}
+
 /// What the simulator has done, for tests and the bench (control interface `Counters`).
 public struct SimulatorCounters: Sendable, Equatable {
     public var advertisementReports = 0

@@ -220,7 +220,9 @@ public struct DeviceSpec: Sendable, Equatable {
     /// Mean RSSI in dBm and the half-width of its uniform jitter.
     public var rssi: Double
     public var rssiJitter: Double
-    /// Advertising interval in seconds; 0 means the device does not advertise.
+    /// Advertising interval in seconds (advInterval); 0 means the device does not advertise.
+    /// Unless ``aligned``, each event comes 0–``maxAdvertisingDelay`` later (advDelay), so
+    /// reports are on average `interval` + 5 ms apart.
     public var interval: Double
     public var connectable: Bool
     /// Carries the LE General Discoverable flag (beacons often do not: an unfiltered scan ignores them).
@@ -239,10 +241,16 @@ public struct DeviceSpec: Sendable, Equatable {
     /// How the peripheral answers `Device1.Pair()`.
     public var pairing: Pairing = .justWorks
     /// Advertises on the wall clock's slots of its interval (slot k at k × interval since the
-    /// epoch), its payload generators at slot k's values (modulo 256 advertisements): several
-    /// simulators of one machine then "hear" the same advertisement at the same time with the
-    /// same counters, as gateways of a fleet hear one device.
+    /// epoch), without advDelay, its payload generators at slot k's values (modulo 256
+    /// advertisements): several simulators of one machine then "hear" the same advertisement at
+    /// the same time with the same counters, as gateways of a fleet hear one device, and aligned
+    /// devices of one interval advertise together. Otherwise a device starts at a random phase
+    /// of its interval (from the scenario's seed) and every event gets advDelay.
     public var aligned = false
+
+    /// The upper end of advDelay, the pseudo-random 0–10 ms a controller adds to advInterval
+    /// before each advertising event (Core spec Vol 6 Part B 4.4.2.2.1); its mean is half of it.
+    public static let maxAdvertisingDelay = 0.010
 
     /// What the peripheral does when a central pairs with it.
     public enum Pairing: String, Sendable, Equatable {

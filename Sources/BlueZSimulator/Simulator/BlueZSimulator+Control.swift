@@ -178,7 +178,8 @@ extension BlueZSimulator {
         addedSpecs.append(spec)
         removedAddresses.remove(spec.address.description)
         if adapter.sessions.isDiscovering && spec.interval > 0 {
-            schedule.insert(device.path, at: EventLoop.now())
+            let (now, wall) = Self.clocks()
+            scheduleFirstEvent(device, now: now, wall: wall)
             armSchedule()
         }
         return device.path
@@ -318,4 +319,14 @@ extension BlueZSimulator {
 
     /// Counters as of now.
     public func counterValues() -> SimulatorCounters { counters }
+
+    /// Starts keeping when each advertising report is due and sent (``ReportTime``), from now
+    /// until ``stopRecordingReports()``: how a workload's reports are spread over time.
+    public func startRecordingReports() { reportTimes = [] }
+
+    /// The reports since ``startRecordingReports()``, in the order sent; stops recording.
+    public func stopRecordingReports() -> [ReportTime] {
+        defer { reportTimes = nil }
+        return reportTimes ?? []
+    }
 }

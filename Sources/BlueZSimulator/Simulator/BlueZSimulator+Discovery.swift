@@ -111,20 +111,25 @@ extension BlueZSimulator {
 
     // MARK: Advertising
 
-    /// Puts every advertising device of `adapter` on the schedule, each at a random phase of its
-    /// interval (as real advertisers are not synchronised with the scan).
+    /// Puts every advertising device of `adapter` on the schedule (``scheduleFirstEvent(_:now:)``).
     func startAdvertising(_ adapter: SimulatedAdapter) {
-        let now = EventLoop.now()
+        let (now, wall) = Self.clocks()
         for path in deviceOrder {
             guard let device = devices[path], device.adapter === adapter, device.spec.interval > 0 else { continue }
-            if device.spec.aligned {
-                schedule.insert(path, at: later(now, by: Self.slot(device.spec.interval).untilNext))
-                continue
-            }
-            let unit = Double(device.rng.next() >> 11) / Double(1 << 53)
-            schedule.insert(path, at: later(now, by: unit * device.spec.interval))
+            scheduleFirstEvent(device, now: now, wall: wall)
         }
         armSchedule()
+    }
+
+    /// Puts a device that a scan starts to hear at `now` (the scan began, or it came into range
+    /// during one; `wall` is the same moment on the wall clock, ``clocks()``) on the schedule: an
+    /// aligned device at the wall clock's next slot of its interval, any other at a random phase
+    /// of it (as a radio's advertisers are not synchronised with the scan nor with each other).
+    /// The caller arms the schedule.
+    func scheduleFirstEvent(_ device: SimulatedDevice, now: UInt64, wall: Double) {
+        let delay =
+            device.spec.aligned ? Self.slot(device.spec.interval, wall: wall).untilNext : device.randomPhase()
+        schedule.insert(device.path, at: later(now, by: delay))
     }
 
     func armSchedule() {
@@ -137,7 +142,7 @@ extension BlueZSimulator {
 
     func advertisingTick() {
         scheduleTimer = nil
-        let now = EventLoop.now()
+        let (now, wall) = Self.clocks()
         var handled = 0
         while handled < 10_000, let (deadline, path) = schedule.popDue(now: now) {
             handled += 1
@@ -146,27 +151,44 @@ extension BlueZSimulator {
             else { continue }
             if device.spec.aligned {
                 // On the wall clock's slots: this one's number sets the counters.
-                let (slot, untilNext) = Self.slot(device.spec.interval)
+                let (slot, untilNext) = Self.slot(device.spec.interval, wall: wall)
                 device.advance(to: slot)
-                if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
+                advertisingEvent(device, due: deadline, now: now)
                 schedule.insert(path, at: later(now, by: untilNext))
                 continue
             }
-            if device.spec.advertisesWhileConnected || !device.isConnected { report(device) }
-            let next = max(later(deadline, by: device.spec.interval), now)
+            advertisingEvent(device, due: deadline, now: now)
+            // advInterval + advDelay after this event was due (from now if the loop fell behind).
+            let next = max(later(deadline, by: device.spec.interval + device.advertisingDelay()), now)
             schedule.insert(path, at: next)
         }
         armSchedule()
     }
 
-    /// The wall clock's slot of `interval` nearest to now (slot k is at k × interval seconds
+    /// One advertising event of `device`, due at `due`, handled at `now`: a report, unless the
+    /// device is silent while connected; its times go to the recording, if one runs.
+    private func advertisingEvent(_ device: SimulatedDevice, due: UInt64, now: UInt64) {
+        guard device.spec.advertisesWhileConnected || !device.isConnected else { return }
+        report(device)
+        reportTimes?.append(ReportTime(address: device.spec.address, due: due, sent: now))
+    }
+
+    /// The wall clock's slot of `interval` nearest to `wall` (slot k is at k × interval seconds
     /// since the epoch; a timer fires a little early or late) and the seconds until the next one.
-    static func slot(_ interval: Double) -> (slot: Int64, untilNext: Double) {
+    static func slot(_ interval: Double, wall: Double) -> (slot: Int64, untilNext: Double) {
+        let slot = (wall / interval).rounded()
+        return (Int64(slot), max(0, (slot + 1) * interval - wall))
+    }
+
+    /// Now on the monotonic clock (`EventLoop.now()`, ns) and on the wall clock (seconds since
+    /// the epoch), read together: an aligned device's next slot, reckoned on the wall clock,
+    /// becomes a deadline after the monotonic `now` without the time spent since (the reports
+    /// of a loop turn), so aligned devices of one interval stay exactly together.
+    static func clocks() -> (now: UInt64, wall: Double) {
+        let now = EventLoop.now()
         var time = timespec()
         clock_gettime(CLOCK_REALTIME, &time)
-        let now = Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
-        let slot = (now / interval).rounded()
-        return (Int64(slot), max(0, (slot + 1) * interval - now))
+        return (now, Double(time.tv_sec) + Double(time.tv_nsec) / 1e9)
     }
 
     /// One advertising report through bluetoothd's pipeline (`btd_adapter_update_found_device`).

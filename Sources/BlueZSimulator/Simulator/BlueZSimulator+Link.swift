@@ -58,6 +58,7 @@ extension BlueZSimulator {
         device.spec.appearance = advertisements.compactMap(\.appearance).first
         device.spec.serviceUUIDs = advertisements.flatMap(\.serviceUUIDs)
         if advertising, central.sessions.isDiscovering, !schedule.contains(path) {
+            // A controller's first advertising event follows the enable at once (then advDelay applies).
             schedule.insert(path, at: EventLoop.now())
             armSchedule()
         }

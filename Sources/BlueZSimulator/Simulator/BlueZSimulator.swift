@@ -44,6 +44,8 @@ public actor BlueZSimulator {
     var clientWatch: Task<Void, Never>?
     let startTime = EventLoop.now()
     var counters = SimulatorCounters()
+    /// Advertising reports' times while recording (``startRecordingReports()``).
+    var reportTimes: [ReportTime]?
     var writes: [RecordedWrite] = []
     var bursts: [BurstState] = []
     var log: (@Sendable (String) -> Void)?

@@ -58,6 +58,9 @@ final class SimulatedDevice: @unchecked Sendable {
     var resolveTimer: EventLoop.Token?
 
     var rng: SplitMix64
+    /// When the device advertises (its first event's phase, each event's advDelay), apart from
+    /// `rng` (what it advertises), so the one does not shift the other's draws.
+    var timingRNG: SplitMix64
     let deviceSeed: UInt64
     var manufacturerData: [(UInt16, PayloadGenerator)]
     var serviceData: [(BluetoothUUID, PayloadGenerator)]
@@ -71,6 +74,7 @@ final class SimulatedDevice: @unchecked Sendable {
         let deviceSeed = seed ^ spec.address.rawValue
         self.deviceSeed = deviceSeed
         rng = SplitMix64(seed: deviceSeed)
+        timingRNG = SplitMix64(seed: deviceSeed ^ 0x5EED_0000_7141_0000)
         manufacturerData = spec.manufacturerData.enumerated().map { index, entry in
             (
                 entry.companyID,
@@ -116,6 +120,15 @@ final class SimulatedDevice: @unchecked Sendable {
     var uuidsValue: [String] {
         resolvedOnce ? layout.serviceUUIDs : cache.uuids.map(\.description)
     }
+
+    /// Seconds from a scan start (or the device's arrival during one) to its first advertising
+    /// event: a random phase of its interval, as a radio's advertisers are not synchronised
+    /// with the scan nor with each other.
+    func randomPhase() -> Double { timingRNG.unit() * spec.interval }
+
+    /// advDelay (Core spec Vol 6 Part B 4.4.2.2.1): every advertising event comes a pseudo-random
+    /// 0–10 ms after advInterval, so advertisers with one interval drift apart.
+    func advertisingDelay() -> Double { timingRNG.unit() * DeviceSpec.maxAdvertisingDelay }
 
     /// The wall-clock slot of the last report of an aligned device (``DeviceSpec/aligned``).
     var lastSlot: Int64?
