@@ -139,6 +139,34 @@ struct AdvertisingTimingTests {
     }
 }
 
+extension AdvertisingTimingTests {
+    /// A scan stopped and started again before the devices' next events (gattway restarts its
+    /// scan when a filter changes): each device is scheduled once, not once per scan start.
+    @Test("a scan stopped and started again within an interval: each device still advertises once per interval")
+    func restartedScanDoesNotDoubleTheRate() async throws {
+        try await SimulatorHarness.run(Self.scenario) { harness in
+            let client = try await harness.client()
+            try await client.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            _ = try await harness.simulator.addDevices((0..<5).map { Self.deviceJSON($0, interval: "400ms") })
+            for _ in 0..<3 {
+                try await client.call("/org/bluez/hci0", Client.adapter, "StopDiscovery")
+                try await client.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            }
+            await harness.simulator.startRecordingReports()
+            try await Task.sleep(for: .seconds(2))
+            let times = await harness.simulator.stopRecordingReports()
+            await client.close()
+            for index in 0..<5 {
+                let due = times.filter { $0.address == BluetoothAddress(Self.address(index)) }.map(\.due)
+                // 2 s at 400 ms + 0–10 ms: 4 or 5 events (5 × 410 ms > 2 s); twice that when doubled.
+                #expect((4...5).contains(due.count), "\(Self.address(index)): \(due.count) reports in 2 s")
+                let gaps = zip(due, due.dropFirst()).map { Double($1 - $0) / 1e9 }
+                #expect(gaps.allSatisfy { $0 >= 0.399 }, "\(gaps)")
+            }
+        }
+    }
+}
+
 extension BlueZSimulator {
     /// Adds devices in one turn of the loop (as a burst of `AddDevice` calls would, at once);
     /// returns when it began and ended.

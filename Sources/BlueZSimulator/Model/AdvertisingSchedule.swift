@@ -10,6 +10,15 @@ struct AdvertisingSchedule<Key: Hashable> {
 
     mutating func removeAll() { heap.removeAll() }
 
+    /// Drops the entries whose key matches (linear, then the heap is rebuilt; for the rare end of
+    /// a scan, so a scan started again soon after schedules each device once, not twice).
+    mutating func removeAll(where shouldRemove: (Key) -> Bool) {
+        let kept = heap.filter { !shouldRemove($0.key) }
+        guard kept.count != heap.count else { return }
+        heap.removeAll(keepingCapacity: true)
+        for entry in kept { insert(entry.key, at: entry.deadline) }
+    }
+
     /// Whether `key` has an entry (linear; for the rare re-arming of a device).
     func contains(_ key: Key) -> Bool { heap.contains { $0.key == key } }
 

@@ -36,8 +36,11 @@ extension BlueZSimulator {
     }
 
     /// The last session ended (stop, client left, power-off): Discovering=false, RSSI and TxPower
-    /// invalidated on every device, temporary devices last seen non-connectable removed at once.
+    /// invalidated on every device, temporary devices last seen non-connectable removed at once,
+    /// the adapter's devices off the advertising schedule (a scan started again before their next
+    /// event would otherwise schedule each a second time: twice the reports, for good).
     func discoveryStopped(_ adapter: SimulatedAdapter) {
+        schedule.removeAll { devices[$0]?.adapter === adapter }
         defer {  // after the devices' RSSI/TxPower invalidation, as bluetoothd 5.66 orders them
             change([("Discovering", .boolean(false))], interface: Self.adapterInterfaceName, at: adapter.path)
         }
