@@ -63,8 +63,9 @@ struct AdvertisingTimingTests {
             // 50 uniform phases over 1 s: a lockstep start would put them all within a few ms.
             #expect(phases.max()! - phases.min()! > 0.8, "\(phases.sorted())")
             #expect(Self.densest(first.map(\.due), width: 0.010) <= 6, "\(phases.sorted())")
-            // And as sent, late timers included: not in one turn of the loop.
-            #expect(Self.densest(first.map(\.sent), width: 0.001) <= 10)
+            // And as sent, late timers included: not in one turn of the loop (lockstep sends all
+            // 50 in one; a loop stalled for a while on a loaded machine sends the few due meanwhile).
+            #expect(Self.densest(first.map(\.sent), width: 0.001) <= 25)
             // The second reports stay spread (each device's own advDelay moves it further).
             #expect(Self.densest(byDevice.map { $0[1].due }, width: 0.010) <= 6)
         }
@@ -158,10 +159,11 @@ extension AdvertisingTimingTests {
             await client.close()
             for index in 0..<5 {
                 let due = times.filter { $0.address == BluetoothAddress(Self.address(index)) }.map(\.due)
-                // 2 s at 400 ms + 0–10 ms: 4 or 5 events (5 × 410 ms > 2 s); twice that when doubled.
-                #expect((4...5).contains(due.count), "\(Self.address(index)): \(due.count) reports in 2 s")
+                // Events due at least an interval apart (a device scheduled twice has events closer
+                // than that), whatever the length of the recording on a loaded machine.
+                #expect(due.count >= 3, "\(Self.address(index)): \(due.count) reports")
                 let gaps = zip(due, due.dropFirst()).map { Double($1 - $0) / 1e9 }
-                #expect(gaps.allSatisfy { $0 >= 0.399 }, "\(gaps)")
+                #expect(gaps.allSatisfy { $0 >= 0.399 }, "\(Self.address(index)): \(gaps)")
             }
         }
     }
