@@ -88,9 +88,13 @@ public struct AdapterSpec: Sendable, Equatable {
     /// Whether the adapter is there at start (false: plugged in later with
     /// ``BlueZSimulator/setPresent(adapter:_:)``, as a USB dongle).
     public var present = true
-    /// The radio is blocked by rfkill at start: powered off with `PowerState` `off-blocked`,
-    /// powered on (when ``powered``) once unblocked (``BlueZSimulator/setBlocked(adapter:_:)``).
+    /// The radio is blocked by rfkill at start: powered off (`PowerState` `off-blocked`, when
+    /// exported), powered on (when ``powered``) once unblocked (``BlueZSimulator/setBlocked(adapter:_:)``).
     public var rfkillBlocked = false
+    /// `Adapter1.PowerState` (`on`, `off`, `off-blocked`) is exported, as bluetoothd 5.66 does only
+    /// with `Experimental = true` in main.conf (or `-E`); false, as by default: the real-BlueZ
+    /// lane's differential check compares the two.
+    public var powerState = false
 
     public init(
         name: String, address: BluetoothAddress, alias: String? = nil, powered: Bool = true,
@@ -118,6 +122,7 @@ public struct AdapterSpec: Sendable, Equatable {
         let powered = try object.optional("powered")?.bool() ?? true
         let present = try object.optional("present")?.bool() ?? true
         let blocked = try object.optional("rfkill_blocked")?.bool() ?? false
+        let powerState = try object.optional("power_state")?.bool() ?? false
         let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
         let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
         var channels: [String] = []
@@ -136,6 +141,7 @@ public struct AdapterSpec: Sendable, Equatable {
             advertisingInstances: instances, secondaryChannels: channels)
         spec.present = present
         spec.rfkillBlocked = blocked
+        spec.powerState = powerState
         return spec
     }
 }

@@ -4,7 +4,7 @@ import DBus
 /// all (a USB dongle unplugged, a controller the kernel never brought up).
 extension BlueZSimulator {
     /// Blocks or unblocks the adapter's radio, as `rfkill block bluetooth` does. Blocked, it is
-    /// powered off, `PowerState` says `off-blocked` and setting `Powered` to true fails
+    /// powered off, `PowerState` (when exported) says `off-blocked` and setting `Powered` to true fails
     /// (`org.bluez.Error.Failed` "Blocked through rfkill"). Unblocked, it is powered on again
     /// when it was on before the block (bluetoothd restores the power state).
     public func setBlocked(adapter name: String, _ blocked: Bool) {
@@ -22,9 +22,9 @@ extension BlueZSimulator {
         }
     }
 
-    /// Announces the adapter's `PowerState` as it is now.
+    /// Announces the adapter's `PowerState` as it is now (when it has the property).
     func powerStateChanged(_ adapter: SimulatedAdapter) {
-        guard adapter.present else { return }
+        guard adapter.present, adapter.spec.powerState else { return }
         change([("PowerState", .string(adapter.powerState))], interface: Self.adapterInterfaceName, at: adapter.path)
     }
 

@@ -136,7 +136,6 @@ extension BlueZSimulator {
                             }
                         }
                     }),
-                DBusProperty("PowerState", type: .string, value: .string(adapter.powerState)),
                 DBusProperty(
                     "Discoverable", type: .boolean, access: .readwrite, value: false,
                     onSet: { _, _ in
@@ -151,7 +150,10 @@ extension BlueZSimulator {
                 DBusProperty("UUIDs", type: .array(.string), value: .strings(localUUIDs)),
                 DBusProperty("Modalias", type: .string, value: "usb:v1D6Bp0246d0542"),
                 DBusProperty("Roles", type: .array(.string), value: .strings(["central", "peripheral"])),
-            ])
+            ]
+                // bluetoothd 5.66 has `PowerState` only with Experimental = true (AdapterSpec.powerState).
+                + (spec.powerState
+                    ? [DBusProperty("PowerState", type: .string, value: .string(adapter.powerState))] : []))
     }
 
     func adapter(named name: String) -> SimulatedAdapter? {
