@@ -103,12 +103,19 @@ struct RequestCoverageTests {
                 || Self.endsSession.contains(message.name)
             #expect(decided, "\(message.name) (\(message.id)): no answer decided for this client message")
             guard decided else { continue }
+            // The previous client's connection to the device is released once the server saw it
+            // leave (a later turn of its loop): wait for that, or this client's connect is refused.
+            for _ in 0..<500 where await harness.statistics().clients > 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             var client = try APIServerTests.TestClient(port: await harness.port)
             defer { client.close() }
             client = try ProxyConnectionTests.connected(&client)
             if Self.needsConnection.contains(message.name) {
                 client.send(type: connect.id, NoiseTests.hex(connect.payload))
-                #expect(client.receive()?.type == MessageType.bluetoothDeviceConnectionResponse, "connect")
+                let connected = ServerMessage.deviceConnection(
+                    address: fixture.device, connected: true, mtu: 247, error: 0)
+                ProxyConnectionTests.expectNext(&client, connected, "\(message.name): the device connected first")
             }
             client.send(type: message.id, NoiseTests.hex(message.payload))
             for expected in Self.answers[message.name] ?? [] {
