@@ -204,10 +204,21 @@ test-fleet:
 test-one: deps
 	$(SWIFT) test $(SWIFT_BUILD_FLAGS) --filter '$(SUITE)'
 
-# swift-format's rules (.swift-format) over every Swift file; any finding fails (part of `make test`).
-# `swift format format -i -r --configuration .swift-format Sources Tests bench` fixes most.
+# The house rules of every file, part of `make test`; any finding fails. swift-format's rules
+# (.swift-format) over every Swift file (`swift format format -i -r --configuration .swift-format
+# Sources Tests bench` fixes most); shellcheck (Debian's) over every shell script; ruff (PyPI,
+# pinned in scripts/lint-requirements.txt, in .venv-lint, installed again only when that file
+# changes) with the rules of ruff.toml over every Python file. A finding that is meant carries a
+# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason.
+LINT_PACKAGES := shellcheck python3 python3-venv
+SHELL_SCRIPTS = $(shell find . \( -name .git -o -name .build -o -name '.venv*' -o -name .realbluez-vm \) -prune \
+                  -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
 lint:
+	@scripts/install-deps.sh $(LINT_PACKAGES)
+	$(call pinned_venv,.venv-lint,scripts/lint-requirements.txt)
 	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
+	shellcheck $(SHELL_SCRIPTS)
+	.venv-lint/bin/ruff check --quiet .
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
@@ -268,4 +279,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-homeassistant .venv-oracles bench/results.json
+	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-homeassistant .venv-lint .venv-oracles bench/results.json

@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scan() {
+  # shellcheck disable=SC2016 # a Perl program in single quotes: its $ are Perl's, not the shell's
   find "$@" -name '*.swift' -type f -print0 | sort -z | xargs -0 -r perl -e '
     my $int = qr/\b(?:U?Int(?:8|16|32|64)?|CInt|CUnsignedInt|CLong|CShort)\(/;
     my $float = qr/\.rounded\(|\bDouble\b|\bFloat(?:32|64|80)?\b|(?<![\w.])\d[\d_]*\.\d[\d_]*(?:[eE][+-]?\d+)?\b|(?<![\w.])\d[\d_]*[eE][+-]?\d+\b|\b(?:sqrt|floor|ceil|pow|exp|log)\(|\.(?:infinity|nan|pi)\b|\.squareRoot\(/;

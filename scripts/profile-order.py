@@ -75,12 +75,14 @@ def advertisers(bus, count):
     and random addresses) through the simulator's control interface, then removes a quarter of
     them again (devices that go away)."""
     templates = [
-        '"service_data": {"FCD2": {"template": "bthome_v2", "fields": {"packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}}}}',
+        '"service_data": {"FCD2": {"template": "bthome_v2", "fields": '
+        '{"packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}}}}',
         '"service_data": {"181A": {"template": "atc1441"}}',
         '"service_data": {"181A": {"template": "pvvx"}}',
         '"manufacturer_data": {"0x0499": {"template": "ruuvi_rawv2"}}',
     ]
-    call = ["busctl", f"--address=unix:path={bus}", "call", "org.bluez", "/io/gattway/Simulator", "io.gattway.Simulator1"]
+    call = ["busctl", f"--address=unix:path={bus}", "call", "org.bluez", "/io/gattway/Simulator",
+            "io.gattway.Simulator1"]
     addresses = []
     for index in range(count):
         address = "%s:7C:8D:00:00:%02X" % ("C4" if index % 2 else "D4", index)
@@ -150,7 +152,8 @@ def static_library_objects(work):
 def main():
     for tool in ("valgrind", "mosquitto", "dbus-daemon", "mosquitto_pub", "busctl", "readelf", "nm", "ar"):
         if not shutil.which(tool):
-            sys.exit(f"profile-order: {tool} is needed (apt install valgrind mosquitto mosquitto-clients dbus-daemon binutils)")
+            sys.exit(f"profile-order: {tool} is needed "
+                     "(apt install valgrind mosquitto mosquitto-clients dbus-daemon binutils)")
     flags = run([os.path.join(REPO, "scripts", "release-flags.sh")]).split()
     subprocess.run(["swift", "build", *flags, "--product", "gattway"], cwd=REPO, check=True)
     bin_dir = run(["swift", "build", *flags, "--show-bin-path"], cwd=REPO).strip()
@@ -165,18 +168,22 @@ def main():
             f.write(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig><type>session</type><listen>unix:path={bus}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>\
+<allow own="*"/></policy>
 </busconfig>
 """)
         env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=f"unix:path={bus}")
         log = lambda name: open(os.path.join(work, name + ".log"), "w")
-        children.append(subprocess.Popen(["dbus-daemon", "--nofork", f"--config-file={work}/bus.conf"], stdout=log("bus"), stderr=subprocess.STDOUT))
+        children.append(subprocess.Popen(["dbus-daemon", "--nofork", f"--config-file={work}/bus.conf"],
+                                         stdout=log("bus"), stderr=subprocess.STDOUT))
         wait_for(lambda: os.path.exists(bus), 10, "dbus-daemon")
         port = free_port()
         with open(os.path.join(work, "mosquitto.conf"), "w") as f:
             f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
-        children.append(subprocess.Popen(["mosquitto", "-c", f"{work}/mosquitto.conf"], stdout=log("mosquitto"), stderr=subprocess.STDOUT))
-        children.append(subprocess.Popen([gattway, "simulate", "--scenario", "demo", "--quiet"], env=env, stdout=log("simulator"), stderr=subprocess.STDOUT))
+        children.append(subprocess.Popen(["mosquitto", "-c", f"{work}/mosquitto.conf"],
+                                         stdout=log("mosquitto"), stderr=subprocess.STDOUT))
+        children.append(subprocess.Popen([gattway, "simulate", "--scenario", "demo", "--quiet"], env=env,
+                                         stdout=log("simulator"), stderr=subprocess.STDOUT))
         with open(os.path.join(work, "config.json"), "w") as f:
             f.write(config(gattway, port))
         out = os.path.join(work, "callgrind.out")
@@ -189,7 +196,8 @@ def main():
         advertisers(bus, count=40)
         time.sleep(SECONDS / 2)
         for payload in ("ON", "OFF"):
-            subprocess.run(["mosquitto_pub", "-p", str(port), "-t", "gattway/desk_lamp/light/set", "-m", payload], check=True)
+            subprocess.run(["mosquitto_pub", "-p", str(port), "-t", "gattway/desk_lamp/light/set", "-m", payload],
+                           check=True)
             time.sleep(2)
         time.sleep(SECONDS / 2)
         gateway.send_signal(signal.SIGINT)
@@ -204,7 +212,8 @@ def main():
         executed = executed_functions(out)
         executed += [n for n in executed_functions(checked) if n not in set(executed)]
         defined = defined_functions(gattway)
-        build_objects = [os.path.join(d, o) for d in (os.path.join(bin_dir, e) for e in os.listdir(bin_dir) if e.endswith(".build"))
+        build_objects = [os.path.join(d, o)
+                         for d in (os.path.join(bin_dir, e) for e in os.listdir(bin_dir) if e.endswith(".build"))
                          for o in os.listdir(d) if o.endswith(".o")]
         fixed = unmovable_functions(build_objects + static_library_objects(os.path.join(work, "archives")))
         ours = [n for n in executed if n in defined]

@@ -5,8 +5,6 @@ Run by Tests/Conformance/run.sh with DBUS_SYSTEM_BUS_ADDRESS pointing at a priva
 which the simulator owns org.bluez. Prints PASS/FAIL per step; exits 1 on the first failure.
 """
 import asyncio
-import os
-import sys
 import time
 
 from bleak import BleakClient, BleakScanner

@@ -69,12 +69,14 @@ def wait_for_port(port, seconds):
 
 
 def publish(port, topic, payload):
-    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t", topic, "-m", payload], check=True)
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-t", topic, "-m", payload],
+                   check=True)
 
 
 def listen(port, topic):
     """A mosquitto_sub that prints the next message on `topic` (read it with next_message)."""
-    return subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-C", "1", "-W", "15", "-t", topic],
+    return subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-q", "1", "-C", "1", "-W", "15",
+                             "-t", topic],
                             stdout=subprocess.PIPE, text=True)
 
 
@@ -120,7 +122,8 @@ async def main(work):
          wait_for(gateway_log_path, "peripheral: advertising", 20), "see gattway.log below")
 
     device = await BleakScanner.find_device_by_filter(
-        lambda d, adv: d.address == GATEWAY_RADIO, timeout=10.0, service_uuids=[ENVIRONMENTAL], bluez={"adapter": "hci0"})
+        lambda d, adv: d.address == GATEWAY_RADIO, timeout=10.0, service_uuids=[ENVIRONMENTAL],
+        bluez={"adapter": "hci0"})
     step("bleak on hci0 finds the gateway's advertisement with a 181A filter", device is not None)
     async with BleakClient(device, bluez={"adapter": "hci0"}, timeout=15.0) as client:
         uuids = {c.uuid for s in client.services for c in s.characteristics}
@@ -132,7 +135,8 @@ async def main(work):
         await client.start_notify(TEMPERATURE, lambda _, data: notified.put_nowait(bytes(data)))
         # bluetoothd answers the CCCD write without waiting for the application's StartNotify:
         # wait until the gateway logs the subscription.
-        step("the gateway sees the subscription", await asyncio.to_thread(wait_for, gateway_log_path, "subscribed to 2A6E", 10))
+        step("the gateway sees the subscription",
+             await asyncio.to_thread(wait_for, gateway_log_path, "subscribed to 2A6E", 10))
         # The gateway subscribes to home/state once it is connected to the broker, which on a slow
         # machine can be after the central subscribed: a message published before that is (as
         # MQTT has it for a non-retained message) not delivered, so publish again until one is.
@@ -145,7 +149,8 @@ async def main(work):
                 break
             except asyncio.TimeoutError:
                 pass
-        step("MQTT home/state 21.5 → notification 0x0866", data == bytes([0x66, 0x08]), data.hex() if data else "nothing")
+        step("MQTT home/state 21.5 → notification 0x0866", data == bytes([0x66, 0x08]),
+             data.hex() if data else "nothing")
 
         subscriber = listen(port, "phone/lamp")
         await asyncio.sleep(0.3)
@@ -157,7 +162,8 @@ async def main(work):
         await asyncio.sleep(0.3)
         await client.write_gatt_char(LAMP, b"\x00", response=False)
         message = await next_message(subscriber)
-        step("write without response → phone/lamp value 0", message is not None and message.get("value") == 0, f"{message}")
+        step("write without response → phone/lamp value 0", message is not None and message.get("value") == 0,
+             f"{message}")
         value = await client.read_gatt_char(LAMP)
         step("read the lamp characteristic back: the written 0", bytes(value) == b"\x00", value.hex())
         await client.stop_notify(TEMPERATURE)

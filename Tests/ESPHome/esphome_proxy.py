@@ -636,7 +636,8 @@ async def run_frozen_stop(port, gateway, frozen):
 async def run_shared(port):
     # 11. One slot budget: bluetooth.max_connections 2, the gateway holding a link to its
     # connect: true device; the proxy (connection_slots 2) gets the one slot left.
-    check("shared budget: the gateway connected its device", await wait_until(lambda: bluez_connected(GATEWAY_LINK), 20))
+    check("shared budget: the gateway connected its device",
+          await wait_until(lambda: bluez_connected(GATEWAY_LINK), 20))
     client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-shared")
     await client.connect(login=True)
     info = await client.device_info()
@@ -835,8 +836,8 @@ def main():
               and established()[-1]["names"] == ["esphome-test #2"], records(restarted_record))
         text = log_text(log)
         check("the collision is a warning naming the new name and bluetooth_proxy.name",
-              re.search(r'<4>Bluetooth proxy: the mDNS name "esphome-test" is taken \(another device on the network announces '
-                        r'it\); announcing as "esphome-test #2" instead\. Set bluetooth_proxy\.name', text)
+              re.search(r'<4>Bluetooth proxy: the mDNS name "esphome-test" is taken \(another device on the network '
+                        r'announces it\); announcing as "esphome-test #2" instead\. Set bluetooth_proxy\.name', text)
               is not None, text[-1500:])
 
         async def node_name():

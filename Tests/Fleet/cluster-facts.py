@@ -242,7 +242,7 @@ def main():
         report(
             "lwt_client_killed",
             ok and dt < 2,
-            f"kill -9 of a client on node 1: its will reached node 3 after "
+            "kill -9 of a client on node 1: its will reached node 3 after "
             + (f"{dt * 1000:.0f} ms" if ok else "nothing in 5 s"),
         )
         keepalive = 5  # mosquitto's clients refuse less
@@ -258,7 +258,8 @@ def main():
             "lwt_client_hung",
             ok and keepalive <= dt <= 3 * keepalive + 1.5,
             f"client on node 1 stopped (SIGSTOP), keepalive {keepalive} s: will on node 3 after "
-            + (f"{dt:.1f} s ({dt / keepalive:.1f} x keepalive; expected 1..3 x: 2..3 x after the client's last packet)" if ok else f"nothing in {4 * keepalive} s"),
+            + (f"{dt:.1f} s ({dt / keepalive:.1f} x keepalive; expected 1..3 x: 2..3 x after the client's last packet)"
+               if ok else f"nothing in {4 * keepalive} s"),
         )
         ws.stop()
         hung.stop()
@@ -313,13 +314,15 @@ def main():
             and once(counts["node 3"]["fb"]) and once(counts["edge A"]["f3"]) and once(counts["edge B"]["f3"]),
             f"(edges up in {edges_up:.1f} s) copies of each of 5 messages: published at edge A -> edge B "
             f"{counts['edge B']['fa']}, node 3 {counts['node 3']['fa']}; at edge B -> edge A {counts['edge A']['fb']}, "
-            f"node 3 {counts['node 3']['fb']}; at node 3 -> edge A {counts['edge A']['f3']}, edge B {counts['edge B']['f3']}",
+            f"node 3 {counts['node 3']['fb']}; at node 3 -> edge A {counts['edge A']['f3']}, "
+            f"edge B {counts['edge B']['f3']}",
         )
         report(
             "bridge_echo_to_origin",
             twice(counts["edge A"]["fa"]) and twice(counts["edge B"]["fb"]),
             f"a subscriber on the edge a message was published at gets it twice (the cluster sends it back; "
-            f"MQTT 3.1.1 has no no-local; no further loop): edge A {counts['edge A']['fa']}, edge B {counts['edge B']['fb']}",
+            f"MQTT 3.1.1 has no no-local; no further loop): edge A {counts['edge A']['fa']}, "
+            f"edge B {counts['edge B']['fb']}",
         )
         for s in (sa, sb, s3):
             s.stop()
@@ -401,7 +404,7 @@ def main():
         report(
             "reconnect_qos0_same_id",
             moved[0][0],
-            f"after node 1 died, the gateway's client id reconnects to node 2 with a QoS 0 subscription: "
+            "after node 1 died, the gateway's client id reconnects to node 2 with a QoS 0 subscription: "
             + (f"SUBACK after {moved[0][1]:.2f} s" if moved[0][0] else "no SUBACK in 4 s"),
         )
         report(
@@ -418,7 +421,8 @@ def main():
         report(
             "reconnect_qos1_new_id",
             ok,
-            "a new client id subscribes at QoS 1 on node 2 while node 1 is down: " + ("SUBACK" if ok else "no SUBACK in 4 s"),
+            "a new client id subscribes at QoS 1 on node 2 while node 1 is down: "
+            + ("SUBACK" if ok else "no SUBACK in 4 s"),
         )
 
         # (e) The persistent session whose queue lived on node 1: a classic queue is reachable only
@@ -456,7 +460,7 @@ def main():
         report(
             "bridge_failover",
             first is not None and back is not None and not dup and not lost,
-            f"edge A's bridge on node 1 after the kill: edge -> cluster again (first probe) after "
+            "edge A's bridge on node 1 after the kill: edge -> cluster again (first probe) after "
             + (f"{first:.1f} s" if first is not None else "never (20 s)")
             + ", cluster -> edge after " + (f"{back:.1f} s" if back is not None else "never")
             + f" ({missed_in} of {seq} published on node 3 meanwhile never reached edge A: QoS 0 inbound, not queued)"
@@ -475,8 +479,9 @@ def main():
         report(
             "lwt_node_killed",
             not d_seen,
-            f"client on node 1 with a will, node 1 SIGKILLed: will on node 3 "
-            + (f"after {ws.messages()[0][0] - t_kill:.1f} s" if d_seen else f"never (watched {waited:.0f} s, keepalive 5 s)"),
+            "client on node 1 with a will, node 1 SIGKILLed: will on node 3 "
+            + (f"after {ws.messages()[0][0] - t_kill:.1f} s" if d_seen
+               else f"never (watched {waited:.0f} s, keepalive 5 s)"),
         )
 
         pub(n3, f"{root}/f/downC", ["late"])
@@ -486,9 +491,9 @@ def main():
         report(
             "bridge_qos1_in_no_failover",
             not fc_in.payloads(),
-            f"edge C (topic # both 1) on node 1 after the kill: {len(fc_in.payloads())} of {seq + 1} messages published "
-            f"on node 3 reached it in {time.monotonic() - t_kill:.0f} s; {tries_c} connection attempts since the kill "
-            "(each refused at SUBSCRIBE: its durable QoS 1 queue's home node is down)",
+            f"edge C (topic # both 1) on node 1 after the kill: {len(fc_in.payloads())} of {seq + 1} messages "
+            f"published on node 3 reached it in {time.monotonic() - t_kill:.0f} s; {tries_c} connection attempts "
+            "since the kill (each refused at SUBSCRIBE: its durable QoS 1 queue's home node is down)",
         )
 
         t0 = time.monotonic()

@@ -167,6 +167,7 @@ cmd_start() {
 
   # Our own epmd, on loopback and on our port, so a system epmd (4369) is neither used nor needed.
   (
+    # shellcheck disable=SC2030 # exported in this subshell on purpose: only epmd carries our mark
     export FLEET_CLUSTER_DIR=$DIR
     setsid epmd -address 127.0.0.1 -port "$EPMD_PORT" < /dev/null > "$DIR/epmd.log" 2>&1 &
     echo $! > "$DIR/epmd.pid"
@@ -257,6 +258,7 @@ EOF
   IFS=';' read -ra specs <<< "${FLEET_EDGE_TOPICS:-# out 1;# in 0}"
   for spec in "${specs[@]}"; do echo "topic $spec" >> "$e/mosquitto.conf"; done
   (
+    # shellcheck disable=SC2031 # exported in this subshell on purpose: only the edge broker carries our mark
     export FLEET_CLUSTER_DIR=$DIR
     setsid mosquitto -c "$e/mosquitto.conf" < /dev/null > "$e/stdout.log" 2>&1 &
     echo $! > "$e/pid"

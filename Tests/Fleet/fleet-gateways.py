@@ -237,7 +237,8 @@ def main():
     result(resumed and not repeats(after) and set(source(r) for _, _, r in after) <= {0}
            and len(missing(around)) <= allowed,
            "node-killed",
-           "gw-1's next state after %.1f s (%s); %d states since, publishers %s, packet ids twice: %s, never published: %s" % (
+           "gw-1's next state after %.1f s (%s); %d states since, publishers %s, packet ids twice: %s, "
+           "never published: %s" % (
                moved_after, (re.findall(r"MQTT: connected to (\S+)", open(gateways[0][1]).read()) or ["?"])[-1],
                len(after), sorted(set(source(r) + 1 for _, _, r in after)), repeats(after)[:10], missing(around)[:10]))
 
@@ -252,7 +253,8 @@ def main():
                     "-m", '{"light": true, "transaction": "set-once"}'], check=False)
     answered = wait(lambda: "set-once" in "".join(open(observed).read().splitlines()[mark:]), 20)
     time.sleep(3)
-    responses = [l for l in open(observed).read().splitlines()[mark:] if l.startswith("gattway/lamp/response ")]
+    responses = [line for line in open(observed).read().splitlines()[mark:]
+                 if line.startswith("gattway/lamp/response ")]
     writes = [counter(bus, "Writes") - before for bus, before in zip(buses, writes_before)]
     result(answered and len(responses) == 1 and '"status":"ok"' in responses[0] and sum(writes) == 1,
            "set-once", "responses %d %s; writes per radio %s" % (len(responses), responses[:1], writes))
@@ -267,7 +269,8 @@ def main():
     after = states(observed, mark)
     result(taken and took <= LEASE + 2 + 0.5 and not repeats(after), "owner-killed",
            "gw-2 published after %.1f s (lease %d s; its will came first); %d states since, packet ids twice: %s, "
-           "not published in the takeover: %d" % (took, LEASE, len(after), repeats(after)[:10], len(missing(states(observed, max(0, mark - 3))))))
+           "not published in the takeover: %d" % (took, LEASE, len(after), repeats(after)[:10],
+                                                  len(missing(states(observed, max(0, mark - 3))))))
 
     # The sensor moves away from gw-2 (its radio hears it at -95 now): gw-3 (-80) takes it over
     # after handover_after (2 s), once.

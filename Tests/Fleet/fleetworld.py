@@ -9,7 +9,8 @@ PROCESSES = []
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig><type>session</type><listen>unix:path=%s</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/>\
+<allow own="*"/></policy>
 </busconfig>"""
 
 

@@ -6,6 +6,7 @@
 is_313() {
     [ -n "$1" ] && "$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null
 }
+# shellcheck disable=SC2012 # pyenv's version directories (3.13.N) have plain names; sort -r puts the newest first
 for candidate in "${1:-}" "$(command -v python3.13 2>/dev/null)" \
         $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.13*/bin/python3.13 2>/dev/null | sort -r) \
         "$(command -v python3 2>/dev/null)"; do

@@ -236,7 +236,6 @@ MIBEACON_OBJECTS = {  # id: size
 
 def mibeacon_frame(rng: random.Random) -> Frame:
     address = random_address(rng)
-    mac = bytes.fromhex(address.replace(":", ""))
     version = rng.choice([2, 3, 4, 5])
     device = rng.choice(list(MIBEACON_DEVICES))
     oid = rng.choice(MIBEACON_DEVICES[device])
@@ -319,7 +318,8 @@ def govee_frame(rng: random.Random) -> Frame:
     if model == "H5074":
         temp = rng.randrange(-4000, 6000).to_bytes(2, "little", signed=True)
         hum = rng.randrange(10000).to_bytes(2, "little")
-        return Frame(address, f"Govee_H5074_{suffix}", manufacturer={0xEC88: b"\x00" + temp + hum + bytes([battery, 2])})
+        return Frame(address, f"Govee_H5074_{suffix}",
+                     manufacturer={0xEC88: b"\x00" + temp + hum + bytes([battery, 2])})
     if model == "H5179":
         temp = rng.randrange(-4000, 6000).to_bytes(2, "little", signed=True)
         hum = rng.randrange(10000).to_bytes(2, "little")

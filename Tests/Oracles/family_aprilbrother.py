@@ -24,4 +24,5 @@ def abtemp_frame(rng: random.Random) -> Frame:
 
 
 FAMILIES = [Family("April Brother ABTemp", "theengsdecoder 2.5.0", abtemp_frame,
-                   theengs_oracle(convert={"uuid": lambda v, out: hyphenated(v), "major": as_unsigned(16, 1)}, models={"ABTemp"}))]
+                   theengs_oracle(convert={"uuid": lambda v, out: hyphenated(v), "major": as_unsigned(16, 1)},
+                                  models={"ABTemp"}))]

@@ -42,7 +42,8 @@ MEAT_MODELS = {
     "H5183": ([0x67DD, 0xE02F, 0xF79F], 14), "H5184": ([0x1B36], 17), "H5185": ([0x4A32, 0x0332, 0x4C32], 20),
     "H5191": ([0xAC63], 20), "H5198": ([0x3022], 20),
 }
-KNOWN_IDS = {0x0001, 0x004C, 0xEC88, 0x8801, 0x8803, 0x8843, 0xEF88} | {i for ids, _ in MEAT_MODELS.values() for i in ids}
+KNOWN_IDS = ({0x0001, 0x004C, 0xEC88, 0x8801, 0x8803, 0x8843, 0xEF88}
+             | {i for ids, _ in MEAT_MODELS.values() for i in ids})
 
 
 def probe_value(rng: random.Random) -> bytes:
@@ -92,7 +93,8 @@ def govee_frame(rng: random.Random) -> Frame:
         if model in ("H5181", "H5183"):
             body += probe_value(rng) + probe_value(rng)
         elif model in ("H5182", "H5184"):
-            body += probe_value(rng) + probe_value(rng) + bytes([rng.randrange(256)]) + probe_value(rng) + probe_value(rng)
+            body += (probe_value(rng) + probe_value(rng) + bytes([rng.randrange(256)])
+                     + probe_value(rng) + probe_value(rng))
         elif model == "H5185":
             body += probe_value(rng) + probe_value(rng) + b"\xff\xff" + probe_value(rng) + probe_value(rng)
         elif model == "H5191":
@@ -128,7 +130,8 @@ def govee_frame(rng: random.Random) -> Frame:
 
 def govee_oracle():
     from govee_ble import GoveeBluetoothDeviceData
-    base = device_data_oracle(GoveeBluetoothDeviceData, {"pm25": "pm25", "carbon_dioxide": "co2"}, name_with_device=True)
+    base = device_data_oracle(GoveeBluetoothDeviceData, {"pm25": "pm25", "carbon_dioxide": "co2"},
+                              name_with_device=True)
 
     def run(frame: Frame) -> dict | None:
         values = base(frame)

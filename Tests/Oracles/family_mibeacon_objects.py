@@ -123,7 +123,8 @@ OBJECTS = [
     # DSL-C08 lock attribute: bits 0–3, bits 4–7 reserved (set in a fifth of the frames)
     (0x040A, 0x1012, lambda rng: u8(rng.randrange(2))), (0x040A, 0x1013, lambda rng: u8(rng.randrange(101))),
     (0x0863, 0x1014, lambda rng: u8(rng.randrange(2))), (0x0997, 0x1015, lambda rng: u8(rng.randrange(2))),
-    (0x0A8D, 0x1017, lambda rng: u32(no_motion_seconds(rng))), (0x0A83, 0x1017, lambda rng: u32(no_motion_seconds(rng))),
+    (0x0A8D, 0x1017, lambda rng: u32(no_motion_seconds(rng))),
+    (0x0A83, 0x1017, lambda rng: u32(no_motion_seconds(rng))),
     (0x07F6, 0x1017, lambda rng: u32(no_motion_seconds(rng))),
     (0x07F6, 0x1018, lambda rng: u8(rng.randrange(2))), (0x0A8D, 0x1018, lambda rng: u8(rng.randrange(2))),
     (0x098B, 0x1019, lambda rng: u8(rng.randrange(4))),  # MCCGQ02HL
@@ -143,7 +144,8 @@ OBJECTS = [
     (0x3F0F, 0x4806, lambda rng: u8(rng.randrange(2))), (0x6375, 0x4806, lambda rng: u8(rng.randrange(2))),
     (0x6375, 0x487B, lambda rng: u8(rng.randrange(2))), (0x6375, 0x4A68, lambda rng: u8(rng.randrange(4))),
     (0x78D1, 0x480C, lambda rng: u8(rng.randrange(2))),  # MC-COMM door
-    (0x2AEB, 0x4818, lambda rng: u16(no_motion_seconds(rng))), (0x3531, 0x4818, lambda rng: u16(no_motion_seconds(rng))),
+    (0x2AEB, 0x4818, lambda rng: u16(no_motion_seconds(rng))),
+    (0x3531, 0x4818, lambda rng: u16(no_motion_seconds(rng))),
     (0x3F4C, 0x483C, lambda rng: u8(rng.randrange(2))), (0x3F4C, 0x483D, lambda rng: u32(rng.randrange(2**32))),
     (0x3F4C, 0x483E, lambda rng: u32(rng.randrange(2**32))),  # PS1BB
     (0x4683, 0x484E, lambda rng: u8(rng.randrange(3))), (0x50FB, 0x484E, lambda rng: u8(rng.randrange(2))),

@@ -30,7 +30,8 @@ CLOCKS = (0x0C, 0x1E)  # CGD1, CGC1: battery byte with bit 7 set now and then (T
 
 def qingping_object(rng: random.Random, oid: int, device: int) -> bytes:
     if oid == 0x01:
-        value = rng.randrange(-32768, 32768).to_bytes(2, "little", signed=True) + rng.randrange(1001).to_bytes(2, "little")
+        value = (rng.randrange(-32768, 32768).to_bytes(2, "little", signed=True)
+                 + rng.randrange(1001).to_bytes(2, "little"))
     elif oid == 0x02:
         battery = 0xFF if rng.random() < 0.05 else rng.randrange(101)
         if device in CLOCKS and battery <= 100 and rng.random() < 0.5:

@@ -34,7 +34,8 @@ def to_g(value, out):
 
 
 FAMILIES = [Family("Radioland RDL52832", "theengsdecoder 2.5.0", rdl_frame,
-                   theengs_oracle(convert={"uuid": lambda v, out: hyphenated(v), "major": as_unsigned(16, 1), "minor": as_unsigned(16, 1),
+                   theengs_oracle(convert={"uuid": lambda v, out: hyphenated(v), "major": as_unsigned(16, 1),
+                                           "minor": as_unsigned(16, 1),
                                            "accx": to_g, "accy": to_g,
                                            "accz": to_g},
                                   models={"RDL52832"}))]

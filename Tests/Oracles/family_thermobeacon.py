@@ -1,7 +1,7 @@
 """ThermoBeacon WS02 / WS08 (Theengs `ThermoBeacon_json.h`): company id 0x0010 / 0x0011 / 0x0015 /
-0x0018 / 0x001B (varies with the model), two bytes, the address reversed (6), then 18-byte frame: voltage u16 LE mV, temperature int16
-LE / 16 °C, humidity int16 LE / 16 %, uptime u32 LE s; or 20-byte frame: maximum temperature
-int16 LE / 16 °C and its uptime u32 LE, the same for the minimum."""
+0x0018 / 0x001B (varies with the model), two bytes, the address reversed (6), then 18-byte frame:
+voltage u16 LE mV, temperature int16 LE / 16 °C, humidity int16 LE / 16 %, uptime u32 LE s; or
+20-byte frame: maximum temperature int16 LE / 16 °C and its uptime u32 LE, the same for the minimum."""
 from __future__ import annotations
 
 import random

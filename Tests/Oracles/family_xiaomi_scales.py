@@ -40,7 +40,8 @@ def scale_frame(rng: random.Random) -> Frame:
     stable, removed, obj = rng.random() < 0.6, rng.random() < 0.2, rng.random() < 0.3
     if rng.random() < 0.5:
         control = 0x02 | pounds | catty << 4 | stable << 5 | obj << 6 | removed << 7
-        return Frame(address=random_address(rng), service={"181d": bytes([control]) + weight(rng) + datetime_bytes(rng)})
+        return Frame(address=random_address(rng),
+                     service={"181d": bytes([control]) + weight(rng) + datetime_bytes(rng)})
     impedance = rng.random() < 0.5
     units = 0x02 | pounds | obj << 2
     state = 0x04 | impedance << 1 | stable << 5 | catty << 6 | removed << 7

@@ -37,6 +37,7 @@ if [ ! -s kernel/vmlinuz ] || [ ! -s kernel/version ]; then
     || { apt-get update -qq >/dev/null; (cd kernel && apt-get download "$pkg" >/dev/null); }
   dpkg-deb -x kernel/"$pkg"_*.deb kernel/tree
   rm -f kernel/*.deb
+  # shellcheck disable=SC2012 # one directory, named by the kernel version (plain characters)
   version=$(ls kernel/tree/lib/modules | head -n1)
   cp "kernel/tree/boot/vmlinuz-$version" kernel/vmlinuz
   echo "$version" > kernel/version

@@ -92,7 +92,7 @@ def main():
         if problems:
             detail += ', %d unexpected differences' % len(problems)
         print('%s diff.%s %s' % (status, step, detail))
-        for side, line, reason in problems:
+        for side, line, _reason in problems:
             print('    only in %-9s %s' % (side, line))
         for side, line, reason in known:
             print('    known (%s only): %s -- %s' % (side, line[:160], reason))

@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import select
-import sys
 import time
 
 import dbus
@@ -79,9 +78,12 @@ class Recorder:
             if value.signature == 'y':
                 return bytes(value).hex()
             items = [self.value('', v) for v in value]
-            return sorted(short(v) if isinstance(v, str) else v for v in items) if key in ('UUIDs', 'Flags', 'Includes', 'Characteristics') else items
+            if key in ('UUIDs', 'Flags', 'Includes', 'Characteristics'):
+                return sorted(short(v) if isinstance(v, str) else v for v in items)
+            return items
         if isinstance(value, dbus.Dictionary):
-            return {str(short(k) if isinstance(k, str) else int(k)): self.value('', v) for k, v in sorted(value.items())}
+            return {str(short(k) if isinstance(k, str) else int(k)): self.value('', v)
+                    for k, v in sorted(value.items())}
         if isinstance(value, dbus.Boolean):
             return bool(value)
         if isinstance(value, (dbus.String, dbus.Signature)):
@@ -268,7 +270,7 @@ def session(bus, rec, last):
             return bool(dev_props.Get(DEV, name))
         except dbus.exceptions.DBusException as e:
             if e.get_dbus_name() == 'org.freedesktop.DBus.Error.UnknownObject' and not last:
-                raise Retry('the peripheral was removed while waiting for %s' % name)
+                raise Retry('the peripheral was removed while waiting for %s' % name) from e
             raise
 
     def connect(step):

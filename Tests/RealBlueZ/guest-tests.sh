@@ -12,6 +12,7 @@
 # RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
+# shellcheck disable=SC2010,SC2012 # ls /sys/class/bluetooth: its entries (hciN, hciN:HANDLE) have plain names
 set -u
 BIN=${1:?usage: guest-tests.sh BIN-DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ RESULTS=$SHARE/results.txt
 PY=/usr/bin/python3
 BATTERY=00:AA:01:01:00:01
 OTHER=00:AA:01:02:00:02
-SECOND_CENTRAL=00:AA:01:03:00:03
+# hci3 (00:AA:01:03:00:03), the second central, is only ever named by adapter.
 : > "$RESULTS"
 mkdir -p "$SHARE/out"
 t() { cut -d' ' -f1 /proc/uptime; }
@@ -308,7 +309,7 @@ if [ "${RBZ_SERVE:-1}" = 1 ]; then
     # Notifications: a subscribed CLI sees the value another CLI writes (the server notifies writes).
     timeout 150 "$BIN/gattway" notify --json --count 1 $BATTERY ff11 --adapter hci0 --timeout 90s > "$SHARE/out/cli-serve-notify.txt" 2>&1 &
     NOTIFIER=$!
-    serve_subscribed_or_gone() { grep -q 'subscribed FF11' "$SV/serve.log" || ! kill -0 $NOTIFIER 2>/dev/null; }
+    serve_subscribed_or_gone() { grep -q 'subscribed FF11' "$SV/serve.log" || ! kill -0 "$NOTIFIER" 2>/dev/null; }
     until_true 100 serve_subscribed_or_gone
     timeout 120 "$BIN/gattway" write $BATTERY ff11 0d --adapter hci0 --timeout 90s > /dev/null 2>&1
     wait $NOTIFIER
@@ -397,7 +398,7 @@ CONF
   # A subscribed CLI gets the value of the next MQTT message as a notification.
   timeout 150 "$BIN/gattway" notify --json --count 1 $BATTERY 2a6e --adapter hci0 --timeout 90s > "$PR/notify.txt" 2>&1 &
   NOTIFIER=$!
-  prun_subscribed_or_gone() { grep -q 'subscribed to 2A6E' "$PRLOG" || ! kill -0 $NOTIFIER 2>/dev/null; }
+  prun_subscribed_or_gone() { grep -q 'subscribed to 2A6E' "$PRLOG" || ! kill -0 "$NOTIFIER" 2>/dev/null; }
   until_true 100 prun_subscribed_or_gone
   pub 22.5                                    # 2250 = 0x08CA
   wait $NOTIFIER
@@ -410,7 +411,7 @@ CONF
     timeout 100 mosquitto_sub -h 127.0.0.1 -p 18834 -t phone/lamp -C 1 -W 90 > "$PR/lamp-$1.txt" 2>&1 &
     local sub=$!
     sleep 0.3
-    timeout 120 "$BIN/gattway" write ${3:-} $BATTERY ff21 "0$2" --adapter hci0 --timeout 90s > "$PR/write-$1.txt" 2>&1
+    timeout 120 "$BIN/gattway" write ${3:+"$3"} $BATTERY ff21 "0$2" --adapter hci0 --timeout 90s > "$PR/write-$1.txt" 2>&1
     wait $sub
     if grep -qiE '"central":"00:AA:01:00:00:00".*"value":'"$2"'[,}]' "$PR/lamp-$1.txt"; then
       result "PASS prun.$1 $(head -c 200 "$PR/lamp-$1.txt")"
@@ -533,7 +534,7 @@ CONF
   # A subscribed CLI on hci3 gets the next reading as a notification of FF31.
   timeout 150 "$BIN/gattway" notify --json --count 1 $OTHER ff31 --adapter hci3 --timeout 90s > "$BO/notify.txt" 2>&1 &
   NOTIFIER=$!
-  subscribed_or_gone() { grep -q 'subscribed to FF31' "$BOLOG" || ! kill -0 $NOTIFIER 2>/dev/null; }
+  subscribed_or_gone() { grep -q 'subscribed to FF31' "$BOLOG" || ! kill -0 "$NOTIFIER" 2>/dev/null; }
   until_true 100 subscribed_or_gone
   kill -USR2 $SENSOR
   wait $NOTIFIER

@@ -107,7 +107,7 @@ for _ in $(seq 100); do [ -e /sys/class/bluetooth/hci3 ] && break; sleep 0.05; d
 t_btvirt=$(uptime_)
 rbz-bluetoothd start || fail "bluetoothd"
 echo "[guest $(uptime_)] ready: dbus $t_dbus, btvirt $t_btvirt, bluetoothd + powered $(uptime_) (guest uptime, s)"
-echo "$(uptime_)" > "$SHARE/ready-uptime"
+uptime_ > "$SHARE/ready-uptime"
 
 cd "$GUEST_CWD" 2>/dev/null || cd /
 "$GUEST_SCRIPT" "${GUEST_ARGS[@]}"

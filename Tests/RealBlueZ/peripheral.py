@@ -177,7 +177,8 @@ def main():
     Char(lamp, 'ff05', ['read'], b'hello world')
     command.on_write = state.update
 
-    adverts = [(args.adapter, args.name, Advert(bus, '/rbz/adv0', args.name, ['180F'], {0xFFFF: b'RBZ1'}, {'180F': b'\x64'}))]
+    adverts = [(args.adapter, args.name,
+                Advert(bus, '/rbz/adv0', args.name, ['180F'], {0xFFFF: b'RBZ1'}, {'180F': b'\x64'}))]
     if args.other:
         adverts.append((args.other, 'RBZ-HR', Advert(bus, '/rbz/adv1', 'RBZ-HR', ['180D'])))
 
@@ -217,7 +218,7 @@ def main():
     def register(attempt=0):
         # After a restart the adapters may still be powering on (Set Powered answers Busy): wait.
         try:
-            for adapter, name, advert in adverts:
+            for adapter, name, _advert in adverts:
                 props = dbus.Interface(bus.get_object('org.bluez', '/org/bluez/' + adapter), PROPS)
                 if not props.Get('org.bluez.Adapter1', 'Powered'):
                     props.Set('org.bluez.Adapter1', 'Powered', dbus.Boolean(True))
@@ -229,11 +230,12 @@ def main():
             GLib.timeout_add(200, lambda: register(attempt + 1) and False)
             return
         registrations['pending'] = 1 + len(adverts)
-        for adapter, name, advert in adverts:
+        for adapter, _name, advert in adverts:
             path = '/org/bluez/' + adapter
             dbus.Interface(bus.get_object('org.bluez', path), 'org.bluez.LEAdvertisingManager1').RegisterAdvertisement(
                 advert.path, {}, reply_handler=done('advertisement on ' + adapter), error_handler=failed(advert.path))
-        dbus.Interface(bus.get_object('org.bluez', '/org/bluez/' + args.adapter), 'org.bluez.GattManager1').RegisterApplication(
+        dbus.Interface(bus.get_object('org.bluez', '/org/bluez/' + args.adapter),
+                       'org.bluez.GattManager1').RegisterApplication(
             app.path, {}, reply_handler=done('application'), error_handler=failed('application'))
 
     def owner_changed(name, old, new):
@@ -256,7 +258,8 @@ def main():
                                      'org.bluez.LEAdvertisingManager1')
 
             def again(*_, manager=manager, advert=advert, adapter=adapter):
-                manager.RegisterAdvertisement(advert.path, {}, reply_handler=lambda: say('advertising again on', adapter),
+                manager.RegisterAdvertisement(advert.path, {},
+                                              reply_handler=lambda: say('advertising again on', adapter),
                                               error_handler=lambda e: say('re-advertising failed:', e))
             manager.UnregisterAdvertisement(advert.path, reply_handler=again, error_handler=again)
         return False

@@ -311,7 +311,8 @@ async def run(args):
         await wait_until(lambda: address in seen, ADVERTISEMENT_WAIT)
     if not check("advertisement", address in seen,
                  f"after {seen[address][0] - subscribed:.1f} s: type {seen[address][1]}, RSSI {seen[address][2]}, "
-                 f"AD {seen[address][3].hex()}" if address in seen else f"none from {PERIPHERAL} in {ADVERTISEMENT_WAIT} s"):
+                 f"AD {seen[address][3].hex()}" if address in seen
+                 else f"none from {PERIPHERAL} in {ADVERTISEMENT_WAIT} s"):
         check("advertisement-bytes", False, "no advertisement")
     else:
         _, address_type, rssi, raw = seen[address]

@@ -25,6 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CACHE=${REALBLUEZ_CACHE:-$ROOT/.build/realbluez}
 [ $# -ge 1 ] || { echo "usage: $0 GUEST-SCRIPT [ARGS...]" >&2; exit 125; }
+# shellcheck disable=SC2015 # the message and exit are meant to run when either file is missing
 [ -s "$CACHE/kernel/vmlinuz" ] && [ -s "$CACHE/initrd.img" ] \
   || { echo "[run-vm] the VM is not built: run Tests/RealBlueZ/build-vm.sh" >&2; exit 125; }
 command -v qemu-system-x86_64 >/dev/null || { echo "[run-vm] qemu-system-x86_64 missing" >&2; exit 125; }

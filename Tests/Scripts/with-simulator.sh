@@ -13,8 +13,8 @@ DIR=$(mktemp -d /tmp/gattway-sim.XXXXXX)
 DAEMON=""
 SIM=""
 cleanup() {
-    [ -n "$SIM" ] && kill "$SIM" 2>/dev/null || true
-    [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null || true
+    if [ -n "$SIM" ]; then kill "$SIM" 2>/dev/null || true; fi
+    if [ -n "$DAEMON" ]; then kill "$DAEMON" 2>/dev/null || true; fi
     rm -rf "$DIR"
 }
 trap cleanup EXIT INT TERM

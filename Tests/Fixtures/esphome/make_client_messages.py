@@ -6,7 +6,8 @@ with its type id and a payload encoded by Google's protobuf. ESPHomeAPITests' Re
 sends each to gattway's API server and checks the answer (or ESPHome's silence), so a message type
 added to the API shows up in that test when this file is made again with a newer aioesphomeapi.
 
-Run: .venv-esphome/bin/python Tests/Fixtures/esphome/make_client_messages.py > Tests/Fixtures/esphome/client-messages.json
+Run:
+  .venv-esphome/bin/python Tests/Fixtures/esphome/make_client_messages.py > Tests/Fixtures/esphome/client-messages.json
 """
 import importlib.metadata
 import json

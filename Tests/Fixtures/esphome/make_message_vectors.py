@@ -4,7 +4,8 @@ ships (api_pb2, generated from api.proto by Google's protobuf, pinned in
 Tests/ESPHome/requirements.txt), so ESPHomeAPITests can check gattway's own encoder (server
 messages: byte for byte) and decoder (client messages: field values) against an independent one.
 
-Run: .venv-esphome/bin/python Tests/Fixtures/esphome/make_message_vectors.py > Tests/Fixtures/esphome/message-vectors.json
+Run:
+  .venv-esphome/bin/python Tests/Fixtures/esphome/make_message_vectors.py > Tests/Fixtures/esphome/message-vectors.json
 """
 import json
 
@@ -51,7 +52,8 @@ server = {
     "raw_advertisements": pb.BluetoothLERawAdvertisementsResponse(advertisements=[
         pb.BluetoothLERawAdvertisement(address=0xC4D38C124A5F, rssi=-72, address_type=1,
                                        data=bytes.fromhex("0201061aff9904")),
-        pb.BluetoothLERawAdvertisement(address=0xA4C138000004, rssi=-6, address_type=0, data=bytes.fromhex("0416d2fc40")),
+        pb.BluetoothLERawAdvertisement(address=0xA4C138000004, rssi=-6, address_type=0,
+                                       data=bytes.fromhex("0416d2fc40")),
     ]),
     "connections_free": pb.BluetoothConnectionsFreeResponse(free=2, limit=3, allocated=[0xA4C138000001]),
     "scanner_state": pb.BluetoothScannerStateResponse(state=2, mode=1, configured_mode=1),
