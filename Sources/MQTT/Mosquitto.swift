@@ -7,7 +7,8 @@ internal import CMosquitto
 /// Thin typed wrapper over one `struct mosquitto *`. Every call that returns a `MOSQ_ERR_*`
 /// code goes through ``check(_:_:)``, the module's single choke point for libmosquitto return codes.
 ///
-/// Not `Sendable`: owned by one ``MQTTClient`` and used only on its event loop thread.
+/// Not `Sendable`: owned by one ``MosquittoIO`` (of one ``MQTTClient``) and used only on its
+/// event loop thread.
 final class Mosquitto {
     let raw: OpaquePointer
 
