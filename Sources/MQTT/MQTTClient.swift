@@ -22,6 +22,14 @@ import Synchronization
 /// ``MQTTConfiguration/maxQueued``; a publish beyond that fails at once with
 /// ``MQTTError/Kind/queueFull`` (nothing already queued is dropped). QoS 0 publishes fail with
 /// ``MQTTError/Kind/notConnected`` while disconnected.
+///
+/// Inside, three parts: ``MQTTSession``, a value-type state machine, makes every decision (the
+/// connection phase, when to reconnect, the in-flight window and queue, which publish a
+/// callback completes, which subscriptions to send again) and returns them as actions;
+/// ``MosquittoIO`` holds the libmosquitto handle, the socket watch, the keepalive timer,
+/// `TCP_CORK` and the callbacks; the actor feeds the session what the API and the callbacks
+/// report, executes its actions with the I/O, and keeps the state observers and the
+/// subscriptions' sinks.
 public actor MQTTClient: LoopIsolated {
     public nonisolated let configuration: MQTTConfiguration
     public nonisolated let loop: EventLoop
