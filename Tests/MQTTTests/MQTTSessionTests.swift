@@ -165,6 +165,33 @@ struct MQTTSessionTests {
         #expect(session.inflight == 0 && session.queuedCount == 0)
     }
 
+    @Test("an MQTT 5 broker's Receive Maximum narrows the window; a connection without one restores maxInflight")
+    func receiveMaximum() throws {
+        var configuration = try Self.configuration()
+        configuration.maxInflight = 10
+        var session = MQTTSession(configuration: configuration, seed: 1)
+        _ = session.startAsked()
+        _ = session.beginAttempt()
+        _ = session.connected(reason: 0, sessionPresent: false, receiveMaximum: 2)
+        let ledger = Ledger()
+        var admissions: [MQTTSession.Admission] = []
+        for n in 0..<3 {
+            let admission = session.admit(Self.message(n), ledger.completion(n))
+            admissions.append(admission)
+            if admission == .send {
+                session.handingOver()
+                _ = session.handedOver(mid: Int32(n + 1), rc: 0, qos: .atLeastOnce, ledger.completion(n))
+            }
+        }
+        #expect(admissions == [.send, .send, .queued])
+        // The broker went away with both unacknowledged (libmosquitto resends them); the next
+        // one sends no Receive Maximum: the third goes out beside them.
+        Self.reconnect(&session)
+        _ = session.connected(reason: 0, sessionPresent: true, receiveMaximum: nil)
+        #expect(Self.flush(&session, firstMid: 3) == ["m2"])
+        #expect(session.inflight == 3)
+    }
+
     @Test("publish callbacks complete in order, also when a message id is handed out again or comes inside the call")
     func acknowledgements() throws {
         var session = try Self.session()
