@@ -35,6 +35,8 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
     /// The server: link losses and notifications go to it, `bridge/health` reads its counters.
     private weak var events: (any ProxyEvents)?
     private var linkEvents: BLE.LinkEvents?
+    /// Serving connections (``start()``): without, the server is not told of slot changes.
+    private var serving = false
 
     typealias GATT = ProxyGATT<BLE.Characteristic, BLE.Descriptor>
     typealias Job = @Sendable () async -> Outcome
@@ -108,6 +110,7 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
 
     /// Follows links going down; call once, before clients can connect.
     public func start() async {
+        serving = true
         linkEvents = await ble.linkEvents { [weak self] address in
             self?.assumeLoopIsolated { $0.linkLost(address) }
         }
@@ -154,7 +157,9 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
     }
 
     public nonisolated func connectionSlotsChanged() {
-        assumeLoopIsolated { $0.events?.connectionSlotsChanged() }
+        assumeLoopIsolated { backend in
+            if backend.serving { backend.events?.connectionSlotsChanged() }
+        }
     }
 
     /// The `bluetooth_proxy` section of `bridge/health`: the server's counters.
