@@ -171,6 +171,28 @@ struct ProxyBackendTests {
         #expect(harness.proxyBLE.subscriptionCount == 0)
     }
 
+    @Test(
+        "clearing the cache forgets a device only the client holds (its end reported 0x16 after the answer), not the gateway's"
+    )
+    func clearCache() async throws {
+        let harness = try ProxyHarness(maxConnections: 2, gatewayDevices: Self.gatewayRule)
+        harness.ble.add(Self.g, .init(characteristics: []))
+        harness.proxyBLE.add(Self.g)
+        harness.proxyBLE.add(Self.a)
+        try await harness.start()
+        await harness.gateway.handle(BLEDiscovery(address: Self.g, advertisement: .init(rssi: -50)))
+        await harness.gateway.waitUntilIdle()
+        try await harness.clearCache(Self.g)
+        #expect(harness.answers.all == ["clear cache 130"])  // 0x82: the gateway's link would end
+        #expect(try await harness.connect(Self.a))
+        #expect(try await harness.sharedFreeSlots == 0)
+        try await harness.clearCache(Self.a)
+        #expect(harness.answers.all == ["clear cache 130", "connected 517", "clear cache 0"])
+        #expect(harness.proxyBLE.removed == [Self.a])
+        #expect(harness.server.lost.map { "\($0.address) \($0.error)" } == ["10 22"])
+        #expect(try await harness.sharedFreeSlots == 1)
+    }
+
     @Test("bridge/health has the proxy's bluetooth_proxy section, from the server's counters")
     func healthSection() async throws {
         let harness = try ProxyHarness(maxConnections: 1, health: true)

@@ -37,6 +37,7 @@ final class FakeProxyBLE: ProxyBLE {
             [:]
         var nextSubscription = 0
         var reads: [UInt16: [UInt8]] = [0x0B: [73]]
+        var removed: [BluetoothAddress] = []
     }
 
     private let state = Mutex(State())
@@ -143,7 +144,17 @@ final class FakeProxyBLE: ProxyBLE {
     }
     func pair(_ address: BluetoothAddress) async throws(ProxyFailure) {}
     func isPaired(_ address: BluetoothAddress) async throws(ProxyFailure) -> Bool { false }
-    func removeDevice(_ address: BluetoothAddress) async throws(ProxyFailure) {}
+
+    /// Forgets the device: its link ends (without a link event: the backend reports it itself).
+    func removeDevice(_ address: BluetoothAddress) async throws(ProxyFailure) {
+        state.withLock { state in
+            state.removed.append(address)
+            state.known.remove(address)
+            state.links.remove(address)
+        }
+    }
+
+    var removed: [BluetoothAddress] { state.withLock { $0.removed } }
 }
 
 /// The server's side as the backend sees it: records what it is told.
@@ -275,6 +286,16 @@ final class ProxyHarness {
                 case .success(let value): answers.add("read \(value)")
                 case .failure(let failure): answers.add("read failed \(failure.code)")
                 }
+            }
+        }
+        await loop.settle()
+    }
+
+    func clearCache(_ address: BluetoothAddress) async throws {
+        let backend = self.backend
+        let answers = self.answers
+        try await loop.submit {
+            backend.clearCache(address: address.rawValue) { failure in answers.add("clear cache \(failure?.code ?? 0)")
             }
         }
         await loop.settle()
