@@ -48,6 +48,9 @@ let package = Package(
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
         .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop"]),
+        // The Home Assistant Bluetooth proxy's connections (docs/ha-bluetooth-proxy.md) against a
+        // port over the central, attached to the gateway core (its slots and jobs); no BlueZ.
+        .target(name: "ProxyBackend", dependencies: ["ESPHomeAPI", "Gateway", "Bluetooth", "EventLoop", "JSON"]),
         // `gattway serve --tree` files: BlueZ's peripheral types with Gateway's value encodings (which
         // may not import each other), a library so the fuzz target can parse hostile trees.
         .target(name: "GATTTree", dependencies: ["BlueZ", "Bluetooth", "Gateway", "JSON"]),
@@ -55,7 +58,7 @@ let package = Package(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
-                "GATTTree", "ESPHomeAPI",
+                "GATTTree", "ESPHomeAPI", "ProxyBackend",
             ]
         ),
         .executableTarget(
@@ -100,6 +103,8 @@ let package = Package(
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
         .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
+        // The proxy's backend against an in-memory port and a real gateway with the core's fakes.
+        .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

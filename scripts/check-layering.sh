@@ -4,8 +4,11 @@
 #    (AES-CCM) and ESPHomeAPI (the Noise encryption of the ESPHome native API).
 #  - Those imports are `internal import` (or narrower), so the compiler rejects any C type in a
 #    public signature of the wrapper.
-#  - Gateway never imports DBus, BlueZ, MQTT or a C module (it talks to ports only). It may
-#    import EventLoop: the core runs on the loop's executor (docs/architecture.md lists it).
+#  - Gateway never imports DBus, BlueZ, MQTT, ESPHomeAPI or a C module (it talks to ports only;
+#    the Bluetooth proxy reaches it as a GatewayAttachment). It may import EventLoop: the core
+#    runs on the loop's executor (docs/architecture.md lists it).
+#  - ProxyBackend (the Bluetooth proxy's connections) never imports DBus, BlueZ, MQTT or a C
+#    module: it talks to the central through its ProxyBLE port.
 #  - Nothing under Sources/ (every module the gattway executable links) imports Foundation,
 #    FoundationEssentials, FoundationInternationalization or FoundationNetworking: linked
 #    statically they cost megabytes of resident memory (issue #8); LocalSystem has the file,
@@ -40,8 +43,14 @@ while IFS= read -r line; do
 done < <(grep -rnE '^[[:space:]]*(@_implementationOnly[[:space:]]+)?((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto)\b' Sources Tests bench 2>/dev/null || true)
 
 if [ -d Sources/Gateway ]; then
-  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|CDBus|CMosquitto|CCrypto)\b' Sources/Gateway; then
+  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|ESPHomeAPI|CDBus|CMosquitto|CCrypto)\b' Sources/Gateway; then
     echo "layering: Gateway must talk to BLE and MQTT through its ports only (docs/architecture.md, section Layers)" >&2
+    status=1
+  fi
+fi
+if [ -d Sources/ProxyBackend ]; then
+  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|CDBus|CMosquitto|CCrypto)\b' Sources/ProxyBackend; then
+    echo "layering: ProxyBackend must reach the central through its ProxyBLE port only (docs/architecture.md, section Layers)" >&2
     status=1
   fi
 fi

@@ -10,8 +10,8 @@ final class ConnectionManager {
     private let makeReconnect: @Sendable () -> any ReconnectStrategy
     private var scheduler: ConnectionScheduler
     private var links: [BluetoothAddress: LinkState] = [:]
-    /// Told the free slots after an event that changed them (``observeSlots(_:)``).
-    private var slotsObserver: (@Sendable (Int) -> Void)?
+    /// Told the free slots after an event that changed them (``observeSlots(initially:_:)``).
+    private var slotsObservers: [@Sendable (Int) -> Void] = []
     private var notifiedFreeSlots = -1
 
     init(context: CoreContext, reconnect: @escaping @Sendable () -> any ReconnectStrategy) {
@@ -284,19 +284,19 @@ final class ConnectionManager {
         for next in scheduler.unreserve(address) { startConnecting(next) }
     }
 
-    /// `handler` gets ``freeSlots`` now and, from ``notifySlots()``, after each event that
-    /// changed it.
-    func observeSlots(_ handler: @escaping @Sendable (Int) -> Void) {
-        slotsObserver = handler
+    /// `handler` gets ``freeSlots`` now (with `initially`) and, from ``notifySlots()``, after
+    /// each event that changed it.
+    func observeSlots(initially: Bool = true, _ handler: @escaping @Sendable (Int) -> Void) {
+        slotsObservers.append(handler)
         notifiedFreeSlots = freeSlots
-        handler(notifiedFreeSlots)
+        if initially { handler(notifiedFreeSlots) }
     }
 
-    /// After an event: the slots observer hears a change of the free slots.
+    /// After an event: the slots observers hear a change of the free slots.
     func notifySlots() {
-        guard let slotsObserver, freeSlots != notifiedFreeSlots else { return }
+        guard !slotsObservers.isEmpty, freeSlots != notifiedFreeSlots else { return }
         notifiedFreeSlots = freeSlots
-        slotsObserver(notifiedFreeSlots)
+        for observer in slotsObservers { observer(notifiedFreeSlots) }
     }
 
     /// Whether the gateway has a link to the device or is making one (the other user leaves

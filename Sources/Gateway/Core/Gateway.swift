@@ -47,6 +47,8 @@ public actor Gateway: LoopIsolated {
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
     private let fleet: Fleet?
     private let health: HealthReporter
+    /// The feature outside the core that shares its slots and jobs (the Bluetooth proxy's backend).
+    private let attachment: (any GatewayAttachment)?
 
     private var started = false
     private var wired = false
@@ -74,8 +76,10 @@ public actor Gateway: LoopIsolated {
     ///     of config.json; with neither both are kept in memory only.
     ///   - processSample: RSS and CPU time for `bridge/health` (default: `/proc/self`).
     ///   - peripheral: the peripheral role (used when `role` is peripheral or both).
-    ///   - healthExtra: sections appended to `bridge/health` (called on the loop), e.g. the
-    ///     Bluetooth proxy's `bluetooth_proxy` counters.
+    ///   - healthExtra: sections appended to `bridge/health` (called on the loop).
+    ///   - attachment: a feature outside the core that shares its connection slots and jobs (the
+    ///     Bluetooth proxy's backend); given its ``AttachedCore`` before this returns, its health
+    ///     sections appended to `bridge/health`.
     public init(
         config: GatewayConfig, ble: any BLEPort, peripheral: (any PeripheralPort)? = nil, mqtt: any MQTTPort,
         clock: any GatewayClock, loop: EventLoop,
@@ -83,7 +87,8 @@ public actor Gateway: LoopIsolated {
         logger: GatewayLogger = .none,
         version: String = "dev", stateDirectory: String? = nil,
         processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() },
-        healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil
+        healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil,
+        attachment: (any GatewayAttachment)? = nil
     ) {
         self.loop = loop
         let context = CoreContext(
@@ -105,9 +110,16 @@ public actor Gateway: LoopIsolated {
         let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
         if let fleet { context.fleetOwner = { [unowned fleet] in fleet.owns($0) } }
         self.fleet = fleet
+        var extra = healthExtra
+        if let attachment {
+            extra = { (healthExtra?() ?? []) + attachment.healthSections() }
+            connections.observeSlots(initially: false) { _ in attachment.connectionSlotsChanged() }
+        }
         health = HealthReporter(
-            context: context, processSample: processSample, extra: healthExtra, registry: registry,
+            context: context, processSample: processSample, extra: extra, registry: registry,
             connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet)
+        self.attachment = attachment
+        attachment?.attach(AttachedCore(self))
     }
 
     /// The last will to configure on the MQTT client before it connects: `<base>/bridge/state`
@@ -524,6 +536,11 @@ public actor Gateway: LoopIsolated {
         connections.observeSlots(handler)
     }
 
+    /// A job of the attachment (``AttachedCore/spawn(_:)``) on the core's job runner.
+    func spawnAttachmentJob(_ job: @escaping @Sendable () async -> any Sendable) {
+        context.jobs.spawn { .attachment(await job()) }
+    }
+
     // MARK: Advertisements and values
 
     /// One advertisement report: the hot path. Filters on the scan services and RSSI threshold,
@@ -778,6 +795,7 @@ public actor Gateway: LoopIsolated {
         case .servedValue(let id, let sent): peripheralBridge?.valueSent(id, sent: sent)
         case .advertised(let attempt, let error): peripheralBridge?.advertised(attempt, error: error)
         case .done: break
+        case .attachment(let outcome): attachment?.completed(outcome)
         }
     }
 

@@ -12,4 +12,6 @@ enum JobCompletion: Sendable {
     case advertised(AdvertisedData, error: BLEPortError?)
     /// A job that reports nothing (a disconnect).
     case done
+    /// A job of the ``GatewayAttachment``: what it returned, handed to it.
+    case attachment(any Sendable)
 }

@@ -3,7 +3,7 @@ import Bluetooth
 import ESPHomeAPI
 import EventLoop
 import Gateway
-import JSON
+import ProxyBackend
 
 #if canImport(Glibc)
     import Glibc
@@ -14,24 +14,27 @@ import JSON
 /// know about it; both see every advertisement (the central hands each BlueZ report to every scan).
 /// The server is announced by mDNS through Avahi when Avahi runs (``AvahiAnnouncer``).
 ///
-/// Its background work — the BlueZ calls of connections through it, the handling of what Avahi
-/// reports — runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
+/// Connections through it are ``ProxyBackend``'s, whose BlueZ calls are jobs of the gateway core
+/// (it is the core's ``GatewayAttachment``, made before the gateway). The handling of what Avahi
+/// reports runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
 struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
     let central: CentralManager
     let scan: ScanToken?
     let announcer: AvahiAnnouncer?
-    /// Serves connections through the proxy (nil with `connection_slots` 0).
-    let connections: ProxyCentral?
+    /// Serves connections through the proxy (not handed to the server with `connection_slots` 0),
+    /// and gives `bridge/health` the server's counters.
+    let backend: ProxyBackend<ProxyBLECentral>
     /// Follows the adapter's state into BluetoothScannerStateResponse.
     let stateFollower: StateUpdatesToken
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
-    /// Connections through the proxy share `gateway`'s connection slots (`bluetooth.max_connections`).
+    /// Connections through the proxy are `backend`'s, the gateway's attachment.
     static func start(
-        config: GatewayConfig, central: CentralManager, gateway: Gateway, loop: EventLoop, log: GatewayLogger
+        config: GatewayConfig, central: CentralManager, backend: ProxyBackend<ProxyBLECentral>, loop: EventLoop,
+        log: GatewayLogger
     ) async throws -> BluetoothProxy {
         let settings = config.bluetoothProxy
         let mac = (await central.adapterAddress)?.description ?? "00:00:00:00:00:00"
@@ -41,8 +44,7 @@ struct BluetoothProxy: Sendable {
             encryption: settings.encryptionKey.map { .noise(psk: $0) } ?? .plaintext,
             name: name, friendlyName: name, macAddress: mac, bluetoothMacAddress: mac, version: BuildInfo.version,
             maxClients: settings.maxClients, connectionSlots: settings.connectionSlots)
-        let connections =
-            settings.connectionSlots > 0 ? ProxyCentral(central: central, loop: loop, gateway: gateway) : nil
+        let connections = settings.connectionSlots > 0 ? backend : nil
         await connections?.start()
         let server = try await loop.submit {
             let server = APIServer(configuration: configuration, loop: loop, backend: connections) { level, line in
@@ -55,7 +57,7 @@ struct BluetoothProxy: Sendable {
                 }
             }
             try server.start()
-            connections?.server = server
+            backend.assumeLoopIsolated { $0.serve(server) }
             return server
         }
         let port = try await loop.submit { server.port }
@@ -92,7 +94,7 @@ struct BluetoothProxy: Sendable {
             server.scannerState = state == .poweredOn ? (scanning ? .running : .failed) : .stopped
         }
         return BluetoothProxy(
-            server: server, loop: loop, central: central, scan: token, announcer: announcer, connections: connections,
+            server: server, loop: loop, central: central, scan: token, announcer: announcer, backend: backend,
             stateFollower: stateFollower)
     }
 
@@ -106,12 +108,9 @@ struct BluetoothProxy: Sendable {
     }
 
     /// Runs the proxy's background work until ``stop()`` (or until the calling task is
-    /// cancelled): the connections' BlueZ calls and the mDNS announcer, each a child task.
+    /// cancelled): the mDNS announcer.
     func run() async {
-        await withDiscardingTaskGroup { group in
-            if let connections { group.addTask { await connections.run() } }
-            if let announcer { group.addTask { await announcer.run() } }
-        }
+        await announcer?.run()
     }
 
     /// Says goodbye to the clients and closes the listener (their connections through the proxy
@@ -127,40 +126,8 @@ struct BluetoothProxy: Sendable {
         }
         async let withdrawn: Void? = announcer?.withdraw()
         if let scan { await central.stopScan(scan) }
-        await connections?.stop()
+        await backend.stop()
         _ = await withdrawn
-    }
-
-    /// The `bluetooth_proxy` section of `bridge/health`; called on the loop.
-    func healthSection() -> [(key: String, value: JSONValue)] {
-        let statistics = server.statistics
-        func number(_ value: Int) -> JSONValue { .number(Double(value)) }
-        return [
-            (
-                "bluetooth_proxy",
-                .object([
-                    ("clients", number(statistics.clients)), ("accepted", number(statistics.accepted)),
-                    ("advertisements_sent", number(statistics.advertisementsSent)),
-                    ("connections", number(statistics.proxyConnections)),
-                    ("connects", number(statistics.proxyConnects)),
-                    ("connect_failures", number(statistics.proxyConnectFailures)),
-                    (
-                        "closed",
-                        .object([
-                            ("max_clients", number(statistics.refusedFull)),
-                            ("handshake", number(statistics.handshakeFailures)),
-                            ("protocol", number(statistics.protocolErrors)),
-                            ("plaintext_probe", number(statistics.plaintextProbes)),
-                            ("zero_key_probe", number(statistics.zeroKeyProbes)),
-                            ("password", number(statistics.passwordsRefused)),
-                            ("oversize", number(statistics.oversizeFrames)),
-                            ("idle", number(statistics.idleTimeouts)),
-                            ("slow", number(statistics.slowClients)),
-                        ])
-                    ),
-                ])
-            )
-        ]
     }
 
     /// The host name, cut to ESPHome's 31 characters (the default `name`).

@@ -4,6 +4,7 @@ import Gateway
 import JSON
 import LocalSystem
 import MQTT
+import ProxyBackend
 
 #if canImport(Glibc)
     import Glibc
@@ -157,25 +158,26 @@ struct RunCommand: Command {
         if let peripheral { peripheralPort = await PeripheralBLEPort(manager: peripheral, log: log) }
         // The core runs on the loop with the central and the client (docs/architecture.md);
         // its jobs run in `jobs` until the stop.
-        let proxyHealth = ProxyHealth()
+        // The Bluetooth proxy's connections share the core's slots and jobs: its backend is made
+        // first and attached to the gateway (which also reports its counters in bridge/health).
+        let proxyBackend =
+            config.bluetoothProxy.enabled ? ProxyBackend(ble: ProxyBLECentral(central: central), loop: loop) : nil
         let gateway = Gateway(
             config: config, ble: CentralBLEPort(central: central), peripheral: peripheralPort,
             mqtt: ClientMQTTPort(
                 client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
             clock: SystemClock(), loop: loop, logger: log,
             version: BuildInfo.version, stateDirectory: stateDirectory,
-            healthExtra: { proxyHealth.proxy?.healthSection() ?? [] })
+            attachment: proxyBackend)
         // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
         await gateway.observeAdapter { status in notifier.notify("STATUS=" + Self.status(status)) }
         // The Home Assistant Bluetooth proxy, when enabled: its own scan on the same central,
         // its connections within the gateway's connection slots.
         var proxy: BluetoothProxy?
-        if config.bluetoothProxy.enabled {
+        if let proxyBackend {
             do {
-                let started = try await BluetoothProxy.start(
-                    config: config, central: central, gateway: gateway, loop: loop, log: log)
-                proxy = started
-                _ = try? await loop.submit { proxyHealth.proxy = started }
+                proxy = try await BluetoothProxy.start(
+                    config: config, central: central, backend: proxyBackend, loop: loop, log: log)
             } catch {
                 log(.error, "Bluetooth proxy: \(error)")
                 code = .failure
@@ -183,8 +185,8 @@ struct RunCommand: Command {
         }
         let (startCode, proxyStarted) = (code, proxy)
         (code, stop) = await withTaskGroup(of: Void.self) { background in
-            // The proxy's background work (its connections' BlueZ calls, the mDNS announcer)
-            // and the core's jobs are child tasks of this one, on the loop; both end at the
+            // The proxy's background work (the mDNS announcer) and the core's jobs (with the
+            // proxy's BlueZ calls) are child tasks of this one, on the loop; both end at the
             // stop and are awaited.
             if let proxyStarted {
                 background.addTask(executorPreference: loop.taskExecutor) { await proxyStarted.run() }
@@ -252,13 +254,6 @@ struct RunCommand: Command {
 
     /// The Bluetooth proxy's listener could not start (already logged): the gateway does not run.
     struct BluetoothProxyStartError: Error {}
-
-    /// The proxy whose counters `bridge/health` carries, once it runs (the gateway is made first:
-    /// the proxy shares its connection slots). Set and read on the loop thread only (the
-    /// invariant behind `@unchecked Sendable`).
-    final class ProxyHealth: @unchecked Sendable {
-        var proxy: BluetoothProxy?
-    }
 
     /// The largest packet the gateway takes from the broker (MQTT 5): its commands are at most
     /// `commands.max_payload_bytes` (≤ 256 KiB) and `from_topic` values are small state messages,
