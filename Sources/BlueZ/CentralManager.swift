@@ -576,11 +576,3 @@ public actor CentralManager: LoopIsolated {
             timeout: timeout ?? options.gattTimeout)
     }
 }
-
-extension CentralError {
-    func withCode(_ code: Code) -> CentralError {
-        var copy = self
-        copy.code = code
-        return copy
-    }
-}
