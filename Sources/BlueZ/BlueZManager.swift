@@ -189,11 +189,39 @@ extension BlueZManager {
 
     /// Throws unless the manager is open and `.poweredOn`.
     func requirePoweredOn(_ operation: String) throws {
-        if closed {
-            throw Failure(
-                .cancelled, operation: operation, bluezName: nil, message: "the \(Self.role) manager was closed")
-        }
+        if closed { throw closedError(operation) }
         guard state == .poweredOn else { throw stateError(operation) }
+    }
+
+    /// The error of an operation that finds the manager closed.
+    func closedError(_ operation: String) -> Failure {
+        Failure(.cancelled, operation: operation, bluezName: nil, message: "the \(Self.role) manager was closed")
+    }
+
+    /// Waits until ``state`` is `.poweredOn` (the managers' `waitUntilPoweredOn(timeout:)`): at
+    /// most `timeout`, then the state's error (``stateError(_:)``: its meaning and what to do);
+    /// `cancelled` when the manager is closed meanwhile or the waiting task is cancelled.
+    func waitForPowerOn(timeout: Duration) async throws {
+        let operation = "wait for the adapter to be powered on"
+        if state == .poweredOn { return }
+        let updates = stateStream()
+        let reached = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await state in updates where state == .poweredOn { return true }
+                return false  // closed, or cancelled
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if reached || state == .poweredOn { return }
+        if closed { throw closedError(operation) }
+        if Task.isCancelled { throw Failure(.cancelled, operation: operation, bluezName: nil, message: "cancelled") }
+        throw stateError(operation)
     }
 
     /// The chosen adapter's address.

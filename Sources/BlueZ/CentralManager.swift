@@ -180,7 +180,7 @@ public actor CentralManager: BlueZManager {
         links.removeAll()
         for (_, subscription) in subscriptions { subscription.finish(throwing: nil) }
         subscriptions.removeAll()
-        failAllWaiters(CentralError(.cancelled, operation: "wait", message: "the central manager was closed"))
+        failAllWaiters(closedError("wait"))
         for case .stream(let continuation) in connectionContinuations.values { continuation.finish() }
         connectionContinuations.removeAll()
         if let timer = discovery.retryTimer { loop.cancelTimer(timer) }
@@ -230,16 +230,10 @@ public actor CentralManager: BlueZManager {
 
     /// Waits until ``state`` is `.poweredOn`.
     /// - Throws: ``CentralError`` with the state's meaning after `timeout` — ``CentralError/Code/poweredOff``,
-    ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do.
+    ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do;
+    ///   ``CentralError/Code/cancelled`` when the manager is closed meanwhile or the task is cancelled.
     public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
-        let operation = "wait for the adapter to be powered on"
-        do {
-            try await waitUntil(timeout: timeout, operation: operation) { central in
-                central.state == .poweredOn ? .success(()) : nil
-            }
-        } catch let error as CentralError where error.code == .connectionTimeout && state != .poweredOn {
-            throw stateError(operation)
-        }
+        try await waitForPowerOn(timeout: timeout)
     }
 
     func setState(_ newState: CentralState) {

@@ -199,23 +199,9 @@ public actor PeripheralManager: BlueZManager {
 
     /// Waits until ``state`` is `.poweredOn`.
     /// - Throws: ``PeripheralError`` with the state's meaning after `timeout`, ``PeripheralError/Code/cancelled``
-    ///   when the manager is closed meanwhile.
+    ///   when the manager is closed meanwhile or the task is cancelled.
     public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
-        if state == .poweredOn { return }
-        let updates = stateUpdates()
-        let waiter = Task {
-            for await state in updates where state == .poweredOn { return true }
-            return false
-        }
-        let timer = loop.addTimer(after: timeout.seconds) { waiter.cancel() }
-        let reached = await waiter.value
-        loop.cancelTimer(timer)
-        if reached { return }
-        if closed {
-            throw PeripheralError(
-                .cancelled, operation: "wait for the adapter", message: "the peripheral manager was closed")
-        }
-        throw stateError("wait for the adapter to be powered on")
+        try await waitForPowerOn(timeout: timeout)
     }
 
     func setState(_ newState: PeripheralState) {
@@ -318,7 +304,7 @@ public actor PeripheralManager: BlueZManager {
         while operationRunning {
             await withCheckedContinuation { operationWaiters.append($0) }
             if closed {
-                throw PeripheralError(.cancelled, operation: "register", message: "the peripheral manager was closed")
+                throw closedError("register")
             }
         }
         operationRunning = true
