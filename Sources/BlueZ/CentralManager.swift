@@ -101,11 +101,6 @@ public actor CentralManager: BlueZManager {
         try await start(bus: bus, on: loop) { CentralManager(connection: $0, options: options) }
     }
 
-    static let role = "central"
-    typealias Failure = CentralError
-    nonisolated var adapterSelector: AdapterSelector { options.adapter }
-    nonisolated var callTimeout: Duration { options.gattTimeout }
-
     func subscribe() async throws {
         // One rule for every signal of bluetoothd (InterfacesAdded/Removed from `/`, PropertiesChanged
         // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
@@ -470,4 +465,13 @@ public actor CentralManager: BlueZManager {
     }
 
     static var now: Double { Double(EventLoop.now()) / 1e9 }
+}
+
+// MARK: The life cycle both managers share
+
+extension CentralManager {
+    typealias Failure = CentralError
+    static let role = "central"
+    nonisolated var adapterSelector: AdapterSelector { options.adapter }
+    nonisolated var callTimeout: Duration { options.gattTimeout }
 }

@@ -15,7 +15,7 @@ struct PowerOnWaitTests {
         let role: String
         let wait: @Sendable (Duration) async throws -> Void
         let close: @Sendable () async -> Void
-        /// The error's code name, `operation` and `message` (nil: not a manager error).
+        /// The error's code name and message (nil: not a manager error).
         let describe: @Sendable (any Error) -> (code: String, message: String)?
     }
 
@@ -75,25 +75,27 @@ struct PowerOnWaitTests {
     func cancelled() async throws {
         try await Self.poweredOff { _, managers in
             for manager in managers {
-                let waiting = Task { try await manager.wait(.seconds(30)) }
-                try await Task.sleep(for: .milliseconds(100))
-                waiting.cancel()
-                let error = try await within(5, "\(manager.role): the cancelled wait to end") {
-                    await #expect(throws: (any Error).self) { try await waiting.value }
-                }
-                #expect(error.flatMap(manager.describe)?.code == "cancelled", "\(manager.role)")
+                let described = try await Self.wait(manager, endedBy: { $0.cancel() })
+                #expect(described?.code == "cancelled", "\(manager.role): \(String(describing: described))")
             }
             for manager in managers {
-                let waiting = Task { try await manager.wait(.seconds(30)) }
-                try await Task.sleep(for: .milliseconds(100))
-                await manager.close()
-                let error = try await within(5, "\(manager.role): the wait to end at the close") {
-                    await #expect(throws: (any Error).self) { try await waiting.value }
-                }
-                let described = error.flatMap(manager.describe)
+                let described = try await Self.wait(manager, endedBy: { _ in await manager.close() })
                 #expect(described?.code == "cancelled", "\(manager.role)")
                 #expect(described?.message == "the \(manager.role) manager was closed")
             }
         }
+    }
+
+    /// A 30 s wait that `end` ends after 0.1 s: what it threw, once it ended (within 5 s).
+    static func wait(_ manager: Manager, endedBy end: (Task<Void, any Error>) async -> Void) async throws -> (
+        code: String, message: String
+    )? {
+        let waiting = Task { try await manager.wait(.seconds(30)) }
+        try await Task.sleep(for: .milliseconds(100))
+        await end(waiting)
+        let error = try await within(5, "\(manager.role): the wait to end") {
+            await #expect(throws: (any Error).self) { try await waiting.value }
+        }
+        return error.flatMap(manager.describe)
     }
 }

@@ -108,11 +108,6 @@ public actor PeripheralManager: BlueZManager {
         try await start(bus: bus, on: loop) { PeripheralManager(connection: $0, options: options) }
     }
 
-    static let role = "peripheral"
-    typealias Failure = PeripheralError
-    nonisolated var adapterSelector: AdapterSelector { options.adapter }
-    nonisolated var callTimeout: Duration { options.callTimeout }
-
     func subscribe() async throws {
         await connection.addObjectManager(at: applicationRoot)
         let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
@@ -383,4 +378,13 @@ public actor PeripheralManager: BlueZManager {
     nonisolated func onLoop(_ body: (isolated PeripheralManager) -> Void) {
         assumeIsolated(body)
     }
+}
+
+// MARK: The life cycle both managers share
+
+extension PeripheralManager {
+    typealias Failure = PeripheralError
+    static let role = "peripheral"
+    nonisolated var adapterSelector: AdapterSelector { options.adapter }
+    nonisolated var callTimeout: Duration { options.callTimeout }
 }
