@@ -6,7 +6,7 @@ import Retry
 /// Every error names the operation that failed and, when BlueZ (or the bus) answered with an
 /// error, carries its D-Bus error name and message unchanged, e.g.
 /// `org.bluez.Device1.Connect failed: org.bluez.Error.Failed: le-connection-abort-by-local`.
-public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible, BlueZFailure {
     /// What went wrong, in Core Bluetooth terms.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         /// Connecting did not finish within the timeout (the attempt was cancelled).
@@ -57,47 +57,11 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
-    public var description: String {
-        if let bluezName { return "\(operation) failed: \(bluezName): \(message)" }
-        return "\(operation) failed: \(message) (\(code.rawValue))"
-    }
+    public var description: String { text }
 
-    /// Maps a D-Bus error from a BlueZ call to its Core Bluetooth meaning (docs/bluez.md §2.1, §2.2).
-    public init(_ error: DBusError, operation: String) {
-        let name = error.name.rawValue
-        let message = error.message
-        let code: Code
-        switch name {
-        case "org.bluez.Error.NotSupported": code = .operationNotSupported
-        case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized": code = .notPermitted
-        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidValueLength", "org.bluez.Error.InvalidOffset":
-            code =
-                message.lowercased().contains("length") || name.hasSuffix("InvalidValueLength")
-                ? .invalidValueLength : .invalidArguments
-        case "org.bluez.Error.InProgress": code = .inProgress
-        case "org.bluez.Error.NotConnected": code = .notConnected
-        case "org.bluez.Error.NotReady": code = .poweredOff
-        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue,
-            DBusError.Name.unknownMethod.rawValue:
-            code = .unknownDevice
-        case DBusError.Name.serviceUnknown.rawValue, DBusError.Name.nameHasNoOwner.rawValue,
-            DBusError.Name.disconnected.rawValue, DBusError.Name.noReply.rawValue:
-            code = .bluezUnavailable
-        case DBusError.Name.accessDenied.rawValue: code = .unauthorized
-        case "org.bluez.Error.Failed":
-            if message.hasPrefix("le-connection-") || message.hasPrefix("br-connection-") {
-                code = message.hasSuffix("-canceled") ? .cancelled : .connectionFailed
-            } else if message == "Not connected" {
-                code = .notConnected
-            } else if message.hasPrefix("Operation already in progress") {
-                code = .inProgress
-            } else {
-                code = .failed
-            }
-        default: code = .failed
-        }
-        self.init(code, operation: operation, bluezName: name, message: message)
-    }
+    /// Maps a D-Bus error from a BlueZ call to its Core Bluetooth meaning (docs/bluez.md §2.1,
+    /// §2.2; ``BlueZErrorCode``).
+    public init(_ error: DBusError, operation: String) { self.init(dbus: error, operation: operation) }
 
     /// The ATT error code the peer answered with, read back from BlueZ's reply (docs/bluez.md
     /// §2.2): 0x02/0x03 from "Read/Write not permitted", 0x05 from "Not paired" (BlueZ merges
@@ -156,17 +120,6 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         return code.map { CoreBluetoothErrorCode(domain: .central, code: $0) }
     }
 
-    /// Wraps any error: a ``CentralError`` stays as it is, a `DBusError` is mapped, a
-    /// `CancellationError` becomes ``Code/cancelled``.
-    static func wrap(_ error: any Error, operation: String) -> CentralError {
-        switch error {
-        case let error as CentralError: error
-        case let error as DBusError: CentralError(error, operation: operation)
-        case is CancellationError: CentralError(.cancelled, operation: operation, message: "cancelled")
-        default: CentralError(.failed, operation: operation, message: "\(error)")
-        }
-    }
-
     /// How the reconnect policy should treat this error.
     var reconnectFailure: ReconnectPolicy<SystemRandomNumberGenerator>.Failure {
         switch code {
@@ -176,6 +129,34 @@ public struct CentralError: Error, Sendable, Hashable, CustomStringConvertible {
         case .operationNotSupported: .operationNotSupported
         case .notPermitted, .unauthorized, .invalidValueLength, .invalidArguments, .cancelled: .other(retryable: false)
         case .failed: .other(retryable: true)
+        }
+    }
+}
+
+extension CentralError.Code: BlueZErrorCode {
+    /// What the central reads in the D-Bus errors the peripheral reads otherwise.
+    static func specific(_ name: String, message: String, operation: String) -> Self? {
+        switch name {
+        case "org.bluez.Error.NotPermitted", "org.bluez.Error.NotAuthorized": .notPermitted
+        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidValueLength", "org.bluez.Error.InvalidOffset":
+            message.lowercased().contains("length") || name.hasSuffix("InvalidValueLength")
+                ? .invalidValueLength : .invalidArguments
+        case "org.bluez.Error.InProgress": .inProgress
+        case "org.bluez.Error.NotConnected": .notConnected
+        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue,
+            DBusError.Name.unknownMethod.rawValue:
+            .unknownDevice
+        case "org.bluez.Error.Failed":
+            if message.hasPrefix("le-connection-") || message.hasPrefix("br-connection-") {
+                message.hasSuffix("-canceled") ? .cancelled : .connectionFailed
+            } else if message == "Not connected" {
+                .notConnected
+            } else if message.hasPrefix("Operation already in progress") {
+                .inProgress
+            } else {
+                nil
+            }
+        default: nil
         }
     }
 }

@@ -66,25 +66,14 @@ extension CentralManager {
         }
         if tree.device(path)?.isConnected == true { return }
         let remaining = timeout - (ContinuousClock.now - start)
-        let callTimeout = remaining + .seconds(5)
         let timesUpBefore = links[address]?.timesUp ?? 0
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    _ = try await self.callBlueZ(path, BlueZObjectTree.device, "Connect", timeout: callTimeout)
-                }
-                group.addTask {
-                    try await Task.sleep(for: remaining)
-                    throw CentralError(
-                        .connectionTimeout, operation: operation, message: "no connection within \(timeout)")
-                }
-                defer { group.cancelAll() }
-                try await group.next()
-            }
-        } catch let error as CentralError where error.code == .connectionTimeout {
-            // Cancel BlueZ's pending connection (it answers the Connect with "br-connection-canceled").
-            Task { _ = try? await self.callBlueZ(path, BlueZObjectTree.device, "Disconnect", timeout: .seconds(5)) }
-            throw error
+            // A pending connection is cancelled with Disconnect (BlueZ answers the Connect with
+            // "br-connection-canceled").
+            try await callDevice(
+                path, "Connect", within: remaining, cancel: "Disconnect",
+                timeout: CentralError(
+                    .connectionTimeout, operation: operation, message: "no connection within \(timeout)"))
         } catch {
             throw CentralError.wrap(error, operation: "org.bluez.Device1.Connect \(address)")
         }
@@ -151,6 +140,30 @@ extension CentralManager {
         }
     }
 
+    /// Calls `method` of the device and waits at most `limit` for its answer (the call itself
+    /// may take 5 s more): then BlueZ is told to stop with `cancel` (not awaited) and `timeout`
+    /// is thrown. Other failures are thrown as they came.
+    func callDevice(
+        _ path: DBusObjectPath, _ method: String, within limit: Duration, cancel: String, timeout: CentralError
+    ) async throws {
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    _ = try await self.callBlueZ(path, BlueZObjectTree.device, method, timeout: limit + .seconds(5))
+                }
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    throw timeout
+                }
+                defer { group.cancelAll() }
+                try await group.next()
+            }
+        } catch let error as CentralError where error == timeout {
+            Task { _ = try? await self.callBlueZ(path, BlueZObjectTree.device, cancel, timeout: .seconds(5)) }
+            throw error
+        }
+    }
+
     /// Connection changes of every peripheral: first a `.connected` for each link up now
     /// (including adopted ones), then every change as it happens, on the loop thread.
     ///
@@ -158,16 +171,9 @@ extension CentralManager {
     public func connectionEvents() -> AsyncStream<ConnectionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: ConnectionEvent.self)
         for peripheral in connectedPeripherals() { continuation.yield(.connected(peripheral)) }
-        if closed {
-            continuation.finish()
-            return stream
-        }
-        let id = makeID()
+        guard let id = register(continuation) else { return stream }
         connectionContinuations[id] = .stream(continuation)
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.loop.execute { self.assumeIsolated { _ = $0.connectionContinuations.removeValue(forKey: id) } }
-        }
+        continuation.onTermination = unregistering { _ = $0.connectionContinuations.removeValue(forKey: id) }
         return stream
     }
 

@@ -98,7 +98,7 @@ extension CentralManager {
         registered: (Characteristic, Int) -> Void = { _, _ in }
     ) async throws {
         let operation = "subscribe to \(characteristic)"
-        if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
+        if closed { throw closedError(operation) }
         var key = characteristic
         if state == .poweredOn, let (_, resolved) = try? resolve(characteristic, operation: operation) {
             key = resolved

@@ -39,22 +39,11 @@ extension CentralManager {
             throw CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know the device")
         }
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    _ = try await self.callBlueZ(path, BlueZObjectTree.device, "Pair", timeout: timeout + .seconds(5))
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    throw CentralError(
-                        .connectionTimeout, operation: operation, message: "pairing did not finish within \(timeout)")
-                }
-                defer { group.cancelAll() }
-                try await group.next()
-            }
-        } catch let error as CentralError where error.code == .connectionTimeout {
-            // BlueZ answers the Pair with AuthenticationCanceled.
-            Task { _ = try? await self.callBlueZ(path, BlueZObjectTree.device, "CancelPairing", timeout: .seconds(5)) }
-            throw error
+            // A pairing cancelled: BlueZ answers the Pair with AuthenticationCanceled.
+            try await callDevice(
+                path, "Pair", within: timeout, cancel: "CancelPairing",
+                timeout: CentralError(
+                    .connectionTimeout, operation: operation, message: "pairing did not finish within \(timeout)"))
         } catch {
             let failure = CentralError.wrap(error, operation: operation)
             if failure.bluezName == "org.bluez.Error.AlreadyExists" { return }

@@ -38,7 +38,7 @@ extension CentralManager {
     ///   ``lastRoundTrip``.
     public func ping(timeout: Duration = .seconds(5)) async throws -> Duration {
         let operation = "org.freedesktop.DBus.Peer.Ping to bluetoothd"
-        if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
+        if closed { throw closedError(operation) }
         guard let owner = bluezOwner else {
             roundTrips.record(nil)
             throw CentralError(

@@ -99,7 +99,7 @@ extension CentralManager {
         handler: @escaping @Sendable (ScanResult) -> Void
     ) throws -> ScanToken {
         if waitingForAdapter {
-            if closed { throw CentralError(.cancelled, operation: "scan", message: "the central manager was closed") }
+            if closed { throw closedError("scan") }
         } else {
             try requirePoweredOn("scan")
         }

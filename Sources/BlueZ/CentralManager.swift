@@ -23,7 +23,7 @@ import EventLoop
 /// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` ends every stream, stops
 /// discovery and closes the connection (connections to peripherals stay up in BlueZ, as BlueZ
 /// keeps them — call ``disconnect(_:)`` first to drop them).
-public actor CentralManager: LoopIsolated {
+public actor CentralManager: BlueZManager {
     /// The loop whose thread runs this actor and its D-Bus connection.
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -36,7 +36,7 @@ public actor CentralManager: LoopIsolated {
     var adapterPath: DBusObjectPath?
     var bluezOwner: String?
     /// The current state; see ``stateUpdates()`` for changes.
-    public private(set) var state: CentralState = .unknown
+    public internal(set) var state: CentralState = .unknown
     var closed = false
     var nextID = 0
     var signalTasks: [Task<Void, Never>] = []
@@ -98,23 +98,10 @@ public actor CentralManager: LoopIsolated {
     public static func start(
         options: CentralOptions = CentralOptions(), bus: DBusConnection.Bus = .system, on loop: EventLoop
     ) async throws -> CentralManager {
-        let connection: DBusConnection
-        do {
-            connection = try await DBusConnection.connect(to: bus, on: loop)
-        } catch {
-            throw CentralError.wrap(error, operation: "connect to the D-Bus system bus").withCode(.bluezUnavailable)
-        }
-        let central = CentralManager(connection: connection, options: options)
-        do {
-            try await central.begin()
-        } catch {
-            await central.close()
-            throw CentralError.wrap(error, operation: "subscribe to org.bluez signals")
-        }
-        return central
+        try await start(bus: bus, on: loop) { CentralManager(connection: $0, options: options) }
     }
 
-    private func begin() async throws {
+    func subscribe() async throws {
         // One rule for every signal of bluetoothd (InterfacesAdded/Removed from `/`, PropertiesChanged
         // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
         // order BlueZ sent them (which is not always the order it meant: a ServicesResolved may
@@ -127,22 +114,11 @@ public actor CentralManager: LoopIsolated {
             [weak self] message in
             self?.assumeLoopIsolated { $0.handleSignal(message) }
         }
-        let owners = try await connection.nameOwnerChanges(of: "org.bluez")
-        signalTasks.append(
-            Task { [weak self] in
-                for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
-            })
         loadStateFile()
-        let owner: String?
-        do {
-            owner = try await connection.nameOwner("org.bluez")
-        } catch let error as DBusError where error.name == .accessDenied {
-            setState(.unauthorized)
-            scheduleAccessRetry()
-            return
-        }
-        await bluezOwnerChanged(to: owner)
     }
+
+    /// While the bus refuses access, the manager tries again now and then.
+    func accessRefused() { scheduleAccessRetry() }
 
     /// While the bus refuses access to `org.bluez`, tries again every
     /// ``CentralOptions/accessRetryInterval``: a policy installed meanwhile (dbus-daemon reloads
@@ -199,18 +175,15 @@ public actor CentralManager: LoopIsolated {
         links.removeAll()
         for (_, subscription) in subscriptions { subscription.finish(throwing: nil) }
         subscriptions.removeAll()
-        failAllWaiters(CentralError(.cancelled, operation: "wait", message: "the central manager was closed"))
-        for case .stream(let continuation) in stateContinuations.values { continuation.finish() }
+        failAllWaiters(closedError("wait"))
         for case .stream(let continuation) in connectionContinuations.values { continuation.finish() }
-        stateContinuations.removeAll()
         connectionContinuations.removeAll()
         if let timer = discovery.retryTimer { loop.cancelTimer(timer) }
         if let timer = accessRetryTimer { loop.cancelTimer(timer) }
         accessRetryTimer = nil
         conditionHandlers.removeAll()
-        for task in signalTasks { task.cancel() }
         bluezSignals?.cancel()
-        await connection.close()
+        await closeConnection()
     }
 
     // MARK: State
@@ -219,29 +192,13 @@ public actor CentralManager: LoopIsolated {
     ///
     /// Buffering: newest 16 states; a consumer that falls behind skips intermediate ones but
     /// always sees the latest. Finishes when the manager is closed.
-    public func stateUpdates() -> AsyncStream<CentralState> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: CentralState.self, bufferingPolicy: .bufferingNewest(16))
-        let id = makeID()
-        continuation.yield(state)
-        if closed {
-            continuation.finish()
-            return stream
-        }
-        stateContinuations[id] = .stream(continuation)
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
-        }
-        return stream
-    }
+    public func stateUpdates() -> AsyncStream<CentralState> { stateStream() }
 
     /// The state now, then every change, handed to `handler` on the loop thread as it happens
     /// (no stream, no task; the first call before this returns). Lasts until
     /// ``stopStateUpdates(_:)`` or ``close()``.
     public func stateUpdates(handler: @escaping @Sendable (CentralState) -> Void) -> StateUpdatesToken {
-        handler(state)
-        return StateUpdatesToken(id: stateContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
+        StateUpdatesToken(id: addStateHandler(handler))
     }
 
     /// Ends a ``stateUpdates(handler:)`` registration.
@@ -268,25 +225,16 @@ public actor CentralManager: LoopIsolated {
 
     /// Waits until ``state`` is `.poweredOn`.
     /// - Throws: ``CentralError`` with the state's meaning after `timeout` — ``CentralError/Code/poweredOff``,
-    ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do.
+    ///   ``CentralError/Code/unauthorized``, ``CentralError/Code/bluezUnavailable`` — and what to do;
+    ///   ``CentralError/Code/cancelled`` when the manager is closed meanwhile or the task is cancelled.
     public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
-        let operation = "wait for the adapter to be powered on"
-        do {
-            try await waitUntil(timeout: timeout, operation: operation) { central in
-                central.state == .poweredOn ? .success(()) : nil
-            }
-        } catch let error as CentralError where error.code == .connectionTimeout && state != .poweredOn {
-            throw stateError(operation)
-        }
+        try await waitForPowerOn(timeout: timeout)
     }
 
     func setState(_ newState: CentralState) {
         // The condition may change without the state (PowerState, or bluetoothd's presence).
         defer { reportCondition() }
-        guard newState != state else { return }
-        let old = state
-        state = newState
-        for sink in stateContinuations.values { sink.deliver(newState) }
+        guard let old = changeState(to: newState) else { return }
         if newState == .poweredOn {
             poweredOn()
         } else if old == .poweredOn {
@@ -305,24 +253,8 @@ public actor CentralManager: LoopIsolated {
         for sink in conditionHandlers.values { sink.deliver(new) }
     }
 
-    /// The error an operation gets while the state is not `.poweredOn`.
-    func stateError(_ operation: String) -> CentralError {
-        let (code, message) = BlueZPresence.unavailability(
-            state, manager: "central manager", adapterName: adapterName, selector: options.adapter, role: "central",
-            bluezPresent: bluezOwner != nil)
-        return CentralError(CentralError.Code(rawValue: code) ?? .failed, operation: operation, message: message)
-    }
-
-    func requirePoweredOn(_ operation: String) throws {
-        if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
-        guard state == .poweredOn else { throw stateError(operation) }
-    }
-
     /// The adapter's address, when one is chosen.
-    public var adapterAddress: BluetoothAddress? {
-        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(
-            BluetoothAddress.init)
-    }
+    public var adapterAddress: BluetoothAddress? { chosenAdapterAddress }
 
     /// The adapters bluetoothd has now (`hci0`…) and whether each is powered, for saying which
     /// there are when none matches ``CentralOptions/adapter``.
@@ -346,22 +278,9 @@ public actor CentralManager: LoopIsolated {
 
     // MARK: bluetoothd presence and the object tree
 
-    func bluezOwnerChanged(to owner: String?) async {
-        guard !closed else { return }
-        if owner == bluezOwner && state != .unknown { return }
-        let previous = bluezOwner
-        bluezOwner = owner
-        if previous != nil { bluezLost() }
-        guard owner != nil else {
-            setState(previous == nil ? .unsupported : .resetting)
-            return
-        }
-        await reload()
-    }
-
     /// bluetoothd left the bus: every object is gone (no InterfacesRemoved is sent), so are our
     /// discovery session, notify sessions and acquired sockets.
-    private func bluezLost() {
+    func bluezLost() {
         let lostError = CentralError(.bluezUnavailable, operation: "connection", message: "bluetoothd left the bus")
         for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
             if let device = tree.device(path), device.isConnected, let peripheral = device.peripheral {
@@ -378,16 +297,10 @@ public actor CentralManager: LoopIsolated {
         setState(.resetting)
     }
 
-    /// Reads every object (`GetManagedObjects`), picks the adapter and derives the state.
-    private func reload() async {
-        switch await BlueZPresence.reload(connection, into: self) {
-        case .objects: forgetVanishedDevices()
-        case .accessDenied:
-            setState(.unauthorized)
-            return scheduleAccessRetry()
-        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
-        case .empty: return
-        }
+    /// The objects were read (``reload()``): the adapter is picked, connections up are adopted,
+    /// the state derived, and subscriptions on devices already connected and resolved renewed.
+    func objectsLoaded() {
+        forgetVanishedDevices()
         chooseAdapter()
         adoptConnections()
         updateStateFromAdapter()
@@ -397,14 +310,6 @@ public actor CentralManager: LoopIsolated {
                 servicesResolved(address)
             }
         }
-    }
-
-    private func chooseAdapter() {
-        adapterPath = tree.adapter(matching: options.adapter, role: "central")
-    }
-
-    func updateStateFromAdapter() {
-        setState(BlueZPresence.state(bluezPresent: bluezOwner != nil, adapterPath: adapterPath, tree: tree))
     }
 
     /// Connections already up in BlueZ are taken over: reported as connected and kept up.
@@ -559,28 +464,14 @@ public actor CentralManager: LoopIsolated {
         }
     }
 
-    func makeID() -> Int {
-        nextID += 1
-        return nextID
-    }
-
     static var now: Double { Double(EventLoop.now()) / 1e9 }
-
-    /// Calls a BlueZ method (destination `org.bluez`).
-    func callBlueZ(
-        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
-        timeout: Duration? = nil
-    ) async throws -> [DBusValue] {
-        try await connection.call(
-            destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments,
-            timeout: timeout ?? options.gattTimeout)
-    }
 }
 
-extension CentralError {
-    func withCode(_ code: Code) -> CentralError {
-        var copy = self
-        copy.code = code
-        return copy
-    }
+// MARK: The life cycle both managers share
+
+extension CentralManager {
+    typealias Failure = CentralError
+    static let role = "central"
+    nonisolated var adapterSelector: AdapterSelector { options.adapter }
+    nonisolated var callTimeout: Duration { options.gattTimeout }
 }

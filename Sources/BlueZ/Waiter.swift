@@ -19,7 +19,7 @@ extension CentralManager {
         _ check: @escaping @Sendable (isolated CentralManager) -> Result<T, CentralError>?
     ) async throws -> T {
         if let result = check(self) { return try result.get() }
-        if closed { throw CentralError(.cancelled, operation: operation, message: "the central manager was closed") }
+        if closed { throw closedError(operation) }
         let id = makeID()
         let loop = self.loop
         return try await withTaskCancellationHandler {

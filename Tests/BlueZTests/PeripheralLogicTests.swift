@@ -139,6 +139,44 @@ struct PeripheralLogicTests {
         #expect(PeripheralManager.refusal(offset: offset, length: length) == refusal)
     }
 
+    @Test(
+        "the errors both roles read alike get the same code in both, with the same text; the others differ by role",
+        arguments: [
+            ("org.bluez.Error.NotSupported", "Operation is not supported", "operationNotSupported"),
+            ("org.bluez.Error.NotReady", "Resource Not Ready", "poweredOff"),
+            ("org.freedesktop.DBus.Error.ServiceUnknown", "The name org.bluez was not provided", "bluezUnavailable"),
+            ("org.freedesktop.DBus.Error.NameHasNoOwner", "no owner", "bluezUnavailable"),
+            ("org.freedesktop.DBus.Error.Disconnected", "gone", "bluezUnavailable"),
+            ("org.freedesktop.DBus.Error.NoReply", "Did not receive a reply", "bluezUnavailable"),
+            ("org.freedesktop.DBus.Error.AccessDenied", "Rejected send message", "unauthorized"),
+            ("org.bluez.Error.Failed", "something else", "failed"),
+            ("org.example.Error.Unheard", "x", "failed"),
+        ])
+    func sharedErrorMapping(name: String, message: String, code: String) {
+        let operation = "org.bluez.GattManager1.RegisterApplication"
+        let central = CentralError(DBusError(DBusError.Name(name), message), operation: operation)
+        let peripheral = PeripheralError(DBusError(DBusError.Name(name), message), operation: operation)
+        #expect(central.code.rawValue == code)
+        #expect(peripheral.code.rawValue == code)
+        #expect(central.description == "\(operation) failed: \(name): \(message)")
+        #expect(peripheral.description == central.description)
+    }
+
+    @Test("any error wraps the same way in both roles: cancellation is cancelled, the rest failed with its text")
+    func wrapping() {
+        #expect(
+            CentralError.wrap(CancellationError(), operation: "scan").description
+                == "scan failed: cancelled (cancelled)")
+        #expect(
+            PeripheralError.wrap(CancellationError(), operation: "scan").description
+                == "scan failed: cancelled (cancelled)")
+        let refused = DBusError("org.bluez.Error.NotPermitted", "Read not permitted")
+        #expect(CentralError.wrap(refused, operation: "read").code == .notPermitted)
+        #expect(PeripheralError.wrap(refused, operation: "read").code == .failed)
+        let own = PeripheralError(.unknownAttribute, operation: "notify", message: "not published")
+        #expect(PeripheralError.wrap(own, operation: "other") == own)
+    }
+
     @Test("BlueZ registration errors get Core Bluetooth meanings")
     func peripheralErrorMapping() {
         let register = "org.bluez.GattManager1.RegisterApplication"

@@ -183,6 +183,40 @@ struct CommandTests {
         #expect(harness.ble.writes.first == "write-begin A4:C1:38:00:00:10 FFF1 1,2")
     }
 
+    @Test(
+        "each bad bridge request gets exactly one error response, from the feature that owns its verb, and nothing is written",
+        arguments: [
+            ("device/frobnicate", #"{"device": "lamp"}"#, #"unknown request "device/frobnicate""#),
+            ("device/remove", #"[1]"#, "expected a JSON object"),
+            (
+                "device/remove", #"{"device": "nobody", "transaction": 9}"#,
+                "expected the name or address of a known device"
+            ),
+            ("device/bindkey", #"{"device": "lamp", "key": "00"}"#, "key: expected 32 hex digits"),
+            (
+                "gatt/write", #"{"device": "lamp", "characteristic": "FFF1"}"#,
+                "value: expected the bytes to write as hex"
+            ),
+            ("gatt/read", #"{"device": "nobody", "characteristic": "2A19"}"#, "device: expected the name or address"),
+        ])
+    func badBridgeRequests(verb: String, payload: String, error: String) async throws {
+        let harness = try await harness()
+        let responses = await harness.command(
+            "gattway/bridge/request/" + verb, payload, responseTopic: "gattway/bridge/response/" + verb)
+        #expect(responses.count == 1)
+        let reply = response(responses)
+        #expect(reply?["status"] == .string("error"))
+        if case .string(let text)? = reply?["error"] {
+            #expect(text.contains(error), "\(text)")
+        } else {
+            Issue.record()
+        }
+        if payload.contains("transaction") { #expect(reply?["transaction"] == .number(9)) }
+        #expect(harness.ble.writes.isEmpty)
+        #expect(await harness.gateway.counters.commands == 1)
+        #expect(await harness.gateway.counters.commandErrors == 1)
+    }
+
     @Test("an on-demand connection is closed after idle_disconnect on the clock")
     func idleDisconnect() async throws {
         let harness = try await harness()

@@ -5,7 +5,7 @@ import DBus
 /// Like ``CentralError`` it names the operation and, when BlueZ or the bus answered with an
 /// error, carries the D-Bus error name and message unchanged, e.g.
 /// `org.bluez.GattManager1.RegisterApplication failed: org.bluez.Error.Failed: No valid service object found`.
-public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertible, BlueZFailure {
     /// What went wrong, in Core Bluetooth terms.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         /// The adapter is powered off (or BlueZ answered `NotReady`), or the manager is not `.poweredOn`.
@@ -56,45 +56,11 @@ public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertibl
         self.message = message
     }
 
-    public var description: String {
-        if let bluezName { return "\(operation) failed: \(bluezName): \(message)" }
-        return "\(operation) failed: \(message) (\(code.rawValue))"
-    }
+    public var description: String { text }
 
-    /// Maps a D-Bus error from a `GattManager1` / `LEAdvertisingManager1` call (docs/bluez.md §2.1, §5.1, §5.3).
-    public init(_ error: DBusError, operation: String) {
-        let name = error.name.rawValue
-        let message = error.message
-        let code: Code
-        switch name {
-        case "org.bluez.Error.NotSupported", DBusError.Name.unknownMethod.rawValue,
-            DBusError.Name.unknownInterface.rawValue:
-            code = .operationNotSupported
-        case "org.bluez.Error.AlreadyExists": code = .alreadyExists
-        case "org.bluez.Error.NotReady": code = .poweredOff
-        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidLength":
-            code = .invalidAdvertisementOrService(operation)
-        case "org.bluez.Error.NotPermitted":
-            code = message.contains("Maximum advertisements") ? .tooManyAdvertisements : .failed
-        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue: code = .unknownAttribute
-        case DBusError.Name.serviceUnknown.rawValue, DBusError.Name.nameHasNoOwner.rawValue,
-            DBusError.Name.disconnected.rawValue, DBusError.Name.noReply.rawValue:
-            code = .bluezUnavailable
-        case DBusError.Name.accessDenied.rawValue: code = .unauthorized
-        case "org.bluez.Error.Failed":
-            if message.hasPrefix("Failed to parse advertisement") {
-                code = .invalidAdvertisement
-            } else if message.contains("service object") || message == "No object received"
-                || message.hasPrefix("Failed to create entry")
-            {
-                code = .invalidService
-            } else {
-                code = .failed
-            }
-        default: code = .failed
-        }
-        self.init(code, operation: operation, bluezName: name, message: message)
-    }
+    /// Maps a D-Bus error from a `GattManager1` / `LEAdvertisingManager1` call (docs/bluez.md
+    /// §2.1, §5.1, §5.3; ``BlueZErrorCode``).
+    public init(_ error: DBusError, operation: String) { self.init(dbus: error, operation: operation) }
 
     /// The ATT error code that corresponds, where one does: 0x0D for a value longer than an
     /// attribute holds. (The peripheral's own answers to centrals are ``ATTError``s.)
@@ -118,22 +84,30 @@ public struct PeripheralError: Error, Sendable, Hashable, CustomStringConvertibl
             }
         return code.map { CoreBluetoothErrorCode(domain: .central, code: $0) }
     }
-
-    /// Wraps any error: a ``PeripheralError`` stays as it is, a `DBusError` is mapped, a
-    /// `CancellationError` becomes ``Code/cancelled``.
-    static func wrap(_ error: any Error, operation: String) -> PeripheralError {
-        switch error {
-        case let error as PeripheralError: error
-        case let error as DBusError: PeripheralError(error, operation: operation)
-        case is CancellationError: PeripheralError(.cancelled, operation: operation, message: "cancelled")
-        default: PeripheralError(.failed, operation: operation, message: "\(error)")
-        }
-    }
 }
 
-extension PeripheralError.Code {
-    /// `InvalidArguments` means a bad advertisement for advertising calls, a bad tree otherwise.
-    fileprivate static func invalidAdvertisementOrService(_ operation: String) -> Self {
-        operation.contains("Advertis") ? .invalidAdvertisement : .invalidService
+extension PeripheralError.Code: BlueZErrorCode {
+    /// What the peripheral reads in the D-Bus errors the central reads otherwise.
+    static func specific(_ name: String, message: String, operation: String) -> Self? {
+        switch name {
+        case DBusError.Name.unknownMethod.rawValue, DBusError.Name.unknownInterface.rawValue: .operationNotSupported
+        case "org.bluez.Error.AlreadyExists": .alreadyExists
+        // A bad advertisement for advertising calls, a bad tree otherwise.
+        case "org.bluez.Error.InvalidArguments", "org.bluez.Error.InvalidLength":
+            operation.contains("Advertis") ? .invalidAdvertisement : .invalidService
+        case "org.bluez.Error.NotPermitted": message.contains("Maximum advertisements") ? .tooManyAdvertisements : nil
+        case "org.bluez.Error.DoesNotExist", DBusError.Name.unknownObject.rawValue: .unknownAttribute
+        case "org.bluez.Error.Failed":
+            if message.hasPrefix("Failed to parse advertisement") {
+                .invalidAdvertisement
+            } else if message.contains("service object") || message == "No object received"
+                || message.hasPrefix("Failed to create entry")
+            {
+                .invalidService
+            } else {
+                nil
+            }
+        default: nil
+        }
     }
 }

@@ -28,7 +28,7 @@ public typealias PeripheralState = CentralState
 ///
 /// Lifetime: ``start(options:bus:on:)`` creates it; ``close()`` unregisters everything, ends the
 /// event and state streams and closes the connection.
-public actor PeripheralManager {
+public actor PeripheralManager: BlueZManager {
     /// The loop whose thread runs this actor and its D-Bus connection.
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -44,7 +44,7 @@ public actor PeripheralManager {
     var adapterPath: DBusObjectPath?
     var bluezOwner: String?
     /// The current state; see ``stateUpdates()`` for changes.
-    public private(set) var state: PeripheralState = .unknown
+    public internal(set) var state: PeripheralState = .unknown
     var closed = false
     var nextID = 0
     var signalTasks: [Task<Void, Never>] = []
@@ -105,45 +105,20 @@ public actor PeripheralManager {
     public static func start(
         options: PeripheralOptions = PeripheralOptions(), bus: DBusConnection.Bus = .system, on loop: EventLoop
     ) async throws -> PeripheralManager {
-        let connection: DBusConnection
-        do {
-            connection = try await DBusConnection.connect(to: bus, on: loop)
-        } catch {
-            var wrapped = PeripheralError.wrap(error, operation: "connect to the D-Bus system bus")
-            wrapped.code = .bluezUnavailable
-            throw wrapped
-        }
-        let manager = PeripheralManager(connection: connection, options: options)
-        do {
-            try await manager.begin()
-        } catch {
-            await manager.close()
-            throw PeripheralError.wrap(error, operation: "subscribe to org.bluez signals")
-        }
-        return manager
+        try await start(bus: bus, on: loop) { PeripheralManager(connection: $0, options: options) }
     }
 
-    private func begin() async throws {
+    func subscribe() async throws {
         await connection.addObjectManager(at: applicationRoot)
         let bluez = try await connection.signals(matching: DBusMatchRule(sender: "org.bluez"))
-        let owners = try await connection.nameOwnerChanges(of: "org.bluez")
         signalTasks.append(
             Task { [weak self] in
                 for await message in bluez { await self?.handleSignal(message) }
             })
-        signalTasks.append(
-            Task { [weak self] in
-                for await change in owners { await self?.bluezOwnerChanged(to: change.newOwner) }
-            })
-        let owner: String?
-        do {
-            owner = try await connection.nameOwner("org.bluez")
-        } catch let error as DBusError where error.name == .accessDenied {
-            setState(.unauthorized)
-            return
-        }
-        await bluezOwnerChanged(to: owner)
     }
+
+    /// The bus refused access: the manager stays `.unauthorized` until `org.bluez` has a new owner.
+    func accessRefused() {}
 
     /// Stops advertising, unregisters the application (best effort, 2 s each), ends every stream
     /// and closes the D-Bus connection. Requests not answered yet fail.
@@ -160,42 +135,23 @@ public actor PeripheralManager {
         }
         advertisementRegistered = false
         applicationRegistered = false
-        for case .stream(let continuation) in stateContinuations.values { continuation.finish() }
         for case .stream(let continuation) in eventContinuations.values { continuation.finish() }
-        stateContinuations.removeAll()
         eventContinuations.removeAll()
         for waiter in operationWaiters { waiter.resume() }
         operationWaiters.removeAll()
-        for task in signalTasks { task.cancel() }
-        await connection.close()
+        await closeConnection()
     }
 
     // MARK: State and events
 
     /// The state now, then every change (newest 16 buffered), like ``CentralManager/stateUpdates()``.
-    public func stateUpdates() -> AsyncStream<PeripheralState> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: PeripheralState.self, bufferingPolicy: .bufferingNewest(16))
-        continuation.yield(state)
-        if closed {
-            continuation.finish()
-            return stream
-        }
-        let id = makeID()
-        stateContinuations[id] = .stream(continuation)
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.loop.execute { self.assumeIsolated { _ = $0.stateContinuations.removeValue(forKey: id) } }
-        }
-        return stream
-    }
+    public func stateUpdates() -> AsyncStream<PeripheralState> { stateStream() }
 
     /// The state now, then every change, handed to `handler` on the loop thread as it happens
     /// (no stream, no task; the first call before this returns), like
     /// ``CentralManager/stateUpdates(handler:)``. Lasts until ``stopStateUpdates(_:)`` or ``close()``.
     public func stateUpdates(handler: @escaping @Sendable (PeripheralState) -> Void) -> StateUpdatesToken {
-        handler(state)
-        return StateUpdatesToken(id: stateContinuations.addHandler(handler, id: makeID(), unlessClosed: closed))
+        StateUpdatesToken(id: addStateHandler(handler))
     }
 
     /// Requests, subscriptions and registration news, from now on (see ``PeripheralEvent``).
@@ -208,16 +164,9 @@ public actor PeripheralManager {
     public func events(bufferingNewest limit: Int = 1024) -> AsyncStream<PeripheralEvent> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: PeripheralEvent.self, bufferingPolicy: .bufferingNewest(limit))
-        if closed {
-            continuation.finish()
-            return stream
-        }
-        let id = makeID()
+        guard let id = register(continuation) else { return stream }
         eventContinuations[id] = .stream(continuation)
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.loop.execute { self.assumeIsolated { _ = $0.eventContinuations.removeValue(forKey: id) } }
-        }
+        continuation.onTermination = unregistering { _ = $0.eventContinuations.removeValue(forKey: id) }
         return stream
     }
 
@@ -245,30 +194,13 @@ public actor PeripheralManager {
 
     /// Waits until ``state`` is `.poweredOn`.
     /// - Throws: ``PeripheralError`` with the state's meaning after `timeout`, ``PeripheralError/Code/cancelled``
-    ///   when the manager is closed meanwhile.
+    ///   when the manager is closed meanwhile or the task is cancelled.
     public func waitUntilPoweredOn(timeout: Duration = .seconds(10)) async throws {
-        if state == .poweredOn { return }
-        let updates = stateUpdates()
-        let waiter = Task {
-            for await state in updates where state == .poweredOn { return true }
-            return false
-        }
-        let timer = loop.addTimer(after: timeout.seconds) { waiter.cancel() }
-        let reached = await waiter.value
-        loop.cancelTimer(timer)
-        if reached { return }
-        if closed {
-            throw PeripheralError(
-                .cancelled, operation: "wait for the adapter", message: "the peripheral manager was closed")
-        }
-        throw stateError("wait for the adapter to be powered on")
+        try await waitForPowerOn(timeout: timeout)
     }
 
     func setState(_ newState: PeripheralState) {
-        guard newState != state else { return }
-        let old = state
-        state = newState
-        for sink in stateContinuations.values { sink.deliver(newState) }
+        guard let old = changeState(to: newState) else { return }
         if newState == .poweredOn {
             Task { await self.recover() }
         } else if old == .poweredOn {
@@ -285,21 +217,6 @@ public actor PeripheralManager {
         }
     }
 
-    func stateError(_ operation: String) -> PeripheralError {
-        let (code, message) = BlueZPresence.unavailability(
-            state, manager: "peripheral manager", adapterName: adapterName, selector: options.adapter,
-            role: "peripheral",
-            bluezPresent: bluezOwner != nil)
-        return PeripheralError(PeripheralError.Code(rawValue: code) ?? .failed, operation: operation, message: message)
-    }
-
-    func requirePoweredOn(_ operation: String) throws {
-        if closed {
-            throw PeripheralError(.cancelled, operation: operation, message: "the peripheral manager was closed")
-        }
-        guard state == .poweredOn else { throw stateError(operation) }
-    }
-
     /// True when `operation` may register with BlueZ now; false when it is to be kept for the
     /// adapter (``PeripheralOptions/waitingForAdapter``, not powered on); throws otherwise.
     func registersNow(_ operation: String) throws -> Bool {
@@ -311,28 +228,12 @@ public actor PeripheralManager {
     var adapterName: String { BlueZPresence.adapterName(adapterPath, selector: options.adapter) }
 
     /// The adapter's address (what centrals see when they connect), when one is chosen.
-    public var adapterAddress: BluetoothAddress? {
-        adapterPath.flatMap { tree.properties($0, BlueZObjectTree.adapter)?["Address"]?.string }.flatMap(
-            BluetoothAddress.init)
-    }
+    public var adapterAddress: BluetoothAddress? { chosenAdapterAddress }
 
     // MARK: bluetoothd presence
 
-    func bluezOwnerChanged(to owner: String?) async {
-        guard !closed else { return }
-        if owner == bluezOwner && state != .unknown { return }
-        let previous = bluezOwner
-        bluezOwner = owner
-        if previous != nil { bluezLost() }
-        guard owner != nil else {
-            setState(previous == nil ? .unsupported : .resetting)
-            return
-        }
-        await reload()
-    }
-
     /// bluetoothd left: our application and advertisement registrations went with it.
-    private func bluezLost() {
+    func bluezLost() {
         tree.removeAll()
         adapterPath = nil
         setState(.resetting)
@@ -341,19 +242,10 @@ public actor PeripheralManager {
         registeredAdapter = nil
     }
 
-    private func reload() async {
-        switch await BlueZPresence.reload(connection, into: self) {
-        case .objects: break
-        case .accessDenied: return setState(.unauthorized)
-        case .unavailable: return setState(bluezOwner == nil ? .unsupported : .resetting)
-        case .empty: return
-        }
-        adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+    /// The objects were read (``reload()``): the adapter is picked and the state derived.
+    func objectsLoaded() {
+        chooseAdapter()
         updateStateFromAdapter()
-    }
-
-    func updateStateFromAdapter() {
-        setState(BlueZPresence.state(bluezPresent: bluezOwner != nil, adapterPath: adapterPath, tree: tree))
     }
 
     func handleSignal(_ message: DBusMessage) {
@@ -362,7 +254,7 @@ public actor PeripheralManager {
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesAdded") where message.path == .root:
             guard message.arguments.count == 2, let path = message.arguments[0].objectPath else { return }
             if tree.add(path, interfaces: message.arguments[1]).contains(BlueZObjectTree.adapter), adapterPath == nil {
-                adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+                chooseAdapter()
                 updateStateFromAdapter()
             }
         case ("org.freedesktop.DBus.ObjectManager", "InterfacesRemoved") where message.path == .root:
@@ -370,7 +262,7 @@ public actor PeripheralManager {
             let names = message.arguments[1].strings ?? []
             tree.remove(path, interfaces: names)
             if path == adapterPath, names.contains(BlueZObjectTree.adapter) {
-                adapterPath = tree.adapter(matching: options.adapter, role: "peripheral")
+                chooseAdapter()
                 applicationRegistered = false
                 advertisementRegistered = false
                 updateStateFromAdapter()
@@ -407,7 +299,7 @@ public actor PeripheralManager {
         while operationRunning {
             await withCheckedContinuation { operationWaiters.append($0) }
             if closed {
-                throw PeripheralError(.cancelled, operation: "register", message: "the peripheral manager was closed")
+                throw closedError("register")
             }
         }
         operationRunning = true
@@ -482,22 +374,17 @@ public actor PeripheralManager {
         }
     }
 
-    func makeID() -> Int {
-        nextID += 1
-        return nextID
-    }
-
-    func callBlueZ(
-        _ path: DBusObjectPath, _ interface: String, _ method: String, _ arguments: [DBusValue] = [],
-        timeout: Duration? = nil
-    ) async throws -> [DBusValue] {
-        try await connection.call(
-            destination: "org.bluez", path: path, interface: interface, method: method, arguments: arguments,
-            timeout: timeout ?? options.callTimeout)
-    }
-
     /// Runs `body` isolated on this actor from a D-Bus handler (which runs on the loop thread).
     nonisolated func onLoop(_ body: (isolated PeripheralManager) -> Void) {
         assumeIsolated(body)
     }
+}
+
+// MARK: The life cycle both managers share
+
+extension PeripheralManager {
+    typealias Failure = PeripheralError
+    static let role = "peripheral"
+    nonisolated var adapterSelector: AdapterSelector { options.adapter }
+    nonisolated var callTimeout: Duration { options.callTimeout }
 }

@@ -4,10 +4,13 @@
 /// Loop-confined.
 final class Availability {
     private let context: CoreContext
+    /// In a fleet: a device another gateway owns gets no availability from this one.
+    private let fleet: Fleet?
     private var trackers: [AvailabilityTracker] = []
 
-    init(context: CoreContext) {
+    init(context: CoreContext, fleet: Fleet?) {
         self.context = context
+        self.fleet = fleet
     }
 
     private var settings: AvailabilitySettings { context.config.availability }
@@ -36,7 +39,7 @@ final class Availability {
 
     /// Publishes the device's availability when it changes (with availability on).
     func publish(_ id: DeviceID, _ device: DeviceRecord, online: Bool) {
-        guard settings.enabled, trackers[id.index].published != online, context.owns(device.address) else { return }
+        guard settings.enabled, trackers[id.index].published != online, fleet.owns(device.address) else { return }
         trackers[id.index].published = online
         let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
         context.output.publish(

@@ -7,10 +7,10 @@ import JSON
 final class BridgePublisher {
     private let context: CoreContext
     private let version: String
-    /// The number of devices, and a writer of one entry per device into a buffer (separated by
-    /// commas, no brackets): set by the gateway, which knows where each field of an entry lives.
-    var deviceCount: () -> Int = { 0 }
-    var writeDeviceEntries: (inout [UInt8]) -> Void = { _ in }
+    /// Where the fields of a `bridge/devices` entry live.
+    private let registry: DeviceRegistry
+    private let connections: ConnectionManager
+    private let states: DeviceStates
     /// When `bridge/devices` last went out, and whether a change waits for the next slot.
     private var devicesPublishedAt: Double?
     private var devicesPending = false
@@ -28,9 +28,15 @@ final class BridgePublisher {
     /// estimate; later ones use the last list's average).
     static let devicesEntryEstimate = 128
 
-    init(context: CoreContext, version: String) {
+    init(
+        context: CoreContext, version: String, registry: DeviceRegistry, connections: ConnectionManager,
+        states: DeviceStates
+    ) {
         self.context = context
         self.version = version
+        self.registry = registry
+        self.connections = connections
+        self.states = states
     }
 
     private var base: String { context.base }
@@ -101,10 +107,17 @@ final class BridgePublisher {
         // the buffer while the list is written and then needs an exact copy — three list-sized
         // buffers at once instead of one.
         var bytes: [UInt8] = []
-        let count = deviceCount()
+        let count = registry.count
         bytes.reserveCapacity(2 + count * (devicesEntryBytes + devicesEntryBytes / 16))
         bytes.append(UInt8(ascii: "["))
-        writeDeviceEntries(&bytes)
+        for (position, id) in registry.order.enumerated() {
+            if position > 0 { bytes.append(UInt8(ascii: ",")) }
+            let device = registry[id]
+            Self.deviceEntry(
+                device, connected: connections.isConnected(device.address), format: states.format(id),
+                services: registry.services(id)
+            ).write(into: &bytes)
+        }
         bytes.append(UInt8(ascii: "]"))
         if count > 0 { devicesEntryBytes = max(16, bytes.count / count) }
         // The estimate was far off: keep an exact copy.
@@ -162,11 +175,20 @@ final class BridgePublisher {
 
     /// `bridge/event`: `{"type":"device_connected","data":{"name":…,"address":…}}`.
     func event(_ type: String, _ device: DeviceRecord, error: String? = nil) {
+        Self.event(type, name: device.name, address: device.address, error: error, context: context)
+    }
+
+    /// `bridge/event` about a device, from a feature that reports one itself (the readings' key
+    /// problems).
+    static func event(
+        _ type: String, name: String, address: BluetoothAddress, error: String? = nil, context: CoreContext
+    ) {
         var data: [(key: String, value: JSONValue)] = [
-            ("name", .string(device.name)), ("address", .string(device.address.description)),
+            ("name", .string(name)), ("address", .string(address.description)),
         ]
         if let error { data.append(("error", .string(error))) }
         context.output.publish(
-            bridge + "/event", json: .object([("type", .string(type)), ("data", .object(data))]), retain: false)
+            context.bridge + "/event", json: .object([("type", .string(type)), ("data", .object(data))]),
+            retain: false)
     }
 }

@@ -5,9 +5,14 @@ import JSON
 /// of a device never interleave), TTL and expiry, `commands.rate_limit`, and exactly one
 /// response per command. A job waits for its device's link (asking the connection manager for
 /// it ahead of background reconnects), then runs its GATT operations as one job of the core;
-/// its completion answers the command and starts the next. Loop-confined.
+/// its completion answers the command and starts the next. Also `bridge/request/gatt/read` and
+/// `gatt/write`, which run as jobs of the device's queue. Loop-confined.
+///
+/// What it needs of the other features it is given when it is made (the registry, the readings'
+/// sources, the connections, the fleet); what only the gateway can do — register a device a
+/// command names, publish a value read — is a parameter of the call that needs it.
 final class CommandRunner {
-    /// A device a command may name, as the gateway resolved it.
+    /// A device a command names.
     struct Target {
         var id: DeviceID
         var address: BluetoothAddress
@@ -27,36 +32,24 @@ final class CommandRunner {
     }
 
     private let context: CoreContext
+    private let registry: DeviceRegistry
+    private let states: DeviceStates
     private let connections: ConnectionManager
+    /// In a fleet: a command for a device another gateway owns is that gateway's to run.
+    private let fleet: Fleet?
     private var queues: [BluetoothAddress: [DeviceJob]] = [:]
     private var running: [BluetoothAddress: Running] = [:]
     private var buckets: [BluetoothAddress: TokenBucket] = [:]
 
-    /// Set by the gateway: the device a topic level names (a known device, or an address a
-    /// rule names, registered now so a command can connect to a device not seen yet).
-    var resolve: (String) -> Target? = { _ in nil }
-    /// Set by the gateway: a known device by name or address, without registering one.
-    var known: (String) -> Target? = { _ in nil }
-    /// Set by the gateway: the configured characteristic each attribute of a device came from.
-    var sources: (DeviceID) -> [(attribute: String, poll: Bool, index: Int)] = { _ in [] }
-    /// Set by the gateway: a value read for a configured characteristic (decoded and published
-    /// by the device's state; `force`: republished even when rate control would hold it).
-    var valueRead: (BluetoothAddress, CharacteristicRef, [UInt8], _ force: Bool) -> Void = { _, _, _, _ in }
-    /// Set by the gateway: the device's queue ran empty (an on-demand link may end when idle).
-    var drained: (BluetoothAddress) -> Void = { _ in }
-    /// Set by the gateway: `bridge/request/device/remove` of an idle device.
-    var remove: (DeviceID) -> Void = { _ in }
-    /// Set by the gateway: `bridge/request/device/bindkey` — sets (nil: clears) the runtime bind
-    /// key of the device a name or address names; the response's data, or why not.
-    var bindKey: (String, [UInt8]?) -> Result<JSONValue, CommandError> = { _, _ in
-        .failure(CommandError("bind keys cannot be set"))
-    }
-    /// Set by the gateway: `homeassistant/status`.
-    var homeAssistantStatus: (MQTTInboundMessage) -> Void = { _ in }
-
-    init(context: CoreContext, connections: ConnectionManager) {
+    init(
+        context: CoreContext, registry: DeviceRegistry, states: DeviceStates, connections: ConnectionManager,
+        fleet: Fleet?
+    ) {
         self.context = context
+        self.registry = registry
+        self.states = states
         self.connections = connections
+        self.fleet = fleet
     }
 
     private var base: String { context.base }
@@ -70,44 +63,37 @@ final class CommandRunner {
     /// Whether any device has a job queued or running.
     var isIdle: Bool { running.isEmpty && queues.isEmpty }
 
+    /// The registered device `id` as a command's target.
+    private func target(_ id: DeviceID) -> Target {
+        let device = registry[id]
+        return Target(id: id, address: device.address, name: device.name, ruleIndex: device.ruleIndex)
+    }
+
     // MARK: Messages
 
-    /// A message on a command topic: `<device>/set`, `<device>/set/<command>`, `<device>/get`
-    /// or `bridge/request/<verb>`. Every command gets exactly one response — from this gateway
-    /// unless a fleet gave the device to another. For a device command, whose device it named
-    /// and whether this gateway took it (the fleet hears of it: docs/fleet.md, "Commands").
+    /// A message on a device's command topic: `<device>/set`, `<device>/set/<command>` or
+    /// `<device>/get` (other topics are ignored). Every command gets exactly one response — from
+    /// this gateway unless a fleet gave the device to another. `resolve` gives the device a topic
+    /// level names: a known device, or one a rule names, registered now (the gateway's: every
+    /// feature hears of a new device). Whose device it named and whether this gateway took it
+    /// (the fleet hears of it: docs/fleet.md, "Commands").
     @discardableResult
-    func handle(_ message: MQTTInboundMessage) -> (address: BluetoothAddress, owned: Bool)? {
-        let homeAssistant = context.config.homeAssistant
-        if homeAssistant.enabled, message.topic == homeAssistant.statusTopic {
-            homeAssistantStatus(message)
-            return nil
-        }
+    func handle(_ message: MQTTInboundMessage, resolve: (String) -> DeviceID?) -> (
+        address: BluetoothAddress, owned: Bool
+    )? {
         guard message.topic.hasPrefix(base + "/") else { return nil }
-        let requests = context.bridge + "/request/"
-        if message.topic.hasPrefix(requests) {
-            let verb = String(message.topic.dropFirst(requests.count))
-            if message.retain {
-                refuseRetained(message, defaultTopic: "\(context.bridge)/response/\(verb)")
-            } else {
-                bridgeRequest(verb, message)
-            }
-            return nil
-        }
         let levels = message.topic.dropFirst(base.count + 1).split(separator: "/", omittingEmptySubsequences: false)
             .map(String.init)
         if levels.first == "bridge" { return nil }
         guard levels.count >= 2, levels[1] == "set" || levels[1] == "get", levels.count <= (levels[1] == "set" ? 3 : 2)
         else { return nil }
         if message.retain {
-            refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response")
+            CommandReply.refuseRetained(message, defaultTopic: "\(base)/\(levels[0])/response", context: context)
             return nil
         }
         context.counters.commands += 1
-        var reply = CommandReply(
-            topic: responseTopic(message, default: "\(base)/\(levels[0])/response"),
-            correlationData: message.correlationData)
-        guard let target = resolve(levels[0]) else {
+        var reply = CommandReply(to: message, default: "\(base)/\(levels[0])/response", context: context)
+        guard let target = resolve(levels[0]).map(target) else {
             // In a fleet every gateway has the same rules: none answers a name none knows twice
             // over — a name this gateway does not know gets no answer from it.
             if !context.config.fleet.enabled {
@@ -117,7 +103,7 @@ final class CommandRunner {
             return nil
         }
         // In a fleet the device's owner runs and answers it.
-        guard context.owns(target.address) else { return (target.address, false) }
+        guard fleet.owns(target.address) else { return (target.address, false) }
         deviceCommand(message, levels: levels, to: target, reply: reply)
         return (target.address, true)
     }
@@ -150,7 +136,7 @@ final class CommandRunner {
             }
         } else {
             let parsed = CommandRequest.get(
-                message.payload, rule: rule, sources: sources(target.id), maxBytes: limits.maxPayloadBytes)
+                message.payload, rule: rule, sources: states.sources(target.id), maxBytes: limits.maxPayloadBytes)
             reply.transaction = parsed.request.transaction
             sentAt = parsed.request.timestamp
             switch parsed.reads {
@@ -161,94 +147,34 @@ final class CommandRunner {
         submit(kind, to: target, reply: reply, ttl: ttl, sentAt: sentAt, now: now)
     }
 
-    /// A command published with the retain flag: the broker hands it to every new subscription,
-    /// so running it would actuate again at every start and every broker reconnect. It is
-    /// answered once (on its response topic) and counted (`dropped.retained_command`), never run.
-    private func refuseRetained(_ message: MQTTInboundMessage, defaultTopic: String) {
-        context.counters.commands += 1
-        context.counters.dropped.retainedCommand += 1
-        context.log(
-            .warning, "\(message.topic): retained command not executed (publish commands without the retain flag)")
-        var reply = CommandReply(
-            topic: responseTopic(message, default: defaultTopic), correlationData: message.correlationData)
-        reply.transaction = CommandRequest.transaction(in: message.payload, maxBytes: limits.maxPayloadBytes)
-        respond(reply, .error, "retained command not executed")
-    }
-
-    /// Where a command's response goes: the MQTT 5 response topic when it is one the gateway may
-    /// publish a response on, else `fallback`. A response topic is the requester's choice, and the
-    /// gateway publishes with its own rights, so one under the base topic (other than a
-    /// `…/response` topic) or the Home Assistant discovery prefix would let a client that may only
-    /// send commands overwrite device states or discovery configs; wildcards and `$` topics are
-    /// not publishable at all.
-    private func responseTopic(_ message: MQTTInboundMessage, default fallback: String) -> String {
-        guard let topic = message.responseTopic else { return fallback }
-        let homeAssistant = context.config.homeAssistant
-        let reserved =
-            topic.hasPrefix(base + "/") && !topic.hasSuffix("/response")
-            && !topic.hasPrefix(context.bridge + "/response/")
-        let discovery =
-            homeAssistant.enabled
-            && (topic == homeAssistant.discoveryPrefix
-                || topic.hasPrefix(homeAssistant.discoveryPrefix + "/"))
-        guard !topic.isEmpty, topic.utf8.count <= 1024, !topic.hasPrefix("$"), !topic.contains("+"),
-            !topic.contains("#"),
-            !topic.utf8.contains(0), !reserved, !discovery
-        else {
-            context.counters.dropped.responseTopic += 1
-            context.log(
-                .info, "\(message.topic): response topic \"\(topic.prefix(120))\" refused; answering on \(fallback)")
-            return fallback
-        }
-        return topic
-    }
-
     /// `bridge/request/gatt/read|write` with `{"device", "service"?, "characteristic", "value"?,
-    /// "response"?, "transaction"?}`, only for devices whose rule sets `raw_gatt`;
-    /// `bridge/request/device/remove` `{"device", "transaction"?}`; and
-    /// `bridge/request/device/bindkey` `{"device", "key", "transaction"?}`.
-    private func bridgeRequest(_ verb: String, _ message: MQTTInboundMessage) {
-        context.counters.commands += 1
+    /// "response"?, "transaction"?}`, only for devices whose rule sets `raw_gatt`. `resolve` as
+    /// for ``handle(_:resolve:)``; a known device may also be named by its address.
+    func gattRequest(_ request: BridgeRequest, resolve: (String) -> DeviceID?) {
         let now = context.clock.now()
-        var reply = CommandReply(
-            topic: responseTopic(message, default: "\(context.bridge)/response/\(verb)"),
-            correlationData: message.correlationData)
-        guard message.payload.count <= limits.maxPayloadBytes else {
-            return respond(
-                reply, .error,
-                "payload of \(message.payload.count) bytes exceeds the limit of \(limits.maxPayloadBytes)")
-        }
-        let members: [(key: String, value: JSONValue)]
-        switch CommandRequest.parseObject(message.payload) {
-        case .success(let object): members = object
-        case .failure(let error): return respond(reply, .error, error.message)
-        }
-        let object = JSONValue.object(members)
-        reply.transaction = object["transaction"]
-        if verb == "device/remove" { return removeRequest(object, reply: reply) }
-        if verb == "device/bindkey" { return bindKeyRequest(object, reply: reply) }
-        guard verb == "gatt/read" || verb == "gatt/write" else {
-            return respond(
-                reply, .error,
-                "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove or device/bindkey)")
-        }
-        guard case .string(let name)? = object["device"], let target = resolve(name) ?? addressTarget(name) else {
-            return respond(reply, .error, "device: expected the name or address of a device config.json names")
+        let object = request.object
+        let verb = request.verb
+        func respond(_ status: CommandReply.Status, _ error: String) { request.respond(status, error) }
+        guard case .string(let name)? = object["device"],
+            let target = (resolve(name) ?? (BluetoothAddress(name) != nil ? registry.id(nameOrAddress: name) : nil))
+                .map(target)
+        else {
+            return respond(.error, "device: expected the name or address of a device config.json names")
         }
         if let refusal = rateLimit(target.address, name: target.name, now: now) {
-            return respond(reply, .error, refusal)
+            return respond(.error, refusal)
         }
         guard context.rule(target.ruleIndex).rawGATT else {
             return respond(
-                reply, .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
+                .error, "raw GATT access to \(target.name) is not allowed (set raw_gatt in its device rule)")
         }
         guard case .string(let uuidText)? = object["characteristic"], let uuid = BluetoothUUID(uuidText) else {
-            return respond(reply, .error, "characteristic: expected a characteristic UUID")
+            return respond(.error, "characteristic: expected a characteristic UUID")
         }
         var service: BluetoothUUID?
         if let value = object["service"] {
             guard case .string(let text) = value, let parsed = BluetoothUUID(text) else {
-                return respond(reply, .error, "service: expected a service UUID")
+                return respond(.error, "service: expected a service UUID")
             }
             service = parsed
         }
@@ -257,62 +183,18 @@ final class CommandRunner {
             kind = .rawRead(service: service, characteristic: uuid)
         } else {
             guard case .string(let hex)? = object["value"], let bytes = ValueEncoding.hexBytes(hex) else {
-                return respond(reply, .error, "value: expected the bytes to write as hex, e.g. \"01ff\"")
+                return respond(.error, "value: expected the bytes to write as hex, e.g. \"01ff\"")
             }
             var withResponse = true
             if let flag = object["response"] {
                 guard case .bool(let value) = flag else {
-                    return respond(reply, .error, "response: expected true or false")
+                    return respond(.error, "response: expected true or false")
                 }
                 withResponse = value
             }
             kind = .rawWrite(service: service, characteristic: uuid, value: bytes, withResponse: withResponse)
         }
-        submit(kind, to: target, reply: reply, ttl: limits.ttl, sentAt: nil, now: now)
-    }
-
-    private func addressTarget(_ text: String) -> Target? {
-        guard BluetoothAddress(text) != nil else { return nil }
-        return known(text)
-    }
-
-    /// `bridge/request/device/remove` `{"device": name or address, "transaction"?}`.
-    private func removeRequest(_ object: JSONValue, reply: CommandReply) {
-        guard case .string(let name)? = object["device"], let target = known(name) else {
-            return respond(reply, .error, "device: expected the name or address of a known device")
-        }
-        if isBusy(target.address) {
-            return respond(reply, .error, "\(target.name) has a command in progress; try again when it has answered")
-        }
-        context.log(.notice, "\(target.name) (\(target.address)): removed on request")
-        remove(target.id)
-        respond(reply, .ok, nil)
-    }
-
-    /// `bridge/request/device/bindkey` `{"device": name or address, "key": 32 hex digits, or null
-    /// or "" to clear, "transaction"?}`: validated here, carried out by the gateway (``bindKey``).
-    /// The key is never echoed.
-    private func bindKeyRequest(_ object: JSONValue, reply: CommandReply) {
-        guard case .string(let name)? = object["device"] else {
-            return respond(reply, .error, "device: expected the name or address of a device")
-        }
-        let key: [UInt8]?
-        switch object["key"] {
-        case .null?, .string("")?: key = nil
-        case .string(let text)?:
-            guard let bytes = BindKeys.key(text) else {
-                return respond(
-                    reply, .error, "key: expected 32 hex digits (a 16-byte key), or null or \"\" to clear it")
-            }
-            key = bytes
-        default:
-            return respond(
-                reply, .error, "key: expected 32 hex digits (a 16-byte key), or null or \"\" to clear it")
-        }
-        switch bindKey(name, key) {
-        case .success(let data): respond(reply, .ok, nil, data: data)
-        case .failure(let error): respond(reply, .error, error.message)
-        }
+        submit(kind, to: target, reply: request.commandReply, ttl: limits.ttl, sentAt: nil, now: now)
     }
 
     /// Spends a token of the device's `commands.rate_limit` bucket; the error text when empty.
@@ -349,9 +231,13 @@ final class CommandRunner {
         enqueue(DeviceJob(kind: kind, receivedAt: now, expiresAt: expiresAt, reply: reply), for: target)
     }
 
+    /// Appends a job (a poll, a read-once) to the registered device's queue and starts it when
+    /// the device is idle.
+    func enqueue(_ job: DeviceJob, for id: DeviceID) { enqueue(job, for: target(id)) }
+
     /// Appends a job (a command, a `/get`, a poll, a read-once) to the device's queue and starts
     /// it when the device is idle.
-    func enqueue(_ job: DeviceJob, for target: Target) {
+    private func enqueue(_ job: DeviceJob, for target: Target) {
         queues[target.address, default: []].append(job)
         if running[target.address] == nil { advance(target.address, name: target.name, ruleIndex: target.ruleIndex) }
     }
@@ -379,7 +265,9 @@ final class CommandRunner {
             connections.requestForCommand(address, ruleIndex: ruleIndex)
             return
         }
-        drained(address)
+        // The queue ran empty: an on-demand link may end when idle.
+        guard let id = registry.id(address) else { return }
+        connections.scheduleIdleDisconnect(address, rule: registry.rule(id), now: context.clock.now())
     }
 
     /// The device's link is up: a job waiting for it runs.
@@ -530,9 +418,13 @@ final class CommandRunner {
         return outcome
     }
 
-    /// A GATT job of the device ended: the values read are decoded and published, the command
+    /// A GATT job of the device ended: the values read go to `valueRead` (decoded and published
+    /// by the gateway; `force`: republished even when rate control would hold it), the command is
     /// answered, and the device's next job starts.
-    func finished(_ address: BluetoothAddress, _ outcome: GATTOutcome) {
+    func finished(
+        _ address: BluetoothAddress, _ outcome: GATTOutcome,
+        valueRead: (BluetoothAddress, CharacteristicRef, [UInt8], _ force: Bool) -> Void
+    ) {
         guard var entry = running.removeValue(forKey: address) else { return }
         let force: Bool
         if case .poll = entry.job.kind { force = false } else { force = true }
@@ -559,16 +451,11 @@ final class CommandRunner {
         }
     }
 
-    /// Publishes the one response of a command.
-    func respond(
+    private func respond(
         _ reply: CommandReply, _ status: CommandReply.Status, _ error: String?, timing: CommandReply.Timing = .init(),
         data: JSONValue? = nil, attError: UInt8? = nil
     ) {
-        if status != .ok { context.counters.commandErrors += 1 }
-        let output = context.output
-        output.scratch.removeAll(keepingCapacity: true)
-        reply.payload(status, error: error, timing: timing, data: data, attError: attError).write(into: &output.scratch)
-        output.publish(reply.topic, output.scratch, retain: false, correlationData: reply.correlationData)
+        reply.send(status, error, timing: timing, data: data, attError: attError, context: context)
     }
 
     /// The device is removed: what it still had queued or running is answered with that.

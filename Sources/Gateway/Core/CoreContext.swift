@@ -22,16 +22,13 @@ final class CoreContext {
     let timer: CoreTimer
     /// What the gateway did so far (``Output/published`` is counted by the output).
     var counters = GatewayCounters()
-    /// Hands an event to the core: set by ``Gateway/start()``; closures given to ports and jobs
-    /// capture it to bring what they deliver back to the loop.
-    var deliver: @Sendable (CoreEvent) -> Void = { _ in }
-    /// In a fleet: whether this gateway owns a device, the one question the features ask the
-    /// fleet (set by the gateway; nil: not in a fleet, every device is this gateway's).
-    var fleetOwner: ((BluetoothAddress) -> Bool)?
+    /// Hands an event to the core (``CoreInbox``); closures given to ports and jobs capture it
+    /// to bring what they deliver back to the loop.
+    let deliver: @Sendable (CoreEvent) -> Void
 
     init(
         config: GatewayConfig, stateDirectory: String?, clock: any GatewayClock, log: GatewayLogger,
-        ble: any BLEPort, output: Output, loop: EventLoop
+        ble: any BLEPort, output: Output, loop: EventLoop, inbox: CoreInbox
     ) {
         self.config = config
         self.stateDirectory = stateDirectory
@@ -44,6 +41,7 @@ final class CoreContext {
         self.jobs = JobRunner()
         self.loop = loop
         self.timer = CoreTimer(clock: clock, loop: loop)
+        self.deliver = { inbox.deliver($0) }
     }
 
     /// Something becomes due at `deadline` (monotonic seconds): the gateway's timer fires by then.
@@ -56,10 +54,6 @@ final class CoreContext {
         reported.published = output.published
         return reported
     }
-
-    /// Whether this gateway publishes, connects and commands the device: always, unless a fleet
-    /// gave it to another gateway (docs/fleet.md).
-    func owns(_ address: BluetoothAddress) -> Bool { fleetOwner?(address) ?? true }
 
     /// The device rule at `index` of config.json.
     func rule(_ index: Int) -> DeviceRule { config.devices[index] }

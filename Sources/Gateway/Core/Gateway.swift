@@ -51,7 +51,6 @@ public actor Gateway: LoopIsolated {
     private let attachment: (any GatewayAttachment)?
 
     private var started = false
-    private var wired = false
     private var runningJobs = false
     private var registrations: [PortRegistration] = []
     /// Events that arrived while one was being handled (a port called back from inside a call
@@ -91,25 +90,31 @@ public actor Gateway: LoopIsolated {
         attachment: (any GatewayAttachment)? = nil
     ) {
         self.loop = loop
+        // Each feature is given what it asks of the others when it is made; the gateway itself,
+        // which only exists once they do, is reached through the inbox.
+        let inbox = CoreInbox()
         let context = CoreContext(
             config: config, stateDirectory: stateDirectory ?? config.stateDirectory, clock: clock,
             log: logger.redacting(config.secrets), ble: ble, output: Output(mqtt: mqtt, qos: config.mqtt.qos),
-            loop: loop)
+            loop: loop, inbox: inbox)
         self.context = context
+        let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
+        self.fleet = fleet
         let registry = DeviceRegistry(context: context)
         self.registry = registry
-        states = DeviceStates(context: context)
-        availability = Availability(context: context)
+        let states = DeviceStates(context: context)
+        self.states = states
+        availability = Availability(context: context, fleet: fleet)
         let connections = ConnectionManager(context: context, reconnect: reconnect)
         self.connections = connections
-        commands = CommandRunner(context: context, connections: connections)
-        bridge = BridgePublisher(context: context, version: version)
+        commands = CommandRunner(
+            context: context, registry: registry, states: states, connections: connections, fleet: fleet)
+        let bridge = BridgePublisher(
+            context: context, version: version, registry: registry, connections: connections, states: states)
+        self.bridge = bridge
         homeAssistant = HomeAssistantPublisher(context: context, version: version)
         let peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
         self.peripheralBridge = peripheralBridge
-        let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
-        if let fleet { context.fleetOwner = { [unowned fleet] in fleet.owns($0) } }
-        self.fleet = fleet
         var extra = healthExtra
         if let attachment {
             extra = { (healthExtra?() ?? []) + attachment.healthSections() }
@@ -119,6 +124,7 @@ public actor Gateway: LoopIsolated {
             context: context, processSample: processSample, extra: extra, registry: registry,
             connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet)
         self.attachment = attachment
+        inbox.gateway = self
         attachment?.attach(AttachedCore(self))
     }
 
@@ -165,7 +171,6 @@ public actor Gateway: LoopIsolated {
     /// ``BLEPortError`` when scanning cannot start.
     public func start() async throws {
         guard !started else { return }
-        wire()
         if config.storeAndForward.enabled, context.output.outbox == nil {
             let outbox = try StoreAndForward(context: context)
             context.output.outbox = outbox
@@ -229,7 +234,6 @@ public actor Gateway: LoopIsolated {
     public func run() async {
         guard !runningJobs else { return }
         runningJobs = true
-        wire()
         let jobs = context.jobs.stream
         let executor = loop.taskExecutor
         // The loop as task executor for the whole loop below, so the stream's own nonisolated
@@ -329,53 +333,10 @@ public actor Gateway: LoopIsolated {
 
     private var isIdle: Bool { context.jobs.inFlight == 0 && commands.isIdle }
 
-    /// Sets the features' hooks into each other, once (they are closures isolated to the core).
-    private func wire() {
-        guard !wired else { return }
-        wired = true
-        context.deliver = { [weak self] event in self?.receive(event) }
-        bridge.deviceCount = { [unowned self] in registry.count }
-        bridge.writeDeviceEntries = { [unowned self] bytes in
-            for (position, id) in registry.order.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                let device = registry[id]
-                BridgePublisher.deviceEntry(
-                    device, connected: connections.isConnected(device.address), format: states.format(id),
-                    services: registry.services(id)
-                ).write(into: &bytes)
-            }
-        }
-        registry.busy = { [unowned self] address in connections.phase(address) != .idle || commands.isBusy(address) }
-        commands.resolve = { [unowned self] name in device(named: name).map(target) }
-        commands.known = { [unowned self] text in registry.id(nameOrAddress: text).map(target) }
-        commands.sources = { [unowned self] id in states.sources(id) }
-        commands.valueRead = { [unowned self] address, ref, value, force in
-            guard let id = registry.id(address) else { return }
-            characteristicValue(id, poll: ref.poll, spec: ref.index, value: value, force: force)
-        }
-        commands.drained = { [unowned self] address in
-            guard let id = registry.id(address) else { return }
-            connections.scheduleIdleDisconnect(address, rule: registry.rule(id), now: clock.now())
-        }
-        commands.remove = { [unowned self] id in removeDevice(id) }
-        commands.bindKey = { [unowned self] text, key in
-            guard let device = registry.named(text) else {
-                return .failure(
-                    CommandError(
-                        "device: expected the name or address of a known device, or an address a device rule can match")
-                )
-            }
-            return states.setBindKey(device, key)
-        }
-        states.keyProblem = { [unowned self] id, error in
-            bridge.event(error.kind == .missingKey ? "key_missing" : "key_wrong", registry[id], error: error.message)
-        }
-        commands.homeAssistantStatus = { [unowned self] message in homeAssistant.status(message) }
-    }
-
-    private func target(_ id: DeviceID) -> CommandRunner.Target {
-        let device = registry[id]
-        return CommandRunner.Target(id: id, address: device.address, name: device.name, ruleIndex: device.ruleIndex)
+    /// Whether the device has a link (or one in the making) or a command queued or running: it
+    /// is not forgotten then.
+    private func isBusy(_ address: BluetoothAddress) -> Bool {
+        connections.phase(address) != .idle || commands.isBusy(address)
     }
 
     // MARK: Events
@@ -451,12 +412,7 @@ public actor Gateway: LoopIsolated {
         case .advertisement(let discovery): advertisement(discovery)
         case .notification(let address, let spec, let value): notification(address, spec: spec, value: value)
         case .link(let change): link(change)
-        case .command(let message):
-            if let fleet, fleet.isFleetTopic(message.topic) {
-                fleetChanged(fleet.received(message, now: clock.now()))
-            } else {
-                command(message)
-            }
+        case .command(let message): route(message)
         case .peripheralSource(let message): peripheralBridge?.source(message)
         case .mqttConnection(let connected): mqttConnection(connected)
         case .peripheral(let change): peripheralBridge?.event(change)
@@ -569,7 +525,7 @@ public actor Gateway: LoopIsolated {
         } else {
             connections.heard(device.address)
         }
-        if connections.awaitsConnection(device.address, rule: rule), context.owns(device.address) {
+        if connections.awaitsConnection(device.address, rule: rule), fleet.owns(device.address) {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
@@ -608,7 +564,7 @@ public actor Gateway: LoopIsolated {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     private func apply(_ readings: [Reading], to id: DeviceID, now: Double, force: Bool = false) {
-        guard context.owns(registry[id].address) else {
+        guard fleet.owns(registry[id].address) else {
             _ = states.merge(id, readings)
             return
         }
@@ -623,7 +579,7 @@ public actor Gateway: LoopIsolated {
     /// of devices that stay.
     private func register(_ discovery: BLEDiscovery) -> DeviceID? {
         guard let ruleIndex = registry.ruleIndex(matching: discovery) else { return nil }
-        switch registry.room(for: discovery.address) {
+        switch registry.room(for: discovery.address, busy: { isBusy($0) }) {
         case .free: break
         case .forget(let oldest): removeDevice(oldest)
         case .full: return nil
@@ -685,7 +641,7 @@ public actor Gateway: LoopIsolated {
     /// when all were republished.
     private func publishDiscovery(_ id: DeviceID, all: Bool = false, hold: Bool = true) {
         let device = registry[id]
-        guard context.owns(device.address) else { return }
+        guard fleet.owns(device.address) else { return }
         let fresh = homeAssistant.publish(
             id,
             HomeAssistantDiscovery.Device(
@@ -766,7 +722,7 @@ public actor Gateway: LoopIsolated {
             id = registered
         }
         let device = registry[id]
-        guard connections.awaitsConnection(device.address, rule: registry.rule(id)), context.owns(device.address)
+        guard connections.awaitsConnection(device.address, rule: registry.rule(id)), fleet.owns(device.address)
         else { return }
         log(.info, "\(device.name): \(reason)")
         connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
@@ -791,7 +747,11 @@ public actor Gateway: LoopIsolated {
     private func completed(_ completion: JobCompletion) {
         switch completion {
         case .connect(let address, let result): established(address, result)
-        case .gatt(let address, let outcome): commands.finished(address, outcome)
+        case .gatt(let address, let outcome):
+            commands.finished(address, outcome) { address, ref, value, force in
+                guard let id = registry.id(address) else { return }
+                characteristicValue(id, poll: ref.poll, spec: ref.index, value: value, force: force)
+            }
         case .servedValue(let id, let sent): peripheralBridge?.valueSent(id, sent: sent)
         case .advertised(let attempt, let error): peripheralBridge?.advertised(attempt, error: error)
         case .done: break
@@ -817,7 +777,7 @@ public actor Gateway: LoopIsolated {
             break
         case .connected(let readOnce, _):
             if !readOnce.isEmpty {
-                commands.enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: target(id))
+                commands.enqueue(DeviceJob(kind: .read(readOnce), receivedAt: now), for: id)
             }
             if rule.connect { availability.publish(id, device, online: true) }
             bridge.event("device_connected", device)
@@ -827,14 +787,55 @@ public actor Gateway: LoopIsolated {
         }
     }
 
-    // MARK: Fleet
+    // MARK: Inbound messages
 
-    /// A message on a command topic: the command runner's; in a fleet, the fleet hears whose
-    /// device it named and whether this gateway took it (held or dropped when not).
+    /// A message on a subscribed topic, to the feature whose topic it is: the fleet's messages,
+    /// Home Assistant's status, a bridge request to the owner of its verb, else a device command.
+    private func route(_ message: MQTTInboundMessage) {
+        if let fleet, fleet.isFleetTopic(message.topic) {
+            return fleetChanged(fleet.received(message, now: clock.now()))
+        }
+        if homeAssistant.isStatusTopic(message.topic) { return homeAssistant.status(message) }
+        if let verb = BridgeRequest.verb(of: message.topic, context: context) {
+            guard let request = BridgeRequest(message, verb: verb, context: context) else { return }
+            switch verb {
+            case "gatt/read", "gatt/write": commands.gattRequest(request) { device(named: $0) }
+            case "device/remove": removeRequest(request)
+            case "device/bindkey": states.bindKeyRequest(request, registry: registry)
+            default:
+                request.respond(
+                    .error,
+                    "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove or device/bindkey)")
+            }
+            return
+        }
+        command(message)
+    }
+
+    /// A message on a device's command topic: the command runner's; in a fleet, the fleet hears
+    /// whose device it named and whether this gateway took it (held or dropped when not).
     private func command(_ message: MQTTInboundMessage) {
-        guard let named = commands.handle(message), let fleet else { return }
+        guard let named = commands.handle(message, resolve: { device(named: $0) }), let fleet else { return }
         fleet.command(message, for: named.address, owned: named.owned, now: clock.now())
     }
+
+    /// `bridge/request/device/remove` `{"device": name or address, "transaction"?}`: a known
+    /// device without a command in progress is removed (``removeDevice(_:)``).
+    private func removeRequest(_ request: BridgeRequest) {
+        guard case .string(let name)? = request.object["device"], let id = registry.id(nameOrAddress: name) else {
+            return request.respond(.error, "device: expected the name or address of a known device")
+        }
+        let device = registry[id]
+        if commands.isBusy(device.address) {
+            return request.respond(
+                .error, "\(device.name) has a command in progress; try again when it has answered")
+        }
+        log(.notice, "\(device.name) (\(device.address)): removed on request")
+        removeDevice(id)
+        request.respond(.ok)
+    }
+
+    // MARK: Fleet
 
     /// This gateway gained or lost devices in the fleet (docs/fleet.md): a gained one runs the
     /// commands held for it and gets its availability, discovery and (when its rule connects)
@@ -916,11 +917,11 @@ public actor Gateway: LoopIsolated {
         }
         connections.tick(now: now, busy: { [commands] in commands.isBusy($0) }) { address, spec in
             guard let id = registry.id(address) else { return }
-            commands.enqueue(DeviceJob(kind: .poll(spec), receivedAt: now), for: target(id))
+            commands.enqueue(DeviceJob(kind: .poll(spec), receivedAt: now), for: id)
         }
         commands.tick(now: now)
         if let fleet { fleetChanged(fleet.tick(now: now)) }
-        for id in registry.silent(now: now) { removeDevice(id) }
+        for id in registry.silent(now: now, busy: { isBusy($0) }) { removeDevice(id) }
         if health.due(now: now) { health.publish(now: now) }
     }
 
@@ -932,7 +933,7 @@ public actor Gateway: LoopIsolated {
         for id in registry.order {
             let rule = registry.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }
-            if let forget = registry.forgetDeadline(id) { next = min(next, forget) }
+            if let forget = registry.forgetDeadline(id, busy: { isBusy($0) }) { next = min(next, forget) }
             if let offline = availability.nextDeadline(id, rule: rule) { next = min(next, offline) }
         }
         return next.isFinite ? next : nil

@@ -34,10 +34,6 @@ final class DeviceRegistry {
     /// The service UUID lists devices advertised, each kept once.
     private(set) var serviceLists = ServiceLists()
 
-    /// Set by the gateway: whether a device has a link (or one in the making) or a command queued
-    /// or running — it is not forgotten then.
-    var busy: (BluetoothAddress) -> Bool = { _ in false }
-
     init(context: CoreContext) {
         self.context = context
     }
@@ -185,23 +181,26 @@ final class DeviceRegistry {
 
     // MARK: Eviction
 
+    // `busy` (the gateway's answer, from the connections and the commands): whether a device has
+    // a link (or one in the making) or a command queued or running — it is not forgotten then.
+
     /// Whether the device may be forgotten when silent: advertisement-only, not named by a rule
-    /// with exactly one address, and not ``busy``.
-    private func isForgettable(_ id: DeviceID) -> Bool {
+    /// with exactly one address, and not busy.
+    private func isForgettable(_ id: DeviceID, busy: (BluetoothAddress) -> Bool) -> Bool {
         let rule = rule(id)
         return !rule.connect && rule.match.addresses.count != 1 && !busy(self[id].address)
     }
 
     /// When a forgettable device will be forgotten if nothing arrives.
-    func forgetDeadline(_ id: DeviceID) -> Double? {
-        isForgettable(id) ? self[id].lastActivity + context.config.bluetooth.forgetAfter : nil
+    func forgetDeadline(_ id: DeviceID, busy: (BluetoothAddress) -> Bool) -> Double? {
+        isForgettable(id, busy: busy) ? self[id].lastActivity + context.config.bluetooth.forgetAfter : nil
     }
 
     /// The advertisement-only devices silent for `bluetooth.forget_after` at `now`, the last
     /// registered first (each logged): the gateway removes them.
-    func silent(now: Double) -> [DeviceID] {
+    func silent(now: Double, busy: (BluetoothAddress) -> Bool) -> [DeviceID] {
         order.reversed().filter { id in
-            guard let deadline = forgetDeadline(id), now >= deadline else { return false }
+            guard let deadline = forgetDeadline(id, busy: busy), now >= deadline else { return false }
             context.log(
                 .info,
                 "\(self[id].name) (\(self[id].address)): forgotten after \(context.config.bluetooth.forgetAfter)s without an advertisement"
@@ -213,12 +212,12 @@ final class DeviceRegistry {
     /// Room for one more device: free below `bluetooth.max_devices`; else the longest-silent
     /// forgettable device is to go first (logged), or, when the registry is full of devices that
     /// stay, none (warned about now and then). Both count in `dropped.registry_full`.
-    func room(for address: BluetoothAddress) -> Room {
+    func room(for address: BluetoothAddress, busy: (BluetoothAddress) -> Bool) -> Room {
         let maxDevices = context.config.bluetooth.maxDevices
         guard count >= maxDevices else { return .free }
         context.counters.dropped.registryFull += 1
         var oldest: DeviceID?
-        for id in order where isForgettable(id) {
+        for id in order where isForgettable(id, busy: busy) {
             if oldest.map({ self[id].lastActivity < self[$0].lastActivity }) ?? true { oldest = id }
         }
         if let oldest {

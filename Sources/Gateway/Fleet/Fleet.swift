@@ -184,3 +184,10 @@ final class Fleet {
         ])
     }
 }
+
+extension Fleet? {
+    /// Whether this gateway publishes, connects and commands the device: always, unless it is in
+    /// a fleet that gave the device to another gateway (docs/fleet.md). The one question the
+    /// features ask the fleet; those that ask are given the fleet (nil: off) when they are made.
+    func owns(_ address: BluetoothAddress) -> Bool { self?.owns(address) ?? true }
+}

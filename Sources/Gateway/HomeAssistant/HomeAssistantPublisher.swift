@@ -73,6 +73,12 @@ final class HomeAssistantPublisher {
         topics[id.index] = []
     }
 
+    /// Whether a message on `topic` is Home Assistant's status (``status(_:)``): with discovery
+    /// on, `homeassistant.status_topic`.
+    func isStatusTopic(_ topic: String) -> Bool {
+        enabled && topic == context.config.homeAssistant.statusTopic
+    }
+
     /// `homeassistant/status`: `online` (Home Assistant started) asks for every config again
     /// after a random delay of up to `homeassistant.republish_delay`.
     func status(_ message: MQTTInboundMessage) {

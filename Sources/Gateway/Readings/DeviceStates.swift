@@ -53,11 +53,6 @@ final class DeviceStates {
     private var parseWarningsHeld = 0
     /// The `last_seen` text of the second last written.
     private var timestamps = Timestamp.Cache()
-    /// Set by the gateway: an encrypted advertisement of the device could not be decoded for
-    /// want of a key (`missingKey`) or with a wrong one (`decryptionFailed`), for the first time
-    /// since the device's key changed or a frame of it decrypted (logged here; `bridge/event`).
-    var keyProblem: (DeviceID, ParseError) -> Void = { _, _ in }
-
     init(context: CoreContext) {
         self.context = context
         bindKeys = BindKeys(directory: context.stateDirectory)
@@ -149,9 +144,10 @@ final class DeviceStates {
     }
 
     /// An encrypted advertisement without a key or with a wrong one: counted each time
-    /// (`dropped.key_missing` / `dropped.key_wrong`), reported (``keyProblem``) only when it is
-    /// not the problem reported last — so a device in range does not flood the log or
-    /// `bridge/event`.
+    /// (`dropped.key_missing` / `dropped.key_wrong`), reported — logged, and `bridge/event`
+    /// `key_missing` / `key_wrong` — only when it is not the problem reported last (since the
+    /// device's key changed or a frame of it decrypted), so a device in range does not flood the
+    /// log or `bridge/event`.
     private func keyFailed(_ id: DeviceID, _ error: ParseError, address: BluetoothAddress, name: String) {
         let missing = error.kind == .missingKey
         if missing {
@@ -166,7 +162,7 @@ final class DeviceStates {
             .warning,
             "\(name) (\(address)): \(problem): \(error.message); reported once until its key changes, counted in dropped.\(problem)"
         )
-        keyProblem(id, error)
+        BridgePublisher.event(problem, name: name, address: address, error: error.message, context: context)
     }
 
     /// Reads the runtime bind keys of a previous run (at the start), logging what is wrong with
@@ -178,7 +174,34 @@ final class DeviceStates {
         }
     }
 
-    /// `bridge/request/device/bindkey`: sets (nil: clears) the runtime bind key of `device` (a
+    /// `bridge/request/device/bindkey` `{"device": name or address, "key": 32 hex digits, or null
+    /// or "" to clear, "transaction"?}`: ``setBindKey(_:_:)`` for the device `registry` says the
+    /// name or address names. The key is never echoed.
+    func bindKeyRequest(_ request: BridgeRequest, registry: DeviceRegistry) {
+        guard case .string(let name)? = request.object["device"] else {
+            return request.respond(.error, "device: expected the name or address of a device")
+        }
+        let key: [UInt8]?
+        switch request.object["key"] {
+        case .null?, .string("")?: key = nil
+        case .string(let text)?:
+            guard let bytes = BindKeys.key(text) else { return request.respond(.error, Self.keyExpected) }
+            key = bytes
+        default: return request.respond(.error, Self.keyExpected)
+        }
+        guard let device = registry.named(name) else {
+            return request.respond(
+                .error, "device: expected the name or address of a known device, or an address a device rule can match")
+        }
+        switch setBindKey(device, key) {
+        case .success(let data): request.respond(.ok, data: data)
+        case .failure(let error): request.respond(.error, error.message)
+        }
+    }
+
+    private static let keyExpected = "key: expected 32 hex digits (a 16-byte key), or null or \"\" to clear it"
+
+    /// Sets (nil: clears) the runtime bind key of `device` (a
     /// registered device, or one not seen yet that a rule names or may match). Refused when the
     /// device's rule has a `bindkey` (config.json wins); a device whose rule is not known yet
     /// gets the key, and a rule's key still wins once it is seen. A registered device's next key
