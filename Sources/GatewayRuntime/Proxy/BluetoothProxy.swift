@@ -16,7 +16,7 @@ import JSON
 ///
 /// Its background work — the BlueZ calls of connections through it, the handling of what Avahi
 /// reports — runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
-struct BluetoothProxy: Sendable {
+public struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
     let central: CentralManager
@@ -30,7 +30,7 @@ struct BluetoothProxy: Sendable {
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
     /// Connections through the proxy share `gateway`'s connection slots (`bluetooth.max_connections`).
-    static func start(
+    public static func start(
         config: GatewayConfig, central: CentralManager, gateway: Gateway, loop: EventLoop, log: GatewayLogger
     ) async throws -> BluetoothProxy {
         let settings = config.bluetoothProxy
@@ -107,7 +107,7 @@ struct BluetoothProxy: Sendable {
 
     /// Runs the proxy's background work until ``stop()`` (or until the calling task is
     /// cancelled): the connections' BlueZ calls and the mDNS announcer, each a child task.
-    func run() async {
+    public func run() async {
         await withDiscardingTaskGroup { group in
             if let connections { group.addTask { await connections.run() } }
             if let announcer { group.addTask { await announcer.run() } }
@@ -118,7 +118,7 @@ struct BluetoothProxy: Sendable {
     /// are disconnected in BlueZ), stops the scan and withdraws the mDNS announcement; returns
     /// once the disconnects and the withdrawal are done. Cancelling the calling task (the stop's
     /// deadline) ends what is still waited for: the BlueZ and Avahi calls are cancelled.
-    func stop() async {
+    public func stop() async {
         let central = self.central
         let stateFollower = self.stateFollower
         _ = try? await loop.submit { [server] in
@@ -132,7 +132,7 @@ struct BluetoothProxy: Sendable {
     }
 
     /// The `bluetooth_proxy` section of `bridge/health`; called on the loop.
-    func healthSection() -> [(key: String, value: JSONValue)] {
+    public func healthSection() -> [(key: String, value: JSONValue)] {
         let statistics = server.statistics
         func number(_ value: Int) -> JSONValue { .number(Double(value)) }
         return [
@@ -164,7 +164,7 @@ struct BluetoothProxy: Sendable {
     }
 
     /// The host name, cut to ESPHome's 31 characters (the default `name`).
-    static func hostName() -> String {
+    public static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gattway" }
         let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
