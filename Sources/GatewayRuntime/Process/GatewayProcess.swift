@@ -38,30 +38,13 @@ public struct GatewayProcess: Sendable {
         }
     }
 
-    /// What the Bluetooth proxy's service is made from.
-    public struct ProxyParts: Sendable {
-        public let config: GatewayConfig
-        public let loop: EventLoop
-        public let log: GatewayLogger
-        public let central: BlueZCentralService
-        public let core: CoreService
-        public let health: ProxyHealth
-    }
-
     public let options: Options
     let errorOutput: @Sendable (String) -> Void
-    let proxy: @Sendable (ProxyParts) -> any Service
 
-    /// - Parameters:
-    ///   - errorOutput: writes log lines (stderr, unbuffered).
-    ///   - proxy: makes the Bluetooth proxy's service (with `bluetooth_proxy` enabled).
-    public init(
-        _ options: Options, errorOutput: @escaping @Sendable (String) -> Void,
-        proxy: @escaping @Sendable (ProxyParts) -> any Service
-    ) {
+    /// - Parameter errorOutput: writes log lines (stderr, unbuffered).
+    public init(_ options: Options, errorOutput: @escaping @Sendable (String) -> Void) {
         self.options = options
         self.errorOutput = errorOutput
-        self.proxy = proxy
     }
 
     /// Runs the gateway until SIGTERM or SIGINT; returns the exit code.
@@ -104,8 +87,8 @@ public struct GatewayProcess: Sendable {
         var gateway: [any Service] = [core]
         if config.bluetoothProxy.enabled {
             gateway.append(
-                proxy(
-                    ProxyParts(config: config, loop: loop, log: log, central: central, core: core, health: health)))
+                BluetoothProxyService(
+                    config: config, loop: loop, log: log, central: central, core: core, health: health))
         }
         return [
             // The connections: the last step of the stop, together.

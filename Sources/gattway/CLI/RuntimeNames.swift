@@ -5,6 +5,3 @@ import GatewayRuntime
 typealias ExitCode = GatewayRuntime.ExitCode
 typealias BuildInfo = GatewayRuntime.BuildInfo
 typealias SignalSources = GatewayRuntime.SignalSources
-// Until the Bluetooth proxy's files move into GatewayRuntime beside the announcer.
-typealias OneShot<Value: Sendable> = GatewayRuntime.OneShot<Value>
-typealias AvahiAnnouncer = GatewayRuntime.AvahiAnnouncer

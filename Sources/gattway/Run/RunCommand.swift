@@ -44,6 +44,6 @@ struct RunCommand: Command {
     }
 
     func run() async throws -> ExitCode {
-        await GatewayProcess(options, errorOutput: { standardError($0) }, proxy: BluetoothProxyService.init).run()
+        await GatewayProcess(options, errorOutput: { standardError($0) }).run()
     }
 }
