@@ -11,8 +11,8 @@ import LocalSystem
 ///
 /// Start-up order: configuration (exit 78 on any problem) → event loop → MQTT client (connects
 /// and reconnects in the background, last will = `bridge/state` offline) → central → peripheral
-/// (with that role) → gateway core → Bluetooth proxy (when enabled) → `READY=1` with the
-/// adapter's condition in `STATUS=`. Nothing waits for the adapter: an adapter that is off,
+/// (with that role) → Bluetooth proxy (when enabled; the core it shares connection slots with is
+/// made here) → gateway core → `READY=1` with the adapter's condition in `STATUS=`. Nothing waits for the adapter: an adapter that is off,
 /// blocked or missing, a bluetoothd that is gone or a bus that refuses access is a condition the
 /// core reports (log, `bridge/health`, `bridge/event`) while the scan waits for it.
 ///
@@ -84,16 +84,18 @@ public struct GatewayProcess: Sendable {
         let core = CoreService(
             config: config, stateDirectory: stateDirectory, loop: loop, log: log, mqtt: mqtt, central: central,
             peripheral: peripheral, notifier: notifier, health: health)
+        // The proxy starts first: a listener that cannot bind stops the process before the core
+        // publishes anything.
         var gateway: [any Service] = [core]
         if config.bluetoothProxy.enabled {
-            gateway.append(
+            gateway.insert(
                 BluetoothProxyService(
-                    config: config, loop: loop, log: log, central: central, core: core, health: health))
+                    config: config, loop: loop, log: log, central: central, core: core, health: health), at: 0)
         }
         return [
             // The connections: the last step of the stop, together.
             ServiceGroup.Stage([mqtt, central] + (peripheral.map { [$0] } ?? []), window: .close),
-            // The core and the Bluetooth proxy: stopped together, within the wait for BlueZ and the broker.
+            // The Bluetooth proxy and the core: stopped together, within the wait for BlueZ and the broker.
             ServiceGroup.Stage(gateway, window: .wait),
             ServiceGroup.Stage([SystemdService(notifier: notifier, loop: loop, core: core)], window: .wait),
         ]

@@ -4,7 +4,8 @@ import Synchronization
 
 /// The Home Assistant Bluetooth proxy as a service of `gattway run` (with `bluetooth_proxy`
 /// enabled): its own scan on the shared central, its connections within the gateway's connection
-/// slots. ``start()`` starts the listener (a listener that cannot bind fails the start: exit 1);
+/// slots. It starts before the core: ``start()`` starts the listener (a listener that cannot bind
+/// fails the start, exit 1, and the core never starts);
 /// ``run()`` runs its background work on the loop; ``stop(within:)`` stops it at the same time as
 /// the core, until the deadline's wait: what is not answered by then is cancelled and logged.
 public final class BluetoothProxyService: Service {
@@ -19,7 +20,7 @@ public final class BluetoothProxyService: Service {
 
     /// - Parameters:
     ///   - central: whose central the proxy scans and connects with.
-    ///   - core: whose connection slots the proxy's connections share.
+    ///   - core: whose connection slots the proxy's connections share (made at the proxy's start).
     ///   - health: where the proxy's `bluetooth_proxy` section of `bridge/health` goes.
     public init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, central: BlueZCentralService, core: CoreService,
@@ -34,9 +35,12 @@ public final class BluetoothProxyService: Service {
     }
 
     public func start() async throws {
-        guard let central = central.central, let gateway = core.gateway else {
-            throw RunFailure("started before the BlueZ central and the gateway core", isConfiguration: false)
+        guard let central = central.central else {
+            throw RunFailure("started before the BlueZ central", isConfiguration: false)
         }
+        // Made here, before the core starts: the proxy shares its connection slots, and the core's
+        // bridge topics go out only once the proxy listens.
+        let gateway = try core.makeGateway()
         let proxy = try await BluetoothProxy.start(
             config: config, central: central, gateway: gateway, loop: loop, log: log)
         started.withLock { $0 = proxy }

@@ -6,8 +6,8 @@ import Synchronization
 
 /// The gateway core as a service, on the loop with the central and the MQTT client
 /// (docs/architecture.md). ``start()`` makes the ``Gateway`` over the ports of the services
-/// started before it (``CentralBLEPort``, ``ClientMQTTPort``, ``PeripheralBLEPort``) and starts
-/// it (bridge topics, subscriptions, scanning); ``run()`` runs its jobs; ``stop(within:)`` cancels
+/// started before it (``CentralBLEPort``, ``ClientMQTTPort``, ``PeripheralBLEPort``; unless the
+/// Bluetooth proxy made it already) and starts it (bridge topics, subscriptions, scanning); ``run()`` runs its jobs; ``stop(within:)`` cancels
 /// the jobs and awaits them (a warning names a wait that outlasts the deadline's wait), then stops
 /// the core: links disconnected and `bridge/state` offline at once, then the store-and-forward
 /// queue file written — until the deadline's `waitLimit` after the signal.
@@ -52,22 +52,35 @@ public final class CoreService: Service {
         self.health = health
     }
 
-    /// The core, once ``start()`` made it.
+    /// The core, once made (``makeGateway()``).
     public var gateway: Gateway? { state.withLock { $0.gateway } }
 
-    public func start() async throws {
+    /// Makes the core over the ports of the services started before it, once: the Bluetooth
+    /// proxy, which starts before the core and shares its connection slots, makes it first.
+    public func makeGateway() throws -> Gateway {
         guard let client = mqtt.client, let manager = central.central else {
             throw RunFailure("started before the MQTT client and the BlueZ central", isConfiguration: false)
         }
-        let health = self.health
-        let gateway = Gateway(
-            config: config, ble: CentralBLEPort(central: manager), peripheral: peripheral?.port,
-            mqtt: ClientMQTTPort(
-                client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
-            clock: SystemClock(), loop: loop, logger: log,
-            version: BuildInfo.version, stateDirectory: stateDirectory,
-            healthExtra: { health.sections() })
-        state.withLock { $0.gateway = gateway }
+        let (config, loop, log, stateDirectory, health) = (
+            self.config, self.loop, self.log, self.stateDirectory, self.health
+        )
+        let peripheralPort = peripheral?.port
+        return state.withLock { state in
+            if let gateway = state.gateway { return gateway }
+            let gateway = Gateway(
+                config: config, ble: CentralBLEPort(central: manager), peripheral: peripheralPort,
+                mqtt: ClientMQTTPort(
+                    client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
+                clock: SystemClock(), loop: loop, logger: log,
+                version: BuildInfo.version, stateDirectory: stateDirectory,
+                healthExtra: { health.sections() })
+            state.gateway = gateway
+            return gateway
+        }
+    }
+
+    public func start() async throws {
+        let gateway = try makeGateway()
         // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
         let notifier = self.notifier
         await gateway.observeAdapter { status in notifier.notify("STATUS=" + SystemdService.status(status)) }
