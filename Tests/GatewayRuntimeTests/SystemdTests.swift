@@ -42,7 +42,7 @@ struct SystemdTests {
     }
 
     @Test(
-        "SystemdService: READY=1 with STATUS= at its start, WATCHDOG=1 from the loop at half the interval, STOPPING=1 at its stop and no ping after it"
+        "SystemdService: READY=1 with STATUS= at its start, WATCHDOG=1 from the loop at half the interval, no ping after its stop"
     )
     func service() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -62,11 +62,9 @@ struct SystemdTests {
         // Three pings at 50 ms.
         #expect(Date().timeIntervalSince(started) >= 0.14)
         _ = await service.stop(within: StopDeadline())
-        var after: [String] = []
-        while let datagram = try socket.receive(timeout: 0.3) { after.append(datagram) }
-        // A ping already on its way may precede STOPPING=1; none follows it.
-        #expect(after.last == "STOPPING=1", "\(after)")
-        #expect(after.filter { $0 == "STOPPING=1" }.count == 1)
+        // A ping already on its way may still come; none after that.
+        _ = try socket.receive(timeout: 0.06)
+        #expect(try socket.receive(timeout: 0.3) == nil)
     }
 
     @Test("STATUS= says the adapter's condition and what to do while it cannot be used")

@@ -66,14 +66,23 @@ public struct GatewayProcess: Sendable {
         let loop = EventLoop()
         defer { loop.shutdown() }
         MemoryTrimmer.start(on: loop)
-        return await ServiceGroup(services(config, loop: loop, log: log), termination: termination, log: log).run()
+        // STOPPING=1 first thing at every stop, also one after a start that failed.
+        let notifier = SystemdNotifier()
+        let group = ServiceGroup(
+            services(config, loop: loop, log: log, notifier: notifier), termination: termination, log: log,
+            beginStop: {
+                notifier.notify("STOPPING=1")
+                return StopDeadline.begin()
+            })
+        return await group.run()
     }
 
     /// `gattway run`'s services, in the order they start; stages stop in reverse, the services
     /// of a stage at the same time.
-    func services(_ config: GatewayConfig, loop: EventLoop, log: GatewayLogger) -> [ServiceGroup.Stage] {
+    func services(
+        _ config: GatewayConfig, loop: EventLoop, log: GatewayLogger, notifier: SystemdNotifier = SystemdNotifier()
+    ) -> [ServiceGroup.Stage] {
         let stateDirectory = options.stateDirectory ?? config.stateDirectory
-        let notifier = SystemdNotifier()
         let mqtt = MQTTService(config: config, loop: loop, log: log)
         let central = BlueZCentralService(config: config, stateDirectory: stateDirectory, loop: loop, log: log)
         let peripheral =

@@ -4,8 +4,9 @@ import LocalSystem
 import Synchronization
 
 /// systemd's notifications as the last service of `gattway run`: `READY=1` with the adapter's
-/// condition in `STATUS=` once everything before it started, the watchdog's pings from the event
-/// loop from then on (``SystemdWatchdog``), and `STOPPING=1` first thing at the stop.
+/// condition in `STATUS=` once everything before it started, and the watchdog's pings from the
+/// event loop from then on (``SystemdWatchdog``) until the stop. (`STOPPING=1` is the process's:
+/// ``GatewayProcess`` says it as every stop begins, also after a start that failed.)
 public final class SystemdService: Service {
     public let name = "systemd"
     let notifier: SystemdNotifier
@@ -34,7 +35,6 @@ public final class SystemdService: Service {
 
     public func stop(within deadline: StopDeadline) async -> String? {
         watchdog.withLock { $0 }?.stop()
-        notifier.notify("STOPPING=1")
         return nil
     }
 
