@@ -14,12 +14,13 @@ public struct ExitCode: RawRepresentable, Hashable, Sendable, Error {
     public static let config = ExitCode(rawValue: 78)
 
     /// The exit code of `gattway run` for the error that ended it — the one place that decides:
-    /// a configuration BlueZ, the broker settings or the configuration file can never accept is
-    /// ``config`` (systemd does not restart on 78: `RestartPreventExitStatus`), anything else
-    /// ``failure``.
+    /// a configuration file that cannot be read or is invalid, or a configuration BlueZ or the
+    /// MQTT client can never accept, is ``config`` (systemd does not restart on 78:
+    /// `RestartPreventExitStatus`), anything else ``failure``.
     public init(for error: any Error) {
         switch error {
         case let code as ExitCode: self = code
+        case is GatewayConfigError: self = .config
         case let failure as RunFailure: self = failure.isConfiguration ? .config : .failure
         case let start as GatewayStartError: self = start.isConfiguration ? .config : .failure
         default: self = .failure

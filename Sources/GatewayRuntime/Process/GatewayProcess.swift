@@ -55,7 +55,7 @@ public struct GatewayProcess: Sendable {
             config = try GatewayConfig.load(path: options.configPath)
         } catch {
             for line in error.lines { stderrLog(.error, "\(options.configPath): \(line)") }
-            return .config
+            return ExitCode(for: error)
         }
         // Every line from here on, ours and the core's, has the configuration's secrets removed.
         let log = stderrLog.redacting(config.secrets)
