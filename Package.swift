@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Parsers", targets: ["Parsers"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "ESPHomeAPI", targets: ["ESPHomeAPI"]),
+        .library(name: "GatewayRuntime", targets: ["GatewayRuntime"]),
     ],
     targets: [
         // C libraries from Debian packages, through pkg-config.
@@ -54,11 +55,17 @@ let package = Package(
         // `gattway serve --tree` files: BlueZ's peripheral types with Gateway's value encodings (which
         // may not import each other), a library so the fuzz target can parse hostile trees.
         .target(name: "GATTTree", dependencies: ["BlueZ", "Bluetooth", "Gateway", "JSON"]),
+        // `gattway run` as a library (docs/architecture.md, "Layers"): the ports over BlueZ and MQTT,
+        // the Bluetooth proxy, signals, sd_notify, and the ServiceGroup of the process's services.
+        .target(
+            name: "GatewayRuntime",
+            dependencies: ["Gateway", "ProxyBackend", "BlueZ", "MQTT", "DBus", "ESPHomeAPI", "EventLoop", "Bluetooth", "JSON", "LocalSystem"]
+        ),
         .executableTarget(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
-                "GATTTree", "ESPHomeAPI", "ProxyBackend",
+                "GATTTree", "ESPHomeAPI", "GatewayRuntime",
             ]
         ),
         .executableTarget(
@@ -105,6 +112,9 @@ let package = Package(
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
         // The proxy's backend against an in-memory port and a real gateway with the core's fakes.
         .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
+        // The runtime's service group with fake services; its ports and notifier against a real
+        // mosquitto, the simulator on a private bus and a datagram socket.
+        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "DBus", "EventLoop", "Bluetooth", "ESPHomeAPI", "TestSupport"]),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

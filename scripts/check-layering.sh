@@ -9,6 +9,8 @@
 #    runs on the loop's executor (docs/architecture.md lists it).
 #  - ProxyBackend (the Bluetooth proxy's connections) never imports DBus, BlueZ, MQTT or a C
 #    module: it talks to the central through its ProxyBLE port.
+#  - Only the gattway executable imports GatewayRuntime, and GatewayRuntime imports neither
+#    BlueZSimulator nor Subprocess.
 #  - Nothing under Sources/ (every module the gattway executable links) imports Foundation,
 #    FoundationEssentials, FoundationInternationalization or FoundationNetworking: linked
 #    statically they cost megabytes of resident memory (issue #8); LocalSystem has the file,
@@ -54,6 +56,21 @@ if [ -d Sources/ProxyBackend ]; then
     status=1
   fi
 fi
+# GatewayRuntime (`gattway run` as a library) sits under the executable only: no other module under
+# Sources/ imports it, and it imports neither the simulator nor Subprocess (tools of the CLI and the
+# tests, not of the running gateway).
+if [ -d Sources/GatewayRuntime ]; then
+  runtime_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GatewayRuntime\b' Sources | grep -v '^Sources/gattway/' || true)
+  if [ -n "$runtime_importers" ]; then
+    echo "$runtime_importers"
+    echo "layering: only the gattway executable imports GatewayRuntime (docs/architecture.md, section Layers)" >&2
+    status=1
+  fi
+  if grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(BlueZSimulator|Subprocess)\b' Sources/GatewayRuntime; then
+    echo "layering: GatewayRuntime runs the gateway; the simulator and Subprocess belong to the CLI and the tests" >&2
+    status=1
+  fi
+fi
 foundation='^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+((struct|class|enum|protocol|typealias|func|let|var)[[:space:]]+)?(Foundation|FoundationEssentials|FoundationInternationalization|FoundationNetworking|_FoundationCollections)([.[:space:]]|$)'
 while IFS= read -r line; do
   [ -n "$line" ] || continue
@@ -92,5 +109,5 @@ while IFS= read -r line; do
   status=1
 done <<<"$citations"
 
-[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; no Foundation under Sources/; nothing cites notes outside the repository)"
+[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; GatewayRuntime under the executable only; no Foundation under Sources/; nothing cites notes outside the repository)"
 exit $status

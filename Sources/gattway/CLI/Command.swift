@@ -59,20 +59,6 @@ struct Option: Sendable {
     }
 }
 
-/// Process exit codes, as README.md lists them under "Commands" (the sysexits.h values for
-/// usage and config).
-struct ExitCode: RawRepresentable, Hashable, Sendable, Error {
-    var rawValue: Int32
-    init(rawValue: Int32) { self.rawValue = rawValue }
-    static let success = ExitCode(rawValue: 0)
-    /// A runtime failure (bus, broker, device).
-    static let failure = ExitCode(rawValue: 1)
-    /// `EX_USAGE`: the command line was wrong.
-    static let usage = ExitCode(rawValue: 64)
-    /// `EX_CONFIG`: the configuration is invalid.
-    static let config = ExitCode(rawValue: 78)
-}
-
 /// An error that ends the command with a message on stderr and a specific exit code.
 enum CLIError: Error, CustomStringConvertible {
     /// The command line was wrong (exit 64); the message says what and the usage line follows.

@@ -20,12 +20,6 @@ extension StringProtocol {
 }
 
 extension String {
-    /// `value` with exactly one digit after the point (`%.1f`).
-    init(oneDecimal value: Double) {
-        let tenths = Int(saturating: (value * 10).rounded())
-        self = "\(tenths < 0 ? "-" : "")\(abs(tenths) / 10).\(abs(tenths) % 10)"
-    }
-
     /// `value` as at least two digits, zero-padded (`%02d`).
     init(twoDigits value: Int32) {
         self = value < 10 && value >= 0 ? "0\(value)" : "\(value)"

@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
 import EventLoop
+import GatewayRuntime
 import LocalSystem
 
 #if canImport(Glibc)

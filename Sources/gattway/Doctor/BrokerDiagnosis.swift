@@ -1,5 +1,6 @@
 import EventLoop
 import Gateway
+import GatewayRuntime
 import MQTT
 
 #if canImport(Glibc)
@@ -21,7 +22,7 @@ struct BrokerDiagnosis {
         let settings = config.mqtt
         var configuration: MQTTConfiguration
         do {
-            configuration = try RunCommand.mqttConfiguration(config)
+            configuration = try MQTTService.configuration(config)
         } catch {
             return .fail("broker", "\(settings.server): \(error)", "check mqtt.server and mqtt.tls in the config")
         }

@@ -1,4 +1,5 @@
 import Gateway
+import GatewayRuntime
 import LocalSystem
 
 #if canImport(Glibc)
@@ -190,8 +191,5 @@ enum FileDiagnosis {
     }
 
     /// The effective user's name, for messages.
-    static var userName: String {
-        guard let entry = getpwuid(geteuid()) else { return "uid \(geteuid())" }
-        return String(cString: entry.pointee.pw_name)
-    }
+    static var userName: String { AdapterAdvice.userName }
 }

@@ -2,6 +2,7 @@ import DBus
 import ESPHomeAPI
 import EventLoop
 import Gateway
+import GatewayRuntime
 
 /// The Bluetooth proxy checks of `gattway doctor` (when `bluetooth_proxy.enabled`):
 /// - `proxy`: the running gattway's ESPHome API answers on the configured address, with the

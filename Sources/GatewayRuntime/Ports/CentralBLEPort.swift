@@ -10,13 +10,17 @@ import Synchronization
 /// queues them fairly), so every connect here asks the central *not* to reconnect on its own.
 /// Scan results, notification values and link changes reach the gateway synchronously on the
 /// loop thread that runs both the central and the gateway (docs/architecture.md).
-struct CentralBLEPort: BLEPort {
-    let central: CentralManager
+public struct CentralBLEPort: BLEPort {
+    public let central: CentralManager
+
+    public init(central: CentralManager) {
+        self.central = central
+    }
 
     /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
     /// thread: no stream, no task in between. Asked for while the adapter cannot be used, the
     /// scan starts by itself once it can.
-    func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+    public func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
         async throws(BLEPortError)
         -> PortRegistration
     {
@@ -37,7 +41,7 @@ struct CentralBLEPort: BLEPort {
     /// One connect-and-discover attempt, bounded as a whole by `timeout` (`connect_timeout`):
     /// the time BlueZ takes to resolve the services counts too. When the services are not
     /// resolved in what is left, the link is dropped again and the attempt is a timeout.
-    func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+    public func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
         let clock = ContinuousClock()
         let deadline = clock.now + Duration.milliseconds(Int64(saturating: timeout * 1000))
         let peripheral = await central.peripheral(address)
@@ -60,11 +64,11 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
-    func disconnect(_ address: BluetoothAddress) async {
+    public func disconnect(_ address: BluetoothAddress) async {
         try? await central.disconnect(await central.peripheral(address))
     }
 
-    func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
+    public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
         -> [BLECharacteristic]
     {
         do {
@@ -84,7 +88,7 @@ struct CentralBLEPort: BLEPort {
 
     /// Values come to `deliver` from the central's read of the `AcquireNotify` datagram (or its
     /// handling of the `Value` signal), on the loop thread.
-    func notifications(
+    public func notifications(
         _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
     ) async throws(BLEPortError) -> PortRegistration {
         let token: NotificationToken
@@ -101,7 +105,9 @@ struct CentralBLEPort: BLEPort {
         return PortRegistration { central.onLoop { $0.endNotifications(token) } }
     }
 
-    func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
+    public func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
+        -> [UInt8]
+    {
         do {
             return try await central.readValue(for: try await resolve(address, characteristic))
         } catch let error as BLEPortError {
@@ -111,7 +117,9 @@ struct CentralBLEPort: BLEPort {
         }
     }
 
-    func write(_ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool)
+    public func write(
+        _ address: BluetoothAddress, characteristic: BLECharacteristic, value: [UInt8], withResponse: Bool
+    )
         async throws(BLEPortError)
     {
         do {
@@ -128,7 +136,8 @@ struct CentralBLEPort: BLEPort {
     /// Link changes come to `deliver` as the central notices them, on the loop thread. A link
     /// that came up carries what BlueZ remembers of the device, for matching device rules. The
     /// adapter's return to `poweredOn` comes as ``BLEConnectionEvent/adapterReady``.
-    func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
+    public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
+    {
         let central = self.central
         let token = await central.connectionEvents { event in
             switch event {
@@ -177,19 +186,19 @@ struct CentralBLEPort: BLEPort {
     /// The peripherals of the central's state file (`central.json` in the state directory: the
     /// devices it was subscribed to when the previous run ended without ending them — a crash,
     /// a kill, a power cut), with what BlueZ still remembers of each and the saved name.
-    func restoredDevices() async -> [BLEDiscovery] {
+    public func restoredDevices() async -> [BLEDiscovery] {
         await central.restoredDevices()
     }
 
     /// The central forgets the saved subscriptions `wanted` rejects (``CentralManager/keepRestored(where:)``).
-    func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
+    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
         await central.keepRestored { saved in
             wanted(saved.peripheral, BLECharacteristic(service: saved.service, uuid: saved.uuid, properties: []))
         }
     }
 
     /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
-    func lastRoundTripLatency() -> Double? {
+    public func lastRoundTripLatency() -> Double? {
         central.lastRoundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
     }
 
@@ -203,7 +212,7 @@ struct CentralBLEPort: BLEPort {
     }
 
     /// The central's error in the gateway's terms (the kinds share Core Bluetooth's meanings).
-    static func portError(_ error: any Error) -> BLEPortError {
+    public static func portError(_ error: any Error) -> BLEPortError {
         guard let central = error as? CentralError else { return BLEPortError(.other, "\(error)") }
         let kind: BLEPortError.Kind
         switch central.code {

@@ -3,16 +3,18 @@ import Synchronization
 /// A value set once and waited for by any number of tasks, with no task of its own: the
 /// termination signal, a request to end. A wait ends with the value, or with nil when the waiting
 /// task is cancelled first; a value set before a wait ends it at once.
-final class OneShot<Value: Sendable>: Sendable {
+public final class OneShot<Value: Sendable>: Sendable {
     private struct State {
-        var value: Value?
+        public var value: Value?
         var waiters: [Int: CheckedContinuation<Value?, Never>] = [:]
         var nextID = 0
     }
     private let state = Mutex(State())
 
+    public init() {}
+
     /// Sets the value when it is the first (later ones are ignored); every wait ends with it.
-    func set(_ value: Value) {
+    public func set(_ value: Value) {
         let waiters = state.withLock { state -> [CheckedContinuation<Value?, Never>] in
             guard state.value == nil else { return [] }
             state.value = value
@@ -23,10 +25,10 @@ final class OneShot<Value: Sendable>: Sendable {
     }
 
     /// The value, nil until set.
-    var value: Value? { state.withLock { $0.value } }
+    public var value: Value? { state.withLock { $0.value } }
 
     /// Waits for the value; nil when the calling task is cancelled first.
-    func wait() async -> Value? {
+    public func wait() async -> Value? {
         let id = state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID

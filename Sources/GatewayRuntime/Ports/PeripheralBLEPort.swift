@@ -11,9 +11,9 @@ import Synchronization
 /// The manager's events come to a handler on the loop thread, inside its handling of
 /// bluetoothd's call, and go on to the gateway from there (docs/architecture.md): no stream, no
 /// task. The registration ends when the manager closes.
-final class PeripheralBLEPort: PeripheralPort {
-    let manager: PeripheralManager
-    let log: GatewayLogger
+public final class PeripheralBLEPort: PeripheralPort {
+    public let manager: PeripheralManager
+    public let log: GatewayLogger
     private struct State {
         var characteristics: [PeripheralCharacteristicID: LocalCharacteristic] = [:]
         var ids: [LocalCharacteristic: PeripheralCharacteristicID] = [:]
@@ -27,13 +27,13 @@ final class PeripheralBLEPort: PeripheralPort {
     private let state = Mutex(State())
     static let earlyLimit = 1024
 
-    init(manager: PeripheralManager, log: GatewayLogger) async {
+    public init(manager: PeripheralManager, log: GatewayLogger) async {
         self.manager = manager
         self.log = log
         _ = await manager.events { [weak self] event in self?.handle(event) }
     }
 
-    func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
+    public func serve(_ services: [PeripheralService]) async throws(BLEPortError) {
         do {
             for (serviceIndex, service) in services.enumerated() {
                 let local = try await manager.add(
@@ -57,7 +57,7 @@ final class PeripheralBLEPort: PeripheralPort {
         }
     }
 
-    func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
+    public func setValue(_ value: [UInt8], for characteristic: PeripheralCharacteristicID) async {
         guard let local = state.withLock({ $0.characteristics[characteristic] }) else { return }
         do {
             try await manager.updateValue(value, for: local)
@@ -66,7 +66,7 @@ final class PeripheralBLEPort: PeripheralPort {
         }
     }
 
-    func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError) {
+    public func advertise(_ advertisement: PeripheralAdvertisement?) async throws(BLEPortError) {
         let started = state.withLock { $0.advertising }
         do {
             guard let advertisement else {
@@ -93,7 +93,7 @@ final class PeripheralBLEPort: PeripheralPort {
     /// Writes and subscriptions come to `deliver` on the loop thread, as the manager hands them
     /// over (it answers each request first). Called by the gateway on the loop thread; what came
     /// before goes first.
-    func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void) {
+    public func events(_ deliver: @escaping @Sendable (PeripheralPortEvent) -> Void) {
         let early = state.withLock { state in
             state.deliver = deliver
             defer { state.early = [] }
@@ -160,7 +160,7 @@ final class PeripheralBLEPort: PeripheralPort {
 
     /// Read and write permissions as the properties imply; the encrypt-* properties are kept
     /// as properties and become BlueZ's encrypt-read/-write flags.
-    static func permissions(_ properties: CharacteristicProperties) -> AttributePermissions {
+    public static func permissions(_ properties: CharacteristicProperties) -> AttributePermissions {
         var permissions: AttributePermissions = []
         if !properties.isDisjoint(with: [.read, .notify, .indicate]) { permissions.insert(.readable) }
         if !properties.isDisjoint(with: [.write, .writeWithoutResponse]) { permissions.insert(.writeable) }
@@ -171,7 +171,7 @@ final class PeripheralBLEPort: PeripheralPort {
         return permissions
     }
 
-    static func portError(_ error: any Error) -> BLEPortError {
+    public static func portError(_ error: any Error) -> BLEPortError {
         guard let error = error as? PeripheralError else { return BLEPortError(.other, "\(error)") }
         let kind: BLEPortError.Kind
         switch error.code {

@@ -7,14 +7,14 @@ import Gateway
 /// Files holding the gateway's secrets that every user of the machine may read: config.json
 /// when it holds a password or bind key itself, `mqtt.password_file` and the TLS client key.
 /// `gattway run` warns about each at start; `gattway doctor` reports each as a warning.
-enum SecretPermissions {
-    struct Exposure: Equatable {
-        let path: String
+public enum SecretPermissions {
+    public struct Exposure: Equatable, Sendable {
+        public let path: String
         /// What the file holds, for the message.
-        let holds: String
+        public let holds: String
     }
 
-    static func worldReadable(configPath: String, _ config: GatewayConfig) -> [Exposure] {
+    public static func worldReadable(configPath: String, _ config: GatewayConfig) -> [Exposure] {
         var files: [(path: String, holds: String)] = []
         if config.holdsSecrets { files.append((configPath, "a password or key")) }
         files += config.secretFiles
@@ -22,7 +22,7 @@ enum SecretPermissions {
     }
 
     /// The file's mode lets "others" read it (symbolic links followed).
-    static func isWorldReadable(_ path: String) -> Bool {
+    public static func isWorldReadable(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && info.st_mode & 0o004 != 0
     }

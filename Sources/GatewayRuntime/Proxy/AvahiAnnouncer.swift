@@ -25,13 +25,13 @@ import Gateway
 /// Everything Avahi reports goes through one stream, in the order the bus delivered it, to
 /// ``run()`` (a child task of the proxy's), which handles each event to its end before the next,
 /// so no two registrations overlap.
-final class AvahiAnnouncer: Sendable {
-    static let service = "org.freedesktop.Avahi"
-    static let serviceType = "_esphomelib._tcp"
-    static let serverInterface = "org.freedesktop.Avahi.Server"
-    static let groupInterface = "org.freedesktop.Avahi.EntryGroup"
+public final class AvahiAnnouncer: Sendable {
+    public static let service = "org.freedesktop.Avahi"
+    public static let serviceType = "_esphomelib._tcp"
+    public static let serverInterface = "org.freedesktop.Avahi.Server"
+    public static let groupInterface = "org.freedesktop.Avahi.EntryGroup"
     /// Alternative names tried after a collision before giving up (per avahi-daemon instance).
-    static let maximumAlternatives = 10
+    public static let maximumAlternatives = 10
 
     /// `AVAHI_ENTRY_GROUP_*` of the group's `StateChanged` signal.
     enum GroupState: Int {
@@ -82,7 +82,7 @@ final class AvahiAnnouncer: Sendable {
     /// The TXT record of an ESPHome device's announcement, as Home Assistant reads it: `mac`
     /// (12 lower-case hex digits, its unique id), `version`, `friendly_name`, `network`, `platform`,
     /// `board`, the project, and `api_encryption` when the API is encrypted.
-    static func txt(_ configuration: APIServerConfiguration) -> [String] {
+    public static func txt(_ configuration: APIServerConfiguration) -> [String] {
         var records = [
             "friendly_name=\(configuration.friendlyName)", "version=\(APIServer.esphomeVersion)",
             "mac=\(configuration.macAddress.lowercased().filter { $0 != ":" })", "platform=host", "board=gattway",
@@ -97,7 +97,7 @@ final class AvahiAnnouncer: Sendable {
     /// Connects to the system bus and follows Avahi there; ``run()`` then announces the service
     /// whenever avahi-daemon is on the bus (now or later). Throws only when there is no system
     /// bus; every later problem is logged and the proxy goes on without mDNS.
-    static func start(
+    public static func start(
         _ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop, log: GatewayLogger
     ) async throws -> AvahiAnnouncer {
         let connection = try await DBusConnection.connect(to: .system, on: loop)
@@ -143,7 +143,7 @@ final class AvahiAnnouncer: Sendable {
     /// then cancelled: its calls end at once), then frees the group (`Free`, 2 s at most) and
     /// closes the connection. Call once. When the calling task is cancelled (the stop's
     /// deadline), what is still waited for ends at once.
-    func run() async {
+    public func run() async {
         let (stream, withdrawal) = (self.stream, self.withdrawal)
         let (connection, configuration, port, log) = (self.connection, self.configuration, self.port, self.log)
         let current = await withTaskGroup(of: Outcome.self) { group in
@@ -176,7 +176,7 @@ final class AvahiAnnouncer: Sendable {
 
     /// Withdraws the announcement: ``run()`` ends the handling of events, frees the group and
     /// closes the connection. Returns once that is done, or when the calling task is cancelled.
-    func withdraw() async {
+    public func withdraw() async {
         events.finish()
         withdrawal.set(())
         _ = await withdrawn.wait()

@@ -1,5 +1,5 @@
 /// What `gattway version` reports.
-enum BuildInfo {
+public enum BuildInfo {
     /// The release version; bumped by hand on release.
-    static let version = "0.1.0-dev"
+    public static let version = "0.1.0-dev"
 }

@@ -11,10 +11,10 @@ import EventLoop
 /// scattered through the heap keep everything between them resident. Measured on the bench's
 /// 100,000-notification QoS 1 burst: 121 MB resident after it, 24 MB after one `malloc_trim(0)`
 /// (BENCHMARKS.md). With little free memory a call costs microseconds; it runs on the loop thread.
-enum MemoryTrimmer {
-    static let interval = 2.0
+public enum MemoryTrimmer {
+    public static let interval = 2.0
 
-    static func start(on loop: EventLoop) {
+    public static func start(on loop: EventLoop) {
         #if canImport(Glibc)
             guard let symbol = dlsym(nil, "malloc_trim") else { return }
             typealias MallocTrim = @convention(c) (Int) -> Int32

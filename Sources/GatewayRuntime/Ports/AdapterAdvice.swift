@@ -2,14 +2,18 @@ import BlueZ
 import Gateway
 import LocalSystem
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What each condition of the adapter means and what to do about it, worded once for both
 /// `gattway doctor` (its bluez, access and adapter checks) and `gattway run` (its log,
 /// `bridge/event` `adapter_state`, `bridge/health` `adapter` and systemd's `STATUS=`).
-enum AdapterAdvice {
+public enum AdapterAdvice {
     /// The condition, with an rfkill block told apart where BlueZ does not say it: BlueZ 5.66
     /// exports `PowerState` ("off-blocked") only with `Experimental = true`, so a powered-off
     /// adapter while /sys/class/rfkill says a Bluetooth radio is blocked counts as blocked.
-    static func refined(_ condition: AdapterCondition) -> AdapterCondition {
+    public static func refined(_ condition: AdapterCondition) -> AdapterCondition {
         condition == .poweredOff && rfkillBlocked() ? .rfkillBlocked : condition
     }
 
@@ -18,7 +22,7 @@ enum AdapterAdvice {
     ///   - label: the adapter, e.g. `hci0 (00:AA:01:00:00:00)`.
     ///   - selector: what the configuration asks for (`bluetooth.adapter`).
     ///   - present: the adapters bluetoothd has, e.g. `hci1 (powered off)`.
-    static func advice(_ condition: AdapterCondition, label: String, selector: String, present: [String]) -> (
+    public static func advice(_ condition: AdapterCondition, label: String, selector: String, present: [String]) -> (
         found: String, fix: String
     ) {
         switch condition {
@@ -45,7 +49,7 @@ enum AdapterAdvice {
                 )
         case .accessDenied:
             (
-                "AccessDenied talking to org.bluez as \(FileDiagnosis.userName)",
+                "AccessDenied talking to org.bluez as \(userName)",
                 "run as a user in the bluetooth group or install deploy/gattway-dbus.conf to /etc/dbus-1/system.d/ (sudo deploy/install.sh does)"
             )
         case .bluetoothdGone:
@@ -58,12 +62,12 @@ enum AdapterAdvice {
     }
 
     /// `hci1 (powered off)`: an adapter as ``advice(_:label:selector:present:)`` lists it.
-    static func present(_ name: String, powered: Bool) -> String {
+    public static func present(_ name: String, powered: Bool) -> String {
         name + (powered ? "" : " (powered off)")
     }
 
     /// The central's adapter condition as the gateway core reports it (``BLEAdapterStatus``).
-    static func status(_ condition: AdapterCondition, of central: isolated CentralManager) -> BLEAdapterStatus {
+    public static func status(_ condition: AdapterCondition, of central: isolated CentralManager) -> BLEAdapterStatus {
         let condition = refined(condition)
         let name = central.adapterName
         let label = central.adapterAddress.map { "\(name) (\($0))" } ?? name
@@ -76,15 +80,20 @@ enum AdapterAdvice {
     }
 
     /// True when a Bluetooth radio is soft- or hard-blocked (/sys/class/rfkill).
-    static func rfkillBlocked() -> Bool {
+    public static func rfkillBlocked() -> Bool {
         let base = "/sys/class/rfkill"
         guard let entries = LocalFile.contentsOfDirectory(base) else { return false }
         return entries.contains { entry in
             func read(_ name: String) -> String {
-                (LocalFile.readText("\(base)/\(entry)/\(name)") ?? "")
-                    .trimmingWhitespace()
+                (LocalFile.readText("\(base)/\(entry)/\(name)") ?? "").filter { !$0.isWhitespace }
             }
             return read("type") == "bluetooth" && (read("soft") == "1" || read("hard") == "1")
         }
+    }
+
+    /// The effective user's name, for messages.
+    public static var userName: String {
+        guard let entry = getpwuid(geteuid()) else { return "uid \(geteuid())" }
+        return String(cString: entry.pointee.pw_name)
     }
 }

@@ -24,39 +24,49 @@ import Gateway
 /// about `waitLimit + closeLimit`; with both answering, about as long as BlueZ's Disconnect. The
 /// margin to ``bound`` is for writing the queue file on slow storage (a full 18 MB queue file
 /// is rewritten in about 0.1 s on an SSD; an SD card may take a second or two).
-struct StopDeadline: Sendable {
+public struct StopDeadline: Sendable {
     /// Seconds from the signal to the process's exit, at most (whole seconds: `alarm(2)`).
     /// systemd's `TimeoutStopSec` (deploy/gattway.service) leaves a margin above it.
-    static let bound: UInt32 = 5
+    public static let bound: UInt32 = 5
     /// Seconds after the signal until which the stop waits for BlueZ and the broker.
-    static let waitLimit = Gateway.stopTimeout
+    public static let waitLimit = Gateway.stopTimeout
     /// Seconds the last step (MQTT DISCONNECT, closing the BlueZ managers) may take.
-    static let closeLimit = 0.5
+    public static let closeLimit = 0.5
 
     /// When the stop began (the signal arrived, or the start failed).
-    let began = ContinuousClock.now
+    public let began: ContinuousClock.Instant
+    /// This stop's ``waitLimit`` and ``closeLimit`` (`gattway run`: the static ones; tests: shorter).
+    public let waitLimit: Double
+    public let closeLimit: Double
+
+    /// A stop that begins now, without the backstop (``begin()`` arms it).
+    public init(waitLimit: Double = StopDeadline.waitLimit, closeLimit: Double = StopDeadline.closeLimit) {
+        began = ContinuousClock.now
+        self.waitLimit = waitLimit
+        self.closeLimit = closeLimit
+    }
 
     /// Begins a stop now and arms the backstop.
-    static func begin() -> StopDeadline {
+    public static func begin() -> StopDeadline {
         armBackstop()
         return StopDeadline()
     }
 
     /// Seconds since the stop began.
-    var elapsed: Double { Self.seconds(ContinuousClock.now - began) }
+    public var elapsed: Double { Self.seconds(ContinuousClock.now - began) }
 
     /// Seconds left until ``waitLimit`` after the signal (0 when it passed).
-    var waitRemaining: Double { max(0, Self.waitLimit - elapsed) }
+    public var waitRemaining: Double { max(0, waitLimit - elapsed) }
 
     /// Seconds the last step may take from now.
-    var closeRemaining: Double { max(Self.closeLimit, waitRemaining) }
+    public var closeRemaining: Double { max(closeLimit, waitRemaining) }
 
     /// Runs `operation` as a child task and returns true when it ended within `seconds`; else
     /// it is cancelled and false is returned once it ended — at once for what `gattway run` bounds
     /// this way: D-Bus calls and waits that end when cancelled. (An operation that ignored
     /// cancellation would hold the stop until the backstop.) The sleep is cancelled as soon as
     /// the operation ends.
-    static func bounded(_ seconds: Double, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+    public static func bounded(_ seconds: Double, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 await operation()
@@ -73,7 +83,7 @@ struct StopDeadline: Sendable {
 
     /// Calls `warn` after `seconds` unless ``LateWarning/cancel()`` came first: a timer of the
     /// event loop (no task), for a wait of the stop that should end by then.
-    static func warning(after seconds: Double, on loop: EventLoop, _ warn: @escaping @Sendable () -> Void)
+    public static func warning(after seconds: Double, on loop: EventLoop, _ warn: @escaping @Sendable () -> Void)
         -> LateWarning
     {
         let warning = LateWarning()
@@ -82,17 +92,17 @@ struct StopDeadline: Sendable {
     }
 
     /// See ``warning(after:on:_:)``.
-    final class LateWarning: Sendable {
+    public final class LateWarning: Sendable {
         fileprivate let pending = OnceFlag()
 
         /// The wait ended in time: no warning.
-        func cancel() { _ = pending.claim() }
+        public func cancel() { _ = pending.claim() }
     }
 
     /// At ``bound`` seconds from now, SIGALRM ends the process — whatever holds up the stop, even
     /// a wedged event loop — with one line on stderr and exit status 1 (`write(2)` and `_exit(2)`
     /// are safe in a signal handler). Nothing else in gattway uses SIGALRM.
-    static func armBackstop() {
+    public static func armBackstop() {
         signal(SIGALRM) { _ in
             // Keep the text's "5 s" in step with `bound`.
             let line: StaticString = "<3>stopping took longer than 5 s: exiting now (status 1)\n"

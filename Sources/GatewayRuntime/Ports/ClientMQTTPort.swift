@@ -7,14 +7,19 @@ import Synchronization
 /// client and the gateway, inside the libmosquitto call that produced them (docs/architecture.md).
 /// Nothing queues between the socket and the gateway, so nothing is dropped there
 /// (`inboundDrops` is 0): a flood is held back by TCP and the broker's own queue for this client.
-struct ClientMQTTPort: MQTTPort {
-    let client: MQTTClient
+public struct ClientMQTTPort: MQTTPort {
+    public let client: MQTTClient
     /// The QoS of every subscription (`mqtt.subscription_qos`).
-    var subscriptionQoS: MQTTQoS = .atLeastOnce
+    public var subscriptionQoS: MQTTQoS = .atLeastOnce
+
+    public init(client: MQTTClient, subscriptionQoS: MQTTQoS = .atLeastOnce) {
+        self.client = client
+        self.subscriptionQoS = subscriptionQoS
+    }
 
     /// The client's message; MQTT 5 properties (correlation data, `captured_at`) only with
     /// `v5` — an MQTT 3.1.1 client refuses a message that has any.
-    static func message(_ outbound: MQTTOutboundMessage, v5: Bool = true) -> MQTTMessage {
+    public static func message(_ outbound: MQTTOutboundMessage, v5: Bool = true) -> MQTTMessage {
         var properties = MQTTProperties()
         if v5 {
             properties.correlationData = outbound.correlationData
@@ -32,26 +37,26 @@ struct ClientMQTTPort: MQTTPort {
 
     private var isV5: Bool { client.configuration.protocolVersion == .v5 }
 
-    func publish(_ message: MQTTOutboundMessage) {
+    public func publish(_ message: MQTTOutboundMessage) {
         client.publish(Self.message(message, v5: isV5))
     }
 
-    func publish(_ message: MQTTOutboundMessage, completion: @escaping @Sendable (Bool) -> Void) {
+    public func publish(_ message: MQTTOutboundMessage, completion: @escaping @Sendable (Bool) -> Void) {
         client.publish(Self.message(message, v5: isV5)) { result in
             if case .success = result { completion(true) } else { completion(false) }
         }
     }
 
-    var queueFullDrops: Int { client.queueFullCount }
+    public var queueFullDrops: Int { client.queueFullCount }
 
-    var backlog: Int { client.backlogCount }
+    public var backlog: Int { client.backlogCount }
 
-    var backlogLimit: Int? { client.configuration.maxQueued }
+    public var backlogLimit: Int? { client.configuration.maxQueued }
 
     /// All at once: the client keeps them in order (in flight up to `max_inflight`, the rest
     /// waiting behind), so a replay runs at the broker's acknowledgement rate instead of one
     /// round trip per message.
-    func publishInOrder(_ messages: [MQTTOutboundMessage], completion: @escaping @Sendable ([Bool]) -> Void) {
+    public func publishInOrder(_ messages: [MQTTOutboundMessage], completion: @escaping @Sendable ([Bool]) -> Void) {
         guard !messages.isEmpty else { return completion([]) }
         let v5 = isV5
         let results = BatchResults(count: messages.count, completion)
@@ -64,7 +69,7 @@ struct ClientMQTTPort: MQTTPort {
     /// when it is connected (now, or when the broker comes back). Waiting would hold up the
     /// gateway's start — scanning, BLE readings, the store-and-forward queue and READY=1 — for as
     /// long as the broker is unreachable.
-    func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws
+    public func subscribe(_ filter: String, _ deliver: @escaping @Sendable (MQTTInboundMessage) -> Void) throws
         -> PortRegistration
     {
         let client = self.client
@@ -81,7 +86,7 @@ struct ClientMQTTPort: MQTTPort {
         return PortRegistration { client.unsubscribe(subscription) }
     }
 
-    func connectionEvents(_ deliver: @escaping @Sendable (Bool) -> Void) {
+    public func connectionEvents(_ deliver: @escaping @Sendable (Bool) -> Void) {
         client.observeConnectionStates { state in
             switch state {
             case .connected: deliver(true)

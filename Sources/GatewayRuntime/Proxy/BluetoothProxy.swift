@@ -17,7 +17,7 @@ import ProxyBackend
 /// Connections through it are ``ProxyBackend``'s, whose BlueZ calls are jobs of the gateway core
 /// (it is the core's ``GatewayAttachment``, made before the gateway). The handling of what Avahi
 /// reports runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
-struct BluetoothProxy: Sendable {
+public struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
     let central: CentralManager
@@ -117,7 +117,7 @@ struct BluetoothProxy: Sendable {
     /// are disconnected in BlueZ), stops the scan and withdraws the mDNS announcement; returns
     /// once the disconnects and the withdrawal are done. Cancelling the calling task (the stop's
     /// deadline) ends what is still waited for: the BlueZ and Avahi calls are cancelled.
-    func stop() async {
+    public func stop() async {
         let central = self.central
         let stateFollower = self.stateFollower
         _ = try? await loop.submit { [server] in
@@ -131,7 +131,7 @@ struct BluetoothProxy: Sendable {
     }
 
     /// The host name, cut to ESPHome's 31 characters (the default `name`).
-    static func hostName() -> String {
+    public static func hostName() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "gattway" }
         let bytes = buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }

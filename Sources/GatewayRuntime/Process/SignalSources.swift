@@ -7,18 +7,18 @@ import Synchronization
 
 /// Keeps dispatch signal sources alive for the rest of the process (a source is cancelled when
 /// its last reference goes).
-enum SignalSources {
+public enum SignalSources {
     /// Invariant behind `nonisolated(unsafe)`: only read or written inside `lock`.
     nonisolated(unsafe) private static var retained: [DispatchSourceSignal] = []
     private static let lock = Mutex(())
 
-    static func keep(_ sources: [DispatchSourceSignal]) {
+    public static func keep(_ sources: [DispatchSourceSignal]) {
         lock.withLock { _ in retained += sources }
     }
 
     /// Waits for SIGINT or SIGTERM and returns its name (dispatch signal sources; the default
     /// actions are disabled, so the process ends only when the caller is done cleaning up).
-    static func waitForTermination() async -> String {
+    public static func waitForTermination() async -> String {
         await withCheckedContinuation { continuation in
             let once = OnceFlag()
             onTermination { name in
@@ -29,7 +29,7 @@ enum SignalSources {
 
     /// SIGINT or SIGTERM from now on, as a value to wait for (no task): the first one's name.
     /// The default actions are disabled, as for ``waitForTermination()``.
-    static func termination() -> OneShot<String> {
+    public static func termination() -> OneShot<String> {
         let received = OneShot<String>()
         onTermination { received.set($0) }
         return received

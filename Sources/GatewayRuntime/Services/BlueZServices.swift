@@ -1,0 +1,123 @@
+import BlueZ
+import DBus
+import EventLoop
+import Gateway
+import LocalSystem
+import Synchronization
+
+/// The BlueZ central of `gattway run` as a service: started at ``start()`` (it does not wait for
+/// the adapter: an adapter that is off, blocked or missing is a condition the core reports),
+/// closed at the stop's last step (discovery stopped; calls bluetoothd does not answer cancelled
+/// at the deadline).
+public final class BlueZCentralService: Service {
+    public let name = "BlueZ"
+    let config: GatewayConfig
+    let stateDirectory: String?
+    let bus: DBusConnection.Bus
+    let loop: EventLoop
+    let log: GatewayLogger
+    private let started = Mutex<CentralManager?>(nil)
+
+    /// - Parameter stateDirectory: where `central.json` is kept (nil: in memory only).
+    public init(
+        config: GatewayConfig, stateDirectory: String?, bus: DBusConnection.Bus = .system, loop: EventLoop,
+        log: GatewayLogger
+    ) {
+        self.config = config
+        self.stateDirectory = stateDirectory
+        self.bus = bus
+        self.loop = loop
+        self.log = log
+    }
+
+    /// The central, once ``start()`` made it.
+    public var central: CentralManager? { started.withLock { $0 } }
+
+    public func start() async throws {
+        let log = self.log
+        var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
+        if let stateDirectory {
+            try? LocalFile.createDirectories(stateDirectory)
+            options.stateFilePath = stateDirectory + "/central.json"
+            options.stateFileProblem = { error in
+                if let error {
+                    log(
+                        .warning,
+                        "central.json: \(error); the links and subscriptions to restore after a crash are kept in memory only until it can be written"
+                    )
+                } else {
+                    log(.notice, "central.json: written again")
+                }
+            }
+        }
+        let central = try await CentralManager.start(options: options, bus: bus, on: loop)
+        started.withLock { $0 = central }
+        // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
+        if config.health.enabled {
+            await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
+        }
+    }
+
+    public func stop(within deadline: StopDeadline) async -> String? {
+        guard let central else { return nil }
+        let closed = await StopDeadline.bounded(deadline.closeRemaining) { await central.close() }
+        return closed ? nil : Self.notAnswered
+    }
+
+    /// The remark on the last line of the stop when bluetoothd did not answer the close.
+    static let notAnswered = "BlueZ did not answer: its calls were cancelled"
+}
+
+/// The BlueZ peripheral role's manager as a service (with `role` peripheral or both), on its own
+/// adapter when `peripheral.adapter` names one: services and advertising wait for the adapter
+/// instead of failing the start; the adapter's states are logged. Closed at the stop's last step
+/// (the advertisement and GATT application unregistered).
+public final class BlueZPeripheralService: Service {
+    public let name = "BlueZ"
+    let adapter: String
+    let bus: DBusConnection.Bus
+    let loop: EventLoop
+    let log: GatewayLogger
+    private struct Started {
+        var manager: PeripheralManager?
+        var stateLog: StateUpdatesToken?
+        var port: PeripheralBLEPort?
+    }
+    private let started = Mutex(Started())
+
+    public init(adapter: String, bus: DBusConnection.Bus = .system, loop: EventLoop, log: GatewayLogger) {
+        self.adapter = adapter
+        self.bus = bus
+        self.loop = loop
+        self.log = log
+    }
+
+    /// The core's peripheral port over the manager, once ``start()`` made it.
+    public var port: PeripheralBLEPort? { started.withLock { $0.port } }
+
+    public func start() async throws {
+        let (adapter, log) = (self.adapter, self.log)
+        var options = PeripheralOptions(adapter: AdapterSelector(adapter))
+        options.waitingForAdapter = true
+        let manager = try await PeripheralManager.start(options: options, bus: bus, on: loop)
+        started.withLock { $0.manager = manager }
+        // The peripheral role's adapter state in the log, told by its manager on the loop thread
+        // (the central's adapter is the core's: logged once per change, with what to do).
+        let stateLog = await manager.stateUpdates { state in
+            log(.notice, "BlueZ: \(adapter) (peripheral) is \(state)")
+        }
+        let port = await PeripheralBLEPort(manager: manager, log: log)
+        started.withLock {
+            $0.stateLog = stateLog
+            $0.port = port
+        }
+    }
+
+    public func stop(within deadline: StopDeadline) async -> String? {
+        let (manager, stateLog) = started.withLock { ($0.manager, $0.stateLog) }
+        guard let manager else { return nil }
+        if let stateLog { await manager.stopStateUpdates(stateLog) }
+        let closed = await StopDeadline.bounded(deadline.closeRemaining) { await manager.close() }
+        return closed ? nil : BlueZCentralService.notAnswered
+    }
+}
