@@ -1,4 +1,5 @@
 import Bluetooth
+import FIFOQueue
 import JSON
 
 /// Commands: MQTT command topics parsed into jobs, one serial queue per device (GATT operations
@@ -28,7 +29,7 @@ final class CommandRunner {
 
     private let context: CoreContext
     private let connections: ConnectionManager
-    private var queues: [BluetoothAddress: [DeviceJob]] = [:]
+    private var queues: [BluetoothAddress: FIFO<DeviceJob>] = [:]
     private var running: [BluetoothAddress: Running] = [:]
     private var buckets: [BluetoothAddress: TokenBucket] = [:]
 
@@ -359,9 +360,8 @@ final class CommandRunner {
     /// Starts the device's next job: answered at once when it expired, dropped when it is a poll
     /// of a device no longer connected, run when the link is up, else waiting for the link.
     private func advance(_ address: BluetoothAddress, name: String, ruleIndex: Int) {
-        while var queue = queues[address], !queue.isEmpty {
-            let job = queue.removeFirst()
-            queues[address] = queue.isEmpty ? nil : queue
+        while let job = queues[address]?.popFirst() {
+            if queues[address]?.isEmpty == true { queues[address] = nil }
             let now = context.clock.now()
             var entry = Running(job: job, name: name, ruleIndex: ruleIndex, startedAt: now)
             entry.timing.queued = now - job.receivedAt

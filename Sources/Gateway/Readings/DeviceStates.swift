@@ -1,4 +1,5 @@
 import Bluetooth
+import FIFOQueue
 import JSON
 import Parsers
 
@@ -33,7 +34,7 @@ final class DeviceStates {
         /// arrives within ~0.1 s of a new config); nil: not held.
         var heldUntil: Double?
         /// State messages of readings that came during the hold, in order.
-        var held: [MQTTOutboundMessage] = []
+        var held = FIFO<MQTTOutboundMessage>()
     }
 
     /// Most state messages one device keeps while its state is held; beyond it the oldest is

@@ -1,3 +1,5 @@
+import FIFOQueue
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -201,8 +203,8 @@ public final class DiskQueue {
         }
         let added = front.count
         guard added > 0 else { return 0 }
-        for index in 0..<entries.count { front.append(entries[index]) }
-        for index in 0..<held.count { frontHeld.append(held[index]) }
+        front.append(contentsOf: entries)
+        frontHeld.append(contentsOf: held)
         entries = front
         held = frontHeld
         return added
@@ -408,42 +410,5 @@ public final class DiskQueue {
         held.removeAll()
         fileFailure = nil
         return true
-    }
-}
-
-/// A first-in first-out array: removing the oldest is O(1) (the storage is compacted once half
-/// of it is removed, freed once all of it is). Subscripts count from the oldest.
-struct FIFO<Element> {
-    private var storage: [Element] = []
-    private var head = 0
-
-    var count: Int { storage.count - head }
-    var first: Element? { head < storage.count ? storage[head] : nil }
-
-    subscript(index: Int) -> Element {
-        get { storage[head + index] }
-        set { storage[head + index] = newValue }
-    }
-
-    mutating func append(_ element: Element) { storage.append(element) }
-
-    @discardableResult
-    mutating func removeFirst() -> Element {
-        let element = storage[head]
-        head += 1
-        if head == storage.count {
-            // Empty: a small array is kept for reuse, a large one (after a burst) freed.
-            storage.removeAll(keepingCapacity: storage.count <= 4096)
-            head = 0
-        } else if head >= 1024, head * 2 >= storage.count {
-            storage.removeFirst(head)
-            head = 0
-        }
-        return element
-    }
-
-    mutating func removeAll() {
-        storage = []
-        head = 0
     }
 }

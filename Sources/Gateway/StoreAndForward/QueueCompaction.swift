@@ -1,3 +1,5 @@
+import FIFOQueue
+
 #if canImport(Glibc)
     import Glibc
 #endif

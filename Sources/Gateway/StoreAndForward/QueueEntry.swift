@@ -1,3 +1,5 @@
+import FIFOQueue
+
 /// Where a queued message is: what ``DiskQueue`` keeps in memory for a message in the file
 /// (32 bytes), or a stand-in for one held in memory.
 struct QueueEntry {

@@ -1,3 +1,4 @@
+import FIFOQueue
 import LocalSystem
 
 #if canImport(Glibc)
