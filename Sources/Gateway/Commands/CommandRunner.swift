@@ -257,7 +257,7 @@ final class CommandRunner {
         if verb == "gatt/read" {
             kind = .rawRead(service: service, characteristic: uuid)
         } else {
-            guard case .string(let hex)? = object["value"], let bytes = ValueEncoding.hexBytes(hex) else {
+            guard case .string(let hex)? = object["value"], let bytes = Hex.decode(hex) else {
                 return respond(reply, .error, "value: expected the bytes to write as hex, e.g. \"01ff\"")
             }
             var withResponse = true
@@ -511,7 +511,7 @@ final class CommandRunner {
                     if let ref {
                         outcome.values.append((ref, value))
                     } else {
-                        outcome.data = .object([("value", .string(value.hexText))])
+                        outcome.data = .object([("value", .string(Hex.encode(value)))])
                     }
                 }
             } catch is DeadlineExceeded {

@@ -179,7 +179,7 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
                 raw = number
             case .utf8, .hex:
                 let bytes = try reader.bytes(field.length ?? reader.remaining)
-                let text = field.type == .hex ? bytes.hexString : try utf8String(bytes, what: field.name)
+                let text = field.type == .hex ? Hex.encode(bytes) : try utf8String(bytes, what: field.name)
                 readings.append(
                     Reading(name: field.name, value: .string(text), unit: field.unit, deviceClass: field.deviceClass))
                 continue
