@@ -98,7 +98,7 @@ let package = Package(
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
-        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
+        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
         .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),
