@@ -14,20 +14,14 @@ struct QueueEntry {
 
     /// Whether its record is in the file.
     var isInFile: Bool { offset >= 0 }
+}
 
+extension QueueEntry {
     /// The entry of `queued`, held in memory.
     init(held queued: QueuedMessage) {
         self.init(
             sequence: queued.sequence, capturedAt: queued.capturedAt, offset: -1, length: 0,
             size: UInt32(truncatingIfNeeded: queued.size))
-    }
-
-    init(sequence: UInt64, capturedAt: Int64, offset: Int, length: UInt32, size: UInt32) {
-        self.sequence = sequence
-        self.capturedAt = capturedAt
-        self.offset = offset
-        self.length = length
-        self.size = size
     }
 }
 
