@@ -91,13 +91,17 @@ public enum Hex {
     // MARK: Decoding
 
     /// The bytes of `text`: pairs of hex digits (either case), the characters of `separators`
-    /// skipped wherever they stand; with `prefixes`, a `0x` or `0X` anywhere is skipped too
+    /// (ASCII, not hex digits) skipped wherever they stand; with `prefixes`, a `0x` or `0X` anywhere is skipped too
     /// (`0x01,0xff`). Nil for any other character or an odd number of digits; `""` is no bytes.
     @inlinable
     public static func decode<Text: StringProtocol>(
         _ text: Text, separators: String = " :-", prefixes: Bool = false
     ) -> [UInt8]? {
-        let skipped = Array(separators.utf8)
+        // The separators as a set of ASCII bytes, one bit each.
+        var skipped: (low: UInt64, high: UInt64) = (0, 0)
+        for byte in separators.utf8 where byte < 0x80 {
+            if byte < 64 { skipped.low |= 1 << UInt64(byte) } else { skipped.high |= 1 << UInt64(byte - 64) }
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count / 2)
         var high: UInt8?
@@ -105,13 +109,16 @@ public enum Hex {
         var pending = iterator.next()
         while let byte = pending {
             pending = iterator.next()
-            if skipped.contains(byte) { continue }
             if prefixes, byte == UInt8(ascii: "0"), pending == UInt8(ascii: "x") || pending == UInt8(ascii: "X") {
                 pending = iterator.next()
                 continue
             }
             let nibble = value(byte)
-            guard nibble < 0x10 else { return nil }
+            guard nibble < 0x10 else {
+                let mask = byte < 64 ? skipped.low >> UInt64(byte) : skipped.high >> UInt64(byte & 63)
+                guard byte < 0x80, mask & 1 == 1 else { return nil }
+                continue
+            }
             if let first = high {
                 bytes.append(first << 4 | nibble)
                 high = nil
