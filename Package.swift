@@ -28,6 +28,8 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
         .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry"]),
         .target(name: "Bluetooth"),
+        // FIFO, the one first-in first-out queue (a ring buffer), for every target that needs one.
+        .target(name: "FIFOQueue"),
         // Retry timing shared by MQTT, the central and the gateway: exponential backoff, the
         // reconnect policy, a seedable generator.
         .target(name: "Retry"),
@@ -43,12 +45,12 @@ let package = Package(
         // Noise framing, the Noise handshake on libcrypto, the TCP server on the loop.
         .target(name: "ESPHomeAPI", dependencies: ["CCrypto", "EventLoop", "Bluetooth"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
-        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem", "FIFOQueue"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
-        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop"]),
+        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop", "FIFOQueue"]),
         // The Home Assistant Bluetooth proxy's connections (docs/ha-bluetooth-proxy.md) against a
         // port over the central, attached to the gateway core (its slots and jobs); no BlueZ.
         .target(name: "ProxyBackend", dependencies: ["ESPHomeAPI", "Gateway", "Bluetooth", "EventLoop", "JSON"]),
@@ -97,6 +99,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
+        .testTarget(name: "FIFOQueueTests", dependencies: ["FIFOQueue"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
         .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop"]),
@@ -105,7 +108,7 @@ let package = Package(
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
-        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry"]),
+        .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
         .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),

@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import FIFOQueue
 
 extension CentralManager {
     /// The peripheral's services, once BlueZ has resolved them (`ServicesResolved`), optionally
@@ -282,9 +283,8 @@ extension CentralManager {
         busyDevices.insert(address)
         defer {
             busyDevices.remove(address)
-            if var queue = deviceQueues[address], !queue.isEmpty {
-                let next = queue.removeFirst()
-                deviceQueues[address] = queue.isEmpty ? nil : queue
+            if let next = deviceQueues[address]?.popFirst() {
+                if deviceQueues[address]?.isEmpty == true { deviceQueues[address] = nil }
                 next.resume()
             }
         }

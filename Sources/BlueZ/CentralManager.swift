@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import FIFOQueue
 
 /// The BLE central (Core Bluetooth's `CBCentralManager`) over BlueZ's D-Bus API.
 ///
@@ -71,7 +72,7 @@ public actor CentralManager: BlueZManager {
     var expectedEchoes: [DBusObjectPath: (bytes: [UInt8], at: UInt64)] = [:]
     /// Devices with a GATT operation running, and the operations waiting for them.
     var busyDevices: Set<BluetoothAddress> = []
-    var deviceQueues: [BluetoothAddress: [CheckedContinuation<Void, Never>]] = [:]
+    var deviceQueues: [BluetoothAddress: FIFO<CheckedContinuation<Void, Never>>] = [:]
     /// Subscriptions from the state file not yet claimed by ``notifications(for:)``.
     public internal(set) var restoredSubscriptions: [Characteristic] = []
     /// Devices named in the state file (connected or subscribed before the restart).

@@ -585,7 +585,7 @@ struct Payload {
             var invalid: UInt8 = 0  // bit 4 set by any byte that is not a hex digit
             func hex(_ range: Range<Int>, into word: inout UInt64) {
                 for index in range {
-                    let nibble = hexValue(text[index])
+                    let nibble = Hex.value(text[index])
                     invalid |= nibble
                     word = word << 4 | UInt64(nibble & 0xF)
                 }
@@ -600,16 +600,6 @@ struct Payload {
             return invalid & 0x10 == 0 ? BluetoothUUID(high: high, low: low) : nil
         }
         return (parsed ?? nil) ?? BluetoothUUID(text)
-    }
-
-    /// The value of a hex digit (`0-9`, `A-F`, `a-f`), else 0x10.
-    private static func hexValue(_ byte: UInt8) -> UInt8 {
-        switch byte {
-        case 0x30...0x39: byte &- 0x30
-        case 0x41...0x46: byte &- 0x41 &+ 10
-        case 0x61...0x66: byte &- 0x61 &+ 10
-        default: 0x10
-        }
     }
 
     /// The elements of an `ay` (through variants), without copying them into bytes.

@@ -95,12 +95,9 @@ struct DeviceTable {
             let at = start + 4 + 3 * octet
             if octet > 0 { guard utf8[at - 1] == UInt8(ascii: "_") else { return nil } }
             for digit in utf8[at..<(at + 2)] {
-                let nibble: UInt8
-                switch digit {
-                case 0x30...0x39: nibble = digit - 0x30
-                case 0x41...0x46: nibble = digit - 0x41 + 10
-                default: return nil
-                }
+                // Upper case only, as BlueZ writes paths (a key stands for one path).
+                let nibble = Hex.value(digit)
+                guard nibble < 0x10, digit < UInt8(ascii: "a") else { return nil }
                 address = address << 4 | UInt64(nibble)
             }
         }

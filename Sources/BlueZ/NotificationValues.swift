@@ -1,3 +1,4 @@
+import FIFOQueue
 import Synchronization
 
 /// The values of a characteristic's notifications with flow control instead of dropping:
@@ -40,15 +41,14 @@ public struct NotificationValues: AsyncSequence, Sendable {
 /// task. Thread-safe.
 package final class NotificationChannel: Sendable {
     private struct State {
-        var values: [[UInt8]] = []
-        var head = 0
+        var values = FIFO<[UInt8]>()
         var waiter: CheckedContinuation<[UInt8]?, any Error>?
         var end: Result<Void, any Error>?
         /// The producer was told to pause and has not been told to resume.
         var paused = false
         var onTerminate: (@Sendable () -> Void)?
 
-        var depth: Int { values.count - head }
+        var depth: Int { values.count }
     }
 
     /// Depth at which ``push(_:)`` asks the producer to pause; it resumes at half of it.
@@ -104,8 +104,7 @@ package final class NotificationChannel: Sendable {
         let (waiter, onTerminate): (CheckedContinuation<[UInt8]?, any Error>?, (@Sendable () -> Void)?) = state.withLock
         { state in
             if state.end == nil { state.end = .success(()) }
-            state.values = []
-            state.head = 0
+            state.values.removeAll()
             state.paused = false
             defer {
                 state.waiter = nil
@@ -125,17 +124,7 @@ package final class NotificationChannel: Sendable {
 
     /// Takes the oldest value (called with the lock held).
     private static func take(_ state: inout State, highWater: Int) -> Step {
-        if state.head < state.values.count {
-            let value = state.values[state.head]
-            state.values[state.head] = []
-            state.head += 1
-            if state.head == state.values.count {
-                state.values.removeAll(keepingCapacity: state.values.count <= 4096)
-                state.head = 0
-            } else if state.head >= 1024, state.head * 2 >= state.values.count {
-                state.values.removeFirst(state.head)
-                state.head = 0
-            }
+        if let value = state.values.popFirst() {
             let resume = state.paused && state.depth <= highWater / 2
             if resume { state.paused = false }
             return .value(value, resume: resume)

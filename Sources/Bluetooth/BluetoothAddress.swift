@@ -54,7 +54,7 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
                 sinceSeparator = 0
                 continue
             }
-            guard let nibble = BluetoothAddress.hexValue(scalar) else { return nil }
+            guard let nibble = Hex.value(scalar) else { return nil }
             value = value << 4 | UInt64(nibble)
             digits += 1
             sinceSeparator += 1
@@ -73,9 +73,6 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     public var description: String {
         // Written straight into the string's storage: no digit table or byte array per call.
         String(unsafeUninitializedCapacity: 17) { buffer in
-            func hex(_ nibble: UInt8) -> UInt8 {
-                nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
-            }
             var position = 0
             for index in 0..<6 {
                 let octet = UInt8(truncatingIfNeeded: rawValue >> (40 - 8 * UInt64(index)))
@@ -83,8 +80,8 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
                     buffer[position] = UInt8(ascii: ":")
                     position += 1
                 }
-                buffer[position] = hex(octet >> 4)
-                buffer[position + 1] = hex(octet & 0xF)
+                buffer[position] = Hex.digit(octet >> 4, uppercase: true)
+                buffer[position + 1] = Hex.digit(octet & 0xF, uppercase: true)
                 position += 2
             }
             return position
@@ -100,15 +97,6 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     public var isStaticRandom: Bool { rawValue >> 46 == 0b11 }
 
     public static func < (lhs: BluetoothAddress, rhs: BluetoothAddress) -> Bool { lhs.rawValue < rhs.rawValue }
-
-    static func hexValue(_ scalar: Unicode.Scalar) -> UInt8? {
-        switch scalar.value {
-        case 0x30...0x39: UInt8(scalar.value - 0x30)
-        case 0x41...0x46: UInt8(scalar.value - 0x41 + 10)
-        case 0x61...0x66: UInt8(scalar.value - 0x61 + 10)
-        default: nil
-        }
-    }
 }
 
 extension String {

@@ -67,7 +67,7 @@ public struct BluetoothUUID: Sendable, Hashable, Comparable, CustomStringConvert
                 hyphens += 1
                 continue
             }
-            guard let nibble = BluetoothAddress.hexValue(scalar), digits < 32 else { return nil }
+            guard let nibble = Hex.value(scalar), digits < 32 else { return nil }
             if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
             digits += 1
         }
@@ -106,37 +106,31 @@ public struct BluetoothUUID: Sendable, Hashable, Comparable, CustomStringConvert
 
     /// The lowercase 128-bit form BlueZ uses: `0000180f-0000-1000-8000-00805f9b34fb`.
     public var description: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for index in 0..<32 {
-            if index == 8 || index == 12 || index == 16 || index == 20 { out.append(UInt8(ascii: "-")) }
-            let word = index < 16 ? high : low
-            let shift = UInt64(60 - 4 * (index % 16))
-            out.append(digits[Int((word >> shift) & 0xF)])
+        String(unsafeUninitializedCapacity: 36) { buffer in
+            var position = 0
+            for index in 0..<32 {
+                if index == 8 || index == 12 || index == 16 || index == 20 {
+                    buffer[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                let word = index < 16 ? high : low
+                buffer[position] = Hex.digit(UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (index % 16))) & 0xF)
+                position += 1
+            }
+            return position
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// `180F` for SIG 16-bit UUIDs, `0000FEAA`-style 8 digits for 32-bit ones, else ``description``.
     public var shortDescription: String {
         switch width {
-        case .bits16: Self.hex(UInt64(high >> 32), digits: 4)
-        case .bits32: Self.hex(UInt64(high >> 32), digits: 8)
+        case .bits16: Hex.encode(high >> 32, digits: 4, uppercase: true)
+        case .bits32: Hex.encode(high >> 32, digits: 8, uppercase: true)
         case .bits128: description
         }
     }
 
     public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool {
         (lhs.high, lhs.low) < (rhs.high, rhs.low)
-    }
-
-    static func hex(_ value: UInt64, digits: Int) -> String {
-        let table = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8](repeating: 0, count: digits)
-        for index in 0..<digits {
-            out[digits - 1 - index] = table[Int((value >> UInt64(4 * index)) & 0xF)]
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -1,3 +1,5 @@
+import Bluetooth
+
 /// The two framings of the ESPHome native API over TCP.
 ///
 /// Plaintext: `0x00`, the payload length (varint), the message type (varint), the protobuf payload.
@@ -130,14 +132,10 @@ extension FrameError: CustomStringConvertible {
             case 0x01:
                 "a Noise frame (0x01) where a plaintext frame (0x00) was expected: the client has an encryption key, this server none"
             default:
-                "a frame starting with \(Self.hex(byte)), neither framing's first byte (0x00 plaintext, 0x01 Noise)"
+                "a frame starting with 0x\(Hex.encode([byte], uppercase: true)), neither framing's first byte (0x00 plaintext, 0x01 Noise)"
             }
         case .tooLarge(let size): "a frame of \(size) bytes, over the limit"
         case .malformedHeader: "a malformed frame header"
         }
-    }
-
-    private static func hex(_ byte: UInt8) -> String {
-        "0x" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
     }
 }

@@ -1,3 +1,4 @@
+import Bluetooth
 import EventLoop
 
 /// Why an operation on the Bluetooth side failed, as ESPHome reports it to the client: an ATT
@@ -436,11 +437,6 @@ extension APIServer {
         }
     }
 
-    static func text(_ address: UInt64) -> String {
-        (0..<6).reversed().map { index -> String in
-            let byte = (address >> (UInt64(index) * 8)) & 0xFF
-            let digits = String(byte, radix: 16, uppercase: true)
-            return byte < 16 ? "0" + digits : digits
-        }.joined(separator: ":")
-    }
+    /// `A4:C1:38:0B:12:34` (the API carries an address as a 48-bit number).
+    static func text(_ address: UInt64) -> String { BluetoothAddress(rawValue: address).description }
 }

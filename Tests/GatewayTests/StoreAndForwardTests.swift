@@ -107,18 +107,14 @@ struct StoreAndForwardTests {
             try filled(path, count: 2).close()
             var body: [UInt8] = [kind] + (0..<8).map { UInt8(truncatingIfNeeded: sequence >> (8 * UInt64($0))) }
             if kind == 1 { body += [UInt8](repeating: 0, count: 8) + [1, 0] + [0, 0, 0, 0] + [0] + [0, 0, 0, 0] }
-            let length = UInt32(body.count)
-            let checksum = CRC32.checksum(body)
-            let header =
-                (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * UInt32($0))) }
-                + (0..<4).map { UInt8(truncatingIfNeeded: checksum >> (8 * UInt32($0))) }
+            let record = QueueRecord.frame(body)
             let handle = try #require(FileHandle(forWritingAtPath: path))
             handle.seekToEndOfFile()
-            handle.write(Data(header + body))
+            handle.write(Data(record))
             handle.closeFile()
             let reopened = try DiskQueue(path: path, limits: Self.limits)
             #expect(
-                reopened.count == 2 && reopened.discardedBytes == header.count + body.count,
+                reopened.count == 2 && reopened.discardedBytes == record.count,
                 "kind \(kind), sequence \(sequence)")
             reopened.append(Self.message(2), capturedAt: Self.t0 + 2, now: Self.t0 + 2)
             reopened.append(Self.message(3), capturedAt: Self.t0 + 3, now: Self.t0 + 3)

@@ -1,11 +1,11 @@
 import Bluetooth
-import Foundation
+import JSON
 import Parsers
 import Testing
 
 @Suite("Declarative parsers from config.json")
 struct DeclarativeParserTests {
-    static func json(_ text: String) -> Any { (try? JSONSerialization.jsonObject(with: Data(text.utf8))) ?? [:] }
+    static func json(_ text: String) -> JSONValue { (try? JSONValue.parse(Array(text.utf8))) ?? .object([]) }
 
     @Test("a parser from config decodes advertisement fields with scale, offset and unit")
     func decodes() throws {
@@ -71,6 +71,41 @@ struct DeclarativeParserTests {
                 "parsers.s.match.manufacturer_id: 70000 is not a company id"
             ),
             (#"{"s": {"fields": [{"name": "t", "offset": -1, "type": "u8"}]}}"#, "parsers.s.fields[0].offset"),
+            (#"{"s": {"fields": [{"name": "t", "offset": 1.5, "type": "u8"}]}}"#, "parsers.s.fields[0].offset"),
+            (#"{"s": {"fields": [{"name": "t", "offset": "1", "type": "u8"}]}}"#, "parsers.s.fields[0].offset"),
+            (#"{"s": {"fields": [{"offset": 0, "type": "u8"}]}}"#, "parsers.s.fields[0].name: expected a non-empty"),
+            (#"{"s": {"fields": [3]}}"#, "parsers.s.fields[0]: expected an object"),
+            (#"{"s": {"fields": [{"name": "t", "offset": 0}]}}"#, "parsers.s.fields[0].type: \"\" is not a field type"),
+            (
+                #"{"s": {"fields": [{"name": "t", "offset": 0, "type": "u8", "scale": "2"}]}}"#,
+                "parsers.s.fields[0].scale: expected a number"
+            ),
+            (
+                #"{"s": {"fields": [{"name": "t", "offset": 0, "type": "hex", "length": null}]}}"#,
+                "parsers.s.fields[0].length: expected a length"
+            ),
+            (
+                #"{"s": {"match": [], "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.match: expected an object"
+            ),
+            (
+                #"{"s": {"match": {}, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.match: expected manufacturer_id"
+            ),
+            (
+                #"{"s": {"match": {"manufacturer_id": 1.5}, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.match.manufacturer_id: 1.5 is not a company id"
+            ),
+            (
+                #"{"s": {"match": {"service_data": "12345678"}, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.match.service_data: \"12345678\" is not a 16-bit service UUID"
+            ),
+            (
+                #"{"s": {"characteristic": 42, "fields": [{"name": "t", "offset": 0, "type": "u8"}]}}"#,
+                "parsers.s.characteristic: \"42\" is not a UUID"
+            ),
+            (#"{"s": 1}"#, "parsers.s: expected an object"),
+            (#"[]"#, "parsers: expected an object"),
         ])
     func errors(_ text: String, _ prefix: String) {
         do {
@@ -79,5 +114,25 @@ struct DeclarativeParserTests {
         } catch {
             #expect(error.description.hasPrefix(prefix), "\(error.description)")
         }
+    }
+
+    @Test(
+        "a characteristic parser from JSON values: integral numbers as offsets and lengths, a hex field, the name order"
+    )
+    func characteristicParser() throws {
+        let parsers = try DeclarativeParser.parsers(
+            fromJSON: Self.json(
+                """
+                {"z_meter": {"characteristic": "2A6E", "fields": [
+                  {"name": "raw", "offset": 1.0, "type": "hex", "length": 2, "unit": 7},
+                  {"name": "level", "offset": 0, "type": "u8", "scale": 2, "value_offset": 0.5}]},
+                 "a_other": {"fields": [{"name": "x", "offset": 0, "type": "u8"}]}}
+                """))
+        #expect(parsers.map(\.name) == ["a_other", "z_meter"])
+        let meter = try #require(parsers.last)
+        #expect(meter.uuid == BluetoothUUID(0x2A6E) && meter.keys.isEmpty)
+        let readings = try meter.decode([0x10, 0xAB, 0xCD, 0xEF])
+        #expect(readings.map(\.value) == [.string("abcd"), .number(32.5)])
+        #expect(readings.first?.unit == nil, "a unit that is not a string is left out")
     }
 }

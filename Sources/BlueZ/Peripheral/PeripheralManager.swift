@@ -1,6 +1,7 @@
 import Bluetooth
 import DBus
 import EventLoop
+import FIFOQueue
 
 /// The state of a ``PeripheralManager``: the same states, derived the same way, as the
 /// central's (Core Bluetooth's `CBManagerState` is shared by both managers too).
@@ -71,7 +72,7 @@ public actor PeripheralManager: BlueZManager {
     var advertisementUnfitted = false
     /// Registration calls run one at a time.
     var operationRunning = false
-    var operationWaiters: [CheckedContinuation<Void, Never>] = []
+    var operationWaiters = FIFO<CheckedContinuation<Void, Never>>()
 
     struct CharacteristicRecord {
         var local: LocalCharacteristic
@@ -305,7 +306,7 @@ public actor PeripheralManager: BlueZManager {
         operationRunning = true
         defer {
             operationRunning = false
-            if !operationWaiters.isEmpty { operationWaiters.removeFirst().resume() }
+            operationWaiters.popFirst()?.resume()
         }
         return try await body()
     }

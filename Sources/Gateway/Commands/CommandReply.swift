@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 /// Where and how a command's single response is published.
@@ -31,7 +32,7 @@ struct CommandReply: Sendable {
                 ])
             ),
         ]
-        if let attError { members.append(("att_error", .string("0x" + [attError].hexText))) }
+        if let attError { members.append(("att_error", .string("0x" + Hex.encode([attError])))) }
         if let data { members.append(("data", data)) }
         return .object(members)
     }

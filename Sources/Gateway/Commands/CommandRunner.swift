@@ -1,4 +1,5 @@
 import Bluetooth
+import FIFOQueue
 import JSON
 
 /// Commands: MQTT command topics parsed into jobs, one serial queue per device (GATT operations
@@ -37,7 +38,7 @@ final class CommandRunner {
     private let connections: ConnectionManager
     /// In a fleet: a command for a device another gateway owns is that gateway's to run.
     private let fleet: Fleet?
-    private var queues: [BluetoothAddress: [DeviceJob]] = [:]
+    private var queues: [BluetoothAddress: FIFO<DeviceJob>] = [:]
     private var running: [BluetoothAddress: Running] = [:]
     private var buckets: [BluetoothAddress: TokenBucket] = [:]
 
@@ -182,7 +183,7 @@ final class CommandRunner {
         if verb == "gatt/read" {
             kind = .rawRead(service: service, characteristic: uuid)
         } else {
-            guard case .string(let hex)? = object["value"], let bytes = ValueEncoding.hexBytes(hex) else {
+            guard case .string(let hex)? = object["value"], let bytes = Hex.decode(hex) else {
                 return respond(.error, "value: expected the bytes to write as hex, e.g. \"01ff\"")
             }
             var withResponse = true
@@ -245,9 +246,8 @@ final class CommandRunner {
     /// Starts the device's next job: answered at once when it expired, dropped when it is a poll
     /// of a device no longer connected, run when the link is up, else waiting for the link.
     private func advance(_ address: BluetoothAddress, name: String, ruleIndex: Int) {
-        while var queue = queues[address], !queue.isEmpty {
-            let job = queue.removeFirst()
-            queues[address] = queue.isEmpty ? nil : queue
+        while let job = queues[address]?.popFirst() {
+            if queues[address]?.isEmpty == true { queues[address] = nil }
             let now = context.clock.now()
             var entry = Running(job: job, name: name, ruleIndex: ruleIndex, startedAt: now)
             entry.timing.queued = now - job.receivedAt
@@ -399,7 +399,7 @@ final class CommandRunner {
                     if let ref {
                         outcome.values.append((ref, value))
                     } else {
-                        outcome.data = .object([("value", .string(value.hexText))])
+                        outcome.data = .object([("value", .string(Hex.encode(value)))])
                     }
                 }
             } catch is DeadlineExceeded {

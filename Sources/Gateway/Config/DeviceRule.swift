@@ -59,7 +59,7 @@ public struct DeviceRule: Sendable {
         advertisements = object.read("advertisements", default: true) { try $0.bool() }
         bindKey = object.optional("bindkey") { reader in
             let text = try reader.string()
-            guard let bytes = ValueEncoding.hexBytes(text), bytes.count == 16 else {
+            guard let bytes = Hex.decode(text), bytes.count == 16 else {
                 throw reader.fail("expected 32 hex digits (a 16-byte key), got \"\(text)\"")
             }
             return bytes

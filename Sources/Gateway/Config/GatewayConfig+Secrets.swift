@@ -1,3 +1,4 @@
+import Bluetooth
 import LocalSystem
 
 extension GatewayConfig {
@@ -10,11 +11,9 @@ extension GatewayConfig {
         if let password = mqtt.password { secrets.append(password) }
         if let password = serverPassword { secrets.append(password) }
         if let key = bluetoothProxy.encryptionKeyText { secrets.append(key) }
-        let digits = Array("0123456789abcdef")
         for rule in devices {
             guard let key = rule.bindKey else { continue }
-            let hex = String(key.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] })
-            secrets += [hex, hex.uppercased()]
+            secrets += [Hex.encode(key), Hex.encode(key, uppercase: true)]
         }
         return secrets
     }

@@ -169,30 +169,11 @@ public struct GatewayConfig: Sendable {
                 }
             }
             do {
-                parsers.append(try DeclarativeParser(name: name, json: value.value.foundationObject, path: value.path))
+                parsers.append(try DeclarativeParser(name: name, json: value.value, path: value.path))
             } catch {
                 problems.add(error.path, error.message)
             }
         }
         return parsers
-    }
-}
-
-extension JSONValue {
-    /// The `JSONSerialization`-shaped value the Parsers API reads (integral numbers as `Int`).
-    var foundationObject: Any {
-        switch self {
-        case .null: return Optional<Any>.none as Any
-        case .bool(let flag): return flag
-        case .number(let number):
-            if abs(number) < 9e15, let integer = Int(exactly: number) { return integer }
-            return number
-        case .string(let text): return text
-        case .array(let items): return items.map(\.foundationObject)
-        case .object(let members):
-            var dictionary: [String: Any] = [:]
-            for member in members { dictionary[member.key] = member.value.foundationObject }
-            return dictionary
-        }
     }
 }

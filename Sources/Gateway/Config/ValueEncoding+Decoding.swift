@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 extension ValueEncoding {
@@ -26,7 +27,7 @@ extension ValueEncoding {
             guard bytes.count == 1, bytes[0] <= 1 else { return nil }
             return .bool(bytes[0] == 1)
         case .hex:
-            return .string(bytes.hexText)
+            return .string(Hex.encode(bytes))
         case .base64:
             return .string(Base64.encode(bytes))
         case .utf8:

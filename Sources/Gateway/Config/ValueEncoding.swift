@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 /// How a command value becomes the bytes written to a characteristic (docs/config.md, "Commands").
@@ -84,7 +85,7 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             default: throw CommandError("bool expects true/false, \"ON\"/\"OFF\" or 1/0, got \(Self.describe(value))")
             }
         case .hex:
-            guard case .string(let text) = value, let bytes = Self.hexBytes(text) else {
+            guard case .string(let text) = value, let bytes = Hex.decode(text) else {
                 throw CommandError(
                     "hex expects a string of hex byte pairs such as \"01ff\", got \(Self.describe(value))")
             }
@@ -125,28 +126,6 @@ public enum ValueEncoding: String, Sendable, CaseIterable {
             }
             return .number(number)
         }
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var high: UInt8?
-        for scalar in text.unicodeScalars {
-            if scalar == " " || scalar == ":" || scalar == "-" { continue }
-            let nibble: UInt8
-            switch scalar.value {
-            case 0x30...0x39: nibble = UInt8(scalar.value - 0x30)
-            case 0x41...0x46: nibble = UInt8(scalar.value - 0x41 + 10)
-            case 0x61...0x66: nibble = UInt8(scalar.value - 0x61 + 10)
-            default: return nil
-            }
-            if let first = high {
-                bytes.append(first << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        return high == nil ? bytes : nil
     }
 
     static func describe(_ value: JSONValue) -> String {

@@ -1,5 +1,6 @@
 import Bluetooth
 import EventLoop
+import FIFOQueue
 import JSON
 import Parsers
 import Retry
@@ -55,7 +56,7 @@ public actor Gateway: LoopIsolated {
     private var registrations: [PortRegistration] = []
     /// Events that arrived while one was being handled (a port called back from inside a call
     /// the core made): handled right after it, in order.
-    private var deferred: [CoreEvent] = []
+    private var deferred = FIFO<CoreEvent>()
     private var dispatching = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -377,12 +378,7 @@ public actor Gateway: LoopIsolated {
 
     /// Handles the events that arrived while one was being handled, in order (and those they bring).
     private func handleDeferred() {
-        var next = 0
-        while next < deferred.count {
-            handle(deferred[next])
-            next += 1
-        }
-        if next > 0 { deferred.removeAll(keepingCapacity: deferred.capacity <= 64) }
+        while let event = deferred.popFirst() { handle(event) }
     }
 
     /// After an event: the timer covers what became due; the slots observer hears a change of

@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 /// The fleet message on the wire (docs/fleet.md, "Messages"):
@@ -34,7 +35,7 @@ package enum FleetMessageCodec {
         for (index, sighting) in message.sightings.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: "[\"".utf8)
-            appendHex(sighting.address, digits: 12, to: &out)
+            Hex.append(sighting.address, digits: 12, to: &out)
             out.append(contentsOf: "\",".utf8)
             if let rssi = sighting.rssi, rssi.isFinite {
                 out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
@@ -44,7 +45,7 @@ package enum FleetMessageCodec {
             out.append(contentsOf: ",\(sighting.claim.rawValue),".utf8)
             if let key = sighting.key {
                 out.append(UInt8(ascii: "\""))
-                appendHex(key, digits: 16, to: &out)
+                Hex.append(key, digits: 16, to: &out)
                 out.append(UInt8(ascii: "\""))
             } else {
                 out.append(contentsOf: "null".utf8)
@@ -53,7 +54,7 @@ package enum FleetMessageCodec {
                 out.append(contentsOf: ",[".utf8)
                 for (position, hash) in sighting.ran.enumerated() {
                     out.append(contentsOf: position == 0 ? "\"".utf8 : ",\"".utf8)
-                    appendHex(hash, digits: 16, to: &out)
+                    Hex.append(hash, digits: 16, to: &out)
                     out.append(UInt8(ascii: "\""))
                 }
                 out.append(UInt8(ascii: "]"))
@@ -141,12 +142,5 @@ package enum FleetMessageCodec {
             }
         }
         return FleetView.Sighting(address: address, rssi: rssi, claim: claim, key: key, ran: ran)
-    }
-
-    private static func appendHex(_ value: UInt64, digits: Int, to out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
-        for shift in stride(from: (digits - 1) * 4, through: 0, by: -4) {
-            out.append(hex[Int((value >> UInt64(shift)) & 0xF)])
-        }
     }
 }

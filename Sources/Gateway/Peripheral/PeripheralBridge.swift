@@ -199,7 +199,7 @@ final class PeripheralBridge {
             let who = central?.description ?? "a central"
             context.log(
                 .info,
-                "peripheral: \(who) wrote \(value.hexText) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)"
+                "peripheral: \(who) wrote \(Hex.encode(value)) to \(service.uuid.shortDescription)/\(characteristic.uuid.shortDescription)"
             )
             if characteristic.source == nil, served.values[id] != value {
                 served.values[id] = value
@@ -213,7 +213,7 @@ final class PeripheralBridge {
                     ("service", .string(service.uuid.shortDescription)),
                     ("characteristic", .string(characteristic.uuid.shortDescription)),
                     ("value", characteristic.encoding.decode(value) ?? .null),
-                    ("hex", .string(value.hexText)),
+                    ("hex", .string(Hex.encode(value))),
                     ("timestamp", .string(HealthReporter.isoText(context.clock.wallMilliseconds()))),
                 ]), retain: false)
         case .subscribed(let id, let central):

@@ -135,13 +135,13 @@ package final class BindKeys {
     /// A key as the request and the file give it: 32 hex digits (separators ` `, `:`, `-` allowed,
     /// as in config.json), 16 bytes.
     static func key(_ text: String) -> [UInt8]? {
-        guard text.utf8.count <= 128, let bytes = ValueEncoding.hexBytes(text), bytes.count == 16 else { return nil }
+        guard text.utf8.count <= 128, let bytes = Hex.decode(text), bytes.count == 16 else { return nil }
         return bytes
     }
 
     private static func encode(_ keys: [BluetoothAddress: [UInt8]]) -> [UInt8] {
         let entries = keys.sorted { $0.key.rawValue < $1.key.rawValue }.map {
-            (key: $0.key.description, value: JSONValue.string($0.value.hexText))
+            (key: $0.key.description, value: JSONValue.string(Hex.encode($0.value)))
         }
         var bytes: [UInt8] = []
         JSONValue.object([("bindkeys", .object(entries))]).write(into: &bytes)

@@ -1,4 +1,5 @@
 import Bluetooth
+import FIFOQueue
 import JSON
 import Parsers
 
@@ -33,7 +34,7 @@ final class DeviceStates {
         /// arrives within ~0.1 s of a new config); nil: not held.
         var heldUntil: Double?
         /// State messages of readings that came during the hold, in order.
-        var held: [MQTTOutboundMessage] = []
+        var held = FIFO<MQTTOutboundMessage>()
     }
 
     /// Most state messages one device keeps while its state is held; beyond it the oldest is
@@ -247,7 +248,7 @@ final class DeviceStates {
             if sources.count != known { extra(id).sources = sources }
             return readings
         } catch {
-            parseFailed(id, name: name, "\(spec.characteristic.shortDescription) value \(value.hexText)", error)
+            parseFailed(id, name: name, "\(spec.characteristic.shortDescription) value \(Hex.encode(value))", error)
             return nil
         }
     }
@@ -401,19 +402,5 @@ extension DeviceStates.State {
             names = table.names  // the new name is in the table now
         }
         return added
-    }
-}
-
-extension [UInt8] {
-    /// Lower-case hex digits, two per byte (logs and raw-read responses).
-    var hexText: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(count * 2)
-        for byte in self {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }

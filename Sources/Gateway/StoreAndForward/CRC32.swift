@@ -1,13 +1,12 @@
-/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320) of the queue file's records. `package`:
-/// the store-and-forward fuzz target frames fuzzed record bodies with valid checksums.
-package enum CRC32 {
+/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320) of the queue file's records (``QueueRecord``).
+enum CRC32 {
     private static let table: [UInt32] = (0..<256).map { index in
         var value = UInt32(index)
         for _ in 0..<8 { value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
         return value
     }
 
-    package static func checksum<C: Collection>(_ bytes: C) -> UInt32 where C.Element == UInt8 {
+    static func checksum<C: Collection>(_ bytes: C) -> UInt32 where C.Element == UInt8 {
         var crc: UInt32 = 0xFFFF_FFFF
         for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
         return crc ^ 0xFFFF_FFFF

@@ -52,7 +52,7 @@ public struct VectorLineDecoder: Sendable {
             guard let uuid = BluetoothUUID(uuidText) else {
                 return .failure("uuid: \"\(uuidText)\" is not a Bluetooth UUID")
             }
-            guard let hex = input["hex"] as? String, let bytes = [UInt8](hex: hex) else {
+            guard let hex = input["hex"] as? String, let bytes = Hex.decode(hex, separators: "") else {
                 return .failure("hex: expected an even-length hex string")
             }
             return .success(.characteristic(uuid, bytes))
@@ -64,7 +64,7 @@ public struct VectorLineDecoder: Sendable {
                 guard let company = UInt16(key) else {
                     return .failure("manufacturer_data: key \"\(key)\" is not a decimal company id (0-65535)")
                 }
-                guard let hex = value as? String, let bytes = [UInt8](hex: hex) else {
+                guard let hex = value as? String, let bytes = Hex.decode(hex, separators: "") else {
                     return .failure("manufacturer_data.\(key): expected an even-length hex string")
                 }
                 advertisement.manufacturerData[company] = bytes
@@ -75,7 +75,7 @@ public struct VectorLineDecoder: Sendable {
                 guard let uuid = BluetoothUUID(key) else {
                     return .failure("service_data: key \"\(key)\" is not a UUID")
                 }
-                guard let hex = value as? String, let bytes = [UInt8](hex: hex) else {
+                guard let hex = value as? String, let bytes = Hex.decode(hex, separators: "") else {
                     return .failure("service_data.\(key): expected an even-length hex string")
                 }
                 advertisement.serviceData[uuid] = bytes
@@ -94,7 +94,7 @@ public struct VectorLineDecoder: Sendable {
         }
         var key: [UInt8]?
         if let text = input["bindkey"] as? String {
-            guard let bytes = [UInt8](hex: text), bytes.count == 16 else {
+            guard let bytes = Hex.decode(text, separators: ""), bytes.count == 16 else {
                 return .failure("bindkey: expected 32 hex digits (a 16-byte AES key)")
             }
             key = bytes

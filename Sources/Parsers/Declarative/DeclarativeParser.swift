@@ -1,4 +1,5 @@
 import Bluetooth
+import JSON
 
 /// A parser defined in config.json instead of Swift, for devices without a built-in decoder.
 ///
@@ -60,28 +61,29 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
     public let fields: [Field]
     public var format: String { name }
 
-    /// Builds a parser from its JSON object (as produced by `JSONSerialization`); `path` is where
-    /// the object sits in config.json, e.g. `parsers.my_sensor`.
-    public init(name: String, json: Any, path: String) throws(ConfigError) {
-        guard let object = json as? [String: Any] else { throw ConfigError(path: path, message: "expected an object") }
+    /// Builds a parser from its JSON object; `path` is where the object sits in config.json, e.g.
+    /// `parsers.my_sensor`, and starts every error's path.
+    public init(name: String, json: JSONValue, path: String) throws(ConfigError) {
+        guard case .object(let object) = json else { throw ConfigError(path: path, message: "expected an object") }
         self.name = name
         var keys: [AdvertisementKey] = []
-        if let match = object["match"] {
-            guard let match = match as? [String: Any] else {
+        if let match = Self.member(object, "match") {
+            guard case .object(let match) = match else {
                 throw ConfigError(path: path + ".match", message: "expected an object")
             }
-            if let id = match["manufacturer_id"] {
-                guard let number = id as? Int, (0...0xFFFF).contains(number) else {
+            if let id = Self.member(match, "manufacturer_id") {
+                guard let number = Self.integer(id), (0...0xFFFF).contains(number) else {
                     throw ConfigError(
-                        path: path + ".match.manufacturer_id", message: "\(id) is not a company id (expected 0-65535)")
+                        path: path + ".match.manufacturer_id",
+                        message: "\(Self.describe(id)) is not a company id (expected 0-65535)")
                 }
                 keys.append(.manufacturer(UInt16(number)))
             }
-            if let service = match["service_data"] {
-                guard let text = service as? String, let short = BluetoothUUID(text)?.uint16 else {
+            if let service = Self.member(match, "service_data") {
+                guard case .string(let text) = service, let short = BluetoothUUID(text)?.uint16 else {
                     throw ConfigError(
                         path: path + ".match.service_data",
-                        message: "\"\(service)\" is not a 16-bit service UUID (e.g. \"FFF0\")")
+                        message: "\"\(Self.describe(service))\" is not a 16-bit service UUID (e.g. \"FFF0\")")
                 }
                 keys.append(.serviceData(short))
             }
@@ -90,15 +92,16 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
             }
         }
         self.keys = keys
-        if let characteristic = object["characteristic"] {
-            guard let text = characteristic as? String, let uuid = BluetoothUUID(text) else {
-                throw ConfigError(path: path + ".characteristic", message: "\"\(characteristic)\" is not a UUID")
+        if let characteristic = Self.member(object, "characteristic") {
+            guard case .string(let text) = characteristic, let uuid = BluetoothUUID(text) else {
+                throw ConfigError(
+                    path: path + ".characteristic", message: "\"\(Self.describe(characteristic))\" is not a UUID")
             }
             self.uuid = uuid
         } else {
             self.uuid = nil
         }
-        guard let list = object["fields"] as? [Any], !list.isEmpty else {
+        guard case .array(let list)? = Self.member(object, "fields"), !list.isEmpty else {
             throw ConfigError(path: path + ".fields", message: "expected a non-empty list of fields")
         }
         var fields: [Field] = []
@@ -108,30 +111,30 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         self.fields = fields
     }
 
-    static func field(_ json: Any, path: String) throws(ConfigError) -> Field {
-        guard let object = json as? [String: Any] else { throw ConfigError(path: path, message: "expected an object") }
-        guard let name = object["name"] as? String, !name.isEmpty else {
+    static func field(_ json: JSONValue, path: String) throws(ConfigError) -> Field {
+        guard case .object(let object) = json else { throw ConfigError(path: path, message: "expected an object") }
+        guard case .string(let name)? = member(object, "name"), !name.isEmpty else {
             throw ConfigError(path: path + ".name", message: "expected a non-empty string")
         }
-        guard let offset = object["offset"] as? Int, offset >= 0 else {
+        guard let offset = member(object, "offset").flatMap(integer), offset >= 0 else {
             throw ConfigError(path: path + ".offset", message: "expected a byte offset ≥ 0")
         }
-        let typeText = object["type"] as? String ?? ""
+        let typeText = string(member(object, "type")) ?? ""
         guard let type = FieldType(rawValue: typeText) else {
             let expected = FieldType.allCases.map(\.rawValue).joined(separator: ", ")
             throw ConfigError(
                 path: path + ".type", message: "\"\(typeText)\" is not a field type (expected one of \(expected))")
         }
         func number(_ key: String, default value: Double) throws(ConfigError) -> Double {
-            guard let raw = object[key] else { return value }
-            guard let number = raw as? Double ?? (raw as? Int).map(Double.init) else {
+            guard let raw = member(object, key) else { return value }
+            guard case .number(let number) = raw else {
                 throw ConfigError(path: path + "." + key, message: "expected a number")
             }
             return number
         }
         var length: Int?
-        if let raw = object["length"] {
-            guard let value = raw as? Int, value >= 0 else {
+        if let raw = member(object, "length") {
+            guard let value = integer(raw), value >= 0 else {
                 throw ConfigError(path: path + ".length", message: "expected a length ≥ 0")
             }
             length = value
@@ -139,19 +142,48 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
         return Field(
             name: name, offset: offset, type: type, length: length, scale: try number("scale", default: 1),
             valueOffset: try number("value_offset", default: 0),
-            unit: (object["unit"] as? String).map { ReadingUnit($0) },
-            deviceClass: (object["device_class"] as? String).map(DeviceClass.init(rawValue:)))
+            unit: string(member(object, "unit")).map { ReadingUnit($0) },
+            deviceClass: string(member(object, "device_class")).map(DeviceClass.init(rawValue:)))
     }
 
-    /// Builds every parser of a config's `parsers` object.
-    public static func parsers(fromJSON json: Any, path: String = "parsers") throws(ConfigError) -> [DeclarativeParser]
+    /// Builds every parser of a config's `parsers` object, in the order of their names.
+    public static func parsers(fromJSON json: JSONValue, path: String = "parsers") throws(ConfigError)
+        -> [DeclarativeParser]
     {
-        guard let object = json as? [String: Any] else { throw ConfigError(path: path, message: "expected an object") }
+        guard case .object(let object) = json else { throw ConfigError(path: path, message: "expected an object") }
         var parsers: [DeclarativeParser] = []
-        for (name, value) in object.sorted(by: { $0.key < $1.key }) {
+        for name in Set(object.map(\.key)).sorted() {
+            guard let value = member(object, name) else { continue }
             parsers.append(try DeclarativeParser(name: name, json: value, path: "\(path).\(name)"))
         }
         return parsers
+    }
+
+    // MARK: JSON
+
+    /// The value of `key` in an object's members (the last, when a key repeats); also `null`.
+    private static func member(_ members: [(key: String, value: JSONValue)], _ key: String) -> JSONValue? {
+        members.last { $0.key == key }?.value
+    }
+
+    /// A number that is an integer (and exact as a double).
+    private static func integer(_ value: JSONValue) -> Int? {
+        guard case .number(let number) = value, abs(number) < 9e15 else { return nil }
+        return Int(exactly: number)
+    }
+
+    private static func string(_ value: JSONValue?) -> String? {
+        guard case .string(let text)? = value else { return nil }
+        return text
+    }
+
+    /// A value as an error message quotes it: a string's text, an integer without a fraction.
+    private static func describe(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let text): text
+        case .number: integer(value).map(String.init) ?? value.serialized
+        default: value.serialized
+        }
     }
 
     public func decode(_ value: [UInt8]) throws(ParseError) -> [Reading] {
@@ -179,7 +211,7 @@ public struct DeclarativeParser: CharacteristicParser, AdvertisementParser {
                 raw = number
             case .utf8, .hex:
                 let bytes = try reader.bytes(field.length ?? reader.remaining)
-                let text = field.type == .hex ? bytes.hexString : try utf8String(bytes, what: field.name)
+                let text = field.type == .hex ? Hex.encode(bytes) : try utf8String(bytes, what: field.name)
                 readings.append(
                     Reading(name: field.name, value: .string(text), unit: field.unit, deviceClass: field.deviceClass))
                 continue

@@ -76,30 +76,6 @@ struct CentralSession {
     }
 }
 
-/// Hex text of bytes: `5e 01`.
-func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { byte in
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-    }.joined(separator: " ")
-}
-
-/// Parses hex bytes (`01ff`, `01 ff`, `0x01,0xff`); nil when not hex.
-func parseHex(_ text: String) -> [UInt8]? {
-    var digits = text.lowercased().replacing("0x", with: "")
-    digits.removeAll { $0 == " " || $0 == "," || $0 == ":" || $0 == "-" }
-    guard digits.count % 2 == 0 else { return nil }
-    var bytes: [UInt8] = []
-    var index = digits.startIndex
-    while index < digits.endIndex {
-        let next = digits.index(index, offsetBy: 2)
-        guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
-        bytes.append(byte)
-        index = next
-    }
-    return bytes
-}
-
 /// True when standard output is a terminal.
 var standardOutputIsTerminal: Bool { isatty(1) == 1 }
 

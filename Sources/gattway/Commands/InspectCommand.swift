@@ -47,8 +47,8 @@ struct InspectCommand: Command {
                     if characteristic.properties.contains(.read) {
                         do {
                             let value = try await central.readValue(for: characteristic)
-                            line += " = \(hexString(value))"
-                            members.append((key: "value", value: .string(hexString(value).replacing(" ", with: ""))))
+                            line += " = \(Hex.encode(value, separator: " "))"
+                            members.append((key: "value", value: .string(Hex.encode(value))))
                             if let readings = try? ParserRegistry.builtIn.decode(
                                 characteristic: characteristic.uuid, value: value)
                             {
@@ -68,7 +68,7 @@ struct InspectCommand: Command {
                         if descriptor.uuid != BluetoothUUID(0x2902),
                             let value = try? await central.readValue(for: descriptor)
                         {
-                            descriptorLine += " = \(hexString(value))"
+                            descriptorLine += " = \(Hex.encode(value, separator: " "))"
                             if descriptor.uuid == BluetoothUUID(0x2901) {
                                 descriptorLine += " \"\(String(decoding: value, as: UTF8.self))\""
                             }

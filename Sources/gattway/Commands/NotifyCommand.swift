@@ -46,7 +46,7 @@ struct NotifyCommand: Command {
                         standardOutput(
                             JSONValue.object([
                                 (key: "characteristic", value: .string(uuid.shortDescription)),
-                                (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+                                (key: "hex", value: .string(Hex.encode(value))),
                                 (
                                     key: "readings",
                                     value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
@@ -55,7 +55,8 @@ struct NotifyCommand: Command {
                     } else {
                         let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
                             separator: " ")
-                        standardOutput(hexString(value) + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
+                        standardOutput(
+                            Hex.encode(value, separator: " ") + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
                     }
                     received += 1
                     if let count, received >= count { return }

@@ -112,7 +112,7 @@ struct PeripheralSession {
 
     private static func keyAndHex(_ text: String, option: String) throws -> (String, [UInt8]) {
         let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
-        guard parts.count == 2, let bytes = parseHex(parts[1]) else {
+        guard parts.count == 2, let bytes = Hex.decode(parts[1], separators: " ,:-", prefixes: true) else {
             throw CLIError.usage("--\(option): expected KEY=HEX, got \"\(text)\"")
         }
         return (parts[0], bytes)

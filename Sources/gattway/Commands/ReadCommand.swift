@@ -27,7 +27,7 @@ struct ReadCommand: Command {
                     JSONValue.object([
                         (key: "address", value: .string(self.target.address.description)),
                         (key: "characteristic", value: .string(target.uuid.shortDescription)),
-                        (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+                        (key: "hex", value: .string(Hex.encode(value))),
                         (
                             key: "readings",
                             value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
@@ -36,7 +36,7 @@ struct ReadCommand: Command {
             } else {
                 let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
                     separator: " ")
-                standardOutput(hexString(value) + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
+                standardOutput(Hex.encode(value, separator: " ") + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
             }
         }
         return .success

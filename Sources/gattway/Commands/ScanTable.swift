@@ -101,7 +101,7 @@ struct ScanTable {
                 key: "manufacturer_data",
                 value: .object(
                     data.manufacturerData.sorted { $0.key < $1.key }.map {
-                        (key: String($0.key), value: .string(hexString($0.value).replacing(" ", with: "")))
+                        (key: String($0.key), value: .string(Hex.encode($0.value)))
                     })
             ))
         members.append(
@@ -109,7 +109,7 @@ struct ScanTable {
                 key: "service_data",
                 value: .object(
                     data.serviceData.sorted { $0.key < $1.key }.map {
-                        (key: $0.key.shortDescription, value: .string(hexString($0.value).replacing(" ", with: "")))
+                        (key: $0.key.shortDescription, value: .string(Hex.encode($0.value)))
                     })
             ))
         if let decoded = try? ParserRegistry.builtIn.decode(

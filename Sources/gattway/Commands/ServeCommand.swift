@@ -178,13 +178,13 @@ final class TreeServer: Sendable {
                 (key: "central", value: context.central.map { .string($0.address.description) } ?? .null),
                 (key: "offset", value: .number(Double(context.offset))),
                 (key: "mtu", value: context.mtu.map { .number(Double($0)) } ?? .null),
-                (key: "hex", value: .string(hexString(value).replacing(" ", with: ""))),
+                (key: "hex", value: .string(Hex.encode(value))),
             ] + extra
         if let error { fields.append((key: "error", value: .number(Double(error.code)))) }
         let who = context.central.map(\.address.description) ?? "?"
         var text = "\(kind) \(attribute.uuid.shortDescription) by \(who) offset \(context.offset)"
         if let mtu = context.mtu { text += " mtu \(mtu)" }
-        text += ": " + (value.isEmpty ? "(empty)" : hexString(value))
+        text += ": " + (value.isEmpty ? "(empty)" : Hex.encode(value, separator: " "))
         if let error { text += " -> \(error)" }
         if kind == "write", extra.first?.value == .bool(false) { text += " (without response)" }
         emit(kind, fields, text)

@@ -25,7 +25,7 @@ struct WriteCommand: Command {
         if arguments.flag("utf8") {
             value = Array(text.utf8)
         } else {
-            guard let bytes = parseHex(text) else {
+            guard let bytes = Hex.decode(text, separators: " ,:-", prefixes: true) else {
                 throw CLIError.usage("\"\(text)\" is not hex bytes (e.g. 01ff); use --utf8 for text")
             }
             value = bytes

@@ -93,7 +93,7 @@ enum AdvertisementSeeds {
             if case .object(let members)? = object["service_data"] {
                 for (uuid, value) in members {
                     if let short = BluetoothUUID(uuid)?.uint16, case .string(let hex) = value,
-                        let bytes = [UInt8](hex: hex)
+                        let bytes = Hex.decode(hex, separators: "")
                     {
                         payloads.append((.serviceData(short), bytes))
                     }
@@ -101,7 +101,9 @@ enum AdvertisementSeeds {
             }
             if case .object(let members)? = object["manufacturer_data"] {
                 for (company, value) in members {
-                    if let id = UInt16(company), case .string(let hex) = value, let bytes = [UInt8](hex: hex) {
+                    if let id = UInt16(company), case .string(let hex) = value,
+                        let bytes = Hex.decode(hex, separators: "")
+                    {
                         payloads.append((.manufacturer(id), bytes))
                     }
                 }
@@ -116,7 +118,8 @@ enum AdvertisementSeeds {
                     case .manufacturer(let company): builder.index(keys.count + 1); builder.uint16(company)
                     }
                 }
-                let bindKey: [UInt8]? = if case .string(let hex)? = object["bindkey"] { [UInt8](hex: hex) } else { nil }
+                let bindKey: [UInt8]? =
+                    if case .string(let hex)? = object["bindkey"] { Hex.decode(hex, separators: "") } else { nil }
                 let address: BluetoothAddress? =
                     if case .string(let text)? = object["address"] { BluetoothAddress(text) } else { nil }
                 builder.byte((name != nil ? 4 : 0) | (address != nil ? 2 : 0) | (bindKey != nil ? 1 : 0))

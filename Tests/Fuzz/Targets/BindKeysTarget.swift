@@ -40,7 +40,7 @@ extension FuzzTargets {
             fuzzProperty(keys.count <= BindKeys.maxKeys, "\(keys.count) keys loaded, more than \(BindKeys.maxKeys)")
             for (address, key) in keys.all {
                 fuzzProperty(key.count == 16, "a key of \(key.count) bytes loaded for \(address)")
-                let hex = key.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+                let hex = Hex.encode(key)
                 for problem in problems {
                     fuzzProperty(
                         !problem.lowercased().contains(hex), "a problem quotes a loaded key: \(problem)")

@@ -92,7 +92,7 @@ enum CharacteristicSeeds {
         for line in FixtureFiles.lines("characteristics.jsonl") {
             guard let object = try? JSONValue.parse(Array(line.utf8)), case .string(let text)? = object["uuid"],
                 let uuid = BluetoothUUID(text), case .string(let hex)? = object["hex"],
-                let value = [UInt8](hex: hex)
+                let value = Hex.decode(hex, separators: "")
             else { continue }
             var builder = FuzzInputBuilder()
             builder.byte(0)

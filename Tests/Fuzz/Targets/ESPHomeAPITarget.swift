@@ -1,3 +1,4 @@
+import Bluetooth
 import ESPHomeAPI
 import JSON
 
@@ -90,12 +91,7 @@ enum ESPHomeAPISeeds {
         return items.compactMap { if case .string(let text) = $0 { hexBytes(text) } else { nil } }
     }
 
-    static func hexBytes(_ text: String) -> [UInt8] {
-        let digits = Array(text.utf8)
-        return stride(from: 0, to: digits.count - 1, by: 2).compactMap {
-            UInt8(String(decoding: digits[$0..<($0 + 2)], as: UTF8.self), radix: 16)
-        }
-    }
+    static func hexBytes(_ text: String) -> [UInt8] { Hex.decode(text, separators: "") ?? [] }
 
     static let serverEphemeral: [UInt8] = hex("server_ephemeral_private")
 

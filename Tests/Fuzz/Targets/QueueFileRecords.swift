@@ -62,7 +62,7 @@ enum QueueFileRecords {
                 }
                 appendField(input.chunk(), &body)
             }
-            file += record(body)
+            file += QueueRecord.frame(body)
         }
         return file
     }
@@ -73,14 +73,6 @@ enum QueueFileRecords {
         guard fd >= 0 else { return false }
         defer { close(fd) }
         return bytes.withUnsafeBytes { raw in raw.isEmpty || Glibc.write(fd, raw.baseAddress, raw.count) == raw.count }
-    }
-
-    /// `[length u32][crc32 u32][body]`, as DiskQueue writes a record.
-    static func record(_ body: [UInt8]) -> [UInt8] {
-        var bytes: [UInt8] = []
-        append32(UInt32(truncatingIfNeeded: body.count), &bytes)
-        append32(CRC32.checksum(body), &bytes)
-        return bytes + body
     }
 
     static func append(_ value: UInt64, _ bytes: inout [UInt8]) {

@@ -227,7 +227,7 @@ struct BTHomeObject: Sendable {
             let text = try reader.bytes(length)
             readings.append(Reading(name: readingName, value: .string(String(decoding: text, as: UTF8.self))))
         case .raw:
-            readings.append(Reading(name: readingName, value: .string(try reader.bytes(length).hexString)))
+            readings.append(Reading(name: readingName, value: .string(try Hex.encode(reader.bytes(length)))))
         }
     }
 }

@@ -14,6 +14,6 @@ public struct EddystoneEID: AdvertisementParser {
         var reader = ByteReader(payload, from: 1, what: "Eddystone-EID")
         let power = try reader.s8()
         let eid = try reader.bytes(8)
-        return [Reading(.txPower, Double(power)), Reading("eid", string: eid.hexString)]
+        return [Reading(.txPower, Double(power)), Reading("eid", string: Hex.encode(eid))]
     }
 }

@@ -20,7 +20,7 @@ public struct EddystoneTLM: AdvertisementParser {
             let salt = try reader.u16be()
             let mic = try reader.u16be()
             return [
-                Reading("version", 1), Reading("encrypted_data", string: data.hexString),
+                Reading("version", 1), Reading("encrypted_data", string: Hex.encode(data)),
                 Reading("salt", Double(salt)), Reading("mic", Double(mic)),
             ]
         }

@@ -16,8 +16,8 @@ public struct EddystoneUID: AdvertisementParser {
         let namespace = try reader.bytes(10)
         let instance = try reader.bytes(6)
         return [
-            Reading(.txPower, Double(power)), Reading("namespace", string: namespace.hexString),
-            Reading("instance", string: instance.hexString),
+            Reading(.txPower, Double(power)), Reading("namespace", string: Hex.encode(namespace)),
+            Reading("instance", string: Hex.encode(instance)),
         ]
     }
 }

@@ -17,6 +17,6 @@ public struct ExposureNotification: AdvertisementParser {
         }
         let rpi = try reader.bytes(16)
         let aem = try reader.bytes(4)
-        return [Reading("rpi", string: rpi.hexString), Reading("aem", string: aem.hexString)]
+        return [Reading("rpi", string: Hex.encode(rpi)), Reading("aem", string: Hex.encode(aem))]
     }
 }

@@ -23,7 +23,7 @@ public struct GoveeH5112: AdvertisementParser {
         switch try reader.u8() {
         case 0x41: probe = 1
         case 0x82: probe = 2
-        case let other: throw ParseError(.unsupported, "Govee H5112 probe id 0x\([other].hexString)")
+        case let other: throw ParseError(.unsupported, "Govee H5112 probe id 0x\(Hex.encode([other]))")
         }
         var values: [Reading] = []
         goveePacked(packed, into: &values)

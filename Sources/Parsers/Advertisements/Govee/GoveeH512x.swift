@@ -39,7 +39,7 @@ public struct GoveeH512x: AdvertisementParser {
         let battery = try fields.u8()
         let value = try fields.u8()
         guard let model = Self.model(modelID, context) else {
-            throw ParseError(.unsupported, "Govee H512x model byte 0x\([modelID].hexString)")
+            throw ParseError(.unsupported, "Govee H512x model byte 0x\(Hex.encode([modelID]))")
         }
         var readings = [Reading(.battery, Double(battery))]
         switch model {
