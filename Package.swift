@@ -26,7 +26,7 @@ let package = Package(
         // The single poll() thread that owns every C library connection.
         .target(name: "EventLoop"),
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
-        .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry", "FIFOQueue"]),
         .target(name: "Bluetooth"),
         // FIFO, the one first-in first-out queue (a ring buffer), for every target that needs one.
         .target(name: "FIFOQueue"),

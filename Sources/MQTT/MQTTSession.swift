@@ -1,3 +1,4 @@
+import FIFOQueue
 import Retry
 
 /// The MQTT client's decisions as a value: the connection phase, when to reconnect, the QoS 1/2
@@ -158,7 +159,7 @@ struct MQTTSession {
     private var pending: [Int32: Pending] = [:]
     private var writtenDuringPublish: [Int32] = []
     private var publishing = false
-    private var outbox = Outbox<(MQTTMessage, Completion?)>()
+    private var outbox = FIFO<(MQTTMessage, Completion?)>()
     /// QoS 1/2 publishes handed to libmosquitto and not yet acknowledged.
     private(set) var inflight = 0
     /// ``MQTTConfiguration/maxInflight``, lowered by an MQTT 5 broker's Receive Maximum.
@@ -319,7 +320,8 @@ struct MQTTSession {
         var unfinished = pending.values.flatMap(\.all).map(\.completion)
         pending.removeAll()
         writtenDuringPublish.removeAll()
-        unfinished += outbox.removeAll().map(\.1)
+        unfinished += outbox.map(\.1)
+        outbox.removeAll()
         inflight = 0
         subscriptions.removeAll()
         subscribeMids.removeAll()
