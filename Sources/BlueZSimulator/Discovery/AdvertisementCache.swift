@@ -1,4 +1,5 @@
 import Bluetooth
+import DBus
 
 /// One advertising report as the controller delivers it.
 public struct AdvertisementReport: Sendable, Equatable {
@@ -124,5 +125,21 @@ public struct AdvertisementCache: Sendable {
         rssi = nil
         txPower = nil
         return invalidated
+    }
+
+    /// `Device1.ManufacturerData` (`a{qv}`), nil while empty.
+    var manufacturerDataValue: DBusValue? {
+        guard !manufacturerData.isEmpty else { return nil }
+        return .dictionary(
+            key: .uint16, value: .variant,
+            manufacturerData.map { DBusDictionaryEntry(.uint16($0.companyID), .variant(.bytes($0.bytes))) })
+    }
+
+    /// `Device1.ServiceData` (`a{sv}`, 128-bit UUID keys), nil while empty.
+    var serviceDataValue: DBusValue? {
+        guard !serviceData.isEmpty else { return nil }
+        return .dictionary(
+            key: .string, value: .variant,
+            serviceData.map { DBusDictionaryEntry(.string($0.uuid.description), .variant(.bytes($0.bytes))) })
     }
 }

@@ -61,27 +61,19 @@ extension BlueZSimulator {
                 },
                 .immediate("SetPowered", in: [.string, .boolean]) { call in
                     try self.onLoop { simulator in
-                        let name = call.arguments[0].string ?? ""
-                        guard simulator.adapter(named: name) != nil else {
-                            throw ControlError.notFound("no adapter \(name)")
-                        }
-                        simulator.setPowered(name, call.arguments[1].bool ?? true)
+                        try simulator.controlledAdapter(call).setPowered(call.arguments[1].bool ?? true, in: simulator)
                     }
                     return []
                 },
                 .immediate("SetBlocked", in: [.string, .boolean]) { call in
                     try self.onLoop { simulator in
-                        let name = call.arguments[0].string ?? ""
-                        guard simulator.adapter(named: name) != nil else {
-                            throw ControlError.notFound("no adapter \(name)")
-                        }
-                        simulator.setBlocked(adapter: name, call.arguments[1].bool ?? true)
+                        try simulator.controlledAdapter(call).setBlocked(call.arguments[1].bool ?? true, in: simulator)
                     }
                     return []
                 },
                 .immediate("SetPresent", in: [.string, .boolean]) { call in
-                    try self.onLoop {
-                        try $0.setPresent(adapter: call.arguments[0].string ?? "", call.arguments[1].bool ?? true)
+                    try self.onLoop { simulator in
+                        try simulator.controlledAdapter(call).setPresent(call.arguments[1].bool ?? true, in: simulator)
                     }
                     return []
                 },
@@ -127,7 +119,27 @@ extension BlueZSimulator {
             })
     }
 
+    /// The adapter named by a control call's first argument.
+    func controlledAdapter(_ call: DBusMessage) throws -> SimulatedAdapter {
+        let name = call.arguments[0].string ?? ""
+        guard let adapter = adapter(named: name) else { throw ControlError.notFound("no adapter \(name)") }
+        return adapter
+    }
+
     // MARK: Swift API (also behind the control interface)
+
+    /// Blocks or unblocks the adapter's radio, as `rfkill block bluetooth` does
+    /// (``SimulatedAdapter/setBlocked(_:in:)``).
+    public func setBlocked(adapter name: String, _ blocked: Bool) {
+        adapter(named: name)?.setBlocked(blocked, in: self)
+    }
+
+    /// Plugs the adapter in (its object appears: `InterfacesAdded`) or out (it powers off, its
+    /// devices and then its object go: `InterfacesRemoved`).
+    public func setPresent(adapter name: String, _ present: Bool) throws {
+        guard let adapter = adapter(named: name) else { throw ControlError.notFound("no adapter \(name)") }
+        adapter.setPresent(present, in: self)
+    }
 
     /// The device with `address` (on any adapter; the first one in scenario order).
     func device(address: String) throws -> SimulatedDevice {
@@ -178,8 +190,8 @@ extension BlueZSimulator {
         addedSpecs.append(spec)
         removedAddresses.remove(spec.address.description)
         if adapter.sessions.isDiscovering && spec.interval > 0 {
-            let (now, wall) = Self.clocks()
-            scheduleFirstEvent(device, now: now, wall: wall)
+            let (now, wall) = AdvertisingClock.now()
+            schedule(device, now: now, wall: wall)
             armSchedule()
         }
         return device.path
@@ -188,13 +200,9 @@ extension BlueZSimulator {
     /// Removes a device from the world: the link drops, its objects go (InterfacesRemoved).
     public func removeDevice(address: String) throws {
         let device = try device(address: address)
-        if device.isConnected { linkDown(device) }
-        if case .connecting(let reply, let timer) = device.link {
-            cancel(timer)
-            device.link = .disconnected
-            reply.fail(BlueZError.failed("le-connection-abort-by-local"))
-        }
-        unexportDevice(device)
+        if device.isConnected { device.linkDown(in: self) }
+        device.abortConnect(BlueZError.failed("le-connection-abort-by-local"), in: self)
+        device.unexport(in: self)
         devices.removeValue(forKey: device.path)
         deviceOrder.removeAll { $0 == device.path }
         addedSpecs.removeAll { $0.address == device.spec.address }
@@ -221,6 +229,15 @@ extension BlueZSimulator {
     public func notify(address: String, uuid: String, _ bytes: [UInt8]) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
         characteristic.peerValue = bytes
+        try Self.requireNotifiable(device, characteristic, address: address, uuid: uuid)
+        characteristic.deliver(bytes, of: device, in: self)
+    }
+
+    /// NotConnected unless the device is connected, NotSubscribed unless someone receives the
+    /// characteristic's notifications.
+    static func requireNotifiable(
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, address: String, uuid: String
+    ) throws {
         guard case .connected = device.link else {
             throw ControlError.make("NotConnected", "\(address) is not connected")
         }
@@ -228,20 +245,13 @@ extension BlueZSimulator {
             throw ControlError.make(
                 "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
         }
-        deliverNotification(device, characteristic, bytes)
     }
 
     /// Starts a burst of `count` notifications with a u32 little-endian sequence number (0, 1, …)
     /// at `rate` per second, or as fast as possible when `rate` is 0; returns at once.
     public func burst(address: String, uuid: String, count: Int, rate: Double) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
-        guard case .connected = device.link else {
-            throw ControlError.make("NotConnected", "\(address) is not connected")
-        }
-        guard characteristic.isSubscribed else {
-            throw ControlError.make(
-                "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
-        }
+        try Self.requireNotifiable(device, characteristic, address: address, uuid: uuid)
         guard count > 0, rate >= 0 else { throw ControlError.invalid("count must be > 0 and rate ≥ 0") }
         bursts.append(
             BurstState(
@@ -255,7 +265,7 @@ extension BlueZSimulator {
     func runBursts() {
         guard !bursts.isEmpty, let connection else { return }
         if connection.assumeIsolated({ $0.outgoingQueueSize }) > 8 << 20 {
-            after(0.001) { $0.runBursts() }
+            after(0.001) { self.runBursts() }
             return
         }
         let now = EventLoop.now()
@@ -280,7 +290,7 @@ extension BlueZSimulator {
                 let sequence = UInt32(truncatingIfNeeded: burst.sent)
                 let bytes = (0..<4).map { UInt8(truncatingIfNeeded: sequence >> (8 * $0)) }
                 characteristic.peerValue = bytes
-                guard deliverNotification(device, characteristic, bytes) else { break }
+                guard characteristic.deliver(bytes, of: device, in: self) else { break }
                 burst.sent += 1
             }
             if burst.sent >= burst.count || !characteristic.isSubscribed || !device.isConnected {
@@ -303,18 +313,18 @@ extension BlueZSimulator {
         if nextDelay == 0 {
             loop.execute { [self] in self.assumeIsolated { $0.runBursts() } }
         } else {
-            after(nextDelay) { $0.runBursts() }
+            after(nextDelay) { self.runBursts() }
         }
     }
 
     /// The peer drops the link now (supervision timeout, out of range).
     public func disconnectPeer(address: String) throws {
-        peerDisconnect(try device(address: address).path)
+        try device(address: address).peerDisconnect(in: self)
     }
 
     /// Powers an adapter off or on (as `Powered` set by a client, or a scenario event).
     public func setPowered(adapter name: String, _ on: Bool) {
-        setPowered(name, on)
+        adapter(named: name)?.setPowered(on, in: self)
     }
 
     /// Counters as of now.
