@@ -41,7 +41,10 @@ extension SimulatedCharacteristic {
     /// `GattCharacteristic1.ReadValue`: after the GATT round trip the cached `Value` is updated and
     /// emitted (immediately, like a notification), then the reply carries the bytes from `offset`.
     /// A read with the same offset in flight is joined; another offset → InProgress "In Progress".
-    func read(_ call: DBusMessage, _ reply: DBusPendingReply, of device: SimulatedDevice, in simulator: isolated BlueZSimulator) {
+    func read(
+        _ call: DBusMessage, _ reply: DBusPendingReply, of device: SimulatedDevice,
+        in simulator: isolated BlueZSimulator
+    ) {
         do {
             try Self.requireConnected(device)
             let offset = try Self.options(call.arguments[0]).offset
@@ -59,7 +62,7 @@ extension SimulatedCharacteristic {
                 completeRead(offset, in: simulator)
             }
         } catch {
-            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            reply.fail(BlueZError.reply(for: error))
         }
     }
 
@@ -105,7 +108,8 @@ extension SimulatedCharacteristic {
             }
             let path = self.path
             simulator.withBus {
-                try $0.setProperties(["Value": .bytes(cached)], interface: BlueZSimulator.characteristicInterface, at: path)
+                try $0.setProperties(
+                    ["Value": .bytes(cached)], interface: BlueZSimulator.characteristicInterface, at: path)
             }
             for reply in pending.replies { reply.succeed([.bytes(bytes)]) }
         case .failure(let error):
@@ -126,7 +130,10 @@ extension SimulatedCharacteristic {
 
     /// `GattCharacteristic1.WriteValue`: the procedure follows ``writeProcedure(type:)``.
     /// Commands return at once; requests after the round trip. `Value` is not updated.
-    func write(_ call: DBusMessage, _ reply: DBusPendingReply, of device: SimulatedDevice, in simulator: isolated BlueZSimulator) {
+    func write(
+        _ call: DBusMessage, _ reply: DBusPendingReply, of device: SimulatedDevice,
+        in simulator: isolated BlueZSimulator
+    ) {
         do {
             try Self.requireConnected(device)
             let bytes = call.arguments[0].bytes ?? []
@@ -171,7 +178,7 @@ extension SimulatedCharacteristic {
             let latency = simulator.timing.gattLatency
             if latency > 0 { simulator.after(latency, complete) } else { complete() }
         } catch {
-            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            reply.fail(BlueZError.reply(for: error))
         }
     }
 
@@ -229,7 +236,7 @@ extension SimulatedCharacteristic {
             }
             reply.succeed([.bytes(bytes)])
         } catch {
-            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            reply.fail(BlueZError.reply(for: error))
         }
     }
 
@@ -245,12 +252,13 @@ extension SimulatedCharacteristic {
             guard descriptor.uuid != GATTLayout.cccd else { throw BlueZError.notPermitted("Write not permitted") }
             let bytes = call.arguments[0].bytes ?? []
             if let target = device.mirror?.targets[descriptor.handle] {
-                return simulator.forwardDescriptor(device, target, path: path, write: bytes, offset: offset, reply: reply)
+                return simulator.forwardDescriptor(
+                    device, target, path: path, write: bytes, offset: offset, reply: reply)
             }
             simulator.record(bytes, offset: offset, type: "descriptor", uuid: descriptor.uuid, path: path, of: device)
             reply.succeed()
         } catch {
-            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            reply.fail(BlueZError.reply(for: error))
         }
     }
 
@@ -269,7 +277,8 @@ extension SimulatedCharacteristic {
         }
         notifySessions.append(client)
         if notifySessions.count == 1 {
-            simulator.change([("Notifying", .boolean(true))], interface: BlueZSimulator.characteristicInterface, at: path)
+            simulator.change(
+                [("Notifying", .boolean(true))], interface: BlueZSimulator.characteristicInterface, at: path)
             simulator.flushSignals()  // bluetoothd: Notifying=true before the reply (CCCD written first)
             if device.servicesResolved { startNotifyTimer(of: device, in: simulator) }
         }
@@ -287,7 +296,8 @@ extension SimulatedCharacteristic {
         notifySessions.remove(at: index)
         if notifySessions.isEmpty {
             stopNotifyTimer(in: simulator)
-            simulator.change([("Notifying", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path)
+            simulator.change(
+                [("Notifying", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path)
             simulator.flushSignals()  // bluetoothd: Notifying=false before the reply
         }
     }
@@ -412,12 +422,18 @@ extension SimulatedCharacteristic {
             close(acquired, in: simulator)
             acquiredNotify = nil
             if notifySessions.isEmpty { stopNotifyTimer(in: simulator) }
-            if emit { simulator.change([("NotifyAcquired", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path) }
+            if emit {
+                simulator.change(
+                    [("NotifyAcquired", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path)
+            }
         }
         if which != .notify, let acquired = acquiredWrite, owner == nil || acquired.owner == owner {
             close(acquired, in: simulator)
             acquiredWrite = nil
-            if emit { simulator.change([("WriteAcquired", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path) }
+            if emit {
+                simulator.change(
+                    [("WriteAcquired", .boolean(false))], interface: BlueZSimulator.characteristicInterface, at: path)
+            }
         }
     }
 

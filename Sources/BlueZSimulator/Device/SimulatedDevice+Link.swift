@@ -49,9 +49,11 @@ extension SimulatedDevice {
         case .answer(let error?): reply.fail(error)
         case .answer(nil): reply.succeed()
         case .fail(let delay):
-            link = .connecting(reply: reply, timer: simulator.after(delay) { simulator.devices[path]?.connectFailed(in: simulator) })
+            link = .connecting(
+                reply: reply, timer: simulator.after(delay) { simulator.devices[path]?.connectFailed(in: simulator) })
         case .linkUp(let delay):
-            link = .connecting(reply: reply, timer: simulator.after(delay) { simulator.devices[path]?.linkUp(in: simulator) })
+            link = .connecting(
+                reply: reply, timer: simulator.after(delay) { simulator.devices[path]?.linkUp(in: simulator) })
         }
     }
 
@@ -64,7 +66,8 @@ extension SimulatedDevice {
         simulator.cancel(timer)
         let path = self.path
         link = .connecting(
-            reply: reply, timer: simulator.after(spec.faults.connectDelay) { simulator.devices[path]?.linkUp(in: simulator) })
+            reply: reply,
+            timer: simulator.after(spec.faults.connectDelay) { simulator.devices[path]?.linkUp(in: simulator) })
     }
 
     func connectFailed(in simulator: isolated BlueZSimulator) {

@@ -127,7 +127,7 @@ final class AdvertisingManager {
         else { return reply.fail(BlueZError.invalidArguments) }
         let advertisement: RegisteredAdvertisement
         do { advertisement = try reserve(owner: owner, path: path) } catch {
-            return reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            return reply.fail(BlueZError.reply(for: error))
         }
         let generation = simulator.generation
         Task { await self.read(advertisement, reply, generation: generation, in: simulator) }

@@ -158,7 +158,7 @@ final class GATTApplications {
         else { return reply.fail(BlueZError.invalidArguments) }
         let application: RegisteredApplication
         do { application = try reserve(owner: owner, root: root) } catch {
-            return reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
+            return reply.fail(BlueZError.reply(for: error))
         }
         let generation = simulator.generation
         Task { await self.read(application, reply, generation: generation, in: simulator) }

@@ -16,6 +16,11 @@ extension BlueZSimulator {
         try assumeIsolated(body)
     }
 
+    /// Runs a deferred method's handler on the simulator; what it throws is the reply.
+    nonisolated func onLoop(replying reply: DBusPendingReply, _ body: (isolated BlueZSimulator) throws -> Void) {
+        do { try onLoop(body) } catch { reply.fail(BlueZError.reply(for: error)) }
+    }
+
     // MARK: /org/bluez
 
     func agentManagerInterfaces() -> [DBusInterface] {
@@ -142,7 +147,9 @@ extension BlueZSimulator {
                         }
                         self.onLoop { simulator in
                             simulator.loop.execute {
-                                simulator.assumeIsolated { $0.adapter(named: name)?.setPowered(on, fromClient: true, in: $0) }
+                                simulator.assumeIsolated {
+                                    $0.adapter(named: name)?.setPowered(on, fromClient: true, in: $0)
+                                }
                             }
                         }
                     }),
@@ -185,12 +192,7 @@ extension BlueZSimulator {
                 // Signatures are checked by the handlers, so wrong arguments get bluetoothd's
                 // InvalidArguments rather than the export layer's InvalidArgs.
                 .deferred("RegisterApplication", in: nil) { call, reply in
-                    self.onLoop { simulator in
-                        guard let adapter = simulator.adapter(named: name) else {
-                            return reply.fail(BlueZError.invalidArguments)
-                        }
-                        adapter.gatt.register(call, reply, in: simulator)
-                    }
+                    self.onLoop(replying: reply) { try $0.adapter(name, for: call).gatt.register(call, reply, in: $0) }
                 },
                 .immediate("UnregisterApplication", in: nil) { call in
                     try self.onLoop { try $0.adapter(name, for: call).gatt.unregister(call, in: $0) }
@@ -206,11 +208,8 @@ extension BlueZSimulator {
             AdvertisingManager.interfaceName,
             methods: [
                 .deferred("RegisterAdvertisement", in: nil) { call, reply in
-                    self.onLoop { simulator in
-                        guard let adapter = simulator.adapter(named: name) else {
-                            return reply.fail(BlueZError.invalidArguments)
-                        }
-                        adapter.advertising.register(call, reply, in: simulator)
+                    self.onLoop(replying: reply) {
+                        try $0.adapter(name, for: call).advertising.register(call, reply, in: $0)
                     }
                 },
                 .immediate("UnregisterAdvertisement", in: nil) { call in
@@ -244,10 +243,8 @@ extension BlueZSimulator {
             Self.deviceInterface,
             methods: [
                 .deferred("Connect") { _, reply in
-                    self.onLoop { simulator in
-                        do { try simulator.exportedDevice(path).connect(reply, in: simulator) } catch {
-                            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                        }
+                    self.onLoop(replying: reply) { simulator in
+                        try simulator.exportedDevice(path).connect(reply, in: simulator)
                     }
                 },
                 .deferred("Disconnect") { _, reply in
@@ -257,10 +254,8 @@ extension BlueZSimulator {
                     }
                 },
                 .deferred("Pair") { _, reply in
-                    self.onLoop { simulator in
-                        do { try simulator.exportedDevice(path).pair(reply, in: simulator) } catch {
-                            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                        }
+                    self.onLoop(replying: reply) { simulator in
+                        try simulator.exportedDevice(path).pair(reply, in: simulator)
                     }
                 },
                 .immediate("CancelPairing") { _ in
@@ -382,29 +377,23 @@ extension BlueZSimulator {
         let path = characteristic.path
         var methods: [DBusMethod] = [
             .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
-                self.onLoop { simulator in
-                    do {
-                        let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
-                        characteristic.read(call, reply, of: device, in: simulator)
-                    } catch {
-                        reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                    }
+                self.onLoop(replying: reply) { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    characteristic.read(call, reply, of: device, in: simulator)
                 }
             },
             .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call, reply in
-                self.onLoop { simulator in
-                    do {
-                        let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
-                        characteristic.write(call, reply, of: device, in: simulator)
-                    } catch {
-                        reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                    }
+                self.onLoop(replying: reply) { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    characteristic.write(call, reply, of: device, in: simulator)
                 }
             },
             .immediate("StartNotify") { call in
                 try self.onLoop { simulator in
                     let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
-                    guard let client = call.sender else { throw DBusError(.unknownObject, "No such object path '\(path)'") }
+                    guard let client = call.sender else {
+                        throw DBusError(.unknownObject, "No such object path '\(path)'")
+                    }
                     try characteristic.startNotify(client, of: device, in: simulator)
                 }
                 return []
@@ -412,7 +401,9 @@ extension BlueZSimulator {
             .immediate("StopNotify") { call in
                 try self.onLoop { simulator in
                     let (_, characteristic) = try simulator.characteristic(path, of: devicePath)
-                    guard let client = call.sender else { throw DBusError(.unknownObject, "No such object path '\(path)'") }
+                    guard let client = call.sender else {
+                        throw DBusError(.unknownObject, "No such object path '\(path)'")
+                    }
                     try characteristic.stopNotify(client, in: simulator)
                 }
                 return []
@@ -466,24 +457,16 @@ extension BlueZSimulator {
             Self.descriptorInterface,
             methods: [
                 .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
-                    self.onLoop { simulator in
-                        do {
-                            let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
-                            characteristic.readDescriptor(at: path, call, reply, of: device, in: simulator)
-                        } catch {
-                            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                        }
+                    self.onLoop(replying: reply) { simulator in
+                        let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
+                        characteristic.readDescriptor(at: path, call, reply, of: device, in: simulator)
                     }
                 },
                 .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) {
                     call, reply in
-                    self.onLoop { simulator in
-                        do {
-                            let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
-                            characteristic.writeDescriptor(at: path, call, reply, of: device, in: simulator)
-                        } catch {
-                            reply.fail(error as? DBusError ?? BlueZError.failed("\(error)"))
-                        }
+                    self.onLoop(replying: reply) { simulator in
+                        let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
+                        characteristic.writeDescriptor(at: path, call, reply, of: device, in: simulator)
                     }
                 },
             ],
