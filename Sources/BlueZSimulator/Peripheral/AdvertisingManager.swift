@@ -121,19 +121,16 @@ final class AdvertisingManager {
     /// `RegisterAdvertisement(o path, a{sv} options)`: ``reserve(owner:path:)``, then
     /// (asynchronously) `GetAll(org.bluez.LEAdvertisement1)` on the caller, parsed and checked —
     /// Failed "Failed to parse advertisement." otherwise.
-    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) {
-        guard let owner = call.sender, call.arguments.count == 2, case .objectPath(let path) = call.arguments[0],
-            case .dictionary(.string, _, _) = call.arguments[1]
-        else { return reply.fail(BlueZError.invalidArguments) }
-        let advertisement: RegisteredAdvertisement
-        do { advertisement = try reserve(owner: owner, path: path) } catch {
-            return reply.fail(BlueZError.reply(for: error))
-        }
+    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
+        let (owner, path) = try BlueZSimulator.registration(call)
+        let advertisement = try reserve(owner: owner, path: path)
         let generation = simulator.generation
-        Task { await self.read(advertisement, reply, generation: generation, in: simulator) }
+        // The task holds the adapter (which owns this manager) until the read is settled.
+        let adapter = self.adapter
+        Task { await adapter.advertising.read(advertisement, reply, generation: generation, in: simulator) }
     }
 
-    private func read(
+    func read(
         _ advertisement: RegisteredAdvertisement, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator
     ) async {
@@ -189,9 +186,7 @@ final class AdvertisingManager {
 
     /// `UnregisterAdvertisement(o path)`: only the caller's own; DoesNotExist otherwise; no Release.
     func unregister(_ call: DBusMessage, in simulator: isolated BlueZSimulator) throws {
-        guard let owner = call.sender, call.arguments.count == 1, case .objectPath(let path) = call.arguments[0] else {
-            throw BlueZError.invalidArguments
-        }
+        let (owner, path) = try BlueZSimulator.unregistration(call)
         guard let advertisement = advertisement(owner: owner, path: path) else { throw BlueZError.doesNotExist }
         drop(advertisement, in: simulator)
     }

@@ -152,19 +152,16 @@ final class GATTApplications {
     /// (asynchronously, the loop keeps running) `GetManagedObjects` on the caller at `root`, the
     /// tree checked and laid out, `Handle` written back where the app exported 0, and only then
     /// the reply.
-    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) {
-        guard let owner = call.sender, call.arguments.count == 2, case .objectPath(let root) = call.arguments[0],
-            case .dictionary(.string, _, _) = call.arguments[1]
-        else { return reply.fail(BlueZError.invalidArguments) }
-        let application: RegisteredApplication
-        do { application = try reserve(owner: owner, root: root) } catch {
-            return reply.fail(BlueZError.reply(for: error))
-        }
+    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
+        let (owner, root) = try BlueZSimulator.registration(call)
+        let application = try reserve(owner: owner, root: root)
         let generation = simulator.generation
-        Task { await self.read(application, reply, generation: generation, in: simulator) }
+        // The task holds the adapter (which owns this manager) until the read is settled.
+        let adapter = self.adapter
+        Task { await adapter.gatt.read(application, reply, generation: generation, in: simulator) }
     }
 
-    private func read(
+    func read(
         _ application: RegisteredApplication, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator
     ) async {
@@ -217,9 +214,7 @@ final class GATTApplications {
 
     /// `UnregisterApplication(o root)`: only the caller's own; DoesNotExist otherwise.
     func unregister(_ call: DBusMessage, in simulator: isolated BlueZSimulator) throws {
-        guard let owner = call.sender, call.arguments.count == 1, case .objectPath(let root) = call.arguments[0] else {
-            throw BlueZError.invalidArguments
-        }
+        let (owner, root) = try BlueZSimulator.unregistration(call)
         guard let application = applications.first(where: { $0.owner == owner && $0.root == root }) else {
             throw BlueZError.doesNotExist
         }

@@ -11,6 +11,24 @@ extension BlueZSimulator {
 
     // MARK: Registering
 
+    /// The caller and the object path of `RegisterApplication(o, a{sv})` or
+    /// `RegisterAdvertisement(o, a{sv})`. The export layer does not check these signatures, so
+    /// wrong arguments get bluetoothd's InvalidArguments rather than its InvalidArgs.
+    static func registration(_ call: DBusMessage) throws -> (owner: String, path: DBusObjectPath) {
+        guard let owner = call.sender, call.arguments.count == 2, case .objectPath(let path) = call.arguments[0],
+            case .dictionary(.string, _, _) = call.arguments[1]
+        else { throw BlueZError.invalidArguments }
+        return (owner, path)
+    }
+
+    /// The caller and the object path of `UnregisterApplication(o)` or `UnregisterAdvertisement(o)`.
+    static func unregistration(_ call: DBusMessage) throws -> (owner: String, path: DBusObjectPath) {
+        guard let owner = call.sender, call.arguments.count == 1, case .objectPath(let path) = call.arguments[0] else {
+            throw BlueZError.invalidArguments
+        }
+        return (owner, path)
+    }
+
     /// The first step of a registration: watches `owner`'s signals from now on and calls
     /// `method` on it (GetAll of an advertisement, GetManagedObjects of an application).
     /// `watching` says whether the watch was taken (to be given back if the registration fails).

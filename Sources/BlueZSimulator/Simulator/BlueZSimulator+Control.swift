@@ -3,6 +3,16 @@ import DBus
 import EventLoop
 import JSON
 
+/// A control call's arguments, read as the control interface does: a missing or mistyped one is
+/// empty (the export layer checked the signature).
+struct ControlArguments {
+    var values: [DBusValue]
+
+    func string(_ index: Int) -> String { values[index].string ?? "" }
+    func bytes(_ index: Int) -> [UInt8] { values[index].bytes ?? [] }
+    func bool(_ index: Int) -> Bool { values[index].bool ?? true }
+}
+
 /// Errors of the control interface `io.gattway.Simulator1`.
 enum ControlError {
     static func make(_ name: String, _ message: String) -> DBusError {
@@ -21,61 +31,30 @@ extension BlueZSimulator {
                 .immediate("AddDevice", in: [.string], out: [.objectPath]) { call in
                     try self.onLoop { [.objectPath(try $0.addDevice(json: call.arguments[0].string ?? ""))] }
                 },
-                .immediate("RemoveDevice", in: [.string]) { call in
-                    try self.onLoop { try $0.removeDevice(address: call.arguments[0].string ?? "") }
-                    return []
+                command("RemoveDevice", [.string]) { try $0.removeDevice(address: $1.string(0)) },
+                command("SetValue", [.string, .string, .array(.byte)]) {
+                    try $0.setValue(address: $1.string(0), uuid: $1.string(1), $1.bytes(2))
                 },
-                .immediate("SetValue", in: [.string, .string, .array(.byte)]) { call in
-                    try self.onLoop {
-                        try $0.setValue(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            call.arguments[2].bytes ?? [])
-                    }
-                    return []
+                command("Notify", [.string, .string, .array(.byte)]) {
+                    try $0.notify(address: $1.string(0), uuid: $1.string(1), $1.bytes(2))
                 },
-                .immediate("Notify", in: [.string, .string, .array(.byte)]) { call in
-                    try self.onLoop {
-                        try $0.notify(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            call.arguments[2].bytes ?? [])
-                    }
-                    return []
+                command("Burst", [.string, .string, .uint32, .double]) {
+                    try $0.burst(
+                        address: $1.string(0), uuid: $1.string(1), count: Int($1.values[2].uint32 ?? 0),
+                        rate: $1.values[3].double ?? 0)
                 },
-                .immediate("Burst", in: [.string, .string, .uint32, .double]) { call in
-                    try self.onLoop {
-                        try $0.burst(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            count: Int(call.arguments[2].uint32 ?? 0), rate: call.arguments[3].double ?? 0)
-                    }
-                    return []
+                command("SetRSSI", [.string, .int16]) {
+                    try $0.setRSSI(address: $1.string(0), Double($1.values[1].int16 ?? 0))
                 },
-                .immediate("SetRSSI", in: [.string, .int16]) { call in
-                    try self.onLoop {
-                        try $0.setRSSI(address: call.arguments[0].string ?? "", Double(call.arguments[1].int16 ?? 0))
-                    }
-                    return []
+                command("Disconnect", [.string]) { try $0.disconnectPeer(address: $1.string(0)) },
+                command("SetPowered", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setPowered($1.bool(1), in: $0)
                 },
-                .immediate("Disconnect", in: [.string]) { call in
-                    try self.onLoop { try $0.disconnectPeer(address: call.arguments[0].string ?? "") }
-                    return []
+                command("SetBlocked", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setBlocked($1.bool(1), in: $0)
                 },
-                .immediate("SetPowered", in: [.string, .boolean]) { call in
-                    try self.onLoop { simulator in
-                        try simulator.controlledAdapter(call).setPowered(call.arguments[1].bool ?? true, in: simulator)
-                    }
-                    return []
-                },
-                .immediate("SetBlocked", in: [.string, .boolean]) { call in
-                    try self.onLoop { simulator in
-                        try simulator.controlledAdapter(call).setBlocked(call.arguments[1].bool ?? true, in: simulator)
-                    }
-                    return []
-                },
-                .immediate("SetPresent", in: [.string, .boolean]) { call in
-                    try self.onLoop { simulator in
-                        try simulator.controlledAdapter(call).setPresent(call.arguments[1].bool ?? true, in: simulator)
-                    }
-                    return []
+                command("SetPresent", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setPresent($1.bool(1), in: $0)
                 },
                 .immediate("Crash", in: [.double]) { call in
                     let restart = call.arguments[0].double ?? -1
@@ -90,10 +69,7 @@ extension BlueZSimulator {
                 .immediate("RecordedWrites", out: [.array(.dictionary(key: .string, value: .variant))]) { _ in
                     self.onLoop { [$0.recordedWritesValue()] }
                 },
-                .immediate("ClearRecordedWrites") { _ in
-                    self.onLoop { $0.writes.removeAll() }
-                    return []
-                },
+                command("ClearRecordedWrites", .empty) { simulator, _ in simulator.writes.removeAll() },
                 .immediate("Counters", out: [.dictionary(key: .string, value: .uint64)]) { _ in
                     self.onLoop { simulator in
                         [
@@ -119,9 +95,20 @@ extension BlueZSimulator {
             })
     }
 
+    /// A control method without a result: `body` runs on the simulator with the call's arguments.
+    private func command(
+        _ name: String, _ signature: DBusSignature,
+        _ body: @escaping @Sendable (isolated BlueZSimulator, ControlArguments) throws -> Void
+    ) -> DBusMethod {
+        .immediate(name, in: signature) { call in
+            try self.onLoop { try body($0, ControlArguments(values: call.arguments)) }
+            return []
+        }
+    }
+
     /// The adapter named by a control call's first argument.
-    func controlledAdapter(_ call: DBusMessage) throws -> SimulatedAdapter {
-        let name = call.arguments[0].string ?? ""
+    func controlledAdapter(_ arguments: ControlArguments) throws -> SimulatedAdapter {
+        let name = arguments.string(0)
         guard let adapter = adapter(named: name) else { throw ControlError.notFound("no adapter \(name)") }
         return adapter
     }
