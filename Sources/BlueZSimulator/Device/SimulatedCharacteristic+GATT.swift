@@ -54,7 +54,7 @@ extension SimulatedCharacteristic {
                 return
             }
             pendingRead = (offset, [reply])
-            if let target { return simulator.forwardRead(device, self, target, offset: offset) }
+            if let target { return forwardRead(to: target, offset: offset, of: device, in: simulator) }
             let latency = simulator.timing.gattLatency
             if latency > 0 {
                 simulator.after(latency) { self.completeRead(offset, in: simulator) }
@@ -150,7 +150,7 @@ extension SimulatedCharacteristic {
                 reply.succeed()
                 if let target {
                     if has("write-without-response") {
-                        simulator.forwardWrite(device, self, target, bytes, offset: 0, reply: nil)
+                        forwardWrite(bytes, to: target, offset: 0, reply: nil, of: device, in: simulator)
                     }
                     return
                 }
@@ -170,7 +170,7 @@ extension SimulatedCharacteristic {
                 }
                 guard Int(offset) + bytes.count <= 512 else { return reply.fail(BlueZError.att(0x0D)) }
                 if let target = self.target {
-                    return simulator.forwardWrite(device, self, target, bytes, offset: offset, reply: reply)
+                    return self.forwardWrite(bytes, to: target, offset: offset, reply: reply, of: device, in: simulator)
                 }
                 self.peerReceivedWrite(bytes, offset: offset, type: procedure, of: device, in: simulator)
                 reply.succeed()
@@ -220,8 +220,8 @@ extension SimulatedCharacteristic {
             let offset = Int(try Self.options(call.arguments[0]).offset)
             let descriptor = try descriptor(at: path)
             if let target = device.mirror?.targets[descriptor.handle] {
-                return simulator.forwardDescriptor(
-                    device, target, path: path, write: nil, offset: UInt16(offset), reply: reply)
+                return forwardDescriptor(
+                    at: path, to: target, write: nil, offset: UInt16(offset), reply: reply, of: device, in: simulator)
             }
             var value = descriptor.value
             if descriptor.uuid == GATTLayout.cccd {
@@ -252,8 +252,8 @@ extension SimulatedCharacteristic {
             guard descriptor.uuid != GATTLayout.cccd else { throw BlueZError.notPermitted("Write not permitted") }
             let bytes = call.arguments[0].bytes ?? []
             if let target = device.mirror?.targets[descriptor.handle] {
-                return simulator.forwardDescriptor(
-                    device, target, path: path, write: bytes, offset: offset, reply: reply)
+                return forwardDescriptor(
+                    at: path, to: target, write: bytes, offset: offset, reply: reply, of: device, in: simulator)
             }
             simulator.record(bytes, offset: offset, type: "descriptor", uuid: descriptor.uuid, path: path, of: device)
             reply.succeed()

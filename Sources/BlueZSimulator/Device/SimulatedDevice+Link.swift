@@ -93,7 +93,7 @@ extension SimulatedDevice {
         guard case .connecting(let reply, _) = link else { return }
         link = .connected
         simulator.counters.connects += 1
-        if mirror != nil { simulator.mirrorLinkUp(self) }
+        if mirror != nil { mirrorLinkUp(in: simulator) }
         simulator.change([("Connected", .boolean(true))], interface: BlueZSimulator.deviceInterface, at: path)
         // MTU exchange: cached characteristics gain MTU now, silently (bluetoothd 5.66 emits no
         // PropertiesChanged for it on a reconnection; seen in the real-BlueZ lane).
@@ -227,7 +227,7 @@ extension SimulatedDevice {
         simulator.bursts.removeAll { $0.device == path }
         endPairing(BlueZError.authenticationCanceled, in: simulator)
         if temporary { armTemporaryTimer(in: simulator) }
-        simulator.linkedLinkDown(self)
+        linkedLinkDown(in: simulator)
     }
 
     // MARK: Pairing
