@@ -134,24 +134,24 @@ final class AdvertisingManager {
         _ advertisement: RegisteredAdvertisement, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator
     ) async {
-        let (values, watching) = await simulator.callRegistering(
-            owner: advertisement.owner, path: advertisement.path, interface: BlueZSimulator.propertiesInterface,
-            method: "GetAll", arguments: [.string(Self.advertisementInterface)])
-        var outcome: Result<LEAdvertisementData, DBusError>
-        switch values {
-        case .success(let values):
-            advertisement.properties = values.first?.dictionary ?? [:]
-            outcome = parse(advertisement.properties, log: simulator.log)
-        case .failure(let error):
-            simulator.log?(
-                "simulator: GetAll on advertisement \(advertisement.path) of \(advertisement.owner) failed: \(error)")
-            outcome = .failure(LEAdvertisementData.parseError)
-        }
         guard
-            simulator.registrationStands(
-                generation: generation, registered: contains(advertisement), owner: advertisement.owner,
-                watching: watching, reply, refusal: "Failed to register advertisement")
+            let settled = await simulator.readRegistration(
+                owner: advertisement.owner, path: advertisement.path, interface: BlueZSimulator.propertiesInterface,
+                method: "GetAll", arguments: [.string(Self.advertisementInterface)], generation: generation, reply,
+                refusal: "Failed to register advertisement", registered: { contains(advertisement) },
+                read: { values in
+                    advertisement.properties = values.first?.dictionary ?? [:]
+                    return parse(advertisement.properties, log: simulator.log)
+                },
+                unreadable: { error in
+                    simulator.log?(
+                        "simulator: GetAll on advertisement \(advertisement.path) of \(advertisement.owner) failed: \(error)"
+                    )
+                    return LEAdvertisementData.parseError
+                })
         else { return }
+        var outcome = settled.outcome
+        let watching = settled.watching
         if case .success = outcome, !adapter.powered {
             outcome = .failure(BlueZError.failed("Failed to register advertisement"))
         }

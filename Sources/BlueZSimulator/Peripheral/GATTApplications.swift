@@ -165,26 +165,22 @@ final class GATTApplications {
         _ application: RegisteredApplication, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator
     ) async {
-        let (values, watching) = await simulator.callRegistering(
-            owner: application.owner, path: application.root, interface: BlueZSimulator.objectManagerInterface,
-            method: "GetManagedObjects", arguments: [])
-        let outcome: Result<LocalApplicationTree, LocalApplicationTree.Refusal>
-        switch values {
-        case .success(let values):
-            do {
-                outcome = .success(
-                    try LocalApplicationTree(managedObjects: values.first ?? .array(.byte, []), root: application.root))
-            } catch {
-                outcome = .failure(error)
-            }
-        case .failure(let error):
-            simulator.log?("simulator: GetManagedObjects on \(application.owner) \(application.root) failed: \(error)")
-            outcome = .failure(.noObject)
-        }
         guard
-            simulator.registrationStands(
-                generation: generation, registered: contains(application), owner: application.owner,
-                watching: watching, reply, refusal: "Failed to register application")
+            let (outcome, watching) = await simulator.readRegistration(
+                owner: application.owner, path: application.root, interface: BlueZSimulator.objectManagerInterface,
+                method: "GetManagedObjects", generation: generation, reply, refusal: "Failed to register application",
+                registered: { contains(application) },
+                read: { values in
+                    Result { () throws(LocalApplicationTree.Refusal) in
+                        try LocalApplicationTree(
+                            managedObjects: values.first ?? .array(.byte, []), root: application.root)
+                    }
+                },
+                unreadable: { error in
+                    simulator.log?(
+                        "simulator: GetManagedObjects on \(application.owner) \(application.root) failed: \(error)")
+                    return .noObject
+                })
         else { return }
         switch outcome {
         case .failure(let refusal):

@@ -29,37 +29,35 @@ extension BlueZSimulator {
         return (owner, path)
     }
 
-    /// The first step of a registration: watches `owner`'s signals from now on and calls
-    /// `method` on it (GetAll of an advertisement, GetManagedObjects of an application).
-    /// `watching` says whether the watch was taken (to be given back if the registration fails).
-    func callRegistering(
-        owner: String, path: DBusObjectPath, interface: String, method: String, arguments: [DBusValue]
-    ) async -> (values: Result<[DBusValue], any Error>, watching: Bool) {
+    /// Reads a registration from its application: watches `owner`'s signals from now on, calls
+    /// `method` on it (GetAll of an advertisement, GetManagedObjects of an application) and makes
+    /// the outcome of the answer with `read`, or of a failed call with `unreadable`. Nil when the
+    /// registration no longer stands once the answer is there (a crash meanwhile, or `registered`
+    /// says it was dropped): the watch is then given back and the caller gets Failed `refusal`.
+    /// Otherwise `watching` says whether the watch was taken (to give back if it is refused).
+    func readRegistration<Value, Refusal: Error>(
+        owner: String, path: DBusObjectPath, interface: String, method: String, arguments: [DBusValue] = [],
+        generation: Int, _ reply: DBusPendingReply, refusal: String, registered: () -> Bool,
+        read: ([DBusValue]) -> Result<Value, Refusal>, unreadable: (any Error) -> Refusal
+    ) async -> (outcome: Result<Value, Refusal>, watching: Bool)? {
         var watching = false
+        let outcome: Result<Value, Refusal>
         do {
             guard let connection else { throw DBusError(.disconnected, "crashed") }
             try await watchOwner(owner)
             watching = true
-            let values = try await connection.call(
-                destination: owner, path: path, interface: interface, method: method, arguments: arguments)
-            return (.success(values), true)
+            outcome = read(
+                try await connection.call(
+                    destination: owner, path: path, interface: interface, method: method, arguments: arguments))
         } catch {
-            return (.failure(error), watching)
+            outcome = .failure(unreadable(error))
         }
-    }
-
-    /// Whether a registration read asynchronously still stands (no crash meanwhile, not dropped):
-    /// otherwise the watch is given back and the caller gets Failed `refusal`.
-    func registrationStands(
-        generation: Int, registered: Bool, owner: String, watching: Bool, _ reply: DBusPendingReply,
-        refusal: String
-    ) -> Bool {
-        guard generation == self.generation, registered else {
+        guard generation == self.generation, registered() else {
             if watching && generation == self.generation { unwatchOwner(owner) }
             reply.fail(BlueZError.failed(refusal))
-            return false
+            return nil
         }
-        return true
+        return (outcome, watching)
     }
 
     // MARK: Watching applications
