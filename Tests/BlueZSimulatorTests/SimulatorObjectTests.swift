@@ -146,6 +146,25 @@ struct SimulatorObjectTests {
         #expect(!device.lastReportConnectable)
     }
 
+    // MARK: The adapter
+
+    @Test("StartDiscovery: off is NotReady; start_discovery_failures refuses that many with InProgress, then none")
+    func discoveryStartRefusals() throws {
+        var spec = Self.adapterSpec
+        spec.startDiscoveryFailures = 2
+        let adapter = try SimulatedAdapter(spec: spec)
+        adapter.powered = false
+        #expect(adapter.discoveryStartRefusal() == BlueZError.notReady)
+        #expect(adapter.startDiscoveryFailuresLeft == 2, "a refusal for power does not use up the knob")
+        adapter.powered = true
+        #expect(adapter.discoveryStartRefusal() == BlueZError.busy)
+        #expect(adapter.discoveryStartRefusal() == BlueZError.busy)
+        #expect(adapter.discoveryStartRefusal() == nil)
+        #expect(adapter.powerState == "on")
+        adapter.blocked = true
+        #expect(adapter.powerState == "off-blocked")
+    }
+
     // MARK: The adapter's registrations
 
     @Test("advertisements: AlreadyExists for the same owner and path, NotPermitted past the instances, freed by owner")
