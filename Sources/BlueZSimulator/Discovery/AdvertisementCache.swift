@@ -1,4 +1,5 @@
 import Bluetooth
+import DBus
 
 /// One advertising report as the controller delivers it.
 public struct AdvertisementReport: Sendable, Equatable {
@@ -89,28 +90,37 @@ public struct AdvertisementCache: Sendable {
                 changed.insert(.uuids)
             }
         }
-        if duplicateData && !report.manufacturerData.isEmpty { manufacturerData.removeAll() }
-        for (id, bytes) in report.manufacturerData {
-            if let index = manufacturerData.firstIndex(where: { $0.companyID == id }) {
-                if manufacturerData[index].bytes != bytes || duplicateData {
-                    manufacturerData[index].bytes = bytes
-                    changed.insert(.manufacturerData)
-                }
-            } else {
-                manufacturerData.append((id, bytes))
-                changed.insert(.manufacturerData)
-            }
+        if Self.merge(
+            report.manufacturerData, into: &manufacturerData, duplicateData: duplicateData, key: { $0.companyID },
+            bytes: { $0.bytes })
+        {
+            changed.insert(.manufacturerData)
         }
-        if duplicateData && !report.serviceData.isEmpty { serviceData.removeAll() }
-        for (uuid, bytes) in report.serviceData {
-            if let index = serviceData.firstIndex(where: { $0.uuid == uuid }) {
-                if serviceData[index].bytes != bytes || duplicateData {
-                    serviceData[index].bytes = bytes
-                    changed.insert(.serviceData)
+        if Self.merge(
+            report.serviceData, into: &serviceData, duplicateData: duplicateData, key: { $0.uuid }, bytes: { $0.bytes })
+        {
+            changed.insert(.serviceData)
+        }
+        return changed
+    }
+
+    /// Merges a report's data by key (manufacturer or service data); true when a value changed
+    /// or a key came (always with `duplicateData`, which clears what was cached first).
+    private static func merge<Element, Key: Equatable>(
+        _ report: [Element], into cached: inout [Element], duplicateData: Bool, key: (Element) -> Key,
+        bytes: (Element) -> [UInt8]
+    ) -> Bool {
+        if duplicateData && !report.isEmpty { cached.removeAll() }
+        var changed = false
+        for element in report {
+            if let index = cached.firstIndex(where: { key($0) == key(element) }) {
+                if bytes(cached[index]) != bytes(element) || duplicateData {
+                    cached[index] = element
+                    changed = true
                 }
             } else {
-                serviceData.append((uuid, bytes))
-                changed.insert(.serviceData)
+                cached.append(element)
+                changed = true
             }
         }
         return changed
@@ -124,5 +134,21 @@ public struct AdvertisementCache: Sendable {
         rssi = nil
         txPower = nil
         return invalidated
+    }
+
+    /// `Device1.ManufacturerData` (`a{qv}`), nil while empty.
+    var manufacturerDataValue: DBusValue? {
+        guard !manufacturerData.isEmpty else { return nil }
+        return .dictionary(
+            key: .uint16, value: .variant,
+            manufacturerData.map { DBusDictionaryEntry(.uint16($0.companyID), .variant(.bytes($0.bytes))) })
+    }
+
+    /// `Device1.ServiceData` (`a{sv}`, 128-bit UUID keys), nil while empty.
+    var serviceDataValue: DBusValue? {
+        guard !serviceData.isEmpty else { return nil }
+        return .dictionary(
+            key: .string, value: .variant,
+            serviceData.map { DBusDictionaryEntry(.string($0.uuid.description), .variant(.bytes($0.bytes))) })
     }
 }

@@ -37,6 +37,12 @@ public enum BlueZError {
     /// `NotPermitted` with a custom text, e.g. "Write acquired".
     public static func notPermitted(_ message: String) -> DBusError { DBusError(name("NotPermitted"), message) }
 
+    /// The error reply for what a handler threw: a ``DBusError`` as it is, anything else `Failed`
+    /// with its description.
+    public static func reply(for error: any Error) -> DBusError {
+        error as? DBusError ?? failed("\(error)")
+    }
+
     /// The reply for an ATT error response from the peer (docs/bluez.md §2.2).
     public static func att(_ code: UInt8) -> DBusError {
         switch code {

@@ -128,25 +128,23 @@ public struct LocalApplicationTree: Sendable, Equatable {
             }
             if let properties = interfaces[Self.characteristicInterface] {
                 found = true
-                let uuid = try Self.uuid(properties, path)
-                guard let service = properties["Service"]?.objectPath else {
-                    throw .invalidObject("\(path): Service (o) missing")
-                }
-                let flags = try Self.flags(properties, path, allowed: Self.characteristicFlags)
-                let handle = try Self.handle(properties, path)
+                let member = try Self.member(properties, path, parent: "Service", allowed: Self.characteristicFlags)
                 characteristics.append(
-                    (service, Characteristic(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
+                    (
+                        member.parent,
+                        Characteristic(
+                            path: path, uuid: member.uuid, flags: member.flags, wantsHandle: member.wantsHandle)
+                    ))
             }
             if let properties = interfaces[Self.descriptorInterface] {
                 found = true
-                let uuid = try Self.uuid(properties, path)
-                guard let characteristic = properties["Characteristic"]?.objectPath else {
-                    throw .invalidObject("\(path): Characteristic (o) missing")
-                }
-                let flags = try Self.flags(properties, path, allowed: Self.descriptorFlags)
-                let handle = try Self.handle(properties, path)
+                let member = try Self.member(
+                    properties, path, parent: "Characteristic", allowed: Self.descriptorFlags)
                 descriptors.append(
-                    (characteristic, Descriptor(path: path, uuid: uuid, flags: flags, wantsHandle: handle == 0)))
+                    (
+                        member.parent,
+                        Descriptor(path: path, uuid: member.uuid, flags: member.flags, wantsHandle: member.wantsHandle)
+                    ))
             }
         }
         guard found else { throw .noObject }
@@ -216,6 +214,19 @@ public struct LocalApplicationTree: Sendable, Equatable {
             }
         }
         return result
+    }
+
+    /// What a characteristic or a descriptor must have: `UUID`, its parent's path (the `parent`
+    /// property: `Service`, `Characteristic`), `Flags` of the `allowed` ones, and an optional
+    /// `Handle` (0: the allocated one is written back).
+    private static func member(
+        _ properties: DBusValue, _ path: DBusObjectPath, parent key: String, allowed: Set<String>
+    ) throws(Refusal) -> (uuid: BluetoothUUID, parent: DBusObjectPath, flags: [String], wantsHandle: Bool) {
+        let uuid = try uuid(properties, path)
+        guard let parent = properties[key]?.objectPath else { throw .invalidObject("\(path): \(key) (o) missing") }
+        let flags = try flags(properties, path, allowed: allowed)
+        let handle = try handle(properties, path)
+        return (uuid, parent, flags, handle == 0)
     }
 
     private static func uuid(_ properties: DBusValue, _ path: DBusObjectPath) throws(Refusal) -> BluetoothUUID {

@@ -111,38 +111,38 @@ public struct AdapterSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader) throws -> AdapterSpec {
-        let object = try reader.object()
-        let nameReader = try object.required("name")
-        let name = try nameReader.string()
-        guard name.hasPrefix("hci"), Int(name.dropFirst(3)) != nil else {
-            throw nameReader.fail("expected an adapter name such as hci0, got \"\(name)\"")
-        }
-        let address = try readAddress(try object.required("address"))
-        let alias = try object.optional("alias")?.string()
-        let powered = try object.optional("powered")?.bool() ?? true
-        let present = try object.optional("present")?.bool() ?? true
-        let blocked = try object.optional("rfkill_blocked")?.bool() ?? false
-        let powerState = try object.optional("power_state")?.bool() ?? false
-        let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
-        let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
-        var channels: [String] = []
-        if let list = object.optional("secondary_channels") {
-            for item in try list.array() {
-                let channel = try item.string()
-                guard ["1M", "2M", "Coded"].contains(channel) else {
-                    throw item.fail("expected \"1M\", \"2M\" or \"Coded\", got \"\(channel)\"")
-                }
-                channels.append(channel)
+        try reader.readObject { object in
+            let nameReader = try object.required("name")
+            let name = try nameReader.string()
+            guard name.hasPrefix("hci"), Int(name.dropFirst(3)) != nil else {
+                throw nameReader.fail("expected an adapter name such as hci0, got \"\(name)\"")
             }
+            let address = try readAddress(try object.required("address"))
+            let alias = try object.optional("alias")?.string()
+            let powered = try object.optional("powered")?.bool() ?? true
+            let present = try object.optional("present")?.bool() ?? true
+            let blocked = try object.optional("rfkill_blocked")?.bool() ?? false
+            let powerState = try object.optional("power_state")?.bool() ?? false
+            let failures = try object.optional("start_discovery_failures")?.integer(in: 0...1_000_000) ?? 0
+            let instances = try object.optional("advertising_instances")?.integer(in: 0...255) ?? 5
+            var channels: [String] = []
+            if let list = object.optional("secondary_channels") {
+                for item in try list.array() {
+                    let channel = try item.string()
+                    guard ["1M", "2M", "Coded"].contains(channel) else {
+                        throw item.fail("expected \"1M\", \"2M\" or \"Coded\", got \"\(channel)\"")
+                    }
+                    channels.append(channel)
+                }
+            }
+            var spec = AdapterSpec(
+                name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures,
+                advertisingInstances: instances, secondaryChannels: channels)
+            spec.present = present
+            spec.rfkillBlocked = blocked
+            spec.powerState = powerState
+            return spec
         }
-        try object.finish()
-        var spec = AdapterSpec(
-            name: name, address: address, alias: alias, powered: powered, startDiscoveryFailures: failures,
-            advertisingInstances: instances, secondaryChannels: channels)
-        spec.present = present
-        spec.rfkillBlocked = blocked
-        spec.powerState = powerState
-        return spec
     }
 }
 
@@ -181,22 +181,33 @@ public struct LinkSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader, adapters known: Set<String>) throws -> LinkSpec {
-        let object = try reader.object()
-        let listReader = try object.required("adapters")
-        let names = try listReader.array().map { item in
-            let name = try item.string()
-            guard known.contains(name) else { throw item.fail("no adapter named \"\(name)\" in \"adapters\"") }
-            return name
+        try reader.readObject { object in
+            let listReader = try object.required("adapters")
+            let names = try listReader.array().map { item in
+                let name = try item.string()
+                guard known.contains(name) else { throw item.fail("no adapter named \"\(name)\" in \"adapters\"") }
+                return name
+            }
+            guard names.count == 2, names[0] != names[1] else {
+                throw listReader.fail("expected two different adapter names, e.g. [\"hci0\", \"hci1\"]")
+            }
+            let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -50)
+            let interval = try object.optional("interval")?.duration() ?? 0.1
+            guard interval > 0 else { throw try object.required("interval").fail("must be more than 0") }
+            let resumes = try object.optional("resume_advertising")?.bool() ?? true
+            return LinkSpec(names[0], names[1], rssi: rssi, interval: interval, resumesAdvertising: resumes)
         }
-        guard names.count == 2, names[0] != names[1] else {
-            throw listReader.fail("expected two different adapter names, e.g. [\"hci0\", \"hci1\"]")
-        }
-        let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -50)
-        let interval = try object.optional("interval")?.duration() ?? 0.1
-        guard interval > 0 else { throw try object.required("interval").fail("must be more than 0") }
-        let resumes = try object.optional("resume_advertising")?.bool() ?? true
-        try object.finish()
-        return LinkSpec(names[0], names[1], rssi: rssi, interval: interval, resumesAdvertising: resumes)
+    }
+}
+
+extension JSONReader {
+    /// Reads an object with `body`, then refuses the keys `body` did not read (a typo is an
+    /// error, never ignored).
+    func readObject<T>(_ body: (JSONObjectReader) throws -> T) throws -> T {
+        let members = try self.object()
+        let value = try body(members)
+        try members.finish()
+        return value
     }
 }
 
@@ -285,70 +296,70 @@ public struct DeviceSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
-        let object = try reader.object()
-        let address = try readAddress(try object.required("address"))
-        var addressType = BluetoothAddress.AddressType.public
-        if let typeReader = object.optional("address_type") {
-            let text = try typeReader.string()
-            guard let type = BluetoothAddress.AddressType(rawValue: text) else {
-                throw typeReader.fail("expected \"public\" or \"random\", got \"\(text)\"")
+        try reader.readObject { object in
+            let address = try readAddress(try object.required("address"))
+            var addressType = BluetoothAddress.AddressType.public
+            if let typeReader = object.optional("address_type") {
+                let text = try typeReader.string()
+                guard let type = BluetoothAddress.AddressType(rawValue: text) else {
+                    throw typeReader.fail("expected \"public\" or \"random\", got \"\(text)\"")
+                }
+                addressType = type
             }
-            addressType = type
-        }
-        var adapter = defaultAdapter
-        if let adapterReader = object.optional("adapter") {
-            adapter = try adapterReader.string()
-            guard adapters.contains(adapter) else {
-                throw adapterReader.fail("no adapter named \"\(adapter)\" in \"adapters\"")
+            var adapter = defaultAdapter
+            if let adapterReader = object.optional("adapter") {
+                adapter = try adapterReader.string()
+                guard adapters.contains(adapter) else {
+                    throw adapterReader.fail("no adapter named \"\(adapter)\" in \"adapters\"")
+                }
             }
-        }
-        let name = try object.optional("name")?.string()
-        let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -60)
-        let jitter = try object.optional("rssi_jitter")?.number() ?? 0
-        let interval = try object.optional("interval")?.duration() ?? 1
-        let connectable = try object.optional("connectable")?.bool() ?? true
-        let discoverable = try object.optional("discoverable")?.bool() ?? true
-        let advertisesWhileConnected = try object.optional("advertises_while_connected")?.bool() ?? true
-        let aligned = try object.optional("aligned")?.bool() ?? false
-        let txPower = try object.optional("tx_power")?.integer(in: -127...20)
-        let appearance = try object.optional("appearance").map { UInt16(try $0.integer(in: 0...0xFFFF)) }
-        let serviceUUIDs = try object.optional("service_uuids")?.array().map(readUUID) ?? []
-        var manufacturerData: [(UInt16, PayloadSpec)] = []
-        for (key, value) in try object.optional("manufacturer_data")?.object().entries() ?? [] {
-            let id: UInt16? = key.lowercased().hasPrefix("0x") ? UInt16(key.dropFirst(2), radix: 16) : UInt16(key)
-            guard let id else {
-                throw value.fail("the key is not a company id (expected a number such as 1177 or 0x0499)")
+            let name = try object.optional("name")?.string()
+            let rssi = Double(try object.optional("rssi")?.integer(in: -127...20) ?? -60)
+            let jitter = try object.optional("rssi_jitter")?.number() ?? 0
+            let interval = try object.optional("interval")?.duration() ?? 1
+            let connectable = try object.optional("connectable")?.bool() ?? true
+            let discoverable = try object.optional("discoverable")?.bool() ?? true
+            let advertisesWhileConnected = try object.optional("advertises_while_connected")?.bool() ?? true
+            let aligned = try object.optional("aligned")?.bool() ?? false
+            let txPower = try object.optional("tx_power")?.integer(in: -127...20)
+            let appearance = try object.optional("appearance").map { UInt16(try $0.integer(in: 0...0xFFFF)) }
+            let serviceUUIDs = try object.optional("service_uuids")?.array().map(readUUID) ?? []
+            var manufacturerData: [(UInt16, PayloadSpec)] = []
+            for (key, value) in try object.optional("manufacturer_data")?.object().entries() ?? [] {
+                let id: UInt16? = key.lowercased().hasPrefix("0x") ? UInt16(key.dropFirst(2), radix: 16) : UInt16(key)
+                guard let id else {
+                    throw value.fail("the key is not a company id (expected a number such as 1177 or 0x0499)")
+                }
+                manufacturerData.append((id, try PayloadSpec.read(value)))
             }
-            manufacturerData.append((id, try PayloadSpec.read(value)))
-        }
-        var serviceData: [(BluetoothUUID, PayloadSpec)] = []
-        for (key, value) in try object.optional("service_data")?.object().entries() ?? [] {
-            guard let uuid = BluetoothUUID(key) else {
-                throw value.fail("the key is not a Bluetooth UUID (expected e.g. FCD2)")
+            var serviceData: [(BluetoothUUID, PayloadSpec)] = []
+            for (key, value) in try object.optional("service_data")?.object().entries() ?? [] {
+                guard let uuid = BluetoothUUID(key) else {
+                    throw value.fail("the key is not a Bluetooth UUID (expected e.g. FCD2)")
+                }
+                serviceData.append((uuid, try PayloadSpec.read(value)))
             }
-            serviceData.append((uuid, try PayloadSpec.read(value)))
-        }
-        let services = try object.optional("gatt")?.array().map(ServiceSpec.read) ?? []
-        let faults = try object.optional("faults").map(FaultSpec.read) ?? FaultSpec()
-        var pairing = Pairing.justWorks
-        if let pairingReader = object.optional("pairing") {
-            let text = try pairingReader.string()
-            guard let mode = Pairing(rawValue: text) else {
-                throw pairingReader.fail("expected \"just_works\" or \"reject\", got \"\(text)\"")
+            let services = try object.optional("gatt")?.array().map(ServiceSpec.read) ?? []
+            let faults = try object.optional("faults").map(FaultSpec.read) ?? FaultSpec()
+            var pairing = Pairing.justWorks
+            if let pairingReader = object.optional("pairing") {
+                let text = try pairingReader.string()
+                guard let mode = Pairing(rawValue: text) else {
+                    throw pairingReader.fail("expected \"just_works\" or \"reject\", got \"\(text)\"")
+                }
+                pairing = mode
             }
-            pairing = mode
+            var spec = DeviceSpec(
+                address: address, addressType: addressType, adapter: adapter, name: name, rssi: rssi,
+                rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
+                txPower: txPower, appearance: appearance, serviceUUIDs: serviceUUIDs,
+                manufacturerData: manufacturerData.map { (companyID: $0.0, payload: $0.1) },
+                serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
+                advertisesWhileConnected: advertisesWhileConnected)
+            spec.pairing = pairing
+            spec.aligned = aligned
+            return spec
         }
-        try object.finish()
-        var spec = DeviceSpec(
-            address: address, addressType: addressType, adapter: adapter, name: name, rssi: rssi,
-            rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
-            txPower: txPower, appearance: appearance, serviceUUIDs: serviceUUIDs,
-            manufacturerData: manufacturerData.map { (companyID: $0.0, payload: $0.1) },
-            serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
-            advertisesWhileConnected: advertisesWhileConnected)
-        spec.pairing = pairing
-        spec.aligned = aligned
-        return spec
     }
 }
 
@@ -363,11 +374,11 @@ public struct ServiceSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader) throws -> ServiceSpec {
-        let object = try reader.object()
-        let uuid = try readUUID(try object.required("uuid"))
-        let characteristics = try object.optional("characteristics")?.array().map(CharacteristicSpec.read) ?? []
-        try object.finish()
-        return ServiceSpec(uuid: uuid, characteristics: characteristics)
+        try reader.readObject { object in
+            let uuid = try readUUID(try object.required("uuid"))
+            let characteristics = try object.optional("characteristics")?.array().map(CharacteristicSpec.read) ?? []
+            return ServiceSpec(uuid: uuid, characteristics: characteristics)
+        }
     }
 }
 
@@ -414,38 +425,38 @@ public struct CharacteristicSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader) throws -> CharacteristicSpec {
-        let object = try reader.object()
-        let uuid = try readUUID(try object.required("uuid"))
-        let flagsReader = try object.required("flags")
-        let flags = try flagsReader.array().map { item in
-            let flag = try item.string()
-            guard knownFlags.contains(flag) else {
-                throw item.fail(
-                    "\"\(flag)\" is not a characteristic flag (expected one of \(knownFlags.sorted().joined(separator: ", ")))"
-                )
+        try reader.readObject { object in
+            let uuid = try readUUID(try object.required("uuid"))
+            let flagsReader = try object.required("flags")
+            let flags = try flagsReader.array().map { item in
+                let flag = try item.string()
+                guard knownFlags.contains(flag) else {
+                    throw item.fail(
+                        "\"\(flag)\" is not a characteristic flag (expected one of \(knownFlags.sorted().joined(separator: ", ")))"
+                    )
+                }
+                return flag
             }
-            return flag
-        }
-        let value = try object.optional("value").map(PayloadSpec.read) ?? .bytes([])
-        var notifyInterval: Double?
-        var notifyValue: PayloadSpec?
-        if let notify = object.optional("notify") {
-            let spec = try notify.object()
-            notifyInterval = try spec.optional("every")?.duration()
-            notifyValue = try spec.optional("value").map(PayloadSpec.read)
-            try spec.finish()
-            guard flags.contains("notify") || flags.contains("indicate") else {
-                throw notify.fail("needs the \"notify\" or \"indicate\" flag")
+            let value = try object.optional("value").map(PayloadSpec.read) ?? .bytes([])
+            var notifyInterval: Double?
+            var notifyValue: PayloadSpec?
+            if let notify = object.optional("notify") {
+                let spec = try notify.object()
+                notifyInterval = try spec.optional("every")?.duration()
+                notifyValue = try spec.optional("value").map(PayloadSpec.read)
+                try spec.finish()
+                guard flags.contains("notify") || flags.contains("indicate") else {
+                    throw notify.fail("needs the \"notify\" or \"indicate\" flag")
+                }
             }
+            let reflect = try object.optional("reflect_writes_to").map(readUUID)
+            let readError = try object.optional("read_error").map { UInt8(try $0.integer(in: 1...255)) }
+            let writeError = try object.optional("write_error").map { UInt8(try $0.integer(in: 1...255)) }
+            let descriptors = try object.optional("descriptors")?.array().map(DescriptorSpec.read) ?? []
+            return CharacteristicSpec(
+                uuid: uuid, flags: flags, value: value, notifyInterval: notifyInterval, notifyValue: notifyValue,
+                reflectWritesTo: reflect, readError: readError, writeError: writeError, descriptors: descriptors)
         }
-        let reflect = try object.optional("reflect_writes_to").map(readUUID)
-        let readError = try object.optional("read_error").map { UInt8(try $0.integer(in: 1...255)) }
-        let writeError = try object.optional("write_error").map { UInt8(try $0.integer(in: 1...255)) }
-        let descriptors = try object.optional("descriptors")?.array().map(DescriptorSpec.read) ?? []
-        try object.finish()
-        return CharacteristicSpec(
-            uuid: uuid, flags: flags, value: value, notifyInterval: notifyInterval, notifyValue: notifyValue,
-            reflectWritesTo: reflect, readError: readError, writeError: writeError, descriptors: descriptors)
     }
 }
 
@@ -460,17 +471,17 @@ public struct DescriptorSpec: Sendable, Equatable {
     }
 
     static func read(_ reader: JSONReader) throws -> DescriptorSpec {
-        let object = try reader.object()
-        let uuid = try readUUID(try object.required("uuid"))
-        var value: [UInt8] = []
-        if let payload = try object.optional("value").map(PayloadSpec.read) {
-            guard case .bytes(let bytes) = payload else {
-                throw try object.required("value").fail("descriptor values are fixed: use \"hex\" or \"utf8\"")
+        try reader.readObject { object in
+            let uuid = try readUUID(try object.required("uuid"))
+            var value: [UInt8] = []
+            if let payload = try object.optional("value").map(PayloadSpec.read) {
+                guard case .bytes(let bytes) = payload else {
+                    throw try object.required("value").fail("descriptor values are fixed: use \"hex\" or \"utf8\"")
+                }
+                value = bytes
             }
-            value = bytes
+            return DescriptorSpec(uuid: uuid, value: value)
         }
-        try object.finish()
-        return DescriptorSpec(uuid: uuid, value: value)
     }
 }
 
@@ -490,15 +501,15 @@ public struct FaultSpec: Sendable, Equatable {
     public init() {}
 
     static func read(_ reader: JSONReader) throws -> FaultSpec {
-        let object = try reader.object()
-        var faults = FaultSpec()
-        faults.connectFailures = try object.optional("connect_failures")?.integer(in: 0...1_000_000) ?? 0
-        faults.connectDelay = try object.optional("connect_delay")?.duration() ?? faults.connectDelay
-        faults.linkDropAfter = try object.optional("link_drop_after")?.duration()
-        faults.unreachable = try object.optional("unreachable")?.bool() ?? false
-        faults.connectTimeout = try object.optional("connect_timeout")?.duration() ?? 20
-        try object.finish()
-        return faults
+        try reader.readObject { object in
+            var faults = FaultSpec()
+            faults.connectFailures = try object.optional("connect_failures")?.integer(in: 0...1_000_000) ?? 0
+            faults.connectDelay = try object.optional("connect_delay")?.duration() ?? faults.connectDelay
+            faults.linkDropAfter = try object.optional("link_drop_after")?.duration()
+            faults.unreachable = try object.optional("unreachable")?.bool() ?? false
+            faults.connectTimeout = try object.optional("connect_timeout")?.duration() ?? 20
+            return faults
+        }
     }
 }
 
@@ -516,22 +527,22 @@ public struct TimedEvent: Sendable, Equatable {
     public var action: Action
 
     static func read(_ reader: JSONReader, adapters: Set<String>) throws -> TimedEvent {
-        let object = try reader.object()
-        let at = try object.required("at").duration()
-        let action: Action
-        if let crash = object.optional("crash") {
-            guard try crash.bool() else { throw crash.fail("only true makes sense here") }
-            action = .crash(restartAfter: try object.optional("restart_after")?.duration())
-        } else if let powered = object.optional("powered") {
-            let adapterReader = try object.required("adapter")
-            let adapter = try adapterReader.string()
-            guard adapters.contains(adapter) else { throw adapterReader.fail("no adapter named \"\(adapter)\"") }
-            action = .power(adapter: adapter, on: try powered.bool())
-        } else {
-            throw reader.fail("expected an event with \"powered\" (and \"adapter\") or \"crash\"")
+        try reader.readObject { object in
+            let at = try object.required("at").duration()
+            let action: Action
+            if let crash = object.optional("crash") {
+                guard try crash.bool() else { throw crash.fail("only true makes sense here") }
+                action = .crash(restartAfter: try object.optional("restart_after")?.duration())
+            } else if let powered = object.optional("powered") {
+                let adapterReader = try object.required("adapter")
+                let adapter = try adapterReader.string()
+                guard adapters.contains(adapter) else { throw adapterReader.fail("no adapter named \"\(adapter)\"") }
+                action = .power(adapter: adapter, on: try powered.bool())
+            } else {
+                throw reader.fail("expected an event with \"powered\" (and \"adapter\") or \"crash\"")
+            }
+            return TimedEvent(at: at, action: action)
         }
-        try object.finish()
-        return TimedEvent(at: at, action: action)
     }
 }
 
@@ -555,16 +566,16 @@ public struct TimingSpec: Sendable, Equatable {
     public init() {}
 
     static func read(_ reader: JSONReader) throws -> TimingSpec {
-        let object = try reader.object()
-        var timing = TimingSpec()
-        timing.disconnectDelay = try object.optional("disconnect_delay")?.duration() ?? timing.disconnectDelay
-        timing.temporaryTimeout = try object.optional("temporary_timeout")?.duration() ?? timing.temporaryTimeout
-        timing.resolveDelay = try object.optional("resolve_delay")?.duration() ?? timing.resolveDelay
-        timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
-        timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
-        timing.mtuProperty = try object.optional("mtu_property")?.bool() ?? timing.mtuProperty
-        try object.finish()
-        return timing
+        try reader.readObject { object in
+            var timing = TimingSpec()
+            timing.disconnectDelay = try object.optional("disconnect_delay")?.duration() ?? timing.disconnectDelay
+            timing.temporaryTimeout = try object.optional("temporary_timeout")?.duration() ?? timing.temporaryTimeout
+            timing.resolveDelay = try object.optional("resolve_delay")?.duration() ?? timing.resolveDelay
+            timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
+            timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
+            timing.mtuProperty = try object.optional("mtu_property")?.bool() ?? timing.mtuProperty
+            return timing
+        }
     }
 }
 

@@ -3,6 +3,16 @@ import DBus
 import EventLoop
 import JSON
 
+/// A control call's arguments, read as the control interface does: a missing or mistyped one is
+/// empty (the export layer checked the signature).
+struct ControlArguments {
+    var values: [DBusValue]
+
+    func string(_ index: Int) -> String { values[index].string ?? "" }
+    func bytes(_ index: Int) -> [UInt8] { values[index].bytes ?? [] }
+    func bool(_ index: Int) -> Bool { values[index].bool ?? true }
+}
+
 /// Errors of the control interface `io.gattway.Simulator1`.
 enum ControlError {
     static func make(_ name: String, _ message: String) -> DBusError {
@@ -21,69 +31,30 @@ extension BlueZSimulator {
                 .immediate("AddDevice", in: [.string], out: [.objectPath]) { call in
                     try self.onLoop { [.objectPath(try $0.addDevice(json: call.arguments[0].string ?? ""))] }
                 },
-                .immediate("RemoveDevice", in: [.string]) { call in
-                    try self.onLoop { try $0.removeDevice(address: call.arguments[0].string ?? "") }
-                    return []
+                command("RemoveDevice", [.string]) { try $0.removeDevice(address: $1.string(0)) },
+                command("SetValue", [.string, .string, .array(.byte)]) {
+                    try $0.setValue(address: $1.string(0), uuid: $1.string(1), $1.bytes(2))
                 },
-                .immediate("SetValue", in: [.string, .string, .array(.byte)]) { call in
-                    try self.onLoop {
-                        try $0.setValue(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            call.arguments[2].bytes ?? [])
-                    }
-                    return []
+                command("Notify", [.string, .string, .array(.byte)]) {
+                    try $0.notify(address: $1.string(0), uuid: $1.string(1), $1.bytes(2))
                 },
-                .immediate("Notify", in: [.string, .string, .array(.byte)]) { call in
-                    try self.onLoop {
-                        try $0.notify(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            call.arguments[2].bytes ?? [])
-                    }
-                    return []
+                command("Burst", [.string, .string, .uint32, .double]) {
+                    try $0.burst(
+                        address: $1.string(0), uuid: $1.string(1), count: Int($1.values[2].uint32 ?? 0),
+                        rate: $1.values[3].double ?? 0)
                 },
-                .immediate("Burst", in: [.string, .string, .uint32, .double]) { call in
-                    try self.onLoop {
-                        try $0.burst(
-                            address: call.arguments[0].string ?? "", uuid: call.arguments[1].string ?? "",
-                            count: Int(call.arguments[2].uint32 ?? 0), rate: call.arguments[3].double ?? 0)
-                    }
-                    return []
+                command("SetRSSI", [.string, .int16]) {
+                    try $0.setRSSI(address: $1.string(0), Double($1.values[1].int16 ?? 0))
                 },
-                .immediate("SetRSSI", in: [.string, .int16]) { call in
-                    try self.onLoop {
-                        try $0.setRSSI(address: call.arguments[0].string ?? "", Double(call.arguments[1].int16 ?? 0))
-                    }
-                    return []
+                command("Disconnect", [.string]) { try $0.disconnectPeer(address: $1.string(0)) },
+                command("SetPowered", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setPowered($1.bool(1), in: $0)
                 },
-                .immediate("Disconnect", in: [.string]) { call in
-                    try self.onLoop { try $0.disconnectPeer(address: call.arguments[0].string ?? "") }
-                    return []
+                command("SetBlocked", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setBlocked($1.bool(1), in: $0)
                 },
-                .immediate("SetPowered", in: [.string, .boolean]) { call in
-                    try self.onLoop { simulator in
-                        let name = call.arguments[0].string ?? ""
-                        guard simulator.adapter(named: name) != nil else {
-                            throw ControlError.notFound("no adapter \(name)")
-                        }
-                        simulator.setPowered(name, call.arguments[1].bool ?? true)
-                    }
-                    return []
-                },
-                .immediate("SetBlocked", in: [.string, .boolean]) { call in
-                    try self.onLoop { simulator in
-                        let name = call.arguments[0].string ?? ""
-                        guard simulator.adapter(named: name) != nil else {
-                            throw ControlError.notFound("no adapter \(name)")
-                        }
-                        simulator.setBlocked(adapter: name, call.arguments[1].bool ?? true)
-                    }
-                    return []
-                },
-                .immediate("SetPresent", in: [.string, .boolean]) { call in
-                    try self.onLoop {
-                        try $0.setPresent(adapter: call.arguments[0].string ?? "", call.arguments[1].bool ?? true)
-                    }
-                    return []
+                command("SetPresent", [.string, .boolean]) {
+                    try $0.controlledAdapter($1).setPresent($1.bool(1), in: $0)
                 },
                 .immediate("Crash", in: [.double]) { call in
                     let restart = call.arguments[0].double ?? -1
@@ -98,10 +69,7 @@ extension BlueZSimulator {
                 .immediate("RecordedWrites", out: [.array(.dictionary(key: .string, value: .variant))]) { _ in
                     self.onLoop { [$0.recordedWritesValue()] }
                 },
-                .immediate("ClearRecordedWrites") { _ in
-                    self.onLoop { $0.writes.removeAll() }
-                    return []
-                },
+                command("ClearRecordedWrites", .empty) { simulator, _ in simulator.writes.removeAll() },
                 .immediate("Counters", out: [.dictionary(key: .string, value: .uint64)]) { _ in
                     self.onLoop { simulator in
                         [
@@ -127,7 +95,38 @@ extension BlueZSimulator {
             })
     }
 
+    /// A control method without a result: `body` runs on the simulator with the call's arguments.
+    private func command(
+        _ name: String, _ signature: DBusSignature,
+        _ body: @escaping @Sendable (isolated BlueZSimulator, ControlArguments) throws -> Void
+    ) -> DBusMethod {
+        .immediate(name, in: signature) { call in
+            try self.onLoop { try body($0, ControlArguments(values: call.arguments)) }
+            return []
+        }
+    }
+
+    /// The adapter named by a control call's first argument.
+    func controlledAdapter(_ arguments: ControlArguments) throws -> SimulatedAdapter {
+        let name = arguments.string(0)
+        guard let adapter = adapter(named: name) else { throw ControlError.notFound("no adapter \(name)") }
+        return adapter
+    }
+
     // MARK: Swift API (also behind the control interface)
+
+    /// Blocks or unblocks the adapter's radio, as `rfkill block bluetooth` does
+    /// (``SimulatedAdapter/setBlocked(_:in:)``).
+    public func setBlocked(adapter name: String, _ blocked: Bool) {
+        adapter(named: name)?.setBlocked(blocked, in: self)
+    }
+
+    /// Plugs the adapter in (its object appears: `InterfacesAdded`) or out (it powers off, its
+    /// devices and then its object go: `InterfacesRemoved`).
+    public func setPresent(adapter name: String, _ present: Bool) throws {
+        guard let adapter = adapter(named: name) else { throw ControlError.notFound("no adapter \(name)") }
+        adapter.setPresent(present, in: self)
+    }
 
     /// The device with `address` (on any adapter; the first one in scenario order).
     func device(address: String) throws -> SimulatedDevice {
@@ -178,8 +177,8 @@ extension BlueZSimulator {
         addedSpecs.append(spec)
         removedAddresses.remove(spec.address.description)
         if adapter.sessions.isDiscovering && spec.interval > 0 {
-            let (now, wall) = Self.clocks()
-            scheduleFirstEvent(device, now: now, wall: wall)
+            let (now, wall) = AdvertisingClock.now()
+            schedule(device, now: now, wall: wall)
             armSchedule()
         }
         return device.path
@@ -188,13 +187,9 @@ extension BlueZSimulator {
     /// Removes a device from the world: the link drops, its objects go (InterfacesRemoved).
     public func removeDevice(address: String) throws {
         let device = try device(address: address)
-        if device.isConnected { linkDown(device) }
-        if case .connecting(let reply, let timer) = device.link {
-            cancel(timer)
-            device.link = .disconnected
-            reply.fail(BlueZError.failed("le-connection-abort-by-local"))
-        }
-        unexportDevice(device)
+        if device.isConnected { device.linkDown(in: self) }
+        device.abortConnect(BlueZError.failed("le-connection-abort-by-local"), in: self)
+        device.unexport(in: self)
         devices.removeValue(forKey: device.path)
         deviceOrder.removeAll { $0 == device.path }
         addedSpecs.removeAll { $0.address == device.spec.address }
@@ -221,6 +216,15 @@ extension BlueZSimulator {
     public func notify(address: String, uuid: String, _ bytes: [UInt8]) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
         characteristic.peerValue = bytes
+        try Self.requireNotifiable(device, characteristic, address: address, uuid: uuid)
+        characteristic.deliver(bytes, of: device, in: self)
+    }
+
+    /// NotConnected unless the device is connected, NotSubscribed unless someone receives the
+    /// characteristic's notifications.
+    static func requireNotifiable(
+        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, address: String, uuid: String
+    ) throws {
         guard case .connected = device.link else {
             throw ControlError.make("NotConnected", "\(address) is not connected")
         }
@@ -228,20 +232,13 @@ extension BlueZSimulator {
             throw ControlError.make(
                 "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
         }
-        deliverNotification(device, characteristic, bytes)
     }
 
     /// Starts a burst of `count` notifications with a u32 little-endian sequence number (0, 1, …)
     /// at `rate` per second, or as fast as possible when `rate` is 0; returns at once.
     public func burst(address: String, uuid: String, count: Int, rate: Double) throws {
         let (device, characteristic) = try characteristic(address: address, uuid: uuid)
-        guard case .connected = device.link else {
-            throw ControlError.make("NotConnected", "\(address) is not connected")
-        }
-        guard characteristic.isSubscribed else {
-            throw ControlError.make(
-                "NotSubscribed", "nobody subscribed to \(uuid) (StartNotify or AcquireNotify first)")
-        }
+        try Self.requireNotifiable(device, characteristic, address: address, uuid: uuid)
         guard count > 0, rate >= 0 else { throw ControlError.invalid("count must be > 0 and rate ≥ 0") }
         bursts.append(
             BurstState(
@@ -255,7 +252,7 @@ extension BlueZSimulator {
     func runBursts() {
         guard !bursts.isEmpty, let connection else { return }
         if connection.assumeIsolated({ $0.outgoingQueueSize }) > 8 << 20 {
-            after(0.001) { $0.runBursts() }
+            after(0.001) { self.runBursts() }
             return
         }
         let now = EventLoop.now()
@@ -280,7 +277,7 @@ extension BlueZSimulator {
                 let sequence = UInt32(truncatingIfNeeded: burst.sent)
                 let bytes = (0..<4).map { UInt8(truncatingIfNeeded: sequence >> (8 * $0)) }
                 characteristic.peerValue = bytes
-                guard deliverNotification(device, characteristic, bytes) else { break }
+                guard characteristic.deliver(bytes, of: device, in: self) else { break }
                 burst.sent += 1
             }
             if burst.sent >= burst.count || !characteristic.isSubscribed || !device.isConnected {
@@ -303,18 +300,18 @@ extension BlueZSimulator {
         if nextDelay == 0 {
             loop.execute { [self] in self.assumeIsolated { $0.runBursts() } }
         } else {
-            after(nextDelay) { $0.runBursts() }
+            after(nextDelay) { self.runBursts() }
         }
     }
 
     /// The peer drops the link now (supervision timeout, out of range).
     public func disconnectPeer(address: String) throws {
-        peerDisconnect(try device(address: address).path)
+        try device(address: address).peerDisconnect(in: self)
     }
 
     /// Powers an adapter off or on (as `Powered` set by a client, or a scenario event).
     public func setPowered(adapter name: String, _ on: Bool) {
-        setPowered(name, on)
+        adapter(named: name)?.setPowered(on, in: self)
     }
 
     /// Counters as of now.

@@ -20,7 +20,7 @@ extension BlueZSimulator {
 
     private func updateMirror(of peripheral: SimulatedAdapter, on central: SimulatedAdapter, link: LinkSpec) {
         guard let path = try? central.path.appending(peripheral.spec.address.bluezPathComponent) else { return }
-        let advertisements = peripheral.advertisements.filter { !$0.stopped }.compactMap(\.data)
+        let advertisements = peripheral.advertising.onAir
         let device: SimulatedDevice
         if let existing = devices[path] {
             guard existing.mirror != nil else { return }  // a scenario device with the same address wins
@@ -53,7 +53,7 @@ extension BlueZSimulator {
         let advertising = peripheral.powered && !advertisements.isEmpty
         device.spec.interval = advertising ? link.interval : 0
         device.spec.connectable = advertising && advertisements.contains(where: \.connectable)
-        connectableAgain(device)
+        device.connectableAgain(in: self)
         device.spec.discoverable = advertisements.contains(where: \.isDiscoverable)
         device.spec.appearance = advertisements.compactMap(\.appearance).first
         device.spec.serviceUUIDs = advertisements.flatMap(\.serviceUUIDs)
@@ -63,20 +63,14 @@ extension BlueZSimulator {
             armSchedule()
         }
         // The GATT database.
-        let (layout, targets) = mirrorLayout(of: peripheral)
+        let (layout, targets) = peripheral.gatt.remoteLayout()
         guard layout != device.layout || device.mirror?.targets != targets else { return }
         for characteristic in device.characteristics where characteristic.target != nil {
-            stopNotifyTimer(characteristic)
+            characteristic.stopNotifyTimer(in: self)
         }
         if device.gattExported {
             // Service Changed: the old objects go, the new ones come once discovered again.
-            forgetSignals(under: device.path)
-            withBus { connection in
-                for objectPath in connection.exportedPaths.reversed()
-                where objectPath != device.path && objectPath.isDescendant(of: device.path) {
-                    try connection.unexport(at: objectPath)
-                }
-            }
+            unexport(under: device.path, including: false)
             device.gattExported = false
         }
         device.layout = layout
@@ -89,210 +83,32 @@ extension BlueZSimulator {
         if device.servicesResolved {
             exportGATT(device)
             for characteristic in device.characteristics where characteristic.isSubscribed {
-                startNotifyTimer(device, characteristic)
+                characteristic.startNotifyTimer(of: device, in: self)
             }
         }
-    }
-
-    /// The peripheral adapter's local database as a remote peer shows it: bluetoothd's own GAP,
-    /// GATT and Device Information services, then every registered application's services at
-    /// their handles; and which application object answers for each attribute handle.
-    private func mirrorLayout(of peripheral: SimulatedAdapter) -> (GATTLayout, [UInt16: ApplicationObject]) {
-        var layout = GATTLayout.bluezLocal(name: peripheral.spec.alias)
-        var byHandle: [UInt16: ApplicationObject] = [:]
-        for application in peripheral.applications {
-            guard let tree = application.tree else { continue }
-            for service in tree.services {
-                var characteristics: [GATTLayout.Characteristic] = []
-                for characteristic in service.characteristics {
-                    var descriptors: [GATTLayout.Descriptor] = []
-                    if let cccd = characteristic.cccdHandle {
-                        descriptors.append(GATTLayout.Descriptor(uuid: GATTLayout.cccd, handle: cccd, value: [0, 0]))
-                    }
-                    for descriptor in characteristic.descriptors {
-                        descriptors.append(
-                            GATTLayout.Descriptor(uuid: descriptor.uuid, handle: descriptor.handle, value: []))
-                        byHandle[descriptor.handle] = ApplicationObject(
-                            owner: application.owner, path: descriptor.path, flags: descriptor.flags)
-                    }
-                    characteristics.append(
-                        GATTLayout.Characteristic(
-                            spec: CharacteristicSpec(uuid: characteristic.uuid, flags: characteristic.clientFlags),
-                            handle: characteristic.handle, valueHandle: characteristic.valueHandle,
-                            descriptors: descriptors))
-                    byHandle[characteristic.handle] = ApplicationObject(
-                        owner: application.owner, path: characteristic.path, flags: characteristic.flags)
-                }
-                layout.services.append(
-                    GATTLayout.Service(
-                        uuid: service.uuid, handle: service.handle, characteristics: characteristics,
-                        exported: !GATTLayout.hidden.contains(service.uuid)))
-            }
-        }
-        layout.services.sort { $0.handle < $1.handle }
-        return (layout, byHandle)
     }
 
     // MARK: Links
-
-    /// The central side's link came up: the central's address appears connected on the
-    /// peripheral adapter (a Device1 there, services resolved after `resolve_delay`).
-    func mirrorLinkUp(_ device: SimulatedDevice) {
-        guard let mirror = device.mirror, let peripheral = adapter(named: mirror.peripheralAdapter),
-            let path = try? peripheral.path.appending(device.adapter.spec.address.bluezPathComponent)
-        else { return }
-        let counterpart: SimulatedDevice
-        if let existing = devices[path] {
-            counterpart = existing
-        } else {
-            let spec = DeviceSpec(
-                address: device.adapter.spec.address, addressType: .public, adapter: peripheral.spec.name, name: nil,
-                rssi: -50,
-                rssiJitter: 0, interval: 0, connectable: true, discoverable: false, txPower: nil, appearance: nil,
-                serviceUUIDs: [], manufacturerData: [], serviceData: [], services: [], faults: FaultSpec())
-            guard let created = try? SimulatedDevice(spec: spec, adapter: peripheral, seed: scenario.seed) else {
-                return
-            }
-            devices[path] = created
-            deviceOrder.append(path)
-            counterpart = created
-        }
-        cancel(counterpart.temporaryTimer)
-        counterpart.temporaryTimer = nil
-        counterpart.linkedTo = device.path
-        device.linkedTo = path
-        counterpart.link = .connected
-        if counterpart.exported {
-            change([("Connected", .boolean(true))], interface: Self.deviceInterface, at: path)
-        } else {
-            exportDevice(counterpart)
-        }
-        counterpart.resolveTimer = after(timing.resolveDelay) { $0.servicesResolved(path) }
-        if scenario.links.contains(where: {
-            $0.peer(of: peripheral.spec.name) == device.adapter.spec.name && !$0.resumesAdvertising
-        }) {
-            for advertisement in peripheral.advertisements where advertisement.data?.connectable == true {
-                advertisement.stopped = true
-            }
-            log?("simulator: \(peripheral.spec.name) stopped advertising: a central connected")
-            peripheralChanged(peripheral)
-        }
-    }
-
-    /// A link between two simulated adapters went down on one side: the other side follows.
-    func linkedLinkDown(_ device: SimulatedDevice) {
-        guard let other = device.linkedTo else { return }
-        device.linkedTo = nil
-        guard let counterpart = devices[other] else { return }
-        counterpart.linkedTo = nil
-        peerDisconnect(other)
-    }
-
-    // MARK: GATT through the link
-
-    /// The options for an application call on behalf of a central device (nil when the link is down).
-    private func options(for device: SimulatedDevice, offset: UInt16) -> DBusValue? {
-        device.linkedTo.map { applicationOptions(device: $0, offset: offset) }
-    }
-
-    /// A central's read of an application characteristic: ReadValue into the application.
-    func forwardRead(
-        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject,
-        offset: UInt16
-    ) {
-        guard characteristic.has("read") else { return finishRead(characteristic, .failure(BlueZError.att(0x02))) }
-        guard let options = options(for: device, offset: offset) else {
-            return finishRead(characteristic, .failure(BlueZError.failed("Not connected")))
-        }
-        callApplication(target, interface: Self.characteristicInterface, "ReadValue", [options]) { simulator, result in
-            switch result {
-            case .success(let values):
-                simulator.finishRead(characteristic, .success(Array((values.first?.bytes ?? []).prefix(512))))
-            case .failure(let error):
-                simulator.finishRead(
-                    characteristic, .failure(BlueZError.att(attError(fromApplication: error, write: false))))
-            }
-        }
-    }
-
-    /// A central's write of an application characteristic. A command is not acknowledged; a
-    /// request to a characteristic with write-without-response is acknowledged at once (bluetoothd
-    /// ignores the application's answer); otherwise the application's answer is the reply.
-    func forwardWrite(
-        _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic, _ target: ApplicationObject,
-        _ bytes: [UInt8],
-        offset: UInt16, reply: DBusPendingReply?
-    ) {
-        guard let options = options(for: device, offset: offset) else {
-            reply?.fail(BlueZError.failed("Not connected"))
-            return
-        }
-        counters.writes += 1
-        let arguments: [DBusValue] = [.bytes(bytes), options]
-        guard let reply, !target.flags.contains("write-without-response") else {
-            reply?.succeed()
-            callApplication(target, interface: Self.characteristicInterface, "WriteValue", arguments)
-            return
-        }
-        characteristic.writePending = true
-        callApplication(target, interface: Self.characteristicInterface, "WriteValue", arguments) { _, result in
-            characteristic.writePending = false
-            switch result {
-            case .success(let values) where values.isEmpty: reply.succeed()
-            case .success: reply.fail(BlueZError.att(0x06))
-            case .failure(let error): reply.fail(BlueZError.att(attError(fromApplication: error, write: true)))
-            }
-        }
-    }
-
-    /// A central's descriptor read or write answered by an application descriptor (nil bytes: read).
-    func forwardDescriptor(
-        _ device: SimulatedDevice, _ target: ApplicationObject, path: DBusObjectPath, write bytes: [UInt8]?,
-        offset: UInt16,
-        reply: DBusPendingReply
-    ) {
-        guard let options = options(for: device, offset: offset) else {
-            return reply.fail(BlueZError.failed("Not connected"))
-        }
-        let method = bytes == nil ? "ReadValue" : "WriteValue"
-        let arguments = bytes.map { [DBusValue.bytes($0), options] } ?? [options]
-        callApplication(target, interface: Self.descriptorInterface, method, arguments) { simulator, result in
-            switch result {
-            case .success(let values):
-                if bytes == nil {
-                    let value = values.first?.bytes ?? []
-                    simulator.withBus {
-                        try $0.setProperties(["Value": .bytes(value)], interface: Self.descriptorInterface, at: path)
-                    }
-                    reply.succeed([.bytes(value)])
-                } else {
-                    reply.succeed()
-                }
-            case .failure(let error):
-                reply.fail(BlueZError.att(attError(fromApplication: error, write: bytes != nil)))
-            }
-        }
-    }
 
     // MARK: Notifications through the link
 
     /// The central enabled the CCCD: the application gets StartNotify() (each peer enabling calls
     /// it again; applications make it idempotent).
     func enableCCCD(_ device: SimulatedDevice, _ target: ApplicationObject) {
-        guard device.linkedTo != nil, device.servicesResolved else { return }
-        guard cccdSubscribers[target, default: []].insert(device.path).inserted else { return }
+        guard device.linkedTo != nil, device.servicesResolved,
+            let peripheral = device.mirror.flatMap({ adapter(named: $0.peripheralAdapter) }),
+            peripheral.gatt.subscribe(device.path, to: target)
+        else { return }
         callApplication(target, interface: Self.characteristicInterface, "StartNotify")
     }
 
     /// The central disabled the CCCD (StopNotify, its client left, or the link went down): the
     /// application gets StopNotify() when no peer is subscribed any more.
     func disableCCCD(_ devicePath: DBusObjectPath, _ target: ApplicationObject) {
-        guard var subscribers = cccdSubscribers[target], subscribers.remove(devicePath) != nil else { return }
-        if subscribers.isEmpty {
-            cccdSubscribers.removeValue(forKey: target)
-            callApplication(target, interface: Self.characteristicInterface, "StopNotify")
-        } else {
-            cccdSubscribers[target] = subscribers
+        for adapter in adapters where adapter.gatt.subscribers[target]?.contains(devicePath) == true {
+            if adapter.gatt.unsubscribe(devicePath, from: target) {
+                callApplication(target, interface: Self.characteristicInterface, "StopNotify")
+            }
         }
     }
 
@@ -300,13 +116,19 @@ extension BlueZSimulator {
     /// `Confirm()`) to every linked central whose CCCD is enabled. Values are cut at 512 bytes and
     /// to what one notification carries (MTU − 3).
     func applicationValueChanged(owner: String, path: DBusObjectPath, value: [UInt8]) {
-        for (target, subscribers) in cccdSubscribers where target.owner == owner && target.path == path {
+        for adapter in adapters {
+            notifySubscribers(of: adapter, owner: owner, path: path, value: value)
+        }
+    }
+
+    private func notifySubscribers(of adapter: SimulatedAdapter, owner: String, path: DBusObjectPath, value: [UInt8]) {
+        for (target, subscribers) in adapter.gatt.subscribers where target.owner == owner && target.path == path {
             var confirmed = false
             for devicePath in subscribers.sorted() {
                 guard let device = devices[devicePath], case .connected = device.link,
                     let characteristic = device.characteristics.first(where: { $0.target == target })
                 else { continue }
-                deliverNotification(device, characteristic, Array(value.prefix(min(512, Int(timing.mtu) - 3))))
+                characteristic.deliver(Array(value.prefix(min(512, Int(timing.mtu) - 3))), of: device, in: self)
                 if !characteristic.has("notify") && characteristic.has("indicate") { confirmed = true }
             }
             if confirmed { callApplication(target, interface: Self.characteristicInterface, "Confirm") }

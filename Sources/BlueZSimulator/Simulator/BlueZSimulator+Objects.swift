@@ -1,8 +1,10 @@
 import Bluetooth
 import DBus
 
+/// The bus glue: the objects the simulator exports, each method call dispatched to the object it
+/// is for (on the loop thread, the simulator's executor), which answers it.
 extension BlueZSimulator {
-    static let adapterInterfaceName = "org.bluez.Adapter1"
+    static let adapterInterfaceName = SimulatedAdapter.interfaceName
     static let deviceInterface = "org.bluez.Device1"
     static let serviceInterface = "org.bluez.GattService1"
     static let characteristicInterface = "org.bluez.GattCharacteristic1"
@@ -12,6 +14,11 @@ extension BlueZSimulator {
     /// Runs a handler on the simulator (handlers are called on the loop thread, which is its executor).
     nonisolated func onLoop<T: Sendable>(_ body: (isolated BlueZSimulator) throws -> T) rethrows -> T {
         try assumeIsolated(body)
+    }
+
+    /// Runs a deferred method's handler on the simulator; what it throws is the reply.
+    nonisolated func onLoop(replying reply: DBusPendingReply, _ body: (isolated BlueZSimulator) throws -> Void) {
+        do { try onLoop(body) } catch { reply.fail(BlueZError.reply(for: error)) }
     }
 
     // MARK: /org/bluez
@@ -81,22 +88,30 @@ extension BlueZSimulator {
             Self.adapterInterfaceName,
             methods: [
                 .immediate("StartDiscovery") { call in
-                    try self.onLoop { try $0.startDiscovery(name, call) }
+                    try self.onLoop { try $0.adapter(name, for: call).startDiscovery(try client(call), in: $0) }
                     return []
                 },
                 .immediate("StopDiscovery") { call in
-                    try self.onLoop { try $0.stopDiscovery(name, call) }
+                    try self.onLoop { try $0.adapter(name, for: call).stopDiscovery(try client(call), in: $0) }
                     return []
                 },
                 .immediate("SetDiscoveryFilter", in: Self.optionsSignature) { call in
-                    try self.onLoop { try $0.setDiscoveryFilter(name, call) }
+                    try self.onLoop {
+                        try $0.adapter(name, for: call).setDiscoveryFilter(
+                            call.arguments[0].entries ?? [], for: try client(call))
+                    }
                     return []
                 },
                 .immediate("GetDiscoveryFilters", out: [.array(.string)]) { _ in
                     [.strings(DiscoveryFilter.supportedKeys)]
                 },
                 .deferred("RemoveDevice", in: [.objectPath]) { call, reply in
-                    self.onLoop { $0.removeDevice(name, call, reply) }
+                    self.onLoop { simulator in
+                        guard let adapter = simulator.adapter(named: name) else {
+                            return reply.fail(BlueZError.invalidArguments)
+                        }
+                        adapter.removeDevice(call, reply, in: simulator)
+                    }
                 },
             ],
             properties: [
@@ -132,7 +147,9 @@ extension BlueZSimulator {
                         }
                         self.onLoop { simulator in
                             simulator.loop.execute {
-                                simulator.assumeIsolated { $0.setPowered(name, on, fromClient: true) }
+                                simulator.assumeIsolated {
+                                    $0.adapter(named: name)?.setPowered(on, fromClient: true, in: $0)
+                                }
                             }
                         }
                     }),
@@ -156,8 +173,63 @@ extension BlueZSimulator {
                     ? [DBusProperty("PowerState", type: .string, value: .string(adapter.powerState))] : []))
     }
 
-    func adapter(named name: String) -> SimulatedAdapter? {
-        adapters.first { $0.spec.name == name }
+    /// The adapter a call to `Adapter1` of `name` is for (InvalidArguments without a sender).
+    func adapter(_ name: String, for call: DBusMessage) throws -> SimulatedAdapter {
+        guard let adapter = adapter(named: name), call.sender != nil else { throw BlueZError.invalidArguments }
+        return adapter
+    }
+
+    /// The interfaces of an adapter's object.
+    func adapterInterfaces(_ adapter: SimulatedAdapter) -> [DBusInterface] {
+        [adapterInterface(adapter), gattManagerInterface(adapter), advertisingManagerInterface(adapter)]
+    }
+
+    func gattManagerInterface(_ adapter: SimulatedAdapter) -> DBusInterface {
+        let name = adapter.spec.name
+        return DBusInterface(
+            GATTApplications.interfaceName,
+            methods: [
+                // Signatures are checked by the handlers, so wrong arguments get bluetoothd's
+                // InvalidArguments rather than the export layer's InvalidArgs.
+                .deferred("RegisterApplication", in: nil) { call, reply in
+                    self.onLoop(replying: reply) { try $0.adapter(name, for: call).gatt.register(call, reply, in: $0) }
+                },
+                .immediate("UnregisterApplication", in: nil) { call in
+                    try self.onLoop { try $0.adapter(name, for: call).gatt.unregister(call, in: $0) }
+                    return []
+                },
+            ])
+    }
+
+    func advertisingManagerInterface(_ adapter: SimulatedAdapter) -> DBusInterface {
+        let name = adapter.spec.name
+        let instances = UInt8(clamping: adapter.spec.advertisingInstances)
+        return DBusInterface(
+            AdvertisingManager.interfaceName,
+            methods: [
+                .deferred("RegisterAdvertisement", in: nil) { call, reply in
+                    self.onLoop(replying: reply) {
+                        try $0.adapter(name, for: call).advertising.register(call, reply, in: $0)
+                    }
+                },
+                .immediate("UnregisterAdvertisement", in: nil) { call in
+                    try self.onLoop { try $0.adapter(name, for: call).advertising.unregister(call, in: $0) }
+                    return []
+                },
+            ],
+            properties: [
+                DBusProperty("ActiveInstances", type: .byte, value: .byte(0)),
+                DBusProperty("SupportedInstances", type: .byte, value: .byte(instances)),
+                DBusProperty(
+                    "SupportedIncludes", type: .array(.string), value: .strings(LEAdvertisementData.supportedIncludes)),
+            ]
+                + (adapter.spec.secondaryChannels.isEmpty
+                    ? []
+                    : [
+                        DBusProperty(
+                            "SupportedSecondaryChannels", type: .array(.string),
+                            value: .strings(adapter.spec.secondaryChannels))
+                    ]))
     }
 
     // MARK: Device1
@@ -170,11 +242,27 @@ extension BlueZSimulator {
         return DBusInterface(
             Self.deviceInterface,
             methods: [
-                .deferred("Connect") { call, reply in self.onLoop { $0.connect(path, reply) } },
-                .deferred("Disconnect") { call, reply in self.onLoop { $0.disconnect(path, reply) } },
-                .deferred("Pair") { _, reply in self.onLoop { $0.pair(path, reply) } },
+                .deferred("Connect") { _, reply in
+                    self.onLoop(replying: reply) { simulator in
+                        try simulator.exportedDevice(path).connect(reply, in: simulator)
+                    }
+                },
+                .deferred("Disconnect") { _, reply in
+                    self.onLoop { simulator in
+                        guard let device = simulator.devices[path] else { return reply.succeed() }
+                        device.disconnect(reply, in: simulator)
+                    }
+                },
+                .deferred("Pair") { _, reply in
+                    self.onLoop(replying: reply) { simulator in
+                        try simulator.exportedDevice(path).pair(reply, in: simulator)
+                    }
+                },
                 .immediate("CancelPairing") { _ in
-                    try self.onLoop { try $0.cancelPairing(path) }
+                    try self.onLoop { simulator in
+                        guard let device = simulator.devices[path] else { throw BlueZError.doesNotExist }
+                        try device.cancelPairing(in: simulator)
+                    }
                     return []
                 },
                 .immediate("ConnectProfile", in: [.string]) { _ in throw BlueZError.notSupported },
@@ -216,7 +304,9 @@ extension BlueZSimulator {
                         self.onLoop { simulator in
                             simulator.devices[path]?.blocked = blocked
                             if blocked {
-                                simulator.loop.execute { simulator.assumeIsolated { $0.peerDisconnect(path) } }
+                                simulator.loop.execute {
+                                    simulator.assumeIsolated { $0.devices[path]?.peerDisconnect(in: $0) }
+                                }
                             }
                         }
                     }),
@@ -229,27 +319,13 @@ extension BlueZSimulator {
                 DBusProperty("Adapter", type: .objectPath, value: .objectPath(device.adapter.path)),
                 DBusProperty(
                     "ManufacturerData", type: .dictionary(key: .uint16, value: .variant),
-                    value: Self.manufacturerValue(cache)),
+                    value: cache.manufacturerDataValue),
                 DBusProperty(
-                    "ServiceData", type: .dictionary(key: .string, value: .variant), value: Self.serviceDataValue(cache)
+                    "ServiceData", type: .dictionary(key: .string, value: .variant), value: cache.serviceDataValue
                 ),
                 DBusProperty("TxPower", type: .int16, value: optional(cache.txPower) { .int16($0) }),
                 DBusProperty("ServicesResolved", type: .boolean, value: .boolean(device.servicesResolved)),
             ])
-    }
-
-    static func manufacturerValue(_ cache: AdvertisementCache) -> DBusValue? {
-        guard !cache.manufacturerData.isEmpty else { return nil }
-        return .dictionary(
-            key: .uint16, value: .variant,
-            cache.manufacturerData.map { DBusDictionaryEntry(.uint16($0.companyID), .variant(.bytes($0.bytes))) })
-    }
-
-    static func serviceDataValue(_ cache: AdvertisementCache) -> DBusValue? {
-        guard !cache.serviceData.isEmpty else { return nil }
-        return .dictionary(
-            key: .string, value: .variant,
-            cache.serviceData.map { DBusDictionaryEntry(.string($0.uuid.description), .variant(.bytes($0.bytes))) })
     }
 
     // MARK: GATT objects
@@ -301,24 +377,48 @@ extension BlueZSimulator {
         let path = characteristic.path
         var methods: [DBusMethod] = [
             .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
-                self.onLoop { $0.readValue(devicePath, path, call, reply) }
+                self.onLoop(replying: reply) { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    characteristic.read(call, reply, of: device, in: simulator)
+                }
             },
             .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) { call, reply in
-                self.onLoop { $0.writeValue(devicePath, path, call, reply) }
+                self.onLoop(replying: reply) { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    characteristic.write(call, reply, of: device, in: simulator)
+                }
             },
             .immediate("StartNotify") { call in
-                try self.onLoop { try $0.startNotify(devicePath, path, call) }
+                try self.onLoop { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    guard let client = call.sender else {
+                        throw DBusError(.unknownObject, "No such object path '\(path)'")
+                    }
+                    try characteristic.startNotify(client, of: device, in: simulator)
+                }
                 return []
             },
             .immediate("StopNotify") { call in
-                try self.onLoop { try $0.stopNotify(devicePath, path, call) }
+                try self.onLoop { simulator in
+                    let (_, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    guard let client = call.sender else {
+                        throw DBusError(.unknownObject, "No such object path '\(path)'")
+                    }
+                    try characteristic.stopNotify(client, in: simulator)
+                }
                 return []
             },
             .immediate("AcquireWrite", in: Self.optionsSignature, out: [.unixFD, .uint16]) { call in
-                try self.onLoop { try $0.acquire(devicePath, path, call, notify: false) }
+                try self.onLoop { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    return try characteristic.acquire(call, notify: false, of: device, in: simulator)
+                }
             },
             .immediate("AcquireNotify", in: Self.optionsSignature, out: [.unixFD, .uint16]) { call in
-                try self.onLoop { try $0.acquire(devicePath, path, call, notify: true) }
+                try self.onLoop { simulator in
+                    let (device, characteristic) = try simulator.characteristic(path, of: devicePath)
+                    return try characteristic.acquire(call, notify: true, of: device, in: simulator)
+                }
             },
         ]
         methods.append(.immediate("Confirm") { _ in [] })
@@ -348,7 +448,7 @@ extension BlueZSimulator {
 
     func descriptorDefinition(
         _ device: SimulatedDevice, _ characteristic: SimulatedCharacteristic,
-        _ descriptor: (uuid: BluetoothUUID, path: DBusObjectPath, handle: UInt16, value: [UInt8])
+        _ descriptor: SimulatedCharacteristic.Descriptor
     ) -> DBusInterface {
         let devicePath = device.path
         let path = descriptor.path
@@ -357,11 +457,17 @@ extension BlueZSimulator {
             Self.descriptorInterface,
             methods: [
                 .deferred("ReadValue", in: Self.optionsSignature, out: [.array(.byte)]) { call, reply in
-                    self.onLoop { $0.readDescriptor(devicePath, characteristicPath, path, call, reply) }
+                    self.onLoop(replying: reply) { simulator in
+                        let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
+                        characteristic.readDescriptor(at: path, call, reply, of: device, in: simulator)
+                    }
                 },
                 .deferred("WriteValue", in: [.array(.byte), .dictionary(key: .string, value: .variant)]) {
                     call, reply in
-                    self.onLoop { $0.writeDescriptor(devicePath, characteristicPath, path, call, reply) }
+                    self.onLoop(replying: reply) { simulator in
+                        let (device, characteristic) = try simulator.characteristic(characteristicPath, of: devicePath)
+                        characteristic.writeDescriptor(at: path, call, reply, of: device, in: simulator)
+                    }
                 },
             ],
             properties: [
@@ -370,4 +476,10 @@ extension BlueZSimulator {
                 DBusProperty("Value", type: .array(.byte), value: .bytes([])),
             ])
     }
+}
+
+/// The unique name of a method call's sender (InvalidArguments without one).
+private func client(_ call: DBusMessage) throws -> String {
+    guard let sender = call.sender else { throw BlueZError.invalidArguments }
+    return sender
 }

@@ -5,6 +5,15 @@ import EventLoop
 /// A virtual bluetoothd: owns `org.bluez` on a bus and behaves towards central clients as BlueZ
 /// 5.66 does (objects, discovery, connections, remote GATT), driven by a ``Scenario``.
 ///
+/// The world is made of per-object types that own their state and behaviour:
+/// ``SimulatedAdapter`` (power, rfkill, discovery), its ``AdvertisingManager``
+/// (LEAdvertisingManager1) and ``GATTApplications`` (GattManager1, the local database),
+/// ``SimulatedDevice`` (advertising, bluetoothd's cache, link, pairing) and its
+/// ``SimulatedCharacteristic``s (GATT procedures, notify sessions, acquired sockets). The actor
+/// holds them and is the glue: it exports their objects and dispatches method calls to them
+/// (BlueZSimulator+Objects.swift), queues and emits signals, runs timers, the advertising
+/// schedule, the links between adapters and the control interface.
+///
 /// The simulator is an actor on the ``EventLoop`` (its executor is the loop thread, like the
 /// ``DBusConnection`` it uses), so method handlers, timers and the advertising schedule all run
 /// on that one thread without locks or sleeping threads. Property changes are coalesced per
@@ -52,8 +61,6 @@ public actor BlueZSimulator {
     /// Signal subscriptions on peripheral applications (one per unique name, counted by the
     /// applications and advertisements it registered).
     var ownerWatches: [String: (task: Task<Void, Never>, users: Int)] = [:]
-    /// Per application characteristic, the linked central devices whose CCCD is enabled.
-    var cccdSubscribers: [ApplicationObject: Set<DBusObjectPath>] = [:]
 
     init(scenario: Scenario, bus: DBusConnection.Bus, loop: EventLoop) {
         self.scenario = scenario
@@ -90,7 +97,7 @@ public actor BlueZSimulator {
     /// bluetoothd read them, in registration order (what a test cannot see from a scanning
     /// adapter: bluetoothd does not show a device's solicited UUIDs in `Device1`).
     public func registeredAdvertisements(on adapter: String) -> [LEAdvertisementData] {
-        adapters.first { $0.spec.name == adapter }?.advertisements.compactMap(\.data) ?? []
+        self.adapter(named: adapter)?.advertising.advertisements.compactMap(\.data) ?? []
     }
 
     /// Seconds since start.
@@ -148,12 +155,12 @@ public actor BlueZSimulator {
 
     private func scheduleEvents() {
         for event in scenario.events {
-            let token = after(event.at) { simulator in
+            let token = after(event.at) {
                 switch event.action {
                 case .power(let name, let on):
-                    simulator.setPowered(name, on)
+                    self.adapter(named: name)?.setPowered(on, in: self)
                 case .crash(let restartAfter):
-                    simulator.crashNow(restartAfter: restartAfter)
+                    self.crashNow(restartAfter: restartAfter)
                 }
             }
             eventTimers.append(token)
@@ -163,7 +170,7 @@ public actor BlueZSimulator {
     /// Stops like bluetoothd on SIGTERM: adapters power off (links drop, discovery ends), then
     /// the name is released and the connection closed.
     public func stop() async {
-        for adapter in adapters where adapter.powered { setPowered(adapter.spec.name, false) }
+        for adapter in adapters where adapter.powered { adapter.setPowered(false, in: self) }
         flushSignals()
         guard let connection else { return }
         _ = try? await connection.releaseName("org.bluez")
@@ -209,17 +216,14 @@ public actor BlueZSimulator {
         scheduleTimer = nil
         schedule.removeAll()
         for device in devices.values {
-            for characteristic in device.characteristics { releaseAcquired(characteristic, emit: false) }
+            for characteristic in device.characteristics { characteristic.release(emit: false, in: self) }
         }
         pendingSignals.removeAll()
         bursts.removeAll()
         agents.removeAll()
         for watch in ownerWatches.values { watch.task.cancel() }
         ownerWatches.removeAll()
-        cccdSubscribers.removeAll()
-        for adapter in adapters {
-            for advertisement in adapter.advertisements { cancel(advertisement.timeoutTimer) }
-        }
+        for adapter in adapters { adapter.advertising.tearDown(in: self) }
         if let connection {
             connection.assumeIsolated { $0.close() }
         }
@@ -230,13 +234,13 @@ public actor BlueZSimulator {
 
     /// Runs `body` after `seconds` on the loop, unless the simulator crashed or stopped meanwhile.
     @discardableResult
-    func after(_ seconds: Double, _ body: @escaping @Sendable (isolated BlueZSimulator) -> Void) -> EventLoop.Token {
+    /// `body` is isolated to the simulator (formed in its isolation), so it may capture the
+    /// objects of the world.
+    func after(_ seconds: Double, _ body: @escaping () -> Void) -> EventLoop.Token {
         let generation = self.generation
-        return loop.addTimer(after: max(0, seconds)) { [self] in
-            self.assumeIsolated { simulator in
-                guard simulator.generation == generation else { return }
-                body(simulator)
-            }
+        return loop.addTimer(after: max(0, seconds)) {
+            guard self.generation == generation else { return }
+            body()
         }
     }
 
@@ -312,33 +316,66 @@ public actor BlueZSimulator {
         pendingSignals.removeAll { $0.path.isDescendant(of: path) }
     }
 
+    // MARK: Finding objects
+
+    func adapter(named name: String) -> SimulatedAdapter? {
+        adapters.first { $0.spec.name == name }
+    }
+
+    /// The device at `path` with `Device1` on the bus (UnknownObject otherwise, as from the bus).
+    func exportedDevice(_ path: DBusObjectPath) throws -> SimulatedDevice {
+        guard let device = devices[path], device.exported else {
+            throw DBusError(.unknownObject, "No such object path '\(path)'")
+        }
+        return device
+    }
+
+    /// The characteristic at `path` of the device at `devicePath` (UnknownObject otherwise).
+    func characteristic(_ path: DBusObjectPath, of devicePath: DBusObjectPath) throws -> (
+        SimulatedDevice, SimulatedCharacteristic
+    ) {
+        guard let device = devices[devicePath], let characteristic = device.characteristic(at: path) else {
+            throw DBusError(.unknownObject, "No such object path '\(path)'")
+        }
+        return (device, characteristic)
+    }
+
+    // MARK: Objects leaving the bus
+
+    /// Unexports the objects below `path` (InterfacesRemoved, children first) and, with
+    /// `including`, `path` itself; their queued signals are dropped.
+    func unexport(under path: DBusObjectPath, including: Bool) {
+        forgetSignals(under: path)
+        withBus { connection in
+            for objectPath in connection.exportedPaths.reversed()
+            where objectPath != path && objectPath.isDescendant(of: path) {
+                try connection.unexport(at: objectPath)
+            }
+            if including { try connection.unexport(at: path) }
+        }
+    }
+
+    // MARK: What the peripherals received
+
+    /// A simulated peripheral received a write: counted and recorded (``recordedWrites``).
+    func record(
+        _ value: [UInt8], offset: UInt16, type: String, uuid: BluetoothUUID, path: DBusObjectPath,
+        of device: SimulatedDevice
+    ) {
+        counters.writes += 1
+        writes.append(
+            RecordedWrite(
+                adapter: device.adapter.spec.name, device: device.spec.address, uuid: uuid, path: path.rawValue,
+                value: value, offset: offset, type: type, time: elapsed))
+    }
+
     // MARK: Clients leaving the bus
 
     func clientLeft(_ client: String, generation: Int) {
         guard generation == self.generation else { return }
         agents.removeValue(forKey: client)
         peripheralClientLeft(client)
-        for adapter in adapters where adapter.sessions.remove(client) {
-            discoveryStopped(adapter)
-        }
-        for path in deviceOrder {
-            guard let device = devices[path] else { continue }
-            for characteristic in device.characteristics {
-                if let index = characteristic.notifySessions.firstIndex(of: client) {
-                    characteristic.notifySessions.remove(at: index)
-                    if characteristic.notifySessions.isEmpty && characteristic.acquiredNotify == nil {
-                        stopNotifyTimer(characteristic)
-                        if device.gattExported {
-                            change(
-                                [("Notifying", .boolean(false))], interface: Self.characteristicInterface,
-                                at: characteristic.path)
-                        }
-                    }
-                }
-                if characteristic.acquiredNotify?.owner == client || characteristic.acquiredWrite?.owner == client {
-                    releaseAcquired(characteristic, emit: true, owner: client)
-                }
-            }
-        }
+        for adapter in adapters { adapter.clientLeft(client, in: self) }
+        for path in deviceOrder { devices[path]?.clientLeft(client, in: self) }
     }
 }

@@ -3,11 +3,10 @@ import DBus
 import EventLoop
 
 /// One remote characteristic: the peer's value, notification sources, and BlueZ's per-client
-/// notify sessions and acquired sockets. Owned by ``BlueZSimulator``; loop thread only.
-/// Invariant behind `@unchecked Sendable`: confined to the loop thread — only the
-/// ``BlueZSimulator`` actor (whose executor is that loop) and the timer and watch handlers it
-/// registers on the same loop touch it; it is captured by those closures, never used elsewhere.
-final class SimulatedCharacteristic: @unchecked Sendable {
+/// notify sessions and acquired sockets; its GATT procedures are in
+/// SimulatedCharacteristic+GATT.swift. Not Sendable: owned by its ``SimulatedDevice`` and, like
+/// it, touched only in the ``BlueZSimulator`` actor's isolation.
+final class SimulatedCharacteristic {
     /// One end of an AcquireNotify/AcquireWrite socket pair kept by the simulator.
     struct Acquired {
         var fd: Int32
@@ -21,7 +20,10 @@ final class SimulatedCharacteristic: @unchecked Sendable {
     let path: DBusObjectPath
     let servicePath: DBusObjectPath
     let serviceUUID: BluetoothUUID
-    let descriptors: [(uuid: BluetoothUUID, path: DBusObjectPath, handle: UInt16, value: [UInt8])]
+    /// A descriptor of the remote database (the CCCD's value is the subscription's).
+    typealias Descriptor = (uuid: BluetoothUUID, path: DBusObjectPath, handle: UInt16, value: [UInt8])
+
+    let descriptors: [Descriptor]
 
     /// What a read returns now (the peer's attribute value).
     var peerValue: [UInt8]

@@ -4,12 +4,11 @@ import EventLoop
 import JSON
 import Retry
 
-/// One remote device's live state: advertising, the BlueZ-side cache, the link and its GATT
-/// database. Owned by ``BlueZSimulator``; loop thread only.
-/// Invariant behind `@unchecked Sendable`: confined to the loop thread — only the
-/// ``BlueZSimulator`` actor (whose executor is that loop) and the timer and watch handlers it
-/// registers on the same loop touch it; it is captured by those closures, never used elsewhere.
-final class SimulatedDevice: @unchecked Sendable {
+/// One remote device: what it advertises and when (its own generators and timing), bluetoothd's
+/// cache of it, the link and pairing (SimulatedDevice+Link.swift) and its remote GATT database.
+/// Not Sendable: owned by the ``BlueZSimulator`` actor and touched only in its isolation (its
+/// methods and the loop timers it arms, which run on the actor's executor).
+final class SimulatedDevice {
     /// The link as BlueZ sees it.
     enum Link {
         case disconnected
@@ -145,6 +144,26 @@ final class SimulatedDevice: @unchecked Sendable {
         }
     }
 
+    /// The delay from the moment a scan starts to hear the device (the scan began, or it came into
+    /// range during one; `wall` is that moment on the wall clock) to its first advertising event:
+    /// an aligned device's next slot of its interval, any other's random phase of it.
+    func firstEventDelay(wall: Double) -> Double {
+        spec.aligned ? AdvertisingClock.slot(spec.interval, wall: wall).untilNext : randomPhase()
+    }
+
+    /// Takes the advertising event due at `due` and handled at `now` (`wall` on the wall clock):
+    /// an aligned device's generators go to this slot; returns when its next event is due — the
+    /// next slot, else advInterval + advDelay after this one was due (from `now` when the loop
+    /// fell behind, rather than a catch-up burst).
+    func takeAdvertisingEvent(due: UInt64, now: UInt64, wall: Double) -> UInt64 {
+        if spec.aligned {
+            let (slot, untilNext) = AdvertisingClock.slot(spec.interval, wall: wall)
+            advance(to: slot)
+            return AdvertisingClock.later(now, by: untilNext)
+        }
+        return max(AdvertisingClock.later(due, by: spec.interval + advertisingDelay()), now)
+    }
+
     /// The next advertising report (generators advance; a linked adapter's advertisements take turns).
     func makeReport() -> AdvertisementReport {
         if var mirror, !mirror.reports.isEmpty {
@@ -166,6 +185,34 @@ final class SimulatedDevice: @unchecked Sendable {
             serviceData: serviceData.indices.map { (serviceData[$0].0, serviceData[$0].1.next()) })
     }
 
+    /// bluetoothd receives `report` (`btd_adapter_update_found_device`): nil when the scan's
+    /// merged filter drops it; otherwise the cache takes it and the `Device1` properties it
+    /// changed are returned (``propertyChanges(_:)`` gives their values).
+    func receive(_ report: AdvertisementReport, filter: MergedDiscoveryFilter) -> AdvertisedProperties? {
+        guard
+            filter.admits(
+                address: spec.address, name: report.name, serviceUUIDs: report.serviceUUIDs, rssi: report.rssi,
+                discoverable: spec.discoverable)
+        else { return nil }
+        lastReportConnectable = spec.connectable
+        return cache.apply(
+            report, filteredDiscovery: filter.isFiltered, duplicateData: filter.duplicateData,
+            servicesResolved: resolvedOnce)
+    }
+
+    /// The `Device1` properties of `changed` with their values now (nil: gone).
+    func propertyChanges(_ changed: AdvertisedProperties) -> [(String, DBusValue?)] {
+        var changes: [(String, DBusValue?)] = []
+        if changed.contains(.rssi) { changes.append(("RSSI", cache.rssi.map { .int16($0) })) }
+        if changed.contains(.txPower) { changes.append(("TxPower", cache.txPower.map { .int16($0) })) }
+        if changed.contains(.name) { changes.append(("Name", cache.name.map { .string($0) })) }
+        if changed.contains(.alias) && alias == nil { changes.append(("Alias", .string(aliasValue))) }
+        if changed.contains(.uuids) { changes.append(("UUIDs", .strings(uuidsValue))) }
+        if changed.contains(.manufacturerData) { changes.append(("ManufacturerData", cache.manufacturerDataValue)) }
+        if changed.contains(.serviceData) { changes.append(("ServiceData", cache.serviceDataValue)) }
+        return changes
+    }
+
     func characteristic(at path: DBusObjectPath) -> SimulatedCharacteristic? {
         characteristics.first { $0.path == path }
     }
@@ -184,11 +231,4 @@ struct MirrorState {
     var next = 0
     /// Attribute handle (characteristic declaration, descriptor) → the application object behind it.
     var targets: [UInt16: ApplicationObject] = [:]
-}
-
-/// An object of a registered GATT application: its owner's unique name and path, with the server flags.
-struct ApplicationObject: Hashable {
-    var owner: String
-    var path: DBusObjectPath
-    var flags: [String]
 }
