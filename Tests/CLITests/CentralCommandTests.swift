@@ -84,6 +84,17 @@ struct CentralCommandTests {
             let notify = try await run(["notify", "A4:C1:38:00:00:01", "2A19", "--count", "3"])
             #expect(notify.status == 0, "\(notify.output)")
             #expect(notify.output.split(separator: "\n").filter { $0.contains("battery=") }.count == 3)
+            // The two print a value alike: read's JSON object leads with the address, notify's does not.
+            let battery = try await run(["read", "A4:C1:38:00:00:01", "2A19", "--json"])
+            #expect(
+                battery.output.contains(
+                    #"{"address":"A4:C1:38:00:00:01","characteristic":"2A19","hex":"5e","readings":{"battery":94}}"#),
+                "\(battery.output)")
+            let notified = try await run(["notify", "A4:C1:38:00:00:01", "2A19", "--count", "1", "--json"])
+            let line = notified.output.split(separator: "\n").first ?? ""
+            #expect(
+                line.hasPrefix(#"{"characteristic":"2A19","hex":""#) && line.contains(#","readings":{"battery":"#),
+                "\(notified.output)")
         }
     }
 

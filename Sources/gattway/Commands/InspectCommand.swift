@@ -15,23 +15,17 @@ struct InspectCommand: Command {
     static let options: [Option] =
         [.flag("json", "Print one JSON object instead of the tree.")] + CentralSession.options
 
-    let address: BluetoothAddress
+    let device: DeviceTarget
     let json: Bool
-    let adapter: String?
-    let timeout: Double
 
     init(parsing arguments: ParsedArguments) throws {
-        address = try CentralSession.address(arguments.positional("address"))
+        device = try DeviceTarget(parsing: arguments)
         json = arguments.flag("json")
-        adapter = arguments.value("adapter")
-        timeout = try CentralSession.timeout(arguments)
     }
 
     func run() async throws -> ExitCode {
-        let session = try await CentralSession.start(adapter: adapter, timeout: timeout)
-        let central = session.central
-        do {
-            let peripheral = try await session.connect(address, timeout: timeout)
+        try await device.withConnection { session, peripheral in
+            let central = session.central
             let snapshot = await central.peripheral(peripheral.address)
             var text = "\(snapshot)\n"
             var services: [JSONValue] = []
@@ -52,10 +46,7 @@ struct InspectCommand: Command {
                             if let readings = try? ParserRegistry.builtIn.decode(
                                 characteristic: characteristic.uuid, value: value)
                             {
-                                line +=
-                                    " ("
-                                    + readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
-                                        separator: " ") + ")"
+                                line += " (\(ScanTable.text(readings)))"
                             }
                         } catch let error as CentralError {
                             line += " ! \(error.bluezName ?? error.code.rawValue): \(error.message)"
@@ -86,20 +77,14 @@ struct InspectCommand: Command {
             if json {
                 standardOutput(
                     JSONValue.object([
-                        (key: "address", value: .string(address.description)),
+                        (key: "address", value: .string(device.address.description)),
                         (key: "name", value: snapshot.name.map { .string($0) } ?? .null),
                         (key: "services", value: .array(services)),
                     ]).serialized + "\n")
             } else {
                 standardOutput(text)
             }
-            try? await central.disconnect(peripheral)
-        } catch {
-            await session.close()
-            if let error = error as? CLIError { throw error }
-            throw CLIError.failure("\(error)")
         }
-        await session.close()
         return .success
     }
 

@@ -41,23 +41,7 @@ struct NotifyCommand: Command {
             let printer = Task {
                 var received = 0
                 for try await value in values {
-                    let readings = (try? ParserRegistry.builtIn.decode(characteristic: uuid, value: value)) ?? []
-                    if json {
-                        standardOutput(
-                            JSONValue.object([
-                                (key: "characteristic", value: .string(uuid.shortDescription)),
-                                (key: "hex", value: .string(Hex.encode(value))),
-                                (
-                                    key: "readings",
-                                    value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
-                                ),
-                            ]).serialized + "\n")
-                    } else {
-                        let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
-                            separator: " ")
-                        standardOutput(
-                            Hex.encode(value, separator: " ") + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
-                    }
+                    standardOutput(CharacteristicTarget.valueLine(value, of: uuid, json: json))
                     received += 1
                     if let count, received >= count { return }
                 }

@@ -21,23 +21,8 @@ struct ReadCommand: Command {
     func run() async throws -> ExitCode {
         try await self.target.withCharacteristic { session, target in
             let value = try await session.central.readValue(for: target)
-            let readings = (try? ParserRegistry.builtIn.decode(characteristic: target.uuid, value: value)) ?? []
-            if json {
-                standardOutput(
-                    JSONValue.object([
-                        (key: "address", value: .string(self.target.address.description)),
-                        (key: "characteristic", value: .string(target.uuid.shortDescription)),
-                        (key: "hex", value: .string(Hex.encode(value))),
-                        (
-                            key: "readings",
-                            value: .object(readings.map { (key: $0.name, value: ScanTable.json($0.value)) })
-                        ),
-                    ]).serialized + "\n")
-            } else {
-                let decoded = readings.map { "\($0.name)=\(ScanTable.text($0.value))\($0.unit ?? "")" }.joined(
-                    separator: " ")
-                standardOutput(Hex.encode(value, separator: " ") + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n")
-            }
+            standardOutput(
+                CharacteristicTarget.valueLine(value, of: target.uuid, address: self.target.device.address, json: json))
         }
         return .success
     }

@@ -61,8 +61,17 @@ struct ScanTable {
             let decoded = try? ParserRegistry.builtIn.decode(
                 AdvertisementContext(advertisement: result.advertisementData, address: result.peripheral.address))
         else { return "" }
-        return decoded.format + " "
-            + decoded.readings.map { "\($0.name)=\(text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+        return decoded.format + " " + text(decoded.readings)
+    }
+
+    /// `name=value[unit]` of each reading, space-separated (empty for none).
+    static func text(_ readings: [Reading]) -> String {
+        readings.map { "\($0.name)=\(text($0.value))\($0.unit ?? "")" }.joined(separator: " ")
+    }
+
+    /// `{"name": value, …}` of the readings.
+    static func json(_ readings: [Reading]) -> JSONValue {
+        .object(readings.map { (key: $0.name, value: json($0.value)) })
     }
 
     static func text(_ value: ReadingValue) -> String {
