@@ -59,27 +59,12 @@ public struct VectorLineDecoder: Sendable {
         }
         var advertisement = AdvertisementData()
         advertisement.localName = input["name"] as? String
-        if let manufacturer = input["manufacturer_data"] as? [String: Any] {
-            for (key, value) in manufacturer {
-                guard let company = UInt16(key) else {
-                    return .failure("manufacturer_data: key \"\(key)\" is not a decimal company id (0-65535)")
-                }
-                guard let hex = value as? String, let bytes = Hex.decode(hex, separators: "") else {
-                    return .failure("manufacturer_data.\(key): expected an even-length hex string")
-                }
-                advertisement.manufacturerData[company] = bytes
-            }
-        }
-        if let service = input["service_data"] as? [String: Any] {
-            for (key, value) in service {
-                guard let uuid = BluetoothUUID(key) else {
-                    return .failure("service_data: key \"\(key)\" is not a UUID")
-                }
-                guard let hex = value as? String, let bytes = Hex.decode(hex, separators: "") else {
-                    return .failure("service_data.\(key): expected an even-length hex string")
-                }
-                advertisement.serviceData[uuid] = bytes
-            }
+        do throws(InputErrorMessage) {
+            advertisement.manufacturerData = try hexObject(
+                input, "manufacturer_data", keys: "a decimal company id (0-65535)", { UInt16($0) })
+            advertisement.serviceData = try hexObject(input, "service_data", keys: "a UUID", { BluetoothUUID($0) })
+        } catch {
+            return .failure(error)
         }
         if let uuids = input["service_uuids"] as? [String] {
             advertisement.serviceUUIDs = uuids.compactMap(BluetoothUUID.init)
@@ -104,6 +89,22 @@ public struct VectorLineDecoder: Sendable {
         }
         return .success(
             .advertisement(AdvertisementContext(advertisement: advertisement, address: address, bindKey: key)))
+    }
+
+    /// The `{"KEY": "HEX", …}` object `input[field]` (none when absent), each key read by `key`
+    /// (a key it refuses is not `keys`).
+    private static func hexObject<Key: Hashable>(
+        _ input: [String: Any], _ field: String, keys: String, _ key: (String) -> Key?
+    ) throws(InputErrorMessage) -> [Key: [UInt8]] {
+        var object: [Key: [UInt8]] = [:]
+        for (text, value) in input[field] as? [String: Any] ?? [:] {
+            guard let parsed = key(text) else { throw "\(field): key \"\(text)\" is not \(keys)" }
+            guard let hex = value as? String, let bytes = Hex.decode(hex, separators: "") else {
+                throw "\(field).\(text): expected an even-length hex string"
+            }
+            object[parsed] = bytes
+        }
+        return object
     }
 
     /// An input error message (a `Result` failure).

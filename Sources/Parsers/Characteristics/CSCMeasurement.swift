@@ -16,18 +16,30 @@ public struct CSCMeasurement: CharacteristicParser {
         var readings: [Reading] = []
         if flags & 0x01 != 0 {
             let revolutions = try reader.u32le()
-            let time = try reader.u16le()
-            readings.append(Reading("cumulative_wheel_revolutions", Double(revolutions)))
-            readings.append(Reading("last_wheel_event_time_raw", Double(time), unit: .ticks1024))
-            readings.append(Reading("last_wheel_event_time", Double(time) / 1024, unit: .seconds))
+            Self.append(Double(revolutions), time: try reader.u16le(), Self.wheel, to: &readings)
         }
         if flags & 0x02 != 0 {
             let revolutions = try reader.u16le()
-            let time = try reader.u16le()
-            readings.append(Reading("cumulative_crank_revolutions", Double(revolutions)))
-            readings.append(Reading("last_crank_event_time_raw", Double(time), unit: .ticks1024))
-            readings.append(Reading("last_crank_event_time", Double(time) / 1024, unit: .seconds))
+            Self.append(Double(revolutions), time: try reader.u16le(), Self.crank, to: &readings)
         }
         return readings
+    }
+
+    private typealias Names = (count: String, raw: String, seconds: String)
+    private static let wheel: Names = (
+        "cumulative_wheel_revolutions", "last_wheel_event_time_raw", "last_wheel_event_time"
+    )
+    private static let crank: Names = (
+        "cumulative_crank_revolutions", "last_crank_event_time_raw", "last_crank_event_time"
+    )
+
+    /// The revolution count and the last event time, raw (1/1024 s) and in seconds, under `names`.
+    private static func append(
+        _ revolutions: Double, time: UInt16, _ names: Names,
+        to readings: inout [Reading]
+    ) {
+        readings.append(Reading(names.count, revolutions))
+        readings.append(Reading(names.raw, Double(time), unit: .ticks1024))
+        readings.append(Reading(names.seconds, Double(time) / 1024, unit: .seconds))
     }
 }

@@ -21,13 +21,6 @@ public struct GoveeH5074: AdvertisementParser {
         guard named || (context.advertisement.localName == nil && (payload.count == 7 || payload.count == 9)) else {
             return nil
         }
-        var reader = ByteReader(payload, from: 1, what: "Govee H5074")
-        let temperature = try reader.s16le()
-        let humidity = try reader.u16le()
-        let battery = try reader.u8()
-        return [
-            Reading(.temperature, decimal(temperature, 2)), Reading(.humidity, decimal(humidity, 2)),
-            Reading(.battery, Double(battery)),
-        ]
+        return try goveeLittleEndian(payload, from: 1, what: "Govee H5074")
     }
 }

@@ -11,13 +11,6 @@ public struct GoveeH5179: AdvertisementParser {
         throws(ParseError) -> [Reading]?
     {
         guard payload.count >= 4, payload[0] == 0xEC, payload[1] == 0x00 else { return nil }
-        var reader = ByteReader(payload, from: 4, what: "Govee H5179")
-        let temperature = try reader.s16le()
-        let humidity = try reader.u16le()
-        let battery = try reader.u8()
-        return [
-            Reading(.temperature, decimal(temperature, 2)), Reading(.humidity, decimal(humidity, 2)),
-            Reading(.battery, Double(battery)),
-        ]
+        return try goveeLittleEndian(payload, from: 4, what: "Govee H5179")
     }
 }

@@ -13,6 +13,19 @@ func goveePacked(_ raw: UInt32, into readings: inout [Reading]) {
     readings.append(Reading(.humidity, valid ? humidity : nil))
 }
 
+/// The little-endian layout of the H5074 family and the H5179 at `offset`: temperature int16
+/// × 0.01 °C, humidity uint16 × 0.01 %, battery uint8 %.
+func goveeLittleEndian(_ payload: [UInt8], from offset: Int, what: String) throws(ParseError) -> [Reading] {
+    var reader = ByteReader(payload, from: offset, what: what)
+    let temperature = try reader.s16le()
+    let humidity = try reader.u16le()
+    let battery = try reader.u8()
+    return [
+        Reading(.temperature, decimal(temperature, 2)), Reading(.humidity, decimal(humidity, 2)),
+        Reading(.battery, Double(battery)),
+    ]
+}
+
 /// Govee battery byte: bit 7 is the sensor's error flag, the rest percent.
 func goveeBattery(_ byte: UInt8, into readings: inout [Reading]) -> Bool {
     readings.append(Reading(.battery, Double(byte & 0x7F)))
