@@ -1,6 +1,8 @@
+import Parsers
+
 /// ISO 8601 UTC timestamps with milliseconds (`2026-11-30T17:00:00.000Z`) written straight into
-/// a byte buffer: integer arithmetic only (Howard Hinnant's civil-from-days), no Foundation
-/// date formatter per message.
+/// a byte buffer: integer arithmetic only (the date by `CivilDate`), no Foundation date formatter
+/// per message.
 public enum Timestamp {
     /// Appends the timestamp for `milliseconds` since 1970 (quoted when `quoted`).
     public static func write(milliseconds: Int64, into bytes: inout [UInt8], quoted: Bool = false) {
@@ -12,22 +14,13 @@ public enum Timestamp {
             secondOfDay += 86_400
             days -= 1
         }
-        // civil_from_days
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        let date = CivilDate(days: days)
         if quoted { bytes.append(UInt8(ascii: "\"")) }
-        digits(Int(year), 4, &bytes)
+        digits(Int(date.year), 4, &bytes)
         bytes.append(UInt8(ascii: "-"))
-        digits(Int(month), 2, &bytes)
+        digits(Int(date.month), 2, &bytes)
         bytes.append(UInt8(ascii: "-"))
-        digits(Int(day), 2, &bytes)
+        digits(Int(date.day), 2, &bytes)
         bytes.append(UInt8(ascii: "T"))
         digits(Int(secondOfDay / 3600), 2, &bytes)
         bytes.append(UInt8(ascii: ":"))

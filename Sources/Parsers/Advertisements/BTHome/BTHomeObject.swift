@@ -348,17 +348,8 @@ let latestTimestamp: UInt64 = 253_402_300_799
 func isoTimestamp(_ seconds: Int64) -> String {
     let days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
     let secondsOfDay = seconds - days * 86400
-    // Civil-from-days (H. Hinnant's algorithm).
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let dayOfEra = z - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let mp = (5 * dayOfYear + 2) / 153
-    let day = dayOfYear - (153 * mp + 2) / 5 + 1
-    let month = mp < 10 ? mp + 3 : mp - 9
-    let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+    let date = CivilDate(days: days)
     func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
     return
-        "\(year)-\(two(month))-\(two(day))T\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60))+00:00"
+        "\(date.year)-\(two(date.month))-\(two(date.day))T\(two(secondsOfDay / 3600)):\(two(secondsOfDay % 3600 / 60)):\(two(secondsOfDay % 60))+00:00"
 }
