@@ -52,30 +52,32 @@ package struct NoiseHandshake {
         nonce = 0
     }
 
+    /// EncryptAndHash of the Noise framework: ``cipherAndHash(_:encrypting:)`` one way.
     private mutating func encryptAndHash(_ plaintext: [UInt8]) -> [UInt8]? {
-        guard let key else {
-            mixHash(plaintext)
-            return plaintext
-        }
-        guard let ciphertext = NoiseCrypto.encrypt(key: key, counter: nonce, ad: hash, plaintext: plaintext) else {
-            return nil
-        }
-        nonce &+= 1
-        mixHash(ciphertext)
-        return ciphertext
+        cipherAndHash(plaintext[...], encrypting: true)
     }
 
+    /// DecryptAndHash of the Noise framework: ``cipherAndHash(_:encrypting:)`` the other way.
     private mutating func decryptAndHash(_ ciphertext: ArraySlice<UInt8>) -> [UInt8]? {
+        cipherAndHash(ciphertext, encrypting: false)
+    }
+
+    /// Without a key yet, `input` passes through into the hash unchanged; with one, it is
+    /// encrypted or decrypted under the key and the next nonce, and the ciphertext (the output
+    /// when encrypting, the input when decrypting) goes into the hash. Nil when the tag fails.
+    private mutating func cipherAndHash(_ input: ArraySlice<UInt8>, encrypting: Bool) -> [UInt8]? {
         guard let key else {
-            mixHash(ciphertext)
-            return Array(ciphertext)
+            mixHash(input)
+            return Array(input)
         }
-        guard let plaintext = NoiseCrypto.decrypt(key: key, counter: nonce, ad: hash, ciphertext: ciphertext) else {
-            return nil
-        }
+        guard
+            let output = encrypting
+                ? NoiseCrypto.encrypt(key: key, counter: nonce, ad: hash, plaintext: Array(input))
+                : NoiseCrypto.decrypt(key: key, counter: nonce, ad: hash, ciphertext: input)
+        else { return nil }
         nonce &+= 1
-        mixHash(ciphertext)
-        return plaintext
+        if encrypting { mixHash(output) } else { mixHash(input) }
+        return output
     }
 
     /// Reads the client's `psk, e` message; nil when it is short or its tag fails (a wrong key).
