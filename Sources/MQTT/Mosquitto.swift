@@ -200,9 +200,7 @@ struct PropertyList {
                     "mosquitto_property_add_string_pair(user property \(pair.name))")
             }
             if let topic = properties.responseTopic {
-                try Mosquitto.check(
-                    mosquitto_property_add_string(&head, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), topic),
-                    "mosquitto_property_add_string(response topic)")
+                try add(MQTT_PROP_RESPONSE_TOPIC, string: topic, "response topic")
             }
             if let data = properties.correlationData {
                 guard data.count <= Int(UInt16.max) else {
@@ -215,14 +213,10 @@ struct PropertyList {
                 try Mosquitto.check(rc, "mosquitto_property_add_binary(correlation data)")
             }
             if let expiry = properties.messageExpiryInterval {
-                try Mosquitto.check(
-                    mosquitto_property_add_int32(&head, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry),
-                    "mosquitto_property_add_int32(message expiry interval)")
+                try add(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL, int32: expiry, "message expiry interval")
             }
             if let type = properties.contentType {
-                try Mosquitto.check(
-                    mosquitto_property_add_string(&head, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), type),
-                    "mosquitto_property_add_string(content type)")
+                try add(MQTT_PROP_CONTENT_TYPE, string: type, "content type")
             }
             if let utf8 = properties.payloadIsUTF8 {
                 try Mosquitto.check(
@@ -240,21 +234,29 @@ struct PropertyList {
     init(sessionExpiry: UInt32?, maximumPacketSize: UInt32?) throws(MQTTError) {
         do throws(MQTTError) {
             if let sessionExpiry {
-                try Mosquitto.check(
-                    mosquitto_property_add_int32(
-                        &head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry),
-                    "mosquitto_property_add_int32(session expiry interval)")
+                try add(MQTT_PROP_SESSION_EXPIRY_INTERVAL, int32: sessionExpiry, "session expiry interval")
             }
             if let maximumPacketSize {
-                try Mosquitto.check(
-                    mosquitto_property_add_int32(
-                        &head, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), maximumPacketSize),
-                    "mosquitto_property_add_int32(maximum packet size)")
+                try add(MQTT_PROP_MAXIMUM_PACKET_SIZE, int32: maximumPacketSize, "maximum packet size")
             }
         } catch {
             free()
             throw error
         }
+    }
+
+    /// Adds a string property; `what` names it in the error.
+    private mutating func add(_ property: mqtt5_property, string value: String, _ what: String) throws(MQTTError) {
+        try Mosquitto.check(
+            mosquitto_property_add_string(&head, Int32(property.rawValue), value),
+            "mosquitto_property_add_string(\(what))")
+    }
+
+    /// Adds a four-byte integer property; `what` names it in the error.
+    private mutating func add(_ property: mqtt5_property, int32 value: UInt32, _ what: String) throws(MQTTError) {
+        try Mosquitto.check(
+            mosquitto_property_add_int32(&head, Int32(property.rawValue), value),
+            "mosquitto_property_add_int32(\(what))")
     }
 
     mutating func free() { mosquitto_property_free_all(&head) }
