@@ -156,26 +156,8 @@ public struct Advertisement: Sendable, Hashable {
             ("ServiceUUIDs", Self.uuidList(serviceUUIDs)),
             ("SolicitUUIDs", Self.uuidList(solicitUUIDs)),
             ("SecondaryChannel", secondaryChannel.map { .string($0) }),
-            (
-                "ManufacturerData",
-                manufacturerData.isEmpty
-                    ? nil
-                    : .dictionary(
-                        key: .uint16, value: .variant,
-                        manufacturerData.sorted { $0.key < $1.key }.map {
-                            DBusDictionaryEntry(.uint16($0.key), .variant(.bytes($0.value)))
-                        })
-            ),
-            (
-                "ServiceData",
-                serviceData.isEmpty
-                    ? nil
-                    : .dictionary(
-                        key: .string, value: .variant,
-                        serviceData.sorted { $0.key < $1.key }.map {
-                            DBusDictionaryEntry(.string($0.key.description.lowercased()), .variant(.bytes($0.value)))
-                        })
-            ),
+            ("ManufacturerData", Self.dataDictionary(manufacturerData, key: .uint16) { .uint16($0) }),
+            ("ServiceData", Self.dataDictionary(serviceData, key: .string) { .string($0.description.lowercased()) }),
             ("LocalName", localName.map { .string($0) }),
             ("Appearance", appearance.map { .uint16($0) }),
             ("TxPower", txPower.map { .int16(Int16($0)) }),
@@ -186,6 +168,18 @@ public struct Advertisement: Sendable, Hashable {
     /// A UUID list property (`as`, lower case as BlueZ spells them); nil when empty (not sent).
     private static func uuidList(_ uuids: [BluetoothUUID]) -> DBusValue? {
         uuids.isEmpty ? nil : .strings(uuids.map { $0.description.lowercased() })
+    }
+
+    /// A data dictionary property (`a{qv}` or `a{sv}`, each value a variant of bytes), sorted by
+    /// key; nil when empty (not sent).
+    private static func dataDictionary<Key: Comparable>(
+        _ data: [Key: [UInt8]], key type: DBusType, _ key: (Key) -> DBusValue
+    ) -> DBusValue? {
+        data.isEmpty
+            ? nil
+            : .dictionary(
+                key: type, value: .variant,
+                data.sorted { $0.key < $1.key }.map { DBusDictionaryEntry(key($0.key), .variant(.bytes($0.value))) })
     }
 
     static let propertyTypes: [(String, DBusType)] = [
