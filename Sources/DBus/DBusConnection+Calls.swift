@@ -161,11 +161,7 @@ extension DBusConnection {
         pendingByPointer[pending] = id
         let attached = dbus_pending_call_set_notify(
             pending,
-            { pending, data in
-                guard let pending, let connection = DBusConnection.from(data) else { return }
-                let pointer = LoopPointer(pending)
-                connection.assumeIsolated { $0.completeCall(pointer.raw) }
-            },
+            { pending, data in DBusConnection.hook(pending, data, otherwise: ()) { $0.completeCall($1) } },
             Unmanaged.passRetained(self).toOpaque(),
             { data in if let data { Unmanaged<DBusConnection>.fromOpaque(data).release() } })
         if attached == 0 {

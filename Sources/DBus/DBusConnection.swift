@@ -135,41 +135,17 @@ public actor DBusConnection: LoopIsolated {
         try LibDBus.check(
             dbus_connection_set_watch_functions(
                 connection,
-                { watch, data in
-                    guard let watch, let connection = DBusConnection.from(data) else { return 0 }
-                    let pointer = LoopPointer(watch)
-                    return connection.assumeIsolated { $0.addWatch(pointer.raw) }
-                },
-                { watch, data in
-                    guard let watch, let connection = DBusConnection.from(data) else { return }
-                    let pointer = LoopPointer(watch)
-                    connection.assumeIsolated { $0.removeWatch(pointer.raw) }
-                },
-                { watch, data in
-                    guard let watch, let connection = DBusConnection.from(data) else { return }
-                    let pointer = LoopPointer(watch)
-                    connection.assumeIsolated { $0.toggleWatch(pointer.raw) }
-                },
+                { watch, data in DBusConnection.hook(watch, data, otherwise: 0) { $0.addWatch($1) } },
+                { watch, data in DBusConnection.hook(watch, data, otherwise: ()) { $0.removeWatch($1) } },
+                { watch, data in DBusConnection.hook(watch, data, otherwise: ()) { $0.toggleWatch($1) } },
                 Unmanaged.passRetained(self).toOpaque(), release),
             "dbus_connection_set_watch_functions")
         try LibDBus.check(
             dbus_connection_set_timeout_functions(
                 connection,
-                { timeout, data in
-                    guard let timeout, let connection = DBusConnection.from(data) else { return 0 }
-                    let pointer = LoopPointer(timeout)
-                    return connection.assumeIsolated { $0.addTimeout(pointer.raw) }
-                },
-                { timeout, data in
-                    guard let timeout, let connection = DBusConnection.from(data) else { return }
-                    let pointer = LoopPointer(timeout)
-                    connection.assumeIsolated { $0.removeTimeout(pointer.raw) }
-                },
-                { timeout, data in
-                    guard let timeout, let connection = DBusConnection.from(data) else { return }
-                    let pointer = LoopPointer(timeout)
-                    connection.assumeIsolated { $0.toggleTimeout(pointer.raw) }
-                },
+                { timeout, data in DBusConnection.hook(timeout, data, otherwise: 0) { $0.addTimeout($1) } },
+                { timeout, data in DBusConnection.hook(timeout, data, otherwise: ()) { $0.removeTimeout($1) } },
+                { timeout, data in DBusConnection.hook(timeout, data, otherwise: ()) { $0.toggleTimeout($1) } },
                 Unmanaged.passRetained(self).toOpaque(), release),
             "dbus_connection_set_timeout_functions")
         // Dispatching happens in the prepare hook before every poll(), so a wake-up only matters
@@ -253,6 +229,19 @@ public actor DBusConnection: LoopIsolated {
 
     nonisolated static func from(_ data: UnsafeMutableRawPointer?) -> DBusConnection? {
         data.map { Unmanaged<DBusConnection>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// What libdbus's hooks for watches, timeouts and pending calls do: run `body` with the hook's
+    /// object on the connection `data` holds, isolated (libdbus calls them on the loop's thread),
+    /// or answer `otherwise` when either is missing. The hooks are C function pointers, which
+    /// cannot capture, so each names its method and this does the rest.
+    nonisolated static func hook<Result: Sendable>(
+        _ object: OpaquePointer?, _ data: UnsafeMutableRawPointer?, otherwise: Result,
+        _ body: @Sendable (isolated DBusConnection, OpaquePointer) -> Result
+    ) -> Result {
+        guard let object, let connection = from(data) else { return otherwise }
+        let pointer = LoopPointer(object)
+        return connection.assumeIsolated { body($0, pointer.raw) }
     }
 
     func allocateID() -> UInt64 {
