@@ -167,12 +167,12 @@ struct ScenarioTests {
         let atc = AdvertisementTemplate.atc1441.encode(
             ["temperature": 32.5, "humidity": 62, "battery": 81, "voltage": 2.939, "counter": 0x62], address: atcAddress
         )
-        #expect(HexBytes.encode(atc) == "a4c138d5d49801453e510b7b62")
+        #expect(Hex.encode(atc) == "a4c138d5d49801453e510b7b62")
         let pvvxAddress = try #require(BluetoothAddress("A4:C1:38:CF:01:56"))
         let pvvx = AdvertisementTemplate.pvvx.encode(
             ["temperature": 21.12, "humidity": 50.53, "voltage": 3.143, "battery": 100, "counter": 0xCC],
             address: pvvxAddress)
-        #expect(HexBytes.encode(pvvx) == "5601cf38c1a44008bd13470c64cc04")
+        #expect(Hex.encode(pvvx) == "5601cf38c1a44008bd13470c64cc04")
         let ruuviAddress = try #require(BluetoothAddress("CB:B8:33:4C:88:4F"))
         let ruuvi = AdvertisementTemplate.ruuviRAWv2.encode(
             [
@@ -180,10 +180,10 @@ struct ScenarioTests {
                 "acceleration_y": -0.004, "acceleration_z": 1.036, "voltage": 2.977, "tx_power": 4,
                 "movement_counter": 66, "sequence": 205,
             ], address: ruuviAddress)
-        #expect(HexBytes.encode(ruuvi) == "0512fc5394c37c0004fffc040cac364200cdcbb8334c884f")
+        #expect(Hex.encode(ruuvi) == "0512fc5394c37c0004fffc040cac364200cdcbb8334c884f")
         let bthome = AdvertisementTemplate.bthomeV2.encode(
             ["packet_id": 9, "battery": 100, "temperature": 25, "humidity": 50.55], address: atcAddress)
-        #expect(HexBytes.encode(bthome) == "4000090164" + "02c409" + "03bf13")
+        #expect(Hex.encode(bthome) == "4000090164" + "02c409" + "03bf13")
     }
 }
 

@@ -1,3 +1,4 @@
+import Bluetooth
 import DBus
 
 /// The `org.bluez.Error.*` replies bluetoothd 5.66 sends (`src/error.c`), with its default
@@ -54,12 +55,7 @@ public enum BlueZError {
         case 0x0D: DBusError(name("InvalidArguments"), "Invalid Length")
         case 0x08: notAuthorized
         case 0x06: notSupported
-        default: failed("Operation failed with ATT error: 0x" + hex2(code))
+        default: failed("Operation failed with ATT error: 0x" + Hex.encode([code]))
         }
-    }
-
-    static func hex2(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
     }
 }

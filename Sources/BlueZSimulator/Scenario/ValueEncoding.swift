@@ -1,3 +1,4 @@
+import Bluetooth
 import JSON
 
 /// How a number becomes characteristic bytes: an integer layout and a scale, so `21.5` with
@@ -69,7 +70,7 @@ public enum PayloadSpec: Sendable, Equatable {
         let object = try reader.object()
         if let hex = object.optional("hex") {
             let text = try hex.string()
-            guard let bytes = HexBytes.decode(text) else {
+            guard let bytes = Hex.decode(text, separators: " ") else {
                 throw hex.fail("expected an even number of hex digits, got \"\(text)\"")
             }
             try object.finish()
@@ -115,37 +116,5 @@ public enum PayloadSpec: Sendable, Equatable {
             return .template(kind, fields: fields)
         }
         throw reader.fail("expected an object with \"hex\", \"utf8\", \"number\" or \"template\"")
-    }
-}
-
-/// Hex text ↔ bytes.
-public enum HexBytes {
-    /// Bytes of `text` (upper or lower case, optional spaces); nil when not valid hex.
-    public static func decode(_ text: String) -> [UInt8]? {
-        var bytes: [UInt8] = []
-        var high: UInt8?
-        for scalar in text.unicodeScalars {
-            if scalar == " " { continue }
-            guard let nibble = UInt8(String(scalar), radix: 16) else { return nil }
-            if let h = high {
-                bytes.append(h << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        return high == nil ? bytes : nil
-    }
-
-    /// Lower-case hex of `bytes`.
-    public static func encode<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
