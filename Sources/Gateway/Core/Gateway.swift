@@ -490,7 +490,7 @@ public actor Gateway: LoopIsolated {
 
     /// A job of the attachment (``AttachedCore/spawn(_:)``) on the core's job runner.
     func spawnAttachmentJob(_ job: @escaping @Sendable () async -> any Sendable) {
-        context.jobs.spawn { .attachment(await job()) }
+        context.jobs.spawn { .attachment(AttachmentOutcome(await job())) }
     }
 
     // MARK: Advertisements and values
@@ -751,7 +751,7 @@ public actor Gateway: LoopIsolated {
         case .servedValue(let id, let sent): peripheralBridge?.valueSent(id, sent: sent)
         case .advertised(let attempt, let error): peripheralBridge?.advertised(attempt, error: error)
         case .done: break
-        case .attachment(let outcome): attachment?.completed(outcome)
+        case .attachment(let outcome): attachment?.completed(outcome.value)
         }
     }
 

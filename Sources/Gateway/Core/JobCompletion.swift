@@ -13,5 +13,15 @@ enum JobCompletion: Sendable {
     /// A job that reports nothing (a disconnect).
     case done
     /// A job of the ``GatewayAttachment``: what it returned, handed to it.
-    case attachment(any Sendable)
+    case attachment(AttachmentOutcome)
+}
+
+/// What a job of the ``GatewayAttachment`` returned, in a box. A class reference keeps
+/// ``JobCompletion`` — and so every ``CoreEvent`` — a loadable value: an `any Sendable` payload
+/// made the enum address-only, copied three times on the way through the core's `handle`, some
+/// 900 instructions per advertisement (scripts/callgrind-per-report.py).
+final class AttachmentOutcome: Sendable {
+    let value: any Sendable
+
+    init(_ value: any Sendable) { self.value = value }
 }
