@@ -79,11 +79,7 @@ struct ProxyBackendTests {
     @Test("a connect to a device whose disconnect is under way waits for its end")
     func connectWaitsForDisconnect() async throws {
         let harness = try ProxyHarness(maxConnections: 2)
-        harness.proxyBLE.add(Self.a)
-        try await harness.start()
-        #expect(try await harness.connect(Self.a))
-        harness.proxyBLE.disconnectGate.close()
-        try await harness.disconnect(Self.a)
+        try await harness.startDisconnecting(Self.a)
         #expect(harness.proxyBLE.disconnects == [Self.a])
         #expect(try await harness.connect(Self.a))  // its slot is still held: no second one
         #expect(try await harness.sharedFreeSlots == 1)
@@ -125,11 +121,7 @@ struct ProxyBackendTests {
     @Test("the stop makes the disconnects under way again, after the core's jobs ended, and waits for them")
     func stopWaitsForDisconnects() async throws {
         let harness = try ProxyHarness(maxConnections: 1)
-        harness.proxyBLE.add(Self.a)
-        try await harness.start()
-        #expect(try await harness.connect(Self.a))
-        harness.proxyBLE.disconnectGate.close()
-        try await harness.disconnect(Self.a)
+        try await harness.startDisconnecting(Self.a)
         // As `gattway run` stops: the core's jobs end first (the disconnect's is cancelled) …
         await harness.endJobs()
         #expect(harness.proxyBLE.disconnects == [Self.a])

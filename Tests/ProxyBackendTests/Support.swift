@@ -6,6 +6,7 @@ import GatewayFakes
 import JSON
 import ProxyBackend
 import Synchronization
+import Testing
 
 /// The proxy's port in memory: devices with a few handles, links, notifications; records the
 /// connects and disconnects the backend's jobs make. Links the gateway's own fake port
@@ -264,6 +265,16 @@ final class ProxyHarness {
         let backend = self.backend
         try await loop.submit { backend.disconnect(address: address.rawValue) }
         await loop.settle()
+    }
+
+    /// Starts with `address` connected through the proxy and then its disconnect under way, held
+    /// at the disconnect gate (which the test opens).
+    func startDisconnecting(_ address: BluetoothAddress) async throws {
+        proxyBLE.add(address)
+        try await start()
+        #expect(try await connect(address))
+        proxyBLE.disconnectGate.close()
+        try await disconnect(address)
     }
 
     func notify(_ address: BluetoothAddress, handle: UInt16) async throws {
