@@ -4,7 +4,7 @@ import Gateway
 
 /// What the Bluetooth proxy's backend (``ProxyBackend``) needs from a Bluetooth LE central: the
 /// port it runs its jobs against. `gattway run` implements it on BlueZ's `CentralManager`
-/// (Sources/gattway/Run/ProxyBLECentral.swift); the unit tests with an in-memory fake.
+/// (Sources/GatewayRuntime/Proxy/ProxyBLECentral.swift); the unit tests with an in-memory fake.
 ///
 /// The synchronous members are called on the loop thread, from the backend's handling of a
 /// request or an outcome. The async ones are called from jobs of the core's job runner (on the
