@@ -80,7 +80,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     private var watches: [UInt64: Watch] = [:]
     private var watchOrder: [UInt64] = []
     private var timers: [UInt64: Timer] = [:]
-    private var timerHeap = TimerHeap()
+    /// Timer ids by deadline; a cancelled or re-armed timer's entry is skipped when it surfaces.
+    private var timerHeap = DeadlineHeap<UInt64>()
     private var prepareHooks: [(UInt64, () -> Void)] = []
     private var pollFDs: [pollfd] = []
     private var pollIDs: [UInt64] = []
@@ -231,7 +232,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         let (sum, overflow) = Self.now().addingReportingOverflow(delay)
         let deadline = overflow ? .max : sum
         timers[id] = Timer(deadline: deadline, handler: handler)
-        timerHeap.push(deadline: deadline, id: id)
+        timerHeap.insert(id, at: deadline)
         return Token(id: id)
     }
 
@@ -362,9 +363,9 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     private func pollTimeoutMilliseconds() -> Int32 {
-        while let top = timerHeap.peek() {
-            guard let timer = timers[top.id], timer.deadline == top.deadline else {
-                _ = timerHeap.pop()
+        while let top = timerHeap.first {
+            guard let timer = timers[top.key], timer.deadline == top.deadline else {
+                _ = timerHeap.popFirst()
                 continue
             }
             let now = Self.now()
@@ -378,47 +379,10 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
 
     private func fireTimers() {
         let now = Self.now()
-        while let top = timerHeap.peek(), top.deadline <= now {
-            _ = timerHeap.pop()
-            guard let timer = timers[top.id], timer.deadline == top.deadline else { continue }
-            timers.removeValue(forKey: top.id)
+        while let top = timerHeap.popDue(now: now) {
+            guard let timer = timers[top.key], timer.deadline == top.deadline else { continue }
+            timers.removeValue(forKey: top.key)
             timer.handler()
         }
-    }
-}
-
-/// A binary min-heap of timer deadlines; cancelled entries are skipped when they surface.
-struct TimerHeap {
-    private var items: [(deadline: UInt64, id: UInt64)] = []
-
-    func peek() -> (deadline: UInt64, id: UInt64)? { items.first }
-
-    mutating func push(deadline: UInt64, id: UInt64) {
-        items.append((deadline, id))
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].deadline < items[parent].deadline else { break }
-            items.swapAt(child, parent)
-            child = parent
-        }
-    }
-
-    mutating func pop() -> (deadline: UInt64, id: UInt64)? {
-        guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
-        let top = items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var smallest = parent
-            if left < items.count && items[left].deadline < items[smallest].deadline { smallest = left }
-            if right < items.count && items[right].deadline < items[smallest].deadline { smallest = right }
-            if smallest == parent { break }
-            items.swapAt(parent, smallest)
-            parent = smallest
-        }
-        return top
     }
 }

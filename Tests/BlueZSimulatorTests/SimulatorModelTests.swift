@@ -80,13 +80,4 @@ struct SimulatorModelTests {
     func att(code: UInt8, name: String, message: String) {
         #expect(BlueZError.att(code) == DBusError(DBusError.Name(name), message))
     }
-
-    @Test("the advertising schedule pops due entries in deadline order")
-    func schedule() {
-        var schedule = AdvertisingSchedule<Int>()
-        for (key, deadline) in [(1, 50), (2, 10), (3, 30), (4, 20)] { schedule.insert(key, at: UInt64(deadline)) }
-        var order: [Int] = []
-        while let (_, key) = schedule.popDue(now: 35) { order.append(key) }
-        #expect(order == [2, 4, 3] && schedule.earliest == 50)
-    }
 }

@@ -44,7 +44,7 @@ public actor BlueZSimulator {
     /// Devices added through the control interface (kept across a restart).
     var addedSpecs: [DeviceSpec] = []
     var removedAddresses: Set<String> = []
-    var schedule = AdvertisingSchedule<DBusObjectPath>()
+    var schedule = DeadlineHeap<DBusObjectPath>()
     var scheduleTimer: EventLoop.Token?
     var pendingSignals: [(path: DBusObjectPath, interface: String, names: [String])] = []
     var flushScheduled = false
