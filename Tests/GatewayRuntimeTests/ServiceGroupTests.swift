@@ -43,7 +43,8 @@ struct ServiceGroupTests {
         #expect(runCEnded > journal.index(of: "stop c")!)
         #expect(runCEnded < journal.index(of: "stop a")! && runCEnded < journal.index(of: "stop b")!)
         #expect(all.contains("<5>SIGTERM: stopping"))
-        #expect(all.last?.hasPrefix("<5>stopped in 0.") == true, "\(all)")
+        // (How long it took is the machine's: a loaded one makes it seconds.)
+        #expect(all.last?.hasPrefix("<5>stopped in ") == true, "\(all)")
     }
 
     @Test(
@@ -114,7 +115,8 @@ struct ServiceGroupTests {
         #expect(mqttStopped - stopBegan > 0.35 && mqttStopped - stopBegan < 15, "\(mqttStopped - stopBegan) s")
         // The next stage stopped long before the stubborn stop ended (the group waits for it at the end).
         #expect(journal.index(of: "stop mqtt")! < journal.index(of: "stop core ended")!)
-        #expect(all.contains { $0.hasPrefix("<5>stopped in 0.") }, "the last line is logged before the straggler ends")
+        let stopped = try #require(all.firstIndex { $0.hasPrefix("<5>stopped in ") }, "\(all)")
+        #expect(stopped < journal.index(of: "stop core ended")!, "the last line is logged before the straggler ends")
     }
 
     @Test("the termination signal during a start cancels it; what started is stopped in reverse, exit 0")
