@@ -116,16 +116,21 @@ public final class StoreAndForward {
     private let settings: StoreAndForwardSettings
     private let log: GatewayLogger
     private let queuePath: String?
-    /// Brings the port's completions and the retry timer back to the core (set by the gateway).
-    var deliver: @Sendable (CoreEvent) -> Void = { _ in }
-    /// The loop the retry timer fires on (set by the gateway).
-    var loop: EventLoop?
+    /// Brings the port's completions and the retry timer back to the core.
+    private let deliver: @Sendable (CoreEvent) -> Void
+    /// The loop the retry timer fires on.
+    private let loop: EventLoop
 
-    /// - Parameter queue: the queue (file-backed or memory only); the stage owns it from now on.
+    /// - Parameters:
+    ///   - queue: the queue (file-backed or memory only); the stage owns it from now on.
+    ///   - deliver: brings the port's completions and the retry timers back to the core.
+    ///   - loop: the loop the retry timers fire on.
     init(
         queue: DiskQueue, mqtt: any MQTTPort, clock: any GatewayClock, settings: StoreAndForwardSettings,
-        logger: GatewayLogger = .none
+        logger: GatewayLogger = .none, deliver: @escaping @Sendable (CoreEvent) -> Void, loop: EventLoop
     ) {
+        self.deliver = deliver
+        self.loop = loop
         queuePath = queue.path
         tracksLiveMessages = queue.path != nil
         self.queue = queue
@@ -153,9 +158,8 @@ public final class StoreAndForward {
             context.log(.notice, "store-and-forward: \(queue.count) messages from the previous run to replay")
         }
         self.init(
-            queue: queue, mqtt: context.output.mqtt, clock: context.clock, settings: settings, logger: context.log)
-        deliver = context.deliver
-        loop = context.loop
+            queue: queue, mqtt: context.output.mqtt, clock: context.clock, settings: settings, logger: context.log,
+            deliver: context.deliver, loop: context.loop)
     }
 
     /// The counters, with the queue's current depth.
@@ -191,7 +195,6 @@ public final class StoreAndForward {
     }
 
     private func scheduleFileRetry() {
-        guard let loop else { return }
         let deliver = self.deliver
         fileRetryTimer = clock.schedule(at: clock.now() + Self.retryInterval, on: loop) { deliver(.queueFileRetry) }
     }
@@ -344,7 +347,6 @@ public final class StoreAndForward {
             replaying = false
             return
         }
-        guard let loop else { return replayNext() }
         let deliver = self.deliver
         retryTimer = clock.schedule(at: clock.now() + 1, on: loop) { deliver(.replayRetry) }
     }
