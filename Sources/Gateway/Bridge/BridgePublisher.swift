@@ -19,7 +19,7 @@ final class BridgePublisher {
     /// The adapter's condition as the port last told it (nil: not told yet).
     private(set) var adapter: BLEAdapterStatus?
     /// Told each change of ``adapter`` (`gattway run`: systemd's `STATUS=`).
-    var adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)?
+    private let adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)?
 
     /// Interval between two `bridge/devices` publications, in seconds.
     static let devicesInterval = 1.0
@@ -30,8 +30,9 @@ final class BridgePublisher {
 
     init(
         context: CoreContext, version: String, registry: DeviceRegistry, connections: ConnectionManager,
-        states: DeviceStates
+        states: DeviceStates, adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)? = nil
     ) {
+        self.adapterObserver = adapterObserver
         self.context = context
         self.version = version
         self.registry = registry

@@ -88,7 +88,8 @@ public actor Gateway: LoopIsolated {
         version: String = "dev", stateDirectory: String? = nil,
         processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() },
         healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil,
-        attachment: (any GatewayAttachment)? = nil
+        attachment: (any GatewayAttachment)? = nil,
+        adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)? = nil
     ) {
         self.loop = loop
         // Each feature is given what it asks of the others when it is made; the gateway itself,
@@ -111,7 +112,8 @@ public actor Gateway: LoopIsolated {
         commands = CommandRunner(
             context: context, registry: registry, states: states, connections: connections, fleet: fleet)
         let bridge = BridgePublisher(
-            context: context, version: version, registry: registry, connections: connections, states: states)
+            context: context, version: version, registry: registry, connections: connections, states: states,
+            adapterObserver: adapterObserver)
         self.bridge = bridge
         homeAssistant = HomeAssistantPublisher(context: context, version: version)
         let peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
@@ -474,12 +476,6 @@ public actor Gateway: LoopIsolated {
 
     /// The adapter's condition as the BLE port last told it (nil before ``start()``).
     public var adapterStatus: BLEAdapterStatus? { bridge.adapter }
-
-    /// `handler` gets each change of ``adapterStatus``, on the loop, from the start on (set it
-    /// before ``start()`` to hear the first).
-    public func observeAdapter(_ handler: @escaping @Sendable (BLEAdapterStatus) -> Void) {
-        bridge.adapterObserver = handler
-    }
 
     /// `handler` gets ``freeConnectionSlots`` now and after each event that changed it (a link of
     /// the gateway's starting or ending, a reservation), on the loop. It must not call back into

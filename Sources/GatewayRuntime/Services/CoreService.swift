@@ -58,7 +58,9 @@ public final class CoreService: Service {
         guard let client = mqtt.client, let manager = central.central else {
             throw RunFailure("started before the MQTT client and the BlueZ central", isConfiguration: false)
         }
-        let (config, loop, log, stateDirectory) = (self.config, self.loop, self.log, self.stateDirectory)
+        let (config, loop, log, stateDirectory, notifier) = (
+            self.config, self.loop, self.log, self.stateDirectory, self.notifier
+        )
         let peripheralPort = peripheral?.port
         return state.withLock { state in
             if let gateway = state.gateway {
@@ -71,7 +73,9 @@ public final class CoreService: Service {
                     client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
-                attachment: attachment)
+                attachment: attachment,
+                // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
+                adapterObserver: { status in notifier.notify("STATUS=" + SystemdService.status(status)) })
             state.gateway = gateway
             return gateway
         }
@@ -79,9 +83,6 @@ public final class CoreService: Service {
 
     public func start() async throws {
         let gateway = try makeGateway()
-        // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
-        let notifier = self.notifier
-        await gateway.observeAdapter { status in notifier.notify("STATUS=" + SystemdService.status(status)) }
         try await gateway.start()
         state.withLock { $0.started = true }
     }
