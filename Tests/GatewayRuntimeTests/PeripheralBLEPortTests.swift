@@ -88,6 +88,18 @@ struct PeripheralBLEPortTests {
         await simulator.stop()
     }
 
+    /// Records the port's events, serves ``services``, advertises and connects the central to it.
+    static func serveAndConnect(
+        _ setup: Setup
+    ) async throws -> (Recorded<PeripheralPortEvent>, Peripheral, [BluetoothUUID: Characteristic]) {
+        let events = Recorded<PeripheralPortEvent>()
+        setup.port.events { events.append($0) }
+        try await setup.port.serve(services)
+        try await setup.port.advertise(advertisement)
+        let (peripheral, characteristics) = try await connect(setup.central)
+        return (events, peripheral, characteristics)
+    }
+
     /// Finds the port's advertisement from hci0 and connects while still scanning (BlueZ drops a
     /// temporary device it no longer sees), then discovers the served characteristics by UUID.
     static func connect(_ central: CentralManager) async throws -> (Peripheral, [BluetoothUUID: Characteristic]) {
@@ -142,11 +154,7 @@ struct PeripheralBLEPortTests {
     )
     func valuesAndNotifications() async throws {
         try await Self.withPort { setup in
-            let events = Recorded<PeripheralPortEvent>()
-            setup.port.events { events.append($0) }
-            try await setup.port.serve(Self.services)
-            try await setup.port.advertise(Self.advertisement)
-            let (peripheral, characteristics) = try await Self.connect(setup.central)
+            let (events, peripheral, characteristics) = try await Self.serveAndConnect(setup)
             let level = try #require(characteristics[BluetoothUUID(0x2A19)])
             #expect(try await setup.central.readValue(for: level) == [94], "the value the service was served with")
             await setup.port.setValue([80], for: Self.level)
@@ -169,11 +177,7 @@ struct PeripheralBLEPortTests {
     )
     func writesAndSubscriptions() async throws {
         try await Self.withPort { setup in
-            let events = Recorded<PeripheralPortEvent>()
-            setup.port.events { events.append($0) }
-            try await setup.port.serve(Self.services)
-            try await setup.port.advertise(Self.advertisement)
-            let (peripheral, characteristics) = try await Self.connect(setup.central)
+            let (events, peripheral, characteristics) = try await Self.serveAndConnect(setup)
 
             try await setup.central.writeValue(
                 [1, 2, 3], for: try #require(characteristics[BluetoothUUID(0xFF02)]), type: .withResponse)
@@ -269,11 +273,7 @@ struct PeripheralBLEPortTests {
     )
     func deliveriesEndWithTheManager() async throws {
         try await Self.withPort { setup in
-            let events = Recorded<PeripheralPortEvent>()
-            setup.port.events { events.append($0) }
-            try await setup.port.serve(Self.services)
-            try await setup.port.advertise(Self.advertisement)
-            let (_, characteristics) = try await Self.connect(setup.central)
+            let (events, _, characteristics) = try await Self.serveAndConnect(setup)
             let writable = try #require(characteristics[BluetoothUUID(0xFF02)])
             try await setup.central.writeValue([1], for: writable, type: .withResponse)
             try await eventually("the first write", within: 30) {

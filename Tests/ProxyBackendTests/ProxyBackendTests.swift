@@ -59,12 +59,7 @@ struct ProxyBackendTests {
     @Test("a device the gateway holds shares its slot through the proxy, and stays up after the client is done")
     func sharedLink() async throws {
         let harness = try ProxyHarness(maxConnections: 1, gatewayDevices: Self.gatewayRule)
-        harness.ble.add(Self.g, .init(characteristics: []))
-        harness.proxyBLE.add(Self.g)
-        harness.proxyBLE.add(Self.a)
-        try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.g, advertisement: .init(rssi: -50)))
-        await harness.gateway.waitUntilIdle()
+        try await harness.startHolding(Self.g, proxyAlso: Self.a)
         #expect(harness.ble.isConnected(Self.g))
         #expect(try await harness.sharedFreeSlots == 0)
         #expect(try await harness.connect(Self.g))
@@ -168,12 +163,7 @@ struct ProxyBackendTests {
     )
     func clearCache() async throws {
         let harness = try ProxyHarness(maxConnections: 2, gatewayDevices: Self.gatewayRule)
-        harness.ble.add(Self.g, .init(characteristics: []))
-        harness.proxyBLE.add(Self.g)
-        harness.proxyBLE.add(Self.a)
-        try await harness.start()
-        await harness.gateway.handle(BLEDiscovery(address: Self.g, advertisement: .init(rssi: -50)))
-        await harness.gateway.waitUntilIdle()
+        try await harness.startHolding(Self.g, proxyAlso: Self.a)
         try await harness.clearCache(Self.g)
         #expect(harness.answers.all == ["clear cache 130"])  // 0x82: the gateway's link would end
         #expect(try await harness.connect(Self.a))

@@ -267,6 +267,17 @@ final class ProxyHarness {
         await loop.settle()
     }
 
+    /// Starts with the gateway holding a link to `held` (a device its rule connects); `held` and
+    /// `other` are devices the proxy can connect too.
+    func startHolding(_ held: BluetoothAddress, proxyAlso other: BluetoothAddress) async throws {
+        ble.add(held, .init(characteristics: []))
+        proxyBLE.add(held)
+        proxyBLE.add(other)
+        try await start()
+        await gateway.handle(BLEDiscovery(address: held, advertisement: .init(rssi: -50)))
+        await gateway.waitUntilIdle()
+    }
+
     /// Starts with `address` connected through the proxy and then its disconnect under way, held
     /// at the disconnect gate (which the test opens).
     func startDisconnecting(_ address: BluetoothAddress) async throws {
