@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 import EventLoop
 
@@ -26,6 +27,9 @@ struct ScanSubscription {
     /// `allowDuplicates == false`; entries go when BlueZ removes the device. Keyed like the
     /// tree's devices (no path string per device).
     var lastContent: [DeviceTable.Key: Int] = [:]
+    /// The same for kernel reports, by address (they need not have a device object); bounded
+    /// (``CentralManager/kernelNamesLimit``).
+    var kernelContent: [BluetoothAddress: Int] = [:]
 }
 
 /// This manager's discovery session in BlueZ. Actor-confined.
@@ -197,7 +201,7 @@ extension CentralManager {
     func mergedFilter() -> DBusValue {
         var pairs: [(String, DBusValue)] = [("Transport", .string("le"))]
         let all = scans.values.map(\.options)
-        if all.allSatisfy({ $0.services != nil }) {
+        if reports == .bluez, all.allSatisfy({ $0.services != nil }) {
             var uuids: [String] = []
             for option in all {
                 for uuid in option.services ?? [] where !uuids.contains(uuid.description) {
@@ -244,7 +248,7 @@ extension CentralManager {
     /// an `RSSI` (BlueZ invalidates it when discovery stops, so a device merely remembered from
     /// an earlier discovery is left out). Each scan re-checks its own options as for a signal.
     func reportKnownDevices(to ids: [Int]) {
-        guard !ids.isEmpty, let adapterPath else { return }
+        guard reports == .bluez, !ids.isEmpty, let adapterPath else { return }
         for path in tree.paths(with: BlueZObjectTree.device, below: adapterPath) where isOurDevice(path) {
             guard tree.device(path)?.hasRSSI == true else { continue }
             deviceAdvertised(path, only: ids)
@@ -259,8 +263,24 @@ extension CentralManager {
 
     /// As ``deviceAdvertised(_:only:)``, with the device's key (``DeviceTable/key(_:)`` of `path`).
     func deviceAdvertised(_ path: DBusObjectPath, key: DeviceTable.Key, only ids: [Int]? = nil) {
-        guard !scans.isEmpty, let device = tree.device(key), let peripheral = device.peripheral else { return }
-        let data = device.advertisementData
+        guard reports == .bluez, !scans.isEmpty, let device = tree.device(key),
+            let peripheral = device.peripheral
+        else { return }
+        report(ScanResult(peripheral: peripheral, advertisementData: device.advertisementData), only: ids) {
+            id, hash in
+            guard scans[id]?.lastContent[key] != hash else { return false }
+            scans[id]?.lastContent[key] = hash
+            return true
+        }
+    }
+
+    /// Hands `result` to each scan (or each of `only`) whose options it passes. `isNew` says,
+    /// for a scan that drops duplicates, whether a content hash (without RSSI) differs from the
+    /// device's last one reported to that scan, and records it.
+    private func report(
+        _ result: ScanResult, only ids: [Int]? = nil, isNew: (_ scan: Int, _ contentHash: Int) -> Bool
+    ) {
+        let data = result.advertisementData
         // The content (without RSSI) is hashed only for a scan that drops duplicates: the
         // gateway's scan keeps them, and this runs for every advertisement report.
         var contentHash: Int?
@@ -277,15 +297,70 @@ extension CentralManager {
                     content.rssi = nil
                     contentHash = content.hashValue
                 }
-                guard scan.lastContent[key] != contentHash else { continue }
-                scans[id]?.lastContent[key] = contentHash
+                guard let contentHash, isNew(id, contentHash) else { continue }
             }
-            let result = ScanResult(peripheral: peripheral, advertisementData: data)
             switch scan.sink {
             case .stream(let stream): stream.continuation.yield(result)
             case .handler(let handler): handler(result)
             }
         }
+    }
+
+    /// At most this many addresses in ``kernelNames`` and a scan's kernel content hashes (a street full of
+    /// phones with rotating addresses must not grow them without bound): when full, emptied.
+    static let kernelNamesLimit = 4096
+
+    /// One report from the kernel's management socket (``KernelRadio``), on the loop thread, with
+    /// ``CentralOptions/reports`` `.kernel`: its AD bytes decoded and handed to every scan whose
+    /// options it passes, exactly like a report of BlueZ's D-Bus view, with the report itself in
+    /// ``ScanResult/kernelReport``. Reports of other controllers are ignored. A report without a
+    /// name takes the one this address last sent, else BlueZ's `Name` of the device.
+    public func kernelReport(_ found: DeviceFound) {
+        guard reports == .kernel, !scans.isEmpty, state == .poweredOn, found.controller == adapterIndex
+        else { return }
+        var data = AdvertisementData(advertisingData: found.data)
+        // 127: the controller had no RSSI for this report.
+        data.rssi = found.rssi == 127 ? nil : Int16(found.rssi)
+        if let name = data.localName {
+            if kernelNames[found.address] != name {
+                if kernelNames.count >= Self.kernelNamesLimit { kernelNames.removeAll(keepingCapacity: true) }
+                kernelNames[found.address] = name
+            }
+        } else if let name = kernelNames[found.address] {
+            data.localName = name
+        } else if let path = devicePath(found.address), let name = tree.device(path)?.peripheral?.name {
+            data.localName = name
+        }
+        let addressType: BluetoothAddress.AddressType? =
+            switch found.addressType {
+            case .lePublic: .public
+            case .leRandom: .random
+            default: nil
+            }
+        let peripheral = Peripheral(address: found.address, addressType: addressType, name: data.localName)
+        report(ScanResult(peripheral: peripheral, advertisementData: data, kernelReport: found)) { id, hash in
+            guard let seen = scans[id]?.kernelContent, seen[found.address] != hash else { return false }
+            if seen.count >= Self.kernelNamesLimit { scans[id]?.kernelContent.removeAll(keepingCapacity: true) }
+            scans[id]?.kernelContent[found.address] = hash
+            return true
+        }
+    }
+
+    /// Switches where scans get their reports (``CentralOptions/reports``), e.g. to `.kernel`
+    /// once a ``KernelRadio`` is open, back to `.bluez` when its socket closed; discovery's
+    /// filter follows (no UUIDs on the kernel path).
+    public func setReportSource(_ source: CentralOptions.ReportSource) {
+        guard reports != source else { return }
+        reports = source
+        armDiscovery()
+        if source == .bluez { reportKnownDevices(to: Array(scans.keys)) }
+    }
+
+    /// `N` of an adapter path `/org/bluez/hciN`.
+    static func controllerIndex(of path: DBusObjectPath) -> UInt16? {
+        let name = path.rawValue.split(separator: "/").last ?? ""
+        guard name.hasPrefix("hci") else { return nil }
+        return UInt16(name.dropFirst(3))
     }
 
     /// What BlueZ remembers of a peripheral's advertisements (`Device1`'s name, service UUIDs —

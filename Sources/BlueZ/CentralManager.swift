@@ -34,7 +34,16 @@ public actor CentralManager: BlueZManager {
 
     let connection: DBusConnection
     var tree = BlueZObjectTree()
-    var adapterPath: DBusObjectPath?
+    var adapterPath: DBusObjectPath? {
+        didSet { adapterIndex = adapterPath.flatMap { Self.controllerIndex(of: $0) } }
+    }
+    /// The management interface's index of the adapter (`hciN` is N), for kernel reports.
+    var adapterIndex: UInt16?
+    /// Where scans get their reports now (``setReportSource(_:)``).
+    public internal(set) var reports: CentralOptions.ReportSource
+    /// Names the kernel's reports carried, by address, for its reports without one (a name
+    /// sent only in some reports); bounded (``kernelNamesLimit``).
+    var kernelNames: [BluetoothAddress: String] = [:]
     var bluezOwner: String?
     /// The current state; see ``stateUpdates()`` for changes.
     public internal(set) var state: CentralState = .unknown
@@ -88,6 +97,7 @@ public actor CentralManager: BlueZManager {
         self.connection = connection
         self.loop = connection.loop
         self.options = options
+        self.reports = options.reports
     }
 
     /// Connects to the bus, reads BlueZ's objects, adopts existing connections and restores the

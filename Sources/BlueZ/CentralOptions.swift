@@ -4,6 +4,18 @@ import Retry
 public struct CentralOptions: Sendable {
     /// The adapter to use (default: the first adapter, preferring a powered one).
     public var adapter: AdapterSelector
+    /// Where scans get their reports: `.bluez`, from `Device1`'s properties (merged per device,
+    /// signalled on change); `.kernel`, from ``CentralManager/kernelReport(_:)``, which a
+    /// ``KernelRadio`` on the management socket calls for every report (discovery is still
+    /// bluetoothd's, started over D-Bus, without a UUID filter: the kernel would apply it to
+    /// every management socket, and it ignores service data).
+    public var reports: ReportSource = .bluez
+
+    /// Where advertising reports come from (``CentralOptions/reports``).
+    public enum ReportSource: Sendable, Equatable {
+        case bluez
+        case kernel
+    }
     /// Where to save known devices, wanted connections and subscriptions (JSON, written
     /// atomically on every change); nil keeps nothing across restarts of the process.
     public var stateFilePath: String?

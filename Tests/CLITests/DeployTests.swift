@@ -15,7 +15,10 @@ struct DeployTests {
             contentsOf: Self.repository.appendingPathComponent("deploy/gattway.service"), encoding: .utf8)
         for setting in [
             "Type=notify", "WatchdogSec=", "Restart=on-failure", "RestartPreventExitStatus=64 78",
-            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "ProtectSystem=strict", "NoNewPrivileges=yes",
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_BLUETOOTH", "ProtectSystem=strict",
+            "NoNewPrivileges=yes",
+            // The management socket's reports need CAP_NET_ADMIN, and the unit grants nothing else.
+            "CapabilityBoundingSet=CAP_NET_ADMIN\n", "AmbientCapabilities=CAP_NET_ADMIN\n",
             // gattway run stops within 5 s (docs/operations.md, "Stopping"): SIGKILL only well after.
             "TimeoutStopSec=10s",
         ] {

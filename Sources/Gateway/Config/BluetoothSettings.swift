@@ -5,6 +5,19 @@ import JSON
 public struct BluetoothSettings: Sendable, Equatable {
     /// The adapter name, e.g. `hci0`.
     public var adapter = "hci0"
+    /// `radio`: where advertising reports are read (docs/config.md, "The radio").
+    public var radio = RadioChoice.auto
+
+    /// Where advertising reports are read.
+    public enum RadioChoice: String, Sendable, Equatable, CaseIterable {
+        /// The kernel's management socket when the process may use it, else D-Bus; one log
+        /// line says which and why.
+        case auto
+        /// The kernel's management socket: every report with its bytes; without it, no start.
+        case mgmt
+        /// bluetoothd's D-Bus view (`Device1` properties, merged per device).
+        case dbus
+    }
     /// `scan.services`: only devices advertising one of these services (as a service UUID or
     /// service data) are considered; empty: every device.
     public var scanServices: [BluetoothUUID] = []
@@ -34,6 +47,13 @@ public struct BluetoothSettings: Sendable, Equatable {
 
     init(_ object: inout ConfigObject) {
         adapter = object.read("adapter", default: adapter) { try $0.adapterName() }
+        radio = object.read("radio", default: radio) { reader in
+            let text = try reader.string()
+            guard let radio = RadioChoice(rawValue: text) else {
+                throw reader.fail("\"\(text)\" is not a radio (expected auto, mgmt or dbus)")
+            }
+            return radio
+        }
         if let value = object.value("scan"), var scan = ConfigObject(value, object.problems) {
             let problems = object.problems
             scanServices = scan.read("services", default: []) { reader in

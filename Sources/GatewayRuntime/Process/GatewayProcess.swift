@@ -1,3 +1,4 @@
+import BlueZ
 import EventLoop
 import Gateway
 import LocalSystem
@@ -84,7 +85,9 @@ public struct GatewayProcess: Sendable {
     ) -> [ServiceGroup.Stage] {
         let stateDirectory = options.stateDirectory ?? config.stateDirectory
         let mqtt = MQTTService(config: config, loop: loop, log: log)
-        let central = BlueZCentralService(config: config, stateDirectory: stateDirectory, loop: loop, log: log)
+        let central = BlueZCentralService(
+            config: config, stateDirectory: stateDirectory, loop: loop, log: log,
+            radioEndpoint: .current)
         let peripheral =
             config.role.includesPeripheral
             ? BlueZPeripheralService(

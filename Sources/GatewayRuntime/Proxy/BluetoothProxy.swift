@@ -1,5 +1,6 @@
 import BlueZ
 import Bluetooth
+import BluetoothManagement
 import ESPHomeAPI
 import EventLoop
 import Gateway
@@ -98,10 +99,17 @@ public struct BluetoothProxy: Sendable {
             stateFollower: stateFollower)
     }
 
-    /// One BlueZ report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
-    /// 1 random), the RSSI (-127 when BlueZ gave none) and the AD bytes rebuilt from its fields.
+    /// One report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
+    /// 1 random), the RSSI (-127 when none) and the AD bytes — the controller's own on the
+    /// management path (``ScanResult/kernelReport``), rebuilt from BlueZ's merged properties on
+    /// the D-Bus path.
     static func rawAdvertisement(_ result: ScanResult) -> ServerMessage.RawAdvertisement {
-        ServerMessage.RawAdvertisement(
+        if let found = result.kernelReport {
+            return ServerMessage.RawAdvertisement(
+                address: found.address.rawValue, rssi: found.rssi == 127 ? -127 : Int32(found.rssi),
+                addressType: found.addressType == .leRandom ? 1 : 0, data: found.data)
+        }
+        return ServerMessage.RawAdvertisement(
             address: result.peripheral.address.rawValue, rssi: Int32(result.rssi ?? -127),
             addressType: result.peripheral.addressType == .random ? 1 : 0,
             data: AdvertisementBytes.build(result.advertisementData))

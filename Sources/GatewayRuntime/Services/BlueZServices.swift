@@ -1,4 +1,5 @@
 import BlueZ
+import BluetoothManagement
 import DBus
 import EventLoop
 import Gateway
@@ -16,22 +17,33 @@ public final class BlueZCentralService: Service {
     let bus: DBusConnection.Bus
     let loop: EventLoop
     let log: GatewayLogger
-    private let started = Mutex<CentralManager?>(nil)
+    let radioEndpoint: ManagementEndpoint
+    private struct Started {
+        var central: CentralManager?
+        var radio: KernelRadio?
+    }
+    private let started = Mutex(Started())
 
-    /// - Parameter stateDirectory: where `central.json` is kept (nil: in memory only).
+    /// - Parameters:
+    ///   - stateDirectory: where `central.json` is kept (nil: in memory only).
+    ///   - radioEndpoint: the management socket `bluetooth.radio` `auto` or `mgmt` reads (the
+    ///     kernel's, or a served one such as the simulator's).
     public init(
         config: GatewayConfig, stateDirectory: String?, bus: DBusConnection.Bus = .system, loop: EventLoop,
-        log: GatewayLogger
+        log: GatewayLogger, radioEndpoint: ManagementEndpoint = .kernel
     ) {
         self.config = config
         self.stateDirectory = stateDirectory
         self.bus = bus
         self.loop = loop
         self.log = log
+        self.radioEndpoint = radioEndpoint
     }
 
     /// The central, once ``start()`` made it.
-    public var central: CentralManager? { started.withLock { $0 } }
+    public var central: CentralManager? { started.withLock { $0.central } }
+    /// The management socket the central's scans read, when `bluetooth.radio` chose it.
+    public var radio: KernelRadio? { started.withLock { $0.radio } }
 
     public func start() async throws {
         let log = self.log
@@ -51,7 +63,11 @@ public final class BlueZCentralService: Service {
             }
         }
         let central = try await CentralManager.start(options: options, bus: bus, on: loop)
-        started.withLock { $0 = central }
+        started.withLock { $0.central = central }
+        let radio = try await RadioSelection.open(
+            config.bluetooth.radio, adapter: config.bluetooth.adapter, endpoint: radioEndpoint, central: central,
+            loop: loop, log: log)
+        started.withLock { $0.radio = radio }
         // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
         if config.health.enabled {
             await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
@@ -59,6 +75,7 @@ public final class BlueZCentralService: Service {
     }
 
     public func stop(within deadline: StopDeadline) async -> String? {
+        if let radio { await radio.close() }
         guard let central else { return nil }
         let closed = await StopDeadline.bounded(deadline.closeRemaining) { await central.close() }
         return closed ? nil : Self.notAnswered

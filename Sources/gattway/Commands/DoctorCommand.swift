@@ -1,3 +1,4 @@
+import BlueZ
 import EventLoop
 import Gateway
 import JSON
@@ -77,6 +78,11 @@ struct DoctorCommand: Command {
             )
         }
         report.add(await bluez.run())
+        report.add(
+            await RadioDiagnosis(
+                choice: config?.bluetooth.radio ?? .auto, adapter: adapter,
+                endpoint: .current, timeout: limit, loop: loop
+            ).run())
         if let config {
             report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
             report.add(await ProxyDiagnosis(settings: config.bluetoothProxy, timeout: limit, loop: loop).run())

@@ -1,0 +1,318 @@
+import Bluetooth
+import BluetoothManagement
+import EventLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where the management protocol is read from.
+public enum ManagementEndpoint: Sendable, Equatable, CustomStringConvertible {
+    /// The kernel's Bluetooth management socket (`AF_BLUETOOTH`, `BTPROTO_HCI`,
+    /// `HCI_CHANNEL_CONTROL`), beside bluetoothd.
+    case kernel
+    /// A Unix `SOCK_SEQPACKET` socket that serves the same protocol, one packet per datagram:
+    /// the simulator's virtual controllers (`gattway simulate --mgmt-socket PATH`).
+    case socket(path: String)
+
+    /// `GATTWAY_MGMT_SOCKET=<path>` names a served socket (the simulator's); else the kernel's.
+    public static func fromEnvironment(_ environment: [String: String]) -> ManagementEndpoint {
+        if let path = environment["GATTWAY_MGMT_SOCKET"], !path.isEmpty { return .socket(path: path) }
+        return .kernel
+    }
+
+    /// ``fromEnvironment(_:)`` of this process's environment.
+    public static var current: ManagementEndpoint {
+        guard let path = getenv("GATTWAY_MGMT_SOCKET") else { return .kernel }
+        return fromEnvironment(["GATTWAY_MGMT_SOCKET": String(cString: path)])
+    }
+
+    public var description: String {
+        switch self {
+        case .kernel: "the kernel's Bluetooth management socket"
+        case .socket(let path): "the management socket at \(path)"
+        }
+    }
+}
+
+/// Why the management socket cannot serve as the radio; the text says what to do.
+public struct KernelRadioError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Every advertising report the kernel delivers, read from its Bluetooth management socket on
+/// the loop thread (an ``EventLoop`` watch: no thread, no task per report), beside bluetoothd.
+///
+/// bluetoothd keeps everything else — discovery, connections, GATT, pairing, the adapter's
+/// power. This socket only listens, and sends three read-only commands (Read Management Version
+/// Information, Read Controller Index List, Read Controller Information), which change no state
+/// of the kernel or of bluetoothd (docs/bluez.md, "The kernel's management socket"). The kernel
+/// sends Device Found to every *trusted* management socket (one bound with `CAP_NET_ADMIN`)
+/// while a discovery, bluetoothd's, runs.
+///
+/// An actor on the loop's executor, like the managers. `deliver` gets each report on the loop
+/// thread, inside the read of the socket.
+public actor KernelRadio: LoopIsolated {
+    public nonisolated let loop: EventLoop
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    public nonisolated let endpoint: ManagementEndpoint
+
+    private let fd: Int32
+    private var watch: EventLoop.Token?
+    private let deliver: @Sendable (DeviceFound) -> Void
+    private let events: (@Sendable (ManagementEvent) -> Void)?
+    private var pending: [Pending] = []
+    private var buffer = [UInt8](repeating: 0, count: 6 + Int(UInt16.max))
+    private var nextRequest = 0
+
+    /// Reports handed on.
+    public private(set) var reports = 0
+    /// Packets that did not decode (counted, logged by the caller through ``droppedPackets``).
+    public private(set) var droppedPackets = 0
+    /// Whether the socket is still open (a served socket's peer may go away).
+    public private(set) var isOpen = true
+
+    private struct Pending {
+        let id: Int
+        let opcode: UInt16
+        let controller: UInt16
+        let continuation: CheckedContinuation<[UInt8], any Error>
+    }
+
+    /// Opens the endpoint and starts reading. For the kernel's socket the process must hold
+    /// `CAP_NET_ADMIN` (checked first: an untrusted socket opens but never hears a report).
+    /// - Parameters:
+    ///   - deliver: every Device Found and Advertisement Monitor Device Found, on the loop thread.
+    ///   - events: every other event (controllers added or removed, discovering), on the loop thread.
+    public static func open(
+        _ endpoint: ManagementEndpoint, loop: EventLoop, deliver: @escaping @Sendable (DeviceFound) -> Void,
+        events: (@Sendable (ManagementEvent) -> Void)? = nil
+    ) async throws(KernelRadioError) -> KernelRadio {
+        let fd = try openSocket(endpoint)
+        do {
+            return try await loop.submit {
+                let radio = KernelRadio(fd: fd, endpoint: endpoint, loop: loop, deliver: deliver, events: events)
+                radio.assumeLoopIsolated { $0.startReading() }
+                return radio
+            }
+        } catch {
+            Glibc.close(fd)
+            throw KernelRadioError("the event loop is gone")
+        }
+    }
+
+    private init(
+        fd: Int32, endpoint: ManagementEndpoint, loop: EventLoop, deliver: @escaping @Sendable (DeviceFound) -> Void,
+        events: (@Sendable (ManagementEvent) -> Void)?
+    ) {
+        self.fd = fd
+        self.endpoint = endpoint
+        self.loop = loop
+        self.deliver = deliver
+        self.events = events
+    }
+
+    private func startReading() {
+        watch = loop.addWatch(fd: fd, events: .readable) { [weak self] events in
+            self?.assumeLoopIsolated { $0.readAvailable(events) }
+        }
+    }
+
+    /// Reads every packet waiting (one per `recv`), then returns to the loop.
+    private func readAvailable(_ events: EventLoop.IOEvents) {
+        while isOpen {
+            let count = buffer.withUnsafeMutableBytes {
+                recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    if events.contains(.hangup) || events.contains(.error) { break }
+                    return
+                }
+                break
+            }
+            if count == 0 { break }  // a served socket's peer hung up (the kernel's never sends 0)
+            guard count <= buffer.count else {
+                droppedPackets += 1
+                continue
+            }
+            handle(count: count)
+        }
+        close()
+    }
+
+    private func handle(count: Int) {
+        let event: ManagementEvent
+        do {
+            event = try buffer.withUnsafeBytes { bytes throws(ManagementDecodeError) in
+                try ManagementEvent.decode(packetBytes: UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+            }
+        } catch {
+            droppedPackets += 1
+            return
+        }
+        switch event {
+        case .deviceFound(let found):
+            reports &+= 1
+            deliver(found)
+        case .commandComplete(let opcode, let status, let controller, let parameters):
+            answer(opcode: opcode, controller: controller, status: status, parameters: parameters)
+        case .commandStatus(let opcode, let status, let controller):
+            answer(opcode: opcode, controller: controller, status: status, parameters: [])
+        default:
+            events?(event)
+        }
+    }
+
+    private func answer(opcode: UInt16, controller: UInt16, status: UInt8, parameters: [UInt8]) {
+        guard let index = pending.firstIndex(where: { $0.opcode == opcode && $0.controller == controller }) else {
+            return
+        }
+        let request = pending.remove(at: index)
+        if status == 0 {
+            request.continuation.resume(returning: parameters)
+        } else {
+            request.continuation.resume(
+                throwing: KernelRadioError(
+                    "management command 0x\(Hex.encode(UInt64(opcode), digits: 4)) failed: status 0x\(Hex.encode(UInt64(status), digits: 2))"))
+        }
+    }
+
+    /// Sends `command` and returns the parameters of its Command Complete (after the opcode and
+    /// status). Fails on a non-zero status, a closed socket or no answer within `timeout`.
+    public func request(_ command: ManagementPacket, timeout: Double = 3) async throws -> [UInt8] {
+        guard isOpen else { throw KernelRadioError("the management socket is closed") }
+        let bytes = command.bytes
+        let sent = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+        guard sent == bytes.count else {
+            throw KernelRadioError("cannot send a management command: \(String(cString: strerror(errno)))")
+        }
+        nextRequest += 1
+        let id = nextRequest
+        let timer = loop.addTimer(after: timeout) { [weak self] in
+            self?.assumeLoopIsolated { radio in
+                guard let index = radio.pending.firstIndex(where: { $0.id == id }) else { return }
+                radio.pending.remove(at: index).continuation.resume(
+                    throwing: KernelRadioError("no answer to a management command within \(timeout) s"))
+            }
+        }
+        defer { loop.cancelTimer(timer) }
+        return try await withCheckedThrowingContinuation { continuation in
+            pending.append(
+                Pending(id: id, opcode: command.code, controller: command.controller, continuation: continuation))
+        }
+    }
+
+    /// The management interface's version (Read Management Version Information).
+    public func version(timeout: Double = 3) async throws -> ManagementVersion {
+        try ManagementVersion.decode(try await request(ManagementCommand.readVersion(), timeout: timeout))
+    }
+
+    /// The controllers the kernel has (Read Controller Index List): `hciN` is index N.
+    public func controllers(timeout: Double = 3) async throws -> [UInt16] {
+        try ManagementCommand.decodeIndexList(
+            try await request(ManagementCommand.readControllerIndexList(), timeout: timeout))
+    }
+
+    /// One controller's address, settings and name (Read Controller Information).
+    public func controllerInfo(_ controller: UInt16) async throws -> ControllerInfo {
+        try ControllerInfo.decode(try await request(ManagementCommand.readControllerInfo(controller: controller)))
+    }
+
+    /// Stops reading and closes the socket; waiting requests fail.
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        if let watch { loop.removeWatch(watch) }
+        watch = nil
+        Glibc.close(fd)
+        let waiting = pending
+        pending = []
+        for request in waiting {
+            request.continuation.resume(throwing: KernelRadioError("the management socket was closed"))
+        }
+    }
+
+    // MARK: Opening
+
+    /// `AF_BLUETOOTH`, `BTPROTO_HCI`, `HCI_CHANNEL_CONTROL`, `HCI_DEV_NONE` (linux/bluetooth headers).
+    static let afBluetooth: Int32 = 31
+    static let btprotoHCI: Int32 = 1
+    static let hciChannelControl: UInt16 = 3
+    static let hciDevNone: UInt16 = 0xFFFF
+    /// `CAP_NET_ADMIN`'s bit in the capability sets.
+    static let capNetAdmin = 12
+
+    private static func openSocket(_ endpoint: ManagementEndpoint) throws(KernelRadioError) -> Int32 {
+        switch endpoint {
+        case .kernel:
+            guard hasNetAdmin() else {
+                throw KernelRadioError(
+                    "the process lacks CAP_NET_ADMIN, without which the kernel sends no advertising report to its management socket (run as root, or give the service AmbientCapabilities=CAP_NET_ADMIN)"
+                )
+            }
+            let fd = socket(afBluetooth, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), btprotoHCI)
+            guard fd >= 0 else {
+                let reason = errno == EAFNOSUPPORT ? "the kernel has no Bluetooth support (AF_BLUETOOTH)" : errnoText()
+                throw KernelRadioError("cannot open the management socket: \(reason)")
+            }
+            // struct sockaddr_hci { sa_family_t hci_family; unsigned short hci_dev, hci_channel; }
+            var address: (UInt16, UInt16, UInt16) = (UInt16(afBluetooth), hciDevNone, hciChannelControl)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, 6) }
+            }
+            guard bound == 0 else {
+                let reason = errnoText()
+                Glibc.close(fd)
+                throw KernelRadioError("cannot bind the management socket: \(reason)")
+            }
+            return fd
+        case .socket(let path):
+            let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw KernelRadioError("cannot open a Unix socket: \(errnoText())") }
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            let capacity = MemoryLayout.size(ofValue: address.sun_path)
+            guard path.utf8.count < capacity else {
+                Glibc.close(fd)
+                throw KernelRadioError("the management socket path is too long: \(path)")
+            }
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                raw.copyBytes(from: path.utf8)
+                raw[path.utf8.count] = 0
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard connected == 0 else {
+                let reason = errnoText()
+                Glibc.close(fd)
+                throw KernelRadioError("cannot connect to the management socket at \(path): \(reason)")
+            }
+            return fd
+        }
+    }
+
+    /// Whether `CAP_NET_ADMIN` is in the effective set (`CapEff` of /proc/self/status).
+    public static func hasNetAdmin() -> Bool {
+        let fd = Glibc.open("/proc/self/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 8192)
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return false }
+        let status = String(decoding: bytes[0..<count], as: UTF8.self)
+        for line in status.split(separator: "\n") where line.hasPrefix("CapEff:") {
+            let hex = line.dropFirst("CapEff:".count).filter { !$0.isWhitespace }
+            guard let mask = UInt64(hex, radix: 16) else { return false }
+            return mask & (1 << UInt64(capNetAdmin)) != 0
+        }
+        return false
+    }
+
+    private static func errnoText() -> String { String(cString: strerror(errno)) }
+}

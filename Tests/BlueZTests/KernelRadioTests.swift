@@ -1,0 +1,137 @@
+import BlueZ
+import Bluetooth
+import BluetoothManagement
+import EventLoop
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// `KernelRadio` against a served management socket (a `SeqPacketPeer` playing the kernel), and
+/// the central's scans on the kernel's reports with the simulator's bluetoothd beside it.
+@Suite("KernelRadio")
+struct KernelRadioTests {
+    /// A BTHome v2 advertisement: Flags, service data FCD2 with packet id `id` and a temperature.
+    static func bthome(_ id: UInt8, name: String? = nil) -> [UInt8] {
+        var bytes: [UInt8] = [0x02, 0x01, 0x06, 0x08, 0x16, 0xD2, 0xFC, 0x40, 0x00, id, 0x02, 0xC4, 0x09]
+        if let name {
+            bytes += [UInt8(name.utf8.count + 1), 0x09] + Array(name.utf8)
+        }
+        return bytes
+    }
+
+    static let sensor = BluetoothAddress("C4:7C:8D:6A:00:01")!
+
+    static func found(_ id: UInt8, controller: UInt16 = 0, name: String? = nil, rssi: Int8 = -61) -> [UInt8] {
+        ManagementEvent.deviceFound(
+            DeviceFound(
+                controller: controller, address: sensor, addressType: .leRandom, rssi: rssi,
+                flags: DeviceFound.notConnectable, data: bthome(id, name: name))
+        ).packet.bytes
+    }
+
+    /// Answers the version request the test makes.
+    static func answerVersion(_ peer: SeqPacketPeer) throws {
+        let request = try peer.receive()
+        #expect(Array(request.prefix(2)) == [0x01, 0x00], "Read Management Version Information")
+        try peer.send(
+            ManagementEvent.commandComplete(opcode: 0x0001, status: 0, controller: 0xFFFF, parameters: [1, 22, 0])
+                .packet.bytes)
+    }
+
+    @Test("every Device Found is handed on once, in order; malformed packets are counted and dropped")
+    func deliversEveryReport() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let seen = Mutex<[DeviceFound]>([])
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
+            seen.withLock { $0.append(found) }
+        }
+        try peer.accept()
+        async let version = radio.version()
+        try Self.answerVersion(peer)
+        #expect(try await version == ManagementVersion(version: 1, revision: 22))
+        try peer.send(Self.found(1))
+        try peer.send([0x12, 0x00, 0x00])  // a header cut short
+        try peer.send([0x12, 0x00, 0x00, 0x00, 0x40, 0x00, 1, 2])  // says 64 bytes, carries 2
+        try peer.send(ManagementEvent.other(code: 0x7777, controller: 9).packet.bytes)  // unknown: ignored
+        try peer.send(Self.found(2))
+        try peer.send(Self.found(2))  // a repeat is a report too
+        try await eventually("three reports") { seen.withLock { $0.count } == 3 }
+        #expect(seen.withLock { $0.map(\.data[9]) } == [1, 2, 2])
+        #expect(seen.withLock { $0[0].address } == Self.sensor)
+        #expect(await radio.droppedPackets == 2)
+        #expect(await radio.reports == 3)
+        await radio.close()
+    }
+
+    @Test("a peer that hangs up closes the radio; a request then fails at once, one without an answer times out")
+    func hangUpAndTimeout() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { _ in }
+        try peer.accept()
+        await #expect(throws: KernelRadioError.self) { try await radio.version(timeout: 0.2) }
+        peer.hangUp()
+        try await eventually("closed") { await !radio.isOpen }
+        await #expect(throws: KernelRadioError.self) { try await radio.version() }
+    }
+
+    @Test("opening a socket nobody serves fails with the path in the message")
+    func nobodyServes() async throws {
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        do {
+            _ = try await KernelRadio.open(.socket(path: "/nonexistent/gattway-mgmt.sock"), loop: loop) { _ in }
+            Issue.record("opened a socket nobody serves")
+        } catch {
+            #expect(error.description.contains("/nonexistent/gattway-mgmt.sock"))
+        }
+    }
+
+    @Test("the endpoint comes from GATTWAY_MGMT_SOCKET, else the kernel's")
+    func endpointFromEnvironment() {
+        #expect(ManagementEndpoint.fromEnvironment([:]) == .kernel)
+        #expect(ManagementEndpoint.fromEnvironment(["GATTWAY_MGMT_SOCKET": ""]) == .kernel)
+        #expect(ManagementEndpoint.fromEnvironment(["GATTWAY_MGMT_SOCKET": "/run/x.sock"]) == .socket(path: "/run/x.sock"))
+    }
+
+    @Test(
+        "with kernel reports a scan gets every report of its controller with the bytes, names carried over, and no report from D-Bus properties"
+    )
+    func centralOnKernelReports() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central { $0.reports = .kernel }
+            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+            let results = Mutex<[ScanResult]>([])
+            let token = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
+                results.withLock { $0.append(result) }
+            }
+            let peer = try SeqPacketPeer()
+            let radio = try await KernelRadio.open(.socket(path: peer.path), loop: harness.loop) { [central] found in
+                central.assumeLoopIsolated { $0.kernelReport(found) }
+            }
+            try peer.accept()
+            try peer.send(Self.found(1, name: "BTHome sensor"))
+            try peer.send(Self.found(2, controller: 1))  // another controller's: not this central's
+            try peer.send(Self.found(3, rssi: 127))
+            try peer.send(Self.found(3))
+            try await eventually("three reports") { results.withLock { $0.count } >= 3 }
+            // The simulator's devices advertise all along: none may arrive from their properties.
+            try await Task.sleep(for: .milliseconds(300))
+            let seen = results.withLock { $0 }
+            #expect(seen.count == 3)
+            #expect(seen.allSatisfy { $0.kernelReport != nil })
+            #expect(seen.map { $0.kernelReport?.data[9] } == [1, 3, 3])
+            #expect(seen[0].advertisementData.serviceData[BluetoothUUID(0xFCD2)] == [0x40, 0x00, 1, 0x02, 0xC4, 0x09])
+            #expect(seen.map(\.advertisementData.localName) == ["BTHome sensor", "BTHome sensor", "BTHome sensor"])
+            #expect(seen.map(\.rssi) == [-61, nil, -61])
+            #expect(seen[0].peripheral.addressType == .random)
+            await central.stopScan(token)
+            await radio.close()
+            await central.close()
+        }
+    }
+}

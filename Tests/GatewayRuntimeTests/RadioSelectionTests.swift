@@ -1,0 +1,118 @@
+import BlueZ
+import BlueZSimulator
+import BluetoothManagement
+import EventLoop
+import Foundation
+import Gateway
+import GatewayRuntime
+import TestSupport
+import Testing
+
+/// `bluetooth.radio` at the start of the central's service: which path the scans read, the log
+/// line that says why, and a refused start for `mgmt` without a management socket.
+@Suite("bluetooth.radio")
+struct RadioSelectionTests {
+    static func withCentral(
+        radio: String, endpoint: ManagementEndpoint,
+        _ body: (BlueZCentralService, Journal) async throws -> Void
+    ) async throws {
+        let daemon = try await DBusDaemon()
+        defer { daemon.stop() }
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let simulator = try await BlueZSimulator.start(
+            scenario: try Scenario.parse(Data(CentralBLEPortTests.scenario.utf8)), bus: .address(daemon.address),
+            on: loop)
+        let config = try GatewayConfig.parse(Array(#"{"bluetooth": {"radio": "\#(radio)"}}"#.utf8))
+        let journal = Journal()
+        let service = BlueZCentralService(
+            config: config, stateDirectory: nil, bus: .address(daemon.address), loop: loop, log: journal.logger,
+            radioEndpoint: endpoint)
+        do {
+            try await body(service, journal)
+        } catch {
+            _ = await service.stop(within: StopDeadline.begin())
+            await simulator.stop()
+            throw error
+        }
+        _ = await service.stop(within: StopDeadline.begin())
+        await simulator.stop()
+    }
+
+    static let nobody = ManagementEndpoint.socket(path: "/nonexistent/gattway-mgmt.sock")
+
+    @Test("mgmt without a management socket refuses to start, saying why and what to set instead")
+    func mgmtRefuses() async throws {
+        try await Self.withCentral(radio: "mgmt", endpoint: Self.nobody) { service, _ in
+            do {
+                try await service.start()
+                Issue.record("started without a management socket")
+            } catch {
+                #expect(ExitCode(for: error) == .failure)
+                let text = "\(error)"
+                #expect(text.contains("bluetooth.radio is mgmt"), "\(text)")
+                #expect(text.contains("/nonexistent/gattway-mgmt.sock"), "\(text)")
+                #expect(text.contains("\"dbus\""), "\(text)")
+            }
+        }
+    }
+
+    @Test("auto without a management socket reads D-Bus and says why in one log line")
+    func autoFallsBack() async throws {
+        try await Self.withCentral(radio: "auto", endpoint: Self.nobody) { service, journal in
+            try await service.start()
+            #expect(service.radio == nil)
+            #expect(await service.central?.reports == .bluez)
+            let lines = journal.logLines.filter { $0.contains("radio:") }
+            #expect(lines.count == 1)
+            #expect(lines.first?.contains("D-Bus view, because cannot connect to the management socket") == true, "\(lines)")
+        }
+    }
+
+    @Test("dbus never opens the socket")
+    func dbusStaysOnDBus() async throws {
+        let peer = try SeqPacketPeer()
+        try await Self.withCentral(radio: "dbus", endpoint: .socket(path: peer.path)) { service, journal in
+            try await service.start()
+            #expect(service.radio == nil)
+            #expect(await service.central?.reports == .bluez)
+            #expect(journal.logLines.contains { $0.contains("radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)") })
+            #expect(throws: TestTimeout.self) { try peer.accept(within: 0.2) }
+        }
+    }
+
+    @Test("auto with a management socket that answers switches the central's scans to it")
+    func autoTakesTheSocket() async throws {
+        let peer = try SeqPacketPeer()
+        try await Self.withCentral(radio: "auto", endpoint: .socket(path: peer.path)) { service, journal in
+            let serving = Task.detached {
+                try peer.accept()
+                try KernelRadioTestsSupport.answer(peer, version: (1, 22), controllers: [0])
+            }
+            try await service.start()
+            try await serving.value
+            #expect(service.radio != nil)
+            #expect(await service.central?.reports == .kernel)
+            #expect(
+                journal.logLines.contains { $0.contains("radio: the management socket at \(peer.path), management interface 1.22") },
+                "\(journal.logLines)")
+        }
+    }
+}
+
+/// The far end of the version and index-list requests of a radio's start.
+enum KernelRadioTestsSupport {
+    static func answer(_ peer: SeqPacketPeer, version: (UInt8, UInt16), controllers: [UInt16]) throws {
+        for _ in 0..<2 {
+            let bytes = try peer.receive()
+            let request = try bytes.withUnsafeBytes { try ManagementPacket.decode($0) }
+            let reply: [UInt8] =
+                request.code == ManagementCommand.Code.readVersion
+                ? ManagementVersion(version: version.0, revision: version.1).parameters
+                : ManagementCommand.encodeIndexList(controllers)
+            try peer.send(
+                ManagementEvent.commandComplete(opcode: request.code, status: 0, controller: 0xFFFF, parameters: reply)
+                    .packet.bytes)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A listening Unix `SOCK_SEQPACKET` socket in a fresh temporary directory and the one client it
+/// accepts: the far end of a packet protocol for tests (e.g. a management socket served to
+/// `KernelRadio`), sending and receiving whole datagrams. Blocking calls with timeouts; use it
+/// from a test's task, not from the loop thread.
+public final class SeqPacketPeer: @unchecked Sendable {
+    public let path: String
+    private var listener: Int32
+    private var client: Int32 = -1
+
+    public init() throws {
+        let directory = try TemporaryDirectory.make(prefix: "seqpacket")
+        path = directory.appendingPathComponent("peer.sock").path
+        listener = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard listener >= 0 else { throw TestTimeout(description: "socket: \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: path.utf8)
+            raw[path.utf8.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0, listen(listener, 4) == 0 else { throw TestTimeout(description: "bind/listen: \(errno)") }
+    }
+
+    deinit { close() }
+
+    /// Waits up to `seconds` for the client to connect.
+    public func accept(within seconds: Double = 10) throws {
+        guard wait(listener, seconds) else { throw TestTimeout(description: "no client connected to \(path)") }
+        client = Glibc.accept(listener, nil, nil)
+        guard client >= 0 else { throw TestTimeout(description: "accept: \(errno)") }
+    }
+
+    /// Sends one datagram to the client.
+    public func send(_ bytes: [UInt8]) throws {
+        let sent = bytes.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard sent == bytes.count else { throw TestTimeout(description: "send: \(errno)") }
+    }
+
+    /// The client's next datagram, waiting up to `seconds`.
+    public func receive(within seconds: Double = 10) throws -> [UInt8] {
+        guard wait(client, seconds) else { throw TestTimeout(description: "nothing received on \(path)") }
+        var buffer = [UInt8](repeating: 0, count: 65_600)
+        let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+        guard count >= 0 else { throw TestTimeout(description: "recv: \(errno)") }
+        return Array(buffer[0..<count])
+    }
+
+    /// Hangs up on the client (the listener stays).
+    public func hangUp() {
+        if client >= 0 { Glibc.close(client) }
+        client = -1
+    }
+
+    public func close() {
+        hangUp()
+        if listener >= 0 {
+            Glibc.close(listener)
+            unlink(path)
+        }
+        listener = -1
+    }
+
+    private func wait(_ fd: Int32, _ seconds: Double) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, Int32(seconds * 1000)) == 1
+    }
+}
