@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "Bluetooth", targets: ["Bluetooth"]),
+        .library(name: "BluetoothManagement", targets: ["BluetoothManagement"]),
         .library(name: "Parsers", targets: ["Parsers"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "ESPHomeAPI", targets: ["ESPHomeAPI"]),
@@ -28,6 +29,9 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
         .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry", "FIFOQueue"]),
         .target(name: "Bluetooth"),
+        // The kernel's Bluetooth management protocol (HCI_CHANNEL_CONTROL): packets, events,
+        // commands; a codec only, no I/O.
+        .target(name: "BluetoothManagement", dependencies: ["Bluetooth"]),
         // FIFO, the one first-in first-out queue (a ring buffer), for every target that needs one.
         .target(name: "FIFOQueue"),
         // Retry timing shared by MQTT, the central and the gateway: exponential backoff, the
@@ -99,6 +103,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
         .testTarget(name: "BluetoothTests", dependencies: ["Bluetooth"]),
+        .testTarget(name: "BluetoothManagementTests", dependencies: ["BluetoothManagement", "Bluetooth"]),
         .testTarget(name: "FIFOQueueTests", dependencies: ["FIFOQueue"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.

@@ -9,6 +9,8 @@
 #    runs on the loop's executor (docs/architecture.md lists it).
 #  - ProxyBackend (the Bluetooth proxy's connections) never imports DBus, BlueZ, MQTT or a C
 #    module: it talks to the central through its ProxyBLE port.
+#  - BluetoothManagement (the kernel's management protocol codec) is pure: it imports Bluetooth
+#    and nothing with I/O (no DBus, BlueZ, EventLoop, MQTT, ESPHomeAPI, Gateway or a C module).
 #  - Only the gattway executable imports GatewayRuntime, and GatewayRuntime imports neither
 #    BlueZSimulator nor Subprocess.
 #  - Nothing under Sources/ (every module the gattway executable links) imports Foundation,
@@ -53,6 +55,12 @@ fi
 if [ -d Sources/ProxyBackend ]; then
   if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|CDBus|CMosquitto|CCrypto)\b' Sources/ProxyBackend; then
     echo "layering: ProxyBackend must reach the central through its ProxyBLE port only (docs/architecture.md, section Layers)" >&2
+    status=1
+  fi
+fi
+if [ -d Sources/BluetoothManagement ]; then
+  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|EventLoop|MQTT|ESPHomeAPI|Gateway|GatewayRuntime|LocalSystem|CDBus|CMosquitto|CCrypto)\b' Sources/BluetoothManagement; then
+    echo "layering: BluetoothManagement is a codec without I/O; it imports Bluetooth only (docs/architecture.md, section Layers)" >&2
     status=1
   fi
 fi

@@ -1,8 +1,7 @@
 import Bluetooth
-import ESPHomeAPI
 import Testing
 
-@Suite("ESPHome API advertisement bytes")
+@Suite("Advertisement bytes: AD structures built from AdvertisementData")
 struct AdvertisementBytesTests {
     @Test func rebuildsEachFieldInOrder() throws {
         let custom = try #require(BluetoothUUID("12345678-9abc-def0-1234-56789abcdef0"))

@@ -1,5 +1,3 @@
-import Bluetooth
-
 /// Rebuilds advertising data (AD structures: length, type, data) from what BlueZ's `Device1`
 /// exposes, for BluetoothLERawAdvertisementsResponse. BlueZ hands out the parsed fields of a
 /// device's merged advertisements, not the packets, so what is rebuilt is what BlueZ keeps:

@@ -1,0 +1,226 @@
+import Bluetooth
+
+/// The commands gattway sends, each encoded as a packet, and decoders (and, for the simulator,
+/// encoders) of their return parameters — the `parameters` of
+/// ``ManagementEvent/commandComplete(opcode:status:controller:parameters:)``.
+public enum ManagementCommand {
+    /// Command codes.
+    public enum Code {
+        public static let readVersion: UInt16 = 0x0001
+        public static let readControllerIndexList: UInt16 = 0x0003
+        public static let readControllerInfo: UInt16 = 0x0004
+        public static let startDiscovery: UInt16 = 0x0023
+        public static let stopDiscovery: UInt16 = 0x0024
+    }
+
+    /// Command Complete and Command Status status codes gattway names.
+    public enum Status {
+        public static let success: UInt8 = 0x00
+        public static let unknownCommand: UInt8 = 0x01
+        public static let busy: UInt8 = 0x0A
+        public static let notSupported: UInt8 = 0x0C
+        public static let invalidParameters: UInt8 = 0x0D
+        public static let notPowered: UInt8 = 0x0F
+        public static let invalidIndex: UInt8 = 0x11
+        public static let permissionDenied: UInt8 = 0x14
+    }
+
+    /// The discovery address-type bits of Start and Stop Discovery.
+    public enum DiscoveryType {
+        public static let bredr: UInt8 = 1 << 0
+        public static let lePublic: UInt8 = 1 << 1
+        public static let leRandom: UInt8 = 1 << 2
+        /// LE, public and random: what a BLE scan asks for.
+        public static let lowEnergy: UInt8 = lePublic | leRandom
+    }
+
+    /// Read Management Version Information (0x0001); answered with ``ManagementVersion``.
+    public static func readVersion() -> ManagementPacket {
+        ManagementPacket(code: Code.readVersion, controller: ManagementPacket.noController)
+    }
+
+    /// Read Controller Index List (0x0003); answered with ``decodeIndexList(_:)``.
+    public static func readControllerIndexList() -> ManagementPacket {
+        ManagementPacket(code: Code.readControllerIndexList, controller: ManagementPacket.noController)
+    }
+
+    /// Read Controller Information (0x0004); answered with ``ControllerInfo``.
+    public static func readControllerInfo(controller: UInt16) -> ManagementPacket {
+        ManagementPacket(code: Code.readControllerInfo, controller: controller)
+    }
+
+    /// Start Discovery (0x0023) of the given ``DiscoveryType`` bits; answered with the same octet.
+    public static func startDiscovery(controller: UInt16, addressTypes: UInt8 = DiscoveryType.lowEnergy)
+        -> ManagementPacket
+    {
+        ManagementPacket(code: Code.startDiscovery, controller: controller, parameters: [addressTypes])
+    }
+
+    /// Stop Discovery (0x0024); answered with the same octet.
+    public static func stopDiscovery(controller: UInt16, addressTypes: UInt8 = DiscoveryType.lowEnergy)
+        -> ManagementPacket
+    {
+        ManagementPacket(code: Code.stopDiscovery, controller: controller, parameters: [addressTypes])
+    }
+
+    /// The controller indexes of Read Controller Index List's return parameters
+    /// (`Num_Controllers`, then that many indexes). Octets after the list are ignored.
+    public static func decodeIndexList(_ parameters: [UInt8]) throws(ManagementDecodeError) -> [UInt16] {
+        guard parameters.count >= 2 else {
+            throw .shortReturnParameters(command: Code.readControllerIndexList, expected: 2, actual: parameters.count)
+        }
+        let count = Int(UInt16(parameters[0]) | UInt16(parameters[1]) << 8)
+        guard parameters.count >= 2 + 2 * count else {
+            throw .shortReturnParameters(
+                command: Code.readControllerIndexList, expected: 2 + 2 * count, actual: parameters.count)
+        }
+        return (0..<count).map { UInt16(parameters[2 + 2 * $0]) | UInt16(parameters[3 + 2 * $0]) << 8 }
+    }
+
+    /// Read Controller Index List's return parameters for `indexes` (at most 65,535 are kept).
+    public static func encodeIndexList(_ indexes: [UInt16]) -> [UInt8] {
+        let kept = indexes.prefix(Int(UInt16.max))
+        var parameters: [UInt8] = []
+        parameters.reserveCapacity(2 + 2 * kept.count)
+        parameters.appendLittleEndian(UInt16(kept.count))
+        for index in kept { parameters.appendLittleEndian(index) }
+        return parameters
+    }
+}
+
+/// Read Management Version Information's return parameters.
+public struct ManagementVersion: Sendable, Equatable {
+    public var version: UInt8
+    public var revision: UInt16
+
+    public init(version: UInt8, revision: UInt16) {
+        self.version = version
+        self.revision = revision
+    }
+
+    /// From the three octets of the return parameters (more are ignored).
+    public static func decode(_ parameters: [UInt8]) throws(ManagementDecodeError) -> ManagementVersion {
+        guard parameters.count >= 3 else {
+            throw .shortReturnParameters(
+                command: ManagementCommand.Code.readVersion, expected: 3, actual: parameters.count)
+        }
+        return ManagementVersion(version: parameters[0], revision: UInt16(parameters[1]) | UInt16(parameters[2]) << 8)
+    }
+
+    /// The return parameters.
+    public var parameters: [UInt8] {
+        var parameters = [version]
+        parameters.appendLittleEndian(revision)
+        return parameters
+    }
+}
+
+/// Read Controller Information's return parameters.
+public struct ControllerInfo: Sendable, Equatable {
+    /// Current-settings and supported-settings bits gattway names.
+    public enum Setting {
+        public static let powered: UInt32 = 1 << 0
+        public static let connectable: UInt32 = 1 << 1
+        public static let discoverable: UInt32 = 1 << 3
+        public static let bondable: UInt32 = 1 << 4
+        public static let bredr: UInt32 = 1 << 7
+        public static let lowEnergy: UInt32 = 1 << 9
+        public static let advertising: UInt32 = 1 << 10
+    }
+
+    /// The layout's length: address 6, version 1, manufacturer 2, settings 4 + 4, class 3,
+    /// name 249, short name 11.
+    public static let length = 280
+    static let nameField = 249
+    static let shortNameField = 11
+
+    /// The controller's public address (00:00:00:00:00:00 for an LE-only controller without one).
+    public var address: BluetoothAddress
+    /// The HCI version (e.g. 0x09 for Core 5.0).
+    public var bluetoothVersion: UInt8
+    /// The company id of the controller's maker.
+    public var manufacturer: UInt16
+    public var supportedSettings: UInt32
+    public var currentSettings: UInt32
+    /// The 24-bit class of device.
+    public var classOfDevice: UInt32
+    /// The local name (up to 248 UTF-8 octets).
+    public var name: String
+    /// The short name (up to 10 UTF-8 octets), empty when none is set.
+    public var shortName: String
+
+    public init(
+        address: BluetoothAddress, bluetoothVersion: UInt8, manufacturer: UInt16, supportedSettings: UInt32,
+        currentSettings: UInt32, classOfDevice: UInt32, name: String, shortName: String = ""
+    ) {
+        self.address = address
+        self.bluetoothVersion = bluetoothVersion
+        self.manufacturer = manufacturer
+        self.supportedSettings = supportedSettings
+        self.currentSettings = currentSettings
+        self.classOfDevice = classOfDevice
+        self.name = name
+        self.shortName = shortName
+    }
+
+    /// From the 280 octets of the return parameters (more are ignored). Names end at their first
+    /// NUL; invalid UTF-8 is replaced.
+    public static func decode(_ parameters: [UInt8]) throws(ManagementDecodeError) -> ControllerInfo {
+        guard parameters.count >= length else {
+            throw .shortReturnParameters(
+                command: ManagementCommand.Code.readControllerInfo, expected: length, actual: parameters.count)
+        }
+        func uint32(_ offset: Int) -> UInt32 {
+            (0..<4).reduce(0) { $0 | UInt32(parameters[offset + $1]) << UInt32(8 * $1) }
+        }
+        func string(_ offset: Int, _ field: Int) -> String {
+            let bytes = parameters[offset..<(offset + field)]
+            return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        return ControllerInfo(
+            address: BluetoothAddress(littleEndianOctets: parameters[0..<6]) ?? BluetoothAddress(rawValue: 0),
+            bluetoothVersion: parameters[6], manufacturer: UInt16(parameters[7]) | UInt16(parameters[8]) << 8,
+            supportedSettings: uint32(9), currentSettings: uint32(13),
+            classOfDevice: UInt32(parameters[17]) | UInt32(parameters[18]) << 8 | UInt32(parameters[19]) << 16,
+            name: string(20, nameField), shortName: string(20 + nameField, shortNameField))
+    }
+
+    /// The return parameters. A name longer than its field (less its NUL) is cut on a UTF-8
+    /// character boundary; the class of device keeps its low 24 bits.
+    public var parameters: [UInt8] {
+        var parameters: [UInt8] = []
+        parameters.reserveCapacity(Self.length)
+        for shift in stride(from: 0, to: 48, by: 8) {
+            parameters.append(UInt8(truncatingIfNeeded: address.rawValue >> UInt64(shift)))
+        }
+        parameters.append(bluetoothVersion)
+        parameters.appendLittleEndian(manufacturer)
+        parameters.appendLittleEndian(supportedSettings)
+        parameters.appendLittleEndian(currentSettings)
+        for shift in stride(from: 0, to: 24, by: 8) {
+            parameters.append(UInt8(truncatingIfNeeded: classOfDevice >> UInt32(shift)))
+        }
+        for (text, field) in [(name, Self.nameField), (shortName, Self.shortNameField)] {
+            let utf8 = Self.cut(text, to: field - 1)
+            parameters += utf8
+            parameters += [UInt8](repeating: 0, count: field - utf8.count)
+        }
+        return parameters
+    }
+
+    /// The UTF-8 of `text` up to `limit` octets, ending on a character boundary and before any NUL.
+    static func cut(_ text: String, to limit: Int) -> [UInt8] {
+        var utf8 = Array(text.utf8.prefix { $0 != 0 })
+        guard utf8.count > limit else { return utf8 }
+        utf8.removeSubrange(limit...)
+        // Drop a trailing partial sequence: continuation octets, then the lead octet they follow.
+        var end = utf8.count
+        while end > 0, utf8[end - 1] & 0xC0 == 0x80 { end -= 1 }
+        if end > 0, utf8[end - 1] >= 0xC0 {
+            let lead = utf8[end - 1]
+            let needed = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2
+            if utf8.count - (end - 1) < needed { utf8.removeSubrange((end - 1)...) }
+        }
+        return utf8
+    }
+}
