@@ -49,7 +49,10 @@ let package = Package(
         // Noise framing, the Noise handshake on libcrypto, the TCP server on the loop.
         .target(name: "ESPHomeAPI", dependencies: ["CCrypto", "EventLoop", "Bluetooth"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
-        .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem", "FIFOQueue"]),
+        .target(
+            name: "BlueZ",
+            dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "FIFOQueue"]
+        ),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
@@ -65,13 +68,16 @@ let package = Package(
         // the Bluetooth proxy, signals, sd_notify, and the ServiceGroup of the process's services.
         .target(
             name: "GatewayRuntime",
-            dependencies: ["Gateway", "ProxyBackend", "BlueZ", "MQTT", "DBus", "ESPHomeAPI", "EventLoop", "Bluetooth", "JSON", "LocalSystem"]
+            dependencies: [
+                "Gateway", "ProxyBackend", "BlueZ", "BluetoothManagement", "MQTT", "DBus", "ESPHomeAPI", "EventLoop", "Bluetooth", "JSON",
+                "LocalSystem",
+            ]
         ),
         .executableTarget(
             name: "gattway",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
-                "GATTTree", "ESPHomeAPI", "GatewayRuntime",
+                "GATTTree", "ESPHomeAPI", "GatewayRuntime", "BluetoothManagement",
             ]
         ),
         .executableTarget(
@@ -110,7 +116,10 @@ let package = Package(
         .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
+        .testTarget(
+            name: "BlueZTests",
+            dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]
+        ),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
@@ -122,7 +131,13 @@ let package = Package(
         .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
         // The runtime's service group with fake services; its ports and notifier against a real
         // mosquitto, the simulator on a private bus and a datagram socket.
-        .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "DBus", "EventLoop", "Bluetooth", "ESPHomeAPI", "TestSupport"]),
+        .testTarget(
+            name: "GatewayRuntimeTests",
+            dependencies: [
+                "GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "BluetoothManagement", "DBus", "EventLoop", "Bluetooth",
+                "ESPHomeAPI", "TestSupport",
+            ]
+        ),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
     ],

@@ -164,7 +164,7 @@ public enum ManagementAddressType: Sendable, Hashable {
 
 /// A Device Found (0x0012) or Advertisement Monitor Device Found (0x002F) event: one
 /// advertising report (advertisement and scan response merged by the kernel) or inquiry result.
-public struct DeviceFound: Sendable, Equatable {
+public struct DeviceFound: Sendable, Hashable {
     /// Flags bit 0: the kernel asks whether user space knows the name (Confirm Name).
     public static let confirmName: UInt32 = 1 << 0
     /// Flags bit 1: legacy pairing is likely.
