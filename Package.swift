@@ -51,7 +51,9 @@ let package = Package(
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(name: "BlueZ", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem", "FIFOQueue"]),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
+        .target(
+            name: "BlueZSimulator",
+            dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem"]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
         .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop", "FIFOQueue"]),
@@ -111,7 +113,9 @@ let package = Package(
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
+        .testTarget(
+            name: "BlueZSimulatorTests",
+            dependencies: ["BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
