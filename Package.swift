@@ -54,7 +54,9 @@ let package = Package(
             dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "FIFOQueue"]
         ),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
-        .target(name: "BlueZSimulator", dependencies: ["DBus", "EventLoop", "Bluetooth", "JSON", "Retry", "LocalSystem"]),
+        .target(
+            name: "BlueZSimulator",
+            dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem"]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
         .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop", "FIFOQueue"]),
@@ -120,7 +122,9 @@ let package = Package(
             name: "BlueZTests",
             dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]
         ),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "Bluetooth", "DBus", "JSON", "TestSupport"]),
+        .testTarget(
+            name: "BlueZSimulatorTests",
+            dependencies: ["BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),

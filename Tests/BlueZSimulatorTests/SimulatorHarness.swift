@@ -11,14 +11,23 @@ struct SimulatorHarness {
     let daemon: DBusDaemon
     let loop: EventLoop
     let simulator: BlueZSimulator
+    /// The management protocol's socket (`run(_:managementSocket: true)`), in the daemon's directory.
+    let managementSocket: String?
 
-    static func run(_ json: String, _ body: (SimulatorHarness) async throws -> Void) async throws {
+    /// - Parameter managementSocket: the simulator also serves the kernel's management protocol,
+    ///   at ``managementSocket`` (`mgmt` in the test's scratch directory).
+    static func run(
+        _ json: String, managementSocket: Bool = false, _ body: (SimulatorHarness) async throws -> Void
+    ) async throws {
         let scenario = try Scenario.parse(Data(json.utf8))
         let daemon = try await DBusDaemon()
         let loop = EventLoop(name: "sim-test")
+        let socketPath = managementSocket ? daemon.directory.appendingPathComponent("mgmt").path : nil
         do {
-            let simulator = try await BlueZSimulator.start(scenario: scenario, bus: .address(daemon.address), on: loop)
-            try await body(SimulatorHarness(daemon: daemon, loop: loop, simulator: simulator))
+            let simulator = try await BlueZSimulator.start(
+                scenario: scenario, bus: .address(daemon.address), on: loop, managementSocket: socketPath)
+            try await body(
+                SimulatorHarness(daemon: daemon, loop: loop, simulator: simulator, managementSocket: socketPath))
             await simulator.stop()
         } catch {
             loop.shutdown()

@@ -15,20 +15,28 @@ struct CentralHarness {
     let loop: EventLoop
     let simulator: BlueZSimulator?
     let bus: DBusConnection.Bus
+    /// The simulator's management protocol socket (`run(_:managementSocket: true)`), in the daemon's directory.
+    let managementSocket: String?
 
+    /// - Parameter managementSocket: the simulator also serves the kernel's management protocol,
+    ///   at ``managementSocket`` (`mgmt` in the test's scratch directory).
     static func run(
-        _ json: String?, _ body: (CentralHarness) async throws -> Void
+        _ json: String?, managementSocket: Bool = false, _ body: (CentralHarness) async throws -> Void
     ) async throws {
         let daemon = try await DBusDaemon()
         let loop = EventLoop(name: "central-test")
         var simulator: BlueZSimulator? = nil
+        let socketPath = managementSocket && json != nil ? daemon.directory.appendingPathComponent("mgmt").path : nil
         do {
             if let json {
                 simulator = try await BlueZSimulator.start(
-                    scenario: try Scenario.parse(Data(json.utf8)), bus: .address(daemon.address), on: loop)
+                    scenario: try Scenario.parse(Data(json.utf8)), bus: .address(daemon.address), on: loop,
+                    managementSocket: socketPath)
             }
             try await body(
-                CentralHarness(daemon: daemon, loop: loop, simulator: simulator, bus: .address(daemon.address)))
+                CentralHarness(
+                    daemon: daemon, loop: loop, simulator: simulator, bus: .address(daemon.address),
+                    managementSocket: socketPath))
         } catch {
             await simulator?.stop()
             loop.shutdown()

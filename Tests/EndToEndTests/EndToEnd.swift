@@ -22,6 +22,9 @@ struct EndToEnd: Sendable {
     let gateway: ChildProcess
     /// The config file the gateway runs with.
     let configPath: String
+    /// The simulator's management protocol socket (`run(…, managementSocket: true)`), in the
+    /// daemon's directory; `gattway run` has it as `GATTWAY_MGMT_SOCKET`.
+    let managementSocket: String?
 
     /// The gateway's base topic in every test config.
     static let base = "gattway"
@@ -37,6 +40,9 @@ struct EndToEnd: Sendable {
     ///   - beforeGateway: runs once the simulator is up, before `gattway run` starts (another
     ///     BlueZ client's doings the gateway finds at start), with the bus address and the loop.
     ///   - environment: more environment variables for `gattway run` (as systemd sets them).
+    ///   - managementSocket: the simulator also serves the kernel's management protocol, at
+    ///     ``managementSocket`` (`mgmt` in the daemon's directory), given to `gattway run` as
+    ///     `GATTWAY_MGMT_SOCKET`.
     static func run(
         config: String, scenario: Scenario? = nil,
         broker makeBroker: () async throws -> MosquittoBroker = { try await MosquittoBroker() },
@@ -44,17 +50,22 @@ struct EndToEnd: Sendable {
         simulatorReady: (BlueZSimulator) async throws -> Void = { _ in },
         beforeGateway: (String, EventLoop) async throws -> Void = { _, _ in },
         environment: [String: String] = [:],
+        managementSocket: Bool = false,
         _ body: (EndToEnd) async throws -> Void
     ) async throws {
         let world = try scenario ?? Self.fastDemo()
         let daemon = try await DBusDaemon(extraConfig: busConfig)
         let loop = EventLoop(name: "e2e")
+        let socketPath = managementSocket ? daemon.directory.appendingPathComponent("mgmt").path : nil
+        var environment = environment
+        if let socketPath { environment["GATTWAY_MGMT_SOCKET"] = socketPath }
         var simulator: BlueZSimulator?
         var broker: MosquittoBroker?
         var observer: MQTTClient?
         var gateway: ChildProcess?
         do {
-            let bluez = try await BlueZSimulator.start(scenario: world, bus: .address(daemon.address), on: loop)
+            let bluez = try await BlueZSimulator.start(
+                scenario: world, bus: .address(daemon.address), on: loop, managementSocket: socketPath)
             simulator = bluez
             try await simulatorReady(bluez)
             try await beforeGateway(daemon.address, loop)
@@ -78,7 +89,7 @@ struct EndToEnd: Sendable {
             gateway = process
             let world = EndToEnd(
                 daemon: daemon, loop: loop, simulator: bluez, broker: started, observer: client,
-                messages: messages, gateway: process, configPath: configURL.path)
+                messages: messages, gateway: process, configPath: configURL.path, managementSocket: socketPath)
             do {
                 try await messages.next(on: "\(base)/bridge/state", timeout: 60) { $0.text == #"{"state":"online"}"# }
                 try await body(world)

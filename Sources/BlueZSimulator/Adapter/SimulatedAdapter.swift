@@ -65,6 +65,7 @@ final class SimulatedAdapter {
         if try sessions.start(client) {
             // The reply goes out during dispatch; Discovering=true follows at the end of the turn.
             simulator.change([("Discovering", .boolean(true))], interface: Self.interfaceName, at: path)
+            simulator.managementStateChanged()
             simulator.startAdvertising(self)
         }
     }
@@ -88,6 +89,7 @@ final class SimulatedAdapter {
         for device in devices(in: simulator) { device.discoveryStopped(in: simulator) }
         // After the devices' RSSI/TxPower invalidation, as bluetoothd 5.66 orders them.
         simulator.change([("Discovering", .boolean(false))], interface: Self.interfaceName, at: path)
+        simulator.managementStateChanged()
     }
 
     /// `Adapter1.RemoveDevice(o)`: forgets the device (a connected one is disconnected first,
@@ -135,6 +137,7 @@ final class SimulatedAdapter {
             simulator.change([("Powered", .boolean(on))], interface: Self.interfaceName, at: path)
         }
         powerStateChanged(in: simulator)
+        simulator.managementStateChanged()
         // A powered-off controller stops advertising: bluetoothd releases the advertisements.
         if !on { advertising.releaseAll(in: simulator) }
         simulator.peripheralChanged(self)
@@ -175,6 +178,7 @@ final class SimulatedAdapter {
             let interfaces = simulator.adapterInterfaces(self)
             let path = self.path
             simulator.withBus { try $0.export(interfaces, at: path, announce: true) }
+            simulator.managementStateChanged()
         } else {
             setPowered(false, in: simulator)
             for device in devices(in: simulator) { device.unexport(in: simulator) }
@@ -183,6 +187,7 @@ final class SimulatedAdapter {
             simulator.forgetSignals(under: path)
             let path = self.path
             simulator.withBus { try $0.unexport(at: path, announce: true) }
+            simulator.managementStateChanged()
         }
     }
 

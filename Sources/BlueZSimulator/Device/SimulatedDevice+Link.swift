@@ -354,6 +354,7 @@ extension SimulatedDevice {
     func report(in simulator: isolated BlueZSimulator) {
         let report = makeReport()
         simulator.counters.advertisementReports += 1
+        simulator.managementDeviceFound(self, report)
         guard let changed = receive(report, filter: adapter.sessions.merged) else { return }
         if !exported {
             export(in: simulator)

@@ -61,6 +61,8 @@ public actor BlueZSimulator {
     /// Signal subscriptions on peripheral applications (one per unique name, counted by the
     /// applications and advertisements it registered).
     var ownerWatches: [String: (task: Task<Void, Never>, users: Int)] = [:]
+    /// The management protocol's socket, when served (BlueZSimulator+Management.swift).
+    var management: SimulatedManagement?
 
     init(scenario: Scenario, bus: DBusConnection.Bus, loop: EventLoop) {
         self.scenario = scenario
@@ -70,14 +72,24 @@ public actor BlueZSimulator {
 
     /// Connects to `bus`, exports the adapters, takes `org.bluez` and schedules the scenario's
     /// timed events. Devices appear once a client discovers (or when connected by path).
-    /// - Throws: ``DBusError`` when the bus cannot be reached or the name is taken.
+    /// With `managementSocket`, the kernel's Bluetooth management protocol is served for the
+    /// adapters on a Unix `SOCK_SEQPACKET` socket at that path (docs/simulator.md, "Management
+    /// socket"); ``stop()`` removes it.
+    /// - Throws: ``DBusError`` when the bus cannot be reached or the name is taken;
+    ///   ``ManagementSocketError`` when the socket cannot be made.
     public static func start(
         scenario: Scenario, bus: DBusConnection.Bus = .system, on loop: EventLoop,
-        log: (@Sendable (String) -> Void)? = nil
+        log: (@Sendable (String) -> Void)? = nil, managementSocket: String? = nil
     ) async throws -> BlueZSimulator {
         let simulator = BlueZSimulator(scenario: scenario, bus: bus, loop: loop)
         await simulator.setLog(log)
-        try await simulator.bringUp()
+        if let managementSocket { try await simulator.openManagementSocket(at: managementSocket) }
+        do {
+            try await simulator.bringUp()
+        } catch {
+            await simulator.closeManagementSocket()
+            throw error
+        }
         await simulator.scheduleEvents()
         return simulator
     }
@@ -131,6 +143,7 @@ public actor BlueZSimulator {
             await connection.close()
             throw DBusError(.failed, "org.bluez is owned by another connection (RequestName replied \(reply))")
         }
+        managementStateChanged()
         log?(
             "simulator: owns org.bluez as \(connection.uniqueName) with \(adapters.count) adapter(s), \(devices.count) device(s)"
         )
@@ -176,6 +189,7 @@ public actor BlueZSimulator {
         _ = try? await connection.releaseName("org.bluez")
         try? await connection.flush()
         tearDown()
+        closeManagementSocket()
     }
 
     /// The daemon dies like a crash: the connection closes, `org.bluez` loses its owner, no
@@ -228,6 +242,8 @@ public actor BlueZSimulator {
             connection.assumeIsolated { $0.close() }
         }
         connection = nil
+        // The kernel stops the scan of a daemon that died.
+        managementStateChanged()
     }
 
     // MARK: Loop helpers

@@ -1,0 +1,259 @@
+import BlueZSimulator
+import Bluetooth
+import BluetoothManagement
+import DBus
+import Foundation
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The kernel's Bluetooth management protocol as the simulator serves it (docs/simulator.md,
+/// "Management socket"): real client sockets on the simulator's Unix SOCK_SEQPACKET socket, its
+/// adapters and scans driven over D-Bus as bluetoothd's clients drive them.
+@Suite("Management socket: commands, Device Found per report, clients")
+struct ManagementSocketTests {
+    static let battery = "A4:C1:38:00:00:01"
+    /// A non-connectable, non-discoverable beacon with a static random address: bluetoothd's
+    /// unfiltered scan hides it, the kernel reports it all the same.
+    static let beacon = "C4:C1:38:00:00:07"
+
+    static let scenario = """
+        {
+          \(TestScenarios.timing),
+          "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00", "alias": "sim-zero"},
+                       {"name": "hci1", "address": "00:AA:01:00:00:01", "present": false}],
+          "devices": [
+            {"address": "\(battery)", "name": "Battery", "rssi": -58, "interval": "50ms", "service_uuids": ["180F"],
+             "service_data": {"180F": {"hex": "64"}}},
+            {"address": "\(beacon)", "address_type": "random", "rssi": -71, "interval": "50ms", "connectable": false,
+             "discoverable": false, "service_data": {"181A": {"hex": "a1 b2 c3"}}}
+          ]
+        }
+        """
+
+    @Test("Read Version, Index List and Controller Information are answered as the kernel answers them")
+    func commands() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let client = try ManagementClient(path: try #require(harness.managementSocket))
+            let version = try await client.command(ManagementCommand.readVersion())
+            #expect(version.status == ManagementCommand.Status.success)
+            #expect(try ManagementVersion.decode(version.parameters) == ManagementVersion(version: 1, revision: 22))
+
+            let list = try await client.command(ManagementCommand.readControllerIndexList())
+            #expect(try ManagementCommand.decodeIndexList(list.parameters) == [0])
+
+            let info = try await client.command(ManagementCommand.readControllerInfo(controller: 0))
+            #expect(info.controller == 0)
+            let controller = try ControllerInfo.decode(info.parameters)
+            #expect(controller.address == BluetoothAddress("00:AA:01:00:00:00"))
+            #expect(controller.name == "sim-zero")
+            #expect(controller.currentSettings & ControllerInfo.Setting.powered != 0)
+            #expect(controller.currentSettings & ControllerInfo.Setting.lowEnergy != 0)
+
+            // hci1 is not plugged in; Read Version is about no controller.
+            let absent = try await client.command(ManagementCommand.readControllerInfo(controller: 1))
+            #expect(absent.isStatus && absent.status == ManagementCommand.Status.invalidIndex)
+            let versionOfZero = try await client.command(ManagementPacket(code: 0x0001, controller: 0))
+            #expect(versionOfZero.status == ManagementCommand.Status.invalidIndex)
+            // Set Powered (0x0005) is not served: Unknown Command, and the client stays.
+            let unknown = try await client.command(ManagementPacket(code: 0x0005, controller: 0, parameters: [1]))
+            #expect(unknown.isStatus && unknown.opcode == 0x0005)
+            #expect(unknown.status == ManagementCommand.Status.unknownCommand)
+            #expect(try await client.command(ManagementCommand.readVersion()).status == 0)
+
+            // Powered off over D-Bus: New Settings without the powered bit; plugged in: Index Added.
+            let bus = try await harness.client()
+            try await bus.control("SetPowered", [.string("hci0"), .boolean(false)])
+            let settings = try await client.nextEvent("New Settings") {
+                if case .newSettings(0, _) = $0 { true } else { false }
+            }
+            guard case .newSettings(_, let bits) = settings else { return }
+            #expect(bits & ControllerInfo.Setting.powered == 0)
+            try await bus.control("SetPresent", [.string("hci1"), .boolean(true)])
+            try await client.nextEvent("Index Added") { $0 == .indexAdded(controller: 1) }
+            let both = try await client.command(ManagementCommand.readControllerIndexList())
+            #expect(try ManagementCommand.decodeIndexList(both.parameters) == [0, 1])
+            await bus.close()
+        }
+    }
+
+    @Test("a D-Bus scan gives every client one Device Found per advertising report, unchanged data included")
+    func deviceFoundPerReport() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let path = try #require(harness.managementSocket)
+            let first = try ManagementClient(path: path)
+            let second = try ManagementClient(path: path)
+            _ = try await first.command(ManagementCommand.readVersion())  // both accepted before the scan
+            _ = try await second.command(ManagementCommand.readVersion())
+            let bus = try await harness.client()
+            let signals = try await bus.signals()
+            let before = await harness.simulator.counterValues().advertisementReports
+            let started = Date()
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            try await first.nextEvent("Discovering on") {
+                $0 == .discovering(controller: 0, addressType: 0x06, discovering: true)
+            }
+            try await eventually("10 reports of each device") { first.found.count >= 20 }
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StopDiscovery")
+            let elapsed = Date().timeIntervalSince(started)
+            for client in [first, second] {
+                try await client.nextEvent("Discovering off") {
+                    $0 == .discovering(controller: 0, addressType: 0x06, discovering: false)
+                }
+            }
+            let reports = await harness.simulator.counterValues().advertisementReports - before
+
+            // One event per report, to each client: none missing, none extra.
+            #expect(first.found.count == reports)
+            #expect(second.found.count == reports)
+            #expect(first.found == second.found)
+            // The schedule: 50 ms apart at least (plus a phase), so never more than this.
+            #expect(reports <= 2 * (Int(elapsed / 0.05) + 1))
+
+            let battery = first.found.filter { $0.address == BluetoothAddress(Self.battery) }
+            let beacon = first.found.filter { $0.address == BluetoothAddress(Self.beacon) }
+            #expect(battery.count >= 10 && beacon.count >= 10)
+            let sample = try #require(battery.last)
+            #expect(sample.addressType == .lePublic && sample.rssi == -58 && sample.isConnectable)
+            #expect(sample.advertisementData.serviceData[BluetoothUUID("180F")!] == [0x64])
+            #expect(sample.advertisementData.localName == "Battery")
+            let broadcaster = try #require(beacon.last)
+            #expect(broadcaster.addressType == .leRandom && broadcaster.rssi == -71)
+            #expect(broadcaster.flags & DeviceFound.notConnectable != 0)
+            #expect(broadcaster.advertisementData.serviceData[BluetoothUUID("181A")!] == [0xA1, 0xB2, 0xC3])
+
+            // bluetoothd signalled the battery's unchanging data once; the kernel reported every
+            // advertisement. The beacon (not discoverable, unfiltered scan) is not on D-Bus at all.
+            let changes = signals.all.filter {
+                $0.isPropertiesChanged(TestScenarios.battery, Client.device) && $0.changed["ServiceData"] != nil
+            }
+            #expect(changes.count <= 1)
+            #expect(!signals.all.contains { $0.isInterfacesAdded("/org/bluez/hci0/dev_C4_C1_38_00_00_07") })
+            await bus.close()
+        }
+    }
+
+    @Test("a malformed packet drops only the client that sent it")
+    func malformedDropsOneClient() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let path = try #require(harness.managementSocket)
+            let bad = try ManagementClient(path: path)
+            let good = try ManagementClient(path: path)
+            _ = try await good.command(ManagementCommand.readVersion())
+            // The header says two parameter bytes; none follow.
+            bad.send([0x01, 0x00, 0xFF, 0xFF, 0x02, 0x00])
+            try await eventually("the bad client hung up") { bad.isClosed() }
+            #expect(try await good.command(ManagementCommand.readVersion()).status == 0)
+            let statistics = try #require(await harness.simulator.managementStatistics)
+            #expect(statistics.malformed == 1 && statistics.accepted == 2)
+            // A new client is served as before.
+            let again = try ManagementClient(path: path)
+            #expect(try await again.command(ManagementCommand.readControllerIndexList()).status == 0)
+        }
+    }
+}
+
+/// A reply of the simulator: Command Complete or Command Status.
+struct ManagementReply {
+    var isStatus: Bool
+    var opcode: UInt16
+    var status: UInt8
+    var controller: UInt16
+    var parameters: [UInt8]
+}
+
+/// One client of the management socket: a blocking-free `SOCK_SEQPACKET` socket polled by the
+/// test; events other than replies are kept in order (``events``, ``found``).
+final class ManagementClient: @unchecked Sendable {
+    // Used by one test task at a time; the lock guards the state against the polling closures.
+    private let fd: Int32
+    private let lock = NSLock()
+    private var received: [ManagementEvent] = []
+
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else { throw HarnessTimeout(description: "connect \(path): errno \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads what is waiting; false when the simulator hung up.
+    @discardableResult
+    private func drain() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 70_000)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return false }
+            if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK }
+            if let event = try? ManagementEvent.decode(ManagementPacket.decode(Array(buffer[0..<count]))) {
+                lock.withLock { received.append(event) }
+            }
+        }
+    }
+
+    func isClosed() -> Bool { !drain() }
+
+    var events: [ManagementEvent] {
+        drain()
+        return lock.withLock { received }
+    }
+
+    var found: [DeviceFound] {
+        events.compactMap { if case .deviceFound(let found) = $0 { found } else { nil } }
+    }
+
+    /// Sends a command and waits for its Command Complete or Command Status (taken out of ``events``).
+    func command(_ packet: ManagementPacket) async throws -> ManagementReply {
+        send(packet.bytes)
+        let reply = try await poll(within: defaultWait) { () -> ManagementReply? in
+            drain()
+            return lock.withLock {
+                guard let index = received.firstIndex(where: { Self.reply($0, to: packet.code) != nil }) else {
+                    return nil
+                }
+                return Self.reply(received.remove(at: index), to: packet.code)
+            }
+        }
+        guard let reply else { throw HarnessTimeout(description: "no reply to command \(packet.code)") }
+        return reply
+    }
+
+    private static func reply(_ event: ManagementEvent, to code: UInt16) -> ManagementReply? {
+        switch event {
+        case .commandComplete(let opcode, let status, let controller, let parameters) where opcode == code:
+            ManagementReply(
+                isStatus: false, opcode: opcode, status: status, controller: controller, parameters: parameters)
+        case .commandStatus(let opcode, let status, let controller) where opcode == code:
+            ManagementReply(isStatus: true, opcode: opcode, status: status, controller: controller, parameters: [])
+        default: nil
+        }
+    }
+
+    /// Waits for an event satisfying `predicate`.
+    @discardableResult
+    func nextEvent(_ what: String, _ predicate: @escaping (ManagementEvent) -> Bool) async throws -> ManagementEvent {
+        guard let event = try await poll(within: defaultWait, { events.first(where: predicate) }) else {
+            throw HarnessTimeout(description: "no \(what) event; got \(events.filter { !Self.isFound($0) })")
+        }
+        return event
+    }
+
+    private static func isFound(_ event: ManagementEvent) -> Bool {
+        if case .deviceFound = event { true } else { false }
+    }
+}
