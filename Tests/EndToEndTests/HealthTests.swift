@@ -37,7 +37,8 @@ struct HealthTests {
                 #expect((number(health[counter]) ?? 0) > 0, "\(counter) in \(received.text)")
             }
             for reason in [
-                "filtered", "rate_control", "rate_limited", "registry_full", "retained_command", "response_topic",
+                "filtered", "repeated_frame", "rate_control", "rate_limited", "registry_full", "retained_command",
+                "response_topic",
                 "key_missing", "key_wrong", "mqtt_queue_full",
                 "mqtt_inbound_full", "parse_error",
                 "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected",

@@ -15,6 +15,9 @@ public struct DeviceRule: Sendable {
     public var poll: [CharacteristicSpec]
     /// Decode advertisements of the device.
     public var advertisements: Bool
+    /// Publish every retransmission of an advertised frame; false (the default): a frame whose
+    /// identity (its counter, else its bytes) is the one taken last is dropped as a repeat.
+    public var publishRepeats: Bool
     /// 16-byte key for encrypted advertisement formats.
     public var bindKey: [UInt8]?
     /// Commands in file order.
@@ -57,6 +60,7 @@ public struct DeviceRule: Sendable {
             try reader.array().compactMap { CharacteristicSpec($0, poll: true, registry: registry, problems: problems) }
         }
         advertisements = object.read("advertisements", default: true) { try $0.bool() }
+        publishRepeats = object.read("publish_repeats", default: false) { try $0.bool() }
         bindKey = object.optional("bindkey") { reader in
             let text = try reader.string()
             guard let bytes = Hex.decode(text), bytes.count == 16 else {

@@ -2,6 +2,9 @@
 public struct DropCounters: Sendable, Equatable {
     /// Advertisements below `scan.rssi_threshold` or without a scanned service.
     public var filtered = 0
+    /// Advertised frames already taken (a sensor repeats each frame over several advertising
+    /// events): same counter, or without one the same bytes, as the device's last frame.
+    public var repeatedFrame = 0
     /// State messages rate control held back (`only_changes`, thresholds).
     public var rateControl = 0
     /// Commands refused by `commands.rate_limit`.

@@ -115,6 +115,7 @@ final class HealthReporter {
                     "dropped",
                     .object([
                         ("filtered", number(counters.dropped.filtered)),
+                        ("repeated_frame", number(counters.dropped.repeatedFrame)),
                         ("rate_control", number(counters.dropped.rateControl)),
                         ("rate_limited", number(counters.dropped.rateLimited)),
                         ("registry_full", number(counters.dropped.registryFull)),

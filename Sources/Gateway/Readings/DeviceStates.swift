@@ -18,6 +18,10 @@ final class DeviceStates {
         var rate = RateControl()
         /// The advertisement format: an ``AttributeTable`` index, 0 for none.
         var format: UInt16 = 0
+        /// The format (0: none yet) and identity (``DecodedAdvertisement/frame``) of the last
+        /// advertised frame taken, by which a retransmission of it is dropped.
+        var frameFormat: UInt16 = 0
+        var frame: UInt64 = 0
         var extra: Extra?
     }
 
@@ -98,7 +102,8 @@ final class DeviceStates {
 
     /// Decodes an advertisement of the device with the configured parsers (and its bind key:
     /// the rule's, else a runtime one); the readings, or nil when there are none (no parser knows
-    /// the format, a frame without values, or a payload that failed — counted and logged; an
+    /// the format, a frame without values, a repeat of the frame taken last — counted, unless the
+    /// rule has `publish_repeats` —, or a payload that failed — counted and logged; an
     /// encrypted frame without a key or with a wrong one is counted, and reported once, see
     /// ``keyFailed(_:_:)``).
     func decode(
@@ -120,6 +125,18 @@ final class DeviceStates {
             // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
             guard !decoded.readings.isEmpty else { return nil }
             context.counters.decoded += 1
+            if !rule.publishRepeats {
+                // A retransmission of the frame taken last (equal, not "not newer": a counter
+                // that wraps or restarts is a new frame) is dropped; RSSI, last seen and
+                // availability already followed it.
+                let format = states[id.index].format
+                if states[id.index].frame == decoded.frame, states[id.index].frameFormat == format {
+                    context.counters.dropped.repeatedFrame += 1
+                    return nil
+                }
+                states[id.index].frame = decoded.frame
+                states[id.index].frameFormat = format
+            }
             return decoded.readings
         } catch {
             switch error.kind {
@@ -206,7 +223,8 @@ final class DeviceStates {
     /// registered device, or one not seen yet that a rule names or may match). Refused when the
     /// device's rule has a `bindkey` (config.json wins); a device whose rule is not known yet
     /// gets the key, and a rule's key still wins once it is seen. A registered device's next key
-    /// problem is reported. The response's data, which never holds the key.
+    /// problem is reported, and its next frame is taken even when it repeats the last one. The
+    /// response's data, which never holds the key.
     func setBindKey(_ device: DeviceRegistry.Named, _ key: [UInt8]?) -> Result<JSONValue, CommandError> {
         if key != nil, let ruleIndex = device.ruleIndex, context.rule(ruleIndex).bindKey != nil {
             return .failure(
@@ -219,7 +237,11 @@ final class DeviceStates {
         case .failure(let error): return .failure(error)
         case .success(let stored): persisted = stored
         }
-        if let id = device.id { states[id.index].extra?.keyProblem = nil }
+        if let id = device.id {
+            states[id.index].extra?.keyProblem = nil
+            // A frame means something else under another key: the next one is not a repeat.
+            states[id.index].frameFormat = 0
+        }
         let kept = persisted ? "kept in \(BindKeys.fileName)" : "kept in memory only (no state directory)"
         context.log(
             .notice,

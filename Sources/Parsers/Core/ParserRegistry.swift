@@ -146,7 +146,7 @@ public struct ParserRegistry: Sendable {
             for parser in byKey[slot] {
                 if let generic, parser.isGeneric != generic { continue }
                 if let readings = try parser.decode(payload, key: key, context: context) {
-                    return DecodedAdvertisement(format: parser.format, readings: readings)
+                    return Self.decoded(parser, readings, payload: payload, key: key)
                 }
             }
         }
@@ -154,10 +154,20 @@ public struct ParserRegistry: Sendable {
         for parser in anyCompany {
             if let generic, parser.isGeneric != generic { continue }
             if let readings = try parser.decode(payload, key: key, context: context) {
-                return DecodedAdvertisement(format: parser.format, readings: readings)
+                return Self.decoded(parser, readings, payload: payload, key: key)
             }
         }
         return nil
+    }
+
+    @inline(__always)
+    private static func decoded(
+        _ parser: any AdvertisementParser, _ readings: [Reading], payload: [UInt8], key: AdvertisementKey
+    ) -> DecodedAdvertisement {
+        let counter = parser.frameCounter(payload, readings: readings)
+        return DecodedAdvertisement(
+            format: parser.format, readings: readings,
+            frame: DecodedAdvertisement.frame(counter: counter, key: key, payload: payload))
     }
 
     /// The entry of a key code in ``keyCodes``, by binary search.

@@ -7,6 +7,8 @@ public struct ATC1441: AdvertisementParser {
     public init() {}
     public var format: String { "atc1441" }
     public var keys: [AdvertisementKey] { [.serviceData(0x181A)] }
+    /// The frame counter (the last byte, published as `packet_id`).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? { payload.last.map(UInt32.init) }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

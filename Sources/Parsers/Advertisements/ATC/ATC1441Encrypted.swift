@@ -14,6 +14,8 @@ public struct ATC1441Encrypted: AdvertisementParser {
     public init() {}
     public var format: String { "atc1441_encrypted" }
     public var keys: [AdvertisementKey] { [.serviceData(0x181A)] }
+    /// The frame counter (the first byte, in clear; published as `packet_id`).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? { payload.first.map(UInt32.init) }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

@@ -8,6 +8,10 @@ public struct PVVXCustom: AdvertisementParser {
     public init() {}
     public var format: String { "pvvx" }
     public var keys: [AdvertisementKey] { [.serviceData(0x181A)] }
+    /// The counter (byte 13, published as `packet_id`).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        payload.count == 15 ? UInt32(payload[13]) : nil
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

@@ -10,6 +10,11 @@ public struct BTHomeV1: AdvertisementParser {
     public init() {}
     public var format: String { "bthome_v1" }
     public var keys: [AdvertisementKey] { [.serviceData(0x181C), .serviceData(0x181E)] }
+    /// The packet id object (an encrypted frame without one is known by its bytes, which hold
+    /// its counter).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        readings.frameCounter(named: "packet_id")
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

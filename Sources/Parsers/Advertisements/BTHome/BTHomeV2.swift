@@ -13,6 +13,10 @@ public struct BTHomeV2: AdvertisementParser {
     public init() {}
     public var format: String { "bthome_v2" }
     public var keys: [AdvertisementKey] { [.serviceData(0xFCD2)] }
+    /// The packet id object, else (encrypted) the encryption counter.
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        readings.frameCounter(named: "packet_id") ?? readings.frameCounter(named: "encryption_counter")
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

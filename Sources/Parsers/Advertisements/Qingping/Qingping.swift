@@ -19,6 +19,10 @@ public struct Qingping: AdvertisementParser {
     public init() {}
     public var format: String { "qingping" }
     public var keys: [AdvertisementKey] { [.serviceData(0xFDCD)] }
+    /// The packet counter object (`packet_id`).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        readings.frameCounter(named: "packet_id")
+    }
 
     /// Device ids qingping-ble knows, plus 0x10 (CGDK2, Theengs `CGDK2_json.h`).
     static let devices: Set<UInt8> = [

@@ -10,6 +10,10 @@ public struct RuuviE1: AdvertisementParser {
     public init() {}
     public var format: String { "ruuvi_e1" }
     public var keys: [AdvertisementKey] { [.manufacturer(0x0499)] }
+    /// The measurement sequence (nil when the tag says it is not available).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        readings.frameCounter(named: "measurement_sequence")
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

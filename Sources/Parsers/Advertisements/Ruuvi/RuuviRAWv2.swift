@@ -7,6 +7,10 @@ public struct RuuviRAWv2: AdvertisementParser {
     public init() {}
     public var format: String { "ruuvi_rawv2" }
     public var keys: [AdvertisementKey] { [.manufacturer(0x0499)] }
+    /// The measurement sequence (nil when the tag says it is not available).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        readings.frameCounter(named: "measurement_sequence")
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?

@@ -16,6 +16,10 @@ public struct MiBeacon: AdvertisementParser {
     public init() {}
     public var format: String { "mibeacon" }
     public var keys: [AdvertisementKey] { [.serviceData(0xFE95)] }
+    /// The frame counter (byte 4, after frame control and product id; in clear when encrypted).
+    public func frameCounter(_ payload: [UInt8], readings: [Reading]) -> UInt32? {
+        payload.count > 4 ? UInt32(payload[4]) : nil
+    }
 
     public func decode(_ payload: [UInt8], key: AdvertisementKey, context: AdvertisementContext)
         throws(ParseError) -> [Reading]?
