@@ -13,7 +13,7 @@ import Testing
 struct KernelRadioTests {
     /// A BTHome v2 advertisement: Flags, service data FCD2 with packet id `id` and a temperature.
     static func bthome(_ id: UInt8, name: String? = nil) -> [UInt8] {
-        var bytes: [UInt8] = [0x02, 0x01, 0x06, 0x08, 0x16, 0xD2, 0xFC, 0x40, 0x00, id, 0x02, 0xC4, 0x09]
+        var bytes: [UInt8] = [0x02, 0x01, 0x06, 0x09, 0x16, 0xD2, 0xFC, 0x40, 0x00, id, 0x02, 0xC4, 0x09]
         if let name {
             bytes += [UInt8(name.utf8.count + 1), 0x09] + Array(name.utf8)
         }

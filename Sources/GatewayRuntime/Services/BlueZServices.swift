@@ -3,6 +3,7 @@ import BluetoothManagement
 import DBus
 import EventLoop
 import Gateway
+import JSON
 import LocalSystem
 import Synchronization
 
@@ -73,6 +74,32 @@ public final class BlueZCentralService: Service {
             await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
         }
     }
+
+    /// `radio` in `bridge/health` (docs/operations.md): the path the scans read and, on the
+    /// management path, the reports it delivered since the start and per second since the last
+    /// health message. Called on the loop thread.
+    func radioHealth() -> JSONValue {
+        let adapter = config.bluetooth.adapter
+        guard let radio else {
+            return .object([(key: "path", value: .string("dbus")), (key: "adapter", value: .string(adapter))])
+        }
+        let (reports, dropped) = radio.assumeLoopIsolated { ($0.reports, $0.droppedPackets) }
+        let now = ContinuousClock.now
+        let perSecond = rate.withLock { last -> Double in
+            defer { last = (now, reports) }
+            guard let previous = last else { return 0 }
+            let seconds = Double((now - previous.at).components.seconds)
+                + Double((now - previous.at).components.attoseconds) / 1e18
+            return seconds > 0 ? Double(reports - previous.reports) / seconds : 0
+        }
+        return .object([
+            (key: "path", value: .string("mgmt")), (key: "adapter", value: .string(adapter)),
+            (key: "reports", value: .number(Double(reports))),
+            (key: "reports_per_second", value: .number((perSecond * 10).rounded() / 10)),
+            (key: "dropped_packets", value: .number(Double(dropped))),
+        ])
+    }
+    private let rate = Mutex<(at: ContinuousClock.Instant, reports: Int)?>(nil)
 
     public func stop(within deadline: StopDeadline) async -> String? {
         if let radio { await radio.close() }

@@ -62,6 +62,7 @@ public final class CoreService: Service {
             self.config, self.loop, self.log, self.stateDirectory, self.notifier
         )
         let peripheralPort = peripheral?.port
+        let central = self.central
         return state.withLock { state in
             if let gateway = state.gateway {
                 precondition(attachment == nil, "the core was made before the feature attached to it")
@@ -73,6 +74,7 @@ public final class CoreService: Service {
                     client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
+                healthExtra: { [(key: "radio", value: central.radioHealth())] },
                 attachment: attachment,
                 // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
                 adapterObserver: { status in notifier.notify("STATUS=" + SystemdService.status(status)) })
