@@ -1,3 +1,6 @@
+import BlueZ
+import Bluetooth
+import BluetoothManagement
 import ESPHomeAPI
 import Gateway
 import MQTT
@@ -56,5 +59,36 @@ struct PureTests {
         #expect(ExitCode(for: GatewayStartError("cannot scan")) == .failure)
         #expect(ExitCode(for: ExitCode.usage) == .usage)
         #expect(ExitCode(for: CancellationError()) == .failure)
+    }
+
+    @Test(
+        "the proxy forwards a kernel report's own bytes, address type and RSSI; a report of BlueZ's D-Bus view is rebuilt from its properties"
+    )
+    func rawAdvertisements() {
+        let address = BluetoothAddress("C4:7C:8D:6A:00:01")!
+        // Flags, then a service data AD whose order and padding a rebuild would not keep.
+        let bytes: [UInt8] = [0x02, 0x01, 0x06, 0x05, 0x16, 0xD2, 0xFC, 0x40, 0x01, 0x03, 0xFF, 0xFF, 0xFF]
+        let found = DeviceFound(
+            controller: 0, address: address, addressType: .leRandom, rssi: -71, flags: 0, data: bytes)
+        let kernel = BluetoothProxy.rawAdvertisement(
+            ScanResult(
+                peripheral: Peripheral(address: address, addressType: .random),
+                advertisementData: AdvertisementData(advertisingData: bytes), kernelReport: found))
+        #expect(kernel.data == bytes)
+        #expect(kernel.addressType == 1)
+        #expect(kernel.rssi == -71)
+        #expect(kernel.address == address.rawValue)
+        let unavailable = BluetoothProxy.rawAdvertisement(
+            ScanResult(
+                peripheral: Peripheral(address: address), advertisementData: AdvertisementData(),
+                kernelReport: DeviceFound(
+                    controller: 0, address: address, addressType: .lePublic, rssi: 127, data: bytes)))
+        #expect(unavailable.rssi == -127)
+        #expect(unavailable.addressType == 0)
+        let properties = AdvertisementData(serviceData: [BluetoothUUID(0xFCD2): [0x40, 0x01]], rssi: -70)
+        let rebuilt = BluetoothProxy.rawAdvertisement(
+            ScanResult(peripheral: Peripheral(address: address, addressType: .public), advertisementData: properties))
+        #expect(rebuilt.data == AdvertisementBytes.build(properties))
+        #expect(rebuilt.rssi == -70)
     }
 }

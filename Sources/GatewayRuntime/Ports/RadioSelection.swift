@@ -14,7 +14,7 @@ enum RadioSelection {
         central: CentralManager, loop: EventLoop, log: GatewayLogger
     ) async throws -> KernelRadio? {
         if choice == .dbus {
-            log(.info, "radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)")
+            log(.notice, "radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)")
             return nil
         }
         let radio: KernelRadio
@@ -43,7 +43,7 @@ enum RadioSelection {
         let index = UInt16(adapter.dropFirst(3)) ?? 0
         let present = controllers.contains(index) ? "" : " (\(adapter) is not among its controllers yet)"
         log(
-            .info,
+            .notice,
             "radio: \(endpoint), management interface \(version.version).\(version.revision), every report with its bytes\(present)"
         )
         return radio

@@ -50,6 +50,10 @@ actor DemoSession {
         directory = path
     }
 
+    /// The simulator's management socket (the kernel's protocol), which `gattway run`'s
+    /// `bluetooth.radio` `auto` reads (`GATTWAY_MGMT_SOCKET`).
+    nonisolated var managementSocket: String { directory + "/mgmt" }
+
     /// The directory holding the generated configs, the bus socket and the logs.
     nonisolated var logDirectory: String { directory }
 
@@ -66,9 +70,11 @@ actor DemoSession {
         }
         try await startBroker(port: port)
         let simulator = try await BlueZSimulator.start(
-            scenario: try Scenario.parse(DemoScenario.json.utf8), bus: .address(busAddress), on: loop)
+            scenario: try Scenario.parse(DemoScenario.json.utf8), bus: .address(busAddress), on: loop,
+            managementSocket: managementSocket)
         self.simulator = simulator
         say("simulator: the demo scenario owns org.bluez on the private bus (\(busAddress))")
+        say("simulator: its controllers' management socket, which the gateway reads every report from: \(managementSocket)")
         try await startViewer(port: port)
         let gateway = try startGateway(busAddress: busAddress, brokerURL: "mqtt://127.0.0.1:\(port)")
         try await waitFor("the gateway's bridge/state online", timeout: 20, child: gateway) { message in
@@ -175,6 +181,7 @@ actor DemoSession {
         try LocalFile.write(DemoConfig.text(brokerURL: brokerURL), to: configPath)
         var environment = LocalEnvironment.all
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
+        environment["GATTWAY_MGMT_SOCKET"] = managementSocket
         return try spawn(
             "gattway run", tools.gattway, ["run", "--config", configPath, "--log-level", "notice"],
             environment: environment)
