@@ -77,7 +77,8 @@ let package = Package(
         .executableTarget(
             name: "gattway-bench",
             dependencies: [
-                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI", "Gateway",
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "BluetoothManagement", "Parsers", "BlueZSimulator", "TestSupport",
+                "ESPHomeAPI", "Gateway",
             ],
             path: "bench/Sources"
         ),
