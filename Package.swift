@@ -85,7 +85,8 @@ let package = Package(
         .executableTarget(
             name: "gattway-bench",
             dependencies: [
-                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "BlueZSimulator", "TestSupport", "ESPHomeAPI", "Gateway",
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "BluetoothManagement", "Parsers", "BlueZSimulator", "TestSupport",
+                "ESPHomeAPI", "Gateway",
             ],
             path: "bench/Sources"
         ),
@@ -99,7 +100,7 @@ let package = Package(
         // surface; gattway-fuzz runs them with libFuzzer when built with -sanitize=fuzzer (make
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
-        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
+        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
                                                    "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),

@@ -160,6 +160,14 @@ public enum ManagementAddressType: Sendable, Hashable {
         case .unknown(let value): value
         }
     }
+    /// The LE address type as the rest of gattway names it; nil for BR/EDR and unknown values.
+    public var leAddressType: BluetoothAddress.AddressType? {
+        switch self {
+        case .lePublic: .public
+        case .leRandom: .random
+        case .bredr, .unknown: nil
+        }
+    }
 }
 
 /// A Device Found (0x0012) or Advertisement Monitor Device Found (0x002F) event: one

@@ -63,6 +63,9 @@ struct ManagementEventTests {
         }
         #expect(found.addressType == .unknown(7) && found.addressType.rawValue == 7)
         #expect(ManagementAddressType(rawValue: 0) == .bredr)
+        #expect(ManagementAddressType(rawValue: 1).leAddressType == .public)
+        #expect(ManagementAddressType(rawValue: 2).leAddressType == .random)
+        #expect(ManagementAddressType.bredr.leAddressType == nil && found.addressType.leAddressType == nil)
     }
 
     @Test("each fixed-layout event decodes from its vector and encodes back to it")

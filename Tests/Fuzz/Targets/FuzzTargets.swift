@@ -19,6 +19,7 @@ public enum FuzzTargets {
         notifyDatagrams,
         esphomeAPI,
         fleetMessages,
+        managementEvent,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
