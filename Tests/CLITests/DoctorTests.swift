@@ -20,6 +20,9 @@ struct DoctorTests {
         let simulator: ChildProcess?
         let directory: URL
         let gattway: String
+        /// The simulator's management socket (`gattway simulate --mgmt-socket`), handed to doctor
+        /// as `GATTWAY_MGMT_SOCKET` (nil: doctor looks at the kernel's, which this host may lack).
+        var managementSocket: String?
 
         /// Writes `config` (mode `mode`) and runs `gattway doctor --config it` plus `extra`.
         func doctor(config: String, mode: Int = 0o600, _ extra: [String] = []) async throws -> (
@@ -28,8 +31,10 @@ struct DoctorTests {
             let file = directory.appendingPathComponent("config-\(UUID().uuidString).json")
             try config.write(to: file, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: file.path)
+            var environment = daemon.environment
+            if let managementSocket { environment["GATTWAY_MGMT_SOCKET"] = managementSocket }
             return try await ChildProcess.run(
-                gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: daemon.environment)
+                gattway, ["doctor", "--config", file.path, "--timeout", "5s"] + extra, environment: environment)
         }
     }
 
@@ -42,16 +47,23 @@ struct DoctorTests {
         let directory = try TemporaryDirectory.make(prefix: "doctor")
         defer { try? FileManager.default.removeItem(at: directory) }
         var simulator: ChildProcess?
+        var managementSocket: String?
         if let scenario {
             let file = directory.appendingPathComponent("scenario.json")
             try scenario.write(to: file, atomically: true, encoding: .utf8)
+            let socket = directory.appendingPathComponent("mgmt").path
             let process = try ChildProcess(
-                gattway, ["simulate", "--scenario", file.path, "--quiet"], environment: daemon.environment)
+                gattway, ["simulate", "--scenario", file.path, "--quiet", "--mgmt-socket", socket],
+                environment: daemon.environment)
             try await process.waitForOutput(containing: "org.bluez is")
             simulator = process
+            managementSocket = socket
         }
         defer { simulator?.stop() }
-        try await body(World(daemon: daemon, simulator: simulator, directory: directory, gattway: gattway))
+        try await body(
+            World(
+                daemon: daemon, simulator: simulator, directory: directory, gattway: gattway,
+                managementSocket: managementSocket))
     }
 
     static func config(
@@ -88,13 +100,17 @@ struct DoctorTests {
             let result = try await world.doctor(config: config)
             #expect(result.status == 0, "\(result.output)")
             #expect(!result.output.contains("fail "), "\(result.output)")
-            for check in ["config", "state", "bus", "bluez", "access", "adapter", "broker"] {
+            for check in ["config", "state", "bus", "bluez", "access", "adapter", "radio", "broker"] {
                 #expect(Self.line(result.output, "ok", check) != nil, "no ok line for \(check):\n\(result.output)")
             }
             #expect(
                 Self.line(result.output, "ok", "adapter")?.contains("hci0 (00:AA:01:00:00:00) is powered on") == true)
             #expect(Self.line(result.output, "ok", "bus")?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
             #expect(Self.line(result.output, "ok", "broker")?.contains("connected to 127.0.0.1:\(broker.port)") == true)
+            #expect(
+                Self.line(result.output, "ok", "radio")?.contains(
+                    "run reads the management socket at \(world.managementSocket ?? "?") (management interface 1.22, controllers hci0)"
+                ) == true, "\(result.output)")
 
             let json = try await world.doctor(config: config, ["--json"])
             #expect(json.status == 0)
@@ -102,8 +118,32 @@ struct DoctorTests {
             #expect(object?["status"] as? String == "ok")
             #expect(object?["exit_code"] as? Int == 0)
             let checks = object?["checks"] as? [[String: Any]] ?? []
-            #expect(checks.count == 7)
+            #expect(checks.count == 8)
             #expect(checks.allSatisfy { $0["status"] as? String == "ok" })
+        }
+    }
+
+    @Test(
+        "radio: without a management socket auto warns that run reads D-Bus and how to get the other; mgmt fails, exit 1; dbus says so"
+    )
+    func radio() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { served in
+            var world = served
+            world.managementSocket = world.directory.appendingPathComponent("nobody-serves-this").path
+            let auto = try await world.doctor(config: Self.config(broker: broker.url))
+            #expect(auto.status == 0, "\(auto.output)")
+            let warning = Self.line(auto.output, "warn", "radio")
+            #expect(warning?.contains("run falls back to bluetoothd's D-Bus view, because cannot connect") == true, "\(auto.output)")
+            #expect(warning?.contains("CAP_NET_ADMIN") == true, "\(auto.output)")
+            let mgmtConfig = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "mgmt"}}"#
+            let mgmt = try await world.doctor(config: mgmtConfig)
+            #expect(mgmt.status == 1, "\(mgmt.output)")
+            #expect(Self.line(mgmt.output, "fail", "radio")?.contains("bluetooth.radio is mgmt") == true, "\(mgmt.output)")
+            let dbusConfig = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "dbus"}}"#
+            let dbus = try await world.doctor(config: dbusConfig)
+            #expect(dbus.status == 0, "\(dbus.output)")
+            #expect(Self.line(dbus.output, "ok", "radio")?.contains("bluetooth.radio is dbus") == true, "\(dbus.output)")
         }
     }
 
