@@ -62,6 +62,7 @@ public actor KernelRadio: LoopIsolated {
     private var watch: EventLoop.Token?
     private let deliver: @Sendable (DeviceFound) -> Void
     private let events: (@Sendable (ManagementEvent) -> Void)?
+    private let closed: (@Sendable () -> Void)?
     private var pending: [Pending] = []
     private var buffer = [UInt8](repeating: 0, count: 6 + Int(UInt16.max))
     private var nextRequest = 0
@@ -85,14 +86,17 @@ public actor KernelRadio: LoopIsolated {
     /// - Parameters:
     ///   - deliver: every Device Found and Advertisement Monitor Device Found, on the loop thread.
     ///   - events: every other event (controllers added or removed, discovering), on the loop thread.
+    ///   - closed: once, on the loop thread, when the socket ended by itself (a served socket's
+    ///     peer went away, a read error) — not after ``close()``.
     public static func open(
         _ endpoint: ManagementEndpoint, loop: EventLoop, deliver: @escaping @Sendable (DeviceFound) -> Void,
-        events: (@Sendable (ManagementEvent) -> Void)? = nil
+        events: (@Sendable (ManagementEvent) -> Void)? = nil, closed: (@Sendable () -> Void)? = nil
     ) async throws(KernelRadioError) -> KernelRadio {
         let fd = try openSocket(endpoint)
         do {
             return try await loop.submit {
-                let radio = KernelRadio(fd: fd, endpoint: endpoint, loop: loop, deliver: deliver, events: events)
+                let radio = KernelRadio(
+                    fd: fd, endpoint: endpoint, loop: loop, deliver: deliver, events: events, closed: closed)
                 radio.assumeLoopIsolated { $0.startReading() }
                 return radio
             }
@@ -104,13 +108,14 @@ public actor KernelRadio: LoopIsolated {
 
     private init(
         fd: Int32, endpoint: ManagementEndpoint, loop: EventLoop, deliver: @escaping @Sendable (DeviceFound) -> Void,
-        events: (@Sendable (ManagementEvent) -> Void)?
+        events: (@Sendable (ManagementEvent) -> Void)?, closed: (@Sendable () -> Void)?
     ) {
         self.fd = fd
         self.endpoint = endpoint
         self.loop = loop
         self.deliver = deliver
         self.events = events
+        self.closed = closed
     }
 
     private func startReading() {
@@ -119,9 +124,16 @@ public actor KernelRadio: LoopIsolated {
         }
     }
 
-    /// Reads every packet waiting (one per `recv`), then returns to the loop.
+    /// At most this many packets are read per readiness: the rest wait for the loop's next turn
+    /// (the watch is level-triggered), so a flood cannot hold the loop from its other sockets.
+    static let packetsPerTurn = 256
+
+    /// Reads the packets waiting (one per `recv`, at most ``packetsPerTurn``), then returns to the loop.
     private func readAvailable(_ events: EventLoop.IOEvents) {
+        var budget = Self.packetsPerTurn
         while isOpen {
+            guard budget > 0 else { return }
+            budget -= 1
             let count = buffer.withUnsafeMutableBytes {
                 recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
             }
@@ -140,7 +152,9 @@ public actor KernelRadio: LoopIsolated {
             }
             handle(count: count)
         }
+        guard isOpen else { return }
         close()
+        closed?()
     }
 
     private func handle(count: Int) {

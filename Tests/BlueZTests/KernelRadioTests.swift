@@ -31,10 +31,10 @@ struct KernelRadioTests {
     }
 
     /// Answers the version request the test makes.
-    static func answerVersion(_ peer: SeqPacketPeer) throws {
-        let request = try peer.receive()
+    static func answerVersion(_ peer: SeqPacketPeer) async throws {
+        let request = try await peer.receive()
         #expect(Array(request.prefix(2)) == [0x01, 0x00], "Read Management Version Information")
-        try peer.send(
+        try await peer.send(
             ManagementEvent.commandComplete(opcode: 0x0001, status: 0, controller: 0xFFFF, parameters: [1, 22, 0])
                 .packet.bytes)
     }
@@ -48,21 +48,37 @@ struct KernelRadioTests {
         let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
             seen.withLock { $0.append(found) }
         }
-        try peer.accept()
-        async let version = radio.version()
-        try Self.answerVersion(peer)
-        #expect(try await version == ManagementVersion(version: 1, revision: 22))
-        try peer.send(Self.found(1))
-        try peer.send([0x12, 0x00, 0x00])  // a header cut short
-        try peer.send([0x12, 0x00, 0x00, 0x00, 0x40, 0x00, 1, 2])  // says 64 bytes, carries 2
-        try peer.send(ManagementEvent.other(code: 0x7777, controller: 9).packet.bytes)  // unknown: ignored
-        try peer.send(Self.found(2))
-        try peer.send(Self.found(2))  // a repeat is a report too
+        try await peer.accept()
+        async let answered: Void = Self.answerVersion(peer)
+        #expect(try await radio.version() == ManagementVersion(version: 1, revision: 22))
+        try await answered
+        try await peer.send(Self.found(1))
+        try await peer.send([0x12, 0x00, 0x00])  // a header cut short
+        try await peer.send([0x12, 0x00, 0x00, 0x00, 0x40, 0x00, 1, 2])  // says 64 bytes, carries 2
+        try await peer.send(ManagementEvent.other(code: 0x7777, controller: 9).packet.bytes)  // unknown: ignored
+        try await peer.send(Self.found(2))
+        try await peer.send(Self.found(2))  // a repeat is a report too
         try await eventually("three reports") { seen.withLock { $0.count } == 3 }
         #expect(seen.withLock { $0.map(\.data[9]) } == [1, 2, 2])
         #expect(seen.withLock { $0[0].address } == Self.sensor)
         #expect(await radio.droppedPackets == 2)
         #expect(await radio.reports == 3)
+        await radio.close()
+    }
+
+    @Test("a burst of 2,000 reports sent at once all arrive, in order, over several turns of the loop")
+    func burst() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let seen = Mutex<[UInt8]>([])
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
+            seen.withLock { $0.append(found.data[9]) }
+        }
+        try await peer.accept()
+        for index in 0..<2000 { try await peer.send(Self.found(UInt8(index % 256))) }
+        try await eventually("2,000 reports") { seen.withLock { $0.count } == 2000 }
+        #expect(seen.withLock { $0 } == (0..<2000).map { UInt8($0 % 256) })
         await radio.close()
     }
 
@@ -72,8 +88,9 @@ struct KernelRadioTests {
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
         let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { _ in }
-        try peer.accept()
+        try await peer.accept()
         await #expect(throws: KernelRadioError.self) { try await radio.version(timeout: 0.2) }
+        _ = try await peer.receive()  // the request that got no answer
         peer.hangUp()
         try await eventually("closed") { await !radio.isOpen }
         await #expect(throws: KernelRadioError.self) { try await radio.version() }
@@ -113,11 +130,11 @@ struct KernelRadioTests {
             let radio = try await KernelRadio.open(.socket(path: peer.path), loop: harness.loop) { [central] found in
                 central.assumeLoopIsolated { $0.kernelReport(found) }
             }
-            try peer.accept()
-            try peer.send(Self.found(1, name: "BTHome sensor"))
-            try peer.send(Self.found(2, controller: 1))  // another controller's: not this central's
-            try peer.send(Self.found(3, rssi: 127))
-            try peer.send(Self.found(3))
+            try await peer.accept()
+            try await peer.send(Self.found(1, name: "BTHome sensor"))
+            try await peer.send(Self.found(2, controller: 1))  // another controller's: not this central's
+            try await peer.send(Self.found(3, rssi: 127))
+            try await peer.send(Self.found(3))
             try await eventually("three reports") { results.withLock { $0.count } >= 3 }
             // The simulator's devices advertise all along: none may arrive from their properties.
             try await Task.sleep(for: .milliseconds(300))

@@ -31,11 +31,11 @@ struct RadioSelectionTests {
         do {
             try await body(service, journal)
         } catch {
-            _ = await service.stop(within: StopDeadline.begin())
+            _ = await service.stop(within: StopDeadline())
             await simulator.stop()
             throw error
         }
-        _ = await service.stop(within: StopDeadline.begin())
+        _ = await service.stop(within: StopDeadline())
         await simulator.stop()
     }
 
@@ -77,7 +77,7 @@ struct RadioSelectionTests {
             #expect(service.radio == nil)
             #expect(await service.central?.reports == .bluez)
             #expect(journal.logLines.contains { $0.contains("radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)") })
-            #expect(throws: TestTimeout.self) { try peer.accept(within: 0.2) }
+            await #expect(throws: TestTimeout.self) { try await peer.accept(within: 0.2) }
         }
     }
 
@@ -85,9 +85,9 @@ struct RadioSelectionTests {
     func autoTakesTheSocket() async throws {
         let peer = try SeqPacketPeer()
         try await Self.withCentral(radio: "auto", endpoint: .socket(path: peer.path)) { service, journal in
-            let serving = Task.detached {
-                try peer.accept()
-                try KernelRadioTestsSupport.answer(peer, version: (1, 22), controllers: [0])
+            let serving = Task {
+                try await peer.accept()
+                try await KernelRadioTestsSupport.answer(peer, version: (1, 22), controllers: [0])
             }
             try await service.start()
             try await serving.value
@@ -96,21 +96,25 @@ struct RadioSelectionTests {
             #expect(
                 journal.logLines.contains { $0.contains("radio: the management socket at \(peer.path), management interface 1.22") },
                 "\(journal.logLines)")
+            // The served socket goes away: the scans read D-Bus again, and the log says so.
+            peer.hangUp()
+            try await eventually("back on D-Bus") { await service.central?.reports == .bluez }
+            #expect(journal.logLines.contains { $0.contains("closed; reading bluetoothd's D-Bus view from now on") })
         }
     }
 }
 
 /// The far end of the version and index-list requests of a radio's start.
 enum KernelRadioTestsSupport {
-    static func answer(_ peer: SeqPacketPeer, version: (UInt8, UInt16), controllers: [UInt16]) throws {
+    static func answer(_ peer: SeqPacketPeer, version: (UInt8, UInt16), controllers: [UInt16]) async throws {
         for _ in 0..<2 {
-            let bytes = try peer.receive()
+            let bytes = try await peer.receive()
             let request = try bytes.withUnsafeBytes { try ManagementPacket.decode($0) }
             let reply: [UInt8] =
                 request.code == ManagementCommand.Code.readVersion
                 ? ManagementVersion(version: version.0, revision: version.1).parameters
                 : ManagementCommand.encodeIndexList(controllers)
-            try peer.send(
+            try await peer.send(
                 ManagementEvent.commandComplete(opcode: request.code, status: 0, controller: 0xFFFF, parameters: reply)
                     .packet.bytes)
         }

@@ -6,8 +6,9 @@ import Foundation
 
 /// A listening Unix `SOCK_SEQPACKET` socket in a fresh temporary directory and the one client it
 /// accepts: the far end of a packet protocol for tests (e.g. a management socket served to
-/// `KernelRadio`), sending and receiving whole datagrams. Blocking calls with timeouts; use it
-/// from a test's task, not from the loop thread.
+/// `KernelRadio`), sending and receiving whole datagrams. Each call blocks a thread of its own
+/// (never one of Swift's cooperative pool, which a loaded test run may have all busy) with a
+/// timeout.
 public final class SeqPacketPeer: @unchecked Sendable {
     public let path: String
     private var listener: Int32
@@ -35,20 +36,38 @@ public final class SeqPacketPeer: @unchecked Sendable {
     deinit { close() }
 
     /// Waits up to `seconds` for the client to connect.
-    public func accept(within seconds: Double = 10) throws {
+    public func accept(within seconds: Double = 10) async throws {
+        try await onThread { try self.acceptNow(within: seconds) }
+    }
+
+    /// Sends one datagram to the client (waiting while its socket buffer is full).
+    public func send(_ bytes: [UInt8]) async throws {
+        try await onThread { try self.sendNow(bytes) }
+    }
+
+    /// The client's next datagram, waiting up to `seconds`.
+    public func receive(within seconds: Double = 10) async throws -> [UInt8] {
+        try await onThread { try self.receiveNow(within: seconds) }
+    }
+
+    private func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
+    private func acceptNow(within seconds: Double) throws {
         guard wait(listener, seconds) else { throw TestTimeout(description: "no client connected to \(path)") }
         client = Glibc.accept(listener, nil, nil)
         guard client >= 0 else { throw TestTimeout(description: "accept: \(errno)") }
     }
 
-    /// Sends one datagram to the client.
-    public func send(_ bytes: [UInt8]) throws {
+    private func sendNow(_ bytes: [UInt8]) throws {
         let sent = bytes.withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         guard sent == bytes.count else { throw TestTimeout(description: "send: \(errno)") }
     }
 
-    /// The client's next datagram, waiting up to `seconds`.
-    public func receive(within seconds: Double = 10) throws -> [UInt8] {
+    private func receiveNow(within seconds: Double) throws -> [UInt8] {
         guard wait(client, seconds) else { throw TestTimeout(description: "nothing received on \(path)") }
         var buffer = [UInt8](repeating: 0, count: 65_600)
         let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }

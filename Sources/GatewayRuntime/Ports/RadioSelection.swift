@@ -20,9 +20,14 @@ enum RadioSelection {
         let radio: KernelRadio
         let version: ManagementVersion
         do {
-            radio = try await KernelRadio.open(endpoint, loop: loop) { [central] found in
-                central.assumeLoopIsolated { $0.kernelReport(found) }
-            }
+            radio = try await KernelRadio.open(
+                endpoint, loop: loop,
+                deliver: { [central] found in central.assumeLoopIsolated { $0.kernelReport(found) } },
+                closed: { [central] in
+                    // Not the kernel's socket (it does not end), but a served one whose peer went.
+                    log(.warning, "radio: \(endpoint) closed; reading bluetoothd's D-Bus view from now on")
+                    central.assumeLoopIsolated { $0.setReportSource(.bluez) }
+                })
             do {
                 version = try await radio.version()
             } catch {
