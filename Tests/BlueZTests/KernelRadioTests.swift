@@ -50,7 +50,7 @@ struct KernelRadioTests {
         }
         try await peer.accept()
         async let answered: Void = Self.answerVersion(peer)
-        #expect(try await radio.version() == ManagementVersion(version: 1, revision: 22))
+        #expect(try await radio.version(timeout: 30) == ManagementVersion(version: 1, revision: 22))
         try await answered
         try await peer.send(Self.found(1))
         try await peer.send([0x12, 0x00, 0x00])  // a header cut short
