@@ -122,12 +122,10 @@ final class AdvertisingManager {
     /// (asynchronously) `GetAll(org.bluez.LEAdvertisement1)` on the caller, parsed and checked —
     /// Failed "Failed to parse advertisement." otherwise.
     func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
-        let (owner, path) = try BlueZSimulator.registration(call)
-        let advertisement = try reserve(owner: owner, path: path)
-        let generation = simulator.generation
-        // The task holds the adapter (which owns this manager) until the read is settled.
-        let adapter = self.adapter
-        Task { await adapter.advertising.read(advertisement, reply, generation: generation, in: simulator) }
+        try simulator.register(call, on: adapter, reserve: reserve(owner:path:)) {
+            simulator, adapter, advertisement, generation in
+            await adapter.advertising.read(advertisement, reply, generation: generation, in: simulator)
+        }
     }
 
     func read(

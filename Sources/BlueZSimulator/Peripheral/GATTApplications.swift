@@ -153,12 +153,10 @@ final class GATTApplications {
     /// tree checked and laid out, `Handle` written back where the app exported 0, and only then
     /// the reply.
     func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
-        let (owner, root) = try BlueZSimulator.registration(call)
-        let application = try reserve(owner: owner, root: root)
-        let generation = simulator.generation
-        // The task holds the adapter (which owns this manager) until the read is settled.
-        let adapter = self.adapter
-        Task { await adapter.gatt.read(application, reply, generation: generation, in: simulator) }
+        try simulator.register(call, on: adapter, reserve: reserve(owner:root:)) {
+            simulator, adapter, application, generation in
+            await adapter.gatt.read(application, reply, generation: generation, in: simulator)
+        }
     }
 
     func read(

@@ -21,6 +21,25 @@ extension BlueZSimulator {
         return (owner, path)
     }
 
+    /// Takes a `RegisterApplication(o, a{sv})` or `RegisterAdvertisement(o, a{sv})` call: its
+    /// caller and object path reserved by `reserve` (which throws bluetoothd's refusal), then
+    /// read from the application by `read` in a task of its own — the loop keeps running — which
+    /// answers the call. The task holds `adapter` (which owns the registrations) until the read is
+    /// settled; `read` is given the generation of the bus the call came on.
+    func register<Registration>(
+        _ call: DBusMessage, on adapter: SimulatedAdapter,
+        reserve: (_ owner: String, _ path: DBusObjectPath) throws -> Registration,
+        read:
+            @escaping @Sendable (
+                isolated BlueZSimulator, SimulatedAdapter, Registration, _ generation: Int
+            ) async -> Void
+    ) throws {
+        let (owner, path) = try Self.registration(call)
+        let registration = try reserve(owner, path)
+        let generation = self.generation
+        Task { await read(self, adapter, registration, generation) }
+    }
+
     /// The caller and the object path of `UnregisterApplication(o)` or `UnregisterAdvertisement(o)`.
     static func unregistration(_ call: DBusMessage) throws -> (owner: String, path: DBusObjectPath) {
         guard let owner = call.sender, call.arguments.count == 1, case .objectPath(let path) = call.arguments[0] else {
