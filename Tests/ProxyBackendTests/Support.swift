@@ -6,6 +6,7 @@ import GatewayFakes
 import JSON
 import ProxyBackend
 import Synchronization
+import TestSupport
 import Testing
 
 /// The proxy's port in memory: devices with a few handles, links, notifications; records the
@@ -46,17 +47,6 @@ final class FakeProxyBLE: ProxyBLE {
     let gatewayBLE: InMemoryBLE
     /// Disconnects wait here (open by default); a cancelled wait leaves the link as it is.
     let disconnectGate = Gate()
-
-    /// One service 180F with the battery level 2A19 (handle 0x0B: read, notify) and its CCCD (0x0D).
-    static let services = [
-        GATTServiceInfo(
-            uuid: BluetoothUUID(0x180F), handle: 0x0A,
-            characteristics: [
-                GATTCharacteristicInfo(
-                    uuid: BluetoothUUID(0x2A19), handle: 0x0B, properties: 0x12,
-                    descriptors: [(BluetoothUUID(0x2902), 0x0D)])
-            ])
-    ]
 
     init(loop: EventLoop, gatewayBLE: InMemoryBLE) {
         self.loop = loop
@@ -106,7 +96,7 @@ final class FakeProxyBLE: ProxyBLE {
             if !adopted { state.links.insert(address) }
         }
         return ProxyGATT(
-            adopted: adopted, mtu: 517, services: Self.services,
+            adopted: adopted, mtu: 517, services: ProxyGATTFixture.batteryService,
             characteristics: [0x0B: Attribute(address: address, handle: 0x0B)],
             descriptors: [0x0D: DescriptorAttribute(attribute: Attribute(address: address, handle: 0x0D))])
     }
