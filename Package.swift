@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
-        .target(name: "TestSupport", dependencies: ["Subprocess", "Bluetooth", "ESPHomeAPI"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Subprocess"], path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
@@ -102,7 +102,7 @@ let package = Package(
         .testTarget(name: "FIFOQueueTests", dependencies: ["FIFOQueue"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
-        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "TestSupport"]),
+        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "GatewayFakes"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]),
@@ -110,11 +110,12 @@ let package = Package(
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
-        // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
-        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),
+        // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets, and
+        // the Bluetooth proxy's port and server side (FakeProxyBLE, RecordingServer).
+        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop", "ProxyBackend", "ESPHomeAPI"], path: "Tests/GatewayFakes"),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
         // The proxy's backend against an in-memory port and a real gateway with the core's fakes.
-        .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON", "TestSupport"]),
+        .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
         // The runtime's service group with fake services; its ports and notifier against a real
         // mosquitto, the simulator on a private bus and a datagram socket.
         .testTarget(name: "GatewayRuntimeTests", dependencies: ["GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "DBus", "EventLoop", "Bluetooth", "ESPHomeAPI", "TestSupport"]),

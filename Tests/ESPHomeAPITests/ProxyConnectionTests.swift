@@ -1,8 +1,8 @@
 import Bluetooth
 import ESPHomeAPI
 import EventLoop
+import GatewayFakes
 import Synchronization
-import TestSupport
 import Testing
 
 /// Connections through the proxy, with a backend that answers on the next loop turn: slots,
