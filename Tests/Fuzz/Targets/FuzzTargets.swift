@@ -19,6 +19,8 @@ public enum FuzzTargets {
         notifyDatagrams,
         esphomeAPI,
         fleetMessages,
+        mqttSession,
+        proxyBackend,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
