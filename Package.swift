@@ -101,7 +101,7 @@ let package = Package(
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
         .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
-                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI"],
+                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI", "MQTT", "ProxyBackend"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
@@ -116,7 +116,7 @@ let package = Package(
         .testTarget(name: "FIFOQueueTests", dependencies: ["FIFOQueue"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
-        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop"]),
+        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "GatewayFakes"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(
@@ -129,8 +129,9 @@ let package = Package(
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
-        // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets.
-        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop"], path: "Tests/GatewayFakes"),
+        // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets, and
+        // the Bluetooth proxy's port and server side (FakeProxyBLE, RecordingServer).
+        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop", "ProxyBackend", "ESPHomeAPI"], path: "Tests/GatewayFakes"),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
         // The proxy's backend against an in-memory port and a real gateway with the core's fakes.
         .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),

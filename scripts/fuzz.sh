@@ -11,7 +11,7 @@
 #                                 becomes a fixture once fixed and renamed.
 #   scripts/fuzz.sh test BINARY   the make test lane: each target bounded and reproducible
 #                                 (-seed=1, TEST_FUZZ_RUNS runs or TEST_FUZZ_SECONDS, whichever
-#                                 comes first; defaults 100000 and 10) from a fresh corpus of its seeds; artifacts go to
+#                                 comes first; defaults 100000 and 9) from a fresh corpus of its seeds; artifacts go to
 #                                 .build/fuzz-test/NAME/, and any crash fails the script, naming
 #                                 the input.
 #
@@ -31,7 +31,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
 case "$mode" in
   fuzz) seconds=${FUZZ_SECONDS:-120} ;;
-  test) runs=${TEST_FUZZ_RUNS:-100000} seconds=${TEST_FUZZ_SECONDS:-10} ;;
+  test) runs=${TEST_FUZZ_RUNS:-100000} seconds=${TEST_FUZZ_SECONDS:-9} ;;
   *) echo "usage: scripts/fuzz.sh fuzz|test BINARY" >&2; exit 64 ;;
 esac
 

@@ -10,7 +10,10 @@ import EventLoop
 /// ``objectsLoaded()``, ``accessRefused()``), each a requirement, so a manager without one does
 /// not compile.
 protocol BlueZManager: ObjectTreeHolder, LoopIsolated {
-    associatedtype Failure: BlueZFailure
+    /// The codes of the manager's errors (``CentralErrorCode``, ``PeripheralErrorCode``).
+    associatedtype FailureCode: BlueZErrorCode
+    /// The manager's error type.
+    typealias Failure = BlueZOperationError<FailureCode>
 
     /// `central` or `peripheral`: in messages, and which adapters qualify
     /// (``BlueZObjectTree/adapter(matching:role:)``).
@@ -184,7 +187,7 @@ extension BlueZManager {
         let (code, message) = BlueZPresence.unavailability(
             state, manager: "\(Self.role) manager", adapterName: adapterName, selector: adapterSelector,
             role: Self.role, bluezPresent: bluezOwner != nil)
-        return Failure(Failure.Code(rawValue: code) ?? .failed, operation: operation, bluezName: nil, message: message)
+        return Failure(FailureCode(rawValue: code) ?? .failed, operation: operation, message: message)
     }
 
     /// Throws unless the manager is open and `.poweredOn`.
@@ -195,7 +198,7 @@ extension BlueZManager {
 
     /// The error of an operation that finds the manager closed.
     func closedError(_ operation: String) -> Failure {
-        Failure(.cancelled, operation: operation, bluezName: nil, message: "the \(Self.role) manager was closed")
+        Failure(.cancelled, operation: operation, message: "the \(Self.role) manager was closed")
     }
 
     /// Waits until ``state`` is `.poweredOn` (the managers' `waitUntilPoweredOn(timeout:)`): at
@@ -220,7 +223,7 @@ extension BlueZManager {
         }
         if reached || state == .poweredOn { return }
         if closed { throw closedError(operation) }
-        if Task.isCancelled { throw Failure(.cancelled, operation: operation, bluezName: nil, message: "cancelled") }
+        if Task.isCancelled { throw Failure(.cancelled, operation: operation, message: "cancelled") }
         throw stateError(operation)
     }
 

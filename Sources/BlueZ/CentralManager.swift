@@ -481,7 +481,7 @@ public actor CentralManager: BlueZManager {
 // MARK: The life cycle both managers share
 
 extension CentralManager {
-    typealias Failure = CentralError
+    typealias FailureCode = CentralErrorCode
     static let role = "central"
     nonisolated var adapterSelector: AdapterSelector { options.adapter }
     nonisolated var callTimeout: Duration { options.gattTimeout }

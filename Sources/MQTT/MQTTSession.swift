@@ -13,13 +13,14 @@ import Retry
 /// tell the observers. It does no I/O and calls nothing: ``MQTTClient`` executes the actions with
 /// ``MosquittoIO`` and keeps the observers and the subscriptions' sinks. The publish steps return
 /// small enums (no action array per message: they are on every advertisement's path).
-struct MQTTSession {
-    typealias Completion = @Sendable (Result<Void, MQTTError>) -> Void
+/// `package`, not public: the `mqtt-session` fuzz target (Tests/Fuzz) drives it directly.
+package struct MQTTSession {
+    package typealias Completion = @Sendable (Result<Void, MQTTError>) -> Void
 
-    enum Phase { case idle, connecting, connected, waiting, closing, closed }
+    package enum Phase { case idle, connecting, connected, waiting, closing, closed }
 
     /// What the owner does after a connection input, in order.
-    enum Action {
+    package enum Action {
         /// Start a connection attempt to this broker now (`mosquitto_connect_bind_async`); when it
         /// cannot even start, feed the failure back as ``connectionEnded(_:)``.
         case connect(MQTTEndpoint)
@@ -44,14 +45,14 @@ struct MQTTSession {
 
     /// One SUBSCRIBE: the filter, the highest QoS its subscribers asked for, and MQTT 5's
     /// retain-as-published option.
-    struct SubscribeRequest: Hashable {
-        var filter: String
-        var qos: MQTTQoS
-        var retainAsPublished: Bool
+    package struct SubscribeRequest: Hashable {
+        package var filter: String
+        package var qos: MQTTQoS
+        package var retainAsPublished: Bool
     }
 
     /// The answer to ``startAsked()`` and ``connectAsked()``.
-    enum StartDecision: Equatable {
+    package enum StartDecision: Equatable {
         /// Nothing under way: set up and begin an attempt (``beginAttempt()``).
         case attempt
         /// An attempt is under way or a reconnect is scheduled.
@@ -63,7 +64,7 @@ struct MQTTSession {
     }
 
     /// The answer to ``disconnectAsked()``.
-    enum DisconnectDecision: Equatable {
+    package enum DisconnectDecision: Equatable {
         /// Already closing or closed: nothing to do.
         case alreadyClosed
         /// Connected: send DISCONNECT, wait for it to be written (the end of it is
@@ -74,7 +75,7 @@ struct MQTTSession {
     }
 
     /// What to do with a publish (``admit(_:_:)``).
-    enum Admission: Equatable {
+    package enum Admission: Equatable {
         /// Hand it to libmosquitto now (``handingOver()``, then ``handedOver(mid:rc:qos:_:)``).
         case send
         /// It waits in the session's queue (in order) for a connection or room in the window.
@@ -88,7 +89,7 @@ struct MQTTSession {
     }
 
     /// What became of a publish libmosquitto was handed (``handedOver(mid:rc:qos:_:)``).
-    enum HandOver: Equatable {
+    package enum HandOver: Equatable {
         /// Waiting for its publish callback (PUBACK, PUBCOMP, or written for QoS 0).
         case pending
         /// Written inside the call (QoS 0): complete it with success.
@@ -98,7 +99,7 @@ struct MQTTSession {
     }
 
     /// A publish callback's outcome (``acknowledged(mid:reason:)``).
-    enum Acknowledgement {
+    package enum Acknowledgement {
         /// Not a publish the session waits for (written inside the publish call: noted for
         /// ``handedOver(mid:rc:qos:_:)``).
         case none
@@ -139,38 +140,38 @@ struct MQTTSession {
         var maxQoS: MQTTQoS { subscribers.values.max() ?? .atMostOnce }
     }
 
-    let configuration: MQTTConfiguration
-    private(set) var phase: Phase = .idle
+    package let configuration: MQTTConfiguration
+    package private(set) var phase: Phase = .idle
     private var autoReconnect = false
     /// A `connect()` call waits for the outcome of its attempt (no automatic retry on failure).
     private var firstConnect = false
-    private(set) var attempt = 0
+    package private(set) var attempt = 0
     /// The broker in ``MQTTConfiguration/endpoints`` the next attempt goes to, and how many
     /// attempts in a row failed since the last connection (with several brokers, each is tried
     /// once at once before the backoff applies).
-    private(set) var endpointIndex = 0
+    package private(set) var endpointIndex = 0
     private var failedInRow = 0
     private var backoff: ExponentialBackoff
     private var random: SplitMix64
     /// The broker's refusal of the current attempt (a CONNACK with a failure code), which the
     /// disconnect that follows reports.
-    private(set) var refusal: MQTTError?
+    package private(set) var refusal: MQTTError?
 
     private var pending: [Int32: Pending] = [:]
     private var writtenDuringPublish: [Int32] = []
     private var publishing = false
     private var outbox = FIFO<(MQTTMessage, Completion?)>()
     /// QoS 1/2 publishes handed to libmosquitto and not yet acknowledged.
-    private(set) var inflight = 0
+    package private(set) var inflight = 0
     /// ``MQTTConfiguration/maxInflight``, lowered by an MQTT 5 broker's Receive Maximum.
-    private(set) var inflightLimit: Int
+    package private(set) var inflightLimit: Int
 
     private var subscriptions: [String: Subscription] = [:]
     private var subscribeMids: [Int32: String] = [:]
 
     /// `seed` drives the reconnect delays' jitter (``MQTTReconnectPolicy``), so a test sees the
     /// same delays every run; the client seeds it at random.
-    init(configuration: MQTTConfiguration, seed: UInt64) {
+    package init(configuration: MQTTConfiguration, seed: UInt64) {
         self.configuration = configuration
         backoff = ExponentialBackoff(configuration.reconnect.backoff)
         random = SplitMix64(seed: seed)
@@ -178,21 +179,21 @@ struct MQTTSession {
     }
 
     /// Closing or closed: no new work is taken.
-    var isClosed: Bool { phase == .closing || phase == .closed }
+    package var isClosed: Bool { phase == .closing || phase == .closed }
 
     /// The broker the current (or next) attempt goes to.
-    var endpoint: MQTTEndpoint {
+    package var endpoint: MQTTEndpoint {
         let endpoints = configuration.endpoints
         return endpoints[endpointIndex % endpoints.count]
     }
 
     /// QoS 1/2 publishes waiting in the session beyond the window or for a connection.
-    var queuedCount: Int { outbox.count }
+    package var queuedCount: Int { outbox.count }
 
     // MARK: Connection
 
     /// ``MQTTClient/start()``: keep trying until connected, and again after every lost connection.
-    mutating func startAsked() -> StartDecision {
+    package mutating func startAsked() -> StartDecision {
         switch phase {
         case .closing, .closed: return .closed
         case .idle:
@@ -209,7 +210,7 @@ struct MQTTSession {
 
     /// ``MQTTClient/connect()``: one attempt whose failure ends the call (no retry); once
     /// connected, a lost connection is re-established.
-    mutating func connectAsked() -> StartDecision {
+    package mutating func connectAsked() -> StartDecision {
         switch phase {
         case .connected: return .connected
         case .closing, .closed: return .closed
@@ -222,7 +223,7 @@ struct MQTTSession {
     }
 
     /// Starts an attempt (after ``StartDecision/attempt``).
-    mutating func beginAttempt() -> [Action] {
+    package mutating func beginAttempt() -> [Action] {
         attempt += 1
         phase = .connecting
         refusal = nil
@@ -230,14 +231,14 @@ struct MQTTSession {
     }
 
     /// The reconnect delay is over.
-    mutating func reconnectDue() -> [Action] {
+    package mutating func reconnectDue() -> [Action] {
         guard phase == .waiting else { return [] }
         return beginAttempt()
     }
 
     /// CONNACK (libmosquitto's connect callback): `reason` 0 is success, anything else the
     /// broker's refusal, which the disconnect that follows reports (``refusal``).
-    mutating func connected(reason: Int32, sessionPresent: Bool, receiveMaximum: Int?) -> [Action] {
+    package mutating func connected(reason: Int32, sessionPresent: Bool, receiveMaximum: Int?) -> [Action] {
         guard phase == .connecting else { return [] }
         guard reason == 0 else {
             let code =
@@ -271,7 +272,7 @@ struct MQTTSession {
 
     /// The connection ended (libmosquitto's disconnect callback, or a failed read, write or
     /// keepalive), or an attempt failed to start: retry with backoff, or end `connect()`'s wait.
-    mutating func connectionEnded(_ error: MQTTError) -> [Action] {
+    package mutating func connectionEnded(_ error: MQTTError) -> [Action] {
         switch phase {
         case .closing: return [.closeFinished]
         case .connected, .connecting: break
@@ -302,7 +303,7 @@ struct MQTTSession {
     }
 
     /// ``MQTTClient/disconnect(timeout:)``.
-    mutating func disconnectAsked() -> DisconnectDecision {
+    package mutating func disconnectAsked() -> DisconnectDecision {
         guard !isClosed else { return .alreadyClosed }
         autoReconnect = false
         guard phase == .connected else { return .close }
@@ -313,7 +314,7 @@ struct MQTTSession {
     /// Final: returns every publish not completed — those libmosquitto holds, then the queued
     /// ones in order — for the owner to fail, and forgets the subscriptions. Nil when already
     /// closed.
-    mutating func close() -> [Completion?]? {
+    package mutating func close() -> [Completion?]? {
         guard phase != .closed else { return nil }
         phase = .closed
         autoReconnect = false
@@ -347,7 +348,7 @@ struct MQTTSession {
 
     /// A publish asked for: send it now, queue it, or refuse it.
     @inline(__always)
-    mutating func admit(_ message: MQTTMessage, _ completion: Completion?) -> Admission {
+    package mutating func admit(_ message: MQTTMessage, _ completion: Completion?) -> Admission {
         switch phase {
         case .closed, .closing:
             return .closed
@@ -364,17 +365,17 @@ struct MQTTSession {
     /// libmosquitto is about to be handed a publish: its publish callback can come inside that
     /// call, before the message id is known (``acknowledged(mid:reason:)`` notes it).
     @inline(__always)
-    mutating func handingOver() { publishing = true }
+    package mutating func handingOver() { publishing = true }
 
     /// The publish could not be handed over after all (its properties could not be built).
     @inline(__always)
-    mutating func handOverAborted() { publishing = false }
+    package mutating func handOverAborted() { publishing = false }
 
     /// libmosquitto took (or refused) the publish: `mid` its message id (0 when refused), `rc`
     /// its return code. A QoS 1/2 publish with an id and a failure code is queued by
     /// libmosquitto and resent after a reconnect.
     @inline(__always)
-    mutating func handedOver(mid: Int32, rc: Int32, qos: MQTTQoS, _ completion: Completion?) -> HandOver {
+    package mutating func handedOver(mid: Int32, rc: Int32, qos: MQTTQoS, _ completion: Completion?) -> HandOver {
         publishing = false
         if mid == 0 || (rc != 0 && qos == .atMostOnce) {
             writtenDuringPublish.removeAll()
@@ -395,7 +396,7 @@ struct MQTTSession {
 
     /// libmosquitto's publish callback: PUBACK (QoS 1), PUBCOMP (QoS 2), or written (QoS 0).
     @inline(__always)
-    mutating func acknowledged(mid: Int32, reason: Int32) -> Acknowledgement {
+    package mutating func acknowledged(mid: Int32, reason: Int32) -> Acknowledgement {
         guard let entry = pending.removeValue(forKey: mid) else {
             if publishing { writtenDuringPublish.append(mid) }
             return .none
@@ -406,11 +407,11 @@ struct MQTTSession {
     }
 
     /// Whether queued publishes can go now (connected, and the queue is not empty).
-    var canFlush: Bool { phase == .connected && !outbox.isEmpty }
+    package var canFlush: Bool { phase == .connected && !outbox.isEmpty }
 
     /// The next queued publish to hand to libmosquitto, while connected and the window has room.
     @inline(__always)
-    mutating func nextToSend() -> (MQTTMessage, Completion?)? {
+    package mutating func nextToSend() -> (MQTTMessage, Completion?)? {
         guard phase == .connected && inflight < inflightLimit else { return nil }
         return outbox.popFirst()
     }
@@ -422,7 +423,7 @@ struct MQTTSession {
     /// when connected, always for one that awaits the grant, else when the filter is new or now
     /// asks for retain-as-published; when not connected, the filter's SUBSCRIBE is due at the
     /// next connection.
-    mutating func subscribe(
+    package mutating func subscribe(
         _ filter: String, id: UInt64, qos: MQTTQoS, retainAsPublished: Bool, awaitsGrant: Bool
     ) -> SubscribeRequest? {
         let isNew = subscriptions[filter] == nil
@@ -449,15 +450,15 @@ struct MQTTSession {
     }
 
     /// The SUBSCRIBE for `filter` went out with message id `mid`.
-    mutating func subscribeSent(_ filter: String, mid: Int32) { subscribeMids[mid] = filter }
+    package mutating func subscribeSent(_ filter: String, mid: Int32) { subscribeMids[mid] = filter }
 
     /// libmosquitto refused to send the SUBSCRIBE for `filter`: its waiting subscribers fail
     /// (the owner removes them with ``removeSubscriber(_:from:)``).
-    mutating func subscribeFailed(_ filter: String) { subscriptions[filter]?.awaitingGrant = false }
+    package mutating func subscribeFailed(_ filter: String) { subscriptions[filter]?.awaitingGrant = false }
 
     /// SUBACK for `mid`: the filter it answers (its waiting subscribers are answered, granted or
     /// refused), or nil when it is not one the session waits for.
-    mutating func subscribeAcknowledged(mid: Int32) -> String? {
+    package mutating func subscribeAcknowledged(mid: Int32) -> String? {
         guard let filter = subscribeMids.removeValue(forKey: mid), subscriptions[filter] != nil else { return nil }
         subscriptions[filter]?.awaitingGrant = false
         return filter
@@ -466,7 +467,7 @@ struct MQTTSession {
     /// Removes a subscriber; true when it was the filter's last and the client is connected:
     /// UNSUBSCRIBE is due now (while not connected, the filter is not restored at the next
     /// connection, which is its unsubscription).
-    mutating func removeSubscriber(_ id: UInt64, from filter: String) -> Bool {
+    package mutating func removeSubscriber(_ id: UInt64, from filter: String) -> Bool {
         guard subscriptions[filter]?.subscribers.removeValue(forKey: id) != nil else { return false }
         guard subscriptions[filter]?.subscribers.isEmpty == true else { return false }
         subscriptions[filter] = nil

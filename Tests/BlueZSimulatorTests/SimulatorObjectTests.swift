@@ -205,11 +205,11 @@ struct SimulatorObjectTests {
         let adapter = try SimulatedAdapter(spec: Self.adapterSpec)
         let gatt = adapter.gatt
         defer { withExtendedLifetime(adapter) {} }
-        let first = try gatt.reserve(owner: ":1.5", root: "/app")
-        #expect(throws: BlueZError.alreadyExists) { try gatt.reserve(owner: ":1.5", root: "/app") }
+        let first = try gatt.reserve(owner: ":1.5", path: "/app")
+        #expect(throws: BlueZError.alreadyExists) { try gatt.reserve(owner: ":1.5", path: "/app") }
         let tree = try LocalApplicationTree(managedObjects: Self.batteryApplication, root: "/app")
         #expect(gatt.accept(tree, for: first).isEmpty, "no Handle 0 to write back")
-        let second = try gatt.reserve(owner: ":1.6", root: "/app")
+        let second = try gatt.reserve(owner: ":1.6", path: "/app")
         _ = gatt.accept(tree, for: second)
         let (layout, targets) = gatt.remoteLayout()
         #expect(layout.services.map(\.handle) == [0x01, 0x06, 0x10, 0x13, 0x17])
@@ -225,7 +225,7 @@ struct SimulatorObjectTests {
         let adapter = try SimulatedAdapter(spec: Self.adapterSpec)
         let gatt = adapter.gatt
         defer { withExtendedLifetime(adapter) {} }
-        let application = try gatt.reserve(owner: ":1.5", root: "/app")
+        let application = try gatt.reserve(owner: ":1.5", path: "/app")
         let target = ApplicationObject(owner: ":1.5", path: "/app/s0/c0", flags: ["notify"])
         #expect(gatt.subscribe("/org/bluez/hci1/dev_1", to: target))
         #expect(!gatt.subscribe("/org/bluez/hci1/dev_1", to: target), "the same central again: no second StartNotify")

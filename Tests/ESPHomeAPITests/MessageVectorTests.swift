@@ -1,6 +1,7 @@
 import Bluetooth
 import ESPHomeAPI
 import Foundation
+import GatewayFakes
 import Testing
 
 /// gattway's protobuf encoder and decoder against messages encoded by the protobuf classes
@@ -62,20 +63,15 @@ struct MessageVectorTests {
     }
 
     @Test func gattMessagesMatch() throws {
-        let services = [
-            GATTServiceInfo(
-                uuid: BluetoothUUID(0x180F), handle: 10,
-                characteristics: [
-                    GATTCharacteristicInfo(
-                        uuid: BluetoothUUID(0x2A19), handle: 11, properties: 0x12,
-                        descriptors: [(BluetoothUUID(0x2902), 13)])
-                ]),
-            GATTServiceInfo(
-                uuid: Self.uart, handle: 20,
-                characteristics: [
-                    GATTCharacteristicInfo(uuid: Self.uartRX, handle: 21, properties: 0x0C, descriptors: [])
-                ]),
-        ]
+        // The battery service at handles 10, 11 and 13, then a UART service.
+        let services =
+            ProxyGATTFixture.batteryService + [
+                GATTServiceInfo(
+                    uuid: Self.uart, handle: 20,
+                    characteristics: [
+                        GATTCharacteristicInfo(uuid: Self.uartRX, handle: 21, properties: 0x0C, descriptors: [])
+                    ])
+            ]
         #expect(
             ServerMessage.gattServices(address: Self.device, services: services, shortUUIDs: true).payload
                 == (try Self.server("gatt_services_short")))

@@ -1,6 +1,7 @@
 import Bluetooth
 import ESPHomeAPI
 import EventLoop
+import GatewayFakes
 import Synchronization
 import Testing
 
@@ -72,18 +73,8 @@ struct ProxyConnectionTests {
             loop.execute(body)
         }
 
-        static let services = [
-            GATTServiceInfo(
-                uuid: BluetoothUUID(0x180F), handle: 0x0A,
-                characteristics: [
-                    GATTCharacteristicInfo(
-                        uuid: BluetoothUUID(0x2A19), handle: 0x0B, properties: 0x12,
-                        descriptors: [(BluetoothUUID(0x2902), 0x0D)])
-                ])
-        ]
-
         func services(address: UInt64, done: @escaping @Sendable (Result<[GATTServiceInfo], ProxyFailure>) -> Void) {
-            loop.execute { done(.success(Self.services)) }
+            loop.execute { done(.success(ProxyGATTFixture.batteryService)) }
         }
 
         func read(
@@ -195,7 +186,8 @@ struct ProxyConnectionTests {
 
         client.send(type: MessageType.bluetoothGATTGetServicesRequest, Self.gatt(device, 0))
         Self.expectNext(
-            &client, .gattServices(address: device, services: FakeBackend.services, shortUUIDs: false), "services")
+            &client, .gattServices(address: device, services: ProxyGATTFixture.batteryService, shortUUIDs: false),
+            "services")
         Self.expectNext(&client, .gattServicesDone(address: device), "services done")
         client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
         Self.expectNext(&client, .gattRead(address: device, handle: 0x0B, data: [0x57]), "read")

@@ -384,7 +384,7 @@ public actor PeripheralManager: BlueZManager {
 // MARK: The life cycle both managers share
 
 extension PeripheralManager {
-    typealias Failure = PeripheralError
+    typealias FailureCode = PeripheralErrorCode
     static let role = "peripheral"
     nonisolated var adapterSelector: AdapterSelector { options.adapter }
     nonisolated var callTimeout: Duration { options.callTimeout }

@@ -28,7 +28,7 @@ final class RegisteredAdvertisement {
 /// advertising instances. What it decides alone (``reserve(owner:path:)``, ``parse(_:log:)``,
 /// the instance counts) needs no bus; the methods taking the simulator read the application's
 /// properties, reply and signal. Not Sendable: owned by its ``SimulatedAdapter``.
-final class AdvertisingManager {
+final class AdvertisingManager: RegistrationManager {
     static let interfaceName = "org.bluez.LEAdvertisingManager1"
     static let advertisementInterface = "org.bluez.LEAdvertisement1"
 
@@ -121,15 +121,6 @@ final class AdvertisingManager {
     /// `RegisterAdvertisement(o path, a{sv} options)`: ``reserve(owner:path:)``, then
     /// (asynchronously) `GetAll(org.bluez.LEAdvertisement1)` on the caller, parsed and checked —
     /// Failed "Failed to parse advertisement." otherwise.
-    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
-        let (owner, path) = try BlueZSimulator.registration(call)
-        let advertisement = try reserve(owner: owner, path: path)
-        let generation = simulator.generation
-        // The task holds the adapter (which owns this manager) until the read is settled.
-        let adapter = self.adapter
-        Task { await adapter.advertising.read(advertisement, reply, generation: generation, in: simulator) }
-    }
-
     func read(
         _ advertisement: RegisteredAdvertisement, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator

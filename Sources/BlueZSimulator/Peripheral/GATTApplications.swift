@@ -26,10 +26,10 @@ struct ApplicationObject: Hashable {
 /// One adapter's `org.bluez.GattManager1` and local GATT database (bluetoothd 5.66
 /// `src/gatt-database.c`): the registered applications in registration order, the handles they
 /// were given, and which linked centrals enabled the CCCD of which application characteristic.
-/// What it decides alone (``reserve(owner:root:)``, ``accept(_:for:)``, ``remoteLayout()``, the
+/// What it decides alone (``reserve(owner:path:)``, ``accept(_:for:)``, ``remoteLayout()``, the
 /// CCCD bookkeeping) needs no bus; the methods taking the simulator read the application, reply
 /// and call it. Not Sendable: owned by its ``SimulatedAdapter``.
-final class GATTApplications {
+final class GATTApplications: RegistrationManager {
     static let interfaceName = "org.bluez.GattManager1"
 
     /// The adapter it belongs to (which owns it).
@@ -49,7 +49,7 @@ final class GATTApplications {
 
     /// Takes the registration of `owner`'s application at `root` (until it is read or refused).
     /// - Throws: `AlreadyExists` for the same owner and root (also while the first is being read).
-    func reserve(owner: String, root: DBusObjectPath) throws -> RegisteredApplication {
+    func reserve(owner: String, path root: DBusObjectPath) throws -> RegisteredApplication {
         guard !applications.contains(where: { $0.owner == owner && $0.root == root }) else {
             throw BlueZError.alreadyExists
         }
@@ -148,19 +148,10 @@ final class GATTApplications {
 
     // MARK: On the bus
 
-    /// `RegisterApplication(o root, a{sv} options)`: ``reserve(owner:root:)``; then
+    /// `RegisterApplication(o root, a{sv} options)`: ``reserve(owner:path:)``; then
     /// (asynchronously, the loop keeps running) `GetManagedObjects` on the caller at `root`, the
     /// tree checked and laid out, `Handle` written back where the app exported 0, and only then
     /// the reply.
-    func register(_ call: DBusMessage, _ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) throws {
-        let (owner, root) = try BlueZSimulator.registration(call)
-        let application = try reserve(owner: owner, root: root)
-        let generation = simulator.generation
-        // The task holds the adapter (which owns this manager) until the read is settled.
-        let adapter = self.adapter
-        Task { await adapter.gatt.read(application, reply, generation: generation, in: simulator) }
-    }
-
     func read(
         _ application: RegisteredApplication, _ reply: DBusPendingReply, generation: Int,
         in simulator: isolated BlueZSimulator

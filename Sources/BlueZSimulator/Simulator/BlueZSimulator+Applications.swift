@@ -5,6 +5,20 @@ import EventLoop
 /// The bus side of the peripheral role: the simulator's calls into applications and its watch on
 /// their signals. The registrations themselves are the adapters' (``AdvertisingManager``,
 /// ``GATTApplications``).
+/// A manager of the peripheral role that applications register objects with
+/// (``AdvertisingManager``, ``GATTApplications``), through ``BlueZSimulator/register(_:_:with:)``.
+protocol RegistrationManager: AnyObject {
+    associatedtype Registration
+    /// The adapter that owns the manager (held unowned by it).
+    var adapter: SimulatedAdapter { get }
+    /// Takes the registration of `path` by `owner`, or throws bluetoothd's refusal.
+    func reserve(owner: String, path: DBusObjectPath) throws -> Registration
+    /// Reads the registration from its application and answers the call with `reply`.
+    func read(
+        _ registration: Registration, _ reply: DBusPendingReply, generation: Int, in simulator: isolated BlueZSimulator
+    ) async
+}
+
 extension BlueZSimulator {
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
@@ -19,6 +33,22 @@ extension BlueZSimulator {
             case .dictionary(.string, _, _) = call.arguments[1]
         else { throw BlueZError.invalidArguments }
         return (owner, path)
+    }
+
+    /// Takes a `RegisterApplication(o, a{sv})` or `RegisterAdvertisement(o, a{sv})` call for
+    /// `manager`: its caller and object path reserved (``RegistrationManager/reserve(owner:path:)``
+    /// throws bluetoothd's refusal), then read from the application in a task of its own — the
+    /// loop keeps running — which answers the call.
+    func register(_ call: DBusMessage, _ reply: DBusPendingReply, with manager: some RegistrationManager) throws {
+        let (owner, path) = try Self.registration(call)
+        let registration = try manager.reserve(owner: owner, path: path)
+        let generation = self.generation
+        // The task holds the adapter (which owns the manager) until the read is settled.
+        let adapter = manager.adapter
+        Task {
+            defer { withExtendedLifetime(adapter) {} }
+            await manager.read(registration, reply, generation: generation, in: self)
+        }
     }
 
     /// The caller and the object path of `UnregisterApplication(o)` or `UnregisterAdvertisement(o)`.

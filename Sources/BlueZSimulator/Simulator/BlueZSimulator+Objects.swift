@@ -192,7 +192,9 @@ extension BlueZSimulator {
                 // Signatures are checked by the handlers, so wrong arguments get bluetoothd's
                 // InvalidArguments rather than the export layer's InvalidArgs.
                 .deferred("RegisterApplication", in: nil) { call, reply in
-                    self.onLoop(replying: reply) { try $0.adapter(name, for: call).gatt.register(call, reply, in: $0) }
+                    self.onLoop(replying: reply) {
+                        try $0.register(call, reply, with: $0.adapter(name, for: call).gatt)
+                    }
                 },
                 .immediate("UnregisterApplication", in: nil) { call in
                     try self.onLoop { try $0.adapter(name, for: call).gatt.unregister(call, in: $0) }
@@ -209,7 +211,7 @@ extension BlueZSimulator {
             methods: [
                 .deferred("RegisterAdvertisement", in: nil) { call, reply in
                     self.onLoop(replying: reply) {
-                        try $0.adapter(name, for: call).advertising.register(call, reply, in: $0)
+                        try $0.register(call, reply, with: $0.adapter(name, for: call).advertising)
                     }
                 },
                 .immediate("UnregisterAdvertisement", in: nil) { call in

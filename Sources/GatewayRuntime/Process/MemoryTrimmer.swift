@@ -14,19 +14,32 @@ import EventLoop
 public enum MemoryTrimmer {
     public static let interval = 2.0
 
+    /// Trims every ``interval`` seconds on `loop`, from its next turn on, for the rest of the
+    /// process; nothing when the C library has no `malloc_trim`.
     public static func start(on loop: EventLoop) {
-        #if canImport(Glibc)
-            guard let symbol = dlsym(nil, "malloc_trim") else { return }
-            typealias MallocTrim = @convention(c) (Int) -> Int32
-            let trim = unsafeBitCast(symbol, to: MallocTrim.self)
-            loop.execute { schedule(on: loop) { _ = trim(0) } }
-        #endif
+        guard let trim = mallocTrim else { return }
+        start(on: loop, every: interval) { _ = trim(0) }
     }
 
-    private static func schedule(on loop: EventLoop, _ trim: @escaping () -> Void) {
+    /// glibc's `malloc_trim`, nil where the C library has none.
+    static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        #if canImport(Glibc)
+            guard let symbol = dlsym(nil, "malloc_trim") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+        #else
+            return nil
+        #endif
+    }()
+
+    /// Calls `trim` on the loop thread every `interval` seconds, for ever.
+    static func start(on loop: EventLoop, every interval: Double, _ trim: @escaping @Sendable () -> Void) {
+        loop.execute { schedule(on: loop, every: interval, trim) }
+    }
+
+    private static func schedule(on loop: EventLoop, every interval: Double, _ trim: @escaping () -> Void) {
         _ = loop.addTimer(after: interval) {
             trim()
-            schedule(on: loop, trim)
+            schedule(on: loop, every: interval, trim)
         }
     }
 }

@@ -29,16 +29,25 @@ public enum SignalSources {
 
     /// SIGINT or SIGTERM from now on, as a value to wait for (no task): the first one's name.
     /// The default actions are disabled, as for ``waitForTermination()``.
-    public static func termination() -> OneShot<String> {
+    public static func termination() -> OneShot<String> { termination(of: terminationSignals) }
+
+    /// The signals that end the process: SIGINT and SIGTERM, with their names.
+    static let terminationSignals: [(number: Int32, name: String)] = [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")]
+
+    /// The first of `signals` from now on, as a value to wait for; their default actions disabled.
+    static func termination(of signals: [(number: Int32, name: String)]) -> OneShot<String> {
         let received = OneShot<String>()
-        onTermination { received.set($0) }
+        onTermination(of: signals) { received.set($0) }
         return received
     }
 
-    /// Calls `handler` (on a dispatch queue) with the name of each SIGINT or SIGTERM.
-    private static func onTermination(_ handler: @escaping @Sendable (String) -> Void) {
+    /// Calls `handler` (on a dispatch queue) with the name of each of `signals` that arrives.
+    private static func onTermination(
+        of signals: [(number: Int32, name: String)] = terminationSignals,
+        _ handler: @escaping @Sendable (String) -> Void
+    ) {
         var sources: [DispatchSourceSignal] = []
-        for (number, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+        for (number, name) in signals {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { handler(name) }

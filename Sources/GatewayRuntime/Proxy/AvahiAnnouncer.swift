@@ -94,13 +94,15 @@ public final class AvahiAnnouncer: Sendable {
         return records
     }
 
-    /// Connects to the system bus and follows Avahi there; ``run()`` then announces the service
-    /// whenever avahi-daemon is on the bus (now or later). Throws only when there is no system
-    /// bus; every later problem is logged and the proxy goes on without mDNS.
+    /// Connects to `bus` (the system bus; a private one in tests) and follows Avahi there;
+    /// ``run()`` then announces the service whenever avahi-daemon is on the bus (now or later).
+    /// Throws only when there is no such bus; every later problem is logged and the proxy goes on
+    /// without mDNS.
     public static func start(
-        _ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop, log: GatewayLogger
+        _ configuration: APIServerConfiguration, port: UInt16, on loop: EventLoop, log: GatewayLogger,
+        bus: DBusConnection.Bus = .system
     ) async throws -> AvahiAnnouncer {
-        let connection = try await DBusConnection.connect(to: .system, on: loop)
+        let connection = try await DBusConnection.connect(to: bus, on: loop)
         // Unbounded, but only avahi-daemon's signals for this connection's groups and the bus's
         // owner changes of one name arrive here, and each is handled at once.
         let (stream, continuation) = AsyncStream.makeStream(of: Event.self)

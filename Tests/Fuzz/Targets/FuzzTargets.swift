@@ -20,6 +20,8 @@ public enum FuzzTargets {
         esphomeAPI,
         fleetMessages,
         managementEvent,
+        mqttSession,
+        proxyBackend,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
