@@ -190,7 +190,8 @@ public actor KernelRadio: LoopIsolated {
         } else {
             request.continuation.resume(
                 throwing: KernelRadioError(
-                    "management command 0x\(Hex.encode(UInt64(opcode), digits: 4)) failed: status 0x\(Hex.encode(UInt64(status), digits: 2))"))
+                    "management command 0x\(Hex.encode(UInt64(opcode), digits: 4)) failed: status 0x\(Hex.encode(UInt64(status), digits: 2))"
+                ))
         }
     }
 

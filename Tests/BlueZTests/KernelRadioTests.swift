@@ -112,7 +112,8 @@ struct KernelRadioTests {
     func endpointFromEnvironment() {
         #expect(ManagementEndpoint.fromEnvironment([:]) == .kernel)
         #expect(ManagementEndpoint.fromEnvironment(["GATTWAY_MGMT_SOCKET": ""]) == .kernel)
-        #expect(ManagementEndpoint.fromEnvironment(["GATTWAY_MGMT_SOCKET": "/run/x.sock"]) == .socket(path: "/run/x.sock"))
+        #expect(
+            ManagementEndpoint.fromEnvironment(["GATTWAY_MGMT_SOCKET": "/run/x.sock"]) == .socket(path: "/run/x.sock"))
     }
 
     @Test(

@@ -134,16 +134,22 @@ struct DoctorTests {
             let auto = try await world.doctor(config: Self.config(broker: broker.url))
             #expect(auto.status == 0, "\(auto.output)")
             let warning = Self.line(auto.output, "warn", "radio")
-            #expect(warning?.contains("run falls back to bluetoothd's D-Bus view, because cannot connect") == true, "\(auto.output)")
+            #expect(
+                warning?.contains("run falls back to bluetoothd's D-Bus view, because cannot connect") == true,
+                "\(auto.output)")
             #expect(warning?.contains("CAP_NET_ADMIN") == true, "\(auto.output)")
-            let mgmtConfig = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "mgmt"}}"#
+            let mgmtConfig =
+                #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "mgmt"}}"#
             let mgmt = try await world.doctor(config: mgmtConfig)
             #expect(mgmt.status == 1, "\(mgmt.output)")
-            #expect(Self.line(mgmt.output, "fail", "radio")?.contains("bluetooth.radio is mgmt") == true, "\(mgmt.output)")
-            let dbusConfig = #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "dbus"}}"#
+            #expect(
+                Self.line(mgmt.output, "fail", "radio")?.contains("bluetooth.radio is mgmt") == true, "\(mgmt.output)")
+            let dbusConfig =
+                #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapter": "hci0", "radio": "dbus"}}"#
             let dbus = try await world.doctor(config: dbusConfig)
             #expect(dbus.status == 0, "\(dbus.output)")
-            #expect(Self.line(dbus.output, "ok", "radio")?.contains("bluetooth.radio is dbus") == true, "\(dbus.output)")
+            #expect(
+                Self.line(dbus.output, "ok", "radio")?.contains("bluetooth.radio is dbus") == true, "\(dbus.output)")
         }
     }
 

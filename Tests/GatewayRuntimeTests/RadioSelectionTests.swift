@@ -65,7 +65,9 @@ struct RadioSelectionTests {
             #expect(await service.central?.reports == .bluez)
             let lines = journal.logLines.filter { $0.contains("radio:") }
             #expect(lines.count == 1)
-            #expect(lines.first?.contains("D-Bus view, because cannot connect to the management socket") == true, "\(lines)")
+            #expect(
+                lines.first?.contains("D-Bus view, because cannot connect to the management socket") == true, "\(lines)"
+            )
         }
     }
 
@@ -76,7 +78,8 @@ struct RadioSelectionTests {
             try await service.start()
             #expect(service.radio == nil)
             #expect(await service.central?.reports == .bluez)
-            #expect(journal.logLines.contains { $0.contains("radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)") })
+            #expect(
+                journal.logLines.contains { $0.contains("radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)") })
             await #expect(throws: TestTimeout.self) { try await peer.accept(within: 0.2) }
         }
     }
@@ -94,7 +97,9 @@ struct RadioSelectionTests {
             #expect(service.radio != nil)
             #expect(await service.central?.reports == .kernel)
             #expect(
-                journal.logLines.contains { $0.contains("radio: the management socket at \(peer.path), management interface 1.22") },
+                journal.logLines.contains {
+                    $0.contains("radio: the management socket at \(peer.path), management interface 1.22")
+                },
                 "\(journal.logLines)")
             // The served socket goes away: the scans read D-Bus again, and the log says so.
             peer.hangUp()

@@ -88,7 +88,8 @@ public final class BlueZCentralService: Service {
         let perSecond = rate.withLock { last -> Double in
             defer { last = (now, reports) }
             guard let previous = last else { return 0 }
-            let seconds = Double((now - previous.at).components.seconds)
+            let seconds =
+                Double((now - previous.at).components.seconds)
                 + Double((now - previous.at).components.attoseconds) / 1e18
             return seconds > 0 ? Double(reports - previous.reports) / seconds : 0
         }

@@ -74,7 +74,9 @@ actor DemoSession {
             managementSocket: managementSocket)
         self.simulator = simulator
         say("simulator: the demo scenario owns org.bluez on the private bus (\(busAddress))")
-        say("simulator: its controllers' management socket, which the gateway reads every report from: \(managementSocket)")
+        say(
+            "simulator: its controllers' management socket, which the gateway reads every report from: \(managementSocket)"
+        )
         try await startViewer(port: port)
         let gateway = try startGateway(busAddress: busAddress, brokerURL: "mqtt://127.0.0.1:\(port)")
         try await waitFor("the gateway's bridge/state online", timeout: 20, child: gateway) { message in
