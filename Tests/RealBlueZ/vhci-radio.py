@@ -104,13 +104,13 @@ class Device:
         self.sent = 0
         self.packet_ids = bytearray()
 
-    def payload(self):
+    def payload(self, flags=True):
         packet_id = (self.first_packet_id + self.sent) & 0xFF
         centi = 2000 + 50 * self.number + self.sent % 100  # 20.00 °C + 0.5 per device, stepping 0.01
         bthome = bytes([0x40, 0x00, packet_id, 0x02]) + struct.pack("<h", centi) + b"\x3e" \
             + struct.pack("<I", self.sent)
         service_data = bytes([len(bthome) + 3, 0x16, 0xD2, 0xFC]) + bthome
-        return packet_id, bytes([0x02, 0x01, 0x06]) + service_data
+        return packet_id, (bytes([0x02, 0x01, 0x06]) if flags else b"") + service_data
 
     def scan_response(self):
         name = f"vhci-{self.number}".encode()
@@ -247,7 +247,7 @@ class Radio:
                 self.late += 1
                 continue
             device = self.devices[n]
-            packet_id, data = device.payload()
+            packet_id, data = device.payload(flags=n >= args.without_flags)
             kind = 0x02 if args.scan_response else 0x03    # ADV_SCAN_IND / ADV_NONCONN_IND
             report = bytes([0x02, 1, kind, 0x01]) + device.address + bytes([len(data)]) + data \
                 + struct.pack("<b", device.rssi)
@@ -336,6 +336,8 @@ def main():
     p.add_argument("--bdaddr", default="00:AA:01:F0:00:F0", help="the controller's public address")
     p.add_argument("--scan-response", action="store_true",
                    help="scannable advertisements, and a SCAN_RSP with the name after each in active scanning")
+    p.add_argument("--without-flags", type=int, default=0, metavar="K",
+                   help="the first K devices leave the Flags field out of their advertisements")
     p.add_argument("--hold", type=float, default=0.0, help="seconds the controller stays up after the emission")
     p.add_argument("--wait-scan", type=float, default=0.0,
                    help="give up (write the log) when no scan starts within this many seconds (0: wait)")
