@@ -5,7 +5,8 @@ R while the host has LE scanning enabled. The instrument of the real-BlueZ lane'
 measurement (Tests/RealBlueZ/README.md, "The virtual radio"). Python 3.11 standard library only.
 
   vhci-radio.py --devices K --rate R --duration T --log FILE [--count N] [--address-base ADDR]
-                [--bdaddr ADDR] [--scan-response] [--hold S] [--wait-scan S] [--seed N]
+                [--bdaddr ADDR] [--scan-response] [--without-flags K] [--hold S] [--wait-scan S]
+                [--seed N]
 
 The controller: LE only (LMP features "LE supported" + "BR/EDR not supported"), legacy advertising
 and scanning commands, no extended advertising, no privacy. Every HCI command is answered with
@@ -15,7 +16,8 @@ the rest zeroed parameters. LE Set Scan Parameters and LE Set Scan Enable are pr
 
 Each device has a fixed random static address (--address-base + its number) and an RSSI, and
 sends non-connectable advertisements (ADV_NONCONN_IND; with --scan-response ADV_SCAN_IND, and in
-active scanning a SCAN_RSP with its name after each) holding Flags and BTHome v2 service data
+active scanning a SCAN_RSP with its name after each) holding Flags (not for the first K devices
+with --without-flags K) and BTHome v2 service data
 (FCD2, unencrypted): packet id (0x00, +1 at every report of the device, mod 256), temperature
 (0x02, 0.01 degC) and count (0x3E, u32: the device's report number from 0, which never wraps and
 so tells the reports apart where the packet id repeats). Devices start at random phases of the
