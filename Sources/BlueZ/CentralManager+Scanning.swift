@@ -21,7 +21,7 @@ struct ScanSubscription {
         init(_ continuation: AsyncStream<ScanResult>.Continuation) { self.continuation = continuation }
     }
 
-    let options: ScanOptions
+    var options: ScanOptions
     let sink: Sink
     /// Hash of the last reported advertisement content per device (without RSSI), for
     /// `allowDuplicates == false`; entries go when BlueZ removes the device. Keyed like the
@@ -44,6 +44,10 @@ struct DiscoveryState {
     var retryTimer: EventLoop.Token?
     /// Current backoff after InProgress/NotReady (0: none yet).
     var retryDelay: Double = 0
+    /// How the radio scans for this manager now (nil: no scan): ``CentralManager/scanMode``.
+    var mode: ScanMode?
+    /// Told when ``mode`` changes, on the loop thread.
+    var modeHandlers: [Int: @Sendable (ScanMode?) -> Void] = [:]
 }
 
 extension CentralManager {
@@ -124,6 +128,51 @@ extension CentralManager {
     /// Whether this manager holds a discovery session in BlueZ now.
     public var isScanning: Bool { discovery.sessionActive }
 
+    /// Changes one scan's ``ScanOptions/mode``; the radio follows (``scanMode``).
+    public func setScanMode(_ mode: ScanMode, for token: ScanToken) {
+        guard let scan = scans[token.id], scan.options.mode != mode else { return }
+        scans[token.id]?.options.mode = mode
+        armDiscovery()
+    }
+
+    /// How the radio scans for this manager's scans now: `.active` while its discovery session
+    /// runs, `.passive` while the kernel holds its advertisement monitor instead; nil when it
+    /// does neither (no scan, adapter off, or on the way).
+    public var scanMode: ScanMode? { discovery.mode }
+
+    /// The mode the scans ask for: none without scans; active when any scan is active, or when
+    /// passive is not possible (the D-Bus path: reports from bluetoothd, or no management socket).
+    var wantedScanMode: ScanMode? {
+        if scans.isEmpty { return nil }
+        if scans.values.contains(where: { $0.options.mode == .active }) { return .active }
+        return reports == .kernel && passiveScanner != nil ? .passive : .active
+    }
+
+    /// Calls `handler` on the loop thread whenever ``scanMode`` changes, until
+    /// ``stopScanModeUpdates(_:)``.
+    public func scanModeUpdates(handler: @escaping @Sendable (ScanMode?) -> Void) -> Int {
+        let id = makeID()
+        discovery.modeHandlers[id] = handler
+        return id
+    }
+
+    public func stopScanModeUpdates(_ id: Int) {
+        discovery.modeHandlers.removeValue(forKey: id)
+    }
+
+    /// Removes the advertisement monitor this manager holds, if any.
+    func releasePassiveScan() async {
+        guard passiveScannerHeld, let passiveScanner else { return }
+        passiveScannerHeld = false
+        await passiveScanner.releasePassiveScan()
+    }
+
+    func setEffectiveScanMode(_ mode: ScanMode?) {
+        guard discovery.mode != mode else { return }
+        discovery.mode = mode
+        for handler in discovery.modeHandlers.values { handler(mode) }
+    }
+
     /// Brings BlueZ's discovery in line with the scans: filter, start, or stop.
     func armDiscovery() {
         if discovery.busy {
@@ -142,9 +191,31 @@ extension CentralManager {
                 armDiscovery()
             }
         }
-        guard state == .poweredOn, let adapterPath, !closed else { return }
+        guard state == .poweredOn, let adapterPath, !closed else {
+            setEffectiveScanMode(nil)
+            return
+        }
         let adapter = BlueZObjectTree.adapter
+        let wanted = wantedScanMode
+        if wanted == .passive, let passiveScanner, let adapterIndex {
+            do {
+                try await passiveScanner.holdPassiveScan(controller: adapterIndex)
+                passiveScannerHeld = true
+            } catch {
+                scheduleDiscoveryRetry()
+                return
+            }
+            if discovery.sessionActive {
+                _ = try? await callBlueZ(adapterPath, adapter, "StopDiscovery", timeout: .seconds(10))
+                discovery.sessionActive = false
+            }
+            discovery.retryDelay = 0
+            setEffectiveScanMode(.passive)
+            return
+        }
         if scans.isEmpty {
+            setEffectiveScanMode(nil)
+            await releasePassiveScan()
             guard discovery.sessionActive || discovery.filterSent != nil else { return }
             if discovery.sessionActive {
                 // NotReady/InProgress/Failed after the session is already gone are harmless (bleak#2021).
@@ -171,6 +242,9 @@ extension CentralManager {
                 reportKnownDevices(to: Array(scans.keys))
             }
             discovery.retryDelay = 0
+            setEffectiveScanMode(.active)
+            // After the discovery started, so that the radio never stops listening.
+            await releasePassiveScan()
         } catch {
             let failure = CentralError.wrap(error, operation: "org.bluez.Adapter1.StartDiscovery")
             if failure.code == .bluezUnavailable && bluezOwner == nil { return }  // a restart re-arms
@@ -349,9 +423,17 @@ extension CentralManager {
     /// Switches where scans get their reports (``CentralOptions/reports``), e.g. to `.kernel`
     /// once a ``KernelRadio`` is open, back to `.bluez` when its socket closed; discovery's
     /// filter follows (no UUIDs on the kernel path).
-    public func setReportSource(_ source: CentralOptions.ReportSource) {
-        guard reports != source else { return }
+    /// `radio` (on `.kernel`) also serves passive scans (``ScanOptions/mode``): its
+    /// advertisement monitor replaces the discovery while every scan is passive.
+    public func setReportSource(_ source: CentralOptions.ReportSource, radio: KernelRadio? = nil) {
+        let scanner = source == .kernel ? radio : nil
+        guard reports != source || passiveScanner !== scanner else { return }
         reports = source
+        if let old = passiveScanner, old !== scanner, passiveScannerHeld {
+            passiveScannerHeld = false
+            Task { await old.releasePassiveScan() }
+        }
+        passiveScanner = scanner
         armDiscovery()
         if source == .bluez { reportKnownDevices(to: Array(scans.keys)) }
     }

@@ -66,6 +66,10 @@ public actor CentralManager: BlueZManager {
     /// Scanning.
     var scans: [Int: ScanSubscription] = [:]
     var discovery = DiscoveryState()
+    /// The management socket whose advertisement monitor serves passive scans (``setReportSource(_:radio:)``).
+    var passiveScanner: KernelRadio?
+    /// Whether this manager asked `passiveScanner` for the passive scan (and has not released it).
+    var passiveScannerHeld = false
     /// Connections this manager wants up (connect with auto-reconnect, restored, or adopted).
     var links: [BluetoothAddress: Link] = [:]
     /// Addresses whose disconnect this manager asked for (the next `Connected=false` is expected).
@@ -182,6 +186,7 @@ public actor CentralManager: BlueZManager {
         if discovery.sessionActive, let adapterPath {
             _ = try? await callBlueZ(adapterPath, BlueZObjectTree.adapter, "StopDiscovery", timeout: .seconds(2))
         }
+        await releasePassiveScan()
         for link in links.values { if let timer = link.retryTimer { loop.cancelTimer(timer) } }
         links.removeAll()
         for (_, subscription) in subscriptions { subscription.finish(throwing: nil) }
@@ -251,6 +256,7 @@ public actor CentralManager: BlueZManager {
         } else if old == .poweredOn {
             discovery.sessionActive = false
             discovery.filterSent = nil
+            setEffectiveScanMode(nil)
         }
         evaluateWaiters()
     }

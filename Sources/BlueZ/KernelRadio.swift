@@ -74,6 +74,21 @@ public actor KernelRadio: LoopIsolated {
     /// Whether the socket is still open (a served socket's peer may go away).
     public private(set) var isOpen = true
 
+    /// The controller whose passive scan is wanted (``holdPassiveScan(controller:)``), nil when none.
+    private var passiveController: UInt16?
+    /// The handle of this socket's advertisement monitor, while the kernel has it.
+    public private(set) var monitorHandle: UInt16?
+    /// A monitor being added (one command at a time).
+    private var addingMonitor = false
+    /// Pending re-add after someone else (bluetoothd starting) removed the monitor.
+    private var readdTimer: EventLoop.Token?
+    /// Times the monitor was removed by someone else and added again.
+    public private(set) var monitorReadds = 0
+    /// The pattern of gattway's monitor. The kernel needs one for the command; without
+    /// controller offload (no MSFT extension) it ignores it and reports every advertisement,
+    /// Flags or not (docs/bluez.md §7).
+    public static let monitorPatterns = [AdvertisementPattern(adType: 0x01, value: [0x06])]
+
     private struct Pending {
         let id: Int
         let opcode: UInt16
@@ -175,6 +190,13 @@ public actor KernelRadio: LoopIsolated {
             answer(opcode: opcode, controller: controller, status: status, parameters: parameters)
         case .commandStatus(let opcode, let status, let controller):
             answer(opcode: opcode, controller: controller, status: status, parameters: [])
+        case .advertisementMonitorRemoved(let controller, let handle)
+        where controller == passiveController && (handle == monitorHandle || handle == 0):
+            // bluetoothd removes every monitor of a controller it takes on (its start): add
+            // ours again, after a pause so that a daemon doing it in a loop costs nothing.
+            monitorHandle = nil
+            events?(event)
+            scheduleReadd()
         default:
             events?(event)
         }
@@ -236,9 +258,67 @@ public actor KernelRadio: LoopIsolated {
         try ControllerInfo.decode(try await request(ManagementCommand.readControllerInfo(controller: controller)))
     }
 
+    // MARK: Passive scan
+
+    /// Makes the kernel scan `controller` passively while no discovery runs, delivering every
+    /// advertisement as Advertisement Monitor Device Found (handle 0): an advertisement monitor
+    /// of this socket (Add Advertisement Patterns Monitor). A discovery that runs meanwhile
+    /// (bluetoothd's, active) takes the radio; the kernel returns to the passive scan after it.
+    /// Idempotent; the monitor is added again when someone else removes it.
+    public func holdPassiveScan(controller: UInt16) async throws {
+        if let held = passiveController, held != controller { await releasePassiveScan() }
+        passiveController = controller
+        try await addMonitor()
+    }
+
+    /// Removes this socket's monitor (Remove Advertisement Monitor): the kernel's passive scan
+    /// for it stops. Errors are ignored (the socket may be gone).
+    public func releasePassiveScan() async {
+        guard let controller = passiveController else { return }
+        passiveController = nil
+        if let readdTimer { loop.cancelTimer(readdTimer) }
+        readdTimer = nil
+        guard let handle = monitorHandle else { return }
+        monitorHandle = nil
+        _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))
+    }
+
+    /// Whether the kernel holds this socket's monitor now.
+    public var isHoldingPassiveScan: Bool { monitorHandle != nil }
+
+    private func addMonitor() async throws {
+        guard let controller = passiveController, monitorHandle == nil, !addingMonitor else { return }
+        addingMonitor = true
+        defer { addingMonitor = false }
+        let command = ManagementCommand.addAdvertisementPatternsMonitor(
+            controller: controller, patterns: Self.monitorPatterns)
+        let handle = try ManagementCommand.decodeMonitorHandle(
+            try await request(command), command: ManagementCommand.Code.addAdvertisementPatternsMonitor)
+        if passiveController == controller {
+            monitorHandle = handle
+        } else {
+            // Released (or moved) while the command was under way.
+            _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))
+        }
+    }
+
+    private func scheduleReadd() {
+        guard readdTimer == nil, isOpen else { return }
+        readdTimer = loop.addTimer(after: 1) { [weak self] in
+            self?.assumeLoopIsolated { radio in
+                radio.readdTimer = nil
+                guard radio.passiveController != nil, radio.monitorHandle == nil else { return }
+                radio.monitorReadds += 1
+                Task { try? await radio.addMonitor() }
+            }
+        }
+    }
+
     /// Stops reading and closes the socket; waiting requests fail.
     public func close() {
         guard isOpen else { return }
+        if let readdTimer { loop.cancelTimer(readdTimer) }
+        readdTimer = nil
         isOpen = false
         if let watch { loop.removeWatch(watch) }
         watch = nil

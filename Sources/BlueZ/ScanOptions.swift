@@ -14,10 +14,28 @@ public struct ScanOptions: Sendable, Hashable {
     public var allowDuplicates: Bool
     /// Drop reports weaker than this (dBm); applied by the controller and re-checked locally.
     public var rssiThreshold: Int16?
+    /// Whether this scan needs scan responses (`.active`) or listens only (`.passive`). The
+    /// manager's radio scans actively while any of its scans is active; when all are passive
+    /// and the kernel's management socket is the report source, the kernel scans passively
+    /// (an advertisement monitor, no discovery); on the D-Bus path, where bluetoothd 5.66 has
+    /// only its active discovery, a passive scan is scanned actively (``CentralManager/scanMode``
+    /// says so).
+    public var mode: ScanMode
 
-    public init(services: [BluetoothUUID]? = nil, allowDuplicates: Bool = false, rssiThreshold: Int16? = nil) {
+    public init(
+        services: [BluetoothUUID]? = nil, allowDuplicates: Bool = false, rssiThreshold: Int16? = nil,
+        mode: ScanMode = .active
+    ) {
         self.services = services
         self.allowDuplicates = allowDuplicates
         self.rssiThreshold = rssiThreshold
+        self.mode = mode
     }
+}
+
+/// How the radio scans: with scan requests (active: the scan responses too, e.g. a name sent
+/// only there) or listening only (passive: no transmission, advertisements only).
+public enum ScanMode: String, Sendable, Hashable {
+    case active
+    case passive
 }

@@ -11,6 +11,8 @@ public enum ManagementCommand {
         public static let readControllerInfo: UInt16 = 0x0004
         public static let startDiscovery: UInt16 = 0x0023
         public static let stopDiscovery: UInt16 = 0x0024
+        public static let addAdvertisementPatternsMonitor: UInt16 = 0x0052
+        public static let removeAdvertisementMonitor: UInt16 = 0x0053
     }
 
     /// Command Complete and Command Status status codes gattway names.
@@ -18,6 +20,7 @@ public enum ManagementCommand {
         public static let success: UInt8 = 0x00
         public static let unknownCommand: UInt8 = 0x01
         public static let busy: UInt8 = 0x0A
+        public static let noResources: UInt8 = 0x07
         public static let notSupported: UInt8 = 0x0C
         public static let invalidParameters: UInt8 = 0x0D
         public static let notPowered: UInt8 = 0x0F
@@ -61,6 +64,37 @@ public enum ManagementCommand {
         -> ManagementPacket
     {
         ManagementPacket(code: Code.stopDiscovery, controller: controller, parameters: [addressTypes])
+    }
+
+    /// Add Advertisement Patterns Monitor (0x0052): a monitor that makes the kernel scan passively
+    /// while no discovery runs, reporting what it hears as Advertisement Monitor Device Found.
+    /// Each pattern's value is sent in its 31-octet field, zero-padded. Answered with the
+    /// monitor's handle (``decodeMonitorHandle(_:command:)``).
+    public static func addAdvertisementPatternsMonitor(controller: UInt16, patterns: [AdvertisementPattern])
+        -> ManagementPacket
+    {
+        ManagementPacket(
+            code: Code.addAdvertisementPatternsMonitor, controller: controller,
+            parameters: AdvertisementPattern.encodeList(patterns))
+    }
+
+    /// Remove Advertisement Monitor (0x0053) of `handle` (0: every monitor of the controller);
+    /// answered with the same handle.
+    public static func removeAdvertisementMonitor(controller: UInt16, handle: UInt16) -> ManagementPacket {
+        var parameters: [UInt8] = []
+        parameters.appendLittleEndian(handle)
+        return ManagementPacket(code: Code.removeAdvertisementMonitor, controller: controller, parameters: parameters)
+    }
+
+    /// The `Monitor_Handle` of Add Advertisement Patterns Monitor's or Remove Advertisement
+    /// Monitor's return parameters (and of a Remove command's parameters).
+    public static func decodeMonitorHandle(_ parameters: [UInt8], command: UInt16) throws(ManagementDecodeError)
+        -> UInt16
+    {
+        guard parameters.count >= 2 else {
+            throw .shortReturnParameters(command: command, expected: 2, actual: parameters.count)
+        }
+        return UInt16(parameters[0]) | UInt16(parameters[1]) << 8
     }
 
     /// The controller indexes of Read Controller Index List's return parameters
@@ -222,5 +256,66 @@ public struct ControllerInfo: Sendable, Equatable {
             if utf8.count - (end - 1) < needed { utf8.removeSubrange((end - 1)...) }
         }
         return utf8
+    }
+}
+
+/// One pattern of Add Advertisement Patterns Monitor: an AD structure of `adType` whose data
+/// holds `value` at `offset`. Without advertisement filtering offloaded to the controller the
+/// kernel ignores the patterns and reports every advertisement (docs/bluez.md §7).
+public struct AdvertisementPattern: Sendable, Hashable {
+    /// The value field's fixed size on the wire (the longest legacy AD data).
+    public static let valueField = 31
+
+    public var adType: UInt8
+    public var offset: UInt8
+    /// At most 31 octets (more are cut when encoded).
+    public var value: [UInt8]
+
+    public init(adType: UInt8, offset: UInt8 = 0, value: [UInt8]) {
+        self.adType = adType
+        self.offset = offset
+        self.value = value
+    }
+
+    /// The command's parameters: the count (at most 255 patterns are kept), then each pattern
+    /// as type, offset, length and the 31-octet value field.
+    public static func encodeList(_ patterns: [AdvertisementPattern]) -> [UInt8] {
+        let kept = patterns.prefix(Int(UInt8.max))
+        var parameters: [UInt8] = [UInt8(kept.count)]
+        parameters.reserveCapacity(1 + kept.count * (3 + valueField))
+        for pattern in kept {
+            let value = pattern.value.prefix(valueField)
+            parameters += [pattern.adType, pattern.offset, UInt8(value.count)]
+            parameters += value
+            parameters += [UInt8](repeating: 0, count: valueField - value.count)
+        }
+        return parameters
+    }
+
+    /// The patterns of the command's parameters (the simulator's side). A length over 31, or
+    /// fewer octets than the count announces, is an error; octets after the list are ignored.
+    public static func decodeList(_ parameters: [UInt8]) throws(ManagementDecodeError) -> [AdvertisementPattern] {
+        let command = ManagementCommand.Code.addAdvertisementPatternsMonitor
+        guard let count = parameters.first else {
+            throw .invalidCommandParameters(command: command, reason: "no pattern count")
+        }
+        let needed = 1 + Int(count) * (3 + valueField)
+        guard parameters.count >= needed else {
+            throw .invalidCommandParameters(
+                command: command, reason: "\(count) patterns need \(needed) octets, got \(parameters.count)")
+        }
+        var patterns: [AdvertisementPattern] = []
+        for index in 0..<Int(count) {
+            let start = 1 + index * (3 + valueField)
+            let length = Int(parameters[start + 2])
+            guard length <= valueField else {
+                throw .invalidCommandParameters(command: command, reason: "a pattern of \(length) octets (at most 31)")
+            }
+            patterns.append(
+                AdvertisementPattern(
+                    adType: parameters[start], offset: parameters[start + 1],
+                    value: Array(parameters[(start + 3)..<(start + 3 + length)])))
+        }
+        return patterns
     }
 }

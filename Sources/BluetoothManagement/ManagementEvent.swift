@@ -25,6 +25,11 @@ public enum ManagementEvent: Sendable, Equatable {
     /// An advertisement or inquiry result: Device Found (0x0012) or Advertisement Monitor
     /// Device Found (0x002F, with ``DeviceFound/monitorHandle`` set).
     case deviceFound(DeviceFound)
+    /// An advertisement monitor was added (0x002B), by any management socket.
+    case advertisementMonitorAdded(controller: UInt16, handle: UInt16)
+    /// An advertisement monitor was removed (0x002C), e.g. by bluetoothd, which removes every
+    /// monitor of a controller when it takes the controller on.
+    case advertisementMonitorRemoved(controller: UInt16, handle: UInt16)
     /// An event gattway does not read; its parameters are dropped.
     case other(code: UInt16, controller: UInt16)
 
@@ -38,6 +43,8 @@ public enum ManagementEvent: Sendable, Equatable {
         public static let newSettings: UInt16 = 0x0006
         public static let deviceFound: UInt16 = 0x0012
         public static let discovering: UInt16 = 0x0013
+        public static let advertisementMonitorAdded: UInt16 = 0x002B
+        public static let advertisementMonitorRemoved: UInt16 = 0x002C
         public static let advertisementMonitorDeviceFound: UInt16 = 0x002F
     }
 
@@ -93,6 +100,12 @@ public enum ManagementEvent: Sendable, Equatable {
             return .discovering(controller: controller, addressType: parameters[0], discovering: parameters[1] != 0)
         case Code.deviceFound:
             return .deviceFound(try DeviceFound(code: code, controller: controller, parameters: parameters, at: 0))
+        case Code.advertisementMonitorAdded:
+            try need(2)
+            return .advertisementMonitorAdded(controller: controller, handle: parameters.uint16(at: 0))
+        case Code.advertisementMonitorRemoved:
+            try need(2)
+            return .advertisementMonitorRemoved(controller: controller, handle: parameters.uint16(at: 0))
         case Code.advertisementMonitorDeviceFound:
             var found = try DeviceFound(code: code, controller: controller, parameters: parameters, at: 2)
             found.monitorHandle = parameters.uint16(at: 0)
@@ -129,6 +142,14 @@ public enum ManagementEvent: Sendable, Equatable {
                 code: Code.discovering, controller: controller, parameters: [addressType, discovering ? 1 : 0])
         case .deviceFound(let found):
             return found.packet
+        case .advertisementMonitorAdded(let controller, let handle):
+            parameters.appendLittleEndian(handle)
+            return ManagementPacket(
+                code: Code.advertisementMonitorAdded, controller: controller, parameters: parameters)
+        case .advertisementMonitorRemoved(let controller, let handle):
+            parameters.appendLittleEndian(handle)
+            return ManagementPacket(
+                code: Code.advertisementMonitorRemoved, controller: controller, parameters: parameters)
         case .other(let code, let controller):
             return ManagementPacket(code: code, controller: controller)
         }

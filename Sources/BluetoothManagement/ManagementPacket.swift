@@ -76,6 +76,8 @@ public enum ManagementDecodeError: Error, Equatable, Sendable, CustomStringConve
     case dataLengthMismatch(event: UInt16, declared: Int, actual: Int)
     /// A command's return parameters (in Command Complete) are shorter than their layout.
     case shortReturnParameters(command: UInt16, expected: Int, actual: Int)
+    /// A command's parameters do not follow its layout (the simulator reads commands).
+    case invalidCommandParameters(command: UInt16, reason: String)
 
     public var description: String {
         switch self {
@@ -89,6 +91,8 @@ public enum ManagementDecodeError: Error, Equatable, Sendable, CustomStringConve
             "management event \(hex(event)) declares \(declared) octets of AD data but carries \(actual)"
         case .shortReturnParameters(let command, let expected, let actual):
             "return parameters of management command \(hex(command)) need \(expected) octets, got \(actual)"
+        case .invalidCommandParameters(let command, let reason):
+            "parameters of management command \(hex(command)): \(reason)"
         }
     }
 }

@@ -60,8 +60,17 @@ public final class APIServer: @unchecked Sendable {
     public var scannerState: BluetoothScannerState = .running {
         didSet { if scannerState != oldValue { broadcastScannerState() } }
     }
-    /// BlueZ discovery scans actively (it asks for scan responses).
-    public var scannerMode: BluetoothScannerMode = .active
+    /// The mode the scan runs in now (active: BlueZ's discovery, which asks for scan responses;
+    /// passive: the kernel's monitor scan); changes are sent to subscribed clients.
+    public var scannerMode: BluetoothScannerMode = .active {
+        didSet { if scannerMode != oldValue { broadcastScannerState() } }
+    }
+    /// The mode `bluetooth.scan_mode` configures (auto: passive, its resting mode).
+    public var configuredScannerMode: BluetoothScannerMode = .active {
+        didSet { if configuredScannerMode != oldValue { broadcastScannerState() } }
+    }
+    /// Called on the loop thread with each BluetoothScannerSetModeRequest's mode.
+    public var scannerModeRequested: ((BluetoothScannerMode) -> Void)?
 
     /// The largest number of advertisements in one BluetoothLERawAdvertisementsResponse.
     public static let batchSize = 16
@@ -267,7 +276,7 @@ public final class APIServer: @unchecked Sendable {
 
     /// Feeds a client's bytes through its session, counts and logs what ended it, sends the answers.
     private func receive(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-        let outcome = client.session.receive(bytes, scanner: (scannerState, scannerMode))
+        let outcome = client.session.receive(bytes, scanner: scannerStatus)
         for line in outcome.debug { log(.debug, "API: \(client.peer): \(line)") }
         if let hello = outcome.hello {
             log(.info, "API: \(client.peer) (\(hello.info), API \(hello.major).\(hello.minor)) connected")
@@ -304,6 +313,10 @@ public final class APIServer: @unchecked Sendable {
         case nil:
             break
         }
+        if let mode = outcome.scannerModeRequest {
+            log(.info, "API: \(client.peer) asked for the \(mode == .active ? "active" : "passive") scanner mode")
+            scannerModeRequested?(mode)
+        }
         for request in outcome.proxyRequests {
             guard clients[client.id] != nil, !client.session.closing else { break }
             serve(request, for: client)
@@ -315,8 +328,12 @@ public final class APIServer: @unchecked Sendable {
     /// compares it with its own expectations of a proxy).
     public static let esphomeVersion = "2025.8.0"
 
+    var scannerStatus: ScannerStatus {
+        ScannerStatus(state: scannerState, mode: scannerMode, configuredMode: configuredScannerMode)
+    }
+
     private var scannerStateMessage: ServerMessage {
-        .scannerState(scannerState, mode: scannerMode, configuredMode: scannerMode)
+        .scannerState(scannerState, mode: scannerMode, configuredMode: configuredScannerMode)
     }
 
     private func broadcastScannerState() {

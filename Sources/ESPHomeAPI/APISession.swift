@@ -35,6 +35,9 @@ public struct APISession {
         /// Requests for connections through the proxy, in order, for the server to serve (only
         /// when the features announce active connections; else the session refuses them itself).
         public var proxyRequests: [ProxyRequest] = []
+        /// BluetoothScannerSetModeRequest: the mode the client asked for (the server switches
+        /// the scan and reports the true mode when it changed).
+        public var scannerModeRequest: BluetoothScannerMode?
     }
 
     /// What a client asks of the proxy's connections (served by ``APIServer`` with its
@@ -82,7 +85,7 @@ public struct APISession {
 
     /// Feeds received bytes; answers go to ``outgoing``.
     public mutating func receive<C: Collection<UInt8>>(
-        _ bytes: C, scanner: (state: BluetoothScannerState, mode: BluetoothScannerMode)
+        _ bytes: C, scanner: ScannerStatus
     ) -> Outcome {
         var outcome = Outcome()
         guard !closing else { return outcome }
@@ -121,7 +124,7 @@ public struct APISession {
     public mutating func send(_ message: ServerMessage) -> Bool { transport.send(message) }
 
     private mutating func handle(
-        _ message: ClientMessage, scanner: (state: BluetoothScannerState, mode: BluetoothScannerMode),
+        _ message: ClientMessage, scanner: ScannerStatus,
         _ outcome: inout Outcome
     ) {
         guard phase == .connected else {
@@ -139,7 +142,8 @@ public struct APISession {
             clientAPIVersion = (major, minor)
             return
         }
-        let scannerState = ServerMessage.scannerState(scanner.state, mode: scanner.mode, configuredMode: scanner.mode)
+        let scannerState = ServerMessage.scannerState(
+            scanner.state, mode: scanner.mode, configuredMode: scanner.configuredMode)
         switch message {
         case .hello, .pingResponse, .getTimeResponse, .subscription:
             break
@@ -193,8 +197,14 @@ public struct APISession {
             } else {
                 send(.connectionsFree(free: 0, limit: 0, allocated: []))  // no slot offered
             }
-        case .bluetoothScannerSetMode:
-            // BlueZ's discovery mode is not switched per client; report what it is.
+        case .bluetoothScannerSetMode(let mode):
+            // Answered with the mode as it is now; the server switches the scan and reports the
+            // new mode once the radio follows.
+            if let mode = BluetoothScannerMode(rawValue: mode) {
+                outcome.scannerModeRequest = mode
+            } else {
+                outcome.debug.append("asked for scanner mode \(mode), which does not exist: ignored")
+            }
             send(scannerState)
         case .bluetoothDeviceRequest(let address, let requestType, let addressType):
             // 0 connect, 4 / 5 connect V3 with / without cache (BlueZ keeps its own cache, the

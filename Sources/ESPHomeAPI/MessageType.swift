@@ -70,3 +70,18 @@ public enum BluetoothScannerState: UInt32, Sendable {
 public enum BluetoothScannerMode: UInt32, Sendable {
     case passive = 0, active = 1
 }
+
+/// What BluetoothScannerStateResponse reports: the scanner's state, the mode it scans in now and
+/// the mode it is configured for (`bluetooth.scan_mode`; Home Assistant warns when its own
+/// setting differs from the configured one).
+public struct ScannerStatus: Sendable, Equatable {
+    public var state: BluetoothScannerState
+    public var mode: BluetoothScannerMode
+    public var configuredMode: BluetoothScannerMode
+
+    public init(state: BluetoothScannerState, mode: BluetoothScannerMode, configuredMode: BluetoothScannerMode? = nil) {
+        self.state = state
+        self.mode = mode
+        self.configuredMode = configuredMode ?? mode
+    }
+}

@@ -136,6 +136,95 @@ struct ManagementSocketTests {
         }
     }
 
+    @Test(
+        "an advertisement monitor makes a passive scan: Advertisement Monitor Device Found (handle 0) for every report, no scan response, until removed"
+    )
+    func monitorScansPassively() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let path = try #require(harness.managementSocket)
+            let adder = try ManagementClient(path: path)
+            let other = try ManagementClient(path: path)
+            _ = try await other.command(ManagementCommand.readVersion())
+            // No pattern: refused, as kernel 6.1 refuses it; nothing scans.
+            let empty = try await adder.command(
+                ManagementCommand.addAdvertisementPatternsMonitor(controller: 0, patterns: []))
+            #expect(empty.isStatus && empty.status == ManagementCommand.Status.invalidParameters)
+            let added = try await adder.command(
+                ManagementCommand.addAdvertisementPatternsMonitor(
+                    controller: 0, patterns: [AdvertisementPattern(adType: 0x01, value: [0x06])]))
+            #expect(added.status == ManagementCommand.Status.success)
+            let handle = try ManagementCommand.decodeMonitorHandle(added.parameters, command: added.opcode)
+            #expect(handle != 0)
+            try await other.nextEvent("Advertisement Monitor Added") {
+                $0 == .advertisementMonitorAdded(controller: 0, handle: handle)
+            }
+            // Both devices, the beacon too (the pattern is not applied without offload), while no
+            // discovery runs; the monitor outlives the client that added it.
+            try await eventually("passive reports of both devices") {
+                Set(other.found.map(\.address)).count == 2
+            }
+            let passive = other.found
+            #expect(passive.allSatisfy { $0.monitorHandle == 0 })
+            #expect(passive.allSatisfy { $0.advertisementData.localName == nil })
+            #expect(
+                passive.contains {
+                    $0.address == BluetoothAddress(Self.battery)
+                        && $0.advertisementData.serviceData[BluetoothUUID("180F")!] == [0x64]
+                })
+            #expect(!other.events.contains { if case .discovering = $0 { true } else { false } })
+
+            // A discovery takes over: Device Found, with the name (scan response) again.
+            let bus = try await harness.client()
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            try await other.nextEvent("Discovering on") {
+                $0 == .discovering(controller: 0, addressType: 0x06, discovering: true)
+            }
+            try await eventually("an active report with the name") {
+                other.found.contains { $0.monitorHandle == nil && $0.advertisementData.localName == "Battery" }
+            }
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StopDiscovery")
+            try await other.nextEvent("Discovering off") {
+                $0 == .discovering(controller: 0, addressType: 0x06, discovering: false)
+            }
+            let afterDiscovery = other.found.count
+            try await eventually("passive reports again after the discovery") {
+                other.found.dropFirst(afterDiscovery).contains { $0.monitorHandle == 0 }
+            }
+
+            // Removed (by a client other than the one that added it): the passive scan stops.
+            let unknown = try await other.command(
+                ManagementCommand.removeAdvertisementMonitor(controller: 0, handle: 999))
+            #expect(unknown.status == ManagementCommand.Status.invalidParameters)
+            let removed = try await other.command(
+                ManagementCommand.removeAdvertisementMonitor(controller: 0, handle: handle))
+            #expect(removed.status == ManagementCommand.Status.success)
+            try await adder.nextEvent("Advertisement Monitor Removed") {
+                $0 == .advertisementMonitorRemoved(controller: 0, handle: handle)
+            }
+            let stopped = other.found.count
+            try await Task.sleep(for: .milliseconds(300))  // six advertising intervals
+            #expect(other.found.count == stopped)
+            await bus.close()
+        }
+    }
+
+    @Test("the simulated bluetoothd's start removes every monitor, as bluetoothd 5.66 does")
+    func restartRemovesMonitors() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let client = try ManagementClient(path: try #require(harness.managementSocket))
+            let added = try await client.command(
+                ManagementCommand.addAdvertisementPatternsMonitor(
+                    controller: 0, patterns: [AdvertisementPattern(adType: 0x01, value: [0x06])]))
+            let handle = try ManagementCommand.decodeMonitorHandle(added.parameters, command: added.opcode)
+            let bus = try await harness.client()
+            try await bus.control("Crash", [.double(0.2)])
+            await bus.close()
+            try await client.nextEvent("Advertisement Monitor Removed") {
+                $0 == .advertisementMonitorRemoved(controller: 0, handle: handle)
+            }
+        }
+    }
+
     @Test("a malformed packet drops only the client that sent it")
     func malformedDropsOneClient() async throws {
         try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in

@@ -79,4 +79,49 @@ struct ManagementCommandTests {
         #expect(decoded.shortName == "ÅÅÅÅÅ")  // 10 octets
         #expect(parameters[20 + 248] == 0 && parameters[20 + 249 + 10] == 0)
     }
+
+    @Test("Add Advertisement Patterns Monitor: a count, each pattern with its 31-octet value field")
+    func addMonitor() throws {
+        let command = ManagementCommand.addAdvertisementPatternsMonitor(
+            controller: 4, patterns: [AdvertisementPattern(adType: 0x01, value: [0x06])])
+        // Header: 0x0052, controller 4, 35 parameter octets; count 1; Flags at 0, 1 octet, 0x06,
+        // then 30 zero octets of the value field.
+        #expect(
+            command.bytes == [0x52, 0x00, 0x04, 0x00, 0x23, 0x00, 0x01, 0x01, 0x00, 0x01, 0x06]
+                + [UInt8](repeating: 0, count: 30))
+        #expect(
+            try AdvertisementPattern.decodeList(command.parameters) == [AdvertisementPattern(adType: 1, value: [6])])
+        let two = AdvertisementPattern.encodeList([
+            AdvertisementPattern(adType: 0x16, offset: 2, value: [0x11, 0x22, 0x33, 0x44]),
+            AdvertisementPattern(adType: 0xFF, value: [UInt8](repeating: 0xAB, count: 40)),
+        ])
+        #expect(two.count == 1 + 2 * 34)
+        #expect(Array(two[0..<8]) == [0x02, 0x16, 0x02, 0x04, 0x11, 0x22, 0x33, 0x44])
+        // A value over 31 octets is cut to the field.
+        #expect(Array(two[35..<38]) == [0xFF, 0x00, 0x1F])
+        #expect(try AdvertisementPattern.decodeList(two)[1].value.count == 31)
+    }
+
+    @Test("Add Advertisement Patterns Monitor's parameters: a short list or a length over 31 is refused")
+    func monitorParametersChecked() {
+        #expect(throws: ManagementDecodeError.self) { try AdvertisementPattern.decodeList([]) }
+        #expect(throws: ManagementDecodeError.self) {
+            try AdvertisementPattern.decodeList([0x02] + [UInt8](repeating: 0, count: 34))
+        }
+        var long = AdvertisementPattern.encodeList([AdvertisementPattern(adType: 1, value: [6])])
+        long[3] = 32
+        #expect(throws: ManagementDecodeError.self) { try AdvertisementPattern.decodeList(long) }
+    }
+
+    @Test("Remove Advertisement Monitor: the handle (0: all); the handle comes back")
+    func removeMonitor() throws {
+        #expect(
+            ManagementCommand.removeAdvertisementMonitor(controller: 0, handle: 0x0102).bytes == [
+                0x53, 0x00, 0x00, 0x00, 0x02, 0x00, 0x02, 0x01,
+            ])
+        #expect(try ManagementCommand.decodeMonitorHandle([0x01, 0x00], command: 0x0052) == 1)
+        #expect(throws: ManagementDecodeError.shortReturnParameters(command: 0x0052, expected: 2, actual: 1)) {
+            try ManagementCommand.decodeMonitorHandle([0x01], command: 0x0052)
+        }
+    }
 }

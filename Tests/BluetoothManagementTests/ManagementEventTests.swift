@@ -94,6 +94,11 @@ struct ManagementEventTests {
                 [0x13, 0x00, 0x00, 0x00, 0x02, 0x00, 0x06, 0x00],
                 .discovering(controller: 0, addressType: 0x06, discovering: false)
             ),
+            ([0x2B, 0x00, 0x04, 0x00, 0x02, 0x00, 0x01, 0x00], .advertisementMonitorAdded(controller: 4, handle: 1)),
+            (
+                [0x2C, 0x00, 0x04, 0x00, 0x02, 0x00, 0x02, 0x01],
+                .advertisementMonitorRemoved(controller: 4, handle: 0x0102)
+            ),
         ]
         for (bytes, event) in vectors {
             #expect(try Self.event(bytes) == event)
@@ -144,6 +149,7 @@ struct ManagementEventTests {
                 [0x2F, 0x00, 0x00, 0x00, 0x0E, 0x00] + Array(Self.bthomeDeviceFound[6..<20]),
                 .shortParameters(event: 0x002F, expected: 16, actual: 14)
             ),
+            ([0x2C, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01], .shortParameters(event: 0x002C, expected: 2, actual: 1)),
         ]
         for (bytes, error) in cases {
             #expect(throws: error) { try Self.event(bytes) }
@@ -203,6 +209,8 @@ struct ManagementEventTests {
                     controller: 2, address: address, addressType: .unknown(0xFF), rssi: 20,
                     data: Array(repeating: 0, count: 300),
                     monitorHandle: 0)),
+            .advertisementMonitorAdded(controller: 0, handle: 0xFFFF),
+            .advertisementMonitorRemoved(controller: 1, handle: 0),
             .other(code: 0x0025, controller: 0),
         ]
         for event in events {

@@ -295,6 +295,21 @@ async def run_clients(port):
               and states[0].mode == BluetoothScannerMode.ACTIVE, states)
     else:
         print(f"note: aioesphomeapi {CLIENT_VERSION} has no scanner state; not checked", flush=True)
+    if BluetoothScannerState is not None and hasattr(client, "bluetooth_scanner_set_mode"):
+        # Home Assistant asks for passive: the proxy's scan switches, but on bluetoothd's D-Bus
+        # view (this lane) there is no passive scan, so the true mode stays active; configured
+        # mode: bluetooth.scan_mode's default, active. Asking for active again keeps it so.
+        for asked in (BluetoothScannerMode.PASSIVE, BluetoothScannerMode.ACTIVE):
+            before = len(states)
+            client.bluetooth_scanner_set_mode(asked)
+            until = time.monotonic() + 5
+            while time.monotonic() < until and len(states) <= before:
+                await asyncio.sleep(0.05)
+            answers = states[before:]
+            check(f"scanner set mode {asked.name}: answered with the true mode ACTIVE, configured ACTIVE",
+                  bool(answers) and all(a.mode == BluetoothScannerMode.ACTIVE
+                                        and getattr(a, "configured_mode", BluetoothScannerMode.ACTIVE)
+                                        == BluetoothScannerMode.ACTIVE for a in answers), answers)
     for index in (0, 1):
         check(f"client {index + 1} received the BTHome and Ruuvi advertisements",
               wanted <= set(seen[index]), [hex(a) for a in seen[index]])

@@ -185,6 +185,58 @@ struct APIServerTests {
         await harness.stop()
     }
 
+    /// BluetoothScannerSetModeRequest reaches the server's owner (which switches the scan), and
+    /// the state response carries the true mode beside the configured one: Home Assistant's auto
+    /// mode and its mismatch warning read them.
+    @Test func scannerSetModeSwitchesAndReportsTheTrueMode() async throws {
+        let harness = try await Harness()
+        let requested = Mutex<[BluetoothScannerMode]>([])
+        _ = try await harness.loop.submit { [harness] in
+            guard let server = harness.server else { return }
+            server.configuredScannerMode = .passive
+            server.scannerMode = .passive
+            // As the proxy does: the central follows the request, and its new mode is reported.
+            server.scannerModeRequested = { mode in
+                requested.withLock { $0.append(mode) }
+                server.scannerMode = mode
+            }
+        }
+        var client = try TestClient(port: await harness.port)
+        client.send(type: MessageType.helloRequest, Self.hello())
+        #expect(client.receive()?.type == MessageType.helloResponse)
+        client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+        let initialReceived = client.receive()
+        let initial = try #require(initialReceived)
+        #expect(
+            initial.payload == ServerMessage.scannerState(.running, mode: .passive, configuredMode: .passive).payload)
+
+        client.send(type: MessageType.bluetoothScannerSetModeRequest, [0x08, 0x01])  // ACTIVE
+        // The answer (mode as it was), then the change: active now, configured still passive.
+        let answerReceived = client.receive()
+        let answer = try #require(answerReceived)
+        let changedReceived = client.receive()
+        let changed = try #require(changedReceived)
+        #expect(answer.type == MessageType.bluetoothScannerStateResponse)
+        #expect(
+            changed.payload == ServerMessage.scannerState(.running, mode: .active, configuredMode: .passive).payload)
+        #expect(requested.withLock { $0 } == [.active])
+
+        // A mode the protocol does not have is answered with the state and not passed on.
+        client.send(type: MessageType.bluetoothScannerSetModeRequest, [0x08, 0x07])
+        let ignoredReceived = client.receive()
+        let ignored = try #require(ignoredReceived)
+        #expect(
+            ignored.payload == ServerMessage.scannerState(.running, mode: .active, configuredMode: .passive).payload)
+        client.send(type: MessageType.bluetoothScannerSetModeRequest, [])  // PASSIVE (the default 0)
+        _ = client.receive()
+        let backReceived = client.receive()
+        let back = try #require(backReceived)
+        #expect(back.payload == ServerMessage.scannerState(.running, mode: .passive, configuredMode: .passive).payload)
+        #expect(requested.withLock { $0 } == [.active, .passive])
+        client.close()
+        await harness.stop()
+    }
+
     @Test func messageBeforeHelloClosesTheConnection() async throws {
         let harness = try await Harness()
         var client = try TestClient(port: await harness.port)

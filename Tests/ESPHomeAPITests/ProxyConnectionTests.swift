@@ -377,7 +377,7 @@ struct ProxyConnectionTests {
                 maxClients: 1, connectionSlots: 2)
             configuration.features.formUnion(features)
             var session = APISession(configuration: configuration)
-            let outcome = session.receive(input, scanner: (.running, .active))
+            let outcome = session.receive(input, scanner: ScannerStatus(state: .running, mode: .active))
             #expect(outcome.failure == nil)
             var decoder = PlaintextFrameDecoder(maxPayload: 1 << 16)
             decoder.append(session.outgoing[...])

@@ -13,7 +13,7 @@ import Testing
 @Suite("bluetooth.radio")
 struct RadioSelectionTests {
     static func withCentral(
-        radio: String, endpoint: ManagementEndpoint,
+        radio: String, scanMode: String = "active", endpoint: ManagementEndpoint,
         _ body: (BlueZCentralService, Journal) async throws -> Void
     ) async throws {
         let daemon = try await DBusDaemon()
@@ -23,7 +23,8 @@ struct RadioSelectionTests {
         let simulator = try await BlueZSimulator.start(
             scenario: try Scenario.parse(Data(CentralBLEPortTests.scenario.utf8)), bus: .address(daemon.address),
             on: loop)
-        let config = try GatewayConfig.parse(Array(#"{"bluetooth": {"radio": "\#(radio)"}}"#.utf8))
+        let config = try GatewayConfig.parse(
+            Array(#"{"bluetooth": {"radio": "\#(radio)", "scan_mode": "\#(scanMode)"}}"#.utf8))
         let journal = Journal()
         let service = BlueZCentralService(
             config: config, stateDirectory: nil, bus: .address(daemon.address), loop: loop, log: journal.logger,
@@ -81,6 +82,26 @@ struct RadioSelectionTests {
             #expect(
                 journal.logLines.contains { $0.contains("radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)") })
             await #expect(throws: TestTimeout.self) { try await peer.accept(within: 0.2) }
+        }
+    }
+
+    @Test("scan_mode passive on the D-Bus path refuses to start, saying why; auto there scans actively and says so")
+    func passiveNeedsTheManagementSocket() async throws {
+        try await Self.withCentral(radio: "dbus", scanMode: "passive", endpoint: Self.nobody) { service, _ in
+            do {
+                try await service.start()
+                Issue.record("started passive on the D-Bus path")
+            } catch {
+                let text = "\(error)"
+                #expect(text.contains("bluetooth.scan_mode is passive"), "\(text)")
+                #expect(text.contains("bluetoothd -E"), "\(text)")
+            }
+        }
+        try await Self.withCentral(radio: "auto", scanMode: "auto", endpoint: Self.nobody) { service, journal in
+            try await service.start()
+            #expect(
+                journal.logLines.contains { $0.contains("scan mode: active, because auto scans passively only on") },
+                "\(journal.logLines)")
         }
     }
 

@@ -15,6 +15,9 @@
 #   RBZ_RADIO_DEVICES      virtual devices (default 10)
 #   RBZ_RADIO_PATH         "dbus" or "mgmt": written as the config's bluetooth.radio; empty (the
 #                          default) writes no such key (today's gattway: the D-Bus path only)
+#   RBZ_RADIO_SCAN_MODE    written as the config's bluetooth.scan_mode when set; the checks are
+#                          named radio.MODE.R.*, and with "passive" one more, radio.passive.R.scan-type:
+#                          every LE Set Scan Parameters the controller got says passive (0x00)
 #   RBZ_RADIO_MIN_PERCENT  when set, a run whose reports reached MQTT below this percentage of the
 #                          delivered ones fails (radio.R.percent)
 # Checks (one "PASS|FAIL radio.R.name detail" line each, appended to $RESULTS): the vhci adapter
@@ -43,8 +46,8 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }  
 port=18840
 
 for rate in ${RBZ_RADIO_RATES:-100 1000}; do
-  name=radio.$rate
-  R=$SHARE/out/radio/rate-$rate
+  name=radio${RBZ_RADIO_SCAN_MODE:+.$RBZ_RADIO_SCAN_MODE}.$rate
+  R=$SHARE/out/radio/${RBZ_RADIO_SCAN_MODE:+$RBZ_RADIO_SCAN_MODE-}rate-$rate
   rm -rf "$R"; mkdir -p "$R"
   echo "[radio $(t)] $rate reports/s, ${RBZ_RADIO_DEVICES:-10} devices, ${RBZ_RADIO_SECONDS:-30} s"
   # btmon is the truth of what the controller delivered, as long as it keeps up: the kernel drops
@@ -85,6 +88,7 @@ for rate in ${RBZ_RADIO_RATES:-100 1000}; do
   for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$R/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
   radio_key=""
   [ -n "${RBZ_RADIO_PATH:-}" ] && radio_key=", \"radio\": \"$RBZ_RADIO_PATH\""
+  [ -n "${RBZ_RADIO_SCAN_MODE:-}" ] && radio_key="$radio_key, \"scan_mode\": \"$RBZ_RADIO_SCAN_MODE\""
   cat > "$R/config.json" <<CONF
 {
   "mqtt": {"server": "mqtt://127.0.0.1:$port", "base_topic": "rbzv", "client_id": "rbz-radio"},
@@ -97,7 +101,8 @@ CONF
   mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'rbzv/+' -v > "$R/mqtt.txt" 2>&1 &
   SUB=$!
   sleep 0.3
-  "$BIN/gattway" run --config "$R/config.json" > "$LOGS/gattway-radio-$rate.log" 2>&1 &
+  GLOG=$LOGS/gattway-radio-${RBZ_RADIO_SCAN_MODE:+$RBZ_RADIO_SCAN_MODE-}$rate.log
+  "$BIN/gattway" run --config "$R/config.json" > "$GLOG" 2>&1 &
   GATEWAY=$!
   done_() { grep -q '^DONE ' "$R/radio.txt" || ! kill -0 "$RADIO" 2>/dev/null; }
   until_true $(( ${RBZ_RADIO_SECONDS:-30} + 150 )) done_
@@ -119,6 +124,16 @@ CONF
   else
     result "FAIL $name.scanning $(tail -n 3 "$R/radio.txt" | tr '\n' ' ' | head -c 300)"
   fi
+  if [ "${RBZ_RADIO_SCAN_MODE:-}" = passive ]; then
+    # The controller's own account: every scan it was told to run was passive (no scan request
+    # ever sent), i.e. the kernel's scan for gattway's advertisement monitor, no discovery.
+    types=$(grep -o 'SCAN-PARAMETERS type=[a-z]*' "$R/radio.txt" | sort | uniq -c | tr '\n' ' ')
+    if grep -q 'SCAN-PARAMETERS type=passive' "$R/radio.txt" && ! grep -q 'SCAN-PARAMETERS type=active' "$R/radio.txt"; then
+      result "PASS $name.scan-type the controller got only passive scans (LE Set Scan Parameters: $types)"
+    else
+      result "FAIL $name.scan-type LE Set Scan Parameters: ${types:-none}; $(grep -m2 'scan mode\|radio:' "$GLOG" | tr '\n' ' ' | head -c 300)"
+    fi
+  fi
   if [ -s "$R/radio.json" ] && $PY "$HERE/vhci-count.py" --radio "$R/radio.json" --btmon "$R/btmon.btsnoop" \
       --mqtt "$R/mqtt.txt" --json "$R/figures.json" > "$R/count.txt" 2>&1; then
     echo "[radio $rate/s] $(cat "$R/count.txt")"
@@ -134,7 +149,7 @@ CONF
     if [ "$delivered" -gt 0 ] && [ "$reached" -gt 0 ] && [ "$mismatches" = 0 ] && [ "$invented" = 0 ]; then
       result "PASS $name.delivered $(head -c 400 "$R/count.txt")"
     else
-      result "FAIL $name.delivered $(head -c 400 "$R/count.txt") $(tail -n 3 "$LOGS/gattway-radio-$rate.log" | tr '\n' ' ' | head -c 300)"
+      result "FAIL $name.delivered $(head -c 400 "$R/count.txt") $(tail -n 3 "$GLOG" | tr '\n' ' ' | head -c 300)"
     fi
     if [ -n "${RBZ_RADIO_MIN_PERCENT:-}" ]; then
       if $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$percent" "$RBZ_RADIO_MIN_PERCENT"; then

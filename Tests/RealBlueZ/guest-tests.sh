@@ -569,6 +569,12 @@ if [ "${RBZ_RADIO:-1}" = 1 ]; then
   echo "[tests $(t)] virtual radio"
   RESULTS=$RESULTS RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} \
     "$HERE/guest-radio.sh" "$BIN"
+  # Passive mode shown by the controller's scan type: `gattway run` with scan_mode passive on the
+  # management path; the radio must be told LE Set Scan Parameters type 0x00 only, and the
+  # readings still reach MQTT (radio.passive.100.*).
+  echo "[tests $(t)] virtual radio, scan_mode passive"
+  RESULTS=$RESULTS RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} \
+    RBZ_RADIO_PATH=mgmt RBZ_RADIO_SCAN_MODE=passive "$HERE/guest-radio.sh" "$BIN"
 fi
 echo "[tests $(t)] done"
 ! grep -q '^FAIL ' "$RESULTS"

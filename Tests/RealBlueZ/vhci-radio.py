@@ -5,7 +5,8 @@ R while the host has LE scanning enabled. The instrument of the real-BlueZ lane'
 measurement (Tests/RealBlueZ/README.md, "The virtual radio"). Python 3.11 standard library only.
 
   vhci-radio.py --devices K --rate R --duration T --log FILE [--count N] [--address-base ADDR]
-                [--bdaddr ADDR] [--scan-response] [--hold S] [--wait-scan S] [--seed N]
+                [--bdaddr ADDR] [--scan-response] [--without-flags K] [--hold S] [--wait-scan S]
+                [--seed N]
 
 The controller: LE only (LMP features "LE supported" + "BR/EDR not supported"), legacy advertising
 and scanning commands, no extended advertising, no privacy. Every HCI command is answered with
@@ -15,7 +16,8 @@ the rest zeroed parameters. LE Set Scan Parameters and LE Set Scan Enable are pr
 
 Each device has a fixed random static address (--address-base + its number) and an RSSI, and
 sends non-connectable advertisements (ADV_NONCONN_IND; with --scan-response ADV_SCAN_IND, and in
-active scanning a SCAN_RSP with its name after each) holding Flags and BTHome v2 service data
+active scanning a SCAN_RSP with its name after each) holding Flags (not for the first K devices
+with --without-flags K) and BTHome v2 service data
 (FCD2, unencrypted): packet id (0x00, +1 at every report of the device, mod 256), temperature
 (0x02, 0.01 degC) and count (0x3E, u32: the device's report number from 0, which never wraps and
 so tells the reports apart where the packet id repeats). Devices start at random phases of the
@@ -104,13 +106,13 @@ class Device:
         self.sent = 0
         self.packet_ids = bytearray()
 
-    def payload(self):
+    def payload(self, flags=True):
         packet_id = (self.first_packet_id + self.sent) & 0xFF
         centi = 2000 + 50 * self.number + self.sent % 100  # 20.00 °C + 0.5 per device, stepping 0.01
         bthome = bytes([0x40, 0x00, packet_id, 0x02]) + struct.pack("<h", centi) + b"\x3e" \
             + struct.pack("<I", self.sent)
         service_data = bytes([len(bthome) + 3, 0x16, 0xD2, 0xFC]) + bthome
-        return packet_id, bytes([0x02, 0x01, 0x06]) + service_data
+        return packet_id, (bytes([0x02, 0x01, 0x06]) if flags else b"") + service_data
 
     def scan_response(self):
         name = f"vhci-{self.number}".encode()
@@ -247,7 +249,7 @@ class Radio:
                 self.late += 1
                 continue
             device = self.devices[n]
-            packet_id, data = device.payload()
+            packet_id, data = device.payload(flags=n >= args.without_flags)
             kind = 0x02 if args.scan_response else 0x03    # ADV_SCAN_IND / ADV_NONCONN_IND
             report = bytes([0x02, 1, kind, 0x01]) + device.address + bytes([len(data)]) + data \
                 + struct.pack("<b", device.rssi)
@@ -336,6 +338,8 @@ def main():
     p.add_argument("--bdaddr", default="00:AA:01:F0:00:F0", help="the controller's public address")
     p.add_argument("--scan-response", action="store_true",
                    help="scannable advertisements, and a SCAN_RSP with the name after each in active scanning")
+    p.add_argument("--without-flags", type=int, default=0, metavar="K",
+                   help="the first K devices leave the Flags field out of their advertisements")
     p.add_argument("--hold", type=float, default=0.0, help="seconds the controller stays up after the emission")
     p.add_argument("--wait-scan", type=float, default=0.0,
                    help="give up (write the log) when no scan starts within this many seconds (0: wait)")

@@ -90,6 +90,8 @@ final class SimulatedAdapter {
         // After the devices' RSSI/TxPower invalidation, as bluetoothd 5.66 orders them.
         simulator.change([("Discovering", .boolean(false))], interface: Self.interfaceName, at: path)
         simulator.managementStateChanged()
+        // A monitor's passive scan takes over again.
+        simulator.passiveScanChanged(self)
     }
 
     /// `Adapter1.RemoveDevice(o)`: forgets the device (a connected one is disconnected first,
@@ -138,6 +140,7 @@ final class SimulatedAdapter {
         }
         powerStateChanged(in: simulator)
         simulator.managementStateChanged()
+        simulator.passiveScanChanged(self)
         // A powered-off controller stops advertising: bluetoothd releases the advertisements.
         if !on { advertising.releaseAll(in: simulator) }
         simulator.peripheralChanged(self)

@@ -355,6 +355,9 @@ extension SimulatedDevice {
         let report = makeReport()
         simulator.counters.advertisementReports += 1
         simulator.managementDeviceFound(self, report)
+        // A monitor's passive scan reaches the kernel's sockets only: bluetoothd (without its
+        // experimental monitor manager) ignores Advertisement Monitor Device Found.
+        guard adapter.sessions.isDiscovering else { return }
         guard let changed = receive(report, filter: adapter.sessions.merged) else { return }
         if !exported {
             export(in: simulator)

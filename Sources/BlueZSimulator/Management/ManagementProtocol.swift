@@ -42,6 +42,9 @@ enum ManagementProtocol {
         Setting.powered | Setting.connectable | Setting.discoverable | Setting.bondable | Setting.lowEnergy
         | Setting.advertising
 
+    /// Advertisement monitors per controller at most (kernel 6.1's HCI_MAX_ADV_MONITOR_NUM_HANDLES).
+    static let maximumMonitors = 32
+
     /// Address Type of Discovering and Device Found: LE public and LE random (bits 1 and 2).
     static let leAddressTypes = ManagementCommand.DiscoveryType.lowEnergy
 

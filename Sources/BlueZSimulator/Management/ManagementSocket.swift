@@ -131,8 +131,8 @@ final class ManagementSocket {
     // MARK: Sending
 
     /// Sends `packet` to every client (the kernel broadcasts events to every control socket).
-    func broadcast(_ packet: [UInt8]) {
-        for id in Array(clients.keys).sorted() { send(packet, to: id) }
+    func broadcast(_ packet: [UInt8], except skipped: Int? = nil) {
+        for id in Array(clients.keys).sorted() where id != skipped { send(packet, to: id) }
     }
 
     /// Sends `packet` to one client: at once, or after what waits for it; a client whose queue

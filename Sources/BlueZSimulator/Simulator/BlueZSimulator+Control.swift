@@ -176,7 +176,7 @@ extension BlueZSimulator {
         deviceOrder.append(device.path)
         addedSpecs.append(spec)
         removedAddresses.remove(spec.address.description)
-        if adapter.sessions.isDiscovering && spec.interval > 0 {
+        if isScanning(adapter) && spec.interval > 0 {
             let (now, wall) = AdvertisingClock.now()
             schedule(device, now: now, wall: wall)
             armSchedule()

@@ -57,7 +57,7 @@ extension BlueZSimulator {
         device.spec.discoverable = advertisements.contains(where: \.isDiscoverable)
         device.spec.appearance = advertisements.compactMap(\.appearance).first
         device.spec.serviceUUIDs = advertisements.flatMap(\.serviceUUIDs)
-        if advertising, central.sessions.isDiscovering, !schedule.contains(path) {
+        if advertising, isScanning(central), !schedule.contains(path) {
             // A controller's first advertising event follows the enable at once (then advDelay applies).
             schedule.insert(path, at: EventLoop.now())
             armSchedule()

@@ -9,6 +9,12 @@ final class SimulatedManagement {
     let socket: ManagementSocket
     /// What the clients were last told of each controller, by index.
     var announced: [UInt16: ManagementControllerState]
+    /// The advertisement monitors of each controller (by index): their handles. Kernel state:
+    /// they outlive the client that added them; the simulated bluetoothd removes them all when
+    /// it starts, as bluetoothd 5.66 does when it takes a controller on.
+    var monitors: [UInt16: Set<UInt16>] = [:]
+    /// The next monitor handle (the kernel counts from 1).
+    var nextMonitorHandle: UInt16 = 1
 
     init(socket: ManagementSocket, announced: [UInt16: ManagementControllerState]) {
         self.socket = socket
@@ -72,27 +78,148 @@ extension BlueZSimulator {
             management.socket.drop(client, .malformed(error.description))
             return
         }
+        typealias Code = ManagementCommand.Code
+        if command.code == Code.addAdvertisementPatternsMonitor || command.code == Code.removeAdvertisementMonitor {
+            return monitorCommand(command, from: client, management)
+        }
         let reply = ManagementProtocol.answer(command, controllers: managementControllers())
         management.socket.send(reply.bytes, to: client)
+    }
+
+    /// Add Advertisement Patterns Monitor and Remove Advertisement Monitor, as kernel 6.1 without
+    /// controller offload: the patterns are checked for their layout, then ignored (every report
+    /// is delivered); Advertisement Monitor Added/Removed go to every other client.
+    private func monitorCommand(_ command: ManagementPacket, from client: Int, _ management: SimulatedManagement) {
+        typealias Status = ManagementCommand.Status
+        func status(_ status: UInt8) {
+            management.socket.send(
+                ManagementEvent.commandStatus(opcode: command.code, status: status, controller: command.controller)
+                    .packet.bytes, to: client)
+        }
+        func complete(_ handle: UInt16) {
+            let parameters = [UInt8(truncatingIfNeeded: handle), UInt8(truncatingIfNeeded: handle >> 8)]
+            management.socket.send(
+                ManagementEvent.commandComplete(
+                    opcode: command.code, status: Status.success, controller: command.controller,
+                    parameters: parameters
+                ).packet.bytes, to: client)
+        }
+        let index = command.controller
+        guard managementControllers().contains(where: { $0.index == index && $0.present }) else {
+            return status(Status.invalidIndex)
+        }
+        var removed: [UInt16] = []
+        if command.code == ManagementCommand.Code.addAdvertisementPatternsMonitor {
+            // Kernel 6.1 refuses a monitor without a pattern.
+            guard let patterns = try? AdvertisementPattern.decodeList(command.parameters), !patterns.isEmpty else {
+                return status(Status.invalidParameters)
+            }
+            guard management.monitors[index, default: []].count < ManagementProtocol.maximumMonitors else {
+                return status(Status.noResources)
+            }
+            let handle = management.nextMonitorHandle
+            management.nextMonitorHandle = handle == UInt16.max ? 1 : handle + 1
+            management.monitors[index, default: []].insert(handle)
+            complete(handle)
+            management.socket.broadcast(
+                ManagementEvent.advertisementMonitorAdded(controller: index, handle: handle).packet.bytes,
+                except: client)
+        } else {
+            guard let handle = try? ManagementCommand.decodeMonitorHandle(command.parameters, command: command.code),
+                command.parameters.count == 2
+            else { return status(Status.invalidParameters) }
+            let held = management.monitors[index, default: []]
+            guard handle == 0 || held.contains(handle) else { return status(Status.invalidParameters) }
+            removed = handle == 0 ? held.sorted() : [handle]
+            management.monitors[index] = held.subtracting(removed)
+            complete(handle)
+            for gone in removed {
+                management.socket.broadcast(
+                    ManagementEvent.advertisementMonitorRemoved(controller: index, handle: gone).packet.bytes,
+                    except: client)
+            }
+        }
+        passiveScanChanged(controller: index)
+    }
+
+    /// Every monitor goes (the simulated bluetoothd starts and resets them, as bluetoothd 5.66
+    /// does for each controller it takes on): Advertisement Monitor Removed for each.
+    func resetMonitors() {
+        guard let management else { return }
+        for (index, handles) in management.monitors.sorted(by: { $0.key < $1.key }) {
+            for handle in handles.sorted() {
+                management.socket.broadcast(
+                    ManagementEvent.advertisementMonitorRemoved(controller: index, handle: handle).packet.bytes)
+            }
+        }
+        management.monitors = [:]
+    }
+
+    /// Whether the kernel scans `adapter` passively for a monitor: powered, present, at least
+    /// one monitor, and no discovery (which scans actively in its place).
+    func passivelyScanning(_ adapter: SimulatedAdapter) -> Bool {
+        guard let management, let index = adapter.managementIndex, adapter.powered, adapter.present,
+            !adapter.sessions.isDiscovering
+        else { return false }
+        return !(management.monitors[index]?.isEmpty ?? true)
+    }
+
+    /// Whether `adapter` hears advertisements: a discovery or a monitor's passive scan.
+    func isScanning(_ adapter: SimulatedAdapter) -> Bool {
+        adapter.sessions.isDiscovering || passivelyScanning(adapter)
+    }
+
+    /// A monitor came or went, or a discovery ended: the devices of that controller go on the
+    /// advertising schedule while it scans, off it when it stops.
+    func passiveScanChanged(controller index: UInt16) {
+        guard let adapter = adapters.first(where: { $0.managementIndex == index }) else { return }
+        passiveScanChanged(adapter)
+    }
+
+    func passiveScanChanged(_ adapter: SimulatedAdapter) {
+        guard connection != nil || passivelyScanning(adapter) else { return }
+        if isScanning(adapter) {
+            let (now, wall) = AdvertisingClock.now()
+            for path in deviceOrder {
+                guard let device = devices[path], device.adapter === adapter, device.spec.interval > 0,
+                    !schedule.contains(path)
+                else { continue }
+                schedule(device, now: now, wall: wall)
+            }
+            armSchedule()
+        } else {
+            unschedule(adapter)
+        }
     }
 
     /// One advertising report of `device`: a Device Found event to every client while its
     /// adapter scans, unless the kernel's part of the scan's filter (the merged UUIDs and RSSI
     /// threshold bluetoothd hands it) drops it. Every report, whether or not it changes a
     /// `Device1` property.
+    ///
+    /// Without a discovery, while a monitor holds the passive scan: Advertisement Monitor Device
+    /// Found with handle 0 (no offload: every report, for software filtering), without the
+    /// scan response — the simulated devices send their name there, so a passive report has none.
     func managementDeviceFound(_ device: SimulatedDevice, _ report: AdvertisementReport) {
-        guard let management, let index = device.adapter.managementIndex,
-            management.announced[index]?.discovering == true
-        else { return }
-        let filter = device.adapter.sessions.merged
-        if let uuids = filter.uuids, !report.serviceUUIDs.contains(where: uuids.contains) { return }
-        if let threshold = filter.rssi, report.rssi < threshold { return }
+        guard let management, let index = device.adapter.managementIndex else { return }
+        var report = report
+        var monitorHandle: UInt16?
+        if management.announced[index]?.discovering == true {
+            let filter = device.adapter.sessions.merged
+            if let uuids = filter.uuids, !report.serviceUUIDs.contains(where: uuids.contains) { return }
+            if let threshold = filter.rssi, report.rssi < threshold { return }
+        } else if passivelyScanning(device.adapter) {
+            report.name = nil
+            monitorHandle = 0
+        } else {
+            return
+        }
         let found = DeviceFound(
             controller: index, address: device.spec.address,
             addressType: device.spec.addressType == .random ? .leRandom : .lePublic,
             rssi: Int8(clamping: report.rssi),
             flags: device.spec.connectable ? 0 : DeviceFound.notConnectable,
-            data: device.advertisingData(report))
+            data: device.advertisingData(report), monitorHandle: monitorHandle)
         management.socket.broadcast(found.packet.bytes)
     }
 }

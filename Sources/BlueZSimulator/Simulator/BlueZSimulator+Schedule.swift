@@ -43,7 +43,7 @@ extension BlueZSimulator {
         var handled = 0
         while handled < 10_000, let (deadline, path) = schedule.popDue(now: now) {
             handled += 1
-            guard let device = devices[path], device.adapter.sessions.isDiscovering, device.adapter.powered,
+            guard let device = devices[path], isScanning(device.adapter), device.adapter.powered,
                 device.spec.interval > 0
             else { continue }
             let next = device.takeAdvertisingEvent(due: deadline, now: now, wall: wall)

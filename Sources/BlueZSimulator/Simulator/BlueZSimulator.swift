@@ -143,6 +143,8 @@ public actor BlueZSimulator {
             await connection.close()
             throw DBusError(.failed, "org.bluez is owned by another connection (RequestName replied \(reply))")
         }
+        // bluetoothd removes every advertisement monitor of each controller it takes on.
+        resetMonitors()
         managementStateChanged()
         log?(
             "simulator: owns org.bluez as \(connection.uniqueName) with \(adapters.count) adapter(s), \(devices.count) device(s)"

@@ -18,6 +18,19 @@ public struct BluetoothSettings: Sendable, Equatable {
         /// bluetoothd's D-Bus view (`Device1` properties, merged per device).
         case dbus
     }
+    /// `scan_mode`: how the radio scans (docs/config.md, "Scan modes").
+    public var scanMode = ScanModeChoice.active
+
+    /// How the radio scans.
+    public enum ScanModeChoice: String, Sendable, Equatable, CaseIterable {
+        /// Scan requests: every advertisement and its scan response (bluetoothd's discovery).
+        case active
+        /// Listening only (the kernel's monitor scan, management path only): no scan responses.
+        case passive
+        /// Passive, with active windows while something needs scan responses: a name rule whose
+        /// name was not heard yet, a proxy client that asked for active.
+        case auto
+    }
     /// `scan.services`: only devices advertising one of these services (as a service UUID or
     /// service data) are considered; empty: every device.
     public var scanServices: [BluetoothUUID] = []
@@ -53,6 +66,13 @@ public struct BluetoothSettings: Sendable, Equatable {
                 throw reader.fail("\"\(text)\" is not a radio (expected auto, mgmt or dbus)")
             }
             return radio
+        }
+        scanMode = object.read("scan_mode", default: scanMode) { reader in
+            let text = try reader.string()
+            guard let mode = ScanModeChoice(rawValue: text) else {
+                throw reader.fail("\"\(text)\" is not a scan mode (expected active, passive or auto)")
+            }
+            return mode
         }
         if let value = object.value("scan"), var scan = ConfigObject(value, object.problems) {
             let problems = object.problems

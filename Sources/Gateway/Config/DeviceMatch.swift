@@ -74,7 +74,7 @@ public struct DeviceMatch: Sendable, Equatable {
     }
 
     /// `*` matches any run of characters, `?` one character.
-    static func glob(_ pattern: String, _ text: String) -> Bool {
+    public static func glob(_ pattern: String, _ text: String) -> Bool {
         let p = Array(pattern.unicodeScalars), t = Array(text.unicodeScalars)
         var pi = 0, ti = 0, star = -1, mark = 0
         while ti < t.count {

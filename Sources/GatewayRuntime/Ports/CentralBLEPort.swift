@@ -12,9 +12,16 @@ import Synchronization
 /// loop thread that runs both the central and the gateway (docs/architecture.md).
 public struct CentralBLEPort: BLEPort {
     public let central: CentralManager
+    /// `bluetooth.scan_mode` for the gateway's scan (nil: active).
+    let scanMode: ScanModeController?
 
     public init(central: CentralManager) {
+        self.init(central: central, scanMode: nil)
+    }
+
+    init(central: CentralManager, scanMode: ScanModeController?) {
         self.central = central
+        self.scanMode = scanMode
     }
 
     /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
@@ -25,17 +32,28 @@ public struct CentralBLEPort: BLEPort {
         -> PortRegistration
     {
         let token: ScanToken
+        let scanMode = self.scanMode
         do {
             token = try await central.scan(
-                ScanOptions(services: services.isEmpty ? nil : services, allowDuplicates: true), waitingForAdapter: true
+                ScanOptions(
+                    services: services.isEmpty ? nil : services, allowDuplicates: true,
+                    mode: scanMode?.initialMode ?? .active), waitingForAdapter: true
             ) { result in
+                scanMode?.heard(result.advertisementData.localName)
                 deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
             }
         } catch {
             throw Self.portError(error)
         }
+        if let scanMode { try? await loop(scanMode) { $0.attach(token) } }
         let central = self.central
         return PortRegistration { central.onLoop { $0.stopScan(token) } }
+    }
+
+    private func loop(_ scanMode: ScanModeController, _ body: @escaping @Sendable (ScanModeController) -> Void)
+        async throws
+    {
+        try await scanMode.loop.submit { body(scanMode) }
     }
 
     /// One connect-and-discover attempt, bounded as a whole by `timeout` (`connect_timeout`):

@@ -43,7 +43,7 @@ enum RadioSelection {
             log(.notice, "radio: bluetoothd's D-Bus view, because \(error)")
             return nil
         }
-        await central.setReportSource(.kernel)
+        await central.setReportSource(.kernel, radio: radio)
         let controllers = (try? await radio.controllers()) ?? []
         let index = UInt16(adapter.dropFirst(3)) ?? 0
         let present = controllers.contains(index) ? "" : " (\(adapter) is not among its controllers yet)"

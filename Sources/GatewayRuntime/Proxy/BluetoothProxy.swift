@@ -29,6 +29,8 @@ public struct BluetoothProxy: Sendable {
     let backend: ProxyBackend<ProxyBLECentral>
     /// Follows the adapter's state into BluetoothScannerStateResponse.
     let stateFollower: StateUpdatesToken
+    /// Follows the central's scan mode into BluetoothScannerStateResponse.
+    let modeFollower: Int
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
@@ -66,9 +68,14 @@ public struct BluetoothProxy: Sendable {
             .notice,
             "Bluetooth proxy: ESPHome API on \(settings.host):\(port) as \"\(name)\""
                 + (settings.encryptionKey == nil ? " (plaintext)" : " (Noise encryption)"))
+        // The proxy's scan starts in the configured mode (auto rests passive); a client's
+        // BluetoothScannerSetModeRequest switches it, and the true mode (active while any scan
+        // of the central needs it, or always on the D-Bus path) goes to the clients.
+        let configured: BluetoothScannerMode = config.bluetooth.scanMode == .active ? .active : .passive
         var token: ScanToken?
         do {
-            token = try await central.scan(ScanOptions(allowDuplicates: true), waitingForAdapter: true) { result in
+            let options = ScanOptions(allowDuplicates: true, mode: configured == .active ? .active : .passive)
+            token = try await central.scan(options, waitingForAdapter: true) { result in
                 // On the loop thread, inside the handling of BlueZ's signal.
                 server.forward(Self.rawAdvertisement(result))
             }
@@ -94,9 +101,24 @@ public struct BluetoothProxy: Sendable {
         let stateFollower = await central.stateUpdates { state in
             server.scannerState = state == .poweredOn ? (scanning ? .running : .failed) : .stopped
         }
+        let scanToken = token
+        let modeFollower = try await loop.submit { [central] in
+            central.assumeLoopIsolated { central -> Int in
+                server.configuredScannerMode = configured
+                server.scannerMode = central.scanMode == .passive ? .passive : .active
+                server.scannerModeRequested = { mode in
+                    guard let scanToken else { return }
+                    central.assumeLoopIsolated { $0.setScanMode(mode == .active ? .active : .passive, for: scanToken) }
+                }
+                return central.scanModeUpdates { mode in
+                    // nil (no scan now): the last mode stays, as the state says stopped.
+                    if let mode { server.scannerMode = mode == .passive ? .passive : .active }
+                }
+            }
+        }
         return BluetoothProxy(
             server: server, loop: loop, central: central, scan: token, announcer: announcer, backend: backend,
-            stateFollower: stateFollower)
+            stateFollower: stateFollower, modeFollower: modeFollower)
     }
 
     /// One report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
@@ -128,8 +150,13 @@ public struct BluetoothProxy: Sendable {
     public func stop() async {
         let central = self.central
         let stateFollower = self.stateFollower
+        let modeFollower = self.modeFollower
         _ = try? await loop.submit { [server] in
-            central.assumeLoopIsolated { $0.stopStateUpdates(stateFollower) }
+            central.assumeLoopIsolated {
+                $0.stopStateUpdates(stateFollower)
+                $0.stopScanModeUpdates(modeFollower)
+            }
+            server.scannerModeRequested = nil
             server.stop()
         }
         async let withdrawn: Void? = announcer?.withdraw()

@@ -22,6 +22,7 @@ public final class BlueZCentralService: Service {
     private struct Started {
         var central: CentralManager?
         var radio: KernelRadio?
+        var scanMode: ScanModeController?
     }
     private let started = Mutex(Started())
 
@@ -45,6 +46,8 @@ public final class BlueZCentralService: Service {
     public var central: CentralManager? { started.withLock { $0.central } }
     /// The management socket the central's scans read, when `bluetooth.radio` chose it.
     public var radio: KernelRadio? { started.withLock { $0.radio } }
+    /// `bluetooth.scan_mode` for the gateway's scan, once ``start()`` made it.
+    var scanMode: ScanModeController? { started.withLock { $0.scanMode } }
 
     public func start() async throws {
         let log = self.log
@@ -69,6 +72,9 @@ public final class BlueZCentralService: Service {
             config.bluetooth.radio, adapter: config.bluetooth.adapter, endpoint: radioEndpoint, central: central,
             loop: loop, log: log)
         started.withLock { $0.radio = radio }
+        try Self.checkScanMode(config.bluetooth.scanMode, managementPath: radio != nil, log: log)
+        let scanMode = ScanModeController(config: config, central: central, loop: loop, log: log)
+        started.withLock { $0.scanMode = scanMode }
         // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
         if config.health.enabled {
             await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
@@ -102,8 +108,39 @@ public final class BlueZCentralService: Service {
     }
     private let rate = Mutex<(at: ContinuousClock.Instant, reports: Int)?>(nil)
 
+    /// `passive` needs the management path (bluetoothd 5.66 has no passive scan without its
+    /// experimental monitor interface): without it the process does not start. `auto` there
+    /// scans actively, said once.
+    static func checkScanMode(
+        _ mode: BluetoothSettings.ScanModeChoice, managementPath: Bool, log: GatewayLogger
+    ) throws {
+        switch (mode, managementPath) {
+        case (.active, _):
+            log(.notice, "scan mode: active (bluetooth.scan_mode)")
+        case (.passive, true), (.auto, true):
+            log(
+                .notice,
+                "scan mode: \(mode.rawValue): the kernel scans passively for an advertisement monitor of gattway's"
+                    + (mode == .auto ? ", actively in windows while something needs scan responses" : ""))
+        case (.passive, false):
+            throw RunFailure(
+                "bluetooth.scan_mode is passive, but reports come from bluetoothd's D-Bus view, whose discovery is always active (BlueZ 5.66 scans passively only for its experimental advertisement monitors, bluetoothd -E); passive needs the kernel's management socket (bluetooth.radio auto or mgmt, with CAP_NET_ADMIN), or set \"scan_mode\": \"active\"",
+                isConfiguration: false)
+        case (.auto, false):
+            log(
+                .notice,
+                "scan mode: active, because auto scans passively only on the kernel's management socket and reports come from bluetoothd's D-Bus view"
+            )
+        }
+    }
+
     public func stop(within deadline: StopDeadline) async -> String? {
-        if let radio { await radio.close() }
+        scanMode?.stop()
+        // The monitor outlives the socket in the kernel (its passive scan would go on): removed first.
+        if let radio {
+            await radio.releasePassiveScan()
+            await radio.close()
+        }
         guard let central else { return nil }
         let closed = await StopDeadline.bounded(deadline.closeRemaining) { await central.close() }
         return closed ? nil : Self.notAnswered

@@ -69,7 +69,8 @@ public final class CoreService: Service {
                 return gateway
             }
             let gateway = Gateway(
-                config: config, ble: CentralBLEPort(central: manager), peripheral: peripheralPort,
+                config: config, ble: CentralBLEPort(central: manager, scanMode: central.scanMode),
+                peripheral: peripheralPort,
                 mqtt: ClientMQTTPort(
                     client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
                 clock: SystemClock(), loop: loop, logger: log,

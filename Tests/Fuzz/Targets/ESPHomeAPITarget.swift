@@ -38,7 +38,7 @@ extension FuzzTargets {
                 let chunk = input.chunk()
                 received += chunk.count
                 let before = session.outgoing.count
-                let outcome = session.receive(chunk, scanner: (.running, .active))
+                let outcome = session.receive(chunk, scanner: ScannerStatus(state: .running, mode: .active))
                 if ended {
                     fuzzProperty(session.outgoing.count == before, "an ended session sent more bytes")
                     fuzzProperty(outcome.failure == nil, "an ended session failed again")
