@@ -239,7 +239,7 @@ if [ "${RBZ_PROXY:-1}" = 1 ]; then
     ( umask 077; cat > "$PX/config.json" <<CONF
 {
   "mqtt": {"server": "mqtt://127.0.0.1:18836", "base_topic": "rbzp", "client_id": "rbz-proxy"},
-  "bluetooth": {"adapter": "hci0"},
+  "bluetooth": {"adapter": "hci0", "radio": "mgmt"},
   "homeassistant": {"enabled": false},
   "health": {"enabled": false},
   "bluetooth_proxy": {"enabled": true, "listen": "127.0.0.1:16053", "name": "rbz-proxy",
@@ -253,7 +253,7 @@ CONF
     if grep -q 'ESPHome API on 127.0.0.1:16053 as "rbz-proxy" (Noise encryption)' "$PXLOG"; then
       result "PASS proxy.started $(grep -m1 'ESPHome API on' "$PXLOG" | head -c 160)"
       timeout 240 "$RBZ_ESPHOME_PYTHON" -u "$HERE/proxy-client.py" --port 16053 --key "$PROXY_KEY" --name rbz-proxy \
-        --nudge $PERIPHERAL > "$PX/client.txt" 2>&1
+        --nudge $PERIPHERAL --radio mgmt > "$PX/client.txt" 2>&1
       grep -E '^(PASS|FAIL) proxy\.' "$PX/client.txt" | tee -a "$RESULTS"
       checks=$("$RBZ_ESPHOME_PYTHON" "$HERE/proxy-client.py" --checks)
       [ -n "$checks" ] || result "FAIL proxy.client no list of checks: $("$RBZ_ESPHOME_PYTHON" "$HERE/proxy-client.py" --checks 2>&1 | tail -n 2 | tr '\n' ' ')"
