@@ -2,27 +2,37 @@
 # The delivery measurement with the virtual radio (vhci-radio.py), inside the real-BlueZ VM:
 #   Tests/RealBlueZ/run-vm.sh Tests/RealBlueZ/guest-radio.sh BIN-DIR     (a VM of its own), or
 #   called by guest-tests.sh as its last section (a short run: 100 reports/s for 5 s).
-# For each rate R of RBZ_RADIO_RATES: btmon captures everything; vhci-radio.py becomes the next
-# controller (hci4 beside btvirt's hci0..hci3) and bluetoothd powers it; mosquitto runs on the
-# guest's loopback; `gattway run` scans that adapter with a rule for the radio's BTHome devices;
-# the radio emits RBZ_RADIO_DEVICES devices' reports at R per second for RBZ_RADIO_SECONDS from the
-# gateway's first scan enable; then vhci-count.py counts emitted, delivered (btmon) and reached
-# MQTT, and the gateway's and bluetoothd's CPU time per delivered report is read from /proc.
+# For each rate R of RBZ_RADIO_RATES and each path P of RBZ_RADIO_PATHS: btmon captures everything;
+# vhci-radio.py becomes the next controller (hci4 beside btvirt's hci0..hci3) and bluetoothd powers
+# it; mosquitto runs on the guest's loopback; `gattway run` scans that adapter with a rule for the
+# radio's BTHome devices; the radio emits RBZ_RADIO_DEVICES devices' reports at R per second for
+# RBZ_RADIO_SECONDS from the gateway's first scan enable; then vhci-count.py counts emitted,
+# delivered (btmon) and reached MQTT, the report-to-MQTT latency (the radio's send time of each
+# report, mosquitto_sub's receive time: one guest clock), and the CPU time of gattway, bluetoothd and
+# dbus-daemon from /proc over the window from the first scan enable to RBZ_RADIO_DRAIN s after the
+# emission's end.
 #
 # Environment (RBZ_* pass through run-vm.sh):
 #   RBZ_RADIO_RATES        total reports per second, one run each (default "100 1000")
 #   RBZ_RADIO_SECONDS      seconds of emission per run (default 30)
 #   RBZ_RADIO_DEVICES      virtual devices (default 10)
 #   RBZ_RADIO_PATH         "dbus" or "mgmt": written as the config's bluetooth.radio; empty (the
-#                          default) writes no such key (today's gattway: the D-Bus path only)
+#                          default) writes no such key (the gateway's default)
+#   RBZ_RADIO_PATHS        several of them, one run each per rate (e.g. "dbus mgmt"; overrides
+#                          RBZ_RADIO_PATH): checks are then named radio.P.R, results go to P-R/
+#   RBZ_RADIO_DRAIN        seconds after the emission before the gateway is stopped (default 3)
+#   RBZ_RADIO_CALLGRIND=1  bluetoothd runs under callgrind with instrumentation off
+#                          (RBZ_BLUETOOTHD_WRAPPER="valgrind --tool=callgrind --instr-atstart=no
+#                          --callgrind-out-file=/run/share/out/bluetoothd.callgrind"): it is turned on
+#                          for the CPU window and the counts dumped to P-R/bluetoothd.callgrind
 #   RBZ_RADIO_MIN_PERCENT  when set, a run whose reports reached MQTT below this percentage of the
 #                          delivered ones fails (radio.R.percent)
 # Checks (one "PASS|FAIL radio.R.name detail" line each, appended to $RESULTS): the vhci adapter
 # is powered in org.bluez; the gateway's scan reached the radio (LE Set Scan Enable seen, reports
 # sent); btmon saw the reports delivered and some reached MQTT, each with the packet id and
 # temperature the radio sent with that report number (none invented or garbled); the percentage
-# when RBZ_RADIO_MIN_PERCENT is set. The figures: $SHARE/out/radio/rate-R/figures.json and one
-# "[radio R/s] …" line on the console.
+# when RBZ_RADIO_MIN_PERCENT is set. The figures: $SHARE/out/radio/rate-R/figures.json (P-R/ with
+# RBZ_RADIO_PATHS) and "[radio R/s] …" lines on the console.
 # shellcheck disable=SC2010 # ls /sys/class/bluetooth: its entries (hciN, hciN:HANDLE) have plain names
 set -u
 BIN=${1:?usage: guest-radio.sh BIN-DIR}
@@ -42,11 +52,17 @@ until_true() {  # until_true SECONDS COMMAND...: COMMAND every 0.1 s until it su
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime
 port=18840
 
+dbus_pid=$(cat /run/rbz/dbus.pid 2>/dev/null)
 for rate in ${RBZ_RADIO_RATES:-100 1000}; do
-  name=radio.$rate
-  R=$SHARE/out/radio/rate-$rate
+for path in ${RBZ_RADIO_PATHS:-"${RBZ_RADIO_PATH:-}"}; do
+  if [ -n "${RBZ_RADIO_PATHS:-}" ]; then
+    name=radio.$path.$rate; tag=$path-$rate
+  else
+    name=radio.$rate; tag=rate-$rate
+  fi
+  R=$SHARE/out/radio/$tag
   rm -rf "$R"; mkdir -p "$R"
-  echo "[radio $(t)] $rate reports/s, ${RBZ_RADIO_DEVICES:-10} devices, ${RBZ_RADIO_SECONDS:-30} s"
+  echo "[radio $(t)] $rate reports/s, ${RBZ_RADIO_DEVICES:-10} devices, ${RBZ_RADIO_SECONDS:-30} s, path ${path:-default}"
   # btmon is the truth of what the controller delivered, as long as it keeps up: the kernel drops
   # what does not fit its monitor socket's buffer (silently), which happened at 100 reports/s under
   # emulation with the default 208 KiB. A buffer of 64 MiB holds minutes of reports; its text
@@ -63,7 +79,7 @@ for rate in ${RBZ_RADIO_RATES:-100 1000}; do
     > "$R/radio.txt" 2> "$R/radio.stderr" &
   RADIO=$!
   indexed() { grep -q '^INDEX ' "$R/radio.txt"; }
-  until_true 10 indexed
+  until_true 30 indexed  # a new controller took 16 s of guest time on a loaded host
   index=$(sed -n 's/^INDEX \([0-9]*\)$/\1/p' "$R/radio.txt")
   adapter=hci${index:-none}
   powered() {
@@ -84,7 +100,7 @@ for rate in ${RBZ_RADIO_RATES:-100 1000}; do
   BROKER=$!
   for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$R/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
   radio_key=""
-  [ -n "${RBZ_RADIO_PATH:-}" ] && radio_key=", \"radio\": \"$RBZ_RADIO_PATH\""
+  [ -n "$path" ] && radio_key=", \"radio\": \"$path\""
   cat > "$R/config.json" <<CONF
 {
   "mqtt": {"server": "mqtt://127.0.0.1:$port", "base_topic": "rbzv", "client_id": "rbz-radio"},
@@ -94,17 +110,39 @@ for rate in ${RBZ_RADIO_RATES:-100 1000}; do
   "devices": [{"match": {"address_prefix": "C0:DE:B7"}}]
 }
 CONF
-  mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'rbzv/+' -v > "$R/mqtt.txt" 2>&1 &
+  # Each line: receive time (Unix seconds, the guest's clock, which the radio's send times use too),
+  # topic, payload.
+  mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'rbzv/+' -F '%U %t %p' > "$R/mqtt.txt" 2>&1 &
   SUB=$!
   sleep 0.3
-  "$BIN/gattway" run --config "$R/config.json" > "$LOGS/gattway-radio-$rate.log" 2>&1 &
+  "$BIN/gattway" run --config "$R/config.json" > "$LOGS/gattway-radio-$tag.log" 2>&1 &
   GATEWAY=$!
+  bluetoothd_pid=$(cat /run/rbz/bluetoothd.pid 2>/dev/null)
+  # The CPU window opens at the first scan enable (the emission's start; the gateway's own start-up
+  # is not in it) and closes RBZ_RADIO_DRAIN s after the emission's end.
+  emitting() {
+    grep -q 'SCAN-ENABLE enable=1' "$R/radio.txt" || ! kill -0 "$RADIO" 2>/dev/null || ! kill -0 "$GATEWAY" 2>/dev/null
+  }
+  until_true 150 emitting
+  before=("$(cpu_ticks "$GATEWAY")" "$(cpu_ticks "$bluetoothd_pid")" "$(cpu_ticks "$dbus_pid")")
+  [ -n "${RBZ_RADIO_CALLGRIND:-}" ] && callgrind_control -i on "$bluetoothd_pid" > "$R/callgrind-control.txt" 2>&1
   done_() { grep -q '^DONE ' "$R/radio.txt" || ! kill -0 "$RADIO" 2>/dev/null; }
   until_true $(( ${RBZ_RADIO_SECONDS:-30} + 150 )) done_
   # Reports on their way through bluetoothd, the bus and the gateway when the emission ended.
-  sleep 3
-  gateway_ticks=$(cpu_ticks "$GATEWAY")
-  bluetoothd_ticks=$(cpu_ticks "$(cat /run/rbz/bluetoothd.pid 2>/dev/null)")
+  sleep "${RBZ_RADIO_DRAIN:-3}"
+  gateway_ticks=$(( $(cpu_ticks "$GATEWAY") - before[0] ))
+  bluetoothd_ticks=$(( $(cpu_ticks "$bluetoothd_pid") - before[1] ))
+  dbus_ticks=$(( $(cpu_ticks "$dbus_pid") - before[2] ))
+  if [ -n "${RBZ_RADIO_CALLGRIND:-}" ]; then
+    dumps() { find /run/share/out -maxdepth 1 -name 'bluetoothd.callgrind.*' | wc -l; }
+    dumps_before=$(dumps)
+    callgrind_control -d "$bluetoothd_pid" >> "$R/callgrind-control.txt" 2>&1
+    callgrind_control -i off "$bluetoothd_pid" >> "$R/callgrind-control.txt" 2>&1
+    dumped() { [ "$(dumps)" -gt "$dumps_before" ]; }
+    until_true 60 dumped
+    # shellcheck disable=SC2012 # the dumps are bluetoothd.callgrind.N: plain names
+    cp "$(ls -t /run/share/out/bluetoothd.callgrind.* | head -n 1)" "$R/bluetoothd.callgrind" 2>/dev/null
+  fi
   kill -TERM "$GATEWAY" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done
   kill -9 "$GATEWAY" 2>/dev/null
@@ -119,28 +157,26 @@ CONF
   else
     result "FAIL $name.scanning $(tail -n 3 "$R/radio.txt" | tr '\n' ' ' | head -c 300)"
   fi
+  ticks_per_s=$(getconf CLK_TCK)
+  seconds() { $PY -c "import sys; print(int(sys.argv[1]) / int(sys.argv[2]))" "$1" "$ticks_per_s"; }
   if [ -s "$R/radio.json" ] && $PY "$HERE/vhci-count.py" --radio "$R/radio.json" --btmon "$R/btmon.btsnoop" \
-      --mqtt "$R/mqtt.txt" --json "$R/figures.json" > "$R/count.txt" 2>&1; then
-    echo "[radio $rate/s] $(cat "$R/count.txt")"
-    ticks_per_s=$(getconf CLK_TCK)
+      --mqtt "$R/mqtt.txt" --json "$R/figures.json" --cpu "gattway=$(seconds "$gateway_ticks")" \
+      --cpu "bluetoothd=$(seconds "$bluetoothd_ticks")" --cpu "dbus-daemon=$(seconds "$dbus_ticks")" \
+      > "$R/count.txt" 2>&1; then
+    sed "s|^|[radio ${path:+$path }$rate/s] |" "$R/count.txt"
     figure() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$R/figures.json" "$1"; }
     delivered=$(figure delivered); reached=$(figure reached_mqtt); mismatches=$(figure mqtt_mismatches)
     invented=$(figure mqtt_not_emitted); percent=$(figure percent)
-    if [ "$delivered" -gt 0 ]; then
-      echo "[radio $rate/s] CPU over the run: gattway $(( gateway_ticks * 1000 / ticks_per_s )) ms" \
-        "($(( gateway_ticks * 1000000 / ticks_per_s / delivered )) µs per delivered report)," \
-        "bluetoothd $(( bluetoothd_ticks * 1000 / ticks_per_s )) ms since its start (guest, TCG)"
-    fi
     if [ "$delivered" -gt 0 ] && [ "$reached" -gt 0 ] && [ "$mismatches" = 0 ] && [ "$invented" = 0 ]; then
-      result "PASS $name.delivered $(head -c 400 "$R/count.txt")"
+      result "PASS $name.delivered $(head -n 1 "$R/count.txt" | head -c 400)"
     else
-      result "FAIL $name.delivered $(head -c 400 "$R/count.txt") $(tail -n 3 "$LOGS/gattway-radio-$rate.log" | tr '\n' ' ' | head -c 300)"
+      result "FAIL $name.delivered $(head -n 1 "$R/count.txt" | head -c 400) $(tail -n 3 "$LOGS/gattway-radio-$tag.log" | tr '\n' ' ' | head -c 300)"
     fi
     if [ -n "${RBZ_RADIO_MIN_PERCENT:-}" ]; then
       if $PY -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$percent" "$RBZ_RADIO_MIN_PERCENT"; then
-        result "PASS $name.percent $percent % of the delivered reports reached MQTT (≥ $RBZ_RADIO_MIN_PERCENT %, path ${RBZ_RADIO_PATH:-default})"
+        result "PASS $name.percent $percent % of the delivered reports reached MQTT (≥ $RBZ_RADIO_MIN_PERCENT %, path ${path:-default})"
       else
-        result "FAIL $name.percent $percent % of the delivered reports reached MQTT (< $RBZ_RADIO_MIN_PERCENT %, path ${RBZ_RADIO_PATH:-default})"
+        result "FAIL $name.percent $percent % of the delivered reports reached MQTT (< $RBZ_RADIO_MIN_PERCENT %, path ${path:-default})"
       fi
     fi
   else
@@ -149,5 +185,6 @@ CONF
   # The radio's controller is gone with it (bluetoothd removes the adapter).
   gone() { ! ls /sys/class/bluetooth | grep -qx "$adapter"; }
   until_true 10 gone || echo "[radio $(t)] $adapter is still registered after the radio's exit"
+done
 done
 ! grep -q '^FAIL radio\.' "$RESULTS"
