@@ -20,7 +20,10 @@ RADIO (default "dbus") names the advertisement paths to measure, `bluetooth.radi
 "dbus" (bluetoothd's Device1 properties, the simulator's PropertiesChanged signals) and "mgmt" (the
 kernel's management socket, which the simulator serves with `--mgmt-socket PATH`, found by the
 gateway through GATTWAY_MGMT_SOCKET; each advertisement is one Device Found event there, and the
-simulated bluetoothd still sends its D-Bus signals beside it, as the real one does).
+simulated bluetoothd still sends its D-Bus signals beside it, as the real one does). With BUS=1 the
+private dbus-daemon runs under callgrind too, switched on and dumped with the gateway, and its
+instructions per published advertisement are printed beside gattway's (the bus's routing of the
+simulator's signals: the dbus-daemon share of the whole system's cost).
 """
 
 import json
@@ -41,6 +44,7 @@ SECONDS = float(os.environ.get("SECONDS", "30"))
 # KEEP=DIR keeps each binary's dump as DIR/<name>.callgrind, for callgrind_annotate.
 KEEP = os.environ.get("KEEP")
 RADIO = os.environ.get("RADIO", "dbus").split()
+BUS = os.environ.get("BUS") == "1"
 
 
 def free_port():
@@ -115,6 +119,20 @@ def stop(process):
             process.wait()
 
 
+def total(dump):
+    """The instruction total of a callgrind dump, once it is written (None if it never is)."""
+    deadline = time.monotonic() + 30
+    while not os.path.exists(dump) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not os.path.exists(dump):
+        return None
+    with open(dump) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    return None
+
+
 def measure(gattway, simulator, work, radio):
     bus = os.path.join(work, "bus")
     management = os.path.join(work, "mgmt")
@@ -134,8 +152,11 @@ def measure(gattway, simulator, work, radio):
     log = open(os.path.join(work, "log.txt"), "w")
     processes = []
     try:
-        processes.append(subprocess.Popen(
-            ["dbus-daemon", "--session", "--nofork", f"--address={address}"], stdout=log, stderr=log))
+        bus_out = os.path.join(work, "bus.callgrind")
+        tool = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={bus_out}"] if BUS else []
+        bus_daemon = subprocess.Popen(
+            tool + ["dbus-daemon", "--session", "--nofork", f"--address={address}"], stdout=log, stderr=log)
+        processes.append(bus_daemon)
         while not os.path.exists(bus):
             time.sleep(0.05)
         processes.append(subprocess.Popen(
@@ -153,27 +174,24 @@ def measure(gattway, simulator, work, radio):
         processes.append(gateway)
         wait_for(gateway_log, "gateway started", 120)
         time.sleep(WARMUP)
-        subprocess.run(["callgrind_control", "-i", "on", str(gateway.pid)], check=True, capture_output=True)
+        counted = [gateway.pid] + ([bus_daemon.pid] if BUS else [])
+        for pid in counted:
+            subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
         before = counter.count
         time.sleep(SECONDS)
-        subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, capture_output=True)
+        for pid in counted:
+            subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
         messages = counter.count - before
         counter.process.terminate()
         dump = out + ".1"
-        deadline = time.monotonic() + 30
-        while not os.path.exists(dump) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        instructions = None
-        with open(dump) as f:
-            for line in f:
-                if line.startswith(("summary:", "totals:")):
-                    instructions = int(line.split()[1])
+        instructions = total(dump)
+        bus_instructions = total(bus_out + ".1") if BUS else None
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
             shutil.copy(dump, os.path.join(KEEP, f"{os.path.basename(gattway)}-{radio}.callgrind"))
         if instructions is None or messages == 0:
             raise SystemExit(f"{gattway}: no figure (instructions {instructions}, messages {messages})")
-        return instructions, messages
+        return instructions, messages, bus_instructions
     finally:
         for process in reversed(processes):
             stop(process)
@@ -189,10 +207,13 @@ def main():
     for binary in binaries:
         for radio in RADIO:
             work = tempfile.mkdtemp(prefix="gattway-callgrind-")
-            instructions, messages = measure(os.path.abspath(binary), simulator, work, radio)
+            instructions, messages, bus = measure(os.path.abspath(binary), simulator, work, radio)
             print(f"{binary} (radio {radio}): {instructions / messages:,.0f} instructions per published "
                   f"advertisement ({instructions:,} in {SECONDS:.0f} s, {messages} messages, {ADVERTISERS} "
                   f"advertisers at {RATE:.0f} adv/s)", flush=True)
+            if bus is not None:
+                print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "
+                      f"({bus:,})", flush=True)
             shutil.rmtree(work, ignore_errors=True)
 
 

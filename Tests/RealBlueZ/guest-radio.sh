@@ -21,10 +21,12 @@
 #   RBZ_RADIO_PATHS        several of them, one run each per rate (e.g. "dbus mgmt"; overrides
 #                          RBZ_RADIO_PATH): checks are then named radio.P.R, results go to P-R/
 #   RBZ_RADIO_DRAIN        seconds after the emission before the gateway is stopped (default 3)
-#   RBZ_RADIO_CALLGRIND=1  bluetoothd runs under callgrind with instrumentation off
-#                          (RBZ_BLUETOOTHD_WRAPPER="valgrind --tool=callgrind --instr-atstart=no
-#                          --callgrind-out-file=/run/share/out/bluetoothd.callgrind"): it is turned on
-#                          for the CPU window and the counts dumped to P-R/bluetoothd.callgrind
+#   RBZ_RADIO_CALLGRIND=1  bluetoothd and/or dbus-daemon run under callgrind with instrumentation
+#                          off (RBZ_BLUETOOTHD_WRAPPER="valgrind --tool=callgrind --instr-atstart=no
+#                          --callgrind-out-file=/run/share/bluetoothd.callgrind", RBZ_DBUS_WRAPPER
+#                          the same with /tmp/dbus-daemon.%p.callgrind: the bus runs as messagebus,
+#                          which cannot write the share): it is turned on for the CPU
+#                          window and the counts dumped to P-R/bluetoothd.callgrind, dbus-daemon.callgrind
 #   RBZ_RADIO_MIN_PERCENT  when set, a run whose reports reached MQTT below this percentage of the
 #                          delivered ones fails (radio.R.percent)
 # Checks (one "PASS|FAIL radio.R.name detail" line each, appended to $RESULTS): the vhci adapter
@@ -125,7 +127,9 @@ CONF
   }
   until_true 150 emitting
   before=("$(cpu_ticks "$GATEWAY")" "$(cpu_ticks "$bluetoothd_pid")" "$(cpu_ticks "$dbus_pid")")
-  [ -n "${RBZ_RADIO_CALLGRIND:-}" ] && callgrind_control -i on "$bluetoothd_pid" > "$R/callgrind-control.txt" 2>&1
+  if [ -n "${RBZ_RADIO_CALLGRIND:-}" ]; then
+    for pid in "$bluetoothd_pid" "$dbus_pid"; do callgrind_control -i on "$pid"; done > "$R/callgrind-control.txt" 2>&1
+  fi
   done_() { grep -q '^DONE ' "$R/radio.txt" || ! kill -0 "$RADIO" 2>/dev/null; }
   until_true $(( ${RBZ_RADIO_SECONDS:-30} + 150 )) done_
   # Reports on their way through bluetoothd, the bus and the gateway when the emission ended.
@@ -134,14 +138,20 @@ CONF
   bluetoothd_ticks=$(( $(cpu_ticks "$bluetoothd_pid") - before[1] ))
   dbus_ticks=$(( $(cpu_ticks "$dbus_pid") - before[2] ))
   if [ -n "${RBZ_RADIO_CALLGRIND:-}" ]; then
-    dumps() { find /run/share/out -maxdepth 1 -name 'bluetoothd.callgrind.*' | wc -l; }
-    dumps_before=$(dumps)
-    callgrind_control -d "$bluetoothd_pid" >> "$R/callgrind-control.txt" 2>&1
-    callgrind_control -i off "$bluetoothd_pid" >> "$R/callgrind-control.txt" 2>&1
-    dumped() { [ "$(dumps)" -gt "$dumps_before" ]; }
-    until_true 60 dumped
-    # shellcheck disable=SC2012 # the dumps are bluetoothd.callgrind.N: plain names
-    cp "$(ls -t /run/share/out/bluetoothd.callgrind.* | head -n 1)" "$R/bluetoothd.callgrind" 2>/dev/null
+    # The dumps are NAME*.callgrind.N in /run/share or /tmp: plain names.
+    dumps() { find /run/share /tmp -maxdepth 1 -name "$1*.callgrind.*" | wc -l; }
+    for proc in bluetoothd dbus-daemon; do
+      pid=$bluetoothd_pid
+      [ "$proc" = dbus-daemon ] && pid=$dbus_pid
+      dumps_before=$(dumps "$proc")
+      callgrind_control -d "$pid" >> "$R/callgrind-control.txt" 2>&1 || continue
+      callgrind_control -i off "$pid" >> "$R/callgrind-control.txt" 2>&1
+      dumped() { [ "$(dumps "$proc")" -gt "$dumps_before" ]; }
+      until_true 60 dumped
+      # shellcheck disable=SC2012 # plain names (above)
+      cp "$(ls -t /run/share/"$proc"*.callgrind.* /tmp/"$proc"*.callgrind.* 2>/dev/null | head -n 1)" \
+        "$R/$proc.callgrind" 2>/dev/null
+    done
   fi
   kill -TERM "$GATEWAY" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done

@@ -102,7 +102,10 @@ printf '[General]\n\n[GATT]\nChannels = 1\n\n[Policy]\nAutoEnable = true\n' > /r
 
 fail() { echo "[guest] BRING-UP FAILED: $*"; echo "--- bluetoothd.log"; tail -n 40 "$LOGS/bluetoothd.log" 2>/dev/null; echo 97 > "$SHARE/status"; exit 97; }
 ip link set lo up 2>/dev/null
-dbus-daemon --system --fork --print-pid=3 3> /run/rbz/dbus.pid > "$LOGS/dbus.log" 2>&1 || fail "dbus-daemon"
+# RBZ_DBUS_WRAPPER: a tool to run the system bus under, as RBZ_BLUETOOTHD_WRAPPER for bluetoothd
+# shellcheck disable=SC2086
+${RBZ_DBUS_WRAPPER:-} dbus-daemon --system --fork --print-pid=3 3> /run/rbz/dbus.pid > "$LOGS/dbus.log" 2>&1 \
+  || fail "dbus-daemon"
 t_dbus=$(uptime_)
 btvirt -l4 > "$LOGS/btvirt.log" 2>&1 &
 btvirt_pid=$!
