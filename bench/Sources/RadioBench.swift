@@ -72,8 +72,14 @@ enum RadioBench: BenchSuite {
             var byPath: [String: Figures] = [:]
             for path in paths {
                 let file = "\(runDirectory)/out/radio/\(path)-\(rate)/figures.json"
+                // A run that produced no figures (the VM's limit, a hang) is a row saying so; the
+                // others are still written.
                 guard let data = FileManager.default.contents(atPath: file) else {
-                    throw BenchError("radio: no \(file) (VM status \(status); see \(runDirectory)/console.log)")
+                    rows.append(
+                        BenchRow(
+                            name: "radio \(path) \(rate)/s: no figures", value: 0, unit: "-",
+                            detail: "no \(file) (VM status \(status); see \(runDirectory)/console.log)"))
+                    continue
                 }
                 let figures = try JSONDecoder().decode(Figures.self, from: data)
                 byPath[path] = figures
