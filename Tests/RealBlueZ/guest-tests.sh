@@ -562,13 +562,26 @@ CONF
 fi
 # ---- The virtual radio (guest-radio.sh, vhci-radio.py): a controller of its own on /dev/vhci
 # (hci4) sends BTHome reports of 10 devices at 100 per second for 5 s while `gattway run` scans
-# it; btmon counts what the controller delivered, mosquitto_sub what reached MQTT. The checks:
-# the adapter came up, the gateway's scan enabled it, reports reached MQTT intact (the full
-# measurement at 100 and 1,000 per second is run on its own: README, "The virtual radio").
+# it, once on each path (bluetooth.radio dbus, then mgmt); btmon counts what the controller
+# delivered, mosquitto_sub what reached MQTT. The checks: the adapter came up, the gateway's scan
+# enabled it, reports reached MQTT intact, and on the management path at least 99 % of the
+# delivered ones (issue 30). The D-Bus path's percentage is printed beside it, not asserted: the
+# lane's bluetoothd runs with -d, whose log of every report limits it to a few reports per second
+# under emulation. 5 s stays inside the kernel's first 10.24 s discovery, so bluetoothd's late
+# restart of the discovery under -d does not count against the management path either. The full
+# measurement at 100 and 1,000 per second is `make bench SUITES=radio` (BENCHMARKS.md).
 if [ "${RBZ_RADIO:-1}" = 1 ]; then
   echo "[tests $(t)] virtual radio"
-  RESULTS=$RESULTS RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} \
+  RESULTS=$RESULTS RBZ_RADIO_PATHS=dbus RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} \
+    RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} "$HERE/guest-radio.sh" "$BIN"
+  RESULTS=$RESULTS RBZ_RADIO_PATHS=mgmt RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} \
+    RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} RBZ_RADIO_MIN_PERCENT=${RBZ_RADIO_MIN_PERCENT:-99} \
     "$HERE/guest-radio.sh" "$BIN"
+  for rate in ${RBZ_RADIO_RATES:-100}; do
+    percent() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['percent'])" "$1" 2>/dev/null || echo '?'; }
+    echo "[tests $(t)] radio $rate/s reached MQTT: management path $(percent "$SHARE/out/radio/mgmt-$rate/figures.json") %," \
+      "D-Bus path $(percent "$SHARE/out/radio/dbus-$rate/figures.json") % (bluetoothd -d)"
+  done
   # Passive mode shown by the controller's scan type: `gattway run` with scan_mode passive on the
   # management path; the radio must be told LE Set Scan Parameters type 0x00 only, and the
   # readings still reach MQTT (radio.passive.100.*).

@@ -46,25 +46,29 @@ stop() {
   rm -f $pidfile
 }
 start() {
-  local n=0 want pid deadline
+  local n=0 want pid deadline limit
   # Controllers only: a live link shows up next to them as hciN:HANDLE.
   want=$(controllers | wc -l)
   echo "==== bluetoothd start $(cut -d' ' -f1 /proc/uptime)" >> "$LOGS/bluetoothd.log"
   # Each line gets the guest uptime in front (the tests print theirs), read without a fork.
+  # RBZ_BLUETOOTHD_WRAPPER (e.g. "valgrind --tool=callgrind --instr-atstart=no ...") runs it under a
+  # tool; the pid stays bluetoothd's (valgrind runs the program in its own process).
   # shellcheck disable=SC2086
-  setsid /usr/libexec/bluetooth/bluetoothd -n -f /run/rbz/main.conf $BLUETOOTHD_ARGS > >(
+  setsid ${RBZ_BLUETOOTHD_WRAPPER:-} /usr/libexec/bluetooth/bluetoothd -n -f /run/rbz/main.conf $BLUETOOTHD_ARGS > >(
     while IFS= read -r line; do read -r up _ < /proc/uptime; printf '%s %s\n' "$up" "$line"; done >> "$LOGS/bluetoothd.log"
   ) 2>&1 < /dev/null &
   pid=$!
   echo $pid > $pidfile
-  deadline=$(( $(now) + 60 ))
+  limit=60
+  [ -n "${RBZ_BLUETOOTHD_WRAPPER:-}" ] && limit=300  # a tool's start-up under emulation
+  deadline=$(( $(now) + limit ))
   while [ "$(now)" -lt "$deadline" ]; do
     kill -0 $pid 2>/dev/null || { echo "rbz-bluetoothd: bluetoothd exited: $(tail -n 2 "$LOGS/bluetoothd.log" | tr '\n' ' ')" >&2; return 1; }
     n=$(busctl --system --list tree org.bluez 2>/dev/null | grep -c '^/org/bluez/hci[0-9]*$')
     [ "$n" -ge "$want" ] && break
     sleep 0.05
   done
-  [ "$n" -ge "$want" ] || { echo "rbz-bluetoothd: bluetoothd exposes $n of $want adapters after 60 s" >&2; return 1; }
+  [ "$n" -ge "$want" ] || { echo "rbz-bluetoothd: bluetoothd exposes $n of $want adapters after $limit s" >&2; return 1; }
   # bluetoothd may be powering them on itself (AutoEnable); Set then answers Busy: retry.
   local h ok
   for h in $(controllers); do
@@ -98,7 +102,10 @@ printf '[General]\n\n[GATT]\nChannels = 1\n\n[Policy]\nAutoEnable = true\n' > /r
 
 fail() { echo "[guest] BRING-UP FAILED: $*"; echo "--- bluetoothd.log"; tail -n 40 "$LOGS/bluetoothd.log" 2>/dev/null; echo 97 > "$SHARE/status"; exit 97; }
 ip link set lo up 2>/dev/null
-dbus-daemon --system --fork --print-pid=3 3> /run/rbz/dbus.pid > "$LOGS/dbus.log" 2>&1 || fail "dbus-daemon"
+# RBZ_DBUS_WRAPPER: a tool to run the system bus under, as RBZ_BLUETOOTHD_WRAPPER for bluetoothd
+# shellcheck disable=SC2086
+${RBZ_DBUS_WRAPPER:-} dbus-daemon --system --fork --print-pid=3 3> /run/rbz/dbus.pid > "$LOGS/dbus.log" 2>&1 \
+  || fail "dbus-daemon"
 t_dbus=$(uptime_)
 btvirt -l4 > "$LOGS/btvirt.log" 2>&1 &
 btvirt_pid=$!

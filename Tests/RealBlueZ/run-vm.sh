@@ -16,7 +16,8 @@
 #   REALBLUEZ_MEM      guest memory in MiB (default 1024); REALBLUEZ_CPUS guest CPUs (default 2)
 #   BLUETOOTHD_ARGS    bluetoothd's options (default "-d -P battery": debug log, no battery plugin)
 #   REALBLUEZ_QUIET=1  do not echo the console (it is still saved)
-#   Any variable named RBZ_* is passed to the guest script.
+#   Any variable named RBZ_* is passed to the guest script; RBZ_BLUETOOTHD_WRAPPER is a command
+#   bluetoothd runs under (e.g. valgrind's callgrind; guest-up.sh)
 #
 # Exit status: the guest script's; 97 bring-up failed (dbus, btvirt or bluetoothd); 99 the
 # guest could not mount its root; 124 wall-clock limit; 125 usage error or VM not built.

@@ -32,7 +32,7 @@ vm_status=$?
 results=$RUN/results.txt
 [ -f "$results" ] || : > "$results"
 if [ -z "${REALBLUEZ_VERBOSE:-}" ]; then
-  grep -E '^\[guest|^(PASS|FAIL) |BRING-UP' "$RUN/console.log" | grep -vE '^(PASS|FAIL) ' || true
+  grep -E '^\[guest|^\[tests [0-9.]*\] radio |^(PASS|FAIL) |BRING-UP' "$RUN/console.log" | grep -vE '^(PASS|FAIL) ' || true
 fi
 if [ "$vm_status" != 0 ] && ! grep -q '^FAIL ' "$results"; then
   echo "FAIL vm.run status $vm_status (97 bring-up, 99 guest root, 124 wall-clock limit; see $RUN/console.log)" >> "$results"
@@ -77,7 +77,7 @@ if [ "$failed" != 0 ]; then
   fi
   if grep -qE '^FAIL radio\.' "$results"; then
     echo "---- virtual radio: what it printed and the gateway's log (last 20 lines each)"
-    tail -n 20 "$RUN"/out/radio/rate-*/radio.txt "$RUN"/logs/gattway-radio-*.log 2>/dev/null
+    tail -n 20 "$RUN"/out/radio/*/radio.txt "$RUN"/logs/gattway-radio-*.log 2>/dev/null
   fi
   if grep -qE '^FAIL proxy\.' "$results"; then
     echo "---- Bluetooth proxy: the client ($RUN/out/proxy/client.txt, last 15 lines)"

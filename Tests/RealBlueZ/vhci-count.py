@@ -1,18 +1,27 @@
 #!/usr/bin/python3
 """Counts one run of the virtual radio (vhci-radio.py): what it emitted, what the controller
 delivered to the host (btmon's capture, the truth of what the kernel received), and which of those
-reports reached MQTT (mosquitto_sub -v output of the gateway's state topics).
+reports reached MQTT (mosquitto_sub -v output of the gateway's state topics, or -F '%U %t %p': then
+each line's receive time too).
 
   vhci-count.py --radio radio.json --btmon capture.btsnoop --mqtt mqtt.txt [--json OUT]
+                [--cpu NAME=SECONDS ...]
 
 A report is told apart by its device address and BTHome count object (0x3E, the device's report
 number, which never wraps); its packet id (0x00) and temperature must be what the radio sent with
 that count, or the reading counts as a mismatch. Prints one summary line ("emitted N, delivered
 N (btmon), reached MQTT N = P %, …") and writes the figures as JSON with --json.
+
+Latency: when the MQTT lines carry receive times and the radio's log the send times (both the
+guest's wall clock), report-to-MQTT latency is the receive time of a report's first reading minus
+the time the radio wrote that report to the kernel; p50 and p99 over the reports that reached MQTT.
+CPU: each --cpu NAME=SECONDS (CPU time of a process over the measured window) is written with its
+microseconds per delivered report, and their sum as "system".
 Python 3.11 standard library only.
 """
 import argparse
 import json
+import math
 import struct
 import sys
 
@@ -79,12 +88,22 @@ def read_btmon(path, index):
 
 
 def read_mqtt(path, addresses):
-    """The gateway's readings: {(address, count): [(packet id, temperature)]} and unparsed lines."""
+    """The gateway's readings: {(address, count): [(packet id, temperature)]}, unparsed lines, and
+    the receive time of each report's first reading {(address, count): seconds} when the lines
+    start with one (mosquitto_sub -F '%U %t %p'; a topic always holds a '/', a time never)."""
     by_topic_level = {a.replace(":", ""): a for a in addresses}
-    readings, unparsed = {}, 0
+    readings, unparsed, received = {}, 0, {}
     with open(path, errors="replace") as f:
         for line in f:
             topic, _, payload = line.rstrip("\n").partition(" ")
+            at = None
+            if "/" not in topic:
+                try:
+                    at = float(topic)
+                except ValueError:
+                    unparsed += 1
+                    continue
+                topic, _, payload = payload.partition(" ")
             address = by_topic_level.get(topic.rsplit("/", 1)[-1])
             if address is None:
                 continue
@@ -95,7 +114,17 @@ def read_mqtt(path, addresses):
                 unparsed += 1
                 continue
             readings.setdefault(key, []).append((state.get("packet_id"), state.get("temperature")))
-    return readings, unparsed
+            if at is not None:
+                received.setdefault(key, at)
+    return readings, unparsed, received
+
+
+def percentile(values, fraction):
+    """The nearest-rank percentile of sorted values (None when there are none)."""
+    if not values:
+        return None
+    rank = max(1, min(len(values), math.ceil(fraction * len(values))))
+    return values[rank - 1]
 
 
 def main():
@@ -104,14 +133,22 @@ def main():
     p.add_argument("--btmon", required=True)
     p.add_argument("--mqtt", required=True)
     p.add_argument("--json")
+    p.add_argument("--cpu", action="append", default=[], metavar="NAME=SECONDS",
+                   help="a process's CPU seconds over the measured window (repeatable)")
     args = p.parse_args()
     with open(args.radio) as f:
         radio = json.load(f)
     sent = {d["address"]: d for d in radio["devices"]}
     emitted = sum(d["sent"] for d in radio["devices"])
     delivered, report_events, commands, drops, other = read_btmon(args.btmon, radio["index"])
-    readings, unparsed = read_mqtt(args.mqtt, sent)
+    readings, unparsed, received = read_mqtt(args.mqtt, sent)
     reached = delivered & set(readings)
+    latencies = []
+    for address, count in reached:
+        sent_at = sent[address].get("sent_at", [])
+        if (address, count) in received and count < len(sent_at):
+            latencies.append(received[(address, count)] - sent_at[count])
+    latencies.sort()
     mismatches, duplicates, unknown = 0, 0, 0
     for (address, count), values in readings.items():
         device = sent[address]
@@ -138,13 +175,31 @@ def main():
         "percent": round(100.0 * len(reached) / len(delivered), 2) if delivered else 0.0,
         "scan_types": scan_types, "filter_duplicates": dup_values,
         "scan_commands": len(commands),
+        "latency_reports": len(latencies),
+        "latency_p50_ms": round(1000 * percentile(latencies, 0.50), 2) if latencies else None,
+        "latency_p99_ms": round(1000 * percentile(latencies, 0.99), 2) if latencies else None,
     }
+    cpu = {}
+    for item in args.cpu:
+        name, _, seconds = item.partition("=")
+        cpu[name] = float(seconds)
+    if cpu:
+        cpu["system"] = sum(cpu.values())
+        figures["cpu_seconds"] = {name: round(value, 3) for name, value in cpu.items()}
+        figures["cpu_us_per_delivered"] = {
+            name: round(1e6 * value / len(delivered), 1) if delivered else None for name, value in cpu.items()}
     print(f"emitted {emitted} in {radio['emission_seconds']} s ({radio['rate_achieved']}/s of {radio['rate']:g}/s, "
           f"{radio['late']} late and skipped), delivered {len(delivered)} (btmon, {drops} dropped by btmon), "
           f"reached MQTT {len(reached)} = {figures['percent']} %; {duplicates} duplicates, {mismatches} mismatches, "
           f"{unknown} never emitted, {figures['mqtt_not_in_btmon']} not in btmon's capture; "
           f"scan type {scan_types} (0 passive, 1 active), "
           f"filter_duplicates {dup_values}")
+    if latencies:
+        print(f"latency report → MQTT over {len(latencies)} reports: p50 {figures['latency_p50_ms']} ms, "
+              f"p99 {figures['latency_p99_ms']} ms")
+    if cpu:
+        print("CPU over the window, s (µs per delivered report): " + ", ".join(
+            f"{name} {value:.2f} ({figures['cpu_us_per_delivered'][name]})" for name, value in cpu.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=1)

@@ -28,7 +28,8 @@ listens to). A report more than a second late (the radio fell behind) is skipped
 
 Emission starts with the first scan enable and stops after --duration seconds or --count reports;
 the log (JSON) is then written: per device its address, reports sent, first packet id and the
-packet ids in order, and the scan parameter and enable changes with their times. With --hold the
+packet ids in order, the wall-clock time (Unix seconds, as mosquitto_sub's %U) each report was
+written to the kernel, and the scan parameter and enable changes with their times. With --hold the
 controller stays up (answering commands, sending nothing) for that many more seconds, or until
 SIGTERM / SIGINT, which also end the emission early (the log is written either way).
 """
@@ -105,6 +106,7 @@ class Device:
         self.first_packet_id = first_packet_id
         self.sent = 0
         self.packet_ids = bytearray()
+        self.sent_at = []                       # wall-clock time (time.time()) of each report
 
     def payload(self, flags=True):
         packet_id = (self.first_packet_id + self.sent) & 0xFF
@@ -253,6 +255,7 @@ class Radio:
             kind = 0x02 if args.scan_response else 0x03    # ADV_SCAN_IND / ADV_NONCONN_IND
             report = bytes([0x02, 1, kind, 0x01]) + device.address + bytes([len(data)]) + data \
                 + struct.pack("<b", device.rssi)
+            device.sent_at.append(round(time.time(), 6))
             self.event(0x3E, report)
             if args.scan_response and self.scan_type == 1:
                 response = device.scan_response()
@@ -286,7 +289,8 @@ class Radio:
             "rate_achieved": round(self.sent / seconds, 1) if seconds > 0 else 0.0,
             "events": self.events,
             "devices": [{"number": d.number, "address": address_text(d.address), "rssi": d.rssi, "sent": d.sent,
-                         "first_packet_id": d.first_packet_id, "packet_ids": list(d.packet_ids)}
+                         "first_packet_id": d.first_packet_id, "packet_ids": list(d.packet_ids),
+                         "sent_at": d.sent_at}
                         for d in self.devices],
         }
         tmp = self.args.log + ".tmp"
