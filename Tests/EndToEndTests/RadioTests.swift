@@ -9,23 +9,29 @@ import Testing
 /// protocol, every report) or bluetoothd's D-Bus view, as a user sees it on MQTT.
 @Suite("End to end: the radio")
 struct RadioTests {
-    /// One BTHome v2 sensor that sends each packet id in four advertising events in a row, as
-    /// real sensors repeat a frame, every 40 ms.
-    static func repeatingSensor() throws -> Scenario {
+    /// A world of one adapter, hci0, with `devices` (JSON objects of the scenario's `devices`).
+    static func world(_ devices: String) throws -> Scenario {
         try Scenario.parse(
             Data(
-                #"""
+                """
                 {
                   "timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0},
                   "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
-                  "devices": [
+                  "devices": [\(devices)]
+                }
+                """.utf8))
+    }
+
+    /// One BTHome v2 sensor that sends each packet id in four advertising events in a row, as
+    /// real sensors repeat a frame, every 40 ms.
+    static func repeatingSensor() throws -> Scenario {
+        try world(
+            #"""
                     {"address": "A4:C1:38:00:00:04", "address_type": "public", "rssi": -60, "interval": "40ms", "connectable": false,
                      "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
                        "packet_id": {"sequence": [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6]},
                        "temperature": 21.5}}}}
-                  ]
-                }
-                """#.utf8))
+            """#)
     }
 
     static func config(radio: String) -> String {
@@ -80,22 +86,15 @@ struct RadioTests {
     /// A BTHome sensor without a name, and a thermometer whose name ("Thermo-7") is only in its
     /// scan response (the simulator leaves names out of passive reports), with BTHome data too.
     static func sensorAndNamedThermometer() throws -> Scenario {
-        try Scenario.parse(
-            Data(
-                #"""
-                {
-                  "timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0},
-                  "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
-                  "devices": [
+        try world(
+            #"""
                     {"address": "A4:C1:38:00:00:04", "rssi": -60, "interval": "50ms", "connectable": false,
                      "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
                        "packet_id": {"sequence": [1, 2, 3, 4, 5, 6, 7, 8]}, "temperature": 21.5}}}},
                     {"address": "A4:C1:38:00:00:07", "name": "Thermo-7", "rssi": -62, "interval": "50ms", "connectable": false,
                      "service_data": {"FCD2": {"template": "bthome_v2", "fields": {
                        "packet_id": {"sequence": [11, 12, 13, 14]}, "temperature": 19.0}}}}
-                  ]
-                }
-                """#.utf8))
+            """#)
     }
 
     /// The thermometer's topic (its rule matches by name: the address is the topic level).
