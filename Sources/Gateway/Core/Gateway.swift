@@ -195,6 +195,16 @@ public actor Gateway: LoopIsolated {
         }
         mqtt.connectionEvents { deliver(.mqttConnection($0)) }
         registrations.append(await ble.connectionEvents { deliver(.link($0)) })
+        // The peripheral role first: its source topics are subscribed before the central's scan
+        // can publish a reading, so a `from_topic` that names the gateway's own state topic (role
+        // both) has the first reading too (with the kernel's reports it comes within moments).
+        if config.role.includesPeripheral, let peripheralBridge {
+            peripheralBridge.port.events { deliver(.peripheral($0)) }
+            try await peripheralBridge.start()
+            for topic in config.peripheral.sourceTopics {
+                registrations.append(try mqtt.subscribe(topic) { deliver(.peripheralSource($0)) })
+            }
+        }
         if config.role.includesCentral {
             registrations.append(
                 try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
@@ -214,13 +224,6 @@ public actor Gateway: LoopIsolated {
             }
             await ble.keepRestored { [wanted] address, characteristic in
                 wanted[address]?.contains { $0.matches(characteristic) } == true
-            }
-        }
-        if config.role.includesPeripheral, let peripheralBridge {
-            peripheralBridge.port.events { deliver(.peripheral($0)) }
-            try await peripheralBridge.start()
-            for topic in config.peripheral.sourceTopics {
-                registrations.append(try mqtt.subscribe(topic) { deliver(.peripheralSource($0)) })
             }
         }
         context.timer.arm(min(clock.now() + 3600, health.nextDeadline ?? .infinity))
