@@ -43,11 +43,12 @@ struct ProcessPartsTests {
         let received = SignalSources.termination(of: signals)
         #expect(received.value == nil)
         // The sources take effect on dispatch's own thread, a little after they are made; until
-        // then the ignored signal is lost. Sent again until it is seen (SIGUSR2 only).
+        // then the ignored signal is lost. Sent again, every half second, until it is seen
+        // (SIGUSR2 only; seldom, since the other tests of this process run meanwhile).
         let name = try await within(defaultWait, "the signal's name") {
             while received.value == nil {
                 kill(getpid(), SIGUSR2)
-                try? await Task.sleep(for: .milliseconds(50))
+                try? await Task.sleep(for: .milliseconds(500))
             }
             return await received.wait()
         }
