@@ -82,8 +82,24 @@ struct KernelRadioTests {
         await radio.close()
     }
 
-    @Test("a peer that hangs up closes the radio; a request then fails at once, one without an answer times out")
-    func hangUpAndTimeout() async throws {
+    @Test("a peer that hangs up closes the radio (the closed handler is told once); a request then fails at once")
+    func hangUp() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let closings = Mutex(0)
+        let radio = try await KernelRadio.open(
+            .socket(path: peer.path), loop: loop, deliver: { _ in }, closed: { closings.withLock { $0 += 1 } })
+        try await peer.accept()
+        peer.hangUp()
+        try await eventually("closed", within: 60) { closings.withLock { $0 } == 1 }
+        #expect(await !radio.isOpen)
+        await #expect(throws: KernelRadioError.self) { try await radio.version() }
+        #expect(closings.withLock { $0 } == 1)
+    }
+
+    @Test("a request without an answer fails after its timeout; the radio stays open")
+    func requestTimeout() async throws {
         let peer = try SeqPacketPeer()
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
@@ -91,9 +107,8 @@ struct KernelRadioTests {
         try await peer.accept()
         await #expect(throws: KernelRadioError.self) { try await radio.version(timeout: 0.2) }
         _ = try await peer.receive()  // the request that got no answer
-        peer.hangUp()
-        try await eventually("closed") { await !radio.isOpen }
-        await #expect(throws: KernelRadioError.self) { try await radio.version() }
+        #expect(await radio.isOpen)
+        await radio.close()
     }
 
     @Test("opening a socket nobody serves fails with the path in the message")
