@@ -337,6 +337,9 @@ extension CentralManager {
 
     /// As ``deviceAdvertised(_:only:)``, with the device's key (``DeviceTable/key(_:)`` of `path`).
     func deviceAdvertised(_ path: DBusObjectPath, key: DeviceTable.Key, only ids: [Int]? = nil) {
+        if reports == .kernel, let address = tree.device(key)?.address, kernelNames[address]?.isEmpty == true {
+            kernelNames[address] = nil  // BlueZ's device changed: its name is asked for again
+        }
         guard reports == .bluez, !scans.isEmpty, let device = tree.device(key),
             let peripheral = device.peripheral
         else { return }
@@ -396,14 +399,15 @@ extension CentralManager {
         // 127: the controller had no RSSI for this report.
         data.rssi = found.rssi == 127 ? nil : Int16(found.rssi)
         if let name = data.localName {
-            if kernelNames[found.address] != name {
-                if kernelNames.count >= Self.kernelNamesLimit { kernelNames.removeAll(keepingCapacity: true) }
-                kernelNames[found.address] = name
-            }
+            if kernelNames[found.address] != name { rememberKernelName(name, for: found.address) }
         } else if let name = kernelNames[found.address] {
-            data.localName = name
-        } else if let path = devicePath(found.address), let name = tree.device(path)?.peripheral?.name {
-            data.localName = name
+            if !name.isEmpty { data.localName = name }
+        } else {
+            // Asked of BlueZ once per address, not at every report of a nameless device: the
+            // answer is kept, an empty one too, until BlueZ's device changes (``deviceAdvertised``).
+            let name = devicePath(found.address).flatMap { tree.device($0)?.peripheral?.name } ?? ""
+            rememberKernelName(name, for: found.address)
+            if !name.isEmpty { data.localName = name }
         }
         let addressType: BluetoothAddress.AddressType? =
             switch found.addressType {
@@ -418,6 +422,12 @@ extension CentralManager {
             scans[id]?.kernelContent[found.address] = hash
             return true
         }
+    }
+
+    /// Keeps `name` (empty: none known) for the kernel's reports of `address` without one.
+    private func rememberKernelName(_ name: String, for address: BluetoothAddress) {
+        if kernelNames.count >= Self.kernelNamesLimit { kernelNames.removeAll(keepingCapacity: true) }
+        kernelNames[address] = name
     }
 
     /// Switches where scans get their reports (``CentralOptions/reports``), e.g. to `.kernel`

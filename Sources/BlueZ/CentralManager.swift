@@ -42,7 +42,8 @@ public actor CentralManager: BlueZManager {
     /// Where scans get their reports now (``setReportSource(_:)``).
     public internal(set) var reports: CentralOptions.ReportSource
     /// Names the kernel's reports carried, by address, for its reports without one (a name
-    /// sent only in some reports); bounded (``kernelNamesLimit``).
+    /// sent only in some reports), else BlueZ's name of the device, empty when it has none;
+    /// bounded (``kernelNamesLimit``).
     var kernelNames: [BluetoothAddress: String] = [:]
     var bluezOwner: String?
     /// The current state; see ``stateUpdates()`` for changes.

@@ -167,4 +167,53 @@ struct KernelRadioTests {
             await central.close()
         }
     }
+    @Test(
+        "a kernel report without a name takes BlueZ's name of the device, and one BlueZ learns later once it knows the device"
+    )
+    func namesFromBlueZ() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central { $0.reports = .kernel }
+            try await central.waitUntilPoweredOn(timeout: .seconds(10))
+            let names = Mutex<[BluetoothAddress: [String?]]>([:])
+            let token = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
+                names.withLock { $0[result.peripheral.address, default: []].append(result.advertisementData.localName) }
+            }
+            let peer = try SeqPacketPeer()
+            let radio = try await KernelRadio.open(.socket(path: peer.path), loop: harness.loop) { [central] found in
+                central.assumeLoopIsolated { $0.kernelReport(found) }
+            }
+            try await peer.accept()
+            func report(_ address: BluetoothAddress) -> [UInt8] {
+                ManagementEvent.deviceFound(
+                    DeviceFound(
+                        controller: 0, address: address, addressType: .lePublic, rssi: -60,
+                        flags: DeviceFound.notConnectable, data: Self.bthome(1))
+                ).packet.bytes
+            }
+            // The discovery (over D-Bus, beside the kernel's reports) makes BlueZ know the battery sensor.
+            try await eventually("BlueZ knows the battery sensor") {
+                await central.rememberedAdvertisementData(Scenarios.battery).localName == "Battery Sensor"
+            }
+            let late = BluetoothAddress("A4:C1:38:00:00:2A")!
+            try await peer.send(report(Scenarios.battery))
+            try await peer.send(report(late))
+            try await peer.send(report(late))  // asked of BlueZ once: the answer (none) is kept
+            try await eventually("three reports") { names.withLock { $0.values.map(\.count).reduce(0, +) } >= 3 }
+            #expect(names.withLock { $0[Scenarios.battery] } == ["Battery Sensor"])
+            #expect(names.withLock { $0[late] } == [nil, nil])
+            // Now BlueZ learns the device and its name: the kept "none" must not hide it.
+            try await harness.sim.addDevice(
+                json: #"{"address": "A4:C1:38:00:00:2A", "name": "Late Sensor", "rssi": -60, "interval": "20ms"}"#)
+            try await eventually("BlueZ knows the late sensor") {
+                await central.rememberedAdvertisementData(late).localName == "Late Sensor"
+            }
+            try await peer.send(report(late))
+            try await eventually("the late sensor's report with its name") {
+                names.withLock { $0[late]?.last } == "Late Sensor"
+            }
+            await central.stopScan(token)
+            await radio.close()
+            await central.close()
+        }
+    }
 }
