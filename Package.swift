@@ -107,7 +107,7 @@ let package = Package(
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
-        .target(name: "TestSupport", dependencies: ["Subprocess"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Subprocess", "LocalSystem"], path: "Tests/TestSupport"),
         .testTarget(name: "EventLoopTests", dependencies: ["EventLoop"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus", "EventLoop", "TestSupport"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "EventLoop", "TestSupport", "Retry"]),
@@ -125,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
-            dependencies: ["BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "TestSupport"]),
+            dependencies: ["BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "LocalSystem", "TestSupport"]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
@@ -141,7 +141,7 @@ let package = Package(
             name: "GatewayRuntimeTests",
             dependencies: [
                 "GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "BluetoothManagement", "DBus", "EventLoop", "Bluetooth",
-                "ESPHomeAPI", "TestSupport",
+                "ESPHomeAPI", "LocalSystem", "TestSupport",
             ]
         ),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.

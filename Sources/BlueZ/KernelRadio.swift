@@ -1,6 +1,7 @@
 import Bluetooth
 import BluetoothManagement
 import EventLoop
+import LocalSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -367,22 +368,11 @@ public actor KernelRadio: LoopIsolated {
         case .socket(let path):
             let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw KernelRadioError("cannot open a Unix socket: \(errnoText())") }
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            let capacity = MemoryLayout.size(ofValue: address.sun_path)
-            guard path.utf8.count < capacity else {
+            guard let address = UnixSocketAddress(path) else {
                 Glibc.close(fd)
-                throw KernelRadioError("the management socket path is too long: \(path)")
+                throw KernelRadioError("not a usable path for the management socket: \(path)")
             }
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                raw.copyBytes(from: path.utf8)
-                raw[path.utf8.count] = 0
-            }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
+            let connected = address.withSockaddr { connect(fd, $0, $1) }
             guard connected == 0 else {
                 let reason = errnoText()
                 Glibc.close(fd)

@@ -3,6 +3,7 @@ import Bluetooth
 import BluetoothManagement
 import DBus
 import Foundation
+import LocalSystem
 import TestSupport
 import Testing
 
@@ -264,14 +265,8 @@ final class ManagementClient: @unchecked Sendable {
 
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        guard let address = UnixSocketAddress(path) else { throw HarnessTimeout(description: "socket path \(path)") }
+        let result = address.withSockaddr { connect(fd, $0, $1) }
         guard result == 0 else { throw HarnessTimeout(description: "connect \(path): errno \(errno)") }
     }
 

@@ -2,6 +2,7 @@ import EventLoop
 import Foundation
 import Gateway
 import GatewayRuntime
+import LocalSystem
 import TestSupport
 import Testing
 
@@ -86,26 +87,17 @@ final class DatagramSocket: Sendable {
     let path: String
     private let fd: Int32
 
-    convenience init(path: String) throws {
-        try self.init(bytes: Array(path.utf8), path: path)
-    }
-
     /// An abstract socket (`@name` in `$NOTIFY_SOCKET`: a leading NUL byte, no file).
     convenience init(abstract name: String) throws {
-        try self.init(bytes: [0] + Array(name.utf8), path: "@" + name)
+        try self.init(path: "@" + name)
     }
 
-    private init(bytes: [UInt8], path: String) throws {
+    init(path: String) throws {
         self.path = path
+        guard let address = UnixSocketAddress(path) else { throw SocketError(text: "socket path \(path)") }
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError(text: "socket: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
+        let bound = address.withSockaddr { bind(fd, $0, $1) }
         guard bound == 0 else {
             close(fd)
             throw SocketError(text: "bind \(path): errno \(errno)")

@@ -1,4 +1,5 @@
 import Foundation
+import LocalSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -19,17 +20,8 @@ public final class SeqPacketPeer: @unchecked Sendable {
         path = directory.appendingPathComponent("peer.sock").path
         listener = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw TestTimeout(description: "socket: \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: path.utf8)
-            raw[path.utf8.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        guard let address = UnixSocketAddress(path) else { throw TestTimeout(description: "socket path \(path)") }
+        let bound = address.withSockaddr { bind(listener, $0, $1) }
         guard bound == 0, listen(listener, 4) == 0 else { throw TestTimeout(description: "bind/listen: \(errno)") }
     }
 

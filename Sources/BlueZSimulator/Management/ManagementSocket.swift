@@ -1,4 +1,5 @@
 import EventLoop
+import LocalSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -74,15 +75,9 @@ final class ManagementSocket {
         self.loop = loop
         self.log = log
         self.receive = receive
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        guard !pathBytes.isEmpty, !pathBytes.contains(0),
-            pathBytes.count < MemoryLayout.size(ofValue: address.sun_path)
-        else {
+        guard !path.hasPrefix("@"), let address = UnixSocketAddress(path) else {
             throw ManagementSocketError(call: "bind \(path)", code: ENAMETOOLONG)
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: pathBytes) }
         var status = stat()
         if lstat(path, &status) == 0 {
             guard status.st_mode & S_IFMT == S_IFSOCK else {
@@ -93,11 +88,7 @@ final class ManagementSocket {
         let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         let fd = socket(AF_UNIX, type, 0)
         guard fd >= 0 else { throw ManagementSocketError(call: "socket", code: errno) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let bound = address.withSockaddr { bind(fd, $0, $1) }
         guard bound == 0 else {
             let code = errno
             Glibc.close(fd)

@@ -28,22 +28,11 @@ public struct SystemdNotifier: Sendable {
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return }
         defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        // An abstract socket ("@name") has a leading NUL byte instead of "@".
-        var pathBytes = Array(socketPath.utf8)
-        if pathBytes.first == UInt8(ascii: "@") { pathBytes[0] = 0 }
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard pathBytes.count < capacity else { return }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-        }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes.first == 0 ? 0 : 1))
-        var payload = Array(state.utf8)
-        _ = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddrPointer in
-                sendto(fd, &payload, payload.count, Int32(MSG_NOSIGNAL), sockaddrPointer, length)
-            }
+        // An abstract socket is written "@name" (UnixSocketAddress).
+        guard let address = UnixSocketAddress(socketPath) else { return }
+        let payload = Array(state.utf8)
+        _ = address.withSockaddr { sockaddr, length in
+            payload.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sockaddr, length) }
         }
     }
 }

@@ -302,7 +302,7 @@ enum ProxyBackendFuzz {
                 .notify(let address, _, _), .pair(let address):
                 guard model.isConnected(address) else { return answer() }
                 gatt(step, backend, model, answer)
-            case .unpair(let address), .clearCache(let address):
+            case .unpair, .clearCache:
                 gatt(step, backend, model, answer)
             case .drop, .value, .gatewayAdvertises, .advance: answer()
             }
