@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "Retry", "TestSupport", "FuzzTargets"]
+            dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "LocalSystem", "Retry", "TestSupport", "FuzzTargets"]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",

@@ -85,6 +85,9 @@ public actor KernelRadio: LoopIsolated {
     private var readdTimer: EventLoop.Token?
     /// Times the monitor was removed by someone else and added again.
     public private(set) var monitorReadds = 0
+    /// Where the monitor's controller and handle are written while the kernel holds it
+    /// (``keepMonitorRecord(at:)``), nil: nowhere.
+    private var monitorRecordPath: String?
     /// The pattern of gattway's monitor. The kernel needs one for the command; without
     /// controller offload (no MSFT extension) it ignores it and reports every advertisement,
     /// Flags or not (docs/bluez.md §7).
@@ -196,6 +199,7 @@ public actor KernelRadio: LoopIsolated {
             // bluetoothd removes every monitor of a controller it takes on (its start): add
             // ours again, after a pause so that a daemon doing it in a loop costs nothing.
             monitorHandle = nil
+            writeMonitorRecord()
             events?(event)
             scheduleReadd()
         default:
@@ -282,10 +286,44 @@ public actor KernelRadio: LoopIsolated {
         guard let handle = monitorHandle else { return }
         monitorHandle = nil
         _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))
+        writeMonitorRecord()
     }
 
     /// Whether the kernel holds this socket's monitor now.
     public var isHoldingPassiveScan: Bool { monitorHandle != nil }
+
+    /// Keeps the monitor's controller and handle in the file at `path` while the kernel holds
+    /// it, and first removes the monitor a previous process recorded there. The kernel keeps an
+    /// advertisement monitor until someone removes it, not until its socket closes: a process
+    /// killed before ``releasePassiveScan()`` (SIGKILL, a crash) would leave the controller
+    /// scanning passively for nobody until bluetoothd restarts. Errors are ignored (the monitor
+    /// may be gone already: bluetoothd removes every monitor when it starts).
+    public func keepMonitorRecord(at path: String) async {
+        monitorRecordPath = path
+        guard let text = LocalFile.readText(path) else { return }
+        let fields = text.split(whereSeparator: \.isWhitespace).compactMap { UInt16($0) }
+        // (Not ours: a monitor this radio added before this call may have the same handle.)
+        if fields.count == 2, fields[1] != 0, fields[0] != passiveController || fields[1] != monitorHandle {
+            staleMonitorsRemoved += 1
+            _ = try? await request(
+                ManagementCommand.removeAdvertisementMonitor(controller: fields[0], handle: fields[1]), timeout: 1)
+        }
+        // The record is this process's now: a monitor of ours held meanwhile is written again.
+        writeMonitorRecord()
+    }
+
+    /// Monitors a previous process left behind and this one removed (``keepMonitorRecord(at:)``).
+    public private(set) var staleMonitorsRemoved = 0
+
+    /// Writes (or, without a monitor, removes) the record of ``keepMonitorRecord(at:)``.
+    private func writeMonitorRecord() {
+        guard let path = monitorRecordPath else { return }
+        if let controller = passiveController, let handle = monitorHandle {
+            try? LocalFile.write("\(controller) \(handle)\n", to: path)
+        } else {
+            unlink(path)
+        }
+    }
 
     private func addMonitor() async throws {
         guard let controller = passiveController, monitorHandle == nil, !addingMonitor else { return }
@@ -297,6 +335,7 @@ public actor KernelRadio: LoopIsolated {
             try await request(command), command: ManagementCommand.Code.addAdvertisementPatternsMonitor)
         if passiveController == controller {
             monitorHandle = handle
+            writeMonitorRecord()
         } else {
             // Released (or moved) while the command was under way.
             _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))

@@ -3,6 +3,7 @@ import Bluetooth
 import BluetoothManagement
 import EventLoop
 import Foundation
+import LocalSystem
 import Synchronization
 import TestSupport
 import Testing
@@ -214,6 +215,50 @@ struct KernelRadioTests {
             await central.stopScan(token)
             await radio.close()
             await central.close()
+        }
+    }
+
+    @Test(
+        "a monitor a killed process left in the kernel is removed by the next one, through the record in the state directory"
+    )
+    func staleMonitorRemoved() async throws {
+        try await CentralHarness.run(Scenarios.sensors(), managementSocket: true) { harness in
+            let socket = try #require(harness.managementSocket)
+            let directory = try TemporaryDirectory.make(prefix: "monitor-record")
+            let record = directory.appendingPathComponent("adv-monitor").path
+            // A third client sees the monitors come and go, as any management socket does.
+            let seen = Mutex<[ManagementEvent]>([])
+            let observer = try await KernelRadio.open(.socket(path: socket), loop: harness.loop, deliver: { _ in }) {
+                event in seen.withLock { $0.append(event) }
+            }
+            _ = try await observer.version()
+            let first = try await KernelRadio.open(.socket(path: socket), loop: harness.loop) { _ in }
+            await first.keepMonitorRecord(at: record)
+            try await first.holdPassiveScan(controller: 0)
+            let handle = try #require(await first.monitorHandle)
+            #expect(LocalFile.readText(record) == "0 \(handle)\n")
+            // Killed: the socket closes without Remove Advertisement Monitor; the kernel keeps it.
+            await first.close()
+            let second = try await KernelRadio.open(.socket(path: socket), loop: harness.loop) { _ in }
+            await second.keepMonitorRecord(at: record)
+            #expect(await second.staleMonitorsRemoved == 1)
+            try await eventually("the stale monitor removed") {
+                seen.withLock {
+                    $0.contains {
+                        if case .advertisementMonitorRemoved(0, handle) = $0 { return true }
+                        return false
+                    }
+                }
+            }
+            #expect(!LocalFile.exists(record), "nothing held, nothing recorded")
+            // The next monitor is recorded again, and its release clears the record.
+            try await second.holdPassiveScan(controller: 0)
+            let next = try #require(await second.monitorHandle)
+            #expect(LocalFile.readText(record) == "0 \(next)\n")
+            await second.releasePassiveScan()
+            #expect(!LocalFile.exists(record))
+            await second.close()
+            await observer.close()
         }
     }
 }

@@ -72,6 +72,8 @@ public final class BlueZCentralService: Service {
             config.bluetooth.radio, adapter: config.bluetooth.adapter, endpoint: radioEndpoint, central: central,
             loop: loop, log: log)
         started.withLock { $0.radio = radio }
+        // A monitor a killed predecessor left in the kernel is removed, ours recorded (docs/bluez.md §7.1).
+        if let radio, let stateDirectory { await radio.keepMonitorRecord(at: stateDirectory + "/adv-monitor") }
         try Self.checkScanMode(config.bluetooth.scanMode, managementPath: radio != nil, log: log)
         let scanMode = ScanModeController(config: config, central: central, loop: loop, log: log)
         started.withLock { $0.scanMode = scanMode }
