@@ -278,6 +278,12 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
 
     private func connect(_ address: BluetoothAddress, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void)
     {
+        // A connect to a device already connected through the proxy is answered with its link,
+        // as ESPHome does ("already established"): a second connection would replace the first
+        // one's GATT handles and notifications under the client.
+        if let device = devices[address], device.connected, let gatt = device.gatt {
+            return loop.execute { done(.success(gatt.mtu)) }
+        }
         // Only a device the central knows, and not while an earlier attempt for it still runs:
         // with the server's slots this bounds the jobs a client can start however fast it
         // connects and disconnects (one disconnect per device at a time).

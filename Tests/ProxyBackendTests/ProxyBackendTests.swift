@@ -158,6 +158,25 @@ struct ProxyBackendTests {
         #expect(harness.proxyBLE.subscriptionCount == 0)
     }
 
+    @Test("a second connect of a connected device is answered with its link: no second connection, notifications kept")
+    func duplicateConnect() async throws {
+        let harness = try ProxyHarness(maxConnections: 2)
+        harness.proxyBLE.add(Self.a)
+        try await harness.start()
+        #expect(try await harness.connect(Self.a))
+        try await harness.notify(Self.a, handle: 0x0B)
+        #expect(try await harness.connect(Self.a))
+        #expect(harness.answers.all == ["connected 517", "notify 0", "connected 517"])
+        #expect(harness.proxyBLE.connects == [Self.a])
+        #expect(try await harness.sharedFreeSlots == 1)
+        harness.proxyBLE.notify(Self.a, 0x0B, [7])
+        await harness.loop.settle()
+        #expect(harness.server.notifications.map { "\($0.address) \($0.handle) \($0.data)" } == ["10 11 [7]"])
+        try await harness.disconnect(Self.a)
+        #expect(harness.proxyBLE.disconnects == [Self.a])
+        #expect(try await harness.sharedFreeSlots == 2)
+    }
+
     @Test(
         "clearing the cache forgets a device only the client holds (its end reported 0x16 after the answer), not the gateway's"
     )
