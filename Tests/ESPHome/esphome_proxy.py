@@ -59,6 +59,13 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      (the simulator), avahi-daemon (fake_avahi.py) and the broker stopped with SIGSTOP, then
      SIGTERM: exit 0 within 5 s (the Disconnects, Avahi's Free and the offline publish are cut
      short at the stop's deadline).
+ 14. the proxy on the management path (the simulator serves the kernel's management protocol,
+     gattway reads it through GATTWAY_MGMT_SOCKET; bluetooth.scan_mode passive): the scanner
+     state says PASSIVE, configured PASSIVE, and the forwarded advertisements are the passive
+     scan's (the simulated devices send their name only in the scan response: no name); SetMode
+     ACTIVE makes the radio active for real (mode ACTIVE, configured still PASSIVE; the reports
+     carry the name again), SetMode PASSIVE returns it (clients without scanner modes, as
+     aioesphomeapi 29.9.0: the state is not checked, the passive reports are).
 Prints 'N passed, N failed' at the end; exits 1 on any failure.
 """
 import asyncio
@@ -206,13 +213,14 @@ def log_text(log):
     return log.read()
 
 
-def run_gateway(path, config, log):
+def run_gateway(path, config, log, env=None):
     """Writes `config` to `path` (mode 0600: it holds the key) and starts `gattway run` with it,
-    its output going to `log`."""
+    its output going to `log` (`env`: more environment variables)."""
     with open(path, "w") as f:
         json.dump(config, f)
     os.chmod(path, 0o600)
-    return subprocess.Popen([GATTWAY, "run", "--config", path, "--log-level", "debug"], stderr=log, stdout=log)
+    return subprocess.Popen([GATTWAY, "run", "--config", path, "--log-level", "debug"], stderr=log, stdout=log,
+                            env=dict(os.environ, **(env or {})))
 
 
 def doctor(config_path):
@@ -618,6 +626,54 @@ async def wait_until(predicate, timeout):
     return predicate()
 
 
+async def run_scanner_modes(port):
+    """14. The scanner mode on the management path; returns nothing, records checks."""
+    client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-modes")
+    await client.connect(login=True)
+    states, names = [], []  # names: (time, the BTHome report's complete local name or None)
+
+    def on_advertisements(response):
+        for adv in response.advertisements:
+            if adv.address == mac_int(BTHOME):
+                names.append((time.monotonic(), dict(ad_structures(bytes(adv.data))).get(0x09)))
+
+    modes = BluetoothScannerState is not None and hasattr(client, "bluetooth_scanner_set_mode")
+    if modes:
+        client.subscribe_bluetooth_scanner_state(states.append)
+    client.subscribe_bluetooth_le_raw_advertisements(on_advertisements)
+
+    async def reports_since(start, count=3):
+        await wait_until(lambda: len([n for t, n in names if t > start]) >= count, 10)
+        return [n for t, n in names if t > start]
+
+    start = time.monotonic()
+    passive = await reports_since(start)
+    check("management path, scan_mode passive: BTHome's reports arrive without the scan response's name",
+          len(passive) >= 3 and all(n is None for n in passive), passive[:5])
+    if not modes:
+        print(f"note: aioesphomeapi {CLIENT_VERSION} has no scanner modes; SetMode not checked", flush=True)
+        await client.disconnect()
+        return
+    await wait_until(lambda: states, 5)
+    check("scanner state on the management path: running, mode PASSIVE, configured PASSIVE",
+          bool(states) and states[-1].state == BluetoothScannerState.RUNNING
+          and states[-1].mode == BluetoothScannerMode.PASSIVE
+          and states[-1].configured_mode == BluetoothScannerMode.PASSIVE, states)
+    for asked, name_expected in ((BluetoothScannerMode.ACTIVE, True), (BluetoothScannerMode.PASSIVE, False)):
+        client.bluetooth_scanner_set_mode(asked)
+        switched = await wait_until(lambda asked=asked: states and states[-1].mode == asked, 10)
+        check(f"SetMode {asked.name}: the scanner state says mode {asked.name}, configured PASSIVE",
+              switched and states[-1].configured_mode == BluetoothScannerMode.PASSIVE, states[-3:])
+        # Reports of the radio in the new mode: those after the state changed (one in flight may be older).
+        await asyncio.sleep(0.3)
+        after = await reports_since(time.monotonic())
+        check(f"SetMode {asked.name}: BTHome's reports " + ("carry" if name_expected else "lack")
+              + " the scan response's name, as the radio now scans " + asked.name.lower(),
+              len(after) >= 3 and all((n == b"BTHome TH") if name_expected else (n is None) for n in after),
+              after[:5])
+    await client.disconnect()
+
+
 async def run_frozen_stop(port, gateway, frozen):
     """13. Connects a client and a device through the proxy, freezes `frozen` (pids), sends SIGTERM;
     returns (set up, exit status, seconds from the signal to the exit)."""
@@ -938,6 +994,23 @@ def main():
         check("SIGTERM with bluetoothd, avahi-daemon and the broker frozen (SIGSTOP): exit 0 within 5 s",
               status == 0 and seconds <= 5 and "<5>stopped in " in text and "stopping took longer" not in text,
               (status, round(seconds, 2), text[-1500:]))
+        # 14. The proxy on the management path, its scanner mode switched for real.
+        mgmt_socket = os.environ.get("SIMULATOR_MGMT_SOCKET", "")
+        check("the simulator serves the management protocol (run.sh sets WITH_MGMT_SOCKET)",
+              mgmt_socket and os.path.exists(mgmt_socket), mgmt_socket)
+        modes_port = free_port()
+        modes_config = dict(config, bluetooth={"radio": "mgmt", "scan_mode": "passive"})
+        modes_config["mqtt"] = dict(config["mqtt"], base_topic="esphomemodes")
+        modes_config["bluetooth_proxy"] = dict(config["bluetooth_proxy"], listen=f"127.0.0.1:{modes_port}",
+                                               name="esphome-modes")
+        modes_log = open(f"{work}/gattway-modes.log", "w+")
+        gateway = run_gateway(f"{work}/modes.json", modes_config, modes_log, {"GATTWAY_MGMT_SOCKET": mgmt_socket})
+        check("management path: gattway reads the served socket",
+              wait_for(lambda: "ESPHome API on" in log_text(modes_log), 30)
+              and f"radio: the management socket at {mgmt_socket}" in log_text(modes_log), log_text(modes_log)[-1500:])
+        asyncio.run(run_scanner_modes(modes_port))
+        gateway.send_signal(signal.SIGTERM)
+        check("management path: SIGTERM: exit 0", gateway.wait(timeout=10) == 0, log_text(modes_log)[-1500:])
         # bleak-esphome trusts the allocated list only when it adds up (Home Assistant's recovery
         # of lost disconnects depends on it).
         inconsistent = [r for r in SLOT_REPORTS if len(r[2]) != r[1] - r[0]]

@@ -5,4 +5,5 @@
 # services for connections through the proxy). Usage: run.sh GATTWAY PYTHON
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
-"$HERE/../Scripts/with-simulator.sh" "$1" "$HERE/scenario.json" "$2" "$HERE/esphome_proxy.py" "$1"
+# The simulator serves the management protocol too, for the proxy on the management path (14.).
+WITH_MGMT_SOCKET=1 "$HERE/../Scripts/with-simulator.sh" "$1" "$HERE/scenario.json" "$2" "$HERE/esphome_proxy.py" "$1"

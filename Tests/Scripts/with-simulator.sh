@@ -32,7 +32,12 @@ dbus-daemon --config-file="$DIR/bus.conf" --nofork --nopidfile --print-address >
 DAEMON=$!
 for _ in $(seq 100); do [ -s "$DIR/address" ] && break; sleep 0.05; done
 ADDRESS=$(head -n1 "$DIR/address")
-"$GATTWAY" simulate --scenario "$SCENARIO" --bus-address "$ADDRESS" --quiet > "$DIR/sim.out" 2>&1 &
+# With WITH_MGMT_SOCKET set, the simulator also serves the kernel's management protocol there, for
+# gattway runs started with GATTWAY_MGMT_SOCKET (its path is passed on as SIMULATOR_MGMT_SOCKET).
+MGMT=""
+if [ -n "${WITH_MGMT_SOCKET:-}" ]; then MGMT="$DIR/mgmt.sock"; fi
+"$GATTWAY" simulate --scenario "$SCENARIO" --bus-address "$ADDRESS" ${MGMT:+--mgmt-socket "$MGMT"} --quiet \
+    > "$DIR/sim.out" 2>&1 &
 SIM=$!
 for _ in $(seq 200); do grep -q "org.bluez is" "$DIR/sim.out" 2>/dev/null && break; sleep 0.05; done
-BLUEZ_SIMULATOR_PID=$SIM DBUS_SYSTEM_BUS_ADDRESS=$ADDRESS "$@"
+BLUEZ_SIMULATOR_PID=$SIM SIMULATOR_MGMT_SOCKET=$MGMT DBUS_SYSTEM_BUS_ADDRESS=$ADDRESS "$@"
