@@ -168,6 +168,7 @@ struct KernelRadioTests {
             await central.close()
         }
     }
+
     @Test(
         "a kernel report without a name takes BlueZ's name of the device, and one BlueZ learns later once it knows the device"
     )
