@@ -177,8 +177,9 @@ extension CentralManager {
     /// applied as changes: scans report what devices advertise now, not what they advertised
     /// when the kernel's path began.
     func refreshAllDevices() async {
-        guard let reply = try? await callBlueZ(
-            .root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", timeout: .seconds(25)),
+        guard
+            let reply = try? await callBlueZ(
+                .root, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", timeout: .seconds(25)),
             let objects = reply.first
         else { return }
         for entry in objects.entries ?? [] {
@@ -186,7 +187,8 @@ extension CentralManager {
                 let properties = entry.value.entries?.first(where: { $0.key.string == BlueZObjectTree.device })?.value
             else { continue }
             // Reported to scans only while seen (with an RSSI), as reportKnownDevices does.
-            applyRefreshed(path, properties, advertised: properties.entries?.contains { $0.key.string == "RSSI" } == true)
+            applyRefreshed(
+                path, properties, advertised: properties.entries?.contains { $0.key.string == "RSSI" } == true)
         }
         evaluateWaiters()
     }

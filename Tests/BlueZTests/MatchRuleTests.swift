@@ -151,7 +151,9 @@ struct MatchRuleTests {
             seen.withLock { $0.removeAll() }
             try await eventually("D-Bus reports of the battery sensor") {
                 seen.withLock {
-                    $0.contains { $0.kernelReport == nil && $0.peripheral.address == Scenarios.battery && $0.rssi != nil }
+                    $0.contains {
+                        $0.kernelReport == nil && $0.peripheral.address == Scenarios.battery && $0.rssi != nil
+                    }
                 }
             }
             await central.stopScan(scan)
