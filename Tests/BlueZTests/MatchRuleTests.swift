@@ -70,6 +70,34 @@ struct MatchRuleTests {
         return (central, radio)
     }
 
+    /// The results of a scan that keeps duplicates, as they came.
+    final class ScanLog: Sendable {
+        let results = Mutex<[ScanResult]>([])
+        /// Whether a result so far passes `check`.
+        func contains(where check: (ScanResult) -> Bool) -> Bool { results.withLock { $0.contains(where: check) } }
+        func clear() { results.withLock { $0.removeAll() } }
+    }
+
+    /// Starts a scan (duplicates kept) on `central` whose results go to the returned log.
+    static func scanLog(_ central: CentralManager) async throws -> (ScanLog, ScanToken) {
+        let log = ScanLog()
+        let token = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
+            log.results.withLock { $0.append(result) }
+        }
+        return (log, token)
+    }
+
+    /// Runs `body` with a ``kernelCentral(_:configure:)``, then closes both.
+    static func onKernelPath(
+        _ harness: CentralHarness, configure: (inout CentralOptions) -> Void = { _ in },
+        _ body: (CentralManager) async throws -> Void
+    ) async throws {
+        let (central, radio) = try await kernelCentral(harness, configure: configure)
+        try await body(central)
+        await radio.close()
+        await central.close()
+    }
+
     @Test(
         "on the kernel's path the bus sends no Device1 advertisement signals; connect, notifications by PropertiesChanged, a write and a read still work; the device's rule goes with its link"
     )
@@ -78,10 +106,7 @@ struct MatchRuleTests {
             let central = try await harness.central { $0.preferAcquireNotify = false }
             try await central.waitUntilPoweredOn(timeout: .seconds(10))
             // The D-Bus path first, as the contrast: every advertising device's changes arrive.
-            let seen = Mutex<[ScanResult]>([])
-            let scan = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
-                seen.withLock { $0.append(result) }
-            }
+            let (seen, scan) = try await Self.scanLog(central)
             try await Self.expectBusRules(harness, [Self.everything], "the D-Bus path's one rule")
             let before = await central.deviceSignalsHandled
             try await eventually("Device1 signals on the D-Bus path") {
@@ -95,9 +120,9 @@ struct MatchRuleTests {
             }
             await central.setReportSource(.kernel, radio: radio)
             try await Self.expectBusRules(harness, [Self.objectManager, Self.adapters], "the kernel path's rules")
-            seen.withLock { $0.removeAll() }
+            seen.clear()
             try await eventually("kernel reports of the battery sensor") {
-                seen.withLock { $0.contains { $0.kernelReport != nil && $0.peripheral.address == Scenarios.battery } }
+                seen.contains { $0.kernelReport != nil && $0.peripheral.address == Scenarios.battery }
             }
             // While the simulator's devices advertise every 20 ms, with discovery on.
             let quiet = await central.deviceSignalsHandled
@@ -139,26 +164,20 @@ struct MatchRuleTests {
     )
     func fallbackToDBus() async throws {
         try await CentralHarness.run(Scenarios.sensors(), managementSocket: true) { harness in
-            let (central, radio) = try await Self.kernelCentral(harness)
-            let seen = Mutex<[ScanResult]>([])
-            let scan = try await central.scan(ScanOptions(allowDuplicates: true)) { result in
-                seen.withLock { $0.append(result) }
-            }
-            try await Self.expectBusRules(harness, [Self.objectManager, Self.adapters], "the kernel path's rules")
-            try await eventually("kernel reports") { seen.withLock { $0.contains { $0.kernelReport != nil } } }
-            await central.setReportSource(.bluez)
-            try await Self.expectBusRules(harness, [Self.everything], "the broad rule back")
-            seen.withLock { $0.removeAll() }
-            try await eventually("D-Bus reports of the battery sensor") {
-                seen.withLock {
-                    $0.contains {
+            try await Self.onKernelPath(harness) { central in
+                let (seen, scan) = try await Self.scanLog(central)
+                try await Self.expectBusRules(harness, [Self.objectManager, Self.adapters], "the kernel path's rules")
+                try await eventually("kernel reports") { seen.contains { $0.kernelReport != nil } }
+                await central.setReportSource(.bluez)
+                try await Self.expectBusRules(harness, [Self.everything], "the broad rule back")
+                seen.clear()
+                try await eventually("D-Bus reports of the battery sensor") {
+                    seen.contains {
                         $0.kernelReport == nil && $0.peripheral.address == Scenarios.battery && $0.rssi != nil
                     }
                 }
+                await central.stopScan(scan)
             }
-            await central.stopScan(scan)
-            await radio.close()
-            await central.close()
         }
     }
 
@@ -170,54 +189,27 @@ struct MatchRuleTests {
             let first = try await harness.central()
             let (peripheral, _) = try await first.connectBattery(autoReconnect: false)
             await first.close()  // BlueZ keeps the link
-            let (central, radio) = try await Self.kernelCentral(harness) { $0.preferAcquireNotify = false }
-            try await Self.expectBusRules(
-                harness, [Self.objectManager, Self.adapters, Self.battery], "the adopted device's rule")
-            let events = await central.connectionEvents()
-            let services = try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
-            let service = try #require(services.first)
-            let level = try #require(try await central.discoverCharacteristics(for: service).first)
-            let values = try await central.notifications(for: level)
-            _ = try await collect(values, count: 2, "notifications of the adopted link")
-            try await harness.sim.setPowered(adapter: "hci0", false)
-            _ = try await TestSupport.first(events, "disconnected") {
-                if case .disconnected = $0 { return true } else { return false }
+            try await Self.onKernelPath(harness, configure: { $0.preferAcquireNotify = false }) { central in
+                try await Self.expectBusRules(
+                    harness, [Self.objectManager, Self.adapters, Self.battery], "the adopted device's rule")
+                let events = await central.connectionEvents()
+                let services = try await central.discoverServices([BluetoothUUID(0x180F)], for: peripheral)
+                let service = try #require(services.first)
+                let level = try #require(try await central.discoverCharacteristics(for: service).first)
+                let values = try await central.notifications(for: level)
+                _ = try await collect(values, count: 2, "notifications of the adopted link")
+                try await harness.sim.setPowered(adapter: "hci0", false)
+                _ = try await TestSupport.first(events, "disconnected") {
+                    if case .disconnected = $0 { return true } else { return false }
+                }
+                // The adapter's Powered=false came (its rule).
+                try await eventually("poweredOff") { await central.state == .poweredOff }
+                try await harness.sim.setPowered(adapter: "hci0", true)
+                _ = try await TestSupport.first(events, "reconnected after power-on") { $0 == .connected(peripheral) }
+                try await Self.expectBusRules(
+                    harness, [Self.objectManager, Self.adapters, Self.battery],
+                    "the device's rule after the power cycle")
             }
-            // The adapter's Powered=false came (its rule).
-            try await eventually("poweredOff") { await central.state == .poweredOff }
-            try await harness.sim.setPowered(adapter: "hci0", true)
-            _ = try await TestSupport.first(events, "reconnected after power-on") { $0 == .connected(peripheral) }
-            try await Self.expectBusRules(
-                harness, [Self.objectManager, Self.adapters, Self.battery], "the device's rule after the power cycle")
-            await radio.close()
-            await central.close()
-        }
-    }
-
-    @Test(
-        "on the kernel's path a bluetoothd restart: the link and its notifications (Value signals) come back, under the device's rule"
-    )
-    func daemonRestart() async throws {
-        try await CentralHarness.run(Scenarios.sensors(), managementSocket: true) { harness in
-            let (central, radio) = try await Self.kernelCentral(harness) { $0.preferAcquireNotify = false }
-            let states = await central.stateUpdates()
-            let events = await central.connectionEvents()
-            let (peripheral, chars) = try await central.connectBattery()
-            let scan = try await central.scan(ScanOptions(services: [BluetoothUUID(0x180F)], allowDuplicates: true))
-            let values = try await central.notifications(for: try #require(chars[BluetoothUUID(0x2A19)]))
-            _ = try await collect(values, count: 2, "notifications before the crash")
-            try await harness.sim.crash(restartAfter: 0.3)
-            _ = try await TestSupport.first(states, "resetting") { $0 == .resetting }
-            _ = try await TestSupport.first(states, "poweredOn after the restart") { $0 == .poweredOn }
-            _ = try await TestSupport.first(events, "reconnected") { $0 == .connected(peripheral) }
-            _ = try await TestSupport.first(scan, "the battery sensor reported again") {
-                $0.peripheral.address == Scenarios.battery
-            }
-            _ = try await collect(values, count: 3, "notifications after the restart")
-            try await Self.expectBusRules(
-                harness, [Self.objectManager, Self.adapters, Self.battery], "the device's rule after the restart")
-            await radio.close()
-            await central.close()
         }
     }
 }
