@@ -11,9 +11,10 @@ import FIFOQueue
 ///
 /// What it does on the bus (docs/bluez.md §6): one `GetManagedObjects` at start and after each
 /// bluetoothd restart, then only the signals of `org.bluez` (`InterfacesAdded`/`InterfacesRemoved`
-/// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one match rule so their order is
-/// kept) — never polling. GATT
-/// operations are serialised per device (BlueZ answers `InProgress` to concurrent ones).
+/// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one handler so their order is
+/// kept; which of them the bus sends depends on where the reports come from, ``reports``:
+/// BlueZMatchRules.swift) — never polling. GATT operations are serialised per device (BlueZ
+/// answers `InProgress` to concurrent ones).
 ///
 /// Recovery: when bluetoothd leaves the bus the state goes `.resetting`; when it returns the
 /// objects are re-read, discovery re-armed, wanted connections re-established and notification
