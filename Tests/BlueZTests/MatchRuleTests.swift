@@ -154,8 +154,8 @@ struct MatchRuleTests {
             }
             try await Self.expectBusRules(harness, [Self.objectManager, Self.adapters], "the device's rule removed")
             await central.stopScan(scan)
+            await central.close()  // (the rules go with the connection; the radio is closed after it)
             await radio.close()
-            await central.close()
         }
     }
 
