@@ -229,9 +229,10 @@ lint:
 # (also a phase of gateway, `BENCH_PHASES=realistic`); `BENCH_GATTWAY_BASELINE=PATH` measures
 # another gattway binary there too (before/after in one run). strace counts system calls.
 # `SUITES=radio` (also part of the full run) boots the real-BlueZ VM once (Tests/RealBlueZ, built
-# on first use) and measures both advertisement paths, bluetooth.radio dbus and mgmt, at 100 and
-# 1,000 reports/s from the virtual radio: delivery, CPU per report of gattway, bluetoothd and
-# dbus-daemon, report-to-MQTT latency (about 7 minutes; BENCH_RADIO_RATES, BENCH_RADIO_SECONDS).
+# on first use) and measures both advertisement paths, bluetooth.radio dbus and mgmt (active, then
+# mgmt passive too), at 100 and 1,000 reports/s from the virtual radio: delivery, CPU per report
+# of gattway, bluetoothd and dbus-daemon, report-to-MQTT latency (about 9 minutes;
+# BENCH_RADIO_RATES, BENCH_RADIO_SECONDS).
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps

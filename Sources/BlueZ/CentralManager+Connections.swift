@@ -44,6 +44,7 @@ extension CentralManager {
                 scheduleReconnect(address, after: failure)
             } else if links[address]?.connected != true {
                 links.removeValue(forKey: address)
+                scheduleMatchRuleUpdate()
             }
             throw failure
         }
@@ -64,6 +65,9 @@ extension CentralManager {
             }
             return .success(path)
         }
+        // On the kernel's path the device's signals reach the central only once its rule is on the
+        // bus (BlueZMatchRules.swift): before Connect, and its properties read again after it.
+        await updateMatchRules()
         if tree.device(path)?.isConnected == true { return }
         let remaining = timeout - (ContinuousClock.now - start)
         let timesUpBefore = links[address]?.timesUp ?? 0
@@ -116,6 +120,8 @@ extension CentralManager {
     public func disconnect(_ peripheral: Peripheral) async throws {
         let address = peripheral.address
         let operation = "disconnect \(address)"
+        // Its rule goes once the link is down (the wait below needs Connected=false).
+        defer { scheduleMatchRuleUpdate() }
         if let link = links.removeValue(forKey: address), let timer = link.retryTimer { loop.cancelTimer(timer) }
         for (key, subscription) in subscriptions where key.peripheral == address {
             subscriptions.removeValue(forKey: key)
@@ -193,6 +199,8 @@ extension CentralManager {
 
     func emit(_ event: ConnectionEvent) {
         for sink in connectionContinuations.values { sink.deliver(event) }
+        // A link that came up or went down may change which devices are watched.
+        scheduleMatchRuleUpdate()
     }
 
     /// bluetoothd says `Connected` is true but did not signal it (see ``establish(_:timeout:)``):

@@ -125,6 +125,7 @@ extension CentralManager {
             self.loop.execute { self.assumeIsolated { $0.consumerEnded(subscribed, id) } }
         }
         saveState()
+        await updateMatchRules()  // its Value signals (StartNotify) on the kernel's path
         if !subscription.isActiveOrActivating, isResolved(key.peripheral) {
             do {
                 try await activate(key)
@@ -240,6 +241,7 @@ extension CentralManager {
 
     func subscriptionFailed(_ key: Characteristic, _ error: CentralError) {
         guard let subscription = subscriptions.removeValue(forKey: key) else { return }
+        scheduleMatchRuleUpdate()
         if let path = subscription.path { subscriptionPaths.removeValue(forKey: path) }
         subscription.finish(throwing: error)
         saveState()
@@ -256,6 +258,7 @@ extension CentralManager {
         subscriptions.removeValue(forKey: key)
         stopNotifying(subscription)
         saveState()
+        scheduleMatchRuleUpdate()
     }
 
     /// Ends the subscription in BlueZ (StopNotify or closing the socket).

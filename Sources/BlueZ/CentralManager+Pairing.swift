@@ -39,11 +39,14 @@ extension CentralManager {
             throw CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know the device")
         }
         do {
-            // A pairing cancelled: BlueZ answers the Pair with AuthenticationCanceled.
-            try await callDevice(
-                path, "Pair", within: timeout, cancel: "CancelPairing",
-                timeout: CentralError(
-                    .connectionTimeout, operation: operation, message: "pairing did not finish within \(timeout)"))
+            // A pairing cancelled: BlueZ answers the Pair with AuthenticationCanceled. The device
+            // is watched meanwhile (a link Pair brings up is seen, and stays watched while up).
+            try await whileWatched(address) {
+                try await callDevice(
+                    path, "Pair", within: timeout, cancel: "CancelPairing",
+                    timeout: CentralError(
+                        .connectionTimeout, operation: operation, message: "pairing did not finish within \(timeout)"))
+            }
         } catch {
             let failure = CentralError.wrap(error, operation: operation)
             if failure.bluezName == "org.bluez.Error.AlreadyExists" { return }

@@ -445,7 +445,9 @@ extension CentralManager {
         }
         passiveScanner = scanner
         armDiscovery()
-        if source == .bluez { reportKnownDevices(to: Array(scans.keys)) }
+        // The bus's rules follow (BlueZMatchRules.swift); back on D-Bus every device is read
+        // again once they are in, and what is seen now reported to the scans.
+        scheduleMatchRuleUpdate()
     }
 
     /// `N` of an adapter path `/org/bluez/hciN`.

@@ -11,9 +11,10 @@ import FIFOQueue
 ///
 /// What it does on the bus (docs/bluez.md §6): one `GetManagedObjects` at start and after each
 /// bluetoothd restart, then only the signals of `org.bluez` (`InterfacesAdded`/`InterfacesRemoved`
-/// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one match rule so their order is
-/// kept) — never polling. GATT
-/// operations are serialised per device (BlueZ answers `InProgress` to concurrent ones).
+/// from `/`, `PropertiesChanged` from `/org/bluez/…`, through one handler so their order is
+/// kept; which of them the bus sends depends on where the reports come from, ``reports``:
+/// BlueZMatchRules.swift) — never polling. GATT operations are serialised per device (BlueZ
+/// answers `InProgress` to concurrent ones).
 ///
 /// Recovery: when bluetoothd leaves the bus the state goes `.resetting`; when it returns the
 /// objects are re-read, discovery re-armed, wanted connections re-established and notification
@@ -53,6 +54,11 @@ public actor CentralManager: BlueZManager {
     var signalTasks: [Task<Void, Never>] = []
     /// bluetoothd's signals, handled as they are dispatched.
     var bluezSignals: DBusSignalHandler?
+    /// Which of them the bus sends (BlueZMatchRules.swift).
+    var matchRules = BlueZMatchRules()
+    /// `Device1` property changes handled since the start (signals, not refreshes): for tests of
+    /// what the bus sends on each path.
+    package private(set) var deviceSignalsHandled = 0
     /// Where state changes go: ``stateUpdates()`` streams and ``stateUpdates(handler:)`` handlers.
     var stateContinuations: [Int: EventSink<CentralState>] = [:]
     /// The adapter's condition as last told (``conditionUpdates(handler:)``).
@@ -118,18 +124,23 @@ public actor CentralManager: BlueZManager {
     }
 
     func subscribe() async throws {
-        // One rule for every signal of bluetoothd (InterfacesAdded/Removed from `/`, PropertiesChanged
-        // from `/org/bluez/…` — it emits nothing else we could receive), so they are handled in the
-        // order BlueZ sent them (which is not always the order it meant: a ServicesResolved may
-        // overtake the GATT objects it announces, see CentralManager+Resolution.swift).
+        // One handler for every signal of bluetoothd (InterfacesAdded/Removed from `/`,
+        // PropertiesChanged from `/org/bluez/…` — it emits nothing else we could receive), so they
+        // are handled in the order BlueZ sent them (which is not always the order it meant: a
+        // ServicesResolved may overtake the GATT objects it announces, see
+        // CentralManager+Resolution.swift). Which of them the bus sends is chosen apart
+        // (BlueZMatchRules.swift): all on the D-Bus path, on the kernel's only those the central
+        // needs besides the advertisement reports.
         // Handled on the loop as they are dispatched, in order with the replies to our calls (a
         // task iterating a stream could run after a later reply: on a loaded machine the `Value`
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
-        bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) {
+        bluezSignals = try await connection.handleSignals(matching: BlueZMatchRules.everything, onBus: false) {
             [weak self] message in
             self?.assumeLoopIsolated { $0.handleSignal(message) }
         }
+        await updateMatchRules()
+        if let error = matchRules.lastError { throw error }
         loadStateFile()
     }
 
@@ -321,6 +332,7 @@ public actor CentralManager: BlueZManager {
         forgetVanishedDevices()
         chooseAdapter()
         adoptConnections()
+        scheduleMatchRuleUpdate()  // adopted links and the adapter's devices watched again
         updateStateFromAdapter()
         // Subscriptions on devices already connected and resolved are renewed now.
         for path in adapterPath.map({ tree.paths(with: BlueZObjectTree.device, below: $0) }) ?? [] {
@@ -389,7 +401,7 @@ public actor CentralManager: BlueZManager {
         guard message.arguments.count == 3, let path = message.path,
             let interface = message.arguments[0].string
         else { return }
-        var changed = PropertyChanges(message.arguments[1])
+        let changed = PropertyChanges(message.arguments[1])
         let invalidated = message.arguments[2].strings ?? []
         switch interface {
         case BlueZObjectTree.adapter:
@@ -398,34 +410,8 @@ public actor CentralManager: BlueZManager {
                 updateStateFromAdapter()
             }
         case BlueZObjectTree.device:
-            let key = tree.devices.key(path)  // once for the lookups below
-            // (No DeviceObject is held over the change below: it would make the change copy it.)
-            let (wasConnected, wasResolved) =
-                tree.device(key).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
-            // Each looked up once (an advertisement report carries neither).
-            let servicesResolved = changed["ServicesResolved"]?.bool
-            let connectedValue = changed["Connected"]
-            var connected = connectedValue?.bool
-            // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
-            // before the kernel's Device Connected event it logs "Device … is already connected"
-            // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
-            if servicesResolved == true, !wasConnected, connectedValue == nil {
-                changed["Connected"] = .boolean(true)
-                connected = true
-            }
-            // The GATT objects a ServicesResolved=true announces may still be on their way: it is
-            // applied once they are known (CentralManager+Resolution.swift).
-            let resolving = servicesResolved == true && !wasResolved && isOurDevice(path)
-            if resolving { changed.removeValue(forKey: "ServicesResolved") }
-            if servicesResolved == false || connected == false { cancelServicesResolved(path) }
-            guard tree.changeDevice(key, changed: changed, invalidated: invalidated), isOurDevice(path) else { return }
-            if let connected, connected != wasConnected, let peripheral = peripheral(at: path) {
-                if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
-            }
-            if resolving { confirmServicesResolved(path) }
-            if changed.contains(anyOf: Self.advertisementKeys) {
-                deviceAdvertised(path, key: key)
-            }
+            deviceSignalsHandled &+= 1
+            guard deviceChanged(path, changed: changed, invalidated: invalidated) else { return }
         case BlueZObjectTree.characteristic:
             tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
             if let value = changed["Value"]?.bytes { valueChanged(path, value) }
@@ -433,6 +419,47 @@ public actor CentralManager: BlueZManager {
             tree.change(path, interface: interface, changed: changed, invalidated: invalidated)
         }
         evaluateWaiters()
+    }
+
+    /// A `PropertiesChanged` of `Device1` (or a refresh read as one: BlueZMatchRules.swift);
+    /// `advertised` false keeps a refresh's advertisement properties from being reported to scans.
+    /// False when the device is unknown or not the adapter's.
+    @discardableResult
+    func deviceChanged(
+        _ path: DBusObjectPath, changed: PropertyChanges, invalidated: [String], advertised: Bool = true
+    ) -> Bool {
+        var changed = changed
+        let key = tree.devices.key(path)  // once for the lookups below
+        // (No DeviceObject is held over the change below: it would make the change copy it.)
+        let (wasConnected, wasResolved) =
+            tree.device(key).map { ($0.isConnected, $0.servicesResolved) } ?? (false, false)
+        // Each looked up once (an advertisement report carries neither).
+        let servicesResolved = changed["ServicesResolved"]?.bool
+        let connectedValue = changed["Connected"]
+        var connected = connectedValue?.bool
+        // bluetoothd 5.66 sometimes never signals Connected=true: when the ATT socket comes up
+        // before the kernel's Device Connected event it logs "Device … is already connected"
+        // and skips the signal (seen in the real-BlueZ VM). ServicesResolved=true implies it.
+        if servicesResolved == true, !wasConnected, connectedValue == nil {
+            changed["Connected"] = .boolean(true)
+            connected = true
+        }
+        // The GATT objects a ServicesResolved=true announces may still be on their way: it is
+        // applied once they are known (CentralManager+Resolution.swift).
+        let resolving = servicesResolved == true && !wasResolved && isOurDevice(path)
+        if resolving { changed.removeValue(forKey: "ServicesResolved") }
+        if servicesResolved == false || connected == false { cancelServicesResolved(path) }
+        guard tree.changeDevice(key, changed: changed, invalidated: invalidated), isOurDevice(path) else {
+            return false
+        }
+        if let connected, connected != wasConnected, let peripheral = peripheral(at: path) {
+            if connected { linkCameUp(peripheral) } else { linkWentDown(peripheral, reason: nil) }
+        }
+        if resolving { confirmServicesResolved(path) }
+        if advertised, changed.contains(anyOf: Self.advertisementKeys) {
+            deviceAdvertised(path, key: key)
+        }
+        return true
     }
 
     static let advertisementKeys = ["RSSI", "ManufacturerData", "ServiceData", "Name", "UUIDs", "TxPower"]

@@ -32,29 +32,56 @@ extension DBusConnection {
     ///
     /// The rule is added to the bus before this returns; ``DBusSignalHandler/cancel()`` removes it.
     /// - Throws: ``DBusError`` from `AddMatch`, or `Disconnected`.
+    ///
+    /// With `onBus` false the rule is only applied here, to what the bus delivers for the rules
+    /// added with ``addMatch(_:)``: one handler, in the order the signals came, while the caller
+    /// chooses which of them the bus sends at all (a signal matching several bus rules is still
+    /// delivered once).
     public func handleSignals(
-        matching rule: DBusMatchRule, _ handler: @escaping @Sendable (DBusMessage) -> Void
+        matching rule: DBusMatchRule, onBus: Bool = true, _ handler: @escaping @Sendable (DBusMessage) -> Void
     ) async throws -> DBusSignalHandler {
         let registration = DBusSignalHandler()
-        try await subscribe(rule, deliver: handler, finish: {}, setTermination: { registration.setCancel($0) })
+        try await subscribe(
+            rule, onBus: onBus, deliver: handler, finish: {}, setTermination: { registration.setCancel($0) })
         return registration
+    }
+
+    /// Asks the bus to send this connection the signals `rule` matches (`AddMatch`), without a
+    /// handler of its own: they go to the handlers whose rules match them here (a handler of
+    /// ``handleSignals(matching:onBus:_:)`` with `onBus` false). Each call adds the rule once
+    /// more; ``removeMatch(_:)`` removes one.
+    /// - Throws: ``DBusError`` from `AddMatch` (e.g. `LimitsExceeded`), or `Disconnected`.
+    public func addMatch(_ rule: DBusMatchRule) async throws {
+        try rule.validate()
+        guard raw != nil else { throw DBusError(.disconnected, "the connection is closed") }
+        _ = try await callBus("AddMatch", [.string(rule.description)])
+    }
+
+    /// Removes a rule ``addMatch(_:)`` added (`RemoveMatch`, not awaited: the bus applies it
+    /// before anything this connection sends after it).
+    public func removeMatch(_ rule: DBusMatchRule) {
+        guard raw != nil else { return }
+        try? send(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            method: "RemoveMatch", arguments: [.string(rule.description)])
     }
 
     /// Registers a subscription, adds its rule to the bus, and arranges removal when the
     /// consumer's stream terminates.
     func subscribe(
-        _ rule: DBusMatchRule, deliver: @escaping (DBusMessage) -> Void, finish: @escaping () -> Void,
-        setTermination: (@escaping @Sendable () -> Void) -> Void
+        _ rule: DBusMatchRule, onBus: Bool = true, deliver: @escaping (DBusMessage) -> Void,
+        finish: @escaping () -> Void, setTermination: (@escaping @Sendable () -> Void) -> Void
     ) async throws {
         try rule.validate()
         guard raw != nil else { throw DBusError(.disconnected, "the connection is closed") }
         if let name = rule.sender, rule.hasWellKnownSender { try await trackOwner(of: name) }
         let id = allocateID()
-        subscriptions[id] = SignalSubscription(rule: rule, deliver: deliver, finish: finish)
+        subscriptions[id] = SignalSubscription(rule: rule, onBus: onBus, deliver: deliver, finish: finish)
         let loop = self.loop
         setTermination { [self] in
             loop.execute { self.assumeIsolated { $0.unsubscribe(id: id) } }
         }
+        guard onBus else { return }
         do {
             _ = try await callBus("AddMatch", [.string(rule.description)])
         } catch {
@@ -111,6 +138,7 @@ extension DBusConnection {
     private func unsubscribe(id: UInt64) {
         guard let subscription = subscriptions.removeValue(forKey: id), raw != nil else { return }
         if let name = subscription.trackedSender { untrackOwner(of: name) }
+        guard subscription.onBus else { return }
         try? send(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             method: "RemoveMatch", arguments: [.string(subscription.rule.description)])

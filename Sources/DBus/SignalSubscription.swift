@@ -9,13 +9,19 @@ final class SignalSubscription {
     /// The rule's sender when it is a well-known name whose owner the connection tracks
     /// (``DBusMatchRule/hasWellKnownSender``), worked out once here rather than per signal.
     let trackedSender: String?
+    /// Whether the rule was added to the bus (else it only filters what other rules bring).
+    let onBus: Bool
     /// Hands a matching message to the stream (e.g. `AsyncStream.Continuation.yield`).
     let deliver: (DBusMessage) -> Void
     /// Ends the stream (connection closed).
     let finish: () -> Void
 
-    init(rule: DBusMatchRule, deliver: @escaping (DBusMessage) -> Void, finish: @escaping () -> Void) {
+    init(
+        rule: DBusMatchRule, onBus: Bool = true, deliver: @escaping (DBusMessage) -> Void,
+        finish: @escaping () -> Void
+    ) {
         self.rule = rule
+        self.onBus = onBus
         self.trackedSender = rule.hasWellKnownSender ? rule.sender : nil
         self.deliver = deliver
         self.finish = finish

@@ -78,11 +78,14 @@ struct RecoveryTests {
     }
 
     @Test(
-        "bluetoothd exits and restarts: resetting, then objects re-read, discovery re-armed, connection and subscription restored"
-    )
-    func daemonRestart() async throws {
-        try await CentralHarness.run(Scenarios.sensors()) { harness in
-            let central = try await harness.central()
+        "bluetoothd exits and restarts: resetting, then objects re-read, discovery re-armed, connection and subscription restored (on the kernel's path too: under the device's match rule, values as Value signals)",
+        arguments: [false, true])
+    func daemonRestart(kernel: Bool) async throws {
+        try await CentralHarness.run(Scenarios.sensors(), managementSocket: kernel) { harness in
+            let (central, radio) =
+                kernel
+                ? try await MatchRuleTests.kernelCentral(harness) { $0.preferAcquireNotify = false }
+                : (try await harness.central(), nil)
             let states = await central.stateUpdates()
             let events = await central.connectionEvents()
             let (peripheral, chars) = try await central.connectBattery()
@@ -101,6 +104,12 @@ struct RecoveryTests {
             }
             _ = try await first(events, "reconnected") { $0 == .connected(peripheral) }
             _ = try await collect(values, count: 3, "notifications after the restart")
+            if kernel {
+                try await MatchRuleTests.expectBusRules(
+                    harness, [MatchRuleTests.objectManager, MatchRuleTests.adapters, MatchRuleTests.battery],
+                    "the device's rule after the restart")
+            }
+            await radio?.close()
             await central.close()
         }
     }

@@ -39,6 +39,40 @@ struct SignalTests {
         }
     }
 
+    @Test(
+        "a handler kept off the bus gets only what addMatch's rules bring, once when two of them match, until removeMatch"
+    )
+    func handlerOffTheBus() async throws {
+        try await TestBus.run { bus in
+            let emitter = try await bus.connect()
+            let listener = try await bus.connect()
+            let seen = Locked<[DBusValue]>([])
+            let handler = try await listener.handleSignals(
+                matching: DBusMatchRule(interface: "org.gattway.Test"), onBus: false
+            ) { message in
+                seen.withLock { $0 += message.arguments }
+            }
+            let narrow = DBusMatchRule(pathNamespace: "/dev", interface: "org.gattway.Test")
+            try await listener.addMatch(DBusMatchRule(path: "/dev/a", interface: "org.gattway.Test"))
+            try await listener.addMatch(narrow)
+            try await emitter.emit(path: "/other", interface: "org.gattway.Test", member: "Tick", arguments: [1])
+            try await emitter.emit(path: "/dev/a", interface: "org.gattway.Test", member: "Tick", arguments: [2])
+            try await emitter.emit(path: "/dev/b", interface: "org.gattway.Test", member: "Tick", arguments: [3])
+            try await eventually("two signals") { seen.value.count >= 2 }
+            await listener.removeMatch(narrow)
+            _ = try await listener.call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                method: "GetId")  // the RemoveMatch is applied before this is answered
+            try await emitter.emit(path: "/dev/b", interface: "org.gattway.Test", member: "Tick", arguments: [4])
+            try await emitter.emit(path: "/dev/a", interface: "org.gattway.Test", member: "Tick", arguments: [5])
+            try await eventually("the last signal") { seen.value.count >= 3 }
+            #expect(seen.value == [2, 3, 5])
+            handler.cancel()
+            await listener.close()
+            await emitter.close()
+        }
+    }
+
     @Test("handleSignals: a signal sent before a reply has been handled when the call returns; cancel stops it")
     func handlerOrderedWithReplies() async throws {
         try await TestBus.run { bus in

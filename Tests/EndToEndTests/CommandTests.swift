@@ -54,10 +54,14 @@ struct CommandTests {
     }
 
     @Test(
-        "lamp on: the response is ok with the transaction, the simulator recorded the write, the state shows it; /get reads it back; MQTT 5 response topic honoured"
+        "lamp on: the response is ok with the transaction, the simulator recorded the write, the state shows it; /get reads it back; MQTT 5 response topic honoured (on both advertisement paths: the management path's narrow match rules still bring the lamp's link and values)",
+        arguments: ["dbus", "mgmt"]
     )
-    func roundTrip() async throws {
-        try await EndToEnd.run(config: DemoWorldConfig.text) { e2e in
+    func roundTrip(radio: String) async throws {
+        let config = DemoWorldConfig.text.replacingOccurrences(
+            of: #""adapter": "hci0","#, with: #""adapter": "hci0", "radio": "\#(radio)","#)
+        #expect(config.contains(#""radio": "\#(radio)""#))
+        try await EndToEnd.run(config: config, managementSocket: radio == "mgmt") { e2e in
             let messages = e2e.messages
             try await messages.next(on: "gattway/lamp/availability") { $0.text == #"{"state":"online"}"# }
 
