@@ -51,6 +51,10 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var fd: Int32
         var events: IOEvents
         var handler: (IOEvents) -> Void
+        /// How long (ns) the watch rests after a handling (``setCoalescing(_:interval:)``); 0: never.
+        var coalescing: UInt64 = 0
+        /// The timer that ends the watch's rest, while it rests (left out of `poll()`).
+        var rest: Token?
     }
 
     private struct Timer {
@@ -213,11 +217,47 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         watches[token.id]?.events = events
     }
 
+    /// Coalesces a watch's input: once its handler ran, the watch *rests* for `interval` seconds —
+    /// it is left out of `poll()`, so what arrives meanwhile waits in the descriptor's buffer —
+    /// and is then polled again, and what gathered is handled in one turn. A steady stream then
+    /// costs one wake-up per `interval`, not one per arrival; the first arrival after a quiet
+    /// spell is handled at once, and a watch that has nothing to read is polled like any other
+    /// (an idle loop sleeps without timers).
+    ///
+    /// So that a rest never leaves a backlog behind (a handler may read only part of what is
+    /// there, as libdbus does), the loop asks the descriptor again without waiting after each
+    /// handling and calls the handler again while it is ready, up to ``coalescedRounds`` times;
+    /// a watch still ready after that does not rest (more arrives than the handler reads: no
+    /// coalescing then, so nothing piles up). `interval` 0 (the default) ends a rest at once and
+    /// turns coalescing off. Loop thread only.
+    public func setCoalescing(_ token: Token, interval: Double) {
+        preconditionInLoop()
+        guard var watch = watches[token.id] else { return }
+        let nanoseconds = interval * 1e9
+        watch.coalescing = nanoseconds > 0 ? UInt64(exactly: nanoseconds.rounded(.towardZero)) ?? .max : 0
+        if watch.coalescing == 0, let rest = watch.rest {
+            cancelTimer(rest)
+            watch.rest = nil
+        }
+        watches[token.id] = watch
+    }
+
+    /// Whether a watch rests now (``setCoalescing(_:interval:)``). Loop thread only.
+    public func isResting(_ token: Token) -> Bool {
+        preconditionInLoop()
+        return watches[token.id]?.rest != nil
+    }
+
+    /// Handlings in a row of a coalesced watch that stays ready before it is let be without a
+    /// rest (``setCoalescing(_:interval:)``).
+    public static let coalescedRounds = 16
+
     /// Removes a watch; its handler is not called again. Loop thread only.
     public func removeWatch(_ token: Token) {
         preconditionInLoop()
-        if watches.removeValue(forKey: token.id) != nil {
+        if let watch = watches.removeValue(forKey: token.id) {
             watchOrder.removeAll { $0 == token.id }
+            if let rest = watch.rest { cancelTimer(rest) }
         }
     }
 
@@ -311,8 +351,9 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
                 for index in 1..<pollFDs.count where pollFDs[index].revents != 0 {
                     let id = pollIDs[index]
                     // A previous handler in this turn may have removed or disabled this watch.
-                    guard let watch = watches[id], !watch.events.isEmpty else { continue }
+                    guard let watch = watches[id], !watch.events.isEmpty, watch.rest == nil else { continue }
                     watch.handler(IOEvents(rawValue: pollFDs[index].revents))
+                    if watch.coalescing > 0 { handleCoalesced(id) }
                 }
             }
             fireTimers()
@@ -350,13 +391,32 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Queued work a turn's buffers keep room for (entries), beyond which they are released.
     static let retainedWorkCapacity = 1024
 
+    /// After a coalesced watch's handler ran: handles it again while its descriptor stays ready
+    /// (at most ``coalescedRounds`` times in all), then lets it rest (``setCoalescing(_:interval:)``).
+    private func handleCoalesced(_ id: UInt64) {
+        for _ in 1..<Self.coalescedRounds {
+            // The handler may have removed, disabled or un-coalesced its watch.
+            guard let watch = watches[id], !watch.events.isEmpty, watch.coalescing > 0, watch.rest == nil else {
+                return
+            }
+            var probe = pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0)
+            guard poll(&probe, 1, 0) > 0, probe.revents != 0 else {
+                let interval = Double(watch.coalescing) / 1e9
+                watches[id]?.rest = addTimer(after: interval) { [unowned self] in self.watches[id]?.rest = nil }
+                return
+            }
+            watch.handler(IOEvents(rawValue: probe.revents))
+        }
+        // Still ready after every round: more arrives than the handler reads; no rest.
+    }
+
     private func buildPollSet() {
         pollFDs.removeAll(keepingCapacity: true)
         pollIDs.removeAll(keepingCapacity: true)
         pollFDs.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
         pollIDs.append(0)
         for id in watchOrder {
-            guard let watch = watches[id], !watch.events.isEmpty else { continue }
+            guard let watch = watches[id], !watch.events.isEmpty, watch.rest == nil else { continue }
             pollFDs.append(pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0))
             pollIDs.append(id)
         }
