@@ -112,6 +112,16 @@ final class CountingSubscriber: Sendable {
         var latencies: [UInt64] = []
         var recordLatency = false
         var epoch: UInt64 = 0
+        /// Each message's topic, `"counter"` and time of receipt, while recording arrivals.
+        var arrivals: [Arrival]?
+    }
+
+    /// A message received: its topic's last level, its `"counter"` and when it arrived
+    /// (`EventLoop.now()`).
+    struct Arrival {
+        var device: Substring
+        var counter: UInt64
+        var at: UInt64
     }
     private let box = Locked(State())
     let loop: EventLoop
@@ -131,9 +141,13 @@ final class CountingSubscriber: Sendable {
             for await message in subscription {
                 let now = EventLoop.now()
                 var stamp: UInt64? = nil
-                let recording = box.value.withLock { $0.recordLatency }
-                if recording { stamp = Self.counterField(message.payload) }
+                let (recording, arriving) = box.value.withLock { ($0.recordLatency, $0.arrivals != nil) }
+                if recording || arriving { stamp = Self.counterField(message.payload) }
                 box.value.withLock {
+                    if let stamp, $0.arrivals != nil {
+                        let device = message.topic.split(separator: "/").last ?? ""
+                        $0.arrivals?.append(Arrival(device: device, counter: stamp, at: now))
+                    }
                     $0.count += 1
                     if $0.first == 0 { $0.first = now }
                     $0.last = now
@@ -169,6 +183,19 @@ final class CountingSubscriber: Sendable {
     }
 
     var latencies: [UInt64] { box.value.withLock { $0.latencies } }
+
+    /// Keeps every message's ``Arrival`` from now on.
+    func startArrivals() {
+        box.value.withLock { $0.arrivals = [] }
+    }
+
+    /// The arrivals since ``startArrivals()``; stops keeping them.
+    func stopArrivals() -> [Arrival] {
+        box.value.withLock { state in
+            defer { state.arrivals = nil }
+            return state.arrivals ?? []
+        }
+    }
 
     /// Waits until `count` messages arrived or none arrived for `quiet` seconds (or `timeout`).
     func waitFor(count: Int, quiet: Double = 2, timeout: Double = 120) async -> Int {
