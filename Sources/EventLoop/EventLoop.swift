@@ -87,6 +87,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Timer ids by deadline; a cancelled or re-armed timer's entry is skipped when it surfaces.
     private var timerHeap = DeadlineHeap<UInt64>()
     private var prepareHooks: [(UInt64, () -> Void)] = []
+    /// Prepare hooks added with `last`: they run after ``prepareHooks``.
+    private var lastPrepareHooks: [(UInt64, () -> Void)] = []
     private var pollFDs: [pollfd] = []
     private var pollIDs: [UInt64] = []
 
@@ -283,11 +285,18 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     /// Registers `hook` to run before every `poll()`, e.g. to dispatch queued libdbus messages or
-    /// to ask libmosquitto whether it wants to write. Loop thread only.
-    public func addPrepareHook(_ hook: @escaping () -> Void) -> Token {
+    /// to ask libmosquitto whether it wants to write. Hooks run in the order they were added,
+    /// except that those added with `last` run after all the others: a hook that sends what the
+    /// others produced (the MQTT client uncorks the publishes a D-Bus dispatch made, so they leave
+    /// before the loop sleeps, not at its next wake-up). Loop thread only.
+    public func addPrepareHook(last: Bool = false, _ hook: @escaping () -> Void) -> Token {
         preconditionInLoop()
         let id = allocateID()
-        prepareHooks.append((id, hook))
+        if last {
+            lastPrepareHooks.append((id, hook))
+        } else {
+            prepareHooks.append((id, hook))
+        }
         return Token(id: id)
     }
 
@@ -295,6 +304,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     public func removePrepareHook(_ token: Token) {
         preconditionInLoop()
         prepareHooks.removeAll { $0.0 == token.id }
+        lastPrepareHooks.removeAll { $0.0 == token.id }
     }
 
     /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
@@ -332,6 +342,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var drained: [Work] = []
         while state.load(ordering: .acquiring) == 0 {
             for (_, hook) in prepareHooks { hook() }
+            for (_, hook) in lastPrepareHooks { hook() }
             // Queued work (also work queued by a hook) means: poll without sleeping, then run it.
             // Always polling keeps I/O serviced even while jobs keep re-enqueueing themselves
             // (a task that yields in a loop would otherwise starve every watch).
@@ -364,6 +375,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         watches.removeAll()
         timers.removeAll()
         prepareHooks.removeAll()
+        lastPrepareHooks.removeAll()
         state.store(2, ordering: .releasing)
         thread.markStopped()
     }
