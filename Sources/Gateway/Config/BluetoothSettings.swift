@@ -56,8 +56,10 @@ public struct BluetoothSettings: Sendable, Equatable {
     /// batches, one wake-up per batch (docs/config.md, "Reading reports in batches"); 0: each
     /// report is read as it arrives.
     public var reportBatch: Double = Self.defaultReportBatch
-    /// The default ``reportBatch`` (BENCHMARKS.md, "Reports read in batches").
-    public static let defaultReportBatch: Double = 0.05
+    /// The default ``reportBatch``, also the longest: at 100 reports a second it takes 100 ms to
+    /// bring the gateway's CPU per message under a tenth of Theengs Gateway's (BENCHMARKS.md,
+    /// "Reports read in batches"), for about 50 ms of latency added at the median.
+    public static let defaultReportBatch: Double = 0.1
     /// The longest ``reportBatch``: the socket buffers hold a batch (the kernel's management
     /// socket some 300 reports; 100 ms at 1,000 reports/s is a third of that).
     public static let maxReportBatch: Double = 0.1
