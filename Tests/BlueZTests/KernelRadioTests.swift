@@ -66,6 +66,35 @@ struct KernelRadioTests {
         await radio.close()
     }
 
+    @Test(
+        "with coalescing, reports that come while the socket rests wait for the rest's end; a command's answer does not"
+    )
+    func coalescing() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let seen = Mutex<[UInt8]>([])
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
+            seen.withLock { $0.append(found.data[9]) }
+        }
+        try await peer.accept()
+        await radio.setCoalescing(3)
+        try await peer.send(Self.found(1))
+        try await eventually("the first report, at once") { seen.withLock { $0 } == [1] }
+        // The socket rests now: a report waits, but a command's answer is read at once (asking
+        // ends the rest), and the report with it.
+        let rested = EventLoop.now()
+        try await peer.send(Self.found(2))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(seen.withLock { $0 } == [1], "read during the rest")
+        async let answered: Void = Self.answerVersion(peer)
+        #expect(try await radio.version(timeout: 30) == ManagementVersion(version: 1, revision: 22))
+        try await answered
+        #expect(EventLoop.now() - rested < 2_500_000_000, "the answer waited for the rest")
+        try await eventually("the waiting report") { seen.withLock { $0 } == [1, 2] }
+        await radio.close()
+    }
+
     @Test("a burst of 2,000 reports sent at once all arrive, in order, over several turns of the loop")
     func burst() async throws {
         let peer = try SeqPacketPeer()
