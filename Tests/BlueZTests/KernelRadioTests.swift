@@ -39,6 +39,23 @@ struct KernelRadioTests {
                 .packet.bytes)
     }
 
+    /// The packet ids of the reports a radio handed on, in order.
+    final class ReportIDs: Sendable {
+        private let ids = Mutex<[UInt8]>([])
+        func append(_ id: UInt8) { ids.withLock { $0.append(id) } }
+        func withLock<R>(_ body: ([UInt8]) -> R) -> R { ids.withLock { body($0) } }
+    }
+
+    /// A radio on `peer`'s socket that records each report's packet id, once `peer` accepted it.
+    static func openRecordingIDs(_ peer: SeqPacketPeer, on loop: EventLoop) async throws -> (KernelRadio, ReportIDs) {
+        let seen = ReportIDs()
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
+            seen.append(found.data[9])
+        }
+        try await peer.accept()
+        return (radio, seen)
+    }
+
     @Test("every Device Found is handed on once, in order; malformed packets are counted and dropped")
     func deliversEveryReport() async throws {
         let peer = try SeqPacketPeer()
@@ -73,11 +90,7 @@ struct KernelRadioTests {
         let peer = try SeqPacketPeer()
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
-        let seen = Mutex<[UInt8]>([])
-        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
-            seen.withLock { $0.append(found.data[9]) }
-        }
-        try await peer.accept()
+        let (radio, seen) = try await Self.openRecordingIDs(peer, on: loop)
         await radio.setCoalescing(3)
         try await peer.send(Self.found(1))
         try await eventually("the first report, at once") { seen.withLock { $0 } == [1] }
@@ -100,11 +113,7 @@ struct KernelRadioTests {
         let peer = try SeqPacketPeer()
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
-        let seen = Mutex<[UInt8]>([])
-        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
-            seen.withLock { $0.append(found.data[9]) }
-        }
-        try await peer.accept()
+        let (radio, seen) = try await Self.openRecordingIDs(peer, on: loop)
         for index in 0..<2000 { try await peer.send(Self.found(UInt8(index % 256))) }
         try await eventually("2,000 reports") { seen.withLock { $0.count } == 2000 }
         #expect(seen.withLock { $0 } == (0..<2000).map { UInt8($0 % 256) })
