@@ -231,12 +231,14 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// handling and calls the handler again while it is ready, up to ``coalescedRounds`` times;
     /// a watch still ready after that does not rest (more arrives than the handler reads: no
     /// coalescing then, so nothing piles up). `interval` 0 (the default) ends a rest at once and
-    /// turns coalescing off. Loop thread only.
+    /// turns coalescing off, as does one that is not finite or longer than 31 years. Loop thread only.
     public func setCoalescing(_ token: Token, interval: Double) {
         preconditionInLoop()
         guard var watch = watches[token.id] else { return }
+        // A rest that would never end (infinite, or past the clock's range) or a NaN is no rest.
         let nanoseconds = interval * 1e9
-        watch.coalescing = nanoseconds > 0 ? UInt64(exactly: nanoseconds.rounded(.towardZero)) ?? .max : 0
+        watch.coalescing =
+            nanoseconds > 0 && nanoseconds < 1e18 ? UInt64(exactly: nanoseconds.rounded(.towardZero)) ?? 0 : 0
         if watch.coalescing == 0, let rest = watch.rest {
             cancelTimer(rest)
             watch.rest = nil
