@@ -222,7 +222,8 @@ lint:
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
-# when missing. `make bench SUITES=gateway` runs one suite.
+# when missing, with bleak pinned (bleak 3.1.0, which PyPI gives TheengsGateway 1.8.0 unpinned,
+# hears nothing on the simulator: Theengs then publishes no message). `make bench SUITES=gateway` runs one suite.
 # gattway is built as deploy/install.sh builds it ($(RELEASE_BUILD)), so the measured memory is
 # what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
 # of the gateway suite. `SUITES=realistic` runs only the idle figures and the realistic rates
@@ -240,7 +241,7 @@ bench: deps
 	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
-	@.venv-bench/bin/python -c 'import TheengsGateway' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION)
+	@.venv-bench/bin/python -c 'import TheengsGateway, importlib.metadata as m; assert m.version("bleak") == "$(BLEAK_VERSION)"' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION) bleak==$(BLEAK_VERSION)
 	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster,$(SUITES))
 	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' fleet-cluster '; then $(MAKE) --no-print-directory bench-fleet; fi
 

@@ -450,6 +450,14 @@ extension CentralManager {
         scheduleMatchRuleUpdate()
     }
 
+    /// Reads the advertisements of the D-Bus path in batches: the central's bus connection
+    /// coalesces its input for `seconds` (``DBusConnection/setInputCoalescing(_:)``; a call's
+    /// reply is never held). `bluetooth.report_batch`; the management path's socket is
+    /// ``KernelRadio/setCoalescing(_:)``.
+    public func setReportBatch(_ seconds: Double) {
+        connection.assumeLoopIsolated { $0.setInputCoalescing(seconds) }
+    }
+
     /// `N` of an adapter path `/org/bluez/hciN`.
     static func controllerIndex(of path: DBusObjectPath) -> UInt16? {
         let name = path.rawValue.split(separator: "/").last ?? ""

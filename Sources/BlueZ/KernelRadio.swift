@@ -67,6 +67,9 @@ public actor KernelRadio: LoopIsolated {
     private var pending: [Pending] = []
     private var buffer = [UInt8](repeating: 0, count: 6 + Int(UInt16.max))
     private var nextRequest = 0
+    /// Seconds the socket rests after a read while no command waits for its answer
+    /// (``setCoalescing(_:)``); 0: never.
+    private var coalescing: Double = 0
 
     /// Reports handed on.
     public private(set) var reports = 0
@@ -143,6 +146,22 @@ public actor KernelRadio: LoopIsolated {
         }
     }
 
+    /// Coalesces the reports: once the socket was read, it is not polled again for `seconds`
+    /// while no command waits for its answer, so a steady stream of reports is read in batches,
+    /// one wake-up per `seconds` (``EventLoop/setCoalescing(_:interval:)``, `bluetooth.report_batch`).
+    /// The first report after a quiet spell is read at once; a command's answer is never held.
+    /// 0 (the default): every report is read as it arrives.
+    public func setCoalescing(_ seconds: Double) {
+        coalescing = seconds.isFinite && seconds > 0 ? seconds : 0
+        applyCoalescing()
+    }
+
+    /// The watch's rest now: none while a command waits for its answer.
+    private func applyCoalescing() {
+        guard let watch else { return }
+        loop.setCoalescing(watch, interval: pending.isEmpty ? coalescing : 0)
+    }
+
     /// At most this many packets are read per readiness: the rest wait for the loop's next turn
     /// (the watch is level-triggered), so a flood cannot hold the loop from its other sockets.
     static let packetsPerTurn = 256
@@ -212,6 +231,7 @@ public actor KernelRadio: LoopIsolated {
             return
         }
         let request = pending.remove(at: index)
+        if pending.isEmpty, coalescing > 0 { applyCoalescing() }
         if status == 0 {
             request.continuation.resume(returning: parameters)
         } else {
@@ -236,7 +256,9 @@ public actor KernelRadio: LoopIsolated {
         let timer = loop.addTimer(after: timeout) { [weak self] in
             self?.assumeLoopIsolated { radio in
                 guard let index = radio.pending.firstIndex(where: { $0.id == id }) else { return }
-                radio.pending.remove(at: index).continuation.resume(
+                let request = radio.pending.remove(at: index)
+                if radio.pending.isEmpty, radio.coalescing > 0 { radio.applyCoalescing() }
+                request.continuation.resume(
                     throwing: KernelRadioError("no answer to a management command within \(timeout) s"))
             }
         }
@@ -244,6 +266,7 @@ public actor KernelRadio: LoopIsolated {
         return try await withCheckedThrowingContinuation { continuation in
             pending.append(
                 Pending(id: id, opcode: command.code, controller: command.controller, continuation: continuation))
+            if pending.count == 1, coalescing > 0 { applyCoalescing() }
         }
     }
 

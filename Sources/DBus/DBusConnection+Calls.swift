@@ -159,6 +159,7 @@ extension DBusConnection {
         }
         pendingCalls[id] = PendingCall(pending: pending, continuation: continuation)
         pendingByPointer[pending] = id
+        if pendingCalls.count == 1, inputCoalescing > 0 { applyInputCoalescing() }
         let attached = dbus_pending_call_set_notify(
             pending,
             { pending, data in DBusConnection.hook(pending, data, otherwise: ()) { $0.completeCall($1) } },
@@ -191,6 +192,7 @@ extension DBusConnection {
     private func finishCall(id: UInt64, with result: Result<[DBusValue], any Error>, cancel: Bool) {
         guard let call = pendingCalls.removeValue(forKey: id) else { return }
         pendingByPointer.removeValue(forKey: call.pending)
+        if pendingCalls.isEmpty, inputCoalescing > 0 { applyInputCoalescing() }
         if unresumedCalls.isEmpty { heldUntil = EventLoop.now() + Self.replyHold }
         unresumedCalls.insert(id)
         if cancel { dbus_pending_call_cancel(call.pending) }

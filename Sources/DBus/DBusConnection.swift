@@ -62,6 +62,9 @@ public actor DBusConnection: LoopIsolated {
     /// The libdbus `DBusConnection*`; nil once closed.
     var raw: OpaquePointer?
     var watches: [OpaquePointer: EventLoop.Token] = [:]
+    /// Seconds the socket's read watch rests after a handling while no call waits for its reply
+    /// (``setInputCoalescing(_:)``); 0: never.
+    var inputCoalescing: Double = 0
     var timeouts: [OpaquePointer: EventLoop.Token?] = [:]
     var prepareHook: EventLoop.Token?
     var nextID: UInt64 = 1
@@ -254,7 +257,7 @@ public actor DBusConnection: LoopIsolated {
     private func addWatch(_ watch: OpaquePointer) -> dbus_bool_t {
         let fd = dbus_watch_get_unix_fd(watch)
         guard fd >= 0 else { return 0 }
-        watches[watch] = loop.addWatch(fd: fd, events: Self.events(of: watch)) { revents in
+        let token = loop.addWatch(fd: fd, events: Self.events(of: watch)) { revents in
             var flags: UInt32 = 0
             if revents.contains(.readable) { flags |= DBUS_WATCH_READABLE.rawValue }
             if revents.contains(.writable) { flags |= DBUS_WATCH_WRITABLE.rawValue }
@@ -262,7 +265,38 @@ public actor DBusConnection: LoopIsolated {
             if revents.contains(.hangup) { flags |= DBUS_WATCH_HANGUP.rawValue }
             _ = dbus_watch_handle(watch, flags)
         }
+        watches[watch] = token
+        if Self.isReadWatch(watch) { loop.setCoalescing(token, interval: currentInputCoalescing) }
         return 1
+    }
+
+    /// Coalesces what the bus sends this connection: once the socket was read, it is not polled
+    /// again for `seconds` while no call of this connection waits for its reply, so a steady
+    /// stream of signals (advertisements) is read in batches, one wake-up per `seconds`
+    /// (``EventLoop/setCoalescing(_:interval:)``). The first message after a quiet spell is read
+    /// at once, and a call's reply is never held: while a call is pending the socket is polled
+    /// as usual (a rest under way ends when the call is made). Signals and method calls from
+    /// others wait up to `seconds`. 0 (the default): every message is read as it arrives.
+    public func setInputCoalescing(_ seconds: Double) {
+        inputCoalescing = seconds.isFinite && seconds > 0 ? seconds : 0
+        applyInputCoalescing()
+    }
+
+    /// The read watch's rest now: none while a call waits for its reply.
+    private var currentInputCoalescing: Double { pendingCalls.isEmpty ? inputCoalescing : 0 }
+
+    /// Gives the read watches their rest after a change of ``inputCoalescing`` or of the calls
+    /// pending (the first call made, the last one answered).
+    func applyInputCoalescing() {
+        let interval = currentInputCoalescing
+        for (watch, token) in watches where Self.isReadWatch(watch) {
+            loop.setCoalescing(token, interval: interval)
+        }
+    }
+
+    private static func isReadWatch(_ watch: OpaquePointer) -> Bool {
+        let flags = dbus_watch_get_flags(watch)
+        return flags & DBUS_WATCH_READABLE.rawValue != 0 && flags & DBUS_WATCH_WRITABLE.rawValue == 0
     }
 
     private func removeWatch(_ watch: OpaquePointer) {

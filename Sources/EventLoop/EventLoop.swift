@@ -51,6 +51,10 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var fd: Int32
         var events: IOEvents
         var handler: (IOEvents) -> Void
+        /// How long (ns) the watch rests after a handling (``setCoalescing(_:interval:)``); 0: never.
+        var coalescing: UInt64 = 0
+        /// The timer that ends the watch's rest, while it rests (left out of `poll()`).
+        var rest: Token?
     }
 
     private struct Timer {
@@ -83,6 +87,8 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Timer ids by deadline; a cancelled or re-armed timer's entry is skipped when it surfaces.
     private var timerHeap = DeadlineHeap<UInt64>()
     private var prepareHooks: [(UInt64, () -> Void)] = []
+    /// Prepare hooks added with `last`: they run after ``prepareHooks``.
+    private var lastPrepareHooks: [(UInt64, () -> Void)] = []
     private var pollFDs: [pollfd] = []
     private var pollIDs: [UInt64] = []
 
@@ -213,11 +219,49 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         watches[token.id]?.events = events
     }
 
+    /// Coalesces a watch's input: once its handler ran, the watch *rests* for `interval` seconds —
+    /// it is left out of `poll()`, so what arrives meanwhile waits in the descriptor's buffer —
+    /// and is then polled again, and what gathered is handled in one turn. A steady stream then
+    /// costs one wake-up per `interval`, not one per arrival; the first arrival after a quiet
+    /// spell is handled at once, and a watch that has nothing to read is polled like any other
+    /// (an idle loop sleeps without timers).
+    ///
+    /// So that a rest never leaves a backlog behind (a handler may read only part of what is
+    /// there, as libdbus does), the loop asks the descriptor again without waiting after each
+    /// handling and calls the handler again while it is ready, up to ``coalescedRounds`` times;
+    /// a watch still ready after that does not rest (more arrives than the handler reads: no
+    /// coalescing then, so nothing piles up). `interval` 0 (the default) ends a rest at once and
+    /// turns coalescing off, as does one that is not finite or longer than 31 years. Loop thread only.
+    public func setCoalescing(_ token: Token, interval: Double) {
+        preconditionInLoop()
+        guard var watch = watches[token.id] else { return }
+        // A rest that would never end (infinite, or past the clock's range) or a NaN is no rest.
+        let nanoseconds = interval * 1e9
+        watch.coalescing =
+            nanoseconds > 0 && nanoseconds < 1e18 ? UInt64(exactly: nanoseconds.rounded(.towardZero)) ?? 0 : 0
+        if watch.coalescing == 0, let rest = watch.rest {
+            cancelTimer(rest)
+            watch.rest = nil
+        }
+        watches[token.id] = watch
+    }
+
+    /// Whether a watch rests now (``setCoalescing(_:interval:)``). Loop thread only.
+    public func isResting(_ token: Token) -> Bool {
+        preconditionInLoop()
+        return watches[token.id]?.rest != nil
+    }
+
+    /// Handlings in a row of a coalesced watch that stays ready before it is let be without a
+    /// rest (``setCoalescing(_:interval:)``).
+    public static let coalescedRounds = 16
+
     /// Removes a watch; its handler is not called again. Loop thread only.
     public func removeWatch(_ token: Token) {
         preconditionInLoop()
-        if watches.removeValue(forKey: token.id) != nil {
+        if let watch = watches.removeValue(forKey: token.id) {
             watchOrder.removeAll { $0 == token.id }
+            if let rest = watch.rest { cancelTimer(rest) }
         }
     }
 
@@ -243,11 +287,18 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     /// Registers `hook` to run before every `poll()`, e.g. to dispatch queued libdbus messages or
-    /// to ask libmosquitto whether it wants to write. Loop thread only.
-    public func addPrepareHook(_ hook: @escaping () -> Void) -> Token {
+    /// to ask libmosquitto whether it wants to write. Hooks run in the order they were added,
+    /// except that those added with `last` run after all the others: a hook that sends what the
+    /// others produced (the MQTT client uncorks the publishes a D-Bus dispatch made, so they leave
+    /// before the loop sleeps, not at its next wake-up). Loop thread only.
+    public func addPrepareHook(last: Bool = false, _ hook: @escaping () -> Void) -> Token {
         preconditionInLoop()
         let id = allocateID()
-        prepareHooks.append((id, hook))
+        if last {
+            lastPrepareHooks.append((id, hook))
+        } else {
+            prepareHooks.append((id, hook))
+        }
         return Token(id: id)
     }
 
@@ -255,6 +306,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     public func removePrepareHook(_ token: Token) {
         preconditionInLoop()
         prepareHooks.removeAll { $0.0 == token.id }
+        lastPrepareHooks.removeAll { $0.0 == token.id }
     }
 
     /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`).
@@ -292,6 +344,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         var drained: [Work] = []
         while state.load(ordering: .acquiring) == 0 {
             for (_, hook) in prepareHooks { hook() }
+            for (_, hook) in lastPrepareHooks { hook() }
             // Queued work (also work queued by a hook) means: poll without sleeping, then run it.
             // Always polling keeps I/O serviced even while jobs keep re-enqueueing themselves
             // (a task that yields in a loop would otherwise starve every watch).
@@ -311,8 +364,9 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
                 for index in 1..<pollFDs.count where pollFDs[index].revents != 0 {
                     let id = pollIDs[index]
                     // A previous handler in this turn may have removed or disabled this watch.
-                    guard let watch = watches[id], !watch.events.isEmpty else { continue }
+                    guard let watch = watches[id], !watch.events.isEmpty, watch.rest == nil else { continue }
                     watch.handler(IOEvents(rawValue: pollFDs[index].revents))
+                    if watch.coalescing > 0 { handleCoalesced(id) }
                 }
             }
             fireTimers()
@@ -323,6 +377,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
         watches.removeAll()
         timers.removeAll()
         prepareHooks.removeAll()
+        lastPrepareHooks.removeAll()
         state.store(2, ordering: .releasing)
         thread.markStopped()
     }
@@ -350,13 +405,32 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
     /// Queued work a turn's buffers keep room for (entries), beyond which they are released.
     static let retainedWorkCapacity = 1024
 
+    /// After a coalesced watch's handler ran: handles it again while its descriptor stays ready
+    /// (at most ``coalescedRounds`` times in all), then lets it rest (``setCoalescing(_:interval:)``).
+    private func handleCoalesced(_ id: UInt64) {
+        for _ in 1..<Self.coalescedRounds {
+            // The handler may have removed, disabled or un-coalesced its watch.
+            guard let watch = watches[id], !watch.events.isEmpty, watch.coalescing > 0, watch.rest == nil else {
+                return
+            }
+            var probe = pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0)
+            guard poll(&probe, 1, 0) > 0, probe.revents != 0 else {
+                let interval = Double(watch.coalescing) / 1e9
+                watches[id]?.rest = addTimer(after: interval) { [unowned self] in self.watches[id]?.rest = nil }
+                return
+            }
+            watch.handler(IOEvents(rawValue: probe.revents))
+        }
+        // Still ready after every round: more arrives than the handler reads; no rest.
+    }
+
     private func buildPollSet() {
         pollFDs.removeAll(keepingCapacity: true)
         pollIDs.removeAll(keepingCapacity: true)
         pollFDs.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
         pollIDs.append(0)
         for id in watchOrder {
-            guard let watch = watches[id], !watch.events.isEmpty else { continue }
+            guard let watch = watches[id], !watch.events.isEmpty, watch.rest == nil else { continue }
             pollFDs.append(pollfd(fd: watch.fd, events: watch.events.rawValue, revents: 0))
             pollIDs.append(id)
         }

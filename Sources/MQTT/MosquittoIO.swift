@@ -60,7 +60,11 @@ final class MosquittoIO {
         self.loop = loop
         self.configuration = configuration
         self.client = client
-        prepareHook = loop.addPrepareHook { [weak client] in client?.assumeLoopIsolated { $0.prepareForPoll() } }
+        // After the other hooks: a D-Bus dispatch in this prepare step publishes (corked from its
+        // second message on), and what it wrote must leave before the loop sleeps.
+        prepareHook = loop.addPrepareHook(last: true) { [weak client] in
+            client?.assumeLoopIsolated { $0.prepareForPoll() }
+        }
         armKeepalive()
     }
 

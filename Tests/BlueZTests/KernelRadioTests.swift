@@ -40,6 +40,23 @@ struct KernelRadioTests {
                 .packet.bytes)
     }
 
+    /// The packet ids of the reports a radio handed on, in order.
+    final class ReportIDs: Sendable {
+        private let ids = Mutex<[UInt8]>([])
+        func append(_ id: UInt8) { ids.withLock { $0.append(id) } }
+        func withLock<R>(_ body: ([UInt8]) -> R) -> R { ids.withLock { body($0) } }
+    }
+
+    /// A radio on `peer`'s socket that records each report's packet id, once `peer` accepted it.
+    static func openRecordingIDs(_ peer: SeqPacketPeer, on loop: EventLoop) async throws -> (KernelRadio, ReportIDs) {
+        let seen = ReportIDs()
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
+            seen.append(found.data[9])
+        }
+        try await peer.accept()
+        return (radio, seen)
+    }
+
     @Test("every Device Found is handed on once, in order; malformed packets are counted and dropped")
     func deliversEveryReport() async throws {
         let peer = try SeqPacketPeer()
@@ -67,16 +84,37 @@ struct KernelRadioTests {
         await radio.close()
     }
 
+    @Test(
+        "with coalescing, reports that come while the socket rests wait for the rest's end; a command's answer does not"
+    )
+    func coalescing() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let (radio, seen) = try await Self.openRecordingIDs(peer, on: loop)
+        await radio.setCoalescing(3)
+        try await peer.send(Self.found(1))
+        try await eventually("the first report, at once") { seen.withLock { $0 } == [1] }
+        // The socket rests now: a report waits, but a command's answer is read at once (asking
+        // ends the rest), and the report with it.
+        let rested = EventLoop.now()
+        try await peer.send(Self.found(2))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(seen.withLock { $0 } == [1], "read during the rest")
+        async let answered: Void = Self.answerVersion(peer)
+        #expect(try await radio.version(timeout: 30) == ManagementVersion(version: 1, revision: 22))
+        try await answered
+        #expect(EventLoop.now() - rested < 2_500_000_000, "the answer waited for the rest")
+        try await eventually("the waiting report") { seen.withLock { $0 } == [1, 2] }
+        await radio.close()
+    }
+
     @Test("a burst of 2,000 reports sent at once all arrive, in order, over several turns of the loop")
     func burst() async throws {
         let peer = try SeqPacketPeer()
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
-        let seen = Mutex<[UInt8]>([])
-        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { found in
-            seen.withLock { $0.append(found.data[9]) }
-        }
-        try await peer.accept()
+        let (radio, seen) = try await Self.openRecordingIDs(peer, on: loop)
         for index in 0..<2000 { try await peer.send(Self.found(UInt8(index % 256))) }
         try await eventually("2,000 reports") { seen.withLock { $0.count } == 2000 }
         #expect(seen.withLock { $0 } == (0..<2000).map { UInt8($0 % 256) })

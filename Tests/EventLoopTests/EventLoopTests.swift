@@ -133,6 +133,32 @@ struct EventLoopTests {
         #expect(count.withLock { $0 } >= 5)
     }
 
+    @Test("a prepare hook added with last runs after the others, those added after it included")
+    func lastPrepareHooks() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        let order = Shared<[String]>([])
+        let tokens = try await loop.submit {
+            let early = loop.addPrepareHook { order.withLock { $0.append("first") } }
+            let last = loop.addPrepareHook(last: true) { order.withLock { $0.append("last") } }
+            let later = loop.addPrepareHook { order.withLock { $0.append("second") } }
+            return [early, last, later]
+        }
+        _ = try await loop.submit { 0 }
+        try await loop.submit {
+            order.withLock { $0 = [] }
+            loop.execute {}  // one more turn, with every hook registered
+        }
+        _ = try await loop.submit { 0 }
+        let turn = order.withLock { Array($0.prefix(3)) }
+        #expect(turn == ["first", "second", "last"])
+        try await loop.submit { for token in tokens { loop.removePrepareHook(token) } }
+        order.withLock { $0 = [] }
+        _ = try await loop.submit { 0 }
+        _ = try await loop.submit { 0 }
+        #expect(order.withLock { $0 }.isEmpty)
+    }
+
     @Test("shutdown runs work already queued")
     func shutdownDrains() {
         let loop = EventLoop()

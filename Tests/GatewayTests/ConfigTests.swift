@@ -199,3 +199,28 @@ struct DurationBoundTests {
         #expect(config.commands.ttl == 365 * 86400)
     }
 }
+
+@Suite("Config: bluetooth.report_batch")
+struct ReportBatchConfigTests {
+    @Test("absent: the default; \"0ms\" turns batching off; a duration up to 100 ms is taken")
+    func accepted() throws {
+        #expect(try GatewayConfig.parse(Array("{}".utf8)).bluetooth.reportBatch == BluetoothSettings.defaultReportBatch)
+        #expect(BluetoothSettings.defaultReportBatch > 0)
+        for (text, seconds) in [(#""0ms""#, 0.0), ("0", 0), (#""20ms""#, 0.02), (#""100ms""#, 0.1), ("0.05", 0.05)] {
+            let config = try GatewayConfig.parse(Array(#"{"bluetooth": {"report_batch": \#(text)}}"#.utf8))
+            #expect(config.bluetooth.reportBatch == seconds, "\(text)")
+        }
+    }
+
+    @Test(
+        "a negative, longer than 100 ms or not-a-duration report_batch is refused with its path",
+        arguments: [#""101ms""#, #""1s""#, "-1", #""-5ms""#, #""soon""#, "true"])
+    func refused(text: String) {
+        do {
+            let config = try GatewayConfig.parse(Array(#"{"bluetooth": {"report_batch": \#(text)}}"#.utf8))
+            Issue.record("accepted \(text): \(config.bluetooth.reportBatch)")
+        } catch {
+            #expect(error.problems.contains { $0.path == "bluetooth.report_batch" }, "\(error.problems)")
+        }
+    }
+}

@@ -112,6 +112,16 @@ final class CountingSubscriber: Sendable {
         var latencies: [UInt64] = []
         var recordLatency = false
         var epoch: UInt64 = 0
+        /// Each message's topic, `"packet_id"` (a frame counter) and time of receipt, while recording arrivals.
+        var arrivals: [Arrival]?
+    }
+
+    /// A message received: its topic's last level, its `"packet_id"` and when it arrived
+    /// (`EventLoop.now()`).
+    struct Arrival {
+        var device: Substring
+        var counter: UInt64
+        var at: UInt64
     }
     private let box = Locked(State())
     let loop: EventLoop
@@ -131,9 +141,14 @@ final class CountingSubscriber: Sendable {
             for await message in subscription {
                 let now = EventLoop.now()
                 var stamp: UInt64? = nil
-                let recording = box.value.withLock { $0.recordLatency }
+                let (recording, arriving) = box.value.withLock { ($0.recordLatency, $0.arrivals != nil) }
                 if recording { stamp = Self.counterField(message.payload) }
+                let frame = arriving ? Self.numberField(message.payload, key: #""packet_id":"#) : nil
                 box.value.withLock {
+                    if let frame, $0.arrivals != nil {
+                        let device = message.topic.split(separator: "/").last ?? ""
+                        $0.arrivals?.append(Arrival(device: device, counter: frame, at: now))
+                    }
                     $0.count += 1
                     if $0.first == 0 { $0.first = now }
                     $0.last = now
@@ -170,6 +185,19 @@ final class CountingSubscriber: Sendable {
 
     var latencies: [UInt64] { box.value.withLock { $0.latencies } }
 
+    /// Keeps every message's ``Arrival`` from now on.
+    func startArrivals() {
+        box.value.withLock { $0.arrivals = [] }
+    }
+
+    /// The arrivals since ``startArrivals()``; stops keeping them.
+    func stopArrivals() -> [Arrival] {
+        box.value.withLock { state in
+            defer { state.arrivals = nil }
+            return state.arrivals ?? []
+        }
+    }
+
     /// Waits until `count` messages arrived or none arrived for `quiet` seconds (or `timeout`).
     func waitFor(count: Int, quiet: Double = 2, timeout: Double = 120) async -> Int {
         let deadline = Date().addingTimeInterval(timeout)
@@ -197,7 +225,12 @@ final class CountingSubscriber: Sendable {
 
     /// The integer after `"counter":` in a JSON payload, without a JSON parser.
     static func counterField(_ payload: [UInt8]) -> UInt64? {
-        let key = Array(#""counter":"#.utf8)
+        numberField(payload, key: #""counter":"#)
+    }
+
+    /// The integer after `key` (e.g. `"packet_id":`) in a JSON payload, without a JSON parser.
+    static func numberField(_ payload: [UInt8], key text: String) -> UInt64? {
+        let key = Array(text.utf8)
         guard payload.count > key.count else { return nil }
         var i = 0
         while i + key.count <= payload.count {

@@ -1,6 +1,7 @@
 import BlueZSimulator
 import EventLoop
 import Foundation
+import Gateway
 import MQTT
 import TestSupport
 
@@ -28,6 +29,17 @@ enum RealisticBench {
     static let seconds = 30.0
     static let traceSeconds = 10.0
     static let aligned = ProcessInfo.processInfo.environment["BENCH_REALISTIC_ALIGNED"] == "1"
+    /// The settings of `bluetooth.report_batch` gattway is measured with, one gattway each:
+    /// `BENCH_REPORT_BATCH` (comma-separated durations), else 0 (every report read as it arrives)
+    /// and the default.
+    static let reportBatches: [String] = {
+        let text = ProcessInfo.processInfo.environment["BENCH_REPORT_BATCH"] ?? ""
+        let listed = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return listed.isEmpty ? ["0ms", "\(Int(BluetoothSettings.defaultReportBatch * 1000))ms"] : listed
+    }()
+
+    /// The row label of gattway with `report_batch` `batch`.
+    static func label(batch: String) -> String { "gattway \(batch)" }
 
     /// The binary `BENCH_GATTWAY_BASELINE` names (relative to the working directory), or nil.
     static func baselineExecutable() throws -> String? {
@@ -81,6 +93,8 @@ enum RealisticBench {
         var deliveredTotal: Int
         /// When the simulator sent its reports in the CPU window.
         var spread: ReportSpread
+        /// From the simulator's report to the subscriber's message, in the CPU window.
+        var latency: ReportLatency
 
         var lost: Int { emittedTotal - deliveredTotal }
         var messagesPerSecond: Double { Double(delivered) / seconds }
@@ -98,14 +112,17 @@ enum RealisticBench {
 
     static func run(broker: MosquittoBroker) async throws -> [BenchRow] {
         let baseline = try baselineExecutable()
-        let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000)
         let loadAtStart = loadAverage()
         var measured: [Measured] = []
-        measured.append(
-            await measureOrFail(label: "gattway", broker: broker, topic: "gattway/+") { world in
-                try await GatewayProcess.gattway(config: config, world: world)
-            })
+        for batch in reportBatches {
+            let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000, reportBatch: batch)
+            measured.append(
+                await measureOrFail(label: label(batch: batch), broker: broker, topic: "gattway/+") { world in
+                    try await GatewayProcess.gattway(config: config, world: world)
+                })
+        }
         if let baseline {
+            let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000)
             measured.append(
                 await measureOrFail(label: "baseline", broker: broker, topic: "gattway/+") { world in
                     try await GatewayProcess.gattway(config: config, world: world, executable: baseline)
@@ -129,6 +146,7 @@ enum RealisticBench {
                     + "\(Int(warmup)) s warm-up, CPU over \(Int(seconds)) s, then strace -c -f over \(Int(traceSeconds)) s; "
                     + "QoS 0, one after the other on a fresh simulator, the same broker; advertisers "
                     + (aligned ? "aligned (lockstep)" : "at random phases with advDelay")
+                    + "; gattway with bluetooth.report_batch " + reportBatches.joined(separator: ", ")
                     + (baseline.map { "; baseline \($0)" } ?? "") + "; load \(loadAtStart) at start")
         ]
         for failed in measured where failed.failure != nil {
@@ -150,7 +168,7 @@ enum RealisticBench {
         let prefix = "realistic \(Int(rate)) adv/s:"
         var rows: [BenchRow] = []
         for (label, step) in steps {
-            let ours = label == "gattway"
+            let ours = label.hasPrefix("gattway")
             let trace = step.trace
             rows += [
                 BenchRow(
@@ -174,23 +192,33 @@ enum RealisticBench {
                     name: "\(prefix) reports per simulator turn, \(label)", value: step.spread.reportsPerTurn,
                     unit: "reports", detail: step.spread.summary),
             ]
+            // Theengs' messages carry no frame counter: its latency is not measured.
+            if ours {
+                rows += [
+                    BenchRow(
+                        name: "\(prefix) latency p50, \(label)", value: step.latency.p50, unit: "ms",
+                        detail: "report to MQTT message: " + step.latency.summary),
+                    BenchRow(name: "\(prefix) latency p99, \(label)", value: step.latency.p99, unit: "ms"),
+                ]
+            }
         }
-        guard let ours = steps.first(where: { $0.label == "gattway" })?.step else { return rows }
-        func ratio(_ name: String, _ other: String, _ value: (Step) -> Double, target: String? = nil) -> BenchRow? {
-            guard let theirs = steps.first(where: { $0.label == other })?.step else { return nil }
-            let denominator = value(theirs)
-            return BenchRow(
-                name: "\(prefix) \(name), gattway/\(other == "Theengs Gateway" ? "Theengs" : other)",
-                value: denominator > 0 ? value(ours) / denominator : 0, unit: "×", target: target,
-                detail: denominator > 0 ? "" : "not comparable: \(other) has no messages")
+        for (label, ours) in steps where label.hasPrefix("gattway") {
+            func ratio(_ name: String, _ other: String, _ value: (Step) -> Double, target: String? = nil) -> BenchRow? {
+                guard let theirs = steps.first(where: { $0.label == other })?.step else { return nil }
+                let denominator = value(theirs)
+                return BenchRow(
+                    name: "\(prefix) \(name), \(label)/\(other == "Theengs Gateway" ? "Theengs" : other)",
+                    value: denominator > 0 ? value(ours) / denominator : 0, unit: "×", target: target,
+                    detail: denominator > 0 ? "" : "not comparable: \(other) has no messages")
+            }
+            rows += [
+                ratio("CPU per msg", "Theengs Gateway", \.cpuMicrosPerMessage, target: "≤ 0.10"),
+                ratio("syscalls per msg", "Theengs Gateway", \.syscallsPerMessage),
+                ratio("CPU per msg", "baseline", \.cpuMicrosPerMessage),
+                ratio("syscalls per msg", "baseline", \.syscallsPerMessage),
+                ratio("futex per msg", "baseline", \.futexPerMessage),
+            ].compactMap { $0 }
         }
-        rows += [
-            ratio("CPU per msg", "Theengs Gateway", \.cpuMicrosPerMessage, target: "≤ 0.10"),
-            ratio("syscalls per msg", "Theengs Gateway", \.syscallsPerMessage),
-            ratio("CPU per msg", "baseline", \.cpuMicrosPerMessage),
-            ratio("syscalls per msg", "baseline", \.syscallsPerMessage),
-            ratio("futex per msg", "baseline", \.futexPerMessage),
-        ].compactMap { $0 }
         return rows
     }
 
@@ -267,13 +295,18 @@ enum RealisticBench {
         let onCPU0 = ProcessThreads.onCPUNanoseconds(process.child.pid)
         let (usage, window) = try await PhaseUsage.measure(process) {
             await world.simulator.startRecordingReports()
+            subscriber.startArrivals()
             let reports0 = await world.simulator.counterValues().advertisementReports
             let delivered0 = subscriber.snapshot.count
             try await Task.sleep(for: .seconds(seconds))
             let reports1 = await world.simulator.counterValues().advertisementReports
             let delivered1 = subscriber.snapshot.count
             let times = await world.simulator.stopRecordingReports()
-            return (emitted: reports1 - reports0, delivered: delivered1 - delivered0, spread: ReportSpread(times))
+            let arrivals = subscriber.stopArrivals()
+            return (
+                emitted: reports1 - reports0, delivered: delivered1 - delivered0, spread: ReportSpread(times),
+                latency: ReportLatency(reports: times, arrivals: arrivals)
+            )
         }
         let onCPU =
             Double(
@@ -289,7 +322,8 @@ enum RealisticBench {
         return Step(
             rate: rate, seconds: seconds, emitted: window.emitted, delivered: window.delivered,
             cpuSeconds: onCPU, tickSeconds: usage.cpuSeconds, trace: trace, traceMessages: traceMessages,
-            emittedTotal: emittedTotal, deliveredTotal: subscriber.snapshot.count, spread: window.spread)
+            emittedTotal: emittedTotal, deliveredTotal: subscriber.snapshot.count, spread: window.spread,
+            latency: window.latency)
     }
 }
 

@@ -51,6 +51,8 @@ final class SimulatedDevice {
     /// not `unreachable`): like the kernel's create-connection, it comes up once it does.
     var connectAwaitsAdvertisement = false
     var lastReportConnectable = true
+    /// Advertising reports made so far (``ReportTime/sequence``).
+    var reportsMade = 0
 
     var temporaryTimer: EventLoop.Token?
     var linkTimer: EventLoop.Token?

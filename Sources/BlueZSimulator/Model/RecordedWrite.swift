@@ -19,11 +19,21 @@ public struct RecordedWrite: Sendable, Equatable {
 
 /// When one advertising report was due (its advertising event) and when the simulator sent it
 /// (its loop's turn; reports sent in one turn share the time, and their signals one flush), on
-/// the monotonic clock of `EventLoop.now()`, in nanoseconds.
+/// the monotonic clock of `EventLoop.now()`, in nanoseconds; `sequence` is the device's count
+/// of reports before this one (its first is 0), so a frame counter of its payload (`counter`
+/// with start 0, step 1) names the report (the bench's report-to-MQTT latency).
 public struct ReportTime: Sendable, Equatable {
     public var address: BluetoothAddress
     public var due: UInt64
     public var sent: UInt64
+    public var sequence = 0
+
+    public init(address: BluetoothAddress, due: UInt64, sent: UInt64, sequence: Int = 0) {
+        self.address = address
+        self.due = due
+        self.sent = sent
+        self.sequence = sequence
+    }
 }
 
 /// What the simulator has done, for tests and the bench (control interface `Counters`).

@@ -51,7 +51,9 @@ extension BlueZSimulator {
             // recording, if one runs.
             if device.spec.advertisesWhileConnected || !device.isConnected {
                 device.report(in: self)
-                reportTimes?.append(ReportTime(address: device.spec.address, due: deadline, sent: now))
+                reportTimes?.append(
+                    ReportTime(address: device.spec.address, due: deadline, sent: now, sequence: device.reportsMade))
+                device.reportsMade &+= 1
             }
             schedule.insert(path, at: next)
         }

@@ -52,6 +52,17 @@ public struct BluetoothSettings: Sendable, Equatable {
     public var parkAfter = 8
     /// Seconds between the attempts at a parked device.
     public var parkedRetry: Double = 3600
+    /// `report_batch`: seconds the advertising reports may wait so that a steady stream is read in
+    /// batches, one wake-up per batch (docs/config.md, "Reading reports in batches"); 0: each
+    /// report is read as it arrives.
+    public var reportBatch: Double = Self.defaultReportBatch
+    /// The default ``reportBatch``, also the longest: at 100 reports a second it takes 100 ms to
+    /// bring the gateway's CPU per message under a tenth of Theengs Gateway's (BENCHMARKS.md,
+    /// "Reports read in batches"), for about 50 ms of latency added at the median.
+    public static let defaultReportBatch: Double = 0.1
+    /// The longest ``reportBatch``: the socket buffers hold a batch (the kernel's management
+    /// socket some 300 reports; 100 ms at 1,000 reports/s is a third of that).
+    public static let maxReportBatch: Double = 0.1
     /// At most this many devices are tracked; beyond it the longest-silent forgettable device
     /// makes room, or the new one is dropped (counted in `bridge/health`).
     public var maxDevices = 1000
@@ -89,6 +100,13 @@ public struct BluetoothSettings: Sendable, Equatable {
         maxDevices = object.read("max_devices", default: maxDevices) { try $0.integer(in: 1...100_000) }
         parkAfter = object.read("park_after", default: parkAfter) { try $0.integer(in: 0...1000) }
         parkedRetry = object.read("parked_retry", default: parkedRetry) { try $0.positiveDuration() }
+        reportBatch = object.read("report_batch", default: reportBatch) { reader in
+            let seconds = try reader.duration()
+            guard seconds >= 0, seconds <= Self.maxReportBatch else {
+                throw reader.fail("expected a duration from \"0ms\" to \"100ms\"")
+            }
+            return seconds
+        }
         object.finish()
     }
 }

@@ -68,9 +68,11 @@ public final class BlueZCentralService: Service {
         }
         let central = try await CentralManager.start(options: options, bus: bus, on: loop)
         started.withLock { $0.central = central }
+        await central.setReportBatch(config.bluetooth.reportBatch)
         let radio = try await RadioSelection.open(
             config.bluetooth.radio, adapter: config.bluetooth.adapter, endpoint: radioEndpoint, central: central,
             loop: loop, log: log)
+        if let radio { await radio.setCoalescing(config.bluetooth.reportBatch) }
         started.withLock { $0.radio = radio }
         // A monitor a killed predecessor left in the kernel is removed, ours recorded (docs/bluez.md §7.1).
         if let radio, let stateDirectory { await radio.keepMonitorRecord(at: stateDirectory + "/adv-monitor") }

@@ -51,6 +51,9 @@ extension FuzzTargets {
         duration(config.bluetooth.forgetAfter, "bluetooth.forget_after")
         limit(config.bluetooth.parkAfter, 0...1000, "bluetooth.park_after")
         duration(config.bluetooth.parkedRetry, "bluetooth.parked_retry")
+        fuzzProperty(
+            config.bluetooth.reportBatch >= 0 && config.bluetooth.reportBatch <= BluetoothSettings.maxReportBatch,
+            "bluetooth.report_batch = \(config.bluetooth.reportBatch) is not from 0 to 100 ms")
         limit(config.availability.missedIntervals, 1...1000, "availability.missed_intervals")
         duration(config.availability.minimumTimeout, "availability.minimum_timeout")
         duration(config.availability.fallbackTimeout, "availability.fallback_timeout")
