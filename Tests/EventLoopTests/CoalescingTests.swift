@@ -91,7 +91,10 @@ struct CoalescingTests {
                 let gaps = zip(seen.calls.dropFirst(), seen.calls).map { Double($0 - $1) / 1e6 }
                 #expect(gaps.allSatisfy { $0 >= 99 || $0 < 5 }, "gaps \(gaps) ms")
             } else {
-                #expect(seen.calls.count > 30, "\(seen.calls.count) handlings of \(written) bytes")
+                // One per arrival when the machine keeps up; on a loaded one (the whole suite at
+                // once on 2 cores) the writer's 2 ms sleeps stretch and bytes come in clumps, so
+                // only "more often than coalesced" is asserted.
+                #expect(seen.calls.count > 10, "\(seen.calls.count) handlings of \(written) bytes")
             }
         }
     }
