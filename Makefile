@@ -74,18 +74,31 @@ test-fuzz: deps
 	$(SWIFT) build $(FUZZ_BUILD) --product gattway-fuzz
 	TARGETS="$(TARGETS)" scripts/fuzz.sh test "$(FUZZ_BINARY)"
 
-# bleak (PyPI, pinned, in .venv created only when missing) against `gattway simulate --scenario demo`
+# bleak (PyPI, pinned, a test instrument only) against `gattway simulate --scenario demo`
 # on a private dbus-daemon: scan with a service filter, connect, services, read, write with and
 # without response, notifications, disconnect; then bleak as the central on hci0 against `gattway
 # run` in the peripheral role on hci1 (linked simulated adapters, its own mosquitto): read, MQTT →
-# notification, writes → MQTT. Works with a pyenv shim or Debian's /usr/bin/python3.
+# notification, writes → MQTT. Run twice: with the oldest bleak gattway promises (BLEAK_VERSION,
+# in .venv, which test-bluez shares) and with the newest on PyPI (BLEAK_NEWEST_VERSION, in
+# .venv-bleak-newest); each virtualenv made when missing, bleak installed again when its version is
+# not the pinned one. Works with a pyenv shim or Debian's /usr/bin/python3.
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 BLEAK_VERSION := 3.0.1
+BLEAK_NEWEST_VERSION := 3.1.0
 test-conformance: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
-	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
+	$(call bleak_venv,.venv,$(BLEAK_VERSION))
+	$(call bleak_venv,.venv-bleak-newest,$(BLEAK_NEWEST_VERSION))
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
+	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-bleak-newest/bin/python
+
+# $(call bleak_venv,DIR,VERSION): the virtualenv DIR with bleak VERSION from PyPI, made when
+# missing, bleak installed again only when the installed version is another.
+define bleak_venv
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	@$(1)/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("bleak") != "$(2)")' 2>/dev/null \
+	  || $(1)/bin/pip install -q bleak==$(2)
+endef
 
 # $(call pinned_venv,DIR,REQUIREMENTS): the virtualenv DIR with the pinned test instruments of
 # REQUIREMENTS, made when missing and installed again only when the file changed (a copy is kept
@@ -285,4 +298,4 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway demo --duration $(DEMO_DURATION)
 
 clean:
-	rm -rf .build .venv .venv-bench .venv-esphome .venv-esphome-ha2025.4 .venv-homeassistant .venv-lint .venv-oracles bench/results.json
+	rm -rf .build .venv .venv-bench .venv-bleak-newest .venv-esphome .venv-esphome-ha2025.4 .venv-homeassistant .venv-lint .venv-oracles bench/results.json

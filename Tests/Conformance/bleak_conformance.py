@@ -6,6 +6,7 @@ which the simulator owns org.bluez. Prints PASS/FAIL per step; exits 1 on the fi
 """
 import asyncio
 import time
+import warnings
 
 from bleak import BleakClient, BleakScanner
 from dbus_fast import BusType, Message
@@ -16,6 +17,8 @@ from steps import Steps
 BATTERY = "A4:C1:38:00:00:01"
 ENV = "A4:C1:38:00:00:02"
 LAMP = "A4:C1:38:00:00:03"
+BTHOME = "A4:C1:38:00:00:04"
+RUUVI = "C4:D3:8C:12:4A:5F"
 HR = "A4:C1:38:00:00:06"
 BATTERY_SERVICE = "0000180f-0000-1000-8000-00805f9b34fb"
 LEVEL = "00002a19-0000-1000-8000-00805f9b34fb"
@@ -37,6 +40,31 @@ async def control(method, signature, body):
         bus.disconnect()
 
 
+async def scan_like_theengs():
+    """A scanner kept and started again, active, unfiltered but for DuplicateData, with the
+    deprecated adapter keyword: how Theengs Gateway 1.8.0 scans (its ble_scan_loop)."""
+    heard = {}
+
+    def on_advertisement(device, adv):
+        heard.setdefault(device.address, []).append(adv)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the adapter keyword, as Theengs passes it
+        scanner = BleakScanner(on_advertisement, scanning_mode="active",
+                               bluez={"filters": {"DuplicateData": True}}, adapter="hci0")
+    everyone = sorted([BATTERY, ENV, LAMP, BTHOME, RUUVI, HR])
+    for round_ in ("first", "second"):
+        heard.clear()
+        await scanner.start()
+        await asyncio.sleep(2.5)
+        await scanner.stop()
+        step(f"an unfiltered DuplicateData scan hears every advertiser ({round_} start)",
+             sorted(heard) == everyone, f"heard {sorted(heard)}")
+    bthome = "0000fcd2-0000-1000-8000-00805f9b34fb"
+    step("its advertisement data: the BTHome service data",
+         any(bthome in adv.service_data for adv in heard[BTHOME]), f"{heard[BTHOME][-1].service_data}")
+
+
 async def main():
     started = time.monotonic()
     found = await BleakScanner.discover(timeout=3.0, service_uuids=[BATTERY_SERVICE], return_adv=True)
@@ -48,6 +76,8 @@ async def main():
     step("advertisement data: name, service UUIDs, RSSI",
          adv.local_name == "Battery Sensor" and BATTERY_SERVICE in adv.service_uuids and adv.rssi < 0,
          f"name={adv.local_name!r} uuids={adv.service_uuids} rssi={adv.rssi}")
+
+    await scan_like_theengs()
 
     async with BleakClient(device, timeout=10.0) as client:
         step("connect", client.is_connected)
