@@ -235,8 +235,10 @@ lint:
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
-# when missing, with bleak pinned (bleak 3.1.0, which PyPI gives TheengsGateway 1.8.0 unpinned,
-# hears nothing on the simulator: Theengs then publishes no message). `make bench SUITES=gateway` runs one suite.
+# when missing, with bleak pinned to BLEAK_VERSION, so that the peer's figures do not move with
+# bleak's releases. (One run with bleak 3.1.0 once saw Theengs publish nothing; it was not
+# reproduced — the conformance lane runs 3.1.0 too, scanning as Theengs does.) `make bench
+# SUITES=gateway` runs one suite.
 # gattway is built as deploy/install.sh builds it ($(RELEASE_BUILD)), so the measured memory is
 # what a user runs; `BENCH_PHASES=notification,memory` runs only some phases
 # of the gateway suite. `SUITES=realistic` runs only the idle figures and the realistic rates
