@@ -68,8 +68,9 @@ public actor CentralManager: BlueZManager {
     var discovery = DiscoveryState()
     /// The management socket whose advertisement monitor serves passive scans (``setReportSource(_:radio:)``).
     var passiveScanner: KernelRadio?
-    /// Whether this manager asked `passiveScanner` for the passive scan (and has not released it).
-    var passiveScannerHeld = false
+    /// The controller whose passive scan this manager asked `passiveScanner` for (and has not
+    /// released), nil when none.
+    var passiveScannerHeld: UInt16?
     /// Connections this manager wants up (connect with auto-reconnect, restored, or adopted).
     var links: [BluetoothAddress: Link] = [:]
     /// Addresses whose disconnect this manager asked for (the next `Connected=false` is expected).
@@ -269,6 +270,9 @@ public actor CentralManager: BlueZManager {
         condition = new
         for sink in conditionHandlers.values { sink.deliver(new) }
     }
+
+    /// The chosen adapter's object path (`/org/bluez/hci0`), nil while none is chosen.
+    public var adapterObjectPath: String? { adapterPath?.rawValue }
 
     /// The adapter's address, when one is chosen.
     public var adapterAddress: BluetoothAddress? { chosenAdapterAddress }
