@@ -52,6 +52,8 @@ public actor CentralManager: BlueZManager {
     var signalTasks: [Task<Void, Never>] = []
     /// bluetoothd's signals, handled as they are dispatched.
     var bluezSignals: DBusSignalHandler?
+    /// The adapter's own signals, with ``CentralOptions/adapterSignalsOnly``.
+    var adapterSignals: DBusSignalHandler?
     /// Where state changes go: ``stateUpdates()`` streams and ``stateUpdates(handler:)`` handlers.
     var stateContinuations: [Int: EventSink<CentralState>] = [:]
     /// The adapter's condition as last told (``conditionUpdates(handler:)``).
@@ -126,9 +128,22 @@ public actor CentralManager: BlueZManager {
         // task iterating a stream could run after a later reply: on a loaded machine the `Value`
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
-        bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez")) {
-            [weak self] message in
+        let handle: @Sendable (DBusMessage) -> Void = { [weak self] message in
             self?.assumeLoopIsolated { $0.handleSignal(message) }
+        }
+        if options.adapterSignalsOnly, case .name(let name) = options.adapter,
+            let adapter = try? DBusObjectPath("/org/bluez/" + name)
+        {
+            // One central per adapter (several adapters in one process): the bus sends this
+            // connection only the object manager's signals and its own adapter's subtree, so a
+            // report on another adapter is not decoded here too. Both rules on one connection:
+            // their signals still come in the order bluetoothd sent them.
+            bluezSignals = try await connection.handleSignals(
+                matching: DBusMatchRule(sender: "org.bluez", path: .root), handle)
+            adapterSignals = try await connection.handleSignals(
+                matching: DBusMatchRule(sender: "org.bluez", pathNamespace: adapter), handle)
+        } else {
+            bluezSignals = try await connection.handleSignals(matching: DBusMatchRule(sender: "org.bluez"), handle)
         }
         loadStateFile()
     }
@@ -200,6 +215,7 @@ public actor CentralManager: BlueZManager {
         accessRetryTimer = nil
         conditionHandlers.removeAll()
         bluezSignals?.cancel()
+        adapterSignals?.cancel()
         await closeConnection()
     }
 

@@ -72,8 +72,8 @@ struct AdapterChoice: Sendable {
             else { return Int.min }
             return Int(sample.rssi)
         }
-        // max(by:) keeps the last of equals: scan in reverse so that a tie goes to the earlier adapter.
-        return pool.reversed().max { strength($0) < strength($1) } ?? pool[0]
+        // max(by:) keeps the first of equals: a tie goes to the earlier adapter.
+        return pool.max { strength($0) < strength($1) } ?? pool[0]
     }
 
     /// A link to `address` goes through `adapter` from now on (a new attempt, or one found up);

@@ -66,6 +66,8 @@ public final class BlueZCentralService: Service {
         var centrals: [CentralManager] = []
         for (index, adapter) in config.bluetooth.adapters.enumerated() {
             var options = CentralOptions(adapter: AdapterSelector(adapter))
+            // Each central hears only its own adapter's signals (besides the object manager's).
+            options.adapterSignalsOnly = config.bluetooth.adapters.count > 1
             if let stateDirectory {
                 try? LocalFile.createDirectories(stateDirectory)
                 let file = Self.stateFileName(adapter, first: index == 0)
