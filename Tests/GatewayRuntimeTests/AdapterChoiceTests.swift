@@ -58,6 +58,18 @@ struct AdapterChoiceTests {
         #expect(choice.best(for: device, usable: [true, true], at: 0) == 1)
     }
 
+    @Test("a first link waits up to a second after the first report for the other usable adapters to hear the device")
+    func settle() {
+        var choice = AdapterChoice(adapters: 2, slotsPerAdapter: 1)
+        choice.heard(0, device, rssi: -80, at: 10)
+        #expect(choice.wait(for: device, usable: [true, true], at: 10.25) == AdapterChoice.settle - 0.25)
+        #expect(choice.wait(for: device, usable: [true, false], at: 10.25) == 0)  // hci1 cannot be used
+        #expect(choice.wait(for: device, usable: [true, true], at: 10 + AdapterChoice.settle + 1) == 0)
+        choice.heard(1, device, rssi: -40, at: 10.5)
+        #expect(choice.wait(for: device, usable: [true, true], at: 10.5) == 0)  // both heard it
+        #expect(choice.best(for: device, usable: [true, true], at: 10.5) == 1)
+    }
+
     @Test("one link per device: a device linked through one adapter is not claimed by another")
     func oneOwner() {
         var choice = AdapterChoice(adapters: 2, slotsPerAdapter: 3)

@@ -10,9 +10,16 @@ import Bluetooth
 /// usable one is taken anyway (the gateway's own limit, `max_connections` × the adapters, keeps
 /// that rare: links made by other clients of bluetoothd are not counted). One link per device:
 /// the adapter that has it owns the device's GATT operations until the link ends.
+///
+/// The gateway connects a device at its first report; the other adapters may not have heard it
+/// yet. So a device's link waits until every usable adapter heard it or ``settle`` seconds
+/// passed since its first report (``wait(for:usable:at:)``).
 struct AdapterChoice: Sendable {
     /// Seconds a report counts for the choice.
     static let heardFor: Double = 60
+    /// Seconds after a device's first report that its first link may wait for the other
+    /// adapters to hear it.
+    static let settle: Double = 1
     /// At most this many addresses are remembered (a street of phones with rotating addresses
     /// must not grow it without bound): when full, emptied, as the central's name table is.
     static let addressLimit = 4096
@@ -26,8 +33,15 @@ struct AdapterChoice: Sendable {
     let adapters: Int
     /// `max_connections`: links per adapter.
     let slotsPerAdapter: Int
-    /// The last report per address, one entry per adapter (nil: not heard by it).
-    private(set) var heard: [BluetoothAddress: [Heard?]] = [:]
+    /// A device as the adapters heard it.
+    struct Entry: Sendable, Equatable {
+        /// When any adapter heard it first (since it was remembered).
+        var first: Double
+        /// The last report of each adapter (nil: not heard by it).
+        var each: [Heard?]
+    }
+    /// The devices heard, by address.
+    private(set) var heard: [BluetoothAddress: Entry] = [:]
     /// The adapter each link (connected or being made) goes through.
     private(set) var owners: [BluetoothAddress: Int] = [:]
     /// Reports per adapter since the start (for `bridge/health`).
@@ -45,12 +59,12 @@ struct AdapterChoice: Sendable {
         guard adapters > 1 else { return }  // one adapter: nothing to choose
         let sample = Heard(rssi: rssi ?? -127, at: now)
         if heard[address] != nil {
-            heard[address]?[adapter] = sample
+            heard[address]?.each[adapter] = sample
             return
         }
         if heard.count >= Self.addressLimit { heard.removeAll(keepingCapacity: true) }
-        var entry = [Heard?](repeating: nil, count: adapters)
-        entry[adapter] = sample
+        var entry = Entry(first: now, each: [Heard?](repeating: nil, count: adapters))
+        entry.each[adapter] = sample
         heard[address] = entry
     }
 
@@ -66,7 +80,7 @@ struct AdapterChoice: Sendable {
         guard !candidates.isEmpty else { return 0 }
         let free = candidates.filter { links(on: $0) < slotsPerAdapter }
         let pool = free.isEmpty ? candidates : free
-        let samples = heard[address] ?? []
+        let samples = heard[address]?.each ?? []
         func strength(_ adapter: Int) -> Int {
             guard samples.indices.contains(adapter), let sample = samples[adapter], now - sample.at <= Self.heardFor
             else { return Int.min }
@@ -74,6 +88,16 @@ struct AdapterChoice: Sendable {
         }
         // max(by:) keeps the first of equals: a tie goes to the earlier adapter.
         return pool.max { strength($0) < strength($1) } ?? pool[0]
+    }
+
+    /// Seconds a new link to `address` should wait so that every usable adapter can hear the
+    /// device first: 0 with one usable adapter, once each usable adapter heard it, for a device
+    /// already linked, and from ``settle`` seconds after its first report on.
+    func wait(for address: BluetoothAddress, usable: [Bool], at now: Double) -> Double {
+        guard owners[address] == nil, usable.count { $0 } > 1, let entry = heard[address] else { return 0 }
+        let unheard = usable.indices.contains { usable[$0] && entry.each.indices.contains($0) && entry.each[$0] == nil }
+        guard unheard else { return 0 }
+        return max(0, entry.first + Self.settle - now)
     }
 
     /// A link to `address` goes through `adapter` from now on (a new attempt, or one found up);

@@ -62,6 +62,12 @@ public final class GatewayAdapters: Sendable {
             if await central.peripheral(address).isConnected, claim(address, on: index) { return index }
             usable.append(await central.state == .poweredOn)
         }
+        // Heard by one adapter only so far: a moment for the others to hear it too.
+        let wait = choice.withLock { [now] in $0.wait(for: address, usable: usable, at: now) }
+        if wait > 0 {
+            try? await Task.sleep(for: .milliseconds(Int64(wait * 1000)))
+            if let owner = owner(of: address) { return owner }
+        }
         let now = self.now
         return choice.withLock { choice in
             let index = choice.best(for: address, usable: usable, at: now)
