@@ -1,8 +1,11 @@
 import BlueZSimulator
 import DBus
+import ESPHomeAPI
 import EventLoop
 import Foundation
+import GatewayFakes
 import JSON
+import Subprocess
 import TestSupport
 import Testing
 
@@ -210,6 +213,95 @@ struct AdaptersTests {
             }
             #expect(adapters[1]["state"] == .string("powered_on"), "\(health.text)")
             #expect(e2e.gateway.isRunning, "the gateway exited:\n\(e2e.gateway.log())")
+        }
+    }
+}
+
+/// The Bluetooth proxy of `gattway run` over two adapters, through Home Assistant's protocol.
+@Suite("End to end: the Bluetooth proxy over several adapters")
+struct ProxyAdaptersTests {
+    /// A beacon only hci0 hears, one only hci1 hears, and a battery sensor both hear, louder on hci1.
+    static func scenario() throws -> Scenario {
+        let beacon = { (address: String, adapter: String) in
+            #"""
+            {"address": "\#(address)", "adapter": "\#(adapter)", "rssi": -60, "interval": "100ms", "connectable": false,
+             "service_data": {"FCD2": {"template": "bthome_v2", "fields": {"temperature": 21.5}}}}
+            """#
+        }
+        return try AdaptersTests.world(
+            beacon("A4:C1:38:00:00:0A", "hci0") + ", " + beacon("A4:C1:38:00:00:0B", "hci1") + ", "
+                + AdaptersTests.battery("A4:C1:38:00:00:01", rssi0: -80, rssi1: -40))
+    }
+
+    static func hello() -> [UInt8] {
+        var writer = ProtobufWriter()
+        writer.string(1, "tests")
+        writer.uint32(2, 1)
+        writer.uint32(3, 10)
+        return writer.bytes
+    }
+
+    /// The addresses of a BluetoothLERawAdvertisementsResponse.
+    static func addresses(_ payload: [UInt8]) throws -> [UInt64] {
+        var reader = ProtobufReader(payload)
+        var found: [UInt64] = []
+        while let (field, value) = try reader.next() {
+            guard field == 1, case .lengthDelimited(let bytes) = value else { continue }
+            var advertisement = ProtobufReader(bytes)
+            while let (inner, innerValue) = try advertisement.next() {
+                if inner == 1 { found.append(try innerValue.varint(field: inner)) }
+            }
+        }
+        return found
+    }
+
+    @Test(
+        "one scanner forwards both adapters' reports; a connection through the proxy goes through the adapter that hears the device best",
+        arguments: ["mgmt", "dbus"])
+    func oneScanner(radio: String) async throws {
+        let port = try LoopbackPort.free()
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
+              "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "\(radio)"},
+              "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(port)"}
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: try Self.scenario(), managementSocket: true) { e2e in
+            try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
+            var client = try ESPHomeTestClient(port: port)
+            defer { client.close() }
+            client.send(type: MessageType.helloRequest, Self.hello())
+            #expect(client.receive()?.type == MessageType.helloResponse)
+            client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+            var heard: Set<UInt64> = []
+            let wanted: Set<UInt64> = [0xA4C1_3800_000A, 0xA4C1_3800_000B]
+            let deadline = ContinuousClock.now + .seconds(30)
+            while !wanted.isSubset(of: heard), ContinuousClock.now < deadline {
+                guard let message = client.receive() else { break }
+                if message.type == MessageType.bluetoothLERawAdvertisementsResponse {
+                    heard.formUnion(try Self.addresses(message.payload))
+                }
+            }
+            #expect(wanted.isSubset(of: heard), "heard \(heard.map { String($0, radix: 16) })")
+            // Connect (V3 without cache) to the battery sensor, louder on hci1.
+            var request = ProtobufWriter()
+            request.varint(1, 0xA4C1_3800_0001)
+            request.uint32(2, 5)
+            client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
+            var connected = false
+            while ContinuousClock.now < deadline + .seconds(30), !connected {
+                guard let message = client.receive() else { break }
+                guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
+                var reader = ProtobufReader(message.payload)
+                while let (field, value) = try reader.next() {
+                    if field == 2 { connected = try value.bool(field: field) }
+                }
+                if !connected { break }
+            }
+            #expect(connected, "\(e2e.gateway.log())")
+            #expect(try await AdaptersTests.connected(e2e, "hci1", "A4:C1:38:00:00:01"))
+            #expect(try await !AdaptersTests.connected(e2e, "hci0", "A4:C1:38:00:00:01"))
         }
     }
 }
