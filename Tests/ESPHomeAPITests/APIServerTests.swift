@@ -60,13 +60,7 @@ struct APIServerTests {
 
     typealias TestClient = ESPHomeTestClient
 
-    static func hello() -> [UInt8] {
-        var writer = ProtobufWriter()
-        writer.string(1, "tests")
-        writer.uint32(2, 1)
-        writer.uint32(3, 10)
-        return writer.bytes
-    }
+    static func hello() -> [UInt8] { ESPHomeTestClient.hello() }
 
     @Test func sessionAndAdvertisements() async throws {
         let harness = try await Harness()

@@ -15,15 +15,11 @@ import Testing
 struct AdaptersTests {
     /// Two adapters; `devices` (JSON objects of the scenario's `devices`).
     static func world(_ devices: String) throws -> Scenario {
-        try Scenario.parse(
-            Data(
-                """
-                {
-                  "timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0},
-                  "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}],
-                  "devices": [\(devices)]
-                }
-                """.utf8))
+        try RadioTests.world(
+            devices,
+            adapters:
+                #"{"name": "hci0", "address": "00:AA:01:00:00:00"}, {"name": "hci1", "address": "00:AA:01:00:00:01"}"#
+        )
     }
 
     /// One BTHome sensor heard by both adapters: the same advertisement at the same moment with
@@ -80,7 +76,8 @@ struct AdaptersTests {
                 #expect(adapter["state"] == .string("powered_on"), "\(health.text)")
                 #expect(adapter["mode"] == .string(mode), "\(health.text)")
                 #expect(adapter["path"] == .string(radio), "\(health.text)")
-                guard case .number(let reports)? = adapter["reports"], case .number(let rate)? = adapter["reports_per_second"]
+                guard case .number(let reports)? = adapter["reports"],
+                    case .number(let rate)? = adapter["reports_per_second"]
                 else {
                     Issue.record("no report counts: \(health.text)")
                     continue
@@ -155,7 +152,9 @@ struct AdaptersTests {
         }
     }
 
-    @Test("with the adapter that hears both devices best full, the second link goes through the other", arguments: ["mgmt", "dbus"])
+    @Test(
+        "with the adapter that hears both devices best full, the second link goes through the other",
+        arguments: ["mgmt", "dbus"])
     func fullAdapter(radio: String) async throws {
         // Both louder on hci1; one link per adapter.
         let scenario = try Self.world(
@@ -191,13 +190,19 @@ struct AdaptersTests {
                    "packet_id": {"counter": {"start": 0, "step": 1, "min": 0, "max": 255}}, "temperature": 21.5}}}}
                 """#)
         let rules = Self.batteryRule + #", {"match": {"address": "A4:C1:38:00:00:04"}, "name": "bthome_th"}"#
-        try await EndToEnd.run(config: Self.config(radio: radio, devices: rules), scenario: scenario, managementSocket: true)
-        { e2e in
+        try await EndToEnd.run(
+            config: Self.config(radio: radio, devices: rules), scenario: scenario, managementSocket: true
+        ) { e2e in
             let messages = e2e.messages
-            try await Self.waitUntil("the link through hci1") { try await Self.connected(e2e, "hci1", address) }
+            // Linked and subscribed (a reading came), through the louder hci1.
+            try await messages.next(on: "gattway/bridge/event", timeout: 30) { $0.string("type") == "device_connected" }
+            try await messages.next(on: "gattway/A4C138000001", timeout: 30) { $0.number("battery") != nil }
+            #expect(try await Self.connected(e2e, "hci1", address))
             try await e2e.simulator.setPresent(adapter: "hci1", false)
             // The link is lost (bridge/event), then made again through hci0.
-            try await messages.next(on: "gattway/bridge/event", timeout: 30) { $0.string("type") == "device_disconnected" }
+            try await messages.next(on: "gattway/bridge/event", timeout: 30) {
+                $0.string("type") == "device_disconnected"
+            }
             try await Self.waitUntil("the link through hci0", timeout: 40) {
                 try await Self.connected(e2e, "hci0", address)
             }
@@ -205,7 +210,9 @@ struct AdaptersTests {
             let pulled = messages.count
             try await e2e.simulator.setPresent(adapter: "hci1", true)
             // ...and its readings come again once hci1 is back, without a restart.
-            try await messages.next(on: "gattway/bthome_th", after: pulled, timeout: 30) { $0.number("packet_id") != nil }
+            try await messages.next(on: "gattway/bthome_th", after: pulled, timeout: 30) {
+                $0.number("packet_id") != nil
+            }
             let health = try await messages.next(on: "gattway/bridge/health", after: messages.count, timeout: 30)
             guard case .array(let adapters)? = health.json?["radio"]?["adapters"], adapters.count == 2 else {
                 Issue.record("no two adapters: \(health.text)")
@@ -231,14 +238,6 @@ struct ProxyAdaptersTests {
         return try AdaptersTests.world(
             beacon("A4:C1:38:00:00:0A", "hci0") + ", " + beacon("A4:C1:38:00:00:0B", "hci1") + ", "
                 + AdaptersTests.battery("A4:C1:38:00:00:01", rssi0: -80, rssi1: -40))
-    }
-
-    static func hello() -> [UInt8] {
-        var writer = ProtobufWriter()
-        writer.string(1, "tests")
-        writer.uint32(2, 1)
-        writer.uint32(3, 10)
-        return writer.bytes
     }
 
     /// The addresses of a BluetoothLERawAdvertisementsResponse.
@@ -271,7 +270,7 @@ struct ProxyAdaptersTests {
             try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
             var client = try ESPHomeTestClient(port: port)
             defer { client.close() }
-            client.send(type: MessageType.helloRequest, Self.hello())
+            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
             #expect(client.receive()?.type == MessageType.helloResponse)
             client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
             var heard: Set<UInt64> = []

@@ -51,4 +51,13 @@ public struct ESPHomeTestClient {
     }
 
     public func close() { Glibc.close(fd) }
+
+    /// A HelloRequest's payload: client "tests", API 1.10.
+    public static func hello() -> [UInt8] {
+        var writer = ProtobufWriter()
+        writer.string(1, "tests")
+        writer.uint32(2, 1)
+        writer.uint32(3, 10)
+        return writer.bytes
+    }
 }

@@ -21,7 +21,8 @@ struct AdapterConfigTests {
         #expect(try adapters("{}") == ["hci0"])
         #expect(try adapters(#"{"adapter": "hci1"}"#) == ["hci1"])
         #expect(try adapters(#"{"adapters": ["hci2", "hci0"]}"#) == ["hci2", "hci0"])
-        let config = try GatewayConfig.parse(Array(#"{"bluetooth": {"adapters": ["hci2", "hci0"], "max_connections": 2}}"#.utf8))
+        let config = try GatewayConfig.parse(
+            Array(#"{"bluetooth": {"adapters": ["hci2", "hci0"], "max_connections": 2}}"#.utf8))
         #expect(config.bluetooth.adapter == "hci2")
         #expect(config.bluetooth.totalConnections == 4)
     }

@@ -276,7 +276,8 @@ public struct CentralBLEPort: BLEPort {
     public func restoredDevices() async -> [BLEDiscovery] {
         var devices: [BLEDiscovery] = []
         for central in adapters.centrals {
-            for device in await central.restoredDevices() where !devices.contains(where: { $0.address == device.address }) {
+            for device in await central.restoredDevices()
+            where !devices.contains(where: { $0.address == device.address }) {
                 devices.append(device)
             }
         }

@@ -48,7 +48,9 @@ struct RadioDiagnosis {
             if !absent.isEmpty {
                 return [
                     .warn(
-                        "radio", found + "; \(absent.joined(separator: ", ")) \(absent.count == 1 ? "is" : "are") not among them",
+                        "radio",
+                        found
+                            + "; \(absent.joined(separator: ", ")) \(absent.count == 1 ? "is" : "are") not among them",
                         "check bluetooth.adapters (a dongle unplugged is scanned again once it is back)")
                 ]
             }
