@@ -26,7 +26,8 @@ enum AdaptersBench: BenchSuite {
         for adapter in names {
             for index in 0..<advertisers {
                 let json = RealisticBench.advertiserJSON(index: index, interval: interval, aligned: true)
-                devices.append(json.replacingOccurrences(of: #"{"address""#, with: #"{"adapter": "\#(adapter)", "address""#))
+                devices.append(
+                    json.replacingOccurrences(of: #"{"address""#, with: #"{"adapter": "\#(adapter)", "address""#))
             }
         }
         return
