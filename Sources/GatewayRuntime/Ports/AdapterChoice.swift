@@ -94,7 +94,7 @@ struct AdapterChoice: Sendable {
     /// device first: 0 with one usable adapter, once each usable adapter heard it, for a device
     /// already linked, and from ``settle`` seconds after its first report on.
     func wait(for address: BluetoothAddress, usable: [Bool], at now: Double) -> Double {
-        guard owners[address] == nil, usable.count { $0 } > 1, let entry = heard[address] else { return 0 }
+        guard owners[address] == nil, usable.count(where: { $0 }) > 1, let entry = heard[address] else { return 0 }
         let unheard = usable.indices.contains { usable[$0] && entry.each.indices.contains($0) && entry.each[$0] == nil }
         guard unheard else { return 0 }
         return max(0, entry.first + Self.settle - now)
