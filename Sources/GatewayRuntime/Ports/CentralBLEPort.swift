@@ -57,7 +57,10 @@ public struct CentralBLEPort: BLEPort {
                 ) { result in
                     adapters.heard(index, result.peripheral.address, rssi: result.advertisementData.rssi)
                     scanMode?.heard(result.advertisementData.localName)
-                    deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
+                    deliver(
+                        BLEDiscovery(
+                            address: result.peripheral.address, advertisement: result.advertisementData,
+                            adapter: UInt8(truncatingIfNeeded: index)))
                 }
                 tokens.append((central, token))
             }
