@@ -16,6 +16,7 @@
 # in radio.adapters, each with reports).
 set -u
 BIN=${1:?usage: guest-adapters.sh BIN-DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
 SHARE=${SHARE:-/tmp}
 LOGS=${LOGS:-$SHARE/logs}
 RESULTS=${RESULTS:-$SHARE/results.txt}
@@ -23,13 +24,8 @@ PY=/usr/bin/python3
 IDS=${RBZ_ADAPTERS_IDS:-8}
 STEP=${RBZ_ADAPTERS_STEP:-5}
 mkdir -p "$SHARE/out/adapters" "$LOGS"
-t() { cut -d' ' -f1 /proc/uptime; }
-result() { echo "$*" | tee -a "$RESULTS"; }
-until_true() {  # until_true SECONDS COMMAND...: COMMAND every 0.1 s until it succeeds or SECONDS pass
-  local deadline=$(( $(date +%s) + $1 ))
-  shift
-  until "$@"; do [ "$(date +%s)" -lt "$deadline" ] || return 1; sleep 0.1; done
-}
+# shellcheck source=Tests/RealBlueZ/guest-lib.sh
+. "$HERE/guest-lib.sh"
 address() { busctl --system get-property org.bluez "/org/bluez/$1" org.bluez.Adapter1 Address 2>/dev/null | cut -d'"' -f2; }
 port=18870
 
