@@ -2,9 +2,10 @@
 # Several adapters of one gateway on the real kernel and bluetoothd (issue 30, items 4 and 5),
 # inside the real-BlueZ VM:
 #   Tests/RealBlueZ/run-vm.sh Tests/RealBlueZ/guest-adapters.sh BIN-DIR
-# btvirt's controllers share one medium, so an advertiser on hci1 is heard by hci0 and hci2.
-# `gattway run` scans with "adapters": ["hci0", "hci2"]; hci1 advertises a BTHome v2 frame
-# (btmgmt add-adv, instance 1, connectable so that it uses hci1's public address) whose packet id
+# btvirt's controllers share one medium, so an advertiser on hci3 is heard by hci0 and hci2.
+# `gattway run` scans with "adapters": ["hci0", "hci2"]; hci3 (a central only in guest-tests.sh,
+# advertising nothing else) advertises a BTHome v2 frame (btmgmt add-adv, instance 1, connectable
+# so that it uses hci3's public address) whose packet id
 # changes every RBZ_ADAPTERS_STEP seconds (default 5), for
 # RBZ_ADAPTERS_IDS ids (default 8). Both adapters hear the advertising events of every id (the
 # kernel's default interval for such an instance is about 2 s under emulation: one to three
@@ -29,12 +30,12 @@ mkdir -p "$SHARE/out/adapters" "$LOGS"
 address() { busctl --system get-property org.bluez "/org/bluez/$1" org.bluez.Adapter1 Address 2>/dev/null | cut -d'"' -f2; }
 port=18870
 
-advertiser=$(address hci1)
+advertiser=$(address hci3)
 for path in ${RBZ_ADAPTERS_PATHS:-mgmt dbus}; do
   name=adapters.$path
   R=$SHARE/out/adapters/$path
   rm -rf "$R"; mkdir -p "$R"
-  echo "[adapters $(t)] path $path: hci1 ($advertiser) advertises $IDS packet ids, $STEP s each; gattway scans hci0 + hci2"
+  echo "[adapters $(t)] path $path: hci3 ($advertiser) advertises $IDS packet ids, $STEP s each; gattway scans hci0 + hci2"
   port=$((port + 1))
   printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$port" > "$R/mosquitto.conf"
   mosquitto -c "$R/mosquitto.conf" > "$R/mosquitto.log" 2>&1 &
@@ -60,10 +61,10 @@ CONF
   for id in $(seq 1 "$IDS"); do
     # BTHome v2, unencrypted: device info 0x40, packet id (0x00), temperature 21.50 °C (0x02).
     data=$(printf '0916d2fc4000%02x026608' "$id")
-    btmgmt --index 1 add-adv -c -g -d "$data" 1 > /dev/null 2>> "$R/btmgmt.stderr"
+    btmgmt --index 3 add-adv -c -g -d "$data" 1 > /dev/null 2>> "$R/btmgmt.stderr"
     sleep "$STEP"
   done
-  btmgmt --index 1 rm-adv 1 > /dev/null 2>> "$R/btmgmt.stderr"
+  btmgmt --index 3 rm-adv 1 > /dev/null 2>> "$R/btmgmt.stderr"
   sleep 3  # a health message after the last id
   kill -TERM "$GATEWAY" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done

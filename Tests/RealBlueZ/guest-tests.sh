@@ -560,6 +560,14 @@ CONF
   for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
   kill -9 $GATEWAY $BROKER $SUB $SENSOR 2>/dev/null
 fi
+# ---- Several adapters (guest-adapters.sh): `gattway run` with "adapters": ["hci0", "hci2"] while
+# hci3 advertises a BTHome frame whose packet id changes every 5 s (btvirt's medium: both adapters
+# hear it); every packet id reaches MQTT once, and bridge/health lists both adapters with reports,
+# on each path (adapters.mgmt.*, adapters.dbus.*).
+if [ "${RBZ_ADAPTERS:-1}" = 1 ]; then
+  echo "[tests $(t)] several adapters"
+  RESULTS=$RESULTS "$HERE/guest-adapters.sh" "$BIN"
+fi
 # ---- The virtual radio (guest-radio.sh, vhci-radio.py): a controller of its own on /dev/vhci
 # (hci4) sends BTHome reports of 10 devices at 100 per second for 5 s while `gattway run` scans
 # it, once on each path (bluetooth.radio dbus, then mgmt); btmon counts what the controller
