@@ -8,8 +8,9 @@
 # of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a python with bleak) as centrals,
 # and `gattway run` in the peripheral role on hci1 with mosquitto and the CLI as the central, and
 # `gattway run` with role both (central on hci0, serving and advertising on hci2, the CLI on hci3
-# reading it), and the virtual radio (guest-radio.sh: vhci-radio.py's reports through `gattway
-# run`). RBZ_DIFF=0 / RBZ_PROXY=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_RADIO=0
+# reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3), and
+# the virtual radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`). RBZ_DIFF=0 /
+# RBZ_PROXY=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_RADIO=0
 # leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
