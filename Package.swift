@@ -145,7 +145,9 @@ let package = Package(
             ]
         ),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth", "ESPHomeAPI", "GatewayFakes"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -51,17 +51,32 @@ struct BlueZMatchRules {
         DBusMatchRule(sender: sender, pathNamespace: path)
     }
 
-    /// The rules for `source`, with `devices` the paths of the devices watched.
-    static func wanted(for source: CentralOptions.ReportSource, devices: [DBusObjectPath]) -> Set<DBusMatchRule> {
+    /// The D-Bus path's rules: every signal of bluetoothd; with `adapter`
+    /// (``CentralOptions/adapterSignalsOnly``: one central per adapter in one process) only the
+    /// object manager's and those below that adapter, so that a report another adapter heard is
+    /// not delivered and decoded here too.
+    static func broad(adapter: DBusObjectPath?) -> Set<DBusMatchRule> {
+        guard let adapter else { return [everything] }
+        return [DBusMatchRule(sender: sender, path: .root), DBusMatchRule(sender: sender, pathNamespace: adapter)]
+    }
+
+    /// The rules for `source`, with `devices` the paths of the devices watched and `adapter` as
+    /// in ``broad(adapter:)``.
+    static func wanted(for source: CentralOptions.ReportSource, devices: [DBusObjectPath], adapter: DBusObjectPath?)
+        -> Set<DBusMatchRule>
+    {
         switch source {
-        case .bluez: [everything]
+        case .bluez: broad(adapter: adapter)
         case .kernel: Set([objectManager, adapters] + devices.map(device))
         }
     }
 
-    /// The device a per-device rule is for, or nil for another rule.
+    /// The device a per-device rule is for, or nil for another rule (an adapter's subtree too).
     static func watchedPath(of rule: DBusMatchRule) -> DBusObjectPath? {
-        rule.sender == sender && rule.path == nil && rule.interface == nil ? rule.pathNamespace : nil
+        guard rule.sender == sender, rule.path == nil, rule.interface == nil, let path = rule.pathNamespace,
+            path.rawValue.contains("/dev_")
+        else { return nil }
+        return path
     }
 }
 
@@ -86,7 +101,14 @@ extension CentralManager {
     /// The rules bluetoothd's signals should reach the central by now.
     var wantedMatchRules: Set<DBusMatchRule> {
         let paths = reports == .kernel ? watchedDevices.compactMap(devicePath) : []
-        return BlueZMatchRules.wanted(for: reports, devices: paths)
+        return BlueZMatchRules.wanted(for: reports, devices: paths, adapter: scopedAdapter)
+    }
+
+    /// The adapter whose subtree alone the D-Bus path's rules cover
+    /// (``CentralOptions/adapterSignalsOnly``), nil: every signal of bluetoothd.
+    var scopedAdapter: DBusObjectPath? {
+        guard options.adapterSignalsOnly, case .name(let name) = options.adapter else { return nil }
+        return try? DBusObjectPath("/org/bluez/" + name)
     }
 
     /// Brings the bus's rules in line with ``wantedMatchRules`` and returns once they are (one
@@ -132,7 +154,8 @@ extension CentralManager {
         matchRules.updateQueued = false
         guard !closed else { return }
         let wanted = wantedMatchRules
-        let wasEverything = matchRules.applied.contains(BlueZMatchRules.everything)
+        let broad = BlueZMatchRules.broad(adapter: scopedAdapter)
+        let wasEverything = matchRules.applied.isSuperset(of: broad)
         var added: [DBusObjectPath] = []
         for rule in wanted.subtracting(matchRules.applied).sorted(by: { $0.description < $1.description }) {
             do {
@@ -149,7 +172,7 @@ extension CentralManager {
         let unwanted = matchRules.applied.subtracting(wantedMatchRules)
         matchRules.applied.subtract(unwanted)
         for rule in unwanted { await connection.removeMatch(rule) }
-        if reports == .bluez, !wasEverything, matchRules.applied.contains(BlueZMatchRules.everything),
+        if reports == .bluez, !wasEverything, matchRules.applied.isSuperset(of: broad),
             bluezOwner != nil
         {
             await refreshAllDevices()

@@ -162,9 +162,9 @@ extension CentralManager {
 
     /// Removes the advertisement monitor this manager holds, if any.
     func releasePassiveScan() async {
-        guard passiveScannerHeld, let passiveScanner else { return }
-        passiveScannerHeld = false
-        await passiveScanner.releasePassiveScan()
+        guard let controller = passiveScannerHeld, let passiveScanner else { return }
+        passiveScannerHeld = nil
+        await passiveScanner.releasePassiveScan(controller: controller)
     }
 
     func setEffectiveScanMode(_ mode: ScanMode?) {
@@ -199,8 +199,12 @@ extension CentralManager {
         let wanted = wantedScanMode
         if wanted == .passive, let passiveScanner, let adapterIndex {
             do {
+                if let held = passiveScannerHeld, held != adapterIndex {
+                    passiveScannerHeld = nil
+                    await passiveScanner.releasePassiveScan(controller: held)
+                }
                 try await passiveScanner.holdPassiveScan(controller: adapterIndex)
-                passiveScannerHeld = true
+                passiveScannerHeld = adapterIndex
             } catch {
                 scheduleDiscoveryRetry()
                 return
@@ -439,9 +443,9 @@ extension CentralManager {
         let scanner = source == .kernel ? radio : nil
         guard reports != source || passiveScanner !== scanner else { return }
         reports = source
-        if let old = passiveScanner, old !== scanner, passiveScannerHeld {
-            passiveScannerHeld = false
-            Task { await old.releasePassiveScan() }
+        if let old = passiveScanner, old !== scanner, let held = passiveScannerHeld {
+            passiveScannerHeld = nil
+            Task { await old.releasePassiveScan(controller: held) }
         }
         passiveScanner = scanner
         armDiscovery()

@@ -75,8 +75,9 @@ public actor CentralManager: BlueZManager {
     var discovery = DiscoveryState()
     /// The management socket whose advertisement monitor serves passive scans (``setReportSource(_:radio:)``).
     var passiveScanner: KernelRadio?
-    /// Whether this manager asked `passiveScanner` for the passive scan (and has not released it).
-    var passiveScannerHeld = false
+    /// The controller whose passive scan this manager asked `passiveScanner` for (and has not
+    /// released), nil when none.
+    var passiveScannerHeld: UInt16?
     /// Connections this manager wants up (connect with auto-reconnect, restored, or adopted).
     var links: [BluetoothAddress: Link] = [:]
     /// Addresses whose disconnect this manager asked for (the next `Connected=false` is expected).
@@ -135,6 +136,9 @@ public actor CentralManager: BlueZManager {
         // task iterating a stream could run after a later reply: on a loaded machine the `Value`
         // signal of our own ReadValue then came after the read had finished and went out as a
         // notification).
+        // The bus's rules say which signals come (BlueZMatchRules: per path, and with
+        // ``CentralOptions/adapterSignalsOnly`` only the object manager's and the own adapter's
+        // on the D-Bus path); one local handler takes them all, in the order bluetoothd sent them.
         bluezSignals = try await connection.handleSignals(matching: BlueZMatchRules.everything, onBus: false) {
             [weak self] message in
             self?.assumeLoopIsolated { $0.handleSignal(message) }
@@ -281,6 +285,9 @@ public actor CentralManager: BlueZManager {
         condition = new
         for sink in conditionHandlers.values { sink.deliver(new) }
     }
+
+    /// The chosen adapter's object path (`/org/bluez/hci0`), nil while none is chosen.
+    public var adapterObjectPath: String? { adapterPath?.rawValue }
 
     /// The adapter's address, when one is chosen.
     public var adapterAddress: BluetoothAddress? { chosenAdapterAddress }

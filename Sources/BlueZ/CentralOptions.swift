@@ -39,6 +39,11 @@ public struct CentralOptions: Sendable {
     public var gattTimeout: Duration
     /// How long ``CentralManager/discoverServices(_:for:)`` waits for `ServicesResolved`.
     public var resolveTimeout: Duration
+    /// Subscribe only to the object manager's signals and those below the adapter's own path
+    /// (with an adapter chosen by name): for one central per adapter in one process, so that
+    /// bluetoothd's signals about another adapter's devices are not delivered and decoded here.
+    /// Other adapters' properties are then as read at the start (or at their return).
+    public var adapterSignalsOnly = false
     /// Seconds between two tries to read BlueZ's objects while the bus refuses access
     /// (state `.unauthorized`): a D-Bus policy installed meanwhile is noticed that late.
     public var accessRetryInterval: Double = 5

@@ -78,15 +78,16 @@ public actor KernelRadio: LoopIsolated {
     /// Whether the socket is still open (a served socket's peer may go away).
     public private(set) var isOpen = true
 
-    /// The controller whose passive scan is wanted (``holdPassiveScan(controller:)``), nil when none.
-    private var passiveController: UInt16?
-    /// The handle of this socket's advertisement monitor, while the kernel has it.
-    public private(set) var monitorHandle: UInt16?
-    /// A monitor being added (one command at a time).
-    private var addingMonitor = false
-    /// Pending re-add after someone else (bluetoothd starting) removed the monitor.
+    /// The controllers whose passive scan is wanted (``holdPassiveScan(controller:)``): one
+    /// monitor each (several adapters of one gateway share this socket).
+    private var passiveControllers: Set<UInt16> = []
+    /// The handle of this socket's advertisement monitor per controller, while the kernel has it.
+    private var monitorHandles: [UInt16: UInt16] = [:]
+    /// Controllers whose monitor is being added (one command at a time per controller).
+    private var addingMonitor: Set<UInt16> = []
+    /// Pending re-add after someone else (bluetoothd starting) removed a monitor.
     private var readdTimer: EventLoop.Token?
-    /// Times the monitor was removed by someone else and added again.
+    /// Times a monitor was removed by someone else and added again.
     public private(set) var monitorReadds = 0
     /// Where the monitor's controller and handle are written while the kernel holds it
     /// (``keepMonitorRecord(at:)``), nil: nowhere.
@@ -214,11 +215,20 @@ public actor KernelRadio: LoopIsolated {
         case .commandStatus(let opcode, let status, let controller):
             answer(opcode: opcode, controller: controller, status: status, parameters: [])
         case .advertisementMonitorRemoved(let controller, let handle)
-        where controller == passiveController && (handle == monitorHandle || handle == 0):
+        where passiveControllers.contains(controller) && (handle == monitorHandles[controller] || handle == 0):
             // bluetoothd removes every monitor of a controller it takes on (its start): add
             // ours again, after a pause so that a daemon doing it in a loop costs nothing.
-            monitorHandle = nil
+            monitorHandles.removeValue(forKey: controller)
             writeMonitorRecord()
+            events?(event)
+            scheduleReadd()
+        case .indexRemoved(let controller) where passiveControllers.contains(controller):
+            // The adapter is gone (a dongle pulled): its monitor went with it; added again
+            // when the controller comes back (Index Added).
+            monitorHandles.removeValue(forKey: controller)
+            writeMonitorRecord()
+            events?(event)
+        case .indexAdded(let controller) where passiveControllers.contains(controller):
             events?(event)
             scheduleReadd()
         default:
@@ -292,48 +302,64 @@ public actor KernelRadio: LoopIsolated {
     /// advertisement as Advertisement Monitor Device Found (handle 0): an advertisement monitor
     /// of this socket (Add Advertisement Patterns Monitor). A discovery that runs meanwhile
     /// (bluetoothd's, active) takes the radio; the kernel returns to the passive scan after it.
-    /// Idempotent; the monitor is added again when someone else removes it.
+    /// Idempotent; one monitor per controller (the adapters of one gateway share the socket);
+    /// the monitor is added again when someone else removes it or the controller comes back.
     public func holdPassiveScan(controller: UInt16) async throws {
-        if let held = passiveController, held != controller { await releasePassiveScan() }
-        passiveController = controller
-        try await addMonitor()
+        passiveControllers.insert(controller)
+        try await addMonitor(controller)
     }
 
-    /// Removes this socket's monitor (Remove Advertisement Monitor): the kernel's passive scan
-    /// for it stops. Errors are ignored (the socket may be gone).
-    public func releasePassiveScan() async {
-        guard let controller = passiveController else { return }
-        passiveController = nil
-        if let readdTimer { loop.cancelTimer(readdTimer) }
-        readdTimer = nil
-        guard let handle = monitorHandle else { return }
-        monitorHandle = nil
+    /// Removes this socket's monitor of `controller` (Remove Advertisement Monitor): the
+    /// kernel's passive scan for it stops. Errors are ignored (the socket or controller may be gone).
+    public func releasePassiveScan(controller: UInt16) async {
+        guard passiveControllers.remove(controller) != nil else { return }
+        if passiveControllers.isEmpty, let readdTimer {
+            loop.cancelTimer(readdTimer)
+            self.readdTimer = nil
+        }
+        guard let handle = monitorHandles.removeValue(forKey: controller) else { return }
         _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))
         writeMonitorRecord()
     }
 
-    /// Whether the kernel holds this socket's monitor now.
-    public var isHoldingPassiveScan: Bool { monitorHandle != nil }
+    /// Removes every monitor of this socket (the stop).
+    public func releasePassiveScan() async {
+        for controller in passiveControllers.sorted() { await releasePassiveScan(controller: controller) }
+    }
 
-    /// Keeps the monitor's controller and handle in the file at `path` while the kernel holds
-    /// it, and first removes the monitor a previous process recorded there. The kernel keeps an
-    /// advertisement monitor until someone removes it, not until its socket closes: a process
-    /// killed before ``releasePassiveScan()`` (SIGKILL, a crash) would leave the controller
-    /// scanning passively for nobody until bluetoothd restarts. Errors are ignored (the monitor
-    /// may be gone already: bluetoothd removes every monitor when it starts).
+    /// Whether the kernel holds this socket's monitor of some controller now.
+    public var isHoldingPassiveScan: Bool { !monitorHandles.isEmpty }
+
+    /// Whether the kernel holds this socket's monitor of `controller` now.
+    public func isHoldingPassiveScan(controller: UInt16) -> Bool { monitorHandles[controller] != nil }
+
+    /// The handle of this socket's monitor (the first controller's), while the kernel has it.
+    public var monitorHandle: UInt16? { monitorHandles.sorted { $0.key < $1.key }.first?.value }
+
+    /// Keeps the monitors' controllers and handles in the file at `path` (a line "controller
+    /// handle" each) while the kernel holds them, and first removes the monitors a previous
+    /// process recorded there. The kernel keeps an advertisement monitor until someone removes
+    /// it, not until its socket closes: a process killed before ``releasePassiveScan()``
+    /// (SIGKILL, a crash) would leave the controller scanning passively for nobody until
+    /// bluetoothd restarts. Errors are ignored (the monitor may be gone already: bluetoothd
+    /// removes every monitor when it starts).
     public func keepMonitorRecord(at path: String) async {
         monitorRecordPath = path
         guard let text = LocalFile.readText(path) else { return }
-        let fields = text.split(whereSeparator: \.isWhitespace).compactMap { UInt16($0) }
-        // (Not ours: a monitor this radio added before this call may have the same handle.)
-        if fields.count == 2, fields[1] != 0, fields[0] != passiveController || fields[1] != monitorHandle {
+        for line in text.split(separator: "\n").prefix(Self.maximumRecordedMonitors) {
+            let fields = line.split(whereSeparator: \.isWhitespace).compactMap { UInt16($0) }
+            // (Not ours: a monitor this radio added before this call may have the same handle.)
+            guard fields.count == 2, fields[1] != 0, monitorHandles[fields[0]] != fields[1] else { continue }
             staleMonitorsRemoved += 1
             _ = try? await request(
                 ManagementCommand.removeAdvertisementMonitor(controller: fields[0], handle: fields[1]), timeout: 1)
         }
-        // The record is this process's now: a monitor of ours held meanwhile is written again.
+        // The record is this process's now: the monitors of ours held meanwhile are written again.
         writeMonitorRecord()
     }
+
+    /// Lines of a monitor record read at most (one per adapter: `bluetooth.adapters` has at most 8).
+    static let maximumRecordedMonitors = 16
 
     /// Monitors a previous process left behind and this one removed (``keepMonitorRecord(at:)``).
     public private(set) var staleMonitorsRemoved = 0
@@ -341,26 +367,29 @@ public actor KernelRadio: LoopIsolated {
     /// Writes (or, without a monitor, removes) the record of ``keepMonitorRecord(at:)``.
     private func writeMonitorRecord() {
         guard let path = monitorRecordPath else { return }
-        if let controller = passiveController, let handle = monitorHandle {
-            try? LocalFile.write("\(controller) \(handle)\n", to: path)
-        } else {
+        if monitorHandles.isEmpty {
             unlink(path)
+        } else {
+            let lines = monitorHandles.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }
+            try? LocalFile.write(lines.joined(), to: path)
         }
     }
 
-    private func addMonitor() async throws {
-        guard let controller = passiveController, monitorHandle == nil, !addingMonitor else { return }
-        addingMonitor = true
-        defer { addingMonitor = false }
+    private func addMonitor(_ controller: UInt16) async throws {
+        guard passiveControllers.contains(controller), monitorHandles[controller] == nil,
+            !addingMonitor.contains(controller)
+        else { return }
+        addingMonitor.insert(controller)
+        defer { addingMonitor.remove(controller) }
         let command = ManagementCommand.addAdvertisementPatternsMonitor(
             controller: controller, patterns: Self.monitorPatterns)
         let handle = try ManagementCommand.decodeMonitorHandle(
             try await request(command), command: ManagementCommand.Code.addAdvertisementPatternsMonitor)
-        if passiveController == controller {
-            monitorHandle = handle
+        if passiveControllers.contains(controller) {
+            monitorHandles[controller] = handle
             writeMonitorRecord()
         } else {
-            // Released (or moved) while the command was under way.
+            // Released while the command was under way.
             _ = try? await request(ManagementCommand.removeAdvertisementMonitor(controller: controller, handle: handle))
         }
     }
@@ -370,9 +399,12 @@ public actor KernelRadio: LoopIsolated {
         readdTimer = loop.addTimer(after: 1) { [weak self] in
             self?.assumeLoopIsolated { radio in
                 radio.readdTimer = nil
-                guard radio.passiveController != nil, radio.monitorHandle == nil else { return }
+                let missing = radio.passiveControllers.filter { radio.monitorHandles[$0] == nil }.sorted()
+                guard !missing.isEmpty else { return }
                 radio.monitorReadds += 1
-                Task { try? await radio.addMonitor() }
+                Task {
+                    for controller in missing { try? await radio.addMonitor(controller) }
+                }
             }
         }
     }

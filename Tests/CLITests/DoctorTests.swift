@@ -153,6 +153,35 @@ struct DoctorTests {
         }
     }
 
+    @Test(
+        "radio lists each adapter of bluetooth.adapters with its path, scan mode and reports per second; one the kernel lacks is a warning"
+    )
+    func adapters() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let one = try await world.doctor(config: Self.config(broker: broker.url))
+            #expect(
+                Self.line(one.output, "ok", "radio")?.contains("; adapters: hci0 (mgmt, scan mode active, ") == true,
+                "\(one.output)")
+            let two =
+                #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapters": ["hci0", "hci1"], "scan_mode": "passive"}}"#
+            let result = try await world.doctor(config: two)
+            let warning = Self.line(result.output, "warn", "radio")
+            #expect(
+                warning?.contains("hci0 (mgmt, scan mode passive, ") == true
+                    && warning?.contains("hci1 (mgmt, scan mode passive, ") == true, "\(result.output)")
+            #expect(warning?.contains("hci1 is not among them") == true, "\(result.output)")
+            let dbus = try await world.doctor(
+                config:
+                    #"{"mqtt": {"server": "\#(broker.url)"}, "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "dbus"}}"#
+            )
+            #expect(
+                Self.line(dbus.output, "ok", "radio")?.contains(
+                    "adapters: hci0 (dbus, scan mode active, reports/s in bridge/health), hci1 (dbus") == true,
+                "\(dbus.output)")
+        }
+    }
+
     @Test("a --timeout past 365 days (1e300s) is a usage error naming the bound; 365 days itself runs the checks")
     func enormousTimeout() async throws {
         let broker = try await MosquittoBroker()

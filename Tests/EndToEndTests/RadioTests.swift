@@ -9,14 +9,17 @@ import Testing
 /// protocol, every report) or bluetoothd's D-Bus view, as a user sees it on MQTT.
 @Suite("End to end: the radio")
 struct RadioTests {
-    /// A world of one adapter, hci0, with `devices` (JSON objects of the scenario's `devices`).
-    static func world(_ devices: String) throws -> Scenario {
+    /// A world of one adapter, hci0 (or `adapters`, JSON objects of the scenario's `adapters`),
+    /// with `devices` (JSON objects of the scenario's `devices`).
+    static func world(
+        _ devices: String, adapters: String = #"{"name": "hci0", "address": "00:AA:01:00:00:00"}"#
+    ) throws -> Scenario {
         try Scenario.parse(
             Data(
                 """
                 {
                   "timing": {"disconnect_delay": "50ms", "temporary_timeout": "30s", "resolve_delay": "10ms", "gatt_latency": 0},
-                  "adapters": [{"name": "hci0", "address": "00:AA:01:00:00:00"}],
+                  "adapters": [\(adapters)],
                   "devices": [\(devices)]
                 }
                 """.utf8))

@@ -13,7 +13,7 @@ import Testing
 @Suite("bluetooth.radio")
 struct RadioSelectionTests {
     static func withCentral(
-        radio: String, scanMode: String = "active", endpoint: ManagementEndpoint,
+        radio: String, scanMode: String = "active", adapters: [String] = ["hci0"], endpoint: ManagementEndpoint,
         _ body: (BlueZCentralService, Journal) async throws -> Void
     ) async throws {
         let daemon = try await DBusDaemon()
@@ -24,7 +24,8 @@ struct RadioSelectionTests {
             scenario: try Scenario.parse(Data(CentralBLEPortTests.scenario.utf8)), bus: .address(daemon.address),
             on: loop)
         let config = try GatewayConfig.parse(
-            Array(#"{"bluetooth": {"radio": "\#(radio)", "scan_mode": "\#(scanMode)"}}"#.utf8))
+            Array(
+                #"{"bluetooth": {"radio": "\#(radio)", "scan_mode": "\#(scanMode)", "adapters": \#(adapters)}}"#.utf8))
         let journal = Journal()
         let service = BlueZCentralService(
             config: config, stateDirectory: nil, bus: .address(daemon.address), loop: loop, log: journal.logger,
@@ -126,6 +127,32 @@ struct RadioSelectionTests {
             peer.hangUp()
             try await eventually("back on D-Bus") { await service.central?.reports == .bluez }
             #expect(journal.logLines.contains { $0.contains("closed; reading bluetoothd's D-Bus view from now on") })
+        }
+    }
+
+    @Test(
+        "two adapters share one management socket: both centrals read it, the log names the adapter the kernel lacks, and both go back to D-Bus when it closes"
+    )
+    func twoAdaptersOneSocket() async throws {
+        let peer = try SeqPacketPeer()
+        try await Self.withCentral(radio: "auto", adapters: ["hci0", "hci1"], endpoint: .socket(path: peer.path)) {
+            service, journal in
+            let serving = Task {
+                try await peer.accept()
+                try await KernelRadioTestsSupport.answer(peer, version: (1, 22), controllers: [0])
+            }
+            try await service.start()
+            try await serving.value
+            let centrals = try #require(service.adapters?.centrals)
+            #expect(centrals.count == 2)
+            for central in centrals { #expect(await central.reports == .kernel) }
+            #expect(
+                journal.logLines.contains { $0.contains("(hci1 is not among its controllers yet)") },
+                "\(journal.logLines)")
+            #expect(
+                journal.logLines.contains { $0.contains("adapters: hci0, hci1 scan together") }, "\(journal.logLines)")
+            peer.hangUp()
+            for central in centrals { try await eventually("back on D-Bus") { await central.reports == .bluez } }
         }
     }
 }

@@ -95,6 +95,27 @@ struct RepeatedFrameTests {
         #expect(harness.mqtt.payloads(on: topic) == [#"{"state":"online"}"#, #"{"state":"offline"}"#])
     }
 
+    @Test(
+        "two adapters: the second adapter's copy is a repeat also after the first adapter's next frame; one adapter going back is new"
+    )
+    func twoAdapters() async throws {
+        let harness = try await started()
+        func heard(_ packet: UInt8, on adapter: UInt8) async {
+            var discovery = Self.frame(packet: packet)
+            discovery.adapter = adapter
+            await harness.gateway.handle(discovery)
+        }
+        // hci0 ahead of hci1 by one and then two frames, as two sockets read in one loop turn.
+        for (packet, adapter): (UInt8, UInt8) in [(5, 0), (6, 0), (5, 1), (6, 1), (7, 0), (8, 0), (7, 1), (8, 1)] {
+            await heard(packet, on: adapter)
+        }
+        #expect(states(harness).map { $0["packet_id"] } == [5, 6, 7, 8].map { .number($0) })
+        #expect(await harness.gateway.counters.dropped.repeatedFrame == 4)
+        // One adapter's counter going back (a reboot) is a new frame, as with one adapter.
+        for packet: UInt8 in [0, 1, 0] { await heard(packet, on: 1) }
+        #expect(states(harness).map { $0["packet_id"] } == [5, 6, 7, 8, 0, 1, 0].map { .number($0) })
+    }
+
     @Test("a format without a counter: identical bytes are a repeat, changed bytes a new frame")
     func withoutCounter() async throws {
         let harness = try await started(#"{"devices": [{"match": {"address_prefix": "A4:C1:38"}}]}"#)

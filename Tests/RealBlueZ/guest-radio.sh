@@ -48,13 +48,8 @@ LOGS=${LOGS:-$SHARE/logs}
 RESULTS=${RESULTS:-$SHARE/results.txt}
 PY=/usr/bin/python3
 mkdir -p "$SHARE/out/radio" "$LOGS"
-t() { cut -d' ' -f1 /proc/uptime; }
-result() { echo "$*" | tee -a "$RESULTS"; }
-until_true() {  # until_true SECONDS COMMAND...: COMMAND every 0.1 s until it succeeds or SECONDS pass
-  local deadline=$(( $(date +%s) + $1 ))
-  shift
-  until "$@"; do [ "$(date +%s)" -lt "$deadline" ] || return 1; sleep 0.1; done
-}
+# shellcheck source=Tests/RealBlueZ/guest-lib.sh
+. "$HERE/guest-lib.sh"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }  # utime + stime
 port=18840
 

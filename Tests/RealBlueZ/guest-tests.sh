@@ -8,8 +8,9 @@
 # of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a python with bleak) as centrals,
 # and `gattway run` in the peripheral role on hci1 with mosquitto and the CLI as the central, and
 # `gattway run` with role both (central on hci0, serving and advertising on hci2, the CLI on hci3
-# reading it), and the virtual radio (guest-radio.sh: vhci-radio.py's reports through `gattway
-# run`). RBZ_DIFF=0 / RBZ_PROXY=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_RADIO=0
+# reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3), and
+# the virtual radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`). RBZ_DIFF=0 /
+# RBZ_PROXY=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_RADIO=0
 # leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
@@ -559,6 +560,14 @@ CONF
   kill -TERM $GATEWAY 2>/dev/null
   for _ in $(seq 100); do kill -0 $GATEWAY 2>/dev/null || break; sleep 0.1; done
   kill -9 $GATEWAY $BROKER $SUB $SENSOR 2>/dev/null
+fi
+# ---- Several adapters (guest-adapters.sh): `gattway run` with "adapters": ["hci0", "hci2"] while
+# hci3 advertises a BTHome frame whose packet id changes every 5 s (btvirt's medium: both adapters
+# hear it); every packet id reaches MQTT once, and bridge/health lists both adapters with reports,
+# on each path (adapters.mgmt.*, adapters.dbus.*).
+if [ "${RBZ_ADAPTERS:-1}" = 1 ]; then
+  echo "[tests $(t)] several adapters"
+  RESULTS=$RESULTS "$HERE/guest-adapters.sh" "$BIN"
 fi
 # ---- The virtual radio (guest-radio.sh, vhci-radio.py): a controller of its own on /dev/vhci
 # (hci4) sends BTHome reports of 10 devices at 100 per second for 5 s while `gattway run` scans

@@ -2,7 +2,8 @@
 # make test-bluez: the real-BlueZ lane. Builds (once) the VM, boots it with the real bluetoothd
 # 5.66, runs guest-tests.sh inside (test peripheral, CLI checks, the CentralManager scenario, the
 # differential session, the Bluetooth proxy, gattway serve, gattway run as the peripheral and
-# with role both, the virtual radio), runs the same session against `gattway simulate` here and compares.
+# with role both, several adapters, the virtual radio), runs the same session against `gattway simulate`
+# here and compares.
 # Prints every check, then "N passed, N failed"; exits 1 on any failure, and then shows the tail
 # of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role, role-both or
 # proxy check).

@@ -4,7 +4,7 @@ import Foundation
 // processes as `gattway-bench child ROLE ...`. `make soak` runs `gattway-bench soak [MINUTES]`.
 let suites: [any BenchSuite.Type] = [
     DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self, PeerSuite.self,
-    RealisticSuite.self, ESPHomeBench.self, FleetBench.self, RadioBench.self,
+    RealisticSuite.self, ESPHomeBench.self, FleetBench.self, RadioBench.self, AdaptersBench.self,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

@@ -178,6 +178,9 @@ final class SimulatedAdapter {
         simulator.log?("simulator: \(spec.name) \(present ? "plugged in" : "unplugged")")
         if present {
             self.present = true
+            // bluetoothd powers an adapter it is given on (AutoEnable, true by default since
+            // BlueZ 5.65): a dongle plugged in again comes back as it was configured.
+            powered = spec.powered && !blocked
             let interfaces = simulator.adapterInterfaces(self)
             let path = self.path
             simulator.withBus { try $0.export(interfaces, at: path, announce: true) }

@@ -57,6 +57,7 @@ final class BridgePublisher {
             ("version", .string(version)),
             ("base_topic", .string(base)),
             ("adapter", .string(config.bluetooth.adapter)),
+            ("adapters", .array(config.bluetooth.adapters.map { .string($0) })),
             (
                 "config",
                 .object([

@@ -1,10 +1,16 @@
 import Bluetooth
 import JSON
 
-/// `bluetooth` in config.json: the adapter, the scan filter and connection limits.
+/// `bluetooth` in config.json: the adapters, the scan filter and connection limits.
 public struct BluetoothSettings: Sendable, Equatable {
-    /// The adapter name, e.g. `hci0`.
-    public var adapter = "hci0"
+    /// `adapters` (or `adapter`, one of them): the adapters that scan and connect, e.g.
+    /// `["hci0", "hci1"]`; never empty, no name twice, at most ``maxAdapters``.
+    public var adapters = ["hci0"]
+    /// The first of ``adapters``: the peripheral role's adapter when `peripheral.adapter` names
+    /// none, and the one the central's state file `central.json` belongs to.
+    public var adapter: String { adapters[0] }
+    /// At most this many adapters in `adapters`.
+    public static let maxAdapters = 8
     /// `radio`: where advertising reports are read (docs/config.md, "The radio").
     public var radio = RadioChoice.auto
 
@@ -36,8 +42,11 @@ public struct BluetoothSettings: Sendable, Equatable {
     public var scanServices: [BluetoothUUID] = []
     /// `scan.rssi_threshold`: weaker advertisements are ignored (dBm); nil: no threshold.
     public var rssiThreshold: Int?
-    /// At most this many links (connected or connecting) at a time.
+    /// At most this many links (connected or connecting) at a time per adapter: the gateway
+    /// holds at most ``maxConnections`` × the number of ``adapters`` (``totalConnections``).
     public var maxConnections = 3
+    /// At most this many links at a time over every adapter.
+    public var totalConnections: Int { maxConnections * adapters.count }
     /// Seconds a connection attempt may take.
     public var connectTimeout: Double = 30
     /// Seconds a GATT read, write or discovery may take.
@@ -70,7 +79,14 @@ public struct BluetoothSettings: Sendable, Equatable {
     public init() {}
 
     init(_ object: inout ConfigObject) {
-        adapter = object.read("adapter", default: adapter) { try $0.adapterName() }
+        let one = object.optional("adapter") { try $0.adapterName() }
+        let many = object.optional("adapters") { try Self.adapterList($0) }
+        if let many, let one {
+            object.problems.add(
+                object.childPath("adapter"),
+                "and adapters are both set (\"adapter\": \"\(one)\" is \"adapters\": [\"\(one)\"]; keep one of them)")
+        }
+        adapters = many ?? one.map { [$0] } ?? adapters
         radio = object.read("radio", default: radio) { reader in
             let text = try reader.string()
             guard let radio = RadioChoice(rawValue: text) else {
@@ -108,5 +124,21 @@ public struct BluetoothSettings: Sendable, Equatable {
             return seconds
         }
         object.finish()
+    }
+
+    /// `adapters`: a non-empty list of adapter names without repeats, at most ``maxAdapters``.
+    static func adapterList(_ reader: JSONReader) throws -> [String] {
+        let items = try reader.array()
+        guard !items.isEmpty else { throw reader.fail("is empty (expected one adapter name or more, e.g. [\"hci0\"])") }
+        guard items.count <= maxAdapters else {
+            throw reader.fail("has \(items.count) adapters (at most \(maxAdapters))")
+        }
+        var names: [String] = []
+        for item in items {
+            let name = try item.adapterName()
+            guard !names.contains(name) else { throw item.fail("\"\(name)\" is listed twice") }
+            names.append(name)
+        }
+        return names
     }
 }

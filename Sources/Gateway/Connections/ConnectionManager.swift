@@ -17,7 +17,7 @@ final class ConnectionManager {
     init(context: CoreContext, reconnect: @escaping @Sendable () -> any ReconnectStrategy) {
         self.context = context
         self.makeReconnect = reconnect
-        scheduler = ConnectionScheduler(limit: context.config.bluetooth.maxConnections)
+        scheduler = ConnectionScheduler(limit: context.config.bluetooth.totalConnections)
     }
 
     func phase(_ address: BluetoothAddress) -> LinkState.Phase { links[address]?.phase ?? .idle }

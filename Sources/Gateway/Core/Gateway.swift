@@ -524,7 +524,9 @@ public actor Gateway: LoopIsolated {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
         guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
-            let readings = states.decode(id, advertisement, address: discovery.address, rule: rule, name: device.name)
+            let readings = states.decode(
+                id, advertisement, address: discovery.address, adapter: discovery.adapter, rule: rule,
+                name: device.name)
         else { return }
         if let fleet, !fleet.decoded(discovery.address, readings, now: now) {
             _ = states.merge(id, readings)

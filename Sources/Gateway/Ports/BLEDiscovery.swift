@@ -5,9 +5,12 @@ import Bluetooth
 public struct BLEDiscovery: Sendable, Hashable {
     public var address: BluetoothAddress
     public var advertisement: AdvertisementData
+    /// Which of the gateway's adapters heard it: its index in `bluetooth.adapters` (0 with one).
+    public var adapter: UInt8
 
-    public init(address: BluetoothAddress, advertisement: AdvertisementData) {
+    public init(address: BluetoothAddress, advertisement: AdvertisementData, adapter: UInt8 = 0) {
         self.address = address
         self.advertisement = advertisement
+        self.adapter = adapter
     }
 }

@@ -22,7 +22,37 @@ final class DeviceStates {
         /// advertised frame taken, by which a retransmission of it is dropped.
         var frameFormat: UInt16 = 0
         var frame: UInt64 = 0
+        /// The adapter (``BLEDiscovery/adapter``) whose report of ``frame`` was taken.
+        var frameAdapter: UInt8 = 0
+        /// The counter frames taken before ``frame`` (newest first; 0: none), of the same format:
+        /// with several adapters their reports of one frame may arrive out of order (one adapter's
+        /// next frame before the other's copy of this one), so a counter frame from another
+        /// adapter than the last one's that is among these is a repeat too. From the same adapter
+        /// only the last counts (a counter that goes back is a new frame), as do content frames
+        /// (no counter): a value that changes and changes back is a new reading.
+        var earlierFrames: (UInt64, UInt64, UInt64) = (0, 0, 0)
         var extra: Extra?
+
+        /// Whether `frame`, of the format taken last, is a retransmission of a frame taken: the
+        /// last one, or (heard by another adapter) a counter frame among the earlier ones.
+        func isRepeat(_ frame: UInt64, format: UInt16, adapter: UInt8) -> Bool {
+            guard frameFormat == format else { return false }
+            if frame == self.frame { return true }
+            return adapter != frameAdapter && frame & (1 << 63) != 0
+                && (frame == earlierFrames.0 || frame == earlierFrames.1 || frame == earlierFrames.2)
+        }
+
+        /// Takes `frame` of `format`, heard by `adapter`, as the last one.
+        mutating func take(_ frame: UInt64, format: UInt16, adapter: UInt8) {
+            if frameFormat == format, self.frame & (1 << 63) != 0 {
+                earlierFrames = (self.frame, earlierFrames.0, earlierFrames.1)
+            } else {
+                earlierFrames = (0, 0, 0)
+            }
+            self.frame = frame
+            frameFormat = format
+            frameAdapter = adapter
+        }
     }
 
     /// What few devices need: connected devices (``sources``), devices sending garbage
@@ -107,7 +137,8 @@ final class DeviceStates {
     /// encrypted frame without a key or with a wrong one is counted, and reported once, see
     /// ``keyFailed(_:_:)``).
     func decode(
-        _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, rule: DeviceRule, name: String
+        _ id: DeviceID, _ advertisement: AdvertisementData, address: BluetoothAddress, adapter: UInt8 = 0,
+        rule: DeviceRule, name: String
     ) -> [Reading]? {
         let bindKey = rule.bindKey ?? bindKeys.key(address)
         do {
@@ -129,13 +160,14 @@ final class DeviceStates {
                 // A retransmission of the frame taken last (equal, not "not newer": a counter
                 // that wraps or restarts is a new frame) is dropped; RSSI, last seen and
                 // availability already followed it.
+                // Another adapter's copy of a counter frame among the last few taken is dropped
+                // too (several adapters' reports, out of order).
                 let format = states[id.index].format
-                if states[id.index].frame == decoded.frame, states[id.index].frameFormat == format {
+                if states[id.index].isRepeat(decoded.frame, format: format, adapter: adapter) {
                     context.counters.dropped.repeatedFrame += 1
                     return nil
                 }
-                states[id.index].frame = decoded.frame
-                states[id.index].frameFormat = format
+                states[id.index].take(decoded.frame, format: format, adapter: adapter)
             }
             return decoded.readings
         } catch {

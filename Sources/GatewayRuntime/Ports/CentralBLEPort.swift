@@ -4,50 +4,80 @@ import Gateway
 import JSON
 import Synchronization
 
-/// The gateway's ``BLEPort`` over the BlueZ ``CentralManager``.
+/// The gateway's ``BLEPort`` over the BlueZ ``CentralManager``s of its adapters
+/// (``GatewayAdapters``): one radio for the gateway.
+///
+/// Every adapter scans, and each report reaches the gateway as it is, whichever adapter heard
+/// it: the gateway knows a device by its address, so a frame two adapters heard is one frame of
+/// one device, published once by its repeated-frame check (docs/config.md, "Several adapters").
+/// A link goes through the adapter ``GatewayAdapters`` chooses (the strongest that has a free
+/// slot), and the device's GATT operations follow it there.
 ///
 /// The gateway owns reconnection (its connection scheduler bounds concurrent connects and
 /// queues them fairly), so every connect here asks the central *not* to reconnect on its own.
 /// Scan results, notification values and link changes reach the gateway synchronously on the
-/// loop thread that runs both the central and the gateway (docs/architecture.md).
+/// loop thread that runs the centrals and the gateway (docs/architecture.md).
 public struct CentralBLEPort: BLEPort {
-    public let central: CentralManager
+    public let adapters: GatewayAdapters
     /// `bluetooth.scan_mode` for the gateway's scan (nil: active).
     let scanMode: ScanModeController?
 
+    /// The first adapter's central.
+    public var central: CentralManager { adapters.primary }
+
     public init(central: CentralManager) {
-        self.init(central: central, scanMode: nil)
+        self.init(adapters: GatewayAdapters(central: central), scanMode: nil)
     }
 
-    init(central: CentralManager, scanMode: ScanModeController?) {
-        self.central = central
+    public init(adapters: GatewayAdapters) {
+        self.init(adapters: adapters, scanMode: nil)
+    }
+
+    init(adapters: GatewayAdapters, scanMode: ScanModeController?) {
+        self.adapters = adapters
         self.scanMode = scanMode
     }
 
-    /// Results come to `deliver` from the central's handling of bluetoothd's signal, on the loop
-    /// thread: no stream, no task in between. Asked for while the adapter cannot be used, the
-    /// scan starts by itself once it can.
+    /// Results come to `deliver` from each central's handling of a report, on the loop thread:
+    /// no stream, no task in between. Asked for while an adapter cannot be used, its scan starts
+    /// by itself once it can (also after it was pulled out and plugged in again).
     public func scan(services: [BluetoothUUID], _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
         async throws(BLEPortError)
         -> PortRegistration
     {
-        let token: ScanToken
+        var tokens: [(CentralManager, ScanToken)] = []
         let scanMode = self.scanMode
+        let adapters = self.adapters
         do {
-            token = try await central.scan(
-                ScanOptions(
-                    services: services.isEmpty ? nil : services, allowDuplicates: true,
-                    mode: scanMode?.initialMode ?? .active), waitingForAdapter: true
-            ) { result in
-                scanMode?.heard(result.advertisementData.localName)
-                deliver(BLEDiscovery(address: result.peripheral.address, advertisement: result.advertisementData))
+            for (index, central) in adapters.centrals.enumerated() {
+                let token = try await central.scan(
+                    ScanOptions(
+                        services: services.isEmpty ? nil : services, allowDuplicates: true,
+                        mode: scanMode?.initialMode ?? .active), waitingForAdapter: true
+                ) { result in
+                    adapters.heard(index, result.peripheral.address, rssi: result.advertisementData.rssi)
+                    scanMode?.heard(result.advertisementData.localName)
+                    deliver(
+                        BLEDiscovery(
+                            address: result.peripheral.address, advertisement: result.advertisementData,
+                            adapter: UInt8(truncatingIfNeeded: index)))
+                }
+                tokens.append((central, token))
             }
         } catch {
+            for (central, token) in tokens { await central.stopScan(token) }
             throw Self.portError(error)
         }
-        if let scanMode { try? await loop(scanMode) { $0.attach(token) } }
-        let central = self.central
-        return PortRegistration { central.onLoop { $0.stopScan(token) } }
+        if let scanMode {
+            let attached = tokens
+            try? await loop(scanMode) { controller in
+                for (central, token) in attached { controller.attach(token, on: central) }
+            }
+        }
+        let stop = tokens
+        return PortRegistration {
+            for (central, token) in stop { central.onLoop { $0.stopScan(token) } }
+        }
     }
 
     private func loop(_ scanMode: ScanModeController, _ body: @escaping @Sendable (ScanModeController) -> Void)
@@ -62,10 +92,13 @@ public struct CentralBLEPort: BLEPort {
     public func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
         let clock = ContinuousClock()
         let deadline = clock.now + Duration.milliseconds(Int64(saturating: timeout * 1000))
+        let index = await adapters.claimForConnect(address)
+        let central = adapters.centrals[index]
         let peripheral = await central.peripheral(address)
         do {
             try await central.connect(peripheral, timeout: deadline - clock.now, autoReconnect: false)
         } catch {
+            adapters.release(address, on: index)
             throw Self.portError(error)
         }
         do {
@@ -78,17 +111,20 @@ public struct CentralBLEPort: BLEPort {
             _ = try await central.discoverServices(nil, for: peripheral, timeout: left)
         } catch {
             try? await central.disconnect(peripheral)
+            adapters.release(address, on: index)
             throw Self.portError(error)
         }
     }
 
     public func disconnect(_ address: BluetoothAddress) async {
+        let central = adapters.central(for: address)
         try? await central.disconnect(await central.peripheral(address))
     }
 
     public func discover(_ address: BluetoothAddress, services: [BluetoothUUID]?) async throws(BLEPortError)
         -> [BLECharacteristic]
     {
+        let central = adapters.central(for: address)
         do {
             var found: [BLECharacteristic] = []
             for service in try await central.discoverServices(services, for: await central.peripheral(address)) {
@@ -105,13 +141,15 @@ public struct CentralBLEPort: BLEPort {
     }
 
     /// Values come to `deliver` from the central's read of the `AcquireNotify` datagram (or its
-    /// handling of the `Value` signal), on the loop thread.
+    /// handling of the `Value` signal), on the loop thread; the central is the one with the link.
     public func notifications(
         _ address: BluetoothAddress, characteristic: BLECharacteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void
     ) async throws(BLEPortError) -> PortRegistration {
+        let central = adapters.central(for: address)
         let token: NotificationToken
         do {
-            token = try await central.notifications(for: try await resolve(address, characteristic)) { delivery in
+            token = try await central.notifications(for: try await resolve(address, characteristic, on: central)) {
+                delivery in
                 if case .value(let value) = delivery { deliver(value) }
             }
         } catch let error as BLEPortError {
@@ -119,15 +157,15 @@ public struct CentralBLEPort: BLEPort {
         } catch {
             throw Self.portError(error)
         }
-        let central = self.central
         return PortRegistration { central.onLoop { $0.endNotifications(token) } }
     }
 
     public func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError)
         -> [UInt8]
     {
+        let central = adapters.central(for: address)
         do {
-            return try await central.readValue(for: try await resolve(address, characteristic))
+            return try await central.readValue(for: try await resolve(address, characteristic, on: central))
         } catch let error as BLEPortError {
             throw error
         } catch {
@@ -140,9 +178,10 @@ public struct CentralBLEPort: BLEPort {
     )
         async throws(BLEPortError)
     {
+        let central = adapters.central(for: address)
         do {
             try await central.writeValue(
-                value, for: try await resolve(address, characteristic),
+                value, for: try await resolve(address, characteristic, on: central),
                 type: withResponse ? .withResponse : .withoutResponse)
         } catch let error as BLEPortError {
             throw error
@@ -151,40 +190,54 @@ public struct CentralBLEPort: BLEPort {
         }
     }
 
-    /// Link changes come to `deliver` as the central notices them, on the loop thread. A link
-    /// that came up carries what BlueZ remembers of the device, for matching device rules. The
-    /// adapter's return to `poweredOn` comes as ``BLEConnectionEvent/adapterReady``.
+    /// Link changes come to `deliver` as the centrals notice them, on the loop thread. A link
+    /// that came up carries what BlueZ remembers of the device, for matching device rules. An
+    /// adapter's return to `poweredOn` (powered on again, plugged in again) comes as
+    /// ``BLEConnectionEvent/adapterReady``; the adapters' condition as one
+    /// ``BLEConnectionEvent/adapter(_:)``: the first adapter that cannot be used, else the first.
+    /// A link lost with its adapter (a dongle pulled) is lost like any other; a link down on one
+    /// adapter while another has the device connected is not the device's.
     public func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration
     {
-        let central = self.central
-        let token = await central.connectionEvents { event in
-            switch event {
-            case .disconnected(let peripheral, let error):
-                deliver(.disconnected(peripheral.address, reason: error.map(Self.portError)))
-            case .connected(let peripheral):
-                let known = central.assumeIsolated { $0.rememberedAdvertisementData(peripheral.address) }
-                deliver(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
-            case .failedToConnect:
-                break  // the connect call that failed reports it
+        let adapters = self.adapters
+        let conditions = AdapterConditions(count: adapters.centrals.count)
+        var stops: [@Sendable (isolated CentralManager) -> Void] = []
+        for (index, central) in adapters.centrals.enumerated() {
+            let token = await central.connectionEvents { event in
+                switch event {
+                case .disconnected(let peripheral, let error):
+                    adapters.release(peripheral.address, on: index)
+                    guard !adapters.connectedElsewhere(peripheral.address, than: index) else { return }
+                    deliver(.disconnected(peripheral.address, reason: error.map(Self.portError)))
+                case .connected(let peripheral):
+                    guard adapters.claim(peripheral.address, on: index) else { return }
+                    let known = central.assumeIsolated { $0.rememberedAdvertisementData(peripheral.address) }
+                    deliver(.connected(BLEDiscovery(address: peripheral.address, advertisement: known)))
+                case .failedToConnect:
+                    break  // the connect call that failed reports it
+                }
+            }
+            // The adapter usable again after it was not (powered off, bluetoothd restarting,
+            // pulled out): told once per return, from the central's handling of the change.
+            let usable = AdapterUsable()
+            let states = await central.stateUpdates { state in
+                if usable.changed(to: state == .poweredOn) { deliver(.adapterReady) }
+            }
+            // The adapter's condition, now and at each change, with what to do (AdapterAdvice).
+            let updates = await central.conditionUpdates { condition in
+                guard condition != .unknown else { return }
+                let status = central.assumeIsolated { AdapterAdvice.status(condition, of: $0) }
+                if let combined = conditions.changed(index, status) { deliver(.adapter(combined)) }
+            }
+            stops.append { central in
+                central.stopStateUpdates(states)
+                central.stopConditionUpdates(updates)
+                central.stopConnectionEvents(token)
             }
         }
-        // The adapter usable again after it was not (powered off, bluetoothd restarting): told
-        // once per return, from the central's handling of the change, on the loop thread.
-        let usable = AdapterUsable()
-        let states = await central.stateUpdates { state in
-            if usable.changed(to: state == .poweredOn) { deliver(.adapterReady) }
-        }
-        // The adapter's condition, now and at each change, with what to do (AdapterAdvice).
-        let conditions = await central.conditionUpdates { condition in
-            guard condition != .unknown else { return }
-            deliver(.adapter(central.assumeIsolated { AdapterAdvice.status(condition, of: $0) }))
-        }
+        let registered = Array(zip(adapters.centrals, stops))
         return PortRegistration {
-            central.onLoop {
-                $0.stopStateUpdates(states)
-                $0.stopConditionUpdates(conditions)
-                $0.stopConnectionEvents(token)
-            }
+            for (central, stop) in registered { central.onLoop(stop) }
         }
     }
 
@@ -201,27 +254,57 @@ public struct CentralBLEPort: BLEPort {
         }
     }
 
-    /// The peripherals of the central's state file (`central.json` in the state directory: the
-    /// devices it was subscribed to when the previous run ended without ending them — a crash,
-    /// a kill, a power cut), with what BlueZ still remembers of each and the saved name.
-    public func restoredDevices() async -> [BLEDiscovery] {
-        await central.restoredDevices()
-    }
+    /// The adapters' conditions as one: the first adapter that cannot be used, else the first.
+    final class AdapterConditions: Sendable {
+        private let state: Mutex<(each: [BLEAdapterStatus?], told: BLEAdapterStatus?)>
 
-    /// The central forgets the saved subscriptions `wanted` rejects (``CentralManager/keepRestored(where:)``).
-    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
-        await central.keepRestored { saved in
-            wanted(saved.peripheral, BLECharacteristic(service: saved.service, uuid: saved.uuid, properties: []))
+        init(count: Int) { state = Mutex((Array(repeating: nil, count: count), nil)) }
+
+        /// Records adapter `index`'s status; the combined one when it changed.
+        func changed(_ index: Int, _ status: BLEAdapterStatus) -> BLEAdapterStatus? {
+            state.withLock { state in
+                state.each[index] = status
+                let known = state.each.compactMap { $0 }
+                guard let combined = known.first(where: { !$0.usable }) ?? known.first, combined != state.told
+                else { return nil }
+                state.told = combined
+                return combined
+            }
         }
     }
 
-    /// The D-Bus round trip of the central's last Peer.Ping to bluetoothd, in seconds.
+    /// The peripherals of the centrals' state files (`central.json` in the state directory: the
+    /// devices they were subscribed to when the previous run ended without ending them — a
+    /// crash, a kill, a power cut), with what BlueZ still remembers of each and the saved name.
+    public func restoredDevices() async -> [BLEDiscovery] {
+        var devices: [BLEDiscovery] = []
+        for central in adapters.centrals {
+            for device in await central.restoredDevices()
+            where !devices.contains(where: { $0.address == device.address }) {
+                devices.append(device)
+            }
+        }
+        return devices
+    }
+
+    /// The centrals forget the saved subscriptions `wanted` rejects (``CentralManager/keepRestored(where:)``).
+    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
+        for central in adapters.centrals {
+            await central.keepRestored { saved in
+                wanted(saved.peripheral, BLECharacteristic(service: saved.service, uuid: saved.uuid, properties: []))
+            }
+        }
+    }
+
+    /// The D-Bus round trip of the first central's last Peer.Ping to bluetoothd, in seconds.
     public func lastRoundTripLatency() -> Double? {
         central.lastRoundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
     }
 
-    /// The central's characteristic for the gateway's (service, uuid) pair.
-    private func resolve(_ address: BluetoothAddress, _ wanted: BLECharacteristic) async throws -> Characteristic {
+    /// `central`'s characteristic for the gateway's (service, uuid) pair.
+    private func resolve(_ address: BluetoothAddress, _ wanted: BLECharacteristic, on central: CentralManager)
+        async throws -> Characteristic
+    {
         let peripheral = await central.peripheral(address)
         for service in try await central.discoverServices([wanted.service], for: peripheral) {
             if let match = try await central.discoverCharacteristics([wanted.uuid], for: service).first { return match }

@@ -6,12 +6,14 @@ import Gateway
 /// `bluetooth.radio` at the start of `gattway run`: which path the central's scans read, and one
 /// log line saying which and why (docs/config.md, "The radio").
 enum RadioSelection {
-    /// Opens the management socket for `choice` `auto` or `mgmt` and switches `central`'s scans
-    /// to it; nil on the D-Bus path. `mgmt` without a usable socket is an error (the process
-    /// does not start); `auto` then falls back to D-Bus.
+    /// Opens the management socket for `choice` `auto` or `mgmt` and switches the scans of
+    /// `centrals` (one per adapter of `adapters`) to it; nil on the D-Bus path. `mgmt` without a
+    /// usable socket is an error (the process does not start); `auto` then falls back to D-Bus.
+    /// One socket serves every adapter: each report is read and decoded once and handed to the
+    /// centrals, of which only the one of its controller takes it (an integer comparison each).
     static func open(
-        _ choice: BluetoothSettings.RadioChoice, adapter: String, endpoint: ManagementEndpoint,
-        central: CentralManager, loop: EventLoop, log: GatewayLogger
+        _ choice: BluetoothSettings.RadioChoice, adapters: [String], endpoint: ManagementEndpoint,
+        centrals: [CentralManager], loop: EventLoop, log: GatewayLogger
     ) async throws -> KernelRadio? {
         if choice == .dbus {
             log(.notice, "radio: bluetoothd's D-Bus view (bluetooth.radio is dbus)")
@@ -22,11 +24,13 @@ enum RadioSelection {
         do {
             radio = try await KernelRadio.open(
                 endpoint, loop: loop,
-                deliver: { [central] found in central.assumeLoopIsolated { $0.kernelReport(found) } },
-                closed: { [central] in
+                deliver: { found in
+                    for central in centrals { central.assumeLoopIsolated { $0.kernelReport(found) } }
+                },
+                closed: {
                     // Not the kernel's socket (it does not end), but a served one whose peer went.
                     log(.warning, "radio: \(endpoint) closed; reading bluetoothd's D-Bus view from now on")
-                    central.assumeLoopIsolated { $0.setReportSource(.bluez) }
+                    for central in centrals { central.assumeLoopIsolated { $0.setReportSource(.bluez) } }
                 })
             do {
                 version = try await radio.version()
@@ -43,10 +47,13 @@ enum RadioSelection {
             log(.notice, "radio: bluetoothd's D-Bus view, because \(error)")
             return nil
         }
-        await central.setReportSource(.kernel, radio: radio)
+        for central in centrals { await central.setReportSource(.kernel, radio: radio) }
         let controllers = (try? await radio.controllers()) ?? []
-        let index = UInt16(adapter.dropFirst(3)) ?? 0
-        let present = controllers.contains(index) ? "" : " (\(adapter) is not among its controllers yet)"
+        let absent = adapters.filter { !controllers.contains(UInt16($0.dropFirst(3)) ?? 0) }
+        let present =
+            absent.isEmpty
+            ? ""
+            : " (\(absent.joined(separator: ", ")) \(absent.count == 1 ? "is" : "are") not among its controllers yet)"
         log(
             .notice,
             "radio: \(endpoint), management interface \(version.version).\(version.revision), every report with its bytes\(present)"

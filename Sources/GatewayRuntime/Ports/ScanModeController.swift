@@ -23,12 +23,12 @@ final class ScanModeController: Sendable {
     static let interval: Double = 120
 
     let configured: BluetoothSettings.ScanModeChoice
-    let central: CentralManager
     let loop: EventLoop
     let log: GatewayLogger
 
     private struct State {
-        var token: ScanToken?
+        /// The gateway's scan on each adapter's central.
+        var tokens: [(central: CentralManager, token: ScanToken)] = []
         /// Name patterns of device rules not matched by any name heard yet.
         var unheard: [String]
         var timer: EventLoop.Token?
@@ -37,9 +37,8 @@ final class ScanModeController: Sendable {
     }
     private let state: Mutex<State>
 
-    init(config: GatewayConfig, central: CentralManager, loop: EventLoop, log: GatewayLogger) {
+    init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger) {
         configured = config.bluetooth.scanMode
-        self.central = central
         self.loop = loop
         self.log = log
         var patterns: [String] = []
@@ -55,14 +54,18 @@ final class ScanModeController: Sendable {
     /// Active windows taken so far (for tests and the log).
     var windows: Int { state.withLock { $0.windows } }
 
-    /// The gateway's scan started: with `auto` and a name still unheard, the first window opens.
-    /// Loop thread.
-    func attach(_ token: ScanToken) {
-        let open = state.withLock { state -> Bool in
-            state.token = token
-            return !state.unheard.isEmpty
+    /// The gateway's scan started on `central` (once per adapter): with `auto` and a name still
+    /// unheard, the first window opens (on every adapter). Loop thread.
+    func attach(_ token: ScanToken, on central: CentralManager) {
+        let (open, inWindow) = state.withLock { state -> (Bool, Bool) in
+            state.tokens.append((central, token))
+            return (!state.unheard.isEmpty, state.inWindow)
         }
-        if open { openWindow() }
+        if inWindow {
+            central.assumeLoopIsolated { $0.setScanMode(.active, for: token) }
+        } else if open {
+            openWindow()
+        }
     }
 
     /// A report's name (after the central filled in one it knew): patterns it matches are heard.
@@ -91,31 +94,31 @@ final class ScanModeController: Sendable {
     }
 
     private func openWindow() {
-        let token = state.withLock { state -> ScanToken? in
-            guard !state.unheard.isEmpty, !state.inWindow, let token = state.token else { return nil }
+        let tokens = state.withLock { state -> [(central: CentralManager, token: ScanToken)] in
+            guard !state.unheard.isEmpty, !state.inWindow, !state.tokens.isEmpty else { return [] }
             state.inWindow = true
             state.windows += 1
-            return token
+            return state.tokens
         }
-        guard let token else { return }
+        guard !tokens.isEmpty else { return }
         let names = state.withLock { $0.unheard.joined(separator: ", ") }
         log(
             .info, "scan mode: active for \(Int(Self.window)) s, for the names of device rules not heard yet (\(names))"
         )
-        central.assumeLoopIsolated { $0.setScanMode(.active, for: token) }
+        for (central, token) in tokens { central.assumeLoopIsolated { $0.setScanMode(.active, for: token) } }
         schedule(after: Self.window) { $0.closeWindow() }
     }
 
     private func closeWindow() {
-        let (token, again) = state.withLock { state -> (ScanToken?, Bool) in
-            guard state.inWindow else { return (nil, false) }
+        let (tokens, again) = state.withLock { state -> ([(central: CentralManager, token: ScanToken)], Bool) in
+            guard state.inWindow else { return ([], false) }
             state.inWindow = false
             if let timer = state.timer { loop.cancelTimer(timer) }
             state.timer = nil
-            return (state.token, !state.unheard.isEmpty)
+            return (state.tokens, !state.unheard.isEmpty)
         }
-        guard let token else { return }
-        central.assumeLoopIsolated { $0.setScanMode(.passive, for: token) }
+        guard !tokens.isEmpty else { return }
+        for (central, token) in tokens { central.assumeLoopIsolated { $0.setScanMode(.passive, for: token) } }
         if again { schedule(after: Self.interval) { $0.openWindow() } }
     }
 

@@ -18,29 +18,36 @@ import ProxyBackend
 /// Connections through it are ``ProxyBackend``'s, whose BlueZ calls are jobs of the gateway core
 /// (it is the core's ``GatewayAttachment``, made before the gateway). The handling of what Avahi
 /// reports runs in ``run()``, a child task of `gattway run`'s, on the loop; ``stop()`` ends it.
+///
+/// With several adapters the proxy is still one scanner: its scan runs on every adapter's
+/// central and each adapter's reports are forwarded as they come (Home Assistant's own
+/// Bluetooth stack dedupes what two adapters heard); the scanner runs while any adapter does,
+/// and is active while any adapter scans actively.
 public struct BluetoothProxy: Sendable {
     let server: APIServer
     let loop: EventLoop
-    let central: CentralManager
-    let scan: ScanToken?
+    let adapters: GatewayAdapters
+    /// The proxy's scan on each adapter's central (empty when it could not start).
+    let scans: [ScanToken]
     let announcer: AvahiAnnouncer?
     /// Serves connections through the proxy (not handed to the server with `connection_slots` 0),
     /// and gives `bridge/health` the server's counters.
     let backend: ProxyBackend<ProxyBLECentral>
-    /// Follows the adapter's state into BluetoothScannerStateResponse.
-    let stateFollower: StateUpdatesToken
-    /// Follows the central's scan mode into BluetoothScannerStateResponse.
-    let modeFollower: Int
+    /// Follow the adapters' states into BluetoothScannerStateResponse.
+    let stateFollowers: [StateUpdatesToken]
+    /// Follow the centrals' scan modes into BluetoothScannerStateResponse.
+    let modeFollowers: [Int]
 
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
     /// Connections through the proxy are `backend`'s, the gateway's attachment.
     static func start(
-        config: GatewayConfig, central: CentralManager, backend: ProxyBackend<ProxyBLECentral>, loop: EventLoop,
+        config: GatewayConfig, adapters: GatewayAdapters, backend: ProxyBackend<ProxyBLECentral>, loop: EventLoop,
         log: GatewayLogger
     ) async throws -> BluetoothProxy {
         let settings = config.bluetoothProxy
-        let mac = (await central.adapterAddress)?.description ?? "00:00:00:00:00:00"
+        let centrals = adapters.centrals
+        let mac = (await adapters.primary.adapterAddress)?.description ?? "00:00:00:00:00:00"
         let name = settings.name ?? hostName()
         let configuration = APIServerConfiguration(
             host: settings.host, port: settings.port,
@@ -70,17 +77,22 @@ public struct BluetoothProxy: Sendable {
                 + (settings.encryptionKey == nil ? " (plaintext)" : " (Noise encryption)"))
         // The proxy's scan starts in the configured mode (auto rests passive); a client's
         // BluetoothScannerSetModeRequest switches it, and the true mode (active while any scan
-        // of the central needs it, or always on the D-Bus path) goes to the clients.
+        // of a central needs it, or always on the D-Bus path) goes to the clients.
         let configured: BluetoothScannerMode = config.bluetooth.scanMode == .active ? .active : .passive
-        var token: ScanToken?
+        var tokens: [ScanToken] = []
         do {
             let options = ScanOptions(allowDuplicates: true, mode: configured == .active ? .active : .passive)
-            token = try await central.scan(options, waitingForAdapter: true) { result in
-                // On the loop thread, inside the handling of BlueZ's signal.
-                server.forward(Self.rawAdvertisement(result))
+            for central in centrals {
+                tokens.append(
+                    try await central.scan(options, waitingForAdapter: true) { result in
+                        // On the loop thread, inside the handling of the report.
+                        server.forward(Self.rawAdvertisement(result))
+                    })
             }
         } catch {
             log(.warning, "Bluetooth proxy: cannot scan: \(error)")
+            for (central, token) in zip(centrals, tokens) { await central.stopScan(token) }
+            tokens = []
             _ = try? await loop.submit { server.scannerState = .failed }
         }
         // Announced (and re-announced after a collision or an avahi-daemon restart) in the
@@ -94,31 +106,39 @@ public struct BluetoothProxy: Sendable {
                 "Bluetooth proxy: not announced by mDNS (no system bus: \(error)); add it in Home Assistant by address, port \(port)"
             )
         }
-        // The adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
-        // stopped, and running again when discovery is re-armed. Told by the central on the
-        // loop thread, where the server lives.
-        let scanning = token != nil
-        let stateFollower = await central.stateUpdates { state in
-            server.scannerState = state == .poweredOn ? (scanning ? .running : .failed) : .stopped
+        // Every adapter powered off (or bluetoothd gone) stops the scan: clients see the scanner
+        // stopped, and running again when discovery is re-armed on one. Told by the centrals on
+        // the loop thread, where the server lives.
+        let scanning = !tokens.isEmpty
+        var stateFollowers: [StateUpdatesToken] = []
+        for central in centrals {
+            stateFollowers.append(
+                await central.stateUpdates { _ in
+                    let on = centrals.contains { $0.assumeLoopIsolated { $0.state == .poweredOn } }
+                    server.scannerState = on ? (scanning ? .running : .failed) : .stopped
+                })
         }
-        let scanToken = token
-        let modeFollower = try await loop.submit { [central] in
-            central.assumeLoopIsolated { central -> Int in
-                server.configuredScannerMode = configured
-                server.scannerMode = central.scanMode == .passive ? .passive : .active
-                server.scannerModeRequested = { mode in
-                    guard let scanToken else { return }
-                    central.assumeLoopIsolated { $0.setScanMode(mode == .active ? .active : .passive, for: scanToken) }
-                }
-                return central.scanModeUpdates { mode in
-                    // nil (no scan now): the last mode stays, as the state says stopped.
-                    if let mode { server.scannerMode = mode == .passive ? .passive : .active }
+        let scanTokens = Array(zip(centrals, tokens))
+        let modeFollowers = try await loop.submit {
+            // Active while any adapter scans actively; nil (no scan now) everywhere: the last mode stays.
+            @Sendable func follow() {
+                let modes = centrals.compactMap { $0.assumeLoopIsolated { $0.scanMode } }
+                guard !modes.isEmpty else { return }
+                server.scannerMode = modes.contains(.active) ? .active : .passive
+            }
+            server.configuredScannerMode = configured
+            server.scannerMode = configured
+            follow()
+            server.scannerModeRequested = { mode in
+                for (central, token) in scanTokens {
+                    central.assumeLoopIsolated { $0.setScanMode(mode == .active ? .active : .passive, for: token) }
                 }
             }
+            return centrals.map { central in central.assumeLoopIsolated { $0.scanModeUpdates { _ in follow() } } }
         }
         return BluetoothProxy(
-            server: server, loop: loop, central: central, scan: token, announcer: announcer, backend: backend,
-            stateFollower: stateFollower, modeFollower: modeFollower)
+            server: server, loop: loop, adapters: adapters, scans: tokens, announcer: announcer, backend: backend,
+            stateFollowers: stateFollowers, modeFollowers: modeFollowers)
     }
 
     /// One report as ESPHome sends it: the address as a 48-bit number, its type (0 public,
@@ -148,19 +168,20 @@ public struct BluetoothProxy: Sendable {
     /// once the disconnects and the withdrawal are done. Cancelling the calling task (the stop's
     /// deadline) ends what is still waited for: the BlueZ and Avahi calls are cancelled.
     public func stop() async {
-        let central = self.central
-        let stateFollower = self.stateFollower
-        let modeFollower = self.modeFollower
+        let centrals = adapters.centrals
+        let (stateFollowers, modeFollowers) = (self.stateFollowers, self.modeFollowers)
         _ = try? await loop.submit { [server] in
-            central.assumeLoopIsolated {
-                $0.stopStateUpdates(stateFollower)
-                $0.stopScanModeUpdates(modeFollower)
+            for (index, central) in centrals.enumerated() {
+                central.assumeLoopIsolated {
+                    if stateFollowers.indices.contains(index) { $0.stopStateUpdates(stateFollowers[index]) }
+                    if modeFollowers.indices.contains(index) { $0.stopScanModeUpdates(modeFollowers[index]) }
+                }
             }
             server.scannerModeRequested = nil
             server.stop()
         }
         async let withdrawn: Void? = announcer?.withdraw()
-        if let scan { await central.stopScan(scan) }
+        for (central, scan) in zip(centrals, scans) { await central.stopScan(scan) }
         await backend.stop()
         _ = await withdrawn
     }

@@ -10,25 +10,50 @@ import ProxyBackend
 /// the ones in BlueZ's object paths (`serviceXXXX/charYYYY/descZZZZ`), and the MTU is the write
 /// length of the characteristics plus 3 (23 without one). Pairing is LE Just Works: gattway
 /// registers no agent, so bluetoothd pairs as NoInputNoOutput, 20 s at most.
+///
+/// With several adapters (``GatewayAdapters``) a connection goes through the adapter that hears
+/// the device best with a free slot, as the gateway's do, and every call for the device goes to
+/// that adapter's central.
 struct ProxyBLECentral: ProxyBLE {
-    let central: CentralManager
+    let adapters: GatewayAdapters
 
-    func isKnown(_ address: BluetoothAddress) -> Bool { central.assumeLoopIsolated { $0.isKnown(address) } }
+    /// A notification subscription and the central it is on.
+    struct Subscription: Sendable {
+        let central: CentralManager
+        let token: NotificationToken
+    }
+
+    func isKnown(_ address: BluetoothAddress) -> Bool {
+        adapters.centrals.contains { $0.assumeLoopIsolated { $0.isKnown(address) } }
+    }
 
     func isConnected(_ address: BluetoothAddress) -> Bool {
-        central.assumeLoopIsolated { $0.peripheral(address).isConnected }
+        adapters.central(for: address).assumeLoopIsolated { $0.peripheral(address).isConnected }
     }
 
-    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress) -> Void) async -> ConnectionEventsToken {
-        await central.connectionEvents { event in
-            guard case .disconnected(let peripheral, _) = event else { return }
-            lost(peripheral.address)
+    /// A link lost on one adapter while another has the device connected is not the device's.
+    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress) -> Void) async -> [ConnectionEventsToken] {
+        let adapters = self.adapters
+        var tokens: [ConnectionEventsToken] = []
+        for (index, central) in adapters.centrals.enumerated() {
+            tokens.append(
+                await central.connectionEvents { event in
+                    guard case .disconnected(let peripheral, _) = event,
+                        !adapters.connectedElsewhere(peripheral.address, than: index)
+                    else { return }
+                    lost(peripheral.address)
+                })
         }
+        return tokens
     }
 
-    func stopLinkEvents(_ events: ConnectionEventsToken) async { await central.stopConnectionEvents(events) }
+    func stopLinkEvents(_ events: [ConnectionEventsToken]) async {
+        for (central, token) in zip(adapters.centrals, events) { await central.stopConnectionEvents(token) }
+    }
 
     func connect(_ address: BluetoothAddress) async throws(ProxyFailure) -> ProxyGATT<Characteristic, Descriptor> {
+        let index = await adapters.claimForConnect(address)
+        let central = adapters.centrals[index]
         do {
             let adopted = await central.connectedPeripherals().contains { $0.address == address }
             let peripheral =
@@ -62,23 +87,28 @@ struct ProxyBLECentral: ProxyBLE {
                 adopted: adopted, mtu: UInt32(clamping: mtu), services: services, characteristics: characteristics,
                 descriptors: descriptors)
         } catch {
+            if !(await central.peripheral(address).isConnected) { adapters.release(address, on: index) }
             throw Self.failure(error, connecting: true)
         }
     }
 
     func disconnect(_ address: BluetoothAddress) async {
+        let central = adapters.central(for: address)
         try? await central.disconnect(central.peripheral(address))
     }
 
     func read(_ characteristic: Characteristic) async throws(ProxyFailure) -> [UInt8] {
+        let central = adapters.central(for: characteristic.peripheral)
         do { return try await central.readValue(for: characteristic) } catch { throw Self.failure(error) }
     }
 
     func read(_ descriptor: Descriptor) async throws(ProxyFailure) -> [UInt8] {
+        let central = adapters.central(for: descriptor.characteristic.peripheral)
         do { return try await central.readValue(for: descriptor) } catch { throw Self.failure(error) }
     }
 
     func write(_ data: [UInt8], to characteristic: Characteristic, withResponse: Bool) async throws(ProxyFailure) {
+        let central = adapters.central(for: characteristic.peripheral)
         do {
             try await central.writeValue(
                 data, for: characteristic, type: withResponse ? .withResponse : .withoutResponse)
@@ -88,28 +118,32 @@ struct ProxyBLECentral: ProxyBLE {
     }
 
     func write(_ data: [UInt8], to descriptor: Descriptor) async throws(ProxyFailure) {
+        let central = adapters.central(for: descriptor.characteristic.peripheral)
         do { try await central.writeValue(data, for: descriptor) } catch { throw Self.failure(error) }
     }
 
     func notifications(of characteristic: Characteristic, _ deliver: @escaping @Sendable ([UInt8]) -> Void)
-        async throws(ProxyFailure) -> NotificationToken
+        async throws(ProxyFailure) -> Subscription
     {
+        let central = adapters.central(for: characteristic.peripheral)
         do {
-            return try await central.notifications(for: characteristic) { delivery in
+            let token = try await central.notifications(for: characteristic) { delivery in
                 // On the loop thread, as each value arrives.
                 guard case .value(let data) = delivery else { return }
                 deliver(data)
             }
+            return Subscription(central: central, token: token)
         } catch {
             throw Self.failure(error)
         }
     }
 
-    func endNotifications(_ subscription: NotificationToken) {
-        central.assumeLoopIsolated { $0.endNotifications(subscription) }
+    func endNotifications(_ subscription: Subscription) {
+        subscription.central.assumeLoopIsolated { $0.endNotifications(subscription.token) }
     }
 
     func pair(_ address: BluetoothAddress) async throws(ProxyFailure) {
+        let central = adapters.central(for: address)
         do {
             try await central.pair(await central.peripheral(address), timeout: .seconds(20))
         } catch {
@@ -118,12 +152,14 @@ struct ProxyBLECentral: ProxyBLE {
     }
 
     func isPaired(_ address: BluetoothAddress) async throws(ProxyFailure) -> Bool {
+        let central = adapters.central(for: address)
         do { return try await central.isPaired(await central.peripheral(address)) } catch {
             throw .connectionFailed
         }
     }
 
     func removeDevice(_ address: BluetoothAddress) async throws(ProxyFailure) {
+        let central = adapters.central(for: address)
         do { try await central.removeDevice(await central.peripheral(address)) } catch { throw .connectionFailed }
     }
 

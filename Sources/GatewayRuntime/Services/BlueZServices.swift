@@ -7,10 +7,13 @@ import JSON
 import LocalSystem
 import Synchronization
 
-/// The BlueZ central of `gattway run` as a service: started at ``start()`` (it does not wait for
-/// the adapter: an adapter that is off, blocked or missing is a condition the core reports),
-/// closed at the stop's last step (discovery stopped; calls bluetoothd does not answer cancelled
-/// at the deadline).
+/// The BlueZ centrals of `gattway run` as a service, one per adapter of `bluetooth.adapters`
+/// (``GatewayAdapters``): started at ``start()`` (they do not wait for their adapters: an adapter
+/// that is off, blocked or missing is a condition the core reports, and a central whose adapter
+/// comes later scans once it is there), closed at the stop's last step (discovery stopped;
+/// calls bluetoothd does not answer cancelled at the deadline). On the management path the
+/// centrals share one socket: each report is read and decoded once and goes to the central of
+/// its controller.
 public final class BlueZCentralService: Service {
     public let name = "BlueZ"
     let config: GatewayConfig
@@ -20,7 +23,8 @@ public final class BlueZCentralService: Service {
     let log: GatewayLogger
     let radioEndpoint: ManagementEndpoint
     private struct Started {
-        var central: CentralManager?
+        var adapters: GatewayAdapters?
+        var centrals: [CentralManager] = []
         var radio: KernelRadio?
         var scanMode: ScanModeController?
     }
@@ -42,73 +46,119 @@ public final class BlueZCentralService: Service {
         self.radioEndpoint = radioEndpoint
     }
 
-    /// The central, once ``start()`` made it.
-    public var central: CentralManager? { started.withLock { $0.central } }
-    /// The management socket the central's scans read, when `bluetooth.radio` chose it.
+    /// The first adapter's central, once ``start()`` made it.
+    public var central: CentralManager? { started.withLock { $0.centrals.first } }
+    /// Every adapter's central with the choice of a link's adapter, once ``start()`` made them.
+    public var adapters: GatewayAdapters? { started.withLock { $0.adapters } }
+    /// The management socket the centrals' scans read, when `bluetooth.radio` chose it.
     public var radio: KernelRadio? { started.withLock { $0.radio } }
     /// `bluetooth.scan_mode` for the gateway's scan, once ``start()`` made it.
     var scanMode: ScanModeController? { started.withLock { $0.scanMode } }
 
+    /// The state file of adapter `name`: `central.json` for the first adapter (as with one),
+    /// `central-hciN.json` for the others.
+    static func stateFileName(_ name: String, first: Bool) -> String {
+        first ? "central.json" : "central-\(name).json"
+    }
+
     public func start() async throws {
         let log = self.log
-        var options = CentralOptions(adapter: AdapterSelector(config.bluetooth.adapter))
-        if let stateDirectory {
-            try? LocalFile.createDirectories(stateDirectory)
-            options.stateFilePath = stateDirectory + "/central.json"
-            options.stateFileProblem = { error in
-                if let error {
-                    log(
-                        .warning,
-                        "central.json: \(error); the links and subscriptions to restore after a crash are kept in memory only until it can be written"
-                    )
-                } else {
-                    log(.notice, "central.json: written again")
+        var centrals: [CentralManager] = []
+        for (index, adapter) in config.bluetooth.adapters.enumerated() {
+            var options = CentralOptions(adapter: AdapterSelector(adapter))
+            // Each central hears only its own adapter's signals (besides the object manager's).
+            options.adapterSignalsOnly = config.bluetooth.adapters.count > 1
+            if let stateDirectory {
+                try? LocalFile.createDirectories(stateDirectory)
+                let file = Self.stateFileName(adapter, first: index == 0)
+                options.stateFilePath = stateDirectory + "/" + file
+                options.stateFileProblem = { error in
+                    if let error {
+                        log(
+                            .warning,
+                            "\(file): \(error); the links and subscriptions to restore after a crash are kept in memory only until it can be written"
+                        )
+                    } else {
+                        log(.notice, "\(file): written again")
+                    }
                 }
             }
+            let central = try await CentralManager.start(options: options, bus: bus, on: loop)
+            centrals.append(central)
+            started.withLock { $0.centrals = centrals }
         }
-        let central = try await CentralManager.start(options: options, bus: bus, on: loop)
-        started.withLock { $0.central = central }
-        await central.setReportBatch(config.bluetooth.reportBatch)
+        let adapters = GatewayAdapters(
+            names: config.bluetooth.adapters, centrals: centrals, slotsPerAdapter: config.bluetooth.maxConnections)
+        started.withLock { $0.adapters = adapters }
+        if centrals.count > 1 {
+            log(
+                .notice,
+                "adapters: \(config.bluetooth.adapters.joined(separator: ", ")) scan together; a link goes through the one that hears the device best with a free slot (max_connections \(config.bluetooth.maxConnections) each)"
+            )
+        }
+        for central in centrals { await central.setReportBatch(config.bluetooth.reportBatch) }
         let radio = try await RadioSelection.open(
-            config.bluetooth.radio, adapter: config.bluetooth.adapter, endpoint: radioEndpoint, central: central,
+            config.bluetooth.radio, adapters: config.bluetooth.adapters, endpoint: radioEndpoint, centrals: centrals,
             loop: loop, log: log)
         if let radio { await radio.setCoalescing(config.bluetooth.reportBatch) }
         started.withLock { $0.radio = radio }
         // A monitor a killed predecessor left in the kernel is removed, ours recorded (docs/bluez.md §7.1).
         if let radio, let stateDirectory { await radio.keepMonitorRecord(at: stateDirectory + "/adv-monitor") }
         try Self.checkScanMode(config.bluetooth.scanMode, managementPath: radio != nil, log: log)
-        let scanMode = ScanModeController(config: config, central: central, loop: loop, log: log)
+        let scanMode = ScanModeController(config: config, loop: loop, log: log)
         started.withLock { $0.scanMode = scanMode }
         // The D-Bus round trip to bluetoothd in bridge/health (ble_latency_ms), measured once per report.
         if config.health.enabled {
-            await central.startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
+            await centrals[0].startPinging(every: .milliseconds(Int64(saturating: config.health.interval * 1000)))
         }
     }
 
-    /// `radio` in `bridge/health` (docs/operations.md): the path the scans read and, on the
-    /// management path, the reports it delivered since the start and per second since the last
-    /// health message. Called on the loop thread.
+    /// `radio` in `bridge/health` (docs/operations.md): the path the scans read, on the
+    /// management path the reports it delivered since the start and per second since the last
+    /// health message, and each adapter with its object path, state, scan mode and the reports
+    /// the gateway's scan got from it (in all, and per second since the last health message).
+    /// Called on the loop thread.
     func radioHealth() -> JSONValue {
-        let adapter = config.bluetooth.adapter
-        guard let radio else {
-            return .object([(key: "path", value: .string("dbus")), (key: "adapter", value: .string(adapter))])
+        let path = radio == nil ? "dbus" : "mgmt"
+        var members: [(key: String, value: JSONValue)] = [
+            (key: "path", value: .string(path)), (key: "adapter", value: .string(config.bluetooth.adapter)),
+        ]
+        if let radio {
+            let (reports, dropped) = radio.assumeLoopIsolated { ($0.reports, $0.droppedPackets) }
+            let now = ContinuousClock.now
+            let perSecond = rate.withLock { last -> Double in
+                defer { last = (now, reports) }
+                guard let previous = last else { return 0 }
+                let seconds =
+                    Double((now - previous.at).components.seconds)
+                    + Double((now - previous.at).components.attoseconds) / 1e18
+                return seconds > 0 ? Double(reports - previous.reports) / seconds : 0
+            }
+            members += [
+                (key: "reports", value: .number(Double(reports))),
+                (key: "reports_per_second", value: .number((perSecond * 10).rounded() / 10)),
+                (key: "dropped_packets", value: .number(Double(dropped))),
+            ]
         }
-        let (reports, dropped) = radio.assumeLoopIsolated { ($0.reports, $0.droppedPackets) }
-        let now = ContinuousClock.now
-        let perSecond = rate.withLock { last -> Double in
-            defer { last = (now, reports) }
-            guard let previous = last else { return 0 }
-            let seconds =
-                Double((now - previous.at).components.seconds)
-                + Double((now - previous.at).components.attoseconds) / 1e18
-            return seconds > 0 ? Double(reports - previous.reports) / seconds : 0
+        if let adapters {
+            let rates = adapters.reportRates()
+            let each = adapters.centrals.indices.map { index -> JSONValue in
+                let (object, state, mode) = adapters.centrals[index].assumeLoopIsolated {
+                    ($0.adapterObjectPath, AdapterAdvice.refined($0.condition), $0.scanMode)
+                }
+                return .object([
+                    (key: "name", value: .string(adapters.names[index])),
+                    (key: "object_path", value: object.map(JSONValue.string) ?? .null),
+                    (key: "path", value: .string(path)),
+                    (key: "state", value: .string(state.rawValue)),
+                    (key: "mode", value: .string(mode.map { $0 == .passive ? "passive" : "active" } ?? "none")),
+                    (key: "reports", value: .number(Double(rates[index].reports))),
+                    (key: "reports_per_second", value: .number((rates[index].perSecond * 10).rounded() / 10)),
+                ])
+            }
+            members.append((key: "adapters", value: .array(each)))
         }
-        return .object([
-            (key: "path", value: .string("mgmt")), (key: "adapter", value: .string(adapter)),
-            (key: "reports", value: .number(Double(reports))),
-            (key: "reports_per_second", value: .number((perSecond * 10).rounded() / 10)),
-            (key: "dropped_packets", value: .number(Double(dropped))),
-        ])
+        return .object(members)
     }
     private let rate = Mutex<(at: ContinuousClock.Instant, reports: Int)?>(nil)
 
@@ -140,13 +190,16 @@ public final class BlueZCentralService: Service {
 
     public func stop(within deadline: StopDeadline) async -> String? {
         scanMode?.stop()
-        // The monitor outlives the socket in the kernel (its passive scan would go on): removed first.
+        // The monitors outlive the socket in the kernel (their passive scan would go on): removed first.
         if let radio {
             await radio.releasePassiveScan()
             await radio.close()
         }
-        guard let central else { return nil }
-        let closed = await StopDeadline.bounded(deadline.closeRemaining) { await central.close() }
+        let centrals = started.withLock { $0.centrals }
+        guard !centrals.isEmpty else { return nil }
+        let closed = await StopDeadline.bounded(deadline.closeRemaining) {
+            for central in centrals { await central.close() }
+        }
         return closed ? nil : Self.notAnswered
     }
 

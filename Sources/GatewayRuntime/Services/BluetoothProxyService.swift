@@ -4,7 +4,7 @@ import ProxyBackend
 import Synchronization
 
 /// The Home Assistant Bluetooth proxy as a service of `gattway run` (with `bluetooth_proxy`
-/// enabled): its own scan on the shared central, its connections within the gateway's connection
+/// enabled): its own scan on the shared centrals (every adapter, one scanner), its connections within the gateway's connection
 /// slots and jobs. It starts before the core: ``start()`` makes the proxy's backend
 /// (``ProxyBackend``), then the core with the backend as its attachment (the core reports the
 /// proxy's counters in `bridge/health` and runs its BlueZ calls as jobs), then starts the listener
@@ -35,15 +35,15 @@ public final class BluetoothProxyService: Service {
     }
 
     public func start() async throws {
-        guard let central = central.central else {
+        guard let adapters = central.adapters else {
             throw RunFailure("started before the BlueZ central", isConfiguration: false)
         }
         // The backend first, then the core it is attached to (made here, before the core starts:
         // the core's bridge topics go out only once the proxy listens), then the listener.
-        let backend = ProxyBackend(ble: ProxyBLECentral(central: central), loop: loop)
+        let backend = ProxyBackend(ble: ProxyBLECentral(adapters: adapters), loop: loop)
         _ = try core.makeGateway(attachment: backend)
         let proxy = try await BluetoothProxy.start(
-            config: config, central: central, backend: backend, loop: loop, log: log)
+            config: config, adapters: adapters, backend: backend, loop: loop, log: log)
         started.withLock { $0 = proxy }
     }
 

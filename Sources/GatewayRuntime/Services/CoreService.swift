@@ -55,7 +55,7 @@ public final class CoreService: Service {
     /// proxy, which starts before the core and shares its connection slots and jobs, makes it
     /// first, with its backend as `attachment` (which must then be the first call).
     public func makeGateway(attachment: (any GatewayAttachment)? = nil) throws -> Gateway {
-        guard let client = mqtt.client, let manager = central.central else {
+        guard let client = mqtt.client, let adapters = central.adapters else {
             throw RunFailure("started before the MQTT client and the BlueZ central", isConfiguration: false)
         }
         let (config, loop, log, stateDirectory, notifier) = (
@@ -69,7 +69,7 @@ public final class CoreService: Service {
                 return gateway
             }
             let gateway = Gateway(
-                config: config, ble: CentralBLEPort(central: manager, scanMode: central.scanMode),
+                config: config, ble: CentralBLEPort(adapters: adapters, scanMode: central.scanMode),
                 peripheral: peripheralPort,
                 mqtt: ClientMQTTPort(
                     client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),

@@ -80,8 +80,8 @@ struct DoctorCommand: Command {
         report.add(await bluez.run())
         report.add(
             await RadioDiagnosis(
-                choice: config?.bluetooth.radio ?? .auto, adapter: adapter,
-                endpoint: .current, timeout: limit, loop: loop
+                choice: config?.bluetooth.radio ?? .auto, adapters: config?.bluetooth.adapters ?? [adapter],
+                scanMode: config?.bluetooth.scanMode ?? .active, endpoint: .current, timeout: limit, loop: loop
             ).run())
         if let config {
             report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
