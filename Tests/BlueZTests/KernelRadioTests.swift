@@ -92,19 +92,19 @@ struct KernelRadioTests {
         let loop = EventLoop(name: "radio-test")
         defer { loop.shutdown() }
         let (radio, seen) = try await Self.openRecordingIDs(peer, on: loop)
-        await radio.setCoalescing(3)
+        // A rest far longer than the test: whatever ends it early is the answer, not the clock
+        // (a loaded machine may take seconds for any step here).
+        await radio.setCoalescing(600)
         try await peer.send(Self.found(1))
         try await eventually("the first report, at once") { seen.withLock { $0 } == [1] }
         // The socket rests now: a report waits, but a command's answer is read at once (asking
         // ends the rest), and the report with it.
-        let rested = EventLoop.now()
         try await peer.send(Self.found(2))
         try await Task.sleep(for: .milliseconds(200))
         #expect(seen.withLock { $0 } == [1], "read during the rest")
         async let answered: Void = Self.answerVersion(peer)
         #expect(try await radio.version(timeout: 30) == ManagementVersion(version: 1, revision: 22))
         try await answered
-        #expect(EventLoop.now() - rested < 2_500_000_000, "the answer waited for the rest")
         try await eventually("the waiting report") { seen.withLock { $0 } == [1, 2] }
         await radio.close()
     }

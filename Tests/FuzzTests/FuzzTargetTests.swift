@@ -6,7 +6,12 @@ import Testing
 /// (`Tests/Fixtures/fuzz/NAME`: every crasher found, kept after the fix), then a seeded
 /// mutational run. A trap or a broken property ends the test process, naming the target.
 /// `make test-fuzz` runs the same targets coverage-guided (libFuzzer); `make fuzz` for longer.
-@Suite("Fuzz targets")
+///
+/// Serialized, each on a thread of its own at the lowest priority: the runs are seconds of pure
+/// CPU each, and forty of them at once (the targets' replays and mutational runs) left the rest
+/// of the suite — hundreds of async tests on a 2-core machine — a twentieth of the CPU for half a
+/// minute, so that their own waits and timeouts failed.
+@Suite("Fuzz targets", .serialized)
 struct FuzzTargetTests {
     @Test("every external input surface has a target with seeds")
     func inventory() {
@@ -34,12 +39,14 @@ struct FuzzTargetTests {
         }
     }
 
-    /// Runs `body` on a thread of its own: fuzz callbacks are synchronous and run for seconds,
-    /// and on the cooperative pool (two threads on a 2-core machine) they would starve the tests
-    /// running beside them.
+    /// Runs `body` on a thread of its own at nice 19: fuzz callbacks are synchronous and run for
+    /// seconds, and on the cooperative pool (two threads on a 2-core machine) they would starve
+    /// the tests running beside them; at the lowest priority they take what those leave.
     static func onOwnThread(_ body: @escaping @Sendable () -> Void) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let thread = Thread {
+                // Linux: the nice value is per thread; who 0 is the calling thread.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
                 body()
                 continuation.resume()
             }
