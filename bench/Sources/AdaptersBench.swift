@@ -5,8 +5,10 @@ import TestSupport
 /// `gattway-bench run adapters` (`bluetooth.adapters`, docs/config.md "Several adapters"): what a
 /// second adapter that hears the same devices costs gattway. 50 ATC1441 thermometers, aligned
 /// (the same frame at the same moment on every adapter, as two dongles side by side hear one
-/// sensor), on bluetoothd's D-Bus view, heard by one adapter and then by two, at 100 and 1,000
-/// adv/s per adapter. Per step: gattway's CPU µs per report (the simulator's reports, of every
+/// sensor), each with an interval of its own (0.9–1.1 × the mean, so that the devices drift
+/// through each other's phases as a radio's do rather than advertising in lockstep: the spread
+/// is measured and shown per step), on bluetoothd's D-Bus view, heard by one adapter and then by
+/// two, at 100 and 1,000 adv/s per adapter. Per step: gattway's CPU µs per report (the simulator's reports, of every
 /// adapter) and per published message (each frame once, however many adapters heard it), over a
 /// 20 s window after 5 s of warm-up, each configuration on a fresh simulator.
 enum AdaptersBench: BenchSuite {
@@ -25,7 +27,8 @@ enum AdaptersBench: BenchSuite {
         var devices: [String] = []
         for adapter in names {
             for index in 0..<advertisers {
-                let json = RealisticBench.advertiserJSON(index: index, interval: interval, aligned: true)
+                let json = RealisticBench.advertiserJSON(
+                    index: index, interval: spreadInterval(interval, index: index), aligned: true)
                 devices.append(
                     json.replacingOccurrences(of: #"{"address""#, with: #"{"adapter": "\#(adapter)", "address""#))
             }
@@ -35,8 +38,16 @@ enum AdaptersBench: BenchSuite {
             + #""adapters": [\#(adapterJSON.joined(separator: ", "))], "devices": [\#(devices.joined(separator: ",\n"))]}"#
     }
 
+    /// Device `index`'s interval: from 0.9 to 1.1 × `interval` across the devices, the same on
+    /// every adapter (its copies stay aligned), different between devices (no lockstep).
+    static func spreadInterval(_ interval: Double, index: Int) -> Double {
+        interval * (0.9 + 0.2 * Double(index) / Double(max(1, advertisers - 1)))
+    }
+
     struct Step {
         var adapters: Int
+        /// The frames' spread over time (one adapter's copy of each).
+        var spread: ReportSpread
         var rate: Double
         var reports: Int
         var messages: Int
@@ -51,7 +62,8 @@ enum AdaptersBench: BenchSuite {
         var rows = [
             BenchRow(
                 name: "adapters: setup", value: Double(advertisers), unit: "advertisers",
-                detail: "ATC1441 (181A), aligned, heard by 1 and then 2 adapters (D-Bus path), "
+                detail: "ATC1441 (181A), aligned across adapters, intervals 0.9–1.1 × the mean (no lockstep), "
+                    + "heard by 1 and then 2 adapters (D-Bus path), "
                     + "\(rates.map { String(Int($0)) }.joined(separator: " and ")) adv/s per adapter, "
                     + "\(Int(warmup)) s warm-up, CPU over \(Int(seconds)) s; load \(loadAverage()) at start")
         ]
@@ -69,6 +81,10 @@ enum AdaptersBench: BenchSuite {
                     name: label + ", CPU per report", value: step.microsPerReport, unit: "µs",
                     detail: "\(step.reports) reports, \(step.messages) messages in \(Int(seconds)) s"))
             rows.append(BenchRow(name: label + ", CPU per message", value: step.microsPerMessage, unit: "µs"))
+            rows.append(
+                BenchRow(
+                    name: label + ", frames per simulator turn", value: step.spread.reportsPerTurn, unit: "",
+                    detail: step.spread.summary))
         }
         for rate in rates {
             let pair = steps.filter { $0.rate == rate }
@@ -101,7 +117,9 @@ enum AdaptersBench: BenchSuite {
             let onCPU0 = ProcessThreads.onCPUNanoseconds(started.child.pid)
             let reports0 = await world.simulator.counterValues().advertisementReports
             let messages0 = counting.snapshot.count
+            await world.simulator.startRecordingReports()
             try await Task.sleep(for: .seconds(seconds))
+            let times = await world.simulator.stopRecordingReports()
             let reports1 = await world.simulator.counterValues().advertisementReports
             let messages1 = counting.snapshot.count
             let cpu =
@@ -111,9 +129,12 @@ enum AdaptersBench: BenchSuite {
             started.stop()
             await counting.close()
             await world.stop()
+            // Each frame once: the adapters' copies share the device's address and slot (due time).
+            var frames = Set<String>()
+            let spread = ReportSpread(times.filter { frames.insert("\($0.address) \($0.due)").inserted })
             return Step(
-                adapters: adapters, rate: rate, reports: reports1 - reports0, messages: messages1 - messages0,
-                cpuSeconds: cpu)
+                adapters: adapters, spread: spread, rate: rate, reports: reports1 - reports0,
+                messages: messages1 - messages0, cpuSeconds: cpu)
         } catch {
             process?.stop()
             await subscriber?.close()
