@@ -345,7 +345,15 @@ public actor KernelRadio: LoopIsolated {
     /// removes every monitor when it starts).
     public func keepMonitorRecord(at path: String) async {
         monitorRecordPath = path
-        guard let text = LocalFile.readText(path) else { return }
+        // A regular file of a few lines, looked at before it is read (the state directory may
+        // hold anything): anything else is not used, and written anew below.
+        var status = stat()
+        guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_size <= Self.maximumRecordBytes,
+            let text = LocalFile.readText(path)
+        else {
+            writeMonitorRecord()
+            return
+        }
         for line in text.split(separator: "\n").prefix(Self.maximumRecordedMonitors) {
             let fields = line.split(whereSeparator: \.isWhitespace).compactMap { UInt16($0) }
             // (Not ours: a monitor this radio added before this call may have the same handle.)
@@ -357,6 +365,9 @@ public actor KernelRadio: LoopIsolated {
         // The record is this process's now: the monitors of ours held meanwhile are written again.
         writeMonitorRecord()
     }
+
+    /// Bytes of a monitor record read at most (16 lines of two numbers fit many times over).
+    static let maximumRecordBytes = 4096
 
     /// Lines of a monitor record read at most (one per adapter: `bluetooth.adapters` has at most 8).
     static let maximumRecordedMonitors = 16

@@ -272,7 +272,11 @@ struct KernelRadioTests {
             }
             _ = try await observer.version()
             let first = try await KernelRadio.open(.socket(path: socket), loop: harness.loop) { _ in }
+            // A record that is not a few lines (here 12 KB of them) is not used, and goes.
+            try LocalFile.write(String(repeating: "0 5\n", count: 3_000), to: record)
             await first.keepMonitorRecord(at: record)
+            #expect(await first.staleMonitorsRemoved == 0)
+            #expect(!LocalFile.exists(record))
             try await first.holdPassiveScan(controller: 0)
             let handle = try #require(await first.monitorHandle)
             #expect(LocalFile.readText(record) == "0 \(handle)\n")
