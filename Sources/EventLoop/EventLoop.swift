@@ -365,7 +365,7 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
                     let id = pollIDs[index]
                     // A previous handler in this turn may have removed or disabled this watch.
                     guard let watch = watches[id], !watch.events.isEmpty, watch.rest == nil else { continue }
-                    watch.handler(IOEvents(rawValue: pollFDs[index].revents))
+                    watch.handler(Self.reported(pollFDs[index].revents))
                     if watch.coalescing > 0 { handleCoalesced(id) }
                 }
             }
@@ -419,9 +419,19 @@ public final class EventLoop: SerialExecutor, @unchecked Sendable {
                 watches[id]?.rest = addTimer(after: interval) { [unowned self] in self.watches[id]?.rest = nil }
                 return
             }
-            watch.handler(IOEvents(rawValue: probe.revents))
+            watch.handler(Self.reported(probe.revents))
         }
         // Still ready after every round: more arrives than the handler reads; no rest.
+    }
+
+    /// What a handler is told for `poll()`'s `revents`. `POLLNVAL` (the descriptor was closed
+    /// while still watched: a bug somewhere in the process) comes as an error and a hang-up, so
+    /// the owner tears the watch down; left alone it would be reported again at every turn, a
+    /// busy loop that never ends.
+    static func reported(_ revents: Int16) -> IOEvents {
+        var events = IOEvents(rawValue: revents & ~Int16(POLLNVAL))
+        if revents & Int16(POLLNVAL) != 0 { events.formUnion([.error, .hangup]) }
+        return events
     }
 
     private func buildPollSet() {

@@ -8,7 +8,7 @@ public enum LoopbackPort {
     /// A socket bound to a free port on 127.0.0.1 (not listening), and the port; the caller
     /// closes it. Throws the errno of the failing call.
     public static func bind() throws(LoopbackPortError) -> (fd: Int32, port: UInt16) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LoopbackPortError(call: "socket", errno: errno) }
         var address = loopback(port: 0)
         let bound = withUnsafePointer(to: &address) {
@@ -37,7 +37,7 @@ public enum LoopbackPort {
 
     /// Whether something accepts a TCP connection on 127.0.0.1:`port` now.
     public static func accepts(_ port: UInt16) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = loopback(port: port)

@@ -37,6 +37,10 @@ public final class Subprocess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, logMode)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Only 0, 1 and 2 reach the child: a descriptor another thread opened without
+        // close-on-exec (a library's socket, a client connection) would otherwise live on in a
+        // daemon that runs for minutes, and its peer would never see it closed.
+        Self.closeFrom3?(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -66,6 +70,17 @@ public final class Subprocess: Sendable {
         }
         self.pid = pid
     }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), looked up at run
+    /// time: Swift does not see its declaration (it needs `_GNU_SOURCE`). Nil on an older libc,
+    /// where close-on-exec alone keeps descriptors from the child.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let closeFrom3: AddCloseFrom? = {
+        guard let handle = dlopen(nil, RTLD_NOW),
+            let symbol = dlsym(handle, "posix_spawn_file_actions_addclosefrom_np")
+        else { return nil }
+        return unsafeBitCast(symbol, to: AddCloseFrom.self)
+    }()
 
     /// False once the process ended (it is reaped then).
     public var isRunning: Bool {

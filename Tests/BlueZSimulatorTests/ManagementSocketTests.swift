@@ -264,7 +264,8 @@ final class ManagementClient: @unchecked Sendable {
     private var received: [ManagementEvent] = []
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        fd = socket(
+            AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard let address = UnixSocketAddress(path) else { throw HarnessTimeout(description: "socket path \(path)") }
         let result = address.withSockaddr { connect(fd, $0, $1) }
         guard result == 0 else { throw HarnessTimeout(description: "connect \(path): errno \(errno)") }

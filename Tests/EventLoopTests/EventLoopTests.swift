@@ -87,6 +87,30 @@ struct EventLoopTests {
         #expect(received == [1, 2, 3])
     }
 
+    @Test("a descriptor closed while watched is reported once as an error and hang-up, not spun on")
+    func closedDescriptorIsReportedAsError() async throws {
+        let loop = EventLoop()
+        defer { loop.shutdown() }
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[1]) }
+        let readFD = fds[0]
+        let calls = Mutex<[EventLoop.IOEvents]>([])
+        try await loop.submit {
+            var token: EventLoop.Token?
+            token = loop.addWatch(fd: readFD, events: .readable) { events in
+                calls.withLock { $0.append(events) }
+                loop.removeWatch(token!)  // what an owner does on an error
+            }
+            close(readFD)  // closed behind the loop's back
+        }
+        for _ in 0..<500 where calls.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(50))
+        let seen = calls.withLock { $0 }
+        #expect(seen.count == 1)
+        #expect(seen.first?.contains(.error) == true && seen.first?.contains(.hangup) == true)
+    }
+
     @Test("timers fire in deadline order and a cancelled timer never fires")
     func timersOrderAndCancel() async throws {
         let loop = EventLoop()

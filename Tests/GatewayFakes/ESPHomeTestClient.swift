@@ -10,7 +10,9 @@ public struct ESPHomeTestClient {
     var decoder = PlaintextFrameDecoder(maxPayload: 1 << 16)
 
     public init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: a child another test spawns meanwhile (a broker, a bus) must not inherit
+        // the socket, or closing it here would not end the connection the server sees.
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         // Generous: under the whole suite on two cores the server's loop can lag by seconds;
         // a test that waits for a message that never comes still ends.
         var timeout = timeval(tv_sec: 30, tv_usec: 0)

@@ -179,7 +179,7 @@ enum FileDiagnosis {
     /// out of space may still create an empty file).
     private static func canWrite(in directory: String) -> Int32 {
         let probe = directory + "/.gattway-doctor-\(getpid())"
-        let fd = open(probe, O_CREAT | O_EXCL | O_WRONLY, 0o600)
+        let fd = open(probe, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return errno }
         defer {
             close(fd)
