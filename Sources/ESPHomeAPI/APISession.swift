@@ -207,12 +207,24 @@ public struct APISession {
             }
             send(scannerState)
         case .bluetoothDeviceRequest(let address, let requestType, let addressType):
-            // 0 connect, 4 / 5 connect V3 with / without cache (BlueZ keeps its own cache, the
-            // client the services it was sent: both connect alike), 1 disconnect, 2 pair,
-            // 3 unpair, 6 clear cache.
+            // 4 / 5 connect V3 with / without cache (BlueZ keeps its own cache, the client the
+            // services it was sent: both connect alike), 1 disconnect, 2 pair, 3 unpair, 6 clear
+            // cache; 0, the deprecated V1 connect, is refused as ESPHome refuses it.
             let pairing = serving && configuration.features.contains(.pairing)
             let cacheClearing = serving && configuration.features.contains(.cacheClearing)
-            if serving, [0, 4, 5].contains(requestType) {
+            if serving, requestType == 0 {
+                // ESPHome since 2025.8 ("V1 connections removed"): connected false, error 0.
+                // aioesphomeapi sends it only to a proxy without remote caching, which gattway
+                // always announces with connections.
+                send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
+                outcome.debug.append(
+                    "deprecated connect (V1) for \(APIServer.text(address)) refused, as ESPHome refuses it: use V3")
+            } else if serving, [4, 5].contains(requestType), addressType == nil {
+                // ESPHome: "Missing address type in connect request", connected false, error 0.
+                send(.deviceConnection(address: address, connected: false, mtu: 0, error: 0))
+                outcome.debug.append(
+                    "connect for \(APIServer.text(address)) without an address type refused, as ESPHome refuses it")
+            } else if serving, [4, 5].contains(requestType), let addressType {
                 outcome.proxyRequests.append(.connect(address: address, addressType: addressType))
             } else if serving, requestType == 1 {
                 outcome.proxyRequests.append(.disconnect(address: address))

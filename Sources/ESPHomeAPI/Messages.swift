@@ -27,7 +27,9 @@ public enum ClientMessage: Equatable, Sendable {
     case unsubscribeBluetoothLEAdvertisements
     case subscribeBluetoothConnectionsFree
     case bluetoothScannerSetMode(mode: UInt32)
-    case bluetoothDeviceRequest(address: UInt64, requestType: UInt32, addressType: UInt32)
+    /// BluetoothDeviceRequest: `addressType` (0 public, 1 random) only when the client set
+    /// `has_address_type` (bleak-esphome's connects do; ESPHome refuses a V3 connect without it).
+    case bluetoothDeviceRequest(address: UInt64, requestType: UInt32, addressType: UInt32?)
     /// A GATT request (get services, read, write, descriptors, notify) by ATT handle.
     case gatt(GATTRequest)
     /// A type id gattway does not handle (the payload is not parsed).
@@ -71,16 +73,19 @@ public enum ClientMessage: Equatable, Sendable {
         case MessageType.bluetoothDeviceRequest:
             var address: UInt64 = 0
             var requestType: UInt32 = 0
+            var hasAddressType = false
             var addressType: UInt32 = 0
             while let (field, value) = try reader.next() {
                 switch field {
                 case 1: address = try value.varint(field: field)
                 case 2: requestType = try value.uint32(field: field)
+                case 3: hasAddressType = try value.bool(field: field)
                 case 4: addressType = try value.uint32(field: field)
                 default: break
                 }
             }
-            return .bluetoothDeviceRequest(address: address, requestType: requestType, addressType: addressType)
+            return .bluetoothDeviceRequest(
+                address: address, requestType: requestType, addressType: hasAddressType ? addressType : nil)
         case MessageType.authenticationRequest:
             var password = ""
             while let (field, value) = try reader.next() {

@@ -24,9 +24,9 @@ public protocol ProxyBLE: Sendable {
     /// Whether the device's link is up now. Loop thread.
     func isConnected(_ address: BluetoothAddress) -> Bool
 
-    /// Hands the address of every link that goes down to `lost`, on the loop thread, until
-    /// ``stopLinkEvents(_:)``.
-    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress) -> Void) async -> LinkEvents
+    /// Hands the address of every link that goes down, and how it ended, to `lost`, on the loop
+    /// thread, until ``stopLinkEvents(_:)``.
+    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress, LinkEnd) -> Void) async -> LinkEvents
     func stopLinkEvents(_ events: LinkEvents) async
 
     /// Connects (no automatic reconnection; a link up already — the gateway's — is used as it is
@@ -85,5 +85,25 @@ public struct ProxyGATT<Characteristic: Sendable, Descriptor: Sendable>: Sendabl
             }
         }
         return handles
+    }
+}
+
+/// How a link went down, as far as the central can tell: BlueZ 5.66 tells its D-Bus clients no
+/// reason (`Device1.Disconnected` with one came with 5.83), only that the link is down, and whether
+/// the adapter is powered.
+public enum LinkEnd: Sendable, Equatable {
+    /// The peer ended it, a supervision timeout, or anything else the central cannot tell apart.
+    case dropped
+    /// This host ended it: the central disconnected it (for the gateway, on a link the proxy's
+    /// client shared), or the adapter was off already when the link went down.
+    case local
+
+    /// The HCI reason ESPHome reports in BluetoothDeviceConnectionResponse's `error`: 0x13 (remote
+    /// user terminated the connection), 0x16 (connection terminated by the local host).
+    public var hciReason: Int32 {
+        switch self {
+        case .dropped: 0x13
+        case .local: 0x16
+        }
     }
 }

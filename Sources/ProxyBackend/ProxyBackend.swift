@@ -111,8 +111,8 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
     /// Follows links going down; call once, before clients can connect.
     public func start() async {
         serving = true
-        linkEvents = await ble.linkEvents { [weak self] address in
-            self?.assumeLoopIsolated { $0.linkLost(address) }
+        linkEvents = await ble.linkEvents { [weak self] address, end in
+            self?.assumeLoopIsolated { $0.linkLost(address, end) }
         }
     }
 
@@ -393,13 +393,13 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
         releaseSlotIfIdle(address)
     }
 
-    private func linkLost(_ address: BluetoothAddress) {
+    private func linkLost(_ address: BluetoothAddress, _ end: LinkEnd) {
         guard let device = devices[address], device.connected, !device.removing else { return }
         forget(address)
         releaseSlotIfIdle(address)
-        // 0x13: the remote device terminated the connection (the HCI reason ESPHome passes on
-        // most often); BlueZ does not tell the reason to its clients.
-        events?.connectionLost(address: address.rawValue, error: 0x13)
+        // The HCI reason as far as BlueZ tells it (``LinkEnd``): 0x16 for a link this host ended,
+        // else 0x13, the remote device terminated the connection.
+        events?.connectionLost(address: address.rawValue, error: end.hciReason)
     }
 
     /// The shared slot goes back once nothing runs for the device here: no connection, no

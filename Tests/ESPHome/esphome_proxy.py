@@ -32,7 +32,9 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      write with and one without response (read back through reflect_writes_to), a descriptor write
      (the simulator records it), an ATT error
      (0x80) from a failing read, notifications of 2A19 after start_notify; the connections-free
-     count follows; a third connect beyond the two slots fails, and after a disconnect succeeds;
+     count follows; the deprecated V1 connect and a V3 connect without an address type are
+     answered connected false, error 0, as ESPHome answers them, without taking a slot; a third
+     connect beyond the two slots fails, and after a disconnect succeeds;
      a client that leaves the API frees its slots; an unknown address fails to connect;
  10. bleak-esphome, the bleak backend Home Assistant uses for proxied connections, with
      habluetooth's Bluetooth manager (as Home Assistant runs it, without Home Assistant): the
@@ -83,6 +85,7 @@ import tempfile
 import time
 
 from aioesphomeapi import APIClient
+from aioesphomeapi.api_pb2 import BluetoothDeviceConnectionResponse, BluetoothDeviceRequest
 from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError, BluetoothGATTAPIError
 from aioesphomeapi.model import BluetoothProxyFeature
 
@@ -359,6 +362,25 @@ async def connect_device(client, address, flags, timeout=30):
     return states[0] if states else (False, 0, None), states
 
 
+async def raw_connect(client, address, **fields):
+    """Sends a BluetoothDeviceRequest with exactly these fields (what aioesphomeapi's own call no
+    longer sends) and returns the first BluetoothDeviceConnectionResponse for the address."""
+    answer = asyncio.get_running_loop().create_future()
+
+    def on_message(message):
+        if message.address == address and not answer.done():
+            answer.set_result(message)
+
+    unsubscribe = client._get_connection().send_message_callback_response(
+        BluetoothDeviceRequest(address=address, **fields), on_message, (BluetoothDeviceConnectionResponse,))
+    try:
+        return await asyncio.wait_for(answer, 5)
+    except TimeoutError:
+        return None
+    finally:
+        unsubscribe()
+
+
 async def run_gatt(port):
     # 9. Connections through the proxy.
     client = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-gatt")
@@ -376,6 +398,16 @@ async def run_gatt(port):
     await asyncio.sleep(0.5)
     check("connections free: 2 of 2 at first", free and free[0][:2] == (2, 2), free)
     battery = mac_int(BATTERY)
+    # The deprecated V1 connect (what aioesphomeapi before 38.0 sends to a proxy without remote
+    # caching) and a V3 connect without an address type: answered at once as ESPHome answers them
+    # (connected false, error 0), no slot taken.
+    for label, fields in (("the deprecated V1 connect", dict(request_type=0, has_address_type=True)),
+                          ("a V3 connect without an address type", dict(request_type=5))):
+        answer = await raw_connect(client, battery, **fields)
+        check(f"{label} is refused as ESPHome refuses it: connected false, error 0",
+              answer is not None and not answer.connected and answer.error == 0 and answer.mtu == 0, answer)
+    await asyncio.sleep(0.3)
+    check("the refused connects took no slot", free and free[-1][:2] == (2, 2) and not free[-1][2], free)
     (connected, mtu, error), states = await connect_device(client, BATTERY, flags)
     _, mtus = gatt_mtus(BATTERY)
     check("connect through the proxy: connected, with the MTU BlueZ's characteristics say (517)",
@@ -463,8 +495,9 @@ async def run_gatt(port):
     while time.monotonic() < deadline and not (len(states) > 1 and not states[-1][0]):
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.3)
-    check("a link lost is reported: connected false, the slot free again",
-          len(states) > 1 and not states[-1][0] and free and free[-1][0] == 1, (states, free[-1:]))
+    check("a link lost is reported: connected false with 0x13 (BlueZ 5.66 tells no reason), the slot free again",
+          len(states) > 1 and not states[-1][0] and states[-1][2] == 0x13 and free and free[-1][0] == 1,
+          (states, free[-1:]))
     (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags)
     check("an address BlueZ does not know fails to connect", not connected and error != 0, states)
 

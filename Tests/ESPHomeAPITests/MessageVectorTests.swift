@@ -118,11 +118,18 @@ struct MessageVectorTests {
             try decode(MessageType.bluetoothDeviceRequest, "device_request")
                 == .bluetoothDeviceRequest(address: Self.device, requestType: 4, addressType: 1))
         #expect(
+            try decode(MessageType.bluetoothDeviceRequest, "device_request_v1")
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 0, addressType: 1))
+        // No has_address_type: no address type (ESPHome refuses such a connect).
+        #expect(
+            try decode(MessageType.bluetoothDeviceRequest, "device_request_no_type")
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 5, addressType: nil))
+        #expect(
             try decode(MessageType.bluetoothDeviceRequest, "device_request_pair")
-                == .bluetoothDeviceRequest(address: Self.device, requestType: 2, addressType: 0))
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 2, addressType: nil))
         #expect(
             try decode(MessageType.bluetoothDeviceRequest, "device_request_clear_cache")
-                == .bluetoothDeviceRequest(address: Self.device, requestType: 6, addressType: 0))
+                == .bluetoothDeviceRequest(address: Self.device, requestType: 6, addressType: nil))
         #expect(
             try decode(MessageType.getTimeResponse, "get_time_response")
                 == .getTimeResponse(epochSeconds: 1_795_000_000))

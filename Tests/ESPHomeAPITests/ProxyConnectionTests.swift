@@ -23,11 +23,15 @@ struct ProxyConnectionTests {
         var othersUsed = 0
         var reserved: Set<UInt64> = []
 
+        /// Every connect the backend was asked for: the address and its type.
+        let connects = Mutex<[String]>([])
+
         init(loop: EventLoop) { self.loop = loop }
 
         func connect(
             address: UInt64, addressType: UInt32, done: @escaping @Sendable (Result<UInt32, ProxyFailure>) -> Void
         ) {
+            connects.withLock { $0.append("\(address) type \(addressType)") }
             let result: Result<UInt32, ProxyFailure> = address == unknown ? .failure(.connectionFailed) : .success(247)
             if address == unknown { reserved.remove(address) }
             loop.execute { done(result) }
@@ -102,10 +106,17 @@ struct ProxyConnectionTests {
     typealias Harness = APIServerTests.Harness
     typealias TestClient = APIServerTests.TestClient
 
-    static func deviceRequest(_ address: UInt64, _ type: UInt32) -> [UInt8] {
+    /// BluetoothDeviceRequest as bleak-esphome's connects send it: a connect (0, 4, 5) with
+    /// `has_address_type` and the address type (nil: without them, as aioesphomeapi before 39.0.1
+    /// sends a connect whose caller gave no type).
+    static func deviceRequest(_ address: UInt64, _ type: UInt32, addressType: UInt32? = 0) -> [UInt8] {
         var writer = ProtobufWriter()
         writer.varint(1, address)
         writer.uint32(2, type)
+        if [0, 4, 5].contains(type), let addressType {
+            writer.bool(3, true)
+            writer.uint32(4, addressType)
+        }
         return writer.bytes
     }
 
@@ -359,6 +370,47 @@ struct ProxyConnectionTests {
         await harness.stop()
     }
 
+    /// The connect requests of the current API, as ESPHome answers them: V3 with and without
+    /// cache carry the address type to the backend; the deprecated V1 connect and a V3 connect
+    /// without an address type are answered `connected: false` with error 0 at once, no slot
+    /// taken, no connect started (ESPHome: "V1 connections removed", "Missing address type").
+    @Test func connectRequestForms() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        client.send(type: MessageType.subscribeBluetoothConnectionsFreeRequest)
+        Self.expectNext(&client, .connectionsFree(free: 2, limit: 2, allocated: []), "2 of 2 free")
+        let old: UInt64 = 0xA4C1_3800_0040
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(old, 0))
+        Self.expectNext(&client, .deviceConnection(address: old, connected: false, mtu: 0, error: 0), "V1 refused")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(old, 4, addressType: nil))
+        Self.expectNext(
+            &client, .deviceConnection(address: old, connected: false, mtu: 0, error: 0), "no address type")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(old, 5, addressType: nil))
+        Self.expectNext(
+            &client, .deviceConnection(address: old, connected: false, mtu: 0, error: 0), "no address type either")
+        // A random-address device with cache, a public one without: both connect, with their type.
+        let random: UInt64 = 0xC0FF_EE00_0041
+        let publicDevice: UInt64 = 0xA4C1_3800_0042
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(random, 4, addressType: 1))
+        Self.expectNext(&client, .connectionsFree(free: 1, limit: 2, allocated: [random]), "a slot taken")
+        Self.expectNext(&client, .deviceConnection(address: random, connected: true, mtu: 247, error: 0), "random")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(publicDevice, 5, addressType: 0))
+        Self.expectNext(&client, .connectionsFree(free: 0, limit: 2, allocated: [publicDevice, random]), "both slots")
+        Self.expectNext(
+            &client, .deviceConnection(address: publicDevice, connected: true, mtu: 247, error: 0), "public")
+        #expect(backend.connects.withLock { $0 } == ["\(random) type 1", "\(publicDevice) type 0"])
+        // The refused forms took no slot and counted no failure of a connect that was never tried.
+        let statistics = await harness.statistics()
+        #expect(statistics.proxyConnects == 2)
+        #expect(statistics.proxyConnectFailures == 0)
+        #expect(harness.lines.withLock { $0.contains { $0.contains("deprecated connect (V1)") } })
+        #expect(harness.lines.withLock { $0.contains { $0.contains("without an address type refused") } })
+        client.close()
+        await harness.stop()
+    }
+
     @Test func sessionRoutesRequestsOnlyWhenServed() throws {
         func frame(_ type: UInt16, _ payload: [UInt8] = []) -> [UInt8] {
             PlaintextFrameDecoder.encode(ServerMessage(type: type, payload: payload))
@@ -383,9 +435,10 @@ struct ProxyConnectionTests {
             decoder.append(session.outgoing[...])
             var answers: [UInt16] = []
             while let message = try decoder.next() { answers.append(message.type) }
+            // The deprecated connect (0) is refused by the session, as ESPHome refuses it.
             let connectionRequests: [APISession.ProxyRequest] = [
                 .subscribeConnectionsFree, .connect(address: 7, addressType: 0), .connect(address: 7, addressType: 0),
-                .connect(address: 7, addressType: 0), .disconnect(address: 7),
+                .disconnect(address: 7),
             ]
             if features.contains(.pairing) {
                 #expect(
@@ -394,14 +447,15 @@ struct ProxyConnectionTests {
                             .pair(address: 7), .unpair(address: 7), .clearCache(address: 7),
                             .gatt(.read(address: 7, handle: 0x0B)),
                         ])
-                #expect(answers == [MessageType.helloResponse])
+                #expect(answers == [MessageType.helloResponse, MessageType.bluetoothDeviceConnectionResponse])
             } else if served {
                 #expect(outcome.proxyRequests == connectionRequests + [.gatt(.read(address: 7, handle: 0x0B))])
                 // Pair, unpair and clear cache not announced: refused by the session itself.
                 #expect(
                     answers == [
-                        MessageType.helloResponse, MessageType.bluetoothDevicePairingResponse,
-                        MessageType.bluetoothDeviceUnpairingResponse, MessageType.bluetoothDeviceClearCacheResponse,
+                        MessageType.helloResponse, MessageType.bluetoothDeviceConnectionResponse,
+                        MessageType.bluetoothDevicePairingResponse, MessageType.bluetoothDeviceUnpairingResponse,
+                        MessageType.bluetoothDeviceClearCacheResponse,
                     ])
             } else {
                 #expect(outcome.proxyRequests.isEmpty)

@@ -310,6 +310,7 @@ struct ProxyAdaptersTests {
                 var request = ProtobufWriter()
                 request.varint(1, 0xA4C1_3800_0001)
                 request.uint32(2, 5)
+                request.bool(3, true)  // has_address_type: public (0)
                 client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
                 while ContinuousClock.now < deadline + .seconds(30) {
                     guard let message = client.receive() else { break }

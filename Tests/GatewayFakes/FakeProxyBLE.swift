@@ -43,7 +43,7 @@ public final class FakeProxyBLE: ProxyBLE {
         var links: Set<BluetoothAddress> = []
         var connects: [BluetoothAddress] = []
         var disconnects: [BluetoothAddress] = []
-        var lost: (@Sendable (BluetoothAddress) -> Void)?
+        var lost: (@Sendable (BluetoothAddress, LinkEnd) -> Void)?
         var subscriptions: [Int: (address: BluetoothAddress, handle: UInt16, deliver: @Sendable ([UInt8]) -> Void)] =
             [:]
         var nextSubscription = 0
@@ -68,13 +68,13 @@ public final class FakeProxyBLE: ProxyBLE {
     public var subscriptionCount: Int { state.withLock { $0.subscriptions.count } }
 
     /// The device drops the link the proxy made.
-    public func dropLink(_ address: BluetoothAddress) {
+    public func dropLink(_ address: BluetoothAddress, _ end: LinkEnd = .dropped) {
         let lost = state.withLock { state in
             state.links.remove(address)
             state.subscriptions = state.subscriptions.filter { $0.value.address != address }
             return state.lost
         }
-        loop.execute { lost?(address) }
+        loop.execute { lost?(address, end) }
     }
 
     /// The device notifies a value of `handle`.
@@ -91,7 +91,7 @@ public final class FakeProxyBLE: ProxyBLE {
         state.withLock { $0.links.contains(address) } || gatewayBLE.isConnected(address)
     }
 
-    public func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress) -> Void) async -> Int {
+    public func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress, LinkEnd) -> Void) async -> Int {
         state.withLock { $0.lost = lost }
         return 1
     }

@@ -158,6 +158,18 @@ struct ProxyBackendTests {
         #expect(harness.proxyBLE.subscriptionCount == 0)
     }
 
+    @Test("a link this host ended (the gateway's disconnect, the adapter off) is reported 0x16 and frees its slot")
+    func linkEndedLocally() async throws {
+        let harness = try ProxyHarness(maxConnections: 2)
+        harness.proxyBLE.add(Self.a)
+        try await harness.start()
+        #expect(try await harness.connect(Self.a))
+        harness.proxyBLE.dropLink(Self.a, .local)
+        await harness.loop.settle()
+        #expect(harness.server.lost.map { "\($0.address) \($0.error)" } == ["10 22"])
+        #expect(try await harness.sharedFreeSlots == 2)
+    }
+
     @Test("a second connect of a connected device is answered with its link: no second connection, notifications kept")
     func duplicateConnect() async throws {
         let harness = try ProxyHarness(maxConnections: 2)

@@ -32,16 +32,19 @@ struct ProxyBLECentral: ProxyBLE {
     }
 
     /// A link lost on one adapter while another has the device connected is not the device's.
-    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress) -> Void) async -> [ConnectionEventsToken] {
+    /// Ended locally: the central asked for it (no error: the gateway's disconnect) or the adapter
+    /// was powered off; anything else is the peer's as far as BlueZ tells.
+    func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress, LinkEnd) -> Void) async -> [ConnectionEventsToken] {
         let adapters = self.adapters
         var tokens: [ConnectionEventsToken] = []
         for (index, central) in adapters.centrals.enumerated() {
             tokens.append(
                 await central.connectionEvents { event in
-                    guard case .disconnected(let peripheral, _) = event,
+                    guard case .disconnected(let peripheral, let error) = event,
                         !adapters.connectedElsewhere(peripheral.address, than: index)
                     else { return }
-                    lost(peripheral.address)
+                    let local = error == nil || error?.code == .poweredOff
+                    lost(peripheral.address, local ? .local : .dropped)
                 })
         }
         return tokens

@@ -20,7 +20,8 @@ DEVICE = 0xA4C1380000AA  # connected through the proxy by the test's backend
 # Fields for the messages whose empty form would not exercise the request (a device, a handle).
 FIELDS = {
     "HelloRequest": dict(client_info="Home Assistant 2025.4.4", api_version_major=1, api_version_minor=10),
-    "BluetoothDeviceRequest": dict(address=DEVICE, request_type=4),  # connect V3 with cache
+    # Connect V3 with cache, a public address.
+    "BluetoothDeviceRequest": dict(address=DEVICE, request_type=4, has_address_type=True),
     "BluetoothGATTGetServicesRequest": dict(address=DEVICE),
     "BluetoothGATTReadRequest": dict(address=DEVICE, handle=0x0B),
     "BluetoothGATTWriteRequest": dict(address=DEVICE, handle=0x0B, response=True, data=b"\x01"),

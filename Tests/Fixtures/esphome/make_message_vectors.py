@@ -75,6 +75,11 @@ client = {
     "subscribe_raw": pb.SubscribeBluetoothLEAdvertisementsRequest(flags=1),
     "device_request": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=4, has_address_type=True,
                                                 address_type=1),
+    # The deprecated V1 connect (aioesphomeapi before 38.0 to a proxy without remote caching) and a
+    # V3 connect without an address type (aioesphomeapi before 39.0.1 when its caller gave none).
+    "device_request_v1": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=0, has_address_type=True,
+                                                   address_type=1),
+    "device_request_no_type": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=5),
     "device_request_pair": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=2),
     "device_request_clear_cache": pb.BluetoothDeviceRequest(address=0xA4C138000001, request_type=6),
     "get_time_response": pb.GetTimeResponse(epoch_seconds=1795000000, timezone="CET-1CEST,M3.5.0,M10.5.0/3"),

@@ -129,7 +129,11 @@ enum ESPHomeAPISeeds {
             plain(MessageType.deviceInfoRequest), plain(MessageType.listEntitiesRequest),
             plain(MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01]),
             plain(MessageType.subscribeBluetoothConnectionsFreeRequest), plain(MessageType.pingRequest),
-            plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x10, 0x04]),
+            // Connects: V3 with cache and a random address type; the deprecated V1 connect and a V3
+            // connect without an address type (both refused by the session, as ESPHome does).
+            plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x10, 0x04, 0x18, 0x01, 0x20, 0x01]),
+            plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x18, 0x01]),
+            plain(MessageType.bluetoothDeviceRequest, [0x08, 0xFF, 0x01, 0x10, 0x05]),
             plain(MessageType.bluetoothScannerSetModeRequest, [0x08, 0x01]),
             plain(MessageType.deviceCapabilitiesRequest),
             plain(MessageType.bluetoothGATTGetServicesRequest, [0x08, 0x01]),
