@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "Parsers", dependencies: ["Bluetooth", "JSON", "CCrypto"]),
         // The ESPHome native API (Home Assistant's Bluetooth proxy protocol): protobuf, plaintext and
         // Noise framing, the Noise handshake on libcrypto, the TCP server on the loop.
-        .target(name: "ESPHomeAPI", dependencies: ["CCrypto", "EventLoop", "Bluetooth"]),
+        .target(name: "ESPHomeAPI", dependencies: ["CCrypto", "EventLoop", "Bluetooth", "LocalSystem"]),
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(
             name: "BlueZ",
@@ -116,7 +116,7 @@ let package = Package(
         .testTarget(name: "FIFOQueueTests", dependencies: ["FIFOQueue"]),
         .testTarget(name: "JSONTests", dependencies: ["JSON"]),
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
-        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "GatewayFakes"]),
+        .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "GatewayFakes", "LocalSystem"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(

@@ -61,6 +61,67 @@ public enum APIProbe {
         }
     }
 
+    /// A session kept open (the tests' Noise client): the handshake and hello done by ``open``.
+    package struct Session {
+        var side: ClientSide
+
+        package static func open(host: String, port: UInt16, psk: [UInt8]?, timeout: Double) -> Result<Session, Failure>
+        {
+            switch Connection.open(host: host, port: port, timeout: timeout) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let connection):
+                var side = ClientSide(connection: connection, psk: psk)
+                do {
+                    _ = try side.start()
+                } catch {
+                    Glibc.close(connection.fd)
+                    return .failure(error)
+                }
+                return .success(Session(side: side))
+            }
+        }
+
+        /// NoiseEncryptionSetKeyRequest with `key` (the text as sent); the answer's `success`.
+        package mutating func setKey(_ key: [UInt8]) throws(Failure) -> Bool {
+            var writer = ProtobufWriter()
+            writer.bytes(1, key)
+            try side.send(ServerMessage(type: MessageType.noiseEncryptionSetKeyRequest, payload: writer.bytes))
+            return try Self.bool(1, in: side.nextMessage(MessageType.noiseEncryptionSetKeyResponse))
+        }
+
+        /// DeviceInfo's `api_encryption_supported` and `api_encryption_provisionable`.
+        package mutating func encryption() throws(Failure) -> (supported: Bool, provisionable: Bool) {
+            try side.send(.empty(MessageType.deviceInfoRequest))
+            let info = try side.nextMessage(MessageType.deviceInfoResponse)
+            return (try Self.bool(19, in: info), try Self.bool(26, in: info))
+        }
+
+        /// Waits for the server's DisconnectRequest (true) or the end of the connection (false).
+        package mutating func disconnectRequested() -> Bool {
+            do {
+                _ = try side.nextMessage(MessageType.disconnectRequest)
+                return true
+            } catch {
+                return error == .protocolError("the server disconnected")
+            }
+        }
+
+        package func close() { Glibc.close(side.connection.fd) }
+
+        static func bool(_ number: UInt32, in payload: [UInt8]) throws(Failure) -> Bool {
+            var reader = ProtobufReader(payload[...])
+            var result = false
+            do {
+                while let (field, value) = try reader.next() {
+                    if field == number { result = try value.bool(field: field) }
+                }
+            } catch {
+                throw .protocolError("malformed answer: \(error)")
+            }
+            return result
+        }
+    }
+
     struct Connection {
         let fd: Int32
 
@@ -128,6 +189,37 @@ public enum APIProbe {
         }
 
         mutating func run() throws(Failure) -> Answer {
+            let (helloName, helloResponse) = try start()
+            try send(.empty(MessageType.deviceInfoRequest))
+            let info = try nextMessage(MessageType.deviceInfoResponse)
+            try? send(.empty(MessageType.disconnectRequest))
+            var answer = Answer(
+                helloName: helloName, serverInfo: "", apiVersion: (0, 0), name: "", bluetoothProxyFeatures: 0)
+            do {
+                var reader = ProtobufReader(helloResponse)
+                while let (field, value) = try reader.next() {
+                    switch field {
+                    case 1: answer.apiVersion.major = try value.uint32(field: field)
+                    case 2: answer.apiVersion.minor = try value.uint32(field: field)
+                    case 3: answer.serverInfo = try value.string(field: field)
+                    default: break
+                    }
+                }
+                reader = ProtobufReader(info)
+                while let (field, value) = try reader.next() {
+                    if field == 2 { answer.name = try value.string(field: field) }
+                    if field == 3 { answer.macAddress = try value.string(field: field) }
+                    if field == 15 { answer.bluetoothProxyFeatures = try value.uint32(field: field) }
+                }
+            } catch {
+                throw .protocolError("malformed answer: \(error)")
+            }
+            return answer
+        }
+
+        /// The handshake (with a key) and the hello: the node name of the server hello and the
+        /// HelloResponse's payload.
+        mutating func start() throws(Failure) -> (helloName: String?, helloResponse: [UInt8]) {
             var helloName: String?
             if let psk {
                 guard var handshake = NoiseHandshake(psk: psk), let message = handshake.writeClientMessage(),
@@ -154,32 +246,7 @@ public enum APIProbe {
             hello.uint32(2, 1)
             hello.uint32(3, 10)
             try send(ServerMessage(type: MessageType.helloRequest, payload: hello.bytes))
-            let helloResponse = try nextMessage(MessageType.helloResponse)
-            try send(.empty(MessageType.deviceInfoRequest))
-            let info = try nextMessage(MessageType.deviceInfoResponse)
-            try? send(.empty(MessageType.disconnectRequest))
-            var answer = Answer(
-                helloName: helloName, serverInfo: "", apiVersion: (0, 0), name: "", bluetoothProxyFeatures: 0)
-            do {
-                var reader = ProtobufReader(helloResponse)
-                while let (field, value) = try reader.next() {
-                    switch field {
-                    case 1: answer.apiVersion.major = try value.uint32(field: field)
-                    case 2: answer.apiVersion.minor = try value.uint32(field: field)
-                    case 3: answer.serverInfo = try value.string(field: field)
-                    default: break
-                    }
-                }
-                reader = ProtobufReader(info)
-                while let (field, value) = try reader.next() {
-                    if field == 2 { answer.name = try value.string(field: field) }
-                    if field == 3 { answer.macAddress = try value.string(field: field) }
-                    if field == 15 { answer.bluetoothProxyFeatures = try value.uint32(field: field) }
-                }
-            } catch {
-                throw .protocolError("malformed answer: \(error)")
-            }
-            return answer
+            return (helloName, try nextMessage(MessageType.helloResponse))
         }
 
         mutating func send(_ message: ServerMessage) throws(Failure) {

@@ -40,7 +40,8 @@ public struct APIServerError: Error, CustomStringConvertible, Sendable {
 ///
 /// Loop-thread only, like every other user of the loop: the invariant behind `@unchecked Sendable`.
 public final class APIServer: @unchecked Sendable {
-    public let configuration: APIServerConfiguration
+    /// The configuration new sessions get (its key changes when a client sets one).
+    public private(set) var configuration: APIServerConfiguration
     let loop: EventLoop
     let log: @Sendable (APIServerLogLevel, String) -> Void
     private var listenFD: Int32 = -1
@@ -71,6 +72,15 @@ public final class APIServer: @unchecked Sendable {
     }
     /// Called on the loop thread with each BluetoothScannerSetModeRequest's mode.
     public var scannerModeRequested: ((BluetoothScannerMode) -> Void)?
+    /// Called on the loop thread after a client set or forgot the key (the mDNS record changes
+    /// with it: provisioned or not).
+    public var keyChanged: ((APIServerConfiguration) -> Void)?
+    /// Where a key a client sets is kept (with ``APIServerConfiguration/provisioning``).
+    let keyStore: APIKeyStore?
+    /// Seconds from a key change to the DisconnectRequest sent to every client (ESPHome: 0.1 s,
+    /// after the set-key's answer went out), and from there to closing those that stay.
+    static let keyChangeDisconnectDelay = 0.1
+    static let keyChangeCloseDelay = 2.0
 
     /// The largest number of advertisements in one BluetoothLERawAdvertisementsResponse.
     public static let batchSize = 16
@@ -91,9 +101,11 @@ public final class APIServer: @unchecked Sendable {
 
     /// - Parameter backend: serves connections through the proxy; they are announced (feature
     ///   flags) and served only with one and `connectionSlots` above 0.
+    /// - Parameter keyStore: keeps the key a client sets, with `configuration.provisioning`
+    ///   (without one every set-key is refused).
     public init(
         configuration: APIServerConfiguration, loop: EventLoop, backend: (any BluetoothProxyBackend)? = nil,
-        log: @escaping @Sendable (APIServerLogLevel, String) -> Void
+        keyStore: APIKeyStore? = nil, log: @escaping @Sendable (APIServerLogLevel, String) -> Void
     ) {
         var configuration = configuration
         // Remote caching too: aioesphomeapi only connects with the V3 requests it implies (the
@@ -108,6 +120,7 @@ public final class APIServer: @unchecked Sendable {
         self.configuration = configuration
         self.loop = loop
         self.backend = backend
+        self.keyStore = keyStore
         self.log = log
     }
 
@@ -317,6 +330,7 @@ public final class APIServer: @unchecked Sendable {
             log(.info, "API: \(client.peer) asked for the \(mode == .active ? "active" : "passive") scanner mode")
             scannerModeRequested?(mode)
         }
+        if let key = outcome.setKey { setKey(key, for: client) }
         for request in outcome.proxyRequests {
             guard clients[client.id] != nil, !client.session.closing else { break }
             serve(request, for: client)
@@ -340,6 +354,85 @@ public final class APIServer: @unchecked Sendable {
         for client in clients.values where client.session.subscribed {
             client.session.send(scannerStateMessage)
             flush(client)
+        }
+    }
+
+    // MARK: Keyless adoption
+
+    /// NoiseEncryptionSetKeyRequest with provisioning on: stores the key (empty: forgets the
+    /// stored one) and answers; the new key is the one of every session from now on, and after
+    /// ``keyChangeDisconnectDelay`` every client is asked to disconnect (as ESPHome does), so
+    /// they come back with it. Refused: a session whose key is no longer the proxy's (another
+    /// client set one since it connected), the all-zero key, anything but 44 characters of
+    /// base64, a file that cannot be written.
+    private func setKey(_ text: [UInt8], for client: Client) {
+        let refusal: String?
+        var next: [UInt8]?
+        if let keyStore, configuration.provisioning, case .noise(let current) = configuration.encryption {
+            let sessionKey: [UInt8]?
+            if case .noise(let psk) = client.session.configuration.encryption {
+                sessionKey = psk
+            } else {
+                sessionKey = nil
+            }
+            if client.session.transport.isPlaintext {
+                refusal = "sent in plaintext, where anyone on the network reads it; a key is set over Noise only"
+            } else if sessionKey != current {
+                refusal = "this session's key is no longer the proxy's (another client set one since it connected)"
+            } else if text.isEmpty {
+                next = APIKey.zero
+                refusal = nil
+            } else if let key = APIKey.decode(text), key != APIKey.zero {
+                next = key
+                refusal = nil
+            } else {
+                refusal = "not a key (44 characters of base64 of 32 bytes, not all zero)"
+            }
+            if let next, refusal == nil, next != current {
+                do {
+                    if next == APIKey.zero { try keyStore.forget() } else { try keyStore.save(next) }
+                } catch {
+                    statistics.keysRefused += 1
+                    log(.error, "API: \(client.peer): cannot keep the encryption key it set: \(error)")
+                    client.session.send(.noiseEncryptionSetKeyResponse(success: false))
+                    return
+                }
+            }
+        } else {
+            refusal = "the key is the config file's"
+        }
+        guard refusal == nil, let next else {
+            statistics.keysRefused += 1
+            warn("API: \(client.peer): asked to store a new encryption key: refused (\(refusal ?? ""))")
+            client.session.send(.noiseEncryptionSetKeyResponse(success: false))
+            return
+        }
+        statistics.keysSet += 1
+        client.session.send(.noiseEncryptionSetKeyResponse(success: true))
+        guard case .noise(let current) = configuration.encryption, next != current else { return }
+        configuration.encryption = .noise(psk: next)
+        log(
+            .notice,
+            next == APIKey.zero
+                ? "API: \(client.peer) cleared the encryption key: unprovisioned (a client may set one)"
+                : "API: \(client.peer) set the encryption key (kept in \(keyStore?.path ?? "")); clients reconnect with it"
+        )
+        keyChanged?(configuration)
+        let ids = Array(clients.keys)
+        _ = loop.addTimer(after: Self.keyChangeDisconnectDelay) { [weak self] in
+            guard let self else { return }
+            for id in ids {
+                guard let client = clients[id], !client.session.closing else { continue }
+                if client.session.phase == .connected { client.session.send(.empty(MessageType.disconnectRequest)) }
+                flush(client)
+            }
+            _ = loop.addTimer(after: Self.keyChangeCloseDelay) { [weak self] in
+                guard let self else { return }
+                for id in ids {
+                    guard let client = clients[id] else { continue }
+                    drop(client, "the encryption key changed")
+                }
+            }
         }
     }
 

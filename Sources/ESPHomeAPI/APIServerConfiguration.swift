@@ -4,6 +4,15 @@ public struct APIServerConfiguration: Sendable {
     public var host: String
     public var port: UInt16
     public var encryption: APITransport.Encryption
+    /// Keyless adoption (`bluetooth_proxy.provisioning`): a client may set the key
+    /// (NoiseEncryptionSetKeyRequest), which the server keeps in its ``APIKeyStore``. While
+    /// `encryption` holds ``APIKey/zero`` the proxy is unprovisioned: it says so in DeviceInfo and
+    /// mDNS. False: the key is `encryption`'s (the config file's) and a set-key is refused.
+    public var provisioning = false
+    /// While unprovisioned, plaintext clients are served too (`plaintext` with `provisioning`: what
+    /// an ESPHome device without a key does, and how Home Assistant's config flow adds one); a
+    /// key is never accepted from them.
+    public var plaintextWhileUnprovisioned = false
     /// The node name (HelloResponse, DeviceInfoResponse, the Noise server hello).
     public var name: String
     public var friendlyName: String
@@ -45,6 +54,12 @@ public struct APIServerConfiguration: Sendable {
         self.connectionSlots = connectionSlots
     }
 
+    /// Unprovisioned: keys may be set and the key now is the all-zero one.
+    public var provisionable: Bool {
+        guard provisioning, case .noise(let psk) = encryption else { return false }
+        return psk == APIKey.zero
+    }
+
     /// The MAC as the Noise server hello carries it: 12 lower-case hex digits.
     var helloMac: String { String(macAddress.lowercased().filter { $0 != ":" }) }
 }
@@ -67,6 +82,11 @@ public struct APIServerStatistics: Sendable, Equatable {
     /// Noise handshakes with the all-zero key, refused: the second probe of Home Assistant's
     /// config flow, which reads the node name from the server hello (not a wrong key).
     public var zeroKeyProbes = 0
+    /// NoiseEncryptionSetKeyRequests that stored or forgot a key, and those refused (a key in
+    /// the config file, no provisioning, a malformed or zero key, a session whose key is no
+    /// longer the proxy's, a file that could not be written).
+    public var keysSet = 0
+    public var keysRefused = 0
     /// Sessions that sent a password (AuthenticationRequest), refused and closed.
     public var passwordsRefused = 0
     /// Connections closed for a frame over the size limit.

@@ -38,6 +38,9 @@ public struct APISession {
         /// BluetoothScannerSetModeRequest: the mode the client asked for (the server switches
         /// the scan and reports the true mode when it changed).
         public var scannerModeRequest: BluetoothScannerMode?
+        /// NoiseEncryptionSetKeyRequest on a proxy with provisioning: the key field as sent, for
+        /// the server to check, store and answer (without provisioning the session refuses it).
+        public var setKey: [UInt8]?
     }
 
     /// What a client asks of the proxy's connections (served by ``APIServer`` with its
@@ -79,7 +82,8 @@ public struct APISession {
         self.configuration = configuration
         transport = APITransport(
             encryption: configuration.encryption, name: configuration.name, mac: configuration.helloMac,
-            maxFrame: configuration.maxFrame, ephemeralKey: ephemeralKey)
+            maxFrame: configuration.maxFrame, ephemeralKey: ephemeralKey,
+            acceptsPlaintext: configuration.provisionable && configuration.plaintextWhileUnprovisioned)
         phase = transport.isReady ? .awaitingHello : .handshake
     }
 
@@ -155,11 +159,15 @@ public struct APISession {
                 closing = true
                 outcome.failure = .passwordRefused
             }
-        case .noiseEncryptionSetKey:
-            // The key is the config file's (bluetooth_proxy.encryption_key); a client cannot
-            // replace it, as an ESPHome device refuses a key it cannot store.
-            send(.noiseEncryptionSetKeyResponse(success: false))
-            outcome.debug.append("asked to store a new encryption key: refused (the key is the config file's)")
+        case .noiseEncryptionSetKey(let key):
+            if configuration.provisioning {
+                outcome.setKey = key
+            } else {
+                // The key is the config file's (bluetooth_proxy.encryption_key); a client cannot
+                // replace it, as an ESPHome device with its key in YAML refuses it.
+                send(.noiseEncryptionSetKeyResponse(success: false))
+                outcome.debug.append("asked to store a new encryption key: refused (the key is the config file's)")
+            }
         case .bluetoothSetConnectionParams(let address):
             if serving {
                 outcome.proxyRequests.append(.setConnectionParams(address: address))
@@ -269,11 +277,13 @@ public struct APISession {
     private var deviceInfo: ServerMessage.DeviceInfo {
         let encrypted: Bool
         if case .noise = configuration.encryption { encrypted = true } else { encrypted = false }
-        return ServerMessage.DeviceInfo(
+        var info = ServerMessage.DeviceInfo(
             name: configuration.name, friendlyName: configuration.friendlyName, macAddress: configuration.macAddress,
             bluetoothMacAddress: configuration.bluetoothMacAddress, esphomeVersion: APIServer.esphomeVersion,
             compilationTime: "", model: "gattway", manufacturer: "gattway", projectName: "gattway.gattway",
             projectVersion: configuration.version, bluetoothProxyFeatures: configuration.features,
             apiEncryptionSupported: encrypted)
+        info.apiEncryptionProvisionable = configuration.provisionable
+        return info
     }
 }

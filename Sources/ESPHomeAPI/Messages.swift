@@ -8,8 +8,9 @@ public enum ClientMessage: Equatable, Sendable {
     /// AuthenticationRequest (the old ConnectRequest), with the password it carries ("" for none).
     /// Clients before mid-2025 send it right after HelloRequest and wait for its answer.
     case authentication(password: String)
-    /// NoiseEncryptionSetKeyRequest: a new encryption key for the device to store.
-    case noiseEncryptionSetKey
+    /// NoiseEncryptionSetKeyRequest: a new encryption key for the device to store, as the client
+    /// sent it (Home Assistant: the 44 characters of its base64; empty: forget the stored key).
+    case noiseEncryptionSetKey(key: [UInt8])
     /// BluetoothSetConnectionParamsRequest: connection interval, latency and timeout for a device.
     case bluetoothSetConnectionParams(address: UInt64)
     case disconnectRequest
@@ -92,6 +93,13 @@ public enum ClientMessage: Equatable, Sendable {
                 if field == 1 { password = try value.string(field: field) }
             }
             return .authentication(password: password)
+        case MessageType.noiseEncryptionSetKeyRequest:
+            var key: [UInt8] = []
+            while let (field, value) = try reader.next() {
+                // At most a little more than a key is kept: anything longer is refused anyway.
+                if field == 1 { key = Array(try value.bytes(field: field).prefix(APIKey.textLength + 1)) }
+            }
+            return .noiseEncryptionSetKey(key: key)
         case MessageType.bluetoothSetConnectionParamsRequest:
             var address: UInt64 = 0
             while let (field, value) = try reader.next() {
@@ -105,7 +113,6 @@ public enum ClientMessage: Equatable, Sendable {
         }
         let message: ClientMessage
         switch type {
-        case MessageType.noiseEncryptionSetKeyRequest: message = .noiseEncryptionSetKey
         case MessageType.disconnectRequest: message = .disconnectRequest
         case MessageType.disconnectResponse: message = .disconnectResponse
         case MessageType.pingRequest: message = .pingRequest
@@ -164,6 +171,9 @@ public struct ServerMessage: Equatable, Sendable {
         public var projectVersion: String
         public var bluetoothProxyFeatures: BluetoothProxyFeatures
         public var apiEncryptionSupported: Bool
+        /// `api_encryption_provisionable`: no key yet, a client may set one over a Noise session
+        /// with the all-zero key (``APIKey/zero``).
+        public var apiEncryptionProvisionable = false
 
         public init(
             name: String, friendlyName: String, macAddress: String, bluetoothMacAddress: String,
@@ -200,6 +210,7 @@ public struct ServerMessage: Equatable, Sendable {
         writer.uint32(15, info.bluetoothProxyFeatures.rawValue)
         writer.string(18, info.bluetoothMacAddress)
         writer.bool(19, info.apiEncryptionSupported)
+        writer.bool(26, info.apiEncryptionProvisionable)
         return ServerMessage(type: MessageType.deviceInfoResponse, payload: writer.bytes)
     }
 

@@ -51,6 +51,10 @@ public struct APITransport {
     private var plaintextDecoder: PlaintextFrameDecoder
     private var noiseDecoder: NoiseFrameDecoder
     private let testEphemeralKey: [UInt8]?
+    /// A Noise server that takes a plaintext client too (an unprovisioned proxy with `plaintext`:
+    /// the first byte of the connection decides).
+    private let acceptsPlaintext: Bool
+    private var receivedAny = false
     /// Bytes to send; the owner drains it.
     public var outgoing: [UInt8] = []
 
@@ -62,7 +66,10 @@ public struct APITransport {
         self.init(encryption: encryption, name: name, mac: mac, maxFrame: maxFrame, ephemeralKey: nil)
     }
 
-    package init(encryption: Encryption, name: String, mac: String, maxFrame: Int, ephemeralKey: [UInt8]?) {
+    package init(
+        encryption: Encryption, name: String, mac: String, maxFrame: Int, ephemeralKey: [UInt8]?,
+        acceptsPlaintext: Bool = false
+    ) {
         switch encryption {
         case .plaintext:
             state = .plaintext
@@ -75,6 +82,13 @@ public struct APITransport {
         plaintextDecoder = PlaintextFrameDecoder(maxPayload: maxFrame)
         noiseDecoder = NoiseFrameDecoder(maxFrame: maxFrame + 4 + NoiseCrypto.tagLength)
         testEphemeralKey = ephemeralKey
+        self.acceptsPlaintext = acceptsPlaintext
+    }
+
+    /// The connection is (or will be, before the handshake) unencrypted.
+    public var isPlaintext: Bool {
+        if case .plaintext = state { return true }
+        return false
     }
 
     /// True once messages may be sent (at once in plaintext, after the handshake with Noise).
@@ -90,6 +104,11 @@ public struct APITransport {
     public mutating func receive<C: Collection<UInt8>>(_ bytes: C) throws(Failure) -> [(type: UInt16, payload: [UInt8])]
     {
         var messages: [(type: UInt16, payload: [UInt8])] = []
+        if acceptsPlaintext, !receivedAny, case .awaitingClientHello = state, bytes.first == 0x00 {
+            // A plaintext client of a server that takes both (the Noise hello starts with 0x01).
+            state = .plaintext
+        }
+        if !bytes.isEmpty { receivedAny = true }
         switch state {
         case .failed:
             throw .malformedMessage

@@ -28,6 +28,7 @@ func allCommands() -> [any Command.Type] {
         DecodeCommand.self,
         SimulateCommand.self,
         DemoCommand.self,
+        ProxyResetKeyCommand.self,
         DoctorCommand.self,
         VersionCommand.self,
     ]

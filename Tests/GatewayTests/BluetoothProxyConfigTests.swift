@@ -11,7 +11,26 @@ struct BluetoothProxyConfigTests {
         #expect(!proxy.enabled)
         #expect(proxy.host == "0.0.0.0" && proxy.port == 6053)
         #expect(proxy.maxClients == 4 && proxy.connectionSlots == 3)
-        #expect(proxy.encryptionKey == nil && !proxy.plaintext)
+        #expect(proxy.encryptionKey == nil && !proxy.plaintext && !proxy.provisioning)
+    }
+
+    @Test("provisioning: enabled without a key, alone or with plaintext; a configured key still read")
+    func provisioning() throws {
+        let alone = try GatewayConfig.parse(
+            Array(#"{"bluetooth_proxy": {"enabled": true, "provisioning": true}}"#.utf8)
+        ).bluetoothProxy
+        #expect(alone.provisioning && alone.encryptionKey == nil && !alone.plaintext)
+        let plain = try GatewayConfig.parse(
+            Array(#"{"bluetooth_proxy": {"enabled": true, "provisioning": true, "plaintext": true}}"#.utf8)
+        ).bluetoothProxy
+        #expect(plain.provisioning && plain.plaintext)
+        let keyed = """
+            {"bluetooth_proxy": {"enabled": true, "provisioning": true, "encryption_key": "\(Self.key)"}}
+            """
+        #expect(try GatewayConfig.parse(Array(keyed.utf8)).bluetoothProxy.encryptionKey == Array(0..<32))
+        #expect(throws: (any Error).self) {
+            try GatewayConfig.parse(Array(#"{"bluetooth_proxy": {"enabled": true, "provisioning": "yes"}}"#.utf8))
+        }
     }
 
     @Test("a key, a listen address and a name are read; the key is a secret")

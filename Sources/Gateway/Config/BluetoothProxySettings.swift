@@ -15,8 +15,13 @@ public struct BluetoothProxySettings: Sendable, Equatable {
     public var encryptionKey: [UInt8]?
     /// The key as written in the file (a secret: redacted from logs).
     public var encryptionKeyText: String?
-    /// `plaintext`: serve without encryption; must be chosen explicitly.
+    /// `plaintext`: serve without encryption; must be chosen explicitly. With `provisioning`:
+    /// plaintext clients are served only while no key is set (as an ESPHome device without a key).
     public var plaintext = false
+    /// `provisioning`: without `encryption_key`, keyless adoption: the proxy accepts the all-zero
+    /// key until a client (Home Assistant) sets one, which is kept in the state directory. Off by
+    /// default: until then anyone on the network can take the proxy (docs/ha-bluetooth-proxy.md).
+    public var provisioning = false
     /// `max_clients`: API connections at once; more are refused.
     public var maxClients = 4
     /// `connection_slots`: GATT connections the proxy may hold for its clients.
@@ -52,14 +57,17 @@ public struct BluetoothProxySettings: Sendable, Equatable {
             encryptionKeyText = text
         }
         plaintext = object.read("plaintext", default: plaintext) { try $0.bool() }
+        provisioning = object.read("provisioning", default: provisioning) { try $0.bool() }
         maxClients = object.read("max_clients", default: maxClients) { try $0.integer(in: 1...64) }
         connectionSlots = object.read("connection_slots", default: connectionSlots) { try $0.integer(in: 0...32) }
-        if enabled, encryptionKey == nil, !plaintext {
+        if enabled, encryptionKey == nil, !plaintext, !provisioning {
             object.problems.add(
                 object.childPath("encryption_key"),
-                "is required when enabled (or set \"plaintext\": true to serve without encryption on a trusted network)"
+                "is required when enabled (or set \"provisioning\": true to let Home Assistant set one, or "
+                    + "\"plaintext\": true to serve without encryption on a trusted network)"
             )
         }
+
         if encryptionKey != nil, plaintext {
             object.problems.add(object.childPath("plaintext"), "is true but encryption_key is set (choose one)")
         }

@@ -100,7 +100,9 @@ public struct GatewayProcess: Sendable {
         var gateway: [any Service] = [core]
         if config.bluetoothProxy.enabled {
             gateway.insert(
-                BluetoothProxyService(config: config, loop: loop, log: log, central: central, core: core), at: 0)
+                BluetoothProxyService(
+                    config: config, loop: loop, log: log, central: central, core: core, stateDirectory: stateDirectory),
+                at: 0)
         }
         return [
             // The connections: the last step of the stop, together.

@@ -45,6 +45,9 @@ public final class AvahiAnnouncer: Sendable {
         case ownerChanged(String?)
         /// An entry group's `StateChanged(i state, s error)`, with the signal's sender and path.
         case state(sender: String?, group: DBusObjectPath?, state: Int, error: String)
+        /// The server's key changed (a client provisioned the proxy, or cleared its key): the
+        /// TXT record changes with it and is announced again.
+        case configuration(APIServerConfiguration)
     }
 
     private let connection: DBusConnection
@@ -81,14 +84,18 @@ public final class AvahiAnnouncer: Sendable {
 
     /// The TXT record of an ESPHome device's announcement, as Home Assistant reads it: `mac`
     /// (12 lower-case hex digits, its unique id), `version`, `friendly_name`, `network`, `platform`,
-    /// `board`, the project, and `api_encryption` when the API is encrypted.
+    /// `board`, the project, and `api_encryption` when the API is encrypted — or, unprovisioned
+    /// (no key yet, keyless adoption), `api_encryption_supported` and `api_provisioning=zero-psk`,
+    /// as an ESPHome device without a key announces itself.
     public static func txt(_ configuration: APIServerConfiguration) -> [String] {
         var records = [
             "friendly_name=\(configuration.friendlyName)", "version=\(APIServer.esphomeVersion)",
             "mac=\(configuration.macAddress.lowercased().filter { $0 != ":" })", "platform=host", "board=gattway",
             "network=ethernet", "project_name=gattway.gattway", "project_version=\(configuration.version)",
         ]
-        if case .noise = configuration.encryption {
+        if configuration.provisionable {
+            records += ["api_encryption_supported=Noise_NNpsk0_25519_ChaChaPoly_SHA256", "api_provisioning=zero-psk"]
+        } else if case .noise = configuration.encryption {
             records.append("api_encryption=Noise_NNpsk0_25519_ChaChaPoly_SHA256")
         }
         return records
@@ -176,6 +183,12 @@ public final class AvahiAnnouncer: Sendable {
         withdrawn.set(())
     }
 
+    /// Announces the TXT record of `configuration` in place of the one announced (the group is
+    /// reset and the service registered again under the name it has now).
+    public func update(_ configuration: APIServerConfiguration) {
+        events.yield(.configuration(configuration))
+    }
+
     /// Withdraws the announcement: ``run()`` ends the handling of events, frees the group and
     /// closes the connection. Returns once that is done, or when the calling task is cancelled.
     public func withdraw() async {
@@ -188,7 +201,7 @@ public final class AvahiAnnouncer: Sendable {
 /// The state of the announcement, owned by the task of ``AvahiAnnouncer/run()`` that handles the events.
 private struct Publisher {
     let connection: DBusConnection
-    let configuration: APIServerConfiguration
+    var configuration: APIServerConfiguration
     let port: UInt16
     let log: GatewayLogger
     /// avahi-daemon's unique name on the bus, nil while there is none.
@@ -238,6 +251,18 @@ private struct Publisher {
             }
             log(.notice, "Bluetooth proxy: avahi-daemon is on the system bus: announcing")
             await publish(to: newOwner)
+        case .configuration(let changed):
+            configuration = changed
+            guard let owner, let group else { return }
+            do {
+                established = false
+                _ = try await connection.call(
+                    destination: owner, path: group, interface: AvahiAnnouncer.groupInterface, method: "Reset",
+                    timeout: .seconds(5))
+                try await register()
+            } catch {
+                notAnnounced(error)
+            }
         case .state(let sender, let path, let state, let error):
             guard let owner, sender == owner, let group, path == group else { return }
             do {

@@ -4,6 +4,7 @@ import BluetoothManagement
 import ESPHomeAPI
 import EventLoop
 import Gateway
+import LocalSystem
 import ProxyBackend
 
 #if canImport(Glibc)
@@ -38,26 +39,60 @@ public struct BluetoothProxy: Sendable {
     /// Follow the centrals' scan modes into BluetoothScannerStateResponse.
     let modeFollowers: [Int]
 
+    /// The store of the key a client sets, with `provisioning` and no `encryption_key` (nil
+    /// otherwise); provisioning without a state directory is a configuration error (a key kept in
+    /// memory only would lock Home Assistant out after a restart).
+    static func keyStore(_ settings: BluetoothProxySettings, stateDirectory: String?) throws -> APIKeyStore? {
+        guard settings.provisioning, settings.encryptionKey == nil else { return nil }
+        guard let stateDirectory else {
+            throw RunFailure(
+                "bluetooth_proxy.provisioning needs a state directory (state_directory or --state-dir) to keep the "
+                    + "key Home Assistant sets", isConfiguration: true)
+        }
+        do {
+            try LocalFile.createDirectories(stateDirectory)
+        } catch {
+            throw RunFailure("bluetooth_proxy.provisioning: \(error)", isConfiguration: false)
+        }
+        return APIKeyStore(directory: stateDirectory)
+    }
+
+    /// The key new sessions start with: the config file's, else the stored one (provisioning),
+    /// else the all-zero key (unprovisioned); nil: plaintext.
+    static func encryption(_ settings: BluetoothProxySettings, keyStore: APIKeyStore?, log: GatewayLogger)
+        -> APITransport.Encryption
+    {
+        if let key = settings.encryptionKey { return .noise(psk: key) }
+        guard let keyStore else { return .plaintext }
+        let (stored, problem) = keyStore.load()
+        if let problem { log(.warning, "Bluetooth proxy: \(problem)") }
+        return .noise(psk: stored ?? APIKey.zero)
+    }
+
     /// Starts the listener, then the scan that feeds it. A listener that cannot bind is an error;
     /// a scan that cannot start is a warning (the server still answers, with no advertisements).
     /// Connections through the proxy are `backend`'s, the gateway's attachment.
     static func start(
-        config: GatewayConfig, adapters: GatewayAdapters, backend: ProxyBackend<ProxyBLECentral>, loop: EventLoop,
-        log: GatewayLogger
+        config: GatewayConfig, adapters: GatewayAdapters, backend: ProxyBackend<ProxyBLECentral>,
+        keyStore: APIKeyStore? = nil, loop: EventLoop, log: GatewayLogger
     ) async throws -> BluetoothProxy {
         let settings = config.bluetoothProxy
         let centrals = adapters.centrals
         let mac = (await adapters.primary.adapterAddress)?.description ?? "00:00:00:00:00:00"
         let name = settings.name ?? hostName()
-        let configuration = APIServerConfiguration(
+        var configuration = APIServerConfiguration(
             host: settings.host, port: settings.port,
-            encryption: settings.encryptionKey.map { .noise(psk: $0) } ?? .plaintext,
+            encryption: encryption(settings, keyStore: keyStore, log: log),
             name: name, friendlyName: name, macAddress: mac, bluetoothMacAddress: mac, version: BuildInfo.version,
             maxClients: settings.maxClients, connectionSlots: settings.connectionSlots)
+        configuration.provisioning = keyStore != nil
+        configuration.plaintextWhileUnprovisioned = settings.plaintext
+        let initial = configuration
         let connections = settings.connectionSlots > 0 ? backend : nil
         await connections?.start()
         let server = try await loop.submit {
-            let server = APIServer(configuration: configuration, loop: loop, backend: connections) { level, line in
+            let server = APIServer(configuration: initial, loop: loop, backend: connections, keyStore: keyStore) {
+                level, line in
                 switch level {
                 case .debug: log(.debug, line)
                 case .info: log(.info, line)
@@ -71,10 +106,17 @@ public struct BluetoothProxy: Sendable {
             return server
         }
         let port = try await loop.submit { server.port }
-        log(
-            .notice,
-            "Bluetooth proxy: ESPHome API on \(settings.host):\(port) as \"\(name)\""
-                + (settings.encryptionKey == nil ? " (plaintext)" : " (Noise encryption)"))
+        let mode: String
+        switch configuration.encryption {
+        case .plaintext: mode = "plaintext"
+        case .noise where configuration.provisionable:
+            mode =
+                "unprovisioned: Noise with the all-zero key\(settings.plaintext ? " (and plaintext)" : "") until a "
+                + "client such as Home Assistant sets a key"
+        case .noise where keyStore != nil: mode = "Noise encryption, the key a client set (\(keyStore?.path ?? ""))"
+        case .noise: mode = "Noise encryption"
+        }
+        log(.notice, "Bluetooth proxy: ESPHome API on \(settings.host):\(port) as \"\(name)\" (\(mode))")
         // The proxy's scan starts in the configured mode (auto rests passive); a client's
         // BluetoothScannerSetModeRequest switches it, and the true mode (active while any scan
         // of a central needs it, or always on the D-Bus path) goes to the clients.
@@ -136,6 +178,9 @@ public struct BluetoothProxy: Sendable {
             }
             return centrals.map { central in central.assumeLoopIsolated { $0.scanModeUpdates { _ in follow() } } }
         }
+        if let announcer {
+            _ = try? await loop.submit { server.keyChanged = { announcer.update($0) } }
+        }
         return BluetoothProxy(
             server: server, loop: loop, adapters: adapters, scans: tokens, announcer: announcer, backend: backend,
             stateFollowers: stateFollowers, modeFollowers: modeFollowers)
@@ -178,6 +223,7 @@ public struct BluetoothProxy: Sendable {
                 }
             }
             server.scannerModeRequested = nil
+            server.keyChanged = nil
             server.stop()
         }
         async let withdrawn: Void? = announcer?.withdraw()

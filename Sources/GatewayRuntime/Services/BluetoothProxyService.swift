@@ -18,23 +18,29 @@ public final class BluetoothProxyService: Service {
     let log: GatewayLogger
     let central: BlueZCentralService
     let core: CoreService
+    /// Where a key set by a client is kept (`bluetooth_proxy.provisioning`).
+    let stateDirectory: String?
     private let started = Mutex<BluetoothProxy?>(nil)
 
     /// - Parameters:
     ///   - central: whose central the proxy scans and connects with.
     ///   - core: whose connection slots and jobs the proxy's connections share (made at the proxy's
     ///     start, with the proxy's backend attached).
+    ///   - stateDirectory: where the key a client sets is kept (needed with `provisioning`).
     public init(
-        config: GatewayConfig, loop: EventLoop, log: GatewayLogger, central: BlueZCentralService, core: CoreService
+        config: GatewayConfig, loop: EventLoop, log: GatewayLogger, central: BlueZCentralService, core: CoreService,
+        stateDirectory: String? = nil
     ) {
         self.config = config
         self.loop = loop
         self.log = log
         self.central = central
         self.core = core
+        self.stateDirectory = stateDirectory
     }
 
     public func start() async throws {
+        let keyStore = try BluetoothProxy.keyStore(config.bluetoothProxy, stateDirectory: stateDirectory)
         guard let adapters = central.adapters else {
             throw RunFailure("started before the BlueZ central", isConfiguration: false)
         }
@@ -43,7 +49,7 @@ public final class BluetoothProxyService: Service {
         let backend = ProxyBackend(ble: ProxyBLECentral(adapters: adapters), loop: loop)
         _ = try core.makeGateway(attachment: backend)
         let proxy = try await BluetoothProxy.start(
-            config: config, adapters: adapters, backend: backend, loop: loop, log: log)
+            config: config, adapters: adapters, backend: backend, keyStore: keyStore, loop: loop, log: log)
         started.withLock { $0 = proxy }
     }
 

@@ -1,4 +1,5 @@
 import JSON
+import LocalSystem
 
 /// The command line of one subcommand, checked against its declaration.
 ///
@@ -94,5 +95,13 @@ struct ParsedArguments: Sendable {
             )
         }
         return seconds
+    }
+}
+
+extension ParsedArguments {
+    /// `--config`, else ./config.json when present, else /etc/gattway/config.json (`run`,
+    /// `doctor`, `proxy reset-key`).
+    var configPath: String {
+        value("config") ?? (LocalFile.exists("config.json") ? "config.json" : "/etc/gattway/config.json")
     }
 }

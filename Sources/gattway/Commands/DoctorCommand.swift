@@ -42,11 +42,7 @@ struct DoctorCommand: Command {
     let json: Bool
 
     init(parsing arguments: ParsedArguments) throws {
-        if let path = arguments.value("config") {
-            configPath = path
-        } else {
-            configPath = LocalFile.exists("config.json") ? "config.json" : "/etc/gattway/config.json"
-        }
+        configPath = arguments.configPath
         stateDirectory = arguments.value("state-dir")
         let timeout = try arguments.duration("timeout") ?? 5
         guard timeout > 0 else { throw CLIError.usage("--timeout: must be more than 0") }
@@ -85,7 +81,10 @@ struct DoctorCommand: Command {
             ).run())
         if let config {
             report.add(await BrokerDiagnosis(config: config, timeout: limit, loop: loop).run())
-            report.add(await ProxyDiagnosis(settings: config.bluetoothProxy, timeout: limit, loop: loop).run())
+            report.add(
+                await ProxyDiagnosis(
+                    settings: config.bluetoothProxy, stateDirectory: directory, timeout: limit, loop: loop
+                ).run())
         } else {
             report.add(.warn("broker", "not checked: the configuration is invalid"))
         }

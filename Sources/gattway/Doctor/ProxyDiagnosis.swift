@@ -10,9 +10,12 @@ import GatewayRuntime
 /// - `avahi`: avahi-daemon is on the system bus, and under which name the proxy is announced: the
 ///   configured one, or Avahi's alternative (`name #2`, …) when another device on the network
 ///   has that name (a warning: Home Assistant tells ESPHome devices apart by name);
-/// - `api key`: a key is set (plaintext is a warning).
+/// - `api key`: a key is set, in the config file or (`provisioning`) by a client; plaintext and
+///   an unprovisioned proxy are warnings.
 struct ProxyDiagnosis {
     let settings: BluetoothProxySettings
+    /// Where a key set by a client is kept (`provisioning`).
+    var stateDirectory: String?
     let timeout: Duration
     let loop: EventLoop
 
@@ -32,7 +35,7 @@ struct ProxyDiagnosis {
         // The wildcard address is reached through loopback.
         let host = settings.host == "0.0.0.0" ? "127.0.0.1" : settings.host
         let endpoint = "\(settings.host):\(settings.port)"
-        let (psk, limit) = (settings.encryptionKey, seconds)
+        let (psk, limit) = (probeKey, seconds)
         let port = settings.port
         let result = await Task.detached { APIProbe.run(host: host, port: port, psk: psk, timeout: limit) }.value
         switch result {
@@ -42,7 +45,7 @@ struct ProxyDiagnosis {
                 "proxy",
                 "ESPHome API on \(endpoint) answers as \"\(answer.name)\" (\(answer.serverInfo), API "
                     + "\(answer.apiVersion.major).\(answer.apiVersion.minor), proxy features 0x\(features))"
-                    + (psk == nil ? "" : "; the configured encryption_key is accepted"))
+                    + (settings.encryptionKey == nil ? "" : "; the configured encryption_key is accepted"))
             return (check, answer.macAddress.isEmpty ? nil : answer.macAddress)
         case .failure(.unreachable(let text)):
             return (
@@ -160,10 +163,42 @@ struct ProxyDiagnosis {
         return (reply[5].string ?? "?", mac)
     }
 
+    /// The stored key with `provisioning` (nil: none, or no state directory).
+    private var storedKey: [UInt8]? {
+        guard settings.provisioning, settings.encryptionKey == nil, let stateDirectory else { return nil }
+        return APIKeyStore(directory: stateDirectory).load().key
+    }
+
+    /// The key the running proxy should accept: the config file's, the stored one, or the
+    /// all-zero one of an unprovisioned proxy.
+    private var probeKey: [UInt8]? {
+        if let key = settings.encryptionKey { return key }
+        guard settings.provisioning else { return nil }
+        return storedKey ?? APIKey.zero
+    }
+
     private func key() -> DoctorCheck {
         if settings.encryptionKey != nil {
             return .ok(
                 "api key", "bluetooth_proxy.encryption_key is set (Noise encryption; give Home Assistant the same key)")
+        }
+        if settings.provisioning {
+            guard let stateDirectory else {
+                return .fail(
+                    "api key", "bluetooth_proxy.provisioning without a state directory",
+                    "set state_directory (or run with --state-dir): the key Home Assistant sets is kept there")
+            }
+            if storedKey != nil {
+                return .ok(
+                    "api key",
+                    "a key set by a client is kept in \(APIKeyStore(directory: stateDirectory).path) (gattway proxy "
+                        + "reset-key forgets it)")
+            }
+            return .warn(
+                "api key",
+                "unprovisioned (bluetooth_proxy.provisioning, no key yet): anyone who reaches port \(settings.port) "
+                    + "can set the key",
+                "add the proxy in Home Assistant 2026.8 or later now, or set bluetooth_proxy.encryption_key")
         }
         return .warn(
             "api key",

@@ -28,12 +28,7 @@ struct RunCommand: Command {
     let options: GatewayProcess.Options
 
     init(parsing arguments: ParsedArguments) throws {
-        let configPath: String
-        if let path = arguments.value("config") {
-            configPath = path
-        } else {
-            configPath = LocalFile.exists("config.json") ? "config.json" : "/etc/gattway/config.json"
-        }
+        let configPath = arguments.configPath
         let levelName = arguments.value("log-level") ?? "info"
         guard let level = GatewayLogger.Level(name: levelName) else {
             throw CLIError.usage(

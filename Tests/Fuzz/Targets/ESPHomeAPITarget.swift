@@ -11,11 +11,14 @@ extension FuzzTargets {
     /// Encoding: a mode byte (bit 0: Noise with the vectors' key and server ephemeral key, so the
     /// seeds' handshake and encrypted frames are valid; bit 1: connections through the proxy are
     /// served, so device requests — pair, unpair and clear cache too — and GATT requests are handed on
-    /// as proxy requests), then chunks (a
-    /// length byte, the bytes).
+    /// as proxy requests; bit 2: keyless adoption (`provisioning`), so NoiseEncryptionSetKeyRequest
+    /// is handed on as a key to set; bit 3 with bit 2 and without bit 0: an unprovisioned proxy,
+    /// the all-zero key, that serves plaintext clients too), then chunks (a length byte, the bytes).
     /// Properties: no trap; a session that ended sends nothing more and stays ended; the bytes it
     /// sends stay proportional to what it received (no amplification); a protobuf payload that
-    /// decodes as a HelloRequest encodes back to one that decodes the same.
+    /// decodes as a HelloRequest encodes back to one that decodes the same; a key handed on only with
+    /// provisioning, at most 45 bytes kept of it, and one that decodes as a key encodes back to the
+    /// same text.
     static let esphomeAPI = FuzzTarget(
         name: "esphome-api",
         summary: "client bytes through the ESPHome API frame, Noise, protobuf decoders and the session",
@@ -28,6 +31,13 @@ extension FuzzTargets {
             if mode & 2 != 0 {
                 // What the server announces with a backend (pair, unpair, clear cache included).
                 configuration.features.formUnion([.activeConnections, .remoteCaching, .pairing, .cacheClearing])
+            }
+            if mode & 4 != 0 {
+                configuration.provisioning = true
+                if mode & 9 == 8 {
+                    configuration.encryption = .noise(psk: APIKey.zero)
+                    configuration.plaintextWhileUnprovisioned = true
+                }
             }
             var session = APISession(
                 configuration: configuration, ephemeralKey: mode & 1 != 0 ? ESPHomeAPISeeds.serverEphemeral : nil)
@@ -49,6 +59,15 @@ extension FuzzTargets {
                 fuzzProperty(
                     outcome.proxyRequests.isEmpty || mode & 2 != 0, "a proxy request while connections are not served")
                 proxyRequests += outcome.proxyRequests.count
+                if let key = outcome.setKey {
+                    fuzzProperty(mode & 4 != 0, "a key handed on without provisioning")
+                    fuzzProperty(key.count <= APIKey.textLength + 1, "\(key.count) bytes of a key kept")
+                    if let decoded = APIKey.decode(key) {
+                        fuzzProperty(
+                            Array(APIKey.encode(decoded).utf8) == Array(key.prefix(APIKey.textLength)),
+                            "a key that does not encode back to its text")
+                    }
+                }
                 fuzzProperty(proxyRequests * 3 <= received, "more proxy requests than messages")
                 // Each client message is answered with at most one bounded message.
                 fuzzProperty(
@@ -160,6 +179,19 @@ enum ESPHomeAPISeeds {
         seeds.append([1] + chunks([noiseFrame([]), noiseFrame([0x00] + hex("client_handshake_wrong_psk"))]))
         seeds.append([1] + chunks([plain(MessageType.helloRequest, hello)]))
         seeds.append([MessageType.helloRequest.lowByte] + hello)
+        // Keyless adoption: set-key requests (a key, the zero key, empty, too long, not base64) to
+        // a Noise proxy with provisioning, and to an unprovisioned one that takes plaintext.
+        let keyText = Array("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=".utf8)
+        let setKeys = [
+            keyText, Array("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".utf8), [], keyText + keyText,
+            Array("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh*=".utf8),
+        ].map { key in
+            var writer = ProtobufWriter()
+            writer.bytes(1, key, always: true)
+            return plain(MessageType.noiseEncryptionSetKeyRequest, writer.bytes)
+        }
+        seeds.append([12] + chunks([plain(MessageType.helloRequest, hello)] + setKeys))
+        seeds.append([6] + chunks([plain(MessageType.helloRequest, hello)] + setKeys))
         return seeds
     }()
 }
