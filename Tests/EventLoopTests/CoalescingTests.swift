@@ -82,10 +82,12 @@ struct CoalescingTests {
     )
     func steadyStream() async throws {
         for coalescing in [0.1, 0] {
-            let loop = EventLoop()
-            defer { loop.shutdown() }
+            // The pipe closes after the loop stopped: a descriptor closed while still watched could be
+            // handed to another test's new pipe, and this loop's handler would read that test's bytes.
             let pipe = TestPipe()
             defer { pipe.close() }
+            let loop = EventLoop()
+            defer { loop.shutdown() }
             let handled = Shared(Handled())
             _ = try await Self.watch(pipe, on: loop, coalescing: coalescing, into: handled)
             let written = try await Self.stream(pipe, seconds: 0.6)
@@ -116,10 +118,12 @@ struct CoalescingTests {
         "the first arrival after a quiet spell is handled at once; the next waits for the rest to end; then the loop sleeps"
     )
     func quietThenRest() async throws {
-        let loop = EventLoop()
-        defer { loop.shutdown() }
+        // The pipe closes after the loop stopped: a descriptor closed while still watched could be
+        // handed to another test's new pipe, and this loop's handler would read that test's bytes.
         let pipe = TestPipe()
         defer { pipe.close() }
+        let loop = EventLoop()
+        defer { loop.shutdown() }
         let handled = Shared(Handled())
         let token = try await Self.watch(pipe, on: loop, coalescing: 3, into: handled)
         let turns = Shared(0)
@@ -146,10 +150,12 @@ struct CoalescingTests {
 
     @Test("a handler that reads part of what is there is called again in the same turn, so no backlog waits a rest")
     func partialReadsDrain() async throws {
-        let loop = EventLoop()
-        defer { loop.shutdown() }
+        // The pipe closes after the loop stopped: a descriptor closed while still watched could be
+        // handed to another test's new pipe, and this loop's handler would read that test's bytes.
         let pipe = TestPipe()
         defer { pipe.close() }
+        let loop = EventLoop()
+        defer { loop.shutdown() }
         let handled = Shared(Handled())
         // A rest of 30 s: what is read within 10 s was read without one (however loaded the machine).
         let token = try await Self.watch(pipe, on: loop, coalescing: 30, readLimit: 1, into: handled)
@@ -169,10 +175,12 @@ struct CoalescingTests {
 
     @Test("a watch removed while it rests is not called again; coalescing 0 ends a rest at once")
     func removeAndUncoalesce() async throws {
-        let loop = EventLoop()
-        defer { loop.shutdown() }
+        // The pipe closes after the loop stopped: a descriptor closed while still watched could be
+        // handed to another test's new pipe, and this loop's handler would read that test's bytes.
         let pipe = TestPipe()
         defer { pipe.close() }
+        let loop = EventLoop()
+        defer { loop.shutdown() }
         let handled = Shared(Handled())
         let token = try await Self.watch(pipe, on: loop, coalescing: 30, into: handled)
         pipe.send()
