@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 
 extension CentralManager {
@@ -306,5 +307,16 @@ extension CentralManager {
             links[address]?.policy.reset()
             startReconnect(address)
         }
+    }
+}
+
+extension CentralManager {
+    /// Why the kernel says the link to `address` went down (``KernelRadio/disconnectReason(controller:address:)``):
+    /// only on the management path (bluetoothd 5.66 tells its D-Bus clients no reason), asked
+    /// once per drop, after the link's `Connected=false` arrived. Nil on the D-Bus path or when
+    /// the kernel told nothing.
+    public func kernelDisconnectReason(_ address: BluetoothAddress) -> DisconnectReason? {
+        guard let radio = passiveScanner, let adapterIndex else { return nil }
+        return radio.assumeLoopIsolated { $0.disconnectReason(controller: adapterIndex, address: address) }
     }
 }

@@ -167,11 +167,13 @@ public actor KernelRadio: LoopIsolated {
     /// (the watch is level-triggered), so a flood cannot hold the loop from its other sockets.
     static let packetsPerTurn = 256
 
-    /// Reads the packets waiting (one per `recv`, at most ``packetsPerTurn``), then returns to the loop.
-    private func readAvailable(_ events: EventLoop.IOEvents) {
+    /// Reads the packets waiting (one per `recv`, at most ``packetsPerTurn``), then returns to the
+    /// loop; true when the budget ran out before the socket was empty.
+    @discardableResult
+    private func readAvailable(_ events: EventLoop.IOEvents) -> Bool {
         var budget = Self.packetsPerTurn
         while isOpen {
-            guard budget > 0 else { return }
+            guard budget > 0 else { return true }
             budget -= 1
             let count = buffer.withUnsafeMutableBytes {
                 recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_TRUNC))
@@ -180,7 +182,7 @@ public actor KernelRadio: LoopIsolated {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK {
                     if events.contains(.hangup) || events.contains(.error) { break }
-                    return
+                    return false
                 }
                 break
             }
@@ -191,9 +193,43 @@ public actor KernelRadio: LoopIsolated {
             }
             handle(count: count)
         }
-        guard isOpen else { return }
+        guard isOpen else { return false }
         close()
         closed?()
+        return false
+    }
+
+    // MARK: Links down
+
+    /// A link the kernel said went down, and when (``disconnectReason(controller:address:)``).
+    private struct Disconnect {
+        let controller: UInt16
+        let address: BluetoothAddress
+        let reason: DisconnectReason
+        let at: UInt64
+    }
+
+    /// The last Device Disconnected events, oldest first, at most ``rememberedDisconnects``.
+    private var disconnects: [Disconnect] = []
+    static let rememberedDisconnects = 64
+
+    /// Why the kernel says the link to `address` on `controller` went down: the reason of its
+    /// Device Disconnected for it in the last 10 s, taken (a second ask gets nil). What waits on
+    /// the socket is read first: the kernel sends the event to every management socket before
+    /// bluetoothd hears of it, so once bluetoothd's D-Bus signal of the link has arrived, the
+    /// event is here. Nil when the kernel told nothing (or the socket's queue overflowed).
+    public func disconnectReason(controller: UInt16, address: BluetoothAddress) -> DisconnectReason? {
+        for _ in 0..<16 where readAvailable([]) {}
+        guard
+            let index = disconnects.lastIndex(where: { $0.controller == controller && $0.address == address })
+        else { return nil }
+        let found = disconnects.remove(at: index)
+        return EventLoop.now() &- found.at <= 10_000_000_000 ? found.reason : nil
+    }
+
+    private func rememberDisconnect(controller: UInt16, address: BluetoothAddress, reason: DisconnectReason) {
+        if disconnects.count >= Self.rememberedDisconnects { disconnects.removeFirst() }
+        disconnects.append(Disconnect(controller: controller, address: address, reason: reason, at: EventLoop.now()))
     }
 
     private func handle(count: Int) {
@@ -231,6 +267,9 @@ public actor KernelRadio: LoopIsolated {
         case .indexAdded(let controller) where passiveControllers.contains(controller):
             events?(event)
             scheduleReadd()
+        case .deviceDisconnected(let controller, let address, _, let reason):
+            rememberDisconnect(controller: controller, address: address, reason: reason)
+            events?(event)
         default:
             events?(event)
         }

@@ -30,6 +30,9 @@ public enum ManagementEvent: Sendable, Equatable {
     /// An advertisement monitor was removed (0x002C), e.g. by bluetoothd, which removes every
     /// monitor of a controller when it takes the controller on.
     case advertisementMonitorRemoved(controller: UInt16, handle: UInt16)
+    /// A link went down (0x000C), with the kernel's reason (``DisconnectReason``).
+    case deviceDisconnected(
+        controller: UInt16, address: BluetoothAddress, addressType: ManagementAddressType, reason: DisconnectReason)
     /// An event gattway does not read; its parameters are dropped.
     case other(code: UInt16, controller: UInt16)
 
@@ -41,6 +44,7 @@ public enum ManagementEvent: Sendable, Equatable {
         public static let indexAdded: UInt16 = 0x0004
         public static let indexRemoved: UInt16 = 0x0005
         public static let newSettings: UInt16 = 0x0006
+        public static let deviceDisconnected: UInt16 = 0x000C
         public static let deviceFound: UInt16 = 0x0012
         public static let discovering: UInt16 = 0x0013
         public static let advertisementMonitorAdded: UInt16 = 0x002B
@@ -98,6 +102,14 @@ public enum ManagementEvent: Sendable, Equatable {
         case Code.discovering:
             try need(2)
             return .discovering(controller: controller, addressType: parameters[0], discovering: parameters[1] != 0)
+        case Code.deviceDisconnected:
+            try need(8)
+            var raw: UInt64 = 0
+            for index in (0..<6).reversed() { raw = raw << 8 | UInt64(parameters[index]) }
+            return .deviceDisconnected(
+                controller: controller, address: BluetoothAddress(rawValue: raw),
+                addressType: ManagementAddressType(rawValue: parameters[6]),
+                reason: DisconnectReason(rawValue: parameters[7]))
         case Code.deviceFound:
             return .deviceFound(try DeviceFound(code: code, controller: controller, parameters: parameters, at: 0))
         case Code.advertisementMonitorAdded:
@@ -140,6 +152,12 @@ public enum ManagementEvent: Sendable, Equatable {
         case .discovering(let controller, let addressType, let discovering):
             return ManagementPacket(
                 code: Code.discovering, controller: controller, parameters: [addressType, discovering ? 1 : 0])
+        case .deviceDisconnected(let controller, let address, let addressType, let reason):
+            for shift in stride(from: 0, to: 48, by: 8) {
+                parameters.append(UInt8(truncatingIfNeeded: address.rawValue >> UInt64(shift)))
+            }
+            parameters += [addressType.rawValue, reason.rawValue]
+            return ManagementPacket(code: Code.deviceDisconnected, controller: controller, parameters: parameters)
         case .deviceFound(let found):
             return found.packet
         case .advertisementMonitorAdded(let controller, let handle):
@@ -152,6 +170,38 @@ public enum ManagementEvent: Sendable, Equatable {
                 code: Code.advertisementMonitorRemoved, controller: controller, parameters: parameters)
         case .other(let code, let controller):
             return ManagementPacket(code: code, controller: controller)
+        }
+    }
+}
+
+/// Why a link went down, as the kernel tells its management sockets in Device Disconnected. The
+/// kernel folds the controller's HCI reason into these: 0x08 → timeout; 0x13, 0x14, 0x15 →
+/// remote; 0x16 → local host; an authentication failure it saw itself → authentication failure.
+public struct DisconnectReason: Sendable, Hashable, RawRepresentable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let unspecified = DisconnectReason(rawValue: 0x00)
+    /// The link's supervision timeout passed (the device went out of range or silent).
+    public static let timeout = DisconnectReason(rawValue: 0x01)
+    /// This host ended it (a Disconnect, a power-off).
+    public static let localHost = DisconnectReason(rawValue: 0x02)
+    /// The peer ended it.
+    public static let remote = DisconnectReason(rawValue: 0x03)
+    public static let authenticationFailure = DisconnectReason(rawValue: 0x04)
+    /// This host ended it to suspend.
+    public static let localHostSuspend = DisconnectReason(rawValue: 0x05)
+
+    /// The HCI error code that stands for the reason (what an ESP32 reports): 0x08 connection
+    /// timeout, 0x16 terminated by the local host, 0x13 remote user terminated, 0x05
+    /// authentication failure; nil for unspecified and values the protocol does not define.
+    public var hciCode: UInt8? {
+        switch self {
+        case .timeout: 0x08
+        case .localHost, .localHostSuspend: 0x16
+        case .remote: 0x13
+        case .authenticationFailure: 0x05
+        default: nil
         }
     }
 }

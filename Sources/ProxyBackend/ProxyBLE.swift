@@ -88,15 +88,19 @@ public struct ProxyGATT<Characteristic: Sendable, Descriptor: Sendable>: Sendabl
     }
 }
 
-/// How a link went down, as far as the central can tell: BlueZ 5.66 tells its D-Bus clients no
-/// reason (`Device1.Disconnected` with one came with 5.83), only that the link is down, and whether
-/// the adapter is powered.
+/// How a link went down, as far as the central can tell. On the management path the kernel says
+/// why (its Device Disconnected event); on the D-Bus path BlueZ 5.66 tells its clients no reason
+/// (`Device1.Disconnected` with one came with 5.83), only that the link is down, and whether the
+/// adapter is powered.
 public enum LinkEnd: Sendable, Equatable {
     /// The peer ended it, a supervision timeout, or anything else the central cannot tell apart.
     case dropped
     /// This host ended it: the central disconnected it (for the gateway, on a link the proxy's
     /// client shared), or the adapter was off already when the link went down.
     case local
+    /// The HCI reason the kernel gave (0x08 supervision timeout, 0x13 the peer ended it, 0x16
+    /// this host, 0x05 authentication failure).
+    case reason(UInt8)
 
     /// The HCI reason ESPHome reports in BluetoothDeviceConnectionResponse's `error`: 0x13 (remote
     /// user terminated the connection), 0x16 (connection terminated by the local host).
@@ -104,6 +108,7 @@ public enum LinkEnd: Sendable, Equatable {
         switch self {
         case .dropped: 0x13
         case .local: 0x16
+        case .reason(let code): Int32(code)
         }
     }
 }

@@ -209,6 +209,38 @@ struct ManagementSocketTests {
         }
     }
 
+    @Test(
+        "a link going down gives Device Disconnected with the reason: the peer ended it, it went out of range, we ended it"
+    )
+    func disconnectReasons() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let client = try ManagementClient(path: try #require(harness.managementSocket))
+            let bus = try await harness.client()
+            let log = try await bus.signals()
+            let path = "/org/bluez/hci0/dev_A4_C1_38_00_00_01"
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            try await log.wait(for: "battery found") { $0.isInterfacesAdded(path) }
+            let address = try #require(BluetoothAddress(Self.battery))
+            let ways: [(String, DisconnectReason)] = [
+                ("Terminate", .remote), ("Disconnect", .timeout), ("", .localHost),
+            ]
+            for (control, reason) in ways {
+                try await bus.call(path, Client.device, "Connect")
+                if control.isEmpty {
+                    try await bus.call(path, Client.device, "Disconnect")
+                } else {
+                    _ = try await bus.control(control, [.string(Self.battery)])
+                }
+                try await client.nextEvent(
+                    "Device Disconnected after \(control.isEmpty ? "Device1.Disconnect" : control)"
+                ) {
+                    $0 == .deviceDisconnected(controller: 0, address: address, addressType: .lePublic, reason: reason)
+                }
+            }
+            await bus.close()
+        }
+    }
+
     @Test("the simulated bluetoothd's start removes every monitor, as bluetoothd 5.66 does")
     func restartRemovesMonitors() async throws {
         try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in

@@ -109,6 +109,33 @@ struct KernelRadioTests {
         await radio.close()
     }
 
+    @Test(
+        "a link's Device Disconnected is kept with its reason, found although the socket was not read yet, taken once")
+    func disconnectReasons() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let (radio, _) = try await Self.openRecordingIDs(peer, on: loop)
+        // A rest far longer than the test: the events wait in the socket until asked.
+        await radio.setCoalescing(600)
+        try await peer.send(Self.found(1))
+        try await peer.send(
+            ManagementEvent.deviceDisconnected(
+                controller: 1, address: Self.sensor, addressType: .lePublic, reason: .remote
+            )
+            .packet.bytes)
+        try await peer.send(
+            ManagementEvent.deviceDisconnected(
+                controller: 0, address: Self.sensor, addressType: .lePublic, reason: .timeout
+            )
+            .packet.bytes)
+        #expect(await radio.disconnectReason(controller: 1, address: Self.sensor) == .remote)
+        #expect(await radio.disconnectReason(controller: 1, address: Self.sensor) == nil, "taken once")
+        #expect(await radio.disconnectReason(controller: 0, address: Self.sensor) == .timeout)
+        #expect(await radio.disconnectReason(controller: 0, address: BluetoothAddress(rawValue: 1)) == nil)
+        await radio.close()
+    }
+
     @Test("a burst of 2,000 reports sent at once all arrive, in order, over several turns of the loop")
     func burst() async throws {
         let peer = try SeqPacketPeer()

@@ -96,6 +96,12 @@ struct ManagementEventTests {
             ),
             ([0x2B, 0x00, 0x04, 0x00, 0x02, 0x00, 0x01, 0x00], .advertisementMonitorAdded(controller: 4, handle: 1)),
             (
+                [0x0C, 0x00, 0x01, 0x00, 0x08, 0x00, 0x13, 0x71, 0xDA, 0x7D, 0x1A, 0x00, 0x01, 0x01],
+                .deviceDisconnected(
+                    controller: 1, address: BluetoothAddress("00:1A:7D:DA:71:13")!, addressType: .lePublic,
+                    reason: .timeout)
+            ),
+            (
                 [0x2C, 0x00, 0x04, 0x00, 0x02, 0x00, 0x02, 0x01],
                 .advertisementMonitorRemoved(controller: 4, handle: 0x0102)
             ),
@@ -150,6 +156,10 @@ struct ManagementEventTests {
                 .shortParameters(event: 0x002F, expected: 16, actual: 14)
             ),
             ([0x2C, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01], .shortParameters(event: 0x002C, expected: 2, actual: 1)),
+            (
+                [0x0C, 0x00, 0x00, 0x00, 0x07, 0x00, 1, 2, 3, 4, 5, 6, 0x01],
+                .shortParameters(event: 0x000C, expected: 8, actual: 7)
+            ),
         ]
         for (bytes, error) in cases {
             #expect(throws: error) { try Self.event(bytes) }
@@ -211,11 +221,22 @@ struct ManagementEventTests {
                     monitorHandle: 0)),
             .advertisementMonitorAdded(controller: 0, handle: 0xFFFF),
             .advertisementMonitorRemoved(controller: 1, handle: 0),
+            .deviceDisconnected(controller: 3, address: address, addressType: .leRandom, reason: .remote),
+            .deviceDisconnected(
+                controller: 0, address: address, addressType: .unknown(9), reason: DisconnectReason(rawValue: 0xEE)),
             .other(code: 0x0025, controller: 0),
         ]
         for event in events {
             #expect(try ManagementEvent.decode(ManagementPacket.decode(event.packet.bytes)) == event)
         }
+    }
+}
+
+extension ManagementEventTests {
+    @Test("a disconnect reason stands for the HCI code an ESP32 would report; unspecified and unknown ones for none")
+    func disconnectReasons() {
+        let codes = [0, 1, 2, 3, 4, 5, 6, 0xFF].map { DisconnectReason(rawValue: UInt8($0)).hciCode }
+        #expect(codes == [nil, 0x08, 0x16, 0x13, 0x05, 0x16, nil, nil])
     }
 }
 

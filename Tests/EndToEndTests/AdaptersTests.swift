@@ -326,6 +326,23 @@ struct ProxyAdaptersTests {
             #expect(connected, "\(e2e.gateway.log())")
             #expect(try await AdaptersTests.connected(e2e, "hci1", "A4:C1:38:00:00:01"))
             #expect(try await !AdaptersTests.connected(e2e, "hci0", "A4:C1:38:00:00:01"))
+
+            // The sensor goes out of range. On the management path the kernel says why (its
+            // Device Disconnected: supervision timeout, HCI 0x08, as an ESP32 reports it);
+            // bluetoothd 5.66's D-Bus view tells no reason, so the client hears 0x13.
+            try await e2e.simulator.disconnectPeer(address: "A4:C1:38:00:00:01")
+            var reason: UInt64?
+            while reason == nil, ContinuousClock.now < deadline + .seconds(60), let message = client.receive() {
+                guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
+                var reader = ProtobufReader(message.payload)
+                var (up, error) = (false, UInt64(0))  // proto3 leaves a false out
+                while let (field, value) = try reader.next() {
+                    if field == 2 { up = try value.bool(field: field) }
+                    if field == 4 { error = try value.varint(field: field) }
+                }
+                if !up { reason = error }
+            }
+            #expect(reason == (radio == "mgmt" ? 0x08 : 0x13), "\(e2e.gateway.log())")
         }
     }
 }

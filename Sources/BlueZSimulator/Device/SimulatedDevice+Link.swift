@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 import EventLoop
 
@@ -115,7 +116,7 @@ extension SimulatedDevice {
         if let drop = spec.faults.linkDropAfter {
             linkTimer = simulator.after(drop) {
                 simulator.devices[path]?.linkTimer = nil
-                simulator.devices[path]?.peerDisconnect(in: simulator)
+                simulator.devices[path]?.peerDisconnect(.timeout, in: simulator)
             }
         }
     }
@@ -173,13 +174,14 @@ extension SimulatedDevice {
         }
     }
 
-    /// The peer (or the radio) drops the link now.
-    func peerDisconnect(in simulator: isolated BlueZSimulator) {
+    /// The peer (or the radio) drops the link now: `.timeout` when the device went silent or out
+    /// of range, `.remote` when it ended the link itself.
+    func peerDisconnect(_ reason: DisconnectReason, in simulator: isolated BlueZSimulator) {
         switch link {
         case .connecting:
             abortConnect(BlueZError.failed("le-connection-abort-by-local"), in: simulator)
         case .connected, .disconnecting:
-            linkDown(in: simulator)
+            linkDown(reason: reason, in: simulator)
         case .disconnected:
             break
         }
@@ -189,13 +191,16 @@ extension SimulatedDevice {
     /// replies, then `Connected=false` (two signals, as bluetoothd 5.66 in the real-BlueZ lane);
     /// a drop by the peer or a power-off: one signal `{ServicesResolved:false, Connected:false}`.
     /// MTU vanishes silently; acquired sockets hang up; objects stay exported (GATT cache); a
-    /// temporary device starts its removal countdown.
-    func linkDown(in simulator: isolated BlueZSimulator) {
+    /// temporary device starts its removal countdown. The kernel's Device Disconnected (with
+    /// `reason`, or "local host" after our Disconnect()) goes to the management socket first, as
+    /// the kernel sends it before bluetoothd hears of it.
+    func linkDown(reason: DisconnectReason = .localHost, in simulator: isolated BlueZSimulator) {
         let interface = BlueZSimulator.deviceInterface
         var requested = false
+        if case .disconnecting = link { requested = true }
+        simulator.managementDisconnected(self, reason: requested ? .localHost : reason)
         if case .disconnecting(let replies, let timer) = link {
             simulator.cancel(timer)
-            requested = true
             simulator.change([("ServicesResolved", .boolean(false))], interface: interface, at: path)
             simulator.flushSignals()
             for reply in replies { reply.succeed() }

@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 import EventLoop
 
@@ -54,7 +55,7 @@ extension SimulatedDevice {
         linkedTo = nil
         guard let counterpart = simulator.devices[other] else { return }
         counterpart.linkedTo = nil
-        counterpart.peerDisconnect(in: simulator)
+        counterpart.peerDisconnect(.remote, in: simulator)
     }
 
     /// The options bluetoothd passes to an application's ReadValue/WriteValue on behalf of this

@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 import EventLoop
 import JSON
@@ -47,6 +48,7 @@ extension BlueZSimulator {
                     try $0.setRSSI(address: $1.string(0), Double($1.values[1].int16 ?? 0))
                 },
                 command("Disconnect", [.string]) { try $0.disconnectPeer(address: $1.string(0)) },
+                command("Terminate", [.string]) { try $0.disconnectPeer(address: $1.string(0), reason: .remote) },
                 command("SetPowered", [.string, .boolean]) {
                     try $0.controlledAdapter($1).setPowered($1.bool(1), in: $0)
                 },
@@ -187,7 +189,7 @@ extension BlueZSimulator {
     /// Removes a device from the world: the link drops, its objects go (InterfacesRemoved).
     public func removeDevice(address: String) throws {
         let device = try device(address: address)
-        if device.isConnected { device.linkDown(in: self) }
+        if device.isConnected { device.linkDown(reason: .timeout, in: self) }
         device.abortConnect(BlueZError.failed("le-connection-abort-by-local"), in: self)
         device.unexport(in: self)
         devices.removeValue(forKey: device.path)
@@ -304,9 +306,15 @@ extension BlueZSimulator {
         }
     }
 
-    /// The peer drops the link now (supervision timeout, out of range).
-    public func disconnectPeer(address: String) throws {
-        try device(address: address).peerDisconnect(in: self)
+    /// The peer drops the link now: by default as one that went out of range (the kernel says
+    /// supervision timeout); `.remote` as one that ended the link itself.
+    /// A device heard by several adapters (one simulated device each) drops every link it has.
+    public func disconnectPeer(address: String, reason: DisconnectReason = .timeout) throws {
+        let first = try device(address: address)
+        for path in deviceOrder {
+            guard let device = devices[path], device.spec.address == first.spec.address else { continue }
+            device.peerDisconnect(reason, in: self)
+        }
     }
 
     /// Powers an adapter off or on (as `Powered` set by a client, or a scenario event).

@@ -197,6 +197,15 @@ extension BlueZSimulator {
     /// threshold bluetoothd hands it) drops it. Every report, whether or not it changes a
     /// `Device1` property.
     ///
+    /// The kernel's Device Disconnected for a link of `device` that went down.
+    func managementDisconnected(_ device: SimulatedDevice, reason: DisconnectReason) {
+        guard let management, let index = device.adapter.managementIndex else { return }
+        let event = ManagementEvent.deviceDisconnected(
+            controller: index, address: device.spec.address,
+            addressType: device.spec.addressType == .random ? .leRandom : .lePublic, reason: reason)
+        management.socket.broadcast(event.packet.bytes)
+    }
+
     /// Without a discovery, while a monitor holds the passive scan: Advertisement Monitor Device
     /// Found with handle 0 (no offload: every report, for software filtering), without the
     /// scan response — the simulated devices send their name there, so a passive report has none.

@@ -1,4 +1,5 @@
 import Bluetooth
+import BluetoothManagement
 import DBus
 
 /// The bus glue: the objects the simulator exports, each method call dispatched to the object it
@@ -307,7 +308,7 @@ extension BlueZSimulator {
                             simulator.devices[path]?.blocked = blocked
                             if blocked {
                                 simulator.loop.execute {
-                                    simulator.assumeIsolated { $0.devices[path]?.peerDisconnect(in: $0) }
+                                    simulator.assumeIsolated { $0.devices[path]?.peerDisconnect(.localHost, in: $0) }
                                 }
                             }
                         }

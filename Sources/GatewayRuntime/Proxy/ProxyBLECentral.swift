@@ -32,8 +32,10 @@ struct ProxyBLECentral: ProxyBLE {
     }
 
     /// A link lost on one adapter while another has the device connected is not the device's.
-    /// Ended locally: the central asked for it (no error: the gateway's disconnect) or the adapter
-    /// was powered off; anything else is the peer's as far as BlueZ tells.
+    /// On the management path the kernel's reason (read on the loop's next turn, outside the
+    /// central's event: reading the socket hands reports to the centrals); else ended locally
+    /// when the central asked for it (no error: the gateway's disconnect) or the adapter was
+    /// powered off, and anything else is the peer's as far as BlueZ tells.
     func linkEvents(_ lost: @escaping @Sendable (BluetoothAddress, LinkEnd) -> Void) async -> [ConnectionEventsToken] {
         let adapters = self.adapters
         var tokens: [ConnectionEventsToken] = []
@@ -44,7 +46,12 @@ struct ProxyBLECentral: ProxyBLE {
                         !adapters.connectedElsewhere(peripheral.address, than: index)
                     else { return }
                     let local = error == nil || error?.code == .poweredOff
-                    lost(peripheral.address, local ? .local : .dropped)
+                    let guess: LinkEnd = local ? .local : .dropped
+                    let address = peripheral.address
+                    central.loop.execute {
+                        let told = central.assumeLoopIsolated { $0.kernelDisconnectReason(address) }?.hciCode
+                        lost(address, told.map { .reason($0) } ?? guess)
+                    }
                 })
         }
         return tokens

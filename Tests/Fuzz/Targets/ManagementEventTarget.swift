@@ -39,6 +39,9 @@ extension FuzzTargets {
                 _ = found.advertisementData
             case .commandComplete(_, _, _, let parameters):
                 checkReturnParameters(parameters)
+            case .deviceDisconnected(_, _, _, let reason):
+                // An HCI code for every reason the protocol defines, and only for those.
+                fuzzProperty((reason.hciCode != nil) == (1...5).contains(reason.rawValue), "reason \(reason.rawValue)")
             default:
                 break
             }
@@ -119,6 +122,7 @@ enum ManagementSeeds {
             .indexAdded(controller: 0), .indexRemoved(controller: 0),
             .newSettings(controller: 0, settings: 0x281),
             .discovering(controller: 0, addressType: 6, discovering: true),
+            .deviceDisconnected(controller: 0, address: address, addressType: .lePublic, reason: .timeout),
             .other(code: 0x0008, controller: 0),
         ]
         return events.map(\.packet.bytes)
