@@ -1,5 +1,6 @@
 import Bluetooth
 import EventLoop
+import LocalSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -202,6 +203,7 @@ public final class APIServer: @unchecked Sendable {
             }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            followKeyStore()
             var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
             inet_ntop(AF_INET, &address.sin_addr, &text, socklen_t(INET_ADDRSTRLEN))
             let host = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -434,6 +436,20 @@ public final class APIServer: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// `gattway proxy reset-key` removed the stored key while gattway runs: from the next client
+    /// on the proxy is unprovisioned (the file is looked at once per accepted connection, one
+    /// stat(2)); clients connected with the old key stay until they leave.
+    private func followKeyStore() {
+        guard let keyStore, configuration.provisioning, case .noise(let current) = configuration.encryption,
+            current != APIKey.zero, !LocalFile.exists(keyStore.path)
+        else { return }
+        configuration.encryption = .noise(psk: APIKey.zero)
+        log(
+            .notice,
+            "API: \(keyStore.path) was removed (gattway proxy reset-key): unprovisioned (a client may set a key)")
+        keyChanged?(configuration)
     }
 
     // MARK: Advertisements

@@ -154,6 +154,27 @@ struct KeylessAdoptionTests {
         await proxy.stop()
     }
 
+    @Test(
+        "the stored key removed while the proxy runs (gattway proxy reset-key): unprovisioned from the next client on")
+    func storeRemovedWhileRunning() async throws {
+        let directory = Self.directory()
+        defer { LocalFile.removeTree(directory) }
+        let store = APIKeyStore(directory: directory)
+        let proxy = try await Proxy(encryption: .noise(psk: APIKey.zero), provisioning: true, store: store)
+        var first = try proxy.session(APIKey.zero).get()
+        #expect(try first.setKey(Self.text(Self.key)))
+        first.close()
+        try proxy.session(Self.key).get().close()
+        #expect(throws: APIProbe.Failure.self) { try proxy.session(APIKey.zero).get() }
+        #expect(try store.forget())  // what `gattway proxy reset-key` does
+        var zero = try proxy.session(APIKey.zero).get()
+        #expect(try zero.encryption().provisionable)
+        zero.close()
+        #expect(throws: APIProbe.Failure.self) { try proxy.session(Self.key).get() }
+        #expect(proxy.changes.list.withLock { $0 } == [false, true])
+        await proxy.stop()
+    }
+
     @Test("a configured key wins: set-key refused, the zero key refused, nothing stored")
     func configuredKeyWins() async throws {
         let directory = Self.directory()

@@ -4,15 +4,15 @@ import LocalSystem
 
 /// `gattway proxy reset-key`: forgets the encryption key a client (Home Assistant) set on the
 /// Bluetooth proxy (keyless adoption, `bluetooth_proxy.provisioning`): `esphome-api.key` in the
-/// state directory is removed, so the proxy starts unprovisioned again at its next start.
+/// state directory is removed; a running gattway is unprovisioned from its next client on.
 struct ProxyResetKeyCommand: Command {
     static let name = "proxy reset-key"
     static let summary = "Forget the encryption key Home Assistant set on the Bluetooth proxy."
     static let discussion = """
         Removes esphome-api.key from the state directory (--state-dir, else state_directory of the \
-        configuration). A running gattway keeps using the key until it restarts; from then on the \
-        proxy is unprovisioned (with bluetooth_proxy.provisioning): it accepts the all-zero key until \
-        a client sets a new one. Remove the device from Home Assistant and add it again afterwards. \
+        configuration). A running gattway notices at the next client's connection (clients connected \
+        with the old key stay until they leave); from then on the proxy is unprovisioned (with \
+        bluetooth_proxy.provisioning): it accepts the all-zero key until a client sets a new one. Remove the device from Home Assistant and add it again afterwards. \
         A key in bluetooth_proxy.encryption_key is not touched (it always wins).
         """
     static let options: [Option] = [
@@ -51,7 +51,8 @@ struct ProxyResetKeyCommand: Command {
         let store = APIKeyStore(directory: directory)
         do {
             if try store.forget() {
-                standardOutput("\(store.path): removed; restart gattway for the proxy to be unprovisioned\n")
+                standardOutput(
+                    "\(store.path): removed; the proxy is unprovisioned from the next client's connection on\n")
             } else {
                 standardOutput("\(store.path): no stored key (nothing to forget)\n")
             }
