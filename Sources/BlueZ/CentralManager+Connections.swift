@@ -7,7 +7,9 @@ extension CentralManager {
     /// service discovery, which ``discoverServices(_:for:)`` waits for.
     ///
     /// A peripheral already connected in BlueZ succeeds at once. A device BlueZ does not know
-    /// yet (e.g. right after a bluetoothd restart) is waited for until a scan reports it.
+    /// yet (e.g. right after a bluetoothd restart) is waited for until a scan reports it; on the
+    /// kernel's path, where a passive scan leaves bluetoothd knowing nothing, its discovery runs
+    /// meanwhile (active, as briefly as it takes bluetoothd to hear the device).
     /// - Parameters:
     ///   - timeout: the whole attempt; when it passes the attempt is cancelled in BlueZ and
     ///     ``CentralError/Code/connectionTimeout`` is thrown.
@@ -59,6 +61,9 @@ extension CentralManager {
         let start = ContinuousClock.now
         links[address]?.connecting = true
         defer { links[address]?.connecting = false }
+        let learns = reports == .kernel && !isKnown(address)
+        if learns { startLearning(address) }
+        defer { if learns { stopLearning(address) } }
         let path: DBusObjectPath = try await waitUntil(timeout: timeout, operation: operation) { central in
             guard central.state == .poweredOn else { return .failure(central.stateError(operation)) }
             guard let path = central.devicePath(address), central.tree.device(path) != nil else {
@@ -318,5 +323,25 @@ extension CentralManager {
     public func kernelDisconnectReason(_ address: BluetoothAddress) -> DisconnectReason? {
         guard let radio = passiveScanner, let adapterIndex else { return nil }
         return radio.assumeLoopIsolated { $0.disconnectReason(controller: adapterIndex, address: address) }
+    }
+}
+
+extension CentralManager {
+    /// bluetoothd's discovery runs (active) while `address` is waited for (``learning``).
+    func startLearning(_ address: BluetoothAddress) {
+        learning[address, default: 0] += 1
+        if learning[address] == 1 { armDiscovery() }
+    }
+
+    func stopLearning(_ address: BluetoothAddress) {
+        guard let count = learning[address] else { return }
+        learning[address] = count > 1 ? count - 1 : nil
+        if learning[address] == nil { armDiscovery() }
+    }
+
+    /// Whether this manager's kernel reports had `address` lately (the management path; reports
+    /// bluetoothd may not know of while the scan is passive).
+    public func heardByKernel(_ address: BluetoothAddress) -> Bool {
+        reports == .kernel && kernelNames[address] != nil
     }
 }

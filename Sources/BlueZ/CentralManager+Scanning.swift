@@ -143,8 +143,8 @@ extension CentralManager {
     /// The mode the scans ask for: none without scans; active when any scan is active, or when
     /// passive is not possible (the D-Bus path: reports from bluetoothd, or no management socket).
     var wantedScanMode: ScanMode? {
-        if scans.isEmpty { return nil }
-        if scans.values.contains(where: { $0.options.mode == .active }) { return .active }
+        if scans.isEmpty { return learning.isEmpty ? nil : .active }
+        if !learning.isEmpty || scans.values.contains(where: { $0.options.mode == .active }) { return .active }
         return reports == .kernel && passiveScanner != nil ? .passive : .active
     }
 
@@ -217,7 +217,7 @@ extension CentralManager {
             setEffectiveScanMode(.passive)
             return
         }
-        if scans.isEmpty {
+        if scans.isEmpty, learning.isEmpty {
             setEffectiveScanMode(nil)
             await releasePassiveScan()
             guard discovery.sessionActive || discovery.filterSent != nil else { return }

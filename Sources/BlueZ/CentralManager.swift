@@ -75,6 +75,10 @@ public actor CentralManager: BlueZManager {
     var discovery = DiscoveryState()
     /// The management socket whose advertisement monitor serves passive scans (``setReportSource(_:radio:)``).
     var passiveScanner: KernelRadio?
+    /// Devices a connection waits for that bluetoothd does not know, with how many attempts wait
+    /// for each: on the kernel's path with every scan passive, bluetoothd discovers nothing, so
+    /// its discovery runs while one waits (``establish(_:timeout:)``).
+    var learning: [BluetoothAddress: Int] = [:]
     /// The controller whose passive scan this manager asked `passiveScanner` for (and has not
     /// released), nil when none.
     var passiveScannerHeld: UInt16?

@@ -165,6 +165,30 @@ struct AdaptersTests {
     }
 
     @Test(
+        "scanning passively (bluetoothd discovers nothing), a device a rule connects to is connected and publishes",
+        arguments: ["passive", "auto"])
+    func connectWhilePassive(mode: String) async throws {
+        let scenario = try Self.world(Self.battery("A4:C1:38:00:00:01", rssi0: -40, rssi1: -80))
+        try await EndToEnd.run(
+            config: Self.config(radio: "mgmt", extra: #", "scan_mode": "\#(mode)""#, devices: Self.batteryRule),
+            scenario: scenario, managementSocket: true
+        ) { e2e in
+            let reading = try await e2e.messages.next(on: "gattway/A4C138000001", timeout: 30) {
+                $0.number("battery") != nil
+            }
+            #expect(reading.number("battery") == 80, "\(e2e.gateway.log())")
+            // The discovery ran only while the connection waited for bluetoothd to learn the
+            // device: both adapters scan passively again.
+            let after = e2e.messages.count
+            let health = try await e2e.messages.next(on: "gattway/bridge/health", after: after, timeout: 30) {
+                guard case .array(let adapters)? = $0.json?["radio"]?["adapters"] else { return false }
+                return adapters.allSatisfy { $0["mode"] == .string("passive") }
+            }
+            #expect(!health.text.isEmpty)
+        }
+    }
+
+    @Test(
         "with the adapter that hears both devices best full, the second link goes through the other",
         arguments: ["mgmt", "dbus"])
     func fullAdapter(radio: String) async throws {
@@ -343,6 +367,53 @@ struct ProxyAdaptersTests {
                 if !up { reason = error }
             }
             #expect(reason == (radio == "mgmt" ? 0x08 : 0x13), "\(e2e.gateway.log())")
+        }
+    }
+}
+
+extension ProxyAdaptersTests {
+    @Test("scanning passively, a proxy client's connect to a device only the kernel heard connects at the first try")
+    func connectWhilePassive() async throws {
+        let port = try LoopbackPort.free()
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
+              "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "mgmt", "scan_mode": "passive"},
+              "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(port)"}
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: try Self.scenario(), managementSocket: true) { e2e in
+            try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
+            var client = try ESPHomeTestClient(port: port)
+            defer { client.close() }
+            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+            #expect(client.receive()?.type == MessageType.helloResponse)
+            client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+            let deadline = ContinuousClock.now + .seconds(30)
+            var heard = false
+            while !heard, ContinuousClock.now < deadline, let message = client.receive() {
+                if message.type == MessageType.bluetoothLERawAdvertisementsResponse {
+                    heard = try Self.addresses(message.payload).contains(0xA4C1_3800_0001)
+                }
+            }
+            #expect(heard)
+            #expect(try await !AdaptersTests.known(e2e, "hci1", "A4:C1:38:00:00:01"), "bluetoothd discovered nothing")
+            var request = ProtobufWriter()
+            request.varint(1, 0xA4C1_3800_0001)
+            request.uint32(2, 5)
+            request.bool(3, true)  // has_address_type: public (0)
+            client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
+            var connected: Bool?
+            while connected == nil, ContinuousClock.now < deadline + .seconds(30), let message = client.receive() {
+                guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
+                var reader = ProtobufReader(message.payload)
+                var up = false  // proto3 leaves a false out
+                while let (field, value) = try reader.next() {
+                    if field == 2 { up = try value.bool(field: field) }
+                }
+                connected = up
+            }
+            #expect(connected == true, "\(e2e.gateway.log())")
         }
     }
 }

@@ -23,8 +23,10 @@ struct ProxyBLECentral: ProxyBLE {
         let token: NotificationToken
     }
 
+    /// Known to bluetoothd, or heard by the kernel (a passive scan: bluetoothd learns it while
+    /// the connect waits, ``CentralManager/connect(_:timeout:autoReconnect:)``).
     func isKnown(_ address: BluetoothAddress) -> Bool {
-        adapters.centrals.contains { $0.assumeLoopIsolated { $0.isKnown(address) } }
+        adapters.centrals.contains { $0.assumeLoopIsolated { $0.isKnown(address) || $0.heardByKernel(address) } }
     }
 
     func isConnected(_ address: BluetoothAddress) -> Bool {
