@@ -67,7 +67,11 @@ run` with bluetooth_proxy enabled on loopback, then checks:
      scan's (the simulated devices send their name only in the scan response: no name); SetMode
      ACTIVE makes the radio active for real (mode ACTIVE, configured still PASSIVE; the reports
      carry the name again), SetMode PASSIVE returns it (clients without scanner modes, as
-     aioesphomeapi 29.9.0: the state is not checked, the passive reports are).
+     aioesphomeapi 29.9.0: the state is not checked, the passive reports are). Then Home
+     Assistant's Auto scanning as it drives it: bleak-esphome's scanner pinned to AUTO (the proxy
+     told PASSIVE), habluetooth's active window (async_request_active_window, 4 s) turns the radio
+     ACTIVE — the scanner's current mode follows the proxy's state, the name comes in the window —
+     and PASSIVE again after it (bleak-esphome without Auto, as with 29.9.0: noted, not checked).
  15. keyless adoption (bluetooth_proxy.provisioning, no encryption_key): without a state directory
      it is a config error (exit 78); unprovisioned, the TXT record says api_provisioning=zero-psk
      (api_encryption_supported, no api_encryption), a wrong key and plaintext are refused, the
@@ -722,6 +726,65 @@ async def run_scanner_modes(port):
     await client.disconnect()
 
 
+async def run_auto_mode(port):
+    """14b. Home Assistant's Auto scanning, driven as Home Assistant drives it: bleak-esphome's
+    scanner pinned to AUTO (the proxy is told PASSIVE), then habluetooth's active window
+    (async_request_active_window) turns the radio ACTIVE for its length and back; the scanner's
+    current mode follows the proxy's scanner state, and the scan response's name comes only in
+    the window. Returns nothing, records checks."""
+    import bleak_esphome
+    import habluetooth
+    from habluetooth import BluetoothScanningMode
+
+    cli = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-auto")
+    await cli.connect(login=True)
+    info = await cli.device_info()
+    data = bleak_esphome.connect_scanner(cli, info, True)
+    scanner = data.scanner
+    if not hasattr(scanner, "async_request_active_window"):
+        print(f"note: bleak-esphome of aioesphomeapi {CLIENT_VERSION} has no Auto mode; not checked", flush=True)
+        await cli.disconnect()
+        return
+    await habluetooth.BluetoothManager().async_setup()  # this event loop's, as run_bleak's
+    unsetup = scanner.async_setup()
+    unregister = habluetooth.get_manager().async_register_scanner(scanner)
+    names = []  # (time, the BTHome report's complete local name or None)
+
+    def on_raw(response):
+        scanner.async_on_raw_advertisements(response)
+        for adv in response.advertisements:
+            if adv.address == mac_int(BTHOME):
+                names.append((time.monotonic(), dict(ad_structures(bytes(adv.data))).get(0x09)))
+
+    cli.subscribe_bluetooth_le_raw_advertisements(on_raw)
+    scanner.async_set_scanning_mode(BluetoothScanningMode.AUTO)
+    check("Auto (bleak-esphome): pinned to AUTO, the proxy scans PASSIVE",
+          await wait_until(lambda: scanner.current_mode == BluetoothScanningMode.PASSIVE, 10)
+          and scanner.requested_mode == BluetoothScanningMode.AUTO,
+          (scanner.requested_mode, scanner.current_mode))
+    window = asyncio.ensure_future(scanner.async_request_active_window(4.0))
+    active = await wait_until(lambda: scanner.current_mode == BluetoothScanningMode.ACTIVE, 3)
+    check("Auto (bleak-esphome): the active window turns the proxy ACTIVE", active, scanner.current_mode)
+    start = time.monotonic()
+    await wait_until(lambda: any(n for t, n in names if t > start), 3.5)
+    check("Auto (bleak-esphome): the scan response's name arrives during the window",
+          any(n == b"BTHome TH" for t, n in names if t > start), [n for t, n in names if t > start][:5])
+    opened = await window
+    check("Auto (bleak-esphome): the window was taken (async_request_active_window returned True)", opened is True)
+    check("Auto (bleak-esphome): back to PASSIVE after the window, still pinned to AUTO",
+          await wait_until(lambda: scanner.current_mode == BluetoothScanningMode.PASSIVE, 10)
+          and scanner.requested_mode == BluetoothScanningMode.AUTO, (scanner.requested_mode, scanner.current_mode))
+    await asyncio.sleep(0.5)  # a report of the active scan may still be on its way
+    mark = time.monotonic()
+    await wait_until(lambda: len([n for t, n in names if t > mark]) >= 3, 5)
+    after = [n for t, n in names if t > mark]
+    check("Auto (bleak-esphome): after the window the reports lack the name again",
+          len(after) >= 3 and all(n is None for n in after), after[:5])
+    unsetup()
+    unregister()
+    await cli.disconnect()
+
+
 async def run_frozen_stop(port, gateway, frozen):
     """13. Connects a client and a device through the proxy, freezes `frozen` (pids), sends SIGTERM;
     returns (set up, exit status, seconds from the signal to the exit)."""
@@ -1258,6 +1321,7 @@ def main():
               wait_for(lambda: "ESPHome API on" in log_text(modes_log), 30)
               and f"radio: the management socket at {mgmt_socket}" in log_text(modes_log), log_text(modes_log)[-1500:])
         asyncio.run(run_scanner_modes(modes_port))
+        asyncio.run(run_auto_mode(modes_port))
         gateway.send_signal(signal.SIGTERM)
         check("management path: SIGTERM: exit 0", gateway.wait(timeout=10) == 0, log_text(modes_log)[-1500:])
         # 15. Keyless adoption.
