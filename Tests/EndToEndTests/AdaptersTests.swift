@@ -290,27 +290,69 @@ struct ProxyAdaptersTests {
         return found
     }
 
+    /// The proxy on hci0 and hci1, in plaintext on `port`.
+    static func config(port: UInt16, radio: String, scanMode: String = "active") -> String {
+        """
+        {
+          "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
+          "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "\(radio)", "scan_mode": "\(scanMode)"},
+          "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(port)"}
+        }
+        """
+    }
+
+    /// A client of the proxy on `port` that said hello and subscribed to raw advertisements.
+    static func subscribedClient(_ port: UInt16) async throws -> ESPHomeTestClient {
+        try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
+        var client = try ESPHomeTestClient(port: port)
+        client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+        #expect(client.receive()?.type == MessageType.helloResponse)
+        client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+        return client
+    }
+
+    /// Asks for a connection (V3 without cache, a public address) and returns the first
+    /// connection response before `deadline`: up or not, and its error (the HCI reason of a drop).
+    static func connect(_ client: inout ESPHomeTestClient, _ address: UInt64, before deadline: ContinuousClock.Instant)
+        throws -> (connected: Bool, error: UInt64)?
+    {
+        var request = ProtobufWriter()
+        request.varint(1, address)
+        request.uint32(2, 5)
+        request.bool(3, true)  // has_address_type: public (0)
+        client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
+        return try connectionResponse(&client, before: deadline)
+    }
+
+    /// The next BluetoothDeviceConnectionResponse before `deadline`.
+    static func connectionResponse(_ client: inout ESPHomeTestClient, before deadline: ContinuousClock.Instant)
+        throws -> (connected: Bool, error: UInt64)?
+    {
+        while ContinuousClock.now < deadline, let message = client.receive() {
+            guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
+            var reader = ProtobufReader(message.payload)
+            var (up, error) = (false, UInt64(0))  // proto3 leaves a false out
+            while let (field, value) = try reader.next() {
+                if field == 2 { up = try value.bool(field: field) }
+                if field == 4 { error = try value.varint(field: field) }
+            }
+            return (up, error)
+        }
+        return nil
+    }
+
     @Test(
         "one scanner forwards both adapters' reports; a connection through the proxy goes through the adapter that hears the device best",
         arguments: ["mgmt", "dbus"])
     func oneScanner(radio: String) async throws {
         let port = try LoopbackPort.free()
-        let config = """
-            {
-              "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
-              "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "\(radio)"},
-              "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(port)"}
-            }
-            """
-        try await EndToEnd.run(config: config, scenario: try Self.scenario(), managementSocket: true) { e2e in
-            try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
-            var client = try ESPHomeTestClient(port: port)
+        try await EndToEnd.run(
+            config: Self.config(port: port, radio: radio), scenario: try Self.scenario(), managementSocket: true
+        ) { e2e in
+            var client = try await Self.subscribedClient(port)
             defer { client.close() }
-            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(client.receive()?.type == MessageType.helloResponse)
-            client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
             var heard: Set<UInt64> = []
-            let wanted: Set<UInt64> = [0xA4C1_3800_000A, 0xA4C1_3800_000B]
+            let wanted: Set<UInt64> = [0xA4C1_3800_000A, 0xA4C1_3800_000B, 0xA4C1_3800_0001]
             let deadline = ContinuousClock.now + .seconds(30)
             while !wanted.isSubset(of: heard), ContinuousClock.now < deadline {
                 guard let message = client.receive() else { break }
@@ -319,35 +361,11 @@ struct ProxyAdaptersTests {
                 }
             }
             #expect(wanted.isSubset(of: heard), "heard \(heard.map { String($0, radix: 16) })")
-            // Connect (V3 without cache) to the battery sensor, louder on hci1, once both adapters'
-            // bluetoothd objects have it, and as Home Assistant does (bleak-retry-connector): a
-            // refused attempt is tried again. The central learns a device from bluetoothd's
-            // InterfacesAdded, which can come after the management socket's reports and waits
-            // up to report_batch; a connect before it is refused as one of an unknown device.
-            for adapter in ["hci0", "hci1"] {
-                try await AdaptersTests.waitUntil("\(adapter) knows the battery sensor") {
-                    try await AdaptersTests.known(e2e, adapter, "A4:C1:38:00:00:01")
-                }
-            }
-            var connected = false
-            for _ in 0..<5 where !connected {
-                var request = ProtobufWriter()
-                request.varint(1, 0xA4C1_3800_0001)
-                request.uint32(2, 5)
-                request.bool(3, true)  // has_address_type: public (0)
-                client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
-                while ContinuousClock.now < deadline + .seconds(30) {
-                    guard let message = client.receive() else { break }
-                    guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
-                    var reader = ProtobufReader(message.payload)
-                    while let (field, value) = try reader.next() {
-                        if field == 2 { connected = try value.bool(field: field) }
-                    }
-                    break
-                }
-                if !connected { try await Task.sleep(for: .milliseconds(300)) }
-            }
-            #expect(connected, "\(e2e.gateway.log())")
+            // Connect to the battery sensor, louder on hci1, as soon as it was heard: on the
+            // management path the forwarded report can come before bluetoothd's object of the
+            // device (it waits up to report_batch); the connect waits for it.
+            let up = try Self.connect(&client, 0xA4C1_3800_0001, before: deadline + .seconds(30))
+            #expect(up?.connected == true, "\(e2e.gateway.log())")
             #expect(try await AdaptersTests.connected(e2e, "hci1", "A4:C1:38:00:00:01"))
             #expect(try await !AdaptersTests.connected(e2e, "hci0", "A4:C1:38:00:00:01"))
 
@@ -355,18 +373,9 @@ struct ProxyAdaptersTests {
             // Device Disconnected: supervision timeout, HCI 0x08, as an ESP32 reports it);
             // bluetoothd 5.66's D-Bus view tells no reason, so the client hears 0x13.
             try await e2e.simulator.disconnectPeer(address: "A4:C1:38:00:00:01")
-            var reason: UInt64?
-            while reason == nil, ContinuousClock.now < deadline + .seconds(60), let message = client.receive() {
-                guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
-                var reader = ProtobufReader(message.payload)
-                var (up, error) = (false, UInt64(0))  // proto3 leaves a false out
-                while let (field, value) = try reader.next() {
-                    if field == 2 { up = try value.bool(field: field) }
-                    if field == 4 { error = try value.varint(field: field) }
-                }
-                if !up { reason = error }
-            }
-            #expect(reason == (radio == "mgmt" ? 0x08 : 0x13), "\(e2e.gateway.log())")
+            let down = try Self.connectionResponse(&client, before: deadline + .seconds(60))
+            #expect(down?.connected == false)
+            #expect(down?.error == (radio == "mgmt" ? 0x08 : 0x13), "\(e2e.gateway.log())")
         }
     }
 }
@@ -375,20 +384,12 @@ extension ProxyAdaptersTests {
     @Test("scanning passively, a proxy client's connect to a device only the kernel heard connects at the first try")
     func connectWhilePassive() async throws {
         let port = try LoopbackPort.free()
-        let config = """
-            {
-              "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
-              "bluetooth": {"adapters": ["hci0", "hci1"], "radio": "mgmt", "scan_mode": "passive"},
-              "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(port)"}
-            }
-            """
-        try await EndToEnd.run(config: config, scenario: try Self.scenario(), managementSocket: true) { e2e in
-            try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
-            var client = try ESPHomeTestClient(port: port)
+        try await EndToEnd.run(
+            config: Self.config(port: port, radio: "mgmt", scanMode: "passive"), scenario: try Self.scenario(),
+            managementSocket: true
+        ) { e2e in
+            var client = try await Self.subscribedClient(port)
             defer { client.close() }
-            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(client.receive()?.type == MessageType.helloResponse)
-            client.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
             let deadline = ContinuousClock.now + .seconds(30)
             var heard = false
             while !heard, ContinuousClock.now < deadline, let message = client.receive() {
@@ -398,22 +399,8 @@ extension ProxyAdaptersTests {
             }
             #expect(heard)
             #expect(try await !AdaptersTests.known(e2e, "hci1", "A4:C1:38:00:00:01"), "bluetoothd discovered nothing")
-            var request = ProtobufWriter()
-            request.varint(1, 0xA4C1_3800_0001)
-            request.uint32(2, 5)
-            request.bool(3, true)  // has_address_type: public (0)
-            client.send(type: MessageType.bluetoothDeviceRequest, request.bytes)
-            var connected: Bool?
-            while connected == nil, ContinuousClock.now < deadline + .seconds(30), let message = client.receive() {
-                guard message.type == MessageType.bluetoothDeviceConnectionResponse else { continue }
-                var reader = ProtobufReader(message.payload)
-                var up = false  // proto3 leaves a false out
-                while let (field, value) = try reader.next() {
-                    if field == 2 { up = try value.bool(field: field) }
-                }
-                connected = up
-            }
-            #expect(connected == true, "\(e2e.gateway.log())")
+            let up = try Self.connect(&client, 0xA4C1_3800_0001, before: deadline + .seconds(30))
+            #expect(up?.connected == true, "\(e2e.gateway.log())")
         }
     }
 }
