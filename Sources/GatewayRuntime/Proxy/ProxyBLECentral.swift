@@ -166,6 +166,19 @@ struct ProxyBLECentral: ProxyBLE {
         do { try await central.removeDevice(await central.peripheral(address)) } catch { throw .connectionFailed }
     }
 
+    /// Loads the parameters into the kernel for the device (Load Connection Parameters on the
+    /// management socket), so its next connect asks for them; the live link keeps its own — Linux
+    /// 6.1 does not update a link from that command, and the HCI command that would (LE
+    /// Connection Update) needs a raw HCI socket with `CAP_NET_RAW`, which the service does not
+    /// have (docs/bluez.md §7.2) — so the answer is always not supported.
+    func setConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(ProxyFailure)
+    {
+        let central = adapters.central(for: address)
+        try? await central.loadConnectionParameters(parameters, for: address)
+        throw .notSupported
+    }
+
     /// BlueZ's refusal of a pairing as ESPHome reports it: ESP_GATT_AUTH_FAIL when the
     /// authentication failed, was rejected, cancelled (the link dropped) or timed out; ESP_GATT_BUSY
     /// when another pairing runs; else ESP_GATT_ERROR.
