@@ -75,8 +75,8 @@ extension FuzzTargets {
         fuzzProperty(proxy.port > 0, "bluetooth_proxy.listen port 0")
         fuzzProperty(proxy.encryptionKey.map { $0.count == 32 } ?? true, "bluetooth_proxy.encryption_key not 32 bytes")
         fuzzProperty(
-            !proxy.enabled || proxy.encryptionKey != nil || proxy.plaintext,
-            "bluetooth_proxy enabled without a key and without plaintext")
+            !proxy.enabled || proxy.encryptionKey != nil || proxy.plaintext || proxy.provisioning,
+            "bluetooth_proxy enabled without a key, plaintext or provisioning")
         fuzzProperty(!(proxy.plaintext && proxy.encryptionKey != nil), "bluetooth_proxy plaintext with a key")
         if let name = proxy.name {
             fuzzProperty(!name.isEmpty && name.utf8.count <= 31, "bluetooth_proxy.name \(name)")
