@@ -572,7 +572,8 @@ if [ "${RBZ_ADAPTERS:-1}" = 1 ]; then
 fi
 # ---- Connection parameters (guest-params.sh): `gattway run` on hci0 connects to hci3 (advertising
 # connectable) with connection_params 7.5–15 ms, latency 2, 4000 ms; btmon on hci0 shows the kernel
-# asking for them in LE Extended Create Connection and the link getting them (params.*).
+# asking for them in LE Extended Create Connection and the link getting them; then a proxy client
+# (params-client.py, RBZ_ESPHOME_PYTHON) asks for parameters on its live link (params.*).
 if [ "${RBZ_PARAMS:-1}" = 1 ]; then
   echo "[tests $(t)] connection parameters"
   RESULTS=$RESULTS "$HERE/guest-params.sh" "$BIN"
