@@ -90,8 +90,14 @@ public actor KernelRadio: LoopIsolated {
     private var readdTimer: EventLoop.Token?
     /// Times a monitor was removed by someone else and added again.
     public private(set) var monitorReadds = 0
-    /// The connection parameters this socket loaded per controller (``loadConnectionParameters(_:controller:)``).
-    private var connectionParameters: [UInt16: [BluetoothAddress: ConnectionParameterEntry]] = [:]
+    /// The connection parameters this socket loaded per controller
+    /// (``loadConnectionParameters(_:controller:)``), oldest first, at most
+    /// ``maxConnectionParameters`` each.
+    private var connectionParameters: [UInt16: [ConnectionParameterEntry]] = [:]
+    /// Entries kept per controller: a proxy client may ask for parameters of every device it
+    /// connects, so the oldest entry goes beyond this (a device rule's is loaded again before each
+    /// of its connects anyway).
+    public static let maxConnectionParameters = 64
     /// Where the monitor's controller and handle are written while the kernel holds it
     /// (``keepMonitorRecord(at:)``), nil: nowhere.
     private var monitorRecordPath: String?
@@ -305,19 +311,20 @@ public actor KernelRadio: LoopIsolated {
     /// `controller` (Load Connection Parameters, docs/bluez.md §7.2). The command replaces what the
     /// kernel keeps for devices it does not connect or auto-connect now (on Linux 6.1 every such
     /// entry is dropped first), so every entry this socket loaded for the controller is sent again
-    /// with it; an entry for the same address replaces the earlier one. A link that is up keeps its
+    /// with it (the newest ``maxConnectionParameters``); an entry for the same address replaces the
+    /// earlier one. A link that is up keeps its
     /// parameters (kernel 6.1). Throws when the kernel refuses the command (status, no answer).
     public func loadConnectionParameters(_ entry: ConnectionParameterEntry, controller: UInt16) async throws {
-        connectionParameters[controller, default: [:]][entry.address] = entry
-        let entries = connectionParameters[controller, default: [:]].values.sorted {
-            $0.address.rawValue < $1.address.rawValue
-        }
+        var entries = connectionParameters[controller, default: []].filter { $0.address != entry.address }
+        entries.append(entry)
+        if entries.count > Self.maxConnectionParameters { entries.removeFirst() }
+        connectionParameters[controller] = entries
         _ = try await request(ManagementCommand.loadConnectionParameters(controller: controller, entries: entries))
     }
 
     /// The parameters this socket loaded for `address` on `controller`, if any.
     public func loadedConnectionParameters(_ address: BluetoothAddress, controller: UInt16) -> ConnectionParameters? {
-        connectionParameters[controller]?[address]?.parameters
+        connectionParameters[controller]?.last { $0.address == address }?.parameters
     }
 
     // MARK: Passive scan

@@ -59,6 +59,11 @@ struct ProxyBLECentral: ProxyBLE {
         let central = adapters.centrals[index]
         do {
             let adopted = await central.connectedPeripherals().contains { $0.address == address }
+            // Parameters a client asked for on an earlier link: loaded again, as the kernel keeps
+            // the peer's own wishes in their place once the peer asks for others (docs/bluez.md §7.3).
+            if !adopted, let parameters = await central.loadedConnectionParameters(address) {
+                try? await central.loadConnectionParameters(parameters, for: address)
+            }
             let peripheral =
                 adopted
                 ? await central.peripheral(address)
