@@ -46,9 +46,10 @@ public struct KernelRadioError: Error, Sendable, Equatable, CustomStringConverti
 /// the loop thread (an ``EventLoop`` watch: no thread, no task per report), beside bluetoothd.
 ///
 /// bluetoothd keeps everything else — discovery, connections, GATT, pairing, the adapter's
-/// power. This socket only listens, and sends three read-only commands (Read Management Version
+/// power. This socket mostly listens: it sends three read-only commands (Read Management Version
 /// Information, Read Controller Index List, Read Controller Information), which change no state
-/// of the kernel or of bluetoothd (docs/bluez.md, "The kernel's management socket"). The kernel
+/// of the kernel or of bluetoothd, the monitor commands of passive scans, and Load Connection
+/// Parameters for the devices with `connection_params` (docs/bluez.md, "The kernel's management socket"). The kernel
 /// sends Device Found to every *trusted* management socket (one bound with `CAP_NET_ADMIN`)
 /// while a discovery, bluetoothd's, runs.
 ///
@@ -89,6 +90,14 @@ public actor KernelRadio: LoopIsolated {
     private var readdTimer: EventLoop.Token?
     /// Times a monitor was removed by someone else and added again.
     public private(set) var monitorReadds = 0
+    /// The connection parameters this socket loaded per controller
+    /// (``loadConnectionParameters(_:controller:)``), oldest first, at most
+    /// ``maxConnectionParameters`` each.
+    private var connectionParameters: [UInt16: [ConnectionParameterEntry]] = [:]
+    /// Entries kept per controller: a proxy client may ask for parameters of every device it
+    /// connects, so the oldest entry goes beyond this (a device rule's is loaded again before each
+    /// of its connects anyway).
+    public static let maxConnectionParameters = 64
     /// Where the monitor's controller and handle are written while the kernel holds it
     /// (``keepMonitorRecord(at:)``), nil: nowhere.
     private var monitorRecordPath: String?
@@ -333,6 +342,28 @@ public actor KernelRadio: LoopIsolated {
     /// One controller's address, settings and name (Read Controller Information).
     public func controllerInfo(_ controller: UInt16) async throws -> ControllerInfo {
         try ControllerInfo.decode(try await request(ManagementCommand.readControllerInfo(controller: controller)))
+    }
+
+    // MARK: Connection parameters
+
+    /// Makes the kernel ask for `entry`'s parameters when it next connects to its device on
+    /// `controller` (Load Connection Parameters, docs/bluez.md §7.2). The command replaces what the
+    /// kernel keeps for devices it does not connect or auto-connect now (on Linux 6.1 every such
+    /// entry is dropped first), so every entry this socket loaded for the controller is sent again
+    /// with it (the newest ``maxConnectionParameters``); an entry for the same address replaces the
+    /// earlier one. A link that is up keeps its
+    /// parameters (kernel 6.1). Throws when the kernel refuses the command (status, no answer).
+    public func loadConnectionParameters(_ entry: ConnectionParameterEntry, controller: UInt16) async throws {
+        var entries = connectionParameters[controller, default: []].filter { $0.address != entry.address }
+        entries.append(entry)
+        if entries.count > Self.maxConnectionParameters { entries.removeFirst() }
+        connectionParameters[controller] = entries
+        _ = try await request(ManagementCommand.loadConnectionParameters(controller: controller, entries: entries))
+    }
+
+    /// The parameters this socket loaded for `address` on `controller`, if any.
+    public func loadedConnectionParameters(_ address: BluetoothAddress, controller: UInt16) -> ConnectionParameters? {
+        connectionParameters[controller]?.last { $0.address == address }?.parameters
     }
 
     // MARK: Passive scan

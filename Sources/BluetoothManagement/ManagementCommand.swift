@@ -11,6 +11,7 @@ public enum ManagementCommand {
         public static let readControllerInfo: UInt16 = 0x0004
         public static let startDiscovery: UInt16 = 0x0023
         public static let stopDiscovery: UInt16 = 0x0024
+        public static let loadConnectionParameters: UInt16 = 0x0035
         public static let addAdvertisementPatternsMonitor: UInt16 = 0x0052
         public static let removeAdvertisementMonitor: UInt16 = 0x0053
     }
@@ -64,6 +65,19 @@ public enum ManagementCommand {
         -> ManagementPacket
     {
         ManagementPacket(code: Code.stopDiscovery, controller: controller, parameters: [addressTypes])
+    }
+
+    /// Load Connection Parameters (0x0035): the parameters the kernel asks for when it connects
+    /// to each of these LE devices (Param_Count, then per device its address, address type and
+    /// the four values); no return parameters. The kernel of Linux 6.1 first drops every entry
+    /// of the controller that no connection or auto-connect uses (bluetoothd's loaded ones too),
+    /// skips an entry it finds invalid, and does not change a link that is up.
+    public static func loadConnectionParameters(controller: UInt16, entries: [ConnectionParameterEntry])
+        -> ManagementPacket
+    {
+        ManagementPacket(
+            code: Code.loadConnectionParameters, controller: controller,
+            parameters: ConnectionParameterEntry.encodeList(entries))
     }
 
     /// Add Advertisement Patterns Monitor (0x0052): a monitor that makes the kernel scan passively
@@ -317,5 +331,64 @@ public struct AdvertisementPattern: Sendable, Hashable {
                     value: Array(parameters[(start + 3)..<(start + 3 + length)])))
         }
         return patterns
+    }
+}
+
+/// One device of Load Connection Parameters: 15 octets (address, address type, minimum and
+/// maximum interval, latency, supervision timeout, little-endian).
+public struct ConnectionParameterEntry: Sendable, Hashable {
+    public static let length = 15
+    public var address: BluetoothAddress
+    public var addressType: ManagementAddressType
+    public var parameters: ConnectionParameters
+
+    public init(address: BluetoothAddress, addressType: ManagementAddressType, parameters: ConnectionParameters) {
+        self.address = address
+        self.addressType = addressType
+        self.parameters = parameters
+    }
+
+    /// Param_Count and the entries.
+    public static func encodeList(_ entries: [ConnectionParameterEntry]) -> [UInt8] {
+        let kept = entries.prefix((ManagementPacket.maximumParameterLength - 2) / length)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(2 + kept.count * length)
+        bytes.appendLittleEndian(UInt16(kept.count))
+        for entry in kept {
+            for shift in stride(from: 0, to: 48, by: 8) {
+                bytes.append(UInt8(truncatingIfNeeded: entry.address.rawValue >> UInt64(shift)))
+            }
+            bytes.append(entry.addressType.rawValue)
+            bytes.appendLittleEndian(entry.parameters.minInterval)
+            bytes.appendLittleEndian(entry.parameters.maxInterval)
+            bytes.appendLittleEndian(entry.parameters.latency)
+            bytes.appendLittleEndian(entry.parameters.supervisionTimeout)
+        }
+        return bytes
+    }
+
+    /// The entries of a Load Connection Parameters command (the simulator's side); a count that
+    /// does not match the length refuses the command, as the kernel does.
+    public static func decodeList(_ parameters: [UInt8]) throws(ManagementDecodeError) -> [ConnectionParameterEntry] {
+        let command = ManagementCommand.Code.loadConnectionParameters
+        guard parameters.count >= 2 else {
+            throw .shortReturnParameters(command: command, expected: 2, actual: parameters.count)
+        }
+        let count = Int(UInt16(parameters[0]) | UInt16(parameters[1]) << 8)
+        guard parameters.count == 2 + count * length else {
+            throw .shortReturnParameters(command: command, expected: 2 + count * length, actual: parameters.count)
+        }
+        func uint16(_ offset: Int) -> UInt16 { UInt16(parameters[offset]) | UInt16(parameters[offset + 1]) << 8 }
+        return (0..<count).map { index in
+            let offset = 2 + index * length
+            var raw: UInt64 = 0
+            for byte in parameters[offset..<(offset + 6)].reversed() { raw = raw << 8 | UInt64(byte) }
+            return ConnectionParameterEntry(
+                address: BluetoothAddress(rawValue: raw),
+                addressType: ManagementAddressType(rawValue: parameters[offset + 6]),
+                parameters: ConnectionParameters(
+                    minInterval: uint16(offset + 7), maxInterval: uint16(offset + 9), latency: uint16(offset + 11),
+                    supervisionTimeout: uint16(offset + 13)))
+        }
     }
 }

@@ -1,3 +1,5 @@
+import Bluetooth
+
 /// One client's session without its socket: the transport (framing, Noise), the order of the
 /// session (HelloRequest first) and the answers to each message. The server owns one per
 /// connection and does the I/O; the fuzz target and tests feed it bytes directly.
@@ -50,8 +52,8 @@ public struct APISession {
         case disconnect(address: UInt64)
         case gatt(GATTRequest)
         case subscribeConnectionsFree
-        /// BluetoothSetConnectionParamsRequest for a device.
-        case setConnectionParams(address: UInt64)
+        /// BluetoothSetConnectionParamsRequest for a device, with the parameters as sent.
+        case setConnectionParams(address: UInt64, parameters: ConnectionParameters)
         /// BluetoothDeviceRequest 2, 3 and 6 (when the features announce pairing / cache clearing).
         case pair(address: UInt64)
         case unpair(address: UInt64)
@@ -168,9 +170,9 @@ public struct APISession {
                 send(.noiseEncryptionSetKeyResponse(success: false))
                 outcome.debug.append("asked to store a new encryption key: refused (the key is the config file's)")
             }
-        case .bluetoothSetConnectionParams(let address):
+        case .bluetoothSetConnectionParams(let address, let parameters):
             if serving {
-                outcome.proxyRequests.append(.setConnectionParams(address: address))
+                outcome.proxyRequests.append(.setConnectionParams(address: address, parameters: parameters))
             } else {
                 send(.connectionParams(address: address, error: ProxyFailure.notConnected.code))
             }

@@ -55,6 +55,10 @@ public struct BluetoothProxyFeatures: OptionSet, Sendable {
     public static let cacheClearing = BluetoothProxyFeatures(rawValue: 1 << 4)
     public static let rawAdvertisements = BluetoothProxyFeatures(rawValue: 1 << 5)
     public static let stateAndMode = BluetoothProxyFeatures(rawValue: 1 << 6)
+    /// CONNECTION_PARAMS_SETTING: BluetoothSetConnectionParamsRequest changes a live link. Not
+    /// announced by gattway: Linux 6.1 beside bluetoothd gives it no way to (docs/bluez.md §7.2);
+    /// bleak-esphome then skips the request with a warning instead of failing on its answer.
+    public static let connectionParams = BluetoothProxyFeatures(rawValue: 1 << 7)
 }
 
 /// `SubscribeBluetoothLEAdvertisementsRequest.flags`: bit 0 asks for raw advertisements.

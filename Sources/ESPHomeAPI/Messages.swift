@@ -1,3 +1,5 @@
+import Bluetooth
+
 /// The messages gattway's API server reads (from a client such as Home Assistant) and writes, with
 /// the field numbers of api.proto. Decoding skips unknown fields and refuses a known field with the
 /// wrong wire type.
@@ -11,8 +13,9 @@ public enum ClientMessage: Equatable, Sendable {
     /// NoiseEncryptionSetKeyRequest: a new encryption key for the device to store, as the client
     /// sent it (Home Assistant: the 44 characters of its base64; empty: forget the stored key).
     case noiseEncryptionSetKey(key: [UInt8])
-    /// BluetoothSetConnectionParamsRequest: connection interval, latency and timeout for a device.
-    case bluetoothSetConnectionParams(address: UInt64)
+    /// BluetoothSetConnectionParamsRequest: connection interval, latency and timeout for a device
+    /// (as sent, not validated; a value above 65535 is kept as 65535, outside every range).
+    case bluetoothSetConnectionParams(address: UInt64, parameters: ConnectionParameters)
     case disconnectRequest
     case disconnectResponse
     case pingRequest
@@ -102,10 +105,19 @@ public enum ClientMessage: Equatable, Sendable {
             return .noiseEncryptionSetKey(key: key)
         case MessageType.bluetoothSetConnectionParamsRequest:
             var address: UInt64 = 0
+            var parameters = ConnectionParameters(minInterval: 0, maxInterval: 0, latency: 0, supervisionTimeout: 0)
+            // Fields: address 1, min_interval 2, max_interval 3, latency 4, timeout 5 (uint32).
             while let (field, value) = try reader.next() {
-                if field == 1 { address = try value.varint(field: field) }
+                switch field {
+                case 1: address = try value.varint(field: field)
+                case 2: parameters.minInterval = UInt16(clamping: try value.uint32(field: field))
+                case 3: parameters.maxInterval = UInt16(clamping: try value.uint32(field: field))
+                case 4: parameters.latency = UInt16(clamping: try value.uint32(field: field))
+                case 5: parameters.supervisionTimeout = UInt16(clamping: try value.uint32(field: field))
+                default: break
+                }
             }
-            return .bluetoothSetConnectionParams(address: address)
+            return .bluetoothSetConnectionParams(address: address, parameters: parameters)
         case _ where GATTRequest.types.contains(type):
             return .gatt(try GATTRequest.decode(type: type, payload: payload))
         default:

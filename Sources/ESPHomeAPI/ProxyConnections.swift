@@ -23,9 +23,11 @@ public struct ProxyFailure: Error, Sendable, Equatable {
     public static let busy = ProxyFailure(0x84)
     /// ESP_GATT_AUTH_FAIL: pairing failed (refused, cancelled, timed out).
     public static let authenticationFailed = ProxyFailure(0x89)
-    /// ESP_ERR_NOT_SUPPORTED: the Bluetooth side cannot do it (BlueZ has no D-Bus call that
-    /// changes a live link's connection parameters).
+    /// ESP_ERR_NOT_SUPPORTED: the Bluetooth side cannot do it — connection parameters that were
+    /// not applied to the live link (they may still be kept for its next connect).
     public static let notSupported = ProxyFailure(0x106)
+    /// ESP_ERR_INVALID_ARG: connection parameters outside the Core spec's ranges.
+    public static let invalidArgument = ProxyFailure(0x102)
 }
 
 /// What the proxy does on the Bluetooth side of connections through it; gattway implements it on
@@ -62,6 +64,13 @@ public protocol BluetoothProxyBackend: AnyObject, Sendable {
     /// A connection through the proxy that ends with it is reported after `done`, as for unpair.
     func clearCache(address: UInt64, done: @escaping @Sendable (ProxyFailure?) -> Void)
 
+    /// Asks for `parameters` (valid by the Core spec: the server checked) on the link to a device
+    /// this client has connected through the proxy; nil when the live link uses them now, else
+    /// why not (``ProxyFailure/notSupported``: not applied to the live link). Default: not
+    /// supported.
+    func setConnectionParameters(
+        address: UInt64, parameters: ConnectionParameters, done: @escaping @Sendable (ProxyFailure?) -> Void)
+
     /// Takes a connection slot for `address` from a budget the backend shares with others
     /// (gattway: the gateway's `bluetooth.max_connections`), at once or not at all; the server
     /// calls it right before ``connect(address:addressType:done:)``, after its own slots allowed
@@ -79,6 +88,11 @@ public protocol BluetoothProxyBackend: AnyObject, Sendable {
 
 extension BluetoothProxyBackend {
     public func reserveSlot(address: UInt64) -> Bool { true }
+    public func setConnectionParameters(
+        address: UInt64, parameters: ConnectionParameters, done: @escaping @Sendable (ProxyFailure?) -> Void
+    ) {
+        done(.notSupported)
+    }
     public var sharedFreeSlots: Int? { nil }
 }
 
@@ -121,13 +135,8 @@ extension APIServer {
             }
         case .gatt(let gatt):
             serveGATT(gatt, for: client)
-        case .setConnectionParams(let address):
-            // A connection of this client: BlueZ has no call for a live link's parameters (the
-            // kernel picks them), so it is refused as not supported; any other device is not
-            // connected, as ESPHome answers it.
-            let owned = proxyConnections[address].map { $0.owner == client.id && $0.connected } ?? false
-            let failure: ProxyFailure = owned ? .notSupported : .notConnected
-            client.session.send(.connectionParams(address: address, error: failure.code))
+        case .setConnectionParams(let address, let parameters):
+            setConnectionParameters(address, parameters, for: client)
         case .pair(let address):
             serveDeviceRequest(.pair, address, for: client)
         case .unpair(let address):
@@ -204,6 +213,45 @@ extension APIServer {
         case .pair: backend.pair(address: address, done: done)
         case .unpair: backend.unpair(address: address, done: done)
         case .clearCache: backend.clearCache(address: address, done: done)
+        }
+    }
+
+    /// BluetoothSetConnectionParamsRequest: only for a link this client connected through the
+    /// proxy and has up (else -1, not connected, as ESPHome answers), with parameters the Core
+    /// spec allows (else ESP_ERR_INVALID_ARG, and the log line says which field), one at a time
+    /// per device among the device requests; the backend's answer goes to the client while the
+    /// connection is the same one.
+    private func setConnectionParameters(_ address: UInt64, _ parameters: ConnectionParameters, for client: Client) {
+        func answer(_ failure: ProxyFailure?) {
+            client.session.send(.connectionParams(address: address, error: failure?.code ?? 0))
+        }
+        guard let backend, let connection = proxyConnections[address], connection.owner == client.id,
+            connection.connected
+        else { return answer(.notConnected) }
+        if let problem = parameters.problem() {
+            log(.info, "API: \(client.peer): connection parameters for \(Self.text(address)) refused: \(problem)")
+            return answer(.invalidArgument)
+        }
+        guard deviceRequests[address] == nil else { return answer(.busy) }
+        guard deviceRequests.count < Self.maxInFlight else { return answer(.noResources) }
+        deviceRequests[address] = client.id
+        let clientID = client.id
+        let connectionID = connection.id
+        backend.setConnectionParameters(address: address, parameters: parameters) { [weak self] failure in
+            guard let self else { return }
+            self.loop.preconditionInLoop()
+            self.deviceRequests.removeValue(forKey: address)
+            guard let owner = self.clients[clientID], !owner.session.closing,
+                self.proxyConnections[address]?.id == connectionID
+            else { return }
+            self.log(
+                .info,
+                "API: \(owner.peer): connection parameters for \(Self.text(address)) (\(parameters)): "
+                    + (failure == nil
+                        ? "the link uses them"
+                        : "not applied to the live link (error \(failure?.code ?? 0))"))
+            owner.session.send(.connectionParams(address: address, error: failure?.code ?? 0))
+            self.flush(owner)
         }
     }
 

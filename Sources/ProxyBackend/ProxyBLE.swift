@@ -51,6 +51,20 @@ public protocol ProxyBLE: Sendable {
     func isPaired(_ address: BluetoothAddress) async throws(ProxyFailure) -> Bool
     /// Makes the central forget the device: its pairing, its GATT cache, its link.
     func removeDevice(_ address: BluetoothAddress) async throws(ProxyFailure)
+
+    /// Asks for `parameters` (valid by the Core spec) on the device's link: returns when the live
+    /// link uses them; throws ``ProxyFailure/notSupported`` when they were not applied to it
+    /// (the port may keep them for the device's next connect). Default: not supported.
+    func setConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(ProxyFailure)
+}
+
+extension ProxyBLE {
+    public func setConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(ProxyFailure)
+    {
+        throw .notSupported
+    }
 }
 
 /// A device's services as a connect found them: what the client is sent, and the central's

@@ -543,6 +543,25 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
         }
     }
 
+    /// Asks the central for `parameters` on the link of a device this client connected, as the
+    /// port does it (docs/ha-bluetooth-proxy.md, "Connection parameters").
+    public nonisolated func setConnectionParameters(
+        address: UInt64, parameters: ConnectionParameters, done: @escaping @Sendable (ProxyFailure?) -> Void
+    ) {
+        assumeLoopIsolated { backend in
+            let address = BluetoothAddress(rawValue: address)
+            guard let device = backend.devices[address], device.connected else { return done(.notConnected) }
+            let ble = backend.ble
+            backend.run {
+                var failure: ProxyFailure?
+                do throws(ProxyFailure) { try await ble.setConnectionParameters(parameters, for: address) } catch {
+                    failure = error
+                }
+                return .answered { [failure] in done(failure) }
+            }
+        }
+    }
+
     /// Asks the central whether the device is paired; `decide` answers with the outcome to give
     /// without removing the device (`.some`), or nil to remove it. The answer goes first; then
     /// the end of this proxy's connection to it, when the removal ended it.

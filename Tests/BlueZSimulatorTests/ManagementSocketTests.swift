@@ -81,6 +81,58 @@ struct ManagementSocketTests {
         }
     }
 
+    @Test(
+        "Load Connection Parameters as kernel 6.1 takes it: a bad length or controller refused, an entry the kernel's check refuses skipped, each command replacing the last; the next link uses what is loaded"
+    )
+    func loadConnectionParameters() async throws {
+        try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in
+            let client = try ManagementClient(path: try #require(harness.managementSocket))
+            let address = try #require(BluetoothAddress(Self.battery))
+            func entry(_ values: ConnectionParameters) -> ConnectionParameterEntry {
+                ConnectionParameterEntry(address: address, addressType: .lePublic, parameters: values)
+            }
+            let fast = ConnectionParameters(minInterval: 6, maxInterval: 12, latency: 2, supervisionTimeout: 400)
+            let load = ManagementCommand.loadConnectionParameters(controller: 0, entries: [entry(fast)])
+            var short = load
+            short.parameters.removeLast()
+            let refused = try await client.command(short)
+            #expect(refused.isStatus && refused.status == ManagementCommand.Status.invalidParameters)
+            var absent = load
+            absent.controller = 1
+            #expect(try await client.command(absent).status == ManagementCommand.Status.invalidIndex)
+            // Timeout exactly (1 + latency) · max · 2: the kernel takes it (the Core spec would not).
+            let edge = ConnectionParameters(minInterval: 6, maxInterval: 40, latency: 4, supervisionTimeout: 50)
+            #expect(edge.problem() != nil)
+            let edgeReply = try await client.command(
+                ManagementCommand.loadConnectionParameters(controller: 0, entries: [entry(edge)]))
+            #expect(!edgeReply.isStatus && edgeReply.status == ManagementCommand.Status.success)
+            // An entry the kernel refuses is skipped (success all the same), and the command
+            // replaced the edge entry: the link gets the defaults.
+            let invalid = ConnectionParameters(minInterval: 12, maxInterval: 6, latency: 0, supervisionTimeout: 400)
+            let skipped = try await client.command(
+                ManagementCommand.loadConnectionParameters(controller: 0, entries: [entry(invalid)]))
+            #expect(skipped.status == ManagementCommand.Status.success)
+
+            let bus = try await harness.client()
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StartDiscovery")
+            let known = try await poll(within: 10) {
+                (try? await bus.get(TestScenarios.battery, Client.device, "Address")) != nil ? true : nil
+            }
+            #expect(known == true)
+            try await bus.call("/org/bluez/hci0", Client.adapter, "StopDiscovery")
+            try await bus.call(TestScenarios.battery, Client.device, "Connect")
+            let defaults = try await harness.simulator.linkParameters(address: Self.battery)
+            #expect(defaults.interval == 40 && defaults.latency == 0 && defaults.supervisionTimeout == 42)
+            try await bus.call(TestScenarios.battery, Client.device, "Disconnect")
+
+            #expect(try await client.command(load).status == ManagementCommand.Status.success)
+            try await bus.call(TestScenarios.battery, Client.device, "Connect")
+            let loaded = try await harness.simulator.linkParameters(address: Self.battery)
+            #expect(loaded.interval == 12 && loaded.latency == 2 && loaded.supervisionTimeout == 400)
+            await bus.close()
+        }
+    }
+
     @Test("a D-Bus scan gives every client one Device Found per advertising report, unchanged data included")
     func deviceFoundPerReport() async throws {
         try await SimulatorHarness.run(Self.scenario, managementSocket: true) { harness in

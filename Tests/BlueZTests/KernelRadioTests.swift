@@ -164,6 +164,44 @@ struct KernelRadioTests {
         #expect(closings.withLock { $0 } == 1)
     }
 
+    @Test(
+        "Load Connection Parameters carries every entry loaded for the controller, a device's newest replacing its older one, the newest 64 at most"
+    )
+    func connectionParameters() async throws {
+        let peer = try SeqPacketPeer()
+        let loop = EventLoop(name: "radio-test")
+        defer { loop.shutdown() }
+        let radio = try await KernelRadio.open(.socket(path: peer.path), loop: loop) { _ in }
+        try await peer.accept()
+        func entry(_ id: UInt64, _ latency: UInt16 = 0) -> ConnectionParameterEntry {
+            ConnectionParameterEntry(
+                address: BluetoothAddress(rawValue: 0xA4C1_3800_0000 + id), addressType: .lePublic,
+                parameters: ConnectionParameters(
+                    minInterval: 6, maxInterval: 12, latency: latency, supervisionTimeout: 400))
+        }
+        /// Loads `entry` on controller 1, answers as the kernel, and returns the entries sent.
+        func load(_ entry: ConnectionParameterEntry) async throws -> [ConnectionParameterEntry] {
+            async let loaded: Void = radio.loadConnectionParameters(entry, controller: 1)
+            let sent = try ManagementPacket.decode(try await peer.receive())
+            #expect(sent.code == ManagementCommand.Code.loadConnectionParameters && sent.controller == 1)
+            try await peer.send(
+                ManagementEvent.commandComplete(opcode: sent.code, status: 0, controller: 1, parameters: []).packet
+                    .bytes)
+            try await loaded
+            return try ConnectionParameterEntry.decodeList(sent.parameters)
+        }
+        #expect(try await load(entry(1)) == [entry(1)])
+        #expect(try await load(entry(2)) == [entry(1), entry(2)])
+        #expect(try await load(entry(1, 3)) == [entry(2), entry(1, 3)])
+        #expect(await radio.loadedConnectionParameters(entry(1).address, controller: 1)?.latency == 3)
+        #expect(await radio.loadedConnectionParameters(entry(1).address, controller: 0) == nil)
+        for id in 3...KernelRadio.maxConnectionParameters { _ = try await load(entry(UInt64(id))) }
+        let full = try await load(entry(1000))
+        #expect(full.count == KernelRadio.maxConnectionParameters)
+        #expect(full.first == entry(1, 3) && full.last == entry(1000), "entry 2, the oldest, went")
+        await radio.close()
+    }
+
     @Test("a request without an answer fails after its timeout; the radio stays open")
     func requestTimeout() async throws {
         let peer = try SeqPacketPeer()

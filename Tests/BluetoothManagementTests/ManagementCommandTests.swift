@@ -16,6 +16,23 @@ struct ManagementCommandTests {
             ])
     }
 
+    @Test("Load Connection Parameters: a count, then address, type and four values per device; decoded back")
+    func loadConnectionParameters() throws {
+        let entry = ConnectionParameterEntry(
+            address: BluetoothAddress(rawValue: 0xA4C1_3800_0001), addressType: .leRandom,
+            parameters: ConnectionParameters(minInterval: 6, maxInterval: 12, latency: 1, supervisionTimeout: 400))
+        let packet = ManagementCommand.loadConnectionParameters(controller: 1, entries: [entry])
+        #expect(
+            packet.bytes == [
+                0x35, 0x00, 0x01, 0x00, 0x11, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x38, 0xC1, 0xA4, 0x02, 0x06, 0x00,
+                0x0C, 0x00, 0x01, 0x00, 0x90, 0x01,
+            ])
+        #expect(try ConnectionParameterEntry.decodeList(packet.parameters) == [entry])
+        #expect(throws: ManagementDecodeError.self) {
+            try ConnectionParameterEntry.decodeList(Array(packet.parameters.dropLast()))
+        }
+    }
+
     @Test("Read Management Version: version 1, revision 22; short parameters are an error")
     func version() throws {
         #expect(try ManagementVersion.decode([0x01, 0x16, 0x00]) == ManagementVersion(version: 1, revision: 22))

@@ -72,6 +72,16 @@ struct ProxyConnectionTests {
             answer { done(address == self.paired ? .wrongState : nil) }
         }
 
+        /// Connection parameters: recorded, the live link uses them.
+        let parameterRequests = Mutex<[String]>([])
+
+        func setConnectionParameters(
+            address: UInt64, parameters: ConnectionParameters, done: @escaping @Sendable (ProxyFailure?) -> Void
+        ) {
+            parameterRequests.withLock { $0.append("\(address): \(parameters)") }
+            answer { done(nil) }
+        }
+
         private func answer(_ body: @escaping @Sendable () -> Void) {
             if hold { return heldDeviceAnswers.append(body) }
             loop.execute(body)
@@ -136,6 +146,19 @@ struct ProxyConnectionTests {
     }
 
     /// The next message, which must be `expected` (type and payload).
+    /// `bluetooth_proxy_feature_flags` (field 15) of the DeviceInfoResponse the proxy answers with.
+    static func featureFlags(_ client: inout TestClient) throws -> UInt32 {
+        client.send(type: MessageType.deviceInfoRequest)
+        let infoReceived = client.receive()
+        let info = try #require(infoReceived)
+        var reader = ProtobufReader(info.payload)
+        var flags: UInt32 = 0
+        while let (field, value) = try reader.next() {
+            if field == 15 { flags = try value.uint32(field: field) }
+        }
+        return flags
+    }
+
     static func expectNext(_ client: inout TestClient, _ expected: ServerMessage, _ comment: Comment) {
         let received = client.receive()
         #expect(received?.type == expected.type && received?.payload == expected.payload, comment)
@@ -174,14 +197,7 @@ struct ProxyConnectionTests {
         let backend = try #require(harness.backend as? FakeBackend)
         var client = try TestClient(port: await harness.port)
         client = try Self.connected(&client)
-        client.send(type: MessageType.deviceInfoRequest)
-        let infoReceived = client.receive()
-        let info = try #require(infoReceived)
-        var reader = ProtobufReader(info.payload)
-        var flags: UInt32 = 0
-        while let (field, value) = try reader.next() {
-            if field == 15 { flags = try value.uint32(field: field) }
-        }
+        let flags = try Self.featureFlags(&client)
         #expect(flags & BluetoothProxyFeatures.activeConnections.rawValue != 0)
         #expect(flags & BluetoothProxyFeatures.remoteCaching.rawValue != 0)
 
@@ -314,14 +330,7 @@ struct ProxyConnectionTests {
         let backend = try #require(harness.backend as? FakeBackend)
         var client = try TestClient(port: await harness.port)
         client = try Self.connected(&client)
-        client.send(type: MessageType.deviceInfoRequest)
-        let infoReceived = client.receive()
-        let info = try #require(infoReceived)
-        var reader = ProtobufReader(info.payload)
-        var flags: UInt32 = 0
-        while let (field, value) = try reader.next() {
-            if field == 15 { flags = try value.uint32(field: field) }
-        }
+        let flags = try Self.featureFlags(&client)
         #expect(flags & BluetoothProxyFeatures.pairing.rawValue != 0)
         #expect(flags & BluetoothProxyFeatures.cacheClearing.rawValue != 0)
 
@@ -364,6 +373,65 @@ struct ProxyConnectionTests {
             backend.deviceRequests.withLock { $0 } == [
                 "pair \(device)", "clear cache \(backend.paired)", "clear cache 34", "unpair 34", "unpair \(device)",
                 "clear cache 51",
+            ])
+        client.close()
+        other.close()
+        await harness.stop()
+    }
+
+    /// BluetoothSetConnectionParamsRequest: only the client that owns the link may set its
+    /// parameters (anyone else, or a device not connected: -1, ESPHome's not connected); values
+    /// outside the Core spec's ranges are refused with ESP_ERR_INVALID_ARG before the backend
+    /// hears of them; valid ones get the backend's answer. The feature flag is not announced.
+    @Test func connectionParameters() async throws {
+        let harness = try await Harness(connectionSlots: 2) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        let flags = try Self.featureFlags(&client)
+        #expect(flags & BluetoothProxyFeatures.connectionParams.rawValue == 0)
+
+        func request(_ address: UInt64, _ values: (UInt32, UInt32, UInt32, UInt32)) -> [UInt8] {
+            var writer = ProtobufWriter()
+            writer.varint(1, address)
+            writer.uint32(2, values.0)
+            writer.uint32(3, values.1)
+            writer.uint32(4, values.2)
+            writer.uint32(5, values.3)
+            return writer.bytes
+        }
+        let device: UInt64 = 0xA4C1_3800_0040
+        let fast = (UInt32(6), UInt32(12), UInt32(0), UInt32(400))
+        client.send(type: MessageType.bluetoothSetConnectionParamsRequest, request(device, fast))
+        Self.expectNext(&client, .connectionParams(address: device, error: -1), "not connected")
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 4))
+        Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
+        client.send(type: MessageType.bluetoothSetConnectionParamsRequest, request(device, fast))
+        Self.expectNext(&client, .connectionParams(address: device, error: 0), "the owner's link")
+
+        // Outside the Core spec: interval below 7.5 ms or above 4 s, min > max, latency over 499,
+        // timeout outside 100 ms–32 s, timeout not longer than (1 + latency) · max · 2.
+        let invalid: [(UInt32, UInt32, UInt32, UInt32)] = [
+            (5, 12, 0, 400), (6, 3201, 0, 400), (12, 6, 0, 400), (6, 12, 500, 3200), (6, 12, 0, 9),
+            (6, 12, 0, 3201), (6, 80, 0, 20), (6, 40, 4, 50), (6, 12, 0, 70_000), (1 << 20, 12, 0, 400),
+        ]
+        for values in invalid {
+            client.send(type: MessageType.bluetoothSetConnectionParamsRequest, request(device, values))
+            Self.expectNext(&client, .connectionParams(address: device, error: 0x102), "invalid: \(values)")
+        }
+        // The smallest timeout above the bound: (1 + 4) · 40 · 1.25 ms · 2 = 500 ms < 510 ms.
+        client.send(type: MessageType.bluetoothSetConnectionParamsRequest, request(device, (6, 40, 4, 51)))
+        Self.expectNext(&client, .connectionParams(address: device, error: 0), "just long enough")
+
+        // Another client may not set the parameters of this client's link.
+        var other = try TestClient(port: await harness.port)
+        other = try Self.connected(&other)
+        other.send(type: MessageType.bluetoothSetConnectionParamsRequest, request(device, fast))
+        Self.expectNext(&other, .connectionParams(address: device, error: -1), "another's link")
+        #expect(
+            backend.parameterRequests.withLock { $0 } == [
+                "\(device): interval 7.5–15 ms, latency 0, supervision timeout 4000 ms",
+                "\(device): interval 7.5–50 ms, latency 4, supervision timeout 510 ms",
             ])
         client.close()
         other.close()

@@ -154,6 +154,55 @@ struct ConfigTests {
         }
     }
 
+    @Test("connection_params: milliseconds in the Core spec's steps and ranges; a bad value names its field")
+    func connectionParams() throws {
+        let good = try GatewayConfig.parse(
+            Array(
+                #"{"devices": [{"connection_params": {"min_interval_ms": 7.5, "max_interval_ms": 15, "supervision_timeout_ms": 4000}}]}"#
+                    .utf8))
+        #expect(
+            good.devices[0].connectionParameters
+                == ConnectionParameters(minInterval: 6, maxInterval: 12, latency: 0, supervisionTimeout: 400))
+        let cases: [(String, String)] = [
+            (
+                #"{"min_interval_ms": 7, "max_interval_ms": 15, "supervision_timeout_ms": 4000}"#,
+                "devices[0].connection_params.min_interval_ms: expected milliseconds, a multiple of 1.25 ms, got 7.0"
+            ),
+            (
+                #"{"min_interval_ms": 5, "max_interval_ms": 15, "supervision_timeout_ms": 4000}"#,
+                "devices[0].connection_params: min_interval_ms 5 ms is outside 7.5–4000 ms"
+            ),
+            (
+                #"{"min_interval_ms": 30, "max_interval_ms": 15, "supervision_timeout_ms": 4000}"#,
+                "devices[0].connection_params: min_interval_ms 30 ms is more than max_interval_ms 15 ms"
+            ),
+            (
+                #"{"min_interval_ms": 7.5, "max_interval_ms": 15, "latency": 500, "supervision_timeout_ms": 4000}"#,
+                "devices[0].connection_params.latency: expected an integer from 0 to 499, got 500"
+            ),
+            (
+                #"{"min_interval_ms": 7.5, "max_interval_ms": 100, "latency": 4, "supervision_timeout_ms": 1000}"#,
+                "devices[0].connection_params: supervision_timeout_ms 1000 ms must be longer than (1 + latency) × max_interval_ms × 2 = 1000 ms"
+            ),
+            (
+                #"{"min_interval_ms": 7.5, "max_interval_ms": 15, "supervision_timeout_ms": 40000}"#,
+                "devices[0].connection_params: supervision_timeout_ms 40000 ms is outside 100–32000 ms"
+            ),
+            (
+                #"{"min_interval_ms": 7.5, "max_interval_ms": 15}"#,
+                "devices[0].connection_params.supervision_timeout_ms: is required (milliseconds, 100 to 32000)"
+            ),
+        ]
+        for (params, line) in cases {
+            do {
+                _ = try GatewayConfig.parse(Array(#"{"devices": [{"connection_params": \#(params)}]}"#.utf8))
+                Issue.record("expected an error for \(params)")
+            } catch {
+                #expect(error.lines == [line])
+            }
+        }
+    }
+
     @Test("thresholds switch only_changes on unless it is given")
     func thresholdsImplyOnlyChanges() throws {
         let config = try GatewayConfig.parse(

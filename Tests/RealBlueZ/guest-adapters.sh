@@ -37,10 +37,7 @@ for path in ${RBZ_ADAPTERS_PATHS:-mgmt dbus}; do
   rm -rf "$R"; mkdir -p "$R"
   echo "[adapters $(t)] path $path: hci3 ($advertiser) advertises $IDS packet ids, $STEP s each; gattway scans hci0 + hci2"
   port=$((port + 1))
-  printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$port" > "$R/mosquitto.conf"
-  mosquitto -c "$R/mosquitto.conf" > "$R/mosquitto.log" 2>&1 &
-  BROKER=$!
-  for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$R/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
+  start_broker "$R" "$port"
   cat > "$R/config.json" <<CONF
 {
   "mqtt": {"server": "mqtt://127.0.0.1:$port", "base_topic": "rbza", "client_id": "rbz-adapters"},

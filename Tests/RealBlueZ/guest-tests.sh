@@ -8,9 +8,10 @@
 # of peripheral.py with the CLI and bleak (RBZ_BLEAK_PYTHON, a python with bleak) as centrals,
 # and `gattway run` in the peripheral role on hci1 with mosquitto and the CLI as the central, and
 # `gattway run` with role both (central on hci0, serving and advertising on hci2, the CLI on hci3
-# reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3), and
-# the virtual radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`). RBZ_DIFF=0 /
-# RBZ_PROXY=0 / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_RADIO=0
+# reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3),
+# connection parameters (guest-params.sh: hci0 connecting to hci3 under btmon), and the virtual
+# radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`). RBZ_DIFF=0 / RBZ_PROXY=0
+# / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_PARAMS=0 / RBZ_RADIO=0
 # leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
@@ -568,6 +569,14 @@ fi
 if [ "${RBZ_ADAPTERS:-1}" = 1 ]; then
   echo "[tests $(t)] several adapters"
   RESULTS=$RESULTS "$HERE/guest-adapters.sh" "$BIN"
+fi
+# ---- Connection parameters (guest-params.sh): `gattway run` on hci0 connects to hci3 (advertising
+# connectable) with connection_params 7.5–15 ms, latency 2, 4000 ms; btmon on hci0 shows the kernel
+# asking for them in LE Extended Create Connection and the link getting them; then a proxy client
+# (params-client.py, RBZ_ESPHOME_PYTHON) asks for parameters on its live link (params.*).
+if [ "${RBZ_PARAMS:-1}" = 1 ]; then
+  echo "[tests $(t)] connection parameters"
+  RESULTS=$RESULTS "$HERE/guest-params.sh" "$BIN"
 fi
 # ---- The virtual radio (guest-radio.sh, vhci-radio.py): a controller of its own on /dev/vhci
 # (hci4) sends BTHome reports of 10 devices at 100 per second for 5 s while `gattway run` scans

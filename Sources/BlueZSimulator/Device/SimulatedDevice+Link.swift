@@ -93,6 +93,9 @@ extension SimulatedDevice {
     func linkUp(in simulator: isolated BlueZSimulator) {
         guard case .connecting(let reply, _) = link else { return }
         link = .connected
+        let parameters = simulator.linkParameters(adapter, spec.address)
+        linkParameters = parameters
+        simulator.log?("simulator: \(spec.address) linked on \(adapter.spec.name): \(parameters)")
         simulator.counters.connects += 1
         if mirror != nil { mirrorLinkUp(in: simulator) }
         simulator.change([("Connected", .boolean(true))], interface: BlueZSimulator.deviceInterface, at: path)

@@ -42,6 +42,10 @@ final class SimulatedDevice {
     var servicesResolved = false
     var resolvedOnce = false
     var link = Link.disconnected
+    /// The connection parameters of the link while it is up (Load Connection Parameters' entry
+    /// for the device when it came up, else the kernel's defaults); the interval is the maximum,
+    /// as the kernel's virtual controllers choose it.
+    var linkParameters: ConnectionParameters?
     /// `Paired` and `Bonded` (one flag: LE pairing here always bonds).
     var paired = false
     /// A `Pair()` waiting for its end.

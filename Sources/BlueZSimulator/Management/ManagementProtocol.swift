@@ -45,6 +45,25 @@ enum ManagementProtocol {
     /// Advertisement monitors per controller at most (kernel 6.1's HCI_MAX_ADV_MONITOR_NUM_HANDLES).
     static let maximumMonitors = 32
 
+    /// What kernel 6.1 asks a device for when nothing was loaded for it: the controller's
+    /// defaults (hdev->le_conn_min_interval … : 30–50 ms, latency 0, 420 ms).
+    static let defaultConnectionParameters = ConnectionParameters(
+        minInterval: 0x0018, maxInterval: 0x0028, latency: 0, supervisionTimeout: 0x002A)
+
+    /// Kernel 6.1's check of an entry of Load Connection Parameters (hci_check_conn_params):
+    /// interval 6–3200 with min ≤ max, timeout 10–3200 and above max / 8, latency at most 499
+    /// and at most timeout · 4 / max − 1 (so a timeout of exactly (1 + latency) · max · 2 passes,
+    /// which the Core spec's strict "larger than" would not).
+    static func kernelAccepts(_ parameters: ConnectionParameters) -> Bool {
+        let minimum = Int(parameters.minInterval)
+        let maximum = Int(parameters.maxInterval)
+        let timeout = Int(parameters.supervisionTimeout)
+        let latency = Int(parameters.latency)
+        guard minimum <= maximum, minimum >= 6, maximum <= 3200 else { return false }
+        guard timeout >= 10, timeout <= 3200, maximum < timeout * 8 else { return false }
+        return latency <= 499 && latency <= timeout * 4 / maximum - 1
+    }
+
     /// Address Type of Discovering and Device Found: LE public and LE random (bits 1 and 2).
     static let leAddressTypes = ManagementCommand.DiscoveryType.lowEnergy
 

@@ -49,6 +49,12 @@ extension BlueZSimulator {
                 },
                 command("Disconnect", [.string]) { try $0.disconnectPeer(address: $1.string(0)) },
                 command("Terminate", [.string]) { try $0.disconnectPeer(address: $1.string(0), reason: .remote) },
+                .immediate("LinkParameters", in: [.string], out: [.uint16, .uint16, .uint16]) { call in
+                    try self.onLoop { simulator in
+                        let link = try simulator.linkParameters(address: call.arguments[0].string ?? "")
+                        return [.uint16(link.interval), .uint16(link.latency), .uint16(link.supervisionTimeout)]
+                    }
+                },
                 command("SetPowered", [.string, .boolean]) {
                     try $0.controlledAdapter($1).setPowered($1.bool(1), in: $0)
                 },
@@ -304,6 +310,19 @@ extension BlueZSimulator {
         } else {
             after(nextDelay) { self.runBursts() }
         }
+    }
+
+    /// The live link to a device as the controller made it: the interval (1.25 ms units), the
+    /// latency and the supervision timeout (10 ms units); NotFound for an unknown device,
+    /// NotConnected when its link is down.
+    public func linkParameters(address: String) throws -> (
+        interval: UInt16, latency: UInt16, supervisionTimeout: UInt16
+    ) {
+        let device = try device(address: address)
+        guard device.isConnected, let parameters = device.linkParameters else {
+            throw ControlError.make("NotConnected", "\(address) is not connected")
+        }
+        return (parameters.maxInterval, parameters.latency, parameters.supervisionTimeout)
     }
 
     /// The peer drops the link now: by default as one that went out of range (the kernel says

@@ -15,6 +15,9 @@ final class SimulatedManagement {
     var monitors: [UInt16: Set<UInt16>] = [:]
     /// The next monitor handle (the kernel counts from 1).
     var nextMonitorHandle: UInt16 = 1
+    /// The connection parameters loaded per controller (by index) and address: what the next
+    /// link to the device asks for (Load Connection Parameters).
+    var connectionParameters: [UInt16: [BluetoothAddress: ConnectionParameters]] = [:]
 
     init(socket: ManagementSocket, announced: [UInt16: ManagementControllerState]) {
         self.socket = socket
@@ -82,6 +85,9 @@ extension BlueZSimulator {
         if command.code == Code.addAdvertisementPatternsMonitor || command.code == Code.removeAdvertisementMonitor {
             return monitorCommand(command, from: client, management)
         }
+        if command.code == Code.loadConnectionParameters {
+            return loadConnectionParameters(command, from: client, management)
+        }
         let reply = ManagementProtocol.answer(command, controllers: managementControllers())
         management.socket.send(reply.bytes, to: client)
     }
@@ -140,6 +146,54 @@ extension BlueZSimulator {
             }
         }
         passiveScanChanged(controller: index)
+    }
+
+    /// Load Connection Parameters, as kernel 6.1 does it: a count that does not match the length
+    /// is Invalid Parameters; otherwise the controller's entries are replaced (the kernel first
+    /// drops every entry no auto-connect or pending connect uses: in the simulator, all of them),
+    /// an entry that is not LE or that the kernel's own check refuses is skipped, and the answer
+    /// is success. A link that is up keeps its parameters.
+    private func loadConnectionParameters(
+        _ command: ManagementPacket, from client: Int, _ management: SimulatedManagement
+    ) {
+        typealias Status = ManagementCommand.Status
+        let index = command.controller
+        let status: UInt8
+        if !managementControllers().contains(where: { $0.index == index && $0.present }) {
+            status = Status.invalidIndex
+        } else if let entries = try? ConnectionParameterEntry.decodeList(command.parameters) {
+            var loaded: [BluetoothAddress: ConnectionParameters] = [:]
+            for entry in entries {
+                guard entry.addressType == .lePublic || entry.addressType == .leRandom,
+                    ManagementProtocol.kernelAccepts(entry.parameters)
+                else {
+                    log?(
+                        "simulator: Load Connection Parameters: \(entry.address) ignored (invalid, as the kernel logs it)"
+                    )
+                    continue
+                }
+                loaded[entry.address] = entry.parameters
+            }
+            management.connectionParameters[index] = loaded
+            status = Status.success
+        } else {
+            status = Status.invalidParameters
+        }
+        let reply =
+            status == Status.success
+            ? ManagementEvent.commandComplete(
+                opcode: command.code, status: status, controller: index, parameters: []
+            ).packet
+            : ManagementEvent.commandStatus(opcode: command.code, status: status, controller: index).packet
+        management.socket.send(reply.bytes, to: client)
+    }
+
+    /// The parameters a new link of `adapter` to `address` asks for: those loaded for it, else
+    /// the kernel's defaults.
+    func linkParameters(_ adapter: SimulatedAdapter, _ address: BluetoothAddress) -> ConnectionParameters {
+        guard let index = adapter.managementIndex, let loaded = management?.connectionParameters[index]?[address]
+        else { return ManagementProtocol.defaultConnectionParameters }
+        return loaded
     }
 
     /// Every monitor goes (the simulated bluetoothd starts and resets them, as bluetoothd 5.66

@@ -31,6 +31,9 @@ public struct DeviceRule: Sendable {
     public var attributeTopics: Bool?
     /// A fixed availability timeout for advertisement-only devices (disables learning).
     public var availabilityTimeout: Double?
+    /// The connection parameters the gateway's own links to the device ask for
+    /// (`connection_params`), loaded into the kernel before each connect.
+    public var connectionParameters: ConnectionParameters?
 
     init?(_ reader: JSONReader, registry: ParserRegistry, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
@@ -80,6 +83,9 @@ public struct DeviceRule: Sendable {
         qos = object.optional("qos") { try $0.qos() }
         attributeTopics = object.optional("attribute_topics") { try $0.bool() }
         availabilityTimeout = object.optional("availability_timeout") { try $0.positiveDuration() }
+        connectionParameters = object.value("connection_params").flatMap {
+            Self.connectionParameters($0, problems: problems)
+        }
         object.finish()
         if name != nil, match.addresses.count != 1 {
             problems.add(object.childPath("name"), "a friendly name needs match.address naming exactly one device")
@@ -87,5 +93,39 @@ public struct DeviceRule: Sendable {
         if !connect, wantsLink {
             problems.add(object.childPath("connect"), "must be true when subscribe or poll is given")
         }
+    }
+
+    /// `connection_params`: `min_interval_ms` and `max_interval_ms` (multiples of 1.25 ms),
+    /// `latency` (connection events, default 0), `supervision_timeout_ms` (a multiple of 10 ms),
+    /// held to the Core spec's ranges; a problem names the field.
+    static func connectionParameters(_ reader: JSONReader, problems: ConfigProblems) -> ConnectionParameters? {
+        guard var object = ConfigObject(reader, problems) else { return nil }
+        func units(_ reader: JSONReader, step: Double, unit: String) throws -> UInt16 {
+            let value = try reader.number()
+            let count = value / step
+            guard count.isFinite, count >= 0, count <= Double(UInt16.max), count == count.rounded() else {
+                throw reader.fail("expected milliseconds, a multiple of \(unit), got \(value)")
+            }
+            return UInt16(count)
+        }
+        let minimum = object.required("min_interval_ms", expected: "milliseconds, 7.5 to 4000") {
+            try units($0, step: 1.25, unit: "1.25 ms")
+        }
+        let maximum = object.required("max_interval_ms", expected: "milliseconds, 7.5 to 4000") {
+            try units($0, step: 1.25, unit: "1.25 ms")
+        }
+        let latency = object.read("latency", default: 0) { UInt16(try $0.integer(in: 0...499)) }
+        let timeout = object.required("supervision_timeout_ms", expected: "milliseconds, 100 to 32000") {
+            try units($0, step: 10, unit: "10 ms")
+        }
+        object.finish()
+        guard let minimum, let maximum, let timeout else { return nil }
+        let parameters = ConnectionParameters(
+            minInterval: minimum, maxInterval: maximum, latency: latency, supervisionTimeout: timeout)
+        if let problem = parameters.problem(names: .config) {
+            problems.add(object.path, problem)
+            return nil
+        }
+        return parameters
     }
 }

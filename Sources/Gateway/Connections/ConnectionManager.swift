@@ -76,21 +76,35 @@ final class ConnectionManager {
         let timeout = context.config.bluetooth.connectTimeout
         let gattTimeout = context.config.bluetooth.gattTimeout
         let subscribe = rule.subscribe
+        let parameters = rule.connectionParameters
         context.jobs.spawn {
             .connect(
                 address,
                 await Self.establish(
-                    address, subscribe: subscribe, ble: ble, clock: clock, timeout: timeout,
+                    address, subscribe: subscribe, parameters: parameters, ble: ble, clock: clock, timeout: timeout,
                     gattTimeout: gattTimeout, deliver: deliver))
         }
     }
 
-    /// The connect job: connect, discover the characteristics, subscribe to the rule's
-    /// `subscribe` entries (values go to the core as ``CoreEvent/notification(_:spec:value:)``).
+    /// The connect job: the rule's `connection_params` loaded (a failure is a warning: the link
+    /// is made with the kernel's defaults), connect, discover the characteristics, subscribe to
+    /// the rule's `subscribe` entries (values go to the core as
+    /// ``CoreEvent/notification(_:spec:value:)``).
     private static func establish(
-        _ address: BluetoothAddress, subscribe: [CharacteristicSpec], ble: any BLEPort, clock: any GatewayClock,
-        timeout: Double, gattTimeout: Double, deliver: @escaping @Sendable (CoreEvent) -> Void
+        _ address: BluetoothAddress, subscribe: [CharacteristicSpec], parameters: ConnectionParameters?,
+        ble: any BLEPort, clock: any GatewayClock, timeout: Double, gattTimeout: Double,
+        deliver: @escaping @Sendable (CoreEvent) -> Void
     ) async -> Result<EstablishedLink, BLEPortError> {
+        var loaded: ConnectionParameters?
+        var warnings: [String] = []
+        if let parameters {
+            do throws(BLEPortError) {
+                try await ble.loadConnectionParameters(parameters, for: address)
+                loaded = parameters
+            } catch {
+                warnings.append("connection_params not applied (the kernel's defaults are used): \(error)")
+            }
+        }
         let characteristics: [BLECharacteristic]
         do {
             try await ble.connect(address, timeout: timeout)
@@ -104,7 +118,8 @@ final class ConnectionManager {
         } catch {
             return .failure(BLEPortError(.other, "\(error)"))
         }
-        var link = EstablishedLink(characteristics: characteristics, subscriptions: [], readOnce: [], warnings: [])
+        var link = EstablishedLink(
+            characteristics: characteristics, subscriptions: [], readOnce: [], warnings: warnings, parameters: loaded)
         // Subscribed characteristics that can only be read (a read-only 2A19) are read once per
         // connection instead of failing to subscribe.
         for (index, spec) in subscribe.enumerated() {
@@ -171,7 +186,9 @@ final class ConnectionManager {
             for spec in link.pollDue.indices { link.pollDue[spec] = now }
             if !link.pollDue.isEmpty { context.due(at: now) }
             links[address] = link
-            context.log(.info, "\(name): connected")
+            context.log(
+                .info,
+                "\(name): connected" + (established.parameters.map { " (connection_params asked for: \($0))" } ?? ""))
             return .connected(readOnce: established.readOnce, reconnect: reconnect)
         }
     }

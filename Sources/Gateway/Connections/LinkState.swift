@@ -52,4 +52,6 @@ struct EstablishedLink: Sendable {
     var subscriptions: [PortRegistration]
     var readOnce: [CharacteristicRef]
     var warnings: [String]
+    /// The rule's `connection_params`, when the port loaded them before the connect.
+    var parameters: ConnectionParameters? = nil
 }

@@ -36,6 +36,12 @@ public protocol BLEPort: Sendable {
     /// Connects to `address` and resolves its services, failing after `timeout` seconds.
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError)
 
+    /// Makes the next connect to `address` ask for `parameters` (a rule's `connection_params`),
+    /// called right before ``connect(_:timeout:)``; throws when the port cannot (optional: the
+    /// default implementation throws `operationNotSupported`).
+    func loadConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(BLEPortError)
+
     /// Ends the link to `address` (no-op when not connected).
     func disconnect(_ address: BluetoothAddress) async
 
@@ -78,6 +84,11 @@ public protocol BLEPort: Sendable {
 
 extension BLEPort {
     public func restoredDevices() async -> [BLEDiscovery] { [] }
+    public func loadConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(BLEPortError)
+    {
+        throw BLEPortError(.operationNotSupported, "this port cannot set connection parameters")
+    }
 
     public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {}
 

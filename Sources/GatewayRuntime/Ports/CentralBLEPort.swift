@@ -116,6 +116,19 @@ public struct CentralBLEPort: BLEPort {
         }
     }
 
+    /// Load Connection Parameters on the management socket
+    /// (``CentralManager/loadConnectionParameters(_:for:)``), for every adapter: the connect
+    /// picks its adapter afterwards.
+    public func loadConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(BLEPortError)
+    {
+        for central in adapters.centrals {
+            do { try await central.loadConnectionParameters(parameters, for: address) } catch {
+                throw Self.portError(error)
+            }
+        }
+    }
+
     public func disconnect(_ address: BluetoothAddress) async {
         let central = adapters.central(for: address)
         try? await central.disconnect(await central.peripheral(address))

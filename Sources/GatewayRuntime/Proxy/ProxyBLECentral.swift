@@ -68,6 +68,11 @@ struct ProxyBLECentral: ProxyBLE {
         let central = adapters.centrals[index]
         do {
             let adopted = await central.connectedPeripherals().contains { $0.address == address }
+            // Parameters a client asked for on an earlier link: loaded again, as the kernel keeps
+            // the peer's own wishes in their place once the peer asks for others (docs/bluez.md §7.3).
+            if !adopted, let parameters = await central.loadedConnectionParameters(address) {
+                try? await central.loadConnectionParameters(parameters, for: address)
+            }
             let peripheral =
                 adopted
                 ? await central.peripheral(address)
@@ -173,6 +178,19 @@ struct ProxyBLECentral: ProxyBLE {
     func removeDevice(_ address: BluetoothAddress) async throws(ProxyFailure) {
         let central = adapters.central(for: address)
         do { try await central.removeDevice(await central.peripheral(address)) } catch { throw .connectionFailed }
+    }
+
+    /// Loads the parameters into the kernel for the device (Load Connection Parameters on the
+    /// management socket), so its next connect asks for them; the live link keeps its own — Linux
+    /// 6.1 does not update a link from that command, and the HCI command that would (LE
+    /// Connection Update) needs a raw HCI socket with `CAP_NET_RAW`, which the service does not
+    /// have (docs/bluez.md §7.2) — so the answer is always not supported.
+    func setConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
+        async throws(ProxyFailure)
+    {
+        let central = adapters.central(for: address)
+        try? await central.loadConnectionParameters(parameters, for: address)
+        throw .notSupported
     }
 
     /// BlueZ's refusal of a pairing as ESPHome reports it: ESP_GATT_AUTH_FAIL when the

@@ -1,3 +1,4 @@
+import Bluetooth
 import Gateway
 import JSON
 
@@ -83,6 +84,9 @@ extension FuzzTargets {
         var names = Set<String>()
         for rule in config.devices {
             if let name = rule.name { fuzzProperty(names.insert(name).inserted, "two device rules named \(name)") }
+            if let parameters = rule.connectionParameters {
+                fuzzProperty(parameters.problem() == nil, "connection_params the Core spec refuses: \(parameters)")
+            }
         }
     }
 }

@@ -159,6 +159,10 @@ enum ESPHomeAPISeeds {
             plain(MessageType.bluetoothGATTWriteRequest, [0x08, 0x01, 0x10, 0x15, 0x18, 0x01, 0x22, 0x02, 0x68, 0x69]),
             plain(MessageType.bluetoothGATTNotifyRequest, [0x08, 0x01, 0x10, 0x0B, 0x18, 0x01]),
             plain(MessageType.bluetoothSetConnectionParamsRequest, [0x08, 0x01, 0x10, 0x06, 0x18, 0x0C]),
+            // Every field, valid: 7.5–15 ms, latency 0, timeout 4 s.
+            plain(
+                MessageType.bluetoothSetConnectionParamsRequest,
+                [0x08, 0x01, 0x10, 0x06, 0x18, 0x0C, 0x20, 0x00, 0x28, 0x90, 0x03]),
             plain(MessageType.noiseEncryptionSetKeyRequest, [0x0A, 0x02, 0x01, 0x02]),
             plain(MessageType.disconnectRequest),
         ]

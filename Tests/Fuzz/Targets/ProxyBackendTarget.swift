@@ -35,7 +35,9 @@ extension FuzzTargets {
 /// does not know) and the op's operands: 0 connect, 1 disconnect, 2 services, 3 read (handle,
 /// descriptor flag), 4 write (handle, flags, data chunk), 5 notify (handle, enable), 6 pair,
 /// 7 unpair, 8 clear cache, 9 the link drops, 10 the device notifies 2A19 (a chunk), 11 the
-/// gateway's device advertises (its rule connects it), 12 time passes.
+/// gateway's device advertises (its rule connects it), 12 time passes, 13 connection parameters
+/// (four 16-bit values: min and max interval, latency, timeout; the server passes on only valid
+/// ones for a connection up).
 enum ProxyBackendFuzz {
     static let maxSteps = 24
     static let gatewayDevice = BluetoothAddress(rawValue: 0xAA00_0000_0001)
@@ -59,9 +61,10 @@ enum ProxyBackendFuzz {
         case value(BluetoothAddress, [UInt8])
         case gatewayAdvertises
         case advance(Double)
+        case connectionParameters(BluetoothAddress, ConnectionParameters)
 
         static func read(_ input: inout FuzzInput) -> Step {
-            let op = input.byte() % 13
+            let op = input.byte() % 14
             let address = pool[Int(input.byte()) % pool.count]
             switch op {
             case 0: return .connect(address)
@@ -80,6 +83,12 @@ enum ProxyBackendFuzz {
             case 9: return .drop(address)
             case 10: return .value(address, input.chunk(limit: 20))
             case 11: return .gatewayAdvertises
+            case 13:
+                return .connectionParameters(
+                    address,
+                    ConnectionParameters(
+                        minInterval: input.uint16(), maxInterval: input.uint16(), latency: input.uint16(),
+                        supervisionTimeout: input.uint16()))
             default: return .advance(input.pick([0.5, 5, 31, 120]))
             }
         }
@@ -182,6 +191,12 @@ enum ProxyBackendFuzz {
         // One slot: a, then b refused; a disconnects and connects again at once; unpair, clear
         // cache, pair and connect an unknown device.
         [0, 0, 0, 0, 1, 1, 0, 0, 0, 7, 0, 8, 2, 6, 4, 0, 4, 1, 4],
+        // One slot: a connects, asks for 7.5–15 ms, latency 0, 4 s, then for min above max, and
+        // while its link drops; disconnect.
+        [
+            0, 0, 0, 13, 0, 6, 0, 12, 0, 0, 0, 0x90, 0x01, 13, 0, 12, 0, 6, 0, 0, 0, 0x90, 0x01, 9, 0, 13, 0, 6, 0,
+            12, 0, 0, 0, 0x90, 0x01, 1, 0,
+        ],
     ]
 
     static func run(_ bytes: [UInt8]) {
@@ -302,6 +317,9 @@ enum ProxyBackendFuzz {
                 .notify(let address, _, _), .pair(let address):
                 guard model.isConnected(address) else { return answer() }
                 gatt(step, backend, model, answer)
+            case .connectionParameters(let address, let parameters):
+                guard model.isConnected(address), parameters.problem() == nil else { return answer() }
+                gatt(step, backend, model, answer)
             case .unpair, .clearCache:
                 gatt(step, backend, model, answer)
             case .drop, .value, .gatewayAdvertises, .advance: answer()
@@ -336,6 +354,10 @@ enum ProxyBackendFuzz {
         case .unpair(let address): deviceRequest(address) { backend.unpair(address: address.rawValue, done: $0) }
         case .clearCache(let address):
             deviceRequest(address) { backend.clearCache(address: address.rawValue, done: $0) }
+        case .connectionParameters(let address, let parameters):
+            deviceRequest(address) {
+                backend.setConnectionParameters(address: address.rawValue, parameters: parameters, done: $0)
+            }
         default: answer()
         }
     }
