@@ -52,7 +52,7 @@ public actor BlueZSimulator {
     var eventTimers: [EventLoop.Token] = []
     var clientWatch: Task<Void, Never>?
     /// When the simulator started (`EventLoop.now()`, ns): `RecordedWrite.time` counts from it.
-    public let startTime = EventLoop.now()
+    public nonisolated let startTime = EventLoop.now()
     var counters = SimulatorCounters()
     /// Advertising reports' times while recording (``startRecordingReports()``).
     var reportTimes: [ReportTime]?
