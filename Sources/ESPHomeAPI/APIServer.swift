@@ -360,7 +360,10 @@ public final class APIServer: @unchecked Sendable {
                 client.held.append(request)
             }
         }
-        if !client.held.isEmpty, clients[client.id] != nil { updateWatch(client) }
+        if !client.held.isEmpty, clients[client.id] != nil {
+            if client.watchingReads { statistics.heldBack += 1 }
+            updateWatch(client)
+        }
         flush(client)
     }
 
