@@ -248,7 +248,11 @@ lint:
 # on first use) and measures both advertisement paths, bluetooth.radio dbus and mgmt (active, then
 # mgmt passive too), at 100 and 1,000 reports/s from the virtual radio: delivery, CPU per report
 # of gattway, bluetoothd and dbus-daemon, report-to-MQTT latency (about 9 minutes;
-# BENCH_RADIO_RATES, BENCH_RADIO_SECONDS).
+# BENCH_RADIO_RATES, BENCH_RADIO_SECONDS). `SUITES=bulk` (also part of the full run): 100 KiB written
+# with and without response to a simulated device whose link drains at a real rate, by bleak on
+# BlueZ (.venv, as the conformance lane) and by bleak-esphome through gattway's proxy
+# (.venv-esphome, as the ESPHome lane): throughput, gattway's RSS, and the advertisements' latency
+# to a second client meanwhile (about 2 minutes).
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps
@@ -257,6 +261,8 @@ bench: deps
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway, importlib.metadata as m; assert m.version("bleak") == "$(BLEAK_VERSION)"' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION) bleak==$(BLEAK_VERSION)
+	$(call bleak_venv,.venv,$(BLEAK_VERSION))
+	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
 	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster,$(SUITES))
 	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' fleet-cluster '; then $(MAKE) --no-print-directory bench-fleet; fi
 

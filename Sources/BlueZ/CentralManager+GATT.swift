@@ -277,15 +277,20 @@ extension CentralManager {
 
     /// Runs `body` when no other GATT operation of this device runs (FIFO).
     func withDeviceQueue<T: Sendable>(_ address: BluetoothAddress, _ body: () async throws -> T) async throws -> T {
-        while busyDevices.contains(address) {
+        // The device is handed from one operation to the next waiting (it stays busy), so one
+        // that arrives meanwhile cannot get in before those waiting: the operations run in the
+        // order they came (a bulk transfer's writes without response must reach the device so).
+        if busyDevices.contains(address) {
             await withCheckedContinuation { deviceQueues[address, default: []].append($0) }
+        } else {
+            busyDevices.insert(address)
         }
-        busyDevices.insert(address)
         defer {
-            busyDevices.remove(address)
             if let next = deviceQueues[address]?.popFirst() {
                 if deviceQueues[address]?.isEmpty == true { deviceQueues[address] = nil }
                 next.resume()
+            } else {
+                busyDevices.remove(address)
             }
         }
         return try await body()

@@ -266,7 +266,27 @@ public final class APIServer: @unchecked Sendable {
         guard let client = clients[id] else { return }
         if events.contains(.writable) { flush(client) }
         guard clients[id] != nil else { return }
+        if !client.held.isEmpty {
+            // Not reading (its requests wait): a hang-up is not read, it ends the client.
+            if events.contains(.hangup) || events.contains(.error) { drop(client, "closed by the client") }
+            return
+        }
         if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) { read(client) }
+    }
+
+    /// The events a client's socket is watched for: readable unless its requests wait
+    /// (back-pressure: the client's writes stay in the kernel's buffers, then in its own), and
+    /// writable while bytes wait to be sent.
+    func updateWatch(_ client: Client) {
+        guard let token = client.token else { return }
+        let reading = client.held.isEmpty
+        let writing = client.pendingBytes > 0
+        guard reading != client.watchingReads || writing != client.watchingWrites else { return }
+        client.watchingReads = reading
+        client.watchingWrites = writing
+        var events: EventLoop.IOEvents = reading ? .readable : []
+        if writing { events.insert(.writable) }
+        loop.updateWatch(token, events: events)
     }
 
     private func read(_ client: Client) {
@@ -285,7 +305,8 @@ public final class APIServer: @unchecked Sendable {
             client.lastHeard = EventLoop.now()
             client.pinged = false
             receive(client, readBuffer[0..<count])
-            guard clients[client.id] != nil, !client.session.closing else { return }
+            // Requests held back (ProxyConnections.swift): nothing more is read until they are served.
+            guard clients[client.id] != nil, !client.session.closing, client.held.isEmpty else { return }
         }
     }
 
@@ -335,7 +356,15 @@ public final class APIServer: @unchecked Sendable {
         if let key = outcome.setKey { setKey(key, for: client) }
         for request in outcome.proxyRequests {
             guard clients[client.id] != nil, !client.session.closing else { break }
-            serve(request, for: client)
+            if client.held.isEmpty, !mustWait(request, for: client) {
+                serve(request, for: client)
+            } else {
+                client.held.append(request)
+            }
+        }
+        if !client.held.isEmpty, clients[client.id] != nil {
+            if client.watchingReads { statistics.heldBack += 1 }
+            updateWatch(client)
         }
         flush(client)
     }
@@ -513,11 +542,7 @@ public final class APIServer: @unchecked Sendable {
             drop(client, "disconnected: \(client.pendingBytes) bytes unsent (a client that does not read)")
             return
         }
-        let wantsWrite = client.pendingBytes > 0
-        if wantsWrite != client.watchingWrites, let token = client.token {
-            client.watchingWrites = wantsWrite
-            loop.updateWatch(token, events: wantsWrite ? [.readable, .writable] : .readable)
-        }
+        updateWatch(client)
         if client.session.closing, client.pendingBytes == 0 { drop(client, nil) }
     }
 
@@ -546,6 +571,8 @@ public final class APIServer: @unchecked Sendable {
                 drop(client, "closed; \(client.pendingBytes) bytes left unsent")
                 continue
             }
+            // Its requests wait for the Bluetooth side (the server stopped reading): not silent.
+            if !client.held.isEmpty { client.lastHeard = now }
             let connected = client.session.phase == .connected
             let limit = connected ? configuration.idleTimeout : configuration.handshakeTimeout
             let since = connected ? client.lastHeard : client.acceptedAt
@@ -579,6 +606,12 @@ public final class APIServer: @unchecked Sendable {
         var queue: [UInt8] = []
         var sent = 0
         var watchingWrites = false
+        var watchingReads = true
+        /// Requests received but not served yet, in order: the first waits for room on its
+        /// connection (``APIServer/maxInFlight``); while any wait the socket is not read.
+        var held: [APISession.ProxyRequest] = []
+        /// ``APIServer/serveHeld(_:)`` is running (it is not entered again from a completion).
+        var servingHeld = false
         /// A PingRequest was sent after half the idle timeout of silence (cleared by any byte).
         var pinged = false
         /// The client subscribed to BluetoothConnectionsFreeResponse.

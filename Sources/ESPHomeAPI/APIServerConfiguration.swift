@@ -103,6 +103,9 @@ public struct APIServerStatistics: Sendable, Equatable {
     /// another client's device, unknown to BlueZ, BlueZ's failure).
     public var proxyConnects = 0
     public var proxyConnectFailures = 0
+    /// Times a client's socket was not read because a connection of its had 16 GATT requests
+    /// waiting for BlueZ (back-pressure on a bulk transfer, docs/ha-bluetooth-proxy.md).
+    public var heldBack = 0
 
     public init() {}
 }

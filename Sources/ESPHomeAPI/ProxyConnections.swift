@@ -109,9 +109,45 @@ struct ProxyConnection {
 }
 
 extension APIServer {
-    /// GATT requests one connection may have waiting on the Bluetooth side; more are refused with
-    /// ``ProxyFailure/noResources`` (a client cannot pile up work without bound).
+    /// GATT requests one connection may have waiting on the Bluetooth side. A client that sends
+    /// more (a bulk transfer of writes without response) is held back: the request that does not
+    /// fit waits, with the rest of what the client sent, and the server stops reading the
+    /// client's socket until it fits (TCP back-pressure, as an ESP32 proxy behaves) — so what
+    /// gattway keeps for a client is at most this many requests on the Bluetooth side plus one
+    /// read's worth of requests parsed.
     public static let maxInFlight = 16
+
+    /// Whether `request` must wait: a GATT request of this client's connection that has
+    /// ``maxInFlight`` requests on the Bluetooth side.
+    func mustWait(_ request: APISession.ProxyRequest, for client: Client) -> Bool {
+        guard case .gatt(let gatt) = request, let connection = proxyConnections[gatt.address],
+            connection.owner == client.id, connection.connected
+        else { return false }
+        return connection.inFlight >= Self.maxInFlight
+    }
+
+    /// Serves the client's held requests that fit now, in order; once none is left the socket is
+    /// read again.
+    func serveHeld(_ client: Client) {
+        guard !client.servingHeld else { return }
+        client.servingHeld = true
+        defer { client.servingHeld = false }
+        var served = 0
+        while let request = client.held.first {
+            guard clients[client.id] != nil, !client.session.closing else { return }
+            if mustWait(request, for: client) { break }
+            client.held.removeFirst()
+            served += 1
+            serve(request, for: client)
+        }
+        guard served > 0, clients[client.id] != nil else { return }
+        client.lastHeard = EventLoop.now()
+        updateWatch(client)
+        flush(client)
+    }
+
+    /// Requests held back, over all clients (tests: the bound).
+    public var heldRequests: Int { clients.values.reduce(0) { $0 + $1.held.count } }
 
     /// The largest 48-bit address.
     static let maxAddress: UInt64 = 0xFFFF_FFFF_FFFF
@@ -337,16 +373,21 @@ extension APIServer {
         connection.inFlight += 1
         proxyConnections[address] = connection
         let id = connection.id
+        let clientID = client.id
         // Each completion: the connection must still be the same one, owned by the same client.
         let finish: @Sendable (ServerMessage?) -> Void = { [weak self] message in
             guard let self else { return }
             self.loop.preconditionInLoop()
-            guard var current = self.proxyConnections[address], current.id == id else { return }
-            current.inFlight -= 1
-            self.proxyConnections[address] = current
-            guard let message, let owner = self.clients[current.owner] else { return }
-            owner.session.send(message)
-            self.flush(owner)
+            guard let owner = self.clients[clientID] else { return }
+            if var current = self.proxyConnections[address], current.id == id {
+                current.inFlight -= 1
+                self.proxyConnections[address] = current
+                if let message {
+                    owner.session.send(message)
+                    self.flush(owner)
+                }
+            }
+            if !owner.held.isEmpty { self.serveHeld(owner) }
         }
         @Sendable func error(_ failure: ProxyFailure) -> ServerMessage {
             .gattError(address: address, handle: handle, error: failure.code)
@@ -413,6 +454,8 @@ extension APIServer {
             log(.info, "API: \(client.peer): \(Self.text(address)) disconnected (error \(error))")
             client.session.send(.deviceConnection(address: address, connected: false, mtu: 0, error: error))
             flush(client)
+            // Requests held for this connection are answered now (not connected).
+            if !client.held.isEmpty { serveHeld(client) }
         }
         broadcastConnectionsFree()
     }

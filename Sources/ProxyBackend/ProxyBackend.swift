@@ -176,6 +176,7 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
             ("connections", number(statistics.proxyConnections)),
             ("connects", number(statistics.proxyConnects)),
             ("connect_failures", number(statistics.proxyConnectFailures)),
+            ("held_back", number(statistics.heldBack)),
             ("keys_set", number(statistics.keysSet)), ("keys_refused", number(statistics.keysRefused)),
             (
                 "closed",

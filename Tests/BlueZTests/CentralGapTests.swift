@@ -143,6 +143,33 @@ struct CentralGapTests {
 }
 
 extension CentralGapTests {
+    @Test("writes without response started one after the other reach the device in that order (a bulk transfer)")
+    func writesKeepTheirOrder() async throws {
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let central = try await harness.central()
+            let (_, chars) = try await central.connectBattery(autoReconnect: false)
+            let writer = try #require(chars[BluetoothUUID(0xFF01)])
+            let simulator = try harness.sim
+            let before = await simulator.recordedWrites.count
+            // As the proxy starts them (the gateway's jobs): each its own task on the loop, while
+            // the earlier ones still run (an operation that arrived as the device passed from one
+            // to the next used to get in before those waiting).
+            let executor = harness.loop.taskExecutor
+            await withTaskGroup(of: Void.self) { group in
+                for index in 0..<200 {
+                    group.addTask(executorPreference: executor) {
+                        try? await central.writeValue([UInt8(index)], for: writer, type: .withoutResponse)
+                    }
+                    if index % 7 == 0 { await Task.yield() }
+                }
+            }
+            try await eventually("200 writes") { await simulator.recordedWrites.count == before + 200 }
+            let values = await simulator.recordedWrites.dropFirst(before).map { Int($0.value[0]) }
+            #expect(values == Array(0..<200))
+            await central.close()
+        }
+    }
+
     @Test(
         "a device BlueZ connected before: after a reconnection the central has BlueZ's MTU, which bluetoothd sets without a signal"
     )

@@ -2,6 +2,7 @@ import Bluetooth
 import ESPHomeAPI
 import EventLoop
 import GatewayFakes
+import Glibc
 import Synchronization
 import Testing
 
@@ -99,11 +100,37 @@ struct ProxyConnectionTests {
             loop.execute { done(handle == 0x0B ? .success([0x57]) : .failure(ProxyFailure(0x80))) }
         }
 
+        /// With `writeTime`, each write takes that long and they go one after the other (a
+        /// link that drains slowly, as a device's queue in the central does).
+        var writeTime: Double?
+        /// Writes that reached the backend, in order, and the most at once.
+        var written: [[UInt8]] = []
+        var writesInFlight: [(data: [UInt8], done: @Sendable (ProxyFailure?) -> Void)] = []
+        var mostWritesInFlight = 0
+
         func write(
             address: UInt64, handle: UInt16, descriptor: Bool, data: [UInt8], withResponse: Bool,
             done: @escaping @Sendable (ProxyFailure?) -> Void
         ) {
-            loop.execute { done(nil) }
+            guard writeTime != nil else { return loop.execute { done(nil) } }
+            writesInFlight.append((data, done))
+            mostWritesInFlight = max(mostWritesInFlight, writesInFlight.count)
+            if !draining { drainNext() }
+        }
+
+        private var draining = false
+
+        /// The first write in flight is done after `writeTime`, then the next.
+        private func drainNext() {
+            guard let writeTime, !writesInFlight.isEmpty else { return }
+            draining = true
+            _ = loop.addTimer(after: writeTime) { [self] in
+                draining = false
+                let (data, done) = writesInFlight.removeFirst()
+                written.append(data)
+                done(nil)  // may start the next write, and with it the drain
+                if !draining { drainNext() }
+            }
         }
 
         func notify(
@@ -607,6 +634,65 @@ struct ProxyConnectionTests {
         await harness.stop()
     }
 
+    /// A bulk transfer (writes without response, as a firmware update sends them) faster than
+    /// the device takes them: every write reaches the device, in order; the backend never has
+    /// more than ``APIServer/maxInFlight`` at once and the server holds at most one read's worth
+    /// of requests (it stops reading the client instead); a second client's advertisements keep
+    /// coming meanwhile.
+    @Test func floodingClientIsHeldBack() async throws {
+        let harness = try await Harness(connectionSlots: 1) { FakeBackend(loop: $0) }
+        let backend = try #require(harness.backend as? FakeBackend)
+        _ = try await harness.loop.submit { backend.writeTime = 0.002 }
+        var client = try TestClient(port: await harness.port)
+        client = try Self.connected(&client)
+        var watcher = try TestClient(port: await harness.port)
+        watcher = try Self.connected(&watcher)
+        watcher.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+        #expect(watcher.receive()?.type == MessageType.bluetoothScannerStateResponse)
+        let device: UInt64 = 0x42
+        client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 5))
+        Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
+        // 1,000 writes of 244 bytes (a 247-byte MTU), each numbered, sent as fast as TCP takes them.
+        let chunks = (0..<1_000).map { index in (0..<244).map { UInt8(truncatingIfNeeded: index &* 7 &+ $0) } }
+        let fd = client.fd
+        let sending = Task.detached {
+            for chunk in chunks {
+                let request = Self.gatt(device, 0x0B) { $0.bytes(4, chunk) }
+                let frame = PlaintextFrameDecoder.encode(
+                    ServerMessage(type: MessageType.bluetoothGATTWriteRequest, payload: request))
+                _ = frame.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+        }
+        // An advertisement every 20 ms while the writes drain (2 s at least: a stall that long fails): each reaches the
+        // watcher, and the server's held requests stay within one read (4,096 bytes) and a frame.
+        let advertisement = ServerMessage.RawAdvertisement(
+            address: 0xA4C1_380B_1234, rssi: -70, addressType: 0, data: [0x02, 0x01, 0x06])
+        var slowest: UInt64 = 0
+        var mostHeld = 0
+        var rounds = 0
+        while try await harness.loop.submit({ backend.written.count }) < chunks.count, rounds < 1_500 {
+            rounds += 1
+            let start = EventLoop.now()
+            await harness.forward(advertisement)
+            let received = watcher.receive()
+            #expect(received?.type == MessageType.bluetoothLERawAdvertisementsResponse)
+            slowest = max(slowest, EventLoop.now() - start)
+            mostHeld = max(mostHeld, try await harness.loop.submit { harness.server?.heldRequests ?? 0 })
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        await sending.value
+        let (written, most) = try await harness.loop.submit { (backend.written, backend.mostWritesInFlight) }
+        #expect(written == chunks, "every write arrived, in order (\(written.count) of \(chunks.count))")
+        #expect(most <= APIServer.maxInFlight)
+        #expect(mostHeld * 244 <= 4_096 + 1_024 + 244, "held \(mostHeld) requests")
+        #expect(rounds > 10, "the transfer took \(rounds) rounds")
+        #expect(await harness.statistics().heldBack > 0, "the socket was left unread at times")
+        #expect(slowest < 1_000_000_000, "an advertisement took \(Double(slowest) / 1e6) ms to reach the watcher")
+        client.close()
+        watcher.close()
+        await harness.stop()
+    }
+
     @Test func inFlightRequestsAreBounded() async throws {
         let harness = try await Harness(connectionSlots: 1) { FakeBackend(loop: $0) }
         let backend = try #require(harness.backend as? FakeBackend)
@@ -616,17 +702,46 @@ struct ProxyConnectionTests {
         client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 5))
         Self.expectNext(&client, .deviceConnection(address: device, connected: true, mtu: 247, error: 0), "connected")
         _ = try await harness.loop.submit { backend.hold = true }
+        // One beyond the bound waits (no error), and so does what the client sends after it.
+        /// 16 reads at the backend and `waiting` held by the server, within 10 s.
+        func settled(waiting: Int) async throws -> Bool {
+            for _ in 0..<1_000 {
+                let (atBackend, held) = try await harness.loop.submit {
+                    (backend.held.count, harness.server?.heldRequests ?? 0)
+                }
+                if atBackend == APIServer.maxInFlight, held == waiting { return true }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return false
+        }
         for _ in 0...APIServer.maxInFlight {
             client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0B))
         }
-        Self.expectNext(&client, .gattError(address: device, handle: 0x0B, error: 0x80), "one beyond the bound")
-        #expect(try await harness.loop.submit { backend.held.count } == APIServer.maxInFlight)
+        #expect(try await settled(waiting: 1), "16 at the backend, the read beyond the bound held")
+        // Not read while a request waits: 0x0C stays in the socket.
+        client.send(type: MessageType.bluetoothGATTReadRequest, Self.gatt(device, 0x0C))
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await harness.loop.submit { harness.server?.heldRequests } == 1)
+        // One answer: the waiting read goes to the backend, the socket is read again (0x0C waits).
+        _ = try await harness.loop.submit { backend.held.removeFirst()(.success([1])) }
+        Self.expectNext(&client, .gattRead(address: device, handle: 0x0B, data: [1]), "the first answer")
+        #expect(try await settled(waiting: 1), "the held read at the backend, 0x0C held")
         // Disconnected meanwhile: the late completions are dropped, the client gets the disconnect.
         client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(device, 1))
-        Self.expectNext(&client, .deviceConnection(address: device, connected: false, mtu: 0, error: 0), "disconnected")
+        try await Task.sleep(for: .milliseconds(100))
         _ = try await harness.loop.submit {
-            for done in backend.held { done(.success([1])) }
+            let held = backend.held
+            backend.held.removeAll()
+            backend.hold = false
+            for done in held { done(.success([1])) }
         }
+        // The first answer makes room: 0x0C goes to the backend and the socket is read again,
+        // so the disconnect comes after the 16 answers (0x0C's may come before it or be dropped).
+        var answers = 0
+        while let message = client.receive(), message.type != MessageType.bluetoothDeviceConnectionResponse {
+            if message.type == MessageType.bluetoothGATTReadResponse { answers += 1 }
+        }
+        #expect(answers == APIServer.maxInFlight)
         client.send(type: MessageType.pingRequest)
         #expect(client.receive()?.type == MessageType.pingResponse)
         #expect(backend.disconnected.withLock { $0 } == [device])

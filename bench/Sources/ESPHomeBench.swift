@@ -29,20 +29,27 @@ enum ESPHomeBench: BenchSuite {
     static let seconds: Double = 30
     static let key = [UInt8](0..<32)
 
+    /// `gattway run` with the MQTT gateway publishing every device and the proxy on loopback with
+    /// ``key``; `bluetooth` is the inside of the `bluetooth` section.
+    static func proxyConfig(brokerPort: UInt16, apiPort: UInt16, bluetooth: String = #""max_devices": 2000"#) -> String
+    {
+        """
+        {"mqtt": {"server": "mqtt://127.0.0.1:\(brokerPort)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0},
+         "bluetooth": {\(bluetooth)},
+         "homeassistant": {"enabled": false}, "health": {"enabled": false},
+         "bluetooth_proxy": {"enabled": true, "listen": "127.0.0.1:\(apiPort)", "name": "bench",
+                             "encryption_key": "\(Data(key).base64EncodedString())"},
+         "devices": [{"match": {}}]}
+        """
+    }
+
     static func run() async throws -> [BenchRow] {
         let broker = try await MosquittoBroker()
         defer { broker.stop() }
         FileHandle.standardError.write(Data("esphome: load average \(loadAverage()) at start\n".utf8))
         let world = try await SimulatedWorld(scenario: GatewayBench.emptyScenario)
         let apiPort = try LoopbackPort.free()
-        let config = """
-            {"mqtt": {"server": "mqtt://127.0.0.1:\(broker.port)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0},
-             "bluetooth": {"max_devices": 2000},
-             "homeassistant": {"enabled": false}, "health": {"enabled": false},
-             "bluetooth_proxy": {"enabled": true, "listen": "127.0.0.1:\(apiPort)", "name": "bench",
-                                 "encryption_key": "\(Data(key).base64EncodedString())"},
-             "devices": [{"match": {}}]}
-            """
+        let config = proxyConfig(brokerPort: broker.port, apiPort: apiPort)
         let gattway = try await GatewayProcess.gattway(config: config, world: world)
         defer { gattway.stop() }
         let reference = try await BusReference(address: world.daemon.address)

@@ -156,7 +156,7 @@ extension SimulatedCharacteristic {
                 }
                 // The peer silently drops a command it does not permit.
                 if has("write-without-response") && spec.writeError == nil {
-                    peerReceivedWrite(bytes, offset: 0, type: "command", of: device, in: simulator)
+                    receiveCommand(bytes, of: device, in: simulator)
                 }
                 return
             }
@@ -176,9 +176,24 @@ extension SimulatedCharacteristic {
                 reply.succeed()
             }
             let latency = simulator.timing.gattLatency
-            if latency > 0 { simulator.after(latency, complete) } else { complete() }
+            if SimulatedDevice.airModelled(simulator) {
+                device.queueRequest(complete, in: simulator)
+            } else if latency > 0 {
+                simulator.after(latency, complete)
+            } else {
+                complete()
+            }
         } catch {
             reply.fail(BlueZError.reply(for: error))
+        }
+    }
+
+    /// A write command reaches the peer: at once, or in a connection event with the link model.
+    func receiveCommand(_ bytes: [UInt8], of device: SimulatedDevice, in simulator: isolated BlueZSimulator) {
+        if SimulatedDevice.airModelled(simulator) {
+            device.queueCommand(bytes, for: self, in: simulator)
+        } else {
+            peerReceivedWrite(bytes, offset: 0, type: "command", of: device, in: simulator)
         }
     }
 
@@ -400,7 +415,7 @@ extension SimulatedCharacteristic {
         let (datagrams, closed) = SeqPacketPair.receiveAll(from: fd)
         if !notify, acquiredWrite?.fd == fd {
             for datagram in datagrams where datagram.count <= Int(simulator.timing.mtu) - 3 {
-                peerReceivedWrite(datagram, offset: 0, type: "command", of: device, in: simulator)
+                receiveCommand(datagram, of: device, in: simulator)
             }
         }
         guard closed else { return }

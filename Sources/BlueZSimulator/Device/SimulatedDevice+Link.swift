@@ -232,6 +232,7 @@ extension SimulatedDevice {
                 [("ServicesResolved", .boolean(false)), ("Connected", .boolean(false))], interface: interface, at: path)
         }
         for characteristic in characteristics { characteristic.linkDown(exported: gattExported, in: simulator) }
+        airLinkDown(in: simulator)
         simulator.bursts.removeAll { $0.device == path }
         endPairing(BlueZError.authenticationCanceled, in: simulator)
         if temporary { armTemporaryTimer(in: simulator) }

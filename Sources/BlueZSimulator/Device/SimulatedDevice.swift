@@ -61,6 +61,8 @@ final class SimulatedDevice {
     var temporaryTimer: EventLoop.Token?
     var linkTimer: EventLoop.Token?
     var resolveTimer: EventLoop.Token?
+    /// ATT traffic waiting for the air (`timing.connection_interval` > 0; SimulatedDevice+Air.swift).
+    var air = AirQueue()
 
     var rng: SplitMix64
     /// When the device advertises (its first event's phase, each event's advDelay), apart from

@@ -17,6 +17,35 @@ public struct RecordedWrite: Sendable, Equatable {
     public var time: Double
 }
 
+/// A summary of the writes a characteristic received (``BlueZSimulator/received(device:uuid:)``).
+public struct ReceivedBytes: Sendable, Equatable {
+    public var writes = 0
+    public var bytes = 0
+    /// FNV-1a, 32-bit, of every byte in arrival order.
+    public var checksum: UInt32 = ReceivedBytes.fnvOffset
+    public var first: Double?
+    public var last: Double?
+
+    public static let fnvOffset: UInt32 = 0x811C_9DC5
+
+    public init() {}
+
+    /// The checksum of `bytes` as one stream (what a sender compares with).
+    public static func checksum(of bytes: [UInt8]) -> UInt32 {
+        var summary = ReceivedBytes()
+        summary.add(bytes, at: 0)
+        return summary.checksum
+    }
+
+    mutating func add(_ value: [UInt8], at time: Double) {
+        writes += 1
+        bytes += value.count
+        for byte in value { checksum = (checksum ^ UInt32(byte)) &* 0x0100_0193 }
+        if first == nil { first = time }
+        last = time
+    }
+}
+
 /// When one advertising report was due (its advertising event) and when the simulator sent it
 /// (its loop's turn; reports sent in one turn share the time, and their signals one flush), on
 /// the monotonic clock of `EventLoop.now()`, in nanoseconds; `sequence` is the device's count

@@ -562,6 +562,13 @@ public struct TimingSpec: Sendable, Equatable {
     /// Whether characteristics export the `MTU` property (false: as bluetoothd before 5.62,
     /// where a client does not know the MTU).
     public var mtuProperty = true
+    /// The link layer's connection interval (s): 0 (the default) is no link model — commands
+    /// arrive at once and requests take ``gattLatency``. Above 0, ATT PDUs go over the air in
+    /// connection events this far apart, at most ``packetsPerEvent`` per event (docs/simulator.md
+    /// "The link's throughput").
+    public var connectionInterval: Double = 0
+    /// ATT PDUs (one LL packet each) the link carries per connection event.
+    public var packetsPerEvent = 4
 
     public init() {}
 
@@ -574,6 +581,15 @@ public struct TimingSpec: Sendable, Equatable {
             timing.gattLatency = try object.optional("gatt_latency")?.duration() ?? timing.gattLatency
             timing.mtu = UInt16(try object.optional("mtu")?.integer(in: 23...517) ?? 517)
             timing.mtuProperty = try object.optional("mtu_property")?.bool() ?? timing.mtuProperty
+            if let interval = object.optional("connection_interval") {
+                let seconds = try interval.duration()
+                // The Core specification's range: 7.5 ms to 4 s (0: no link model).
+                guard seconds == 0 || (0.0075...4).contains(seconds) else {
+                    throw interval.fail("expected 0 or a connection interval from 7.5ms to 4s")
+                }
+                timing.connectionInterval = seconds
+            }
+            timing.packetsPerEvent = try object.optional("packets_per_event")?.integer(in: 1...100) ?? 4
             return timing
         }
     }

@@ -344,6 +344,28 @@ extension BlueZSimulator {
     /// Counters as of now.
     public func counterValues() -> SimulatorCounters { counters }
 
+    /// What a peer received in writes to one of its characteristics (requests and commands)
+    /// since the start or the last `ClearRecordedWrites`: how many writes and bytes, the FNV-1a
+    /// (32-bit) of the bytes in the order they arrived (a lost, doubled or reordered write
+    /// changes it), and when the first and the last arrived (s since the simulator started).
+    public func received(device: BluetoothAddress, uuid: BluetoothUUID) -> ReceivedBytes {
+        var received = ReceivedBytes()
+        for write in writes where write.device == device && write.uuid == uuid && write.type != "descriptor" {
+            received.add(write.value, at: write.time)
+        }
+        return received
+    }
+
+    /// BlueZ's timings from now on (a device that turns slow: a longer `gatt_latency`); what is
+    /// already scheduled keeps its time.
+    public func setTiming(_ timing: TimingSpec) { scenario.timing = timing }
+
+    /// The timings in use.
+    public var currentTiming: TimingSpec { timing }
+
+    /// Forgets the recorded writes (as the control interface's `ClearRecordedWrites`).
+    public func clearRecordedWrites() { writes.removeAll() }
+
     /// Starts keeping when each advertising report is due and sent (``ReportTime``), from now
     /// until ``stopRecordingReports()``: how a workload's reports are spread over time.
     public func startRecordingReports() { reportTimes = [] }

@@ -32,7 +32,7 @@ public actor BlueZSimulator {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
     let bus: DBusConnection.Bus
-    let scenario: Scenario
+    var scenario: Scenario
     var timing: TimingSpec { scenario.timing }
     var connection: DBusConnection?
     /// Bumped by crash/stop: timers of an older generation do nothing.
@@ -51,7 +51,8 @@ public actor BlueZSimulator {
     var agents: [String: DBusObjectPath] = [:]
     var eventTimers: [EventLoop.Token] = []
     var clientWatch: Task<Void, Never>?
-    let startTime = EventLoop.now()
+    /// When the simulator started (`EventLoop.now()`, ns): `RecordedWrite.time` counts from it.
+    public nonisolated let startTime = EventLoop.now()
     var counters = SimulatorCounters()
     /// Advertising reports' times while recording (``startRecordingReports()``).
     var reportTimes: [ReportTime]?
