@@ -10,7 +10,7 @@
 # (/run/share in the guest, $RUN_DIR here; the guest script writes its files to $SHARE).
 #
 # Environment:
-#   REALBLUEZ_TIMEOUT  wall-clock limit in seconds (default 900); exit 124 when it is reached
+#   REALBLUEZ_TIMEOUT  wall-clock limit in seconds (default 1500); exit 124 when it is reached
 #   REALBLUEZ_CACHE    where build-vm.sh put the kernel and initramfs (default .build/realbluez)
 #   REALBLUEZ_RUN      run directory to use (default: a new $CACHE/runs/run-XXXX); kept afterwards
 #   REALBLUEZ_MEM      guest memory in MiB (default 1024); REALBLUEZ_CPUS guest CPUs (default 2)
@@ -48,7 +48,7 @@ shift
 
 start=$(date +%s%N)
 # -nodefaults: no NIC, no VGA, no default devices. Only the serial console and two 9p shares.
-timeout -k 5 "${REALBLUEZ_TIMEOUT:-900}" qemu-system-x86_64 \
+timeout -k 5 "${REALBLUEZ_TIMEOUT:-1500}" qemu-system-x86_64 \
   -accel tcg -m "${REALBLUEZ_MEM:-1024}" -smp "${REALBLUEZ_CPUS:-2}" \
   -nodefaults -no-user-config -display none -no-reboot -serial stdio \
   -kernel "$CACHE/kernel/vmlinuz" -initrd "$CACHE/initrd.img" \
@@ -63,7 +63,7 @@ wall="$((tenths / 10)).$((tenths % 10))"
 echo "$wall" > "$RUN/wall-seconds"
 
 if [ "$qemu" = 124 ] || [ "$qemu" = 137 ]; then
-  echo "[run-vm] wall-clock limit of ${REALBLUEZ_TIMEOUT:-900} s reached (run dir $RUN)" >&2
+  echo "[run-vm] wall-clock limit of ${REALBLUEZ_TIMEOUT:-1500} s reached (run dir $RUN)" >&2
   status=124
 elif [ -s "$RUN/status" ]; then
   status=$(cat "$RUN/status")

@@ -10,7 +10,7 @@
 #
 #   Tests/RealBlueZ/test-bluez.sh BIN-DIR     (BIN-DIR: gattway and realbluez-central, host-built)
 #
-# Environment: REALBLUEZ_TIMEOUT (VM wall-clock limit, default 900 s), REALBLUEZ_VERBOSE=1
+# Environment: REALBLUEZ_TIMEOUT (VM wall-clock limit, default 1500 s), REALBLUEZ_VERBOSE=1
 # (echo the whole guest console), and those of run-vm.sh.
 set -uo pipefail
 BIN=$(cd "${1:?usage: test-bluez.sh BIN-DIR}" && pwd)
