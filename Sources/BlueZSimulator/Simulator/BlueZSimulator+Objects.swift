@@ -42,6 +42,8 @@ extension BlueZSimulator {
                             else {
                                 throw BlueZError.doesNotExist
                             }
+                            simulator.agentOrder.removeAll { $0 == sender }
+                            simulator.agentOrder.insert(sender, at: 0)
                         }
                         return []
                     },
@@ -69,6 +71,7 @@ extension BlueZSimulator {
         guard known.contains(capability) else { throw BlueZError.invalidArguments }
         guard agents[sender] == nil else { throw BlueZError.alreadyExists }
         agents[sender] = path
+        agentOrder.append(sender)
     }
 
     func unregisterAgent(_ call: DBusMessage) throws {
@@ -76,6 +79,7 @@ extension BlueZSimulator {
             throw BlueZError.doesNotExist
         }
         agents.removeValue(forKey: sender)
+        agentOrder.removeAll { $0 == sender }
     }
 
     // MARK: Adapter1
@@ -255,9 +259,9 @@ extension BlueZSimulator {
                         device.disconnect(reply, in: simulator)
                     }
                 },
-                .deferred("Pair") { _, reply in
+                .deferred("Pair") { call, reply in
                     self.onLoop(replying: reply) { simulator in
-                        try simulator.exportedDevice(path).pair(reply, in: simulator)
+                        try simulator.exportedDevice(path).pair(reply, caller: call.sender, in: simulator)
                     }
                 },
                 .immediate("CancelPairing") { _ in
