@@ -22,9 +22,11 @@ extension CentralManager {
     }
 
     /// Pairs with a peripheral (`Device1.Pair`) and returns once BlueZ says it is paired; one
-    /// paired already (`AlreadyExists`) succeeds at once. Without an agent of gattway's own,
-    /// bluetoothd pairs as NoInputNoOutput: LE Just Works; a peripheral that insists on a passkey
-    /// or numeric comparison refuses. The peripheral should be connected (bluetoothd connects
+    /// paired already (`AlreadyExists`) succeeds at once. With the manager's pairing agent
+    /// started (``startPairingAgent(_:)``) bluetoothd pairs as KeyboardDisplay and asks the agent
+    /// for a passkey or a confirmation when the peripheral wants one; without it, as
+    /// NoInputNoOutput: LE Just Works, and a peripheral that insists on a passkey or numeric
+    /// comparison refuses. The peripheral should be connected (bluetoothd connects
     /// one that is not, when it can).
     /// - Parameter timeout: the whole pairing; when it passes BlueZ's pairing is cancelled
     ///   (`CancelPairing`) and ``CentralError/Code/connectionTimeout`` is thrown.
@@ -37,6 +39,11 @@ extension CentralManager {
         try requirePoweredOn(operation)
         guard let path = devicePath(address), tree.device(path) != nil else {
             throw CentralError(.unknownDevice, operation: operation, message: "BlueZ does not know the device")
+        }
+        agent.pairingNow[address, default: 0] += 1
+        defer {
+            agent.pairingNow[address, default: 1] -= 1
+            if agent.pairingNow[address] == 0 { agent.pairingNow.removeValue(forKey: address) }
         }
         do {
             // A pairing cancelled: BlueZ answers the Pair with AuthenticationCanceled. The device

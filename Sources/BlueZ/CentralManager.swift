@@ -108,6 +108,8 @@ public actor CentralManager: BlueZManager {
     public internal(set) var stateFileError: CentralError?
     /// The latest ``ping(timeout:)`` round trip (``lastRoundTrip``).
     nonisolated let roundTrips = RoundTripRecord()
+    /// The pairing agent (CentralManager+Agent.swift).
+    var agent = PairingAgentState()
 
     init(connection: DBusConnection, options: CentralOptions) {
         self.connection = connection
@@ -334,12 +336,14 @@ public actor CentralManager: BlueZManager {
         for subscription in subscriptions.values { subscription.reset() }
         subscriptionPaths.removeAll()
         roundTrips.record(nil)
+        agentLost()
         setState(.resetting)
     }
 
     /// The objects were read (``reload()``): the adapter is picked, connections up are adopted,
     /// the state derived, and subscriptions on devices already connected and resolved renewed.
     func objectsLoaded() {
+        if agent.handler != nil, !agent.registered { Task { await self.registerAgent() } }
         forgetVanishedDevices()
         chooseAdapter()
         adoptConnections()

@@ -83,9 +83,15 @@ struct SimulatorPairingTests {
         }
     }
 
-    @Test("a scenario's pairing must be just_works or reject")
+    @Test("a scenario's pairing must be just_works, reject, passkey_entry or numeric_comparison")
     func pairingKey() throws {
         #expect(throws: (any Error).self) { try Scenario.parse(Data(Self.scenario(pairing: "passkey").utf8)) }
         #expect(try Scenario.parse(Data(Self.scenario(pairing: "reject").utf8)).devices.first?.pairing == .reject)
+        let entry = try Scenario.parse(Data(Self.scenario(pairing: "passkey_entry").utf8)).devices.first
+        #expect(entry?.pairing == .passkeyEntry)
+        #expect(entry?.pairingPasskey == 123_456, "the default passkey")
+        #expect(
+            try Scenario.parse(Data(Self.scenario(pairing: "numeric_comparison").utf8)).devices.first?.pairing
+                == .numericComparison)
     }
 }

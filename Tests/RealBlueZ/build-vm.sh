@@ -55,8 +55,12 @@ fi
 
 # Modules the guest needs, in dependency order (Debian ships no modules.dep for a bare tree, so
 # the order comes from modinfo). 9p + virtio for the shared folders, overlay for the writable
-# root, bluetooth + hci_vhci for btvirt, and the AF_ALG hashes btvirt's SMP crypto opens.
-wanted="virtio_pci 9pnet_virtio 9p overlay bluetooth hci_vhci af_alg algif_hash algif_skcipher cmac ecb"
+# root, bluetooth + hci_vhci for btvirt, and the AF_ALG hashes btvirt's SMP crypto opens. The
+# random number generator (drbg, seeded by jitterentropy_rng; hmac(sha512), ctr(aes)) comes before
+# bluetooth: the kernel's ECDH (ecdh_generic, loaded with bluetooth) takes its private keys from
+# it, and without it its self-test fails and every controller logs "Unable to create ECDH crypto
+# context": no SMP, so no LE pairing at all (guest-pairing.sh).
+wanted="sha512_generic ctr jitterentropy_rng drbg virtio_pci 9pnet_virtio 9p overlay bluetooth hci_vhci af_alg algif_hash algif_skcipher cmac ecb"
 declare -A done_=()
 order=()
 find_ko() { find "$modules" -name "$1.ko" -print -quit; }

@@ -9,10 +9,12 @@
 # and `gattway run` in the peripheral role on hci1 with mosquitto and the CLI as the central, and
 # `gattway run` with role both (central on hci0, serving and advertising on hci2, the CLI on hci3
 # reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3),
-# connection parameters (guest-params.sh: hci0 connecting to hci3 under btmon), and the virtual
-# radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`). RBZ_DIFF=0 / RBZ_PROXY=0
-# / RBZ_SERVE=0 / RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_PARAMS=0 / RBZ_RADIO=0
-# leave a section out. Every check is
+# connection parameters (guest-params.sh: hci0 connecting to hci3 under btmon), the virtual
+# radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`), and pairing with a
+# passkey (and, with RBZ_PAIRING_COMPARISON=1, a numeric comparison) through MQTT
+# (guest-pairing.sh: hci0 pairs hci3). RBZ_DIFF=0 / RBZ_PROXY=0 / RBZ_SERVE=0 /
+# RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_PARAMS=0 / RBZ_RADIO=0 /
+# RBZ_PAIRING=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
 # any check failed.
 # shellcheck disable=SC2010,SC2012 # ls /sys/class/bluetooth: its entries (hciN, hciN:HANDLE) have plain names
@@ -606,6 +608,14 @@ if [ "${RBZ_RADIO:-1}" = 1 ]; then
   echo "[tests $(t)] virtual radio, scan_mode passive"
   RESULTS=$RESULTS RBZ_RADIO_RATES=${RBZ_RADIO_RATES:-100} RBZ_RADIO_SECONDS=${RBZ_RADIO_SECONDS:-5} \
     RBZ_RADIO_PATH=mgmt RBZ_RADIO_SCAN_MODE=passive "$HERE/guest-radio.sh" "$BIN"
+fi
+# ---- Pairing beyond Just Works (guest-pairing.sh): `gattway run` on hci0 pairs a peripheral that
+# demands passkey entry (hci3, DisplayOnly) and one that demands a numeric comparison (hci2,
+# DisplayYesNo) through MQTT; both bonded, read encrypted after a restart, unpair removes the bond
+# (pairing.*).
+if [ "${RBZ_PAIRING:-1}" = 1 ]; then
+  echo "[tests $(t)] pairing"
+  RESULTS=$RESULTS "$HERE/guest-pairing.sh" "$BIN"
 fi
 echo "[tests $(t)] done"
 ! grep -q '^FAIL ' "$RESULTS"

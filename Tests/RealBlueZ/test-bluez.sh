@@ -2,7 +2,7 @@
 # make test-bluez: the real-BlueZ lane. Builds (once) the VM, boots it with the real bluetoothd
 # 5.66, runs guest-tests.sh inside (test peripheral, CLI checks, the CentralManager scenario, the
 # differential session, the Bluetooth proxy, gattway serve, gattway run as the peripheral and
-# with role both, several adapters, the virtual radio), runs the same session against `gattway simulate`
+# with role both, several adapters, the virtual radio, pairing), runs the same session against `gattway simulate`
 # here and compares.
 # Prints every check, then "N passed, N failed"; exits 1 on any failure, and then shows the tail
 # of the guest's bluetoothd log (and of the gattway log of a failed peripheral-role, role-both or
@@ -79,6 +79,10 @@ if [ "$failed" != 0 ]; then
   if grep -qE '^FAIL radio\.' "$results"; then
     echo "---- virtual radio: what it printed and the gateway's log (last 20 lines each)"
     tail -n 20 "$RUN"/out/radio/*/radio.txt "$RUN"/logs/gattway-radio-*.log 2>/dev/null
+  fi
+  if grep -qE '^FAIL pairing\.' "$results"; then
+    echo "---- pairing: the peripherals' agent and gattway run (last 20 lines each)"
+    tail -n 20 "$RUN/out/pairing/agent.txt" "$RUN"/logs/gattway-pairing-*.log 2>/dev/null
   fi
   if grep -qE '^FAIL proxy\.' "$results"; then
     echo "---- Bluetooth proxy: the client ($RUN/out/proxy/client.txt, last 15 lines)"

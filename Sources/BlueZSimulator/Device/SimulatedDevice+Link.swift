@@ -265,24 +265,40 @@ extension SimulatedDevice {
         return nil
     }
 
-    /// `Device1.Pair()` as bluetoothd 5.66 answers it for LE Just Works pairing without an agent
-    /// (`pair_device`, `device_bonding_complete`): after ``pairingDelay``, `{Bonded: true,
+    /// `Device1.Pair()` as bluetoothd 5.66 answers it (`pair_device`, `device_bonding_complete`):
+    /// Just Works (and a refusing peer) after ``pairingDelay``; a peer that demands passkey entry
+    /// or numeric comparison through the caller's agent (else the default agent, the first
+    /// registered: agent.c `agent_get`), SimulatedDevice+Agent.swift. Paired: `{Bonded: true,
     /// Paired: true}`, then the reply; the link dropping meanwhile: `AuthenticationCanceled`.
-    func pair(_ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) {
+    func pair(_ reply: DBusPendingReply, caller: String?, in simulator: isolated BlueZSimulator) {
         if let refusal = pairingRefusal() { return reply.fail(refusal) }
-        let path = self.path
-        let timer = simulator.after(Self.pairingDelay) {
-            guard let device = simulator.devices[path], let pending = device.pairing else { return }
-            device.pairing = nil
-            if let error = device.pairingCompleted() { return pending.reply.fail(error) }
-            device.stopTemporaryTimer(in: simulator)
-            simulator.change(
-                [("Bonded", .boolean(true)), ("Paired", .boolean(true))], interface: BlueZSimulator.deviceInterface,
-                at: path)
-            simulator.flushSignals()  // the properties go out before the reply, as in bluetoothd
-            pending.reply.succeed()
+        pairingAttempt += 1
+        switch spec.pairing {
+        case .justWorks, .reject:
+            let path = self.path
+            let timer = simulator.after(Self.pairingDelay) {
+                guard let device = simulator.devices[path], let pending = device.pairing else { return }
+                device.pairing = nil
+                if let error = device.pairingCompleted() { return pending.reply.fail(error) }
+                device.bonded(pending.reply, in: simulator)
+            }
+            pairing = (reply, timer)
+        case .passkeyEntry, .numericComparison:
+            pairing = (reply, nil)
+            askAgent(caller: caller, in: simulator)
         }
-        pairing = (reply, timer)
+    }
+
+    /// Paired and bonded: the properties, then the reply.
+    func bonded(_ reply: DBusPendingReply, in simulator: isolated BlueZSimulator) {
+        paired = true
+        temporary = false
+        stopTemporaryTimer(in: simulator)
+        simulator.change(
+            [("Bonded", .boolean(true)), ("Paired", .boolean(true))], interface: BlueZSimulator.deviceInterface,
+            at: path)
+        simulator.flushSignals()  // the properties go out before the reply, as in bluetoothd
+        reply.succeed()
     }
 
     /// `Device1.CancelPairing()`: the running Pair() fails `AuthenticationCanceled`; none
@@ -292,11 +308,17 @@ extension SimulatedDevice {
         endPairing(BlueZError.authenticationCanceled, in: simulator)
     }
 
-    /// Fails a Pair() still running with `error`.
+    /// Fails a Pair() still running with `error`; an agent still asked is told `Cancel`.
     func endPairing(_ error: DBusError, in simulator: isolated BlueZSimulator) {
         guard let pending = pairing else { return }
         pairing = nil
         simulator.cancel(pending.timer)
+        if let agent = pairingAgent {
+            pairingAgent = nil
+            simulator.withBus {
+                try $0.send(destination: agent.owner, path: agent.path, interface: "org.bluez.Agent1", method: "Cancel")
+            }
+        }
         pending.reply.fail(error)
     }
 

@@ -48,8 +48,13 @@ final class SimulatedDevice {
     var linkParameters: ConnectionParameters?
     /// `Paired` and `Bonded` (one flag: LE pairing here always bonds).
     var paired = false
-    /// A `Pair()` waiting for its end.
-    var pairing: (reply: DBusPendingReply, timer: EventLoop.Token)?
+    /// A `Pair()` waiting for its end: the SMP exchange's timer, or the agent's question.
+    var pairing: (reply: DBusPendingReply, timer: EventLoop.Token?)?
+    /// The agent asked for the running `Pair()` (its owner and path): told `Cancel` when the
+    /// pairing ends before the agent answered.
+    var pairingAgent: (owner: String, path: DBusObjectPath)?
+    /// Counts `Pair()` calls: an agent's late answer to an earlier one is dropped.
+    var pairingAttempt = 0
     var remainingConnectFailures: Int
     /// The pending Connect() was made while the device did not advertise connectably (and is
     /// not `unreachable`): like the kernel's create-connection, it comes up once it does.

@@ -257,6 +257,9 @@ public struct DeviceSpec: Sendable, Equatable {
     public var advertisesWhileConnected: Bool = true
     /// How the peripheral answers `Device1.Pair()`.
     public var pairing: Pairing = .justWorks
+    /// The passkey the peripheral shows (passkey entry) or both sides compare (numeric
+    /// comparison), 0–999999.
+    public var pairingPasskey: UInt32 = 123_456
     /// Advertises on the wall clock's slots of its interval (slot k at k × interval since the
     /// epoch), without advDelay, its payload generators at slot k's values (modulo 256
     /// advertisements): several simulators of one machine then "hear" the same advertisement at
@@ -275,12 +278,19 @@ public struct DeviceSpec: Sendable, Equatable {
         case justWorks = "just_works"
         /// The peer refuses (SMP Pairing Failed): bluetoothd answers `AuthenticationFailed`.
         case reject
+        /// The peer shows a passkey (DisplayOnly, MITM required): bluetoothd asks the agent
+        /// `RequestPasskey`; the right passkey pairs, anything else fails.
+        case passkeyEntry = "passkey_entry"
+        /// Both sides show a number (DisplayYesNo, MITM required, LE Secure Connections):
+        /// bluetoothd asks the agent `RequestConfirmation`; accepted pairs.
+        case numericComparison = "numeric_comparison"
     }
 
     public static func == (lhs: DeviceSpec, rhs: DeviceSpec) -> Bool {
         lhs.address == rhs.address && lhs.adapter == rhs.adapter && lhs.name == rhs.name
             && lhs.serviceUUIDs == rhs.serviceUUIDs && lhs.services == rhs.services && lhs.faults == rhs.faults
             && lhs.advertisesWhileConnected == rhs.advertisesWhileConnected && lhs.pairing == rhs.pairing
+            && lhs.pairingPasskey == rhs.pairingPasskey
             && lhs.aligned == rhs.aligned
             && lhs.manufacturerData.map(\.companyID) == rhs.manufacturerData.map(\.companyID)
             && lhs.manufacturerData.map(\.payload) == rhs.manufacturerData.map(\.payload)
@@ -345,10 +355,13 @@ public struct DeviceSpec: Sendable, Equatable {
             if let pairingReader = object.optional("pairing") {
                 let text = try pairingReader.string()
                 guard let mode = Pairing(rawValue: text) else {
-                    throw pairingReader.fail("expected \"just_works\" or \"reject\", got \"\(text)\"")
+                    throw pairingReader.fail(
+                        "expected \"just_works\", \"reject\", \"passkey_entry\" or \"numeric_comparison\", got \"\(text)\""
+                    )
                 }
                 pairing = mode
             }
+            let passkey = try object.optional("passkey").map { try UInt32($0.integer(in: 0...999_999)) }
             var spec = DeviceSpec(
                 address: address, addressType: addressType, adapter: adapter, name: name, rssi: rssi,
                 rssiJitter: jitter, interval: interval, connectable: connectable, discoverable: discoverable,
@@ -357,6 +370,7 @@ public struct DeviceSpec: Sendable, Equatable {
                 serviceData: serviceData.map { (uuid: $0.0, payload: $0.1) }, services: services, faults: faults,
                 advertisesWhileConnected: advertisesWhileConnected)
             spec.pairing = pairing
+            if let passkey { spec.pairingPasskey = passkey }
             spec.aligned = aligned
             return spec
         }

@@ -43,6 +43,8 @@ extension BlueZSimulator {
                             else {
                                 throw BlueZError.doesNotExist
                             }
+                            simulator.agentOrder.removeAll { $0 == sender }
+                            simulator.agentOrder.insert(sender, at: 0)
                         }
                         return []
                     },
@@ -70,6 +72,7 @@ extension BlueZSimulator {
         guard known.contains(capability) else { throw BlueZError.invalidArguments }
         guard agents[sender] == nil else { throw BlueZError.alreadyExists }
         agents[sender] = path
+        agentOrder.append(sender)
     }
 
     func unregisterAgent(_ call: DBusMessage) throws {
@@ -77,6 +80,7 @@ extension BlueZSimulator {
             throw BlueZError.doesNotExist
         }
         agents.removeValue(forKey: sender)
+        agentOrder.removeAll { $0 == sender }
     }
 
     // MARK: Adapter1
@@ -256,9 +260,9 @@ extension BlueZSimulator {
                         device.disconnect(reply, in: simulator)
                     }
                 },
-                .deferred("Pair") { _, reply in
+                .deferred("Pair") { call, reply in
                     self.onLoop(replying: reply) { simulator in
-                        try simulator.exportedDevice(path).pair(reply, in: simulator)
+                        try simulator.exportedDevice(path).pair(reply, caller: call.sender, in: simulator)
                     }
                 },
                 .immediate("CancelPairing") { _ in

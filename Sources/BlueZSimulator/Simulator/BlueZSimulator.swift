@@ -49,6 +49,8 @@ public actor BlueZSimulator {
     var pendingSignals: [(path: DBusObjectPath, interface: String, names: [String])] = []
     var flushScheduled = false
     var agents: [String: DBusObjectPath] = [:]
+    /// The agents' owners in the order they registered (the first is the default agent).
+    var agentOrder: [String] = []
     var eventTimers: [EventLoop.Token] = []
     var clientWatch: Task<Void, Never>?
     /// When the simulator started (`EventLoop.now()`, ns): `RecordedWrite.time` counts from it.
@@ -238,6 +240,7 @@ public actor BlueZSimulator {
         pendingSignals.removeAll()
         bursts.removeAll()
         agents.removeAll()
+        agentOrder.removeAll()
         for watch in ownerWatches.values { watch.task.cancel() }
         ownerWatches.removeAll()
         for adapter in adapters { adapter.advertising.tearDown(in: self) }
@@ -393,6 +396,7 @@ public actor BlueZSimulator {
     func clientLeft(_ client: String, generation: Int) {
         guard generation == self.generation else { return }
         agents.removeValue(forKey: client)
+        agentOrder.removeAll { $0 == client }
         peripheralClientLeft(client)
         for adapter in adapters { adapter.clientLeft(client, in: self) }
         for path in deviceOrder { devices[path]?.clientLeft(client, in: self) }

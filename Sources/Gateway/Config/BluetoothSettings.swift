@@ -61,6 +61,13 @@ public struct BluetoothSettings: Sendable, Equatable {
     public var parkAfter = 8
     /// Seconds between the attempts at a parked device.
     public var parkedRetry: Double = 3600
+    /// `pairing_timeout`: seconds a pairing question (a passkey to enter, a number to compare)
+    /// waits for its answer on MQTT before it is refused. Under the 30 s the Security Manager
+    /// Protocol gives a pairing step (Core spec Vol 3 Part H 3.4), and under bluetoothd's 60 s
+    /// for an agent's reply.
+    public var pairingTimeout: Double = 25
+    /// The longest ``pairingTimeout``.
+    public static let maxPairingTimeout: Double = 55
     /// `report_batch`: seconds the advertising reports may wait so that a steady stream is read in
     /// batches, one wake-up per batch (docs/config.md, "Reading reports in batches"); 0: each
     /// report is read as it arrives.
@@ -116,6 +123,13 @@ public struct BluetoothSettings: Sendable, Equatable {
         maxDevices = object.read("max_devices", default: maxDevices) { try $0.integer(in: 1...100_000) }
         parkAfter = object.read("park_after", default: parkAfter) { try $0.integer(in: 0...1000) }
         parkedRetry = object.read("parked_retry", default: parkedRetry) { try $0.positiveDuration() }
+        pairingTimeout = object.read("pairing_timeout", default: pairingTimeout) { reader in
+            let seconds = try reader.duration()
+            guard seconds >= 1, seconds <= Self.maxPairingTimeout else {
+                throw reader.fail("expected a duration from \"1s\" to \"55s\"")
+            }
+            return seconds
+        }
         reportBatch = object.read("report_batch", default: reportBatch) { reader in
             let seconds = try reader.duration()
             guard seconds >= 0, seconds <= Self.maxReportBatch else {

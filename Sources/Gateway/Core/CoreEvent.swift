@@ -18,6 +18,8 @@ enum CoreEvent: Sendable {
     case mqttConnection(Bool)
     /// A central wrote to or (un)subscribed from a served characteristic.
     case peripheral(PeripheralPortEvent)
+    /// The pairing agent asked a question or withdrew one.
+    case pairing(BLEPairingEvent)
     /// The gateway's timer: something is due.
     case timer
     /// A job finished.

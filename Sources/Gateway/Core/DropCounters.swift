@@ -21,6 +21,9 @@ public struct DropCounters: Sendable, Equatable {
     public var keyWrong = 0
     /// In a fleet: commands for a device another gateway owns (that gateway runs and answers them).
     public var otherOwner = 0
+    /// Pairing questions, pair requests and answers refused: a device no rule names, no question
+    /// waiting, too many questions.
+    public var pairingRefused = 0
 
     public init() {}
 }

@@ -48,6 +48,8 @@ public actor Gateway: LoopIsolated {
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
     private let fleet: Fleet?
     private let health: HealthReporter
+    /// The pairing agent's questions and the pair requests.
+    private let pairing: PairingRequests
     /// The feature outside the core that shares its slots and jobs (the Bluetooth proxy's backend).
     private let attachment: (any GatewayAttachment)?
 
@@ -115,6 +117,7 @@ public actor Gateway: LoopIsolated {
             context: context, version: version, registry: registry, connections: connections, states: states,
             adapterObserver: adapterObserver)
         self.bridge = bridge
+        pairing = PairingRequests(context: context, registry: registry)
         homeAssistant = HomeAssistantPublisher(context: context, version: version)
         let peripheralBridge = peripheral.map { PeripheralBridge(context: context, port: $0) }
         self.peripheralBridge = peripheralBridge
@@ -195,6 +198,9 @@ public actor Gateway: LoopIsolated {
         }
         mqtt.connectionEvents { deliver(.mqttConnection($0)) }
         registrations.append(await ble.connectionEvents { deliver(.link($0)) })
+        if config.role.includesCentral {
+            registrations.append(await ble.pairingAgent { deliver(.pairing($0)) })
+        }
         // The peripheral role first: its source topics are subscribed before the central's scan
         // can publish a reading, so a `from_topic` that names the gateway's own state topic (role
         // both) has the first reading too (with the kernel's reports it comes within moments).
@@ -280,6 +286,7 @@ public actor Gateway: LoopIsolated {
         for registration in registrations { registration.cancel() }
         registrations = []
         context.timer.stop()
+        pairing.stop()
         let outbox = context.output.outbox
         outbox?.stopTimers()
         context.jobs.close()
@@ -417,6 +424,7 @@ public actor Gateway: LoopIsolated {
         case .peripheralSource(let message): peripheralBridge?.source(message)
         case .mqttConnection(let connected): mqttConnection(connected)
         case .peripheral(let change): peripheralBridge?.event(change)
+        case .pairing(let event): pairing.event(event, now: clock.now())
         case .timer: timerFired()
         case .replayed(let results): context.output.outbox?.replayed(results)
         case .replayRetry: context.output.outbox?.retryDue()
@@ -751,6 +759,7 @@ public actor Gateway: LoopIsolated {
             }
         case .servedValue(let id, let sent): peripheralBridge?.valueSent(id, sent: sent)
         case .advertised(let attempt, let error): peripheralBridge?.advertised(attempt, error: error)
+        case .pairing(let address, let unpair, let error): pairing.completed(address, unpair: unpair, error)
         case .done: break
         case .attachment(let outcome): attachment?.completed(outcome.value)
         }
@@ -799,10 +808,14 @@ public actor Gateway: LoopIsolated {
             case "gatt/read", "gatt/write": commands.gattRequest(request) { device(named: $0) }
             case "device/remove": removeRequest(request)
             case "device/bindkey": states.bindKeyRequest(request, registry: registry)
+            case "device/pair": pairing.pairRequest(request, unpair: false)
+            case "device/unpair": pairing.pairRequest(request, unpair: true)
+            case "device/pair/confirm": pairing.confirmRequest(request)
             default:
                 request.respond(
                     .error,
-                    "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove or device/bindkey)")
+                    "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove, device/bindkey, device/pair, device/pair/confirm or device/unpair)"
+                )
             }
             return
         }
@@ -917,6 +930,7 @@ public actor Gateway: LoopIsolated {
             commands.enqueue(DeviceJob(kind: .poll(spec), receivedAt: now), for: id)
         }
         commands.tick(now: now)
+        pairing.tick(now: now)
         if let fleet { fleetChanged(fleet.tick(now: now)) }
         for id in registry.silent(now: now, busy: { isBusy($0) }) { removeDevice(id) }
         if health.due(now: now) { health.publish(now: now) }
@@ -926,7 +940,8 @@ public actor Gateway: LoopIsolated {
     private func nextDeadline() -> Double? {
         var next = min(
             homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
-            connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity, fleet?.nextDeadline ?? .infinity)
+            connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity, fleet?.nextDeadline ?? .infinity,
+            pairing.nextDeadline ?? .infinity)
         for id in registry.order {
             let rule = registry.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }

@@ -10,6 +10,8 @@ enum JobCompletion: Sendable {
     case servedValue(PeripheralCharacteristicID, sent: [UInt8])
     /// The peripheral port took (or refused) an advertisement.
     case advertised(AdvertisedData, error: BLEPortError?)
+    /// A `bridge/request/device/pair` or `…/unpair` ended (nil: it worked).
+    case pairing(BluetoothAddress, unpair: Bool, BLEPortError?)
     /// A job that reports nothing (a disconnect).
     case done
     /// A job of the ``GatewayAttachment``: what it returned, handed to it.

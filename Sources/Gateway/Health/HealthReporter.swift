@@ -124,6 +124,7 @@ final class HealthReporter {
                         ("key_missing", number(counters.dropped.keyMissing)),
                         ("key_wrong", number(counters.dropped.keyWrong)),
                         ("other_owner", number(counters.dropped.otherOwner)),
+                        ("pairing_refused", number(counters.dropped.pairingRefused)),
                         ("mqtt_queue_full", number(mqtt.queueFullDrops)),
                         ("mqtt_inbound_full", number(mqtt.inboundDrops)),
                         ("parse_error", number(counters.parseErrors)),

@@ -80,6 +80,19 @@ public protocol BLEPort: Sendable {
     /// no rule connects now, or characteristics no rule subscribes to — are forgotten and not
     /// restored again (optional: the default does nothing).
     func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async
+
+    /// Starts the pairing agent: its questions (and their withdrawals) go to `deliver` until the
+    /// registration is cancelled, which withdraws what is still unanswered (optional: the default
+    /// asks nothing).
+    func pairingAgent(_ deliver: @escaping @Sendable (BLEPairingEvent) -> Void) async -> PortRegistration
+
+    /// Pairs with `address` (bonding), asking the pairing agent what the device wants to be
+    /// asked; fails after `timeout` seconds (optional: the default fails `operationNotSupported`).
+    func pair(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError)
+
+    /// Makes the central forget `address`: its bond, keys and cache (optional: the default fails
+    /// `operationNotSupported`).
+    func unpair(_ address: BluetoothAddress) async throws(BLEPortError)
 }
 
 extension BLEPort {
@@ -91,6 +104,18 @@ extension BLEPort {
     }
 
     public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {}
+
+    public func pairingAgent(_ deliver: @escaping @Sendable (BLEPairingEvent) -> Void) async -> PortRegistration {
+        .none
+    }
+
+    public func pair(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+        throw BLEPortError(.operationNotSupported, "this central does not pair")
+    }
+
+    public func unpair(_ address: BluetoothAddress) async throws(BLEPortError) {
+        throw BLEPortError(.operationNotSupported, "this central does not pair")
+    }
 
     /// The most recent round-trip time of a call to bluetoothd in seconds (e.g. a moving
     /// average of D-Bus method calls), for `bridge/health`; nil when unknown. Must not block:

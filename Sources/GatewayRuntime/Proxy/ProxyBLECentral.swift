@@ -1,6 +1,7 @@
 import BlueZ
 import Bluetooth
 import ESPHomeAPI
+import Gateway
 import ProxyBackend
 
 /// The Bluetooth proxy's port (``ProxyBLE``) on BlueZ's central: the calls ``ProxyBackend``'s
@@ -8,14 +9,20 @@ import ProxyBackend
 /// gateway's) as it is — `connect()` would turn off its automatic reconnection — and otherwise
 /// connects with no automatic reconnection (the client decides), 20 s at most; the handles are
 /// the ones in BlueZ's object paths (`serviceXXXX/charYYYY/descZZZZ`), and the MTU is the write
-/// length of the characteristics plus 3 (23 without one). Pairing is LE Just Works: gattway
-/// registers no agent, so bluetoothd pairs as NoInputNoOutput, 20 s at most.
+/// length of the characteristics plus 3 (23 without one). Pairing goes through the central's
+/// pairing agent, as the gateway's own: a passkey or a numeric comparison the device asks for
+/// is asked on MQTT (`pairing_request`; Home Assistant cannot answer one), and the pairing fails
+/// with ESP_GATT_AUTH_FAIL when nobody answers within `bluetooth.pairing_timeout`. It may take
+/// that timeout plus 20 s.
 ///
 /// With several adapters (``GatewayAdapters``) a connection goes through the adapter that hears
 /// the device best with a free slot, as the gateway's do, and every call for the device goes to
 /// that adapter's central.
 struct ProxyBLECentral: ProxyBLE {
     let adapters: GatewayAdapters
+    /// `bluetooth.pairing_timeout`: how long a pairing question waits for its answer on MQTT.
+    var pairingTimeout: Double = 25
+    var log: GatewayLogger = .none
 
     /// A notification subscription and the central it is on.
     struct Subscription: Sendable {
@@ -161,10 +168,16 @@ struct ProxyBLECentral: ProxyBLE {
 
     func pair(_ address: BluetoothAddress) async throws(ProxyFailure) {
         let central = adapters.central(for: address)
+        let limit = Duration.milliseconds(Int64(saturating: (pairingTimeout + 20) * 1000))
         do {
-            try await central.pair(await central.peripheral(address), timeout: .seconds(20))
+            try await central.pair(await central.peripheral(address), timeout: limit)
         } catch {
-            throw Self.pairingFailure(error)
+            let failure = Self.pairingFailure(error)
+            log(
+                .warning,
+                "Bluetooth proxy: pairing of \(address) failed (ESPHome error \(failure.code)): \(error)\(failure == .authenticationFailed ? " — a passkey or comparison the device asks for is answered on MQTT (bridge/request/device/pair/confirm), not by Home Assistant" : "")"
+            )
+            throw failure
         }
     }
 

@@ -46,7 +46,9 @@ public final class BluetoothProxyService: Service {
         }
         // The backend first, then the core it is attached to (made here, before the core starts:
         // the core's bridge topics go out only once the proxy listens), then the listener.
-        let backend = ProxyBackend(ble: ProxyBLECentral(adapters: adapters), loop: loop)
+        let backend = ProxyBackend(
+            ble: ProxyBLECentral(adapters: adapters, pairingTimeout: config.bluetooth.pairingTimeout, log: log),
+            loop: loop)
         _ = try core.makeGateway(attachment: backend)
         let proxy = try await BluetoothProxy.start(
             config: config, adapters: adapters, backend: backend, keyStore: keyStore, loop: loop, log: log)

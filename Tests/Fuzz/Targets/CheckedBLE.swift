@@ -10,9 +10,15 @@ final class CheckedBLE: BLEPort {
 
     let inner: InMemoryBLE
     let check: @Sendable (Operation, BluetoothAddress, BLECharacteristic) -> Void
+    /// The pairing agent and `pair` / `unpair`, checked (nil: the port does not pair).
+    let pairing: CheckedPairing?
 
-    init(_ inner: InMemoryBLE, check: @escaping @Sendable (Operation, BluetoothAddress, BLECharacteristic) -> Void) {
+    init(
+        _ inner: InMemoryBLE, pairing: CheckedPairing? = nil,
+        check: @escaping @Sendable (Operation, BluetoothAddress, BLECharacteristic) -> Void
+    ) {
         self.inner = inner
+        self.pairing = pairing
         self.check = check
     }
 
@@ -55,5 +61,20 @@ final class CheckedBLE: BLEPort {
 
     func connectionEvents(_ deliver: @escaping @Sendable (BLEConnectionEvent) -> Void) async -> PortRegistration {
         await inner.connectionEvents(deliver)
+    }
+
+    func pairingAgent(_ deliver: @escaping @Sendable (BLEPairingEvent) -> Void) async -> PortRegistration {
+        pairing?.register(deliver)
+        return .none
+    }
+
+    func pair(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {
+        guard let pairing else { throw BLEPortError(.operationNotSupported, "no pairing") }
+        pairing.pairing(address, unpair: false)
+    }
+
+    func unpair(_ address: BluetoothAddress) async throws(BLEPortError) {
+        guard let pairing else { throw BLEPortError(.operationNotSupported, "no pairing") }
+        pairing.pairing(address, unpair: true)
     }
 }

@@ -55,6 +55,10 @@ extension FuzzTargets {
         fuzzProperty(
             config.bluetooth.reportBatch >= 0 && config.bluetooth.reportBatch <= BluetoothSettings.maxReportBatch,
             "bluetooth.report_batch = \(config.bluetooth.reportBatch) is not from 0 to 100 ms")
+        fuzzProperty(
+            config.bluetooth.pairingTimeout >= 1
+                && config.bluetooth.pairingTimeout <= BluetoothSettings.maxPairingTimeout,
+            "bluetooth.pairing_timeout = \(config.bluetooth.pairingTimeout) is not from 1 to 55 s")
         limit(config.availability.missedIntervals, 1...1000, "availability.missed_intervals")
         duration(config.availability.minimumTimeout, "availability.minimum_timeout")
         duration(config.availability.fallbackTimeout, "availability.fallback_timeout")

@@ -31,13 +31,17 @@ extension FuzzTargets {
 ///   service-data choice, payload chunk, manufacturer flag;
 /// - 6 the link of an address drops; 7 a link comes up (what BlueZ reports for links another
 ///   client made), with the address's advertisement;
-/// - 8 the clock moves on (one of ``advances``); 9 a subscribed characteristic notifies a chunk.
+/// - 8 the clock moves on (one of ``advances``); 9 a subscribed characteristic notifies a chunk;
+/// - 250–255 the pairing agent asks about an address (u16 into the pool, past it 6 bytes): a
+///   method byte (its low bits; bit 2: asked for a pairing of this process; bit 3: the question
+///   before this one is withdrawn instead), a passkey (u32).
 ///
 /// Properties: no trap and no hang (the gateway becomes idle once enough time passed); no read
 /// or write of a characteristic the config does not name for the device, nor on an address no
 /// rule names or matched (``CommandOracle``); a retained command never writes (``checkRetained``);
 /// at most one response per command message; every response payload is a JSON object with a
-/// `status`.
+/// `status`; pairing answers and `pair` / `unpair` only as ``CheckedPairing`` allows (nothing for
+/// a device no rule names, no answer without a question and a `pair/confirm` after it).
 enum MQTTCommandsFuzz {
     static let maxSteps = 16
     /// Retained `/set` and `gatt/write` messages must not write (fixture
@@ -176,7 +180,10 @@ enum MQTTCommandsFuzz {
         return Setup(config: config, pool: pool, names: names, commands: commands, characteristics: characteristics)
     }
 
-    static let verbs = ["gatt/read", "gatt/write", "device/remove", "gatt", "gatt/read/extra", "device/bindkey"]
+    static let verbs = [
+        "gatt/read", "gatt/write", "device/remove", "gatt", "gatt/read/extra", "device/bindkey", "device/pair",
+        "device/pair/confirm", "device/unpair",
+    ]
 
     /// One message the input sends, and what became of it.
     struct Sent {
@@ -208,9 +215,22 @@ enum MQTTCommandsFuzz {
         case connected(BluetoothAddress, AdvertisementData)
         case advance(Double)
         case notify(BluetoothAddress, BluetoothUUID, [UInt8])
+        case ask(BluetoothAddress, BLEPairingQuestion.Method, passkey: UInt32, here: Bool, withdraw: Bool)
+
+        static let methods: [BLEPairingQuestion.Method] = [
+            .passkeyEntry, .numericComparison, .authorization, .passkeyDisplay,
+        ]
 
         static func read(_ input: inout FuzzInput, _ setup: Setup) -> Step {
-            let op = input.byte() % 10
+            let raw = input.byte()
+            if raw >= 250 {
+                let address = address(&input, setup)
+                let flags = input.byte()
+                let passkey = input.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % 1_000_000
+                return .ask(
+                    address, methods[Int(flags & 3)], passkey: passkey, here: flags & 4 != 0, withdraw: flags & 8 != 0)
+            }
+            let op = raw % 10
             switch op {
             case 0...4: return message(&input, setup)
             case 5: return .advertise(address(&input, setup), advertisement(&input, setup))
@@ -325,7 +345,9 @@ enum MQTTCommandsFuzz {
                     connectError: fails ? BLEPortError(.connectionTimeout, "fuzz: no answer") : nil,
                     hangWrites: flags & 0x70 == 0x70))
         }
-        let ble = CheckedBLE(fake) { oracle.check($0, $1, $2) }
+        let named = Set(setup.config.devices.flatMap(\.match.addresses))
+        let pairing = CheckedPairing(named: named)
+        let ble = CheckedBLE(fake, pairing: pairing) { oracle.check($0, $1, $2) }
         let mqtt = InMemoryMQTT()
         let clock = ManualClock(wallMilliseconds: 1_796_058_000_000)
         let loop = LoopDriver.loop
@@ -349,6 +371,7 @@ enum MQTTCommandsFuzz {
                 if let topic = message.responseTopic { message.responseTopic = topic + "/r\(id)" }
                 sent.append(
                     Sent(tag: tag, retained: message.retain, command: command, writes: writes, topic: message.topic))
+                if message.topic == "\(base)/bridge/request/device/pair/confirm" { pairing.confirmSent() }
                 await gateway.handle(message)
             case .advertise(let address, let advertisement):
                 oracle.saw(address, advertisement)
@@ -365,6 +388,13 @@ enum MQTTCommandsFuzz {
                 await gateway.tick()
             case .notify(let address, let uuid, let value):
                 fake.notify(address, uuid, value)
+            case .ask(let address, let method, let passkey, let here, let withdraw):
+                if withdraw, pairing.questionCount > 0 {
+                    pairing.withdraw(pairing.questionCount)
+                } else {
+                    let shown: UInt32? = method == .passkeyEntry || method == .authorization ? nil : passkey
+                    pairing.ask(address, method: method, passkey: shown, here: here)
+                }
             }
             await loop.settle()
         }
@@ -501,6 +531,11 @@ extension MQTTCommandsFuzz {
                 #"{"device": "11:22:33:44:55:67", "characteristic": "2A19", "value": "ff", "transaction": 1}"#
             ),
             (2, 0, "C4D38C124A5F", "", #"{"x": 65535}"#),
+            (0, 3, "", "device/pair", #"{"device": "lamp", "transaction": "p"}"#),
+            (0, 3, "", "device/pair", #"{"device": "A4:C1:38:AA:BB:CC", "transaction": "p"}"#),
+            (0, 3, "", "device/unpair", #"{"device": "A4C138000011"}"#),
+            (0, 3, "", "device/pair/confirm", #"{"device": "lamp", "passkey": 123456, "transaction": "c"}"#),
+            (2, 3, "", "device/pair/confirm", #"{"device": "11:22:33:44:55:66", "accept": true}"#),
         ]
         var seeds: [[UInt8]] = []
         for (position, (config, shape, device, choice, payload)) in messages.enumerated() {
@@ -558,6 +593,34 @@ extension MQTTCommandsFuzz {
             hanging.string(payload)
         }
         seeds.append(hanging.bytes)
+        // The agent asks about the lamp (a passkey entry, for a pairing of the process), about an
+        // address no rule names (a comparison), then answers: a passkey out of range, the wrong
+        // kind, the right one, one for the stranger, one more for the lamp (none waiting now).
+        let names = setups[0].names
+        let pool = setups[0].pool
+        var pairing = FuzzInputBuilder()
+        pairing.index(0)
+        pairing.byte(0)
+        for (address, flags) in [("A4:C1:38:00:00:10", UInt8(4)), ("DE:AD:BE:EF:00:01", UInt8(1))] {
+            pairing.byte(250)
+            pairing.index(pool.firstIndex { $0.description == address } ?? 0)
+            pairing.byte(flags)
+            for byte: UInt8 in [0, 1, 0xE2, 0x40] { pairing.byte(byte) }
+        }
+        for payload in [
+            #"{"device": "lamp", "passkey": 1000000}"#, #"{"device": "lamp", "accept": true}"#,
+            #"{"device": "lamp", "passkey": 123456}"#, #"{"device": "DE:AD:BE:EF:00:01", "accept": true}"#,
+            #"{"device": "lamp", "passkey": 1}"#,
+        ] {
+            pairing.byte(0)
+            pairing.index(3)
+            pairing.index(names.firstIndex(of: "lamp") ?? 0)
+            pairing.index(verbs.firstIndex(of: "device/pair/confirm") ?? 0)
+            pairing.byte(0)
+            pairing.chunk([7])
+            pairing.string(payload)
+        }
+        seeds.append(pairing.bytes)
         return seeds
     }()
 }
