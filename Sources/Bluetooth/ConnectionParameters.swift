@@ -26,7 +26,7 @@ public struct ConnectionParameters: Sendable, Equatable, Hashable, CustomStringC
     /// caller's words), or nil when the Core spec allows them: each in its range, min ≤ max, and
     /// the supervision timeout longer than (1 + latency) · max interval · 2.
     public func problem(names: Names = .api) -> String? {
-        func interval(_ value: UInt16) -> String { Self.milliseconds(Double(value) * 1.25) }
+        func interval(_ value: UInt16) -> String { Self.millisecondsText(hundredths: Int(value) * 125) }
         let range = "\(interval(Self.intervalRange.lowerBound))–\(interval(Self.intervalRange.upperBound)) ms"
         if !Self.intervalRange.contains(minInterval) {
             return "\(names.minInterval) \(names.interval(minInterval)) is outside \(names.intervalRange(range))"
@@ -46,7 +46,7 @@ public struct ConnectionParameters: Sendable, Equatable, Hashable, CustomStringC
         // Timeout (10 ms units) · 10 > (1 + latency) · max interval (1.25 ms units) · 1.25 · 2,
         // in whole numbers: timeout · 4 > (1 + latency) · max interval.
         if UInt32(supervisionTimeout) * 4 <= (1 + UInt32(latency)) * UInt32(maxInterval) {
-            let least = Self.milliseconds(Double(1 + UInt32(latency)) * Double(maxInterval) * 2.5)
+            let least = Self.millisecondsText(hundredths: (1 + Int(latency)) * Int(maxInterval) * 250)
             return
                 "\(names.supervisionTimeout) \(names.timeout(supervisionTimeout)) must be longer than (1 + \(names.latency)) × \(names.maxInterval) × 2 = \(least) ms"
         }
@@ -72,7 +72,7 @@ public struct ConnectionParameters: Sendable, Equatable, Hashable, CustomStringC
             supervisionTimeout: "supervision_timeout_ms", inMilliseconds: true)
 
         func interval(_ value: UInt16) -> String {
-            inMilliseconds ? "\(ConnectionParameters.milliseconds(Double(value) * 1.25)) ms" : "\(value)"
+            inMilliseconds ? "\(ConnectionParameters.millisecondsText(hundredths: Int(value) * 125)) ms" : "\(value)"
         }
         func timeout(_ value: UInt16) -> String {
             inMilliseconds ? "\(Int(value) * 10) ms" : "\(value)"
@@ -85,14 +85,14 @@ public struct ConnectionParameters: Sendable, Equatable, Hashable, CustomStringC
 
     /// "7.5 ms, 15 ms … latency 0, timeout 4000 ms": for logs and `bridge/devices`.
     public var description: String {
-        let low = Self.milliseconds(Double(minInterval) * 1.25)
-        let high = Self.milliseconds(Double(maxInterval) * 1.25)
+        let low = Self.millisecondsText(hundredths: Int(minInterval) * 125)
+        let high = Self.millisecondsText(hundredths: Int(maxInterval) * 125)
         return "interval \(low)–\(high) ms, latency \(latency), supervision timeout \(Int(supervisionTimeout) * 10) ms"
     }
 
-    /// A millisecond value with at most two decimals and no trailing zeros ("7.5", "15", "1.25").
-    public static func milliseconds(_ value: Double) -> String {
-        let hundredths = Int((value * 100).rounded())
+    /// Hundredths of a millisecond as milliseconds with at most two decimals and no trailing
+    /// zeros ("7.5", "15", "1.25"); whole numbers, so exact (the wire's units are 1.25 ms and 10 ms).
+    public static func millisecondsText(hundredths: Int) -> String {
         let whole = hundredths / 100
         let fraction = hundredths % 100
         if fraction == 0 { return "\(whole)" }

@@ -1,4 +1,5 @@
 import EventLoop
+import JSON
 
 /// The link's throughput (`timing.connection_interval` > 0, docs/simulator.md "The link's
 /// throughput"): ATT PDUs leave in connection events `connection_interval` apart, at most
@@ -55,7 +56,7 @@ extension SimulatedDevice {
     /// Arms the timer for the next connection event on the link's grid, unless one is armed.
     func scheduleConnectionEvent(in simulator: isolated BlueZSimulator) {
         guard air.timer == nil, !air.isIdle, case .connected = link else { return }
-        let interval = UInt64(simulator.timing.connectionInterval * 1e9)
+        let interval = max(1, UInt64(saturating: simulator.timing.connectionInterval * 1e9))
         let now = EventLoop.now()
         let anchor = air.anchor ?? now
         air.anchor = anchor
