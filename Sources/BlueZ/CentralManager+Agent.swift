@@ -14,7 +14,7 @@ struct PairingAgentState {
     var exported = false
     var registered = false
     /// Questions waiting for their answer, by id.
-    var pending: [Int: (address: BluetoothAddress, method: PairingQuestion.Method, reply: DBusPendingReply)] = [:]
+    var pending: [Int: (address: BluetoothAddress, method: PairingMethod, reply: DBusPendingReply)] = [:]
     /// Devices this manager's ``CentralManager/pair(_:timeout:)`` pairs now.
     var pairingNow: [BluetoothAddress: Int] = [:]
     /// Why the last registration failed (nil: registered, or not tried).
@@ -153,7 +153,7 @@ extension CentralManager {
 
     /// A question that waits for its answer: refused at once when it is not bluetoothd's, names
     /// no device this manager knows, or one is waiting for the device already, or too many wait.
-    private func ask(_ call: DBusMessage, _ reply: DBusPendingReply, _ method: PairingQuestion.Method) {
+    private func ask(_ call: DBusMessage, _ reply: DBusPendingReply, _ method: PairingMethod) {
         func reject(_ why: String) { reply.fail(DBusError("org.bluez.Error.Rejected", why)) }
         guard call.sender != nil, call.sender == bluezOwner else { return reject("not bluetoothd") }
         guard let handler = agent.handler, let path = call.arguments.first?.objectPath,

@@ -201,7 +201,7 @@ final class PairingRequests {
             context.counters.dropped.pairingRefused += 1
             return request.respond(.error, "no pairing question is waiting for \"\(text)\"")
         }
-        let answer: BLEPairingAnswer
+        let answer: PairingAnswer
         switch (entry.question.method, request.object["passkey"], request.object["accept"]) {
         case (.passkeyEntry, .number(let number)?, nil):
             guard number >= 0, number <= 999_999, number == number.rounded() else {
@@ -225,7 +225,7 @@ final class PairingRequests {
             .ok, data: .object([("name", .string(entry.name)), ("address", .string(address.description))]))
     }
 
-    private static func describe(_ answer: BLEPairingAnswer) -> String {
+    private static func describe(_ answer: PairingAnswer) -> String {
         switch answer {
         case .passkey: "passkey entered"
         case .accept: "accepted"

@@ -4,18 +4,11 @@ import Bluetooth
 /// passkey to enter, show or compare, or an authorization. The port made ``answer``; the gateway
 /// calls it at most once, on its loop.
 public struct BLEPairingQuestion: Sendable {
-    /// What is asked; the raw value is the `method` of the `pairing_request` event.
-    public enum Method: String, Sendable {
-        case passkeyEntry = "passkey_entry"
-        case passkeyDisplay = "passkey_display"
-        case numericComparison = "numeric_comparison"
-        case authorization
-    }
-
     /// Unique among the port's questions (``BLEPairingEvent/cancelled(_:)`` names it).
     public let id: Int
     public let address: BluetoothAddress
-    public let method: Method
+    /// What is asked; its raw value is the `method` of the `pairing_request` event.
+    public let method: PairingMethod
     /// The passkey to show or compare (0–999999).
     public let passkey: UInt32?
     /// The service UUID of a service authorization.
@@ -24,11 +17,11 @@ public struct BLEPairingQuestion: Sendable {
     /// Bluetooth proxy's) is what asks.
     public let pairingHere: Bool
     /// Answers the question (nothing happens when it was withdrawn meanwhile).
-    public let answer: @Sendable (BLEPairingAnswer) -> Void
+    public let answer: @Sendable (PairingAnswer) -> Void
 
     public init(
-        id: Int, address: BluetoothAddress, method: Method, passkey: UInt32? = nil, service: String? = nil,
-        pairingHere: Bool, answer: @escaping @Sendable (BLEPairingAnswer) -> Void
+        id: Int, address: BluetoothAddress, method: PairingMethod, passkey: UInt32? = nil, service: String? = nil,
+        pairingHere: Bool, answer: @escaping @Sendable (PairingAnswer) -> Void
     ) {
         self.id = id
         self.address = address
@@ -38,16 +31,6 @@ public struct BLEPairingQuestion: Sendable {
         self.pairingHere = pairingHere
         self.answer = answer
     }
-}
-
-/// The answer to a ``BLEPairingQuestion``.
-public enum BLEPairingAnswer: Sendable, Equatable {
-    /// The passkey entered, 0–999999.
-    case passkey(UInt32)
-    case accept
-    case reject
-    /// Nobody answered in time.
-    case cancel
 }
 
 /// What the pairing agent delivers.

@@ -16,30 +16,14 @@ extension CentralBLEPort {
                 switch event {
                 case .cancelled(let id): deliver(.cancelled(Self.questionID(id, adapter: index)))
                 case .question(let question):
-                    let method: BLEPairingQuestion.Method =
-                        switch question.method {
-                        case .passkeyEntry: .passkeyEntry
-                        case .passkeyDisplay: .passkeyDisplay
-                        case .numericComparison: .numericComparison
-                        case .authorization: .authorization
-                        }
                     let id = question.id
                     deliver(
                         .question(
                             BLEPairingQuestion(
-                                id: Self.questionID(id, adapter: index), address: question.address, method: method,
-                                passkey: question.passkey, service: question.service,
+                                id: Self.questionID(id, adapter: index), address: question.address,
+                                method: question.method, passkey: question.passkey, service: question.service,
                                 pairingHere: question.pairingHere
-                            ) { answer in
-                                let reply: PairingAnswer =
-                                    switch answer {
-                                    case .passkey(let passkey): .passkey(passkey)
-                                    case .accept: .accept
-                                    case .reject: .reject
-                                    case .cancel: .cancel
-                                    }
-                                central.onLoop { $0.answerPairing(id, reply) }
-                            }))
+                            ) { answer in central.onLoop { $0.answerPairing(id, answer) } }))
                 }
             }
         }

@@ -15,7 +15,7 @@ final class CheckedPairing: Sendable {
         let allowed: Bool
         /// `confirms` when it was asked.
         let confirmsBefore: Int
-        var answers: [BLEPairingAnswer] = []
+        var answers: [PairingAnswer] = []
     }
 
     let named: Set<BluetoothAddress>
@@ -34,7 +34,7 @@ final class CheckedPairing: Sendable {
     func confirmSent() { state.withLock { $0.confirms += 1 } }
 
     /// The agent asks; delivered as bluetoothd's call would be.
-    func ask(_ address: BluetoothAddress, method: BLEPairingQuestion.Method, passkey: UInt32?, here: Bool) {
+    func ask(_ address: BluetoothAddress, method: PairingMethod, passkey: UInt32?, here: Bool) {
         let (id, deliver, confirms) = state.withLock { ($0.questions.count + 1, $0.deliver, $0.confirms) }
         guard let deliver else { return }
         let question = BLEPairingQuestion(
@@ -55,7 +55,7 @@ final class CheckedPairing: Sendable {
 
     var questionCount: Int { state.withLock { $0.questions.count } }
 
-    private func answered(_ id: Int, _ answer: BLEPairingAnswer) {
+    private func answered(_ id: Int, _ answer: PairingAnswer) {
         let (record, confirms) = state.withLock { state in
             state.questions[id]?.answers.append(answer)
             return (state.questions[id], state.confirms)

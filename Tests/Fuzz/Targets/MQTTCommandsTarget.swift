@@ -215,9 +215,9 @@ enum MQTTCommandsFuzz {
         case connected(BluetoothAddress, AdvertisementData)
         case advance(Double)
         case notify(BluetoothAddress, BluetoothUUID, [UInt8])
-        case ask(BluetoothAddress, BLEPairingQuestion.Method, passkey: UInt32, here: Bool, withdraw: Bool)
+        case ask(BluetoothAddress, PairingMethod, passkey: UInt32, here: Bool, withdraw: Bool)
 
-        static let methods: [BLEPairingQuestion.Method] = [
+        static let methods: [PairingMethod] = [
             .passkeyEntry, .numericComparison, .authorization, .passkeyDisplay,
         ]
 
