@@ -49,12 +49,15 @@ struct PairingE2ETests {
             """
     }
 
-    /// Sends a bridge request and returns its response.
-    static func request(_ e2e: EndToEnd, _ verb: String, _ payload: String, _ transaction: String) async throws
-        -> MessageRecorder.Received
-    {
+    /// Sends a bridge request about `device` (with `fields`, e.g. `"passkey": 654321`) and returns
+    /// its response.
+    static func request(
+        _ e2e: EndToEnd, _ verb: String, device: String, _ fields: String = "", transaction: String
+    ) async throws -> MessageRecorder.Received {
         let mark = e2e.messages.count
-        try await e2e.send("gattway/bridge/request/\(verb)", payload)
+        let extra = fields.isEmpty ? "" : ", \(fields)"
+        try await e2e.send(
+            "gattway/bridge/request/\(verb)", #"{"device": "\#(device)"\#(extra), "transaction": "\#(transaction)"}"#)
         return try await e2e.messages.next(on: "gattway/bridge/response/\(verb)", after: mark, timeout: 30) {
             $0.string("transaction") == transaction
         }
@@ -67,15 +70,23 @@ struct PairingE2ETests {
         }
     }
 
+    /// Runs `trigger` (a pair request, a proxy client's pair) and returns the `pairing_request`
+    /// it brings out.
+    static func asked(_ e2e: EndToEnd, by trigger: () async throws -> Void) async throws -> MessageRecorder.Received {
+        let mark = e2e.messages.count
+        try await trigger()
+        return try await e2e.messages.next(on: "gattway/bridge/event", after: mark, timeout: 20) {
+            $0.string("type") == "pairing_request"
+        }
+    }
+
     /// Starts a pair request and returns the question it brings out.
     static func question(_ e2e: EndToEnd, pair device: String, _ transaction: String) async throws
         -> MessageRecorder.Received
     {
-        let mark = e2e.messages.count
-        try await e2e.send(
-            "gattway/bridge/request/device/pair", #"{"device": "\#(device)", "transaction": "\#(transaction)"}"#)
-        return try await e2e.messages.next(on: "gattway/bridge/event", after: mark, timeout: 20) {
-            $0.string("type") == "pairing_request"
+        try await asked(e2e) {
+            try await e2e.send(
+                "gattway/bridge/request/device/pair", #"{"device": "\#(device)", "transaction": "\#(transaction)"}"#)
         }
     }
 
@@ -98,13 +109,13 @@ struct PairingE2ETests {
             #expect(asked.json?["data"]?["address"] == .string(Self.lock), "\(asked.text)")
             // An answer of the wrong kind is refused and the question keeps waiting.
             let wrongKind = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "lock", "accept": true, "transaction": "w"}"#, "w")
+                e2e, "device/pair/confirm", device: "lock", #""accept": true"#, transaction: "w")
             #expect(wrongKind.string("status") == "error", "\(wrongKind.text)")
             let outOfRange = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "lock", "passkey": 1000000, "transaction": "r"}"#, "r")
+                e2e, "device/pair/confirm", device: "lock", #""passkey": 1000000"#, transaction: "r")
             #expect(outOfRange.string("status") == "error", "\(outOfRange.text)")
             let wrong = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "lock", "passkey": 111111, "transaction": "c1"}"#, "c1")
+                e2e, "device/pair/confirm", device: "lock", #""passkey": 111111"#, transaction: "c1")
             #expect(wrong.string("status") == "ok", "\(wrong.text)")
             let failed = try await Self.pairResponse(e2e, "p1")
             #expect(failed.string("status") == "error", "\(failed.text)")
@@ -114,8 +125,7 @@ struct PairingE2ETests {
             let again = try await Self.question(e2e, pair: Self.lock, "p2")
             #expect(again.json?["data"]?["name"] == .string("lock"), "\(again.text)")
             let right = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "\#(Self.lock)", "passkey": 654321, "transaction": "c2"}"#,
-                "c2")
+                e2e, "device/pair/confirm", device: Self.lock, #""passkey": 654321"#, transaction: "c2")
             #expect(right.string("status") == "ok", "\(right.text)")
             let paired = try await Self.pairResponse(e2e, "p2")
             #expect(paired.string("status") == "ok", "\(paired.text)")
@@ -123,12 +133,10 @@ struct PairingE2ETests {
             #expect(try await AdaptersTests.deviceProperty(e2e, "hci0", Self.lock, "Paired")?.bool == true)
             #expect(try await AdaptersTests.deviceProperty(e2e, "hci0", Self.lock, "Bonded")?.bool == true)
             // Paired already: no question, ok at once.
-            let twice = try await Self.request(
-                e2e, "device/pair", #"{"device": "lock", "transaction": "p3"}"#, "p3")
+            let twice = try await Self.request(e2e, "device/pair", device: "lock", transaction: "p3")
             #expect(twice.string("status") == "ok", "\(twice.text)")
 
-            let unpaired = try await Self.request(
-                e2e, "device/unpair", #"{"device": "lock", "transaction": "u1"}"#, "u1")
+            let unpaired = try await Self.request(e2e, "device/unpair", device: "lock", transaction: "u1")
             #expect(unpaired.string("status") == "ok", "\(unpaired.text)")
             #expect(unpaired.json?["data"]?["paired"] == .bool(false), "\(unpaired.text)")
             #expect(try await AdaptersTests.deviceProperty(e2e, "hci0", Self.lock, "Paired")?.bool != true)
@@ -143,16 +151,16 @@ struct PairingE2ETests {
             #expect(asked.json?["data"]?["method"] == .string("numeric_comparison"), "\(asked.text)")
             #expect(asked.json?["data"]?["passkey"] == .number(4711), "\(asked.text)")
             let passkey = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "panel", "passkey": 4711, "transaction": "k"}"#, "k")
+                e2e, "device/pair/confirm", device: "panel", #""passkey": 4711"#, transaction: "k")
             #expect(passkey.string("status") == "error", "a comparison is accepted or not: \(passkey.text)")
             let no = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "panel", "accept": false, "transaction": "c1"}"#, "c1")
+                e2e, "device/pair/confirm", device: "panel", #""accept": false"#, transaction: "c1")
             #expect(no.string("status") == "ok", "\(no.text)")
             #expect(try await Self.pairResponse(e2e, "n1").string("status") == "error")
 
             _ = try await Self.question(e2e, pair: "panel", "n2")
             let yes = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "panel", "accept": true, "transaction": "c2"}"#, "c2")
+                e2e, "device/pair/confirm", device: "panel", #""accept": true"#, transaction: "c2")
             #expect(yes.string("status") == "ok", "\(yes.text)")
             #expect(try await Self.pairResponse(e2e, "n2").string("status") == "ok")
             #expect(try await AdaptersTests.deviceProperty(e2e, "hci0", Self.panel, "Paired")?.bool == true)
@@ -165,17 +173,14 @@ struct PairingE2ETests {
     func refusals() async throws {
         try await EndToEnd.run(config: Self.config(), scenario: try Self.scenario()) { e2e in
             let none = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "lock", "passkey": 654321, "transaction": "q"}"#, "q")
+                e2e, "device/pair/confirm", device: "lock", #""passkey": 654321"#, transaction: "q")
             #expect(none.string("status") == "error", "\(none.text)")
             #expect(none.text.contains("no pairing question"), "\(none.text)")
-            let stranger = try await Self.request(
-                e2e, "device/pair", #"{"device": "\#(Self.stranger)", "transaction": "s"}"#, "s")
+            let stranger = try await Self.request(e2e, "device/pair", device: Self.stranger, transaction: "s")
             #expect(stranger.string("status") == "error", "\(stranger.text)")
-            let nobody = try await Self.request(
-                e2e, "device/pair", #"{"device": "nobody", "transaction": "x"}"#, "x")
+            let nobody = try await Self.request(e2e, "device/pair", device: "nobody", transaction: "x")
             #expect(nobody.string("status") == "error", "\(nobody.text)")
-            let strangerUnpair = try await Self.request(
-                e2e, "device/unpair", #"{"device": "\#(Self.stranger)", "transaction": "su"}"#, "su")
+            let strangerUnpair = try await Self.request(e2e, "device/unpair", device: Self.stranger, transaction: "su")
             #expect(strangerUnpair.string("status") == "error", "\(strangerUnpair.text)")
 
             try await Self.connected(e2e, "lock")
@@ -189,7 +194,7 @@ struct PairingE2ETests {
             #expect(failed.string("status") == "error", "\(failed.text)")
             #expect(ContinuousClock.now - start >= .seconds(2.5))
             let late = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "lock", "passkey": 654321, "transaction": "l"}"#, "l")
+                e2e, "device/pair/confirm", device: "lock", #""passkey": 654321"#, transaction: "l")
             #expect(late.string("status") == "error", "\(late.text)")
             #expect(e2e.gateway.log().contains("not answered"), "\(e2e.gateway.log())")
             #expect(try await AdaptersTests.deviceProperty(e2e, "hci0", Self.lock, "Paired")?.bool == false)
@@ -242,10 +247,8 @@ struct PairingE2ETests {
             #expect(connected, "\(e2e.gateway.log())")
 
             // Unanswered: ESP_GATT_AUTH_FAIL after pairing_timeout, and a log line saying why.
-            var mark = e2e.messages.count
-            client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, 2))
-            let asked = try await e2e.messages.next(on: "gattway/bridge/event", after: mark, timeout: 20) {
-                $0.string("type") == "pairing_request"
+            let asked = try await Self.asked(e2e) {
+                client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, 2))
             }
             #expect(asked.json?["data"]?["address"] == .string(Self.stranger), "\(asked.text)")
             let refused = try Self.next(&client, MessageType.bluetoothDevicePairingResponse)
@@ -254,13 +257,11 @@ struct PairingE2ETests {
             #expect(e2e.gateway.log().contains("Bluetooth proxy: pairing of \(Self.stranger) failed"))
 
             // Answered on MQTT: paired.
-            mark = e2e.messages.count
-            client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, 2))
-            _ = try await e2e.messages.next(on: "gattway/bridge/event", after: mark, timeout: 20) {
-                $0.string("type") == "pairing_request"
+            _ = try await Self.asked(e2e) {
+                client.send(type: MessageType.bluetoothDeviceRequest, Self.deviceRequest(address, 2))
             }
             let answer = try await Self.request(
-                e2e, "device/pair/confirm", #"{"device": "\#(Self.stranger)", "passkey": 1, "transaction": "a"}"#, "a")
+                e2e, "device/pair/confirm", device: Self.stranger, #""passkey": 1"#, transaction: "a")
             #expect(answer.string("status") == "ok", "\(answer.text)")
             let paired = try Self.next(&client, MessageType.bluetoothDevicePairingResponse)
             #expect(paired?[2] == 1, "\(String(describing: paired)) \(e2e.gateway.log())")
