@@ -7,24 +7,7 @@ import DBus
 /// the connection that called `Device1.Pair` (agent.c `agent_get(sender)`), so this manager's
 /// ``pair(_:timeout:)`` is asked here; it never asks to be the default agent
 /// (`RequestDefaultAgent`), though bluetoothd makes the first agent registered the default while
-/// no other is.
-struct PairingAgentState {
-    /// Where questions go (nil: the agent is not started).
-    var handler: (@Sendable (PairingAgentEvent) -> Void)?
-    var exported = false
-    var registered = false
-    /// Questions waiting for their answer, by id.
-    var pending: [Int: (address: BluetoothAddress, method: PairingMethod, reply: DBusPendingReply)] = [:]
-    /// Devices this manager's ``CentralManager/pair(_:timeout:)`` pairs now.
-    var pairingNow: [BluetoothAddress: Int] = [:]
-    /// Why the last registration failed (nil: registered, or not tried).
-    var lastError: String?
-
-    /// At most this many questions wait at once (bluetoothd asks one agent one question at a
-    /// time; this bounds anyone else).
-    static let maxPending = 8
-}
-
+/// no other is. Its decisions are ``PairingAgentState``'s (PairingAgent.swift), without the bus.
 extension CentralManager {
     /// The agent's object path on the manager's connection.
     public static let agentPath: DBusObjectPath = "/org/gattway/agent"
@@ -49,9 +32,7 @@ extension CentralManager {
     /// Stops handing questions to the handler: what waits is refused (`Canceled`), and every
     /// later question too, until ``startPairingAgent(_:)`` again. The agent stays registered.
     public func stopPairingAgent() {
-        agent.handler = nil
-        for entry in agent.pending.values { entry.reply.fail(DBusError("org.bluez.Error.Canceled", "canceled")) }
-        agent.pending.removeAll()
+        agent.stop()
     }
 
     /// The manager's unique name on the bus (`:1.42`): where bluetoothd calls the agent.
@@ -65,15 +46,7 @@ extension CentralManager {
     /// reject anything but it (a mismatched answer is sent as a rejection).
     @discardableResult
     public func answerPairing(_ id: Int, _ answer: PairingAnswer) -> Bool {
-        guard let pending = agent.pending.removeValue(forKey: id) else { return false }
-        let rejected = DBusError("org.bluez.Error.Rejected", "rejected")
-        switch (answer, pending.method) {
-        case (.passkey(let passkey), .passkeyEntry) where passkey <= 999_999: pending.reply.succeed([.uint32(passkey)])
-        case (.accept, .numericComparison), (.accept, .authorization): pending.reply.succeed()
-        case (.cancel, _): pending.reply.fail(DBusError("org.bluez.Error.Canceled", "canceled"))
-        default: pending.reply.fail(rejected)
-        }
-        return true
+        agent.answer(id, answer)
     }
 
     /// RegisterAgent, once bluetoothd is there; AlreadyExists counts as registered.
@@ -95,10 +68,13 @@ extension CentralManager {
 
     /// bluetoothd left: its questions are void, and the agent is registered again when it is back.
     func agentLost() {
-        agent.registered = false
-        let ids = agent.pending.keys.sorted()
-        agent.pending.removeAll()
-        for id in ids { agent.handler?(.cancelled(id)) }
+        tell(agent.lost())
+    }
+
+    /// Hands the agent's events to its handler, once the agent's state is settled (the handler
+    /// may answer at once).
+    private func tell(_ events: [PairingAgentEvent]) {
+        for event in events { agent.handler?(event) }
     }
 
     // MARK: Agent1, as bluetoothd calls it
@@ -109,92 +85,28 @@ extension CentralManager {
     }
 
     private nonisolated func agentInterface() -> DBusInterface {
-        let object: DBusSignature = [.objectPath]
-        return DBusInterface(
+        DBusInterface(
             Self.agentInterface,
-            methods: [
-                .immediate("Release") { [weak self] call in
-                    self?.assumeLoopIsolated { $0.agentCall(call) { $0.agent.registered = false } }
+            methods: PairingAgentMethod.allCases.map { method in
+                if method.question != nil {
+                    return .deferred(method.rawValue, in: method.input, out: method.output) { [weak self] call, reply in
+                        self?.assumeLoopIsolated { $0.agentAsked(method, call, reply) }
+                    }
+                }
+                return .immediate(method.rawValue, in: method.input, out: method.output) { [weak self] call in
+                    try self?.assumeLoopIsolated { try $0.agentCalled(method, call) }
                     return []
-                },
-                .immediate("RequestPinCode", in: object, out: [.string]) { _ in throw Self.legacyPIN },
-                .immediate("DisplayPinCode", in: [.objectPath, .string]) { _ in throw Self.legacyPIN },
-                .deferred("RequestPasskey", in: object, out: [.uint32]) { [weak self] call, reply in
-                    self?.assumeLoopIsolated { $0.ask(call, reply, .passkeyEntry) }
-                },
-                .immediate("DisplayPasskey", in: [.objectPath, .uint32, .uint16]) { [weak self] call in
-                    self?.assumeLoopIsolated { $0.display(call) }
-                    return []
-                },
-                .deferred("RequestConfirmation", in: [.objectPath, .uint32]) { [weak self] call, reply in
-                    self?.assumeLoopIsolated { $0.ask(call, reply, .numericComparison) }
-                },
-                .deferred("RequestAuthorization", in: object) { [weak self] call, reply in
-                    self?.assumeLoopIsolated { $0.ask(call, reply, .authorization) }
-                },
-                .deferred("AuthorizeService", in: [.objectPath, .string]) { [weak self] call, reply in
-                    self?.assumeLoopIsolated { $0.ask(call, reply, .authorization) }
-                },
-                .immediate("Cancel") { [weak self] call in
-                    self?.assumeLoopIsolated { $0.agentCall(call) { $0.cancelQuestions() } }
-                    return []
-                },
-            ])
+                }
+            })
     }
 
-    private static let legacyPIN = DBusError(
-        "org.bluez.Error.Rejected", "gattway pairs LE devices only: legacy PIN code pairing is not supported")
-
-    /// Runs `body` for a call from bluetoothd only: anyone else on the bus is ignored.
-    private func agentCall(_ call: DBusMessage, _ body: (isolated CentralManager) -> Void) {
-        guard call.sender != nil, call.sender == bluezOwner else { return }
-        body(self)
+    /// An Agent1 call answered at once (Release, DisplayPasskey, Cancel, the legacy PIN calls).
+    private func agentCalled(_ method: PairingAgentMethod, _ call: DBusMessage) throws {
+        tell(try agent.called(method, call, bluez: bluezOwner, device: address(ofDevicePath:), nextID: &nextID))
     }
 
-    /// A question that waits for its answer: refused at once when it is not bluetoothd's, names
-    /// no device this manager knows, or one is waiting for the device already, or too many wait.
-    private func ask(_ call: DBusMessage, _ reply: DBusPendingReply, _ method: PairingMethod) {
-        func reject(_ why: String) { reply.fail(DBusError("org.bluez.Error.Rejected", why)) }
-        guard call.sender != nil, call.sender == bluezOwner else { return reject("not bluetoothd") }
-        guard let handler = agent.handler, let path = call.arguments.first?.objectPath,
-            let address = address(ofDevicePath: path)
-        else { return reject("unknown device") }
-        guard !agent.pending.values.contains(where: { $0.address == address }) else {
-            return reject("a question about \(address) is waiting already")
-        }
-        guard agent.pending.count < PairingAgentState.maxPending else { return reject("too many questions waiting") }
-        nextID += 1
-        let id = nextID
-        agent.pending[id] = (address, method, reply)
-        let passkey = call.arguments.count > 1 ? call.arguments[1].uint32 : nil
-        let service = call.member == "AuthorizeService" ? call.arguments[1].string : nil
-        handler(
-            .question(
-                PairingQuestion(
-                    id: id, address: address, method: method, passkey: passkey, service: service,
-                    pairingHere: agent.pairingNow[address] != nil)))
-    }
-
-    /// `DisplayPasskey`: told once per pairing (its later calls count the digits typed).
-    private func display(_ call: DBusMessage) {
-        guard call.sender != nil, call.sender == bluezOwner, let handler = agent.handler,
-            let path = call.arguments.first?.objectPath, let address = address(ofDevicePath: path),
-            call.arguments.count == 3, let passkey = call.arguments[1].uint32, call.arguments[2].uint16 == 0
-        else { return }
-        nextID += 1
-        handler(
-            .question(
-                PairingQuestion(
-                    id: nextID, address: address, method: .passkeyDisplay, passkey: passkey,
-                    pairingHere: agent.pairingNow[address] != nil)))
-    }
-
-    /// `Cancel`: bluetoothd stopped waiting for the question it asked.
-    private func cancelQuestions() {
-        let ids = agent.pending.keys.sorted()
-        for id in ids {
-            agent.pending.removeValue(forKey: id)?.reply.fail(DBusError("org.bluez.Error.Canceled", "canceled"))
-            agent.handler?(.cancelled(id))
-        }
+    /// An Agent1 question: refused at once, or asked, its reply kept for ``answerPairing(_:_:)``.
+    private func agentAsked(_ method: PairingAgentMethod, _ call: DBusMessage, _ reply: DBusPendingReply) {
+        tell(agent.asked(method, call, reply, bluez: bluezOwner, device: address(ofDevicePath:), nextID: &nextID))
     }
 }
