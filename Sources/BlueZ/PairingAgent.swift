@@ -81,6 +81,9 @@ package struct PairingAgentState {
     /// At most this many questions wait at once (bluetoothd asks one agent one question at a
     /// time; this bounds anyone else).
     package static let maxPending = 8
+    /// The largest passkey (six digits): a larger one in a question is refused, in an answer
+    /// sent as a rejection.
+    package static let maxPasskey: UInt32 = 999_999
 
     package static let legacyPIN = DBusError(
         "org.bluez.Error.Rejected", "gattway pairs LE devices only: legacy PIN code pairing is not supported")
@@ -113,7 +116,7 @@ package struct PairingAgentState {
 
     /// A question that waits for its answer (``PairingAgentMethod/question`` not nil): refused at
     /// once when it is not bluetoothd's, names no device `device` knows, or one is waiting for the
-    /// device already, or too many wait; else `reply` is kept for the answer and the question
+    /// device already, or too many wait, or its passkey has more than six digits; else `reply` is kept for the answer and the question
     /// returned for the handler.
     package mutating func asked(
         _ method: PairingAgentMethod, _ call: DBusMessage, _ reply: any PairingAgentReply, bluez: String?,
@@ -132,10 +135,12 @@ package struct PairingAgentState {
             return reject("a question about \(address) is waiting already")
         }
         guard pending.count < Self.maxPending else { return reject("too many questions waiting") }
+        let passkey = call.arguments.count > 1 ? call.arguments[1].uint32 : nil
+        // SMP's passkeys have six digits; a larger one is not bluetoothd's to ask about.
+        guard passkey.map({ $0 <= Self.maxPasskey }) ?? true else { return reject("passkey out of range") }
         nextID += 1
         let id = nextID
         pending[id] = Pending(address: address, method: question, reply: reply)
-        let passkey = call.arguments.count > 1 ? call.arguments[1].uint32 : nil
         let service = method == .authorizeService && call.arguments.count > 1 ? call.arguments[1].string : nil
         return [
             .question(
@@ -151,7 +156,7 @@ package struct PairingAgentState {
     package mutating func answer(_ id: Int, _ answer: PairingAnswer) -> Bool {
         guard let pending = pending.removeValue(forKey: id) else { return false }
         switch (answer, pending.method) {
-        case (.passkey(let passkey), .passkeyEntry) where passkey <= 999_999:
+        case (.passkey(let passkey), .passkeyEntry) where passkey <= Self.maxPasskey:
             pending.reply.succeed([.uint32(passkey)])
         case (.accept, .numericComparison), (.accept, .authorization): pending.reply.succeed([])
         case (.cancel, _): pending.reply.fail(Self.canceled)
@@ -180,13 +185,14 @@ package struct PairingAgentState {
     /// Calls from anyone but bluetoothd are not the agent's business.
     static func fromBlueZ(_ call: DBusMessage, _ bluez: String?) -> Bool { call.sender != nil && call.sender == bluez }
 
-    /// `DisplayPasskey`: told once per pairing (its later calls count the digits typed).
+    /// `DisplayPasskey`: told once per pairing (its later calls count the digits typed); a
+    /// passkey of more than six digits is not shown.
     private mutating func display(
         _ call: DBusMessage, bluez: String?, device: (DBusObjectPath) -> BluetoothAddress?, nextID: inout Int
     ) -> [PairingAgentEvent] {
         guard Self.fromBlueZ(call, bluez), handler != nil, let path = call.arguments.first?.objectPath,
             let address = device(path), call.arguments.count == 3, let passkey = call.arguments[1].uint32,
-            call.arguments[2].uint16 == 0
+            passkey <= Self.maxPasskey, call.arguments[2].uint16 == 0
         else { return [] }
         nextID += 1
         return [
