@@ -69,33 +69,21 @@ async def connect_direct(address):
 
 async def connect_proxy(address, port, key):
     import bleak
-    import bleak_esphome
     import bleak_retry_connector
-    import habluetooth
+    import proxy_scanner  # bench/proxy_scanner.py, beside this file
     from aioesphomeapi import APIClient
 
-    manager = habluetooth.BluetoothManager()
-    await manager.async_setup()
     api = APIClient("127.0.0.1", int(port), None, noise_psk=key, client_info="gattway-bench-bulk")
     await api.connect(login=True)
-    info = await api.device_info()
-    data = bleak_esphome.connect_scanner(api, info, True)
-    unsetup = data.scanner.async_setup()
-    unregister = habluetooth.get_manager().async_register_scanner(data.scanner)
-    api.subscribe_bluetooth_le_raw_advertisements(data.scanner.async_on_raw_advertisements)
-    device = None
-    deadline = time.monotonic() + 20
-    while device is None and time.monotonic() < deadline:
-        device = habluetooth.get_manager().async_ble_device_from_address(address, True)
-        await asyncio.sleep(0.1)
+    _, remove_scanner = await proxy_scanner.register_scanner(api)
+    device = await proxy_scanner.device(address, 20)
     if device is None:
         raise RuntimeError(f"{address} not seen through the proxy")
     client = await bleak_retry_connector.establish_connection(bleak.BleakClient, device, "Bulk", max_attempts=3)
 
     async def close():
         await client.disconnect()
-        unsetup()
-        unregister()
+        remove_scanner()
         await api.disconnect()
 
     return client, close

@@ -113,6 +113,9 @@ try:  # Scanner state and mode (API 1.10 and newer clients); aioesphomeapi 29.9.
 except ImportError:
     BluetoothScannerMode = BluetoothScannerState = None
 
+# bench/proxy_scanner.py: the proxy registered with habluetooth's manager, as the bench does it too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+
 GATTWAY = sys.argv[1]
 BUS = os.environ["DBUS_SYSTEM_BUS_ADDRESS"]
 KEY = base64.b64encode(bytes(range(32))).decode()
@@ -604,26 +607,16 @@ def bluez_properties_or_empty(address):
 async def run_bleak(port):
     # 10. bleak-esphome through habluetooth, as Home Assistant connects through a proxy.
     import bleak
-    import bleak_esphome
     import bleak_retry_connector
-    import habluetooth
+    import proxy_scanner
 
-    manager = habluetooth.BluetoothManager()
-    await manager.async_setup()
     cli = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-bleak")
     await cli.connect(login=True)
-    info = await cli.device_info()
-    data = bleak_esphome.connect_scanner(cli, info, True)
-    unsetup = data.scanner.async_setup()
-    unregister = habluetooth.get_manager().async_register_scanner(data.scanner)
-    cli.subscribe_bluetooth_le_raw_advertisements(data.scanner.async_on_raw_advertisements)
-    device = None
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and device is None:
-        device = habluetooth.get_manager().async_ble_device_from_address(BATTERY, True)
-        await asyncio.sleep(0.1)
+    _, remove_scanner = await proxy_scanner.register_scanner(cli)
+    device = await proxy_scanner.device(BATTERY, 10)
     check("bleak-esphome: the battery device is seen through the proxy", device is not None)
     if device is None:
+        remove_scanner()
         await cli.disconnect()
         return
     level_uuid = "00002a19-0000-1000-8000-00805f9b34fb"
@@ -658,8 +651,7 @@ async def run_bleak(port):
         check("bleak-esphome: disconnected", not client.is_connected)
     except Exception as error:  # noqa: BLE001
         check("bleak-esphome: the connection through the proxy", False, repr(error))
-    unsetup()
-    unregister()
+    remove_scanner()
     await cli.disconnect()
 
 
@@ -732,31 +724,25 @@ async def run_auto_mode(port):
     (async_request_active_window) turns the radio ACTIVE for its length and back; the scanner's
     current mode follows the proxy's scanner state, and the scan response's name comes only in
     the window. Returns nothing, records checks."""
-    import bleak_esphome
-    import habluetooth
+    import proxy_scanner
     from habluetooth import BluetoothScanningMode
 
     cli = APIClient("127.0.0.1", port, None, noise_psk=KEY, client_info="gattway-auto")
     await cli.connect(login=True)
-    info = await cli.device_info()
-    data = bleak_esphome.connect_scanner(cli, info, True)
-    scanner = data.scanner
-    if not hasattr(scanner, "async_request_active_window"):
-        print(f"note: bleak-esphome of aioesphomeapi {CLIENT_VERSION} has no Auto mode; not checked", flush=True)
-        await cli.disconnect()
-        return
-    await habluetooth.BluetoothManager().async_setup()  # this event loop's, as run_bleak's
-    unsetup = scanner.async_setup()
-    unregister = habluetooth.get_manager().async_register_scanner(scanner)
     names = []  # (time, the BTHome report's complete local name or None)
 
-    def on_raw(response):
+    def on_raw(scanner, response):
         scanner.async_on_raw_advertisements(response)
         for adv in response.advertisements:
             if adv.address == mac_int(BTHOME):
                 names.append((time.monotonic(), dict(ad_structures(bytes(adv.data))).get(0x09)))
 
-    cli.subscribe_bluetooth_le_raw_advertisements(on_raw)
+    scanner, remove_scanner = await proxy_scanner.register_scanner(cli, on_raw)
+    if not hasattr(scanner, "async_request_active_window"):
+        print(f"note: bleak-esphome of aioesphomeapi {CLIENT_VERSION} has no Auto mode; not checked", flush=True)
+        remove_scanner()
+        await cli.disconnect()
+        return
     scanner.async_set_scanning_mode(BluetoothScanningMode.AUTO)
     check("Auto (bleak-esphome): pinned to AUTO, the proxy scans PASSIVE",
           await wait_until(lambda: scanner.current_mode == BluetoothScanningMode.PASSIVE, 10)
@@ -780,8 +766,7 @@ async def run_auto_mode(port):
     after = [n for t, n in names if t > mark]
     check("Auto (bleak-esphome): after the window the reports lack the name again",
           len(after) >= 3 and all(n is None for n in after), after[:5])
-    unsetup()
-    unregister()
+    remove_scanner()
     await cli.disconnect()
 
 
