@@ -50,10 +50,7 @@ CONF
   mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'rbza/bthome' -t 'rbza/bridge/health' -F '%t %p' > "$R/mqtt.txt" 2>&1 &
   SUB=$!
   sleep 0.3
-  "$BIN/gattway" run --config "$R/config.json" > "$LOGS/gattway-adapters-$path.log" 2>&1 &
-  GATEWAY=$!
-  started() { grep -q 'gateway started' "$LOGS/gattway-adapters-$path.log" || ! kill -0 "$GATEWAY" 2>/dev/null; }
-  until_true 60 started
+  start_gateway "$R/config.json" "$LOGS/gattway-adapters-$path.log"
   sleep 2
   for id in $(seq 1 "$IDS"); do
     # BTHome v2, unencrypted: device info 0x40, packet id (0x00), temperature 21.50 °C (0x02).
@@ -63,9 +60,7 @@ CONF
   done
   btmgmt --index 3 rm-adv 1 > /dev/null 2>> "$R/btmgmt.stderr"
   sleep 3  # a health message after the last id
-  kill -TERM "$GATEWAY" 2>/dev/null
-  for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$GATEWAY" 2>/dev/null
+  stop_gateway
   kill "$SUB" "$BROKER" 2>/dev/null
   wait "$SUB" "$BROKER" 2>/dev/null
   $PY - "$R/mqtt.txt" "$IDS" "$name" > "$R/checks.txt" <<'CHECK'

@@ -2,22 +2,27 @@
 # Pairing beyond Just Works on the real kernel and bluetoothd (issue 31, item 3), inside the
 # real-BlueZ VM:
 #   Tests/RealBlueZ/run-vm.sh Tests/RealBlueZ/guest-pairing.sh BIN-DIR
-# Two peripherals serve pairing-tree.json (FF31: read needs encryption) with `gattway serve`: hci3
-# with IO capability DisplayOnly (btmgmt io-cap 0: the central must type the passkey it shows,
-# passkey entry) and hci2 with DisplayYesNo and Secure Connections (both show a number: numeric
-# comparison). gattway pairs with MITM as KeyboardDisplay, so the kernel picks those methods.
-# pairing-agent.py is bluetoothd's default agent: for the peripherals' side it prints the passkey
-# hci3 shows (DisplayPasskey) and accepts hci2's comparison, printing the number.
-# `gattway run` on hci0 (bridge topics under rbzp/) pairs the lock through MQTT: bridge/request/
-# device/pair, the pairing_request on bridge/event, the answer on …/pair/confirm with the passkey
-# the agent printed. Then: paired and bonded (Device1 Paired, Bonded; a LongTermKey in
-# /var/lib/bluetooth); a restarted gateway connects it and reads FF31 (encryption needed) without
-# being asked anything, the link encrypted (hcitool con); unpair removes the bond (no device
-# object, no key file). With RBZ_PAIRING_COMPARISON=1 it then pairs the panel by numeric
-# comparison, accepted after checking the numbers agree — not part of the lane: in this VM that
-# link carried nothing for 30 s after it came up and the pairing was cancelled.
+# Two peripherals serve pairing-tree.json (FF31: read needs encryption) with `gattway serve`, both
+# LE only with Secure Connections: hci3, the lock, with IO capability DisplayOnly (btmgmt io-cap 0:
+# the central must type the passkey it shows — passkey entry) and hci2, the panel, with
+# DisplayYesNo (both show a number — numeric comparison). gattway pairs with MITM as
+# KeyboardDisplay, so the kernel picks those methods. pairing-agent.py is bluetoothd's default
+# agent: for the peripherals' side it prints the passkey hci3 shows (DisplayPasskey) and accepts
+# hci2's comparison, printing the number.
+# For each of the two, `gattway run` on hci0 (bridge topics under rbzp/):
+#   - pairs it through MQTT: bridge/request/device/pair, the pairing_request on bridge/event, the
+#     answer on …/pair/confirm (the passkey the agent printed; for the comparison an accept, after
+#     checking that the number asked is the one the panel shows). Paired and bonded: Device1
+#     Paired, Bonded, a LongTermKey in /var/lib/bluetooth;
+#   - restarted with "connect": true for it, connects it again and reads FF31 (encryption needed)
+#     without being asked anything, the link encrypted (hcitool con: AUTH ENCRYPT);
+#   - unpairs it: no device object, no key folder.
+# Each link is made while hci0, hci2 and hci3 have no other: btvirt gives the two ends of a link
+# each its own lowest free handle but tells both the central's, so a link made beside another one
+# of either controller loses the peripheral's packets (README, "btvirt and a second link").
 #
-# Checks (one "PASS|FAIL pairing.name detail" line each, appended to $RESULTS).
+# Checks (one "PASS|FAIL pairing.METHOD.name detail" line each, appended to $RESULTS; METHOD is
+# passkey or comparison): asked, paired, reconnect-read, reconnect-encrypted, unpair.
 set -u
 BIN=${1:?usage: guest-pairing.sh BIN-DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,19 +41,18 @@ path() { echo "/org/bluez/hci0/dev_${1//:/_}"; }
 property() { busctl --system get-property org.bluez "$(path "$1")" org.bluez.Device1 "$2" 2>/dev/null | cut -d' ' -f2; }
 port=18890
 MQTT="$R/mqtt.txt"
+AGENT_OUT="$R/agent.txt"
 
-printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence false\n' "$port" > "$R/mosquitto.conf"
-mosquitto -c "$R/mosquitto.conf" > "$R/mosquitto.log" 2>&1 &
-BROKER=$!
-for _ in $(seq 100); do grep -q "running\|Opening ipv4 listen socket" "$R/mosquitto.log" 2>/dev/null && break; sleep 0.05; done
+start_broker "$R" "$port"
 mosquitto_sub -h 127.0.0.1 -p "$port" -q 1 -t 'rbzp/#' -F '%t %p' > "$MQTT" 2>&1 &
 SUB=$!
 
 # RBZ_PAIRING_BTMON=1: the HCI traffic of every controller to out/pairing/btmon.snoop (btmon -r).
-[ "${RBZ_PAIRING_BTMON:-0}" = 1 ] && { btmon -w "$R/btmon.snoop" > /dev/null 2>&1 & }
-/usr/bin/python3 "$HERE/pairing-agent.py" DisplayYesNo > "$R/agent.txt" 2>&1 &
+MON=""
+if [ "${RBZ_PAIRING_BTMON:-0}" = 1 ]; then btmon -w "$R/btmon.snoop" > /dev/null 2>&1 & MON=$!; fi
+/usr/bin/python3 "$HERE/pairing-agent.py" DisplayYesNo > "$AGENT_OUT" 2>&1 &
 AGENT=$!
-until_true 20 grep -q READY "$R/agent.txt"
+until_true 20 grep -q READY "$AGENT_OUT"
 # The default agent's capability went to every adapter; the peripherals' own come after it.
 {
   # LE only: a peer whose advertisement does not say "BR/EDR not supported" gets bluetoothd's
@@ -71,57 +75,37 @@ SERVE2=$!
 SERVE3=$!
 served() { grep -q '^serving' "$R/serve-hci2.log" && grep -q '^serving' "$R/serve-hci3.log"; }
 until_true 60 served
-echo "[pairing $(t)] peripherals: lock $lock (DisplayOnly), panel $panel (DisplayYesNo, SC); central $central"
+echo "[pairing $(t)] peripherals: lock $lock (DisplayOnly), panel $panel (DisplayYesNo); central $central"
 
-config() {  # config FILE CONNECT: the gateway's configuration, polling FF31 when CONNECT is true
-  local poll=''
-  [ "$2" = true ] && poll=', "poll": [{"service": "FF30", "characteristic": "FF31", "interval": "3s", "parser": "secret"}]'
-  cat > "$1" <<CONF
-{
-  "mqtt": {"server": "mqtt://127.0.0.1:$port", "base_topic": "rbzp", "client_id": "rbz-pairing"},
-  "homeassistant": {"enabled": false},
-  "bluetooth": {"pairing_timeout": "25s"},
-  "parsers": {"secret": {"characteristic": "ff31", "fields": [{"name": "secret", "offset": 0, "type": "u8"}]}},
-  "devices": [{"match": {"address": "$lock"}, "name": "lock", "connect": $2$poll},
-              {"match": {"address": "$panel"}, "name": "panel", "connect": $2$poll}]
+config() {  # config FILE CONNECT: the gateway's configuration; the rule named CONNECT connects and polls FF31
+  local rule name address poll
+  {
+    printf '{\n  "mqtt": {"server": "mqtt://127.0.0.1:%s", "base_topic": "rbzp", "client_id": "rbz-pairing"},\n' "$port"
+    printf '  "homeassistant": {"enabled": false},\n  "bluetooth": {"pairing_timeout": "25s"},\n'
+    printf '  "parsers": {"secret": {"characteristic": "ff31", "fields": [{"name": "secret", "offset": 0, "type": "u8"}]}},\n'
+    printf '  "devices": ['
+    for rule in "lock $lock" "panel $panel"; do
+      name=${rule% *} address=${rule#* }
+      poll='"connect": false'
+      [ "$name" = "$2" ] && poll='"connect": true, "poll": [{"service": "FF30", "characteristic": "FF31", "interval": "3s", "parser": "secret"}]'
+      printf '%s{"match": {"address": "%s"}, "name": "%s", %s}' "$([ "$name" = lock ] || echo ', ')" "$address" "$name" "$poll"
+    done
+    printf ']\n}\n'
+  } > "$1"
 }
-CONF
-}
-GATEWAY=""
-start_gateway() {  # start_gateway NAME CONNECT
-  config "$R/$1.json" "$2"
-  GATEWAY_LOG=$LOGS/gattway-pairing-$1.log
-  "$BIN/gattway" run --config "$R/$1.json" > "$GATEWAY_LOG" 2>&1 &
-  GATEWAY=$!
-  started() { grep -q 'gateway started' "$GATEWAY_LOG" || ! kill -0 "$GATEWAY" 2>/dev/null; }
-  until_true 60 started
-}
-stop_gateway() {
-  kill -TERM "$GATEWAY" 2>/dev/null
-  for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$GATEWAY" 2>/dev/null
+gateway() {  # gateway NAME [CONNECT]: `gattway run` with config NAME.json, its log gattway-pairing-NAME.log
+  config "$R/$1.json" "${2:-}"
+  start_gateway "$R/$1.json" "$LOGS/gattway-pairing-$1.log"
 }
 publish() { mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t "rbzp/bridge/request/$1" -m "$2"; }
-# response VERB TRANSACTION: waits (60 s) for the response and prints it
-response() {
-  local line=""
-  for _ in $(seq 600); do
-    line=$(grep "^rbzp/bridge/response/$1 " "$MQTT" | grep "\"transaction\":\"$2\"" | tail -n 1)
-    [ -n "$line" ] && break
-    sleep 0.1
-  done
-  echo "${line#* }"
+# since MARK FILE PATTERN: the last line of FILE after line MARK that matches PATTERN (ERE)
+since() { tail -n +"$(( $1 + 1 ))" "$2" | grep -E -- "$3" | tail -n 1; }
+# wait_line SECONDS MARK FILE PATTERN: waits for such a line and prints it (nothing after SECONDS)
+wait_line() {
+  until_true "$1" has_line "${@:2}"
+  since "${@:2}"
 }
-# question NAME: waits (40 s) for the pairing_request about NAME and prints its payload
-question() {
-  local line=""
-  for _ in $(seq 400); do
-    line=$(grep '^rbzp/bridge/event ' "$MQTT" | grep '"pairing_request"' | grep "\"name\":\"$1\"" | tail -n 1)
-    [ -n "$line" ] && break
-    sleep 0.1
-  done
-  echo "${line#* }"
-}
+has_line() { since "$@" | grep -q .; }
 check() {  # check NAME CONDITION-STATUS DETAIL
   if [ "$2" = 0 ]; then result "PASS pairing.$1 $3"; else result "FAIL pairing.$1 $3"; fi
 }
@@ -129,85 +113,91 @@ bonded() {  # bonded ADDRESS: Paired and Bonded true, a LongTermKey stored
   [ "$(property "$1" Paired)" = true ] && [ "$(property "$1" Bonded)" = true ] \
     && grep -q 'LongTermKey\]' "/var/lib/bluetooth/$central/$1/info" 2>/dev/null
 }
-
-start_gateway pair false
-seen() { grep '^rbzp/bridge/devices ' "$MQTT" | tail -n 1 | grep -q "$lock" && grep '^rbzp/bridge/devices ' "$MQTT" | tail -n 1 | grep -q "$panel"; }
-until_true 60 seen
-
-# Passkey entry: the lock shows it (the agent prints it), gattway asks for it on MQTT.
-publish device/pair '{"device": "lock", "transaction": "p1"}'
-asked=$(question lock)
-shown=""
-for _ in $(seq 400); do
-  shown=$(grep -m 1 '^passkey ' "$R/agent.txt" | cut -d' ' -f2)
-  [ -n "$shown" ] && break
-  sleep 0.1
-done
-echo "$asked" | grep -q '"method":"passkey_entry"' && [ -n "$shown" ]
-check passkey.asked $? "question: $asked; the lock shows ${shown:-nothing}"
-publish device/pair/confirm "{\"device\": \"lock\", \"passkey\": $((10#${shown:-0})), \"transaction\": \"c1\"}"
-confirmed=$(response device/pair/confirm c1)
-paired=$(response device/pair p1)
-echo "$paired" | grep -q '"status":"ok"' && bonded "$lock"
-check passkey.paired $? "confirm: $confirmed; pair: $paired; Paired $(property "$lock" Paired), Bonded $(property "$lock" Bonded)"
-stop_gateway
-if ! grep -q '^PASS pairing\.passkey\.paired' "$RESULTS"; then
-  result "FAIL pairing.reconnect not tried: nothing was paired"
-  kill "$AGENT" "$SERVE2" "$SERVE3" "$SUB" "$BROKER" 2>/dev/null
-  for index in 2 3; do
-    { btmgmt --index $index power off; btmgmt --index $index bredr on; btmgmt --index $index power on; } >> "$R/btmgmt.txt" 2>&1
+known() { busctl --system get-property org.bluez "$(path "$1")" org.bluez.Device1 Address > /dev/null 2>&1; }
+# The links of hci0, hci2 and hci3 ("hciN < LE ADDRESS handle H state S ..."), pending ones too.
+links() { for i in 0 2 3; do hcitool -i "hci$i" con 2>/dev/null | grep -E '^\s*[<>]' | sed "s/^\s*/hci$i /"; done; }
+no_links() { [ -z "$(links)" ]; }
+# quiet: until none of the three controllers has a link (the next link is alone on both of its
+# ends). bluetoothd keeps the link a pairing made: what is left after 20 s is disconnected.
+quiet() {
+  until_true 20 no_links && return 0
+  local peer
+  for peer in $(hcitool -i hci0 con 2>/dev/null | grep -oE 'LE ([0-9A-F]{2}:){5}[0-9A-F]{2}' | cut -d' ' -f2); do
+    btmgmt --index 0 disconnect -t 1 "$peer" >> "$R/btmgmt.txt" 2>&1
   done
-  exit 1
-fi
+  until_true 30 no_links || echo "[pairing $(t)] links left: $(links | tr '\n' ';')"
+}
 
-# A restarted gateway connects the lock and reads FF31 (encryption needed) without a question.
-mark=$(wc -l < "$MQTT")
-start_gateway reconnect true
-read_lock() { tail -n +"$mark" "$MQTT" | grep -q '^rbzp/lock {.*"secret":42'; }
-until_true 60 read_lock
-links=$(hcitool -i hci0 con 2>&1 | tr '\n\t' '  ')
-read_lock && ! tail -n +"$mark" "$MQTT" | grep -q '"pairing_request"'
-check reconnect.read $? "FF31 read after the restart, no question asked: $(tail -n +"$mark" "$MQTT" | grep -E '^rbzp/(lock|panel) ' | tail -n 2 | tr '\n' ' ')"
-echo "$links" | grep -q "$lock.*ENCRYPT"
-check reconnect.encrypted $? "hcitool con: $links"
-stop_gateway
+# pairing METHOD NAME ADDRESS: pair (the question, the answer), reconnect after a restart, unpair.
+# METHOD passkey: the peripheral shows a passkey (the agent prints "passkey N"), MQTT enters it;
+# METHOD comparison: both show a number (the agent prints "confirm N" and accepts), MQTT accepts.
+pairing() {
+  local method=$1 name=$2 address=$3 mark agent_mark asked shown number answer confirmed paired
+  echo "[pairing $(t)] $method: $name ($address)"
+  quiet
+  gateway "$method-pair"
+  # bluetoothd must know the device again (it forgets it at an unpair): its Device1 object.
+  until_true 90 known "$address" || echo "[pairing $(t)] bluetoothd has no device object of $address"
+  mark=$(wc -l < "$MQTT")
+  agent_mark=$(wc -l < "$AGENT_OUT")
+  publish device/pair "{\"device\": \"$name\", \"transaction\": \"$method-p\"}"
+  asked=$(wait_line 40 "$mark" "$MQTT" "^rbzp/bridge/event .*\"pairing_request\".*\"name\":\"$name\"")
+  asked=${asked#* }
+  if [ "$method" = passkey ]; then
+    shown=$(wait_line 40 "$agent_mark" "$AGENT_OUT" '^passkey ' | cut -d' ' -f2)
+    echo "$asked" | grep -q '"method":"passkey_entry"' && [ -n "$shown" ]
+    check "$method.asked" $? "question: $asked; the $name shows ${shown:-nothing}"
+    answer="\"passkey\": $((10#${shown:-0}))"
+  else
+    shown=$(wait_line 40 "$agent_mark" "$AGENT_OUT" '^confirm ' | cut -d' ' -f2)
+    number=$(echo "$asked" | sed -n 's/.*"passkey":\([0-9]*\).*/\1/p')
+    echo "$asked" | grep -q '"method":"numeric_comparison"' && [ -n "$shown" ] \
+      && [ "${number:-x}" = "$((10#$shown))" ]
+    check "$method.asked" $? "question: $asked; the $name shows ${shown:-nothing}"
+    answer='"accept": true'
+  fi
+  publish device/pair/confirm "{\"device\": \"$name\", $answer, \"transaction\": \"$method-c\"}"
+  confirmed=$(wait_line 60 "$mark" "$MQTT" "^rbzp/bridge/response/device/pair/confirm .*\"transaction\":\"$method-c\"")
+  paired=$(wait_line 60 "$mark" "$MQTT" "^rbzp/bridge/response/device/pair .*\"transaction\":\"$method-p\"")
+  echo "$paired" | grep -q '"status":"ok"' && bonded "$address"
+  check "$method.paired" $? "confirm: ${confirmed#* }; pair: ${paired#* }; Paired $(property "$address" Paired), Bonded $(property "$address" Bonded)"
+  stop_gateway
+  if ! grep -q "^PASS pairing\.$method\.paired" "$RESULTS"; then
+    result "FAIL pairing.$method.reconnect-read not tried: nothing was paired"
+    return
+  fi
 
-# Unpair removes the bond.
-start_gateway unpair false
-publish device/unpair '{"device": "lock", "transaction": "u1"}'
-unpaired=$(response device/unpair u1)
-echo "$unpaired" | grep -q '"status":"ok"' && [ "$(property "$lock" Paired)" != true ] \
-  && [ ! -e "/var/lib/bluetooth/$central/$lock" ]
-check unpair $? "unpair: $unpaired; Paired $(property "$lock" Paired); key folder $(ls -d "/var/lib/bluetooth/$central/$lock" 2>&1)"
-stop_gateway
+  # A restarted gateway connects it (a new link) and reads FF31 (encryption needed) without a question.
+  quiet
+  mark=$(wc -l < "$MQTT")
+  gateway "$method-reconnect" "$name"
+  read_value() { since "$mark" "$MQTT" "^rbzp/$name \{.*\"secret\":42" | grep -q .; }
+  until_true 90 read_value
+  local con
+  con=$(hcitool -i hci0 con 2>&1 | tr '\n\t' '  ')
+  read_value && ! since "$mark" "$MQTT" '"pairing_request"' | grep -q .
+  check "$method.reconnect-read" $? "FF31 read after the restart, no question asked: $(since "$mark" "$MQTT" "^rbzp/$name ")"
+  echo "$con" | grep -q "$address.*AUTH ENCRYPT"
+  check "$method.reconnect-encrypted" $? "hcitool con: $con"
+  stop_gateway
 
-# Numeric comparison (RBZ_PAIRING_COMPARISON=1; not part of the lane yet): in this VM hci0's link
-# to hci2 carried nothing — no ATT, no SMP — for 30 s after it came up, and the pairing was
-# cancelled (see Tests/RealBlueZ/README.md).
-if [ "${RBZ_PAIRING_COMPARISON:-0}" = 1 ]; then
-  # Both show a number; the agent accepts the panel's side, MQTT the gateway's.
-  start_gateway comparison false
-  until_true 60 seen
-publish device/pair '{"device": "panel", "transaction": "p2"}'
-asked=$(question panel)
-shown=""
-for _ in $(seq 400); do
-  shown=$(grep -m 1 '^confirm ' "$R/agent.txt" | cut -d' ' -f2)
-  [ -n "$shown" ] && break
-  sleep 0.1
-done
-number=$(echo "$asked" | sed -n 's/.*"passkey":\([0-9]*\).*/\1/p')
-echo "$asked" | grep -q '"method":"numeric_comparison"' && [ -n "$shown" ] && [ "${number:-x}" = "$((10#$shown))" ]
-check comparison.asked $? "question: $asked; the panel shows ${shown:-nothing}"
-publish device/pair/confirm '{"device": "panel", "accept": true, "transaction": "c2"}'
-confirmed=$(response device/pair/confirm c2)
-paired=$(response device/pair p2)
-echo "$paired" | grep -q '"status":"ok"' && bonded "$panel"
-check comparison.paired $? "confirm: $confirmed; pair: $paired; Paired $(property "$panel" Paired), Bonded $(property "$panel" Bonded)"
-stop_gateway
-fi
+  # Unpair removes the bond.
+  quiet
+  mark=$(wc -l < "$MQTT")
+  gateway "$method-unpair"
+  publish device/unpair "{\"device\": \"$name\", \"transaction\": \"$method-u\"}"
+  local unpaired
+  unpaired=$(wait_line 60 "$mark" "$MQTT" "^rbzp/bridge/response/device/unpair .*\"transaction\":\"$method-u\"")
+  echo "$unpaired" | grep -q '"status":"ok"' && ! known "$address" \
+    && [ ! -e "/var/lib/bluetooth/$central/$address" ]
+  check "$method.unpair" $? "unpair: ${unpaired#* }; device object: $(known "$address" && echo present || echo gone); key folder $(ls -d "/var/lib/bluetooth/$central/$address" 2>&1)"
+  stop_gateway
+}
 
-kill "$AGENT" "$SERVE2" "$SERVE3" "$SUB" "$BROKER" 2>/dev/null
+pairing passkey lock "$lock"
+pairing comparison panel "$panel"
+
+kill "$AGENT" "$SERVE2" "$SERVE3" "$SUB" "$BROKER" $MON 2>/dev/null
 wait 2>/dev/null
 for index in 2 3; do
   { btmgmt --index $index power off; btmgmt --index $index bredr on; btmgmt --index $index power on; } >> "$R/btmgmt.txt" 2>&1

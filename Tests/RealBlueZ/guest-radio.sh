@@ -119,8 +119,7 @@ CONF
   SUB=$!
   sleep 0.3
   GLOG=$LOGS/gattway-radio-$tag.log
-  "$BIN/gattway" run --config "$R/config.json" > "$GLOG" 2>&1 &
-  GATEWAY=$!
+  start_gateway "$R/config.json" "$GLOG" ""
   bluetoothd_pid=$(cat /run/rbz/bluetoothd.pid 2>/dev/null)
   # The CPU window opens at the first scan enable (the emission's start; the gateway's own start-up
   # is not in it) and closes RBZ_RADIO_DRAIN s after the emission's end.
@@ -155,9 +154,7 @@ CONF
         "$R/$proc.callgrind" 2>/dev/null
     done
   fi
-  kill -TERM "$GATEWAY" 2>/dev/null
-  for _ in $(seq 100); do kill -0 "$GATEWAY" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$GATEWAY" 2>/dev/null
+  stop_gateway
   kill "$SUB" "$BROKER" 2>/dev/null
   kill -INT "$BTMON" 2>/dev/null
   kill -TERM "$RADIO" 2>/dev/null

@@ -11,8 +11,7 @@
 # reading it), several adapters (guest-adapters.sh: hci0 + hci2 of one gateway hearing hci3),
 # connection parameters (guest-params.sh: hci0 connecting to hci3 under btmon), the virtual
 # radio (guest-radio.sh: vhci-radio.py's reports through `gattway run`), and pairing with a
-# passkey (and, with RBZ_PAIRING_COMPARISON=1, a numeric comparison) through MQTT
-# (guest-pairing.sh: hci0 pairs hci3). RBZ_DIFF=0 / RBZ_PROXY=0 / RBZ_SERVE=0 /
+# passkey and with a numeric comparison through MQTT (guest-pairing.sh: hci0 pairs hci3, then hci2). RBZ_DIFF=0 / RBZ_PROXY=0 / RBZ_SERVE=0 /
 # RBZ_PERIPHERAL_RUN=0 / RBZ_BOTH=0 / RBZ_ADAPTERS=0 / RBZ_PARAMS=0 / RBZ_RADIO=0 /
 # RBZ_PAIRING=0 leave a section out. Every check is
 # one "PASS|FAIL name detail" line, on the console and in $SHARE/results.txt; the status is 1 when
@@ -29,16 +28,8 @@ OTHER=00:AA:01:02:00:02
 # hci3 (00:AA:01:03:00:03), the second central, is only ever named by adapter.
 : > "$RESULTS"
 mkdir -p "$SHARE/out"
-t() { cut -d' ' -f1 /proc/uptime; }
-result() { echo "$*" | tee -a "$RESULTS"; }
-# until_true SECONDS COMMAND...: COMMAND every 0.1 s until it succeeds (status 0) or SECONDS of
-# wall-clock time have passed (status 1). A count of tries is no bound here: each try forks, and
-# under a loaded emulation one try took 0.65 s — a 600-try wait once lasted 395 s.
-until_true() {
-  local deadline=$(( $(date +%s) + $1 ))
-  shift
-  until "$@"; do [ "$(date +%s)" -lt "$deadline" ] || return 1; sleep 0.1; done
-}
+# shellcheck source=Tests/RealBlueZ/guest-lib.sh
+. "$HERE/guest-lib.sh"  # t, result, until_true
 
 $PY -u "$HERE/peripheral.py" --adapter hci1 --other hci2 > "$LOGS/peripheral.log" 2>&1 &
 PERIPHERAL=$!
@@ -611,8 +602,8 @@ if [ "${RBZ_RADIO:-1}" = 1 ]; then
 fi
 # ---- Pairing beyond Just Works (guest-pairing.sh): `gattway run` on hci0 pairs a peripheral that
 # demands passkey entry (hci3, DisplayOnly) and one that demands a numeric comparison (hci2,
-# DisplayYesNo) through MQTT; both bonded, read encrypted after a restart, unpair removes the bond
-# (pairing.*).
+# DisplayYesNo) through MQTT; each bonded, read encrypted after a restart, unpair removes the bond
+# (pairing.passkey.*, pairing.comparison.*).
 if [ "${RBZ_PAIRING:-1}" = 1 ]; then
   echo "[tests $(t)] pairing"
   RESULTS=$RESULTS "$HERE/guest-pairing.sh" "$BIN"
