@@ -106,7 +106,7 @@ let package = Package(
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
         .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
-                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI", "MQTT", "ProxyBackend"],
+                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI", "MQTT", "ProxyBackend", "HTTPServer"],
                 path: "Tests/Fuzz/Targets"),
         .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),

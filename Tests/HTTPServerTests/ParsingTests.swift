@@ -86,6 +86,9 @@ struct RouterTests {
         }
         if case .notFound = router.match(method: "GET", path: "/nowhere") {} else { Issue.record("expected 404") }
         if case .notFound = router.match(method: "GET", path: "/metricsx") {} else { Issue.record("expected 404") }
+        // Bytes, not characters: a combining mark after the prefix's slash is the rest of the path.
+        #expect(found("GET", "/api/\u{0656}x") == "api:\u{0656}x")
+        #expect(found("GET", "/metrics\u{0301}") == nil)
         // A later registration replaces an earlier one.
         router.add("GET", "/metrics", "metrics2")
         #expect(found("GET", "/metrics") == "metrics2:")
