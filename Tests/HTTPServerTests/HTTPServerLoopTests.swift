@@ -71,7 +71,8 @@ struct HTTPServerLoopTests {
         try await Task.sleep(for: .milliseconds(300))
         try await fixture.push("b")
         let answer = try await reading.value
-        #expect(answer.contains("event: hello\ndata: 1\n\nevent: tick\ndata: a\n\nevent: tick\ndata: b\n\n"), "\(answer)")
+        #expect(
+            answer.contains("event: hello\ndata: 1\n\nevent: tick\ndata: a\n\nevent: tick\ndata: b\n\n"), "\(answer)")
         try await fixture.stop()
     }
 }

@@ -18,7 +18,10 @@ public final class WebService: Service {
     public let counters: WebCounters
     private let site = Mutex<WebSite?>(nil)
 
-    public init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService, counters: WebCounters) {
+    public init(
+        config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService,
+        counters: WebCounters
+    ) {
         self.config = config
         self.loop = loop
         self.log = log

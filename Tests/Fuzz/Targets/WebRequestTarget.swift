@@ -24,7 +24,8 @@ extension FuzzTargets {
             let cookie = input.string(limit: 255)
             let csrf = input.string(limit: 128)
             let contentType = input.pick([
-                "application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8", "application/json",
+                "application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=utf-8",
+                "application/json",
                 "", "APPLICATION/X-WWW-FORM-URLENCODED",
             ])
             let body = input.rest()
@@ -43,7 +44,8 @@ enum WebRequestChecks {
     ) {
         // The target and its query string; a parsed one re-encodes to the same fields.
         if let parsed = RequestTarget(target) {
-            fuzzProperty(parsed.path.utf8.first == UInt8(ascii: "/"), "a target's path does not start with /: \(parsed.path)")
+            fuzzProperty(
+                parsed.path.utf8.first == UInt8(ascii: "/"), "a target's path does not start with /: \(parsed.path)")
             fuzzProperty(parsed.query.count <= FormEncoding.maxFields, "more query fields than the limit")
             roundTrip(parsed.query)
             var router = HTTPRouter<Int>()
@@ -71,14 +73,16 @@ enum WebRequestChecks {
             fuzzProperty(identity == .bearer, "let in without a session having been opened: \(identity)")
             fuzzProperty(HTTPAuth.bearerToken(authorization) == token, "let in with another token: \(authorization)")
         }
-        fuzzProperty(!auth.checkCSRF(request, identity: .bearer) || csrf == auth.csrfToken(for: .bearer) || !csrf.isEmpty
-            || request.formFields?.contains { $0.name == "csrf" } == true, "the CSRF check passed without a token")
+        fuzzProperty(
+            !auth.checkCSRF(request, identity: .bearer) || csrf == auth.csrfToken(for: .bearer) || !csrf.isEmpty
+                || request.formFields?.contains { $0.name == "csrf" } == true, "the CSRF check passed without a token")
         fuzzProperty(!auth.checkCSRF(request, identity: .bearer), "a random CSRF token matched")
         if let fields = request.formFields, let session = auth.login(fields) {
             let token = fields.first { $0.name == "token" }?.value
             let user = fields.first { $0.name == "user" }?.value
             fuzzProperty(token == Self.token || user == "ann", "a login opened a session without the credentials")
-            let cookieRequest = HTTPRequest(method: "GET", path: "/", headers: [("cookie", "\(HTTPAuth.sessionCookie)=\(session.id)")])
+            let cookieRequest = HTTPRequest(
+                method: "GET", path: "/", headers: [("cookie", "\(HTTPAuth.sessionCookie)=\(session.id)")])
             fuzzProperty(auth.authenticate(cookieRequest) == .session(session.id), "a fresh session is not let in")
         }
 
@@ -144,7 +148,9 @@ enum WebRequestSeeds {
             seed(method: 0, target: "/api/devices?name=env%20sensor&limit=10", authorization: "bearer x"),
             seed(method: 1, target: "/login", body: "token=\(WebRequestChecks.token)"),
             seed(method: 1, target: "/login", contentType: 1, body: "user=ann&password=password1"),
-            seed(method: 1, target: "/logout", cookie: "a=1; gattway_session=\"abc\"; junk", csrf: "0123", body: "csrf=%41%zz+"),
+            seed(
+                method: 1, target: "/logout", cookie: "a=1; gattway_session=\"abc\"; junk", csrf: "0123",
+                body: "csrf=%41%zz+"),
             seed(method: 0, target: "/api/events?x=%E2%82%AC&y=a+b&&=", cookie: "=x;;b = 2"),
             seed(method: 3, target: "/%00?%ff", authorization: "Basic Zm9vOmJhcg==", contentType: 2, body: "{\"a\":1}"),
         ]
