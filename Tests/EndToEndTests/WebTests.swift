@@ -238,8 +238,8 @@ extension WebTests {
             try await Self.waitForListener(port)
             // waitForListener's probe connections are gone before these two take the slots.
             try await Task.sleep(for: .milliseconds(300))
-            let first = try Self.connect(port)
-            let second = try Self.connect(port)
+            let first = try TCPClient.connect(port)
+            let second = try TCPClient.connect(port)
             try await Task.sleep(for: .milliseconds(300))
             let third = try await Self.get(port, "/api/health", ["--max-time", "2"])
             #expect(third.status == 0, "a third connection was served: \(third)")
@@ -262,10 +262,10 @@ extension WebTests {
             #expect(stream.body.contains("event: reading\ndata: {\"device\":\"ruuvi\",\"payload\":{"), "\(stream.body)")
             let before = try await Self.health(port)
             // A client that asks for the stream and never reads, with a small receive window.
-            let slow = try Self.connect(port, receiveBuffer: 1024)
+            let slow = try TCPClient.connect(port, receiveBuffer: 1024)
             defer { close(slow) }
             let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.token)\r\n\r\n"
-            _ = request.withCString { send(slow, $0, strlen($0), 0) }
+            TCPClient.send(slow, request)
             try await AdaptersTests.waitUntil("the slow client dropped", timeout: 90) {
                 let health = try await Self.health(port)
                 return health["web"]?["event_clients_dropped"] == .number(1)
@@ -283,28 +283,5 @@ extension WebTests {
 
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
-    }
-
-    /// A TCP connection to 127.0.0.1:`port` (its receive buffer set first when given).
-    static func connect(_ port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ChildProcessError("socket failed") }
-        if var size = receiveBuffer {
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            close(fd)
-            throw ChildProcessError("connect to \(port) failed")
-        }
-        return fd
     }
 }
