@@ -129,8 +129,19 @@ struct WebTests {
             let healthJSON = try JSONValue.parse(Array(health.body.utf8))
             #expect(healthJSON["web"]?["refused"]?["unauthorized"] == .number(12), "\(health.body)")
             #expect(healthJSON["web"]?["listening"] == .bool(true), "\(health.body)")
-            let devices = try await Self.get(port, "/api/devices")
-            #expect(devices.status == 200 && devices.body.contains(#""name":"lamp""#), "\(devices.body)")
+            // Each device with its last readings, as its state message has them.
+            var devices = Answer(status: 0, body: "")
+            var entries: [JSONValue] = []
+            try await AdaptersTests.waitUntil("the Ruuvi's temperature in /api/devices", timeout: 20) {
+                devices = try await Self.get(port, "/api/devices")
+                guard case .array(let list)? = try? JSONValue.parse(Array(devices.body.utf8)) else { return false }
+                entries = list
+                return list.contains { $0["name"] == .string("ruuvi") && $0["state"]?["temperature"] != nil }
+            }
+            #expect(devices.status == 200, "\(devices.body)")
+            let lamp = entries.first { $0["name"] == .string("lamp") }
+            #expect(lamp?["state"]?["rssi"] == .number(-70), "\(devices.body)")
+            #expect(lamp?["last_seen"] != nil && lamp?["last_seen"] != .null, "\(devices.body)")
             for answer in [metrics, health, devices] {
                 for secret in [Self.token, proxyKey, bindKey, bindKey.uppercased()] {
                     #expect(!answer.body.contains(secret), "a secret in \(answer.body)")
