@@ -50,24 +50,18 @@ public struct PrometheusText {
     /// `\` → `\\`, `"` → `\"`, newline → `\n`.
     public static func escapeLabelValue(_ text: String) -> String {
         guard text.utf8.contains(where: { $0 == 0x5C || $0 == 0x22 || $0 == 0x0A }) else { return text }
-        var out = ""
-        for character in text.unicodeScalars {
-            switch character {
-            case "\\": out += "\\\\"
-            case "\"": out += "\\\""
-            case "\n": out += "\\n"
-            default: out.unicodeScalars.append(character)
-            }
-        }
-        return out
+        return escape(text, quotes: true)
     }
 
     /// `\` → `\\`, newline → `\n` (HELP text).
-    public static func escapeHelp(_ text: String) -> String {
+    public static func escapeHelp(_ text: String) -> String { escape(text, quotes: false) }
+
+    private static func escape(_ text: String, quotes: Bool) -> String {
         var out = ""
         for character in text.unicodeScalars {
             switch character {
             case "\\": out += "\\\\"
+            case "\"" where quotes: out += "\\\""
             case "\n": out += "\\n"
             default: out.unicodeScalars.append(character)
             }
