@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import Subprocess
 import TestSupport
 import Testing
 
@@ -68,13 +70,14 @@ struct DoctorTests {
 
     static func config(
         broker: String, username: String? = nil, password: String? = nil, stateDirectory: String? = nil,
-        devices: String = "[]"
+        devices: String = "[]", web: String = #"{"enabled": false}"#
     ) -> String {
         var mqtt = #""server": "\#(broker)""#
         if let username { mqtt += #", "username": "\#(username)""# }
         if let password { mqtt += #", "password": "\#(password)""# }
         let state = stateDirectory.map { #", "state_directory": "\#($0)""# } ?? ""
-        return #"{"mqtt": {\#(mqtt)}, "bluetooth": {"adapter": "hci0"}, "devices": \#(devices)\#(state)}"#
+        return
+            #"{"mqtt": {\#(mqtt)}, "bluetooth": {"adapter": "hci0"}, "devices": \#(devices)\#(state), "web": \#(web)}"#
     }
 
     /// The line of the named check with the given status, e.g. `fail  adapter   …`.
@@ -89,6 +92,30 @@ struct DoctorTests {
         let (status, output) = try await ChildProcess.run("mosquitto_passwd", ["-c", "-b", file, user, password])
         guard status == 0 else { throw ChildProcessError("mosquitto_passwd failed: \(output)") }
         return file
+    }
+
+    @Test("web: ok when something accepts connections on its address, a warning saying what to do when nothing does")
+    func web() async throws {
+        let broker = try await MosquittoBroker()
+        try await Self.withWorld(scenario: Self.poweredScenario) { world in
+            let (fd, port) = try LoopbackPort.bind()
+            defer { close(fd) }
+            #expect(listen(fd, 4) == 0)
+            let listening = try await world.doctor(
+                config: Self.config(broker: broker.url, web: #"{"listen": "127.0.0.1:\#(port)"}"#))
+            #expect(
+                Self.line(listening.output, "ok", "web")?.contains(
+                    "http://127.0.0.1:\(port) accepts connections (no auth: this host only)") == true,
+                "\(listening.output)")
+            let free = try LoopbackPort.free()
+            let nothing = try await world.doctor(
+                config: Self.config(broker: broker.url, web: #"{"listen": "127.0.0.1:\#(free)"}"#))
+            #expect(nothing.status == 0, "\(nothing.output)")
+            #expect(
+                Self.line(nothing.output, "warn", "web")?.contains(
+                    "nothing accepts connections on http://127.0.0.1:\(free)")
+                    == true, "\(nothing.output)")
+        }
     }
 
     @Test("everything reachable: every check ok, exit 0; --json says the same")

@@ -11,7 +11,8 @@ import LocalSystem
 /// (AccessDenied), the adapter (present and powered, as a ``CentralManager`` sees it), with the
 /// peripheral role its adapter's GATT and advertising managers, the broker (one connection with the configured credentials),
 /// and with `bluetooth_proxy` enabled the proxy: the running gattway's ESPHome API (a handshake with the configured key,
-/// Hello, DeviceInfo), avahi-daemon and the name it announces the proxy under, and the key (``ProxyDiagnosis``). Each check is bounded by `--timeout`.
+/// Hello, DeviceInfo), avahi-daemon and the name it announces the proxy under, and the key (``ProxyDiagnosis``); with `web`
+/// enabled (the default) whether the web server accepts connections (``WebDiagnosis``). Each check is bounded by `--timeout`.
 /// Exit codes: see ``DoctorReport``.
 struct DoctorCommand: Command {
     static let name = "doctor"
@@ -25,7 +26,7 @@ struct DoctorCommand: Command {
         The broker check connects with its own client id and no last will, so it is safe while the \
         service runs. With bluetooth_proxy enabled it also talks to the running proxy as Home Assistant \
         would (the encryption key, Hello, DeviceInfo), looks for avahi-daemon on the system bus and \
-        asks it under which name the proxy is announced.
+        asks it under which name the proxy is announced. With web enabled (the default) it checks         that the web server accepts connections on its address.
         """
     static let options: [Option] = [
         .value("config", "FILE", "The configuration file.", default: "./config.json or /etc/gattway/config.json"),
@@ -85,6 +86,7 @@ struct DoctorCommand: Command {
                 await ProxyDiagnosis(
                     settings: config.bluetoothProxy, stateDirectory: directory, timeout: limit, loop: loop
                 ).run())
+            report.add(WebDiagnosis.check(config.web))
         } else {
             report.add(.warn("broker", "not checked: the configuration is invalid"))
         }
