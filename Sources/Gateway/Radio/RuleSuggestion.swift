@@ -33,8 +33,8 @@ public struct RuleSuggestion: Sendable, Equatable {
         ])
         switch entry.outcome {
         case .filteredByServices:
-            var uuids: [String] = entry.advertisement.serviceUUIDs.map(\.description)
-            for uuid in entry.advertisement.serviceData.keys.map(\.description).sorted() where !uuids.contains(uuid) {
+            var uuids: [String] = entry.advertisement.serviceUUIDs.map(\.shortDescription)
+            for uuid in entry.advertisement.serviceData.keys.map(\.shortDescription).sorted() where !uuids.contains(uuid) {
                 uuids.append(uuid)
             }
             if uuids.isEmpty {
