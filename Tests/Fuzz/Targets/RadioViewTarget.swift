@@ -43,7 +43,7 @@ extension FuzzTargets {
                 now += Double(flags >> 4)
                 view.note(
                     discovery, outcome: outcome, decode: outcome.isUntracked ? nil : outcome, parser: nil,
-                    device: nil, now: now, wall: Int64(now * 1000)
+                    device: nil, now: now, wall: Int64(saturating: now * 1000)
                 ) { report in
                     do {
                         let decoded = try ParserRegistry.builtIn.decode(
