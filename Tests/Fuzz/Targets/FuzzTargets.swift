@@ -24,6 +24,7 @@ public enum FuzzTargets {
         proxyBackend,
         agentCalls,
         webRequest,
+        radioView,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
