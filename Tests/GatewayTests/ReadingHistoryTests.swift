@@ -52,7 +52,7 @@ struct ReadingHistoryTests {
         #expect(history.seriesCount == 1)
     }
 
-    @Test("series beyond the bound and a device's attributes beyond its cap are refused and counted; removal frees them")
+    @Test("series beyond the bounds (all, per device) are refused and counted; a removal frees them")
     func seriesBound() {
         let history = ReadingHistory(maxSeries: 3)
         history.record(Self.device, [Reading("a", 1), Reading("b", 2)], wall: Self.start)
