@@ -35,6 +35,8 @@ public struct MQTTSettings: Sendable, Equatable {
     /// acknowledgements or for a connection; beyond it a message is dropped
     /// (`dropped.mqtt_queue_full`).
     public var maxQueued = 10_000
+    /// `raw_advertisements`: the raw radio on `<base>/bridge/radio/<address>` (off by default).
+    public var rawAdvertisements = RawAdvertisementSettings()
 
     /// `mqtt.tls`: files for mqtts.
     public struct TLS: Sendable, Equatable {
@@ -125,6 +127,9 @@ public struct MQTTSettings: Sendable, Equatable {
         retain = object.read("retain", default: retain) { try $0.bool() }
         attributeTopics = object.read("attribute_topics", default: attributeTopics) { try $0.bool() }
         maxQueued = object.read("max_queued", default: maxQueued) { try $0.integer(in: 0...10_000_000) }
+        if let value = object.value("raw_advertisements") {
+            rawAdvertisements = RawAdvertisementSettings(value, object.problems)
+        }
         object.finish()
         if password != nil && username == nil {
             object.problems.add(object.childPath(passwordFile == nil ? "password" : "password_file"), "needs username")

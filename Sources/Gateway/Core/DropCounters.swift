@@ -24,6 +24,9 @@ public struct DropCounters: Sendable, Equatable {
     /// Pairing questions, pair requests and answers refused: a device no rule names, no question
     /// waiting, too many questions.
     public var pairingRefused = 0
+    /// Reports the raw radio (`mqtt.raw_advertisements`) did not publish because their address
+    /// had a message on `bridge/radio/<address>` within its interval.
+    public var radioRateLimited = 0
 
     public init() {}
 }

@@ -54,6 +54,9 @@ public actor Gateway: LoopIsolated {
     private let pairing: PairingRequests
     /// The feature outside the core that shares its slots and jobs (the Bluetooth proxy's backend).
     private let attachment: (any GatewayAttachment)?
+    /// What the radio hears (``RadioView``) and the raw radio on MQTT; nil unless
+    /// `mqtt.raw_advertisements` or the `radioView` of ``init`` asks for it.
+    private let radio: RawRadio?
 
     private var started = false
     private var runningJobs = false
@@ -93,7 +96,8 @@ public actor Gateway: LoopIsolated {
         processSample: @escaping @Sendable () -> ProcessSample? = { ProcessSample.current() },
         healthExtra: (@Sendable () -> [(key: String, value: JSONValue)])? = nil,
         attachment: (any GatewayAttachment)? = nil,
-        adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)? = nil
+        adapterObserver: (@Sendable (BLEAdapterStatus) -> Void)? = nil,
+        radioView: Bool = false
     ) {
         self.loop = loop
         // Each feature is given what it asks of the others when it is made; the gateway itself,
@@ -128,9 +132,12 @@ public actor Gateway: LoopIsolated {
             extra = { (healthExtra?() ?? []) + attachment.healthSections() }
             connections.observeSlots(initially: false) { _ in attachment.connectionSlotsChanged() }
         }
+        let radio =
+            radioView || config.mqtt.rawAdvertisements.enabled ? RawRadio(context: context, states: states) : nil
+        self.radio = radio
         health = HealthReporter(
             context: context, processSample: processSample, extra: extra, registry: registry,
-            connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet)
+            connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet, radio: radio)
         self.attachment = attachment
         inbox.gateway = self
         attachment?.attach(AttachedCore(self))
@@ -214,8 +221,12 @@ public actor Gateway: LoopIsolated {
             }
         }
         if config.role.includesCentral {
+            // With the radio's view on, the scan is not filtered by services below the core (BlueZ's
+            // discovery filter, the central's check): the core filters, and so sees what it filters.
             registrations.append(
-                try await ble.scan(services: config.bluetooth.scanServices) { deliver(.advertisement($0)) })
+                try await ble.scan(services: radio == nil ? config.bluetooth.scanServices : [], raw: radio != nil) {
+                    deliver(.advertisement($0))
+                })
             // State restoration: the devices the previous run was connected to connect now,
             // without waiting for an advertisement (a connected peripheral may advertise
             // rarely or not at all).
@@ -490,6 +501,33 @@ public actor Gateway: LoopIsolated {
     /// The adapter's condition as the BLE port last told it (nil before ``start()``).
     public var adapterStatus: BLEAdapterStatus? { bridge.adapter }
 
+    // MARK: The radio's view
+
+    /// What the radio hears (nil: the view is off — neither `mqtt.raw_advertisements` nor
+    /// `radioView` of ``init``). Read it on the loop (`assumeLoopIsolated`).
+    public var radioView: RadioView? { radio?.view }
+
+    /// The addresses heard within the view's window that changed after `since` (0: all), the
+    /// most recent first; nil when the view is off.
+    public func radioSnapshot(since: UInt64 = 0) -> RadioSnapshot? {
+        radio?.view.snapshot(now: clock.now(), since: since)
+    }
+
+    /// Calls `handler` on the loop with each entry a report changed (it must not block); nil
+    /// when the view is off. End with ``stopObservingRadio(_:)``.
+    public func observeRadio(_ handler: @escaping (RadioEntry) -> Void) -> Int? {
+        radio?.view.observe(handler)
+    }
+
+    public func stopObservingRadio(_ token: Int) { radio?.view.stopObserving(token) }
+
+    /// The config.json device rule that would publish `address` (``RuleSuggestion``), when the
+    /// view holds it and a rule would help.
+    public func suggestedRule(for address: BluetoothAddress) -> RuleSuggestion? {
+        guard let entry = radio?.view.entry(address) else { return nil }
+        return RuleSuggestion.suggest(for: entry, config: config)
+    }
+
     /// `handler` gets ``freeConnectionSlots`` now and after each event that changed it (a link of
     /// the gateway's starting or ending, a reservation), on the loop. It must not call back into
     /// the gateway's reservations from inside (it may read ``freeConnectionSlots``).
@@ -506,20 +544,39 @@ public actor Gateway: LoopIsolated {
 
     /// One advertisement report: the hot path. Filters on the scan services and RSSI threshold,
     /// finds (or registers) the device, updates RSSI/last seen/availability, decodes the payload
-    /// and publishes through rate control.
+    /// and publishes through rate control. With the radio's view on, what became of it is noted
+    /// there (nothing more is done without it).
     private func advertisement(_ discovery: BLEDiscovery) {
+        let (outcome, id) = handleAdvertisement(discovery)
+        guard let radio else { return }
+        var tracked: (device: String, format: String?)?
+        if let id {
+            let format: String? =
+                switch outcome {
+                case .decoded, .noValues, .repeatedFrame, .otherOwner: states.format(id)
+                default: nil
+                }
+            tracked = (registry[id].name, format)
+        }
+        let refined =
+            outcome == .noRule && registry.ruleIndex(matching: discovery) != nil ? RadioOutcome.registryFull : outcome
+        radio.heard(discovery, outcome: refined, tracked: tracked)
+    }
+
+    /// ``advertisement(_:)``'s work: what became of the report, and the device it concerned.
+    private func handleAdvertisement(_ discovery: BLEDiscovery) -> (RadioOutcome, DeviceID?) {
         context.counters.advertisements += 1
         let advertisement = discovery.advertisement
         let bluetooth = config.bluetooth
         if let threshold = bluetooth.rssiThreshold, let rssi = advertisement.rssi, Int(rssi) < threshold {
             context.counters.dropped.filtered += 1
-            return
+            return (.belowRSSIThreshold, nil)
         }
         if !bluetooth.scanServices.isEmpty, !bluetooth.scanServices.contains(where: { advertisement.advertises($0) }) {
             context.counters.dropped.filtered += 1
-            return
+            return (.filteredByServices, nil)
         }
-        guard let id = registry.id(discovery.address) ?? register(discovery) else { return }
+        guard let id = registry.id(discovery.address) ?? register(discovery) else { return (.noRule, nil) }
         let now = clock.now()
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
         fleet?.heard(discovery.address, rssi: advertisement.rssi, now: now)
@@ -533,16 +590,21 @@ public actor Gateway: LoopIsolated {
         if connections.awaitsConnection(device.address, rule: rule), fleet.owns(device.address) {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
-        guard rule.advertisements, !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty,
+        guard rule.advertisements else { return (.advertisementsOff, id) }
+        guard !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty else {
+            return (.noPayload, id)
+        }
+        guard
             let readings = states.decode(
                 id, advertisement, address: discovery.address, adapter: discovery.adapter, rule: rule,
                 name: device.name)
-        else { return }
+        else { return (states.outcome, id) }
         if let fleet, !fleet.decoded(discovery.address, readings, now: now) {
             _ = states.merge(id, readings)
-            return
+            return (.otherOwner, id)
         }
         apply(readings, to: id, now: now)
+        return (.decoded, id)
     }
 
     /// A value of a subscribed characteristic.

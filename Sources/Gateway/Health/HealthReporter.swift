@@ -14,6 +14,8 @@ final class HealthReporter {
     private let bridge: BridgePublisher
     private let peripheral: PeripheralBridge?
     private let fleet: Fleet?
+    /// The radio's view and the raw radio (nil: off).
+    private let radio: RawRadio?
     private(set) var startedAt: Double = 0
     private var nextAt: Double?
     private var lastSample: (time: Double, sample: ProcessSample)?
@@ -21,8 +23,10 @@ final class HealthReporter {
     init(
         context: CoreContext, processSample: @escaping @Sendable () -> ProcessSample?,
         extra: (@Sendable () -> [(key: String, value: JSONValue)])?, registry: DeviceRegistry,
-        connections: ConnectionManager, bridge: BridgePublisher, peripheral: PeripheralBridge?, fleet: Fleet?
+        connections: ConnectionManager, bridge: BridgePublisher, peripheral: PeripheralBridge?, fleet: Fleet?,
+        radio: RawRadio? = nil
     ) {
+        self.radio = radio
         self.bridge = bridge
         self.context = context
         self.processSample = processSample
@@ -125,6 +129,7 @@ final class HealthReporter {
                         ("key_wrong", number(counters.dropped.keyWrong)),
                         ("other_owner", number(counters.dropped.otherOwner)),
                         ("pairing_refused", number(counters.dropped.pairingRefused)),
+                        ("radio_rate_limited", number(counters.dropped.radioRateLimited)),
                         ("mqtt_queue_full", number(mqtt.queueFullDrops)),
                         ("mqtt_inbound_full", number(mqtt.inboundDrops)),
                         ("parse_error", number(counters.parseErrors)),
@@ -165,7 +170,8 @@ final class HealthReporter {
                     "ble_latency_ms",
                     context.ble.lastRoundTripLatency().map { .number(($0 * 10_000).rounded() / 10) } ?? .null
                 ),
-            ] + adapter + peripheral + (fleet.map { [("fleet", $0.health)] } ?? []) + (extra?() ?? []))
+            ] + adapter + peripheral + (fleet.map { [("fleet", $0.health)] } ?? [])
+                + (radio.map { [("raw_radio", $0.healthSection())] } ?? []) + (extra?() ?? []))
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

@@ -33,6 +33,14 @@ public protocol BLEPort: Sendable {
         async throws(BLEPortError)
         -> PortRegistration
 
+    /// As ``scan(services:_:)``; with `raw` each discovery also carries what the raw radio
+    /// (``RadioView``) shows: ``BLEDiscovery/data`` (the AD bytes as the controller gave them,
+    /// where the port has them) and ``BLEDiscovery/addressType``. Without `raw` a port leaves
+    /// them nil, so the hot path carries nothing more. The default ignores `raw`.
+    func scan(services: [BluetoothUUID], raw: Bool, _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
+        -> PortRegistration
+
     /// Connects to `address` and resolves its services, failing after `timeout` seconds.
     func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError)
 
@@ -96,6 +104,13 @@ public protocol BLEPort: Sendable {
 }
 
 extension BLEPort {
+    public func scan(services: [BluetoothUUID], raw: Bool, _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
+        async throws(BLEPortError)
+        -> PortRegistration
+    {
+        try await scan(services: services, deliver)
+    }
+
     public func restoredDevices() async -> [BLEDiscovery] { [] }
     public func loadConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
         async throws(BLEPortError)

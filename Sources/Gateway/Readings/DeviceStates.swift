@@ -79,6 +79,9 @@ final class DeviceStates {
     /// Bind keys set at run time (`bridge/request/device/bindkey`), kept in the state directory.
     private let bindKeys: BindKeys
     private var states: [State] = []
+    /// What the last ``decode(_:_:address:adapter:rule:name:)`` of an advertisement made of it
+    /// (for the radio's view; a byte stored per decode, read only when the view is on).
+    private(set) var outcome = RadioOutcome.decoded
     /// The attribute names, units, device classes and formats all devices share.
     private(set) var table = AttributeTable()
     /// Warnings about undecodable payloads: 20 at once, then one per 3 s, so garbage from many
@@ -154,7 +157,10 @@ final class DeviceStates {
                 extra.keyProblem = nil
             }
             // A recognised frame without values (a BTHome packet with only a packet id) changes nothing.
-            guard !decoded.readings.isEmpty else { return nil }
+            guard !decoded.readings.isEmpty else {
+                outcome = .noValues
+                return nil
+            }
             context.counters.decoded += 1
             if !rule.publishRepeats {
                 // A retransmission of the frame taken last (equal, not "not newer": a counter
@@ -165,18 +171,47 @@ final class DeviceStates {
                 let format = states[id.index].format
                 if states[id.index].isRepeat(decoded.frame, format: format, adapter: adapter) {
                     context.counters.dropped.repeatedFrame += 1
+                    outcome = .repeatedFrame
                     return nil
                 }
                 states[id.index].take(decoded.frame, format: format, adapter: adapter)
             }
+            outcome = .decoded
             return decoded.readings
         } catch {
+            outcome = Self.outcome(error.kind)
             switch error.kind {
             case .unknownFormat: return nil
             case .missingKey, .decryptionFailed: keyFailed(id, error, address: address, name: name)
             default: parseFailed(id, name: name, "advertisement", error)
             }
             return nil
+        }
+    }
+
+    /// The radio's name for a parser's refusal.
+    private static func outcome(_ kind: ParseError.Kind) -> RadioOutcome {
+        switch kind {
+        case .unknownFormat: .unknownFormat
+        case .missingKey: .keyMissing
+        case .decryptionFailed: .keyWrong
+        default: .invalidPayload
+        }
+    }
+
+    /// What the parsers would make of an advertisement of an untracked address (the radio's
+    /// view: no rule, or filtered), with the address's runtime bind key: the outcome and the
+    /// format that decoded it. Counts nothing, logs nothing, changes no state.
+    func trialDecode(_ advertisement: AdvertisementData, address: BluetoothAddress) -> (RadioOutcome, String?) {
+        guard !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty else {
+            return (.noPayload, nil)
+        }
+        do {
+            let decoded = try context.config.registry.decode(
+                AdvertisementContext(advertisement: advertisement, address: address, bindKey: bindKeys.key(address)))
+            return (decoded.readings.isEmpty ? .noValues : .decoded, decoded.format)
+        } catch {
+            return (Self.outcome(error.kind), nil)
         }
     }
 

@@ -45,6 +45,17 @@ public struct CentralBLEPort: BLEPort {
         async throws(BLEPortError)
         -> PortRegistration
     {
+        try await scan(services: services, raw: false, deliver)
+    }
+
+    /// With `raw`, each discovery carries the kernel's AD bytes (the management path) and the
+    /// address type, for the raw radio.
+    public func scan(
+        services: [BluetoothUUID], raw: Bool, _ deliver: @escaping @Sendable (BLEDiscovery) -> Void
+    )
+        async throws(BLEPortError)
+        -> PortRegistration
+    {
         var tokens: [(CentralManager, ScanToken)] = []
         let scanMode = self.scanMode
         let adapters = self.adapters
@@ -57,10 +68,14 @@ public struct CentralBLEPort: BLEPort {
                 ) { result in
                     adapters.heard(index, result.peripheral.address, rssi: result.advertisementData.rssi)
                     scanMode?.heard(result.advertisementData.localName)
-                    deliver(
-                        BLEDiscovery(
-                            address: result.peripheral.address, advertisement: result.advertisementData,
-                            adapter: UInt8(truncatingIfNeeded: index)))
+                    var discovery = BLEDiscovery(
+                        address: result.peripheral.address, advertisement: result.advertisementData,
+                        adapter: UInt8(truncatingIfNeeded: index))
+                    if raw {
+                        discovery.data = result.kernelReport?.data
+                        discovery.addressType = result.peripheral.addressType
+                    }
+                    deliver(discovery)
                 }
                 tokens.append((central, token))
             }

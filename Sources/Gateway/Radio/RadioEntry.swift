@@ -1,0 +1,141 @@
+import Bluetooth
+import JSON
+
+/// One address the radio heard, as the last report left it (``RadioView``).
+public struct RadioEntry: Sendable {
+    public let address: BluetoothAddress
+    /// Public or random, when the report said (nil on ports that do not).
+    public internal(set) var addressType: BluetoothAddress.AddressType?
+    /// The advertisement as decoded (name, service UUIDs, service and manufacturer data, TX power).
+    public internal(set) var advertisement: AdvertisementData
+    /// The AD bytes as the controller gave them (the management path), at most
+    /// ``RadioView/maxDataLength``; nil on the D-Bus path, where ``data`` is rebuilt.
+    public internal(set) var rawData: [UInt8]?
+    /// The last RSSI (dBm) per adapter (index in `bluetooth.adapters`), nil where that adapter
+    /// has not heard it or the report had none. At most ``RadioView/maxAdapters`` slots.
+    public internal(set) var rssi: [Int16?]
+    /// The adapter of the last report.
+    public internal(set) var adapter: UInt8
+    /// Reports since the address entered the view.
+    public internal(set) var reports: Int
+    /// Reports per second over the last measuring interval (5 s; 0 before the first ends).
+    public internal(set) var reportsPerSecond: Double
+    /// The gateway clock's time (seconds) of the first and the last report.
+    public internal(set) var firstSeen: Double
+    public internal(set) var lastSeen: Double
+    /// Wall-clock milliseconds since 1970 of the last report.
+    public internal(set) var lastSeenWall: Int64
+    /// What the gateway did with the last report.
+    public internal(set) var outcome: RadioOutcome
+    /// What the parsers made of its payload: ``RadioOutcome/decoded`` or why not (for an
+    /// untracked report, from a trial decode without a device state).
+    public internal(set) var decode: RadioOutcome
+    /// The format that decoded it (`bthome_v2`, `ruuvi_v5`, …), when one did.
+    public internal(set) var parser: String?
+    /// The device (topic level below the base topic) its readings went to, when tracked.
+    public internal(set) var device: String?
+    /// Grows with every change of any entry of the view: the entry changed after a snapshot
+    /// whose ``RadioSnapshot/sequence`` is below this.
+    public internal(set) var sequence: UInt64
+
+    // The rate's measuring interval and the raw radio's last publication.
+    var windowStart: Double
+    var windowCount = 0
+    var publishedAt = -Double.infinity
+    var publishedContent: Int?
+
+    /// The AD bytes: as received, or rebuilt from BlueZ's properties on the D-Bus path
+    /// (``isRebuilt``; no flags, at most 62 bytes: docs/bluez.md).
+    public var data: [UInt8] {
+        if let rawData { return rawData }
+        var content = advertisement
+        content.rssi = nil
+        return AdvertisementBytes.build(content)
+    }
+
+    /// Whether ``data`` was rebuilt from D-Bus properties rather than received.
+    public var isRebuilt: Bool { rawData == nil }
+
+    /// The last report's RSSI.
+    public var lastRSSI: Int16? { advertisement.rssi }
+
+    /// The local name, at most ``RadioView/maxNameLength`` characters.
+    public var name: String? {
+        guard let name = advertisement.localName else { return nil }
+        return name.count > RadioView.maxNameLength ? String(name.prefix(RadioView.maxNameLength)) : name
+    }
+
+    init(address: BluetoothAddress, now: Double, sequence: UInt64) {
+        self.address = address
+        advertisement = AdvertisementData()
+        rssi = []
+        adapter = 0
+        reports = 0
+        reportsPerSecond = 0
+        firstSeen = now
+        lastSeen = now
+        lastSeenWall = 0
+        outcome = .unknownFormat
+        decode = .unknownFormat
+        self.sequence = sequence
+        windowStart = now
+    }
+
+    /// Whether `discovery` carries what this entry holds (RSSI aside).
+    func sameContent(_ discovery: BLEDiscovery) -> Bool {
+        if let rawData, let data = discovery.data { return rawData == data }
+        guard rawData == nil, discovery.data == nil else { return false }
+        var content = discovery.advertisement
+        content.rssi = advertisement.rssi
+        return content == advertisement
+    }
+
+    /// A hash of what the raw radio's `changed` mode compares.
+    var contentHash: Int {
+        var hasher = Hasher()
+        if let rawData {
+            hasher.combine(rawData)
+        } else {
+            var content = advertisement
+            content.rssi = nil
+            hasher.combine(content)
+        }
+        hasher.combine(addressType)
+        hasher.combine(outcome)
+        hasher.combine(decode)
+        hasher.combine(parser)
+        hasher.combine(device)
+        return hasher.finalize()
+    }
+
+    /// The entry as the raw radio publishes it (`<base>/bridge/radio/<address>`) and the page
+    /// shows it. `adapters` names the adapters by index (`bluetooth.adapters`). Everything
+    /// from the radio is escaped by the JSON writer, and bounded (data, name).
+    public func json(adapters: [String]) -> JSONValue {
+        var members: [(key: String, value: JSONValue)] = [("address", .string(address.description))]
+        if let addressType { members.append(("address_type", .string(addressType.rawValue))) }
+        let adapterName = adapters.indices.contains(Int(adapter)) ? adapters[Int(adapter)] : "adapter\(adapter)"
+        members.append(("adapter", .string(adapterName)))
+        if let rssi = lastRSSI { members.append(("rssi", .number(Double(rssi)))) }
+        if rssi.count > 1 || adapters.count > 1 {
+            var perAdapter: [(key: String, value: JSONValue)] = []
+            for (index, value) in rssi.enumerated() {
+                guard let value else { continue }
+                let key = adapters.indices.contains(index) ? adapters[index] : "adapter\(index)"
+                perAdapter.append((key, .number(Double(value))))
+            }
+            members.append(("rssi_by_adapter", .object(perAdapter)))
+        }
+        members.append(("data", .string(Hex.encode(data))))
+        members.append(("source", .string(isRebuilt ? "dbus" : "mgmt")))
+        if let name { members.append(("name", .string(name))) }
+        members.append(("outcome", .string(outcome.name)))
+        members.append(("decode", .string(decode.name)))
+        if let parser { members.append(("parser", .string(parser))) }
+        if let device { members.append(("device", .string(device))) }
+        members.append(("reports", .number(Double(reports))))
+        members.append(("reports_per_second", .number((reportsPerSecond * 100).rounded() / 100)))
+        members.append(("last_seen", .string(HealthReporter.isoText(lastSeenWall))))
+        return .object(members)
+    }
+}

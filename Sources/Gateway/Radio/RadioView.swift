@@ -1,0 +1,209 @@
+import Bluetooth
+import JSON
+
+/// A view of the radio at one moment (``RadioView/snapshot(now:since:)``).
+public struct RadioSnapshot: Sendable {
+    /// The addresses heard within the window (changed after `since`), the most recent first.
+    public var entries: [RadioEntry]
+    /// Reports per second, all addresses, over the last measuring interval.
+    public var reportsPerSecond: Double
+    /// Pass it as `since` to get only what changed after this snapshot.
+    public var sequence: UInt64
+    /// Addresses held now (within the window or not yet swept), and the bound.
+    public var addresses: Int
+    public var maxAddresses: Int
+    /// Addresses evicted to stay within the bound, since the start.
+    public var evicted: Int
+}
+
+/// What the radio hears: every address heard in the last ``window`` seconds (at most
+/// ``maxAddresses``; beyond it the longest silent are evicted, so addresses that rotate or an
+/// attacker's thousands cannot grow it), with its last RSSI per adapter, report count and rate,
+/// last AD bytes (bounded), address type, last seen and what became of its last report
+/// (``RadioOutcome``). The raw radio on MQTT (`mqtt.raw_advertisements`) and the page read it.
+///
+/// Loop-confined, like the rest of the core: read it on the loop (``Gateway/radioSnapshot(since:)``,
+/// ``Gateway/observeRadio(_:)``).
+public final class RadioView {
+    /// AD bytes beyond this are not kept (a legacy advertisement and its scan response are 62;
+    /// extended advertising reports may be longer).
+    public static let maxDataLength = 255
+    /// A local name is shown with at most this many characters.
+    public static let maxNameLength = 64
+    /// RSSI is kept for at most this many adapters (`bluetooth.adapters` allows 8).
+    public static let maxAdapters = 8
+    /// The measuring interval of the rates (seconds).
+    static let rateInterval = 5.0
+
+    public let maxAddresses: Int
+    public let window: Double
+
+    private var entries: [RadioEntry] = []
+    private var index: [BluetoothAddress: Int] = [:]
+    private var sequence: UInt64 = 0
+    private(set) var evicted = 0
+    private var windowStart: Double
+    private var windowCount = 0
+    private(set) var reportsPerSecond: Double = 0
+    private var observers: [Int: (RadioEntry) -> Void] = [:]
+    private var nextObserver = 0
+
+    /// What the raw radio does with a report (``publishDecision(_:mode:interval:now:)``).
+    enum PublishDecision: Equatable {
+        case publish
+        /// Within `interval` of the address's last publication.
+        case rateLimited
+        /// `changed` mode: the same as the address's last publication.
+        case unchanged
+    }
+
+    public init(maxAddresses: Int, window: Double, now: Double = 0) {
+        self.maxAddresses = max(1, maxAddresses)
+        self.window = window
+        windowStart = now
+    }
+
+    public var count: Int { entries.count }
+
+    /// The entry of `address`, if it is in the view.
+    public func entry(_ address: BluetoothAddress) -> RadioEntry? { index[address].map { entries[$0] } }
+
+    /// Notes one report and what became of it; returns the entry's slot (valid until the next
+    /// ``note(_:outcome:decode:parser:device:now:wall:trial:)``). `outcome` is what the gateway
+    /// did; `decode`/`parser` what the parsers made of it, when the gateway's decoding ran.
+    /// `trial` decodes an untracked report (nil for a tracked one); it runs only when the
+    /// address's content changed, so a steady sender is decoded once.
+    @discardableResult
+    func note(
+        _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, parser: String?, device: String?,
+        now: Double, wall: Int64, trial: (BLEDiscovery) -> (RadioOutcome, String?)
+    ) -> Int {
+        sequence &+= 1
+        windowCount += 1
+        if now - windowStart >= Self.rateInterval {
+            reportsPerSecond = Double(windowCount) / (now - windowStart)
+            windowStart = now
+            windowCount = 0
+        }
+        let slot: Int
+        let same: Bool
+        if let existing = index[discovery.address] {
+            slot = existing
+            same = entries[slot].reports > 0 && entries[slot].sameContent(discovery)
+        } else {
+            slot = insert(discovery.address, now: now)
+            same = false
+        }
+        var entry = entries[slot]
+        entry.sequence = sequence
+        entry.reports += 1
+        entry.windowCount += 1
+        if now - entry.windowStart >= Self.rateInterval {
+            entry.reportsPerSecond = Double(entry.windowCount) / (now - entry.windowStart)
+            entry.windowStart = now
+            entry.windowCount = 0
+        }
+        entry.lastSeen = now
+        entry.lastSeenWall = wall
+        entry.adapter = discovery.adapter
+        if let type = discovery.addressType { entry.addressType = type }
+        if !same {
+            entry.advertisement = discovery.advertisement
+            if let data = discovery.data {
+                entry.rawData = data.count > Self.maxDataLength ? Array(data.prefix(Self.maxDataLength)) : data
+            } else {
+                entry.rawData = nil
+            }
+        } else {
+            entry.advertisement.rssi = discovery.advertisement.rssi
+        }
+        let adapter = Int(discovery.adapter)
+        if adapter < Self.maxAdapters {
+            if entry.rssi.count <= adapter { entry.rssi += repeatElement(nil, count: adapter + 1 - entry.rssi.count) }
+            entry.rssi[adapter] = discovery.advertisement.rssi
+        }
+        let wasUntracked = entry.outcome.isUntracked && entry.reports > 1
+        entry.outcome = outcome
+        entry.device = device
+        if let decode {
+            entry.decode = decode
+            entry.parser = parser
+        } else if !(same && wasUntracked) {
+            // An untracked report: what would a parser make of it? Once per content.
+            (entry.decode, entry.parser) = trial(discovery)
+        }
+        entries[slot] = entry
+        for observer in observers.values { observer(entry) }
+        return slot
+    }
+
+    /// A slot for `address`, evicting when the view is full: first what is older than the
+    /// window, then, if that freed nothing, the longest silent quarter (at once, so that a flood of
+    /// new addresses costs one sort per ``maxAddresses``/4 of them, not a search per address).
+    private func insert(_ address: BluetoothAddress, now: Double) -> Int {
+        if entries.count >= maxAddresses {
+            let cutoff = now - window
+            var keep = entries.filter { $0.lastSeen >= cutoff }
+            if keep.count >= maxAddresses {
+                let drop = max(1, maxAddresses / 4)
+                let newestDropped = keep.map(\.lastSeen).sorted()[drop - 1]
+                var dropped = 0
+                keep.removeAll { entry in
+                    guard dropped < drop, entry.lastSeen <= newestDropped else { return false }
+                    dropped += 1
+                    return true
+                }
+            }
+            evicted += entries.count - keep.count
+            entries = keep
+            index.removeAll(keepingCapacity: true)
+            for (slot, entry) in entries.enumerated() { index[entry.address] = slot }
+        }
+        entries.append(RadioEntry(address: address, now: now, sequence: sequence))
+        index[address] = entries.count - 1
+        return entries.count - 1
+    }
+
+    /// Whether the raw radio publishes the report just noted in `slot`: at most one message per
+    /// address per `interval`, and in `changed` mode only what differs from the address's last
+    /// message (its AD bytes, address type or outcome). Records a publication.
+    func publishDecision(_ slot: Int, mode: RawAdvertisementSettings.Mode, interval: Double, now: Double)
+        -> PublishDecision
+    {
+        var content: Int?
+        if mode == .changed {
+            let hash = entries[slot].contentHash
+            if entries[slot].publishedContent == hash { return .unchanged }
+            content = hash
+        }
+        if now - entries[slot].publishedAt < interval { return .rateLimited }
+        entries[slot].publishedAt = now
+        entries[slot].publishedContent = content
+        return .publish
+    }
+
+    func entry(at slot: Int) -> RadioEntry { entries[slot] }
+
+    /// The addresses heard within the window that changed after `since` (0: all), the most
+    /// recently heard first.
+    public func snapshot(now: Double, since: UInt64 = 0) -> RadioSnapshot {
+        let cutoff = now - window
+        let heard = entries.filter { $0.lastSeen >= cutoff && $0.sequence > since }.sorted { $0.lastSeen > $1.lastSeen }
+        let rate = now - windowStart >= 1 ? Double(windowCount) / (now - windowStart) : reportsPerSecond
+        return RadioSnapshot(
+            entries: heard, reportsPerSecond: rate, sequence: sequence, addresses: entries.count,
+            maxAddresses: maxAddresses, evicted: evicted)
+    }
+
+    /// Calls `handler` on the loop with each entry a report changed, until
+    /// ``stopObserving(_:)``. It must not block: it runs on the advertisement hot path.
+    public func observe(_ handler: @escaping (RadioEntry) -> Void) -> Int {
+        nextObserver += 1
+        observers[nextObserver] = handler
+        return nextObserver
+    }
+
+    public func stopObserving(_ token: Int) {
+        observers.removeValue(forKey: token)
+    }
+}

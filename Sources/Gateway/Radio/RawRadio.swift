@@ -1,0 +1,73 @@
+import Bluetooth
+import JSON
+
+/// The core's feature behind the radio's view: fills the ``RadioView`` with every report and
+/// what became of it, and — with `mqtt.raw_advertisements` on — publishes the reports on
+/// `<base>/bridge/radio/<address>` (QoS 0, never retained, not queued while offline), at most
+/// one per address per interval. Made only when the view is wanted: with it absent the
+/// advertisement path does nothing more (``Gateway``). Loop-confined.
+final class RawRadio {
+    let view: RadioView
+    private let context: CoreContext
+    private let states: DeviceStates
+    /// `mqtt.raw_advertisements` (``RawAdvertisementSettings/enabled``: publish).
+    private let settings: RawAdvertisementSettings
+    private let adapters: [String]
+    private let topicPrefix: String
+    /// Messages published on `bridge/radio/…`, and reports not published because their address
+    /// had one within the interval (`dropped.radio_rate_limited`).
+    private(set) var published = 0
+    private(set) var rateLimited = 0
+
+    init(context: CoreContext, states: DeviceStates) {
+        self.context = context
+        self.states = states
+        let config = context.config
+        settings = config.mqtt.rawAdvertisements
+        view = RadioView(maxAddresses: settings.maxAddresses, window: settings.window, now: context.clock.now())
+        adapters = config.bluetooth.adapters
+        topicPrefix = context.bridge + "/radio/"
+    }
+
+    /// One report and what became of it: `outcome`; for a report a device's state decoded,
+    /// `tracked` names the device (its topic level and format).
+    func heard(_ discovery: BLEDiscovery, outcome: RadioOutcome, tracked: (device: String, format: String?)?) {
+        let now = context.clock.now()
+        let states = self.states
+        let decode: RadioOutcome?
+        switch outcome {
+        case .decoded, .noValues, .repeatedFrame, .unknownFormat, .keyMissing, .keyWrong, .invalidPayload:
+            decode = outcome
+        case .noPayload: decode = .noPayload
+        default: decode = nil  // untracked, rule off, other owner: a trial decode says
+        }
+        let slot = view.note(
+            discovery, outcome: outcome, decode: decode, parser: decode == nil ? nil : tracked?.format,
+            device: tracked?.device, now: now, wall: context.clock.wallMilliseconds()
+        ) { states.trialDecode($0.advertisement, address: $0.address) }
+        guard settings.enabled else { return }
+        switch view.publishDecision(slot, mode: settings.mode, interval: settings.interval, now: now) {
+        case .unchanged: return
+        case .rateLimited:
+            rateLimited += 1
+            context.counters.dropped.radioRateLimited += 1
+        case .publish:
+            published += 1
+            let entry = view.entry(at: slot)
+            context.output.publish(
+                topicPrefix + entry.address.description, json: entry.json(adapters: adapters), retain: false, qos: 0,
+                kind: .snapshot)
+        }
+    }
+
+    /// `bridge/health`'s `raw_radio` section.
+    func healthSection() -> JSONValue {
+        .object([
+            ("addresses", .number(Double(view.count))),
+            ("max_addresses", .number(Double(view.maxAddresses))),
+            ("evicted", .number(Double(view.evicted))),
+            ("reports_per_second", .number((view.reportsPerSecond * 10).rounded() / 10)),
+            ("published", .number(Double(published))),
+        ])
+    }
+}
