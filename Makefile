@@ -222,7 +222,9 @@ test-one: deps
 # Sources Tests bench` fixes most); shellcheck (Debian's) over every shell script; ruff (PyPI,
 # pinned in scripts/lint-requirements.txt, in .venv-lint, installed again only when that file
 # changes) with the rules of ruff.toml over every Python file. A finding that is meant carries a
-# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason.
+# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason. The web page's files are
+# served from Sources/GatewayRuntime/Web/WebPageAssets.swift, which scripts/web-assets.py makes
+# from webpage/: the lint fails when it was not run after a change there.
 LINT_PACKAGES := shellcheck python3 python3-venv
 SHELL_SCRIPTS = $(shell find . \( -name .git -o -name .build -o -name '.venv*' -o -name .realbluez-vm \) -prune \
                   -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
@@ -232,6 +234,7 @@ lint:
 	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
 	shellcheck $(SHELL_SCRIPTS)
 	.venv-lint/bin/ruff check --quiet .
+	python3 scripts/web-assets.py --check
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only

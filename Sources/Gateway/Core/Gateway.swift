@@ -35,20 +35,20 @@ public actor Gateway: LoopIsolated {
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
-    private let context: CoreContext
+    let context: CoreContext
     let registry: DeviceRegistry
     let states: DeviceStates
     /// The readings of the last hours, for the web page's charts (``ReadingHistory``).
     let history = ReadingHistory()
-    private let availability: Availability
-    private let connections: ConnectionManager
+    let availability: Availability
+    let connections: ConnectionManager
     private let commands: CommandRunner
     private let bridge: BridgePublisher
     private let homeAssistant: HomeAssistantPublisher
     /// The peripheral role (nil: central only, whatever `role` says).
     private let peripheralBridge: PeripheralBridge?
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
-    private let fleet: Fleet?
+    let fleet: Fleet?
     private let health: HealthReporter
     /// The pairing agent's questions and the pair requests.
     private let pairing: PairingRequests

@@ -1,0 +1,101 @@
+import Bluetooth
+import JSON
+import Parsers
+
+/// What the web page shows of the core (docs/web.md, "The page"), as JSON, read on the loop.
+/// Everything from devices (names, strings) is data here: the page puts it in as text.
+extension Gateway {
+    /// Every registered device, in registration order: `name`, `address`, `local_name`, `model`
+    /// (the advertisement format), `rule`, `attributes` (`[{"name", "value", "unit"?}]`: the
+    /// last reading of each), `rssi`, `rssi_by_adapter` (when the radio's view holds the address
+    /// and several adapters heard it), `last_seen` (ms since 1970), `availability` (`online`,
+    /// `offline`, null before the first), `link` (`idle`, `queued`, `connecting`, `connected`,
+    /// `disconnecting`; null for a device no rule connects), `parked`, `gave_up`, and in a fleet
+    /// `owned` (this gateway owns it).
+    public var pageDevices: JSONValue {
+        let adapters = context.config.bluetooth.adapters
+        return .array(
+            registry.order.map { id in
+                let device = registry[id]
+                var members: [(key: String, value: JSONValue)] = [
+                    ("name", .string(device.name)), ("address", .string(device.address.description)),
+                ]
+                if let localName = device.localName { members.append(("local_name", .string(localName))) }
+                members.append(("model", states.format(id).map(JSONValue.string) ?? .null))
+                members.append(("rule", .number(Double(device.ruleIndex))))
+                members.append(
+                    (
+                        "attributes",
+                        .array(
+                            states.readings(id).map { reading in
+                                var attribute: [(key: String, value: JSONValue)] = [
+                                    ("name", .string(reading.name)), ("value", Self.json(reading.value)),
+                                ]
+                                if let unit = reading.unit { attribute.append(("unit", .string(unit))) }
+                                return .object(attribute)
+                            })
+                    ))
+                members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
+                if let entry = radioView?.entry(device.address), entry.rssi.count > 1 {
+                    var perAdapter: [(key: String, value: JSONValue)] = []
+                    for (index, rssi) in entry.rssi.enumerated() {
+                        guard let rssi else { continue }
+                        perAdapter.append(
+                            (adapters.indices.contains(index) ? adapters[index] : "adapter\(index)", .number(Double(rssi))))
+                    }
+                    members.append(("rssi_by_adapter", .object(perAdapter)))
+                }
+                members.append(("last_seen", device.lastSeenWall.map { .number(Double($0)) } ?? .null))
+                members.append(
+                    ("availability", availability.published(id).map { .string($0 ? "online" : "offline") } ?? .null))
+                let link = connections.link(device.address)
+                members.append(("link", link.map { .string("\($0.phase)") } ?? .null))
+                members.append(("parked", .bool(link?.parked ?? false)))
+                members.append(("gave_up", .bool(link?.gaveUp ?? false)))
+                if let fleet { members.append(("owned", .bool(fleet.owns(device.address)))) }
+                return .object(members)
+            })
+    }
+
+    /// The radio's view for the page: `{"reports_per_second", "addresses", "max_addresses",
+    /// "evicted", "sequence", "entries": [the raw radio's JSON of each address, with "rule":
+    /// true when a rule can be suggested for it]}`; nil when the view is off.
+    public func pageRadio(since: UInt64 = 0) -> JSONValue? {
+        guard let snapshot = radioSnapshot(since: since) else { return nil }
+        let adapters = context.config.bluetooth.adapters
+        return .object([
+            ("reports_per_second", .number((snapshot.reportsPerSecond * 10).rounded() / 10)),
+            ("addresses", .number(Double(snapshot.addresses))),
+            ("max_addresses", .number(Double(snapshot.maxAddresses))),
+            ("evicted", .number(Double(snapshot.evicted))),
+            ("sequence", .number(Double(snapshot.sequence))),
+            (
+                "entries",
+                .array(
+                    snapshot.entries.map { entry in
+                        guard case .object(var members) = entry.json(adapters: adapters) else { return .null }
+                        let suggestion = RuleSuggestion.suggest(for: entry, config: context.config) != nil
+                        members.append(("rule", .bool(suggestion)))
+                        return .object(members)
+                    })
+            ),
+        ])
+    }
+
+    /// The device rule that would publish `address` (``suggestedRule(for:)``) for the page to show:
+    /// `{"rule": one element of config.json's devices, "notes": […]}`; nil when there is none.
+    public func pageRule(for address: String) -> JSONValue? {
+        guard let address = BluetoothAddress(address), let suggestion = suggestedRule(for: address) else { return nil }
+        return .object([("rule", suggestion.rule), ("notes", .array(suggestion.notes.map(JSONValue.string)))])
+    }
+
+    private static func json(_ value: ReadingValue) -> JSONValue {
+        switch value {
+        case .number(let number): number.isFinite ? .number(number) : .null
+        case .bool(let flag): .bool(flag)
+        case .null: .null
+        case .string(let text): .string(text)
+        case .numbers(let numbers): .array(numbers.map { $0.isFinite ? .number($0) : .null })
+        }
+    }
+}
