@@ -234,7 +234,7 @@ lint:
 	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
 	shellcheck $(SHELL_SCRIPTS)
 	.venv-lint/bin/ruff check --quiet .
-	python3 scripts/web-assets.py --check
+	$(PYTHON) scripts/web-assets.py --check
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only
