@@ -2,9 +2,11 @@
 SWIFT ?= swift
 SWIFT_BUILD_FLAGS ?=
 # Build tools and the C libraries we link, plus the real daemons the tests start themselves and
-# what the state-directory tests mount file systems with (mkfs.ext4, mount -o loop).
-PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev dbus dbus-daemon dbus-bin \
-            mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount
+# what the state-directory tests mount file systems with (mkfs.ext4, mount -o loop); curl and
+# promtool (Debian's prometheus) for the web server's end-to-end tests.
+PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-dev dbus dbus-daemon dbus-bin \
+            mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
+            curl prometheus
 
 .PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 

@@ -2,7 +2,7 @@
 import PackageDescription
 
 /// Layering (docs/architecture.md, "Layers"): only `DBus` imports `CDBus`, only `MQTT` imports
-/// `CMosquitto`, only `Parsers` and `ESPHomeAPI` import `CCrypto`, always as `internal import` so no C type can
+/// `CMosquitto`, only `Parsers` and `ESPHomeAPI` import `CCrypto`, only `HTTPServer` imports `CMicroHTTPD`, always as `internal import` so no C type can
 /// leak into a public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
 let package = Package(
     name: "gattway",
@@ -17,18 +17,23 @@ let package = Package(
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "ESPHomeAPI", targets: ["ESPHomeAPI"]),
         .library(name: "GatewayRuntime", targets: ["GatewayRuntime"]),
+        .library(name: "HTTPServer", targets: ["HTTPServer"]),
     ],
     targets: [
         // C libraries from Debian packages, through pkg-config.
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // The single poll() thread that owns every C library connection.
         .target(name: "EventLoop"),
         .target(name: "DBus", dependencies: ["CDBus", "EventLoop"]),
         .target(name: "MQTT", dependencies: ["CMosquitto", "EventLoop", "Retry", "FIFOQueue"]),
         .target(name: "Bluetooth"),
+        // The web server (docs/web.md): libmicrohttpd in external-poll mode on the loop; routing,
+        // query and form parsing, auth and CSRF, Server-Sent Events, Prometheus's text format.
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "EventLoop"]),
         // The kernel's Bluetooth management protocol (HCI_CHANNEL_CONTROL): packets, events,
         // commands; a codec only, no I/O.
         .target(name: "BluetoothManagement", dependencies: ["Bluetooth"]),
@@ -72,7 +77,7 @@ let package = Package(
             name: "GatewayRuntime",
             dependencies: [
                 "Gateway", "ProxyBackend", "BlueZ", "BluetoothManagement", "MQTT", "DBus", "ESPHomeAPI", "EventLoop", "Bluetooth", "JSON",
-                "LocalSystem",
+                "LocalSystem", "HTTPServer",
             ]
         ),
         .executableTarget(

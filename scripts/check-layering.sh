@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the layering rules of docs/architecture.md ("Layers") on the source tree; run by `make test`.
 #  - C modules are imported only by their wrapper: CDBus by DBus, CMosquitto by MQTT, CCrypto by Parsers
-#    (AES-CCM) and ESPHomeAPI (the Noise encryption of the ESPHome native API).
+#    (AES-CCM) and ESPHomeAPI (the Noise encryption of the ESPHome native API), CMicroHTTPD by
+#    HTTPServer (the web server, docs/web.md).
 #  - Those imports are `internal import` (or narrower), so the compiler rejects any C type in a
 #    public signature of the wrapper.
 #  - Gateway never imports DBus, BlueZ, MQTT, ESPHomeAPI or a C module (it talks to ports only;
@@ -29,6 +30,7 @@ allowed() {  # module -> the source folders allowed to import it
     CDBus) echo DBus ;;
     CMosquitto) echo MQTT ;;
     CCrypto) echo "Parsers ESPHomeAPI" ;;
+    CMicroHTTPD) echo HTTPServer ;;
   esac
 }
 while IFS= read -r line; do
@@ -44,10 +46,10 @@ while IFS= read -r line; do
     echo "layering: $file must use 'internal import $module' so no C type can become public API" >&2
     status=1
   fi
-done < <(grep -rnE '^[[:space:]]*(@_implementationOnly[[:space:]]+)?((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto)\b' Sources Tests bench 2>/dev/null || true)
+done < <(grep -rnE '^[[:space:]]*(@_implementationOnly[[:space:]]+)?((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto|CMicroHTTPD)\b' Sources Tests bench 2>/dev/null || true)
 
 if [ -d Sources/Gateway ]; then
-  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|ESPHomeAPI|CDBus|CMosquitto|CCrypto)\b' Sources/Gateway; then
+  if grep -rnE '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(DBus|BlueZ|MQTT|ESPHomeAPI|HTTPServer|CDBus|CMosquitto|CCrypto|CMicroHTTPD)\b' Sources/Gateway; then
     echo "layering: Gateway must talk to BLE and MQTT through its ports only (docs/architecture.md, section Layers)" >&2
     status=1
   fi

@@ -11,6 +11,8 @@ extension GatewayConfig {
         if let password = mqtt.password { secrets.append(password) }
         if let password = serverPassword { secrets.append(password) }
         if let key = bluetoothProxy.encryptionKeyText { secrets.append(key) }
+        if let token = web.token { secrets.append(token) }
+        secrets += web.users.map(\.password)
         for rule in devices {
             guard let key = rule.bindKey else { continue }
             secrets += [Hex.encode(key), Hex.encode(key, uppercase: true)]
@@ -23,6 +25,7 @@ extension GatewayConfig {
     public var holdsSecrets: Bool {
         (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil
             || devices.contains { $0.bindKey != nil } || bluetoothProxy.encryptionKeyText != nil
+            || (web.token != nil && web.tokenFile == nil)
     }
 
     /// The other files the config names that hold secrets: `mqtt.password_file` and the TLS
@@ -31,6 +34,9 @@ extension GatewayConfig {
         var files: [(path: String, holds: String)] = []
         if let file = mqtt.passwordFile { files.append((file, "the MQTT password (mqtt.password_file)")) }
         if let key = mqtt.tls?.keyFile { files.append((key, "the TLS client key (mqtt.tls.key_file)")) }
+        if let file = web.tokenFile { files.append((file, "the web server's token (web.auth.token_file)")) }
+        if let file = web.usersFile { files.append((file, "the web server's passwords (web.auth.users_file)")) }
+        if let key = web.tls?.keyFile { files.append((key, "the web server's TLS key (web.tls.key_file)")) }
         return files
     }
 

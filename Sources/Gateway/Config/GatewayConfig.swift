@@ -19,6 +19,8 @@ public struct GatewayConfig: Sendable {
     public var bluetoothProxy = BluetoothProxySettings()
     /// `fleet`: one owner per device among the gateways of one base topic (docs/fleet.md).
     public var fleet = FleetSettings()
+    /// `web`: the web server (`/metrics`, the JSON API; docs/web.md).
+    public var web = WebSettings()
 
     /// This gateway's name in a fleet: `fleet.gateway_id`, else `mqtt.client_id`.
     public var gatewayID: String { fleet.gatewayID ?? mqtt.clientID }
@@ -75,6 +77,7 @@ public struct GatewayConfig: Sendable {
         if let health = section("health", HealthSettings.init) { config.health = health }
         if let proxy = section("bluetooth_proxy", BluetoothProxySettings.init) { config.bluetoothProxy = proxy }
         if let fleet = section("fleet", FleetSettings.init) { config.fleet = fleet }
+        if let web = section("web", WebSettings.init) { config.web = web }
         config.role = object.read("role", default: .central) { reader in
             let text = try reader.string()
             guard let role = GatewayRole(rawValue: text) else {

@@ -1030,4 +1030,56 @@ public actor Gateway: LoopIsolated {
 
     /// The `bridge/health` payload as it would be published now (without a process sample).
     public var healthPayload: JSONValue { health.payload(now: clock.now(), sample: nil) }
+
+    /// The `bridge/health` payload now, with the process's figures (the web server's
+    /// `/api/health` and `/metrics`).
+    public var currentHealth: JSONValue { health.snapshot(now: clock.now()) }
+
+    /// Calls `handler` with every message the core publishes, as it publishes it (also while
+    /// the broker is away: the store-and-forward stage keeps it then). One observer; nil ends it.
+    public func observePublishes(_ handler: (@Sendable (MQTTOutboundMessage) -> Void)?) { context.output.observer = handler }
+
+    /// What the registry knows of each device, in `bridge/devices` order.
+    public var deviceSnapshots: [DeviceSnapshot] {
+        registry.order.map { id in
+            let device = registry[id]
+            return DeviceSnapshot(
+                name: device.name, address: device.address.description, localName: device.localName,
+                rssi: device.rssi, lastSeenMilliseconds: device.lastSeenWall,
+                connected: connections.isConnected(device.address), format: states.format(id),
+                stateTopic: device.stateTopic)
+        }
+    }
+
+    /// The devices as `bridge/devices` lists them, each with `last_seen`.
+    public var devicesPayload: JSONValue {
+        .array(
+            registry.order.map { id in
+                let device = registry[id]
+                var entry = BridgePublisher.deviceEntry(
+                    device, connected: connections.isConnected(device.address), format: states.format(id),
+                    services: registry.services(id))
+                if case .object(var members) = entry {
+                    members.append(
+                        ("last_seen", device.lastSeenWall.map { .string(HealthReporter.isoText($0)) } ?? .null))
+                    entry = .object(members)
+                }
+                return entry
+            })
+    }
+}
+
+/// One device as the registry knows it (``Gateway/deviceSnapshots``).
+public struct DeviceSnapshot: Sendable {
+    /// The topic level: friendly name, else the address without colons.
+    public var name: String
+    public var address: String
+    public var localName: String?
+    public var rssi: Int?
+    /// Wall-clock milliseconds of the last advertisement or value.
+    public var lastSeenMilliseconds: Int64?
+    public var connected: Bool
+    public var format: String?
+    /// `<base>/<name>`, where its readings go.
+    public var stateTopic: String
 }

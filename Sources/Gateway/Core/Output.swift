@@ -15,6 +15,8 @@ final class Output {
     /// The MQTT port's connection as last reported (assumed up from the start, as the
     /// store-and-forward stage does, until the port says otherwise).
     private(set) var connected = true
+    /// Told every message as it is published (the web server's event stream); nil: nobody listens.
+    var observer: ((MQTTOutboundMessage) -> Void)?
 
     init(mqtt: any MQTTPort, qos: Int) {
         self.mqtt = mqtt
@@ -60,6 +62,7 @@ final class Output {
     /// capture time): queued, it keeps that time; live, it goes out without it.
     func send(_ message: MQTTOutboundMessage, kind: OutboundKind = .stored) {
         published += 1
+        observer?(message)
         if let outbox {
             outbox.publish(message, kind: kind)
         } else if message.capturedAt != nil {

@@ -63,6 +63,12 @@ final class HealthReporter {
         if let sample { lastSample = (now, sample) }
     }
 
+    /// The report at `now` with a fresh process sample, leaving the published reports' CPU
+    /// percentage to them (its interval stays the one between two reports).
+    func snapshot(now: Double) -> JSONValue {
+        payload(now: now, sample: processSample())
+    }
+
     /// The peripheral role's figures (nil: not a peripheral; zeros when it has no port).
     private var served: PeripheralBridge.Statistics? {
         guard context.config.role.includesPeripheral else { return nil }

@@ -13,7 +13,7 @@ import LocalSystem
 /// Start-up order: configuration (exit 78 on any problem) → event loop → MQTT client (connects
 /// and reconnects in the background, last will = `bridge/state` offline) → central → peripheral
 /// (with that role) → Bluetooth proxy (when enabled; the core it shares connection slots with is
-/// made here) → gateway core → `READY=1` with the adapter's condition in `STATUS=`. Nothing waits for the adapter: an adapter that is off,
+/// made here) → gateway core → web server (with `web.enabled`) → `READY=1` with the adapter's condition in `STATUS=`. Nothing waits for the adapter: an adapter that is off,
 /// blocked or missing, a bluetoothd that is gone or a bus that refuses access is a condition the
 /// core reports (log, `bridge/health`, `bridge/event`) while the scan waits for it.
 ///
@@ -92,9 +92,10 @@ public struct GatewayProcess: Sendable {
             config.role.includesPeripheral
             ? BlueZPeripheralService(
                 adapter: config.peripheral.adapter ?? config.bluetooth.adapter, loop: loop, log: log) : nil
+        let webCounters = config.web.enabled ? WebCounters() : nil
         let core = CoreService(
             config: config, stateDirectory: stateDirectory, loop: loop, log: log, mqtt: mqtt, central: central,
-            peripheral: peripheral, notifier: notifier)
+            peripheral: peripheral, notifier: notifier, webCounters: webCounters)
         // The proxy starts first: a listener that cannot bind stops the process before the core
         // publishes anything.
         var gateway: [any Service] = [core]
@@ -104,13 +105,21 @@ public struct GatewayProcess: Sendable {
                     config: config, loop: loop, log: log, central: central, core: core, stateDirectory: stateDirectory),
                 at: 0)
         }
-        return [
+        var stages = [
             // The connections: the last step of the stop, together.
             ServiceGroup.Stage([mqtt, central] + (peripheral.map { [$0] } ?? []), window: .close),
             // The Bluetooth proxy and the core: stopped together, within the wait for BlueZ and the broker.
             ServiceGroup.Stage(gateway, window: .wait),
-            ServiceGroup.Stage([SystemdService(notifier: notifier, loop: loop, core: core)], window: .wait),
         ]
+        if let webCounters {
+            // The web server serves the core's state: it starts after the core and stops before it.
+            stages.append(
+                ServiceGroup.Stage(
+                    [WebService(config: config, loop: loop, log: log, core: core, mqtt: mqtt, counters: webCounters)],
+                    window: .wait))
+        }
+        stages.append(ServiceGroup.Stage([SystemdService(notifier: notifier, loop: loop, core: core)], window: .wait))
+        return stages
     }
 
     /// Each file with a secret that other users may read gets a warning — the config holding a

@@ -21,6 +21,8 @@ public final class CoreService: Service {
     let central: BlueZCentralService
     let peripheral: BlueZPeripheralService?
     let notifier: SystemdNotifier
+    /// The web server's counters (`bridge/health` `web`); nil without a web server.
+    let webCounters: WebCounters?
     private struct State {
         var gateway: Gateway?
         /// ``start()`` returned: the group runs ``run()``.
@@ -34,10 +36,13 @@ public final class CoreService: Service {
 
     /// - Parameters:
     ///   - notifier: told the adapter's condition as `STATUS=` at each change.
+    ///   - webCounters: the web server's counters, reported in `bridge/health` as `web`.
     public init(
         config: GatewayConfig, stateDirectory: String?, loop: EventLoop, log: GatewayLogger, mqtt: MQTTService,
-        central: BlueZCentralService, peripheral: BlueZPeripheralService?, notifier: SystemdNotifier
+        central: BlueZCentralService, peripheral: BlueZPeripheralService?, notifier: SystemdNotifier,
+        webCounters: WebCounters? = nil
     ) {
+        self.webCounters = webCounters
         self.config = config
         self.stateDirectory = stateDirectory
         self.loop = loop
@@ -63,6 +68,7 @@ public final class CoreService: Service {
         )
         let peripheralPort = peripheral?.port
         let central = self.central
+        let web = webCounters
         return state.withLock { state in
             if let gateway = state.gateway {
                 precondition(attachment == nil, "the core was made before the feature attached to it")
@@ -75,7 +81,9 @@ public final class CoreService: Service {
                     client: client, subscriptionQoS: MQTTQoS(rawValue: config.mqtt.subscriptionQoS) ?? .atLeastOnce),
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
-                healthExtra: { [(key: "radio", value: central.radioHealth())] },
+                healthExtra: {
+                    [(key: "radio", value: central.radioHealth())] + (web.map { [(key: "web", value: $0.health)] } ?? [])
+                },
                 attachment: attachment,
                 // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
                 adapterObserver: { status in notifier.notify("STATUS=" + SystemdService.status(status)) })

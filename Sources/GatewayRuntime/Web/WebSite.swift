@@ -1,0 +1,282 @@
+import EventLoop
+import Gateway
+import HTTPServer
+import JSON
+import LocalSystem
+import MQTT
+
+/// What the web server serves (docs/web.md, "Routes"): `/metrics`, the JSON API, the event
+/// stream, login and logout, behind the auth and CSRF checks of ``HTTPAuth``. Loop-confined: made,
+/// started, served and stopped on the loop thread (the invariant behind `@unchecked Sendable`,
+/// which lets the service hold it).
+final class WebSite: @unchecked Sendable {
+    typealias Route = (HTTPRequest, HTTPAuth.Identity) -> HTTPReply
+
+    /// Event streams at once; more are answered 503.
+    static let maxEventStreams = 8
+    /// Bytes an event stream's client may fall behind before it is dropped.
+    static let eventStreamBuffer = 64 * 1024
+    /// Seconds between keep-alive comments on the event streams.
+    static let keepAliveInterval = 15.0
+
+    let config: GatewayConfig
+    let loop: EventLoop
+    let log: GatewayLogger
+    let counters: WebCounters
+    let gateway: Gateway
+    let mqtt: MQTTClient?
+    let auth: HTTPAuth
+    private(set) var server: HTTPServer?
+    private var router = HTTPRouter<Route>()
+    private var streams: [EventStream] = []
+    private var keepAlive: EventLoop.Token?
+
+    init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway, mqtt: MQTTClient?) {
+        self.config = config
+        self.loop = loop
+        self.log = log
+        self.counters = counters
+        self.gateway = gateway
+        self.mqtt = mqtt
+        let started = ContinuousClock.now
+        auth = HTTPAuth(
+            HTTPAuth.Credentials(token: config.web.token, users: config.web.users.map { ($0.name, $0.password) }),
+            clock: {
+                let elapsed = ContinuousClock.now - started
+                return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            })
+        addRoutes()
+    }
+
+    /// The server's configuration from `web` (TLS files read now).
+    static func serverConfiguration(_ web: WebSettings) throws(HTTPServerError) -> HTTPServerConfiguration {
+        var configuration = HTTPServerConfiguration()
+        configuration.host = web.host
+        configuration.port = web.port
+        configuration.maxConnections = web.maxConnections
+        configuration.maxBodyBytes = web.maxBodyBytes
+        if let tls = web.tls {
+            guard let certificate = LocalFile.read(tls.certFile), let key = LocalFile.read(tls.keyFile) else {
+                throw HTTPServerError(description: "cannot read \(tls.certFile) or \(tls.keyFile)")
+            }
+            configuration.tls = (String(decoding: certificate, as: UTF8.self), String(decoding: key, as: UTF8.self))
+        }
+        return configuration
+    }
+
+    func start() throws(HTTPServerError) {
+        let server = try HTTPServer.start(
+            Self.serverConfiguration(config.web), loop: loop,
+            handlers: HTTPHandlers(
+                screen: { [unowned self] in screen($0) }, respond: { [unowned self] in respond($0) },
+                refused: { [unowned self] refusal in
+                    counters.refused(refusal == .tooLarge ? .tooLarge : .badRequest)
+                }))
+        self.server = server
+        counters.update { $0.listening = true }
+        let scheme = config.web.tls == nil ? "http" : "https"
+        log(
+            .notice,
+            "web: listening on \(scheme)://\(config.web.host):\(server.port)"
+                + (auth.isOpen ? " (no auth: this host only)" : " (auth required)"))
+    }
+
+    func stop() {
+        observe(false)
+        server?.stop()
+        server = nil
+        streams = []
+        counters.update {
+            $0.listening = false
+            $0.eventClients = 0
+        }
+    }
+
+    // MARK: Requests
+
+    /// Before the body: who it is (401 unless the login), so a body is never read for a stranger.
+    private func screen(_ head: HTTPRequest) -> HTTPResponse? {
+        if head.path == "/login" { return nil }
+        guard auth.authenticate(head) != nil else {
+            counters.refused(.unauthorized)
+            var response = HTTPResponse.text(401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
+            response.headers.append(("WWW-Authenticate", "Bearer realm=\"gattway\""))
+            return response
+        }
+        return nil
+    }
+
+    private func respond(_ request: HTTPRequest) -> HTTPReply {
+        counters.update { $0.requests += 1 }
+        switch router.match(method: request.method, path: request.path) {
+        case .notFound:
+            return .response(.text(404, "not found"))
+        case .methodNotAllowed(let allowed):
+            var response = HTTPResponse.text(405, "method not allowed")
+            response.headers.append(("Allow", allowed.joined(separator: ", ")))
+            return .response(response)
+        case .found(let route, _):
+            if request.path == "/login" { return route(request, .open) }
+            guard let identity = auth.authenticate(request) else {
+                counters.refused(.unauthorized)
+                return .response(.text(401, "unauthorized"))
+            }
+            if request.method == "POST", !auth.checkCSRF(request, identity: identity) {
+                counters.refused(.csrf)
+                return .response(.text(403, "forbidden: a POST needs its CSRF token (X-CSRF-Token, from GET /api/session)"))
+            }
+            return route(request, identity)
+        }
+    }
+
+    private func addRoutes() {
+        router.add("GET", "/") { _, _ in
+            .response(
+                .text(
+                    200,
+                    "gattway \(BuildInfo.version): /metrics, /api/health, /api/devices, /api/events, /api/session (docs/web.md)"))
+        }
+        router.add("GET", "/metrics") { [unowned self] _, _ in
+            .response(HTTPResponse(status: 200, contentType: PrometheusText.contentType, body: metrics()))
+        }
+        router.add("GET", "/api/health") { [unowned self] _, _ in
+            json(gateway.assumeLoopIsolated { $0.currentHealth })
+        }
+        router.add("GET", "/api/devices") { [unowned self] _, _ in
+            json(gateway.assumeLoopIsolated { $0.devicesPayload })
+        }
+        router.add("GET", "/api/session") { [unowned self] _, identity in
+            json(.object([("auth", .string(Self.name(identity))), ("csrf", .string(auth.csrfToken(for: identity)))]))
+        }
+        router.add("GET", "/api/events") { [unowned self] _, _ in events() }
+        router.add("POST", "/login") { [unowned self] request, _ in login(request) }
+        router.add("POST", "/logout") { [unowned self] _, identity in
+            auth.end(identity)
+            var response = HTTPResponse(status: 204)
+            response.headers.append(("Set-Cookie", "\(HTTPAuth.sessionCookie)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"))
+            return .response(response)
+        }
+    }
+
+    private static func name(_ identity: HTTPAuth.Identity) -> String {
+        switch identity {
+        case .open: "open"
+        case .bearer: "bearer"
+        case .session: "session"
+        }
+    }
+
+    private func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
+        var bytes: [UInt8] = []
+        value.write(into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
+        return .response(HTTPResponse(status: status, contentType: "application/json", body: bytes))
+    }
+
+    private func login(_ request: HTTPRequest) -> HTTPReply {
+        guard let fields = request.formFields else {
+            counters.refused(.badRequest)
+            return .response(.text(400, "expected a form (application/x-www-form-urlencoded) with token, or user and password"))
+        }
+        guard let session = auth.login(fields) else {
+            counters.refused(.loginFailed)
+            log(.warning, "web: a login failed")
+            return .response(.text(401, "login failed"))
+        }
+        log(.notice, "web: a login opened a session")
+        var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
+        let secure = config.web.tls == nil ? "" : "; Secure"
+        headers.append(("Set-Cookie", "\(HTTPAuth.sessionCookie)=\(session.id); Path=/; HttpOnly; SameSite=Strict\(secure)"))
+        var body: [UInt8] = []
+        JSONValue.object([("csrf", .string(session.csrf))]).write(into: &body)
+        return .response(HTTPResponse(status: 200, headers: headers, body: body))
+    }
+
+    // MARK: /metrics
+
+    func metrics() -> [UInt8] {
+        let (health, devices, free) = gateway.assumeLoopIsolated {
+            ($0.currentHealth, $0.deviceSnapshots, $0.freeConnectionSlots)
+        }
+        return MetricsExporter.render(
+            MetricsExporter.Inputs(
+                health: health, devices: devices, mqttBacklog: mqtt?.backlogCount ?? 0,
+                mqttBacklogLimit: mqtt?.configuration.maxQueued, freeSlots: free,
+                maxConnections: config.bluetooth.maxConnections, web: counters.snapshot))
+    }
+
+    // MARK: /api/events
+
+    private func events() -> HTTPReply {
+        streams.removeAll { !$0.isOpen }
+        guard streams.count < Self.maxEventStreams else {
+            counters.refused(.eventStreamsFull)
+            return .response(.text(503, "too many event streams (at most \(Self.maxEventStreams))"))
+        }
+        let stream = EventStream(limit: Self.eventStreamBuffer)
+        stream.onClose = { [unowned self, unowned stream] in closed(stream) }
+        streams.append(stream)
+        counters.update { $0.eventClients = streams.count }
+        stream.send(event: "hello", data: #"{"version":"\#(BuildInfo.version)"}"#)
+        observe(true)
+        return .events(stream)
+    }
+
+    private func closed(_ stream: EventStream) {
+        streams.removeAll { $0 === stream || !$0.isOpen }
+        counters.update {
+            $0.eventClients = streams.count
+            if stream.wasDropped { $0.eventClientsDropped += 1 }
+        }
+        if stream.wasDropped { log(.warning, "web: an event-stream client read too slowly and was dropped") }
+        if streams.isEmpty { observe(false) }
+    }
+
+    /// Watches the core's publications while an event stream is open (none costs nothing).
+    private func observe(_ on: Bool) {
+        if on, keepAlive == nil {
+            let base = config.mqtt.baseTopic + "/"
+            let bridge = config.mqtt.baseTopic + "/bridge"
+            let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
+                guard let event = Self.event(message, base: base, bridge: bridge) else { return }
+                for stream in streams { stream.send(event: event.type, data: event.data) }
+            }
+            gateway.assumeLoopIsolated { $0.observePublishes(handler) }
+            scheduleKeepAlive()
+        } else if !on, let keepAlive {
+            loop.cancelTimer(keepAlive)
+            self.keepAlive = nil
+            gateway.assumeLoopIsolated { $0.observePublishes(nil) }
+        }
+    }
+
+    private func scheduleKeepAlive() {
+        keepAlive = loop.addTimer(after: Self.keepAliveInterval) { [unowned self] in
+            for stream in streams { stream.comment("keep-alive") }
+            scheduleKeepAlive()
+        }
+    }
+
+    /// The event of a published message: `reading` for `<base>/<device>`, `availability` for
+    /// `<base>/<device>/availability`; nil for everything else (bridge topics, responses).
+    /// `data` is `{"device":…,"payload":…}`, the payload as JSON when it is JSON, else a string.
+    static func event(_ message: MQTTOutboundMessage, base: String, bridge: String) -> (type: String, data: String)? {
+        let topic = message.topic
+        guard topic.hasPrefix(base), !topic.hasPrefix(bridge) else { return nil }
+        let rest = topic.dropFirst(base.count)
+        let type: String
+        let device: Substring
+        if rest.hasSuffix("/availability") {
+            type = "availability"
+            device = rest.dropLast("/availability".count)
+        } else {
+            type = "reading"
+            device = rest
+        }
+        guard !device.isEmpty, !device.contains("/") else { return nil }
+        let payload = (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
+        var bytes: [UInt8] = []
+        JSONValue.object([("device", .string(String(device))), ("payload", payload)]).write(into: &bytes)
+        return (type, String(decoding: bytes, as: UTF8.self))
+    }
+}

@@ -1,0 +1,93 @@
+/// One client of a Server-Sent Events response (`text/event-stream`): the events pushed into it
+/// wait in a buffer of at most ``limit`` bytes until the client reads them. A client that falls
+/// further behind than that — it does not read, or reads slower than events come — is dropped
+/// (its connection closed), so a slow client can never grow memory. Loop-confined: made by a
+/// handler, fed and read on the loop thread.
+public final class EventStream {
+    /// The most bytes kept for the client at once.
+    public let limit: Int
+    private var pending: [UInt8] = []
+    private var offset = 0
+    /// Set by the server while it serves the stream (suspend, resume, close).
+    var link: (any EventStreamLink)?
+    public private(set) var isOpen = true
+    /// Dropped for falling behind (rather than closed by the client or the stop).
+    public private(set) var wasDropped = false
+    /// Called once when the stream ends (client gone, dropped, or the server stopped).
+    public var onClose: (() -> Void)?
+
+    public init(limit: Int = 64 * 1024) {
+        self.limit = limit
+    }
+
+    /// Bytes waiting for the client.
+    public var bufferedBytes: Int { pending.count - offset }
+
+    /// Queues one event (`event:` when `event` is given, one `data:` line per line of `data`).
+    /// - Returns: false when the stream is closed or the event dropped it for falling behind.
+    @discardableResult
+    public func send(event: String? = nil, data: String) -> Bool {
+        var text = ""
+        if let event { text += "event: \(Self.oneLine(event))\n" }
+        for line in data.split(separator: "\n", omittingEmptySubsequences: false) { text += "data: \(line)\n" }
+        return write(Array((text + "\n").utf8))
+    }
+
+    /// Queues a comment line (`: text`), which clients ignore: a keep-alive that also notices a
+    /// client that went away.
+    @discardableResult
+    public func comment(_ text: String) -> Bool { write(Array(": \(Self.oneLine(text))\n\n".utf8)) }
+
+    private func write(_ bytes: [UInt8]) -> Bool {
+        guard isOpen else { return false }
+        guard bufferedBytes + bytes.count <= limit else {
+            wasDropped = true
+            pending = []
+            offset = 0
+            link?.drop()
+            finish()
+            return false
+        }
+        if offset > 0, offset >= pending.count / 2 {
+            pending.removeFirst(offset)
+            offset = 0
+        }
+        pending += bytes
+        link?.resume()
+        return true
+    }
+
+    /// Up to `max` bytes for the client, taken off the buffer; empty when nothing waits.
+    func take(max: Int) -> ArraySlice<UInt8> {
+        let count = min(max, bufferedBytes)
+        let slice = pending[offset..<(offset + count)]
+        offset += count
+        if offset == pending.count {
+            pending = []
+            offset = 0
+        }
+        return slice
+    }
+
+    /// The stream ended (the server tells it, or a drop).
+    func finish() {
+        guard isOpen else { return }
+        isOpen = false
+        link = nil
+        let close = onClose
+        onClose = nil
+        close?()
+    }
+
+    private static func oneLine(_ text: String) -> String {
+        String(text.unicodeScalars.filter { $0 != "\n" && $0 != "\r" }.map(Character.init))
+    }
+}
+
+/// What a stream asks of the server that serves it.
+protocol EventStreamLink: AnyObject {
+    /// Events wait: serve the connection again if it was suspended.
+    func resume()
+    /// Close the connection now.
+    func drop()
+}

@@ -1,0 +1,383 @@
+internal import CMicroHTTPD
+import EventLoop
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The web server's settings: where it listens, its limits and TLS (docs/web.md, "Limits").
+public struct HTTPServerConfiguration: Sendable {
+    /// An IPv4 address (`web.listen`).
+    public var host = "127.0.0.1"
+    /// 0: any free port (tests; ``HTTPServer/port`` says which).
+    public var port: UInt16 = 8080
+    /// Connections at once; more are closed at once by libmicrohttpd.
+    public var maxConnections = 32
+    /// Bytes per connection for its request line, header fields and buffers; a request whose
+    /// header does not fit is answered 431 (or 414 for a long request line).
+    public var connectionMemoryLimit = 32 * 1024
+    /// Seconds a connection may be idle (a request that trickles in, a response not read).
+    public var timeoutSeconds = 30
+    /// The largest request body read; a larger one is answered 413.
+    public var maxBodyBytes = 16 * 1024
+    /// The certificate chain and private key as PEM text: HTTPS.
+    public var tls: (certificate: String, key: String)?
+
+    public init() {}
+}
+
+/// Why the server could not start.
+public struct HTTPServerError: Error, CustomStringConvertible {
+    public let description: String
+
+    public init(description: String) { self.description = description }
+}
+
+/// What the server's user decides.
+public struct HTTPHandlers {
+    /// Sees a request before its body is read (`body` empty): a response refuses it at once (401).
+    public var screen: (HTTPRequest) -> HTTPResponse?
+    /// Answers a complete request.
+    public var respond: (HTTPRequest) -> HTTPReply
+    /// Told each request the server refused itself.
+    public var refused: (HTTPServer.Refusal) -> Void
+
+    public init(
+        screen: @escaping (HTTPRequest) -> HTTPResponse?, respond: @escaping (HTTPRequest) -> HTTPReply,
+        refused: @escaping (HTTPServer.Refusal) -> Void
+    ) {
+        self.screen = screen
+        self.respond = respond
+        self.refused = refused
+    }
+}
+
+/// An HTTP/1.1 server (libmicrohttpd) inside the process's event loop: libmicrohttpd runs in its
+/// external-poll mode over epoll, so its one epoll descriptor is a watch of the loop and its
+/// timeouts one timer; every callback — and so every handler — runs on the loop thread, with no
+/// thread of the library's own (docs/web.md, "Why libmicrohttpd"). Server-Sent Events are
+/// responses whose connection is suspended while nothing waits and resumed when an event is
+/// pushed. Loop-confined: start, stop and everything else on the loop thread.
+public final class HTTPServer {
+    /// A request the server refused before a handler saw it.
+    public enum Refusal: Sendable {
+        /// A body beyond ``HTTPServerConfiguration/maxBodyBytes`` (413, or the connection closed).
+        case tooLarge
+        /// A request target that is not a path with a well-formed query string (400).
+        case badRequest
+    }
+
+    public let configuration: HTTPServerConfiguration
+    /// The port it listens on.
+    public private(set) var port: UInt16 = 0
+    private let loop: EventLoop
+    private let handlers: HTTPHandlers
+    private var daemon: OpaquePointer?
+    private var watch: EventLoop.Token?
+    private var timer: EventLoop.Token?
+    private var streams: [ObjectIdentifier: StreamBinding] = [:]
+    /// PEM text kept alive while the daemon uses it.
+    private var certificate: [CChar] = []
+    private var key: [CChar] = []
+
+    /// Event streams open now.
+    public var eventStreamCount: Int { streams.count }
+
+    private init(configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers) {
+        self.configuration = configuration
+        self.loop = loop
+        self.handlers = handlers
+    }
+
+    /// Whether this libmicrohttpd was built with HTTPS (Debian's is).
+    public static var supportsTLS: Bool { MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == .YES }
+
+    /// Binds and starts serving. Loop thread only.
+    public static func start(_ configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers) throws(
+        HTTPServerError
+    ) -> HTTPServer {
+        loop.preconditionInLoop()
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = configuration.port.bigEndian
+        guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
+            throw HTTPServerError(description: "\(configuration.host) is not an IPv4 address")
+        }
+        if configuration.tls != nil, !supportsTLS {
+            throw HTTPServerError(description: "this libmicrohttpd was built without HTTPS")
+        }
+        let server = HTTPServer(configuration: configuration, loop: loop, handlers: handlers)
+        if let tls = configuration.tls {
+            server.certificate = Array(tls.certificate.utf8CString)
+            server.key = Array(tls.key.utf8CString)
+        }
+        let context = Unmanaged.passUnretained(server).toOpaque()
+        errno = 0
+        let daemon = server.certificate.withUnsafeBufferPointer { certificate in
+            server.key.withUnsafeBufferPointer { key in
+                gattway_mhd_start(
+                    &address, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
+                    UInt32(clamping: configuration.timeoutSeconds), configuration.tls == nil ? nil : certificate.baseAddress,
+                    configuration.tls == nil ? nil : key.baseAddress, accessHandler, context, requestCompleted, uriLog)
+            }
+        }
+        guard let daemon else {
+            let reason = errno != 0 ? String(cString: strerror(errno)) : "libmicrohttpd refused the settings"
+            throw HTTPServerError(
+                description: "cannot listen on \(configuration.host):\(configuration.port): \(reason)"
+                    + (configuration.tls != nil ? " (or the TLS certificate and key are not valid PEM)" : ""))
+        }
+        server.daemon = daemon
+        server.port = gattway_mhd_port(daemon)
+        let epoll = gattway_mhd_epoll_fd(daemon)
+        guard epoll >= 0 else {
+            MHD_stop_daemon(daemon)
+            throw HTTPServerError(description: "libmicrohttpd has no epoll descriptor")
+        }
+        server.watch = loop.addWatch(fd: epoll, events: .readable) { [unowned server] _ in server.serve() }
+        server.serve()
+        return server
+    }
+
+    /// Closes every connection (event streams end) and the listening socket. Loop thread only.
+    public func stop() {
+        loop.preconditionInLoop()
+        guard let daemon else { return }
+        // A suspended connection must be resumed before the daemon stops (libmicrohttpd's rule);
+        // an ended stream's reader closes its connection.
+        for binding in streams.values {
+            binding.stream.finish()
+            binding.resume()
+        }
+        MHD_run(daemon)
+        if let watch { loop.removeWatch(watch) }
+        if let timer { loop.cancelTimer(timer) }
+        watch = nil
+        timer = nil
+        MHD_stop_daemon(daemon)
+        self.daemon = nil
+        streams = [:]
+    }
+
+    /// Lets libmicrohttpd do what is ready, then arms the timer for its next timeout.
+    func serve() {
+        guard let daemon else { return }
+        MHD_run(daemon)
+        if let timer { loop.cancelTimer(timer) }
+        timer = nil
+        var milliseconds: CUnsignedLongLong = 0
+        if MHD_get_timeout(daemon, &milliseconds) == .YES {
+            timer = loop.addTimer(after: Double(min(milliseconds, 60_000)) / 1000) { [unowned self] in
+                timer = nil
+                serve()
+            }
+        }
+    }
+
+    // MARK: Requests
+
+    /// One request's state between libmicrohttpd's calls of the access handler.
+    final class RequestContext {
+        let target: String
+        var head: HTTPRequest?
+        var body: [UInt8] = []
+        var answered = false
+
+        init(target: String) { self.target = target }
+    }
+
+    fileprivate func handle(
+        _ connection: OpaquePointer, method: String, upload: UnsafePointer<CChar>?, size: UnsafeMutablePointer<Int>,
+        context: RequestContext
+    ) -> Bool {
+        guard var head = context.head else {
+            // The first call: the header is in, the body (if any) not yet.
+            guard let target = RequestTarget(context.target) else {
+                handlers.refused(.badRequest)
+                context.answered = true
+                return queue(connection, .text(400, "bad request target"))
+            }
+            let head = HTTPRequest(
+                method: method, path: target.path, query: target.query, headers: Self.headers(connection))
+            context.head = head
+            if let refusal = handlers.screen(head) {
+                context.answered = true
+                return queue(connection, refusal)
+            }
+            if let length = head.header("content-length"), (Int(length) ?? Int.max) > configuration.maxBodyBytes {
+                handlers.refused(.tooLarge)
+                context.answered = true
+                return queue(connection, .text(413, "request body too large (at most \(configuration.maxBodyBytes) bytes)"))
+            }
+            return true
+        }
+        if context.answered {
+            size.pointee = 0
+            return true
+        }
+        if size.pointee > 0 {
+            // A body without a length (chunked) that outgrows the limit: the connection is closed.
+            guard let upload, context.body.count + size.pointee <= configuration.maxBodyBytes else {
+                handlers.refused(.tooLarge)
+                return false
+            }
+            upload.withMemoryRebound(to: UInt8.self, capacity: size.pointee) {
+                context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: size.pointee))
+            }
+            size.pointee = 0
+            return true
+        }
+        head.body = context.body
+        context.body = []
+        context.answered = true
+        switch handlers.respond(head) {
+        case .response(let response): return queue(connection, response)
+        case .events(let stream): return queue(connection, stream)
+        }
+    }
+
+    /// Headers every response has: no caching of what may be private, no content sniffing, no
+    /// framing by other sites.
+    static let standardHeaders: [(name: String, value: String)] = [
+        ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+
+    private func queue(_ connection: OpaquePointer, _ response: HTTPResponse) -> Bool {
+        let made = response.body.withUnsafeBytes { body in
+            MHD_create_response_from_buffer(
+                body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let made else { return false }
+        defer { MHD_destroy_response(made) }
+        Self.addHeaders(made, response.headers)
+        return MHD_queue_response(connection, UInt32(clamping: response.status), made) == .YES
+    }
+
+    private func queue(_ connection: OpaquePointer, _ stream: EventStream) -> Bool {
+        let binding = StreamBinding(server: self, connection: connection, stream: stream)
+        let retained = Unmanaged.passRetained(binding).toOpaque()
+        guard let made = MHD_create_response_from_callback(UInt64.max, 4096, streamReader, retained, streamFreed)
+        else {
+            Unmanaged<StreamBinding>.fromOpaque(retained).release()
+            return false
+        }
+        defer { MHD_destroy_response(made) }
+        Self.addHeaders(made, [("Content-Type", "text/event-stream; charset=utf-8"), ("X-Accel-Buffering", "no")])
+        streams[ObjectIdentifier(binding)] = binding
+        stream.link = binding
+        return MHD_queue_response(connection, 200, made) == .YES
+    }
+
+    private static func addHeaders(_ response: OpaquePointer, _ headers: [(name: String, value: String)]) {
+        var names = Set<String>()
+        for header in headers {
+            names.insert(header.name.lowercased())
+            // libmicrohttpd refuses a field with a line break (no header injection).
+            _ = MHD_add_response_header(response, header.name, header.value)
+        }
+        for header in standardHeaders where !names.contains(header.name.lowercased()) {
+            _ = MHD_add_response_header(response, header.name, header.value)
+        }
+    }
+
+    private static func headers(_ connection: OpaquePointer) -> [(name: String, value: String)] {
+        final class Collected { var fields: [(name: String, value: String)] = [] }
+        let collected = Collected()
+        withExtendedLifetime(collected) {
+            _ = MHD_get_connection_values(
+                connection, .HEADER_KIND,
+                { cls, _, key, value in
+                    guard let cls, let key else { return .YES }
+                    let collected = Unmanaged<Collected>.fromOpaque(cls).takeUnretainedValue()
+                    collected.fields.append(
+                        (String(cString: key).lowercased(), value.map { String(cString: $0) } ?? ""))
+                    return .YES
+                }, Unmanaged.passUnretained(collected).toOpaque())
+        }
+        return collected.fields
+    }
+
+    fileprivate func streamEnded(_ binding: StreamBinding) {
+        streams[ObjectIdentifier(binding)] = nil
+        binding.stream.finish()
+    }
+}
+
+/// An event stream served on a connection: suspends it while nothing waits, resumes it when an
+/// event comes, closes it when the stream is dropped.
+final class StreamBinding: EventStreamLink {
+    unowned let server: HTTPServer
+    let connection: OpaquePointer
+    let stream: EventStream
+    var suspended = false
+
+    init(server: HTTPServer, connection: OpaquePointer, stream: EventStream) {
+        self.server = server
+        self.connection = connection
+        self.stream = stream
+    }
+
+    func resume() {
+        guard suspended else { return }
+        suspended = false
+        MHD_resume_connection(connection)
+    }
+
+    func drop() {
+        // Shut down the socket so the connection ends now, even while the client's window is
+        // closed (libmicrohttpd would otherwise wait to write before it noticed).
+        let fd = gattway_mhd_connection_fd(connection)
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+        resume()
+    }
+
+    func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
+        guard stream.isOpen else { return -2 }  // MHD_CONTENT_READER_END_WITH_ERROR: close the connection
+        let chunk = stream.take(max: max)
+        guard !chunk.isEmpty else {
+            suspended = true
+            MHD_suspend_connection(connection)
+            return 0
+        }
+        chunk.withUnsafeBytes { bytes in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+        }
+        return chunk.count
+    }
+}
+
+// MARK: libmicrohttpd's callbacks (on the loop thread, inside MHD_run)
+
+private let uriLog: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->
+    UnsafeMutableRawPointer? = { _, uri, _ in
+        let context = HTTPServer.RequestContext(target: uri.map { String(cString: $0) } ?? "")
+        return Unmanaged.passRetained(context).toOpaque()
+    }
+
+private let requestCompleted: MHD_RequestCompletedCallback = { _, _, contextPointer, _ in
+    guard let contextPointer, let raw = contextPointer.pointee else { return }
+    Unmanaged<HTTPServer.RequestContext>.fromOpaque(raw).release()
+    contextPointer.pointee = nil
+}
+
+private let accessHandler: MHD_AccessHandlerCallback = { cls, connection, _, method, _, upload, size, contextPointer in
+    guard let cls, let connection, let method, let size, let contextPointer, let raw = contextPointer.pointee else {
+        return .NO
+    }
+    let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+    let context = Unmanaged<HTTPServer.RequestContext>.fromOpaque(raw).takeUnretainedValue()
+    return server.handle(connection, method: String(cString: method), upload: upload, size: size, context: context)
+        ? .YES : .NO
+}
+
+private let streamReader: MHD_ContentReaderCallback = { cls, _, buffer, max in
+    guard let cls, let buffer else { return -2 }
+    return Unmanaged<StreamBinding>.fromOpaque(cls).takeUnretainedValue().read(into: buffer, max: max)
+}
+
+private let streamFreed: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    let binding = Unmanaged<StreamBinding>.fromOpaque(cls).takeRetainedValue()
+    binding.server.streamEnded(binding)
+}

@@ -1,0 +1,177 @@
+import BlueZSimulator
+import Foundation
+import Glibc
+import JSON
+import Subprocess
+import TestSupport
+import Testing
+
+/// `gattway run`'s web server (docs/web.md) against the demo world, with curl and promtool as a
+/// user and Prometheus would use it: auth, CSRF, the body limit, TLS, the connection limit,
+/// `/metrics` in Prometheus's format with the simulator's values, the JSON API and the event stream.
+@Suite("End to end: the web server")
+struct WebTests {
+    static let token = "e2e-web-token-0123456789abcdef"
+    /// The heart-rate strap's local name in these tests: a device may advertise anything.
+    static let hostileName = "HR \"Strap\"\n\\evil} x=\"1\""
+
+    static func config(port: UInt16, extra: String = "") -> String {
+        DemoWorldConfig.text.replacingOccurrences(
+            of: #""commands": {"max_payload_bytes": 256},"#,
+            with: #"""
+                "commands": {"max_payload_bytes": 256},
+                "web": {"listen": "127.0.0.1:\#(port)", "auth": {"token": "\#(token)"}\#(extra)},
+                """#
+        ).replacingOccurrences(
+            of: #"{"match": {"address": "C4:D3:8C:12:4A:5F"}, "name": "ruuvi"}"#,
+            with: #"{"match": {"address": "C4:D3:8C:12:4A:5F"}, "name": "ruuvi"}, {"match": {"address": "A4:C1:38:00:00:06"}}"#)
+    }
+
+    static func scenario() throws -> Scenario {
+        try EndToEnd.fastDemo { scenario in
+            for index in scenario.devices.indices where scenario.devices[index].address.description == "A4:C1:38:00:00:06" {
+                scenario.devices[index].name = hostileName
+            }
+        }
+    }
+
+    /// curl's answer: status and body (headers too with `-i` in `arguments`).
+    struct Answer {
+        var status: Int
+        var body: String
+    }
+
+    static func curl(_ arguments: [String]) async throws -> Answer {
+        let (_, output) = try await ChildProcess.run(
+            "/usr/bin/curl", ["-s", "--max-time", "10", "-w", "\n%{http_code}"] + arguments)
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        return Answer(status: Int(lines.last ?? "") ?? 0, body: lines.dropLast().joined(separator: "\n"))
+    }
+
+    static func get(_ port: UInt16, _ path: String, token: String? = WebTests.token, _ more: [String] = []) async throws
+        -> Answer
+    {
+        try await curl(
+            (token.map { ["-H", "Authorization: Bearer \($0)"] } ?? []) + more + ["http://127.0.0.1:\(port)\(path)"])
+    }
+
+    static func waitForListener(_ port: UInt16) async throws {
+        try await AdaptersTests.waitUntil("the web server's listener") { LoopbackPort.accepts(port) }
+    }
+
+    @Test("without the token 401, with it 200; /metrics passes promtool and has the simulator's values, a hostile name escaped")
+    func authAndMetrics() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port), scenario: Self.scenario()) { e2e in
+            try await Self.waitForListener(port)
+            for path in ["/metrics", "/api/health", "/api/devices", "/api/events", "/", "/nowhere"] {
+                let refused = try await Self.get(port, path, token: nil)
+                #expect(refused.status == 401, "\(path): \(refused)")
+                let wrong = try await Self.get(port, path, token: "e2e-web-token-0123456789abcdeX")
+                #expect(wrong.status == 401, "\(path) with a wrong token: \(wrong)")
+            }
+            // The lamp advertises at -70 dBm without jitter; the strap's name is hostile.
+            var metrics = Answer(status: 0, body: "")
+            try await AdaptersTests.waitUntil("the lamp's RSSI and link and the strap in /metrics") {
+                metrics = try await Self.get(port, "/metrics")
+                return metrics.body.contains(#"gattway_device_rssi_dbm{name="lamp",address="A4:C1:38:00:00:03"} -70"#)
+                    && metrics.body.contains("local_name=")
+                    && metrics.body.contains(#"gattway_device_connected{name="lamp",address="A4:C1:38:00:00:03"} 1"#)
+            }
+            #expect(metrics.status == 200)
+            let file = e2e.daemon.directory.appendingPathComponent("metrics.txt")
+            try metrics.body.appending("\n").write(to: file, atomically: true, encoding: .utf8)
+            let promtool = try await ChildProcess.run("/bin/sh", ["-c", "promtool check metrics < '\(file.path)'"])
+            #expect(promtool.status == 0, "promtool: \(promtool.output)\n\(metrics.body)")
+            // The label value with quotes, a newline and backslashes, escaped as Prometheus's format says.
+            #expect(
+                metrics.body.contains(#"local_name="HR \"Strap\"\n\\evil} x=\"1\"""#), "\(metrics.body)")
+            #expect(!metrics.body.contains("evil} x=\"1\"\"} "), "unescaped: \(metrics.body)")
+            // Values a user checks against what the simulator sent: advertisements counted, the
+            // connected devices connected, the adapter's reports.
+            for line in [
+                "gattway_device_connected{name=\"lamp\",address=\"A4:C1:38:00:00:03\"} 1",
+                "# TYPE gattway_advertisements_total counter", "# TYPE gattway_dropped_total counter",
+                "gattway_connection_slots ", "gattway_mqtt_backlog_messages ", "gattway_store_forward_queue_messages 0",
+                "gattway_web_refused_total{reason=\"unauthorized\"} 12",
+            ] {
+                #expect(metrics.body.contains(line), "\(line) in\n\(metrics.body)")
+            }
+            let advertisements = Self.value(metrics.body, "gattway_advertisements_total")
+            #expect((advertisements ?? 0) > 10, "\(metrics.body)")
+            let adapterReports = Self.value(metrics.body, "gattway_adapter_reports_total{adapter=\"hci0\"}")
+            #expect(adapterReports != nil, "\(metrics.body)")
+            let seen = try #require(
+                Self.value(metrics.body, "gattway_device_last_seen_timestamp_seconds{name=\"lamp\",address=\"A4:C1:38:00:00:03\"}"))
+            #expect(abs(seen - Date().timeIntervalSince1970) < 60, "last seen \(seen)")
+            // The JSON API; and no secret anywhere.
+            let health = try await Self.get(port, "/api/health")
+            #expect(health.status == 200)
+            let healthJSON = try JSONValue.parse(Array(health.body.utf8))
+            #expect(healthJSON["web"]?["refused"]?["unauthorized"] == .number(12), "\(health.body)")
+            #expect(healthJSON["web"]?["listening"] == .bool(true), "\(health.body)")
+            let devices = try await Self.get(port, "/api/devices")
+            #expect(devices.status == 200 && devices.body.contains(#""name":"lamp""#), "\(devices.body)")
+            for answer in [metrics, health, devices] { #expect(!answer.body.contains(Self.token)) }
+            // The log names where it listens.
+            #expect(e2e.gateway.log().contains("web: listening on http://127.0.0.1:\(port) (auth required)"))
+        }
+    }
+
+    @Test("a POST without its CSRF token is 403; login by form sets a session cookie; a body over the limit is 413")
+    func csrfLoginAndLimits() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port, extra: #", "max_body": 1024"#)) { e2e in
+            try await Self.waitForListener(port)
+            let noCSRF = try await Self.curl(
+                ["-X", "POST", "-H", "Authorization: Bearer \(Self.token)", "http://127.0.0.1:\(port)/logout"])
+            #expect(noCSRF.status == 403, "\(noCSRF)")
+            let session = try await Self.get(port, "/api/session")
+            let csrf = try #require(
+                { if case .string(let text)? = try JSONValue.parse(Array(session.body.utf8))["csrf"] { text } else { nil } }())
+            let withCSRF = try await Self.curl(
+                ["-X", "POST", "-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)",
+                 "http://127.0.0.1:\(port)/logout"])
+            #expect(withCSRF.status == 204, "\(withCSRF)")
+            // A browser: log in with the token as a form, then use the cookie.
+            let jar = e2e.daemon.directory.appendingPathComponent("cookies").path
+            let badLogin = try await Self.curl(["-d", "token=wrong-token-0123456789", "http://127.0.0.1:\(port)/login"])
+            #expect(badLogin.status == 401)
+            let login = try await Self.curl(["-c", jar, "-d", "token=\(Self.token)", "http://127.0.0.1:\(port)/login"])
+            #expect(login.status == 200, "\(login)")
+            let cookieHealth = try await Self.curl(["-b", jar, "http://127.0.0.1:\(port)/api/health"])
+            #expect(cookieHealth.status == 200, "\(cookieHealth)")
+            let cookieText = try String(contentsOfFile: jar, encoding: .utf8)
+            #expect(cookieText.contains("#HttpOnly_127.0.0.1"), "\(cookieText)")
+            // The session's POST needs the session's CSRF token, not the bearer's.
+            let sessionCSRF = try #require(
+                { if case .string(let text)? = try JSONValue.parse(Array(login.body.utf8))["csrf"] { text } else { nil } }())
+            let wrongCSRF = try await Self.curl(
+                ["-b", jar, "-X", "POST", "-H", "X-CSRF-Token: \(csrf)", "http://127.0.0.1:\(port)/logout"])
+            #expect(wrongCSRF.status == 403)
+            let formCSRF = try await Self.curl(["-b", jar, "-d", "csrf=\(sessionCSRF)", "http://127.0.0.1:\(port)/logout"])
+            #expect(formCSRF.status == 204, "\(formCSRF)")
+            let afterLogout = try await Self.curl(["-b", jar, "http://127.0.0.1:\(port)/api/health"])
+            #expect(afterLogout.status == 401)
+            // Over max_body: 413 before the body is read.
+            let big = String(repeating: "a", count: 4096)
+            let tooLarge = try await Self.curl(
+                ["-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)", "-d", "x=\(big)",
+                 "http://127.0.0.1:\(port)/logout"])
+            #expect(tooLarge.status == 413, "\(tooLarge)")
+            let health = try await Self.get(port, "/api/health")
+            let json = try JSONValue.parse(Array(health.body.utf8))
+            #expect(json["web"]?["refused"]?["csrf"] == .number(2), "\(health.body)")
+            #expect(json["web"]?["refused"]?["too_large"] == .number(1), "\(health.body)")
+            #expect(json["web"]?["refused"]?["login_failed"] == .number(1), "\(health.body)")
+        }
+    }
+
+    /// The value of the sample `name` (with its labels) in a scrape.
+    static func value(_ text: String, _ name: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Double(line.dropFirst(name.count + 1))
+        }
+        return nil
+    }
+}
