@@ -56,7 +56,9 @@ document.getElementById("login-form").addEventListener("submit", async (event) =
     return;
   }
   document.getElementById("login").hidden = true;
-  start();
+  // The login is the page at /login: the page itself is at /.
+  if (location.pathname !== "/") location.assign("/" + location.hash);
+  else start();
 });
 
 // MARK: Formatting
@@ -242,10 +244,15 @@ async function loadHistory() {
 // MARK: The radio
 
 function outcomeText(entry) {
+  // The outcomes of the radio's view (RadioOutcome in Sources/Gateway/Radio), in words.
   const words = {
-    decoded: "decoded", no_rule: "no rule matches", unknown_format: "unknown format: no parser knows it",
-    key_missing: "encrypted: key missing", key_wrong: "encrypted: key wrong",
-    filtered_by_scan_services: "filtered by scan.services", below_rssi_threshold: "below rssi_threshold",
+    decoded: "decoded", no_values: "a frame without values", repeated_frame: "a repeat of the last frame",
+    unknown_format: "unknown format: no parser knows it", key_missing: "encrypted: key missing",
+    key_wrong: "encrypted: key wrong", invalid_payload: "a parser rejected the payload",
+    no_payload: "no service or manufacturer data", advertisements_off: "the rule ignores advertisements",
+    no_rule: "no rule matches", registry_full: "max_devices reached",
+    below_rssi_threshold: "below scan.rssi_threshold", filtered_by_scan_services: "filtered by scan.services",
+    other_owner: "another gateway of the fleet owns it",
   };
   const parts = [words[entry.outcome] || entry.outcome.replace(/_/g, " ")];
   if (entry.outcome !== entry.decode && entry.decode) parts.push("parsers: " + (words[entry.decode] || entry.decode));

@@ -96,8 +96,12 @@ final class WebSite: @unchecked Sendable {
 
     /// Before the body: who it is (401 unless the login), so a body is never read for a stranger.
     private func screen(_ head: HTTPRequest) -> HTTPResponse? {
-        if head.path == "/login" { return nil }
+        if Self.publicPaths.contains(head.path) { return nil }
         guard auth.authenticate(head) != nil else {
+            // The page's address, opened without a session: its login (the same page, which asks).
+            if head.path == "/", head.method == "GET" || head.method == "HEAD" {
+                return HTTPResponse(status: 303, headers: [("Location", "/login")])
+            }
             counters.refused(.unauthorized)
             var response = HTTPResponse.text(401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
             response.headers.append(("WWW-Authenticate", "Bearer realm=\"gattway\""))
@@ -116,7 +120,7 @@ final class WebSite: @unchecked Sendable {
             response.headers.append(("Allow", allowed.joined(separator: ", ")))
             return .response(response)
         case .found(let route, _):
-            if request.path == "/login" { return route(request, .open) }
+            if Self.publicPaths.contains(request.path) { return route(request, .open) }
             guard let identity = auth.authenticate(request) else {
                 counters.refused(.unauthorized)
                 return .response(.text(401, "unauthorized"))
@@ -130,12 +134,8 @@ final class WebSite: @unchecked Sendable {
     }
 
     private func addRoutes() {
-        router.add("GET", "/") { _, _ in
-            .response(
-                .text(
-                    200,
-                    "gattway \(BuildInfo.version): /metrics, /api/health, /api/devices, /api/events, /api/session (docs/web.md)"))
-        }
+        // The page (WebSite+Page.swift): "/", its files, and the JSON it reads.
+        for (method, path, route) in pageRoutes() { router.add(method, path, route) }
         router.add("GET", "/metrics") { [unowned self] _, _ in
             .response(HTTPResponse(status: 200, contentType: PrometheusText.contentType, body: metrics()))
         }
@@ -166,7 +166,7 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    private func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
+    func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
         var bytes: [UInt8] = []
         value.write(into: &bytes)
         bytes.append(UInt8(ascii: "\n"))

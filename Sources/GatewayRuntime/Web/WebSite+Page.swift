@@ -1,0 +1,68 @@
+import Gateway
+import HTTPServer
+import JSON
+
+/// The web page's routes (docs/web.md, "The page"): the page and its files from the binary
+/// (``WebPageAssets``), and the JSON it reads beside the API's — the devices with their last
+/// readings and link state, a device's readings history, the radio's view and a suggested rule.
+extension WebSite {
+    /// Paths answered without a session: the login (the page itself, which asks for the token)
+    /// and the page's style sheet and script, which hold no data.
+    static let publicPaths: Set<String> = ["/login", "/page.css", "/page.js"]
+
+    /// Headers of the page's files: no script, style or connection but this server's, no framing.
+    static let pageHeaders: [(name: String, value: String)] = [
+        (
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+                + "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        ),
+        ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache"), ("Referrer-Policy", "no-referrer"),
+    ]
+
+    func pageRoutes() -> [(method: String, path: String, route: Route)] {
+        var routes: [(method: String, path: String, route: Route)] = []
+        for file in WebPageAssets.files {
+            let response = HTTPResponse(
+                status: 200, headers: [("Content-Type", file.contentType)] + Self.pageHeaders,
+                body: Array(file.body.utf8))
+            routes.append(("GET", file.path, { _, _ in .response(response) }))
+            if file.path == "/" { routes.append(("GET", "/login", { _, _ in .response(response) })) }
+        }
+        routes.append(
+            (
+                "GET", "/api/page/devices",
+                { [unowned self] _, _ in json(gateway.assumeLoopIsolated { $0.pageDevices }) }
+            ))
+        routes.append(
+            (
+                "GET", "/api/page/history",
+                { [unowned self] request, _ in
+                    found(request.queryValue("device").flatMap { device in
+                        gateway.assumeLoopIsolated { $0.history(of: device) }
+                    })
+                }
+            ))
+        routes.append(
+            (
+                "GET", "/api/page/radio",
+                { [unowned self] _, _ in found(gateway.assumeLoopIsolated { $0.pageRadio() }) }
+            ))
+        routes.append(
+            (
+                "GET", "/api/page/rule",
+                { [unowned self] request, _ in
+                    found(request.queryValue("address").flatMap { address in
+                        gateway.assumeLoopIsolated { $0.pageRule(for: address) }
+                    })
+                }
+            ))
+        return routes
+    }
+
+    /// The value as JSON, or 404 when there is none.
+    private func found(_ value: JSONValue?) -> HTTPReply {
+        guard let value else { return .response(.text(404, "not found")) }
+        return json(value)
+    }
+}
