@@ -78,10 +78,11 @@ def text_of(browser, selector):
 
 
 def run(browser, base, token, screenshots):
-    # Without a session the page's address leads to its login, which asks for the token.
+    # Without a session the page's address answers 401 with the page, which asks for the token.
     browser.goto(base + "/")
-    browser.wait_for("location.pathname === '/login' && !document.getElementById('login').hidden")
-    check(True, "the page without a session redirects to /login, which asks for the token")
+    browser.wait_for("!document.getElementById('login').hidden")
+    status = browser.evaluate("fetch('/').then((response) => response.status)")
+    check(status == 401, f"the page without a session answers {status} and asks for the token")
     browser.evaluate(
         "document.getElementById('login-token').value = " + json.dumps(token)
         + "; document.getElementById('login-form').requestSubmit(); true"

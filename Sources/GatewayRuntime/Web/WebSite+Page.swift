@@ -6,8 +6,9 @@ import JSON
 /// (``WebPageAssets``), and the JSON it reads beside the API's — the devices with their last
 /// readings and link state, a device's readings history, the radio's view and a suggested rule.
 extension WebSite {
-    /// Paths answered without a session: the login (the page itself, which asks for the token)
-    /// and the page's style sheet and script, which hold no data.
+    /// Paths answered without a session: the login (the page itself, which asks for the token;
+    /// `/` without a session answers 401 with it too) and the page's style sheet and script,
+    /// which hold no data.
     static let publicPaths: Set<String> = ["/login", "/page.css", "/page.js"]
 
     /// Headers of the page's files: no script, style or connection but this server's, no framing.
@@ -20,6 +21,11 @@ extension WebSite {
         ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache"), ("Referrer-Policy", "no-referrer"),
     ]
 
+    /// The page as the answer to `/` without a session: 401, and the page, which asks for the token.
+    static let loginPage = HTTPResponse(
+        status: 401, headers: [("Content-Type", "text/html; charset=utf-8")] + pageHeaders,
+        body: Array(WebPageAssets.index_html.utf8))
+
     func pageRoutes() -> [(method: String, path: String, route: Route)] {
         var routes: [(method: String, path: String, route: Route)] = []
         for file in WebPageAssets.files {
@@ -27,6 +33,7 @@ extension WebSite {
                 status: 200, headers: [("Content-Type", file.contentType)] + Self.pageHeaders,
                 body: Array(file.body.utf8))
             routes.append(("GET", file.path, { _, _ in .response(response) }))
+            // The login at its own address too (200: a login is not refused).
             if file.path == "/" { routes.append(("GET", "/login", { _, _ in .response(response) })) }
         }
         routes.append(

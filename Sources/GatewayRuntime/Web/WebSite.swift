@@ -98,12 +98,12 @@ final class WebSite: @unchecked Sendable {
     private func screen(_ head: HTTPRequest) -> HTTPResponse? {
         if Self.publicPaths.contains(head.path) { return nil }
         guard auth.authenticate(head) != nil else {
-            // The page's address, opened without a session: its login (the same page, which asks).
-            if head.path == "/", head.method == "GET" || head.method == "HEAD" {
-                return HTTPResponse(status: 303, headers: [("Location", "/login")])
-            }
             counters.refused(.unauthorized)
-            var response = HTTPResponse.text(401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
+            // The page's address opened without a session: 401 with the page, which asks for the token.
+            var response =
+                head.path == "/" && head.method != "POST"
+                ? Self.loginPage
+                : HTTPResponse.text(401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
             response.headers.append(("WWW-Authenticate", "Bearer realm=\"gattway\""))
             return response
         }
