@@ -123,6 +123,9 @@ let package = Package(
         // Noise vectors live in Tests/Fixtures/esphome and are found through #filePath.
         .testTarget(name: "ESPHomeAPITests", dependencies: ["ESPHomeAPI", "EventLoop", "GatewayFakes", "LocalSystem"]),
         .testTarget(name: "RetryTests", dependencies: ["Retry"]),
+        // The web server's parsing, routing, auth and Prometheus formatting, and the server itself on
+        // a loop against curl.
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "EventLoop", "TestSupport"]),
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(
             name: "BlueZTests",

@@ -18,6 +18,9 @@ public struct HTTPServerConfiguration: Sendable {
     public var connectionMemoryLimit = 32 * 1024
     /// Seconds a connection may be idle (a request that trickles in, a response not read).
     public var timeoutSeconds = 30
+    /// Each connection's socket send buffer, in bytes (the kernel doubles it; 0: the kernel's
+    /// default, which grows to megabytes): what a client that does not read holds in our kernel.
+    public var socketSendBuffer = 16 * 1024
     /// The largest request body read; a larger one is answered 413.
     public var maxBodyBytes = 16 * 1024
     /// The certificate chain and private key as PEM text: HTTPS.
@@ -117,7 +120,8 @@ public final class HTTPServer {
             server.key.withUnsafeBufferPointer { key in
                 gattway_mhd_start(
                     &address, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
-                    UInt32(clamping: configuration.timeoutSeconds), configuration.tls == nil ? nil : certificate.baseAddress,
+                    UInt32(clamping: configuration.timeoutSeconds),
+                    Int32(clamping: configuration.socketSendBuffer), configuration.tls == nil ? nil : certificate.baseAddress,
                     configuration.tls == nil ? nil : key.baseAddress, accessHandler, context, requestCompleted, uriLog)
             }
         }
@@ -160,9 +164,18 @@ public final class HTTPServer {
     }
 
     /// Lets libmicrohttpd do what is ready, then arms the timer for its next timeout.
+    ///
+    /// A run that closed a connection is followed by two more: libmicrohttpd frees the slot in
+    /// the next run and only in the one after puts the listening socket back into its epoll set
+    /// (taken out at the connection limit), with no descriptor to wake us in between.
     func serve() {
         guard let daemon else { return }
+        let before = gattway_mhd_connections(daemon)
         MHD_run(daemon)
+        if gattway_mhd_connections(daemon) < before {
+            MHD_run(daemon)
+            MHD_run(daemon)
+        }
         if let timer { loop.cancelTimer(timer) }
         timer = nil
         var milliseconds: CUnsignedLongLong = 0
@@ -298,6 +311,16 @@ public final class HTTPServer {
         return collected.fields
     }
 
+    /// Serves on the next turn of the loop: a resumed connection is not announced on the epoll
+    /// descriptor (libmicrohttpd's wake-up for it does not reach an external epoll loop).
+    func serveSoon() {
+        if let timer { loop.cancelTimer(timer) }
+        timer = loop.addTimer(after: 0) { [unowned self] in
+            timer = nil
+            serve()
+        }
+    }
+
     fileprivate func streamEnded(_ binding: StreamBinding) {
         streams[ObjectIdentifier(binding)] = nil
         binding.stream.finish()
@@ -322,6 +345,7 @@ final class StreamBinding: EventStreamLink {
         guard suspended else { return }
         suspended = false
         MHD_resume_connection(connection)
+        server.serveSoon()
     }
 
     func drop() {

@@ -175,3 +175,106 @@ struct WebTests {
         return nil
     }
 }
+
+extension WebTests {
+    @Test("HTTPS with the configured certificate (a self-signed one made by openssl); plain HTTP is not served there")
+    func tls() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "web-tls")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cert = directory.appendingPathComponent("cert.pem").path
+        let key = directory.appendingPathComponent("key.pem").path
+        let made = try await ChildProcess.run(
+            "/usr/bin/openssl",
+            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
+             cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        #expect(made.status == 0, "\(made.output)")
+        let port = try LoopbackPort.free()
+        let config = Self.config(port: port, extra: #", "tls": {"cert_file": "\#(cert)", "key_file": "\#(key)"}"#)
+        try await EndToEnd.run(config: config) { e2e in
+            try await Self.waitForListener(port)
+            let secure = try await Self.curl(
+                ["--cacert", cert, "-H", "Authorization: Bearer \(Self.token)", "https://127.0.0.1:\(port)/api/health"])
+            #expect(secure.status == 200, "\(secure)")
+            let refused = try await Self.curl(["--cacert", cert, "https://127.0.0.1:\(port)/api/health"])
+            #expect(refused.status == 401, "\(refused)")
+            let plain = try await Self.get(port, "/api/health")
+            #expect(plain.status != 200, "plain HTTP on the TLS port: \(plain)")
+            #expect(e2e.gateway.log().contains("web: listening on https://127.0.0.1:\(port)"))
+        }
+    }
+
+    @Test("max_connections: a connection beyond the limit is closed; once one ends the next is served")
+    func connectionLimit() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port, extra: #", "max_connections": 2"#)) { _ in
+            try await Self.waitForListener(port)
+            // waitForListener's probe connections are gone before these two take the slots.
+            try await Task.sleep(for: .milliseconds(300))
+            let first = try Self.connect(port)
+            let second = try Self.connect(port)
+            try await Task.sleep(for: .milliseconds(300))
+            let third = try await Self.get(port, "/api/health", ["--max-time", "2"])
+            #expect(third.status == 0, "a third connection was served: \(third)")
+            close(first)
+            try await AdaptersTests.waitUntil("a request served once a connection ended", timeout: 10) {
+                try await Self.get(port, "/api/health").status == 200
+            }
+            close(second)
+        }
+    }
+
+    @Test("/api/events streams readings as they are published; a client that does not read is dropped, memory bounded")
+    func eventStream() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port, extra: #", "event_buffer": 4096"#)) { e2e in
+            try await Self.waitForListener(port)
+            let stream = try await Self.get(port, "/api/events", ["-N", "--max-time", "3"])
+            #expect(stream.status == 200, "\(stream)")
+            #expect(stream.body.contains("event: hello"), "\(stream.body)")
+            #expect(stream.body.contains("event: reading\ndata: {\"device\":\"ruuvi\",\"payload\":{"), "\(stream.body)")
+            let before = try await Self.health(port)
+            // A client that asks for the stream and never reads, with a small receive window.
+            let slow = try Self.connect(port, receiveBuffer: 1024)
+            defer { close(slow) }
+            let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.token)\r\n\r\n"
+            _ = request.withCString { send(slow, $0, strlen($0), 0) }
+            try await AdaptersTests.waitUntil("the slow client dropped", timeout: 90) {
+                let health = try await Self.health(port)
+                return health["web"]?["event_clients_dropped"] == .number(1)
+            }
+            let after = try await Self.health(port)
+            #expect(after["web"]?["event_clients"] == .number(0), "\(after)")
+            if case .number(let rssBefore)? = before["process"]?["rss_bytes"], case .number(let rssAfter)? = after["process"]?["rss_bytes"] {
+                #expect(rssAfter - rssBefore < 4_000_000, "RSS grew from \(rssBefore) to \(rssAfter)")
+            }
+            #expect(e2e.gateway.log().contains("web: an event-stream client read too slowly and was dropped"))
+        }
+    }
+
+    static func health(_ port: UInt16) async throws -> JSONValue {
+        try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
+    }
+
+    /// A TCP connection to 127.0.0.1:`port` (its receive buffer set first when given).
+    static func connect(_ port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ChildProcessError("socket failed") }
+        if var size = receiveBuffer {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw ChildProcessError("connect to \(port) failed")
+        }
+        return fd
+    }
+}

@@ -20,7 +20,7 @@ struct GatewayProcessTests {
     }
 
     @Test(
-        "the services start MQTT, central, peripheral, proxy, core, systemd; the connections stop last and together, in the close window"
+        "the services start MQTT, central, peripheral, proxy, core, web server, systemd; the connections stop last and together, in the close window"
     )
     func order() throws {
         let both = try Self.stages(
@@ -28,11 +28,11 @@ struct GatewayProcessTests {
         )
         #expect(
             both.map { $0.services.map(\.name) } == [
-                ["MQTT", "BlueZ", "BlueZ"], ["Bluetooth proxy", "gateway"], ["systemd"],
+                ["MQTT", "BlueZ", "BlueZ"], ["Bluetooth proxy", "gateway"], ["web server"], ["systemd"],
             ])
         #expect(both[0].services[1] is BlueZCentralService && both[0].services[2] is BlueZPeripheralService)
-        #expect(both.map(\.window) == [.close, .wait, .wait])
-        let central = try Self.stages("{}")
+        #expect(both.map(\.window) == [.close, .wait, .wait, .wait])
+        let central = try Self.stages(#"{"web": {"enabled": false}}"#)
         #expect(central.map { $0.services.map(\.name) } == [["MQTT", "BlueZ"], ["gateway"], ["systemd"]])
     }
 

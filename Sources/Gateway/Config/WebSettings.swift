@@ -23,6 +23,8 @@ public struct WebSettings: Sendable, Equatable {
     public var maxConnections = 32
     /// `max_body`: the largest request body, in bytes.
     public var maxBodyBytes = 16 * 1024
+    /// `event_buffer`: bytes an event-stream client may fall behind before it is dropped.
+    public var eventBufferBytes = 64 * 1024
 
     public struct User: Sendable, Equatable {
         public var name: String
@@ -65,6 +67,7 @@ public struct WebSettings: Sendable, Equatable {
         }
         maxConnections = object.read("max_connections", default: maxConnections) { try $0.integer(in: 1...1024) }
         maxBodyBytes = object.read("max_body", default: maxBodyBytes) { try $0.integer(in: 256...(1 << 20)) }
+        eventBufferBytes = object.read("event_buffer", default: eventBufferBytes) { try $0.integer(in: 1024...(1 << 22)) }
         if enabled, !isLoopback, !hasAuth {
             object.problems.add(
                 object.childPath("auth"),

@@ -1082,4 +1082,18 @@ public struct DeviceSnapshot: Sendable {
     public var format: String?
     /// `<base>/<name>`, where its readings go.
     public var stateTopic: String
+
+    public init(
+        name: String, address: String, localName: String?, rssi: Int?, lastSeenMilliseconds: Int64?, connected: Bool,
+        format: String?, stateTopic: String
+    ) {
+        self.name = name
+        self.address = address
+        self.localName = localName
+        self.rssi = rssi
+        self.lastSeenMilliseconds = lastSeenMilliseconds
+        self.connected = connected
+        self.format = format
+        self.stateTopic = stateTopic
+    }
 }

@@ -14,8 +14,6 @@ final class WebSite: @unchecked Sendable {
 
     /// Event streams at once; more are answered 503.
     static let maxEventStreams = 8
-    /// Bytes an event stream's client may fall behind before it is dropped.
-    static let eventStreamBuffer = 64 * 1024
     /// Seconds between keep-alive comments on the event streams.
     static let keepAliveInterval = 15.0
 
@@ -213,7 +211,7 @@ final class WebSite: @unchecked Sendable {
             counters.refused(.eventStreamsFull)
             return .response(.text(503, "too many event streams (at most \(Self.maxEventStreams))"))
         }
-        let stream = EventStream(limit: Self.eventStreamBuffer)
+        let stream = EventStream(limit: config.web.eventBufferBytes)
         stream.onClose = { [unowned self, unowned stream] in closed(stream) }
         streams.append(stream)
         counters.update { $0.eventClients = streams.count }

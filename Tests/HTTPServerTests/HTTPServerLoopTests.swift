@@ -1,0 +1,158 @@
+import EventLoop
+import Foundation
+import HTTPServer
+import Synchronization
+import TestSupport
+import Testing
+
+/// The server on a real loop against curl: routes, limits, event streams.
+@Suite("HTTPServer on the loop")
+struct HTTPServerLoopTests {
+    /// A server with one stream route, kept for the test to push into.
+    final class Fixture: @unchecked Sendable {
+        let loop = EventLoop(name: "http-test")
+        var server: HTTPServer?
+        var streams: [EventStream] = []
+
+        func start(_ configure: (inout HTTPServerConfiguration) -> Void = { _ in }) async throws -> UInt16 {
+            var configuration = HTTPServerConfiguration()
+            configuration.port = 0
+            configure(&configuration)
+            let configured = configuration
+            return try await loop.submit { [self] in
+                let server = try HTTPServer.start(
+                    configured, loop: loop,
+                    handlers: HTTPHandlers(
+                        screen: { _ in nil },
+                        respond: { [self] request in
+                            if request.path == "/events" {
+                                let stream = EventStream(limit: 4096)
+                                stream.send(event: "hello", data: "1")
+                                streams.append(stream)
+                                return .events(stream)
+                            }
+                            return .response(.text(200, "ok \(request.method) \(request.path) \(request.body.count)"))
+                        }, refused: { _ in }))
+                self.server = server
+                return server.port
+            }
+        }
+
+        func push(_ data: String) async throws {
+            try await loop.submit { [self] in for stream in streams { stream.send(event: "tick", data: data) } }
+        }
+
+        func stop() async throws {
+            try await loop.submit { [self] in server?.stop() }
+            loop.shutdown()
+        }
+    }
+
+    static func curl(_ arguments: [String]) async throws -> String {
+        try await ChildProcess.run("/usr/bin/curl", ["-s", "-w", "\n%{http_code}"] + arguments).output
+    }
+
+    @Test("a plain request is answered")
+    func plain() async throws {
+        let fixture = Fixture()
+        let port = try await fixture.start()
+        let answer = try await Self.curl(["http://127.0.0.1:\(port)/x?a=1"])
+        #expect(answer == "ok GET /x 0\n\n200", "\(answer)")
+        try await fixture.stop()
+    }
+
+    @Test("events pushed after the stream began reach the client")
+    func events() async throws {
+        let fixture = Fixture()
+        let port = try await fixture.start()
+        let reading = Task { try await Self.curl(["-N", "--max-time", "2", "http://127.0.0.1:\(port)/events"]) }
+        try await Task.sleep(for: .milliseconds(500))
+        try await fixture.push("a")
+        try await Task.sleep(for: .milliseconds(300))
+        try await fixture.push("b")
+        let answer = try await reading.value
+        #expect(answer.contains("event: hello\ndata: 1\n\nevent: tick\ndata: a\n\nevent: tick\ndata: b\n\n"), "\(answer)")
+        try await fixture.stop()
+    }
+}
+
+extension HTTPServerLoopTests {
+    @Test("a connection beyond maxConnections is closed; once one ends the next is served")
+    func connectionLimit() async throws {
+        let fixture = Fixture()
+        let port = try await fixture.start { $0.maxConnections = 2 }
+        let first = try TCP.connect(port)
+        let second = try TCP.connect(port)
+        try await Task.sleep(for: .milliseconds(200))
+        let refused = try await Self.curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
+        #expect(refused.hasSuffix("\n000"), "\(refused)")
+        close(first)
+        try await Task.sleep(for: .milliseconds(200))
+        let served = try await Self.curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
+        #expect(served.hasSuffix("\n200"), "\(served)")
+        close(second)
+        try await fixture.stop()
+    }
+}
+
+/// Plain TCP clients of the tests.
+enum TCP {
+    /// A connection to 127.0.0.1:`port` (its receive buffer set first when given).
+    static func connect(_ port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ChildProcessError("socket failed") }
+        if var size = receiveBuffer {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw ChildProcessError("connect to \(port) failed")
+        }
+        return fd
+    }
+}
+
+extension HTTPServerLoopTests {
+    @Test("a client that does not read is dropped once it is the stream's limit behind; the connection is closed")
+    func slowClientDropped() async throws {
+        let fixture = Fixture()
+        let port = try await fixture.start()
+        let slow = try TCP.connect(port, receiveBuffer: 1024)
+        defer { close(slow) }
+        _ = "GET /events HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(slow, $0, strlen($0), 0) }
+        try await Task.sleep(for: .milliseconds(200))
+        let line = String(repeating: "x", count: 1000)
+        var dropped = false
+        for _ in 0..<400 where !dropped {
+            try await fixture.push(line)
+            try await Task.sleep(for: .milliseconds(2))
+            dropped = try await fixture.loop.submit { fixture.streams.first?.wasDropped ?? false }
+        }
+        #expect(dropped)
+        let (open, buffered, count) = try await fixture.loop.submit {
+            (fixture.streams[0].isOpen, fixture.streams[0].bufferedBytes, fixture.server?.eventStreamCount ?? -1)
+        }
+        #expect(!open && buffered == 0)
+        // The connection ends: reading it reaches end of file (after what was sent before).
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var total = 0
+        while true {
+            let got = recv(slow, &buffer, buffer.count, 0)
+            if got <= 0 { break }
+            total += got
+        }
+        #expect(total > 0)
+        let after = try await fixture.loop.submit { fixture.server?.eventStreamCount ?? -1 }
+        #expect(after == 0, "streams still served: \(after) (was \(count))")
+        try await fixture.stop()
+    }
+}
