@@ -65,9 +65,11 @@ enum GatewayBench: BenchSuite {
     /// gattway's config for the advertisement pipeline: every device, advertisements decoded
     /// by the built-in parsers, QoS 0 (as Theengs Gateway publishes), HA discovery and health off.
     /// `reportBatch`: `bluetooth.report_batch` (nil: the default).
-    static func advertisementConfig(port: UInt16, maxDevices: Int, reportBatch: String? = nil) -> String {
+    static func advertisementConfig(
+        port: UInt16, maxDevices: Int, reportBatch: String? = nil, rawAdvertisements: String? = nil
+    ) -> String {
         """
-        {"mqtt": {"server": "mqtt://127.0.0.1:\(port)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0},
+        {"mqtt": {"server": "mqtt://127.0.0.1:\(port)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0\(rawAdvertisements.map { ", \"raw_advertisements\": \($0)" } ?? "")},
          "bluetooth": {"max_devices": \(maxDevices)\(reportBatch.map { #", "report_batch": "\#($0)""# } ?? "")},
          "homeassistant": {"enabled": false}, "health": {"enabled": false},
          "devices": [{"match": {}}]}

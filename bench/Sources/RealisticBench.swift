@@ -38,6 +38,22 @@ enum RealisticBench {
         return listed.isEmpty ? ["0ms", "\(Int(BluetoothSettings.defaultReportBatch * 1000))ms"] : listed
     }()
 
+    /// `mqtt.raw_advertisements` settings gattway is measured with too (the default
+    /// `report_batch`), one gattway each: `BENCH_RAW_ADVERTISEMENTS`, comma-separated, of
+    /// `changed` (the default mode, 1 s per address), `all` (every report, 1 s per address) and
+    /// `all-0s` (every report published: the worst case); none by default.
+    static let rawAdvertisements: [(label: String, json: String)] = {
+        let text = ProcessInfo.processInfo.environment["BENCH_RAW_ADVERTISEMENTS"] ?? ""
+        return text.split(separator: ",").compactMap { item in
+            switch item.trimmingCharacters(in: .whitespaces) {
+            case "changed": ("gattway raw changed", #"{"mode": "changed"}"#)
+            case "all": ("gattway raw all", #"{"mode": "all"}"#)
+            case "all-0s": ("gattway raw all-0s", #"{"mode": "all", "interval": "0s"}"#)
+            default: nil
+            }
+        }
+    }()
+
     /// The row label of gattway with `report_batch` `batch`.
     static func label(batch: String) -> String { "gattway \(batch)" }
 
@@ -118,6 +134,14 @@ enum RealisticBench {
             let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000, reportBatch: batch)
             measured.append(
                 await measureOrFail(label: label(batch: batch), broker: broker, topic: "gattway/+") { world in
+                    try await GatewayProcess.gattway(config: config, world: world)
+                })
+        }
+        for raw in rawAdvertisements {
+            let config = GatewayBench.advertisementConfig(
+                port: broker.port, maxDevices: 1_000, rawAdvertisements: raw.json)
+            measured.append(
+                await measureOrFail(label: raw.label, broker: broker, topic: "gattway/+") { world in
                     try await GatewayProcess.gattway(config: config, world: world)
                 })
         }

@@ -73,8 +73,9 @@ public final class RadioView {
     /// did; `decode`/`parser` what the parsers made of it, when the gateway's decoding ran.
     /// `trial` decodes an untracked report (nil for a tracked one); it runs only when the
     /// address's content changed, so a steady sender is decoded once.
+    /// The core calls it for every report; public for tools and the fuzz target.
     @discardableResult
-    func note(
+    public func note(
         _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, parser: String?, device: String?,
         now: Double, wall: Int64, trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) -> Int {

@@ -38,6 +38,11 @@ extension FuzzTargets {
         }
         limit(config.mqtt.qos, 0...2, "mqtt.qos")
         limit(config.mqtt.maxQueued, 0...10_000_000, "mqtt.max_queued")
+        let raw = config.mqtt.rawAdvertisements
+        limit(raw.maxAddresses, 1...100_000, "mqtt.raw_advertisements.max_addresses")
+        fuzzProperty(
+            raw.interval >= 0 && raw.interval <= 3600, "mqtt.raw_advertisements.interval = \(raw.interval)")
+        fuzzProperty(raw.window >= 1 && raw.window <= 86_400, "mqtt.raw_advertisements.window = \(raw.window)")
         duration(config.mqtt.keepalive, "mqtt.keepalive")
         fuzzProperty(
             config.mqtt.keepalive == 0 || (5...65535).contains(config.mqtt.keepalive),

@@ -22,6 +22,7 @@ public enum FuzzTargets {
         managementEvent,
         mqttSession,
         proxyBackend,
+        radioView,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
