@@ -114,11 +114,10 @@ def run(browser, base, token, screenshots):
     )
     check(True, f"its temperature changed without a reload: {first} -> {changed}")
     browser.wait_for("document.querySelectorAll('#devices .reading').length >= 10", timeout=20)
-    availability = browser.evaluate(
-        "[...document.querySelectorAll('#devices tbody tr')].map((row) => row.children[6].textContent)"
-    )
+    column = "[...document.querySelectorAll('#devices tbody tr')].map((row) => row.children[{}].textContent)"
+    availability = browser.evaluate(column.format(6))
     check("online" in availability, f"availability shown: {availability}")
-    links = browser.evaluate("[...document.querySelectorAll('#devices tbody tr')].map((row) => row.children[7].textContent)")
+    links = browser.evaluate(column.format(7))
     check("connected" in links, f"link states shown: {links}")
     if screenshots:
         browser.screenshot(str(screenshots / "web-page.png"))
@@ -165,7 +164,9 @@ def run(browser, base, token, screenshots):
     garden = "#radio tr[data-address='A4:C1:38:00:00:08']"
     browser.wait_for(f"!!document.querySelector({json.dumps(garden + ' .rule-button')})")
     browser.evaluate(f"document.querySelector({json.dumps(garden + ' .rule-button')}).click(); true")
-    rule = browser.wait_for("!document.getElementById('rule').hidden && document.getElementById('rule-json').textContent")
+    rule = browser.wait_for(
+        "!document.getElementById('rule').hidden && document.getElementById('rule-json').textContent"
+    )
     check(
         json.loads(rule) == {"match": {"address": "A4:C1:38:00:00:08"}},
         f"the Rule button shows the rule that would publish Garden TH: {json.dumps(json.loads(rule))}",

@@ -36,14 +36,9 @@ extension Gateway {
                             })
                     ))
                 members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
-                if let entry = radioView?.entry(device.address), entry.rssi.count > 1 {
-                    var perAdapter: [(key: String, value: JSONValue)] = []
-                    for (index, rssi) in entry.rssi.enumerated() {
-                        guard let rssi else { continue }
-                        perAdapter.append(
-                            (adapters.indices.contains(index) ? adapters[index] : "adapter\(index)", .number(Double(rssi))))
-                    }
-                    members.append(("rssi_by_adapter", .object(perAdapter)))
+                // Per adapter as the radio's view has it (when several adapters heard the device).
+                if let perAdapter = radioView?.entry(device.address)?.json(adapters: adapters)["rssi_by_adapter"] {
+                    members.append(("rssi_by_adapter", perAdapter))
                 }
                 members.append(("last_seen", device.lastSeenWall.map { .number(Double($0)) } ?? .null))
                 members.append(

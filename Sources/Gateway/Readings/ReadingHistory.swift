@@ -1,4 +1,5 @@
 import FIFOQueue
+import JSON
 import Parsers
 
 /// The readings of the last hours, for the web page's charts: per device and numeric attribute, a
@@ -151,7 +152,7 @@ final class ReadingHistory {
     /// The device's charts, in the order its attributes first came.
     func charts(_ id: DeviceID) -> [Chart] {
         guard id.index < devices.count, let origin else { return [] }
-        func wall(_ tenths: UInt32) -> Int64 { Int64((origin * 1000).rounded()) + Int64(tenths) * 100 }
+        func wall(_ tenths: UInt32) -> Int64 { Int64(saturating: (origin * 1000).rounded()) + Int64(tenths) * 100 }
         return devices[id.index].map { series in
             var recent = Array(series.recent)
             if series.openRecent.count > 0 {

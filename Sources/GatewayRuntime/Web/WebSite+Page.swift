@@ -36,34 +36,25 @@ extension WebSite {
             // The login at its own address too (200: a login is not refused).
             if file.path == "/" { routes.append(("GET", "/login", { _, _ in .response(response) })) }
         }
-        routes.append(
-            (
-                "GET", "/api/page/devices",
-                { [unowned self] _, _ in json(gateway.assumeLoopIsolated { $0.pageDevices }) }
-            ))
-        routes.append(
-            (
-                "GET", "/api/page/history",
-                { [unowned self] request, _ in
-                    found(request.queryValue("device").flatMap { device in
-                        gateway.assumeLoopIsolated { $0.history(of: device) }
-                    })
-                }
-            ))
-        routes.append(
-            (
-                "GET", "/api/page/radio",
-                { [unowned self] _, _ in found(gateway.assumeLoopIsolated { $0.pageRadio() }) }
-            ))
-        routes.append(
-            (
-                "GET", "/api/page/rule",
-                { [unowned self] request, _ in
-                    found(request.queryValue("address").flatMap { address in
-                        gateway.assumeLoopIsolated { $0.pageRule(for: address) }
-                    })
-                }
-            ))
+        // The JSON the page reads, each read on the loop; 404 when there is none (an unknown
+        // device, the radio's view off, no rule to suggest).
+        let reads: [(path: String, query: String?, read: @Sendable (isolated Gateway, String) -> JSONValue?)] = [
+            ("/api/page/devices", nil, { gateway, _ in gateway.pageDevices }),
+            ("/api/page/history", "device", { gateway, device in gateway.history(of: device) }),
+            ("/api/page/radio", nil, { gateway, _ in gateway.pageRadio() }),
+            ("/api/page/rule", "address", { gateway, address in gateway.pageRule(for: address) }),
+        ]
+        for (path, query, read) in reads {
+            routes.append(
+                (
+                    "GET", path,
+                    { [unowned self] request, _ in
+                        let argument = query.map { request.queryValue($0) } ?? ""
+                        guard let argument else { return found(nil) }
+                        return found(gateway.assumeLoopIsolated { read($0, argument) })
+                    }
+                ))
+        }
         return routes
     }
 
