@@ -323,12 +323,21 @@ async function loadHealth() {
   document.getElementById("health").replaceChildren(tree(health));
 }
 
+// MARK: The log
+
+async function loadLog() {
+  const lines = await api("/api/page/log");
+  const rows = (Array.isArray(lines) ? lines : []).map((line) =>
+    el("tr", { class: line.level }, el("td", {}, clock(line.time)), el("td", {}, line.level), el("td", {}, line.text)));
+  document.querySelector("#log tbody").replaceChildren(...rows);
+}
+
 // MARK: Views and the event stream
 
 function route() {
   const hash = decodeURIComponent(location.hash.slice(1));
   let view = hash.split("/")[0] || "devices";
-  if (!["devices", "device", "radio", "health"].includes(view)) view = "devices";
+  if (!["devices", "device", "radio", "health", "log"].includes(view)) view = "devices";
   state.view = view;
   state.device = view === "device" ? hash.slice("device/".length) : null;
   for (const section of document.querySelectorAll("main > section")) section.hidden = true;
@@ -337,7 +346,7 @@ function route() {
     link.classList.toggle("current", link.id === "nav-" + (view === "device" ? "devices" : view));
   }
   clearInterval(state.timer);
-  const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth }[view];
+  const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog }[view];
   if (view === "device") {
     document.getElementById("device-name").textContent = state.device;
     renderDeviceFacts();
@@ -345,7 +354,7 @@ function route() {
   }
   refresh().catch(() => {});
   // The event stream carries readings and availability; the rest is read again every few seconds.
-  const every = { devices: 10000, device: 5000, radio: 2000, health: 5000 }[view];
+  const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000 }[view];
   state.timer = setInterval(() => refresh().catch(() => {}), every);
 }
 

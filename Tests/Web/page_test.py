@@ -7,7 +7,7 @@ address and token from what the demo prints, and drives headless Chromium (Debia
 over its DevTools protocol: cdp_browser.py) like a user: the page asks for the token, the demo's
 devices appear, their values change without a reload (the event stream), a device's chart is an
 SVG with points, and the radio view explains an advertisement no parser knows and shows the rule
-that would publish a device no rule matches. Screenshots go to --screenshots.
+that would publish a device no rule matches, and the log view shows the last log lines. Screenshots go to --screenshots.
 
 usage: page_test.py GATTWAY [--screenshots DIR]
 """
@@ -179,6 +179,16 @@ def run(browser, base, token, screenshots):
     browser.wait_for("document.querySelectorAll('#health dt').length > 5")
     keys = browser.evaluate("[...document.querySelectorAll('#health > dl > dt')].map((term) => term.textContent)")
     check("web" in keys and "radio" in keys, f"health shows bridge/health's sections: {', '.join(keys)}")
+    # The log: the last lines of gattway run's log, the token never among them.
+    browser.evaluate("location.hash = '#log'; true")
+    lines = browser.wait_for(
+        "(() => { const lines = [...document.querySelectorAll('#log tbody tr td:last-child')]"
+        ".map((cell) => cell.textContent); return lines.some((line) => line.includes('web: listening')) && lines; })()"
+    )
+    check(True, f"the log view shows gattway run's last {len(lines)} lines, the web server's start among them")
+    check(not any(token in line for line in lines), "the token is not in the log view")
+    if screenshots:
+        browser.screenshot(str(screenshots / "web-log.png"))
     check(browser.evaluate("window.notReloaded === true"), "the whole visit was one page load")
 
 

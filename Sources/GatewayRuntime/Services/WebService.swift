@@ -18,7 +18,14 @@ public final class WebService: Service {
     public let counters: WebCounters
     private let site = Mutex<WebSite?>(nil)
 
-    public init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService, counters: WebCounters) {
+    /// The last log lines, for the page (nil: none kept).
+    let logTail: LogTail?
+
+    public init(
+        config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService,
+        counters: WebCounters, logTail: LogTail? = nil
+    ) {
+        self.logTail = logTail
         self.config = config
         self.loop = loop
         self.log = log
@@ -32,8 +39,10 @@ public final class WebService: Service {
             throw RunFailure("the web server started before the gateway core", isConfiguration: false)
         }
         let (config, loop, log, counters, client) = (self.config, self.loop, self.log, self.counters, mqtt.client)
+        let logTail = self.logTail
         let made: WebSite? = try await loop.submit {
             let site = WebSite(config: config, loop: loop, log: log, counters: counters, gateway: gateway, mqtt: client)
+            site.logTail = logTail
             do {
                 try site.start()
                 return site

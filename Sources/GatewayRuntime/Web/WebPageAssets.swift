@@ -26,6 +26,7 @@ enum WebPageAssets {
             <a href="#devices" id="nav-devices">Devices</a>
             <a href="#radio" id="nav-radio">Radio</a>
             <a href="#health" id="nav-health">Health</a>
+            <a href="#log" id="nav-log">Log</a>
           </nav>
           <span id="live" class="live off" title="the event stream">offline</span>
         </header>
@@ -74,6 +75,13 @@ enum WebPageAssets {
               <button type="button" id="rule-copy">Copy</button>
               <button type="button" id="rule-close">Close</button>
             </div>
+          </section>
+          <section id="view-log" hidden>
+            <h2>Log <small>(the last lines of gattway run's log, newest last)</small></h2>
+            <table id="log">
+              <thead><tr><th>Time</th><th>Level</th><th>Line</th></tr></thead>
+              <tbody></tbody>
+            </table>
           </section>
           <section id="view-health" hidden>
             <h2>Health</h2>
@@ -129,6 +137,8 @@ enum WebPageAssets {
         pre { background: #fff; border: 1px solid var(--line); padding: 0.6em; overflow: auto; }
         #rule { margin-top: 1em; }
         #health dl { margin: 0 0 0.5em 1em; }
+        #log td { font-family: ui-monospace, monospace; font-size: 0.85em; white-space: pre-wrap; word-break: break-word; }
+        #log tr.warning td, #log tr.error td { color: var(--bad); }
 
         """##
 
@@ -459,12 +469,21 @@ enum WebPageAssets {
           document.getElementById("health").replaceChildren(tree(health));
         }
 
+        // MARK: The log
+
+        async function loadLog() {
+          const lines = await api("/api/page/log");
+          const rows = (Array.isArray(lines) ? lines : []).map((line) =>
+            el("tr", { class: line.level }, el("td", {}, clock(line.time)), el("td", {}, line.level), el("td", {}, line.text)));
+          document.querySelector("#log tbody").replaceChildren(...rows);
+        }
+
         // MARK: Views and the event stream
 
         function route() {
           const hash = decodeURIComponent(location.hash.slice(1));
           let view = hash.split("/")[0] || "devices";
-          if (!["devices", "device", "radio", "health"].includes(view)) view = "devices";
+          if (!["devices", "device", "radio", "health", "log"].includes(view)) view = "devices";
           state.view = view;
           state.device = view === "device" ? hash.slice("device/".length) : null;
           for (const section of document.querySelectorAll("main > section")) section.hidden = true;
@@ -473,7 +492,7 @@ enum WebPageAssets {
             link.classList.toggle("current", link.id === "nav-" + (view === "device" ? "devices" : view));
           }
           clearInterval(state.timer);
-          const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth }[view];
+          const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog }[view];
           if (view === "device") {
             document.getElementById("device-name").textContent = state.device;
             renderDeviceFacts();
@@ -481,7 +500,7 @@ enum WebPageAssets {
           }
           refresh().catch(() => {});
           // The event stream carries readings and availability; the rest is read again every few seconds.
-          const every = { devices: 10000, device: 5000, radio: 2000, health: 5000 }[view];
+          const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000 }[view];
           state.timer = setInterval(() => refresh().catch(() => {}), every);
         }
 

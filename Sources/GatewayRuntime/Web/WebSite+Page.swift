@@ -44,6 +44,7 @@ extension WebSite {
             ("/api/page/radio", nil, { gateway, _ in gateway.pageRadio() }),
             ("/api/page/rule", "address", { gateway, address in gateway.pageRule(for: address) }),
         ]
+        routes.append(("GET", "/api/page/log", { [unowned self] _, _ in found(logTail?.json) }))
         for (path, query, read) in reads {
             routes.append(
                 (

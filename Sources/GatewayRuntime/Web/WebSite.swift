@@ -28,6 +28,8 @@ final class WebSite: @unchecked Sendable {
     private var router = HTTPRouter<Route>()
     private var streams: [EventStream] = []
     private var keepAlive: EventLoop.Token?
+    /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
+    var logTail: LogTail?
 
     init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway, mqtt: MQTTClient?) {
         self.config = config

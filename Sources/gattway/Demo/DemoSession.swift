@@ -193,8 +193,9 @@ actor DemoSession {
         -> DemoChild
     {
         let configPath = directory + "/config.json"
+        // Only for this user: it holds the page's token.
         try LocalFile.write(
-            DemoConfig.text(brokerURL: brokerURL, webPort: webPort, webToken: webToken), to: configPath)
+            DemoConfig.text(brokerURL: brokerURL, webPort: webPort, webToken: webToken), to: configPath, mode: 0o600)
         var environment = LocalEnvironment.all
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
         environment["GATTWAY_MGMT_SOCKET"] = managementSocket
