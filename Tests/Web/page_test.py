@@ -187,8 +187,6 @@ def run(browser, base, token, screenshots):
     )
     check(True, f"the log view shows gattway run's last {len(lines)} lines, the web server's start among them")
     check(not any(token in line for line in lines), "the token is not in the log view")
-    if screenshots:
-        browser.screenshot(str(screenshots / "web-log.png"))
     check(browser.evaluate("window.notReloaded === true"), "the whole visit was one page load")
 
 
