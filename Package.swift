@@ -56,7 +56,9 @@ let package = Package(
         // The Core-Bluetooth-style central (later also the peripheral role) over org.bluez.
         .target(
             name: "BlueZ",
-            dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "FIFOQueue"]
+            dependencies: [
+                "DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "FIFOQueue",
+            ]
         ),
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(
@@ -64,7 +66,9 @@ let package = Package(
             dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem"]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
-        .target(name: "Gateway", dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop", "FIFOQueue"]),
+        .target(
+            name: "Gateway",
+            dependencies: ["Bluetooth", "Parsers", "JSON", "Retry", "LocalSystem", "EventLoop", "FIFOQueue"]),
         // The Home Assistant Bluetooth proxy's connections (docs/ha-bluetooth-proxy.md) against a
         // port over the central, attached to the gateway core (its slots and jobs); no BlueZ.
         .target(name: "ProxyBackend", dependencies: ["ESPHomeAPI", "Gateway", "Bluetooth", "EventLoop", "JSON"]),
@@ -76,21 +80,24 @@ let package = Package(
         .target(
             name: "GatewayRuntime",
             dependencies: [
-                "Gateway", "ProxyBackend", "BlueZ", "BluetoothManagement", "MQTT", "DBus", "ESPHomeAPI", "EventLoop", "Bluetooth", "JSON",
+                "Gateway", "ProxyBackend", "BlueZ", "BluetoothManagement", "MQTT", "DBus", "ESPHomeAPI", "EventLoop",
+                "Bluetooth", "JSON",
                 "LocalSystem", "HTTPServer",
             ]
         ),
         .executableTarget(
             name: "gattway",
             dependencies: [
-                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ", "Retry", "Subprocess", "LocalSystem",
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ",
+                "Retry", "Subprocess", "LocalSystem",
                 "GATTTree", "ESPHomeAPI", "GatewayRuntime", "BluetoothManagement",
             ]
         ),
         .executableTarget(
             name: "gattway-bench",
             dependencies: [
-                "EventLoop", "DBus", "MQTT", "Bluetooth", "BluetoothManagement", "Parsers", "BlueZSimulator", "TestSupport",
+                "EventLoop", "DBus", "MQTT", "Bluetooth", "BluetoothManagement", "Parsers", "BlueZSimulator",
+                "TestSupport",
                 "ESPHomeAPI", "Gateway",
             ],
             path: "bench/Sources"
@@ -99,16 +106,25 @@ let package = Package(
         // A separate MQTT client process for tests that kill a client (last will) or need a peer.
         .executableTarget(name: "gattway-mqtt-peer", dependencies: ["MQTT", "EventLoop"], path: "Tests/MQTTPeer"),
         // The CentralManager scenario against the real bluetoothd in the real-BlueZ VM (make test-bluez).
-        .executableTarget(name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop", "Retry"], path: "Tests/RealBlueZ/Central"),
+        .executableTarget(
+            name: "realbluez-central", dependencies: ["BlueZ", "Bluetooth", "DBus", "EventLoop", "Retry"],
+            path: "Tests/RealBlueZ/Central"),
 
         // Fuzzing (Tests/Fuzz, docs/operations.md "Untrusted input"): one target per external input
         // surface; gattway-fuzz runs them with libFuzzer when built with -sanitize=fuzzer (make
         // fuzz, make test-fuzz), else with a seeded mutational loop; FuzzTests replays the corpus.
         .systemLibrary(name: "CFuzzer", path: "Tests/Fuzz/CFuzzer"),
-        .target(name: "FuzzTargets", dependencies: ["Parsers", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Gateway", "GatewayFakes",
-                                                   "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI", "MQTT", "ProxyBackend"],
-                path: "Tests/Fuzz/Targets"),
-        .executableTarget(name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "Parsers", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Gateway",
+                "GatewayFakes",
+                "BlueZSimulator", "GATTTree", "BlueZ", "DBus", "EventLoop", "ESPHomeAPI", "MQTT", "ProxyBackend",
+                "HTTPServer",
+            ],
+            path: "Tests/Fuzz/Targets"),
+        .executableTarget(
+            name: "gattway-fuzz", dependencies: ["FuzzTargets", "CFuzzer", "LocalSystem"], path: "Tests/Fuzz/Runner"),
         .testTarget(name: "FuzzTests", dependencies: ["FuzzTargets"]),
 
         // Starts real daemons (dbus-daemon, mosquitto) for integration tests and stops them.
@@ -129,33 +145,48 @@ let package = Package(
         .testTarget(name: "LocalSystemTests", dependencies: ["LocalSystem"]),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "LocalSystem", "Retry", "TestSupport", "FuzzTargets"]
+            dependencies: [
+                "BlueZ", "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "EventLoop", "LocalSystem",
+                "Retry", "TestSupport", "FuzzTargets",
+            ]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
-            dependencies: ["BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "LocalSystem", "TestSupport"]),
+            dependencies: [
+                "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "LocalSystem", "TestSupport",
+            ]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),
         .testTarget(name: "CLITests", dependencies: ["TestSupport"]),
         // In-memory BLE, MQTT and peripheral ports for the gateway's tests and fuzz targets, and
         // the Bluetooth proxy's port and server side (FakeProxyBLE, RecordingServer).
-        .target(name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop", "ProxyBackend", "ESPHomeAPI"], path: "Tests/GatewayFakes"),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
+        .target(
+            name: "GatewayFakes", dependencies: ["Gateway", "Bluetooth", "EventLoop", "ProxyBackend", "ESPHomeAPI"],
+            path: "Tests/GatewayFakes"),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: ["Gateway", "GatewayFakes", "Parsers", "Bluetooth", "JSON", "EventLoop", "TestSupport"]),
         // The proxy's backend against an in-memory port and a real gateway with the core's fakes.
-        .testTarget(name: "ProxyBackendTests", dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
+        .testTarget(
+            name: "ProxyBackendTests",
+            dependencies: ["ProxyBackend", "ESPHomeAPI", "Gateway", "GatewayFakes", "Bluetooth", "EventLoop", "JSON"]),
         // The runtime's service group with fake services; its ports and notifier against a real
         // mosquitto, the simulator on a private bus and a datagram socket.
         .testTarget(
             name: "GatewayRuntimeTests",
             dependencies: [
-                "GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "BluetoothManagement", "DBus", "EventLoop", "Bluetooth",
+                "GatewayRuntime", "Gateway", "MQTT", "BlueZ", "BlueZSimulator", "BluetoothManagement", "DBus",
+                "EventLoop", "Bluetooth",
                 "ESPHomeAPI", "LocalSystem", "TestSupport",
             ]
         ),
         // `gattway run` as a child process against the simulator, a private bus and a real mosquitto.
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth", "ESPHomeAPI", "GatewayFakes"]),
+            dependencies: [
+                "TestSupport", "MQTT", "EventLoop", "JSON", "BlueZSimulator", "DBus", "BlueZ", "Bluetooth",
+                "ESPHomeAPI", "GatewayFakes",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

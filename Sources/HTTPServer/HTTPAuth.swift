@@ -89,14 +89,16 @@ public final class HTTPAuth {
         } else if let user = field("user"), let password = field("password") {
             // Every user is compared, so the time does not tell which names exist.
             for entry in credentials.users {
-                let both = Self.constantTimeEquals(entry.name, user) && Self.constantTimeEquals(entry.password, password)
+                let both =
+                    Self.constantTimeEquals(entry.name, user) && Self.constantTimeEquals(entry.password, password)
                 matched = matched || both
             }
         }
         guard matched else { return nil }
         let now = clock()
         sessions = sessions.filter { $0.value.expires > now }
-        while sessions.count >= Self.maxSessions, let oldest = sessions.min(by: { $0.value.created < $1.value.created }) {
+        while sessions.count >= Self.maxSessions, let oldest = sessions.min(by: { $0.value.created < $1.value.created })
+        {
             sessions[oldest.key] = nil
         }
         let id = Self.randomToken()

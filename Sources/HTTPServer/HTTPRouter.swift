@@ -31,14 +31,19 @@ public struct HTTPRouter<Handler> {
         routes.append(Route(method: method, pattern: pattern, prefix: prefix, handler: handler))
     }
 
+    /// Paths are compared byte for byte (UTF-8), not as Swift's characters: a combining mark
+    /// after a `/` must not make `/api/…` another path, nor canonical equivalence two paths one.
     public func match(method: String, path: String) -> Match {
-        var candidates = routes.filter { !$0.prefix && $0.pattern == path }
+        let bytes = Array(path.utf8)
+        var candidates = routes.filter { !$0.prefix && Array($0.pattern.utf8) == bytes }
         var rest = ""
         if candidates.isEmpty {
-            let prefixes = routes.filter { $0.prefix && path.hasPrefix($0.pattern) && path.count > $0.pattern.count }
-            if let longest = prefixes.map({ $0.pattern.count }).max() {
-                candidates = prefixes.filter { $0.pattern.count == longest }
-                rest = String(path.dropFirst(longest))
+            let prefixes = routes.filter {
+                $0.prefix && bytes.starts(with: $0.pattern.utf8) && bytes.count > $0.pattern.utf8.count
+            }
+            if let longest = prefixes.map({ $0.pattern.utf8.count }).max() {
+                candidates = prefixes.filter { $0.pattern.utf8.count == longest }
+                rest = String(decoding: bytes[longest...], as: UTF8.self)
             }
         }
         guard !candidates.isEmpty else { return .notFound }

@@ -96,9 +96,9 @@ public final class HTTPServer {
     public static var supportsTLS: Bool { MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == .YES }
 
     /// Binds and starts serving. Loop thread only.
-    public static func start(_ configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers) throws(
-        HTTPServerError
-    ) -> HTTPServer {
+    public static func start(_ configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers)
+        throws(HTTPServerError) -> HTTPServer
+    {
         loop.preconditionInLoop()
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -121,7 +121,8 @@ public final class HTTPServer {
                 gattway_mhd_start(
                     &address, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
                     UInt32(clamping: configuration.timeoutSeconds),
-                    Int32(clamping: configuration.socketSendBuffer), configuration.tls == nil ? nil : certificate.baseAddress,
+                    Int32(clamping: configuration.socketSendBuffer),
+                    configuration.tls == nil ? nil : certificate.baseAddress,
                     configuration.tls == nil ? nil : key.baseAddress, accessHandler, context, requestCompleted, uriLog)
             }
         }
@@ -220,7 +221,8 @@ public final class HTTPServer {
             if let length = head.header("content-length"), (Int(length) ?? Int.max) > configuration.maxBodyBytes {
                 handlers.refused(.tooLarge)
                 context.answered = true
-                return queue(connection, .text(413, "request body too large (at most \(configuration.maxBodyBytes) bytes)"))
+                return queue(
+                    connection, .text(413, "request body too large (at most \(configuration.maxBodyBytes) bytes)"))
             }
             return true
         }
@@ -373,11 +375,12 @@ final class StreamBinding: EventStreamLink {
 
 // MARK: libmicrohttpd's callbacks (on the loop thread, inside MHD_run)
 
-private let uriLog: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->
-    UnsafeMutableRawPointer? = { _, uri, _ in
-        let context = HTTPServer.RequestContext(target: uri.map { String(cString: $0) } ?? "")
-        return Unmanaged.passRetained(context).toOpaque()
-    }
+private let uriLog:
+    @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) ->
+        UnsafeMutableRawPointer? = { _, uri, _ in
+            let context = HTTPServer.RequestContext(target: uri.map { String(cString: $0) } ?? "")
+            return Unmanaged.passRetained(context).toOpaque()
+        }
 
 private let requestCompleted: MHD_RequestCompletedCallback = { _, _, contextPointer, _ in
     guard let contextPointer, let raw = contextPointer.pointee else { return }

@@ -24,12 +24,15 @@ struct WebTests {
                 """#
         ).replacingOccurrences(
             of: #"{"match": {"address": "C4:D3:8C:12:4A:5F"}, "name": "ruuvi"}"#,
-            with: #"{"match": {"address": "C4:D3:8C:12:4A:5F"}, "name": "ruuvi"}, {"match": {"address": "A4:C1:38:00:00:06"}}"#)
+            with:
+                #"{"match": {"address": "C4:D3:8C:12:4A:5F"}, "name": "ruuvi"}, {"match": {"address": "A4:C1:38:00:00:06"}}"#
+        )
     }
 
     static func scenario() throws -> Scenario {
         try EndToEnd.fastDemo { scenario in
-            for index in scenario.devices.indices where scenario.devices[index].address.description == "A4:C1:38:00:00:06" {
+            for index in scenario.devices.indices
+            where scenario.devices[index].address.description == "A4:C1:38:00:00:06" {
                 scenario.devices[index].name = hostileName
             }
         }
@@ -59,7 +62,9 @@ struct WebTests {
         try await AdaptersTests.waitUntil("the web server's listener") { LoopbackPort.accepts(port) }
     }
 
-    @Test("without the token 401, with it 200; /metrics passes promtool and has the simulator's values, a hostile name escaped")
+    @Test(
+        "without the token 401, with it 200; /metrics passes promtool and has the simulator's values, a hostile name escaped"
+    )
     func authAndMetrics() async throws {
         let port = try LoopbackPort.free()
         try await EndToEnd.run(config: Self.config(port: port), scenario: Self.scenario()) { e2e in
@@ -102,7 +107,9 @@ struct WebTests {
             let adapterReports = Self.value(metrics.body, "gattway_adapter_reports_total{adapter=\"hci0\"}")
             #expect(adapterReports != nil, "\(metrics.body)")
             let seen = try #require(
-                Self.value(metrics.body, "gattway_device_last_seen_timestamp_seconds{name=\"lamp\",address=\"A4:C1:38:00:00:03\"}"))
+                Self.value(
+                    metrics.body,
+                    "gattway_device_last_seen_timestamp_seconds{name=\"lamp\",address=\"A4:C1:38:00:00:03\"}"))
             #expect(abs(seen - Date().timeIntervalSince1970) < 60, "last seen \(seen)")
             // The JSON API; and no secret anywhere.
             let health = try await Self.get(port, "/api/health")
@@ -128,10 +135,18 @@ struct WebTests {
             #expect(noCSRF.status == 403, "\(noCSRF)")
             let session = try await Self.get(port, "/api/session")
             let csrf = try #require(
-                { if case .string(let text)? = try JSONValue.parse(Array(session.body.utf8))["csrf"] { text } else { nil } }())
+                {
+                    if case .string(let text)? = try JSONValue.parse(Array(session.body.utf8))["csrf"] {
+                        text
+                    } else {
+                        nil
+                    }
+                }())
             let withCSRF = try await Self.curl(
-                ["-X", "POST", "-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)",
-                 "http://127.0.0.1:\(port)/logout"])
+                [
+                    "-X", "POST", "-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)",
+                    "http://127.0.0.1:\(port)/logout",
+                ])
             #expect(withCSRF.status == 204, "\(withCSRF)")
             // A browser: log in with the token as a form, then use the cookie.
             let jar = e2e.daemon.directory.appendingPathComponent("cookies").path
@@ -145,19 +160,29 @@ struct WebTests {
             #expect(cookieText.contains("#HttpOnly_127.0.0.1"), "\(cookieText)")
             // The session's POST needs the session's CSRF token, not the bearer's.
             let sessionCSRF = try #require(
-                { if case .string(let text)? = try JSONValue.parse(Array(login.body.utf8))["csrf"] { text } else { nil } }())
+                {
+                    if case .string(let text)? = try JSONValue.parse(Array(login.body.utf8))["csrf"] {
+                        text
+                    } else {
+                        nil
+                    }
+                }())
             let wrongCSRF = try await Self.curl(
                 ["-b", jar, "-X", "POST", "-H", "X-CSRF-Token: \(csrf)", "http://127.0.0.1:\(port)/logout"])
             #expect(wrongCSRF.status == 403)
-            let formCSRF = try await Self.curl(["-b", jar, "-d", "csrf=\(sessionCSRF)", "http://127.0.0.1:\(port)/logout"])
+            let formCSRF = try await Self.curl([
+                "-b", jar, "-d", "csrf=\(sessionCSRF)", "http://127.0.0.1:\(port)/logout",
+            ])
             #expect(formCSRF.status == 204, "\(formCSRF)")
             let afterLogout = try await Self.curl(["-b", jar, "http://127.0.0.1:\(port)/api/health"])
             #expect(afterLogout.status == 401)
             // Over max_body: 413 before the body is read.
             let big = String(repeating: "a", count: 4096)
             let tooLarge = try await Self.curl(
-                ["-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)", "-d", "x=\(big)",
-                 "http://127.0.0.1:\(port)/logout"])
+                [
+                    "-H", "Authorization: Bearer \(Self.token)", "-H", "X-CSRF-Token: \(csrf)", "-d", "x=\(big)",
+                    "http://127.0.0.1:\(port)/logout",
+                ])
             #expect(tooLarge.status == 413, "\(tooLarge)")
             let health = try await Self.get(port, "/api/health")
             let json = try JSONValue.parse(Array(health.body.utf8))
@@ -185,8 +210,11 @@ extension WebTests {
         let key = directory.appendingPathComponent("key.pem").path
         let made = try await ChildProcess.run(
             "/usr/bin/openssl",
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out",
-             cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+                "-out",
+                cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
         #expect(made.status == 0, "\(made.output)")
         let port = try LoopbackPort.free()
         let config = Self.config(port: port, extra: #", "tls": {"cert_file": "\#(cert)", "key_file": "\#(key)"}"#)
@@ -210,8 +238,8 @@ extension WebTests {
             try await Self.waitForListener(port)
             // waitForListener's probe connections are gone before these two take the slots.
             try await Task.sleep(for: .milliseconds(300))
-            let first = try Self.connect(port)
-            let second = try Self.connect(port)
+            let first = try TCPClient.connect(port)
+            let second = try TCPClient.connect(port)
             try await Task.sleep(for: .milliseconds(300))
             let third = try await Self.get(port, "/api/health", ["--max-time", "2"])
             #expect(third.status == 0, "a third connection was served: \(third)")
@@ -234,17 +262,19 @@ extension WebTests {
             #expect(stream.body.contains("event: reading\ndata: {\"device\":\"ruuvi\",\"payload\":{"), "\(stream.body)")
             let before = try await Self.health(port)
             // A client that asks for the stream and never reads, with a small receive window.
-            let slow = try Self.connect(port, receiveBuffer: 1024)
+            let slow = try TCPClient.connect(port, receiveBuffer: 1024)
             defer { close(slow) }
             let request = "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(Self.token)\r\n\r\n"
-            _ = request.withCString { send(slow, $0, strlen($0), 0) }
+            TCPClient.send(slow, request)
             try await AdaptersTests.waitUntil("the slow client dropped", timeout: 90) {
                 let health = try await Self.health(port)
                 return health["web"]?["event_clients_dropped"] == .number(1)
             }
             let after = try await Self.health(port)
             #expect(after["web"]?["event_clients"] == .number(0), "\(after)")
-            if case .number(let rssBefore)? = before["process"]?["rss_bytes"], case .number(let rssAfter)? = after["process"]?["rss_bytes"] {
+            if case .number(let rssBefore)? = before["process"]?["rss_bytes"],
+                case .number(let rssAfter)? = after["process"]?["rss_bytes"]
+            {
                 #expect(rssAfter - rssBefore < 4_000_000, "RSS grew from \(rssBefore) to \(rssAfter)")
             }
             #expect(e2e.gateway.log().contains("web: an event-stream client read too slowly and was dropped"))
@@ -253,28 +283,5 @@ extension WebTests {
 
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
-    }
-
-    /// A TCP connection to 127.0.0.1:`port` (its receive buffer set first when given).
-    static func connect(_ port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ChildProcessError("socket failed") }
-        if var size = receiveBuffer {
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            close(fd)
-            throw ChildProcessError("connect to \(port) failed")
-        }
-        return fd
     }
 }

@@ -6,7 +6,8 @@ import Testing
 
 @Suite("/metrics from bridge/health and the registry")
 struct MetricsExporterTests {
-    @Test("named members, drops by reason, devices with hostile names escaped, and sections nobody named still exported")
+    @Test(
+        "named members, drops by reason, devices with hostile names escaped, and sections nobody named still exported")
     func render() throws {
         let health = try JSONValue.parse(
             Array(
@@ -31,7 +32,8 @@ struct MetricsExporterTests {
                     maxConnections: 3, web: figures)), as: UTF8.self)
         for line in [
             "gattway_uptime_seconds 12", "gattway_process_resident_memory_bytes 1000",
-            "gattway_process_cpu_seconds_total 0.5", "gattway_advertisements_total 7", "gattway_ble_latency_seconds 0.0025",
+            "gattway_process_cpu_seconds_total 0.5", "gattway_advertisements_total 7",
+            "gattway_ble_latency_seconds 0.0025",
             #"gattway_dropped_total{reason="filtered"} 3"#, #"gattway_dropped_total{reason="key_wrong"} 1"#,
             "gattway_radio_reports_total 9", #"gattway_adapter_reports_total{adapter="hci0"} 9"#,
             #"gattway_adapter_state{adapter="hci0",state="powered_on"} 1"#,
@@ -42,7 +44,8 @@ struct MetricsExporterTests {
             "gattway_connection_slots 3", "gattway_connection_slots_free 2",
             "gattway_web_requests_total 5", #"gattway_web_refused_total{reason="unauthorized"} 2"#,
             #"gattway_web_refused_total{reason="csrf"} 0"#,
-            "gattway_fleet_peers 2", "gattway_fleet_owned 5", "gattway_new_section_flag 1", "gattway_new_section_count 4",
+            "gattway_fleet_peers 2", "gattway_fleet_owned 5", "gattway_new_section_flag 1",
+            "gattway_new_section_count 4",
         ] {
             #expect(text.contains(line + "\n"), "\(line) in\n\(text)")
         }

@@ -21,7 +21,8 @@ struct WebConfigTests {
     func defaults() throws {
         let web = try Self.parse("{}").web
         #expect(web.enabled && web.host == "127.0.0.1" && web.port == 8080 && web.isLoopback && !web.hasAuth)
-        #expect(web.maxConnections == 32 && web.maxBodyBytes == 16384 && web.eventBufferBytes == 65536 && web.tls == nil)
+        #expect(
+            web.maxConnections == 32 && web.maxBodyBytes == 16384 && web.eventBufferBytes == 65536 && web.tls == nil)
     }
 
     @Test("listening beyond loopback without auth is a config error that says what to do")
@@ -40,7 +41,8 @@ struct WebConfigTests {
     @Test("the token: at least 16 characters, from the config or a file (first line); the token is a secret")
     func token() throws {
         #expect(Self.problems(#"{"web": {"auth": {"token": "short"}}}"#).first?.hasPrefix("web.auth.token:") == true)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gattway-webconfig-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "gattway-webconfig-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let tokenFile = directory.appendingPathComponent("token").path
@@ -69,7 +71,8 @@ struct WebConfigTests {
     func tlsAndLimits() {
         #expect(
             Self.problems(#"{"web": {"tls": {"cert_file": "/nonexistent/cert.pem"}}}"#) == [
-                "web.tls.key_file: is required (the private key, PEM)", "web.tls.cert_file: cannot read \"/nonexistent/cert.pem\"",
+                "web.tls.key_file: is required (the private key, PEM)",
+                "web.tls.cert_file: cannot read \"/nonexistent/cert.pem\"",
             ])
         #expect(Self.problems(#"{"web": {"max_connections": 0}}"#).count == 1)
         #expect(Self.problems(#"{"web": {"max_body": 10}}"#).count == 1)

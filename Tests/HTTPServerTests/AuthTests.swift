@@ -18,7 +18,9 @@ struct AuthTests {
         let identity = auth.authenticate(Self.request([]))
         #expect(identity == .open)
         #expect(!auth.checkCSRF(Self.request([], method: "POST"), identity: .open))
-        #expect(auth.checkCSRF(Self.request([("X-CSRF-Token", auth.csrfToken(for: .open))], method: "POST"), identity: .open))
+        #expect(
+            auth.checkCSRF(
+                Self.request([("X-CSRF-Token", auth.csrfToken(for: .open))], method: "POST"), identity: .open))
         #expect(auth.login([FormField("token", "x")]) == nil)
     }
 
@@ -53,11 +55,13 @@ struct AuthTests {
         #expect(
             auth.checkCSRF(
                 Self.request(
-                    [("Content-Type", "application/x-www-form-urlencoded")], method: "POST", body: "a=1&csrf=\(session.csrf)"),
+                    [("Content-Type", "application/x-www-form-urlencoded")], method: "POST",
+                    body: "a=1&csrf=\(session.csrf)"),
                 identity: identity))
         // Another identity's token does not do.
         #expect(
-            !auth.checkCSRF(Self.request([("X-CSRF-Token", auth.csrfToken(for: .bearer))], method: "POST"), identity: identity))
+            !auth.checkCSRF(
+                Self.request([("X-CSRF-Token", auth.csrfToken(for: .bearer))], method: "POST"), identity: identity))
         clock.now = HTTPAuth.sessionLifetime + 1
         #expect(auth.authenticate(Self.request([cookie])) == nil)
         let second = try #require(auth.login([FormField("token", Self.token)]))
@@ -123,8 +127,12 @@ struct PrometheusTextTests {
     @Test("names: metric names may have colons, label names may not start with __")
     func names() {
         #expect(PrometheusText.isMetricName("gattway:x_1"))
-        #expect(!PrometheusText.isMetricName("1x") && !PrometheusText.isMetricName("a-b") && !PrometheusText.isMetricName(""))
-        #expect(PrometheusText.isLabelName("name") && !PrometheusText.isLabelName("__name") && !PrometheusText.isLabelName("a:b"))
+        #expect(
+            !PrometheusText.isMetricName("1x") && !PrometheusText.isMetricName("a-b")
+                && !PrometheusText.isMetricName(""))
+        #expect(
+            PrometheusText.isLabelName("name") && !PrometheusText.isLabelName("__name")
+                && !PrometheusText.isLabelName("a:b"))
         #expect(PrometheusText.format(1e20) == "1e+20")
         #expect(PrometheusText.format(-3) == "-3")
     }

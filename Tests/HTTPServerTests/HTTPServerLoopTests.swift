@@ -71,7 +71,8 @@ struct HTTPServerLoopTests {
         try await Task.sleep(for: .milliseconds(300))
         try await fixture.push("b")
         let answer = try await reading.value
-        #expect(answer.contains("event: hello\ndata: 1\n\nevent: tick\ndata: a\n\nevent: tick\ndata: b\n\n"), "\(answer)")
+        #expect(
+            answer.contains("event: hello\ndata: 1\n\nevent: tick\ndata: a\n\nevent: tick\ndata: b\n\n"), "\(answer)")
         try await fixture.stop()
     }
 }
@@ -81,8 +82,8 @@ extension HTTPServerLoopTests {
     func connectionLimit() async throws {
         let fixture = Fixture()
         let port = try await fixture.start { $0.maxConnections = 2 }
-        let first = try TCP.connect(port)
-        let second = try TCP.connect(port)
+        let first = try TCPClient.connect(port)
+        let second = try TCPClient.connect(port)
         try await Task.sleep(for: .milliseconds(200))
         let refused = try await Self.curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
         #expect(refused.hasSuffix("\n000"), "\(refused)")
@@ -95,40 +96,14 @@ extension HTTPServerLoopTests {
     }
 }
 
-/// Plain TCP clients of the tests.
-enum TCP {
-    /// A connection to 127.0.0.1:`port` (its receive buffer set first when given).
-    static func connect(_ port: UInt16, receiveBuffer: Int32? = nil) throws -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ChildProcessError("socket failed") }
-        if var size = receiveBuffer {
-            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard result == 0 else {
-            close(fd)
-            throw ChildProcessError("connect to \(port) failed")
-        }
-        return fd
-    }
-}
-
 extension HTTPServerLoopTests {
     @Test("a client that does not read is dropped once it is the stream's limit behind; the connection is closed")
     func slowClientDropped() async throws {
         let fixture = Fixture()
         let port = try await fixture.start()
-        let slow = try TCP.connect(port, receiveBuffer: 1024)
+        let slow = try TCPClient.connect(port, receiveBuffer: 1024)
         defer { close(slow) }
-        _ = "GET /events HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(slow, $0, strlen($0), 0) }
+        TCPClient.send(slow, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
         try await Task.sleep(for: .milliseconds(200))
         let line = String(repeating: "x", count: 1000)
         var dropped = false

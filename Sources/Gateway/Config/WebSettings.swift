@@ -67,7 +67,9 @@ public struct WebSettings: Sendable, Equatable {
         }
         maxConnections = object.read("max_connections", default: maxConnections) { try $0.integer(in: 1...1024) }
         maxBodyBytes = object.read("max_body", default: maxBodyBytes) { try $0.integer(in: 256...(1 << 20)) }
-        eventBufferBytes = object.read("event_buffer", default: eventBufferBytes) { try $0.integer(in: 1024...(1 << 22)) }
+        eventBufferBytes = object.read("event_buffer", default: eventBufferBytes) {
+            try $0.integer(in: 1024...(1 << 22))
+        }
         if enabled, !isLoopback, !hasAuth {
             object.problems.add(
                 object.childPath("auth"),
@@ -80,7 +82,9 @@ public struct WebSettings: Sendable, Equatable {
     private mutating func readAuth(_ auth: inout ConfigObject) {
         token = auth.optional("token") { reader in
             let text = try reader.nonEmptyString()
-            guard text.utf8.count >= 16 else { throw reader.fail("expected at least 16 characters (e.g. from: openssl rand -hex 16)") }
+            guard text.utf8.count >= 16 else {
+                throw reader.fail("expected at least 16 characters (e.g. from: openssl rand -hex 16)")
+            }
             return text
         }
         tokenFile = auth.optional("token_file") { try $0.nonEmptyString() }
@@ -92,25 +96,33 @@ public struct WebSettings: Sendable, Equatable {
                 if line.utf8.count >= 16 {
                     token = String(line)
                 } else {
-                    auth.problems.add(auth.childPath("token_file"), "\"\(tokenFile)\": expected a first line of at least 16 characters")
+                    auth.problems.add(
+                        auth.childPath("token_file"),
+                        "\"\(tokenFile)\": expected a first line of at least 16 characters")
                 }
             } else {
-                auth.problems.add(auth.childPath("token_file"), "cannot read \"\(tokenFile)\" (expected a file holding the token)")
+                auth.problems.add(
+                    auth.childPath("token_file"), "cannot read \"\(tokenFile)\" (expected a file holding the token)")
             }
         }
         usersFile = auth.optional("users_file") { try $0.nonEmptyString() }
         if let usersFile {
             if let data = LocalFile.read(usersFile) {
-                for (number, line) in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).enumerated() {
+                for (number, line) in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline)
+                    .enumerated()
+                {
                     guard !line.hasPrefix("#"), !line.allSatisfy({ $0 == " " }) else { continue }
-                    guard let colon = line.firstIndex(of: ":"), colon != line.startIndex, line[line.index(after: colon)...].count >= 8
+                    guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
+                        line[line.index(after: colon)...].count >= 8
                     else {
                         auth.problems.add(
                             auth.childPath("users_file"),
-                            "\"\(usersFile)\" line \(number + 1): expected user:password with a password of at least 8 characters")
+                            "\"\(usersFile)\" line \(number + 1): expected user:password with a password of at least 8 characters"
+                        )
                         continue
                     }
-                    users.append(User(name: String(line[..<colon]), password: String(line[line.index(after: colon)...])))
+                    users.append(
+                        User(name: String(line[..<colon]), password: String(line[line.index(after: colon)...])))
                 }
                 if users.isEmpty { auth.problems.add(auth.childPath("users_file"), "\"\(usersFile)\" names no user") }
             } else {

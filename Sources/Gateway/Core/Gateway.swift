@@ -1037,7 +1037,9 @@ public actor Gateway: LoopIsolated {
 
     /// Calls `handler` with every message the core publishes, as it publishes it (also while
     /// the broker is away: the store-and-forward stage keeps it then). One observer; nil ends it.
-    public func observePublishes(_ handler: (@Sendable (MQTTOutboundMessage) -> Void)?) { context.output.observer = handler }
+    public func observePublishes(_ handler: (@Sendable (MQTTOutboundMessage) -> Void)?) {
+        context.output.observer = handler
+    }
 
     /// What the registry knows of each device, in `bridge/devices` order.
     public var deviceSnapshots: [DeviceSnapshot] {

@@ -82,7 +82,8 @@ public final class CoreService: Service {
                 clock: SystemClock(), loop: loop, logger: log,
                 version: BuildInfo.version, stateDirectory: stateDirectory,
                 healthExtra: {
-                    [(key: "radio", value: central.radioHealth())] + (web.map { [(key: "web", value: $0.health)] } ?? [])
+                    [(key: "radio", value: central.radioHealth())]
+                        + (web.map { [(key: "web", value: $0.health)] } ?? [])
                 },
                 attachment: attachment,
                 // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.

@@ -22,37 +22,86 @@ enum MetricsExporter {
     }
 
     /// `bridge/health` members with a name of their own: path → (name, kind, help, scale).
-    private static let named: [(path: [String], name: String, kind: PrometheusText.Kind, help: String, scale: Double)] = [
-        (["uptime_s"], "gattway_uptime_seconds", .gauge, "Seconds since the gateway started.", 1),
-        (["process", "rss_bytes"], "gattway_process_resident_memory_bytes", .gauge, "Resident memory of the process.", 1),
-        (["process", "cpu_seconds"], "gattway_process_cpu_seconds_total", .counter, "CPU time of the process (user and system).", 1),
-        (["advertisements"], "gattway_advertisements_total", .counter, "Advertisement reports the core handled.", 1),
-        (["notifications"], "gattway_notifications_total", .counter, "GATT notification values the core handled.", 1),
-        (["decoded"], "gattway_decoded_total", .counter, "Reports and values a parser decoded.", 1),
-        (["parse_errors"], "gattway_parse_errors_total", .counter, "Reports and values a parser failed on.", 1),
-        (["published"], "gattway_published_messages_total", .counter, "MQTT messages the core published.", 1),
-        (["queue", "depth"], "gattway_store_forward_queue_messages", .gauge, "Messages waiting in the store-and-forward queue.", 1),
-        (["queue", "bytes"], "gattway_store_forward_queue_bytes", .gauge, "Bytes waiting in the store-and-forward queue.", 1),
-        (["queue", "queued"], "gattway_store_forward_queued_total", .counter, "Messages the store-and-forward stage queued.", 1),
-        (["queue", "spilled"], "gattway_store_forward_spilled_total", .counter, "Messages written to the queue file.", 1),
-        (["queue", "replayed"], "gattway_store_forward_replayed_total", .counter, "Queued messages published after a reconnect.", 1),
-        (["queue", "write_errors"], "gattway_store_forward_write_errors_total", .counter, "Failed writes of the queue file.", 1),
-        (["store_and_forward", "durable"], "gattway_store_forward_durable", .gauge, "1 when the queue is kept in a file.", 1),
-        (["store_and_forward", "memory_only"], "gattway_store_forward_memory_only_messages", .gauge, "Queued messages held in memory only.", 1),
-        (["store_and_forward", "free_bytes"], "gattway_store_forward_free_bytes", .gauge, "Free bytes of the state directory's file system.", 1),
-        (["devices"], "gattway_devices", .gauge, "Devices in the registry.", 1),
-        (["connections"], "gattway_connections", .gauge, "GATT links up.", 1),
-        (["parked"], "gattway_parked_devices", .gauge, "Devices whose connects are parked after repeated failures.", 1),
-        (["connects"], "gattway_connects_total", .counter, "Successful connects.", 1),
-        (["reconnects"], "gattway_reconnects_total", .counter, "Connects after a lost link.", 1),
-        (["connect_failures"], "gattway_connect_failures_total", .counter, "Failed connects.", 1),
-        (["disconnects"], "gattway_disconnects_total", .counter, "Links that went down.", 1),
-        (["commands"], "gattway_commands_total", .counter, "Commands run.", 1),
-        (["command_errors"], "gattway_command_errors_total", .counter, "Commands that failed.", 1),
-        (["ble_latency_ms"], "gattway_ble_latency_seconds", .gauge, "Last round trip to bluetoothd.", 0.001),
-        (["radio", "reports"], "gattway_radio_reports_total", .counter, "Reports read from the kernel's management socket.", 1),
-        (["radio", "dropped_packets"], "gattway_radio_dropped_packets_total", .counter, "Management packets that could not be read.", 1),
-    ]
+    private static let named: [(path: [String], name: String, kind: PrometheusText.Kind, help: String, scale: Double)] =
+        [
+            (["uptime_s"], "gattway_uptime_seconds", .gauge, "Seconds since the gateway started.", 1),
+            (
+                ["process", "rss_bytes"], "gattway_process_resident_memory_bytes", .gauge,
+                "Resident memory of the process.", 1
+            ),
+            (
+                ["process", "cpu_seconds"], "gattway_process_cpu_seconds_total", .counter,
+                "CPU time of the process (user and system).", 1
+            ),
+            (
+                ["advertisements"], "gattway_advertisements_total", .counter, "Advertisement reports the core handled.",
+                1
+            ),
+            (
+                ["notifications"], "gattway_notifications_total", .counter,
+                "GATT notification values the core handled.", 1
+            ),
+            (["decoded"], "gattway_decoded_total", .counter, "Reports and values a parser decoded.", 1),
+            (["parse_errors"], "gattway_parse_errors_total", .counter, "Reports and values a parser failed on.", 1),
+            (["published"], "gattway_published_messages_total", .counter, "MQTT messages the core published.", 1),
+            (
+                ["queue", "depth"], "gattway_store_forward_queue_messages", .gauge,
+                "Messages waiting in the store-and-forward queue.", 1
+            ),
+            (
+                ["queue", "bytes"], "gattway_store_forward_queue_bytes", .gauge,
+                "Bytes waiting in the store-and-forward queue.", 1
+            ),
+            (
+                ["queue", "queued"], "gattway_store_forward_queued_total", .counter,
+                "Messages the store-and-forward stage queued.", 1
+            ),
+            (
+                ["queue", "spilled"], "gattway_store_forward_spilled_total", .counter,
+                "Messages written to the queue file.", 1
+            ),
+            (
+                ["queue", "replayed"], "gattway_store_forward_replayed_total", .counter,
+                "Queued messages published after a reconnect.", 1
+            ),
+            (
+                ["queue", "write_errors"], "gattway_store_forward_write_errors_total", .counter,
+                "Failed writes of the queue file.", 1
+            ),
+            (
+                ["store_and_forward", "durable"], "gattway_store_forward_durable", .gauge,
+                "1 when the queue is kept in a file.", 1
+            ),
+            (
+                ["store_and_forward", "memory_only"], "gattway_store_forward_memory_only_messages", .gauge,
+                "Queued messages held in memory only.", 1
+            ),
+            (
+                ["store_and_forward", "free_bytes"], "gattway_store_forward_free_bytes", .gauge,
+                "Free bytes of the state directory's file system.", 1
+            ),
+            (["devices"], "gattway_devices", .gauge, "Devices in the registry.", 1),
+            (["connections"], "gattway_connections", .gauge, "GATT links up.", 1),
+            (
+                ["parked"], "gattway_parked_devices", .gauge,
+                "Devices whose connects are parked after repeated failures.", 1
+            ),
+            (["connects"], "gattway_connects_total", .counter, "Successful connects.", 1),
+            (["reconnects"], "gattway_reconnects_total", .counter, "Connects after a lost link.", 1),
+            (["connect_failures"], "gattway_connect_failures_total", .counter, "Failed connects.", 1),
+            (["disconnects"], "gattway_disconnects_total", .counter, "Links that went down.", 1),
+            (["commands"], "gattway_commands_total", .counter, "Commands run.", 1),
+            (["command_errors"], "gattway_command_errors_total", .counter, "Commands that failed.", 1),
+            (["ble_latency_ms"], "gattway_ble_latency_seconds", .gauge, "Last round trip to bluetoothd.", 0.001),
+            (
+                ["radio", "reports"], "gattway_radio_reports_total", .counter,
+                "Reports read from the kernel's management socket.", 1
+            ),
+            (
+                ["radio", "dropped_packets"], "gattway_radio_dropped_packets_total", .counter,
+                "Management packets that could not be read.", 1
+            ),
+        ]
 
     /// Top-level `bridge/health` members written by hand below (or not numbers to export).
     private static let handled: Set<String> = ["dropped", "adapter", "timestamp", "radio", "web"]
@@ -72,11 +121,19 @@ enum MetricsExporter {
         }
         adapters(health, into: &text)
         devices(inputs, into: &text)
-        text.single("gattway_connection_slots", .gauge, help: "Connection slots (bluetooth.max_connections).", Double(inputs.maxConnections))
-        text.single("gattway_connection_slots_free", .gauge, help: "Connection slots free now (the gateway's and the proxy's).", Double(inputs.freeSlots))
-        text.single("gattway_mqtt_backlog_messages", .gauge, help: "Publishes the MQTT client holds (in flight and waiting).", Double(inputs.mqttBacklog))
+        text.single(
+            "gattway_connection_slots", .gauge, help: "Connection slots (bluetooth.max_connections).",
+            Double(inputs.maxConnections))
+        text.single(
+            "gattway_connection_slots_free", .gauge, help: "Connection slots free now (the gateway's and the proxy's).",
+            Double(inputs.freeSlots))
+        text.single(
+            "gattway_mqtt_backlog_messages", .gauge, help: "Publishes the MQTT client holds (in flight and waiting).",
+            Double(inputs.mqttBacklog))
         if let limit = inputs.mqttBacklogLimit {
-            text.single("gattway_mqtt_backlog_limit_messages", .gauge, help: "The most publishes the MQTT client holds (mqtt.max_queued).", Double(limit))
+            text.single(
+                "gattway_mqtt_backlog_limit_messages", .gauge,
+                help: "The most publishes the MQTT client holds (mqtt.max_queued).", Double(limit))
         }
         web(inputs.web, into: &text)
         // Everything else bridge/health has, so nothing in it is missing here.
@@ -110,29 +167,36 @@ enum MetricsExporter {
         }
         text.family("gattway_device_rssi_dbm", .gauge, help: "Last RSSI of a device.")
         for device in devices { if let rssi = device.rssi { text.sample(labels(device), Double(rssi)) } }
-        text.family("gattway_device_last_seen_timestamp_seconds", .gauge, help: "When a device was last heard (Unix time).")
+        text.family(
+            "gattway_device_last_seen_timestamp_seconds", .gauge, help: "When a device was last heard (Unix time).")
         for device in devices {
             if let seen = device.lastSeenMilliseconds { text.sample(labels(device), Double(seen) / 1000) }
         }
         text.family(
-            "gattway_device_info", .gauge, help: "1 for each device, with the name it advertises (local_name, untrusted).")
+            "gattway_device_info", .gauge,
+            help: "1 for each device, with the name it advertises (local_name, untrusted).")
         for device in devices { text.sample(labels(device) + [("local_name", device.localName ?? "")], 1) }
         text.family("gattway_device_connected", .gauge, help: "1 while the gateway holds a GATT link to a device.")
         for device in devices { text.sample(labels(device), device.connected ? 1 : 0) }
     }
 
     private static func web(_ figures: WebCounters.Figures, into text: inout PrometheusText) {
-        text.single("gattway_web_requests_total", .counter, help: "Requests the web server answered.", Double(figures.requests))
+        text.single(
+            "gattway_web_requests_total", .counter, help: "Requests the web server answered.", Double(figures.requests))
         text.family("gattway_web_refused_total", .counter, help: "Requests the web server refused, by reason.")
         for (reason, count) in figures.refusedByReason { text.sample([("reason", reason)], Double(count)) }
-        text.single("gattway_web_event_clients", .gauge, help: "Event-stream clients connected.", Double(figures.eventClients))
         text.single(
-            "gattway_web_event_clients_dropped_total", .counter, help: "Event-stream clients dropped for reading too slowly.",
+            "gattway_web_event_clients", .gauge, help: "Event-stream clients connected.", Double(figures.eventClients))
+        text.single(
+            "gattway_web_event_clients_dropped_total", .counter,
+            help: "Event-stream clients dropped for reading too slowly.",
             Double(figures.eventClientsDropped))
     }
 
     /// A member not named above: numbers and booleans as gauges named by their path.
-    private static func generic(_ path: [String], _ value: JSONValue, covered: Set<[String]>, into text: inout PrometheusText) {
+    private static func generic(
+        _ path: [String], _ value: JSONValue, covered: Set<[String]>, into text: inout PrometheusText
+    ) {
         guard !covered.contains(path) else { return }
         switch value {
         case .object(let members):
@@ -140,7 +204,9 @@ enum MetricsExporter {
         case .number(let number):
             text.single(metricName(path), .gauge, help: "bridge/health " + path.joined(separator: "."), number)
         case .bool(let flag):
-            text.single(metricName(path), .gauge, help: "bridge/health " + path.joined(separator: ".") + " (1: true)", flag ? 1 : 0)
+            text.single(
+                metricName(path), .gauge, help: "bridge/health " + path.joined(separator: ".") + " (1: true)",
+                flag ? 1 : 0)
         default:
             break
         }
@@ -150,7 +216,9 @@ enum MetricsExporter {
     static func metricName(_ path: [String]) -> String {
         let joined = path.joined(separator: "_")
         let safe = joined.unicodeScalars.map { scalar -> Character in
-            let ok = ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar) || scalar == "_"
+            let ok =
+                ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                || scalar == "_"
             return ok ? Character(scalar) : "_"
         }
         return "gattway_" + String(safe)

@@ -31,7 +31,10 @@ final class WebSite: @unchecked Sendable {
     /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
     var logTail: LogTail?
 
-    init(config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway, mqtt: MQTTClient?) {
+    init(
+        config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway,
+        mqtt: MQTTClient?
+    ) {
         self.config = config
         self.loop = loop
         self.log = log
@@ -127,7 +130,8 @@ final class WebSite: @unchecked Sendable {
             }
             if request.method == "POST", !auth.checkCSRF(request, identity: identity) {
                 counters.refused(.csrf)
-                return .response(.text(403, "forbidden: a POST needs its CSRF token (X-CSRF-Token, from GET /api/session)"))
+                return .response(
+                    .text(403, "forbidden: a POST needs its CSRF token (X-CSRF-Token, from GET /api/session)"))
             }
             return route(request, identity)
         }
@@ -153,7 +157,8 @@ final class WebSite: @unchecked Sendable {
         router.add("POST", "/logout") { [unowned self] _, identity in
             auth.end(identity)
             var response = HTTPResponse(status: 204)
-            response.headers.append(("Set-Cookie", "\(HTTPAuth.sessionCookie)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"))
+            response.headers.append(
+                ("Set-Cookie", "\(HTTPAuth.sessionCookie)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"))
             return .response(response)
         }
     }
@@ -176,7 +181,8 @@ final class WebSite: @unchecked Sendable {
     private func login(_ request: HTTPRequest) -> HTTPReply {
         guard let fields = request.formFields else {
             counters.refused(.badRequest)
-            return .response(.text(400, "expected a form (application/x-www-form-urlencoded) with token, or user and password"))
+            return .response(
+                .text(400, "expected a form (application/x-www-form-urlencoded) with token, or user and password"))
         }
         guard let session = auth.login(fields) else {
             counters.refused(.loginFailed)
@@ -186,7 +192,8 @@ final class WebSite: @unchecked Sendable {
         log(.notice, "web: a login opened a session")
         var headers: [(name: String, value: String)] = [("Content-Type", "application/json")]
         let secure = config.web.tls == nil ? "" : "; Secure"
-        headers.append(("Set-Cookie", "\(HTTPAuth.sessionCookie)=\(session.id); Path=/; HttpOnly; SameSite=Strict\(secure)"))
+        headers.append(
+            ("Set-Cookie", "\(HTTPAuth.sessionCookie)=\(session.id); Path=/; HttpOnly; SameSite=Strict\(secure)"))
         var body: [UInt8] = []
         JSONValue.object([("csrf", .string(session.csrf))]).write(into: &body)
         return .response(HTTPResponse(status: 200, headers: headers, body: body))
@@ -274,7 +281,8 @@ final class WebSite: @unchecked Sendable {
             device = rest
         }
         guard !device.isEmpty, !device.contains("/") else { return nil }
-        let payload = (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
+        let payload =
+            (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
         var bytes: [UInt8] = []
         JSONValue.object([("device", .string(String(device))), ("payload", payload)]).write(into: &bytes)
         return (type, String(decoding: bytes, as: UTF8.self))

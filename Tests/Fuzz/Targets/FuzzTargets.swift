@@ -23,6 +23,7 @@ public enum FuzzTargets {
         mqttSession,
         proxyBackend,
         radioView,
+        webRequest,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
