@@ -98,7 +98,8 @@ struct RawRadioTests {
             #expect((health.json?["raw_radio"]?["addresses"]).map { $0 == .number(5) } ?? false, "\(health.text)")
             let sensorMessages = messages.messages(on: "gattway/bridge/radio/\(Self.sensor)")
             let span = (sensorMessages.last?.arrival ?? 0) - (sensorMessages.first?.arrival ?? 0)
-            #expect(Double(sensorMessages.count) <= span + 2, "about one a second: \(sensorMessages.count) in \(span) s")
+            #expect(
+                Double(sensorMessages.count) <= span + 2, "about one a second: \(sensorMessages.count) in \(span) s")
         }
     }
 }

@@ -1,8 +1,9 @@
 import Bluetooth
-@testable import Gateway
 import GatewayFakes
 import JSON
 import Testing
+
+@testable import Gateway
 
 /// The radio's view (every address heard, bounded, with what became of its last report) and the
 /// raw radio on MQTT (`mqtt.raw_advertisements`: `<base>/bridge/radio/<address>`).
@@ -134,7 +135,9 @@ struct RadioViewTests {
 
     static let allConfig = #"{"mqtt": {"raw_advertisements": {"mode": "all", "interval": "0s"}}, "#
 
-    @Test("decoded: the parser and the device it published to; a repeat is a repeated frame; on MQTT, QoS 0, not retained")
+    @Test(
+        "decoded: the parser and the device it published to; a repeat is a repeated frame; on MQTT, QoS 0, not retained"
+    )
     func decoded() async throws {
         let harness = try await started(
             Self.allConfig + #""devices": [{"match": {"address": "A4:C1:38:00:00:01"}, "name": "th"}]}"#)
@@ -164,7 +167,8 @@ struct RadioViewTests {
         )
         await harness.gateway.handle(
             BLEDiscovery(
-                address: Self.sensor, advertisement: AdvertisementData(manufacturerData: [0xFFFE: [1, 2, 3]], rssi: -50)))
+                address: Self.sensor,
+                advertisement: AdvertisementData(manufacturerData: [0xFFFE: [1, 2, 3]], rssi: -50)))
         await harness.gateway.handle(
             BLEDiscovery(address: Self.stranger, advertisement: AdvertisementData(localName: "x", rssi: -50)))
         await harness.gateway.handle(bthome(Self.encrypted, payload: Self.frame))
@@ -221,7 +225,9 @@ struct RadioViewTests {
         let noted = try #require(radio(harness, Self.sensor).last)
         #expect(noted["outcome"] == .string("no_rule"))
         #expect(noted["decode"] == .string("decoded"))
-        #expect(await harness.gateway.suggestedRule(for: Self.stranger) == nil, "no parser knows it: a rule publishes nothing")
+        #expect(
+            await harness.gateway.suggestedRule(for: Self.stranger) == nil,
+            "no parser knows it: a rule publishes nothing")
         let suggestion = try #require(await harness.gateway.suggestedRule(for: Self.sensor))
         var rule: [UInt8] = []
         suggestion.rule.write(into: &rule)
@@ -326,19 +332,20 @@ struct RadioViewTests {
             Array(
                 #"{"mqtt": {"raw_advertisements": {"mode": "all", "interval": "250ms", "max_addresses": 50, "window": "2m"}}}"#
                     .utf8))
-        #expect(object.mqtt.rawAdvertisements == {
-            var settings = RawAdvertisementSettings()
-            settings.enabled = true
-            settings.mode = .all
-            settings.interval = 0.25
-            settings.maxAddresses = 50
-            settings.window = 120
-            return settings
-        }())
+        var expected = RawAdvertisementSettings()
+        expected.enabled = true
+        expected.mode = .all
+        expected.interval = 0.25
+        expected.maxAddresses = 50
+        expected.window = 120
+        #expect(object.mqtt.rawAdvertisements == expected)
         for (text, expected) in [
             (#"{"mode": "some"}"#, #"mqtt.raw_advertisements.mode: "some" is not a mode"#),
             (#"{"interval": "2h"}"#, "mqtt.raw_advertisements.interval: expected a duration from 0s to 1h"),
-            (#"{"max_addresses": 0}"#, "mqtt.raw_advertisements.max_addresses: expected an integer from 1 to 100000"),
+            (
+                #"{"max_addresses": 0}"#,
+                "mqtt.raw_advertisements.max_addresses: expected an integer from 1 to 100000"
+            ),
             (#"{"window": "0s"}"#, "mqtt.raw_advertisements.window: expected a duration from 1s to 24h"),
             (#"{"topic": "x"}"#, "mqtt.raw_advertisements.topic: is not a known key"),
             ("3", "mqtt.raw_advertisements: expected an object"),

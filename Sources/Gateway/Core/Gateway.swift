@@ -515,7 +515,7 @@ public actor Gateway: LoopIsolated {
 
     /// Calls `handler` on the loop with each entry a report changed (it must not block); nil
     /// when the view is off. End with ``stopObservingRadio(_:)``.
-    public func observeRadio(_ handler: @escaping (RadioEntry) -> Void) -> Int? {
+    public func observeRadio(_ handler: @escaping @Sendable (RadioEntry) -> Void) -> Int? {
         radio?.view.observe(handler)
     }
 

@@ -34,12 +34,12 @@ public struct RuleSuggestion: Sendable, Equatable {
         switch entry.outcome {
         case .filteredByServices:
             var uuids: [String] = entry.advertisement.serviceUUIDs.map(\.shortDescription)
-            for uuid in entry.advertisement.serviceData.keys.map(\.shortDescription).sorted() where !uuids.contains(uuid) {
-                uuids.append(uuid)
-            }
+            let dataUUIDs = entry.advertisement.serviceData.keys.map(\.shortDescription).sorted()
+            for uuid in dataUUIDs where !uuids.contains(uuid) { uuids.append(uuid) }
             if uuids.isEmpty {
                 notes.append(
-                    "it advertises no service UUID: bluetooth.scan.services must be empty ([]) for the gateway to hear it")
+                    "it advertises no service UUID: bluetooth.scan.services must be empty ([]) for the gateway to hear it"
+                )
             } else {
                 notes.append(
                     "add one of its services (\(uuids.prefix(8).joined(separator: ", "))) to bluetooth.scan.services")

@@ -43,7 +43,7 @@ extension FuzzTargets {
                 now += Double(flags >> 4)
                 view.note(
                     discovery, outcome: outcome, decode: outcome.isUntracked ? nil : outcome, parser: nil,
-                    device: nil, now: now, wall: Int64(now * 1000)
+                    device: nil, now: now, wall: Int64(saturating: now * 1000)
                 ) { report in
                     do {
                         let decoded = try ParserRegistry.builtIn.decode(
@@ -85,7 +85,9 @@ enum RadioViewSeeds {
         var seeds: [[UInt8]] = []
         seeds.append([0x01, 0x00, 0xC4, 0x00, 0x11, UInt8(bthome.count)] + bthome)
         seeds.append(
-            [0x01, 0x00, 0xC4, 0x00, 0x11, UInt8(bthome.count)] + bthome + [0x01, 0x01, 0xB0, 0x0C, 0x10, UInt8(bthome.count)]
+            [0x01, 0x00, 0xC4, 0x00, 0x11, UInt8(bthome.count)] + bthome + [
+                0x01, 0x01, 0xB0, 0x0C, 0x10, UInt8(bthome.count),
+            ]
                 + bthome)
         seeds.append([0x02, 0x00, 0xC4, 0x09, 0x05, UInt8(named.count)] + named)
         var rotating: [UInt8] = []
