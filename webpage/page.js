@@ -332,12 +332,35 @@ async function loadLog() {
   document.querySelector("#log tbody").replaceChildren(...rows);
 }
 
+// MARK: The configuration
+
+async function loadConfig() {
+  const check = await api("/api/page/config");
+  const facts = [];
+  const problems = [];
+  if (check) {
+    facts.push(["running", check.running], ["file", check.path]);
+    if (check.file.ok) {
+      facts.push(["config check", check.file.same ? "ok, as running" : "ok: " + check.file.summary
+        + " (changed since the start: a restart applies it)"]);
+    } else {
+      facts.push(["config check", check.file.problems.length + " problem(s): a restart would fail"]);
+      problems.push(...check.file.problems);
+    }
+  } else {
+    facts.push(["config check", "not available"]);
+  }
+  document.getElementById("config").replaceChildren(
+    ...facts.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+  document.getElementById("config-problems").replaceChildren(...problems.map((problem) => el("li", {}, problem)));
+}
+
 // MARK: Views and the event stream
 
 function route() {
   const hash = decodeURIComponent(location.hash.slice(1));
   let view = hash.split("/")[0] || "devices";
-  if (!["devices", "device", "radio", "health", "log"].includes(view)) view = "devices";
+  if (!["devices", "device", "radio", "health", "log", "config"].includes(view)) view = "devices";
   state.view = view;
   state.device = view === "device" ? hash.slice("device/".length) : null;
   for (const section of document.querySelectorAll("main > section")) section.hidden = true;
@@ -346,7 +369,9 @@ function route() {
     link.classList.toggle("current", link.id === "nav-" + (view === "device" ? "devices" : view));
   }
   clearInterval(state.timer);
-  const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog }[view];
+  const refresh = {
+    devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog, config: loadConfig,
+  }[view];
   if (view === "device") {
     document.getElementById("device-name").textContent = state.device;
     renderDeviceFacts();
@@ -354,7 +379,7 @@ function route() {
   }
   refresh().catch(() => {});
   // The event stream carries readings and availability; the rest is read again every few seconds.
-  const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000 }[view];
+  const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000, config: 10000 }[view];
   state.timer = setInterval(() => refresh().catch(() => {}), every);
 }
 

@@ -187,6 +187,16 @@ def run(browser, base, token, screenshots):
     )
     check(True, f"the log view shows gattway run's last {len(lines)} lines, the web server's start among them")
     check(not any(token in line for line in lines), "the token is not in the log view")
+    # config check of the running configuration: the demo's file, valid and as running.
+    browser.evaluate("location.hash = '#config'; true")
+    verdict = browser.wait_for(
+        "(() => { const terms = [...document.querySelectorAll('#config dt')];"
+        " const at = terms.findIndex((term) => term.textContent === 'config check');"
+        " return at >= 0 && document.querySelectorAll('#config dd')[at].textContent; })()"
+    )
+    running = text_of(browser, "#config dd")
+    check(verdict == "ok, as running", f"config check of the running configuration: {verdict}; {running}")
+    check(running.startswith("5 device rules, 1 declarative parser, 1 command"), "the running configuration's summary")
     check(browser.evaluate("window.notReloaded === true"), "the whole visit was one page load")
 
 

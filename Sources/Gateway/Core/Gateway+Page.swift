@@ -84,6 +84,34 @@ extension Gateway {
         return .object([("rule", suggestion.rule), ("notes", .array(suggestion.notes.map(JSONValue.string)))])
     }
 
+    /// `config check` for the page: `{"running": the running configuration's summary, "path",
+    /// "file": {"ok": true, "summary", "same": whether its summary is the running one's} or
+    /// {"ok": false, "problems": [one line each]}}` — the file at `path` read now (an edit since the
+    /// start is applied by a restart). Secrets (the running configuration's, and the file's when it
+    /// is valid) are replaced by `***`.
+    public func pageConfigCheck(path: String) -> JSONValue {
+        let running = context.config
+        var secrets = running.secrets
+        let file: Result<GatewayConfig, GatewayConfigError> = Result { () throws(GatewayConfigError) in
+            try GatewayConfig.load(path: path)
+        }
+        if case .success(let config) = file { secrets += config.secrets }
+        secrets = secrets.filter { $0.count >= 3 }.sorted { $0.count > $1.count }
+        let redacted = { (text: String) in JSONValue.string(GatewayLogger.redact(text, secrets)) }
+        let fileMembers: [(key: String, value: JSONValue)] =
+            switch file {
+            case .success(let config):
+                [
+                    ("ok", .bool(true)), ("summary", redacted(config.summary)),
+                    ("same", .bool(config.summary == running.summary)),
+                ]
+            case .failure(let error): [("ok", .bool(false)), ("problems", .array(error.lines.map(redacted)))]
+            }
+        return .object([
+            ("running", redacted(running.summary)), ("path", .string(path)), ("file", .object(fileMembers)),
+        ])
+    }
+
     private static func json(_ value: ReadingValue) -> JSONValue {
         switch value {
         case .number(let number): number.isFinite ? .number(number) : .null

@@ -122,7 +122,7 @@ public struct GatewayProcess: Sendable {
                     [
                         WebService(
                             config: config, loop: loop, log: log, core: core, mqtt: mqtt, counters: webCounters,
-                            logTail: logTail)
+                            logTail: logTail, configPath: options.configPath)
                     ],
                     window: .wait))
         }

@@ -27,6 +27,7 @@ enum WebPageAssets {
             <a href="#radio" id="nav-radio">Radio</a>
             <a href="#health" id="nav-health">Health</a>
             <a href="#log" id="nav-log">Log</a>
+            <a href="#config" id="nav-config">Config</a>
           </nav>
           <span id="live" class="live off" title="the event stream">offline</span>
         </header>
@@ -82,6 +83,11 @@ enum WebPageAssets {
               <thead><tr><th>Time</th><th>Level</th><th>Line</th></tr></thead>
               <tbody></tbody>
             </table>
+          </section>
+          <section id="view-config" hidden>
+            <h2>Configuration</h2>
+            <dl id="config" class="facts"></dl>
+            <ul id="config-problems" class="error"></ul>
           </section>
           <section id="view-health" hidden>
             <h2>Health</h2>
@@ -478,12 +484,35 @@ enum WebPageAssets {
           document.querySelector("#log tbody").replaceChildren(...rows);
         }
 
+        // MARK: The configuration
+
+        async function loadConfig() {
+          const check = await api("/api/page/config");
+          const facts = [];
+          const problems = [];
+          if (check) {
+            facts.push(["running", check.running], ["file", check.path]);
+            if (check.file.ok) {
+              facts.push(["config check", check.file.same ? "ok, as running" : "ok: " + check.file.summary
+                + " (changed since the start: a restart applies it)"]);
+            } else {
+              facts.push(["config check", check.file.problems.length + " problem(s): a restart would fail"]);
+              problems.push(...check.file.problems);
+            }
+          } else {
+            facts.push(["config check", "not available"]);
+          }
+          document.getElementById("config").replaceChildren(
+            ...facts.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+          document.getElementById("config-problems").replaceChildren(...problems.map((problem) => el("li", {}, problem)));
+        }
+
         // MARK: Views and the event stream
 
         function route() {
           const hash = decodeURIComponent(location.hash.slice(1));
           let view = hash.split("/")[0] || "devices";
-          if (!["devices", "device", "radio", "health", "log"].includes(view)) view = "devices";
+          if (!["devices", "device", "radio", "health", "log", "config"].includes(view)) view = "devices";
           state.view = view;
           state.device = view === "device" ? hash.slice("device/".length) : null;
           for (const section of document.querySelectorAll("main > section")) section.hidden = true;
@@ -492,7 +521,9 @@ enum WebPageAssets {
             link.classList.toggle("current", link.id === "nav-" + (view === "device" ? "devices" : view));
           }
           clearInterval(state.timer);
-          const refresh = { devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog }[view];
+          const refresh = {
+            devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog, config: loadConfig,
+          }[view];
           if (view === "device") {
             document.getElementById("device-name").textContent = state.device;
             renderDeviceFacts();
@@ -500,7 +531,7 @@ enum WebPageAssets {
           }
           refresh().catch(() => {});
           // The event stream carries readings and availability; the rest is read again every few seconds.
-          const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000 }[view];
+          const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000, config: 10000 }[view];
           state.timer = setInterval(() => refresh().catch(() => {}), every);
         }
 

@@ -45,6 +45,13 @@ extension WebSite {
             ("/api/page/rule", "address", { gateway, address in gateway.pageRule(for: address) }),
         ]
         routes.append(("GET", "/api/page/log", { [unowned self] _, _ in found(logTail?.json) }))
+        routes.append(
+            (
+                "GET", "/api/page/config",
+                { [unowned self] _, _ in
+                    found(configPath.map { path in gateway.assumeLoopIsolated { $0.pageConfigCheck(path: path) } })
+                }
+            ))
         for (path, query, read) in reads {
             routes.append(
                 (

@@ -30,6 +30,8 @@ final class WebSite: @unchecked Sendable {
     private var keepAlive: EventLoop.Token?
     /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
     var logTail: LogTail?
+    /// The configuration file, which the page checks again on request (nil: not known).
+    var configPath: String?
 
     init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway,
