@@ -241,6 +241,36 @@ async function loadHistory() {
   document.getElementById("charts-empty").hidden = series.length > 0;
 }
 
+// Actions: bridge requests (the same code as on MQTT), POSTed with the session's CSRF token.
+async function request(verb, body) {
+  const result = document.getElementById("action-result");
+  const response = await fetch("/api/page/request/" + verb, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf || "" },
+    body: JSON.stringify(body),
+  });
+  const answer = response.ok ? await response.json() : null;
+  const ok = answer !== null && answer.status === "ok";
+  result.className = ok ? "ok" : "failed";
+  result.textContent = verb + ": " + (answer === null ? "HTTP " + response.status
+    : answer.status + (answer.error ? " (" + answer.error + ")" : ""));
+  return ok;
+}
+
+document.getElementById("actions").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const key = document.getElementById("bindkey").value.trim();
+  request("device/bindkey", { device: state.device, key: key === "" ? null : key }).catch(() => {});
+});
+document.getElementById("remove").addEventListener("click", async () => {
+  if (!window.confirm("Remove " + state.device + "? It is registered again when it next advertises.")) return;
+  if (await request("device/remove", { device: state.device })) {
+    await loadDevices().catch(() => {});
+    location.hash = "#devices";
+  }
+});
+
 // MARK: The radio
 
 function outcomeText(entry) {
@@ -374,6 +404,7 @@ function route() {
   }[view];
   if (view === "device") {
     document.getElementById("device-name").textContent = state.device;
+    document.getElementById("action-result").textContent = "";
     renderDeviceFacts();
     loadDevices().catch(() => {});
   }

@@ -63,4 +63,31 @@ struct PageReadsTests {
         #expect(await harness.gateway.pageRule(for: "A4:C1:38:00:00:01") == nil)
         await harness.stop()
     }
+
+    @Test(
+        "actions: device/remove and device/bindkey through the bridge request code, answered at once; other verbs refused"
+    )
+    func actions() async throws {
+        let harness = try Harness(Self.config)
+        try await harness.start()
+        await harness.gateway.handle(bthome(address("A4:C1:38:00:00:01"), rssi: -61))
+        await harness.settle()
+        let badKey = await harness.gateway.pageRequest(
+            verb: "device/bindkey", payload: Array(#"{"device": "A4C138000001", "key": "12"}"#.utf8))
+        #expect(badKey?["status"] == .string("error"))
+        let key = await harness.gateway.pageRequest(
+            verb: "device/bindkey",
+            payload: Array(#"{"device": "A4C138000001", "key": "00112233445566778899aabbccddeeff"}"#.utf8))
+        #expect(key?["status"] == .string("ok"))
+        #expect(!"\(String(describing: key))".contains("00112233"))
+        let removed = await harness.gateway.pageRequest(
+            verb: "device/remove", payload: Array(#"{"device": "A4C138000001", "transaction": "t1"}"#.utf8))
+        #expect(removed?["status"] == .string("ok"))
+        #expect(removed?["transaction"] == .string("t1"))
+        #expect(await harness.gateway.pageDevices == .array([]))
+        // The same response went to MQTT, as for a request there.
+        #expect(harness.mqtt.messages(on: "gattway/bridge/response/device/remove").count == 1)
+        #expect(await harness.gateway.pageRequest(verb: "gatt/write", payload: Array("{}".utf8)) == nil)
+        await harness.stop()
+    }
 }

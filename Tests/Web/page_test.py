@@ -149,6 +149,25 @@ def run(browser, base, token, screenshots):
     if screenshots:
         browser.screenshot(str(screenshots / "web-chart.png"))
 
+    # Actions, through the bridge requests' code with the CSRF token: a bind key set on bthome_th
+    # (a key is never echoed back), then ruuvi removed (registered again when it next advertises).
+    browser.evaluate(
+        "document.getElementById('bindkey').value = '00112233445566778899aabbccddeeff';"
+        " document.getElementById('actions').requestSubmit(); true"
+    )
+    result = browser.wait_for("document.getElementById('action-result').textContent")
+    check(result == "device/bindkey: ok", f"setting a bind key from the page: {result}")
+    browser.evaluate("location.hash = '#device/ruuvi'; window.confirm = () => true; true")
+    browser.wait_for("document.getElementById('device-name').textContent === 'ruuvi'")
+    browser.evaluate("document.getElementById('remove').click(); true")
+    browser.wait_for("location.hash === '#devices'")
+    check(True, "removing ruuvi from the page answered ok and went back to the devices")
+    forbidden = browser.evaluate(
+        "fetch('/api/page/request/device/remove', {method: 'POST', body: '{\"device\": \"env_sensor\"}'})"
+        ".then((response) => response.status)"
+    )
+    check(forbidden == 403, f"the same request without the CSRF token answers {forbidden}")
+
     # The radio: every address heard, its AD bytes, and why it is not published.
     browser.evaluate("location.hash = '#radio'; true")
     mystery = "#radio tr[data-address='F0:0D:00:00:00:07']"
@@ -187,6 +206,8 @@ def run(browser, base, token, screenshots):
     )
     check(True, f"the log view shows gattway run's last {len(lines)} lines, the web server's start among them")
     check(not any(token in line for line in lines), "the token is not in the log view")
+    check(any("device/remove requested from the page" in line for line in lines), "the page's removal is logged")
+    check(not any("00112233445566778899aabbccddeeff" in line for line in lines), "the bind key is not in the log view")
     # config check of the running configuration: the demo's file, valid and as running.
     browser.evaluate("location.hash = '#config'; true")
     verdict = browser.wait_for(

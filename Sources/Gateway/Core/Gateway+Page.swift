@@ -112,6 +112,29 @@ extension Gateway {
         ])
     }
 
+    /// The bridge requests the page sends (``pageRequest(verb:payload:)``): those the core answers
+    /// at once.
+    public static let pageVerbs: Set<String> = ["device/remove", "device/bindkey"]
+
+    /// One of ``pageVerbs`` with `payload` (its JSON object), handled by the same code as a message
+    /// on `<bridge>/request/<verb>` — checks, counting, logging, `bridge/event`, the response
+    /// published on `<bridge>/response/<verb>` — and that response as JSON; nil for another verb.
+    /// Call it on the loop, outside the core's handling of an event (a web request).
+    public func pageRequest(verb: String, payload: [UInt8]) -> JSONValue? {
+        guard Self.pageVerbs.contains(verb) else { return nil }
+        final class Answer { var payload: [UInt8]? }
+        let answer = Answer()
+        let topic = context.bridge + "/response/" + verb
+        let previous = context.output.observer
+        context.output.observer = { message in
+            if message.topic == topic, answer.payload == nil { answer.payload = message.payload }
+            previous?(message)
+        }
+        handle(MQTTInboundMessage(topic: context.bridge + "/request/" + verb, payload: payload))
+        context.output.observer = previous
+        return answer.payload.flatMap { try? JSONValue.parse($0) }
+    }
+
     private static func json(_ value: ReadingValue) -> JSONValue {
         switch value {
         case .number(let number): number.isFinite ? .number(number) : .null

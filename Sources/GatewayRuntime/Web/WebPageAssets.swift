@@ -55,6 +55,12 @@ enum WebPageAssets {
           <section id="view-device" hidden>
             <h2><a href="#devices">Devices</a> / <span id="device-name"></span></h2>
             <dl id="device-facts" class="facts"></dl>
+            <form id="actions" class="actions">
+              <label>Bind key <input id="bindkey" name="bindkey" size="34" placeholder="32 hex digits; empty clears it" autocomplete="off"></label>
+              <button type="submit" id="bindkey-set">Set bind key</button>
+              <button type="button" id="remove">Remove device</button>
+              <span id="action-result"></span>
+            </form>
             <div id="charts"></div>
             <p id="charts-empty" class="muted" hidden>No numeric reading yet.</p>
           </section>
@@ -145,6 +151,9 @@ enum WebPageAssets {
         #health dl { margin: 0 0 0.5em 1em; }
         #log td { font-family: ui-monospace, monospace; font-size: 0.85em; white-space: pre-wrap; word-break: break-word; }
         #log tr.warning td, #log tr.error td { color: var(--bad); }
+        .actions { margin: 0.8em 0; display: flex; gap: 0.6em; align-items: center; flex-wrap: wrap; }
+        #action-result.ok { color: var(--good); }
+        #action-result.failed { color: var(--bad); }
 
         """##
 
@@ -393,6 +402,36 @@ enum WebPageAssets {
           document.getElementById("charts-empty").hidden = series.length > 0;
         }
 
+        // Actions: bridge requests (the same code as on MQTT), POSTed with the session's CSRF token.
+        async function request(verb, body) {
+          const result = document.getElementById("action-result");
+          const response = await fetch("/api/page/request/" + verb, {
+            method: "POST",
+            credentials: "same-origin",
+            headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf || "" },
+            body: JSON.stringify(body),
+          });
+          const answer = response.ok ? await response.json() : null;
+          const ok = answer !== null && answer.status === "ok";
+          result.className = ok ? "ok" : "failed";
+          result.textContent = verb + ": " + (answer === null ? "HTTP " + response.status
+            : answer.status + (answer.error ? " (" + answer.error + ")" : ""));
+          return ok;
+        }
+
+        document.getElementById("actions").addEventListener("submit", (event) => {
+          event.preventDefault();
+          const key = document.getElementById("bindkey").value.trim();
+          request("device/bindkey", { device: state.device, key: key === "" ? null : key }).catch(() => {});
+        });
+        document.getElementById("remove").addEventListener("click", async () => {
+          if (!window.confirm("Remove " + state.device + "? It is registered again when it next advertises.")) return;
+          if (await request("device/remove", { device: state.device })) {
+            await loadDevices().catch(() => {});
+            location.hash = "#devices";
+          }
+        });
+
         // MARK: The radio
 
         function outcomeText(entry) {
@@ -526,6 +565,7 @@ enum WebPageAssets {
           }[view];
           if (view === "device") {
             document.getElementById("device-name").textContent = state.device;
+            document.getElementById("action-result").textContent = "";
             renderDeviceFacts();
             loadDevices().catch(() => {});
           }

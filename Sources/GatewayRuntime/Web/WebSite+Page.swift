@@ -45,6 +45,18 @@ extension WebSite {
             ("/api/page/rule", "address", { gateway, address in gateway.pageRule(for: address) }),
         ]
         routes.append(("GET", "/api/page/log", { [unowned self] _, _ in found(logTail?.json) }))
+        // The page's actions: the bridge requests the core answers at once, as POSTs (the server
+        // checked the CSRF token), each logged.
+        for verb in Gateway.pageVerbs.sorted() {
+            routes.append(
+                (
+                    "POST", "/api/page/request/" + verb,
+                    { [unowned self] request, identity in
+                        log(.notice, "web: \(verb) requested from the page (\(Self.name(identity)))")
+                        return found(gateway.assumeLoopIsolated { $0.pageRequest(verb: verb, payload: request.body) })
+                    }
+                ))
+        }
         routes.append(
             (
                 "GET", "/api/page/config",

@@ -165,7 +165,7 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    private static func name(_ identity: HTTPAuth.Identity) -> String {
+    static func name(_ identity: HTTPAuth.Identity) -> String {
         switch identity {
         case .open: "open"
         case .bearer: "bearer"
