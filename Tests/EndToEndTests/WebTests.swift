@@ -67,7 +67,19 @@ struct WebTests {
     )
     func authAndMetrics() async throws {
         let port = try LoopbackPort.free()
-        try await EndToEnd.run(config: Self.config(port: port), scenario: Self.scenario()) { e2e in
+        let proxyPort = try LoopbackPort.free()
+        // Secrets no answer may show: the proxy's key and a device's bind key (and the token).
+        let proxyKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+        let bindKey = "00112233445566778899aabbccddeeff"
+        let config = Self.config(port: port).replacingOccurrences(
+            of: #""name": "ruuvi"}"#, with: #""name": "ruuvi", "bindkey": "\#(bindKey)"}"#
+        ).replacingOccurrences(
+            of: #""commands": {"max_payload_bytes": 256},"#,
+            with: #"""
+                "commands": {"max_payload_bytes": 256},
+                "bluetooth_proxy": {"enabled": true, "listen": "127.0.0.1:\#(proxyPort)", "encryption_key": "\#(proxyKey)"},
+                """#)
+        try await EndToEnd.run(config: config, scenario: Self.scenario()) { e2e in
             try await Self.waitForListener(port)
             for path in ["/metrics", "/api/health", "/api/devices", "/api/events", "/", "/nowhere"] {
                 let refused = try await Self.get(port, path, token: nil)
@@ -117,9 +129,27 @@ struct WebTests {
             let healthJSON = try JSONValue.parse(Array(health.body.utf8))
             #expect(healthJSON["web"]?["refused"]?["unauthorized"] == .number(12), "\(health.body)")
             #expect(healthJSON["web"]?["listening"] == .bool(true), "\(health.body)")
-            let devices = try await Self.get(port, "/api/devices")
-            #expect(devices.status == 200 && devices.body.contains(#""name":"lamp""#), "\(devices.body)")
-            for answer in [metrics, health, devices] { #expect(!answer.body.contains(Self.token)) }
+            // Each device with its last readings, as its state message has them.
+            var devices = Answer(status: 0, body: "")
+            var entries: [JSONValue] = []
+            try await AdaptersTests.waitUntil("the Ruuvi's temperature in /api/devices", timeout: 20) {
+                devices = try await Self.get(port, "/api/devices")
+                guard case .array(let list)? = try? JSONValue.parse(Array(devices.body.utf8)) else { return false }
+                entries = list
+                return list.contains { $0["name"] == .string("ruuvi") && $0["state"]?["temperature"] != nil }
+            }
+            #expect(devices.status == 200, "\(devices.body)")
+            let lamp = entries.first { $0["name"] == .string("lamp") }
+            #expect(lamp?["state"]?["rssi"] == .number(-70), "\(devices.body)")
+            #expect(lamp?["last_seen"] != nil && lamp?["last_seen"] != .null, "\(devices.body)")
+            for answer in [metrics, health, devices] {
+                for secret in [Self.token, proxyKey, bindKey, bindKey.uppercased()] {
+                    #expect(!answer.body.contains(secret), "a secret in \(answer.body)")
+                }
+            }
+            // The proxy's clients and the shared connection slots.
+            #expect(metrics.body.contains("\ngattway_bluetooth_proxy_clients 0\n"), "\(metrics.body)")
+            #expect(metrics.body.contains("\ngattway_connection_slots_free "), "\(metrics.body)")
             // The log names where it listens.
             #expect(e2e.gateway.log().contains("web: listening on http://127.0.0.1:\(port) (auth required)"))
         }

@@ -1053,7 +1053,8 @@ public actor Gateway: LoopIsolated {
         }
     }
 
-    /// The devices as `bridge/devices` lists them, each with `last_seen`.
+    /// The devices as `bridge/devices` lists them, each with `last_seen` and `state` (its last
+    /// readings, as its state message has them).
     public var devicesPayload: JSONValue {
         .array(
             registry.order.map { id in
@@ -1064,6 +1065,8 @@ public actor Gateway: LoopIsolated {
                 if case .object(var members) = entry {
                     members.append(
                         ("last_seen", device.lastSeenWall.map { .string(HealthReporter.isoText($0)) } ?? .null))
+                    // The last readings, as the state message has them (the core wrote it: JSON).
+                    members.append(("state", (try? JSONValue.parse(states.statePayload(id, device))) ?? .null))
                     entry = .object(members)
                 }
                 return entry

@@ -384,6 +384,16 @@ final class DeviceStates {
     }
 
     /// Publishes `<base>/<device>` (and the attribute topics when configured).
+    /// The device's state message as it would be published now (its last readings; the web
+    /// server's device list), in a buffer of its own.
+    func statePayload(_ id: DeviceID, _ device: DeviceRecord) -> [UInt8] {
+        var bytes: [UInt8] = []
+        StatePayload.write(
+            states[id.index].attributes, keys: table.keys, rssi: device.rssi, lastSeen: device.lastSeenWall,
+            into: &bytes, timestamps: &timestamps)
+        return bytes
+    }
+
     func publish(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule, now: Double) {
         let output = context.output
         let attributes = states[id.index].attributes
