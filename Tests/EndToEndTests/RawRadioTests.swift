@@ -102,4 +102,33 @@ struct RawRadioTests {
                 Double(sensorMessages.count) <= span + 2, "about one a second: \(sensorMessages.count) in \(span) s")
         }
     }
+
+    @Test(
+        "with two adapters a message names the adapter of its report and carries each adapter's RSSI, on both paths",
+        arguments: ["mgmt", "dbus"])
+    func twoAdapters(radio: String) async throws {
+        let config = AdaptersTests.config(
+            radio: radio, devices: #"{"match": {"address": "A4:C1:38:00:00:04"}, "name": "bthome_th"}"#
+        ).replacingOccurrences(
+            of: #""client_id": "gattway-e2e"}"#,
+            with: #""client_id": "gattway-e2e", "raw_advertisements": {"mode": "all", "interval": "0s"}}"#)
+        try await EndToEnd.run(
+            config: config, scenario: try AdaptersTests.sensorHeardTwice(), managementSocket: true
+        ) { e2e in
+            let topic = "gattway/bridge/radio/\(Self.sensor)"
+            // Both adapters heard it, and the message of a report names its adapter.
+            let both = try await e2e.messages.next(on: topic, timeout: 30) {
+                $0.json?["rssi_by_adapter"]?["hci0"] != nil && $0.json?["rssi_by_adapter"]?["hci1"] != nil
+            }
+            #expect(both.json?["rssi_by_adapter"]?["hci0"] == .number(-60), "\(both.text)")
+            #expect(both.json?["rssi_by_adapter"]?["hci1"] == .number(-70), "\(both.text)")
+            for adapter in ["hci0", "hci1"] {
+                let one = try await e2e.messages.next(on: topic, timeout: 30) { $0.string("adapter") == adapter }
+                #expect(one.number("rssi") == (adapter == "hci0" ? -60 : -70), "\(one.text)")
+            }
+            // A frame taken from one adapter is a repeat from the other: both outcomes are seen.
+            try await e2e.messages.next(on: topic, timeout: 30) { $0.string("outcome") == "repeated_frame" }
+            try await e2e.messages.next(on: topic, timeout: 30) { $0.string("outcome") == "decoded" }
+        }
+    }
 }

@@ -564,6 +564,9 @@ public actor Gateway: LoopIsolated {
     }
 
     /// ``advertisement(_:)``'s work: what became of the report, and the device it concerned.
+    /// Inlined, so that with the view off the hot path is one function as before, its result
+    /// unused.
+    @inline(__always)
     private func handleAdvertisement(_ discovery: BLEDiscovery) -> (RadioOutcome, DeviceID?) {
         context.counters.advertisements += 1
         let advertisement = discovery.advertisement
