@@ -8,7 +8,7 @@ PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-d
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
             curl prometheus
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -47,7 +47,7 @@ check-conversions:
 # by the maintained PyPI parser of that family), then aioesphomeapi and Home Assistant itself against
 # the Bluetooth proxy, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
 # .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet
+test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -205,6 +205,20 @@ test-fleet-cluster:
 # with their own simulated radios, a node killed, the owning gateway killed
 # (Tests/Fleet/fleet-gateways.py), then the same with a mosquitto edge broker per gateway bridged
 # to the cluster (--edges); about 2 minutes, a third of it the cluster's start.
+# The web page in a real browser (issue 32, item 5; docs/web.md, "The page"): `gattway demo`
+# (the simulator's demo world, mosquitto, `gattway run` with the page behind a token) driven by
+# Debian's headless chromium over its DevTools protocol (Tests/Web/cdp_browser.py, standard
+# library only): the login, the devices and their values changing without a reload, a chart,
+# the radio view's explanations and rule. Screenshots go to WEB_SCREENSHOTS (`make test-web
+# WEB_SCREENSHOTS=docs` renews the ones the README shows). About a minute.
+WEB_PACKAGES := chromium mosquitto dbus-daemon python3
+WEB_SCREENSHOTS ?= .build/test-web
+test-web:
+	@scripts/install-deps.sh $(WEB_PACKAGES)
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	$(PYTHON) Tests/Web/page_test.py "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" \
+	  --screenshots $(WEB_SCREENSHOTS)
+
 test-fleet:
 	@scripts/install-deps.sh $(FLEET_PACKAGES)
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
@@ -224,7 +238,9 @@ test-one: deps
 # Sources Tests bench` fixes most); shellcheck (Debian's) over every shell script; ruff (PyPI,
 # pinned in scripts/lint-requirements.txt, in .venv-lint, installed again only when that file
 # changes) with the rules of ruff.toml over every Python file. A finding that is meant carries a
-# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason.
+# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason. The web page's files are
+# served from Sources/GatewayRuntime/Web/WebPageAssets.swift, which scripts/web-assets.py makes
+# from webpage/: the lint fails when it was not run after a change there.
 LINT_PACKAGES := shellcheck python3 python3-venv
 SHELL_SCRIPTS = $(shell find . \( -name .git -o -name .build -o -name '.venv*' -o -name .realbluez-vm \) -prune \
                   -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
@@ -234,6 +250,7 @@ lint:
 	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
 	shellcheck $(SHELL_SCRIPTS)
 	.venv-lint/bin/ruff check --quiet .
+	$(PYTHON) scripts/web-assets.py --check
 
 # Benchmarks (never part of `make test`): prints a table and writes bench/results.json
 # (BENCHMARKS.md). The peer, Theengs Gateway, comes from PyPI into .venv-bench, created only

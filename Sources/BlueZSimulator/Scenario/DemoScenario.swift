@@ -1,7 +1,9 @@
 /// The built-in demo world (`gattway simulate --scenario demo`, `make demo`): a 180F battery
 /// sensor, an environmental sensor (181A with 2A6E/2A6F notifying), a lamp whose writes show in a
-/// readable state, a BTHome v2 advertiser, a Ruuvi advertiser, and a heart-rate-only device that a
-/// 180F-filtered scan must not report.
+/// readable state, a BTHome v2 advertiser, a Ruuvi advertiser, a second BTHome advertiser no rule
+/// of the demo's config matches and a tag advertising manufacturer data no parser knows (what the
+/// web page's radio view explains), and a heart-rate-only device that a 180F-filtered scan must
+/// not report.
 public enum DemoScenario {
     /// The scenario as JSON, also printed by `gattway simulate --print-demo`.
     public static let json = #"""
@@ -85,6 +87,22 @@ public enum DemoScenario {
                   "pressure": 1008.5,
                   "sequence": { "counter": { "start": 0, "step": 1, "min": 0, "max": 65534 } } } }
               }
+            },
+            {
+              "address": "A4:C1:38:00:00:08",
+              "name": "Garden TH",
+              "rssi": -81, "rssi_jitter": 3, "interval": "2s", "connectable": false,
+              "service_data": {
+                "FCD2": { "template": "bthome_v2", "fields": {
+                  "packet_id": { "counter": { "start": 0, "step": 1, "min": 0, "max": 255 } },
+                  "temperature": { "random": { "min": 8, "max": 11, "resolution": 0.01 } } } }
+              }
+            },
+            {
+              "address": "F0:0D:00:00:00:07",
+              "name": "Mystery Tag",
+              "rssi": -77, "rssi_jitter": 2, "interval": "1s", "connectable": false,
+              "manufacturer_data": { "0x0F0F": { "hex": "0a 0b 0c 0d 0e 0f" } }
             },
             {
               "address": "A4:C1:38:00:00:06",

@@ -22,6 +22,10 @@ final class ConnectionManager {
 
     func phase(_ address: BluetoothAddress) -> LinkState.Phase { links[address]?.phase ?? .idle }
     func isConnected(_ address: BluetoothAddress) -> Bool { links[address]?.phase == .connected }
+    /// The device's link as the web page shows it: its phase, parked, given up (nil: no link state).
+    func link(_ address: BluetoothAddress) -> (phase: LinkState.Phase, parked: Bool, gaveUp: Bool)? {
+        links[address].map { ($0.phase, $0.parked, $0.gaveUp) }
+    }
     func characteristics(_ address: BluetoothAddress) -> [BLECharacteristic] { links[address]?.characteristics ?? [] }
 
     /// Links up now.

@@ -35,18 +35,20 @@ public actor Gateway: LoopIsolated {
     public nonisolated let loop: EventLoop
     public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
 
-    private let context: CoreContext
-    private let registry: DeviceRegistry
-    private let states: DeviceStates
-    private let availability: Availability
-    private let connections: ConnectionManager
+    let context: CoreContext
+    let registry: DeviceRegistry
+    let states: DeviceStates
+    /// The readings of the last hours, for the web page's charts (``ReadingHistory``).
+    let history = ReadingHistory()
+    let availability: Availability
+    let connections: ConnectionManager
     private let commands: CommandRunner
     private let bridge: BridgePublisher
     private let homeAssistant: HomeAssistantPublisher
     /// The peripheral role (nil: central only, whatever `role` says).
     private let peripheralBridge: PeripheralBridge?
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
-    private let fleet: Fleet?
+    let fleet: Fleet?
     private let health: HealthReporter
     /// The pairing agent's questions and the pair requests.
     private let pairing: PairingRequests
@@ -634,6 +636,7 @@ public actor Gateway: LoopIsolated {
     /// attribute gets its Home Assistant config first, and the state messages wait
     /// `state_delay` (all of them, in order: none is merged away).
     private func apply(_ readings: [Reading], to id: DeviceID, now: Double, force: Bool = false) {
+        history.record(id, readings, wall: Double(clock.wallMilliseconds()) / 1000)
         guard fleet.owns(registry[id].address) else {
             _ = states.merge(id, readings)
             return
@@ -698,6 +701,7 @@ public actor Gateway: LoopIsolated {
         homeAssistant.removed(id)
         availability.removed(id, device)
         states.removed(id, device, rule: registry.rule(id))
+        history.removed(id)
         registry.remove(id)
         context.counters.devicesRemoved += 1
         bridge.devicesChanged()

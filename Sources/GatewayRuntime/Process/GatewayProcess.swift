@@ -59,7 +59,9 @@ public struct GatewayProcess: Sendable {
             return ExitCode(for: error)
         }
         // Every line from here on, ours and the core's, has the configuration's secrets removed.
-        let log = stderrLog.redacting(config.secrets)
+        // The web page's log view keeps the last lines too (LogTail), after the redaction.
+        let logTail = config.web.enabled ? LogTail() : nil
+        let log = (logTail?.keeping(stderrLog, minimum: options.level) ?? stderrLog).redacting(config.secrets)
         warnIfSecretsAreReadable(config, log: log)
         // No live reload: a stray SIGHUP must not end the service (restart it to apply a new config).
         signal(SIGHUP, SIG_IGN)
@@ -70,7 +72,8 @@ public struct GatewayProcess: Sendable {
         // STOPPING=1 first thing at every stop, also one after a start that failed.
         let notifier = SystemdNotifier()
         let group = ServiceGroup(
-            services(config, loop: loop, log: log, notifier: notifier), termination: termination, log: log,
+            services(config, loop: loop, log: log, notifier: notifier, logTail: logTail), termination: termination,
+            log: log,
             beginStop: {
                 notifier.notify("STOPPING=1")
                 return StopDeadline.begin()
@@ -81,7 +84,8 @@ public struct GatewayProcess: Sendable {
     /// `gattway run`'s services, in the order they start; stages stop in reverse, the services
     /// of a stage at the same time.
     func services(
-        _ config: GatewayConfig, loop: EventLoop, log: GatewayLogger, notifier: SystemdNotifier = SystemdNotifier()
+        _ config: GatewayConfig, loop: EventLoop, log: GatewayLogger, notifier: SystemdNotifier = SystemdNotifier(),
+        logTail: LogTail? = nil
     ) -> [ServiceGroup.Stage] {
         let stateDirectory = options.stateDirectory ?? config.stateDirectory
         let mqtt = MQTTService(config: config, loop: loop, log: log)
@@ -115,7 +119,11 @@ public struct GatewayProcess: Sendable {
             // The web server serves the core's state: it starts after the core and stops before it.
             stages.append(
                 ServiceGroup.Stage(
-                    [WebService(config: config, loop: loop, log: log, core: core, mqtt: mqtt, counters: webCounters)],
+                    [
+                        WebService(
+                            config: config, loop: loop, log: log, core: core, mqtt: mqtt, counters: webCounters,
+                            logTail: logTail, configPath: options.configPath)
+                    ],
                     window: .wait))
         }
         stages.append(ServiceGroup.Stage([SystemdService(notifier: notifier, loop: loop, core: core)], window: .wait))

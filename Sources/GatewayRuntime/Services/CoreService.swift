@@ -87,7 +87,9 @@ public final class CoreService: Service {
                 },
                 attachment: attachment,
                 // The adapter's condition as systemd's STATUS= (`systemctl status gattway`), at each change.
-                adapterObserver: { status in notifier.notify("STATUS=" + SystemdService.status(status)) })
+                adapterObserver: { status in notifier.notify("STATUS=" + SystemdService.status(status)) },
+                // The web page's radio view (what the radio hears and why it is not published).
+                radioView: config.web.enabled)
             state.gateway = gateway
             return gateway
         }

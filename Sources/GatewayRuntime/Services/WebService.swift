@@ -18,10 +18,17 @@ public final class WebService: Service {
     public let counters: WebCounters
     private let site = Mutex<WebSite?>(nil)
 
+    /// The last log lines, for the page (nil: none kept).
+    let logTail: LogTail?
+    /// The configuration file, which the page checks again on request.
+    let configPath: String?
+
     public init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService,
-        counters: WebCounters
+        counters: WebCounters, logTail: LogTail? = nil, configPath: String? = nil
     ) {
+        self.logTail = logTail
+        self.configPath = configPath
         self.config = config
         self.loop = loop
         self.log = log
@@ -35,8 +42,11 @@ public final class WebService: Service {
             throw RunFailure("the web server started before the gateway core", isConfiguration: false)
         }
         let (config, loop, log, counters, client) = (self.config, self.loop, self.log, self.counters, mqtt.client)
+        let (logTail, configPath) = (self.logTail, self.configPath)
         let made: WebSite? = try await loop.submit {
             let site = WebSite(config: config, loop: loop, log: log, counters: counters, gateway: gateway, mqtt: client)
+            site.logTail = logTail
+            site.configPath = configPath
             do {
                 try site.start()
                 return site

@@ -28,6 +28,10 @@ final class WebSite: @unchecked Sendable {
     private var router = HTTPRouter<Route>()
     private var streams: [EventStream] = []
     private var keepAlive: EventLoop.Token?
+    /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
+    var logTail: LogTail?
+    /// The configuration file, which the page checks again on request (nil: not known).
+    var configPath: String?
 
     init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway,
@@ -97,11 +101,14 @@ final class WebSite: @unchecked Sendable {
 
     /// Before the body: who it is (401 unless the login), so a body is never read for a stranger.
     private func screen(_ head: HTTPRequest) -> HTTPResponse? {
-        if head.path == "/login" { return nil }
+        if Self.publicPaths.contains(head.path) { return nil }
         guard auth.authenticate(head) != nil else {
             counters.refused(.unauthorized)
-            var response = HTTPResponse.text(
-                401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
+            // The page's address opened without a session: 401 with the page, which asks for the token.
+            var response =
+                head.path == "/" && head.method != "POST"
+                ? Self.loginPage
+                : HTTPResponse.text(401, "unauthorized: send Authorization: Bearer <token>, or log in (POST /login)")
             response.headers.append(("WWW-Authenticate", "Bearer realm=\"gattway\""))
             return response
         }
@@ -118,7 +125,7 @@ final class WebSite: @unchecked Sendable {
             response.headers.append(("Allow", allowed.joined(separator: ", ")))
             return .response(response)
         case .found(let route, _):
-            if request.path == "/login" { return route(request, .open) }
+            if Self.publicPaths.contains(request.path) { return route(request, .open) }
             guard let identity = auth.authenticate(request) else {
                 counters.refused(.unauthorized)
                 return .response(.text(401, "unauthorized"))
@@ -133,13 +140,8 @@ final class WebSite: @unchecked Sendable {
     }
 
     private func addRoutes() {
-        router.add("GET", "/") { _, _ in
-            .response(
-                .text(
-                    200,
-                    "gattway \(BuildInfo.version): /metrics, /api/health, /api/devices, /api/events, /api/session (docs/web.md)"
-                ))
-        }
+        // The page (WebSite+Page.swift): "/", its files, and the JSON it reads.
+        for (method, path, route) in pageRoutes() { router.add(method, path, route) }
         router.add("GET", "/metrics") { [unowned self] _, _ in
             .response(HTTPResponse(status: 200, contentType: PrometheusText.contentType, body: metrics()))
         }
@@ -163,7 +165,7 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    private static func name(_ identity: HTTPAuth.Identity) -> String {
+    static func name(_ identity: HTTPAuth.Identity) -> String {
         switch identity {
         case .open: "open"
         case .bearer: "bearer"
@@ -171,7 +173,7 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    private func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
+    func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
         var bytes: [UInt8] = []
         value.write(into: &bytes)
         bytes.append(UInt8(ascii: "\n"))

@@ -22,11 +22,7 @@ struct ConfigCheckCommand: Command {
     func run() async throws -> ExitCode {
         do {
             let config = try GatewayConfig.load(path: path)
-            let commands = config.devices.reduce(0) { $0 + $1.commands.count }
-            standardOutput(
-                "\(path): ok (\(config.devices.count) device rule\(config.devices.count == 1 ? "" : "s"), "
-                    + "\(config.parsers.count) declarative parser\(config.parsers.count == 1 ? "" : "s"), \(commands) command\(commands == 1 ? "" : "s"), "
-                    + "base topic \(config.mqtt.baseTopic), broker \(config.mqtt.server))\n")
+            standardOutput("\(path): ok (\(config.summary))\n")
             return .success
         } catch {
             standardError(error.lines.map { "\(path): \($0)\n" }.joined())

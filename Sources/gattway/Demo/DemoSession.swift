@@ -1,4 +1,5 @@
 import BlueZSimulator
+import Bluetooth
 import EventLoop
 import JSON
 import LocalSystem
@@ -78,12 +79,22 @@ actor DemoSession {
             "simulator: its controllers' management socket, which the gateway reads every report from: \(managementSocket)"
         )
         try await startViewer(port: port)
-        let gateway = try startGateway(busAddress: busAddress, brokerURL: "mqtt://127.0.0.1:\(port)")
+        let webPort: UInt16
+        do {
+            webPort = try LoopbackPort.free()
+        } catch {
+            throw CLIError.failure("\(error)")
+        }
+        // A token of 16 random bytes: the page asks for it (and so shows how logging in looks).
+        let webToken = Hex.encode((0..<16).map { _ in UInt8.random(in: 0...255) })
+        let gateway = try startGateway(
+            busAddress: busAddress, brokerURL: "mqtt://127.0.0.1:\(port)", webPort: webPort, webToken: webToken)
         try await waitFor("the gateway's bridge/state online", timeout: 20, child: gateway) { message in
             message.topic == "\(DemoConfig.base)/bridge/state" && message.payloadString == #"{"state":"online"}"#
         }
         say("gateway: gattway run (pid \(gateway.pid)) is online; watch it yourself with")
         say("  mosquitto_sub -h 127.0.0.1 -p \(port) -t '\(DemoConfig.base)/#' -v")
+        say("page: http://127.0.0.1:\(webPort)/ (log in with the token \(webToken))")
         say("readings (device, attribute value unit):")
         try await roundTrip(gateway: gateway)
         if let duration {
@@ -178,9 +189,13 @@ actor DemoSession {
         }
     }
 
-    private func startGateway(busAddress: String, brokerURL: String) throws -> DemoChild {
+    private func startGateway(busAddress: String, brokerURL: String, webPort: UInt16, webToken: String) throws
+        -> DemoChild
+    {
         let configPath = directory + "/config.json"
-        try LocalFile.write(DemoConfig.text(brokerURL: brokerURL), to: configPath)
+        // Only for this user: it holds the page's token.
+        try LocalFile.write(
+            DemoConfig.text(brokerURL: brokerURL, webPort: webPort, webToken: webToken), to: configPath, mode: 0o600)
         var environment = LocalEnvironment.all
         environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress
         environment["GATTWAY_MGMT_SOCKET"] = managementSocket

@@ -417,6 +417,20 @@ enum MQTTCommandsFuzz {
         fuzzProperty(
             idle.load(ordering: .acquiring), "mqtt-commands: the gateway is not idle after 16 minutes without input")
         waiter.cancel()
+        // The web page's reads (Gateway+Page, Gateway+History) after all that, with every topic and
+        // topic level the input carried as a device name or address: no trap, and valid JSON.
+        var pageReads: [JSONValue?] = [await gateway.pageDevices, await gateway.pageRadio()]
+        for topic in Set(sent.map(\.topic)) {
+            for text in [topic, String(topic.split(separator: "/").last ?? "")] {
+                pageReads.append(await gateway.history(of: text))
+                pageReads.append(await gateway.pageRule(for: text))
+            }
+        }
+        for read in pageReads.compactMap({ $0 }) {
+            var bytes: [UInt8] = []
+            read.write(into: &bytes)
+            fuzzProperty((try? JSONValue.parse(bytes)) != nil, "a page read is not valid JSON: \(read)")
+        }
         check(mqtt.published, sent, setup: setup)
         jobs.cancel()
         await jobs.value

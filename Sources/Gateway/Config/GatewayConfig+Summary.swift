@@ -1,0 +1,10 @@
+extension GatewayConfig {
+    /// What `gattway config check` says of a valid configuration (and the web page of the running
+    /// one): `5 device rules, 1 declarative parser, 2 commands, base topic gattway, broker …`.
+    public var summary: String {
+        let commands = devices.reduce(0) { $0 + $1.commands.count }
+        func count(_ number: Int, _ noun: String) -> String { "\(number) \(noun)\(number == 1 ? "" : "s")" }
+        return count(devices.count, "device rule") + ", " + count(parsers.count, "declarative parser") + ", "
+            + count(commands, "command") + ", base topic \(mqtt.baseTopic), broker \(mqtt.server)"
+    }
+}
