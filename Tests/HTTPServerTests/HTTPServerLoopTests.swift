@@ -38,6 +38,15 @@ struct HTTPServerLoopTests {
             }
         }
 
+        /// Waits (at most 20 s) until `count` event streams began: a push before that reaches nobody.
+        func waitForStreams(_ count: Int) async throws {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while try await loop.submit({ [self] in streams.count }) < count {
+                guard ContinuousClock.now < deadline else { throw CancellationError() }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+
         func push(_ data: String) async throws {
             try await loop.submit { [self] in for stream in streams { stream.send(event: "tick", data: data) } }
         }
@@ -50,6 +59,18 @@ struct HTTPServerLoopTests {
 
     static func curl(_ arguments: [String]) async throws -> String {
         try await ChildProcess.run("/usr/bin/curl", ["-s", "-w", "\n%{http_code}"] + arguments).output
+    }
+
+    /// GET /x again (for at most 20 s) until the answer ends with `suffix`; the last answer.
+    static func curlUntil(_ suffix: String, _ port: UInt16) async throws -> String {
+        let deadline = ContinuousClock.now + .seconds(20)
+        var answer = ""
+        repeat {
+            answer = try await curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
+            if answer.hasSuffix(suffix) { break }
+            try await Task.sleep(for: .milliseconds(100))
+        } while ContinuousClock.now < deadline
+        return answer
     }
 
     @Test("a plain request is answered")
@@ -65,10 +86,11 @@ struct HTTPServerLoopTests {
     func events() async throws {
         let fixture = Fixture()
         let port = try await fixture.start()
-        let reading = Task { try await Self.curl(["-N", "--max-time", "2", "http://127.0.0.1:\(port)/events"]) }
-        try await Task.sleep(for: .milliseconds(500))
+        let reading = Task { try await Self.curl(["-N", "--max-time", "6", "http://127.0.0.1:\(port)/events"]) }
+        // The stream must have begun (curl may start late on a loaded machine), then both events
+        // are pushed while it is open: curl ends at its --max-time with everything it read.
+        try await fixture.waitForStreams(1)
         try await fixture.push("a")
-        try await Task.sleep(for: .milliseconds(300))
         try await fixture.push("b")
         let answer = try await reading.value
         #expect(
@@ -84,12 +106,12 @@ extension HTTPServerLoopTests {
         let port = try await fixture.start { $0.maxConnections = 2 }
         let first = try TCPClient.connect(port)
         let second = try TCPClient.connect(port)
-        try await Task.sleep(for: .milliseconds(200))
-        let refused = try await Self.curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
+        // The loop accepts the two in its next turns (late on a loaded machine): a third is
+        // served until then, refused once both are held; and served again once one has ended.
+        let refused = try await Self.curlUntil("\n000", port)
         #expect(refused.hasSuffix("\n000"), "\(refused)")
         close(first)
-        try await Task.sleep(for: .milliseconds(200))
-        let served = try await Self.curl(["--max-time", "2", "http://127.0.0.1:\(port)/x"])
+        let served = try await Self.curlUntil("\n200", port)
         #expect(served.hasSuffix("\n200"), "\(served)")
         close(second)
         try await fixture.stop()
@@ -104,7 +126,7 @@ extension HTTPServerLoopTests {
         let slow = try TCPClient.connect(port, receiveBuffer: 1024)
         defer { close(slow) }
         TCPClient.send(slow, "GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
-        try await Task.sleep(for: .milliseconds(200))
+        try await fixture.waitForStreams(1)
         let line = String(repeating: "x", count: 1000)
         var dropped = false
         for _ in 0..<400 where !dropped {
