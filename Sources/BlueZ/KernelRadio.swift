@@ -353,15 +353,12 @@ public actor KernelRadio: LoopIsolated {
     /// with it (the newest ``maxConnectionParameters``); an entry for the same address replaces the
     /// earlier one. A link that is up keeps its
     /// parameters (kernel 6.1). Throws when the kernel refuses the command (status, no answer).
-    /// The kernel answers at once; the wait is long so that a starved machine (the VM lane under
-    /// load once took more than 3 s) is not told "not applied" of parameters the kernel took.
     public func loadConnectionParameters(_ entry: ConnectionParameterEntry, controller: UInt16) async throws {
         var entries = connectionParameters[controller, default: []].filter { $0.address != entry.address }
         entries.append(entry)
         if entries.count > Self.maxConnectionParameters { entries.removeFirst() }
         connectionParameters[controller] = entries
-        _ = try await request(
-            ManagementCommand.loadConnectionParameters(controller: controller, entries: entries), timeout: 10)
+        _ = try await request(ManagementCommand.loadConnectionParameters(controller: controller, entries: entries))
     }
 
     /// The parameters this socket loaded for `address` on `controller`, if any.
