@@ -322,6 +322,55 @@ extension WebTests {
         }
     }
 
+    @Test(
+        "the radio view listens once the page asks: before, the scan keeps scan.services and nothing is noted; then the Mystery Tag the filter keeps out shows why"
+    )
+    func radioViewOnDemand() async throws {
+        let port = try LoopbackPort.free()
+        // The battery service, as config.json has it: the battery sensor passes the filter; the
+        // Garden TH (BTHome) and the Mystery Tag do not.
+        let config = Self.config(port: port).replacingOccurrences(
+            of: #""bluetooth": {"adapter": "hci0","#,
+            with: #""bluetooth": {"adapter": "hci0", "scan": {"services": ["180F"]},"#)
+        #expect(config.contains(#""services": ["180F"]"#))
+        try await EndToEnd.run(config: config) { e2e in
+            try await Self.waitForListener(port)
+            // The battery sensor was heard and connected: the scan runs.
+            try await AdaptersTests.waitUntil("the battery sensor's reading", timeout: 20) {
+                guard
+                    case .array(let list)? = try? JSONValue.parse(
+                        Array(try await Self.get(port, "/api/devices").body.utf8))
+                else { return false }
+                return list.contains { $0["name"] == .string("battery_sensor") && $0["state"]?["battery"] != nil }
+            }
+            let unasked = try await Self.health(port)
+            #expect(unasked["raw_radio"]?["listening"] == .bool(false), "\(unasked)")
+            #expect(unasked["raw_radio"]?["addresses"] == .number(0), "nothing noted while nobody looks: \(unasked)")
+            #expect(!e2e.gateway.log().contains("radio view: scanning without scan.services"))
+            // The page asks (as its radio view does every 2 s).
+            var entries: [JSONValue] = []
+            try await AdaptersTests.waitUntil("the Mystery Tag in the radio view", timeout: 30) {
+                let answer = try await Self.get(port, "/api/page/radio")
+                guard answer.status == 200, let radio = try? JSONValue.parse(Array(answer.body.utf8)),
+                    case .array(let list)? = radio["entries"]
+                else { return false }
+                entries = list
+                return list.contains { $0["address"] == .string("F0:0D:00:00:00:07") }
+                    && list.contains { $0["address"] == .string("A4:C1:38:00:00:08") }
+            }
+            for address in ["F0:0D:00:00:00:07", "A4:C1:38:00:00:08"] {
+                let entry = entries.first { $0["address"] == .string(address) }
+                #expect(entry?["outcome"] == .string("filtered_by_scan_services"), "\(address): \(entries)")
+            }
+            // The Garden TH's BTHome frame: what a rule would get from it.
+            let garden = entries.first { $0["address"] == .string("A4:C1:38:00:00:08") }
+            #expect(garden?["decode"] == .string("decoded") && garden?["parser"] == .string("bthome_v2"), "\(entries)")
+            #expect(try await Self.health(port)["raw_radio"]?["listening"] == .bool(true))
+            #expect(
+                e2e.gateway.log().contains("radio view: scanning without scan.services while the page shows the radio"))
+        }
+    }
+
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
     }

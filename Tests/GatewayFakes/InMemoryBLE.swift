@@ -39,7 +39,8 @@ public final class InMemoryBLE: BLEPort {
         var peripherals: [BluetoothAddress: Peripheral] = [:]
         var connected: Set<BluetoothAddress> = []
         var scanFilters: [[BluetoothUUID]] = []
-        var discoveries: (@Sendable (BLEDiscovery) -> Void)?
+        /// The scans running, by id: their service filter and where their reports go.
+        var discoveries: [UInt64: (services: [BluetoothUUID], deliver: @Sendable (BLEDiscovery) -> Void)] = [:]
         var events: [UInt64: @Sendable (BLEConnectionEvent) -> Void] = [:]
         var notifications:
             [UInt64: (address: BluetoothAddress, uuid: BluetoothUUID, deliver: @Sendable ([UInt8]) -> Void)] = [:]
@@ -85,16 +86,28 @@ public final class InMemoryBLE: BLEPort {
         async throws(BLEPortError)
         -> PortRegistration
     {
-        state.withLock {
-            $0.scanFilters.append(services)
-            $0.discoveries = deliver
+        let id = state.withLock { state in
+            state.scanFilters.append(services)
+            state.nextID += 1
+            state.discoveries[state.nextID] = (services, deliver)
+            return state.nextID
         }
-        return PortRegistration { [self] in state.withLock { $0.discoveries = nil } }
+        return PortRegistration { [self] in state.withLock { _ = $0.discoveries.removeValue(forKey: id) } }
     }
 
-    /// Reports an advertisement (no filtering here: BlueZ merges the filters of all clients).
+    /// The scans running now (their service filters, in the order they started).
+    public var activeScanFilters: [[BluetoothUUID]] {
+        state.withLock { $0.discoveries.sorted { $0.key < $1.key }.map(\.value.services) }
+    }
+
+    /// Reports an advertisement to each scan whose service filter it passes (an empty filter
+    /// passes everything), as the central checks each scan's own options.
     public func advertise(_ discovery: BLEDiscovery) {
-        state.withLock { $0.discoveries }?(discovery)
+        let sinks = state.withLock { $0.discoveries.sorted { $0.key < $1.key }.map(\.value) }
+        for sink in sinks
+        where sink.services.isEmpty || sink.services.contains(where: { discovery.advertisement.advertises($0) }) {
+            sink.deliver(discovery)
+        }
     }
 
     public func connect(_ address: BluetoothAddress, timeout: Double) async throws(BLEPortError) {

@@ -309,6 +309,59 @@ struct RadioViewTests {
         #expect(!harness.mqtt.published.contains { $0.topic.contains("/radio/") })
     }
 
+    /// The view's entry of `address`, without asking for the view.
+    static func viewed(_ harness: Harness, _ address: BluetoothAddress) async -> RadioEntry? {
+        await harness.gateway.radioSnapshot()?.entries.first { $0.address == address }
+    }
+
+    @Test(
+        "the page's view (web on, raw radio off) listens only while asked: the scan keeps scan.services until then, an unfiltered one is added for the rest and ends a minute after the last ask"
+    )
+    func viewOnDemand() async throws {
+        // Nothing read here asks for the view (only the page's reads do).
+        let harness = try Harness(
+            #"{"bluetooth": {"scan": {"services": ["FCD2"]}}, "devices": [{"match": {}}]}"#, radioView: true)
+        try await harness.start()
+        let battery = BLEDiscovery(
+            address: Self.stranger, advertisement: AdvertisementData(serviceUUIDs: [BluetoothUUID(0x180F)], rssi: -40))
+        // Unasked: the scan is filtered as without the web server, and nothing is noted.
+        #expect(harness.ble.activeScanFilters == [[BluetoothUUID(0xFCD2)]])
+        harness.ble.advertise(Self.packet(1))
+        harness.ble.advertise(battery)
+        await harness.settle()
+        #expect(await harness.gateway.counters.advertisements == 1, "the filter kept the battery report out")
+        #expect(await harness.gateway.radioSnapshot()?.addresses == 0, "nothing noted while nobody looks")
+
+        // The page asks: an unfiltered scan joins, handing the core only what the filter kept out.
+        #expect(await harness.gateway.pageRadio() != nil)
+        await harness.settle()
+        #expect(harness.ble.activeScanFilters == [[BluetoothUUID(0xFCD2)], []])
+        harness.ble.advertise(Self.packet(2))
+        harness.ble.advertise(battery)
+        await harness.settle()
+        #expect(await harness.gateway.counters.advertisements == 3, "each report reached the core once")
+        #expect(await Self.viewed(harness, Self.sensor)?.outcome == .decoded)
+        #expect(await Self.viewed(harness, Self.stranger)?.outcome == .filteredByServices)
+        #expect(await Self.viewed(harness, Self.sensor)?.reports == 1)
+
+        // Asked again within the minute: still listening; a minute after the last ask it stops,
+        // and the unfiltered scan ends with the next report.
+        await harness.advance(50)
+        _ = await harness.gateway.pageRadio()
+        await harness.advance(50)
+        harness.ble.advertise(Self.packet(3))
+        await harness.settle()
+        #expect(await Self.viewed(harness, Self.sensor)?.reports == 2)
+        await harness.advance(11)
+        harness.ble.advertise(Self.packet(4))
+        await harness.settle()
+        #expect(await Self.viewed(harness, Self.sensor)?.reports == 2, "not noted after the minute")
+        #expect(harness.ble.activeScanFilters == [[BluetoothUUID(0xFCD2)]])
+        harness.ble.advertise(battery)
+        await harness.settle()
+        #expect(await harness.gateway.counters.advertisements == 5, "the battery report is kept out again")
+    }
+
     @Test("a name with quotes and control characters is escaped; the payload is valid JSON")
     func escaping() async throws {
         let harness = try await started(Self.allConfig + #""devices": []}"#)

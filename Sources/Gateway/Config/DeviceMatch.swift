@@ -99,8 +99,9 @@ public struct DeviceMatch: Sendable, Equatable {
 }
 
 extension AdvertisementData {
-    /// True when `service` is in the advertised service UUIDs or carries service data.
-    func advertises(_ service: BluetoothUUID) -> Bool {
+    /// True when `service` is in the advertised service UUIDs or carries service data (a scan's
+    /// service filter: the core's `scan.services` check, the central's per-scan check).
+    public func advertises(_ service: BluetoothUUID) -> Bool {
         serviceUUIDs.contains(service) || serviceData[service] != nil
     }
 }

@@ -11,9 +11,11 @@ extension Gateway {
     /// and several adapters heard it), `last_seen` (ms since 1970), `availability` (`online`,
     /// `offline`, null before the first), `link` (`idle`, `queued`, `connecting`, `connected`,
     /// `disconnecting`; null for a device no rule connects), `parked`, `gave_up`, and in a fleet
-    /// `owned` (this gateway owns it).
+    /// `owned` (this gateway owns it). With several adapters, reading it asks for the radio's
+    /// view (``demandRadioView()``), which holds the RSSI per adapter.
     public var pageDevices: JSONValue {
         let adapters = context.config.bluetooth.adapters
+        if adapters.count > 1 { demandRadioView() }
         return .array(
             registry.order.map { id in
                 let device = registry[id]
@@ -54,8 +56,10 @@ extension Gateway {
 
     /// The radio's view for the page: `{"reports_per_second", "addresses", "max_addresses",
     /// "evicted", "sequence", "entries": [the raw radio's JSON of each address, with "rule":
-    /// true when a rule can be suggested for it]}`; nil when the view is off.
+    /// true when a rule can be suggested for it]}`; nil when the view is off. Reading it asks for
+    /// the view (``demandRadioView()``): it listens from the first ask, for a minute after the last.
     public func pageRadio(since: UInt64 = 0) -> JSONValue? {
+        demandRadioView()
         guard let snapshot = radioSnapshot(since: since) else { return nil }
         let adapters = context.config.bluetooth.adapters
         return .object([

@@ -57,6 +57,11 @@ public actor Gateway: LoopIsolated {
     /// What the radio hears (``RadioView``) and the raw radio on MQTT; nil unless
     /// `mqtt.raw_advertisements` or the `radioView` of ``init`` asks for it.
     private let radio: RawRadio?
+    /// The scan without `scan.services` the page's radio view adds while it listens (the main
+    /// scan keeps the filter; this one hands the core only what the filter kept out), and
+    /// whether it is being started.
+    private var radioScan: PortRegistration?
+    private var radioScanStarting = false
 
     private var started = false
     private var runningJobs = false
@@ -221,10 +226,13 @@ public actor Gateway: LoopIsolated {
             }
         }
         if config.role.includesCentral {
-            // With the radio's view on, the scan is not filtered by services below the core (BlueZ's
-            // discovery filter, the central's check): the core filters, and so sees what it filters.
+            // With the raw radio on MQTT, the scan is not filtered by services below the core
+            // (BlueZ's discovery filter, the central's check): the core filters, and so sees and
+            // publishes what it filters. The page's view adds an unfiltered scan only while it
+            // listens (``demandRadioView()``).
+            let unfiltered = config.mqtt.rawAdvertisements.enabled
             registrations.append(
-                try await ble.scan(services: radio == nil ? config.bluetooth.scanServices : [], raw: radio != nil) {
+                try await ble.scan(services: unfiltered ? [] : config.bluetooth.scanServices, raw: radio != nil) {
                     deliver(.advertisement($0))
                 })
             // State restoration: the devices the previous run was connected to connect now,
@@ -298,6 +306,8 @@ public actor Gateway: LoopIsolated {
         let deadline = start + max(0, timeout)
         for registration in registrations { registration.cancel() }
         registrations = []
+        radioScan?.cancel()
+        radioScan = nil
         context.timer.stop()
         pairing.stop()
         let outbox = context.output.outbox
@@ -507,6 +517,56 @@ public actor Gateway: LoopIsolated {
     /// `radioView` of ``init``). Read it on the loop (`assumeLoopIsolated`).
     public var radioView: RadioView? { radio?.view }
 
+    /// The page wants the radio's view: it listens (notes every report) for the next minute
+    /// (``RawRadio/demandSpan``), and — when `scan.services` filters the scan and the raw radio
+    /// on MQTT is off — an unfiltered scan is added for as long, handing the core only the
+    /// reports the filter keeps out, so that the view shows them as `filtered_by_scan_services`.
+    /// (On the D-Bus path this widens bluetoothd's discovery filter while it lasts.) Nothing
+    /// when the view is off. Call it on the loop.
+    public func demandRadioView() {
+        guard let radio else { return }
+        radio.demand(now: clock.now())
+        let services = config.bluetooth.scanServices
+        guard started, config.role.includesCentral, !services.isEmpty, !config.mqtt.rawAdvertisements.enabled,
+            radioScan == nil, !radioScanStarting
+        else { return }
+        radioScanStarting = true
+        let deliver = context.deliver
+        let ble = self.ble
+        let log = self.log
+        context.jobs.spawn {
+            do {
+                return .radioScan(
+                    try await ble.scan(services: [], raw: true) { discovery in
+                        // The main scan hands the core the rest: each report reaches it once.
+                        guard !services.contains(where: { discovery.advertisement.advertises($0) }) else { return }
+                        deliver(.advertisement(discovery))
+                    })
+            } catch {
+                log(.warning, "radio view: the unfiltered scan could not start: \(error)")
+                return .radioScan(nil)
+            }
+        }
+    }
+
+    private func radioScanStarted(_ registration: PortRegistration?) {
+        radioScanStarting = false
+        guard let registration else { return }
+        guard started, let radio, radio.listening(now: clock.now()) else {
+            registration.cancel()
+            return
+        }
+        radioScan = registration
+        log(.info, "radio view: scanning without scan.services while the page shows the radio")
+    }
+
+    /// Ends the unfiltered scan of ``demandRadioView()`` once the view stopped listening.
+    private func endRadioScan() {
+        radioScan?.cancel()
+        radioScan = nil
+        log(.info, "radio view: the page no longer shows the radio; scanning with scan.services again")
+    }
+
     /// The addresses heard within the view's window that changed after `since` (0: all), the
     /// most recent first; nil when the view is off.
     public func radioSnapshot(since: UInt64 = 0) -> RadioSnapshot? {
@@ -544,11 +604,15 @@ public actor Gateway: LoopIsolated {
 
     /// One advertisement report: the hot path. Filters on the scan services and RSSI threshold,
     /// finds (or registers) the device, updates RSSI/last seen/availability, decodes the payload
-    /// and publishes through rate control. With the radio's view on, what became of it is noted
-    /// there (nothing more is done without it).
+    /// and publishes through rate control. While the radio's view listens, what became of it is
+    /// noted there (nothing more is done otherwise).
     private func advertisement(_ discovery: BLEDiscovery) {
         let (outcome, id) = handleAdvertisement(discovery)
         guard let radio else { return }
+        guard radio.listening(now: clock.now()) else {
+            if radioScan != nil { endRadioScan() }
+            return
+        }
         var tracked: (device: String, format: String?)?
         if let id {
             let format: String? =
@@ -831,6 +895,7 @@ public actor Gateway: LoopIsolated {
         case .pairing(let address, let unpair, let error): pairing.completed(address, unpair: unpair, error)
         case .done: break
         case .attachment(let outcome): attachment?.completed(outcome.value)
+        case .radioScan(let registration): radioScanStarted(registration)
         }
     }
 

@@ -12,6 +12,8 @@ enum JobCompletion: Sendable {
     case advertised(AdvertisedData, error: BLEPortError?)
     /// A `bridge/request/device/pair` or `…/unpair` ended (nil: it worked).
     case pairing(BluetoothAddress, unpair: Bool, BLEPortError?)
+    /// The radio view's unfiltered scan started (nil: it could not; ``Gateway/demandRadioView()``).
+    case radioScan(PortRegistration?)
     /// A job that reports nothing (a disconnect).
     case done
     /// A job of the ``GatewayAttachment``: what it returned, handed to it.

@@ -95,7 +95,25 @@ public final class RadioView {
             slot = insert(discovery.address, now: now)
             same = false
         }
-        var entry = entries[slot]
+        // In place (not copied out and back: that would share the entry's arrays with the
+        // copy and so make the RSSI's a new allocation with every report).
+        Self.update(
+            &entries[slot], discovery, same: same, outcome: outcome, decode: decode, parser: parser, device: device,
+            sequence: sequence, now: now, wall: wall, trial: trial)
+        if !observers.isEmpty {
+            let entry = entries[slot]
+            for observer in observers.values { observer(entry) }
+        }
+        return slot
+    }
+
+    /// ``note(_:outcome:decode:parser:device:now:wall:trial:)``'s change of one entry.
+    @inline(__always)
+    private static func update(
+        _ entry: inout RadioEntry, _ discovery: BLEDiscovery, same: Bool, outcome: RadioOutcome,
+        decode: RadioOutcome?, parser: String?, device: String?, sequence: UInt64, now: Double, wall: Int64,
+        trial: (BLEDiscovery) -> (RadioOutcome, String?)
+    ) {
         entry.sequence = sequence
         entry.reports += 1
         entry.windowCount += 1
@@ -133,9 +151,6 @@ public final class RadioView {
             // An untracked report: what would a parser make of it? Once per content.
             (entry.decode, entry.parser) = trial(discovery)
         }
-        entries[slot] = entry
-        for observer in observers.values { observer(entry) }
-        return slot
     }
 
     /// A slot for `address`, evicting when the view is full: first what is older than the
@@ -207,4 +222,7 @@ public final class RadioView {
     public func stopObserving(_ token: Int) {
         observers.removeValue(forKey: token)
     }
+
+    /// Whether a handler of ``observe(_:)`` is registered.
+    public var isObserved: Bool { !observers.isEmpty }
 }

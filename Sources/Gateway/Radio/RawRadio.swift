@@ -4,8 +4,11 @@ import JSON
 /// The core's feature behind the radio's view: fills the ``RadioView`` with every report and
 /// what became of it, and — with `mqtt.raw_advertisements` on — publishes the reports on
 /// `<base>/bridge/radio/<address>` (QoS 0, never retained, not queued while offline), at most
-/// one per address per interval. Made only when the view is wanted: with it absent the
-/// advertisement path does nothing more (``Gateway``). Loop-confined.
+/// one per address per interval. Made only when the view can be wanted (the web server or the
+/// raw radio on); it listens — notes reports — only while it is wanted (``listening(now:)``):
+/// with the raw radio on MQTT, or while the page asked for it within ``demandSpan`` or follows it.
+/// Not listening, the advertisement path does nothing more than without it (``Gateway``).
+/// Loop-confined.
 final class RawRadio {
     let view: RadioView
     private let context: CoreContext
@@ -18,6 +21,11 @@ final class RawRadio {
     /// had one within the interval (`dropped.radio_rate_limited`).
     private(set) var published = 0
     private(set) var rateLimited = 0
+    /// The gateway clock's time until which the page's last ask keeps the view listening.
+    private var demandedUntil = -Double.infinity
+    /// How long one ask of the page (``demand(now:)``) keeps the view listening: the page asks
+    /// with every refresh (every 2 s on its radio view, every 10 s on its device list).
+    static let demandSpan = 60.0
 
     init(context: CoreContext, states: DeviceStates) {
         self.context = context
@@ -27,6 +35,26 @@ final class RawRadio {
         view = RadioView(maxAddresses: settings.maxAddresses, window: settings.window, now: context.clock.now())
         adapters = config.bluetooth.adapters
         topicPrefix = context.bridge + "/radio/"
+    }
+
+    /// Whether reports are noted now: the raw radio on MQTT is on, the page asked within
+    /// ``demandSpan``, or something follows the view (``RadioView/observe(_:)``).
+    @inline(__always)
+    func listening(now: @autoclosure () -> Double) -> Bool {
+        if settings.enabled || view.isObserved { return true }
+        guard demandedUntil > -Double.infinity else { return false }  // no clock read while unasked
+        if now() < demandedUntil { return true }
+        demandedUntil = -Double.infinity
+        return false
+    }
+
+    /// The page wants the view: it listens for ``demandSpan`` from `now`. Returns whether it
+    /// was not listening before (the view starts filling now).
+    @discardableResult
+    func demand(now: Double) -> Bool {
+        let was = listening(now: now)
+        demandedUntil = now + Self.demandSpan
+        return !was
     }
 
     /// One report and what became of it: `outcome`; for a report a device's state decoded,
@@ -68,6 +96,7 @@ final class RawRadio {
             ("evicted", .number(Double(view.evicted))),
             ("reports_per_second", .number((view.reportsPerSecond * 10).rounded() / 10)),
             ("published", .number(Double(published))),
+            ("listening", .bool(listening(now: context.clock.now()))),
         ])
     }
 }

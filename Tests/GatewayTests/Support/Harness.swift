@@ -25,7 +25,7 @@ final class Harness {
     init(
         _ configText: String, retryDelay: Double = 5, logger: GatewayLogger = .none, stateDirectory: String? = nil,
         processSample: @escaping @Sendable () -> ProcessSample? = { nil },
-        reconnect: (@Sendable () -> any ReconnectStrategy)? = nil
+        reconnect: (@Sendable () -> any ReconnectStrategy)? = nil, radioView: Bool = false
     ) throws {
         var text = configText
         if let brace = text.firstIndex(of: "{") {
@@ -42,7 +42,7 @@ final class Harness {
         gateway = Gateway(
             config: config, ble: ble, peripheral: peripheral, mqtt: mqtt, clock: clock, loop: loop,
             reconnect: reconnect ?? { FixedReconnectDelay(delay: retryDelay) }, logger: logger,
-            stateDirectory: stateDirectory, processSample: processSample)
+            stateDirectory: stateDirectory, processSample: processSample, radioView: radioView)
     }
 
     deinit {
