@@ -24,7 +24,9 @@ let package = Package(
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // libmicrohttpd's header only: the library is loaded when the web server first needs it
+        // (Sources/CMicroHTTPD/shim.h), so no pkg-config (whose -lmicrohttpd would link it).
+        .systemLibrary(name: "CMicroHTTPD", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // The single poll() thread that owns every C library connection.
         .target(name: "EventLoop"),
@@ -90,7 +92,7 @@ let package = Package(
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ",
                 "Retry", "Subprocess", "LocalSystem",
-                "GATTTree", "ESPHomeAPI", "GatewayRuntime", "BluetoothManagement",
+                "GATTTree", "ESPHomeAPI", "GatewayRuntime", "BluetoothManagement", "HTTPServer",
             ]
         ),
         .executableTarget(

@@ -36,7 +36,7 @@ if [ -z "$destdir" ] && [ "$(id -u)" -ne 0 ]; then
 fi
 
 if [ -z "$destdir" ]; then
-  "$repo/scripts/install-deps.sh" bluez dbus libdbus-1-3 libmosquitto1 libssl3
+  "$repo/scripts/install-deps.sh" bluez dbus libdbus-1-3 libmosquitto1 libssl3 libmicrohttpd12
 fi
 
 binary=${GATTWAY_BINARY:-}

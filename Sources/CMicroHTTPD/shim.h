@@ -1,13 +1,142 @@
 #ifndef GATTWAY_CMICROHTTPD_SHIM_H
 #define GATTWAY_CMICROHTTPD_SHIM_H
-// libmicrohttpd, plus non-variadic wrappers of its variadic calls (Swift cannot call a C
-// variadic function).
+// libmicrohttpd, loaded when the web server first needs it (dlopen), not linked: with it come
+// GnuTLS and its eight libraries, some 3.5 MB resident that a gateway nobody visits would carry
+// (docs/web.md, "Memory"). Its types come from its header; every call goes through a wrapper
+// below (gattway_MHD_…), which finds the function in the loaded library once. Non-variadic
+// wrappers of its variadic calls too (Swift cannot call a C variadic function).
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <microhttpd.h>
+
+/// The library's handle: loaded at the first call (RTLD_NOW: a missing symbol shows at once);
+/// NULL when it cannot be (dlerror says why). Every caller gets the same handle from the
+/// dynamic linker, so a copy of this function per file is harmless.
+static inline void *gattway_mhd_library(void) {
+    static void *handle;
+    if (handle == NULL) handle = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_LOCAL);
+    return handle;
+}
+
+/// Resolves `name` once into a local `fn` of its own type (the loop thread is the only caller).
+#define GATTWAY_MHD_FUNCTION(name) \
+    static __typeof__(&name) fn; \
+    if (fn == NULL) fn = (__typeof__(&name)) dlsym(gattway_mhd_library(), #name)
+
+#define GATTWAY_MHD_FUNCTIONS(X) \
+    X(MHD_start_daemon) X(MHD_stop_daemon) X(MHD_run) X(MHD_get_timeout) X(MHD_get_daemon_info) \
+    X(MHD_get_connection_info) X(MHD_get_connection_values) X(MHD_queue_response) \
+    X(MHD_create_response_from_buffer) X(MHD_create_response_from_callback) X(MHD_destroy_response) \
+    X(MHD_add_response_header) X(MHD_suspend_connection) X(MHD_resume_connection) \
+    X(MHD_is_feature_supported)
+
+/// Loads the library and checks that it has every function used here: NULL when it does, else
+/// why not (dlerror's text, or the missing function's name). Call it before any other wrapper.
+static inline const char *gattway_mhd_load(void) {
+    void *handle = gattway_mhd_library();
+    if (handle == NULL) {
+        const char *error = dlerror();
+        return error != NULL ? error : "libmicrohttpd.so.12 could not be loaded";
+    }
+#define GATTWAY_MHD_CHECK(name) if (dlsym(handle, #name) == NULL) return #name " is missing from libmicrohttpd.so.12";
+    GATTWAY_MHD_FUNCTIONS(GATTWAY_MHD_CHECK)
+#undef GATTWAY_MHD_CHECK
+    return NULL;
+}
+
+/// Whether libmicrohttpd is in the process now (loaded by gattway_mhd_load, or by anyone).
+static inline int gattway_mhd_is_loaded(void) {
+    void *handle = dlopen("libmicrohttpd.so.12", RTLD_NOW | RTLD_NOLOAD);
+    if (handle == NULL) return 0;
+    dlclose(handle);
+    return 1;
+}
+
+static inline enum MHD_Result gattway_MHD_run(struct MHD_Daemon *daemon) {
+    GATTWAY_MHD_FUNCTION(MHD_run);
+    return fn(daemon);
+}
+
+static inline void gattway_MHD_stop_daemon(struct MHD_Daemon *daemon) {
+    GATTWAY_MHD_FUNCTION(MHD_stop_daemon);
+    fn(daemon);
+}
+
+static inline enum MHD_Result gattway_MHD_get_timeout(struct MHD_Daemon *daemon, MHD_UNSIGNED_LONG_LONG *timeout) {
+    GATTWAY_MHD_FUNCTION(MHD_get_timeout);
+    return fn(daemon, timeout);
+}
+
+static inline int gattway_MHD_get_connection_values(
+    struct MHD_Connection *connection, enum MHD_ValueKind kind, MHD_KeyValueIterator iterator, void *cls)
+{
+    GATTWAY_MHD_FUNCTION(MHD_get_connection_values);
+    return fn(connection, kind, iterator, cls);
+}
+
+static inline enum MHD_Result gattway_MHD_queue_response(
+    struct MHD_Connection *connection, unsigned int status, struct MHD_Response *response)
+{
+    GATTWAY_MHD_FUNCTION(MHD_queue_response);
+    return fn(connection, status, response);
+}
+
+static inline struct MHD_Response *gattway_MHD_create_response_from_buffer(
+    size_t size, void *buffer, enum MHD_ResponseMemoryMode mode)
+{
+    GATTWAY_MHD_FUNCTION(MHD_create_response_from_buffer);
+    return fn(size, buffer, mode);
+}
+
+static inline struct MHD_Response *gattway_MHD_create_response_from_callback(
+    uint64_t size, size_t blockSize, MHD_ContentReaderCallback reader, void *cls, MHD_ContentReaderFreeCallback freed)
+{
+    GATTWAY_MHD_FUNCTION(MHD_create_response_from_callback);
+    return fn(size, blockSize, reader, cls, freed);
+}
+
+static inline void gattway_MHD_destroy_response(struct MHD_Response *response) {
+    GATTWAY_MHD_FUNCTION(MHD_destroy_response);
+    fn(response);
+}
+
+static inline enum MHD_Result gattway_MHD_add_response_header(
+    struct MHD_Response *response, const char *name, const char *value)
+{
+    GATTWAY_MHD_FUNCTION(MHD_add_response_header);
+    return fn(response, name, value);
+}
+
+static inline void gattway_MHD_suspend_connection(struct MHD_Connection *connection) {
+    GATTWAY_MHD_FUNCTION(MHD_suspend_connection);
+    fn(connection);
+}
+
+static inline void gattway_MHD_resume_connection(struct MHD_Connection *connection) {
+    GATTWAY_MHD_FUNCTION(MHD_resume_connection);
+    fn(connection);
+}
+
+static inline enum MHD_Result gattway_MHD_is_feature_supported(enum MHD_FEATURE feature) {
+    GATTWAY_MHD_FUNCTION(MHD_is_feature_supported);
+    return fn(feature);
+}
+
+static inline const union MHD_ConnectionInfo *gattway_mhd_connection_info(
+    struct MHD_Connection *connection, enum MHD_ConnectionInfoType type)
+{
+    GATTWAY_MHD_FUNCTION(MHD_get_connection_info);
+    return fn(connection, type);
+}
+
+static inline const union MHD_DaemonInfo *gattway_mhd_daemon_info(struct MHD_Daemon *daemon, enum MHD_DaemonInfoType type) {
+    GATTWAY_MHD_FUNCTION(MHD_get_daemon_info);
+    return fn(daemon, type);
+}
 
 /// Sets each new connection's socket send buffer to the size carried in `cls` (an integer, not a
 /// pointer; 0: the kernel's default), so a client that does not read holds at most that much in
@@ -18,18 +147,20 @@ static inline void gattway_mhd_connection_started(
     (void) socketContext;
     int size = (int) (intptr_t) cls;
     if (toe != MHD_CONNECTION_NOTIFY_STARTED || size <= 0) return;
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *info = gattway_mhd_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info != NULL) (void) setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
 }
 
 /// The daemon in external-poll mode over epoll (one descriptor for the caller's poll loop), with
-/// suspend/resume, bound to `address`, with the limits given; TLS when `cert` and `key` (PEM
-/// text) are both non-NULL. NULL when it cannot start (MHD logs why with MHD_USE_ERROR_LOG).
+/// suspend/resume, serving `listenSocket` (bound and listening: the caller made it), with the
+/// limits given; TLS when `cert` and `key` (PEM text) are both non-NULL. NULL when it cannot start
+/// (MHD logs why with MHD_USE_ERROR_LOG). Call gattway_mhd_load first.
 static inline struct MHD_Daemon *gattway_mhd_start(
-    const struct sockaddr_in *address, unsigned int connectionLimit, size_t memoryLimit,
+    int listenSocket, unsigned int connectionLimit, size_t memoryLimit,
     unsigned int timeoutSeconds, int sendBuffer, const char *cert, const char *key, MHD_AccessHandlerCallback handler,
     void *context, MHD_RequestCompletedCallback completed, void *(*uriLog)(void *, const char *, struct MHD_Connection *))
 {
+    GATTWAY_MHD_FUNCTION(MHD_start_daemon);
     unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     struct MHD_OptionItem tls[] = {
         { MHD_OPTION_HTTPS_MEM_CERT, 0, (void *) cert },
@@ -41,9 +172,9 @@ static inline struct MHD_Daemon *gattway_mhd_start(
     } else {
         tls[0].option = MHD_OPTION_END;
     }
-    return MHD_start_daemon(
-        flags, ntohs(address->sin_port), NULL, NULL, handler, context,
-        MHD_OPTION_SOCK_ADDR, (const struct sockaddr *) address,
+    return fn(
+        flags, 0, NULL, NULL, handler, context,
+        MHD_OPTION_LISTEN_SOCKET, listenSocket,
         MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memoryLimit,
         MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
@@ -56,25 +187,19 @@ static inline struct MHD_Daemon *gattway_mhd_start(
 
 /// The epoll descriptor the caller polls for reading (then calls MHD_run); -1 when none.
 static inline int gattway_mhd_epoll_fd(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *info = gattway_mhd_daemon_info(daemon, MHD_DAEMON_INFO_EPOLL_FD);
     return info == NULL ? -1 : info->epoll_fd;
-}
-
-/// The port the daemon listens on (useful with port 0); 0 when unknown.
-static inline uint16_t gattway_mhd_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
-    return info == NULL ? 0 : info->port;
 }
 
 /// Connections open now.
 static inline unsigned int gattway_mhd_connections(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    const union MHD_DaemonInfo *info = gattway_mhd_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     return info == NULL ? 0 : info->num_connections;
 }
 
 /// A connection's socket; -1 when unknown.
 static inline int gattway_mhd_connection_fd(struct MHD_Connection *connection) {
-    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *info = gattway_mhd_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : info->connect_fd;
 }
 #endif

@@ -44,14 +44,18 @@ public struct HTTPHandlers {
     public var respond: (HTTPRequest) -> HTTPReply
     /// Told each request the server refused itself.
     public var refused: (HTTPServer.Refusal) -> Void
+    /// Told when the server, started, cannot serve after all: libmicrohttpd could not be loaded
+    /// or started at the first connection (``HTTPServer``); the listening socket is closed.
+    public var failed: (String) -> Void
 
     public init(
         screen: @escaping (HTTPRequest) -> HTTPResponse?, respond: @escaping (HTTPRequest) -> HTTPReply,
-        refused: @escaping (HTTPServer.Refusal) -> Void
+        refused: @escaping (HTTPServer.Refusal) -> Void, failed: @escaping (String) -> Void = { _ in }
     ) {
         self.screen = screen
         self.respond = respond
         self.refused = refused
+        self.failed = failed
     }
 }
 
@@ -61,6 +65,11 @@ public struct HTTPHandlers {
 /// thread of the library's own (docs/web.md, "Why libmicrohttpd"). Server-Sent Events are
 /// responses whose connection is suspended while nothing waits and resumed when an event is
 /// pushed. Loop-confined: start, stop and everything else on the loop thread.
+///
+/// The server binds and listens itself at ``start(_:loop:handlers:)`` (so a port in use is an
+/// error then), but loads libmicrohttpd — and with it GnuTLS — only when the first client
+/// connects (at the start with TLS configured): until someone visits, the process carries
+/// none of it (docs/web.md, "Memory").
 public final class HTTPServer {
     /// A request the server refused before a handler saw it.
     public enum Refusal: Sendable {
@@ -76,6 +85,8 @@ public final class HTTPServer {
     private let loop: EventLoop
     private let handlers: HTTPHandlers
     private var daemon: OpaquePointer?
+    /// The listening socket, until libmicrohttpd takes it over (then it closes it at the stop).
+    private var listener: Int32 = -1
     private var watch: EventLoop.Token?
     private var timer: EventLoop.Token?
     private var streams: [ObjectIdentifier: StreamBinding] = [:]
@@ -86,14 +97,28 @@ public final class HTTPServer {
     /// Event streams open now.
     public var eventStreamCount: Int { streams.count }
 
+    /// Whether libmicrohttpd serves now (loaded and started: a client came, or TLS is on).
+    public var isServing: Bool { daemon != nil }
+
+    /// Loads libmicrohttpd now: nil when it is loaded and complete, else why not (`gattway
+    /// doctor` asks: `ldd` does not list a library loaded with `dlopen`).
+    public static func loadLibrary() -> String? {
+        gattway_mhd_load().map { String(cString: $0) }
+    }
+
+    /// Whether libmicrohttpd is in the process (this server or another loaded it).
+    public static var libraryLoaded: Bool { gattway_mhd_is_loaded() != 0 }
+
     private init(configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers) {
         self.configuration = configuration
         self.loop = loop
         self.handlers = handlers
     }
 
-    /// Whether this libmicrohttpd was built with HTTPS (Debian's is).
-    public static var supportsTLS: Bool { MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == .YES }
+    /// Whether this libmicrohttpd was built with HTTPS (Debian's is); loads the library to ask.
+    public static var supportsTLS: Bool {
+        gattway_mhd_load() == nil && gattway_MHD_is_feature_supported(MHD_FEATURE(rawValue: 2)!) == .YES
+    }
 
     /// Binds and starts serving. Loop thread only.
     public static func start(_ configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers)
@@ -106,20 +131,89 @@ public final class HTTPServer {
         guard inet_pton(AF_INET, configuration.host, &address.sin_addr) == 1 else {
             throw HTTPServerError(description: "\(configuration.host) is not an IPv4 address")
         }
-        if configuration.tls != nil, !supportsTLS {
-            throw HTTPServerError(description: "this libmicrohttpd was built without HTTPS")
-        }
         let server = HTTPServer(configuration: configuration, loop: loop, handlers: handlers)
         if let tls = configuration.tls {
             server.certificate = Array(tls.certificate.utf8CString)
             server.key = Array(tls.key.utf8CString)
         }
-        let context = Unmanaged.passUnretained(server).toOpaque()
+        server.listener = try listen(&address, configuration)
+        server.port = UInt16(bigEndian: address.sin_port)
+        if configuration.tls != nil {
+            // The certificate is checked now, not at the first visit.
+            do throws(HTTPServerError) {
+                try server.startDaemon()
+            } catch {
+                close(server.listener)
+                throw error
+            }
+        } else {
+            server.watch = loop.addWatch(fd: server.listener, events: .readable) { [unowned server] _ in
+                server.firstClient()
+            }
+        }
+        return server
+    }
+
+    /// A socket bound to `address` and listening (non-blocking, close-on-exec), its port noted
+    /// in `address`.
+    private static func listen(_ address: inout sockaddr_in, _ configuration: HTTPServerConfiguration)
+        throws(HTTPServerError) -> Int32
+    {
+        let fd = socket(
+            AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            throw HTTPServerError(description: "cannot make a socket: \(String(cString: strerror(errno)))")
+        }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0, Glibc.listen(fd, 64) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw HTTPServerError(
+                description: "cannot listen on \(configuration.host):\(configuration.port): \(reason)")
+        }
+        var named = sockaddr_in()
+        var namedLength = length
+        _ = withUnsafeMutablePointer(to: &named) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &namedLength) }
+        }
+        address.sin_port = named.sin_port
+        return fd
+    }
+
+    /// The first client knocks: libmicrohttpd is loaded and takes over the listening socket
+    /// (the client waiting in its backlog is accepted by the first run).
+    private func firstClient() {
+        if let watch { loop.removeWatch(watch) }
+        watch = nil
+        do throws(HTTPServerError) {
+            try startDaemon()
+        } catch {
+            close(listener)
+            listener = -1
+            handlers.failed(error.description)
+        }
+    }
+
+    /// Loads libmicrohttpd, starts its daemon on the listening socket and serves.
+    private func startDaemon() throws(HTTPServerError) {
+        if let problem = gattway_mhd_load() {
+            throw HTTPServerError(description: "cannot load libmicrohttpd: \(String(cString: problem))")
+        }
+        if configuration.tls != nil, !Self.supportsTLS {
+            throw HTTPServerError(description: "this libmicrohttpd was built without HTTPS")
+        }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let configuration = self.configuration
         errno = 0
-        let daemon = server.certificate.withUnsafeBufferPointer { certificate in
-            server.key.withUnsafeBufferPointer { key in
+        let daemon = certificate.withUnsafeBufferPointer { certificate in
+            key.withUnsafeBufferPointer { key in
                 gattway_mhd_start(
-                    &address, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
+                    listener, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
                     UInt32(clamping: configuration.timeoutSeconds),
                     Int32(clamping: configuration.socketSendBuffer),
                     configuration.tls == nil ? nil : certificate.baseAddress,
@@ -129,37 +223,44 @@ public final class HTTPServer {
         guard let daemon else {
             let reason = errno != 0 ? String(cString: strerror(errno)) : "libmicrohttpd refused the settings"
             throw HTTPServerError(
-                description: "cannot listen on \(configuration.host):\(configuration.port): \(reason)"
+                description: "cannot serve on \(configuration.host):\(port): \(reason)"
                     + (configuration.tls != nil ? " (or the TLS certificate and key are not valid PEM)" : ""))
         }
-        server.daemon = daemon
-        server.port = gattway_mhd_port(daemon)
+        self.daemon = daemon
+        listener = -1  // libmicrohttpd's now
         let epoll = gattway_mhd_epoll_fd(daemon)
         guard epoll >= 0 else {
-            MHD_stop_daemon(daemon)
+            gattway_MHD_stop_daemon(daemon)
+            self.daemon = nil
             throw HTTPServerError(description: "libmicrohttpd has no epoll descriptor")
         }
-        server.watch = loop.addWatch(fd: epoll, events: .readable) { [unowned server] _ in server.serve() }
-        server.serve()
-        return server
+        watch = loop.addWatch(fd: epoll, events: .readable) { [unowned self] _ in serve() }
+        serve()
     }
 
     /// Closes every connection (event streams end) and the listening socket. Loop thread only.
     public func stop() {
         loop.preconditionInLoop()
-        guard let daemon else { return }
+        guard let daemon else {
+            // Not serving yet (nobody came): only the listening socket to close.
+            if let watch { loop.removeWatch(watch) }
+            watch = nil
+            if listener >= 0 { close(listener) }
+            listener = -1
+            return
+        }
         // A suspended connection must be resumed before the daemon stops (libmicrohttpd's rule);
         // an ended stream's reader closes its connection.
         for binding in streams.values {
             binding.stream.finish()
             binding.resume()
         }
-        MHD_run(daemon)
+        gattway_MHD_run(daemon)
         if let watch { loop.removeWatch(watch) }
         if let timer { loop.cancelTimer(timer) }
         watch = nil
         timer = nil
-        MHD_stop_daemon(daemon)
+        gattway_MHD_stop_daemon(daemon)
         self.daemon = nil
         streams = [:]
     }
@@ -172,15 +273,15 @@ public final class HTTPServer {
     func serve() {
         guard let daemon else { return }
         let before = gattway_mhd_connections(daemon)
-        MHD_run(daemon)
+        gattway_MHD_run(daemon)
         if gattway_mhd_connections(daemon) < before {
-            MHD_run(daemon)
-            MHD_run(daemon)
+            gattway_MHD_run(daemon)
+            gattway_MHD_run(daemon)
         }
         if let timer { loop.cancelTimer(timer) }
         timer = nil
         var milliseconds: CUnsignedLongLong = 0
-        if MHD_get_timeout(daemon, &milliseconds) == .YES {
+        if gattway_MHD_get_timeout(daemon, &milliseconds) == .YES {
             timer = loop.addTimer(after: Double(min(milliseconds, 60_000)) / 1000) { [unowned self] in
                 timer = nil
                 serve()
@@ -260,28 +361,29 @@ public final class HTTPServer {
 
     private func queue(_ connection: OpaquePointer, _ response: HTTPResponse) -> Bool {
         let made = response.body.withUnsafeBytes { body in
-            MHD_create_response_from_buffer(
+            gattway_MHD_create_response_from_buffer(
                 body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
         }
         guard let made else { return false }
-        defer { MHD_destroy_response(made) }
+        defer { gattway_MHD_destroy_response(made) }
         Self.addHeaders(made, response.headers)
-        return MHD_queue_response(connection, UInt32(clamping: response.status), made) == .YES
+        return gattway_MHD_queue_response(connection, UInt32(clamping: response.status), made) == .YES
     }
 
     private func queue(_ connection: OpaquePointer, _ stream: EventStream) -> Bool {
         let binding = StreamBinding(server: self, connection: connection, stream: stream)
         let retained = Unmanaged.passRetained(binding).toOpaque()
-        guard let made = MHD_create_response_from_callback(UInt64.max, 4096, streamReader, retained, streamFreed)
+        guard
+            let made = gattway_MHD_create_response_from_callback(UInt64.max, 4096, streamReader, retained, streamFreed)
         else {
             Unmanaged<StreamBinding>.fromOpaque(retained).release()
             return false
         }
-        defer { MHD_destroy_response(made) }
+        defer { gattway_MHD_destroy_response(made) }
         Self.addHeaders(made, [("Content-Type", "text/event-stream; charset=utf-8"), ("X-Accel-Buffering", "no")])
         streams[ObjectIdentifier(binding)] = binding
         stream.link = binding
-        return MHD_queue_response(connection, 200, made) == .YES
+        return gattway_MHD_queue_response(connection, 200, made) == .YES
     }
 
     private static func addHeaders(_ response: OpaquePointer, _ headers: [(name: String, value: String)]) {
@@ -289,10 +391,10 @@ public final class HTTPServer {
         for header in headers {
             names.insert(header.name.lowercased())
             // libmicrohttpd refuses a field with a line break (no header injection).
-            _ = MHD_add_response_header(response, header.name, header.value)
+            _ = gattway_MHD_add_response_header(response, header.name, header.value)
         }
         for header in standardHeaders where !names.contains(header.name.lowercased()) {
-            _ = MHD_add_response_header(response, header.name, header.value)
+            _ = gattway_MHD_add_response_header(response, header.name, header.value)
         }
     }
 
@@ -300,7 +402,7 @@ public final class HTTPServer {
         final class Collected { var fields: [(name: String, value: String)] = [] }
         let collected = Collected()
         withExtendedLifetime(collected) {
-            _ = MHD_get_connection_values(
+            _ = gattway_MHD_get_connection_values(
                 connection, .HEADER_KIND,
                 { cls, _, key, value in
                     guard let cls, let key else { return .YES }
@@ -346,7 +448,7 @@ final class StreamBinding: EventStreamLink {
     func resume() {
         guard suspended else { return }
         suspended = false
-        MHD_resume_connection(connection)
+        gattway_MHD_resume_connection(connection)
         server.serveSoon()
     }
 
@@ -363,7 +465,7 @@ final class StreamBinding: EventStreamLink {
         let chunk = stream.take(max: max)
         guard !chunk.isEmpty else {
             suspended = true
-            MHD_suspend_connection(connection)
+            gattway_MHD_suspend_connection(connection)
             return 0
         }
         chunk.withUnsafeBytes { bytes in

@@ -371,6 +371,33 @@ extension WebTests {
         }
     }
 
+    @Test(
+        "libmicrohttpd and GnuTLS are not in the process until the first visit; the port is bound from the start; the visit is served"
+    )
+    func libraryLoadedAtFirstVisit() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port)) { e2e in
+            try await AdaptersTests.waitUntil("the web server's log line") {
+                e2e.gateway.log().contains("web: listening on http://127.0.0.1:\(port)")
+            }
+            // Read to the end (procfs reports size 0; a sized read would stop after a page).
+            let path = "/proc/\(e2e.gateway.pid)/maps"
+            let maps = {
+                String(decoding: FileHandle(forReadingAtPath: path)?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            }
+            let before = maps()
+            #expect(before.contains("libmosquitto"), "the maps are gattway's")
+            #expect(!before.contains("libmicrohttpd"), "libmicrohttpd loaded before anyone came")
+            #expect(!before.contains("libgnutls"), "GnuTLS loaded before anyone came")
+            // The first client: accepted from the backlog once the library is in, and answered.
+            let first = try await Self.get(port, "/api/health")
+            #expect(first.status == 200, "\(first)")
+            let after = maps()
+            #expect(after.contains("libmicrohttpd"))
+            #expect(try await Self.get(port, "/api/health", token: nil).status == 401)
+        }
+    }
+
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
     }

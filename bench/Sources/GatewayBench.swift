@@ -66,10 +66,11 @@ enum GatewayBench: BenchSuite {
     /// by the built-in parsers, QoS 0 (as Theengs Gateway publishes), HA discovery and health off.
     /// `reportBatch`: `bluetooth.report_batch` (nil: the default).
     static func advertisementConfig(
-        port: UInt16, maxDevices: Int, reportBatch: String? = nil, rawAdvertisements: String? = nil
+        port: UInt16, maxDevices: Int, reportBatch: String? = nil, rawAdvertisements: String? = nil,
+        web: String? = nil
     ) -> String {
         """
-        {"mqtt": {"server": "mqtt://127.0.0.1:\(port)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0\(rawAdvertisements.map { ", \"raw_advertisements\": \($0)" } ?? "")},
+        {\(web.map { "\"web\": \($0), " } ?? "")"mqtt": {"server": "mqtt://127.0.0.1:\(port)", "client_id": "gattway-bench", "protocol": "3.1.1", "qos": 0\(rawAdvertisements.map { ", \"raw_advertisements\": \($0)" } ?? "")},
          "bluetooth": {"max_devices": \(maxDevices)\(reportBatch.map { #", "report_batch": "\#($0)""# } ?? "")},
          "homeassistant": {"enabled": false}, "health": {"enabled": false},
          "devices": [{"match": {}}]}
@@ -422,12 +423,15 @@ enum GatewayBench: BenchSuite {
     /// C libraries and anonymous memory from /proc/PID/smaps; and the CPU it used in those 10 s
     /// (utime + stime, in ticks of 1/CLK_TCK s, and the finer on-CPU time of its threads from
     /// schedstat). `executable` and `label` measure another binary (the realistic suite's baseline).
-    static func idle(broker: MosquittoBroker, executable: String? = nil, label: String = "gattway") async throws
+    static func idle(
+        broker: MosquittoBroker, executable: String? = nil, label: String = "gattway", web: String? = nil
+    ) async throws
         -> [BenchRow]
     {
         let world = try await SimulatedWorld(scenario: emptyScenario)
         let gattway = try await GatewayProcess.gattway(
-            config: advertisementConfig(port: broker.port, maxDevices: 1_000), world: world, executable: executable)
+            config: advertisementConfig(port: broker.port, maxDevices: 1_000, web: web), world: world,
+            executable: executable)
         let started = try gattway.sample
         // On-CPU time second by second, so a tail of start-up shows apart from steady idle.
         var threads = ProcessThreads.onCPUNanoseconds(gattway.child.pid)
@@ -449,6 +453,12 @@ enum GatewayBench: BenchSuite {
             BenchRow(
                 name: "idle: \(label) RSS (10 s after start)", value: sample.rss.megabytes, unit: "MB", target: "≤ 12",
                 detail: mappings.summary),
+            BenchRow(
+                name: "idle: \(label) private memory (USS, 10 s after start)", value: mappings.privateMegabytes,
+                unit: "MB",
+                detail:
+                    "Private_Clean + Private_Dirty of every mapping; PSS \(mappings.proportionalMegabytes.formatted(2)) MB"
+            ),
             BenchRow(
                 name: "idle: \(label) CPU (10 s after start)", value: cpu * 1000, unit: "CPU ms", target: "0",
                 detail:

@@ -46,6 +46,13 @@ struct ProcessSample: Sendable {
 struct MappingRSS {
     var kilobytesByName: [String: Int] = [:]
     var executable = ""
+    /// Private pages (clean and dirty: the process's own, USS) and the proportional set size,
+    /// all mappings, in kB.
+    var privateKilobytes = 0
+    var proportionalKilobytes = 0
+
+    var privateMegabytes: Double { Double(privateKilobytes) / 1024 }
+    var proportionalMegabytes: Double { Double(proportionalKilobytes) / 1024 }
 
     static func read(_ pid: Int32) -> MappingRSS {
         var result = MappingRSS()
@@ -63,6 +70,12 @@ struct MappingRSS {
                 name = fields.count >= 6 ? fields[5...].joined(separator: " ") : "[anon]"
             } else if first == "Rss:", fields.count >= 2, let kilobytes = Int(fields[1]) {
                 result.kilobytesByName[name, default: 0] += kilobytes
+            } else if first == "Private_Clean:" || first == "Private_Dirty:", fields.count >= 2,
+                let kilobytes = Int(fields[1])
+            {
+                result.privateKilobytes += kilobytes
+            } else if first == "Pss:", fields.count >= 2, let kilobytes = Int(fields[1]) {
+                result.proportionalKilobytes += kilobytes
             }
         }
         return result

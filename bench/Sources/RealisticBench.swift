@@ -3,6 +3,7 @@ import EventLoop
 import Foundation
 import Gateway
 import MQTT
+import Subprocess
 import TestSupport
 
 /// Realistic rates: 50 ATC1441 thermometers (the custom firmware's format, service data 0x181A)
@@ -53,6 +54,9 @@ enum RealisticBench {
             }
         }
     }()
+
+    /// `BENCH_WEB=1`: gattway measured with the web server off and with the page open too.
+    static let web = ProcessInfo.processInfo.environment["BENCH_WEB"] == "1"
 
     /// The row label of gattway with `report_batch` `batch`.
     static func label(batch: String) -> String { "gattway \(batch)" }
@@ -127,6 +131,7 @@ enum RealisticBench {
     }
 
     static func run(broker: MosquittoBroker) async throws -> [BenchRow] {
+        var webPage: (requests: Int, failures: Int, streamOpen: Bool)?
         let baseline = try baselineExecutable()
         let loadAtStart = loadAverage()
         var measured: [Measured] = []
@@ -144,6 +149,32 @@ enum RealisticBench {
                 await measureOrFail(label: raw.label, broker: broker, topic: "gattway/+") { world in
                     try await GatewayProcess.gattway(config: config, world: world)
                 })
+        }
+        if web {
+            // The same gateway with the web server off, and with the page open on the radio view
+            // and /metrics scraped (``WebPageClient``); the rows above have it on, nobody looking.
+            let off = GatewayBench.advertisementConfig(
+                port: broker.port, maxDevices: 1_000, web: #"{"enabled": false}"#)
+            measured.append(
+                await measureOrFail(label: "gattway web off", broker: broker, topic: "gattway/+") { world in
+                    try await GatewayProcess.gattway(config: off, world: world)
+                })
+            let port = try LoopbackPort.free()
+            let page = WebPageClient(port: port)
+            let on = GatewayBench.advertisementConfig(
+                port: broker.port, maxDevices: 1_000, web: WebPageClient.config(port: port))
+            measured.append(
+                await measureOrFail(label: "gattway web page", broker: broker, topic: "gattway/+") { world in
+                    let process = try await GatewayProcess.gattway(config: on, world: world)
+                    try page.start()
+                    return process
+                })
+            let (requests, failures, open) = page.stop()
+            FileHandle.standardError.write(
+                Data(
+                    "realistic: the page made \(requests) requests, \(failures) not answered 200; stream open \(open)\n"
+                        .utf8))
+            webPage = (requests, failures, open)
         }
         if let baseline {
             let config = GatewayBench.advertisementConfig(port: broker.port, maxDevices: 1_000)
@@ -173,6 +204,15 @@ enum RealisticBench {
                     + "; gattway with bluetooth.report_batch " + reportBatches.joined(separator: ", ")
                     + (baseline.map { "; baseline \($0)" } ?? "") + "; load \(loadAtStart) at start")
         ]
+        if let webPage {
+            rows.append(
+                BenchRow(
+                    name: "realistic: the page's requests (web page)", value: Double(webPage.requests),
+                    unit: "requests",
+                    detail: "/api/page/radio every 2 s, /metrics every 5 s, /api/events open throughout; "
+                        + "\(webPage.failures) not answered 200; the event stream "
+                        + (webPage.streamOpen ? "open to the end" : "NOT open at the end")))
+        }
         for failed in measured where failed.failure != nil {
             rows.append(BenchRow(name: "realistic: \(failed.label)", value: 0, unit: "", detail: failed.failure ?? ""))
         }
@@ -228,7 +268,7 @@ enum RealisticBench {
         }
         for (label, ours) in steps where label.hasPrefix("gattway") {
             func ratio(_ name: String, _ other: String, _ value: (Step) -> Double, target: String? = nil) -> BenchRow? {
-                guard let theirs = steps.first(where: { $0.label == other })?.step else { return nil }
+                guard other != label, let theirs = steps.first(where: { $0.label == other })?.step else { return nil }
                 let denominator = value(theirs)
                 return BenchRow(
                     name: "\(prefix) \(name), \(label)/\(other == "Theengs Gateway" ? "Theengs" : other)",
@@ -239,6 +279,9 @@ enum RealisticBench {
                 ratio("CPU per msg", "Theengs Gateway", \.cpuMicrosPerMessage, target: "≤ 0.10"),
                 ratio("syscalls per msg", "Theengs Gateway", \.syscallsPerMessage),
                 ratio("CPU per msg", "baseline", \.cpuMicrosPerMessage),
+                ratio(
+                    "CPU per msg", "gattway web off", \.cpuMicrosPerMessage,
+                    target: label == "gattway web page" ? "≤ 1.05" : nil),
                 ratio("syscalls per msg", "baseline", \.syscallsPerMessage),
                 ratio("futex per msg", "baseline", \.futexPerMessage),
             ].compactMap { $0 }
@@ -363,6 +406,11 @@ enum RealisticSuite: BenchSuite {
         defer { broker.stop() }
         FileHandle.standardError.write(Data("realistic: load average \(loadAverage()) at start\n".utf8))
         var rows = await GatewayBench.phase("idle") { try await GatewayBench.idle(broker: broker) }
+        if RealisticBench.web {
+            rows += await GatewayBench.phase("idle (web off)") {
+                try await GatewayBench.idle(broker: broker, label: "gattway web off", web: #"{"enabled": false}"#)
+            }
+        }
         if let baseline = try RealisticBench.baselineExecutable() {
             rows += await GatewayBench.phase("idle (baseline)") {
                 try await GatewayBench.idle(broker: broker, executable: baseline, label: "baseline")

@@ -76,6 +76,10 @@ final class WebSite: @unchecked Sendable {
                 screen: { [unowned self] in screen($0) }, respond: { [unowned self] in respond($0) },
                 refused: { [unowned self] refusal in
                     counters.refused(refusal == .tooLarge ? .tooLarge : .badRequest)
+                },
+                failed: { [unowned self] problem in
+                    counters.update { $0.listening = false }
+                    log(.error, "web: stopped serving at the first visit: \(problem)")
                 }))
         self.server = server
         counters.update { $0.listening = true }
