@@ -1,5 +1,8 @@
 import BlueZSimulator
+import ESPHomeAPI
 import Foundation
+import GatewayFakes
+import Glibc
 import JSON
 import Subprocess
 import TestSupport
@@ -211,6 +214,94 @@ extension WebViewsTests {
                 Issue.record("no time: \(handover)")
             }
             #expect(view?["devices"]?[index: 0]?["role"] == .string("none"), "\(String(describing: view))")
+        }
+    }
+}
+
+extension WebViewsTests {
+    /// The local address of a client's socket, as the proxy names its peer (`127.0.0.1:port`).
+    static func localAddress(_ fd: Int32) -> String {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return "127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+    }
+
+    @Test(
+        "the proxy view: each API client with its hello and subscriptions, the slot a client's connection holds, the scanner's mode"
+    )
+    func proxyView() async throws {
+        let port = try LoopbackPort.free()
+        let proxyPort = try LoopbackPort.free()
+        let config = """
+            {
+              "mqtt": {"server": "$SERVER", "base_topic": "gattway", "client_id": "gattway-e2e"},
+              "web": {"listen": "127.0.0.1:\(port)"},
+              "bluetooth_proxy": {"enabled": true, "plaintext": true, "listen": "127.0.0.1:\(proxyPort)"}
+            }
+            """
+        try await EndToEnd.run(config: config, scenario: try ProxyBulkTests.scenario()) { e2e in
+            try await WebTests.waitForListener(port)
+            try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(proxyPort) }
+            // One client watches advertisements; the other connects the Bulk device.
+            var watcher = try ESPHomeTestClient(port: proxyPort)
+            var watcherOpen = true
+            defer { if watcherOpen { watcher.close() } }
+            watcher.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+            #expect(watcher.receive()?.type == MessageType.helloResponse)
+            watcher.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+            var client = try ESPHomeTestClient(port: proxyPort)
+            defer { client.close() }
+            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+            #expect(client.receive()?.type == MessageType.helloResponse)
+            try await AdaptersTests.waitUntil("BlueZ knows the device") {
+                try await AdaptersTests.known(e2e, "hci0", "C0:FF:EE:00:00:01")
+            }
+            var connected = false
+            for _ in 0..<5 where !connected {
+                connected = ProxyBulkTests.connect(&client)
+                if !connected { try await Task.sleep(for: .milliseconds(300)) }
+            }
+            try #require(connected, "\(e2e.gateway.log())")
+            let (watcherPeer, clientPeer) = (Self.localAddress(watcher.fd), Self.localAddress(client.fd))
+            var view = JSONValue.null
+            try await AdaptersTests.waitUntil("both clients and the connection in the proxy view") {
+                let answer = try await WebTests.get(port, "/api/page/proxy", token: nil)
+                view = try JSONValue.parse(Array(answer.body.utf8))
+                guard case .array(let clients)? = view["clients"], clients.count == 2,
+                    case .array(let connections)? = view["slots"]?["connections"], connections.count == 1
+                else { return false }
+                return clients.allSatisfy { $0["info"] == .string("tests") }
+            }
+            let clients = view["clients"]
+            #expect(clients?[index: 0]?["peer"] == .string(watcherPeer), "\(view)")
+            #expect(clients?[index: 0]?["advertisements"] == .bool(true), "\(view)")
+            #expect(clients?[index: 0]?["api_version"] == .string("1.10"), "\(view)")
+            #expect(clients?[index: 1]?["peer"] == .string(clientPeer), "\(view)")
+            #expect(clients?[index: 1]?["advertisements"] == .bool(false), "\(view)")
+            let connection = view["slots"]?["connections"]?[index: 0]
+            #expect(connection?["address"] == .string("C0:FF:EE:00:00:01"), "\(view)")
+            #expect(connection?["client"] == .string(clientPeer), "\(view)")
+            #expect(connection?["connected"] == .bool(true), "\(view)")
+            #expect(view["encrypted"] == .bool(false), "\(view)")
+            if case .number(let free)? = view["slots"]?["free"], case .number(let total)? = view["slots"]?["total"] {
+                #expect(total - free == 1, "one slot held: \(view)")
+            } else {
+                Issue.record("no slots: \(view)")
+            }
+            #expect(view["scanner"]?["mode"] == .string("active"), "\(view)")
+            // A client gone is gone from the view.
+            watcher.close()
+            watcherOpen = false
+            try await AdaptersTests.waitUntil("the watcher gone from the view") {
+                let answer = try await WebTests.get(port, "/api/page/proxy", token: nil)
+                guard case .array(let clients)? = try JSONValue.parse(Array(answer.body.utf8))["clients"] else {
+                    return false
+                }
+                return clients.count == 1
+            }
         }
     }
 }
