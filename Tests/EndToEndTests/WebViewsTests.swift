@@ -246,25 +246,12 @@ extension WebViewsTests {
             try await WebTests.waitForListener(port)
             try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(proxyPort) }
             // One client watches advertisements; the other connects the Bulk device.
-            var watcher = try ESPHomeTestClient(port: proxyPort)
+            let (watcher, client) = try await ProxyBulkTests.watcherAndConnectedClient(e2e, port: proxyPort)
             var watcherOpen = true
-            defer { if watcherOpen { watcher.close() } }
-            watcher.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(watcher.receive()?.type == MessageType.helloResponse)
-            watcher.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
-            var client = try ESPHomeTestClient(port: proxyPort)
-            defer { client.close() }
-            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(client.receive()?.type == MessageType.helloResponse)
-            try await AdaptersTests.waitUntil("BlueZ knows the device") {
-                try await AdaptersTests.known(e2e, "hci0", "C0:FF:EE:00:00:01")
+            defer {
+                if watcherOpen { watcher.close() }
+                client.close()
             }
-            var connected = false
-            for _ in 0..<5 where !connected {
-                connected = ProxyBulkTests.connect(&client)
-                if !connected { try await Task.sleep(for: .milliseconds(300)) }
-            }
-            try #require(connected, "\(e2e.gateway.log())")
             let (watcherPeer, clientPeer) = (Self.localAddress(watcher.fd), Self.localAddress(client.fd))
             var view = JSONValue.null
             try await AdaptersTests.waitUntil("both clients and the connection in the proxy view") {
