@@ -271,6 +271,136 @@ document.getElementById("remove").addEventListener("click", async () => {
   }
 });
 
+// Sending to the device: a command its rule declares, a read of its attributes, a GATT read or
+// write of a characteristic config.json names for it. The answer is the response the MQTT side
+// publishes, which comes after the GATT operation (the POST waits for it).
+async function loadActions() {
+  const name = state.device;
+  const actions = await api("/api/page/actions?device=" + encodeURIComponent(name));
+  if (state.view !== "device" || state.device !== name) return;
+  const options = [];
+  if (actions) {
+    for (const command of actions.commands) {
+      const range = command.options ? " (" + command.options.join(", ") + ")"
+        : command.minimum !== undefined || command.maximum !== undefined
+          ? " (" + (command.minimum ?? "") + "…" + (command.maximum ?? "") + ")" : "";
+      options.push([JSON.stringify({ kind: "command", command: command.name, encoding: command.encoding }),
+        "command " + command.name + ": " + command.encoding + range]);
+    }
+    for (const attribute of actions.attributes) {
+      options.push([JSON.stringify({ kind: "read", attribute: attribute }), "read " + attribute]);
+    }
+    if (actions.raw_gatt) {
+      for (const item of actions.characteristics) {
+        const target = { service: item.service, characteristic: item.characteristic };
+        const label = (item.service ? item.service + "/" : "") + item.characteristic;
+        options.push([JSON.stringify(Object.assign({ kind: "gatt/read" }, target)), "GATT read " + label]);
+        options.push([JSON.stringify(Object.assign({ kind: "gatt/write" }, target)), "GATT write " + label + " (hex)"]);
+      }
+    }
+  }
+  const select = document.getElementById("send-kind");
+  select.replaceChildren(...options.map(([value, label]) => el("option", { value: value }, label)));
+  document.getElementById("send").hidden = options.length === 0;
+}
+
+function commandValue(text, encoding) {
+  // A command's value as JSON when it reads as JSON (42, true, "x"), else as the string typed.
+  if (encoding === "string" || encoding === "utf8") return text;
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    return text;
+  }
+}
+
+document.getElementById("send").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const choice = JSON.parse(document.getElementById("send-kind").value);
+  const text = document.getElementById("send-value").value.trim();
+  const body = { device: state.device };
+  if (choice.kind === "command") Object.assign(body, { command: choice.command, value: commandValue(text, choice.encoding) });
+  if (choice.kind === "read") body.attribute = choice.attribute;
+  if (choice.kind.startsWith("gatt/")) {
+    if (choice.service) body.service = choice.service;
+    body.characteristic = choice.characteristic;
+    if (choice.kind === "gatt/write") body.value = text;
+  }
+  const result = document.getElementById("send-result");
+  result.className = "";
+  result.textContent = choice.kind + ": waiting for the device…";
+  const response = await fetch("/api/page/send/" + choice.kind, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": state.csrf || "" },
+    body: JSON.stringify(body),
+  }).catch(() => null);
+  const answer = response && response.headers.get("Content-Type") === "application/json" ? await response.json() : null;
+  const ok = answer !== null && answer.status === "ok";
+  result.className = ok ? "ok" : "failed";
+  if (answer === null) {
+    result.textContent = choice.kind + ": " + (response ? "HTTP " + response.status
+      + (response.status === 504 ? " (no response in time)" : "") : "no answer");
+    return;
+  }
+  const parts = [answer.status];
+  if (answer.error) parts.push(answer.error);
+  if (answer.att_error) parts.push("ATT error " + answer.att_error);
+  if (answer.data !== undefined) parts.push("data " + (typeof answer.data === "string" ? answer.data : JSON.stringify(answer.data)));
+  result.textContent = choice.kind + ": " + parts.join("; ");
+});
+
+// MARK: The fleet and the proxy (read every 3 s)
+
+async function loadFleet() {
+  const fleet = await api("/api/page/fleet");
+  document.getElementById("fleet-off").hidden = fleet !== null;
+  document.getElementById("fleet-on").hidden = fleet === null;
+  if (fleet === null) {
+    document.getElementById("fleet-me").textContent = "";
+    return;
+  }
+  document.getElementById("fleet-me").textContent = "(this gateway: " + fleet.gateway_id + ", "
+    + fleet.handovers_total + " devices gained so far)";
+  document.getElementById("fleet-peers").textContent = fleet.peers.length === 0 ? "No other gateway heard."
+    : "Other gateways: " + fleet.peers.map((peer) => peer.gateway + " (heard " + peer.last_message_s + " s ago)").join(", ");
+  const rssi = (value) => (value === null ? "–" : value + " dBm");
+  document.querySelector("#fleet tbody").replaceChildren(...fleet.devices.map((device) => el("tr", {},
+    el("td", {}, device.name || "–"), el("td", { class: "mono" }, device.address), el("td", {}, device.owner || "nobody"),
+    el("td", {}, device.role),
+    el("td", {}, device.gateways.map((entry) => entry.gateway + ": " + rssi(entry.rssi)
+      + (entry.claim === "none" ? "" : " (" + entry.claim + ")")).join(", ")))));
+  document.querySelector("#handovers tbody").replaceChildren(...fleet.handovers.map((handover) => el("tr", {},
+    el("td", {}, clock(handover.at)), el("td", {}, handover.name || handover.address),
+    el("td", {}, handover.gained ? "gained here" : "went to another gateway"), el("td", {}, handover.reason))));
+}
+
+async function loadProxy() {
+  const proxy = await api("/api/page/proxy");
+  document.getElementById("proxy-off").hidden = proxy !== null;
+  document.getElementById("proxy-on").hidden = proxy === null;
+  if (proxy === null) {
+    document.getElementById("proxy-summary").textContent = "";
+    return;
+  }
+  document.getElementById("proxy-summary").textContent = "(" + proxy.clients.length + " client(s), "
+    + proxy.slots.free + " of " + proxy.slots.total + " slots free)";
+  const facts = [
+    ["name", proxy.name], ["listens on", proxy.listen], ["encryption", proxy.encrypted ? "Noise (key set)" : "none"],
+    ["scanner", proxy.scanner.mode + " (configured " + proxy.scanner.configured_mode + "), " + proxy.scanner.state],
+    ["connection slots", proxy.slots.free + " free of " + proxy.slots.total],
+  ];
+  document.getElementById("proxy-facts").replaceChildren(
+    ...facts.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+  const yes = (flag) => (flag ? "subscribed" : "–");
+  document.querySelector("#proxy-clients tbody").replaceChildren(...proxy.clients.map((client) => el("tr", {},
+    el("td", { class: "mono" }, client.peer), el("td", {}, client.info || "(handshake)"), el("td", {}, client.api_version || "–"),
+    el("td", {}, client.connected_s + " s"), el("td", {}, yes(client.advertisements)), el("td", {}, yes(client.connection_slots)))));
+  document.querySelector("#proxy-connections tbody").replaceChildren(...proxy.slots.connections.map((connection) =>
+    el("tr", {}, el("td", { class: "mono" }, connection.address), el("td", {}, connection.client || "(gone)"),
+      el("td", {}, connection.connected ? "connected" : "connecting"))));
+}
+
 // MARK: The radio
 
 function outcomeText(entry) {
@@ -390,7 +520,7 @@ async function loadConfig() {
 function route() {
   const hash = decodeURIComponent(location.hash.slice(1));
   let view = hash.split("/")[0] || "devices";
-  if (!["devices", "device", "radio", "health", "log", "config"].includes(view)) view = "devices";
+  if (!["devices", "device", "radio", "fleet", "proxy", "health", "log", "config"].includes(view)) view = "devices";
   state.view = view;
   state.device = view === "device" ? hash.slice("device/".length) : null;
   for (const section of document.querySelectorAll("main > section")) section.hidden = true;
@@ -400,17 +530,23 @@ function route() {
   }
   clearInterval(state.timer);
   const refresh = {
-    devices: loadDevices, device: loadHistory, radio: loadRadio, health: loadHealth, log: loadLog, config: loadConfig,
+    devices: loadDevices, device: loadHistory, radio: loadRadio, fleet: loadFleet, proxy: loadProxy, health: loadHealth,
+    log: loadLog, config: loadConfig,
   }[view];
   if (view === "device") {
     document.getElementById("device-name").textContent = state.device;
     document.getElementById("action-result").textContent = "";
+    document.getElementById("send-result").textContent = "";
+    document.getElementById("send").hidden = true;
+    loadActions().catch(() => {});
     renderDeviceFacts();
     loadDevices().catch(() => {});
   }
   refresh().catch(() => {});
   // The event stream carries readings and availability; the rest is read again every few seconds.
-  const every = { devices: 10000, device: 5000, radio: 2000, health: 5000, log: 3000, config: 10000 }[view];
+  const every = {
+    devices: 10000, device: 5000, radio: 2000, fleet: 3000, proxy: 3000, health: 5000, log: 3000, config: 10000,
+  }[view];
   state.timer = setInterval(() => refresh().catch(() => {}), every);
 }
 

@@ -138,17 +138,48 @@ static inline const union MHD_DaemonInfo *gattway_mhd_daemon_info(struct MHD_Dae
     return fn(daemon, type);
 }
 
-/// Sets each new connection's socket send buffer to the size carried in `cls` (an integer, not a
-/// pointer; 0: the kernel's default), so a client that does not read holds at most that much in
-/// the kernel on our side.
-static inline void gattway_mhd_connection_started(
+/// The connection limit as the server keeps it: libmicrohttpd's own limit closes a connection
+/// beyond it without telling anyone, so the accept policy below refuses it first and counts it.
+struct gattway_mhd_limit {
+    /// Each new connection's socket send buffer (0: the kernel's default).
+    int send_buffer;
+    /// Connections started and not closed yet.
+    unsigned int open;
+    /// At most this many at once.
+    unsigned int limit;
+    /// Connections refused at the limit so far.
+    unsigned long refused;
+};
+
+/// Counts connections as they start and close, and sets each new one's socket send buffer to
+/// `send_buffer`, so a client that does not read holds at most that much in the kernel on our side.
+static inline void gattway_mhd_connection_notify(
     void *cls, struct MHD_Connection *connection, void **socketContext, enum MHD_ConnectionNotificationCode toe)
 {
     (void) socketContext;
-    int size = (int) (intptr_t) cls;
-    if (toe != MHD_CONNECTION_NOTIFY_STARTED || size <= 0) return;
+    struct gattway_mhd_limit *limit = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (limit->open > 0) limit->open -= 1;
+        return;
+    }
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED) return;
+    limit->open += 1;
+    int size = limit->send_buffer;
+    if (size <= 0) return;
     const union MHD_ConnectionInfo *info = gattway_mhd_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (info != NULL) (void) setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
+/// The accept policy: a connection beyond the limit is refused (libmicrohttpd closes it) and counted.
+static inline enum MHD_Result gattway_mhd_accept(void *cls, const struct sockaddr *address, socklen_t length) {
+    (void) address;
+    (void) length;
+    struct gattway_mhd_limit *limit = cls;
+    if (limit->open >= limit->limit) {
+        limit->refused += 1;
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 /// The daemon in external-poll mode over epoll (one descriptor for the caller's poll loop), with
@@ -156,8 +187,8 @@ static inline void gattway_mhd_connection_started(
 /// limits given; TLS when `cert` and `key` (PEM text) are both non-NULL. NULL when it cannot start
 /// (MHD logs why with MHD_USE_ERROR_LOG). Call gattway_mhd_load first.
 static inline struct MHD_Daemon *gattway_mhd_start(
-    int listenSocket, unsigned int connectionLimit, size_t memoryLimit,
-    unsigned int timeoutSeconds, int sendBuffer, const char *cert, const char *key, MHD_AccessHandlerCallback handler,
+    int listenSocket, struct gattway_mhd_limit *limit, size_t memoryLimit,
+    unsigned int timeoutSeconds, const char *cert, const char *key, MHD_AccessHandlerCallback handler,
     void *context, MHD_RequestCompletedCallback completed, void *(*uriLog)(void *, const char *, struct MHD_Connection *))
 {
     GATTWAY_MHD_FUNCTION(MHD_start_daemon);
@@ -172,15 +203,16 @@ static inline struct MHD_Daemon *gattway_mhd_start(
     } else {
         tls[0].option = MHD_OPTION_END;
     }
+    // libmicrohttpd's own limit one above ours: the accept policy refuses (and counts) first.
     return fn(
-        flags, 0, NULL, NULL, handler, context,
+        flags, 0, gattway_mhd_accept, limit, handler, context,
         MHD_OPTION_LISTEN_SOCKET, listenSocket,
-        MHD_OPTION_CONNECTION_LIMIT, connectionLimit,
+        MHD_OPTION_CONNECTION_LIMIT, limit->limit + 1,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memoryLimit,
         MHD_OPTION_CONNECTION_TIMEOUT, timeoutSeconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, context,
         MHD_OPTION_URI_LOG_CALLBACK, uriLog, context,
-        MHD_OPTION_NOTIFY_CONNECTION, gattway_mhd_connection_started, (void *) (intptr_t) sendBuffer,
+        MHD_OPTION_NOTIFY_CONNECTION, gattway_mhd_connection_notify, limit,
         MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
 }

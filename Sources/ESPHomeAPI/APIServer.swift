@@ -315,6 +315,7 @@ public final class APIServer: @unchecked Sendable {
         let outcome = client.session.receive(bytes, scanner: scannerStatus)
         for line in outcome.debug { log(.debug, "API: \(client.peer): \(line)") }
         if let hello = outcome.hello {
+            client.hello = (hello.info, "\(hello.major).\(hello.minor)")
             log(.info, "API: \(client.peer) (\(hello.info), API \(hello.major).\(hello.minor)) connected")
         }
         switch outcome.failure {
@@ -616,6 +617,8 @@ public final class APIServer: @unchecked Sendable {
         var pinged = false
         /// The client subscribed to BluetoothConnectionsFreeResponse.
         var connectionsFreeSubscribed = false
+        /// What its HelloRequest said: its name and version, and the API version it speaks.
+        var hello: (info: String, api: String)?
         var pendingBytes: Int { queue.count - sent }
 
         init(id: Int, fd: Int32, peer: String, now: UInt64, session: APISession) {

@@ -492,12 +492,18 @@ extension APIServer {
     /// its recovery of lost disconnects otherwise). The gateway's own links therefore show as a
     /// smaller `limit`, never as slots taken by unknown addresses.
     var connectionsFreeMessage: ServerMessage {
+        let slots = connectionSlots
+        return .connectionsFree(
+            free: UInt32(clamping: slots.free), limit: UInt32(clamping: slots.limit), allocated: slots.allocated)
+    }
+
+    /// The figures of BluetoothConnectionsFreeResponse (``connectionsFreeMessage``). Loop thread.
+    public var connectionSlots: (free: Int, limit: Int, allocated: [UInt64]) {
         let slots = configuration.features.contains(.activeConnections) ? max(0, configuration.connectionSlots) : 0
         let allocated = proxiedAddresses
         var free = max(0, slots - allocated.count)
         if let shared = backend?.sharedFreeSlots { free = min(free, max(0, shared)) }
-        return .connectionsFree(
-            free: UInt32(clamping: free), limit: UInt32(clamping: allocated.count + free), allocated: allocated)
+        return (free, allocated.count + free, allocated)
     }
 
     /// Sends the connections-free count to the subscribed clients when it differs from the

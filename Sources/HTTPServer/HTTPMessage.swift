@@ -75,11 +75,56 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// What a handler answers: a response, or a stream of Server-Sent Events the caller keeps and
-/// pushes events into.
+/// What a handler answers: a response, a stream of Server-Sent Events the caller keeps and
+/// pushes events into, or a response that comes later (``DeferredReply``).
 public enum HTTPReply {
     case response(HTTPResponse)
     case events(EventStream)
+    case deferred(DeferredReply)
+}
+
+/// A response a handler gives later — when an operation it started ends: the connection is
+/// suspended until ``answer(_:)`` (or the timeout, which answers 504; or the server's stop, 503).
+/// Only the first answer counts. Loop-confined: made by a handler, answered on the loop thread.
+public final class DeferredReply {
+    /// Seconds until the server answers 504 itself.
+    public let timeout: Double
+    /// Called once when the server answered for the handler (timeout or stop), so that it can
+    /// stop waiting for its operation; not called after ``answer(_:)``.
+    public var onAbandon: (() -> Void)?
+    /// Set by the server while the connection waits.
+    var link: (any DeferredReplyLink)?
+    /// The answer, once given.
+    private(set) var response: HTTPResponse?
+
+    public init(timeout: Double) { self.timeout = timeout }
+
+    /// Whether it was answered (by the handler or the server).
+    public var isAnswered: Bool { response != nil }
+
+    /// Answers the request (the first answer only).
+    public func answer(_ response: HTTPResponse) {
+        guard self.response == nil else { return }
+        self.response = response
+        onAbandon = nil
+        let link = self.link
+        self.link = nil
+        link?.ready()
+    }
+
+    /// The server answers in the handler's place: the handler's answer is no longer awaited.
+    func abandon(_ response: HTTPResponse) {
+        guard self.response == nil else { return }
+        let abandoned = onAbandon
+        answer(response)
+        abandoned?()
+    }
+}
+
+/// What a deferred reply asks of the server that holds its connection.
+protocol DeferredReplyLink: AnyObject {
+    /// The answer is there: resume the connection and send it.
+    func ready()
 }
 
 extension Substring {

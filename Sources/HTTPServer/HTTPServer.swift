@@ -77,6 +77,8 @@ public final class HTTPServer {
         case tooLarge
         /// A request target that is not a path with a well-formed query string (400).
         case badRequest
+        /// A connection beyond ``HTTPServerConfiguration/maxConnections``, closed at once.
+        case connectionLimit
     }
 
     public let configuration: HTTPServerConfiguration
@@ -90,6 +92,12 @@ public final class HTTPServer {
     private var watch: EventLoop.Token?
     private var timer: EventLoop.Token?
     private var streams: [ObjectIdentifier: StreamBinding] = [:]
+    /// Requests whose answer comes later (``DeferredReply``), their connections suspended.
+    private var waiting: [ObjectIdentifier: PendingReply] = [:]
+    /// What the connection-limit check shares with the C callbacks (connections open, refused).
+    private let limit = UnsafeMutablePointer<gattway_mhd_limit>.allocate(capacity: 1)
+    /// Connections refused at the limit so far, as last told to ``HTTPHandlers/refused``.
+    private var refusedConnections: UInt = 0
     /// PEM text kept alive while the daemon uses it.
     private var certificate: [CChar] = []
     private var key: [CChar] = []
@@ -109,10 +117,22 @@ public final class HTTPServer {
     /// Whether libmicrohttpd is in the process (this server or another loaded it).
     public static var libraryLoaded: Bool { gattway_mhd_is_loaded() != 0 }
 
+    /// Requests waiting for a deferred answer now.
+    public var waitingCount: Int { waiting.count }
+
     private init(configuration: HTTPServerConfiguration, loop: EventLoop, handlers: HTTPHandlers) {
         self.configuration = configuration
         self.loop = loop
         self.handlers = handlers
+        limit.initialize(
+            to: gattway_mhd_limit(
+                send_buffer: Int32(clamping: configuration.socketSendBuffer), open: 0,
+                limit: UInt32(clamping: configuration.maxConnections), refused: 0))
+    }
+
+    deinit {
+        limit.deinitialize(count: 1)
+        limit.deallocate()
     }
 
     /// Whether this libmicrohttpd was built with HTTPS (Debian's is); loads the library to ask.
@@ -213,9 +233,8 @@ public final class HTTPServer {
         let daemon = certificate.withUnsafeBufferPointer { certificate in
             key.withUnsafeBufferPointer { key in
                 gattway_mhd_start(
-                    listener, UInt32(clamping: configuration.maxConnections), configuration.connectionMemoryLimit,
+                    listener, limit, configuration.connectionMemoryLimit,
                     UInt32(clamping: configuration.timeoutSeconds),
-                    Int32(clamping: configuration.socketSendBuffer),
                     configuration.tls == nil ? nil : certificate.baseAddress,
                     configuration.tls == nil ? nil : key.baseAddress, accessHandler, context, requestCompleted, uriLog)
             }
@@ -255,6 +274,7 @@ public final class HTTPServer {
             binding.stream.finish()
             binding.resume()
         }
+        for pending in Array(waiting.values) { pending.reply.abandon(.text(503, "the server is stopping")) }
         gattway_MHD_run(daemon)
         if let watch { loop.removeWatch(watch) }
         if let timer { loop.cancelTimer(timer) }
@@ -278,6 +298,11 @@ public final class HTTPServer {
             gattway_MHD_run(daemon)
             gattway_MHD_run(daemon)
         }
+        // Connections the accept policy closed at the limit since the last run.
+        while refusedConnections < limit.pointee.refused {
+            refusedConnections += 1
+            handlers.refused(.connectionLimit)
+        }
         if let timer { loop.cancelTimer(timer) }
         timer = nil
         var milliseconds: CUnsignedLongLong = 0
@@ -297,6 +322,8 @@ public final class HTTPServer {
         var head: HTTPRequest?
         var body: [UInt8] = []
         var answered = false
+        /// The answer a handler gives later; the connection is suspended until then.
+        var deferred: DeferredReply?
 
         init(target: String) { self.target = target }
     }
@@ -328,6 +355,11 @@ public final class HTTPServer {
             return true
         }
         if context.answered {
+            // A deferred answer given: the resumed connection is asked again, with no upload.
+            if size.pointee == 0, let deferred = context.deferred, let response = deferred.response {
+                context.deferred = nil
+                return queue(connection, response)
+            }
             size.pointee = 0
             return true
         }
@@ -349,7 +381,26 @@ public final class HTTPServer {
         switch handlers.respond(head) {
         case .response(let response): return queue(connection, response)
         case .events(let stream): return queue(connection, stream)
+        case .deferred(let reply):
+            if let response = reply.response { return queue(connection, response) }
+            context.deferred = reply
+            let pending = PendingReply(server: self, connection: connection, reply: reply)
+            waiting[ObjectIdentifier(pending)] = pending
+            reply.link = pending
+            pending.timer = loop.addTimer(after: reply.timeout) { [weak reply] in
+                reply?.abandon(.text(504, "no answer within \(Int(reply?.timeout ?? 0)) s"))
+            }
+            gattway_MHD_suspend_connection(connection)
+            return true
         }
+    }
+
+    fileprivate func resume(_ pending: PendingReply) {
+        waiting[ObjectIdentifier(pending)] = nil
+        if let timer = pending.timer { loop.cancelTimer(timer) }
+        pending.timer = nil
+        gattway_MHD_resume_connection(pending.connection)
+        serveSoon()
     }
 
     /// Headers every response has: no caching of what may be private, no content sniffing, no
@@ -429,6 +480,22 @@ public final class HTTPServer {
         streams[ObjectIdentifier(binding)] = nil
         binding.stream.finish()
     }
+}
+
+/// A request waiting for its deferred answer: its connection suspended, its timeout armed.
+final class PendingReply: DeferredReplyLink {
+    unowned let server: HTTPServer
+    let connection: OpaquePointer
+    let reply: DeferredReply
+    var timer: EventLoop.Token?
+
+    init(server: HTTPServer, connection: OpaquePointer, reply: DeferredReply) {
+        self.server = server
+        self.connection = connection
+        self.reply = reply
+    }
+
+    func ready() { server.resume(self) }
 }
 
 /// An event stream served on a connection: suspends it while nothing waits, resumes it when an

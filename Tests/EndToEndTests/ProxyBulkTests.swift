@@ -47,6 +47,36 @@ struct ProxyBulkTests {
         return false
     }
 
+    /// Two clients of the proxy at `port`: one that said hello and watches advertisements, one
+    /// that said hello and connected the Bulk device (tried a few times while BlueZ learns of it).
+    /// The caller closes both.
+    static func watcherAndConnectedClient(_ e2e: EndToEnd, port: UInt16) async throws -> (
+        watcher: ESPHomeTestClient, client: ESPHomeTestClient
+    ) {
+        var watcher = try ESPHomeTestClient(port: port)
+        watcher.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+        #expect(watcher.receive()?.type == MessageType.helloResponse)
+        watcher.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
+        var client = try ESPHomeTestClient(port: port)
+        client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
+        #expect(client.receive()?.type == MessageType.helloResponse)
+        try await AdaptersTests.waitUntil("BlueZ knows the device") {
+            try await AdaptersTests.known(e2e, "hci0", "C0:FF:EE:00:00:01")
+        }
+        var connected = false
+        for _ in 0..<5 where !connected {
+            connected = connect(&client)
+            if !connected { try await Task.sleep(for: .milliseconds(300)) }
+        }
+        guard connected else {
+            watcher.close()
+            client.close()
+            Issue.record("the Bulk device not connected through the proxy\n\(e2e.gateway.log())")
+            throw CancellationError()
+        }
+        return (watcher, client)
+    }
+
     @Test(
         "400 writes without response (100 KB) all reach the device in order; the other client's advertisements keep coming"
     )
@@ -60,24 +90,11 @@ struct ProxyBulkTests {
             """
         try await EndToEnd.run(config: config, scenario: try Self.scenario()) { e2e in
             try await AdaptersTests.waitUntil("the proxy's listener") { LoopbackPort.accepts(port) }
-            var watcher = try ESPHomeTestClient(port: port)
-            defer { watcher.close() }
-            watcher.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(watcher.receive()?.type == MessageType.helloResponse)
-            watcher.send(type: MessageType.subscribeBluetoothLEAdvertisementsRequest, [0x08, 0x01])
-            var client = try ESPHomeTestClient(port: port)
-            defer { client.close() }
-            client.send(type: MessageType.helloRequest, ESPHomeTestClient.hello())
-            #expect(client.receive()?.type == MessageType.helloResponse)
-            try await AdaptersTests.waitUntil("BlueZ knows the device") {
-                try await AdaptersTests.known(e2e, "hci0", "C0:FF:EE:00:00:01")
+            var (watcher, client) = try await Self.watcherAndConnectedClient(e2e, port: port)
+            defer {
+                watcher.close()
+                client.close()
             }
-            var connected = false
-            for _ in 0..<5 where !connected {
-                connected = Self.connect(&client)
-                if !connected { try await Task.sleep(for: .milliseconds(300)) }
-            }
-            try #require(connected, "\(e2e.gateway.log())")
             // ff10 is BlueZ's char000b (the proxy's handles are BlueZ's).
             let chunks = (0..<400).map { index in (0..<244).map { UInt8(truncatingIfNeeded: index &* 13 &+ $0) } }
             let fd = client.fd

@@ -279,6 +279,17 @@ extension WebTests {
                 try await Self.get(port, "/api/health").status == 200
             }
             close(second)
+            // The connections closed at the limit were counted, in bridge/health and /metrics.
+            let health = try await Self.health(port)
+            guard case .number(let refused)? = health["web"]?["refused"]?["connection_limit"] else {
+                Issue.record("no connection_limit in \(health)")
+                return
+            }
+            #expect(refused >= 1, "\(health)")
+            let metrics = try await Self.get(port, "/metrics")
+            #expect(
+                (Self.value(metrics.body, #"gattway_web_refused_total{reason="connection_limit"}"#) ?? 0) >= 1,
+                "\(metrics.body)")
         }
     }
 

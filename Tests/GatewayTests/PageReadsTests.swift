@@ -90,4 +90,64 @@ struct PageReadsTests {
         #expect(await harness.gateway.pageRequest(verb: "gatt/write", payload: Array("{}".utf8)) == nil)
         await harness.stop()
     }
+
+    /// What a page's send got back (the answer closure runs on the loop, one at a time).
+    final class Answers: @unchecked Sendable {
+        var values: [JSONValue] = []
+    }
+
+    @Test(
+        "send: a body naming no registered device or an unnamed characteristic is refused before anything is sent; an unknown command is answered at once, as on MQTT, with the page's transaction"
+    )
+    func send() async throws {
+        let harness = try Harness(
+            """
+            {"mqtt": {"server": "mqtt://127.0.0.1:1883"}, "bluetooth": {"scan": {"services": []}},
+             "devices": [{"match": {"address": "A4:C1:38:00:00:01"}, "name": "lamp", "raw_gatt": true,
+               "commands": {"light": {"service": "ff00", "characteristic": "ff01", "encoding": "bool"}}}]}
+            """)
+        try await harness.start()
+        await harness.gateway.handle(bthome(address("A4:C1:38:00:00:01"), rssi: -61))
+        await harness.settle()
+        let answers = Answers()
+        func send(_ kind: String, _ body: String) async -> Gateway.PageSendStart {
+            await harness.gateway.pageSend(kind, body: Array(body.utf8)) { answers.values.append($0) }
+        }
+        #expect(await send("command", "[1]") == .refused("expected a JSON object"))
+        #expect(await send("reboot", #"{"device": "lamp"}"#) == .refused(#"no such action "reboot""#))
+        let nobody = await send("command", #"{"device": "nobody", "command": "light", "value": true}"#)
+        #expect(
+            nobody
+                == .refused("device: expected the name or address of a device config.json names or that is registered"))
+        let unnamed = await send("gatt/write", #"{"device": "lamp", "characteristic": "2a00", "value": "00"}"#)
+        #expect(
+            unnamed
+                == .refused(
+                    "characteristic 2A00 is not named for lamp by config.json (its subscribe, poll or commands)"))
+        // The wrong service for a named characteristic is not it either.
+        let wrongService = await send(
+            "gatt/read", #"{"device": "lamp", "service": "180f", "characteristic": "ff01"}"#)
+        #expect(
+            wrongService
+                == .refused(
+                    "characteristic FF01 is not named for lamp by config.json (its subscribe, poll or commands)"))
+        #expect(harness.mqtt.messages(on: "gattway/lamp/response").isEmpty, "nothing was sent")
+        // An unknown command: the command runner answers at once, on MQTT and to the page.
+        let dance = await send("command", #"{"device": "lamp", "command": "dance", "value": 1}"#)
+        guard case .waiting(let token) = dance else {
+            Issue.record("not sent: \(dance)")
+            return
+        }
+        #expect(answers.values.count == 1)
+        #expect(answers.values.first?["transaction"] == .string("page-\(token)"))
+        #expect(answers.values.first?["status"] == .string("error"))
+        #expect("\(answers.values)".contains(#"unknown command \"dance\""#))
+        #expect(harness.mqtt.messages(on: "gattway/lamp/response").count == 1)
+        // Another response on the same topic (an MQTT client's) is not the page's.
+        await harness.gateway.handle(
+            MQTTInboundMessage(topic: "gattway/lamp/set", payload: Array(#"{"dance": 1, "transaction": 7}"#.utf8)))
+        await harness.settle()
+        #expect(answers.values.count == 1)
+        await harness.stop()
+    }
 }

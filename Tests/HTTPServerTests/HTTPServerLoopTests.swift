@@ -13,6 +13,12 @@ struct HTTPServerLoopTests {
         let loop = EventLoop(name: "http-test")
         var server: HTTPServer?
         var streams: [EventStream] = []
+        /// The deferred replies of `/later?timeout=<s>` (not answered by the route).
+        var deferred: [DeferredReply] = []
+        /// How many were abandoned (the server answered 504 or 503 in the route's place).
+        var abandoned = 0
+        /// What the server refused itself.
+        var refusals: [HTTPServer.Refusal] = []
 
         func start(_ configure: (inout HTTPServerConfiguration) -> Void = { _ in }) async throws -> UInt16 {
             var configuration = HTTPServerConfiguration()
@@ -31,8 +37,14 @@ struct HTTPServerLoopTests {
                                 streams.append(stream)
                                 return .events(stream)
                             }
+                            if request.path == "/later" {
+                                let reply = DeferredReply(timeout: Double(request.queryValue("timeout") ?? "") ?? 30)
+                                reply.onAbandon = { [self] in abandoned += 1 }
+                                deferred.append(reply)
+                                return .deferred(reply)
+                            }
                             return .response(.text(200, "ok \(request.method) \(request.path) \(request.body.count)"))
-                        }, refused: { _ in }))
+                        }, refused: { [self] in refusals.append($0) }))
                 self.server = server
                 return server.port
             }
@@ -114,6 +126,9 @@ extension HTTPServerLoopTests {
         let served = try await Self.curlUntil("\n200", port)
         #expect(served.hasSuffix("\n200"), "\(served)")
         close(second)
+        // Each connection closed at the limit was counted (none before it).
+        let refusals = try await fixture.loop.submit { fixture.refusals }
+        #expect(!refusals.isEmpty && refusals.allSatisfy { $0 == .connectionLimit }, "\(refusals)")
         try await fixture.stop()
     }
 }
@@ -151,5 +166,45 @@ extension HTTPServerLoopTests {
         let after = try await fixture.loop.submit { fixture.server?.eventStreamCount ?? -1 }
         #expect(after == 0, "streams still served: \(after) (was \(count))")
         try await fixture.stop()
+    }
+}
+
+extension HTTPServerLoopTests {
+    @Test("a deferred reply: the connection waits until the handler answers; unanswered, 504 at its timeout")
+    func deferredReply() async throws {
+        let fixture = Fixture()
+        let port = try await fixture.start()
+        let waiting = Task { try await Self.curl(["--max-time", "20", "http://127.0.0.1:\(port)/later"]) }
+        // Answered by the handler later (a command's response after its GATT write).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await fixture.loop.submit({ fixture.deferred.count }) < 1, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await fixture.loop.submit { fixture.server?.waitingCount } == 1)
+        try await fixture.loop.submit { fixture.deferred[0].answer(.text(200, "later")) }
+        let answer = try await waiting.value
+        #expect(answer == "later\n\n200", "\(answer)")
+        // Never answered: 504 once its timeout passed, the handler told it was abandoned.
+        let started = ContinuousClock.now
+        let timedOut = try await Self.curl(["--max-time", "20", "http://127.0.0.1:\(port)/later?timeout=1"])
+        #expect(timedOut.hasSuffix("\n504"), "\(timedOut)")
+        #expect(ContinuousClock.now - started >= .milliseconds(900))
+        #expect(try await fixture.loop.submit { (fixture.abandoned, fixture.server?.waitingCount) } == (1, 0))
+        // A late answer after the timeout changes nothing; the server serves on.
+        try await fixture.loop.submit { fixture.deferred[1].answer(.text(200, "too late")) }
+        let plain = try await Self.curl(["http://127.0.0.1:\(port)/x"])
+        #expect(plain.hasSuffix("\n200"), "\(plain)")
+        // At the stop a waiting request is answered 503.
+        let atStop = Task { try await Self.curl(["--max-time", "20", "http://127.0.0.1:\(port)/later"]) }
+        while try await fixture.loop.submit({ fixture.deferred.count }) < 3,
+            ContinuousClock.now < deadline + .seconds(20)
+        {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        try await fixture.stop()
+        let stopped = try await atStop.value
+        #expect(stopped.hasSuffix("\n503"), "\(stopped)")
     }
 }

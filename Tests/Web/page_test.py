@@ -168,6 +168,44 @@ def run(browser, base, token, screenshots):
     )
     check(forbidden == 403, f"the same request without the CSRF token answers {forbidden}")
 
+    # A command from the lamp's page: the commands its rule declares are offered; "light" true is
+    # written to the lamp and the page shows the response gattway/lamp/response carries.
+    browser.evaluate("location.hash = '#device/desk_lamp'; true")
+    offered = browser.wait_for(
+        "(() => { const options = [...document.querySelectorAll('#send-kind option')].map((o) => o.textContent);"
+        " return !document.getElementById('send').hidden && options.length > 0 && options; })()"
+    )
+    check(any(option.startswith("command light") for option in offered), f"the desk lamp's page offers: {offered}")
+    browser.evaluate(
+        "(() => { const select = document.getElementById('send-kind');"
+        " select.value = [...select.options].find((o) => o.textContent.startsWith('command light')).value;"
+        " document.getElementById('send-value').value = 'true';"
+        " document.getElementById('send').requestSubmit(); return true; })()"
+    )
+    answer = browser.wait_for(
+        "(() => { const text = document.getElementById('send-result').textContent;"
+        " return !text.includes('waiting') && text; })()",
+        timeout=40,
+    )
+    check(answer == "command: ok", f"the lamp's command answered from the page: {answer}")
+    forbidden = browser.evaluate(
+        "fetch('/api/page/send/command', {method: 'POST',"
+        " body: '{\"device\": \"desk_lamp\", \"command\": \"light\", \"value\": false}'})"
+        ".then((response) => response.status)"
+    )
+    check(forbidden == 403, f"a command without the CSRF token answers {forbidden}")
+
+    # The fleet and the proxy: the demo runs neither, and the views say so.
+    browser.evaluate("location.hash = '#fleet'; true")
+    browser.wait_for("!document.getElementById('fleet-off').hidden")
+    fleet_text = text_of(browser, "#fleet-off")
+    check("not in a fleet" in fleet_text, f"the fleet view: {fleet_text}")
+    check(browser.evaluate("document.getElementById('fleet-on').hidden"), "no empty fleet table")
+    browser.evaluate("location.hash = '#proxy'; true")
+    browser.wait_for("!document.getElementById('proxy-off').hidden")
+    proxy_text = text_of(browser, "#proxy-off")
+    check("proxy is off" in proxy_text, f"the proxy view: {proxy_text}")
+
     # The radio: every address heard, its AD bytes, and why it is not published.
     browser.evaluate("location.hash = '#radio'; true")
     mystery = "#radio tr[data-address='F0:0D:00:00:00:07']"
@@ -207,6 +245,7 @@ def run(browser, base, token, screenshots):
     check(True, f"the log view shows gattway run's last {len(lines)} lines, the web server's start among them")
     check(not any(token in line for line in lines), "the token is not in the log view")
     check(any("device/remove requested from the page" in line for line in lines), "the page's removal is logged")
+    check(any("web: command sent from the page" in line for line in lines), "the page's command is logged")
     check(not any("00112233445566778899aabbccddeeff" in line for line in lines), "the bind key is not in the log view")
     # config check of the running configuration: the demo's file, valid and as running.
     browser.evaluate("location.hash = '#config'; true")

@@ -116,6 +116,11 @@ extension Gateway {
         ])
     }
 
+    /// The fleet's view for the page (``Fleet/page(now:name:)``); nil when not in a fleet.
+    public var pageFleet: JSONValue? {
+        fleet?.page(now: context.clock.now()) { [registry] address in registry.id(address).map { registry[$0].name } }
+    }
+
     /// The bridge requests the page sends (``pageRequest(verb:payload:)``): those the core answers
     /// at once.
     public static let pageVerbs: Set<String> = ["device/remove", "device/bindkey"]
@@ -129,13 +134,13 @@ extension Gateway {
         final class Answer { var payload: [UInt8]? }
         let answer = Answer()
         let topic = context.bridge + "/response/" + verb
-        let previous = context.output.observer
-        context.output.observer = { message in
+        let output = context.output
+        let token = output.newToken()
+        output.watch(token) { message in
             if message.topic == topic, answer.payload == nil { answer.payload = message.payload }
-            previous?(message)
         }
         handle(MQTTInboundMessage(topic: context.bridge + "/request/" + verb, payload: payload))
-        context.output.observer = previous
+        output.unwatch(token)
         return answer.payload.flatMap { try? JSONValue.parse($0) }
     }
 

@@ -17,11 +17,28 @@ final class Output {
     private(set) var connected = true
     /// Told every message as it is published (the web server's event stream); nil: nobody listens.
     var observer: ((MQTTOutboundMessage) -> Void)?
+    /// Told every message as it is published until removed, each under a token (a page action
+    /// waiting for its response: ``Gateway/pageSend(_:body:answer:)``). Empty but for those waits.
+    private var watchers: [(token: Int, handler: (MQTTOutboundMessage) -> Void)] = []
+    private var lastToken = 0
 
     init(mqtt: any MQTTPort, qos: Int) {
         self.mqtt = mqtt
         self.qos = qos
     }
+
+    /// A new token for ``watch(_:handler:)`` (also a request's unique transaction).
+    func newToken() -> Int {
+        lastToken += 1
+        return lastToken
+    }
+
+    /// Tells `handler` every message published from now until ``unwatch(_:)`` with `token`.
+    func watch(_ token: Int, handler: @escaping (MQTTOutboundMessage) -> Void) {
+        watchers.append((token, handler))
+    }
+
+    func unwatch(_ token: Int) { watchers.removeAll { $0.token == token } }
 
     /// The MQTT port's connection came up or was lost: the store-and-forward stage switches mode.
     func connectionChanged(_ connected: Bool) {
@@ -63,6 +80,7 @@ final class Output {
     func send(_ message: MQTTOutboundMessage, kind: OutboundKind = .stored) {
         published += 1
         observer?(message)
+        if !watchers.isEmpty { for watcher in watchers { watcher.handler(message) } }
         if let outbox {
             outbox.publish(message, kind: kind)
         } else if message.capturedAt != nil {

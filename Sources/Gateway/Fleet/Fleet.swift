@@ -21,6 +21,19 @@ final class Fleet {
     /// Fleet messages refused (not this protocol, too big, malformed): counted, logged once a
     /// while.
     private(set) var invalidMessages = 0
+    /// The last ownership changes here, oldest first (at most ``keptHandovers``): the page's.
+    private(set) var recentHandovers: [Handover] = []
+    static let keptHandovers = 32
+
+    /// One change of this gateway's role for a device.
+    struct Handover {
+        /// Milliseconds since 1970.
+        var at: Int64
+        var address: BluetoothAddress
+        /// This gateway gained the device (else it went to another).
+        var gained: Bool
+        var reason: String
+    }
 
     init(context: CoreContext, now: Double) {
         self.context = context
@@ -154,6 +167,22 @@ final class Fleet {
     private func evaluate(now: Double) -> [FleetView.Change] {
         nextEvaluation = now + 1
         let changes = view.evaluate(now: now)
+        if !changes.isEmpty {
+            let wall = context.clock.wallMilliseconds()
+            for change in changes {
+                let (address, gained) =
+                    switch change {
+                    case .gained(let raw): (raw, true)
+                    case .lost(let raw): (raw, false)
+                    }
+                let reason = view.reasons.first { $0.address == address }?.reason ?? ""
+                recentHandovers.append(
+                    Handover(at: wall, address: BluetoothAddress(rawValue: address), gained: gained, reason: reason))
+            }
+            if recentHandovers.count > Self.keptHandovers {
+                recentHandovers.removeFirst(recentHandovers.count - Self.keptHandovers)
+            }
+        }
         pruneHeld()
         if view.claims != announced { announce(now: now) }
         return changes
@@ -171,6 +200,77 @@ final class Fleet {
     func leave(now: Double) {
         let message = view.message(now: now, online: false)
         context.output.publish(topic, owned: FleetMessageCodec.encode(message), retain: false, kind: .snapshot)
+    }
+
+    /// The page's fleet view (docs/web-page.md): `{"gateway_id", "peers": [{"gateway",
+    /// "last_message_s"}], "devices": [{"address", "name"?, "owner" (a gateway id or null), "role"
+    /// (this gateway's: owner, claiming, none), "gateways": [{"gateway", "rssi", "claim"}], this
+    /// gateway first}], "handovers": [{"at" (ms since 1970), "address", "name"?, "gained",
+    /// "reason"}] newest first, "handovers_total"}`. `name` gives a registered device's name.
+    func page(now: Double, name: (BluetoothAddress) -> String?) -> JSONValue {
+        let me = view.settings.me
+        let peers = view.peerSightings
+        func claim(_ claim: FleetView.Claim) -> String {
+            switch claim {
+            case .owner: "owner"
+            case .claiming: "claiming"
+            case .none: "none"
+            }
+        }
+        func rssi(_ value: Double?) -> JSONValue { value.map { .number($0.rounded()) } ?? .null }
+        let devices: [JSONValue] = view.devices.keys.sorted().map { raw in
+            let address = BluetoothAddress(rawValue: raw)
+            let device = view.devices[raw]
+            let role: String =
+                switch view.role(raw) {
+                case .owner: "owner"
+                case .claiming: "claiming"
+                case .none: "none"
+                }
+            var owner: String? = role == "owner" ? me : nil
+            var gateways: [JSONValue] = [
+                .object([("gateway", .string(me)), ("rssi", rssi(device?.rssi)), ("claim", .string(role))])
+            ]
+            for peer in peers {
+                guard let sighting = peer.sightings[raw] else { continue }
+                if sighting.claim == .owner, owner == nil { owner = peer.gateway }
+                gateways.append(
+                    .object([
+                        ("gateway", .string(peer.gateway)), ("rssi", rssi(sighting.rssi)),
+                        ("claim", .string(claim(sighting.claim))),
+                    ]))
+            }
+            var members: [(key: String, value: JSONValue)] = [("address", .string(address.description))]
+            if let name = name(address) { members.append(("name", .string(name))) }
+            members += [
+                ("owner", owner.map(JSONValue.string) ?? .null), ("role", .string(role)),
+                ("gateways", .array(gateways)),
+            ]
+            return .object(members)
+        }
+        let handovers: [JSONValue] = recentHandovers.reversed().map { handover in
+            var members: [(key: String, value: JSONValue)] = [
+                ("at", .number(Double(handover.at))), ("address", .string(handover.address.description)),
+            ]
+            if let name = name(handover.address) { members.append(("name", .string(name))) }
+            members += [("gained", .bool(handover.gained)), ("reason", .string(handover.reason))]
+            return .object(members)
+        }
+        return .object([
+            ("gateway_id", .string(me)),
+            (
+                "peers",
+                .array(
+                    peers.map {
+                        .object([
+                            ("gateway", .string($0.gateway)),
+                            ("last_message_s", .number(((now - $0.lastMessage) * 10).rounded() / 10)),
+                        ])
+                    })
+            ),
+            ("devices", .array(devices)), ("handovers", .array(handovers)),
+            ("handovers_total", .number(Double(view.handovers))),
+        ])
     }
 
     /// The `fleet` section of `bridge/health`.

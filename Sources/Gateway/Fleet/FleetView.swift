@@ -109,6 +109,8 @@ package struct FleetView {
     package private(set) var devices: [UInt64: Device] = [:]
     /// Ownership changes so far (gained), for `bridge/health`.
     package private(set) var handovers = 0
+    /// Why each change of the last ``evaluate(now:)`` happened (the page's fleet view).
+    package private(set) var reasons: [(address: UInt64, reason: String)] = []
 
     /// How long a command run here is announced (seconds).
     package static let ranWindow = 10.0
@@ -133,6 +135,11 @@ package struct FleetView {
     }
 
     package var peerCount: Int { peers.count }
+
+    /// The other gateways: when each was last heard and what it said of each device.
+    package var peerSightings: [(gateway: String, lastMessage: Double, sightings: [UInt64: Sighting])] {
+        peers.map { ($0.key, $0.value.lastMessage, $0.value.sightings) }.sorted { $0.gateway < $1.gateway }
+    }
     package var ownedCount: Int { devices.values.count { $0.role == .owner } }
 
     package func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
@@ -296,6 +303,7 @@ package struct FleetView {
 
     /// Re-decides every device at `now`; returns the changes of this gateway's role.
     package mutating func evaluate(now: Double) -> [Change] {
+        reasons = []
         // Lapsed gateways first.
         for (name, peer) in peers where now - peer.lastMessage > settings.lease { dropPeer(name) }
         var changes: [Change] = []
@@ -354,6 +362,14 @@ package struct FleetView {
             let challenged = claimants.contains { Self.better($0, than: mine) }
             let gone = !hearing && (bestOther != nil)
             if outranked || challenged || gone {
+                reasons.append(
+                    (
+                        address,
+                        outranked
+                            ? "another gateway owned it too and hears it better"
+                            : challenged
+                                ? "a gateway that hears it better claimed it" : "this gateway no longer hears it"
+                    ))
                 device.role = .none
                 device.betterSince = nil
                 return .lost(address)
@@ -370,6 +386,12 @@ package struct FleetView {
                 // The claim stands for a moment first, so that a simultaneous claim of another
                 // gateway is seen before either publishes.
                 guard now - since >= Self.claimSettle || device.releasedToMe else { return nil }
+                reasons.append(
+                    (
+                        address,
+                        device.releasedToMe
+                            ? "its owner released it to this gateway" : "nobody owned it (or its owner went away)"
+                    ))
                 device.releasedToMe = false
                 device.role = .owner
                 device.handoverUntil = now + Self.handoverWindow

@@ -103,12 +103,12 @@ public struct GatewayProcess: Sendable {
         // The proxy starts first: a listener that cannot bind stops the process before the core
         // publishes anything.
         var gateway: [any Service] = [core]
-        if config.bluetoothProxy.enabled {
-            gateway.insert(
-                BluetoothProxyService(
-                    config: config, loop: loop, log: log, central: central, core: core, stateDirectory: stateDirectory),
-                at: 0)
-        }
+        let proxy =
+            config.bluetoothProxy.enabled
+            ? BluetoothProxyService(
+                config: config, loop: loop, log: log, central: central, core: core, stateDirectory: stateDirectory)
+            : nil
+        if let proxy { gateway.insert(proxy, at: 0) }
         var stages = [
             // The connections: the last step of the stop, together.
             ServiceGroup.Stage([mqtt, central] + (peripheral.map { [$0] } ?? []), window: .close),
@@ -122,7 +122,7 @@ public struct GatewayProcess: Sendable {
                     [
                         WebService(
                             config: config, loop: loop, log: log, core: core, mqtt: mqtt, counters: webCounters,
-                            logTail: logTail, configPath: options.configPath)
+                            logTail: logTail, configPath: options.configPath, proxy: proxy)
                     ],
                     window: .wait))
         }

@@ -1,3 +1,4 @@
+import ESPHomeAPI
 import EventLoop
 import Gateway
 import ProxyBackend
@@ -38,6 +39,9 @@ public final class BluetoothProxyService: Service {
         self.core = core
         self.stateDirectory = stateDirectory
     }
+
+    /// The proxy's API server once started (loop-confined: use it on the loop thread).
+    var server: APIServer? { started.withLock { $0 }?.server }
 
     public func start() async throws {
         let keyStore = try BluetoothProxy.keyStore(config.bluetoothProxy, stateDirectory: stateDirectory)

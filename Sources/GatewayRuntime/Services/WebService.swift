@@ -22,11 +22,14 @@ public final class WebService: Service {
     let logTail: LogTail?
     /// The configuration file, which the page checks again on request.
     let configPath: String?
+    /// The Bluetooth proxy (when enabled), for the page's proxy view.
+    let proxy: BluetoothProxyService?
 
     public init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, core: CoreService, mqtt: MQTTService,
-        counters: WebCounters, logTail: LogTail? = nil, configPath: String? = nil
+        counters: WebCounters, logTail: LogTail? = nil, configPath: String? = nil, proxy: BluetoothProxyService? = nil
     ) {
+        self.proxy = proxy
         self.logTail = logTail
         self.configPath = configPath
         self.config = config
@@ -42,11 +45,12 @@ public final class WebService: Service {
             throw RunFailure("the web server started before the gateway core", isConfiguration: false)
         }
         let (config, loop, log, counters, client) = (self.config, self.loop, self.log, self.counters, mqtt.client)
-        let (logTail, configPath) = (self.logTail, self.configPath)
+        let (logTail, configPath, proxy) = (self.logTail, self.configPath, self.proxy)
         let made: WebSite? = try await loop.submit {
             let site = WebSite(config: config, loop: loop, log: log, counters: counters, gateway: gateway, mqtt: client)
             site.logTail = logTail
             site.configPath = configPath
+            if let proxy { site.proxyServer = { proxy.server } }
             do {
                 try site.start()
                 return site

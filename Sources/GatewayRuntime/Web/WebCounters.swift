@@ -19,6 +19,8 @@ public final class WebCounters: Sendable {
         case badRequest = "bad_request"
         /// More event streams than the server keeps (503).
         case eventStreamsFull = "event_streams_full"
+        /// A connection beyond `web.max_connections`, closed at once (no answer).
+        case connectionLimit = "connection_limit"
     }
 
     struct Figures: Sendable {

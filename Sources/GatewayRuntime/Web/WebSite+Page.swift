@@ -75,12 +75,14 @@ extension WebSite {
                     }
                 ))
         }
-        return routes
+        return routes + viewRoutes()
     }
 
+    var notFound: HTTPReply { .response(.text(404, "not found")) }
+
     /// The value as JSON, or 404 when there is none.
-    private func found(_ value: JSONValue?) -> HTTPReply {
-        guard let value else { return .response(.text(404, "not found")) }
+    func found(_ value: JSONValue?) -> HTTPReply {
+        guard let value else { return notFound }
         return json(value)
     }
 }

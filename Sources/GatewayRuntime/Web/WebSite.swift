@@ -1,3 +1,4 @@
+import ESPHomeAPI
 import EventLoop
 import Gateway
 import HTTPServer
@@ -32,6 +33,8 @@ final class WebSite: @unchecked Sendable {
     var logTail: LogTail?
     /// The configuration file, which the page checks again on request (nil: not known).
     var configPath: String?
+    /// The Bluetooth proxy's server, for the page's proxy view (nil: the proxy is off).
+    var proxyServer: (() -> APIServer?)?
 
     init(
         config: GatewayConfig, loop: EventLoop, log: GatewayLogger, counters: WebCounters, gateway: Gateway,
@@ -75,7 +78,11 @@ final class WebSite: @unchecked Sendable {
             handlers: HTTPHandlers(
                 screen: { [unowned self] in screen($0) }, respond: { [unowned self] in respond($0) },
                 refused: { [unowned self] refusal in
-                    counters.refused(refusal == .tooLarge ? .tooLarge : .badRequest)
+                    switch refusal {
+                    case .tooLarge: counters.refused(.tooLarge)
+                    case .badRequest: counters.refused(.badRequest)
+                    case .connectionLimit: counters.refused(.connectionLimit)
+                    }
                 },
                 failed: { [unowned self] problem in
                     counters.update { $0.listening = false }
@@ -178,10 +185,7 @@ final class WebSite: @unchecked Sendable {
     }
 
     func json(_ value: JSONValue, status: Int = 200) -> HTTPReply {
-        var bytes: [UInt8] = []
-        value.write(into: &bytes)
-        bytes.append(UInt8(ascii: "\n"))
-        return .response(HTTPResponse(status: status, contentType: "application/json", body: bytes))
+        .response(HTTPResponse(status: status, contentType: "application/json", body: Self.bytes(value)))
     }
 
     private func login(_ request: HTTPRequest) -> HTTPReply {

@@ -42,6 +42,11 @@ extension FuzzTargets {
 /// at most one response per command message; every response payload is a JSON object with a
 /// `status`; pairing answers and `pair` / `unpair` only as ``CheckedPairing`` allows (nothing for
 /// a device no rule names, no answer without a question and a `pair/confirm` after it).
+///
+/// Each command message is also sent as the web page would (``Gateway/pageSend(_:body:answer:)``,
+/// the kind by its position): its payload as the body, with the topic's device level added as
+/// `device` when the payload is an object without one. What that sends is held to the same oracle;
+/// a page send gets at most one answer, carrying its own transaction.
 enum MQTTCommandsFuzz {
     static let maxSteps = 16
     /// Retained `/set` and `gatt/write` messages must not write (fixture
@@ -186,6 +191,24 @@ enum MQTTCommandsFuzz {
     ]
 
     /// One message the input sends, and what became of it.
+    /// What a page send (``Gateway/pageSend(_:body:answer:)``) was answered (on the loop).
+    final class PageAnswers: @unchecked Sendable {
+        var values: [JSONValue] = []
+    }
+
+    /// The page's body for a command message: its payload, with `device` from the topic's
+    /// second level when the payload is an object without one.
+    static func pageBody(_ message: MQTTInboundMessage) -> [UInt8] {
+        let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count > 1, case .object(var members)? = try? JSONValue.parse(message.payload),
+            !members.contains(where: { $0.key == "device" })
+        else { return message.payload }
+        members.insert(("device", .string(String(levels[1]))), at: 0)
+        var body: [UInt8] = []
+        JSONValue.object(members).write(into: &body)
+        return body
+    }
+
     struct Sent {
         var tag: [UInt8]?
         var retained: Bool
@@ -361,6 +384,7 @@ enum MQTTCommandsFuzz {
         }
         await loop.settle()
         var sent: [Sent] = []
+        var pageSends: [(token: Int, answers: PageAnswers)] = []
         for step in steps {
             switch step {
             case .message(var message, let command, let writes):
@@ -373,6 +397,14 @@ enum MQTTCommandsFuzz {
                     Sent(tag: tag, retained: message.retain, command: command, writes: writes, topic: message.topic))
                 if message.topic == "\(base)/bridge/request/device/pair/confirm" { pairing.confirmSent() }
                 await gateway.handle(message)
+                if command, !message.retain {
+                    let kinds = Gateway.pageSendKinds.sorted()
+                    let answers = PageAnswers()
+                    let start = await gateway.pageSend(kinds[Int(id) % kinds.count], body: Self.pageBody(message)) {
+                        answers.values.append($0)
+                    }
+                    if case .waiting(let token) = start { pageSends.append((token, answers)) }
+                }
             case .advertise(let address, let advertisement):
                 oracle.saw(address, advertisement)
                 fake.advertise(BLEDiscovery(address: address, advertisement: advertisement))
@@ -431,14 +463,20 @@ enum MQTTCommandsFuzz {
             read.write(into: &bytes)
             fuzzProperty((try? JSONValue.parse(bytes)) != nil, "a page read is not valid JSON: \(read)")
         }
-        check(mqtt.published, sent, setup: setup)
+        for (token, answers) in pageSends {
+            fuzzProperty(answers.values.count <= 1, "\(answers.values.count) answers to one page send")
+            for answer in answers.values {
+                fuzzProperty(answer["transaction"] == .string("page-\(token)"), "a page send got another's answer")
+            }
+        }
+        check(mqtt.published, sent, pageSends: pageSends.count, setup: setup)
         jobs.cancel()
         await jobs.value
         await gateway.stop()
         await loop.settle()
     }
 
-    static func check(_ published: [MQTTOutboundMessage], _ sent: [Sent], setup: Setup) {
+    static func check(_ published: [MQTTOutboundMessage], _ sent: [Sent], pageSends: Int = 0, setup: Setup) {
         var responses: [[UInt8]: [JSONValue]] = [:]
         var untagged = 0
         for message in published where isResponseTopic(message.topic) {
@@ -465,7 +503,8 @@ enum MQTTCommandsFuzz {
                     answers.first?["status"] != .string("ok"), "a retained command on \(message.topic) was carried out")
             }
         }
-        let untaggedCommands = sent.filter { $0.tag == nil && $0.command }.count
+        // A page send's response has no correlation data either.
+        let untaggedCommands = sent.filter { $0.tag == nil && $0.command }.count + pageSends
         fuzzProperty(
             untagged <= untaggedCommands,
             "\(untagged) responses without correlation data to \(untaggedCommands) commands")
