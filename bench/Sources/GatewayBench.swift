@@ -424,7 +424,8 @@ enum GatewayBench: BenchSuite {
     /// (utime + stime, in ticks of 1/CLK_TCK s, and the finer on-CPU time of its threads from
     /// schedstat). `executable` and `label` measure another binary (the realistic suite's baseline).
     static func idle(
-        broker: MosquittoBroker, executable: String? = nil, label: String = "gattway", web: String? = nil
+        broker: MosquittoBroker, executable: String? = nil, label: String = "gattway", web: String? = nil,
+        visit: WebPageClient? = nil
     ) async throws
         -> [BenchRow]
     {
@@ -432,6 +433,9 @@ enum GatewayBench: BenchSuite {
         let gattway = try await GatewayProcess.gattway(
             config: advertisementConfig(port: broker.port, maxDevices: 1_000, web: web), world: world,
             executable: executable)
+        // One visit of the page (its health view) before the window: the web server has loaded
+        // libmicrohttpd; the client leaves.
+        if let visit, !visit.visit("/api/health") { throw BenchError("idle: the web server did not answer the visit") }
         let started = try gattway.sample
         // On-CPU time second by second, so a tail of start-up shows apart from steady idle.
         var threads = ProcessThreads.onCPUNanoseconds(gattway.child.pid)

@@ -410,6 +410,12 @@ enum RealisticSuite: BenchSuite {
             rows += await GatewayBench.phase("idle (web off)") {
                 try await GatewayBench.idle(broker: broker, label: "gattway web off", web: #"{"enabled": false}"#)
             }
+            rows += await GatewayBench.phase("idle (web visited)") {
+                let port = try LoopbackPort.free()
+                return try await GatewayBench.idle(
+                    broker: broker, label: "gattway web visited", web: WebPageClient.config(port: port),
+                    visit: WebPageClient(port: port))
+            }
         }
         if let baseline = try RealisticBench.baselineExecutable() {
             rows += await GatewayBench.phase("idle (baseline)") {

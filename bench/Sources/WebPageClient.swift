@@ -47,6 +47,13 @@ final class WebPageClient: @unchecked Sendable {
         }
     }
 
+    /// One request, waited for: whether it was answered 200.
+    func visit(_ path: String) -> Bool {
+        let failed = lock.withLock { failures }
+        get(path, port: port)
+        return lock.withLock { failures } == failed
+    }
+
     private func get(_ path: String, port: UInt16) {
         let curl = Process()
         curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
