@@ -409,6 +409,37 @@ extension WebTests {
         }
     }
 
+    @Test(
+        "the event stream gathers a second's messages: a sensor reporting 20 times a second is one event a second, its latest"
+    )
+    func eventStreamGathers() async throws {
+        let port = try LoopbackPort.free()
+        let scenario = try EndToEnd.fastDemo { scenario in
+            for index in scenario.devices.indices
+            where scenario.devices[index].address.description == "C4:D3:8C:12:4A:5F" {
+                scenario.devices[index].interval = 0.05
+            }
+        }
+        try await EndToEnd.run(config: Self.config(port: port), scenario: scenario) { e2e in
+            try await Self.waitForListener(port)
+            try await AdaptersTests.waitUntil("the Ruuvi's state messages", timeout: 20) {
+                e2e.messages.messages(on: "gattway/ruuvi").count >= 10
+            }
+            let before = e2e.messages.messages(on: "gattway/ruuvi").count
+            let stream = try await Self.get(port, "/api/events", ["-N", "--max-time", "4"])
+            let published = e2e.messages.messages(on: "gattway/ruuvi").count - before
+            let events = stream.body.components(separatedBy: "data: {\"device\":\"ruuvi\",").count - 1
+            #expect(published >= 20, "the Ruuvi published \(published) state messages in 4 s")
+            #expect(events >= 2 && events <= 5, "\(events) events for \(published) messages: \(stream.body)")
+            // The event is the latest message: its payload is one the broker got.
+            let last = try #require(
+                stream.body.components(separatedBy: "\n").last { $0.hasPrefix("data: {\"device\":\"ruuvi\",") })
+            let payload = try #require(try JSONValue.parse(Array(last.dropFirst("data: ".count).utf8))["payload"])
+            let sent = e2e.messages.messages(on: "gattway/ruuvi").compactMap(\.json)
+            #expect(sent.contains(payload), "\(payload)")
+        }
+    }
+
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
     }

@@ -17,6 +17,9 @@ final class WebSite: @unchecked Sendable {
     static let maxEventStreams = 8
     /// Seconds between keep-alive comments on the event streams.
     static let keepAliveInterval = 15.0
+    /// Seconds over which the event streams' messages are gathered: each stream gets at most one
+    /// event per topic (a device's state, its availability) per interval, the latest.
+    static let eventInterval = 1.0
 
     let config: GatewayConfig
     let loop: EventLoop
@@ -29,6 +32,11 @@ final class WebSite: @unchecked Sendable {
     private var router = HTTPRouter<Route>()
     private var streams: [EventStream] = []
     private var keepAlive: EventLoop.Token?
+    /// The messages for the next events, the latest per topic, in the order their topics first
+    /// came (at most one per device and kind: bounded by `max_devices`), and the timer that sends them.
+    private var pending: [String: MQTTOutboundMessage] = [:]
+    private var pendingOrder: [String] = []
+    private var flushTimer: EventLoop.Token?
     /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
     var logTail: LogTail?
     /// The configuration file, which the page checks again on request (nil: not known).
@@ -254,16 +262,39 @@ final class WebSite: @unchecked Sendable {
         if on, keepAlive == nil {
             let base = config.mqtt.baseTopic + "/"
             let bridge = config.mqtt.baseTopic + "/bridge"
+            // A message is kept for the next flush (the latest of its topic); made into an event
+            // then, once per topic and interval however often the device reports.
             let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
-                guard let event = Self.event(message, base: base, bridge: bridge) else { return }
-                for stream in streams { stream.send(event: event.type, data: event.data) }
+                guard message.topic.hasPrefix(base), !message.topic.hasPrefix(bridge) else { return }
+                if pending.updateValue(message, forKey: message.topic) == nil { pendingOrder.append(message.topic) }
+                if flushTimer == nil {
+                    flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
+                        flushTimer = nil
+                        flush(base: base, bridge: bridge)
+                    }
+                }
             }
             gateway.assumeLoopIsolated { $0.observePublishes(handler) }
             scheduleKeepAlive()
         } else if !on, let keepAlive {
             loop.cancelTimer(keepAlive)
             self.keepAlive = nil
+            if let flushTimer { loop.cancelTimer(flushTimer) }
+            flushTimer = nil
+            pending = [:]
+            pendingOrder = []
             gateway.assumeLoopIsolated { $0.observePublishes(nil) }
+        }
+    }
+
+    /// Sends the gathered messages as events to every stream.
+    private func flush(base: String, bridge: String) {
+        let messages = pendingOrder.compactMap { pending[$0] }
+        pending.removeAll(keepingCapacity: true)
+        pendingOrder.removeAll(keepingCapacity: true)
+        for message in messages {
+            guard let event = Self.event(message, base: base, bridge: bridge) else { continue }
+            for stream in streams { stream.send(event: event.type, data: event.data) }
         }
     }
 
