@@ -260,10 +260,12 @@ struct PresenceConfigTests {
         #expect(config.secrets.contains(SpecSample.irkText))
         #expect(config.secrets.contains(SpecSample.irkText.uppercased()))
         #expect(config.holdsSecrets)
-        #expect(!(try Self.parse(#"{"presence": {"identities": [{"name": "k", "address": "C4:7C:8D:6A:3E:21"}]}}"#))
-            .holdsSecrets)
+        #expect(
+            !(try Self.parse(#"{"presence": {"identities": [{"name": "k", "address": "C4:7C:8D:6A:3E:21"}]}}"#))
+                .holdsSecrets)
         let capture = LogCapture()
-        capture.logger.redacting(config.secrets)(.notice, "irk \(SpecSample.irkText) or \(SpecSample.irkText.uppercased())")
+        capture.logger.redacting(config.secrets)(
+            .notice, "irk \(SpecSample.irkText) or \(SpecSample.irkText.uppercased())")
         #expect(capture.all.count == 1 && !capture.all[0].lowercased().contains(SpecSample.irkText))
     }
 

@@ -134,7 +134,8 @@ public struct PresenceIdentity: Sendable, Equatable {
                 object.path,
                 given.isEmpty
                     ? "needs one of \(Self.keyNames.joined(separator: ", ")) (what identifies the device)"
-                    : "has \(given.joined(separator: " and ")); give exactly one of \(Self.keyNames.joined(separator: ", "))")
+                    : "has \(given.joined(separator: " and ")); give exactly one of \(Self.keyNames.joined(separator: ", "))"
+            )
         }
         guard problems.errors.count == before, let name, keys.count == 1 else { return nil }
         self.init(name: name, key: keys[0], rssiAt1m: rssiAt1m)
@@ -180,7 +181,8 @@ public struct PresenceIdentity: Sendable, Equatable {
             let namespace = Hex.decode(parts[0], separators: ""), let instance = Hex.decode(parts[1], separators: "")
         else {
             throw reader.fail(
-                "\"\(text)\" is not namespace:instance (20 and 12 hex digits, e.g. \"EDD1EBEAC04E5DEFA017:0BDB87539B67\")")
+                "\"\(text)\" is not namespace:instance (20 and 12 hex digits, e.g. \"EDD1EBEAC04E5DEFA017:0BDB87539B67\")"
+            )
         }
         return .eddystoneUID(namespace: namespace, instance: instance)
     }
@@ -192,7 +194,9 @@ extension JSONReader {
     func room() throws -> String {
         let text = try nonEmptyString()
         guard text.utf8.count <= 64,
-            text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F && $0 != "/" && $0 != "+" && $0 != "#" })
+            text.unicodeScalars.allSatisfy({
+                $0.value > 0x20 && $0.value != 0x7F && $0 != "/" && $0 != "+" && $0 != "#"
+            })
         else {
             throw fail("expected up to 64 printable characters without '/', '+', '#' or spaces")
         }

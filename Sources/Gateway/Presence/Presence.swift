@@ -45,7 +45,8 @@ package final class Presence {
         }
         if settings.identities.contains(where: { $0.name == identity.name }) {
             return .failure(
-                CommandError("\"\(identity.name)\" is an identity of config.json (presence.identities); change it there"))
+                CommandError(
+                    "\"\(identity.name)\" is an identity of config.json (presence.identities); change it there"))
         }
         let others = identities.filter { $0.name != identity.name }
         if let clash = PresenceSettings.clash(identity, with: others) {
