@@ -201,18 +201,9 @@ struct PresenceDistanceTests {
 
 @Suite("Presence: config.json presence")
 struct PresenceConfigTests {
-    static func parse(_ json: String) throws -> GatewayConfig { try GatewayConfig.parse(Array(json.utf8)) }
-
-    static func problems(_ json: String) -> [String] {
-        do {
-            _ = try parse(json)
-            return []
-        } catch let error as GatewayConfigError {
-            return error.lines
-        } catch {
-            return ["\(error)"]
-        }
-    }
+    /// The same reading of config text as the web section's tests.
+    static func parse(_ json: String) throws -> GatewayConfig { try WebConfigTests.parse(json) }
+    static func problems(_ json: String) -> [String] { WebConfigTests.problems(json) }
 
     static let good = """
         {"bluetooth": {"adapters": ["hci0", "hci1"]},
