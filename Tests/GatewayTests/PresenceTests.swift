@@ -252,6 +252,10 @@ struct PresenceConfigTests {
         #expect(config.secrets.contains(SpecSample.irkText.uppercased()))
         #expect(config.holdsSecrets)
         #expect(
+            config.summary
+                == "0 device rules, 0 declarative parsers, 0 commands, 4 presence identities, base topic gattway, broker mqtt://127.0.0.1:1883",
+            "counted, never shown")
+        #expect(
             !(try Self.parse(#"{"presence": {"identities": [{"name": "k", "address": "C4:7C:8D:6A:3E:21"}]}}"#))
                 .holdsSecrets)
         let capture = LogCapture()
