@@ -56,4 +56,18 @@ struct RunSecretsTests {
         #expect(
             !output.contains("CONFIG is world-readable"), "the config names the files but holds no secret:\n\(output)")
     }
+
+    @Test("a world-readable config holding a presence IRK is warned about, without the IRK")
+    func presenceIRK() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "run-secrets-irk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let irk = "ec0234a357c8ad05341010a60a397d9b"
+        let output = try await Self.run(
+            #"{"mqtt": {"server": "mqtt://127.0.0.1:9"}, "presence": {"identities": [{"name": "phone", "irk": "\#(irk)"}]}}"#,
+            mode: 0o644, in: directory)
+        #expect(
+            output.contains("<4>CONFIG is world-readable and holds a password or key; run: chmod o-r CONFIG"),
+            "\(output)")
+        #expect(!output.lowercased().contains(irk), "\(output)")
+    }
 }

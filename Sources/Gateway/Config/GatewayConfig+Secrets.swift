@@ -4,7 +4,7 @@ import LocalSystem
 extension GatewayConfig {
     /// Text that must never appear in a log line: the MQTT password (also when written into
     /// the server URL as `user:password@`) and every bind key (as written, lower and upper
-    /// case hex). ``Gateway`` redacts these from everything it logs; a composition root that
+    /// case hex) and every IRK of `presence.identities` (likewise). ``Gateway`` redacts these from everything it logs; a composition root that
     /// logs on its own should use ``GatewayLogger/redacting(_:)`` with them.
     public var secrets: [String] {
         var secrets: [String] = []
@@ -17,15 +17,24 @@ extension GatewayConfig {
             guard let key = rule.bindKey else { continue }
             secrets += [Hex.encode(key), Hex.encode(key, uppercase: true)]
         }
+        for irk in presenceIRKs { secrets += [Hex.encode(irk), Hex.encode(irk, uppercase: true)] }
         return secrets
     }
 
     /// Whether config.json itself holds a secret: a password written in it (not read from
-    /// `password_file`), a password in the server URL, or a bind key.
+    /// `password_file`), a password in the server URL, a bind key or an IRK.
     public var holdsSecrets: Bool {
         (mqtt.password != nil && mqtt.passwordFile == nil) || serverPassword != nil
             || devices.contains { $0.bindKey != nil } || bluetoothProxy.encryptionKeyText != nil
-            || (web.token != nil && web.tokenFile == nil)
+            || (web.token != nil && web.tokenFile == nil) || !presenceIRKs.isEmpty
+    }
+
+    /// The IRKs of `presence.identities`.
+    private var presenceIRKs: [[UInt8]] {
+        (presence?.identities ?? []).compactMap { identity in
+            if case .irk(let irk) = identity.key { return irk }
+            return nil
+        }
     }
 
     /// The other files the config names that hold secrets: `mqtt.password_file` and the TLS

@@ -21,6 +21,9 @@ public struct GatewayConfig: Sendable {
     public var fleet = FleetSettings()
     /// `web`: the web server (`/metrics`, the JSON API; docs/web.md).
     public var web = WebSettings()
+    /// `presence`: people and trackers by IRK, address or beacon (docs/config.md); nil when
+    /// config.json has no such section (then nothing of presence is built).
+    public var presence: PresenceSettings?
 
     /// This gateway's name in a fleet: `fleet.gateway_id`, else `mqtt.client_id`.
     public var gatewayID: String { fleet.gatewayID ?? mqtt.clientID }
@@ -78,6 +81,7 @@ public struct GatewayConfig: Sendable {
         if let proxy = section("bluetooth_proxy", BluetoothProxySettings.init) { config.bluetoothProxy = proxy }
         if let fleet = section("fleet", FleetSettings.init) { config.fleet = fleet }
         if let web = section("web", WebSettings.init) { config.web = web }
+        config.presence = section("presence", PresenceSettings.init)
         config.role = object.read("role", default: .central) { reader in
             let text = try reader.string()
             guard let role = GatewayRole(rawValue: text) else {
@@ -105,6 +109,7 @@ public struct GatewayConfig: Sendable {
         object.finish()
         config.checkNames(problems)
         config.checkRole(problems, hasPeripheral: hasPeripheral)
+        config.presence?.check(adapters: config.bluetooth.adapters, problems)
         guard problems.errors.isEmpty else { throw GatewayConfigError(problems: problems.errors) }
         return config
     }

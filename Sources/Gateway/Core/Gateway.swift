@@ -62,6 +62,8 @@ public actor Gateway: LoopIsolated {
     /// whether it is being started.
     private var radioScan: PortRegistration?
     private var radioScanStarting = false
+    /// The presence identities and their matcher (nil: no `presence` section, nothing built).
+    let presence: Presence?
 
     private var started = false
     private var runningJobs = false
@@ -115,6 +117,7 @@ public actor Gateway: LoopIsolated {
         self.context = context
         let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
         self.fleet = fleet
+        presence = config.presence.map { Presence(settings: $0) }
         let registry = DeviceRegistry(context: context)
         self.registry = registry
         let states = DeviceStates(context: context)
@@ -945,10 +948,15 @@ public actor Gateway: LoopIsolated {
             case "device/pair": pairing.pairRequest(request, unpair: false)
             case "device/unpair": pairing.pairRequest(request, unpair: true)
             case "device/pair/confirm": pairing.confirmRequest(request)
+            case "presence/identity":
+                guard let presence else {
+                    return request.respond(.error, "presence is not configured (config.json has no presence section)")
+                }
+                presence.identityRequest(request, log: context.log)
             default:
                 request.respond(
                     .error,
-                    "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove, device/bindkey, device/pair, device/pair/confirm or device/unpair)"
+                    "unknown request \"\(verb)\" (expected gatt/read, gatt/write, device/remove, device/bindkey, device/pair, device/pair/confirm, device/unpair or presence/identity)"
                 )
             }
             return

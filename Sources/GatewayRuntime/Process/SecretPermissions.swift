@@ -5,7 +5,7 @@ import Gateway
 #endif
 
 /// Files holding the gateway's secrets that every user of the machine may read: config.json
-/// when it holds a password or bind key itself, `mqtt.password_file` and the TLS client key.
+/// when it holds a password, bind key or presence IRK itself, `mqtt.password_file` and the TLS client key.
 /// `gattway run` warns about each at start; `gattway doctor` reports each as a warning.
 public enum SecretPermissions {
     public struct Exposure: Equatable, Sendable {

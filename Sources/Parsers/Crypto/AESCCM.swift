@@ -4,7 +4,7 @@ internal import CCrypto
 /// AES-128-CCM decryption with OpenSSL's libcrypto EVP interface (NIST SP 800-38C), as used by
 /// BTHome v2, MiBeacon v4/v5 and pvvx encrypted advertisements.
 ///
-/// With AESECB.swift, the only file that calls libcrypto. Every call's result is checked; any failure,
+/// With AESECB.swift and AESBlockCipher.swift, the only files that call libcrypto. Every call's result is checked; any failure,
 /// including a MIC mismatch, gives nil. `package`, not public: the fuzz targets (same package)
 /// encrypt plaintexts with it so the code after decryption is fuzzed too.
 package enum AESCCM {

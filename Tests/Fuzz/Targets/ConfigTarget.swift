@@ -13,18 +13,23 @@ extension FuzzTargets {
         summary: "config.json bytes through GatewayConfig.parse; accepted values within documented bounds",
         seeds: { ConfigSeeds.all },
         run: { bytes in
-            let config: GatewayConfig
-            do throws(GatewayConfigError) {
-                config = try GatewayConfig.parse(bytes)
-            } catch {
-                fuzzProperty(!error.problems.isEmpty, "a rejected config without a problem")
-                for problem in error.problems {
-                    fuzzProperty(!problem.message.isEmpty, "a config problem without a message at \(problem.path)")
-                }
-                return
-            }
+            guard let config = parsedConfig(bytes) else { return }
             checkBounds(config)
         })
+
+    /// config.json bytes parsed; nil when rejected, which must come with problems that each have
+    /// a message.
+    static func parsedConfig(_ bytes: [UInt8]) -> GatewayConfig? {
+        do throws(GatewayConfigError) {
+            return try GatewayConfig.parse(bytes)
+        } catch {
+            fuzzProperty(!error.problems.isEmpty, "a rejected config without a problem")
+            for problem in error.problems {
+                fuzzProperty(!problem.message.isEmpty, "a config problem without a message at \(problem.path)")
+            }
+            return nil
+        }
+    }
 
     /// docs/config.md's ranges, for a config that parsed.
     static func checkBounds(_ config: GatewayConfig) {

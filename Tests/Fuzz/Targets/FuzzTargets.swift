@@ -25,6 +25,8 @@ public enum FuzzTargets {
         agentCalls,
         webRequest,
         radioView,
+        presenceConfig,
+        presenceRequest,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
