@@ -440,6 +440,73 @@ extension WebTests {
         }
     }
 
+    @Test(
+        "an event stream stays open past the connection timeout (30 s) while events flow: curl ends it at its own limit"
+    )
+    func eventStreamStaysOpen() async throws {
+        let port = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port)) { e2e in
+            try await Self.waitForListener(port)
+            let (status, output) = try await ChildProcess.run(
+                "/usr/bin/curl",
+                [
+                    "-sN", "--max-time", "40", "-H", "Authorization: Bearer \(Self.token)",
+                    "http://127.0.0.1:\(port)/api/events",
+                ])
+            // 28: curl's own --max-time; 18 would be the server ending the stream.
+            #expect(status == 28, "curl \(status); \(output.suffix(300))")
+            #expect(output.components(separatedBy: "event: reading").count > 30, "\(output.suffix(300))")
+        }
+    }
+
+    @Test(
+        "Prometheus itself (Debian's server) scrapes /metrics with the bearer token: the target is up, gattway's series are queryable"
+    )
+    func prometheusScrapes() async throws {
+        let port = try LoopbackPort.free()
+        let prometheusPort = try LoopbackPort.free()
+        try await EndToEnd.run(config: Self.config(port: port)) { e2e in
+            try await Self.waitForListener(port)
+            let directory = e2e.daemon.directory.appendingPathComponent("prometheus")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let tokenFile = directory.appendingPathComponent("token")
+            try Self.token.write(to: tokenFile, atomically: true, encoding: .utf8)
+            let configFile = directory.appendingPathComponent("prometheus.yml")
+            try """
+            global: {scrape_interval: 1s, scrape_timeout: 1s}
+            scrape_configs:
+              - job_name: gattway
+                authorization: {credentials_file: \(tokenFile.path)}
+                static_configs: [{targets: ["127.0.0.1:\(port)"]}]
+            """.write(to: configFile, atomically: true, encoding: .utf8)
+            let prometheus = try ChildProcess(
+                "/usr/bin/prometheus",
+                [
+                    "--config.file=\(configFile.path)",
+                    "--storage.tsdb.path=\(directory.appendingPathComponent("data").path)",
+                    "--web.listen-address=127.0.0.1:\(prometheusPort)",
+                ])
+            defer { prometheus.stop() }
+            func query(_ expression: String) async throws -> [JSONValue] {
+                let encoded = expression.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+                let answer = try await Self.curl(["http://127.0.0.1:\(prometheusPort)/api/v1/query?query=\(encoded)"])
+                guard case .array(let result)? = try? JSONValue.parse(Array(answer.body.utf8))["data"]?["result"]
+                else { return [] }
+                return result
+            }
+            // Scraped, and up: Prometheus parsed the exposition and the token was accepted.
+            try await AdaptersTests.waitUntil("Prometheus has scraped gattway", timeout: 60) {
+                try await query(#"up{job="gattway"} == 1"#).count == 1
+            }
+            try await AdaptersTests.waitUntil("gattway's advertisements in Prometheus", timeout: 30) {
+                try await query("gattway_advertisements_total > 0").count == 1
+            }
+            let lamp = try await query(#"gattway_device_rssi_dbm{name="lamp"}"#)
+            #expect(lamp.count == 1, "\(lamp)")
+            #expect(try await query("scrape_samples_scraped{job=\"gattway\"} > 20").count == 1)
+        }
+    }
+
     static func health(_ port: UInt16) async throws -> JSONValue {
         try JSONValue.parse(Array(try await get(port, "/api/health").body.utf8))
     }

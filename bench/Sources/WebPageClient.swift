@@ -3,8 +3,9 @@ import Subprocess
 
 /// What a browser with gattway's page open does to the gateway, for the cost of the page
 /// (BENCHMARKS.md, "The web page's cost"): the page's event stream (`/api/events`, read as it
-/// comes), the radio view's refresh every 2 s (`/api/page/radio`, which also makes the core's
-/// radio view listen), and Prometheus scraping `/metrics` every 5 s. Each request is a curl run by
+/// comes), the view's refresh — the device list every 10 s (`/api/page/devices`, the page's
+/// first view), or the radio every 2 s (`/api/page/radio`, which also makes the core's radio
+/// view listen) — and Prometheus scraping `/metrics` every 5 s. Each request is a curl run by
 /// this process, so only the server's side is the gateway's CPU.
 final class WebPageClient: @unchecked Sendable {
     static let token = "bench-web-token-0123456789abcdef"
@@ -13,14 +14,23 @@ final class WebPageClient: @unchecked Sendable {
         #"{"listen": "127.0.0.1:\#(port)", "auth": {"token": "\#(token)"}}"#
     }
 
+    /// The page's views, as the bench names them.
+    enum View: String, CaseIterable {
+        case devices, radio
+    }
+
     let port: UInt16
+    let view: View
     private let lock = NSLock()
     private var stream: Process?
     private var polling: Task<Void, Never>?
     private var requests = 0
     private var failures = 0
 
-    init(port: UInt16) { self.port = port }
+    init(port: UInt16, view: View = .devices) {
+        self.port = port
+        self.view = view
+    }
 
     /// Opens the event stream and starts the polls.
     func start() throws {
@@ -35,11 +45,15 @@ final class WebPageClient: @unchecked Sendable {
         try stream.run()
         lock.withLock { self.stream = stream }
         let port = self.port
+        let view = self.view
         polling = Task { [weak self] in
             var tick = 0
             while !Task.isCancelled {
-                // The radio view every 2 s, /metrics every 5 s (ticks of 1 s).
-                if tick % 2 == 0 { self?.get("/api/page/radio", port: port) }
+                // The view as page.js refreshes it, /metrics every 5 s (ticks of 1 s).
+                switch view {
+                case .devices: if tick % 10 == 0 { self?.get("/api/page/devices", port: port) }
+                case .radio: if tick % 2 == 0 { self?.get("/api/page/radio", port: port) }
+                }
                 if tick % 5 == 0 { self?.get("/metrics", port: port) }
                 tick += 1
                 try? await Task.sleep(for: .seconds(1))
@@ -78,15 +92,16 @@ final class WebPageClient: @unchecked Sendable {
     }
 
     /// Ends the stream and the polls; returns the requests made, those not answered 200, and
-    /// whether the event stream was still open (the server kept it).
-    func stop() -> (requests: Int, failures: Int, streamOpen: Bool) {
+    /// whether the event stream was still open (the server kept it), or curl's exit status.
+    func stop() -> (requests: Int, failures: Int, stream: String) {
         polling?.cancel()
-        let open = lock.withLock {
-            let open = stream?.isRunning ?? false
-            stream?.terminate()
-            stream = nil
-            return open
+        let state = lock.withLock {
+            guard let stream else { return "never opened" }
+            let state = stream.isRunning ? "open to the end" : "ENDED (curl \(stream.terminationStatus))"
+            stream.terminate()
+            self.stream = nil
+            return state
         }
-        return lock.withLock { (requests, failures, open) }
+        return lock.withLock { (requests, failures, state) }
     }
 }
