@@ -27,6 +27,8 @@ final class ConnectionManager {
         links[address].map { ($0.phase, $0.parked, $0.gaveUp) }
     }
     func characteristics(_ address: BluetoothAddress) -> [BLECharacteristic] { links[address]?.characteristics ?? [] }
+    /// The ATT MTU of the device's link, when the port told it.
+    func mtu(_ address: BluetoothAddress) -> Int? { links[address]?.mtu }
 
     /// Links up now.
     var connectedCount: Int { links.values.count { $0.phase == .connected } }
@@ -145,6 +147,7 @@ final class ConnectionManager {
                 link.warnings.append("notifications of \(characteristic) failed: \(error)")
             }
         }
+        link.mtu = await ble.attMTU(address)
         return .success(link)
     }
 
@@ -176,6 +179,7 @@ final class ConnectionManager {
             for warning in established.warnings { context.log(.warning, "\(name): \(warning)") }
             link.characteristics = established.characteristics
             link.subscriptions = established.subscriptions
+            link.mtu = established.mtu
             link.phase = .connected
             link.failuresWithoutLink = 0
             if link.parked {
