@@ -48,7 +48,7 @@ struct NotificationCutTests {
             #expect(received.json?["parse_errors"] == .number(0), "not parse errors: \(received.text)")
             let log = e2e.gateway.log()
             let warning =
-                "lamp: notification of FF02 cut to 20 bytes (the link's ATT MTU is 23, a notification carries at most MTU − 3 = 20)"
+                "lamp: notification of FF02 cut to 20 bytes by the link's ATT MTU of 23 (a notification carries at most MTU − 3 = 20 bytes of a value"
             #expect(log.components(separatedBy: warning).count - 1 == 1, "warned once: \(log)")
             #expect(!e2e.messages.all.contains { $0.topic == "gattway/lamp" && $0.number("light") == 1 })
         }

@@ -14,11 +14,15 @@ struct NotificationCutTests {
         #expect(NotificationCut.isCut(length: 20, mtu: 23, error: Self.short))
         #expect(NotificationCut.isCut(length: 244, mtu: 247, error: Self.wrongLength))
         #expect(NotificationCut.isCut(length: 514, mtu: 517, error: Self.short))
+        #expect(
+            NotificationCut.isCut(length: 43, mtu: 48, error: Self.short),
+            "MTU − 5: a Multiple Handle Value Notification, as bluetoothd 5.66 sends them to bluetoothd")
     }
 
     @Test("shorter than MTU − 3 (the device sent less), another parse error, or an impossible MTU: not cut")
     func notCut() {
         #expect(!NotificationCut.isCut(length: 19, mtu: 23, error: Self.short), "the device sent 19 bytes")
+        #expect(!NotificationCut.isCut(length: 44, mtu: 48, error: Self.short), "neither MTU − 3 nor MTU − 5")
         #expect(!NotificationCut.isCut(length: 21, mtu: 23, error: Self.short), "more than a notification carries")
         #expect(!NotificationCut.isCut(length: 20, mtu: 23, error: ParseError(.malformed, "bad flags")))
         #expect(!NotificationCut.isCut(length: 20, mtu: 23, error: ParseError(.reservedValue, "0xFF")))
@@ -30,7 +34,8 @@ struct NotificationCutTests {
     func warning() {
         let text = NotificationCut.warning("lamp", BluetoothUUID(0xFF02), length: 20, mtu: 23, Self.short)
         #expect(text.contains("lamp: notification of FF02 cut to 20 bytes"), "\(text)")
-        #expect(text.contains("ATT MTU is 23"), "\(text)")
+        #expect(text.contains("by the link's ATT MTU of 23"), "\(text)")
+        #expect(text.contains("MTU − 3 = 20") && text.contains("MTU − 5 = 18"), "\(text)")
         #expect(text.contains("dropped.notification_cut"), "\(text)")
     }
 }
