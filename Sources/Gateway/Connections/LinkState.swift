@@ -37,8 +37,6 @@ struct LinkState {
     /// Parked: it never accepted a connection in `bluetooth.park_after` attempts; tried again
     /// only every `bluetooth.parked_retry` (a command still connects on demand).
     var parked = false
-    /// The link's ATT MTU as the port told it after the connect (nil: not known).
-    var mtu: Int?
 
     init(ruleIndex: Int, polls: Int) {
         self.ruleIndex = ruleIndex
@@ -56,6 +54,4 @@ struct EstablishedLink: Sendable {
     var warnings: [String]
     /// The rule's `connection_params`, when the port loaded them before the connect.
     var parameters: ConnectionParameters? = nil
-    /// The link's ATT MTU, when the port knows it.
-    var mtu: Int? = nil
 }

@@ -433,7 +433,8 @@ public actor Gateway: LoopIsolated {
         guard started else { return }
         switch event {
         case .advertisement(let discovery): advertisement(discovery)
-        case .notification(let address, let spec, let value): notification(address, spec: spec, value: value)
+        case .notification(let address, let spec, let value, let mtu):
+            notification(address, spec: spec, value: value, mtu: mtu)
         case .link(let change): link(change)
         case .command(let message): route(message)
         case .peripheralSource(let message): peripheralBridge?.source(message)
@@ -613,10 +614,10 @@ public actor Gateway: LoopIsolated {
     }
 
     /// A value of a subscribed characteristic.
-    private func notification(_ address: BluetoothAddress, spec: Int, value: [UInt8]) {
+    private func notification(_ address: BluetoothAddress, spec: Int, value: [UInt8], mtu: Int?) {
         context.counters.notifications += 1
         guard let id = registry.id(address), connections.accepts(address) else { return }
-        characteristicValue(id, poll: false, spec: spec, value: value, mtu: connections.mtu(address))
+        characteristicValue(id, poll: false, spec: spec, value: value, mtu: mtu)
     }
 
     /// A characteristic value from a notification or read: decoded with the configured parser

@@ -1,5 +1,6 @@
 import Bluetooth
 import Parsers
+import Synchronization
 
 /// A notification longer than the link allows, cut without a word: an ATT Handle Value
 /// Notification carries at most MTU − 3 bytes of a value (opcode, handle), a Multiple Handle
@@ -24,4 +25,20 @@ enum NotificationCut {
     ) -> String {
         "\(name): notification of \(characteristic.shortDescription) cut to \(length) bytes by the link's ATT MTU of \(mtu) (a notification carries at most MTU − 3 = \(mtu - 3) bytes of a value, MTU − 5 = \(mtu - 5) in a Multiple Handle Value Notification): the value is longer than the link allows and its parser needs more (\(error)); counted as dropped.notification_cut, warned once per device and characteristic. Poll the characteristic instead (a read gets the whole value), or have the device negotiate a larger MTU"
     }
+}
+
+/// The ATT MTU of one link, as the connect job learnt it, read by its notification handlers
+/// (on the loop thread) while the job may still set it.
+final class LinkMTU: Sendable {
+    private let raw: Atomic<Int>
+
+    init(_ mtu: Int?) { raw = Atomic(mtu ?? 0) }
+
+    /// Nil while unknown.
+    var value: Int? {
+        let mtu = raw.load(ordering: .relaxed)
+        return mtu > 0 ? mtu : nil
+    }
+
+    func set(_ mtu: Int?) { raw.store(mtu ?? 0, ordering: .relaxed) }
 }
