@@ -16,7 +16,10 @@ extension CentralManager {
     ///   - autoReconnect: keep the connection up: after a failure of this attempt, a link drop,
     ///     an adapter power cycle or a bluetoothd restart the manager reconnects by itself with
     ///     the backoff of ``CentralOptions/reconnect`` (``ConnectionEvent``s report each outcome)
-    ///     until ``disconnect(_:)``. The connection is saved in the state file.
+    ///     until ``disconnect(_:)``. The connection is saved in the state file either way (with
+    ///     `autoReconnect` as `connect`: the next start reconnects it by itself; without, the
+    ///     app finds it in ``restoredPeripherals``) until ``disconnect(_:)`` or a failed attempt
+    ///     without a link.
     /// - Returns: a fresh snapshot of the peripheral.
     /// - Throws: ``CentralError``: `connectionTimeout`, `connectionFailed` (BlueZ's
     ///   "le-connection-abort-by-local"), `cancelled` (a ``disconnect(_:)`` meanwhile),
@@ -37,7 +40,7 @@ extension CentralManager {
         }
         links[address] = link
         disconnectsRequested.remove(address)
-        if autoReconnect { saveState() }
+        saveState()
         do {
             try await establish(address, timeout: timeout)
         } catch {
@@ -47,6 +50,7 @@ extension CentralManager {
                 scheduleReconnect(address, after: failure)
             } else if links[address]?.connected != true {
                 links.removeValue(forKey: address)
+                saveState()
                 scheduleMatchRuleUpdate()
             }
             throw failure
@@ -135,6 +139,7 @@ extension CentralManager {
             stopNotifying(subscription)
         }
         restoredSubscriptions.removeAll { $0.peripheral == address }
+        heldRestoredPeripherals.remove(address)
         saveState()
         guard let path = devicePath(address), let connected = tree.device(path)?.isConnected else { return }
         if connected { disconnectsRequested.insert(address) }

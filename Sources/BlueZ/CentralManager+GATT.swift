@@ -248,6 +248,23 @@ extension CentralManager {
         }
     }
 
+    /// The ATT MTU of the link to `address` as BlueZ tells it: the `MTU` property of its
+    /// characteristics (bluetoothd 5.62 and later, after the MTU exchange), else the MTU an
+    /// `AcquireNotify` of one of its subscriptions returned; nil when neither is known.
+    public func attMTU(_ address: BluetoothAddress) -> Int? {
+        if let device = devicePath(address) {
+            for path in tree.paths(with: BlueZObjectTree.characteristic, below: device) {
+                if let mtu = tree.properties(path, BlueZObjectTree.characteristic)?["MTU"]?.int, mtu >= 23 {
+                    return mtu
+                }
+            }
+        }
+        for (key, subscription) in subscriptions where key.peripheral == address {
+            if case .acquired(let socket) = subscription.mode, socket.isOpen { return socket.mtu }
+        }
+        return nil
+    }
+
     /// The longest value one write of `type` may carry: MTU − 3 without response (the `MTU`
     /// BlueZ reports while connected, 23 when unknown), 512 with response (long write).
     public func maximumWriteValueLength(for characteristic: Characteristic, type: WriteType) -> Int {

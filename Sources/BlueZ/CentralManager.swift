@@ -102,6 +102,11 @@ public actor CentralManager: BlueZManager {
     public internal(set) var restoredSubscriptions: [Characteristic] = []
     /// Devices named in the state file (connected or subscribed before the restart).
     public internal(set) var restoredPeripherals: [Peripheral] = []
+    /// Restored peripherals the app keeps though it has not connected them yet
+    /// (``keepRestored(peripherals:where:)``): still in the state file.
+    var heldRestoredPeripherals: Set<BluetoothAddress> = []
+    /// The state file is left as ``keepStateForRestart()`` wrote it.
+    var stateFrozen = false
     /// The state file as last written or read.
     var lastSavedState: CentralStateFile?
     /// The last error writing the state file (nil after a successful write).
@@ -195,13 +200,17 @@ public actor CentralManager: BlueZManager {
     ///
     /// The state file keeps the connections and subscriptions the app has at the close; what
     /// was restored from it at the start and not taken up since (``restoredSubscriptions``) is
-    /// left out: a run that ends cleanly without wanting it leaves it nothing to restore. (A
-    /// process that dies without closing leaves the file as it last wrote it.)
+    /// left out: a run that ends cleanly without wanting it leaves it nothing to restore. After
+    /// ``keepStateForRestart()`` the file stays as that wrote it. (A process that dies without
+    /// closing leaves the file as it last wrote it.)
     public func close() async {
         guard !closed else { return }
-        restoredSubscriptions.removeAll()
-        forgetUnusedRestoredPeripherals()
-        saveState()
+        if !stateFrozen {
+            restoredSubscriptions.removeAll()
+            heldRestoredPeripherals.removeAll()
+            forgetUnusedRestoredPeripherals()
+            saveState()
+        }
         closed = true
         for case .stream(let stream) in scans.values.map(\.sink) { stream.continuation.finish() }
         scans.removeAll()

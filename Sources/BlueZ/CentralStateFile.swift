@@ -6,8 +6,10 @@ import LocalSystem
     import Glibc
 #endif
 
-/// What a ``CentralManager`` saves to survive a restart of the process: known devices, the
-/// connections it keeps up and the characteristics it is subscribed to.
+/// What a ``CentralManager`` saves to survive a restart of the process: the devices it holds
+/// links for (`connect`: it reconnects them by itself, auto-reconnect; without, the app that
+/// asked for the link decides at the next start), the characteristics it is subscribed to and
+/// the restored devices the app still wants.
 ///
 /// Format (JSON, version 1):
 /// `{"version":1,"devices":[{"address":"A4:C1:38:00:00:01","name":"Battery","connect":true}],
@@ -152,40 +154,80 @@ extension CentralManager {
     /// Ends the hand-over of the restored state for what the app does not take up (as a Core
     /// Bluetooth app cancels the restored peripherals it does not want): restored subscriptions
     /// `keep` rejects are forgotten, and so are restored peripherals left with no subscription
-    /// and no connection kept up. The state file is rewritten without them, so they are not
-    /// restored again.
-    public func keepRestored(where keep: @Sendable (Characteristic) -> Bool) {
+    /// and no connection kept up, unless `keepPeripheral` wants them (the app will connect them:
+    /// they stay in the state file meanwhile, so a crash before their connection restores them
+    /// again). The state file is rewritten without what was forgotten, so it is not restored again.
+    public func keepRestored(
+        peripherals keepPeripheral: (@Sendable (BluetoothAddress) -> Bool)? = nil,
+        where keep: @Sendable (Characteristic) -> Bool
+    ) {
         restoredSubscriptions.removeAll { !keep($0) }
+        if let keepPeripheral {
+            heldRestoredPeripherals = Set(restoredPeripherals.map(\.address).filter(keepPeripheral))
+        }
         forgetUnusedRestoredPeripherals()
         saveState()
     }
 
+    /// Writes the state file for the next start of the process as this stop leaves it, then
+    /// leaves it alone until ``close()`` (which does not rewrite it): the links that are up now
+    /// (and those kept up with auto-reconnect) with their subscriptions, so that the disconnects
+    /// of a clean stop do not empty it. What was restored at the start and never taken up is
+    /// left out. Call it before ending the links; nothing is written without a state file.
+    public func keepStateForRestart() {
+        guard !closed, !stateFrozen else { return }
+        restoredSubscriptions.removeAll()
+        heldRestoredPeripherals.removeAll()
+        forgetUnusedRestoredPeripherals()
+        let kept = links.keys.sorted().filter { links[$0]?.connected == true || links[$0]?.autoReconnect == true }
+        let subscribed = subscriptions.keys.sorted { $0.description < $1.description }.filter {
+            kept.contains($0.peripheral)
+        }
+        writeState(stateFile(addresses: kept, subscriptions: subscribed))
+        stateFrozen = true
+    }
+
     /// Restored peripherals with neither a subscription (restored or taken up) nor a link this
-    /// manager keeps up are forgotten.
+    /// manager keeps up, and which the app did not keep (``keepRestored(peripherals:where:)``),
+    /// are forgotten.
     func forgetUnusedRestoredPeripherals() {
         restoredPeripherals.removeAll { peripheral in
             links[peripheral.address] == nil && !restoredSubscriptions.contains { $0.peripheral == peripheral.address }
                 && !subscriptions.keys.contains { $0.peripheral == peripheral.address }
+                && !heldRestoredPeripherals.contains(peripheral.address)
         }
     }
 
-    /// Writes the state file (if configured) when something changed. Errors are not fatal:
-    /// the in-memory state stays authoritative and the next change tries again.
+    /// Writes the state file (if configured) when something changed: every device this manager
+    /// holds a link for (asked for with or without auto-reconnect, adopted, restored), those
+    /// with a subscription, and the restored peripherals the app keeps. Errors are not fatal:
+    /// the in-memory state stays authoritative and the next change tries again. Nothing is
+    /// written after ``keepStateForRestart()``.
     func saveState() {
-        guard let path = options.stateFilePath, !closed else { return }
-        var addresses: [BluetoothAddress] = []
-        for address in links.keys.sorted() where links[address]?.autoReconnect == true { addresses.append(address) }
+        guard !stateFrozen else { return }
+        var addresses = links.keys.sorted()
         let subscribed = subscriptions.keys.sorted { $0.description < $1.description } + restoredSubscriptions
-        for characteristic in subscribed where !addresses.contains(characteristic.peripheral) {
-            addresses.append(characteristic.peripheral)
+        for address in subscribed.map(\.peripheral) + heldRestoredPeripherals.sorted()
+        where !addresses.contains(address) {
+            addresses.append(address)
         }
+        writeState(stateFile(addresses: addresses, subscriptions: subscribed))
+    }
+
+    /// The state file naming `addresses` (with `connect` for those this manager reconnects by
+    /// itself) and `subscriptions`.
+    private func stateFile(addresses: [BluetoothAddress], subscriptions: [Characteristic]) -> CentralStateFile {
         let devices = addresses.map { address in
             CentralStateFile.Device(
                 address: address,
                 name: peripheral(address).name ?? restoredPeripherals.first { $0.address == address }?.name,
                 connect: links[address]?.autoReconnect == true)
         }
-        let file = CentralStateFile(devices: devices, subscriptions: subscribed)
+        return CentralStateFile(devices: devices, subscriptions: subscriptions)
+    }
+
+    private func writeState(_ file: CentralStateFile) {
+        guard let path = options.stateFilePath, !closed else { return }
         guard file != lastSavedState else { return }
         do {
             try file.save(path: path)

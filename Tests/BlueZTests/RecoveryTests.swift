@@ -203,6 +203,41 @@ struct RecoveryTests {
             #expect(!closed.contains("A4:C1:38:00:00:09"), "never taken up: \(closed)")
         }
     }
+
+    @Test(
+        "a link without auto-reconnect and without a subscription is saved (connect false) and restored as a peripheral; keepStateForRestart() keeps the links up through the app's disconnect and close(); keepRestored(peripherals:) keeps a restored device the app will connect"
+    )
+    func linksKeptForRestart() async throws {
+        let directory = try TemporaryDirectory.make(prefix: "central-state")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("central.json").path
+        try await CentralHarness.run(Scenarios.sensors()) { harness in
+            let before = try await harness.central { $0.stateFilePath = path }
+            let (peripheral, _) = try await before.connectBattery(autoReconnect: false)
+            let saved = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(
+                saved.contains(#"{"address":"A4:C1:38:00:00:01","#) && saved.contains(#""connect":false"#), "\(saved)")
+            // A clean stop: the state for the next start first, then the links end.
+            await before.keepStateForRestart()
+            try await before.disconnect(peripheral)
+            await before.close()
+            let stopped = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(stopped == saved, "the disconnect and close() leave it: \(stopped)")
+
+            let after = try await harness.central { $0.stateFilePath = path }
+            #expect(await after.restoredPeripherals.map(\.address) == [peripheral.address])
+            #expect(await after.restoredSubscriptions.isEmpty)
+            await after.keepRestored(peripherals: { $0 == peripheral.address }) { _ in false }
+            #expect(await after.restoredPeripherals.map(\.address) == [peripheral.address], "kept: the app connects it")
+            let kept = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(kept.contains("A4:C1:38:00:00:01"), "still saved before its connect: \(kept)")
+            await after.close()
+            let closed = try String(contentsOfFile: path, encoding: .utf8)
+            #expect(
+                !closed.contains("A4:C1:38:00:00:01"),
+                "a close() without it leaves out what was not taken up: \(closed)")
+        }
+    }
 }
 
 @Suite("CentralManager long-uptime hygiene")

@@ -42,6 +42,7 @@ struct HealthTests {
                 "key_missing", "key_wrong", "mqtt_queue_full",
                 "mqtt_inbound_full", "parse_error",
                 "queue_full", "queue_expired", "queue_unreadable", "offline_qos0", "broker_rejected",
+                "notification_cut",
             ] {
                 #expect(number(health["dropped"]?[reason]) != nil, "dropped.\(reason) in \(received.text)")
             }

@@ -6,7 +6,8 @@ import TestSupport
 import Testing
 
 /// State restoration of `gattway run`: the devices a killed gateway was connected to are
-/// reconnected by the next one at its start, without waiting for an advertisement.
+/// reconnected by the next one at its start, without waiting for an advertisement
+/// (RestorationEndingTests: polled and commanded devices, after a clean stop and a reboot).
 @Suite("End to end: state restoration after a kill")
 struct RestorationTests {
     static let devices = [
@@ -125,9 +126,9 @@ struct RestorationTests {
     }
 
     @Test(
-        "central.json naming a device no rule connects, a subscription no rule asks for and a device that cannot be reached: the first two are dropped at the start, SIGTERM leaves the file empty, and the next start restores nothing"
+        "central.json naming a device no rule connects, a subscription no rule asks for and a device that cannot be reached: the first two are dropped at the start, SIGTERM keeps only the link it ended (not the device it could not reach), and the next start restores that one alone"
     )
-    func cleanStopLeavesNothing() async throws {
+    func cleanStopKeepsItsLinks() async throws {
         let directory = try TemporaryDirectory.make(prefix: "gattway-restore-clean")
         defer { try? FileManager.default.removeItem(at: directory) }
         // What a previous run left after a crash: the env sensor (which no rule connects now),
@@ -172,17 +173,20 @@ struct RestorationTests {
             #expect(log.contains("gone: connected in the previous run: reconnecting now"), "\(log)")
             #expect(!log.contains("env_sensor: connected in the previous run"), "\(log)")
 
-            // A clean stop: the lamp's link is ended, the unreachable device was never reached.
+            // A clean stop: the lamp's link is ended and kept for the next start; the unreachable
+            // device was never reached, and what was restored without being taken up is left out.
             e2e.gateway.signal(SIGTERM)
             #expect(try await within(30, "gattway run to exit on SIGTERM") { try await e2e.gateway.exited() } == 0)
             let stopped = try Self.savedState(directory)
-            #expect(stopped.devices.isEmpty && stopped.subscriptions.isEmpty, "nothing to restore: \(stopped)")
+            #expect(stopped.devices == ["A4:C1:38:00:00:03"], "the link up at the stop: \(stopped)")
+            #expect(stopped.subscriptions == ["A4:C1:38:00:00:03 FF02"], "\(stopped)")
 
-            // The next start has nothing to reconnect from the previous run.
+            // The next start reconnects the lamp alone from the previous run.
             let next = try e2e.startGateway()
             defer { next.stop(grace: 5) }
             try await next.waitForOutput(containing: "gateway started")
-            #expect(!next.log().contains("connected in the previous run"), "\(next.log())")
+            #expect(next.log().contains("lamp: connected in the previous run: reconnecting now"), "\(next.log())")
+            #expect(!next.log().contains("gone: connected in the previous run"), "\(next.log())")
         }
     }
 }

@@ -49,6 +49,8 @@ public final class InMemoryBLE: BLEPort {
         var connectAttempts: [BluetoothAddress] = []
         var restored: [BLEDiscovery] = []
         var keptRestored: (@Sendable (BluetoothAddress, BLECharacteristic) -> Bool)?
+        var keptRestoredDevices: Set<BluetoothAddress>?
+        var keptForRestart = 0
         /// Opened whenever ``update(_:_:)`` runs: held connects look again.
         var connectGate = Gate(open: false)
     }
@@ -241,11 +243,24 @@ public final class InMemoryBLE: BLEPort {
 
     public func restoredDevices() async -> [BLEDiscovery] { state.withLock { $0.restored } }
 
-    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
-        state.withLock { $0.keptRestored = wanted }
+    public func keepRestored(
+        devices: Set<BluetoothAddress>, _ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool
+    ) async {
+        state.withLock {
+            $0.keptRestored = wanted
+            $0.keptRestoredDevices = devices
+        }
     }
 
-    /// Whether the gateway's ``keepRestored(_:)`` keeps a saved subscription; nil before it answered.
+    /// The restored devices the gateway's ``keepRestored(devices:_:)`` keeps; nil before it answered.
+    public var keptRestoredDevices: Set<BluetoothAddress>? { state.withLock { $0.keptRestoredDevices } }
+
+    public func keepStateForRestart() async { state.withLock { $0.keptForRestart += 1 } }
+
+    /// How many times the gateway asked to keep the state for its next start (its stops).
+    public var keptForRestart: Int { state.withLock { $0.keptForRestart } }
+
+    /// Whether the gateway's ``keepRestored(devices:_:)`` keeps a saved subscription; nil before it answered.
     public func keepsRestored(_ address: BluetoothAddress, _ characteristic: BLECharacteristic) -> Bool? {
         state.withLock { $0.keptRestored }.map { $0(address, characteristic) }
     }

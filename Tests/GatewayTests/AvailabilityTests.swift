@@ -195,7 +195,7 @@ struct AvailabilityTests {
     }
 
     @Test(
-        "state restoration: of the saved subscriptions the gateway keeps those a rule that connects still subscribes to, and nothing of a device no rule connects"
+        "state restoration: of the saved state the gateway keeps the devices a rule connects and the subscriptions such a rule still asks for, nothing of a device no rule connects; its stop asks the port to keep the state for the next start"
     )
     func restoredKept() async throws {
         let harness = try Harness(
@@ -217,6 +217,10 @@ struct AvailabilityTests {
         #expect(harness.ble.keepsRestored(Self.remote, saved(0x181A, 0x2A19)) == false, "another service")
         #expect(harness.ble.keepsRestored(watched, saved(0x180F, 0x2A19)) == false, "its rule does not connect")
         #expect(harness.ble.keepsRestored(address("A4:C1:38:00:00:0A"), saved(0x180F, 0x2A19)) == false)
+        #expect(harness.ble.keptRestoredDevices == [Self.remote], "the device a rule connects, not the watched one")
+        #expect(harness.ble.keptForRestart == 0)
+        await harness.gateway.stop()
+        #expect(harness.ble.keptForRestart == 1, "a clean stop keeps what the next start restores")
     }
 
     @Test(

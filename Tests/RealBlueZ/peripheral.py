@@ -6,7 +6,8 @@ On --adapter (hci1) it registers, through org.bluez.GattManager1 and LEAdvertisi
   0x181A environmental     2A6E read+notify (s16le 0.01 degC, 21.50), 2A6F read+notify (u16le 0.01 %, 45.00)
   0xFF00 lamp              FF01 write+write-without-response (the command), FF02 read+notify (the state:
                            the last value written to FF01), FF03 read failing with org.bluez.Error.Failed,
-                           FF04 write failing with org.bluez.Error.InvalidValueLength, FF05 read "hello world"
+                           FF04 write failing with org.bluez.Error.InvalidValueLength, FF05 read "hello world",
+                           with --long-value FF06 read+notify (60 bytes, the first counting up every --period)
 and advertises 180F with its name, manufacturer data {0xFFFF: "RBZ1"} and service data {180F: 0x64}.
 On --other (hci2) it advertises an unrelated device (180D only, "RBZ-HR") that a 180F scan must
 not report. The adapter aliases are set to the names, so the GAP Device Name a central reads after
@@ -158,6 +159,9 @@ def main():
     parser.add_argument('--other', default='hci2', help='adapter of the unrelated advertiser ("" for none)')
     parser.add_argument('--period', type=float, default=0.2,
                         help='notification period in seconds (0: the values change only on SIGUSR2)')
+    parser.add_argument('--long-value', action='store_true',
+                        help='add FF06 read+notify to the lamp service: a 60-byte value whose first '
+                             'byte counts up every tick (longer than a notification on an MTU 48 link)')
     args = parser.parse_args()
 
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
@@ -176,6 +180,7 @@ def main():
     Char(lamp, 'ff04', ['write'], write_error=('org.bluez.Error.InvalidValueLength', 'bad length'))
     Char(lamp, 'ff05', ['read'], b'hello world')
     command.on_write = state.update
+    long_value = Char(lamp, 'ff06', ['read', 'notify'], bytes(range(60))) if args.long_value else None
 
     adverts = [(args.adapter, args.name,
                 Advert(bus, '/rbz/adv0', args.name, ['180F'], {0xFFFF: b'RBZ1'}, {'180F': b'\x64'}))]
@@ -186,6 +191,8 @@ def main():
         level.update([level.value[0] - 1 if level.value[0] > 1 else 100])
         temperature.update((int.from_bytes(temperature.value, 'little') + 1).to_bytes(2, 'little'))
         humidity.update((int.from_bytes(humidity.value, 'little') + 1).to_bytes(2, 'little'))
+        if long_value:
+            long_value.update(bytes([(long_value.value[0] + 1) % 256]) + long_value.value[1:])
         return True
     if args.period > 0:
         GLib.timeout_add(int(args.period * 1000), tick)

@@ -342,9 +342,12 @@ extension SimulatedCharacteristic {
 
     /// One ATT notification reaching BlueZ: a datagram on the AcquireNotify socket, or the cached
     /// `Value` replaced and `PropertiesChanged(Value)` emitted at once (even when unchanged).
+    /// A value longer than the link's MTU − 3 arrives cut to MTU − 3 bytes, without a word (the
+    /// peer's stack sends what fits one notification PDU).
     @discardableResult
-    func deliver(_ bytes: [UInt8], of device: SimulatedDevice, in simulator: isolated BlueZSimulator) -> Bool {
+    func deliver(_ value: [UInt8], of device: SimulatedDevice, in simulator: isolated BlueZSimulator) -> Bool {
         guard case .connected = device.link, let connection = simulator.connection else { return false }
+        let bytes = Array(value.prefix(Int(simulator.timing.mtu) - 3))
         if let acquired = acquiredNotify {
             guard SeqPacketPair.send(bytes, on: acquired.fd) else { return false }
         } else if !notifySessions.isEmpty, device.gattExported {

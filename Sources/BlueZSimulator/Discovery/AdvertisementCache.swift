@@ -61,6 +61,16 @@ public struct AdvertisementCache: Sendable {
 
     public init() {}
 
+    /// What bluetoothd stores of a device that is not temporary and loads at its next start:
+    /// the name and the service UUIDs, not what only the last advertisement said (RSSI, TX
+    /// power, manufacturer and service data).
+    public func stored() -> AdvertisementCache {
+        var kept = AdvertisementCache()
+        kept.name = name
+        kept.uuids = uuids
+        return kept
+    }
+
     /// Applies a report and returns the properties that changed (each to be signalled in one
     /// combined PropertiesChanged).
     public mutating func apply(

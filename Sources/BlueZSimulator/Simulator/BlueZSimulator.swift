@@ -123,6 +123,12 @@ public actor BlueZSimulator {
         let connection = try await DBusConnection.connect(to: bus, on: loop)
         generation += 1
         self.connection = connection
+        // What bluetoothd keeps in its storage (/var/lib/bluetooth) across a restart: the
+        // devices that were no longer temporary (connected with a public or static address,
+        // paired), with their name, services and bond; loaded at its start, disconnected.
+        let stored = devices.values.filter { $0.exported && !$0.temporary }.map {
+            (path: $0.path, paired: $0.paired, cache: $0.cache.stored())
+        }
         adapters = try scenario.adapters.map(SimulatedAdapter.init)
         devices = [:]
         deviceOrder = []
@@ -134,6 +140,13 @@ public actor BlueZSimulator {
             deviceOrder.append(device.path)
         }
         try exportBaseObjects()
+        for entry in stored {
+            guard let device = devices[entry.path], device.adapter.present else { continue }
+            device.temporary = false
+            device.paired = entry.paired
+            device.cache = entry.cache
+            device.export(in: self)
+        }
         let changes = try await connection.nameOwnerChanges()
         let generation = self.generation
         clientWatch = Task { [weak self] in
@@ -204,8 +217,9 @@ public actor BlueZSimulator {
         crashNow(restartAfter: restartAfter)
     }
 
-    /// Comes back after a crash with a fresh object tree (the scenario's adapters; devices appear
-    /// again when discovered).
+    /// Comes back after a crash (or a ``stop()``) with a fresh object tree: the scenario's
+    /// adapters, the devices bluetoothd had stored (no longer temporary: connected with a public
+    /// or static address, or paired), disconnected; other devices appear again when discovered.
     public func restart() async throws {
         guard connection == nil else { return }
         try await bringUp()

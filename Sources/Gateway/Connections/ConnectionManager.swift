@@ -124,6 +124,11 @@ final class ConnectionManager {
         }
         var link = EstablishedLink(
             characteristics: characteristics, subscriptions: [], readOnce: [], warnings: warnings, parameters: loaded)
+        // The link's ATT MTU goes with every value, for the check of cut notifications
+        // (NotificationCut), known before the first one: the `MTU` property is there once the
+        // services are resolved; without it (bluetoothd before 5.62) an `AcquireNotify`'s MTU is,
+        // once a subscription is made.
+        let mtu = LinkMTU(await ble.attMTU(address))
         // Subscribed characteristics that can only be read (a read-only 2A19) are read once per
         // connection instead of failing to subscribe.
         for (index, spec) in subscribe.enumerated() {
@@ -139,12 +144,13 @@ final class ConnectionManager {
             do {
                 link.subscriptions.append(
                     try await ble.notifications(address, characteristic: characteristic) { value in
-                        deliver(.notification(address, spec: index, value: value))
+                        deliver(.notification(address, spec: index, value: value, mtu: mtu.value))
                     })
             } catch {
                 link.warnings.append("notifications of \(characteristic) failed: \(error)")
             }
         }
+        if mtu.value == nil, !link.subscriptions.isEmpty { mtu.set(await ble.attMTU(address)) }
         return .success(link)
     }
 

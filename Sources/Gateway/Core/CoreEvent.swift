@@ -6,8 +6,9 @@ import Bluetooth
 enum CoreEvent: Sendable {
     /// An advertisement report of the scan.
     case advertisement(BLEDiscovery)
-    /// A value of a subscribed characteristic: `subscribe[spec]` of the device's rule.
-    case notification(BluetoothAddress, spec: Int, value: [UInt8])
+    /// A value of a subscribed characteristic: `subscribe[spec]` of the device's rule, with the
+    /// link's ATT MTU when known (NotificationCut).
+    case notification(BluetoothAddress, spec: Int, value: [UInt8], mtu: Int?)
     /// A link came up or went down.
     case link(BLEConnectionEvent)
     /// A message on a command topic (or the Home Assistant status topic).

@@ -27,6 +27,9 @@ public struct DropCounters: Sendable, Equatable {
     /// Reports the raw radio (`mqtt.raw_advertisements`) did not publish because their address
     /// had a message on `bridge/radio/<address>` within its interval.
     public var radioRateLimited = 0
+    /// Notifications of exactly the link's MTU − 3 bytes whose parser needed more: the value is
+    /// longer than a notification can carry and arrived cut (``NotificationCut``).
+    public var notificationCut = 0
 
     public init() {}
 }

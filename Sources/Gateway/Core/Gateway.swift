@@ -240,7 +240,7 @@ public actor Gateway: LoopIsolated {
                 })
             // State restoration: the devices the previous run was connected to connect now,
             // without waiting for an advertisement (a connected peripheral may advertise
-            // rarely or not at all).
+            // rarely or not at all), whatever the link is for (subscribe, poll, commands).
             let restored = await ble.restoredDevices()
             for discovery in restored {
                 connectAtOnce(discovery, because: "connected in the previous run: reconnecting now")
@@ -252,7 +252,7 @@ public actor Gateway: LoopIsolated {
                     wanted[discovery.address] = registry.rule(id).subscribe
                 }
             }
-            await ble.keepRestored { [wanted] address, characteristic in
+            await ble.keepRestored(devices: Set(wanted.keys)) { [wanted] address, characteristic in
                 wanted[address]?.contains { $0.matches(characteristic) } == true
             }
         }
@@ -305,6 +305,8 @@ public actor Gateway: LoopIsolated {
     public func stop(timeout: Double = Gateway.stopTimeout) async {
         guard started else { return }
         started = false
+        // What the next start restores (the links up now) is saved before they end.
+        await ble.keepStateForRestart()
         let start = clock.now()
         let deadline = start + max(0, timeout)
         for registration in registrations { registration.cancel() }
@@ -444,7 +446,8 @@ public actor Gateway: LoopIsolated {
         guard started else { return }
         switch event {
         case .advertisement(let discovery): advertisement(discovery)
-        case .notification(let address, let spec, let value): notification(address, spec: spec, value: value)
+        case .notification(let address, let spec, let value, let mtu):
+            notification(address, spec: spec, value: value, mtu: mtu)
         case .link(let change): link(change)
         case .command(let message): route(message)
         case .peripheralSource(let message): peripheralBridge?.source(message)
@@ -678,21 +681,23 @@ public actor Gateway: LoopIsolated {
     }
 
     /// A value of a subscribed characteristic.
-    private func notification(_ address: BluetoothAddress, spec: Int, value: [UInt8]) {
+    private func notification(_ address: BluetoothAddress, spec: Int, value: [UInt8], mtu: Int?) {
         context.counters.notifications += 1
         guard let id = registry.id(address), connections.accepts(address) else { return }
-        characteristicValue(id, poll: false, spec: spec, value: value)
+        characteristicValue(id, poll: false, spec: spec, value: value, mtu: mtu)
     }
 
     /// A characteristic value from a notification or read: decoded with the configured parser
     /// and published (forced for `/get`, so the state is republished).
-    private func characteristicValue(_ id: DeviceID, poll: Bool, spec index: Int, value: [UInt8], force: Bool = false) {
+    private func characteristicValue(
+        _ id: DeviceID, poll: Bool, spec index: Int, value: [UInt8], force: Bool = false, mtu: Int? = nil
+    ) {
         let device = registry[id]
         let rule = registry.rule(id)
         let specs = poll ? rule.poll : rule.subscribe
         guard specs.indices.contains(index),
             let readings = states.decode(
-                id, value: value, spec: specs[index], poll: poll, index: index, name: device.name)
+                id, value: value, spec: specs[index], poll: poll, index: index, name: device.name, mtu: mtu)
         else { return }
         let now = clock.now()
         registry.heard(id, now: now, wall: clock.wallMilliseconds())

@@ -145,6 +145,7 @@ final class HealthReporter {
                         ("offline_qos0", number(queue.droppedQoS0)),
                         ("broker_rejected", number(queue.rejected)),
                         ("peripheral_value", number(served?.valueErrors ?? 0)),
+                        ("notification_cut", number(counters.dropped.notificationCut)),
                     ])
                 ),
                 (

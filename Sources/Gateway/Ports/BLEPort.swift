@@ -77,17 +77,29 @@ public protocol BLEPort: Sendable {
     /// default implementation returns nil).
     func lastRoundTripLatency() -> Double?
 
-    /// The devices the previous run of the process was connected to and subscribed to, as the
-    /// port saved them (state restoration), with what is remembered of each for matching device
-    /// rules; asked once at start (optional: the default is none).
+    /// The devices the previous run of the process had links to (connected, connecting, or
+    /// subscribed to), as the port saved them (state restoration), with what is remembered of
+    /// each for matching device rules; asked once at start (optional: the default is none).
     func restoredDevices() async -> [BLEDiscovery]
 
     /// The gateway's answer to ``restoredDevices()``, once at start, after it asked for the
-    /// connections it wants: the saved subscriptions `wanted` accepts (a device's address and
-    /// characteristic) stay saved until the gateway subscribes again; the others — of devices
-    /// no rule connects now, or characteristics no rule subscribes to — are forgotten and not
+    /// connections it wants: the restored `devices` stay saved (a crash before their link is up
+    /// restores them again), and so do the saved subscriptions `wanted` accepts (a device's
+    /// address and characteristic) until the gateway subscribes again; the others — devices no
+    /// rule connects now, characteristics no rule subscribes to — are forgotten and not
     /// restored again (optional: the default does nothing).
-    func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async
+    func keepRestored(
+        devices: Set<BluetoothAddress>, _ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool
+    ) async
+
+    /// The ATT MTU of the link to `address`, when the port knows it (optional: the default is
+    /// nil). A notification carries at most MTU − 3 bytes of the value: the rest is cut.
+    func attMTU(_ address: BluetoothAddress) async -> Int?
+
+    /// The gateway stops cleanly (before it ends its links): the port saves what the next
+    /// start restores — the links up now — and keeps it through the disconnects of the stop
+    /// (optional: the default does nothing).
+    func keepStateForRestart() async
 
     /// Starts the pairing agent: its questions (and their withdrawals) go to `deliver` until the
     /// registration is cancelled, which withdraws what is still unanswered (optional: the default
@@ -118,7 +130,13 @@ extension BLEPort {
         throw BLEPortError(.operationNotSupported, "this port cannot set connection parameters")
     }
 
-    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {}
+    public func keepRestored(
+        devices: Set<BluetoothAddress>, _ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool
+    ) async {}
+
+    public func keepStateForRestart() async {}
+
+    public func attMTU(_ address: BluetoothAddress) async -> Int? { nil }
 
     public func pairingAgent(_ deliver: @escaping @Sendable (BLEPairingEvent) -> Void) async -> PortRegistration {
         .none

@@ -61,6 +61,8 @@ final class DeviceStates {
         /// Which configured characteristic produced each attribute (for `/get`).
         var sources: [(attribute: String, poll: Bool, index: Int)] = []
         var lastError: String?
+        /// The characteristics (`subscribe` indices) whose cut notifications were warned about.
+        var cutWarned: Set<Int> = []
         /// The key problem last reported on `bridge/event` (`missingKey` or `decryptionFailed`),
         /// until the key changes or a frame decrypts.
         var keyProblem: ParseError.Kind?
@@ -322,8 +324,14 @@ final class DeviceStates {
 
     /// Decodes a characteristic value of `spec` (`subscribe` or `poll[index]` of the rule); the
     /// readings (each remembered as coming from that characteristic), or nil when the parser
-    /// rejected it (counted and logged).
-    func decode(_ id: DeviceID, value: [UInt8], spec: CharacteristicSpec, poll: Bool, index: Int, name: String)
+    /// rejected it (counted and logged). A notification on a link of ATT MTU `mtu` that the
+    /// parser rejects for its length and that is exactly MTU − 3 bytes long was cut
+    /// (``NotificationCut``): counted as `dropped.notification_cut` and warned about once per
+    /// device and characteristic, not as a parse error.
+    func decode(
+        _ id: DeviceID, value: [UInt8], spec: CharacteristicSpec, poll: Bool, index: Int, name: String,
+        mtu: Int? = nil
+    )
         -> [Reading]?
     {
         do {
@@ -337,6 +345,15 @@ final class DeviceStates {
             if sources.count != known { extra(id).sources = sources }
             return readings
         } catch {
+            if !poll, let mtu, NotificationCut.isCut(length: value.count, mtu: mtu, error: error) {
+                context.counters.dropped.notificationCut += 1
+                if extra(id).cutWarned.insert(index).inserted {
+                    context.log(
+                        .warning,
+                        NotificationCut.warning(name, spec.characteristic, length: value.count, mtu: mtu, error))
+                }
+                return nil
+            }
             parseFailed(id, name: name, "\(spec.characteristic.shortDescription) value \(Hex.encode(value))", error)
             return nil
         }

@@ -302,8 +302,9 @@ public struct CentralBLEPort: BLEPort {
     }
 
     /// The peripherals of the centrals' state files (`central.json` in the state directory: the
-    /// devices they were subscribed to when the previous run ended without ending them — a
-    /// crash, a kill, a power cut), with what BlueZ still remembers of each and the saved name.
+    /// devices they had links to or were subscribed to when the previous run died — a crash, a
+    /// kill, a power cut —, or the links up at its clean stop), with what BlueZ still remembers
+    /// of each and the saved name.
     public func restoredDevices() async -> [BLEDiscovery] {
         var devices: [BLEDiscovery] = []
         for central in adapters.centrals {
@@ -315,13 +316,27 @@ public struct CentralBLEPort: BLEPort {
         return devices
     }
 
-    /// The centrals forget the saved subscriptions `wanted` rejects (``CentralManager/keepRestored(where:)``).
-    public func keepRestored(_ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool) async {
+    /// The centrals keep the restored `devices` and forget the saved subscriptions `wanted`
+    /// rejects (``CentralManager/keepRestored(peripherals:where:)``).
+    public func keepRestored(
+        devices: Set<BluetoothAddress>, _ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool
+    ) async {
         for central in adapters.centrals {
-            await central.keepRestored { saved in
+            await central.keepRestored(peripherals: { devices.contains($0) }) { saved in
                 wanted(saved.peripheral, BLECharacteristic(service: saved.service, uuid: saved.uuid, properties: []))
             }
         }
+    }
+
+    /// The MTU of the link, from the central that has it (``CentralManager/attMTU(_:)``).
+    public func attMTU(_ address: BluetoothAddress) async -> Int? {
+        await adapters.central(for: address).attMTU(address)
+    }
+
+    /// Every central writes its state file as the stop leaves it and keeps it so
+    /// (``CentralManager/keepStateForRestart()``).
+    public func keepStateForRestart() async {
+        for central in adapters.centrals { await central.keepStateForRestart() }
     }
 
     /// The D-Bus round trip of the first central's last Peer.Ping to bluetoothd, in seconds.

@@ -21,7 +21,7 @@ struct RunCommand: Command {
         .value("log-level", "LEVEL", "error, warning, notice, info or debug.", default: "info"),
         .value(
             "state-dir", "DIR",
-            "Where the offline queue, known devices and connections, and bind keys set at run time are kept across restarts (overrides state_directory).",
+            "Where the offline queue, the bind keys set at run time and central.json are kept across restarts (overrides state_directory). central.json names the devices of connect: true rules the gateway had links to (subscribed, polled or commanded): after a crash, kill or power cut every one it had or was making; after a clean stop (SIGTERM, a reboot) those up at the stop. The next start reconnects those a rule still connects, without waiting for an advertisement.",
             default: "config's state_directory, else memory only"),
     ]
 

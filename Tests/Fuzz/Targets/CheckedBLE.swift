@@ -47,6 +47,10 @@ final class CheckedBLE: BLEPort {
         try await inner.notifications(address, characteristic: characteristic, deliver)
     }
 
+    /// ATT's smallest MTU: a fuzzed notification of 20 bytes that its parser finds too short
+    /// takes the cut-notification path (NotificationCut) too.
+    func attMTU(_ address: BluetoothAddress) async -> Int? { 23 }
+
     func read(_ address: BluetoothAddress, characteristic: BLECharacteristic) async throws(BLEPortError) -> [UInt8] {
         check(.read, address, characteristic)
         return try await inner.read(address, characteristic: characteristic)
