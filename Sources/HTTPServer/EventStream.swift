@@ -27,10 +27,21 @@ public final class EventStream {
     /// - Returns: false when the stream is closed or the event dropped it for falling behind.
     @discardableResult
     public func send(event: String? = nil, data: String) -> Bool {
-        var text = ""
-        if let event { text += "event: \(Self.oneLine(event))\n" }
-        for line in data.split(separator: "\n", omittingEmptySubsequences: false) { text += "data: \(line)\n" }
-        return write(Array((text + "\n").utf8))
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(data.utf8.count + (event?.utf8.count ?? 0) + 16)
+        if let event {
+            bytes += "event: ".utf8
+            bytes += event.utf8.lazy.filter { $0 != 0x0A && $0 != 0x0D }
+            bytes.append(0x0A)
+        }
+        // One `data:` line per line of `data` (JSON has none: one line, no copy of a line).
+        bytes += "data: ".utf8
+        for byte in data.utf8 {
+            bytes.append(byte)
+            if byte == 0x0A { bytes += "data: ".utf8 }
+        }
+        bytes += [0x0A, 0x0A]
+        return write(bytes)
     }
 
     /// Queues a comment line (`: text`), which clients ignore: a keep-alive that also notices a

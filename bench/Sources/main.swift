@@ -5,7 +5,7 @@ import Foundation
 let suites: [any BenchSuite.Type] = [
     DBusBench.self, MQTTBench.self, SimulatorBench.self, ParsersBench.self, GatewayBench.self, PeerSuite.self,
     RealisticSuite.self, ESPHomeBench.self, FleetBench.self, RadioBench.self, AdaptersBench.self,
-    BulkBench.self, PresenceBench.self,
+    BulkBench.self, PresenceBench.self, WebBench.self,
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())

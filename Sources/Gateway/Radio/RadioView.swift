@@ -90,7 +90,9 @@ public final class RadioView {
         let same: Bool
         if let existing = index[discovery.address] {
             slot = existing
-            same = entries[slot].reports > 0 && entries[slot].sameContent(discovery)
+            // Only an untracked report needs to know (its trial decode runs once per content);
+            // a tracked one takes the report's content as it is, without comparing it.
+            same = decode == nil && entries[slot].reports > 0 && entries[slot].sameContent(discovery)
         } else {
             slot = insert(discovery.address, now: now)
             same = false

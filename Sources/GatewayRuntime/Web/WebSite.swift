@@ -265,7 +265,9 @@ final class WebSite: @unchecked Sendable {
             // A message is kept for the next flush (the latest of its topic); made into an event
             // then, once per topic and interval however often the device reports.
             let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
-                guard message.topic.hasPrefix(base), !message.topic.hasPrefix(bridge) else { return }
+                // Compared as bytes: this runs for every message the core publishes.
+                let topic = message.topic.utf8
+                guard topic.starts(with: base.utf8), !topic.starts(with: bridge.utf8) else { return }
                 if pending.updateValue(message, forKey: message.topic) == nil { pendingOrder.append(message.topic) }
                 if flushTimer == nil {
                     flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
@@ -322,10 +324,19 @@ final class WebSite: @unchecked Sendable {
             device = rest
         }
         guard !device.isEmpty, !device.contains("/") else { return nil }
-        let payload =
-            (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
-        var bytes: [UInt8] = []
-        JSONValue.object([("device", .string(String(device))), ("payload", payload)]).write(into: &bytes)
+        // A state message is the core's own JSON object: put in as it is. Anything else is
+        // checked, and sent as a string when it is not JSON.
+        var bytes = Array(#"{"device":"#.utf8)
+        JSONValue.string(String(device)).write(into: &bytes)
+        bytes += #","payload":"#.utf8
+        if type == "reading", message.payload.first == UInt8(ascii: "{"), message.payload.last == UInt8(ascii: "}") {
+            bytes += message.payload
+        } else {
+            let payload =
+                (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
+            payload.write(into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
         return (type, String(decoding: bytes, as: UTF8.self))
     }
 }
