@@ -271,7 +271,8 @@ lint:
 # with and without response to a simulated device whose link drains at a real rate, by bleak on
 # BlueZ (.venv, as the conformance lane) and by bleak-esphome through gattway's proxy
 # (.venv-esphome, as the ESPHome lane): throughput, gattway's RSS, and the advertisements' latency
-# to a second client meanwhile (about 2 minutes).
+# to a second client meanwhile (about 2 minutes). `SUITES=web` (also part of the full run): what the
+# open web page costs, in windows of one gattway with the page closed and open (about 2 minutes).
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps
