@@ -94,7 +94,12 @@ struct EventLoopTests {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
         defer { close(fds[1]) }
-        let readFD = fds[0]
+        // Watched at a number far above those in use: once closed, a descriptor another test
+        // opens meanwhile (new ones take the lowest free number) cannot take its place, which
+        // made the loop see a live descriptor instead of a closed one (CI).
+        let readFD = fcntl(fds[0], F_DUPFD_CLOEXEC, 900)
+        close(fds[0])
+        #expect(readFD >= 900)
         let calls = Mutex<[EventLoop.IOEvents]>([])
         try await loop.submit {
             var token: EventLoop.Token?
