@@ -6,7 +6,9 @@
 
 For each gattway binary named: a private dbus-daemon, the first binary's `gattway simulate` with
 ADVERTISERS (default 50) ATC1441 thermometers advertising RATE (default 100) times a second in
-total at random phases (the simulator's own advDelay spreads them as a radio does), a mosquitto on
+total at random phases (each device starts at a random phase of its interval and the simulator's
+advDelay, 0-10 ms per event, drifts them apart as a radio's are; the intervals are shortened by
+its 5 ms mean so the total is RATE), a mosquitto on
 loopback, and `gattway run` under valgrind's callgrind with instrumentation off. Once the gateway
 has published for WARMUP seconds (default 15), instrumentation goes on for SECONDS (default 30)
 and the counts are dumped; a subscriber counts the state messages published in that window. The
@@ -16,17 +18,31 @@ the same figure whatever else the machine does, so two builds can be compared on
 (BENCHMARKS.md, "Instructions per published advertisement"). With KEEP=DIR each binary's dump
 is kept for `callgrind_annotate`. Not part of `make test`.
 
+RATE may name several rates ("100 1000"); the figure is printed with the rate the gateway
+published at, and a warning when that falls below 95 % of the rate offered (the gateway under
+callgrind, some 50 times slower, did not keep up, so the figure is not that rate's). On the
+management paths a second client of the simulator's management socket records when each
+advertisement went out, and the spread of the counted window is printed (the rate offered, how
+far the devices' phases are from uniform, the median gap between reports): the check that the
+devices advertise at random phases, not in lockstep. NATIVE=1 runs the same workload without
+callgrind and prints the CPU time per message of gattway and dbus-daemon (every thread's
+schedstat, to the nanosecond) and its split into user and system time (/proc/PID/stat, in 10 ms
+ticks: count them before trusting the split): the kernel's share that callgrind does not see.
+
 RADIO (default "dbus") names the advertisement paths to measure, `bluetooth.radio` of the config:
-"dbus" (bluetoothd's Device1 properties, the simulator's PropertiesChanged signals) and "mgmt" (the
+"dbus" (bluetoothd's Device1 properties, the simulator's PropertiesChanged signals), "mgmt" (the
 kernel's management socket, which the simulator serves with `--mgmt-socket PATH`, found by the
 gateway through GATTWAY_MGMT_SOCKET; each advertisement is one Device Found event there, and the
-simulated bluetoothd still sends its D-Bus signals beside it, as the real one does). With BUS=1 the
+simulated bluetoothd still sends its D-Bus signals beside it, as the real one does) and "passive"
+(the management path with `scan_mode` "passive": gattway's advertisement monitor, no discovery,
+each advertisement an Advertisement Monitor Device Found and no D-Bus signal). With BUS=1 the
 private dbus-daemon runs under callgrind too, switched on and dumped with the gateway, and its
 instructions per published advertisement are printed beside gattway's (the bus's routing of the
 simulator's signals: the dbus-daemon share of the whole system's cost).
 """
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -37,7 +53,8 @@ import tempfile
 import threading
 import time
 
-RATE = float(os.environ.get("RATE", "100"))
+# RATE may name several rates ("100 1000"): each binary is measured at each.
+RATES = [float(rate) for rate in os.environ.get("RATE", "100").split()]
 ADVERTISERS = int(os.environ.get("ADVERTISERS", "50"))
 WARMUP = float(os.environ.get("WARMUP", "15"))
 SECONDS = float(os.environ.get("SECONDS", "30"))
@@ -45,6 +62,8 @@ SECONDS = float(os.environ.get("SECONDS", "30"))
 KEEP = os.environ.get("KEEP")
 RADIO = os.environ.get("RADIO", "dbus").split()
 BUS = os.environ.get("BUS") == "1"
+# NATIVE=1: no callgrind; the CPU time of gattway and dbus-daemon over the window, user and system.
+NATIVE = os.environ.get("NATIVE") == "1"
 
 
 def free_port():
@@ -53,8 +72,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def scenario():
-    interval = ADVERTISERS / RATE
+# The simulator adds advDelay, a pseudo-random 0-10 ms, to every advertising interval (a radio's
+# 5 ms on average): the intervals are shortened by that mean, so the devices offer RATE in total.
+MEAN_ADV_DELAY = 0.005
+
+
+def scenario(rate):
+    interval = max(ADVERTISERS / rate - MEAN_ADV_DELAY, 0.001)
     devices = []
     for index in range(ADVERTISERS):
         low = f"{(index >> 8) & 0xFF:02X}{index & 0xFF:02X}"
@@ -73,10 +97,13 @@ def scenario():
 
 
 def config(port, radio):
+    bluetooth = {"max_devices": 1000, "radio": "mgmt" if radio == "passive" else radio}
+    if radio == "passive":
+        bluetooth["scan_mode"] = "passive"
     return {
         "mqtt": {"server": f"mqtt://127.0.0.1:{port}", "client_id": "gattway-callgrind", "protocol": "3.1.1",
                  "qos": 0},
-        "bluetooth": {"max_devices": 1000, "radio": radio},
+        "bluetooth": bluetooth,
         "homeassistant": {"enabled": False},
         "health": {"enabled": False},
         "devices": [{"match": {}}],
@@ -96,6 +123,68 @@ class Counter:
     def _read(self):
         for _ in self.process.stdout:
             self.count += 1
+
+
+class RadioTap:
+    """The radio's side of the workload: every advertisement the simulator's management socket
+    broadcasts (Device Found, or Advertisement Monitor Device Found when scanning passively), with
+    the time it was read. Another client of that socket, as a second program on the kernel's is:
+    neither the gateway nor the bus is involved, so it changes no count."""
+
+    DEVICE_FOUND = 0x0012
+    MONITOR_DEVICE_FOUND = 0x002F
+
+    def __init__(self, path):
+        self.reports = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(path)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while True:
+            try:
+                packet = self.sock.recv(4096)
+            except OSError:
+                return
+            if not packet:
+                return
+            event = int.from_bytes(packet[0:2], "little")
+            if event == self.DEVICE_FOUND:
+                self.reports.append((time.monotonic(), packet[6:12]))
+            elif event == self.MONITOR_DEVICE_FOUND:
+                self.reports.append((time.monotonic(), packet[8:14]))
+
+    def close(self):
+        self.sock.close()
+
+
+def phases(reports, start, end, rate):
+    """How the advertisements of the counted window were spread: the rate the radio offered, and
+    each device's phase in its period (ADVERTISERS / rate, which advDelay's mean keeps), the
+    circular mean over its reports of the window's first ten periods (so that one report the
+    reader got late moves it little). At random phases these are uniform on [0, 1): their
+    Kolmogorov-Smirnov distance from the uniform stays below 1.36 / sqrt(devices) (0.19 for 50) at
+    the 5 % level; in lockstep they are all alike and the distance nears 1. The times are when this
+    reader got each packet: on a loaded machine the simulator's and the reader's delays clump
+    reports by milliseconds or more, which the distance shows as well (a lockstep is far above it)."""
+    window = [(t, address) for t, address in reports if start <= t < end]
+    if len(window) < 2:
+        return "no reports seen on the management socket"
+    period = ADVERTISERS / rate
+    angles = {}
+    for t, address in window:
+        if t < start + 10 * period:
+            angles.setdefault(address, []).append(2 * math.pi * ((t - start) % period) / period)
+    offsets = sorted(
+        (math.atan2(sum(map(math.sin, a)), sum(map(math.cos, a))) / (2 * math.pi)) % 1.0 for a in angles.values())
+    count = len(offsets)
+    distance = max(max((i + 1) / count - x, x - i / count) for i, x in enumerate(offsets))
+    times = sorted(t for t, _ in window)
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    return (f"radio: {len(times) / (end - start):,.0f} adv/s from {count} devices; their phases' distance from "
+            f"uniform {distance:.2f} (random phases: below {1.36 / count ** 0.5:.2f}; lockstep: near 1); gap to "
+            f"the next report p50 {gaps[len(gaps) // 2] * 1e3:.2f} ms (independent arrivals "
+            f"{0.693 / rate * 1e3:.2f} ms)")
 
 
 def wait_for(path, text, timeout):
@@ -119,6 +208,22 @@ def stop(process):
             process.wait()
 
 
+def cpu_times(pid):
+    """utime and stime of a process in seconds (proc(5): fields 14 and 15, in ticks), and its
+    on-CPU time to the nanosecond (the schedstat of every thread still running)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    on_cpu = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                on_cpu += int(f.read().split()[0]) / 1e9
+        except FileNotFoundError:
+            pass
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks, on_cpu
+
+
 def total(dump):
     """The instruction total of a callgrind dump, once it is written (None if it never is)."""
     deadline = time.monotonic() + 30
@@ -133,27 +238,28 @@ def total(dump):
     return None
 
 
-def measure(gattway, simulator, work, radio):
+def measure(gattway, simulator, work, radio, rate):
     bus = os.path.join(work, "bus")
     management = os.path.join(work, "mgmt")
     port = free_port()
     with open(os.path.join(work, "mosquitto.conf"), "w") as f:
         f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
     with open(os.path.join(work, "scenario.json"), "w") as f:
-        json.dump(scenario(), f)
+        json.dump(scenario(rate), f)
     with open(os.path.join(work, "config.json"), "w") as f:
         json.dump(config(port, radio), f)
     address = f"unix:path={bus}"
     environment = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address)
     simulate = [simulator, "simulate", "--scenario", os.path.join(work, "scenario.json"), "--quiet"]
-    if radio == "mgmt":
+    if radio in ("mgmt", "passive"):
         simulate += ["--mgmt-socket", management]
         environment["GATTWAY_MGMT_SOCKET"] = management
     log = open(os.path.join(work, "log.txt"), "w")
     processes = []
     try:
         bus_out = os.path.join(work, "bus.callgrind")
-        tool = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={bus_out}"] if BUS else []
+        callgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        tool = callgrind + [f"--callgrind-out-file={bus_out}"] if BUS and not NATIVE else []
         bus_daemon = subprocess.Popen(
             tool + ["dbus-daemon", "--session", "--nofork", f"--address={address}"], stdout=log, stderr=log)
         processes.append(bus_daemon)
@@ -163,39 +269,69 @@ def measure(gattway, simulator, work, radio):
             ["mosquitto", "-c", os.path.join(work, "mosquitto.conf")], stdout=log, stderr=log))
         processes.append(subprocess.Popen(simulate, env=environment, stdout=log, stderr=log))
         time.sleep(1)
+        tap = RadioTap(management) if radio in ("mgmt", "passive") else None
         counter = Counter(port)
         gateway_log = os.path.join(work, "gattway.log")
         out = os.path.join(work, "callgrind.out")
         with open(gateway_log, "w") as glog:
             gateway = subprocess.Popen(
-                ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", gattway,
+                ([] if NATIVE else callgrind + [f"--callgrind-out-file={out}"]) + [gattway,
                  "run", "--config", os.path.join(work, "config.json"), "--state-dir", work, "--log-level", "notice"],
                 env=environment, stdout=glog, stderr=glog)
         processes.append(gateway)
         wait_for(gateway_log, "gateway started", 120)
         time.sleep(WARMUP)
+        if NATIVE:
+            return native(gateway, bus_daemon, counter, tap, rate)
         counted = [gateway.pid] + ([bus_daemon.pid] if BUS else [])
         for pid in counted:
             subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
         before = counter.count
+        start = time.monotonic()
         time.sleep(SECONDS)
         for pid in counted:
             subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+        end = time.monotonic()
         messages = counter.count - before
+        spread = phases(tap.reports, start, end, rate) if tap else None
+        if tap:
+            tap.close()
         counter.process.terminate()
         dump = out + ".1"
         instructions = total(dump)
         bus_instructions = total(bus_out + ".1") if BUS else None
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
-            shutil.copy(dump, os.path.join(KEEP, f"{os.path.basename(gattway)}-{radio}.callgrind"))
+            name = f"{os.path.basename(gattway)}-{radio}-{rate:.0f}"
+            shutil.copy(dump, os.path.join(KEEP, f"{name}.callgrind"))
+            if BUS:
+                shutil.copy(bus_out + ".1", os.path.join(KEEP, f"{name}-dbus-daemon.callgrind"))
         if instructions is None or messages == 0:
             raise SystemExit(f"{gattway}: no figure (instructions {instructions}, messages {messages})")
-        return instructions, messages, bus_instructions
+        return instructions, messages, bus_instructions, spread
     finally:
         for process in reversed(processes):
             stop(process)
         log.close()
+
+
+def native(gateway, bus_daemon, counter, tap, rate):
+    """The NATIVE=1 window: CPU times instead of instruction counts."""
+    before = counter.count
+    start = time.monotonic()
+    times = [cpu_times(gateway.pid), cpu_times(bus_daemon.pid)]
+    time.sleep(SECONDS)
+    after = [cpu_times(gateway.pid), cpu_times(bus_daemon.pid)]
+    times = [tuple(b - a for a, b in zip(old, new)) for old, new in zip(times, after)]
+    end = time.monotonic()
+    messages = counter.count - before
+    counter.process.terminate()
+    spread = phases(tap.reports, start, end, rate) if tap else None
+    if tap:
+        tap.close()
+    if messages == 0:
+        raise SystemExit("no messages published")
+    return times, messages, None, spread
 
 
 def main():
@@ -205,16 +341,35 @@ def main():
             raise SystemExit(f"{tool} is missing (apt install valgrind mosquitto mosquitto-clients dbus)")
     simulator = os.path.abspath(binaries[0])
     for binary in binaries:
-        for radio in RADIO:
-            work = tempfile.mkdtemp(prefix="gattway-callgrind-")
-            instructions, messages, bus = measure(os.path.abspath(binary), simulator, work, radio)
-            print(f"{binary} (radio {radio}): {instructions / messages:,.0f} instructions per published "
-                  f"advertisement ({instructions:,} in {SECONDS:.0f} s, {messages} messages, {ADVERTISERS} "
-                  f"advertisers at {RATE:.0f} adv/s)", flush=True)
-            if bus is not None:
-                print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "
-                      f"({bus:,})", flush=True)
-            shutil.rmtree(work, ignore_errors=True)
+        for rate in RATES:
+            for radio in RADIO:
+                work = tempfile.mkdtemp(prefix="gattway-callgrind-")
+                instructions, messages, bus, spread = measure(os.path.abspath(binary), simulator, work, radio, rate)
+                published = messages / SECONDS
+                if NATIVE:
+                    print(f"{binary} (radio {radio}, native): {messages} messages = {published:,.0f}/s at "
+                          f"{rate:.0f} adv/s offered", flush=True)
+                    for name, (user, system, on_cpu) in zip(("gattway", "dbus-daemon"), instructions):
+                        print(f"  {name}: {on_cpu / messages * 1e6:,.1f} µs on CPU per message; "
+                              f"user {user / messages * 1e6:,.1f} µs, system {system / messages * 1e6:,.1f} µs "
+                              f"by ticks ({(user + system) * os.sysconf('SC_CLK_TCK'):.0f} ticks; "
+                              f"system/user {system / user if user else 0:.2f})", flush=True)
+                    if spread:
+                        print(f"  {spread}", flush=True)
+                    shutil.rmtree(work, ignore_errors=True)
+                    continue
+                print(f"{binary} (radio {radio}): {instructions / messages:,.0f} instructions per published "
+                      f"advertisement ({instructions:,} in {SECONDS:.0f} s, {messages} messages = {published:,.0f}/s, "
+                      f"{ADVERTISERS} advertisers at {rate:.0f} adv/s)", flush=True)
+                if published < 0.95 * rate:
+                    print(f"  published {published / rate:.0%} of the rate offered: the gateway under callgrind "
+                          "did not keep up (or reports were lost), so this figure is not the rate's", flush=True)
+                if spread:
+                    print(f"  {spread}", flush=True)
+                if bus is not None:
+                    print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "
+                          f"({bus:,})", flush=True)
+                shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
