@@ -83,7 +83,7 @@ struct SimulatorObjectTests {
 
     // MARK: Advertising
 
-    @Test("advertising timing: a random phase below the interval, then interval + 0–10 ms; no catch-up when late")
+    @Test("advertising timing: a random phase below the interval, then interval + 0–10 ms; when late, no catch-up and the phase kept")
     func advertisingTiming() throws {
         let spec = #"{"address": "A4:C1:38:00:00:07", "interval": "100ms"}"#
         let device = try device(spec)
@@ -95,8 +95,16 @@ struct SimulatorObjectTests {
             let next = device.takeAdvertisingEvent(due: due, now: due, wall: 0)
             #expect((due + 100_000_000...due + 110_000_000).contains(next))
         }
-        let late = due + 1_000_000_000
-        #expect(device.takeAdvertisingEvent(due: due, now: late, wall: 0) == late, "a late loop: at once")
+        // A loop 1.05 s late: the ten events missed are skipped, and the next keeps the phase,
+        // within one interval after `now` (not at `now`, where every overdue device would meet).
+        let late = due + 1_050_000_000
+        let next = device.takeAdvertisingEvent(due: due, now: late, wall: 0)
+        #expect(next > late && next <= late + 100_000_000, "a late loop: the next event of the device's own schedule")
+        #expect((next - due) % 100_000_000 <= 10_000_000, "whole intervals after the one due, plus this event's advDelay")
+        // Two devices of one interval and different phases, both overdue after one stall, stay apart.
+        let other = try self.device(#"{"address": "A4:C1:38:00:00:09", "interval": "100ms"}"#)
+        let otherNext = other.takeAdvertisingEvent(due: due + 40_000_000, now: late, wall: 0)
+        #expect(otherNext != next && (otherNext > next ? otherNext - next : next - otherNext) >= 20_000_000)
     }
 
     @Test("aligned: the wall clock's slots of the interval, without advDelay, counters at the slot's values")

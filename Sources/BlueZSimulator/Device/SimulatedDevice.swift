@@ -166,15 +166,24 @@ final class SimulatedDevice {
 
     /// Takes the advertising event due at `due` and handled at `now` (`wall` on the wall clock):
     /// an aligned device's generators go to this slot; returns when its next event is due — the
-    /// next slot, else advInterval + advDelay after this one was due (from `now` when the loop
-    /// fell behind, rather than a catch-up burst).
+    /// next slot, else advInterval + advDelay after this one was due. When the loop fell behind
+    /// by more than that, the events missed are skipped, not sent in a catch-up burst, and the
+    /// next one keeps the device's own phase (a whole number of intervals later): a stall of the
+    /// loop must not line every overdue device up at the same `now`, as a radio's advertisers
+    /// stay at their random phases whatever a scanner does.
     func takeAdvertisingEvent(due: UInt64, now: UInt64, wall: Double) -> UInt64 {
         if spec.aligned {
             let (slot, untilNext) = AdvertisingClock.slot(spec.interval, wall: wall)
             advance(to: slot)
             return AdvertisingClock.later(now, by: untilNext)
         }
-        return max(AdvertisingClock.later(due, by: spec.interval + advertisingDelay()), now)
+        let next = AdvertisingClock.later(due, by: spec.interval + advertisingDelay())
+        guard next < now else { return next }
+        let period = max(UInt64(saturating: spec.interval * 1e9), 1)
+        let missed = (now - next) / period + 1
+        let (skipped, overflow) = missed.multipliedReportingOverflow(by: period)
+        let (kept, beyond) = next.addingReportingOverflow(skipped)
+        return overflow || beyond ? now : kept
     }
 
     /// The next advertising report (generators advance; a linked adapter's advertisements take turns).
