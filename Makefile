@@ -8,7 +8,7 @@ PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-d
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
             curl prometheus
 
-.PHONY: all deps build release order-file test test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release order-file test test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -46,8 +46,9 @@ check-conversions:
 # simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
 # by the maintained PyPI parser of that family), then aioesphomeapi and Home Assistant itself against
 # the Bluetooth proxy, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
-# .build/realbluez on the first run, so a clean clone builds them).
-test: deps lint check-layering check-conversions test-swift test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web
+# .build/realbluez on the first run, so a clean clone builds them). test-examples (the example package
+# with its own Swift parsers) comes right after the Swift tests, whose build it reuses.
+test: deps lint check-layering check-conversions test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -56,6 +57,27 @@ test-swift:
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip EndToEndTests
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --no-parallel --filter EndToEndTests
+
+# Swift parsers without a fork (docs/parsers.md, "Your own Swift parsers"): Examples/custom-parser, a
+# package of its own whose main.swift is `Gattway.main(parsers: [StrapPulse()], advertisementParsers:
+# [MysteryTag()])`, built and run end to end by Tests/Examples/run.sh: a private bus with the simulator
+# playing the example's scenario, a real mosquitto on loopback, `config check` (passes in the
+# example's binary, fails in plain gattway naming the parser), `decode`, and `run` with readings of
+# both parsers checked on MQTT; prints `N passed, N failed`. The example builds in this package's
+# own scratch path, so gattway's modules are not compiled a second time (about 30 s for the
+# example's files and the link; a scratch path of its own would cost a second full build of
+# gattway). SwiftPM keeps one cached build plan per scratch path and would reuse this package's
+# plan for the example (or, afterwards, the example's for this package), hence
+# --disable-build-manifest-caching on both builds that follow; the second one puts this package's
+# plan back, also when the example's build fails.
+EXAMPLE_BUILD = --package-path Examples/custom-parser --scratch-path .build --disable-build-manifest-caching
+test-examples: deps
+	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
+	@status=0; $(SWIFT) build $(EXAMPLE_BUILD) --product custom-gattway $(SWIFT_BUILD_FLAGS) || status=$$?; \
+	  $(SWIFT) build --disable-build-manifest-caching --product gattway $(SWIFT_BUILD_FLAGS) >/dev/null || status=1; \
+	  exit $$status
+	@bin="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"; \
+	  Tests/Examples/run.sh "$$bin/custom-gattway" "$$bin/gattway" $(PYTHON)
 
 # Fuzzing (Tests/Fuzz; docs/operations.md, "Untrusted input"): gattway-fuzz built with libFuzzer
 # (coverage-guided) and AddressSanitizer (the unsafe-pointer code: file I/O, libcrypto calls; about
@@ -247,7 +269,7 @@ SHELL_SCRIPTS = $(shell find . \( -name .git -o -name .build -o -name '.venv*' -
 lint:
 	@scripts/install-deps.sh $(LINT_PACKAGES)
 	$(call pinned_venv,.venv-lint,scripts/lint-requirements.txt)
-	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench
+	$(SWIFT) format lint --strict --recursive --configuration .swift-format Sources Tests bench Examples
 	shellcheck $(SHELL_SCRIPTS)
 	.venv-lint/bin/ruff check --quiet .
 	$(PYTHON) scripts/web-assets.py --check

@@ -3,12 +3,17 @@ import PackageDescription
 
 /// Layering (docs/architecture.md, "Layers"): only `DBus` imports `CDBus`, only `MQTT` imports
 /// `CMosquitto`, only `Parsers` and `ESPHomeAPI` import `CCrypto`, only `HTTPServer` imports `CMicroHTTPD`, always as `internal import` so no C type can
-/// leak into a public signature. `scripts/check-layering.sh` (run by `make test`) enforces both rules.
+/// leak into a public signature. Only `GattwayKit` (the command line) imports `GatewayRuntime`, and only
+/// the `gattway` executable and users' packages import `GattwayKit`, which imports no C module.
+/// `scripts/check-layering.sh` (run by `make test`) enforces these rules.
 let package = Package(
     name: "gattway",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "gattway", targets: ["gattway"]),
+        // The whole command line as a library: a package of your own runs it with its own Swift
+        // parsers (`Gattway.main(parsers:advertisementParsers:)`; Examples/custom-parser).
+        .library(name: "GattwayKit", targets: ["GattwayKit"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "Bluetooth", targets: ["Bluetooth"]),
@@ -87,14 +92,17 @@ let package = Package(
                 "LocalSystem", "HTTPServer",
             ]
         ),
-        .executableTarget(
-            name: "gattway",
+        // The command line (`run`, `doctor`, `demo`, the BLE commands) as a library: `Gattway.main`,
+        // called by the gattway executable and by users' packages that add Swift parsers.
+        .target(
+            name: "GattwayKit",
             dependencies: [
                 "EventLoop", "DBus", "MQTT", "Bluetooth", "Parsers", "JSON", "BlueZSimulator", "Gateway", "BlueZ",
                 "Retry", "Subprocess", "LocalSystem",
                 "GATTTree", "ESPHomeAPI", "GatewayRuntime", "BluetoothManagement", "HTTPServer",
             ]
         ),
+        .executableTarget(name: "gattway", dependencies: ["GattwayKit"]),
         .executableTarget(
             name: "gattway-bench",
             dependencies: [

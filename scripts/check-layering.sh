@@ -12,8 +12,11 @@
 #    module: it talks to the central through its ProxyBLE port.
 #  - BluetoothManagement (the kernel's management protocol codec) is pure: it imports Bluetooth
 #    and nothing with I/O (no DBus, BlueZ, EventLoop, MQTT, ESPHomeAPI, Gateway or a C module).
-#  - Only the gattway executable imports GatewayRuntime, and GatewayRuntime imports neither
-#    BlueZSimulator nor Subprocess.
+#  - Only GattwayKit (the command line as a library) imports GatewayRuntime, and GatewayRuntime
+#    imports neither BlueZSimulator nor Subprocess.
+#  - Nothing under Sources/ but the gattway executable imports GattwayKit (users' packages do, as
+#    Examples/custom-parser does), and GattwayKit imports no C module: it reaches the C libraries
+#    through their wrappers only.
 #  - Nothing under Sources/ (every module the gattway executable links) imports Foundation,
 #    FoundationEssentials, FoundationInternationalization or FoundationNetworking: linked
 #    statically they cost megabytes of resident memory (issue #8); LocalSystem has the file,
@@ -66,18 +69,32 @@ if [ -d Sources/BluetoothManagement ]; then
     status=1
   fi
 fi
-# GatewayRuntime (`gattway run` as a library) sits under the executable only: no other module under
-# Sources/ imports it, and it imports neither the simulator nor Subprocess (tools of the CLI and the
-# tests, not of the running gateway).
+# GatewayRuntime (`gattway run` as a library) sits under the command line only: no other module
+# under Sources/ imports it, and it imports neither the simulator nor Subprocess (tools of the CLI
+# and the tests, not of the running gateway).
 if [ -d Sources/GatewayRuntime ]; then
-  runtime_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GatewayRuntime\b' Sources | grep -v '^Sources/gattway/' || true)
+  runtime_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GatewayRuntime\b' Sources | grep -v '^Sources/GattwayKit/' || true)
   if [ -n "$runtime_importers" ]; then
     echo "$runtime_importers"
-    echo "layering: only the gattway executable imports GatewayRuntime (docs/architecture.md, section Layers)" >&2
+    echo "layering: only GattwayKit (the command line) imports GatewayRuntime (docs/architecture.md, section Layers)" >&2
     status=1
   fi
   if grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(BlueZSimulator|Subprocess)\b' Sources/GatewayRuntime; then
     echo "layering: GatewayRuntime runs the gateway; the simulator and Subprocess belong to the CLI and the tests" >&2
+    status=1
+  fi
+fi
+# GattwayKit (the command line as a library) is on top: under Sources/ only the gattway executable
+# imports it (users' packages import it too, from outside), and it imports no C module.
+if [ -d Sources/GattwayKit ]; then
+  kit_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GattwayKit\b' Sources | grep -v '^Sources/gattway/' || true)
+  if [ -n "$kit_importers" ]; then
+    echo "$kit_importers"
+    echo "layering: only the gattway executable imports GattwayKit (docs/architecture.md, section Layers)" >&2
+    status=1
+  fi
+  if grep -rnE --include='*.swift' '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto|CMicroHTTPD)\b' Sources/GattwayKit; then
+    echo "layering: GattwayKit reaches the C libraries through their wrappers only (docs/architecture.md, section Layers)" >&2
     status=1
   fi
 fi
@@ -119,5 +136,5 @@ while IFS= read -r line; do
   status=1
 done <<<"$citations"
 
-[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; GatewayRuntime under the executable only; no Foundation under Sources/; nothing cites notes outside the repository)"
+[ $status -eq 0 ] && echo "layering: ok (C modules confined to their wrappers, imported internally; GatewayRuntime under GattwayKit, GattwayKit under the executable only; no Foundation under Sources/; nothing cites notes outside the repository)"
 exit $status

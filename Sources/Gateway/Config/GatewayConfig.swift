@@ -43,8 +43,9 @@ public struct GatewayConfig: Sendable {
     public var parsers: [DeclarativeParser] = []
     /// The rules of `devices`, in file order.
     public var devices: [DeviceRule] = []
-    /// Built-in parsers plus the declarative ones.
-    public var registry: ParserRegistry = .builtIn
+    /// The process's parsers (``ParserRegistry/active``: the built-ins, plus Swift parsers a
+    /// package registered through GattwayKit) plus the declarative ones.
+    public var registry: ParserRegistry = .active
 
     /// A configuration with every default and no device rules.
     public init() {}

@@ -11,7 +11,7 @@ import JSON
 public struct VectorLineDecoder: Sendable {
     public var registry: ParserRegistry
 
-    public init(registry: ParserRegistry = .builtIn) {
+    public init(registry: ParserRegistry = .active) {
         self.registry = registry
     }
 

@@ -58,7 +58,7 @@ struct ScanTable {
 
     static func decoded(_ result: ScanResult) -> String {
         guard
-            let decoded = try? ParserRegistry.builtIn.decode(
+            let decoded = try? ParserRegistry.active.decode(
                 AdvertisementContext(advertisement: result.advertisementData, address: result.peripheral.address))
         else { return "" }
         return decoded.format + " " + text(decoded.readings)
@@ -121,7 +121,7 @@ struct ScanTable {
                         (key: $0.key.shortDescription, value: .string(Hex.encode($0.value)))
                     })
             ))
-        if let decoded = try? ParserRegistry.builtIn.decode(
+        if let decoded = try? ParserRegistry.active.decode(
             AdvertisementContext(advertisement: data, address: result.peripheral.address))
         {
             members.append(

@@ -44,12 +44,13 @@ struct CharacteristicTarget {
         }
     }
 
-    /// A value of `uuid` as `read` and `notify` print it: the hex bytes, then what a built-in
-    /// parser reads in them in parentheses; with `json` an object (led by `address` when given).
+    /// A value of `uuid` as `read` and `notify` print it: the hex bytes, then what the active
+    /// registry's parser for `uuid` reads in them in parentheses; with `json` an object (led by
+    /// `address` when given).
     static func valueLine(_ value: [UInt8], of uuid: BluetoothUUID, address: BluetoothAddress? = nil, json: Bool)
         -> String
     {
-        let readings = (try? ParserRegistry.builtIn.decode(characteristic: uuid, value: value)) ?? []
+        let readings = (try? ParserRegistry.active.decode(characteristic: uuid, value: value)) ?? []
         guard json else {
             let decoded = ScanTable.text(readings)
             return Hex.encode(value, separator: " ") + (decoded.isEmpty ? "" : "  (\(decoded))") + "\n"

@@ -43,7 +43,7 @@ struct InspectCommand: Command {
                             let value = try await central.readValue(for: characteristic)
                             line += " = \(Hex.encode(value, separator: " "))"
                             members.append((key: "value", value: .string(Hex.encode(value))))
-                            if let readings = try? ParserRegistry.builtIn.decode(
+                            if let readings = try? ParserRegistry.active.decode(
                                 characteristic: characteristic.uuid, value: value)
                             {
                                 line += " (\(ScanTable.text(readings)))"
