@@ -8,6 +8,7 @@
 #                      0.1.0-dev → 0.1.0~dev-1: "~" sorts a pre-release before its release)
 #   DEB_OUTDIR=…       where the .deb goes (default: the repository's root)
 #   GATTWAY_BINARY=…   package this binary instead of making the release build
+#   DEB_COMPRESS=…     dpkg-deb's compressor (default xz, Debian's; the tests use gzip, faster)
 #
 # The staging tree is .build/deb/stage; dpkg-shlibdeps runs in .build/deb/shlibdeps (it wants a
 # debian/control). Prints the package's path on the last line.
@@ -121,6 +122,6 @@ chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
 
 mkdir -p "$outdir"
 deb="$outdir/gattway_${version}_${arch}.deb"
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >&2
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESS:-xz}" --build "$stage" "$deb" >&2
 note "Depends: $depends"
 echo "$deb"

@@ -56,12 +56,11 @@ fi
 in_root() {
   # shellcheck disable=SC2016 # the inner script expands its own arguments
   unshare --mount --propagation private --fork -- sh -c '
-    root=$1; shift
+    root=$1 archives=$2 command=$3
     mount -t proc proc "$root/proc" && mount --rbind /dev "$root/dev" \
-      && mount --bind "$2" "$root/var/cache/apt/archives" || exit 125
-    shift
+      && mount --bind "$archives" "$root/var/cache/apt/archives" || exit 125
     exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 \
-      DEBIAN_FRONTEND=noninteractive /bin/sh -c "$1"
+      DEBIAN_FRONTEND=noninteractive /bin/sh -c "$command"
   ' in_root "$root" "$cache/archives" "$1"
 }
 # not COMMAND…: succeeds when COMMAND fails.
@@ -84,7 +83,7 @@ version1=$(dpkg-deb -f "$deb1" Version)
 version2="$version1+upgrade1"
 binary="$repo/.build/deb/stage/usr/bin/gattway"
 cp "$binary" "$work/gattway.bin"
-deb2=$(DEB_OUTDIR="$work" DEB_VERSION="$version2" GATTWAY_BINARY="$work/gattway.bin" \
+deb2=$(DEB_OUTDIR="$work" DEB_VERSION="$version2" GATTWAY_BINARY="$work/gattway.bin" DEB_COMPRESS=gzip \
   "$repo/scripts/build-deb.sh" | tail -n1) || { fail "build the upgrade package"; finish; }
 note "packages built in $(($(date +%s) - t0)) s: $(basename "$deb1"), $(basename "$deb2")"
 check "$version2 sorts after $version1" dpkg --compare-versions "$version2" gt "$version1"
@@ -106,7 +105,7 @@ check "config.json is the conffile" test "$conffiles" = /etc/gattway/config.json
 
 # 2. lintian: errors fail, warnings are listed (docs/raspberry-pi.md justifies each).
 t0=$(date +%s)
-lintian_out=$(lintian --no-tag-display-limit "$deb1" 2>&1)
+lintian_out=$(lintian --tag-display-limit 0 "$deb1" 2>&1)
 note "lintian ($(($(date +%s) - t0)) s):"
 [ -n "$lintian_out" ] && printf '%s\n' "$lintian_out" | sed 's/^/    /'
 check "lintian reports no errors" not grep -q '^E: ' <<<"$lintian_out"
@@ -125,7 +124,7 @@ if [ -n "${DEB_TEST_FRESH:-}" ] || [ ! -s "$tarball" ]; then
   fi
   note "making the Debian 12 root with mmdebstrap from $sources"
   rm -f "$tarball.tmp"
-  if ! mmdebstrap --quiet --variant=apt --arch="$arch" --skip=cleanup/apt/lists \
+  if ! mmdebstrap --quiet --format=tar --variant=apt --arch="$arch" --skip=cleanup/apt/lists \
       bookworm "$tarball.tmp" "$sources"; then
     fail "mmdebstrap makes a Debian 12 root"
     finish
@@ -220,10 +219,10 @@ check "dpkg no longer knows gattway" not grep -qx 'Package: gattway' "$root/var/
 left=()
 while IFS= read -r path; do
   if [ -z "$path" ] || [ "$path" = /. ]; then continue; fi
-  # Directories other packages share (/usr/bin, /etc, …) stay; every file and every directory
-  # of gattway's own goes.
+  # Directories other packages share (/usr/bin, /etc, /lib → usr/lib, …) stay; every file and
+  # every directory of gattway's own goes.
   if [ -e "$root$path" ] || [ -L "$root$path" ]; then
-    [ -d "$root$path" ] && [ ! -L "$root$path" ] && [ -n "$(ls -A "$root$path")" ] && continue
+    if [ -d "$root$path" ] && [ -n "$(ls -A "$root$path")" ]; then continue; fi
     left+=("$path")
   fi
 done <<<"$files"
