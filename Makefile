@@ -8,7 +8,7 @@ PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-d
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
             curl prometheus
 
-.PHONY: all deps build release order-file test test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release deb package-binary order-file test test-deb test-package test-package-vm test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -24,6 +24,48 @@ RELEASE_BUILD = $(shell SWIFT=$(SWIFT) scripts/release-flags.sh)
 
 release: deps
 	$(SWIFT) build $(RELEASE_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+
+# The Debian package (docs/raspberry-pi.md, "The Debian package"): the release build, staged in
+# .build/deb/stage and packed by dpkg-deb into ./gattway_<version>_<arch>.deb, whose path it prints.
+# DEB_VERSION=… sets the version (default: BuildInfo.version, 0.1.0-dev → 0.1.0~dev-1).
+deb: deps
+	@SWIFT=$(SWIFT) scripts/build-deb.sh
+
+# The package in a fresh Debian 12 root (Tests/Package/test-deb.sh): built, checked by lintian,
+# installed with apt from Debian's mirror, run, upgraded, purged. The root is made by mmdebstrap
+# once and cached in .build/deb/root-cache (a cold run downloads it: about a minute more). Runs as
+# root (chroot): through sudo otherwise, after the release build as the calling user.
+test-deb: package-binary
+	@sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	  $$sudo env GATTWAY_BINARY="$(CURDIR)/$(PACKAGE_BINARY)" Tests/Package/test-deb.sh
+
+# The binary test-deb and test-package-vm package: PACKAGE_BUILD=release (the default: what
+# `make deb` ships) or debug (the debug build linked with the static Swift runtime, a 20 s relink
+# of what test-swift built). `make test` packages the debug one: the release build takes 13 minutes
+# from a clean clone on 2 cores, which would take the suite past its 40; the package, its
+# maintainer scripts, its Depends, and what dpkg and systemd do with it are the same.
+PACKAGE_BUILD ?= release
+PACKAGE_BINARY = .build/deb/gattway-$(PACKAGE_BUILD)
+package-binary: deps
+	@if [ "$(PACKAGE_BUILD)" = release ]; then \
+	  $(SWIFT) build $(RELEASE_BUILD) --product gattway $(SWIFT_BUILD_FLAGS) \
+	    && bin="$$($(SWIFT) build $(RELEASE_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))"; \
+	else \
+	  $(SWIFT) build --product gattway --static-swift-stdlib $(SWIFT_BUILD_FLAGS) \
+	    && bin="$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"; \
+	fi && install -D -m 0755 "$$bin/gattway" $(PACKAGE_BINARY)
+
+# The package under the real systemd (issue 34, item 2; Tests/RealBlueZ/test-package-vm.sh): the
+# real-BlueZ VM booted with systemd as PID 1, the package installed there with dpkg, its service
+# checked: user, capabilities, sandbox, the management socket as radio, a reading on MQTT, the
+# adapter's state on the web page, the watchdog, stop, remove and purge. About 5 minutes.
+test-package-vm: package-binary
+	@deb=$$(GATTWAY_BINARY="$(CURDIR)/$(PACKAGE_BINARY)" DEB_OUTDIR=.build/deb/vm DEB_COMPRESS=gzip \
+	  scripts/build-deb.sh | tail -n1) && Tests/RealBlueZ/test-package-vm.sh "$$deb"
+
+# Both package lanes, as `make test` runs them (the debug build packaged; see PACKAGE_BUILD).
+test-package:
+	$(MAKE) test-deb test-package-vm PACKAGE_BUILD=debug
 
 # Regenerates deploy/gattway.order from a profile of `gattway run` on the simulator's demo world
 # under callgrind (scripts/profile-order.py); commit the result. Not part of `make test`.
@@ -46,9 +88,11 @@ check-conversions:
 # simulator, then the oracle lane (seeded random advertisements per family, decoded by gattway and
 # by the maintained PyPI parser of that family), then aioesphomeapi and Home Assistant itself against
 # the Bluetooth proxy, then the real-BlueZ lane (real bluetoothd in a qemu VM; the VM files are built into
-# .build/realbluez on the first run, so a clean clone builds them). test-examples (the example package
-# with its own Swift parsers) comes right after the Swift tests, whose build it reuses.
-test: deps lint check-layering check-conversions test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web
+# .build/realbluez on the first run, so a clean clone builds them), the fleet and web lanes, and last the
+# Debian package (test-package: in a fresh Debian 12 root, then under systemd in the VM).
+# test-examples (the example package with its own Swift parsers) comes right after the Swift
+# tests, whose build it reuses.
+test: deps lint check-layering check-conversions test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web test-package
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -260,12 +304,14 @@ test-one: deps
 # Sources Tests bench` fixes most); shellcheck (Debian's) over every shell script; ruff (PyPI,
 # pinned in scripts/lint-requirements.txt, in .venv-lint, installed again only when that file
 # changes) with the rules of ruff.toml over every Python file. A finding that is meant carries a
-# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason. The web page's files are
+# `# shellcheck disable=SCnnnn` or `# noqa: RULE` with the reason. The package's maintainer scripts
+# (deploy/debian) are shell scripts too. The web page's files are
 # served from Sources/GatewayRuntime/Web/WebPageAssets.swift, which scripts/web-assets.py makes
 # from webpage/: the lint fails when it was not run after a change there.
 LINT_PACKAGES := shellcheck python3 python3-venv
 SHELL_SCRIPTS = $(shell find . \( -name .git -o -name .build -o -name '.venv*' -o -name .realbluez-vm \) -prune \
-                  -o -type f \( -name '*.sh' -o -path ./.ci/run \) -print | sort)
+                  -o -type f \( -name '*.sh' -o -path ./.ci/run \
+                  -o -path ./deploy/debian/postinst -o -path ./deploy/debian/prerm -o -path ./deploy/debian/postrm \) -print | sort)
 lint:
 	@scripts/install-deps.sh $(LINT_PACKAGES)
 	$(call pinned_venv,.venv-lint,scripts/lint-requirements.txt)
