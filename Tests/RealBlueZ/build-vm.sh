@@ -105,6 +105,13 @@ mount -t tmpfs -o mode=755 none /root/run
 mount -t tmpfs -o mode=700 none /root/var/lib/bluetooth 2>/dev/null
 mkdir -p /root/run/share
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 share /root/run/share || finish 99
+# run-vm.sh RBZ_SYSTEMD=1: systemd becomes PID 1 on the overlay root, with the run's units in
+# /etc/systemd/system; its target starts boot.sh as a service, which powers off at the end.
+if [ -d /root/run/share/systemd ]; then
+  cp -r /root/run/share/systemd/. /root/etc/systemd/system/ || finish 99
+  rm -f /root/.dockerenv
+  exec switch_root /root /lib/systemd/systemd --unit=rbz.target --show-status=auto
+fi
 chroot /root /bin/bash /run/share/boot.sh
 finish $?
 INIT

@@ -16,6 +16,8 @@
 #   REALBLUEZ_MEM      guest memory in MiB (default 1024); REALBLUEZ_CPUS guest CPUs (default 2)
 #   BLUETOOTHD_ARGS    bluetoothd's options (default "-d -P battery": debug log, no battery plugin)
 #   REALBLUEZ_QUIET=1  do not echo the console (it is still saved)
+#   RBZ_SYSTEMD=1      boot systemd as PID 1 (Debian's units for the bus and bluetoothd; the guest
+#                      script runs as the service rbz-guest.service)
 #   Any variable named RBZ_* is passed to the guest script; RBZ_BLUETOOTHD_WRAPPER is a command
 #   bluetoothd runs under (e.g. valgrind's callgrind; guest-up.sh)
 #
@@ -36,6 +38,12 @@ else mkdir -p "$CACHE/runs"; RUN=$(mktemp -d "$CACHE/runs/run-XXXX"); fi
 RUN=$(cd "$RUN" && pwd)
 mkdir -p "$RUN/logs"
 cp "$HERE/guest-up.sh" "$RUN/boot.sh"
+# RBZ_SYSTEMD=1: the guest boots systemd as PID 1 with the units of systemd/ (build-vm.sh's init).
+if [ "${RBZ_SYSTEMD:-}" = 1 ]; then
+  mkdir -p "$RUN/systemd"
+  cp "$HERE"/systemd/*.target "$HERE"/systemd/*.service "$RUN/systemd/"
+  grep -v '^#' "$HERE/systemd/masked.txt" | while read -r unit; do ln -s /dev/null "$RUN/systemd/$unit"; done
+fi
 script=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 shift
 {
