@@ -39,11 +39,31 @@ each advertisement an Advertisement Monitor Device Found and no D-Bus signal). W
 private dbus-daemon runs under callgrind too, switched on and dumped with the gateway, and its
 instructions per published advertisement are printed beside gattway's (the bus's routing of the
 simulator's signals: the dbus-daemon share of the whole system's cost).
+
+The web server is on in every run (`web` on a free loopback port, a bearer token). PAGE (default
+"closed") names what looks at it, one run of each: "closed" (nobody), "devices" (the page open
+on its device list) and "radio" (the page on the radio view), as bench/Sources/WebPageClient.swift
+does it: the event stream (`/api/events`) read throughout by a thread, the view's JSON as page.js
+refreshes it (`/api/page/devices` every 10 s, or `/api/page/radio` every 2 s, which makes the
+core's radio view listen), and `/metrics` every 5 s, each with the token. The page opens when the
+gateway has started, before the warm-up. With more than one, the figures' difference from the
+first's is printed. For a page run the page's own work is also read off the dump (callgrind_annotate,
+inclusive counts of where it enters gattway, PARTS below): per published message, the hand-over of
+each message to the event stream and the radio view's note of each report; per second, the
+events' flush and everything libmicrohttpd runs (requests, /metrics, the views, the stream's
+writes). Under callgrind gattway keeps up with some 200 messages a second on this machine, so a
+figure at 1,000 adv/s cannot be counted whole; from the parts the script prints the page's cost at
+100 and 1,000 adv/s (per-message parts as they are, per-second parts spread over the rate's
+messages) against the first run's figure, which does not depend on the rate.
+`PAGE="closed devices radio" RATE=100 REPORT_BATCH=100ms` is the workload of `gattway-bench run
+web` counted in instructions (BENCHMARKS.md, "The web page's cost"). REPORT_BATCH sets
+`bluetooth.report_batch` (default: the config's default).
 """
 
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -52,6 +72,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 # RATE may name several rates ("100 1000"): each binary is measured at each.
 RATES = [float(rate) for rate in os.environ.get("RATE", "100").split()]
@@ -64,6 +85,9 @@ RADIO = os.environ.get("RADIO", "dbus").split()
 BUS = os.environ.get("BUS") == "1"
 # NATIVE=1: no callgrind; the CPU time of gattway and dbus-daemon over the window, user and system.
 NATIVE = os.environ.get("NATIVE") == "1"
+PAGE = os.environ.get("PAGE", "closed").split()
+REPORT_BATCH = os.environ.get("REPORT_BATCH")
+TOKEN = "callgrind-web-token-0123456789abcdef"
 
 
 def free_port():
@@ -96,11 +120,14 @@ def scenario(rate):
     return {"seed": 7, "devices": devices}
 
 
-def config(port, radio):
+def config(port, radio, web_port):
     bluetooth = {"max_devices": 1000, "radio": "mgmt" if radio == "passive" else radio}
     if radio == "passive":
         bluetooth["scan_mode"] = "passive"
+    if REPORT_BATCH:
+        bluetooth["report_batch"] = REPORT_BATCH
     return {
+        "web": {"listen": f"127.0.0.1:{web_port}", "auth": {"token": TOKEN}},
         "mqtt": {"server": f"mqtt://127.0.0.1:{port}", "client_id": "gattway-callgrind", "protocol": "3.1.1",
                  "qos": 0},
         "bluetooth": bluetooth,
@@ -108,6 +135,62 @@ def config(port, radio):
         "health": {"enabled": False},
         "devices": [{"match": {}}],
     }
+
+
+class Page:
+    """What a browser with the page open does (bench/Sources/WebPageClient.swift): the event
+    stream read as it comes, the view's refresh, /metrics every 5 s."""
+
+    def __init__(self, port, view):
+        self.base = f"http://127.0.0.1:{port}"
+        self.view = view
+        self.requests = 0
+        self.failures = 0
+        self.events = 0
+        self.stopped = threading.Event()
+        threading.Thread(target=self._stream, daemon=True).start()
+        threading.Thread(target=self._poll, daemon=True).start()
+
+    def _open(self, path, timeout):
+        request = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {TOKEN}"})
+        return urllib.request.urlopen(request, timeout=timeout)
+
+    def _stream(self):
+        try:
+            with self._open("/api/events", 60) as response:
+                for line in response:
+                    if self.stopped.is_set():
+                        return
+                    if line.startswith(b"event:"):
+                        self.events += 1
+        except OSError:
+            if not self.stopped.is_set():
+                self.failures += 1
+
+    def _get(self, path):
+        try:
+            with self._open(path, 30) as response:
+                response.read()
+                ok = response.status == 200
+        except OSError:
+            ok = False
+        self.requests += 1
+        self.failures += 0 if ok else 1
+
+    def _poll(self):
+        tick = 0
+        while not self.stopped.is_set():
+            if self.view == "devices" and tick % 10 == 0:
+                self._get("/api/page/devices")
+            if self.view == "radio" and tick % 2 == 0:
+                self._get("/api/page/radio")
+            if tick % 5 == 0:
+                self._get("/metrics")
+            tick += 1
+            self.stopped.wait(1)
+
+    def stop(self):
+        self.stopped.set()
 
 
 class Counter:
@@ -238,16 +321,48 @@ def total(dump):
     return None
 
 
-def measure(gattway, simulator, work, radio, rate):
+# The page's work in a dump, by where it enters gattway (inclusive counts; each pattern's largest
+# line, as a function appears once per file it was inlined from): per published message, the core
+# handing each message to the event stream's gatherer and the radio view's note of each report;
+# per second, the gathered events' flush and everything libmicrohttpd runs (requests, /metrics,
+# the views' JSON, writing the stream).
+PARTS = [
+    ("hand-over to the event stream", "message", r"WebSiteC7observe.*MQTTOutboundMessageVYbcfU_TA\b"),
+    ("radio view's note", "message", r"RawRadioC5heard"),
+    ("event flush", "second", r"WebSiteC7observe.*MQTTOutboundMessageVYbcfU_yycfU_TA\b"),
+    ("HTTP (MHD_run: requests, /metrics, views, stream writes)", "second", r"\bMHD_run\b"),
+]
+
+
+def parts(dump, messages):
+    """The page's parts of a dump (PARTS): (text, instructions per message, per second)."""
+    result = subprocess.run(["callgrind_annotate", "--auto=no", "--inclusive=yes", "--threshold=100", dump],
+                            capture_output=True, text=True)
+    found = []
+    per = {"message": 0.0, "second": 0.0}
+    for name, unit, pattern in PARTS:
+        best = 0
+        for line in result.stdout.splitlines():
+            match = re.match(r"\s*([\d,]+) ", line)
+            if match and re.search(pattern, line):
+                best = max(best, int(match.group(1).replace(",", "")))
+        value = best / messages if unit == "message" else best / SECONDS
+        per[unit] += value
+        found.append(f"{name} {value:,.0f} per {unit}")
+    return "; ".join(found), per["message"], per["second"]
+
+
+def measure(gattway, simulator, work, radio, rate, page):
     bus = os.path.join(work, "bus")
     management = os.path.join(work, "mgmt")
     port = free_port()
+    web_port = free_port()
     with open(os.path.join(work, "mosquitto.conf"), "w") as f:
         f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
     with open(os.path.join(work, "scenario.json"), "w") as f:
         json.dump(scenario(rate), f)
     with open(os.path.join(work, "config.json"), "w") as f:
-        json.dump(config(port, radio), f)
+        json.dump(config(port, radio, web_port), f)
     address = f"unix:path={bus}"
     environment = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=address)
     simulate = [simulator, "simulate", "--scenario", os.path.join(work, "scenario.json"), "--quiet"]
@@ -280,9 +395,14 @@ def measure(gattway, simulator, work, radio, rate):
                 env=environment, stdout=glog, stderr=glog)
         processes.append(gateway)
         wait_for(gateway_log, "gateway started", 120)
+        wait_for(gateway_log, "web: listening", 60)
+        client = Page(web_port, page) if page != "closed" else None
         time.sleep(WARMUP)
         if NATIVE:
-            return native(gateway, bus_daemon, counter, tap, rate)
+            result = native(gateway, bus_daemon, counter, tap, rate)
+            if client:
+                client.stop()
+            return result + ("", None)
         counted = [gateway.pid] + ([bus_daemon.pid] if BUS else [])
         for pid in counted:
             subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
@@ -297,18 +417,27 @@ def measure(gattway, simulator, work, radio, rate):
         if tap:
             tap.close()
         counter.process.terminate()
+        seen = "nobody looking"
+        if client:
+            client.stop()
+            seen = f"page {page}: {client.requests} requests, {client.failures} failed, {client.events} events"
         dump = out + ".1"
         instructions = total(dump)
         bus_instructions = total(bus_out + ".1") if BUS else None
         if KEEP:
             os.makedirs(KEEP, exist_ok=True)
-            name = f"{os.path.basename(gattway)}-{radio}-{rate:.0f}"
+            name = f"{os.path.basename(gattway)}-{radio}-{rate:.0f}-{page}"
             shutil.copy(dump, os.path.join(KEEP, f"{name}.callgrind"))
             if BUS:
                 shutil.copy(bus_out + ".1", os.path.join(KEEP, f"{name}-dbus-daemon.callgrind"))
         if instructions is None or messages == 0:
             raise SystemExit(f"{gattway}: no figure (instructions {instructions}, messages {messages})")
-        return instructions, messages, bus_instructions, spread
+        shares = None
+        if client:
+            text, per_message, per_second = parts(dump, messages)
+            seen += f"\n  the page's parts: {text}"
+            shares = (per_message, per_second)
+        return instructions, messages, bus_instructions, spread, seen, shares
     finally:
         for process in reversed(processes):
             stop(process)
@@ -343,33 +472,45 @@ def main():
     for binary in binaries:
         for rate in RATES:
             for radio in RADIO:
-                work = tempfile.mkdtemp(prefix="gattway-callgrind-")
-                instructions, messages, bus, spread = measure(os.path.abspath(binary), simulator, work, radio, rate)
-                published = messages / SECONDS
-                if NATIVE:
-                    print(f"{binary} (radio {radio}, native): {messages} messages = {published:,.0f}/s at "
-                          f"{rate:.0f} adv/s offered", flush=True)
-                    for name, (user, system, on_cpu) in zip(("gattway", "dbus-daemon"), instructions):
-                        print(f"  {name}: {on_cpu / messages * 1e6:,.1f} µs on CPU per message; "
-                              f"user {user / messages * 1e6:,.1f} µs, system {system / messages * 1e6:,.1f} µs "
-                              f"by ticks ({(user + system) * os.sysconf('SC_CLK_TCK'):.0f} ticks; "
-                              f"system/user {system / user if user else 0:.2f})", flush=True)
+                first = None
+                for page in PAGE:
+                    work = tempfile.mkdtemp(prefix="gattway-callgrind-")
+                    instructions, messages, bus, spread, seen, shares = measure(
+                        os.path.abspath(binary), simulator, work, radio, rate, page)
+                    published = messages / SECONDS
+                    if NATIVE:
+                        print(f"{binary} (radio {radio}, {page}, native): {messages} messages = {published:,.0f}/s "
+                              f"at {rate:.0f} adv/s offered", flush=True)
+                        for name, (user, system, on_cpu) in zip(("gattway", "dbus-daemon"), instructions):
+                            print(f"  {name}: {on_cpu / messages * 1e6:,.1f} µs on CPU per message; "
+                                  f"user {user / messages * 1e6:,.1f} µs, system {system / messages * 1e6:,.1f} µs "
+                                  f"by ticks ({(user + system) * os.sysconf('SC_CLK_TCK'):.0f} ticks; "
+                                  f"system/user {system / user if user else 0:.2f})", flush=True)
+                        if spread:
+                            print(f"  {spread}", flush=True)
+                        shutil.rmtree(work, ignore_errors=True)
+                        continue
+                    figure = instructions / messages
+                    first = first or figure
+                    difference = f", {100 * (figure / first - 1):+.1f} %" if page != PAGE[0] else ""
+                    print(f"{binary} (radio {radio}, {page}): {figure:,.0f} instructions per published "
+                          f"advertisement{difference} ({instructions:,} in {SECONDS:.0f} s, {messages} messages = "
+                          f"{published:,.0f}/s, {ADVERTISERS} advertisers at {rate:.0f} adv/s; {seen})", flush=True)
+                    if published < 0.95 * rate:
+                        print(f"  published {published / rate:.0%} of the rate offered: the gateway under callgrind "
+                              "did not keep up (or reports were lost), so this figure is not the rate's", flush=True)
                     if spread:
                         print(f"  {spread}", flush=True)
+                    if shares and page != PAGE[0]:
+                        # The parts at other rates: the per-message ones as they are, the per-second
+                        # ones spread over the rate's messages, against the first run's figure.
+                        projected = ", ".join(
+                            f"{100 * (shares[0] + shares[1] / at) / first:+.1f} % at {at:,} adv/s" for at in (100, 1000))
+                        print(f"  the page's parts over the {PAGE[0]} figure: {projected}", flush=True)
+                    if bus is not None:
+                        print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "
+                              f"({bus:,})", flush=True)
                     shutil.rmtree(work, ignore_errors=True)
-                    continue
-                print(f"{binary} (radio {radio}): {instructions / messages:,.0f} instructions per published "
-                      f"advertisement ({instructions:,} in {SECONDS:.0f} s, {messages} messages = {published:,.0f}/s, "
-                      f"{ADVERTISERS} advertisers at {rate:.0f} adv/s)", flush=True)
-                if published < 0.95 * rate:
-                    print(f"  published {published / rate:.0%} of the rate offered: the gateway under callgrind "
-                          "did not keep up (or reports were lost), so this figure is not the rate's", flush=True)
-                if spread:
-                    print(f"  {spread}", flush=True)
-                if bus is not None:
-                    print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "
-                          f"({bus:,})", flush=True)
-                shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -34,15 +34,26 @@ public final class EventStream {
             bytes += event.utf8.lazy.filter { $0 != 0x0A && $0 != 0x0D }
             bytes.append(0x0A)
         }
-        // One `data:` line per line of `data` (JSON has none: one line, no copy of a line).
+        // One `data:` line per line of `data` (JSON has none: one line, copied whole).
         bytes += "data: ".utf8
-        for byte in data.utf8 {
-            bytes.append(byte)
-            if byte == 0x0A { bytes += "data: ".utf8 }
+        var data = data
+        data.withUTF8 { text in
+            var start = 0
+            while let newline = text[start...].firstIndex(of: 0x0A) {
+                bytes += text[start...newline]
+                bytes += "data: ".utf8
+                start = newline + 1
+            }
+            bytes += text[start...]
         }
         bytes += [0x0A, 0x0A]
         return write(bytes)
     }
+
+    /// Queues events already written in the stream's format (each `event:`/`data:` lines and
+    /// the blank line that ends it): the caller vouches for the format.
+    @discardableResult
+    public func send(events bytes: [UInt8]) -> Bool { write(bytes) }
 
     /// Queues a comment line (`: text`), which clients ignore: a keep-alive that also notices a
     /// client that went away.

@@ -20,25 +20,39 @@ public struct PrometheusText {
     /// that was started before is a programming error.
     public mutating func family(_ name: String, _ kind: Kind, help: String) {
         precondition(Self.isMetricName(name), "invalid metric name \(name)")
-        precondition(!families.contains(name), "metric family \(name) written twice")
-        families.insert(name)
+        precondition(families.insert(name).inserted, "metric family \(name) written twice")
         current = name
-        append("# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n")
+        append("# HELP ")
+        append(name)
+        append(" ")
+        append(Self.escapeHelp(help))
+        append("\n# TYPE ")
+        append(name)
+        append(" ")
+        append(kind.rawValue)
+        append("\n")
     }
 
     /// One sample of the current family (`suffix` for e.g. a histogram's parts; none here).
+    /// Written straight into ``bytes``: a scrape writes one per device and family.
     public mutating func sample(_ labels: [(name: String, value: String)] = [], _ value: Double) {
         guard let name = current else { preconditionFailure("a sample before its family") }
         append(name)
         if !labels.isEmpty {
-            append("{")
+            bytes.append(UInt8(ascii: "{"))
             for (index, label) in labels.enumerated() {
                 precondition(Self.isLabelName(label.name), "invalid label name \(label.name)")
-                append((index > 0 ? "," : "") + label.name + "=\"" + Self.escapeLabelValue(label.value) + "\"")
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                append(label.name)
+                append("=\"")
+                append(Self.escapeLabelValue(label.value))
+                bytes.append(UInt8(ascii: "\""))
             }
-            append("}")
+            bytes.append(UInt8(ascii: "}"))
         }
-        append(" " + Self.format(value) + "\n")
+        bytes.append(UInt8(ascii: " "))
+        Self.write(value, into: &bytes)
+        bytes.append(UInt8(ascii: "\n"))
     }
 
     /// A family with one sample.
@@ -54,7 +68,10 @@ public struct PrometheusText {
     }
 
     /// `\` → `\\`, newline → `\n` (HELP text).
-    public static func escapeHelp(_ text: String) -> String { escape(text, quotes: false) }
+    public static func escapeHelp(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 == 0x5C || $0 == 0x0A }) else { return text }
+        return escape(text, quotes: false)
+    }
 
     private static func escape(_ text: String, quotes: Bool) -> String {
         var out = ""
@@ -71,10 +88,32 @@ public struct PrometheusText {
 
     /// Integers without a fraction, NaN and ±Inf as Prometheus spells them.
     public static func format(_ value: Double) -> String {
-        if value.isNaN { return "NaN" }
-        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return "\(value)"
+        var bytes: [UInt8] = []
+        write(value, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// ``format(_:)`` appended to `bytes`; an integer's digits without a string between.
+    static func write(_ value: Double, into bytes: inout [UInt8]) {
+        if value.isNaN {
+            bytes += "NaN".utf8
+        } else if value.isInfinite {
+            bytes += (value > 0 ? "+Inf" : "-Inf").utf8
+        } else if value == value.rounded(), abs(value) < 1e15 {
+            var integer = Int64(value)
+            if integer < 0 {
+                bytes.append(UInt8(ascii: "-"))
+                integer = -integer
+            }
+            let start = bytes.count
+            repeat {
+                bytes.append(UInt8(ascii: "0") + UInt8(integer % 10))
+                integer /= 10
+            } while integer > 0
+            bytes[start...].reverse()
+        } else {
+            bytes += "\(value)".utf8
+        }
     }
 
     /// `[a-zA-Z_:][a-zA-Z0-9_:]*`
@@ -85,10 +124,12 @@ public struct PrometheusText {
 
     private static func isName(_ name: String, colon: Bool) -> Bool {
         guard !name.isEmpty else { return false }
-        for (index, byte) in name.utf8.enumerated() {
+        var first = true
+        for byte in name.utf8 {
             let letter = (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x5F
             let digit = byte >= 0x30 && byte <= 0x39
-            guard letter || (digit && index > 0) || (colon && byte == 0x3A) else { return false }
+            guard letter || (digit && !first) || (colon && byte == 0x3A) else { return false }
+            first = false
         }
         return true
     }

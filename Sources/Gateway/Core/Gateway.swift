@@ -615,7 +615,7 @@ public actor Gateway: LoopIsolated {
     private func advertisement(_ discovery: BLEDiscovery) {
         let (outcome, id) = handleAdvertisement(discovery)
         guard let radio else { return }
-        guard radio.listening(now: clock.now()) else {
+        guard let now = radio.listeningTime() else {
             if radioScan != nil { endRadioScan() }
             return
         }
@@ -630,7 +630,7 @@ public actor Gateway: LoopIsolated {
         }
         let refined =
             outcome == .noRule && registry.ruleIndex(matching: discovery) != nil ? RadioOutcome.registryFull : outcome
-        radio.heard(discovery, outcome: refined, tracked: tracked)
+        radio.heard(discovery, outcome: refined, tracked: tracked, now: now)
     }
 
     /// ``advertisement(_:)``'s work: what became of the report, and the device it concerned.

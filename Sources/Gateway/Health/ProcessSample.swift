@@ -27,15 +27,27 @@ public struct ProcessSample: Sendable, Equatable {
     /// Parses the two files' text: `VmRSS:  1234 kB` and fields 14/15 of `stat` (counted after
     /// the `)` that ends the command name, which may itself contain spaces and parentheses).
     public static func parse(status: String, stat: String, ticksPerSecond: Double) -> ProcessSample? {
+        // As bytes: `/metrics` reads it at every scrape.
+        let text = Array(status.utf8)
+        let key = Array("VmRSS:".utf8)
         var resident: Int?
-        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            if fields.count >= 2, let kilobytes = Int(fields[1]) { resident = kilobytes * 1024 }
+        var start = 0
+        while start < text.count {
+            let end = text[start...].firstIndex(of: 0x0A) ?? text.count
+            if end - start >= key.count, text[start..<(start + key.count)].elementsEqual(key) {
+                let fields = text[start..<end].split(whereSeparator: { $0 == 0x20 || $0 == 0x09 })
+                if fields.count >= 2, let kilobytes = Int(String(decoding: fields[1], as: UTF8.self)) {
+                    resident = kilobytes * 1024
+                }
+            }
+            start = end + 1
         }
-        guard let resident, let close = stat.lastIndex(of: ")") else { return nil }
+        let statBytes = Array(stat.utf8)
+        guard let resident, let close = statBytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
         // After ")": state(3) ppid(4) … utime(14) stime(15) → indices 11 and 12 from field 3.
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]), ticksPerSecond > 0
+        let fields = statBytes[(close + 1)...].split(separator: 0x20)
+        guard fields.count > 12, let user = Double(String(decoding: fields[11], as: UTF8.self)),
+            let system = Double(String(decoding: fields[12], as: UTF8.self)), ticksPerSecond > 0
         else { return nil }
         return ProcessSample(residentBytes: resident, cpuSeconds: (user + system) / ticksPerSecond)
     }

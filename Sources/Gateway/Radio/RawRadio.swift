@@ -48,6 +48,18 @@ final class RawRadio {
         return false
     }
 
+    /// The gateway clock's time now when the view listens (``listening(now:)``), nil when it
+    /// does not: the clock read at most once, and that reading handed to ``heard(_:outcome:tracked:now:)``.
+    @inline(__always)
+    func listeningTime() -> Double? {
+        if settings.enabled || view.isObserved { return context.clock.now() }
+        guard demandedUntil > -Double.infinity else { return nil }  // no clock read while unasked
+        let now = context.clock.now()
+        if now < demandedUntil { return now }
+        demandedUntil = -Double.infinity
+        return nil
+    }
+
     /// The page wants the view: it listens for ``demandSpan`` from `now`. Returns whether it
     /// was not listening before (the view starts filling now).
     @discardableResult
@@ -58,9 +70,10 @@ final class RawRadio {
     }
 
     /// One report and what became of it: `outcome`; for a report a device's state decoded,
-    /// `tracked` names the device (its topic level and format).
-    func heard(_ discovery: BLEDiscovery, outcome: RadioOutcome, tracked: (device: String, format: String?)?) {
-        let now = context.clock.now()
+    /// `tracked` names the device (its topic level and format). `now`: the gateway clock's time.
+    func heard(
+        _ discovery: BLEDiscovery, outcome: RadioOutcome, tracked: (device: String, format: String?)?, now: Double
+    ) {
         let states = self.states
         let decode: RadioOutcome?
         switch outcome {

@@ -6,6 +6,10 @@ import JSON
 import LocalSystem
 import MQTT
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What the web server serves (docs/web.md, "Routes"): `/metrics`, the JSON API, the event
 /// stream, login and logout, behind the auth and CSRF checks of ``HTTPAuth``. Loop-confined: made,
 /// started, served and stopped on the loop thread (the invariant behind `@unchecked Sendable`,
@@ -260,14 +264,13 @@ final class WebSite: @unchecked Sendable {
     /// Watches the core's publications while an event stream is open (none costs nothing).
     private func observe(_ on: Bool) {
         if on, keepAlive == nil {
-            let base = config.mqtt.baseTopic + "/"
-            let bridge = config.mqtt.baseTopic + "/bridge"
+            let base = Array((config.mqtt.baseTopic + "/").utf8)
+            let bridge = Array((config.mqtt.baseTopic + "/bridge").utf8)
             // A message is kept for the next flush (the latest of its topic); made into an event
             // then, once per topic and interval however often the device reports.
             let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
-                // Compared as bytes: this runs for every message the core publishes.
-                let topic = message.topic.utf8
-                guard topic.starts(with: base.utf8), !topic.starts(with: bridge.utf8) else { return }
+                // Compared as bytes, in place: this runs for every message the core publishes.
+                guard Self.isDeviceTopic(message.topic, base: base, bridge: bridge) else { return }
                 if pending.updateValue(message, forKey: message.topic) == nil { pendingOrder.append(message.topic) }
                 if flushTimer == nil {
                     flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
@@ -289,15 +292,28 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    /// Sends the gathered messages as events to every stream.
-    private func flush(base: String, bridge: String) {
-        let messages = pendingOrder.compactMap { pending[$0] }
+    /// Whether `topic` starts with `base` and not with `bridge` (bytes of `<base>/` and
+    /// `<base>/bridge`), compared in the topic's own storage.
+    static func isDeviceTopic(_ topic: String, base: [UInt8], bridge: [UInt8]) -> Bool {
+        var topic = topic
+        return topic.withUTF8 { bytes in
+            guard bytes.count >= base.count, memcmp(bytes.baseAddress!, base, base.count) == 0 else { return false }
+            return bytes.count < bridge.count || memcmp(bytes.baseAddress!, bridge, bridge.count) != 0
+        }
+    }
+
+    /// Sends the gathered messages as events to every stream: all of them written at once, so a
+    /// stream is woken once per flush, not once per event.
+    private func flush(base: [UInt8], bridge: [UInt8]) {
+        var events: [UInt8] = []
+        for topic in pendingOrder {
+            guard let message = pending[topic] else { continue }
+            Self.writeEvent(message, base: base, bridge: bridge, into: &events)
+        }
         pending.removeAll(keepingCapacity: true)
         pendingOrder.removeAll(keepingCapacity: true)
-        for message in messages {
-            guard let event = Self.event(message, base: base, bridge: bridge) else { continue }
-            for stream in streams { stream.send(event: event.type, data: event.data) }
-        }
+        guard !events.isEmpty else { return }
+        for stream in streams { stream.send(events: events) }
     }
 
     private func scheduleKeepAlive() {
@@ -307,36 +323,38 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    /// The event of a published message: `reading` for `<base>/<device>`, `availability` for
-    /// `<base>/<device>/availability`; nil for everything else (bridge topics, responses).
-    /// `data` is `{"device":…,"payload":…}`, the payload as JSON when it is JSON, else a string.
-    static func event(_ message: MQTTOutboundMessage, base: String, bridge: String) -> (type: String, data: String)? {
-        let topic = message.topic
-        guard topic.hasPrefix(base), !topic.hasPrefix(bridge) else { return nil }
-        let rest = topic.dropFirst(base.count)
-        let type: String
-        let device: Substring
-        if rest.hasSuffix("/availability") {
-            type = "availability"
-            device = rest.dropLast("/availability".count)
+    private static let availabilitySuffix = Array("/availability".utf8)
+
+    /// The event of a published message, written as the stream sends it onto `events`:
+    /// `event: reading` for `<base>/<device>`, `event: availability` for
+    /// `<base>/<device>/availability` (nothing for anything else: bridge topics, responses),
+    /// then one `data:` line, `{"device":…,"payload":…}` with the payload as JSON when it is
+    /// JSON, else a string, and the blank line that ends the event. Works on the topic's bytes:
+    /// this runs for each device's latest message every ``eventInterval``.
+    static func writeEvent(_ message: MQTTOutboundMessage, base: [UInt8], bridge: [UInt8], into events: inout [UInt8]) {
+        guard isDeviceTopic(message.topic, base: base, bridge: bridge) else { return }
+        let topic = Array(message.topic.utf8)
+        let suffix = availabilitySuffix
+        let availability =
+            topic.count - base.count > suffix.count && topic[(topic.count - suffix.count)...].elementsEqual(suffix)
+        let device = topic[base.count..<(topic.count - (availability ? suffix.count : 0))]
+        guard !device.isEmpty, !device.contains(UInt8(ascii: "/")) else { return }
+        events += (availability ? "event: availability\ndata: " : "event: reading\ndata: ").utf8
+        events += #"{"device":"#.utf8
+        JSONValue.string(String(decoding: device, as: UTF8.self)).write(into: &events)
+        events += #","payload":"#.utf8
+        // A state message is the core's own JSON object, one line: put in as it is. Anything
+        // else is checked, and sent as a string when it is not JSON (the writer escapes line
+        // breaks, so the data stays one line).
+        let payload = message.payload
+        if !availability, payload.first == UInt8(ascii: "{"), payload.last == UInt8(ascii: "}"),
+            !payload.contains(where: { $0 == 0x0A || $0 == 0x0D })
+        {
+            events += payload
         } else {
-            type = "reading"
-            device = rest
+            let value = (try? JSONValue.parse(payload)) ?? .string(String(decoding: payload, as: UTF8.self))
+            value.write(into: &events)
         }
-        guard !device.isEmpty, !device.contains("/") else { return nil }
-        // A state message is the core's own JSON object: put in as it is. Anything else is
-        // checked, and sent as a string when it is not JSON.
-        var bytes = Array(#"{"device":"#.utf8)
-        JSONValue.string(String(device)).write(into: &bytes)
-        bytes += #","payload":"#.utf8
-        if type == "reading", message.payload.first == UInt8(ascii: "{"), message.payload.last == UInt8(ascii: "}") {
-            bytes += message.payload
-        } else {
-            let payload =
-                (try? JSONValue.parse(message.payload)) ?? .string(String(decoding: message.payload, as: UTF8.self))
-            payload.write(into: &bytes)
-        }
-        bytes.append(UInt8(ascii: "}"))
-        return (type, String(decoding: bytes, as: UTF8.self))
+        events += "}\n\n".utf8
     }
 }
