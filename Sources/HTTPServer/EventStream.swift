@@ -1,8 +1,10 @@
 /// One client of a Server-Sent Events response (`text/event-stream`): the events pushed into it
 /// wait in a buffer of at most ``limit`` bytes until the client reads them. A client that falls
 /// further behind than that — it does not read, or reads slower than events come — is dropped
-/// (its connection closed), so a slow client can never grow memory. Loop-confined: made by a
-/// handler, fed and read on the loop thread.
+/// (its connection closed), so a slow client can never grow memory. One write larger than the
+/// limit (a second's events of several hundred devices) is still taken whole by a client that has
+/// read everything before it: the buffer then holds that one write, bounded by its caller.
+/// Loop-confined: made by a handler, fed and read on the loop thread.
 public final class EventStream {
     /// The most bytes kept for the client at once.
     public let limit: Int
@@ -62,7 +64,7 @@ public final class EventStream {
 
     private func write(_ bytes: [UInt8]) -> Bool {
         guard isOpen else { return false }
-        guard bufferedBytes + bytes.count <= limit else {
+        guard bufferedBytes == 0 || bufferedBytes + bytes.count <= limit else {
             wasDropped = true
             pending = []
             offset = 0

@@ -1,4 +1,4 @@
-import HTTPServer
+@testable import HTTPServer
 import Testing
 
 @Suite("Auth and CSRF decisions")
@@ -152,5 +152,19 @@ struct EventStreamTests {
         #expect(stream.wasDropped && !stream.isOpen && stream.bufferedBytes == 0 && closed == 1)
         #expect(!stream.send(data: "after"))
         #expect(closed == 1)
+    }
+
+    @Test("one write larger than the limit reaches a client that has read everything; unread, the next drops it")
+    func largeWriteToAClientCaughtUp() {
+        // A second's events of 300 devices are more than the default 64 KiB: a client that keeps
+        // up must not be dropped for it (it was, at every flush).
+        let stream = EventStream(limit: 100)
+        let second = Array(repeating: UInt8(ascii: "x"), count: 250)
+        #expect(stream.send(events: second))
+        #expect(stream.isOpen && stream.bufferedBytes == 250)
+        #expect(stream.take(max: 1000).count == 250, "the client reads it all")
+        #expect(stream.send(events: second), "caught up again: the next second's events whole")
+        #expect(!stream.send(events: Array("data: 1\n\n".utf8)), "the client has not read the first: behind by more than the limit")
+        #expect(stream.wasDropped && !stream.isOpen && stream.bufferedBytes == 0)
     }
 }
