@@ -504,8 +504,8 @@ def main():
                     if shares and page != PAGE[0]:
                         # The parts at other rates: the per-message ones as they are, the per-second
                         # ones spread over the rate's messages, against the first run's figure.
-                        projected = ", ".join(
-                            f"{100 * (shares[0] + shares[1] / at) / first:+.1f} % at {at:,} adv/s" for at in (100, 1000))
+                        projected = ", ".join(f"{100 * (shares[0] + shares[1] / at) / first:+.1f} % at {at:,} adv/s"
+                                              for at in (100, 1000))
                         print(f"  the page's parts over the {PAGE[0]} figure: {projected}", flush=True)
                     if bus is not None:
                         print(f"  dbus-daemon: {bus / messages:,.0f} instructions per published advertisement "

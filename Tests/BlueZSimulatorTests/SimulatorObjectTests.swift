@@ -83,7 +83,9 @@ struct SimulatorObjectTests {
 
     // MARK: Advertising
 
-    @Test("advertising timing: a random phase below the interval, then interval + 0–10 ms; when late, no catch-up and the phase kept")
+    @Test(
+        "advertising timing: a random phase below the interval, then interval + 0–10 ms; when late, no catch-up and the phase kept"
+    )
     func advertisingTiming() throws {
         let spec = #"{"address": "A4:C1:38:00:00:07", "interval": "100ms"}"#
         let device = try device(spec)
@@ -100,7 +102,8 @@ struct SimulatorObjectTests {
         let late = due + 1_050_000_000
         let next = device.takeAdvertisingEvent(due: due, now: late, wall: 0)
         #expect(next > late && next <= late + 100_000_000, "a late loop: the next event of the device's own schedule")
-        #expect((next - due) % 100_000_000 <= 10_000_000, "whole intervals after the one due, plus this event's advDelay")
+        #expect(
+            (next - due) % 100_000_000 <= 10_000_000, "whole intervals after the one due, plus this event's advDelay")
         // Two devices of one interval and different phases, both overdue after one stall, stay apart.
         let other = try self.device(#"{"address": "A4:C1:38:00:00:09", "interval": "100ms"}"#)
         let otherNext = other.takeAdvertisingEvent(due: due + 40_000_000, now: late, wall: 0)

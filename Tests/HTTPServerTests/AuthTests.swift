@@ -1,5 +1,6 @@
-@testable import HTTPServer
 import Testing
+
+@testable import HTTPServer
 
 @Suite("Auth and CSRF decisions")
 struct AuthTests {
@@ -164,7 +165,9 @@ struct EventStreamTests {
         #expect(stream.isOpen && stream.bufferedBytes == 250)
         #expect(stream.take(max: 1000).count == 250, "the client reads it all")
         #expect(stream.send(events: second), "caught up again: the next second's events whole")
-        #expect(!stream.send(events: Array("data: 1\n\n".utf8)), "the client has not read the first: behind by more than the limit")
+        #expect(
+            !stream.send(events: Array("data: 1\n\n".utf8)),
+            "the client has not read the first: behind by more than the limit")
         #expect(stream.wasDropped && !stream.isOpen && stream.bufferedBytes == 0)
     }
 }
