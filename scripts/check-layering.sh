@@ -69,17 +69,25 @@ if [ -d Sources/BluetoothManagement ]; then
     status=1
   fi
 fi
+# imports_of MODULES DIR...: the import lines (any access level or attribute) of MODULES (an ERE
+# alternation) in the Swift files under DIR.
+imports_of() {
+  local modules=$1
+  shift
+  grep -rnE --include='*.swift' \
+    "^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+($modules)\\b" "$@"
+}
 # GatewayRuntime (`gattway run` as a library) sits under the command line only: no other module
 # under Sources/ imports it, and it imports neither the simulator nor Subprocess (tools of the CLI
 # and the tests, not of the running gateway).
 if [ -d Sources/GatewayRuntime ]; then
-  runtime_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GatewayRuntime\b' Sources | grep -v '^Sources/GattwayKit/' || true)
+  runtime_importers=$(imports_of GatewayRuntime Sources | grep -v '^Sources/GattwayKit/' || true)
   if [ -n "$runtime_importers" ]; then
     echo "$runtime_importers"
     echo "layering: only GattwayKit (the command line) imports GatewayRuntime (docs/architecture.md, section Layers)" >&2
     status=1
   fi
-  if grep -rnE --include='*.swift' '^[[:space:]]*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(BlueZSimulator|Subprocess)\b' Sources/GatewayRuntime; then
+  if imports_of 'BlueZSimulator|Subprocess' Sources/GatewayRuntime; then
     echo "layering: GatewayRuntime runs the gateway; the simulator and Subprocess belong to the CLI and the tests" >&2
     status=1
   fi
@@ -87,13 +95,13 @@ fi
 # GattwayKit (the command line as a library) is on top: under Sources/ only the gattway executable
 # imports it (users' packages import it too, from outside), and it imports no C module.
 if [ -d Sources/GattwayKit ]; then
-  kit_importers=$(grep -rnE --include='*.swift' '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+GattwayKit\b' Sources | grep -v '^Sources/gattway/' || true)
+  kit_importers=$(imports_of GattwayKit Sources | grep -v '^Sources/gattway/' || true)
   if [ -n "$kit_importers" ]; then
     echo "$kit_importers"
     echo "layering: only the gattway executable imports GattwayKit (docs/architecture.md, section Layers)" >&2
     status=1
   fi
-  if grep -rnE --include='*.swift' '^[[:space:]]*(@[A-Za-z_]+[[:space:]]+)*((public|package|internal|private|fileprivate)[[:space:]]+)?import[[:space:]]+(CDBus|CMosquitto|CCrypto|CMicroHTTPD)\b' Sources/GattwayKit; then
+  if imports_of 'CDBus|CMosquitto|CCrypto|CMicroHTTPD' Sources/GattwayKit; then
     echo "layering: GattwayKit reaches the C libraries through their wrappers only (docs/architecture.md, section Layers)" >&2
     status=1
   fi
