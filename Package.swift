@@ -70,7 +70,9 @@ let package = Package(
         // A virtual bluetoothd exporting the org.bluez API from a scenario file.
         .target(
             name: "BlueZSimulator",
-            dependencies: ["DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem"]),
+            dependencies: [
+                "DBus", "EventLoop", "Bluetooth", "BluetoothManagement", "JSON", "Retry", "LocalSystem", "Parsers",
+            ]),
         // The gateway core (docs/architecture.md) against ports, on the event loop's thread; never
         // imports DBus, BlueZ or MQTT.
         .target(
@@ -164,6 +166,7 @@ let package = Package(
             name: "BlueZSimulatorTests",
             dependencies: [
                 "BlueZSimulator", "Bluetooth", "BluetoothManagement", "DBus", "JSON", "LocalSystem", "TestSupport",
+                "Gateway", "Parsers",
             ]),
         // Vectors live in Tests/Fixtures and are found through #filePath.
         .testTarget(name: "ParsersTests", dependencies: ["Parsers", "Bluetooth", "Retry", "JSON"]),

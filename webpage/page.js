@@ -413,6 +413,7 @@ function outcomeText(entry) {
     no_rule: "no rule matches", registry_full: "max_devices reached",
     below_rssi_threshold: "below scan.rssi_threshold", filtered_by_scan_services: "filtered by scan.services",
     other_owner: "another gateway of the fleet owns it",
+    presence: "a presence identity's resolvable private address",
   };
   const parts = [words[entry.outcome] || entry.outcome.replace(/_/g, " ")];
   if (entry.outcome !== entry.decode && entry.decode) parts.push("parsers: " + (words[entry.decode] || entry.decode));

@@ -1,6 +1,7 @@
 import Bluetooth
 import JSON
 import LocalSystem
+import Parsers
 
 /// A virtual Bluetooth world for the simulator: adapters, the devices around them (advertising,
 /// connectable, with GATT trees and fault knobs) and timed events. Documented in docs/simulator.md.
@@ -267,6 +268,22 @@ public struct DeviceSpec: Sendable, Equatable {
     /// devices of one interval advertise together. Otherwise a device starts at a random phase
     /// of its interval (from the scenario's seed) and every event gets advDelay.
     public var aligned = false
+    /// `irk`: the device's Identity Resolving Key (16 bytes, most significant first): it
+    /// advertises from resolvable private addresses made from it (a phone, a watch).
+    public var irk: [UInt8]?
+    /// `rpa_rotation`: with ``irk``, a new resolvable private address every this many seconds.
+    public var rpaRotation: Double?
+    /// With ``irk``: how many addresses the device had before this one.
+    public var rpaIndex: UInt32 = 0
+
+    /// The resolvable private address number `index` of the device of `irk`: `prand` (top bits
+    /// 01, 22 bits from the IRK and the index) and `hash = ah(irk, prand)` (Core spec Vol 6
+    /// Part B 1.3.2.2). Nil only when libcrypto fails.
+    public static func resolvablePrivateAddress(irk: [UInt8], index: UInt32) -> BluetoothAddress? {
+        guard let cipher = AESBlockCipher(key: irk) else { return nil }
+        let seed = UInt32(irk[0]) << 16 | UInt32(irk[1]) << 8 | UInt32(irk[2])
+        return RandomAddressHash.address(cipher, random: seed &+ index &* 0x9E37_79B1)
+    }
 
     /// The upper end of advDelay, the pseudo-random 0–10 ms a controller adds to advInterval
     /// before each advertising event (Core spec Vol 6 Part B 4.4.2.2.1); its mean is half of it.
@@ -307,9 +324,36 @@ public struct DeviceSpec: Sendable, Equatable {
 
     static func read(_ reader: JSONReader, adapters: Set<String>, defaultAdapter: String) throws -> DeviceSpec {
         try reader.readObject { object in
-            let address = try readAddress(try object.required("address"))
-            var addressType = BluetoothAddress.AddressType.public
-            if let typeReader = object.optional("address_type") {
+            var irk: [UInt8]?
+            var rotation: Double?
+            if let irkReader = object.optional("irk") {
+                let text = try irkReader.string()
+                let bytes = hexBytes(text)
+                guard let bytes, bytes.count == 16 else {
+                    throw irkReader.fail("expected 32 hex digits (the 16-byte IRK, most significant byte first)")
+                }
+                irk = bytes
+                rotation = try object.optional("rpa_rotation")?.duration() ?? 900
+                guard let rotation, rotation >= 1 else {
+                    throw try object.required("rpa_rotation").fail("expected a period of at least 1 s, e.g. \"30s\"")
+                }
+            } else if let rotationReader = object.optional("rpa_rotation") {
+                throw rotationReader.fail("needs \"irk\": the key the addresses are made from")
+            }
+            let address: BluetoothAddress
+            if let irk {
+                if let given = object.optional("address") {
+                    throw given.fail("a device with \"irk\" takes its addresses from it: leave \"address\" out")
+                }
+                guard let first = resolvablePrivateAddress(irk: irk, index: 0) else {
+                    throw reader.fail("libcrypto could not make an address from the IRK")
+                }
+                address = first
+            } else {
+                address = try readAddress(try object.required("address"))
+            }
+            var addressType = irk == nil ? BluetoothAddress.AddressType.public : .random
+            if let typeReader = object.optional("address_type"), irk == nil {
                 let text = try typeReader.string()
                 guard let type = BluetoothAddress.AddressType(rawValue: text) else {
                     throw typeReader.fail("expected \"public\" or \"random\", got \"\(text)\"")
@@ -372,6 +416,8 @@ public struct DeviceSpec: Sendable, Equatable {
             spec.pairing = pairing
             if let passkey { spec.pairingPasskey = passkey }
             spec.aligned = aligned
+            spec.irk = irk
+            spec.rpaRotation = rotation
             return spec
         }
     }
@@ -611,3 +657,18 @@ public struct TimingSpec: Sendable, Equatable {
 
 /// A scenario file problem: the JSON path and what was expected.
 public typealias ScenarioError = JSONPathError
+
+/// Hex digits (separators ` `, `:`, `-` allowed) as bytes; nil when not hex or odd.
+func hexBytes(_ text: String) -> [UInt8]? {
+    let digits = text.filter { $0 != " " && $0 != ":" && $0 != "-" }
+    guard digits.count % 2 == 0, digits.allSatisfy(\.isHexDigit) else { return nil }
+    var bytes: [UInt8] = []
+    var index = digits.startIndex
+    while index < digits.endIndex {
+        let next = digits.index(index, offsetBy: 2)
+        guard let byte = UInt8(digits[index..<next], radix: 16) else { return nil }
+        bytes.append(byte)
+        index = next
+    }
+    return bytes
+}

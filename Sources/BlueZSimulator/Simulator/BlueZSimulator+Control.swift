@@ -189,7 +189,32 @@ extension BlueZSimulator {
             schedule(device, now: now, wall: wall)
             armSchedule()
         }
+        armRotation(spec)
         return device.path
+    }
+
+    /// The addresses of the devices in the world now (a rotating device's current one).
+    public var deviceAddresses: [BluetoothAddress] { deviceOrder.compactMap { devices[$0]?.spec.address } }
+
+    /// A device with an IRK and `rpa_rotation`: its next address after the period.
+    func armRotation(_ spec: DeviceSpec) {
+        guard spec.irk != nil, let period = spec.rpaRotation else { return }
+        let address = spec.address
+        after(period) { self.rotate(address) }
+    }
+
+    /// The device at `address` takes its next resolvable private address: it leaves the world
+    /// (its object goes, as when a phone's old address is forgotten) and comes back at once from
+    /// the new address, with everything else as it was.
+    func rotate(_ address: BluetoothAddress) {
+        guard let device = devices.values.first(where: { $0.spec.address == address }), let irk = device.spec.irk
+        else { return }
+        var spec = device.spec
+        spec.rpaIndex &+= 1
+        guard let next = DeviceSpec.resolvablePrivateAddress(irk: irk, index: spec.rpaIndex) else { return }
+        spec.address = next
+        guard (try? removeDevice(address: address.description)) != nil else { return }
+        _ = try? addDevice(spec)
     }
 
     /// Removes a device from the world: the link drops, its objects go (InterfacesRemoved).

@@ -138,6 +138,7 @@ public actor BlueZSimulator {
             let device = try SimulatedDevice(spec: spec, adapter: adapter, seed: scenario.seed)
             devices[device.path] = device
             deviceOrder.append(device.path)
+            armRotation(spec)
         }
         try exportBaseObjects()
         for entry in stored {

@@ -44,7 +44,7 @@ public actor Gateway: LoopIsolated {
     let connections: ConnectionManager
     private let commands: CommandRunner
     private let bridge: BridgePublisher
-    private let homeAssistant: HomeAssistantPublisher
+    let homeAssistant: HomeAssistantPublisher
     /// The peripheral role (nil: central only, whatever `role` says).
     private let peripheralBridge: PeripheralBridge?
     /// Fleet mode (nil: off): one owner per device among the gateways of the base topic.
@@ -145,7 +145,8 @@ public actor Gateway: LoopIsolated {
         self.radio = radio
         health = HealthReporter(
             context: context, processSample: processSample, extra: extra, registry: registry,
-            connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet, radio: radio)
+            connections: connections, bridge: bridge, peripheral: peripheralBridge, fleet: fleet, radio: radio,
+            presence: presence)
         self.attachment = attachment
         inbox.gateway = self
         attachment?.attach(AttachedCore(self))
@@ -645,6 +646,7 @@ public actor Gateway: LoopIsolated {
             context.counters.dropped.filtered += 1
             return (.belowRSSIThreshold, nil)
         }
+        if let presence, presenceHeard(presence, discovery) { return (.presence, nil) }
         if !bluetooth.scanServices.isEmpty, !bluetooth.scanServices.contains(where: { advertisement.advertises($0) }) {
             context.counters.dropped.filtered += 1
             return (.filteredByServices, nil)
@@ -807,6 +809,7 @@ public actor Gateway: LoopIsolated {
         homeAssistant.republished()
         guard homeAssistant.enabled else { return }
         homeAssistant.publishBridge()
+        for name in presence?.discovered.sorted() ?? [] { homeAssistant.publishPresence(name) }
         homeAssistant.startSweep(registry.order.map { registry[$0].address }, hold: holdingStates)
         continueDiscoverySweep()
     }
@@ -1079,6 +1082,7 @@ public actor Gateway: LoopIsolated {
         commands.tick(now: now)
         pairing.tick(now: now)
         if let fleet { fleetChanged(fleet.tick(now: now)) }
+        presenceTick(now: now)
         for id in registry.silent(now: now, busy: { isBusy($0) }) { removeDevice(id) }
         if health.due(now: now) { health.publish(now: now) }
     }
@@ -1088,7 +1092,7 @@ public actor Gateway: LoopIsolated {
         var next = min(
             homeAssistant.nextDeadline ?? .infinity, health.nextDeadline ?? .infinity, bridge.nextDeadline ?? .infinity,
             connections.nextDeadline ?? .infinity, commands.nextDeadline ?? .infinity, fleet?.nextDeadline ?? .infinity,
-            pairing.nextDeadline ?? .infinity)
+            pairing.nextDeadline ?? .infinity, presence?.nextDeadline ?? .infinity)
         for id in registry.order {
             let rule = registry.rule(id)
             if let due = states.nextDeadline(id, rule: rule) { next = min(next, due) }

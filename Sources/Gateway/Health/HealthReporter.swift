@@ -18,15 +18,17 @@ final class HealthReporter {
     private let radio: RawRadio?
     private(set) var startedAt: Double = 0
     private var nextAt: Double?
+    private let presence: Presence?
     private var lastSample: (time: Double, sample: ProcessSample)?
 
     init(
         context: CoreContext, processSample: @escaping @Sendable () -> ProcessSample?,
         extra: (@Sendable () -> [(key: String, value: JSONValue)])?, registry: DeviceRegistry,
         connections: ConnectionManager, bridge: BridgePublisher, peripheral: PeripheralBridge?, fleet: Fleet?,
-        radio: RawRadio? = nil
+        radio: RawRadio? = nil, presence: Presence? = nil
     ) {
         self.radio = radio
+        self.presence = presence
         self.bridge = bridge
         self.context = context
         self.processSample = processSample
@@ -178,7 +180,8 @@ final class HealthReporter {
                     context.ble.lastRoundTripLatency().map { .number(($0 * 10_000).rounded() / 10) } ?? .null
                 ),
             ] + adapter + peripheral + (fleet.map { [("fleet", $0.health)] } ?? [])
-                + (radio.map { [("raw_radio", $0.healthSection())] } ?? []) + (extra?() ?? []))
+                + (radio.map { [("raw_radio", $0.healthSection())] } ?? [])
+                + (presence.map { [("presence", $0.healthSection())] } ?? []) + (extra?() ?? []))
     }
 
     static func isoText(_ milliseconds: Int64) -> String {

@@ -6,7 +6,7 @@ import JSON
 /// states to hold back after a new config is the gateway's part (``DeviceStates/hold(_:until:)``).
 /// Loop-confined; inert when `homeassistant.enabled` is false.
 final class HomeAssistantPublisher {
-    private let context: CoreContext
+    let context: CoreContext
     /// The config builder, nil when discovery is off.
     let discovery: HomeAssistantDiscovery?
     /// Config topics published per device (emptied on removal).

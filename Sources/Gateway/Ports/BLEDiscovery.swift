@@ -11,7 +11,7 @@ public struct BLEDiscovery: Sendable, Hashable {
     /// the raw radio (``BLEPort/scan(services:raw:_:)``); nil when not asked for or when the
     /// port has only BlueZ's merged D-Bus view (the bytes are then rebuilt from ``advertisement``).
     public var data: [UInt8]?
-    /// Public or random, for the raw radio; nil when not asked for or not known.
+    /// Public or random (the raw radio, presence); nil when the port does not know it.
     public var addressType: BluetoothAddress.AddressType?
 
     public init(

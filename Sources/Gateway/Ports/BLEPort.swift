@@ -35,8 +35,9 @@ public protocol BLEPort: Sendable {
 
     /// As ``scan(services:_:)``; with `raw` each discovery also carries what the raw radio
     /// (``RadioView``) shows: ``BLEDiscovery/data`` (the AD bytes as the controller gave them,
-    /// where the port has them) and ``BLEDiscovery/addressType``. Without `raw` a port leaves
-    /// them nil, so the hot path carries nothing more. The default ignores `raw`.
+    /// where the port has them). Without `raw` a port leaves it nil, so the hot path carries
+    /// nothing more. ``BLEDiscovery/addressType`` is given whenever the port knows it (presence
+    /// needs it). The default ignores `raw`.
     func scan(services: [BluetoothUUID], raw: Bool, _ deliver: @escaping @Sendable (BLEDiscovery) -> Void)
         async throws(BLEPortError)
         -> PortRegistration

@@ -14,4 +14,49 @@ extension Gateway {
         else { return nil }
         return presence.identities[match.identity].name
     }
+
+    /// What presence knows of the identity named `name` (nil: not heard, or no `presence`).
+    package func presenceTrack(_ name: String) -> PresenceTrack? { presence?.tracks[name] }
+
+    /// One advertising report, with `presence` configured: matched against the identities, and
+    /// the matched identity's track updated and published (``publishPresence(_:)``). True when the
+    /// report came from a resolvable private address resolved to an identity: the core then
+    /// keeps it out of the device registry (a rotation must never be a new device). A fixed
+    /// address or a beacon that is an identity is a device as well when a rule matches it.
+    func presenceHeard(_ presence: Presence, _ discovery: BLEDiscovery) -> Bool {
+        guard
+            let match = presence.matcher.identify(
+                discovery.address, type: discovery.addressType, advertisement: discovery.advertisement)
+        else { return false }
+        let now = context.clock.now()
+        let (name, publish) = presence.heard(
+            match, rssi: discovery.advertisement.rssi, adapter: discovery.adapter, now: now,
+            wall: context.clock.wallMilliseconds())
+        if publish {
+            publishPresence(name)
+            context.due(at: now + presence.settings.awayAfter)
+        }
+        if case .irk = presence.identities[match.identity].key { return true }
+        return false
+    }
+
+    /// `<base>/presence/<name>`, retained (docs/config.md, "presence"); before an identity's
+    /// first message, its Home Assistant configs.
+    func publishPresence(_ name: String) {
+        guard let presence, let track = presence.tracks[name] else { return }
+        let room = presence.room(
+            adapter: track.adapter, adapters: context.config.bluetooth.adapters, gateway: context.config.gatewayID)
+        guard let payload = presence.payload(name, room: room) else { return }
+        if homeAssistant.enabled, !presence.discovered.contains(name) {
+            presence.discovered.insert(name)
+            homeAssistant.publishPresence(name)
+        }
+        context.output.publish(context.base + "/presence/" + name, json: payload, retain: true)
+    }
+
+    /// The timer: identities unheard for `away_after` are published `not_home`.
+    func presenceTick(now: Double) {
+        guard let presence else { return }
+        for name in presence.away(now: now) { publishPresence(name) }
+    }
 }

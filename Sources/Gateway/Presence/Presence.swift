@@ -14,6 +14,7 @@ package final class Presence {
     package private(set) var runtime: [PresenceIdentity] = [] {
         didSet {
             identities = settings.identities + runtime
+            earlier.add(matcher.resolver)
             matcher = PresenceMatcher(identities)
         }
     }
@@ -21,6 +22,18 @@ package final class Presence {
     package private(set) var identities: [PresenceIdentity]
     /// Ties reports to ``identities`` (indexes into it); made anew when they change.
     package private(set) var matcher: PresenceMatcher
+
+    /// What is known of each identity heard since the start, by name (a replaced run-time
+    /// identity keeps it; a removed one's goes when its `not_home` is published).
+    package internal(set) var tracks: [String: PresenceTrack] = [:]
+    /// The resolver counts of the matchers replaced since the start.
+    var earlier = ResolverCounts()
+    /// The identities whose Home Assistant configs were published (at their first message).
+    var discovered: Set<String> = []
+
+    /// At most one `<base>/presence/<name>` message per identity per interval while it is home
+    /// (seconds); arriving and leaving are published at once.
+    package static let publishInterval = 2.0
 
     package init(settings: PresenceSettings) {
         self.settings = settings

@@ -30,6 +30,9 @@ public enum RadioOutcome: UInt8, Sendable, Hashable, CaseIterable {
     case filteredByServices
     /// In a fleet: another gateway owns the device and publishes it.
     case otherOwner
+    /// From a resolvable private address resolved to a presence identity: published under
+    /// `<base>/presence/<name>`, never a device.
+    case presence
 
     /// The name on MQTT and the page (`unknown_format`, `filtered_by_scan_services`, …).
     public var name: String {
@@ -48,6 +51,7 @@ public enum RadioOutcome: UInt8, Sendable, Hashable, CaseIterable {
         case .belowRSSIThreshold: "below_rssi_threshold"
         case .filteredByServices: "filtered_by_scan_services"
         case .otherOwner: "other_owner"
+        case .presence: "presence"
         }
     }
 
@@ -55,7 +59,7 @@ public enum RadioOutcome: UInt8, Sendable, Hashable, CaseIterable {
     /// verdict comes from a trial decode, and a rule might publish it).
     public var isUntracked: Bool {
         switch self {
-        case .noRule, .registryFull, .belowRSSIThreshold, .filteredByServices: true
+        case .noRule, .registryFull, .belowRSSIThreshold, .filteredByServices, .presence: true
         default: false
         }
     }

@@ -48,8 +48,9 @@ public struct CentralBLEPort: BLEPort {
         try await scan(services: services, raw: false, deliver)
     }
 
-    /// With `raw`, each discovery carries the kernel's AD bytes (the management path) and the
-    /// address type, for the raw radio.
+    /// With `raw`, each discovery carries the kernel's AD bytes (the management path), for the
+    /// raw radio. The address type is always passed on (the kernel report's, else BlueZ's
+    /// `AddressType`): presence resolves only random addresses.
     public func scan(
         services: [BluetoothUUID], raw: Bool, _ deliver: @escaping @Sendable (BLEDiscovery) -> Void
     )
@@ -70,11 +71,8 @@ public struct CentralBLEPort: BLEPort {
                     scanMode?.heard(result.advertisementData.localName)
                     var discovery = BLEDiscovery(
                         address: result.peripheral.address, advertisement: result.advertisementData,
-                        adapter: UInt8(truncatingIfNeeded: index))
-                    if raw {
-                        discovery.data = result.kernelReport?.data
-                        discovery.addressType = result.peripheral.addressType
-                    }
+                        adapter: UInt8(truncatingIfNeeded: index), addressType: result.peripheral.addressType)
+                    if raw { discovery.data = result.kernelReport?.data }
                     deliver(discovery)
                 }
                 tokens.append((central, token))
