@@ -8,7 +8,7 @@ PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-d
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
             curl prometheus
 
-.PHONY: all deps build release deb package-binary order-file test test-deb test-package test-package-vm test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release deb package-binary order-file test test-prepare test-prepare-start test-prepare-stop test-prepare-wait fuzz-binary venv-bleak venv-bleak-newest venv-oracles venv-esphome venv-esphome-ha2025.4 venv-homeassistant test-deb test-package test-package-vm test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -91,8 +91,12 @@ check-conversions:
 # .build/realbluez on the first run, so a clean clone builds them), the fleet and web lanes, and last the
 # Debian package (test-package: in a fresh Debian 12 root, then under systemd in the VM).
 # test-examples (the example package with its own Swift parsers) comes right after the Swift
-# tests, whose build it reuses.
-test: deps lint check-layering check-conversions test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web test-package
+# tests, whose build it reuses. While the end-to-end tests run (one gateway at a time, mostly
+# waiting on the simulator and the broker), test-prepare builds the fuzz binary and makes the test
+# instruments' virtualenvs in the background at the lowest priority, so that the lanes after find
+# them ready (below).
+test: TEST_PREPARE = 1
+test: deps lint check-layering check-conversions test-swift test-examples test-prepare-wait test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet test-web test-package
 
 # Unit and integration tests run in parallel; the end-to-end tests (each starts a bus, the
 # simulator, mosquitto and `gattway run`) one at a time after them, so a 2-core machine is not
@@ -100,7 +104,37 @@ test: deps lint check-layering check-conversions test-swift test-examples test-f
 test-swift:
 	$(SWIFT) build --build-tests $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --skip EndToEndTests
-	$(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --no-parallel --filter EndToEndTests
+	$(if $(TEST_PREPARE),@$(MAKE) --no-print-directory test-prepare-start)
+	@status=0; $(SWIFT) test --skip-build $(SWIFT_BUILD_FLAGS) --no-parallel --filter EndToEndTests || status=$$?; \
+	  [ "$$status" = 0 ] || $(MAKE) --no-print-directory test-prepare-stop; exit $$status
+
+# What the lanes after the Swift tests need from outside the Swift build: the fuzz binary and the
+# test instruments' virtualenvs (each target below is a no-op when its product is up to date).
+# `make test` runs this in the background during the end-to-end tests (test-prepare-start): in a
+# session of its own (setsid) at nice 19, so a gateway under test keeps the CPU it asks for, with
+# its output in .build/test-prepare.log. test-prepare-wait waits for it before the first lane that
+# needs it; when it failed, its log's end is printed and each lane makes what is missing itself
+# (and fails with its own output). A run still going from an earlier, interrupted `make test` is
+# stopped first (two pip installs into one virtualenv would break it), as it is when the
+# end-to-end tests fail.
+test-prepare: fuzz-binary venv-bleak venv-bleak-newest venv-oracles venv-esphome venv-esphome-ha2025.4 venv-homeassistant
+test-prepare-start: test-prepare-stop
+	@mkdir -p .build && rm -f .build/test-prepare.status
+	@echo "test-prepare: the fuzz binary and the test virtualenvs, in the background (nice 19; log .build/test-prepare.log)"
+	@setsid sh -c 'nice -n 19 $(MAKE) --no-print-directory test-prepare; echo $$? > .build/test-prepare.status' \
+	  > .build/test-prepare.log 2>&1 < /dev/null & echo $$! > .build/test-prepare.pid
+test-prepare-stop:
+	@pid=$$(cat .build/test-prepare.pid 2>/dev/null || true); \
+	  if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then kill -TERM "-$$pid" 2>/dev/null || true; fi; \
+	  rm -f .build/test-prepare.pid
+test-prepare-wait:
+	@pid=$$(cat .build/test-prepare.pid 2>/dev/null || true); \
+	  while [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; do sleep 1; done; \
+	  if [ -n "$$pid" ]; then \
+	    status=$$(cat .build/test-prepare.status 2>/dev/null || echo "none"); \
+	    if [ "$$status" = 0 ]; then echo "test-prepare: ready"; \
+	    else echo "test-prepare: failed (status $$status); the lanes make what is missing. Its log's end:"; tail -n 20 .build/test-prepare.log; fi; \
+	  fi; rm -f .build/test-prepare.pid
 
 # Swift parsers without a fork (docs/parsers.md, "Your own Swift parsers"): Examples/custom-parser, a
 # package of its own whose main.swift is `Gattway.main(parsers: [StrapPulse()], advertisementParsers:
@@ -134,12 +168,12 @@ test-examples: deps
 FUZZ_BUILD = -c release --scratch-path .build/fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
 FUZZ_BINARY = $$($(SWIFT) build $(FUZZ_BUILD) --show-bin-path)/gattway-fuzz
 FUZZ_SECONDS ?= 120
-fuzz: deps
-	$(SWIFT) build $(FUZZ_BUILD) --product gattway-fuzz
+fuzz: deps fuzz-binary
 	FUZZ_SECONDS=$(FUZZ_SECONDS) TARGETS="$(TARGETS)" scripts/fuzz.sh fuzz "$(FUZZ_BINARY)"
 
-test-fuzz: deps
+fuzz-binary:
 	$(SWIFT) build $(FUZZ_BUILD) --product gattway-fuzz
+test-fuzz: deps fuzz-binary
 	TARGETS="$(TARGETS)" scripts/fuzz.sh test "$(FUZZ_BINARY)"
 
 # bleak (PyPI, pinned, a test instrument only) against `gattway simulate --scenario demo`
@@ -153,10 +187,8 @@ test-fuzz: deps
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
 BLEAK_VERSION := 3.0.1
 BLEAK_NEWEST_VERSION := 3.1.0
-test-conformance: deps
+test-conformance: deps venv-bleak venv-bleak-newest
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	$(call bleak_venv,.venv,$(BLEAK_VERSION))
-	$(call bleak_venv,.venv-bleak-newest,$(BLEAK_NEWEST_VERSION))
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv/bin/python
 	Tests/Conformance/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-bleak-newest/bin/python
 
@@ -177,15 +209,31 @@ define pinned_venv
 	  || { $(1)/bin/pip install -q -r $(2) && cp $(2) $(1)/requirements.txt; }
 endef
 
+# The test instruments' virtualenvs, one target each (used by the lanes and by test-prepare).
+venv-bleak:
+	$(call bleak_venv,.venv,$(BLEAK_VERSION))
+venv-bleak-newest:
+	$(call bleak_venv,.venv-bleak-newest,$(BLEAK_NEWEST_VERSION))
+venv-oracles:
+	$(call pinned_venv,.venv-oracles,Tests/Oracles/requirements.txt)
+venv-esphome:
+	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
+venv-esphome-ha2025.4:
+	$(call pinned_venv,.venv-esphome-ha2025.4,Tests/ESPHome/requirements-ha2025.4.txt)
+# Home Assistant's needs a Python 3.13 (Tests/HomeAssistant/python.sh); without one, nothing here
+# (test-homeassistant says SKIPPED or fails).
+venv-homeassistant:
+	@python="$$(Tests/HomeAssistant/python.sh $(HA_PYTHON))"; \
+	  [ -z "$$python" ] || Tests/HomeAssistant/venv.sh "$$python" .venv-homeassistant
+
 # The oracle lane (Tests/Oracles, docs/parsers.md "Oracle lane"): per parser family, seeded random
 # valid advertisements decoded by `gattway decode` and by the family's maintained open-source
 # parser (PyPI, pinned in Tests/Oracles/requirements.txt, in .venv-oracles created only when
 # missing; test instruments only), compared by value: at least 99 % agreement over ORACLE_FRAMES
 # frames per family. A report of every disagreement goes to .build/oracle-report.txt.
 ORACLE_FRAMES ?= 300
-test-oracles: deps
+test-oracles: deps venv-oracles
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	$(call pinned_venv,.venv-oracles,Tests/Oracles/requirements.txt)
 	.venv-oracles/bin/python Tests/Oracles/oracle_lane.py \
 	  "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" \
 	  --frames $(ORACLE_FRAMES) --report .build/oracle-report.txt
@@ -202,10 +250,8 @@ test-oracles: deps
 # with the oldest gattway promises, those Home Assistant 2025.4 pins (aioesphomeapi 29.9.0,
 # bleak-esphome 2.12.0, habluetooth 3.37.0: requirements-ha2025.4.txt, in .venv-esphome-ha2025.4).
 # About 70 s.
-test-esphome: deps
+test-esphome: deps venv-esphome venv-esphome-ha2025.4
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
-	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
-	$(call pinned_venv,.venv-esphome-ha2025.4,Tests/ESPHome/requirements-ha2025.4.txt)
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome/bin/python
 	Tests/ESPHome/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-esphome-ha2025.4/bin/python
 
@@ -229,7 +275,7 @@ test-homeassistant: deps
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	@python="$$(Tests/HomeAssistant/python.sh $(HA_PYTHON))"; \
 	  if [ -z "$$python" ]; then Tests/HomeAssistant/no-python.sh; exit $$?; fi; \
-	  Tests/HomeAssistant/venv.sh "$$python" .venv-homeassistant \
+	  $(MAKE) --no-print-directory venv-homeassistant \
 	  && Tests/HomeAssistant/run.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway" .venv-homeassistant/bin/python
 
 # The real-BlueZ lane (Tests/RealBlueZ/README.md): a qemu VM (software emulation, no network
@@ -240,12 +286,9 @@ test-homeassistant: deps
 # test-esphome) as its clients, `gattway serve` on hci1 with the CLI and bleak (in .venv, as for
 # test-conformance) as centrals, and `gattway run` in the peripheral role and with role both.
 # About 4–7 minutes.
-test-bluez: deps
+test-bluez: deps venv-bleak venv-esphome
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build --product realbluez-central $(SWIFT_BUILD_FLAGS)
-	@test -x .venv/bin/python || $(PYTHON) -m venv .venv
-	@.venv/bin/python -c 'import bleak' 2>/dev/null || .venv/bin/pip install -q bleak==$(BLEAK_VERSION)
-	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
 	RBZ_BLEAK_PYTHON="$(CURDIR)/.venv/bin/python" RBZ_ESPHOME_PYTHON="$(CURDIR)/.venv-esphome/bin/python" \
 	  Tests/RealBlueZ/test-bluez.sh "$$($(SWIFT) build --show-bin-path $(SWIFT_BUILD_FLAGS))"
 
@@ -343,14 +386,12 @@ lint:
 # open web page costs, in windows of one gattway with the page closed and open (about 2 minutes).
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
-bench: deps
+bench: deps venv-bleak venv-esphome
 	@scripts/install-deps.sh strace
 	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway, importlib.metadata as m; assert m.version("bleak") == "$(BLEAK_VERSION)"' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION) bleak==$(BLEAK_VERSION)
-	$(call bleak_venv,.venv,$(BLEAK_VERSION))
-	$(call pinned_venv,.venv-esphome,Tests/ESPHome/requirements.txt)
 	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster,$(SUITES))
 	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' fleet-cluster '; then $(MAKE) --no-print-directory bench-fleet; fi
 

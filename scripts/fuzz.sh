@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the fuzz targets of Tests/Fuzz with the coverage-guided gattway-fuzz (libFuzzer), one
-# after the other, and prints a table: executions, executions/s, new corpus entries, corpus size,
-# crashes. Used by `make fuzz` and `make test-fuzz`; the Makefile builds the binary first.
+# Runs the fuzz targets of Tests/Fuzz with the coverage-guided gattway-fuzz (libFuzzer), FUZZ_JOBS
+# at a time (default: one per core; each target is one single-threaded process), and prints a
+# table in the targets' order: executions, executions/s, new corpus entries, corpus size, crashes.
+# Used by `make fuzz` and `make test-fuzz`; the Makefile builds the binary first.
 #
 #   scripts/fuzz.sh fuzz BINARY   long runs: FUZZ_SECONDS (default 120) per target; the corpus is
 #                                 kept and grows in .build/fuzz-corpus/NAME (started from the
@@ -39,10 +40,13 @@ count() { find "$1" -maxdepth 1 -type f | wc -l; }
 size() { du -sk "$1" | cut -f1; }
 stat_of() { sed -n "s/^stat::$1: *//p" "$2" | tail -1; }
 
-rows=()
-failed=()
-for name in $targets; do
+# run_one NAME: fuzzes one target; its table row goes to .build/fuzz-logs/NAME.row and, when it
+# crashed, the inputs and libFuzzer's summary to NAME.failed (printed after all have run).
+run_one() {
+  local name=$1 fixtures corpus artifacts options before_files dirs log status started elapsed
+  local executions per_second added crashes
   fixtures=Tests/Fixtures/fuzz/$name
+  rm -f ".build/fuzz-logs/$name.row" ".build/fuzz-logs/$name.failed"
   if [ "$mode" = fuzz ]; then
     corpus=.build/fuzz-corpus/$name
     artifacts=$fixtures/
@@ -54,7 +58,7 @@ for name in $targets; do
     rm -rf ".build/fuzz-test/$name"
     options=(-seed=1 -runs="$runs" -max_total_time="$seconds")
   fi
-  mkdir -p "$corpus" .build/fuzz-logs
+  mkdir -p "$corpus"
   "$binary" seeds "$name" "$corpus" >/dev/null
   before_files=$(count "$corpus")
   dirs=("$corpus")
@@ -76,18 +80,31 @@ for name in $targets; do
   added=$(( $(count "$corpus") - before_files ))
   crashes=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | grep -cE '/(crash|timeout|oom|leak)-' || true)
   [ "$status" -ne 0 ] && [ "$crashes" -eq 0 ] && crashes="exit $status"
-  rows+=("$(printf '%-18s %7ss %12s %10s %8s %8s %9s  %s' "$name" "$elapsed" "${executions:-?}" "$per_second" "$added" \
-    "$(count "$corpus")" "$(size "$corpus")K" "$crashes")")
+  printf '%-18s %7ss %12s %10s %8s %8s %9s  %s\n' "$name" "$elapsed" "${executions:-?}" "$per_second" "$added" \
+    "$(count "$corpus")" "$(size "$corpus")K" "$crashes" > ".build/fuzz-logs/$name.row"
   if [ "$status" -ne 0 ]; then
-    failed+=("$name")
-    sed -n 's/.*Test unit written to \(.*\)$/  \1/p' "$log" >&2
-    grep -m3 -E 'Fatal error|runtime failure|ERROR: libFuzzer|SUMMARY' "$log" | sed 's/^/  /' >&2 || true
-    echo "fuzz: $name failed (log: $log)" >&2
+    {
+      sed -n 's/.*Test unit written to \(.*\)$/  \1/p' "$log"
+      grep -m3 -E 'Fatal error|runtime failure|ERROR: libFuzzer|SUMMARY' "$log" | sed 's/^/  /' || true
+      echo "fuzz: $name failed (log: $log)"
+    } > ".build/fuzz-logs/$name.failed"
   fi
-done
+}
 
+jobs=${FUZZ_JOBS:-$(nproc)}
+mkdir -p .build/fuzz-logs
+for name in $targets; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  run_one "$name" &
+done
+wait
+
+failed=()
 printf '%-18s %8s %12s %10s %8s %8s %9s  %s\n' target time executions execs/s new corpus size crashes
-printf '%s\n' "${rows[@]}"
+for name in $targets; do
+  if [ -e ".build/fuzz-logs/$name.row" ]; then cat ".build/fuzz-logs/$name.row"; else printf '%-18s did not run\n' "$name"; failed+=("$name"); fi
+  if [ -e ".build/fuzz-logs/$name.failed" ]; then cat ".build/fuzz-logs/$name.failed" >&2; failed+=("$name"); fi
+done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: crashes in ${failed[*]} — the inputs are listed above (replay: gattway-fuzz replay NAME FILE)" >&2
   exit 1

@@ -17,12 +17,24 @@ struct WebConfigTests {
         }
     }
 
-    @Test("on by default, on 127.0.0.1:8080, open (this host only), 32 connections, 16 KiB bodies")
+    @Test("on by default, on 127.0.0.1:8080, open (this host only), 32 connections, 16 KiB bodies, 30 s idle")
     func defaults() throws {
         let web = try Self.parse("{}").web
         #expect(web.enabled && web.host == "127.0.0.1" && web.port == 8080 && web.isLoopback && !web.hasAuth)
         #expect(
             web.maxConnections == 32 && web.maxBodyBytes == 16384 && web.eventBufferBytes == 65536 && web.tls == nil)
+        #expect(web.idleTimeoutSeconds == 30)
+    }
+
+    @Test("idle_timeout: a duration of whole seconds from 5 s to 1 h")
+    func idleTimeout() throws {
+        #expect(try Self.parse(#"{"web": {"idle_timeout": "2m"}}"#).web.idleTimeoutSeconds == 120)
+        #expect(try Self.parse(#"{"web": {"idle_timeout": 5}}"#).web.idleTimeoutSeconds == 5)
+        for bad in [#""4s""#, #""2h""#, #""5500ms""#, #""soon""#] {
+            #expect(
+                Self.problems(#"{"web": {"idle_timeout": \#(bad)}}"#).first?.hasPrefix("web.idle_timeout: expected") == true,
+                "\(bad)")
+        }
     }
 
     @Test("listening beyond loopback without auth is a config error that says what to do")

@@ -33,4 +33,12 @@ public enum TCPClient {
     public static func send(_ fd: Int32, _ text: String) {
         _ = text.withCString { Glibc.send(fd, $0, strlen($0), 0) }
     }
+
+    /// Whether the server closed `fd` (end of stream or reset), without blocking or consuming
+    /// what is waiting to be read.
+    public static func isClosed(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
 }

@@ -25,6 +25,9 @@ public struct WebSettings: Sendable, Equatable {
     public var maxBodyBytes = 16 * 1024
     /// `event_buffer`: bytes an event-stream client may fall behind before it is dropped.
     public var eventBufferBytes = 64 * 1024
+    /// `idle_timeout`: seconds a connection may stay silent (no request, nothing to send) before it
+    /// is closed. An event stream is never silent: it gets a keep-alive comment every 15 s.
+    public var idleTimeoutSeconds = 30
 
     public struct User: Sendable, Equatable {
         public var name: String
@@ -69,6 +72,13 @@ public struct WebSettings: Sendable, Equatable {
         maxBodyBytes = object.read("max_body", default: maxBodyBytes) { try $0.integer(in: 256...(1 << 20)) }
         eventBufferBytes = object.read("event_buffer", default: eventBufferBytes) {
             try $0.integer(in: 1024...(1 << 22))
+        }
+        idleTimeoutSeconds = object.read("idle_timeout", default: idleTimeoutSeconds) { reader in
+            let seconds = try reader.duration()
+            guard seconds >= 5, seconds <= 3600, seconds == seconds.rounded() else {
+                throw reader.fail("expected whole seconds from \"5s\" to \"1h\"")
+            }
+            return Int(seconds)
         }
         if enabled, !isLoopback, !hasAuth {
             object.problems.add(

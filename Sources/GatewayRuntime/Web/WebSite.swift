@@ -75,6 +75,7 @@ final class WebSite: @unchecked Sendable {
         configuration.port = web.port
         configuration.maxConnections = web.maxConnections
         configuration.maxBodyBytes = web.maxBodyBytes
+        configuration.timeoutSeconds = web.idleTimeoutSeconds
         if let tls = web.tls {
             guard let certificate = LocalFile.read(tls.certFile), let key = LocalFile.read(tls.keyFile) else {
                 throw HTTPServerError(description: "cannot read \(tls.certFile) or \(tls.keyFile)")
