@@ -32,7 +32,8 @@ struct WebConfigTests {
         #expect(try Self.parse(#"{"web": {"idle_timeout": 5}}"#).web.idleTimeoutSeconds == 5)
         for bad in [#""4s""#, #""2h""#, #""5500ms""#, #""soon""#] {
             #expect(
-                Self.problems(#"{"web": {"idle_timeout": \#(bad)}}"#).first?.hasPrefix("web.idle_timeout: expected") == true,
+                Self.problems(#"{"web": {"idle_timeout": \#(bad)}}"#).first?.hasPrefix("web.idle_timeout: expected")
+                    == true,
                 "\(bad)")
         }
     }
