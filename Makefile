@@ -111,17 +111,17 @@ test-swift:
 # What the lanes after the Swift tests need from outside the Swift build: the fuzz binary and the
 # test instruments' virtualenvs (each target below is a no-op when its product is up to date).
 # `make test` runs this in the background during the end-to-end tests (test-prepare-start): in a
-# session of its own (setsid) at nice 19, so a gateway under test keeps the CPU it asks for, with
-# its output in .build/test-prepare.log. test-prepare-wait waits for it before the first lane that
-# needs it; when it failed, its log's end is printed and each lane makes what is missing itself
-# (and fails with its own output). A run still going from an earlier, interrupted `make test` is
+# session of its own (setsid) at nice 19, so a gateway under test keeps the CPU it asks for, the
+# build and two pip installs at once (-j3), output in .build/test-prepare.log. test-prepare-wait
+# waits for it before the first lane that needs it; when it failed, its log's end is printed and
+# each lane makes what is missing itself (and fails with its own output). A run still going from an earlier, interrupted `make test` is
 # stopped first (two pip installs into one virtualenv would break it), as it is when the
 # end-to-end tests fail.
 test-prepare: fuzz-binary venv-bleak venv-bleak-newest venv-oracles venv-esphome venv-esphome-ha2025.4 venv-homeassistant
 test-prepare-start: test-prepare-stop
 	@mkdir -p .build && rm -f .build/test-prepare.status
 	@echo "test-prepare: the fuzz binary and the test virtualenvs, in the background (nice 19; log .build/test-prepare.log)"
-	@setsid sh -c 'nice -n 19 $(MAKE) --no-print-directory test-prepare; echo $$? > .build/test-prepare.status' \
+	@setsid sh -c 'nice -n 19 $(MAKE) -j3 --no-print-directory test-prepare; echo $$? > .build/test-prepare.status' \
 	  > .build/test-prepare.log 2>&1 < /dev/null & echo $$! > .build/test-prepare.pid
 test-prepare-stop:
 	@pid=$$(cat .build/test-prepare.pid 2>/dev/null || true); \
