@@ -105,6 +105,26 @@ struct WebViewsTests {
             #expect(read.status == 200, "\(read)")
             #expect(try JSONValue.parse(Array(read.body.utf8))["data"] != nil, "\(read.body)")
 
+            // Reading the lamp's state from its page (the `/get` of MQTT): answered ok with the
+            // transaction gattway/lamp/response carries; the value read from ff02 is published as
+            // the lamp's state (which the page shows from its event stream), as after a `/get`.
+            let beforeRead = e2e.messages.count
+            let state = try await Self.post(
+                port, "/api/page/send/read", #"{"device":"lamp","attribute":"lamp_state"}"#, csrf: csrf)
+            #expect(state.status == 200, "\(state)")
+            let stateAnswer = try JSONValue.parse(Array(state.body.utf8))
+            #expect(stateAnswer["status"] == .string("ok"), "\(state.body)")
+            try await e2e.messages.next(on: "gattway/lamp", after: beforeRead) { $0.text.contains("\"light\":") }
+            if case .string(let readTransaction)? = stateAnswer["transaction"] {
+                try await e2e.messages.next(on: "gattway/lamp/response") {
+                    $0.text.contains("\"transaction\":\"\(readTransaction)\"")
+                }
+            } else {
+                Issue.record("no transaction in \(state.body)")
+            }
+            let noAttribute = try await Self.post(port, "/api/page/send/read", #"{"device":"lamp"}"#, csrf: csrf)
+            #expect(noAttribute.status == 400 && noAttribute.body.contains("attribute"), "\(noAttribute)")
+
             // A characteristic config.json does not name for the lamp (the device has 2A00, say):
             // refused before anything is sent, even though raw_gatt would let MQTT reach it.
             let unnamed = try await Self.post(
@@ -214,6 +234,14 @@ extension WebViewsTests {
                 Issue.record("no time: \(handover)")
             }
             #expect(view?["devices"]?[index: 0]?["role"] == .string("none"), "\(String(describing: view))")
+            // An action for it from gw-a's page is refused there: the owner's page sends it.
+            let csrf = try await Self.csrf(port)
+            let refused = try await Self.post(
+                port, "/api/page/send/read", #"{"device":"bthome_th","attribute":"temperature"}"#, csrf: csrf)
+            #expect(refused.status == 400, "\(refused)")
+            #expect(
+                refused.body.contains("another gateway of the fleet owns bthome_th: send from its page"),
+                "\(refused.body)")
         }
     }
 }
