@@ -463,15 +463,23 @@ struct DoctorTests {
             let file = state.appendingPathComponent("bindkeys.json").path
             try #"{"bindkeys": {}}"#.write(toFile: file, atomically: false, encoding: .utf8)
             chmod(file, 0o644)
+            let identities = state.appendingPathComponent("identities.json").path
+            try #"{"identities": []}"#.write(toFile: identities, atomically: false, encoding: .utf8)
+            chmod(identities, 0o640)
             let loose = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", state.path])
             #expect(loose.status == 0, "warnings do not fail: \(loose.output)")
-            #expect(
-                loose.output.split(separator: "\n").contains {
-                    $0.hasPrefix("warn  state ") && $0.contains("bindkeys.json is readable by others")
-                }, "\(loose.output)")
+            for (name, holds) in [("bindkeys.json", "bind keys"), ("identities.json", "presence identities (IRKs)")] {
+                #expect(
+                    loose.output.split(separator: "\n").contains {
+                        $0.hasPrefix("warn  state ") && $0.contains("\(name) is readable by others")
+                            && $0.contains(holds)
+                    }, "\(loose.output)")
+            }
             chmod(file, 0o600)
+            chmod(identities, 0o600)
             let tight = try await world.doctor(config: Self.config(broker: broker.url), ["--state-dir", state.path])
             #expect(!tight.output.contains("bindkeys.json"), "\(tight.output)")
+            #expect(!tight.output.contains("identities.json"), "\(tight.output)")
         }
     }
 

@@ -117,7 +117,7 @@ public actor Gateway: LoopIsolated {
         self.context = context
         let fleet = config.fleet.enabled ? Fleet(context: context, now: clock.now()) : nil
         self.fleet = fleet
-        presence = config.presence.map { Presence(settings: $0) }
+        presence = config.presence.map { Presence(settings: $0, directory: context.stateDirectory) }
         let registry = DeviceRegistry(context: context)
         self.registry = registry
         let states = DeviceStates(context: context)
@@ -201,6 +201,14 @@ public actor Gateway: LoopIsolated {
             outbox.checkFile()  // a state directory full or read-only at start
         }
         states.loadBindKeys()
+        if let presence {
+            for problem in presence.load() { log(.warning, "presence: \(problem)") }
+            if !presence.runtime.isEmpty {
+                log(
+                    .info, "presence: \(presence.runtime.count) identities set at run time, from \(presence.path ?? "")"
+                )
+            }
+        }
         started = true
         let deliver = context.deliver
         context.timer.start { deliver(.timer) }
@@ -960,7 +968,7 @@ public actor Gateway: LoopIsolated {
                 guard let presence else {
                     return request.respond(.error, "presence is not configured (config.json has no presence section)")
                 }
-                presence.identityRequest(request, log: context.log)
+                presence.identityRequest(request, log: context.log, now: context.clock.now())
             default:
                 request.respond(
                     .error,

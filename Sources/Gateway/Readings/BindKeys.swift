@@ -1,10 +1,5 @@
 import Bluetooth
 import JSON
-import LocalSystem
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// Bind keys set at run time (`bridge/request/device/bindkey`), by device address: kept in
 /// `bindkeys.json` in the state directory (mode 0600, rewritten atomically on every change,
@@ -22,18 +17,13 @@ package final class BindKeys {
     package static let maxKeys = 1000
     /// Largest file read at start (``maxKeys`` entries take about 70 kB).
     package static let maxFileBytes = 256 * 1024
-    /// File rewrites (each an fsync on the loop thread) allowed back to back, then one per
-    /// ``writeInterval``: requests naming ever new addresses must not keep the disk busy.
-    static let writeBurst = 10
-    static let writeInterval = 1.0
-
     /// The file, nil: memory only.
-    let path: String?
+    var path: String? { file.path }
+    private var file: RuntimeFile
     private var keys: [BluetoothAddress: [UInt8]] = [:]
-    private var writes = TokenBucket(capacity: BindKeys.writeBurst, interval: BindKeys.writeInterval, now: 0)
 
     package init(directory: String?) {
-        path = directory.map { $0 + "/" + Self.fileName }
+        file = RuntimeFile(directory: directory, name: Self.fileName, holds: "bind keys", maxBytes: Self.maxFileBytes)
     }
 
     package var count: Int { keys.count }
@@ -50,32 +40,9 @@ package final class BindKeys {
     /// Reads the file (at start); the problems to report, each without key material. A
     /// missing file is no problem.
     package func load() -> [String] {
-        guard let path, LocalFile.exists(path) else { return [] }
-        var problems: [String] = []
-        if let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 {
-            problems.append(
-                "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))); it holds bind keys: chmod 600 it"
-            )
-        }
-        // Looked at before it is read: a huge file (or a device node) must not be read at all.
-        var status = stat()
-        guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_size <= Self.maxFileBytes
-        else {
-            return problems + [
-                "\(path) is not a regular file of at most \(Self.maxFileBytes) bytes: ignored (runtime bind keys start empty; it is replaced at the next change)"
-            ]
-        }
-        let bytes: [UInt8]
-        do {
-            bytes = try LocalFile.contents(path)
-        } catch {
-            return problems + ["\(error); runtime bind keys start empty"]
-        }
-        guard bytes.count <= Self.maxFileBytes else {
-            return problems + [
-                "\(path) grew past \(Self.maxFileBytes) bytes while read: ignored (runtime bind keys start empty)"
-            ]
-        }
+        let (contents, read) = file.read()
+        guard let bytes = contents, let path = file.path else { return read }
+        var problems = read
         guard let document = try? JSONValue.parse(bytes), case .object(let entries)? = document["bindkeys"] else {
             return problems + [
                 "\(path) is not a bind key file ({\"bindkeys\":{address: key}}): ignored (runtime bind keys start empty; it is replaced at the next change)"
@@ -100,7 +67,7 @@ package final class BindKeys {
     }
 
     /// Sets (nil: clears) the device's key, writing the file first when there is one: when
-    /// that fails, or the file was rewritten too often of late (``writeBurst``), nothing changes
+    /// that fails, or the file was rewritten too often of late (``RuntimeFile/writeBurst``), nothing changes
     /// and the error says why. True when the change is in the file, false when it is in memory
     /// only.
     package func set(_ address: BluetoothAddress, _ key: [UInt8]?, now: Double) -> Result<Bool, CommandError> {
@@ -109,23 +76,13 @@ package final class BindKeys {
         if key != nil, keys[address] == nil, keys.count >= Self.maxKeys {
             return .failure(CommandError("at most \(Self.maxKeys) runtime bind keys are kept; clear one first"))
         }
-        guard let path else {
+        guard file.path != nil else {
             keys = next
             return .success(false)
         }
         if next != keys {
-            guard writes.take(now: now) else {
-                return .failure(
-                    CommandError(
-                        "rate limited: bind keys change at most \(Self.writeBurst) times at once, then once per \(Int(Self.writeInterval))s; the key is unchanged"
-                    ))
-            }
-            // A leftover temporary file keeps its mode through O_TRUNC: start from none.
-            unlink(path + ".tmp")
-            do {
-                try LocalFile.write(Self.encode(next), to: path, mode: 0o600)
-            } catch {
-                return .failure(CommandError("\(error); the key is unchanged"))
+            if let error = file.write(Self.encode(next), now: now, unchanged: "the key is unchanged") {
+                return .failure(error)
             }
             keys = next
         }

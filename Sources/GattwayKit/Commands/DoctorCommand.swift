@@ -61,7 +61,7 @@ struct DoctorCommand: Command {
                 FileDiagnosis.stateDirectory(
                     directory, fromOption: stateDirectory != nil,
                     storeAndForward: config?.storeAndForward ?? StoreAndForwardSettings()))
-            if let exposed = FileDiagnosis.bindKeys(in: directory) { report.add([exposed]) }
+            report.add(FileDiagnosis.runtimeSecrets(in: directory))
         }
 
         let loop = EventLoop(name: "gattway-doctor")

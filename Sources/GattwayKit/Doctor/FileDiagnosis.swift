@@ -59,15 +59,20 @@ enum FileDiagnosis {
         return (config, checks)
     }
 
-    /// A warning when the bind keys set at run time (`bindkeys.json` in the state directory) may
-    /// be read by others than its owner (the gateway writes it 0600).
-    static func bindKeys(in directory: String?) -> DoctorCheck? {
-        guard let directory else { return nil }
-        let path = directory + "/" + Gateway.bindKeysFileName
-        guard let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 else { return nil }
-        return .warn(
-            "state", "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))) and holds bind keys",
-            "chmod 600 \(path)")
+    /// A warning for each file of secrets set at run time in the state directory (the bind keys,
+    /// `bindkeys.json`; the presence identities, `identities.json`) that others than its owner
+    /// may read (the gateway writes them 0600).
+    static func runtimeSecrets(in directory: String?) -> [DoctorCheck] {
+        guard let directory else { return [] }
+        let files = [(Gateway.bindKeysFileName, "bind keys"), (Presence.fileName, "presence identities (IRKs)")]
+        return files.compactMap { name, holds in
+            let path = directory + "/" + name
+            guard let permissions = LocalFile.permissions(path), permissions.mode & 0o077 != 0 else { return nil }
+            return .warn(
+                "state",
+                "\(path) is readable by others (mode \(String(permissions.mode, radix: 8))) and holds \(holds)",
+                "chmod 600 \(path)")
+        }
     }
 
     /// Whether the gateway could keep its state in `directory` (created if missing, as `gattway

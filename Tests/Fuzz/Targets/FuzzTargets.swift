@@ -27,6 +27,7 @@ public enum FuzzTargets {
         radioView,
         presenceConfig,
         presenceRequest,
+        presenceFile,
     ]
 
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }

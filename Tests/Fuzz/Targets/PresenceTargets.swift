@@ -1,5 +1,6 @@
 import Bluetooth
 import Gateway
+import Glibc
 import JSON
 import Parsers
 
@@ -77,6 +78,68 @@ extension FuzzTargets {
             for irk in irks {
                 fuzzProperty(!answer.lowercased().contains(irk), "an answer holds an IRK: \(answer)")
             }
+        })
+
+    /// Arbitrary bytes as `identities.json` in the state directory (the presence identities set
+    /// at run time), read by ``Presence/load()`` at start: what a torn write, a full disk, a hand
+    /// edit or anything else that can write there leaves.
+    ///
+    /// Properties: no trap, no hang; what is loaded passes the same bounds and uniqueness as
+    /// config.json's identities and never changes config.json's; no problem reported quotes an
+    /// IRK; and after one change (an identity set, as the bridge request does) the file the
+    /// gateway wrote reads back, with no problem, to exactly the identities it holds.
+    static let presenceFile = FuzzTarget(
+        name: "presence-file",
+        summary: "arbitrary bytes as the run-time presence identity file (identities.json): load, set one, read back",
+        seeds: {
+            [
+                #"{"identities": [{"name": "watch", "irk": "00112233445566778899aabbccddeeff", "rssi_at_1m": -60}]}"#,
+                #"{"identities": [{"name": "tag", "ibeacon": "FDA50693-A4E2-4FB1-AFCF-C6EB07647825:100:7"}, {"name": "k2", "address": "C4:7C:8D:6A:3E:21"}]}"#,
+                #"{"identities": [7, {"name": "keys", "irk": "00112233445566778899aabbccddeeff"}, {"name": "x"}]}"#,
+                #"{"identities": {}}"#,
+                "",
+            ].map { Array($0.utf8) }
+        },
+        run: { bytes in
+            let directory = BindKeyFiles.newDirectory()
+            let path = directory + "/" + Presence.fileName
+            defer {
+                unlink(path)
+                unlink(path + ".tmp")
+                rmdir(directory)
+            }
+            guard QueueFileRecords.write(bytes, to: path) else { return }
+            let presence = Presence(settings: PresenceSeeds.settings, directory: directory)
+            let problems = presence.load()
+            fuzzProperty(
+                presence.identities.first == PresenceSeeds.settings.identities.first,
+                "the file changed config.json's identity")
+            checkPresence(PresenceSettings.with(presence.identities), secrets: nil)
+            for identity in presence.runtime {
+                guard case .irk(let irk) = identity.key else { continue }
+                let hex = Hex.encode(irk)
+                for problem in problems {
+                    fuzzProperty(!problem.lowercased().contains(hex), "a problem quotes a loaded IRK: \(problem)")
+                }
+            }
+            // One change, as `bridge/request/presence/identity` makes it: the file is rewritten.
+            let irk = [UInt8](repeating: bytes.first ?? 0x42, count: 16)
+            let members: [(key: String, value: JSONValue)] = [
+                ("name", .string("fuzz_phone")), ("irk", .string(Hex.encode(irk))),
+            ]
+            guard case .success = presence.change(members) else {
+                // Only at the limit of identities, or when another identity has that IRK already.
+                fuzzProperty(
+                    presence.identities.count >= PresenceSettings.maxIdentities
+                        || presence.identities.contains { $0.name != "fuzz_phone" && $0.key == .irk(irk) },
+                    "setting an identity failed below the limit")
+                return
+            }
+            let again = Presence(settings: PresenceSeeds.settings, directory: directory)
+            let reread = again.load()
+            fuzzProperty(reread.isEmpty, "the file the gateway wrote reads back with problems: \(reread)")
+            fuzzProperty(
+                again.identities == presence.identities, "the file the gateway wrote reads back to other identities")
         })
 
     /// Bounds and uniqueness of a list of identities; with `secrets`, every IRK is among them.
