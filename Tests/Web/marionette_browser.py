@@ -15,6 +15,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -172,17 +173,21 @@ class Browser:
         return f"{capabilities.get('browserName')} {capabilities.get('browserVersion')}"
 
     def close(self):
+        quit_asked = False
         if self.sock:
             # Quit needs the session (it ends it too): after WebDriver:DeleteSession it is refused.
             try:
                 self.call("Marionette:Quit", {"flags": ["eForceQuit"]}, timeout=10)
+                quit_asked = True
             except (RuntimeError, TimeoutError, OSError):
                 pass
             self.sock.close()
             self.sock = None
+        if not quit_asked and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, 9)
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         shutil.rmtree(self.profile, ignore_errors=True)
