@@ -323,7 +323,7 @@ test-fleet-cluster:
 # (Tests/Web/web_level_check.py). The login, the devices and their values changing without a
 # reload, a chart, the radio view's explanations and rule. Chromium's screenshots go to
 # WEB_SCREENSHOTS (`make test-web WEB_SCREENSHOTS=docs` renews the ones the README shows),
-# Firefox's to .build/test-web/firefox-*.png. About two minutes.
+# Firefox's to .build/test-web/firefox-*.png. About a minute.
 WEB_PACKAGES := chromium firefox-esr mosquitto dbus-daemon python3
 WEB_SCREENSHOTS ?= .build/test-web
 test-web:
