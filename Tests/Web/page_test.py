@@ -81,6 +81,8 @@ def text_of(browser, selector):
 
 
 def run(browser, base, token, screenshots, prefix=""):
+    # Every check is the same in both engines. browser.evaluate takes one JavaScript expression
+    # (Marionette runs `return (expression);`), so two steps are a comma expression, not `a; b`.
     # Without a session the page's address answers 401 with the page, which asks for the token.
     browser.goto(base + "/")
     browser.wait_for("!document.getElementById('login').hidden")
