@@ -114,6 +114,10 @@ class Browser:
         with open(path, "wb") as file:
             file.write(base64.b64decode(data))
 
+    def version(self):
+        """The browser's product and version, e.g. "HeadlessChrome/156.0.8078.129"."""
+        return self.call("Browser.getVersion")["product"]
+
     def close(self):
         try:
             self.call("Browser.close", timeout=5)

@@ -3,13 +3,15 @@
 
 Starts `gattway demo` (a private bus, the BlueZ simulator's demo world, a real mosquitto and
 `gattway run` with the web server on a free loopback port behind a token), reads the page's
-address and token from what the demo prints, and drives headless Chromium (Debian's `chromium`,
-over its DevTools protocol: cdp_browser.py) like a user: the page asks for the token, the demo's
+address and token from what the demo prints, and drives a headless browser like a user: Chromium
+(Debian's `chromium`, over its DevTools protocol: cdp_browser.py) or Firefox (Debian's
+`firefox-esr`, over Marionette: marionette_browser.py), the same checks in both: the page asks for the token, the demo's
 devices appear, their values change without a reload (the event stream), a device's chart is an
 SVG with points, and the radio view explains an advertisement no parser knows and shows the rule
-that would publish a device no rule matches, and the log view shows the last log lines. Screenshots go to --screenshots.
+that would publish a device no rule matches, and the log view shows the last log lines. Screenshots go to --screenshots
+(Firefox's named firefox-*.png).
 
-usage: page_test.py GATTWAY [--screenshots DIR]
+usage: page_test.py GATTWAY [--browser chromium|firefox] [--screenshots DIR]
 """
 
 import argparse
@@ -24,7 +26,8 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from cdp_browser import Browser  # noqa: E402 (the driver beside this file)
+import cdp_browser  # noqa: E402 (the drivers beside this file)
+import marionette_browser  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 DEVICES = ["battery_sensor", "env_sensor", "desk_lamp", "bthome_th", "ruuvi"]
@@ -77,15 +80,17 @@ def text_of(browser, selector):
     return browser.evaluate(f"(document.querySelector({json.dumps(selector)}) || {{}}).textContent || null")
 
 
-def run(browser, base, token, screenshots):
+def run(browser, base, token, screenshots, prefix=""):
+    # Every check is the same in both engines. browser.evaluate takes one JavaScript expression
+    # (Marionette runs `return (expression);`), so two steps are a comma expression, not `a; b`.
     # Without a session the page's address answers 401 with the page, which asks for the token.
     browser.goto(base + "/")
     browser.wait_for("!document.getElementById('login').hidden")
     status = browser.evaluate("fetch('/').then((response) => response.status)")
     check(status == 401, f"the page without a session answers {status} and asks for the token")
     browser.evaluate(
-        "document.getElementById('login-token').value = " + json.dumps(token)
-        + "; document.getElementById('login-form').requestSubmit(); true"
+        "(document.getElementById('login-token').value = " + json.dumps(token)
+        + ", document.getElementById('login-form').requestSubmit())"
     )
     browser.wait_for("location.pathname === '/' && !document.getElementById('view-devices').hidden", timeout=15)
     check(True, "logging in with the token opens the page at /")
@@ -120,7 +125,7 @@ def run(browser, base, token, screenshots):
     links = browser.evaluate(column.format(7))
     check("connected" in links, f"link states shown: {links}")
     if screenshots:
-        browser.screenshot(str(screenshots / "web-page.png"))
+        browser.screenshot(str(screenshots / f"{prefix}web-page.png"))
 
     # The page's files are the ones under webpage/, byte for byte.
     for name in ["page.js", "page.css"]:
@@ -128,7 +133,7 @@ def run(browser, base, token, screenshots):
         check(served == (ROOT / "webpage" / name).read_text(encoding="utf-8"), f"/{name} is webpage/{name}")
 
     # A device's chart: an SVG polyline with a point per 2 s step, growing while it is open.
-    browser.evaluate("location.hash = '#device/bthome_th'; true")
+    browser.evaluate("location.hash = '#device/bthome_th'")
     chart = "#charts .chart[data-series='temperature'] svg"
     points = browser.wait_for(
         f"(() => {{ const svg = document.querySelector({json.dumps(chart)});"
@@ -147,19 +152,20 @@ def run(browser, base, token, screenshots):
     check(True, f"the chart grew to {more} points without a reload")
     check(browser.evaluate("window.notReloaded === true"), "still the same page (no reload)")
     if screenshots:
-        browser.screenshot(str(screenshots / "web-chart.png"))
+        browser.screenshot(str(screenshots / f"{prefix}web-chart.png"))
 
     # Actions, through the bridge requests' code with the CSRF token: a bind key set on bthome_th
     # (a key is never echoed back), then ruuvi removed (registered again when it next advertises).
     browser.evaluate(
-        "document.getElementById('bindkey').value = '00112233445566778899aabbccddeeff';"
-        " document.getElementById('actions').requestSubmit(); true"
+        "(document.getElementById('bindkey').value = '00112233445566778899aabbccddeeff',"
+        " document.getElementById('actions').requestSubmit())"
     )
     result = browser.wait_for("document.getElementById('action-result').textContent")
     check(result == "device/bindkey: ok", f"setting a bind key from the page: {result}")
-    browser.evaluate("location.hash = '#device/ruuvi'; window.confirm = () => true; true")
+    browser.evaluate("location.hash = '#device/ruuvi'")
+    browser.evaluate("window.confirm = () => true")
     browser.wait_for("document.getElementById('device-name').textContent === 'ruuvi'")
-    browser.evaluate("document.getElementById('remove').click(); true")
+    browser.evaluate("document.getElementById('remove').click()")
     browser.wait_for("location.hash === '#devices'")
     check(True, "removing ruuvi from the page answered ok and went back to the devices")
     forbidden = browser.evaluate(
@@ -170,7 +176,7 @@ def run(browser, base, token, screenshots):
 
     # A command from the lamp's page: the commands its rule declares are offered; "light" true is
     # written to the lamp and the page shows the response gattway/lamp/response carries.
-    browser.evaluate("location.hash = '#device/desk_lamp'; true")
+    browser.evaluate("location.hash = '#device/desk_lamp'")
     offered = browser.wait_for(
         "(() => { const options = [...document.querySelectorAll('#send-kind option')].map((o) => o.textContent);"
         " return !document.getElementById('send').hidden && options.length > 0 && options; })()"
@@ -196,18 +202,18 @@ def run(browser, base, token, screenshots):
     check(forbidden == 403, f"a command without the CSRF token answers {forbidden}")
 
     # The fleet and the proxy: the demo runs neither, and the views say so.
-    browser.evaluate("location.hash = '#fleet'; true")
+    browser.evaluate("location.hash = '#fleet'")
     browser.wait_for("!document.getElementById('fleet-off').hidden")
     fleet_text = text_of(browser, "#fleet-off")
     check("not in a fleet" in fleet_text, f"the fleet view: {fleet_text}")
     check(browser.evaluate("document.getElementById('fleet-on').hidden"), "no empty fleet table")
-    browser.evaluate("location.hash = '#proxy'; true")
+    browser.evaluate("location.hash = '#proxy'")
     browser.wait_for("!document.getElementById('proxy-off').hidden")
     proxy_text = text_of(browser, "#proxy-off")
     check("proxy is off" in proxy_text, f"the proxy view: {proxy_text}")
 
     # The radio: every address heard, its AD bytes, and why it is not published.
-    browser.evaluate("location.hash = '#radio'; true")
+    browser.evaluate("location.hash = '#radio'")
     mystery = "#radio tr[data-address='F0:0D:00:00:00:07']"
     outcome = browser.wait_for(f"(document.querySelector({json.dumps(mystery + ' .outcome')}) || {{}}).textContent")
     check(
@@ -220,7 +226,7 @@ def run(browser, base, token, screenshots):
     check(rate and "reports/s" in rate, f"reports per second shown: {rate}")
     garden = "#radio tr[data-address='A4:C1:38:00:00:08']"
     browser.wait_for(f"!!document.querySelector({json.dumps(garden + ' .rule-button')})")
-    browser.evaluate(f"document.querySelector({json.dumps(garden + ' .rule-button')}).click(); true")
+    browser.evaluate(f"document.querySelector({json.dumps(garden + ' .rule-button')}).click()")
     rule = browser.wait_for(
         "!document.getElementById('rule').hidden && document.getElementById('rule-json').textContent"
     )
@@ -229,15 +235,15 @@ def run(browser, base, token, screenshots):
         f"the Rule button shows the rule that would publish Garden TH: {json.dumps(json.loads(rule))}",
     )
     if screenshots:
-        browser.screenshot(str(screenshots / "web-radio.png"))
+        browser.screenshot(str(screenshots / f"{prefix}web-radio.png"))
 
     # Health: the bridge/health figures.
-    browser.evaluate("location.hash = '#health'; true")
+    browser.evaluate("location.hash = '#health'")
     browser.wait_for("document.querySelectorAll('#health dt').length > 5")
     keys = browser.evaluate("[...document.querySelectorAll('#health > dl > dt')].map((term) => term.textContent)")
     check("web" in keys and "radio" in keys, f"health shows bridge/health's sections: {', '.join(keys)}")
     # The log: the last lines of gattway run's log, the token never among them.
-    browser.evaluate("location.hash = '#log'; true")
+    browser.evaluate("location.hash = '#log'")
     lines = browser.wait_for(
         "(() => { const lines = [...document.querySelectorAll('#log tbody tr td:last-child')]"
         ".map((cell) => cell.textContent); return lines.some((line) => line.includes('web: listening')) && lines; })()"
@@ -248,7 +254,7 @@ def run(browser, base, token, screenshots):
     check(any("web: command sent from the page" in line for line in lines), "the page's command is logged")
     check(not any("00112233445566778899aabbccddeeff" in line for line in lines), "the bind key is not in the log view")
     # config check of the running configuration: the demo's file, valid and as running.
-    browser.evaluate("location.hash = '#config'; true")
+    browser.evaluate("location.hash = '#config'")
     verdict = browser.wait_for(
         "(() => { const terms = [...document.querySelectorAll('#config dt')];"
         " const at = terms.findIndex((term) => term.textContent === 'config check');"
@@ -264,7 +270,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("gattway")
     parser.add_argument("--screenshots", type=pathlib.Path)
+    parser.add_argument("--browser", choices=["chromium", "firefox"], default="chromium")
     parser.add_argument("--chromium", default="chromium")
+    parser.add_argument("--firefox", default="firefox-esr")
     arguments = parser.parse_args()
     if arguments.screenshots:
         arguments.screenshots.mkdir(parents=True, exist_ok=True)
@@ -275,8 +283,13 @@ def main():
         base, token = match.group(1), match.group(2)
         check(True, f"gattway demo prints the page's address: {base}/")
         demo.wait_for(r"command round trip OK", timeout=60)
-        browser = Browser(arguments.chromium)
-        run(browser, base, token, arguments.screenshots)
+        if arguments.browser == "firefox":
+            browser = marionette_browser.Browser(arguments.firefox, profile_parent=str(ROOT / ".build" / "test-web"))
+        else:
+            browser = cdp_browser.Browser(arguments.chromium)
+        # The version that runs the checks, as the browser itself reports it.
+        print(f"browser: {browser.version()}")
+        run(browser, base, token, arguments.screenshots, "firefox-" if arguments.browser == "firefox" else "")
     except (AssertionError, TimeoutError, RuntimeError) as error:
         print(f"FAIL: {error}\n--- gattway demo printed:\n{demo.output}", file=sys.stderr)
         return 1
@@ -284,7 +297,7 @@ def main():
         if browser:
             browser.close()
         demo.stop()
-    print("web page: all checks passed")
+    print(f"web page in {arguments.browser}: all checks passed")
     return 0
 
 
