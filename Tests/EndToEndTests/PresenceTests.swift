@@ -122,7 +122,8 @@ struct PresenceEndToEndTests {
             // One ESPresense topic only: the stranger's IRK is unknown, so nothing of it.
             let topics = Set(messages.all.map(\.topic).filter { $0.hasPrefix("espresense/") })
             #expect(topics == [topic], "\(topics)")
-            #expect(!messages.all.contains { $0.topic.contains(Self.strangerIRK) || $0.text.contains(Self.strangerIRK) })
+            #expect(
+                !messages.all.contains { $0.topic.contains(Self.strangerIRK) || $0.text.contains(Self.strangerIRK) })
         }
     }
 }

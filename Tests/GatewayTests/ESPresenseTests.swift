@@ -38,7 +38,8 @@ struct ESPresenseTests {
             ESPresense.id(.eddystoneUID(namespace: Self.namespace, instance: Self.instance))
                 == "eddy:edd1ebeac0c04e5defa017-0bdb87539b67",
             "the namespace's fifth byte (c0) twice, as the firmware writes it")
-        #expect(ESPresense.topic(id: "known:c47c8d6a3e21", room: "hall") == "espresense/devices/known:c47c8d6a3e21/hall")
+        #expect(
+            ESPresense.topic(id: "known:c47c8d6a3e21", room: "hall") == "espresense/devices/known:c47c8d6a3e21/hall")
     }
 
     @Test("config: an object turns it on, enabled false turns it off, room is a topic level")
@@ -94,7 +95,8 @@ struct ESPresenseTests {
             AESBlockCipher(key: [UInt8](repeating: 7, count: 16))!, random: 99)!
         for rotation in 1...3 {
             await harness.advance(3)
-            harness.ble.advertise(PresenceWiringTests.report(PresenceWiringTests.rpa(0x12345 + UInt32(rotation)), rssi: -74))
+            harness.ble.advertise(
+                PresenceWiringTests.report(PresenceWiringTests.rpa(0x12345 + UInt32(rotation)), rssi: -74))
             harness.ble.advertise(PresenceWiringTests.report(stranger, rssi: -50))
             await harness.settle()
         }

@@ -33,7 +33,7 @@ Home Assistant over its HTTP API as a user does in the UI, then checks:
   7. gattway's side: its log says `(Home Assistant <version>, API 1.10) connected`, the client
      stays connected (one connection, no disconnect, over at least 40 s: no 30-s timeout churn);
      bridge/health's bluetooth_proxy section counts the client and the connection made;
-  7b. ESPresense: the mqtt_room sensor's state is gattway's room ("office") with a distance
+  6b. ESPresense: the mqtt_room sensor's state is gattway's room ("office") with a distance
      attribute, from gattway's espresense/devices/irk:<hex>/office messages, which kept one id
      across the phone's address rotations;
   8. Home Assistant's log has no TimeoutAPIError and no "Can't connect to ESPHome API"; its
@@ -173,6 +173,9 @@ def port_open(port):
 def start_gattway(work, mqtt_port, api_port):
     config = {
         "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": BASE_TOPIC},
+        # Home Assistant has MQTT for the mqtt_room sensor: gattway's own MQTT discovery would add
+        # a second set of entities for the BTHome sensor beside the proxy's; the lane is about these.
+        "homeassistant": {"enabled": False},
         "health": {"interval": "2s"},
         "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": NODE,
                             "encryption_key": KEY, "connection_slots": 2},
@@ -312,6 +315,14 @@ class HomeAssistant:
     async def ready(self):
         try:
             status, _ = await self.get("/api/onboarding")
+            return status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def api_ready(self):
+        """Once onboarded (no /api/onboarding any more): the API answers the token."""
+        try:
+            status, _ = await self.get("/api/")
             return status == 200
         except aiohttp.ClientError:
             return False
@@ -666,7 +677,7 @@ async def drive_home_assistant(http_port, api_port, mqtt_port, mqtt_path, gattwa
         mqtt_added = await add_mqtt(ha, mqtt_port)
         add_mqtt_room_yaml(hass["config"])
         hass["process"] = restart_hass(hass["process"], hass["config"], hass["log"])
-        up = await async_wait_until(ha.ready, 120, step=1)
+        up = await async_wait_until(ha.api_ready, 120, step=1)
         if not check("Home Assistant answers again after its restart", up):
             return None
         check("websocket: authenticated", await ha.connect_websocket())

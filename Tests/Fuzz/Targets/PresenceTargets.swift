@@ -44,7 +44,9 @@ extension FuzzTargets {
     /// Up to 64 bytes, none of them a space, a control, `/`, `+` or `#`.
     static func isTopicLevel(_ text: String) -> Bool {
         !text.isEmpty && text.utf8.count <= 64
-            && !text.unicodeScalars.contains { $0.value <= 0x20 || $0.value == 0x7F || "/+#".unicodeScalars.contains($0) }
+            && !text.unicodeScalars.contains {
+                $0.value <= 0x20 || $0.value == 0x7F || "/+#".unicodeScalars.contains($0)
+            }
     }
 
     /// Each identity's ESPresense id is one topic level of ESPresense's form for its kind.
