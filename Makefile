@@ -223,8 +223,7 @@ test-esphome: deps
 # gattway's log and bridge/health; with HA's MQTT integration added and HA restarted, an mqtt_room
 # sensor for the simulator's rotating phone from gattway's ESPresense messages. HA_PYTHON names a
 # Python 3.13 (found on PATH or in pyenv when unset); without one the lane says SKIPPED, or fails
-# under CI=true. About 75 s; the first
-# install of the venv takes a few minutes more.
+# under CI=true. About 75 s; the first install of the venv takes a few minutes more.
 HA_PYTHON ?=
 test-homeassistant: deps
 	@scripts/install-deps.sh libturbojpeg0 iproute2 util-linux
