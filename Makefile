@@ -266,9 +266,10 @@ test-esphome: deps venv-esphome venv-esphome-ha2025.4
 # port, encryption key), the proxy registered as a connectable scanner, the BTHome sensor's
 # discovery confirmed and its states equal to gattway's MQTT readings of the same packet ids, a
 # read through the proxy by a custom integration (bleak → bleak-esphome → aioesphomeapi 29.9.0),
-# gattway's log and bridge/health. HA_PYTHON names a Python 3.13 (found on PATH or in pyenv when
-# unset); without one the lane says SKIPPED, or fails under CI=true. About 1 minute; the first
-# install of the venv takes a few minutes more.
+# gattway's log and bridge/health; with HA's MQTT integration added and HA restarted, an mqtt_room
+# sensor for the simulator's rotating phone from gattway's ESPresense messages. HA_PYTHON names a
+# Python 3.13 (found on PATH or in pyenv when unset); without one the lane says SKIPPED, or fails
+# under CI=true. About 75 s; the first install of the venv takes a few minutes more.
 HA_PYTHON ?=
 test-homeassistant: deps
 	@scripts/install-deps.sh libturbojpeg0 iproute2 util-linux

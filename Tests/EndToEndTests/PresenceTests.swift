@@ -85,4 +85,45 @@ struct PresenceEndToEndTests {
             #expect(gone.string("room") == "office", "\(gone.text)")
         }
     }
+
+    /// The same world with `presence.espresense`: the phone is also published as an ESPresense node
+    /// publishes it, under ESPresense's id for an IRK, in the gateway's room.
+    @Test("ESPresense: espresense/devices/irk:<irk>/office across rotations; nothing for the stranger's IRK")
+    func espresense() async throws {
+        let scenario = try Scenario.parse(Data(Self.scenario.utf8))
+        let config = Self.config.replacingOccurrences(
+            of: #""room": "office","#, with: #""room": "office", "espresense": {"enabled": true},"#)
+        try await EndToEnd.run(config: config, scenario: scenario) { e2e in
+            let messages = e2e.messages
+            let topic = "espresense/devices/irk:\(Self.irk)/office"
+            let first = try await messages.next(on: topic, timeout: 20) { $0.number("distance") != nil }
+            #expect(first.string("id") == "irk:\(Self.irk)" && first.string("name") == "phone", "\(first.text)")
+            let distance = try #require(first.number("distance"), "\(first.text)")
+            #expect(distance > 0.5 && distance < 10, "−71 ± 3 dBm at −59 dBm/1 m, exponent 3: about 2.5 m")
+            #expect(first.number("rssi@1m") == -59 && first.number("rssi") != nil, "\(first.text)")
+
+            // After two rotations: the same topic and id, from a later address of the phone.
+            let simulator = e2e.simulator
+            try await eventually("two rotations of the phone's address", within: 20) {
+                await simulator.deviceAddresses.contains(Self.phoneAddress(2))
+            }
+            func mac(_ address: BluetoothAddress) -> String {
+                address.description.replacingOccurrences(of: ":", with: "").lowercased()
+            }
+            let phoneMacs = (0..<16).map { mac(Self.phoneAddress($0)) }
+            let firstMac = try #require(first.string("mac"), "\(first.text)")
+            #expect(phoneMacs.contains(firstMac), "an address of the phone: \(first.text)")
+            let later = try await messages.next(on: topic, after: messages.count, timeout: 10) {
+                $0.string("mac") != nil && $0.string("mac") != firstMac
+            }
+            #expect(phoneMacs.contains(later.string("mac") ?? ""), "another address of the phone: \(later.text)")
+            #expect(later.string("id") == "irk:\(Self.irk)" && later.number("distance") != nil, "\(later.text)")
+
+            // One ESPresense topic only: the stranger's IRK is unknown, so nothing of it.
+            let topics = Set(messages.all.map(\.topic).filter { $0.hasPrefix("espresense/") })
+            #expect(topics == [topic], "\(topics)")
+            #expect(
+                !messages.all.contains { $0.topic.contains(Self.strangerIRK) || $0.text.contains(Self.strangerIRK) })
+        }
+    }
 }

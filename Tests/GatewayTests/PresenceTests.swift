@@ -318,7 +318,7 @@ struct PresenceConfigTests {
                 "presence.absorption: expected a path-loss exponent from 1 to 10 (2 in free space, about 3 indoors)",
                 "presence.room: expected a non-empty string",
                 "presence.adapter_rooms.usb0: \"usb0\" is not an adapter name (expected hci0, hci1, …)",
-                "presence.rooms: is not a known key (expected one of identities, away_after, absorption, rssi_at_1m, room, adapter_rooms)",
+                "presence.rooms: is not a known key (expected one of identities, away_after, absorption, rssi_at_1m, room, adapter_rooms, espresense)",
                 "presence.adapter_rooms.hci1: is not one of bluetooth.adapters (hci0)",
             ])
     }

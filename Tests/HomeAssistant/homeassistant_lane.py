@@ -4,12 +4,17 @@
 Run by Tests/HomeAssistant/run.sh (make test-homeassistant) in the Home Assistant venv, with
 DBUS_SYSTEM_BUS_ADDRESS naming a private bus on which the BlueZ simulator plays
 Tests/HomeAssistant/scenario.json (a BTHome v2 sensor whose packet id and readings change with
-every advertisement, and a connectable battery device with a readable 2A19). Starts a mosquitto,
-`gattway run` with bluetooth_proxy (Noise key) and a device rule for the BTHome sensor, and
-Home Assistant Core (`hass --skip-pip`, the version pinned in requirements.txt) with no Bluetooth
-adapter of its own (its D-Bus is unix:path=/nonexistent), so everything it hears comes through the
-proxy. Drives Home Assistant over its HTTP API as a user does in the UI, then checks:
-  1. onboarding: the owner account, core config, analytics, integration step; a token;
+every advertisement, a connectable battery device with a readable 2A19, and a phone advertising
+from a resolvable private address that changes every 10 s). Starts a mosquitto, `gattway run` with
+bluetooth_proxy (Noise key), a device rule for the BTHome sensor and presence with the phone's IRK
+and ESPresense's topics on (room "office"), and Home Assistant Core (`hass --skip-pip`, the
+version pinned in requirements.txt) with no Bluetooth adapter of its own (its D-Bus is
+unix:path=/nonexistent), so everything it hears over Bluetooth comes through the proxy. Drives
+Home Assistant over its HTTP API as a user does in the UI, then checks:
+  1. onboarding: the owner account, core config, analytics, integration step; a token; then
+     Add integration → MQTT with the lane's broker (the entry loaded), an `mqtt_room` sensor for
+     the phone added to configuration.yaml (ESPresense's id `irk:<hex>`), and Home Assistant
+     restarted as a user does after editing it;
   2. the ESPHome config flow (Add integration → ESPHome): host and port, then the encryption-key
      step (the proxy refused the plaintext try), then the entry is created with gattway's name;
   3. the entry is loaded, and the bluetooth integration registers the proxy as a connectable
@@ -28,6 +33,9 @@ proxy. Drives Home Assistant over its HTTP API as a user does in the UI, then ch
   7. gattway's side: its log says `(Home Assistant <version>, API 1.10) connected`, the client
      stays connected (one connection, no disconnect, over at least 40 s: no 30-s timeout churn);
      bridge/health's bluetooth_proxy section counts the client and the connection made;
+  6b. ESPresense: the mqtt_room sensor's state is gattway's room ("office") with a distance
+     attribute, from gattway's espresense/devices/irk:<hex>/office messages, which kept one id
+     across the phone's address rotations;
   8. Home Assistant's log has no TimeoutAPIError and no "Can't connect to ESPHome API"; its
      warnings and errors about esphome / bluetooth are printed for the reader.
 Everything started here (hass, gattway, mosquitto and its subscriber) is stopped on exit, also on
@@ -64,6 +72,12 @@ CLIENT_ID_PATH = "/"
 # 30 s without an answer, so a connection that churns is seen within this.
 STEADY_SECONDS = 40
 SENSORS = ("temperature", "humidity", "battery")
+# The phone of scenario.json, its ESPresense id and topic, and the mqtt_room sensor that follows it.
+PHONE_IRK = "ec0234a357c8ad05341010a60a397d9b"
+ROOM = "office"
+ESPRESENSE_ID = f"irk:{PHONE_IRK}"
+ESPRESENSE_TOPIC = f"espresense/devices/{ESPRESENSE_ID}/{ROOM}"
+ROOM_SENSOR = "Lane phone room"
 
 results = []
 started = []
@@ -159,10 +173,15 @@ def port_open(port):
 def start_gattway(work, mqtt_port, api_port):
     config = {
         "mqtt": {"server": f"mqtt://127.0.0.1:{mqtt_port}", "base_topic": BASE_TOPIC},
+        # Home Assistant has MQTT for the mqtt_room sensor: gattway's own MQTT discovery would add
+        # a second set of entities for the BTHome sensor beside the proxy's; the lane is about these.
+        "homeassistant": {"enabled": False},
         "health": {"interval": "2s"},
         "bluetooth_proxy": {"enabled": True, "listen": f"127.0.0.1:{api_port}", "name": NODE,
                             "encryption_key": KEY, "connection_slots": 2},
         "devices": [{"match": {"address": BTHOME}, "name": "bthome_probe"}],
+        "presence": {"room": ROOM, "espresense": {"enabled": True},
+                     "identities": [{"name": "lane_phone", "irk": PHONE_IRK}]},
     }
     path = f"{work}/gattway.json"
     with open(path, "w") as f:
@@ -174,10 +193,12 @@ def start_gattway(work, mqtt_port, api_port):
 
 
 def start_mqtt_recorder(work, mqtt_port):
-    """mosquitto_sub for the whole run: the BTHome device's state messages and bridge/health."""
+    """mosquitto_sub for the whole run: the BTHome device's state messages, bridge/health and the
+    ESPresense messages."""
     out = open(f"{work}/mqtt.txt", "w")
     start(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(mqtt_port), "-v",
-           "-t", DEVICE_TOPIC, "-t", f"{BASE_TOPIC}/bridge/health"], stdout=out, stderr=subprocess.DEVNULL)
+           "-t", DEVICE_TOPIC, "-t", f"{BASE_TOPIC}/bridge/health", "-t", "espresense/#"],
+          stdout=out, stderr=subprocess.DEVNULL)
     return f"{work}/mqtt.txt"
 
 
@@ -229,6 +250,30 @@ logger:
     shutil.copytree(f"{HERE}/custom_components", f"{config_dir}/custom_components")
 
 
+def add_mqtt_room_yaml(config_dir):
+    """The mqtt_room sensor a user adds for the phone, as docs/config.md ("ESPresense") shows."""
+    with open(f"{config_dir}/configuration.yaml", "a") as f:
+        f.write(f"""sensor:
+  - platform: mqtt_room
+    name: {ROOM_SENSOR}
+    device_id: "{ESPRESENSE_ID}"
+    state_topic: "espresense/devices/{ESPRESENSE_ID}"
+    timeout: 5
+    away_timeout: 120
+""")
+
+
+def restart_hass(process, config_dir, log_path):
+    """Stops Home Assistant (SIGTERM, as its Restart does) and starts it again on the same config."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return start_hass(config_dir, log_path)
+
+
 def start_hass(config_dir, log_path):
     # No Bluetooth adapter of its own: the D-Bus address leads nowhere, so BlueZ is not found and
     # the bluetooth integration has only the proxy's remote scanner.
@@ -270,6 +315,14 @@ class HomeAssistant:
     async def ready(self):
         try:
             status, _ = await self.get("/api/onboarding")
+            return status == 200
+        except aiohttp.ClientError:
+            return False
+
+    async def api_ready(self):
+        """Once onboarded (no /api/onboarding any more): the API answers the token."""
+        try:
+            status, _ = await self.get("/api/")
             return status == 200
         except aiohttp.ClientError:
             return False
@@ -349,6 +402,52 @@ async def add_esphome(ha, api_port):
                  (status, flow)):
         return None
     return result["entry_id"]
+
+
+async def add_mqtt(ha, mqtt_port):
+    """Settings → Add integration → MQTT: the lane's broker on loopback."""
+    status, flow = await ha.post("/api/config/config_entries/flow",
+                                 {"handler": "mqtt", "show_advanced_options": False})
+    if not check("MQTT config flow starts with the broker form",
+                 status == 200 and (flow or {}).get("type") == "form"
+                 and (flow or {}).get("step_id") == "broker", (status, flow)):
+        return False
+    status, flow = await ha.post(f"/api/config/config_entries/flow/{flow['flow_id']}",
+                                 {"broker": "127.0.0.1", "port": mqtt_port})
+    if not check("broker and port: the MQTT entry is created",
+                 status == 200 and (flow or {}).get("type") == "create_entry", (status, flow)):
+        return False
+    return True
+
+
+async def check_mqtt_room(ha, mqtt_path):
+    """The mqtt_room sensor of configuration.yaml shows gattway's room and a distance."""
+    check("after the restart the MQTT entry is loaded", await async_wait_until(lambda: _loaded(ha, "mqtt"), 30),
+          await entry_state(ha, "mqtt"))
+
+    async def sensor():
+        _, states = await ha.get("/api/states")
+        found = [s for s in states or [] if s["entity_id"].startswith("sensor.")
+                 and (s.get("attributes") or {}).get("friendly_name") == ROOM_SENSOR]
+        return found[0] if found else None
+
+    async def in_room():
+        state = await sensor()
+        return state if state and state.get("state") == ROOM else None
+
+    state = await async_wait_until(in_room, 60, step=1) or await sensor()
+    distance = ((state or {}).get("attributes") or {}).get("distance")
+    print(f"     mqtt_room sensor: {state}", flush=True)
+    check(f"mqtt_room sensor \"{ROOM_SENSOR}\": state is gattway's room \"{ROOM}\", with a distance",
+          state and state.get("state") == ROOM and isinstance(distance, (int, float)) and 0 < distance < 20, state)
+    messages = mqtt_messages(mqtt_path, ESPRESENSE_TOPIC)
+    macs = {m.get("mac") for m in messages}
+    others = {line.partition(" ")[0] for line in text(mqtt_path).splitlines()
+              if line.startswith("espresense/") and not line.startswith(ESPRESENSE_TOPIC + " ")}
+    check(f"gattway published {ESPRESENSE_TOPIC} with that id from at least 2 addresses of the phone, "
+          "and no other ESPresense topic",
+          messages and all(m.get("id") == ESPRESENSE_ID for m in messages) and len(macs) >= 2 and not others,
+          (len(messages), sorted(str(m) for m in macs)[:5], sorted(others)[:5]))
 
 
 async def entry_state(ha, domain):
@@ -564,7 +663,7 @@ def ha_log_findings(ha_log):
         print("       " + line[:400], flush=True)
 
 
-async def drive_home_assistant(http_port, api_port, mqtt_path, gattway_log):
+async def drive_home_assistant(http_port, api_port, mqtt_port, mqtt_path, gattway_log, hass):
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         ha = HomeAssistant(session, http_port)
@@ -572,6 +671,14 @@ async def drive_home_assistant(http_port, api_port, mqtt_path, gattway_log):
         if not check("Home Assistant answers on its HTTP port", up):
             return None
         if not await onboard(ha):
+            return None
+        # MQTT and the mqtt_room sensor first: a YAML sensor platform is set up at start only,
+        # and mqtt_room only when an MQTT entry exists then.
+        mqtt_added = await add_mqtt(ha, mqtt_port)
+        add_mqtt_room_yaml(hass["config"])
+        hass["process"] = restart_hass(hass["process"], hass["config"], hass["log"])
+        up = await async_wait_until(ha.api_ready, 120, step=1)
+        if not check("Home Assistant answers again after its restart", up):
             return None
         check("websocket: authenticated", await ha.connect_websocket())
         entry_id = await add_esphome(ha, api_port)
@@ -588,6 +695,8 @@ async def drive_home_assistant(http_port, api_port, mqtt_path, gattway_log):
             if entity_ids:
                 await compare_readings(ha, entity_ids, mqtt_path)
         await read_through_proxy(ha)
+        if mqtt_added:
+            await check_mqtt_room(ha, mqtt_path)
         return connected_at
 
 
@@ -604,8 +713,9 @@ def main():
         check("gattway's ESPHome API is up",
               wait_until(lambda: "ESPHome API on" in text(gattway_log), 30), text(gattway_log)[-2000:])
         write_ha_config(f"{work}/config", http_port)
-        start_hass(f"{work}/config", ha_log)
-        connected_at = asyncio.run(drive_home_assistant(http_port, api_port, mqtt_path, gattway_log))
+        hass = {"config": f"{work}/config", "log": ha_log, "process": start_hass(f"{work}/config", ha_log)}
+        connected_at = asyncio.run(drive_home_assistant(http_port, api_port, mqtt_port, mqtt_path, gattway_log,
+                                                        hass))
         gattway_side(gattway_log, mqtt_path, connected_at)
         ha_log_findings(ha_log)
     except SystemExit as stop:  # SIGTERM or SIGINT (the handlers below)

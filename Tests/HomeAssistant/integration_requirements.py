@@ -19,7 +19,7 @@ from homeassistant import bootstrap
 
 # configuration.yaml of the lane (homeassistant_lane.py) and the config flows it drives.
 LANE = {"http", "api", "config", "onboarding", "diagnostics", "logger", "esphome", "bthome", "bluetooth",
-        "websocket_api", "auth"}
+        "websocket_api", "auth", "mqtt", "sensor", "mqtt_room"}
 ALWAYS = (bootstrap.CORE_INTEGRATIONS | bootstrap.LOGGING_AND_HTTP_DEPS_INTEGRATIONS
           | bootstrap.DEFAULT_INTEGRATIONS) - {"sentry"}
 

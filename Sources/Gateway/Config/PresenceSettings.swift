@@ -18,6 +18,8 @@ public struct PresenceSettings: Sendable, Equatable {
     public var room: String?
     /// `adapter_rooms`: the room of an adapter that is not in ``room`` (several adapters).
     public var adapterRooms: [String: String] = [:]
+    /// `espresense`: ESPresense's own topics as well (docs/config.md, "ESPresense"); nil: off.
+    public var espresense: ESPresenseSettings?
 
     /// Most identities (in config.json and set at run time together): resolving an unknown address
     /// costs one AES block per identity.
@@ -60,6 +62,10 @@ public struct PresenceSettings: Sendable, Equatable {
                 adapterRooms[adapter] = room
             }
         }
+        if let value = object.value("espresense"), var section = ConfigObject(value, problems) {
+            let settings = ESPresenseSettings(&section)
+            espresense = settings.enabled ? settings : nil
+        }
         object.finish()
     }
 
@@ -81,6 +87,28 @@ public struct PresenceSettings: Sendable, Equatable {
                 "presence.adapter_rooms.\(adapter)",
                 "is not one of bluetooth.adapters (\(adapters.joined(separator: ", ")))")
         }
+    }
+}
+
+/// `presence.espresense`: each identity heard is also published the way an ESPresense node
+/// publishes it, `espresense/devices/<id>/<room>`, so ESPresense-companion and Home Assistant's
+/// `mqtt_room` take the gateway for one more room.
+public struct ESPresenseSettings: Sendable, Equatable {
+    /// `enabled`: true when the object is given, unless it says false.
+    public var enabled = true
+    /// `room`: the room level of the topics; nil: the room of `<base>/presence/<name>` (the
+    /// adapter's `adapter_rooms` room, else `presence.room`, else the gateway's name).
+    public var room: String?
+
+    public init(enabled: Bool = true, room: String? = nil) {
+        self.enabled = enabled
+        self.room = room
+    }
+
+    init(_ object: inout ConfigObject) {
+        enabled = object.read("enabled", default: enabled) { try $0.bool() }
+        room = object.optional("room") { try $0.room() }
+        object.finish()
     }
 }
 

@@ -30,7 +30,7 @@ extension Gateway {
         else { return false }
         let now = context.clock.now()
         let (name, publish) = presence.heard(
-            match, rssi: discovery.advertisement.rssi, adapter: discovery.adapter, now: now,
+            match, address: discovery.address, rssi: discovery.advertisement.rssi, adapter: discovery.adapter, now: now,
             wall: context.clock.wallMilliseconds())
         if publish {
             publishPresence(name)
@@ -41,7 +41,8 @@ extension Gateway {
     }
 
     /// `<base>/presence/<name>`, retained (docs/config.md, "presence"); before an identity's
-    /// first message, its Home Assistant configs.
+    /// first message, its Home Assistant configs; with `presence.espresense`, while it is home,
+    /// `espresense/devices/<id>/<room>` as well.
     func publishPresence(_ name: String) {
         guard let presence, let track = presence.tracks[name] else { return }
         let room = presence.room(
@@ -52,6 +53,12 @@ extension Gateway {
             homeAssistant.publishPresence(name)
         }
         context.output.publish(context.base + "/presence/" + name, json: payload, retain: true)
+        // ESPresense's own message (docs/config.md, "ESPresense"): a live reading, as a node sends
+        // it (QoS 0, not retained), not queued while the broker is away: a late one would put the
+        // device in a room it has left.
+        if let message = presence.espresenseMessage(name, room: room) {
+            context.output.publish(message.topic, json: message.payload, retain: false, qos: 0, kind: .snapshot)
+        }
     }
 
     /// The timer: identities unheard for `away_after` are published `not_home`.

@@ -9,6 +9,10 @@ package struct PresenceTrack: Sendable, Equatable {
     package var distance: Double?
     /// The adapter (its index in `bluetooth.adapters`) of the last report.
     package var adapter: UInt8 = 0
+    /// The address of the last report (a phone's current resolvable private address).
+    package var address: BluetoothAddress?
+    /// The RSSI at 1 m the distance was computed with (dBm); nil before a report with an RSSI.
+    package var rssiAt1m: Double?
     /// The last report: monotonic seconds and wall milliseconds.
     package var lastSeen = 0.0
     package var lastSeenWall: Int64 = 0
@@ -42,7 +46,8 @@ extension Presence {
     /// `now`: its track is updated; the identity's name, and whether to publish now (it arrived,
     /// or ``publishInterval`` passed since the last message).
     func heard(
-        _ match: PresenceMatcher.Match, rssi: Int16?, adapter: UInt8, now: Double, wall: Int64
+        _ match: PresenceMatcher.Match, address: BluetoothAddress, rssi: Int16?, adapter: UInt8, now: Double,
+        wall: Int64
     ) -> (name: String, publish: Bool) {
         let identity = identities[match.identity]
         var track = tracks[identity.name] ?? PresenceTrack()
@@ -51,8 +56,10 @@ extension Presence {
             let reference = PathLoss.rssiAt1m(
                 identity: identity.rssiAt1m, advertised: match.power, fallback: settings.rssiAt1m)
             track.distance = PathLoss.distance(rssi: smoothed, rssiAt1m: reference, absorption: settings.absorption)
+            track.rssiAt1m = reference
         }
         track.adapter = adapter
+        track.address = address
         track.lastSeen = now
         track.lastSeenWall = wall
         let arrived = !track.home

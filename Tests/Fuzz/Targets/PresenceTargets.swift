@@ -10,8 +10,9 @@ extension FuzzTargets {
     /// message; an accepted one keeps its documented bounds (at most
     /// ``PresenceSettings/maxIdentities`` identities, unique names and keys, each name a topic
     /// level, IRKs of 16 bytes that are among the secrets, absorption 1–10, rssi_at_1m −127–0,
-    /// away_after from 1 s to 365 days); and the matcher built from it resolves an address made
-    /// from each of the first IRKs to that identity.
+    /// away_after from 1 s to 365 days; `espresense` only when enabled, its room a topic level, and
+    /// each identity's ESPresense id one topic level of its kind's form); and the matcher built
+    /// from it resolves an address made from each of the first IRKs to that identity.
     static let presenceConfig = FuzzTarget(
         name: "presence-config",
         summary: "bytes as config.json's presence section: bounds, secrets, and the IRKs resolve their own RPAs",
@@ -30,9 +31,42 @@ extension FuzzTargets {
                 "presence.away_after = \(presence.awayAfter)")
             fuzzProperty((1...10).contains(presence.absorption), "presence.absorption = \(presence.absorption)")
             fuzzProperty((-127...0).contains(presence.rssiAt1m), "presence.rssi_at_1m = \(presence.rssiAt1m)")
+            if let espresense = presence.espresense {
+                fuzzProperty(espresense.enabled, "presence.espresense kept while disabled")
+                if let room = espresense.room {
+                    fuzzProperty(isTopicLevel(room), "presence.espresense.room \(room) is not a topic level")
+                }
+                checkESPresenseIDs(presence.identities)
+            }
             let matcher = PresenceMatcher(presence.identities)
             checkResolves(matcher, presence.identities)
         })
+
+    /// Up to 64 bytes, none of them a space, a control, `/`, `+` or `#`.
+    static func isTopicLevel(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && !text.unicodeScalars.contains {
+                $0.value <= 0x20 || $0.value == 0x7F || "/+#".unicodeScalars.contains($0)
+            }
+    }
+
+    /// Each identity's ESPresense id is one topic level of ESPresense's form for its kind.
+    static func checkESPresenseIDs(_ identities: [PresenceIdentity]) {
+        for identity in identities.prefix(50) {
+            let id = ESPresense.id(identity.key)
+            let expected: (prefix: String, count: Int)
+            switch identity.key {
+            case .irk: expected = ("irk:", 36)
+            case .address: expected = ("known:", 18)
+            case .iBeacon(_, let major, let minor): expected = ("iBeacon:", 8 + 36 + 2 + "\(major)\(minor)".count)
+            case .eddystoneUID: expected = ("eddy:", 5 + 22 + 1 + 12)
+            }
+            fuzzProperty(
+                id.hasPrefix(expected.prefix) && id.utf8.count == expected.count && isTopicLevel(id)
+                    && id.dropFirst(expected.prefix.count) == id.dropFirst(expected.prefix.count).lowercased(),
+                "ESPresense id \(id) of \(identity.name)")
+        }
+    }
 
     /// Bytes as the payload of `<bridge>/request/presence/identity`, given to the core's presence
     /// state (``Presence/change(_:)``) after two earlier run-time identities, the way the gateway
@@ -210,6 +244,9 @@ enum PresenceSeeds {
             #"{"identities": [{"name": "keys", "address": "C4:7C:8D:6A:3E:21"}, {"name": "tag", "ibeacon": "FDA50693-A4E2-4FB1-AFCF-C6EB07647825:100:7"}, {"name": "eddy", "eddystone_uid": "EDD1EBEAC04E5DEFA017:0BDB87539B67"}]}"#,
             #"{"absorption": 2.7, "rssi_at_1m": -61, "room": "kitchen", "adapter_rooms": {"hci0": "hall"}}"#,
             #"{"identities": [{"name": "a", "irk": "\#(irk)"}, {"name": "a", "irk": "00112233445566778899aabbccddeeff"}]}"#,
+            #"{"identities": [{"name": "phone", "irk": "\#(irk)"}], "espresense": {"enabled": true, "room": "kitchen"}}"#,
+            #"{"espresense": {"enabled": false, "room": "a/b"}}"#,
+            #"{"espresense": {}, "room": "hall"}"#,
         ].map { Array($0.utf8) }
         for path in FixtureFiles.repositoryFiles(in: "docs", suffix: ".md") {
             for block in FixtureFiles.markdownJSONBlocks(path) {
