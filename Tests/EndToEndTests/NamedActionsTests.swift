@@ -84,7 +84,8 @@ struct NamedActionsEndToEndTests {
             try await e2e.send("gattway/clock/set/set_time", #"{"tz_offset": "Europe/Paris"}"#)
             response = try await messages.next(on: "gattway/clock/response", after: mark)
             #expect(response.string("status") == "error", "\(response.text)")
-            #expect(response.string("error")?.hasPrefix("set_time: tz_offset: expected hours") == true, "\(response.text)")
+            #expect(
+                response.string("error")?.hasPrefix("set_time: tz_offset: expected hours") == true, "\(response.text)")
             #expect(await Self.writes(e2e, Self.clock, Self.clockCharacteristic).count == 2)
 
             // The Bot's press, as Home Assistant's button sends it.

@@ -162,7 +162,10 @@ struct NamedActionsTests {
                 #"{"commands": {"x": {"characteristic": "FFF1", "encoding": "hex", "template": [{"hex": "01"}]}}}"#,
                 "devices[0].commands.x.encoding", "either encoding or template"
             ),
-            (#"{"commands": {"x": {"characteristic": "FFF1", "template": []}}}"#, "devices[0].commands.x.template", "non-empty"),
+            (
+                #"{"commands": {"x": {"characteristic": "FFF1", "template": []}}}"#, "devices[0].commands.x.template",
+                "non-empty"
+            ),
             (
                 #"{"commands": {"x": {"characteristic": "FFF1", "template": [{"hex": "zz"}]}}}"#,
                 "devices[0].commands.x.template[0].hex", "hex byte pairs"
@@ -212,7 +215,8 @@ struct NamedActionsTests {
             """)
         try await harness.start()
         for raw in ["A4:C1:38:00:00:20", "A4:C1:38:00:00:21"] {
-            await harness.gateway.handle(BLEDiscovery(address: address(raw), advertisement: AdvertisementData(rssi: -50)))
+            await harness.gateway.handle(
+                BLEDiscovery(address: address(raw), advertisement: AdvertisementData(rssi: -50)))
         }
         await harness.settle()
         var byTopic: [String: JSONValue] = [:]
@@ -258,7 +262,9 @@ struct NamedActionsTests {
             "gattway/clock/set/set_time", #"{"tz_offset": "UTC"}"#, responseTopic: "gattway/clock/response")
         let error = reply.last.flatMap { json($0.payloadText) }
         #expect(error?["status"] == .string("error"))
-        #expect(error?["error"] == .string("set_time: tz_offset: expected hours east of UTC, -12 to 14 in quarter hours, got \"UTC\""))
+        #expect(
+            error?["error"]
+                == .string("set_time: tz_offset: expected hours east of UTC, -12 to 14 in quarter hours, got \"UTC\""))
         let ebe0ccb7 = "A4:C1:38:00:00:20 ebe0ccb7-7a0a-4b0c-8a1a-6ff2997da3a6"
         #expect(
             harness.ble.writes == [

@@ -65,7 +65,8 @@ public struct CommandSpec: Sendable, Equatable {
         object.finish()
         if let template {
             if options != nil || minimum != nil || maximum != nil {
-                problems.add(object.path, "a template command takes no options, minimum or maximum (give them per part)")
+                problems.add(
+                    object.path, "a template command takes no options, minimum or maximum (give them per part)")
             }
             // A template that needs nothing from the payload is a button sending {}.
             if press == nil, options == nil, template.needsNoPayload { press = .object([]) }

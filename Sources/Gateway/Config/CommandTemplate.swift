@@ -61,7 +61,8 @@ public struct CommandTemplate: Sendable, Equatable {
     init?(_ reader: JSONReader, problems: ConfigProblems) {
         guard let items = problems.attempt({ try reader.array() }) else { return nil }
         guard !items.isEmpty else {
-            problems.add(reader.path, "expected a non-empty list of parts ({\"hex\": …} or {\"value\": …, \"type\": …})")
+            problems.add(
+                reader.path, "expected a non-empty list of parts ({\"hex\": …} or {\"value\": …, \"type\": …})")
             return nil
         }
         var parts: [Part] = []
