@@ -74,6 +74,47 @@ struct NamedActionsTests {
         #expect(try Self.bytes(spec, "{}", now: 1_673_113_260, offset: 3600) == [0x23, 0xBC, 0xBC, 0xB9, 0x63])
     }
 
+    @Test(
+        "the clock is read when the write runs: a set_time held by a slow connect writes the time of the write; a given timestamp stays"
+    )
+    func clockAtWrite() async throws {
+        let harness = try Harness(
+            """
+            {"bluetooth": {"connect_timeout": "30s"},
+             "devices": [{"match": {"address": "A4:C1:38:00:00:20"}, "name": "clock", "model": "LYWSD02"}]}
+            """)
+        let time = BLECharacteristic(
+            service: BluetoothUUID("EBE0CCB0-7A0A-4B0C-8A1A-6FF2997DA3A6")!,
+            uuid: BluetoothUUID("EBE0CCB7-7A0A-4B0C-8A1A-6FF2997DA3A6")!, properties: [.writeWithoutResponse])
+        let clock = address("A4:C1:38:00:00:20")
+        harness.ble.add(clock, .init(characteristics: [time], holdConnect: true))
+        try await harness.start()
+        for payload in [#"{"set_time": {}}"#, #"{"set_time": {"timestamp": 1673113293, "tz_offset": 1}}"#] {
+            await harness.gateway.handle(MQTTInboundMessage(topic: "gattway/clock/set", payload: Array(payload.utf8)))
+        }
+        await harness.settle()
+        #expect(harness.ble.connectAttempts == [clock], "connecting, held by the fake")
+        await harness.advance(3)
+        harness.ble.update(clock) { $0.holdConnect = false }
+        let responses = await harness.mqtt.waitFor("gattway/clock/response", count: 2)
+        #expect(responses.count == 2 && responses.allSatisfy { json($0.payloadText)?["status"] == .string("ok") })
+        await harness.settle()
+        let ebe0ccb7 = "A4:C1:38:00:00:20 ebe0ccb7-7a0a-4b0c-8a1a-6ff2997da3a6"
+        // 1796058000 s when the command came, 1796058003 (0x6B0DAB93) when it was written.
+        #expect(
+            harness.ble.writes.filter { $0.hasPrefix("write-begin") } == [
+                "write-begin \(ebe0ccb7) 147,171,13,107,0", "write-begin \(ebe0ccb7) 205,174,185,99,1",
+            ])
+        let spec = try Self.command(try Self.rule(#"{"model": "LYWSD02"}"#), "set_time")
+        let template = try #require(spec.template)
+        #expect(template.readsClock(.object([])) && template.readsClock(.object([("timestamp", .null)])))
+        #expect(!template.readsClock(.object([("timestamp", .number(1))])))
+        let bot = try Self.command(try Self.rule(#"{"model": "SwitchBot Bot"}"#), "press")
+        #expect(bot.template?.readsClock(.object([])) == false)
+        // "" (as /get takes it) and null stand for {}.
+        #expect(try Self.bytes(bot, #""""#) == [0x57, 0x01, 0x00] && Self.failure(bot, .null) == nil)
+    }
+
     @Test("SwitchBot Bot press/on/off and Curtain open/close/stop/position write their fixed bytes to CBA20002")
     func switchBotBytes() throws {
         let bot = try Self.rule(#"{"model": "SwitchBot Bot"}"#)

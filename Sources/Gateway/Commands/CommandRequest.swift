@@ -26,7 +26,7 @@ struct CommandRequest {
             }
             do {
                 let value = try spec.value(fromPlainText: String(decoding: payload, as: UTF8.self))
-                return (request, .success([PlannedWrite(command: spec, bytes: try spec.encode(value, time: time))]))
+                return (request, .success([try planned(spec, value, time: time)]))
             } catch {
                 return (request, .failure(CommandError("\(command): \(error.message)")))
             }
@@ -43,7 +43,7 @@ struct CommandRequest {
                 return (request, .failure(unknownCommand(key, rule)))
             }
             do {
-                writes.append(PlannedWrite(command: spec, bytes: try spec.encode(value, time: time)))
+                writes.append(try planned(spec, value, time: time))
             } catch {
                 return (request, .failure(CommandError("\(key): \(error.message)")))
             }
@@ -53,6 +53,15 @@ struct CommandRequest {
             return (request, .failure(CommandError("no command in the payload (expected {\"<command>\": value})")))
         }
         return (request, .success(writes))
+    }
+
+    /// `value` encoded for `spec`; the value is kept when a template reads the clock.
+    private static func planned(_ spec: CommandSpec, _ value: JSONValue, time: CommandTime) throws(CommandError)
+        -> PlannedWrite
+    {
+        let bytes = try spec.encode(value, time: time)
+        let readsClock = spec.template?.readsClock(value) == true
+        return PlannedWrite(command: spec, bytes: bytes, clockValue: readsClock ? value : nil)
     }
 
     /// Parses `{"<attribute>": "", …}` of `/get` into the configured characteristics to read.

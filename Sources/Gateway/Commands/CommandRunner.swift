@@ -356,8 +356,12 @@ final class CommandRunner {
         switch kind {
         case .write(let writes):
             return writes.map { write in
-                GATTStep(
-                    action: .write(write.bytes, withResponse: write.command.withResponse),
+                var bytes = write.bytes
+                if let value = write.clockValue, let now = try? write.command.encode(value, time: commandTime()) {
+                    bytes = now
+                }
+                return GATTStep(
+                    action: .write(bytes, withResponse: write.command.withResponse),
                     characteristic: characteristics.first { write.command.matches($0) },
                     what: "\(write.command.name): write",
                     missing:

@@ -139,12 +139,28 @@ public struct CommandTemplate: Sendable, Equatable {
         }
     }
 
+    /// True when the bytes for `payload` depend on the gateway's clock: a time value is used
+    /// and the payload gives no `timestamp`.
+    public func readsClock(_ payload: JSONValue) -> Bool {
+        let usesTime = parts.contains {
+            if case .value(let value) = $0 { return Self.timeValues.contains(value.name) }
+            return false
+        }
+        guard usesTime else { return false }
+        if case .object(let members) = payload, members.contains(where: { $0.key == "timestamp" && $0.value != .null })
+        {
+            return false
+        }
+        return true
+    }
+
     /// The bytes for a payload object (`{}` takes every default); the error names the field.
     public func encode(_ payload: JSONValue, time: CommandTime) throws(CommandError) -> [UInt8] {
         let members: [(key: String, value: JSONValue)]
         switch payload {
         case .object(let object): members = object
-        case .null: members = []
+        // null and "" (what `/get` takes for "no value") stand for {}.
+        case .null, .string(""): members = []
         default:
             throw CommandError(
                 "expected a JSON object\(fields.isEmpty ? " ({})" : " with \(fields.joined(separator: ", "))"), got \(ValueEncoding.describe(payload))"
