@@ -39,4 +39,14 @@ public enum WallClock {
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
+
+    /// The local time zone's offset from UTC in seconds at `seconds` since 1970 (east positive),
+    /// as `localtime_r` sees it: the TZ variable, else /etc/localtime. 0 when the time cannot be
+    /// converted.
+    public static func utcOffsetSeconds(at seconds: Int64) -> Int {
+        var time = time_t(truncatingIfNeeded: seconds)
+        var parts = tm()
+        guard localtime_r(&time, &parts) != nil else { return 0 }
+        return Int(parts.tm_gmtoff)
+    }
 }

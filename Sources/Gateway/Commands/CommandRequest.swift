@@ -10,7 +10,8 @@ struct CommandRequest {
 
     /// Parses `{"<command>": value, …, "transaction": id?, "timestamp": ms?}` (or, with
     /// `command`, a plain value) into encoded writes.
-    static func set(_ payload: [UInt8], command: String?, rule: DeviceRule, maxBytes: Int)
+    /// `time` is the gateway's clock for template commands (docs/config.md, "Command templates").
+    static func set(_ payload: [UInt8], command: String?, rule: DeviceRule, maxBytes: Int, time: CommandTime)
         -> (request: CommandRequest, writes: Result<[PlannedWrite], CommandError>)
     {
         var request = CommandRequest()
@@ -24,15 +25,8 @@ struct CommandRequest {
                 return (request, .failure(unknownCommand(command, rule)))
             }
             do {
-                let value = try spec.encoding.value(fromPlainText: String(decoding: payload, as: UTF8.self))
-                return (
-                    request,
-                    .success([
-                        PlannedWrite(
-                            command: spec,
-                            bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum))
-                    ])
-                )
+                let value = try spec.value(fromPlainText: String(decoding: payload, as: UTF8.self))
+                return (request, .success([try planned(spec, value, time: time)]))
             } catch {
                 return (request, .failure(CommandError("\(command): \(error.message)")))
             }
@@ -49,10 +43,7 @@ struct CommandRequest {
                 return (request, .failure(unknownCommand(key, rule)))
             }
             do {
-                writes.append(
-                    PlannedWrite(
-                        command: spec,
-                        bytes: try spec.encoding.encode(value, minimum: spec.minimum, maximum: spec.maximum)))
+                writes.append(try planned(spec, value, time: time))
             } catch {
                 return (request, .failure(CommandError("\(key): \(error.message)")))
             }
@@ -62,6 +53,15 @@ struct CommandRequest {
             return (request, .failure(CommandError("no command in the payload (expected {\"<command>\": value})")))
         }
         return (request, .success(writes))
+    }
+
+    /// `value` encoded for `spec`; the value is kept when a template reads the clock.
+    private static func planned(_ spec: CommandSpec, _ value: JSONValue, time: CommandTime) throws(CommandError)
+        -> PlannedWrite
+    {
+        let bytes = try spec.encode(value, time: time)
+        let readsClock = spec.template?.readsClock(value) == true
+        return PlannedWrite(command: spec, bytes: bytes, clockValue: readsClock ? value : nil)
     }
 
     /// Parses `{"<attribute>": "", …}` of `/get` into the configured characteristics to read.

@@ -109,6 +109,14 @@ final class CommandRunner {
         return (target.address, true)
     }
 
+    /// The gateway's wall clock and local UTC offset, for template commands.
+    private func commandTime() -> CommandTime {
+        let milliseconds = context.clock.wallMilliseconds()
+        return CommandTime(
+            unixSeconds: milliseconds / 1000,
+            utcOffsetSeconds: context.clock.utcOffsetSeconds(atWallMilliseconds: milliseconds))
+    }
+
     /// `<device>/set`, `<device>/set/<command>` or `<device>/get` for a device this gateway owns:
     /// rate limited, parsed against the device's rule, queued.
     private func deviceCommand(_ message: MQTTInboundMessage, levels: [String], to target: Target, reply: CommandReply)
@@ -126,7 +134,7 @@ final class CommandRunner {
         if levels[1] == "set" {
             let parsed = CommandRequest.set(
                 message.payload, command: levels.count == 3 ? levels[2] : nil, rule: rule,
-                maxBytes: limits.maxPayloadBytes)
+                maxBytes: limits.maxPayloadBytes, time: commandTime())
             reply.transaction = parsed.request.transaction
             sentAt = parsed.request.timestamp
             switch parsed.writes {
@@ -348,8 +356,12 @@ final class CommandRunner {
         switch kind {
         case .write(let writes):
             return writes.map { write in
-                GATTStep(
-                    action: .write(write.bytes, withResponse: write.command.withResponse),
+                var bytes = write.bytes
+                if let value = write.clockValue, let now = try? write.command.encode(value, time: commandTime()) {
+                    bytes = now
+                }
+                return GATTStep(
+                    action: .write(bytes, withResponse: write.command.withResponse),
                     characteristic: characteristics.first { write.command.matches($0) },
                     what: "\(write.command.name): write",
                     missing:

@@ -1,4 +1,5 @@
 import Bluetooth
+import JSON
 
 /// One unit of work in a device's serial queue: a command, a `/get`, a poll or a raw GATT request.
 struct DeviceJob: Sendable {
@@ -29,6 +30,10 @@ struct DeviceJob: Sendable {
 struct PlannedWrite: Sendable {
     var command: CommandSpec
     var bytes: [UInt8]
+    /// A template command's value whose bytes read the gateway's clock (no `timestamp` given):
+    /// encoded again when the write runs, so a clock gets the time of the write, not the time
+    /// the request came (a connect on demand and the queue take seconds).
+    var clockValue: JSONValue? = nil
 }
 
 /// A configured `subscribe` or `poll` entry of a device rule.

@@ -7,7 +7,11 @@ public struct CommandSpec: Sendable, Equatable {
     public var name: String
     public var service: BluetoothUUID?
     public var characteristic: BluetoothUUID
+    /// How a value becomes bytes; `json` for a ``template`` command (its payload is a JSON object).
     public var encoding: ValueEncoding
+    /// `template`: the written bytes built from fixed parts, payload fields and the gateway's
+    /// clock, instead of one value in ``encoding``.
+    public var template: CommandTemplate?
     /// Write Request (true, the default) or Write Command.
     public var withResponse: Bool
     /// Seconds after which a queued command is refused as `expired`; nil: `commands.ttl`.
@@ -16,7 +20,8 @@ public struct CommandSpec: Sendable, Equatable {
     public var maximum: Double?
     /// `options`: the values Home Assistant offers (a `select` entity).
     public var options: [String]?
-    /// `press`: the value a Home Assistant `button` sends.
+    /// `press`: the value a Home Assistant `button` sends; `{}` for a template command that needs
+    /// no payload.
     public var press: JSONValue?
 
     init?(name: String, _ reader: JSONReader, problems: ConfigProblems) {
@@ -33,7 +38,20 @@ public struct CommandSpec: Sendable, Equatable {
         let uuid = object.required("characteristic", expected: "a characteristic UUID such as \"FFF1\"") {
             try $0.uuid()
         }
-        let encoding = object.required("encoding", expected: "one of \(ValueEncoding.names)") { try $0.encoding() }
+        let templateReader = object.value("template")
+        var encoding: ValueEncoding?
+        if let templateReader {
+            template = CommandTemplate(templateReader, problems: problems)
+            if object.value("encoding") != nil {
+                problems.add(object.childPath("encoding"), "a command has either encoding or template, not both")
+            }
+            encoding = template == nil ? nil : .json
+        } else {
+            template = nil
+            encoding = object.required("encoding", expected: "one of \(ValueEncoding.names), or a template") {
+                try $0.encoding()
+            }
+        }
         withResponse = object.read("response", default: true) { try $0.bool() }
         ttl = object.read("ttl", default: nil) { try $0.positiveDuration() }
         minimum = object.optional("minimum") { try $0.number() }
@@ -45,17 +63,43 @@ public struct CommandSpec: Sendable, Equatable {
         }
         press = object.optional("press") { $0.value }
         object.finish()
+        if let template {
+            if options != nil || minimum != nil || maximum != nil {
+                problems.add(
+                    object.path, "a template command takes no options, minimum or maximum (give them per part)")
+            }
+            // A template that needs nothing from the payload is a button sending {}.
+            if press == nil, options == nil, template.needsNoPayload { press = .object([]) }
+        }
         if options != nil, press != nil {
             problems.add(object.path, "options (a select) and press (a button) exclude each other")
         }
         if let minimum, let maximum, minimum > maximum {
             problems.add(object.childPath("minimum"), "\(minimum) is greater than maximum \(maximum)")
         }
-        if (minimum != nil || maximum != nil), let encoding, !encoding.isNumeric {
+        if template == nil, minimum != nil || maximum != nil, let encoding, !encoding.isNumeric {
             problems.add(object.path, "minimum/maximum need a numeric encoding, not \(encoding.rawValue)")
         }
         guard let uuid, let encoding else { return nil }
         characteristic = uuid
         self.encoding = encoding
+    }
+}
+
+extension CommandSpec {
+    /// The value of a `/set/<command>` payload: the encoding's reading of the text; for a
+    /// template command the JSON object (an empty payload is `{}`).
+    func value(fromPlainText text: String) throws(CommandError) -> JSONValue {
+        guard template != nil else { return try encoding.value(fromPlainText: text) }
+        if text.trimmingSpaces().isEmpty { return .object([]) }
+        do { return try JSONValue.parse(Array(text.utf8)) } catch {
+            throw CommandError("the value is not JSON: \(error)")
+        }
+    }
+
+    /// The bytes to write for `value`, checked against the encoding and range or the template.
+    func encode(_ value: JSONValue, time: CommandTime) throws(CommandError) -> [UInt8] {
+        if let template { return try template.encode(value, time: time) }
+        return try encoding.encode(value, minimum: minimum, maximum: maximum)
     }
 }

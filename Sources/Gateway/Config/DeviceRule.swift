@@ -20,7 +20,9 @@ public struct DeviceRule: Sendable {
     public var publishRepeats: Bool
     /// 16-byte key for encrypted advertisement formats.
     public var bindKey: [UInt8]?
-    /// Commands in file order.
+    /// `model`: a built-in model whose named actions (``DeviceModels``) come first in ``commands``.
+    public var model: String?
+    /// Commands: the model's, then the rule's own in file order.
     public var commands: [CommandSpec]
     /// Allow raw `bridge/request/gatt/read|write` to this device.
     public var rawGATT: Bool
@@ -71,10 +73,25 @@ public struct DeviceRule: Sendable {
             }
             return bytes
         }
-        commands = []
+        model = object.optional("model") { reader in
+            let text = try reader.nonEmptyString()
+            guard DeviceModels.commands(text) != nil else {
+                throw reader.fail(
+                    "\"\(text)\" is not a known model (expected one of \(DeviceModels.names.joined(separator: ", ")))")
+            }
+            return text
+        }
+        commands = model.flatMap(DeviceModels.commands) ?? []
         if let value = object.value("commands"), let commandsObject = ConfigObject(value, problems) {
             for (key, item) in commandsObject.reader.entries() {
-                if let command = CommandSpec(name: key, item, problems: problems) { commands.append(command) }
+                guard let command = CommandSpec(name: key, item, problems: problems) else { continue }
+                if let model, commands.contains(where: { $0.name == key }) {
+                    problems.add(
+                        commandsObject.path.isEmpty ? key : "\(commandsObject.path).\(key)",
+                        "model \(model) already has a command \(key) (rename this one or leave out model)")
+                    continue
+                }
+                commands.append(command)
             }
         }
         rawGATT = object.read("raw_gatt", default: false) { try $0.bool() }

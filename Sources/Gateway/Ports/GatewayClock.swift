@@ -7,6 +7,9 @@ public protocol GatewayClock: Sendable {
     func now() -> Double
     /// Milliseconds since 1970-01-01T00:00:00Z.
     func wallMilliseconds() -> Int64
+    /// The gateway's local time zone offset from UTC in seconds (east positive) at the wall time
+    /// `wallMilliseconds` (for clocks that show local time, e.g. a command's `tz_offset`).
+    func utcOffsetSeconds(atWallMilliseconds wallMilliseconds: Int64) -> Int
     /// Suspends until ``now()`` ≥ `deadline`; throws `CancellationError` when the task is cancelled.
     func sleep(until deadline: Double) async throws
     /// Calls `fire` once on `loop`'s thread when ``now()`` reaches `deadline`, unless the returned

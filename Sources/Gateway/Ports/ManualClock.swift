@@ -22,6 +22,7 @@ public final class ManualClock: GatewayClock {
     private struct State {
         var now: Double
         var wallOrigin: Int64
+        var utcOffset = 0
         var nextID: UInt64 = 0
         var sleepers: [Sleeper] = []
         var timers: [Timer] = []
@@ -40,6 +41,13 @@ public final class ManualClock: GatewayClock {
     public func wallMilliseconds() -> Int64 {
         state.withLock { $0.wallOrigin + Int64(saturating: ($0.now * 1000).rounded()) }
     }
+
+    public func utcOffsetSeconds(atWallMilliseconds wallMilliseconds: Int64) -> Int {
+        state.withLock { $0.utcOffset }
+    }
+
+    /// Sets the local time zone offset the clock reports (seconds east of UTC; 0 at first).
+    public func setUTCOffset(seconds: Int) { state.withLock { $0.utcOffset = seconds } }
 
     /// Number of tasks sleeping on this clock (tests wait for a timer to be armed).
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }

@@ -18,6 +18,10 @@ public struct SystemClock: GatewayClock {
         WallClock.milliseconds()
     }
 
+    public func utcOffsetSeconds(atWallMilliseconds wallMilliseconds: Int64) -> Int {
+        WallClock.utcOffsetSeconds(at: wallMilliseconds / 1000)
+    }
+
     public func sleep(until deadline: Double) async throws {
         let delay = deadline - now()
         if delay > 0 { try await Task.sleep(for: .nanoseconds(Int64(saturating: delay * 1e9))) }

@@ -129,6 +129,23 @@ enum MQTTCommandsFuzz {
            "commands": {"x": {"service": "1234", "characteristic": "5678", "encoding": "u16be"}}}
          ]}
         """,
+        // Device models (named actions) and a hand-written template using every kind of part;
+        // Home Assistant on (the actions' buttons).
+        """
+        {"homeassistant": {"enabled": true}, "health": {"enabled": false}, "store_and_forward": {"enabled": false},
+         "commands": {"max_payload_bytes": 128, "ttl": "30s"},
+         "bluetooth": {"gatt_timeout": "5s", "connect_timeout": "5s", "max_connections": 2},
+         "devices": [
+          {"match": {"address": "A4:C1:38:00:00:20"}, "name": "clock", "model": "LYWSD02"},
+          {"match": {"address": "A4:C1:38:00:00:21"}, "name": "bot", "model": "SwitchBot Bot"},
+          {"match": {"address": "A4:C1:38:00:00:22"}, "name": "curtain", "model": "SwitchBot Curtain",
+           "commands": {"tpl": {"characteristic": "FFF8", "response": false, "template": [
+             {"hex": "01"}, {"value": "n", "type": "s16le", "minimum": -5, "default": 2},
+             {"value": "local_time", "type": "u32be"}, {"value": "tz_offset_minutes", "type": "s16le"},
+             {"value": "f", "type": "float32le", "default": 0.5}]}}},
+          {"match": {"address": "A4:C1:38:00:00:23"}, "name": "pvvx", "model": "PVVX"}
+         ]}
+        """,
     ]
 
     /// A config with what the inputs pick from.
@@ -589,6 +606,13 @@ extension MQTTCommandsFuzz {
             (0, 3, "", "device/unpair", #"{"device": "A4C138000011"}"#),
             (0, 3, "", "device/pair/confirm", #"{"device": "lamp", "passkey": 123456, "transaction": "c"}"#),
             (2, 3, "", "device/pair/confirm", #"{"device": "11:22:33:44:55:66", "accept": true}"#),
+            (3, 1, "clock", "set_time", "{}"),
+            (3, 1, "clock", "set_time", #"{"timestamp": 1673113293, "tz_offset": -3}"#),
+            (3, 0, "clock", "", #"{"set_time": {"tz_offset": 5.5}, "transaction": "c"}"#),
+            (3, 1, "bot", "press", ""),
+            (3, 0, "curtain", "", #"{"position": {"position": 101}, "tpl": {"n": -5, "f": 1e30}}"#),
+            (3, 1, "curtain", "tpl", #"{"timestamp": 4294967295, "tz_offset": 14}"#),
+            (3, 1, "pvvx", "set_time", #"{"tz_offset": 5.75, "timestamp": 0}"#),
         ]
         var seeds: [[UInt8]] = []
         for (position, (config, shape, device, choice, payload)) in messages.enumerated() {
