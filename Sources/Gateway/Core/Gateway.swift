@@ -654,9 +654,9 @@ public actor Gateway: LoopIsolated {
         guard let id = registry.id(discovery.address) ?? register(discovery) else { return (.noRule, nil) }
         let now = clock.now()
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
-        fleet?.heard(discovery.address, rssi: advertisement.rssi, now: now)
         let device = registry[id]
         let rule = registry.rule(id)
+        fleet?.heard(discovery.address, rssi: advertisement.rssi, rule: rule, now: now)
         if !rule.connect {
             availability.advertised(id, device, rule: rule, now: now)
         } else {
@@ -836,10 +836,12 @@ public actor Gateway: LoopIsolated {
     private func link(_ change: BLEConnectionEvent) {
         switch change {
         case .connected(let discovery):
-            fleet?.linked(discovery.address, true, now: clock.now())
+            fleet?.linked(
+                discovery.address, true, rule: registry.id(discovery.address).map { registry.rule($0) },
+                now: clock.now())
             connectAtOnce(discovery, because: "link already up: adopting it")
         case .disconnected(let address, let reason):
-            fleet?.linked(address, false, now: clock.now())
+            fleet?.linked(address, false, rule: registry.id(address).map { registry.rule($0) }, now: clock.now())
             guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
             let device = registry[id]
             log(.info, "\(device.name): disconnected\(reason.map { ": \($0)" } ?? "")")

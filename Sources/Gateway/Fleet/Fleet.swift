@@ -107,13 +107,22 @@ final class Fleet {
 
     // MARK: Inputs
 
-    func heard(_ address: BluetoothAddress, rssi: Int16?, now: Double) {
-        view.heard(address.rawValue, rssi: rssi.map(Int.init), now: now)
+    /// This gateway heard the device; `rule` is the device's (its `prefer_gateway`).
+    func heard(_ address: BluetoothAddress, rssi: Int16?, rule: DeviceRule?, now: Double) {
+        view.heard(address.rawValue, rssi: rssi.map(Int.init), now: now, preference: Self.preference(rule))
+    }
+
+    /// A rule's preferred gateway, in the view's terms.
+    static func preference(_ rule: DeviceRule?) -> FleetView.Preference? {
+        guard let rule, let gateway = rule.preferGateway else { return nil }
+        return FleetView.Preference(gateway: gateway, floor: Double(rule.preferFloorDBm))
     }
 
     func decoded(_ address: BluetoothAddress, key: UInt64) { view.decoded(address.rawValue, key: key) }
 
-    func linked(_ address: BluetoothAddress, _ up: Bool, now: Double) { view.linked(address.rawValue, up, now: now) }
+    func linked(_ address: BluetoothAddress, _ up: Bool, rule: DeviceRule?, now: Double) {
+        view.linked(address.rawValue, up, now: now, preference: Self.preference(rule))
+    }
 
     /// A message on a fleet topic; returns the role changes it caused.
     func received(_ message: MQTTInboundMessage, now: Double) -> [FleetView.Change] {
