@@ -1005,12 +1005,16 @@ public actor Gateway: LoopIsolated {
     /// and its link ends.
     private func fleetChanged(_ changes: [FleetView.Change]) {
         for change in changes {
-            let gained: Bool
-            let address: BluetoothAddress
-            switch change {
-            case .gained(let raw): (gained, address) = (true, BluetoothAddress(rawValue: raw))
-            case .lost(let raw): (gained, address) = (false, BluetoothAddress(rawValue: raw))
+            let (raw, gained) =
+                switch change {
+                case .gained(let raw): (raw, true)
+                case .lost(let raw): (raw, false)
+                }
+            if FleetView.isIdentity(raw) {
+                presenceOwnerChanged(raw, gained: gained)
+                continue
             }
+            let address = BluetoothAddress(rawValue: raw)
             guard let id = registry.id(address) else { continue }
             let device = registry[id]
             let rule = registry.rule(id)

@@ -162,6 +162,21 @@ package struct FleetView {
 
     package func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
 
+    /// A presence identity's key in the fleet (docs/fleet.md, "Presence"): FNV-1a (64 bits) of its
+    /// name with the top bit set, so that it is never a device's address (48 bits) and every
+    /// gateway computes the same key from the same name.
+    package static func identityKey(_ name: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in "presence/\(name)".utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash | (1 << 63)
+    }
+
+    /// Whether a key is a presence identity's (else a device's address).
+    package static func isIdentity(_ key: UInt64) -> Bool { key & (1 << 63) != 0 }
+
     /// This gateway's claims: the devices it owns or claims.
     package var claims: [UInt64: Claim] {
         var claims: [UInt64: Claim] = [:]

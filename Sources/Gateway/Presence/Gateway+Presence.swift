@@ -32,6 +32,7 @@ extension Gateway {
         let (name, publish) = presence.heard(
             match, rssi: discovery.advertisement.rssi, adapter: discovery.adapter, now: now,
             wall: context.clock.wallMilliseconds())
+        fleet?.heardIdentity(name, rssi: discovery.advertisement.rssi, now: now)
         if publish {
             publishPresence(name)
             context.due(at: now + presence.settings.awayAfter)
@@ -42,8 +43,9 @@ extension Gateway {
 
     /// `<base>/presence/<name>`, retained (docs/config.md, "presence"); before an identity's
     /// first message, its Home Assistant configs.
+    /// In a fleet only the gateway that owns the identity (hears it best) publishes it.
     func publishPresence(_ name: String) {
-        guard let presence, let track = presence.tracks[name] else { return }
+        guard let presence, let track = presence.tracks[name], fleet.ownsIdentity(name) else { return }
         let room = presence.room(
             adapter: track.adapter, adapters: context.config.bluetooth.adapters, gateway: context.config.gatewayID)
         guard let payload = presence.payload(name, room: room) else { return }
@@ -52,6 +54,15 @@ extension Gateway {
             homeAssistant.publishPresence(name)
         }
         context.output.publish(context.base + "/presence/" + name, json: payload, retain: true)
+    }
+
+    /// In a fleet, this gateway gained or lost the identity of `key` (docs/fleet.md, "Presence"):
+    /// a gained one is published at once, with this gateway's room; a lost one goes quiet here.
+    func presenceOwnerChanged(_ key: UInt64, gained: Bool) {
+        guard let name = fleet?.identityName(key) else { return }
+        context.log(
+            .info, "fleet: presence \(name) \(gained ? "is published by this gateway now" : "went to another gateway")")
+        if gained { publishPresence(name) }
     }
 
     /// The timer: identities unheard for `away_after` are published `not_home`.
