@@ -165,6 +165,48 @@ struct AdaptersTests {
     }
 
     @Test(
+        "prefer_adapter: a device the other adapter hears far better is still linked through the preferred one",
+        arguments: ["mgmt", "dbus"])
+    func preferredAdapter(radio: String) async throws {
+        // hci1 hears the sensor 45 dB better; the rule prefers hci0 while it hears it above -90 dBm.
+        let address = "A4:C1:38:00:00:01"
+        let scenario = try Self.world(Self.battery(address, rssi0: -85, rssi1: -40))
+        let rule = #"""
+            {"match": {"services": ["180F"]}, "connect": true, "prefer_adapter": "hci0",
+             "subscribe": [{"service": "180F", "characteristic": "2A19", "parser": "battery_level"}]}
+            """#
+        try await EndToEnd.run(
+            config: Self.config(radio: radio, devices: rule), scenario: scenario, managementSocket: true
+        ) { e2e in
+            // Linked and subscribed: a reading came, through hci0 and not hci1.
+            let reading = try await e2e.messages.next(on: "gattway/A4C138000001", timeout: 30) {
+                $0.number("battery") != nil
+            }
+            #expect(reading.number("battery") == 80)
+            #expect(try await Self.connected(e2e, "hci0", address), "\(e2e.gateway.log())")
+            #expect(try await !Self.connected(e2e, "hci1", address), "\(e2e.gateway.log())")
+        }
+    }
+
+    @Test(
+        "prefer_adapter: a preferred adapter that hears the device only below the floor has lapsed: the other links it")
+    func preferredAdapterBelowFloor() async throws {
+        let address = "A4:C1:38:00:00:01"
+        let scenario = try Self.world(Self.battery(address, rssi0: -95, rssi1: -40))
+        let rule = #"""
+            {"match": {"services": ["180F"]}, "connect": true, "prefer_adapter": "hci0", "prefer_floor_dbm": -90,
+             "subscribe": [{"service": "180F", "characteristic": "2A19", "parser": "battery_level"}]}
+            """#
+        try await EndToEnd.run(
+            config: Self.config(radio: "mgmt", devices: rule), scenario: scenario, managementSocket: true
+        ) { e2e in
+            try await e2e.messages.next(on: "gattway/A4C138000001", timeout: 30) { $0.number("battery") != nil }
+            #expect(try await Self.connected(e2e, "hci1", address), "\(e2e.gateway.log())")
+            #expect(try await !Self.connected(e2e, "hci0", address), "\(e2e.gateway.log())")
+        }
+    }
+
+    @Test(
         "scanning passively (bluetoothd discovers nothing), a device a rule connects to is connected and publishes",
         arguments: ["passive", "auto"])
     func connectWhilePassive(mode: String) async throws {

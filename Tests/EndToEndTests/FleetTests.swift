@@ -264,4 +264,53 @@ struct FleetTests {
                 Self.repeats(afterKill).isEmpty, "packet ids published twice: \(Self.repeats(afterKill))\n\(logs())")
         }
     }
+
+    /// The sensor pinned to gw-a (`prefer_gateway`), and the same sensor as the presence
+    /// identity `tag` on both gateways (each its own room, its gateway_id).
+    static func preferConfig(_ id: String, broker: String) -> String {
+        """
+        {
+          "mqtt": {"server": "\(broker)", "base_topic": "gattway", "client_id": "\(id)"},
+          "bluetooth": {"scan": {"services": []}},
+          "homeassistant": {"enabled": false},
+          "health": {"enabled": false},
+          "fleet": {"enabled": true, "lease": "3s", "handover_after": "2s", "hysteresis_db": 6},
+          "presence": {"identities": [{"name": "tag", "address": "\(sensor)"}]},
+          "devices": [{"match": {"address": "\(sensor)"}, "name": "bthome_th", "prefer_gateway": "gw-a"}]
+        }
+        """
+    }
+
+    @Test(
+        "prefer_gateway: the preferred gateway publishes the device although the other hears it 30 dB better, and the presence room is the better one; the preferred killed, the other takes the device over"
+    )
+    func preferredGateway() async throws {
+        try await World.run(levels: [-85, -55], config: Self.preferConfig) { world in
+            let messages = world.messages
+            func logs() -> String { world.logs() }
+
+            // After the first lease gw-a (-85 dBm, above the floor of -90) alone publishes the sensor.
+            try await messages.wait(for: "the sensor's state", timeout: 30) { $0.topic == "gattway/bthome_th" }
+            try await Task.sleep(for: .seconds(5))
+            let states = Self.states(messages)
+            #expect(states.count >= 20, "\(states.count) states in 5 s")
+            #expect(Set(Self.sources(states, levels: [-85, -55])) == [0], "\(states.map(\.rssi))\n\(logs())")
+            #expect(Self.repeats(states).isEmpty, "packet ids published twice: \(Self.repeats(states))")
+
+            // The presence identity goes by the RSSI alone: gw-b publishes it, with its room.
+            let tags = messages.all.filter { $0.topic == "gattway/presence/tag" }
+            #expect(!tags.isEmpty, "no presence message\n\(logs())")
+            #expect(tags.allSatisfy { $0.string("room") == "gw-b" }, "\(tags.map(\.text))\n\(logs())")
+
+            // gw-a is killed: gw-b owns the sensor within lease + 2 s.
+            let beforeKill = messages.all.count
+            let killedAt = Date()
+            world.gateways[0].kill9()
+            try await messages.wait(for: "a state from gw-b after the kill", after: beforeKill, timeout: 20) {
+                $0.topic == "gattway/bthome_th" && abs(($0.number("rssi") ?? 0) + 55) <= 3
+            }
+            let takeover = Date().timeIntervalSince(killedAt)
+            #expect(takeover <= 3 + 2 + 1, "took \(takeover) s\n\(logs())")
+        }
+    }
 }

@@ -98,4 +98,54 @@ struct AdapterChoiceTests {
         single.heard(0, device, rssi: -60, at: 0)
         #expect(single.heard.isEmpty && single.reports == [1])
     }
+
+    @Test(
+        "prefer_adapter: the preferred adapter while it hears the device above the floor, however much better another")
+    func preferred() {
+        var choice = AdapterChoice(adapters: 2, slotsPerAdapter: 2)
+        choice.prefer(device, adapter: 0, floor: -90)
+        choice.heard(0, device, rssi: -85, at: 0)
+        choice.heard(1, device, rssi: -40, at: 0)
+        #expect(choice.best(for: device, usable: [true, true], at: 1) == 0)
+        // The other device, with no preference, goes to the stronger as before.
+        choice.heard(0, other, rssi: -85, at: 0)
+        choice.heard(1, other, rssi: -40, at: 0)
+        #expect(choice.best(for: other, usable: [true, true], at: 1) == 1)
+        // Below the floor: lapsed, the strongest again.
+        choice.heard(0, device, rssi: -95, at: 2)
+        #expect(choice.best(for: device, usable: [true, true], at: 3) == 1)
+        // Above it again: the preferred one.
+        choice.heard(0, device, rssi: -89, at: 4)
+        #expect(choice.best(for: device, usable: [true, true], at: 5) == 0)
+        // Not heard there for longer than heardFor: lapsed.
+        choice.heard(1, device, rssi: -40, at: 4 + AdapterChoice.heardFor)
+        #expect(choice.best(for: device, usable: [true, true], at: 4 + AdapterChoice.heardFor + 1) == 1)
+        // The preferred adapter off, or full: the others.
+        choice.heard(0, device, rssi: -80, at: 100)
+        #expect(choice.best(for: device, usable: [false, true], at: 100) == 1)
+        choice.claim(BluetoothAddress("A4:C1:38:00:00:03")!, on: 0)
+        choice.claim(BluetoothAddress("A4:C1:38:00:00:04")!, on: 0)
+        #expect(choice.best(for: device, usable: [true, true], at: 100) == 1)
+    }
+
+    @Test("prefer_adapter: a link waits for no other adapter once the preferred one heard the device above the floor")
+    func preferredNoWait() {
+        var choice = AdapterChoice(adapters: 2, slotsPerAdapter: 1)
+        choice.prefer(device, adapter: 1, floor: -90)
+        choice.heard(0, device, rssi: -40, at: 10)
+        // Only hci0 heard it: the usual wait for hci1.
+        #expect(choice.wait(for: device, usable: [true, true], at: 10) == AdapterChoice.settle)
+        var heardByPreferred = AdapterChoice(adapters: 3, slotsPerAdapter: 1)
+        heardByPreferred.prefer(device, adapter: 1, floor: -90)
+        heardByPreferred.heard(1, device, rssi: -70, at: 10)
+        #expect(heardByPreferred.wait(for: device, usable: [true, true, true], at: 10) == 0)
+        #expect(heardByPreferred.best(for: device, usable: [true, true, true], at: 10) == 1)
+        // A preference for an adapter that is not there is ignored; the preferences are bounded.
+        heardByPreferred.prefer(other, adapter: 7, floor: -90)
+        #expect(heardByPreferred.preferred[other] == nil)
+        for index in 0..<(AdapterChoice.addressLimit + 10) {
+            heardByPreferred.prefer(BluetoothAddress(rawValue: UInt64(index)), adapter: 0, floor: -90)
+        }
+        #expect(heardByPreferred.preferred.count <= AdapterChoice.addressLimit)
+    }
 }

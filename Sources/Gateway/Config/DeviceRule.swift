@@ -36,6 +36,15 @@ public struct DeviceRule: Sendable {
     /// The connection parameters the gateway's own links to the device ask for
     /// (`connection_params`), loaded into the kernel before each connect.
     public var connectionParameters: ConnectionParameters?
+    /// `prefer_gateway`: in a fleet, the gateway that owns the device while it hears it at or
+    /// above ``preferFloorDBm`` (docs/fleet.md, "A preferred gateway").
+    public var preferGateway: String?
+    /// `prefer_adapter`: with several adapters, the one a link to the device goes through while
+    /// it hears the device at or above ``preferFloorDBm`` (docs/config.md, "Several adapters").
+    public var preferAdapter: String?
+    /// `prefer_floor_dbm`: the weakest RSSI at which the preferred gateway or adapter still counts
+    /// as hearing the device.
+    public var preferFloorDBm = -90
 
     init?(_ reader: JSONReader, registry: ParserRegistry, problems: ConfigProblems) {
         guard var object = ConfigObject(reader, problems) else { return nil }
@@ -103,7 +112,23 @@ public struct DeviceRule: Sendable {
         connectionParameters = object.value("connection_params").flatMap {
             Self.connectionParameters($0, problems: problems)
         }
+        preferGateway = object.optional("prefer_gateway") { reader in
+            let text = try reader.nonEmptyString()
+            guard text.utf8.count <= 64,
+                text.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0 != "/" && $0 != "+" && $0 != "#" })
+            else {
+                throw reader.fail(
+                    "expected a gateway_id: up to 64 printable characters without '/', '+', '#' or spaces")
+            }
+            return text
+        }
+        preferAdapter = object.optional("prefer_adapter") { try $0.nonEmptyString() }
+        let floor = object.optional("prefer_floor_dbm") { try $0.integer(in: -127...20) }
+        if let floor { preferFloorDBm = floor }
         object.finish()
+        if floor != nil, preferGateway == nil, preferAdapter == nil {
+            problems.add(object.childPath("prefer_floor_dbm"), "needs prefer_gateway or prefer_adapter")
+        }
         if name != nil, match.addresses.count != 1 {
             problems.add(object.childPath("name"), "a friendly name needs match.address naming exactly one device")
         }

@@ -111,6 +111,7 @@ public struct GatewayConfig: Sendable {
         config.checkNames(problems)
         config.checkRole(problems, hasPeripheral: hasPeripheral)
         config.presence?.check(adapters: config.bluetooth.adapters, problems)
+        config.checkPreferences(problems)
         guard problems.errors.isEmpty else { throw GatewayConfigError(problems: problems.errors) }
         return config
     }
@@ -131,6 +132,23 @@ public struct GatewayConfig: Sendable {
                 problems.add("devices[\(index)].name", "\"\(name)\" is already the name of devices[\(first)]")
             } else {
                 seen[name] = index
+            }
+        }
+    }
+
+    /// `prefer_gateway` needs a fleet to prefer a gateway of; `prefer_adapter` names one of
+    /// `bluetooth.adapters` (as written there).
+    private func checkPreferences(_ problems: ConfigProblems) {
+        for (index, rule) in devices.enumerated() {
+            if let gateway = rule.preferGateway, !fleet.enabled {
+                problems.add(
+                    "devices[\(index)].prefer_gateway",
+                    "\"\(gateway)\" needs fleet.enabled (without a fleet this gateway is the only one)")
+            }
+            if let adapter = rule.preferAdapter, !bluetooth.adapters.contains(adapter) {
+                problems.add(
+                    "devices[\(index)].prefer_adapter",
+                    "\"\(adapter)\" is not one of bluetooth.adapters (\(bluetooth.adapters.joined(separator: ", ")))")
             }
         }
     }

@@ -81,6 +81,9 @@ final class ConnectionManager {
         let gattTimeout = context.config.bluetooth.gattTimeout
         let subscribe = rule.subscribe
         let parameters = rule.connectionParameters
+        if let adapter = rule.preferAdapter {
+            context.ble.preferAdapter(adapter, floorDBm: rule.preferFloorDBm, for: address)
+        }
         context.jobs.spawn {
             .connect(
                 address,

@@ -662,9 +662,9 @@ public actor Gateway: LoopIsolated {
         guard let id = registry.id(discovery.address) ?? register(discovery) else { return (.noRule, nil) }
         let now = clock.now()
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
-        fleet?.heard(discovery.address, rssi: advertisement.rssi, now: now)
         let device = registry[id]
         let rule = registry.rule(id)
+        fleet?.heard(discovery.address, rssi: advertisement.rssi, rule: rule, now: now)
         if !rule.connect {
             availability.advertised(id, device, rule: rule, now: now)
         } else {
@@ -844,10 +844,12 @@ public actor Gateway: LoopIsolated {
     private func link(_ change: BLEConnectionEvent) {
         switch change {
         case .connected(let discovery):
-            fleet?.linked(discovery.address, true, now: clock.now())
+            fleet?.linked(
+                discovery.address, true, rule: registry.id(discovery.address).map { registry.rule($0) },
+                now: clock.now())
             connectAtOnce(discovery, because: "link already up: adopting it")
         case .disconnected(let address, let reason):
-            fleet?.linked(address, false, now: clock.now())
+            fleet?.linked(address, false, rule: registry.id(address).map { registry.rule($0) }, now: clock.now())
             guard let id = registry.id(address), let wasEnding = connections.dropped(address) else { return }
             let device = registry[id]
             log(.info, "\(device.name): disconnected\(reason.map { ": \($0)" } ?? "")")
@@ -1011,12 +1013,16 @@ public actor Gateway: LoopIsolated {
     /// and its link ends.
     private func fleetChanged(_ changes: [FleetView.Change]) {
         for change in changes {
-            let gained: Bool
-            let address: BluetoothAddress
-            switch change {
-            case .gained(let raw): (gained, address) = (true, BluetoothAddress(rawValue: raw))
-            case .lost(let raw): (gained, address) = (false, BluetoothAddress(rawValue: raw))
+            let (raw, gained) =
+                switch change {
+                case .gained(let raw): (raw, true)
+                case .lost(let raw): (raw, false)
+                }
+            if FleetView.isIdentity(raw) {
+                presenceOwnerChanged(raw, gained: gained)
+                continue
             }
+            let address = BluetoothAddress(rawValue: raw)
             guard let id = registry.id(address) else { continue }
             let device = registry[id]
             let rule = registry.rule(id)

@@ -18,6 +18,9 @@ final class Fleet {
     private var announced: [UInt64: FleetView.Claim] = [:]
     /// Commands held while this gateway claims their device, by hash (``FleetView/hold``).
     private var held: [UInt64: MQTTInboundMessage] = [:]
+    /// The names of the presence identities heard here, by their key in the view; bounded (names
+    /// set at run time come and go): when full, those the view no longer holds are forgotten.
+    private var identityNames: [UInt64: String] = [:]
     /// Fleet messages refused (not this protocol, too big, malformed): counted, logged once a
     /// while.
     private(set) var invalidMessages = 0
@@ -64,6 +67,12 @@ final class Fleet {
     /// Whether this gateway owns the device (publishes it, connects it, runs its commands).
     func owns(_ address: BluetoothAddress) -> Bool { view.role(address.rawValue) == .owner }
 
+    /// Whether this gateway publishes the presence identity `name` (docs/fleet.md, "Presence").
+    func ownsIdentity(_ name: String) -> Bool { view.role(FleetView.identityKey(name)) == .owner }
+
+    /// The presence identity of a key of the view (one heard here), if it is one.
+    func identityName(_ key: UInt64) -> String? { identityNames[key] }
+
     /// Readings decoded from an advertisement of the device (every gateway decodes, to know the
     /// payload's counter): whether they go out — owned, and not the reading the previous owner
     /// published last (docs/fleet.md, "No duplicates").
@@ -107,13 +116,32 @@ final class Fleet {
 
     // MARK: Inputs
 
-    func heard(_ address: BluetoothAddress, rssi: Int16?, now: Double) {
-        view.heard(address.rawValue, rssi: rssi.map(Int.init), now: now)
+    /// This gateway heard the device; `rule` is the device's (its `prefer_gateway`).
+    func heard(_ address: BluetoothAddress, rssi: Int16?, rule: DeviceRule?, now: Double) {
+        view.heard(address.rawValue, rssi: rssi.map(Int.init), now: now, preference: Self.preference(rule))
+    }
+
+    /// This gateway heard the presence identity `name` (a report matched to it).
+    func heardIdentity(_ name: String, rssi: Int16?, now: Double) {
+        let key = FleetView.identityKey(name)
+        if identityNames[key] == nil, identityNames.count >= 2 * PresenceSettings.maxIdentities {
+            identityNames = identityNames.filter { view.devices[$0.key] != nil }
+        }
+        identityNames[key] = name
+        view.heard(key, rssi: rssi.map(Int.init), now: now)
+    }
+
+    /// A rule's preferred gateway, in the view's terms.
+    static func preference(_ rule: DeviceRule?) -> FleetView.Preference? {
+        guard let rule, let gateway = rule.preferGateway else { return nil }
+        return FleetView.Preference(gateway: gateway, floor: Double(rule.preferFloorDBm))
     }
 
     func decoded(_ address: BluetoothAddress, key: UInt64) { view.decoded(address.rawValue, key: key) }
 
-    func linked(_ address: BluetoothAddress, _ up: Bool, now: Double) { view.linked(address.rawValue, up, now: now) }
+    func linked(_ address: BluetoothAddress, _ up: Bool, rule: DeviceRule?, now: Double) {
+        view.linked(address.rawValue, up, now: now, preference: Self.preference(rule))
+    }
 
     /// A message on a fleet topic; returns the role changes it caused.
     func received(_ message: MQTTInboundMessage, now: Double) -> [FleetView.Change] {
@@ -218,7 +246,7 @@ final class Fleet {
             }
         }
         func rssi(_ value: Double?) -> JSONValue { value.map { .number($0.rounded()) } ?? .null }
-        let devices: [JSONValue] = view.devices.keys.sorted().map { raw in
+        let devices: [JSONValue] = view.devices.keys.filter { !FleetView.isIdentity($0) }.sorted().map { raw in
             let address = BluetoothAddress(rawValue: raw)
             let device = view.devices[raw]
             let role: String =
@@ -248,14 +276,16 @@ final class Fleet {
             ]
             return .object(members)
         }
-        let handovers: [JSONValue] = recentHandovers.reversed().map { handover in
-            var members: [(key: String, value: JSONValue)] = [
-                ("at", .number(Double(handover.at))), ("address", .string(handover.address.description)),
-            ]
-            if let name = name(handover.address) { members.append(("name", .string(name))) }
-            members += [("gained", .bool(handover.gained)), ("reason", .string(handover.reason))]
-            return .object(members)
-        }
+        let handovers: [JSONValue] = recentHandovers.reversed().filter { !FleetView.isIdentity($0.address.rawValue) }
+            .map {
+                handover in
+                var members: [(key: String, value: JSONValue)] = [
+                    ("at", .number(Double(handover.at))), ("address", .string(handover.address.description)),
+                ]
+                if let name = name(handover.address) { members.append(("name", .string(name))) }
+                members += [("gained", .bool(handover.gained)), ("reason", .string(handover.reason))]
+                return .object(members)
+            }
         return .object([
             ("gateway_id", .string(me)),
             (
@@ -290,4 +320,8 @@ extension Fleet? {
     /// a fleet that gave the device to another gateway (docs/fleet.md). The one question the
     /// features ask the fleet; those that ask are given the fleet (nil: off) when they are made.
     func owns(_ address: BluetoothAddress) -> Bool { self?.owns(address) ?? true }
+
+    /// Whether this gateway publishes the presence identity `name`: always, unless it is in a
+    /// fleet where another gateway hears it best (docs/fleet.md, "Presence").
+    func ownsIdentity(_ name: String) -> Bool { self?.ownsIdentity(name) ?? true }
 }

@@ -10,8 +10,10 @@ import JSON
 /// one entry per device: the address (12 hex digits), the smoothed RSSI (an integer, or null),
 /// the claim (0 none, 1 owner, 2 claiming), the content key of the last reading published
 /// (16 hex digits, or null) and, when there are any, the hashes of the commands for the device
-/// run in the last 10 s (an array of 16 hex digits each, at most 16). Anything else is refused with a reason; the message is untrusted
-/// (any MQTT client may publish under the fleet topic).
+/// run in the last 10 s (an array of 16 hex digits each, at most 16). Presence identities
+/// (docs/fleet.md, "Presence") follow in `"identities"`: `["<16 hex digits>", rssi, claim]`, the
+/// identity's key (``FleetView/identityKey(_:)``, its top bit set). Anything else is refused with a
+/// reason; the message is untrusted (any MQTT client may publish under the fleet topic).
 package enum FleetMessageCodec {
     /// At most this many devices in one message (more is refused): a bound on what one message
     /// can make a gateway remember.
@@ -32,8 +34,10 @@ package enum FleetMessageCodec {
         out.append(
             contentsOf: message.online
                 ? #","state":"online","devices":["#.utf8 : #","state":"offline","devices":["#.utf8)
-        for (index, sighting) in message.sightings.enumerated() {
+        var index = 0
+        for sighting in message.sightings where !FleetView.isIdentity(sighting.address) {
             if index > 0 { out.append(UInt8(ascii: ",")) }
+            index += 1
             out.append(contentsOf: "[\"".utf8)
             Hex.append(sighting.address, digits: 12, to: &out)
             out.append(contentsOf: "\",".utf8)
@@ -61,7 +65,22 @@ package enum FleetMessageCodec {
             }
             out.append(UInt8(ascii: "]"))
         }
-        out.append(contentsOf: "]}".utf8)
+        out.append(UInt8(ascii: "]"))
+        var first = true
+        for sighting in message.sightings where FleetView.isIdentity(sighting.address) {
+            out.append(contentsOf: first ? #","identities":[[""#.utf8 : ",[\"".utf8)
+            first = false
+            Hex.append(sighting.address, digits: 16, to: &out)
+            out.append(contentsOf: "\",".utf8)
+            if let rssi = sighting.rssi, rssi.isFinite {
+                out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
+            } else {
+                out.append(contentsOf: "null".utf8)
+            }
+            out.append(contentsOf: ",\(sighting.claim.rawValue)]".utf8)
+        }
+        if !first { out.append(UInt8(ascii: "]")) }
+        out.append(UInt8(ascii: "}"))
         return out
     }
 
@@ -73,6 +92,7 @@ package enum FleetMessageCodec {
         var gateway: String?
         var online: Bool?
         var sightings: [FleetView.Sighting] = []
+        var identities: [FleetView.Sighting] = []
         for (key, member) in members {
             switch key {
             case "gateway":
@@ -91,14 +111,51 @@ package enum FleetMessageCodec {
                     throw Invalid(reason: "devices: more than \(maxDevices) entries")
                 }
                 sightings.reserveCapacity(entries.count)
+                guard sightings.count + identities.count + entries.count <= maxDevices else {
+                    throw Invalid(reason: "devices and identities: more than \(maxDevices) entries")
+                }
                 for (index, entry) in entries.enumerated() { sightings.append(try sighting(entry, index)) }
+            case "identities":
+                guard case .array(let entries) = member else { throw Invalid(reason: "identities: expected an array") }
+                guard sightings.count + identities.count + entries.count <= maxDevices else {
+                    throw Invalid(reason: "devices and identities: more than \(maxDevices) entries")
+                }
+                for (index, entry) in entries.enumerated() { identities.append(try identity(entry, index)) }
             default:
                 continue  // later versions may add members
             }
         }
         guard let gateway else { throw Invalid(reason: "gateway: missing") }
         guard let online else { throw Invalid(reason: "state: missing") }
-        return FleetView.Message(gateway: gateway, online: online, sightings: online ? sightings : [])
+        // Devices first, then identities: the order they are encoded in.
+        return FleetView.Message(gateway: gateway, online: online, sightings: online ? sightings + identities : [])
+    }
+
+    /// One entry of `identities`: `["<16 hex digits, top bit set>", rssi, claim]`.
+    private static func identity(_ entry: JSONValue, _ index: Int) throws(Invalid) -> FleetView.Sighting {
+        guard case .array(let fields) = entry, fields.count >= 3 else {
+            throw Invalid(reason: "identities[\(index)]: expected [key, rssi, claim]")
+        }
+        guard case .string(let text) = fields[0], text.utf8.count == 16, let key = UInt64(text, radix: 16),
+            FleetView.isIdentity(key)
+        else {
+            throw Invalid(reason: "identities[\(index)][0]: expected 16 hex digits, the first 8 to f")
+        }
+        let rssi = try rssi(fields[1], "identities[\(index)][1]")
+        guard case .number(let number) = fields[2], let raw = Int(exactly: number),
+            let claim = FleetView.Claim(rawValue: raw)
+        else {
+            throw Invalid(reason: "identities[\(index)][2]: expected 0, 1 or 2")
+        }
+        return FleetView.Sighting(address: key, rssi: rssi, claim: claim, key: nil)
+    }
+
+    private static func rssi(_ field: JSONValue, _ path: String) throws(Invalid) -> Double? {
+        switch field {
+        case .null: return nil
+        case .number(let number) where Int(exactly: number).map({ (-127...20).contains($0) }) == true: return number
+        default: throw Invalid(reason: "\(path): expected an integer RSSI from -127 to 20 dBm, or null")
+        }
     }
 
     private static func sighting(_ entry: JSONValue, _ index: Int) throws(Invalid) -> FleetView.Sighting {

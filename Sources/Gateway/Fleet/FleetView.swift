@@ -52,6 +52,22 @@ package struct FleetView {
         package var sightings: [Sighting]
     }
 
+    /// A device's preferred gateway (`devices[].prefer_gateway`) and the floor above which its
+    /// hearing counts (`prefer_floor_dbm`): every gateway knows it from the same rules.
+    package struct Preference: Sendable, Equatable {
+        package var gateway: String
+        package var floor: Double
+
+        package init(gateway: String, floor: Double) {
+            self.gateway = gateway
+            self.floor = floor
+        }
+    }
+
+    /// One gateway in a decision: its smoothed RSSI, its name, and whether it is the device's
+    /// preferred gateway hearing it above the floor (it ranks above every other then).
+    private typealias Rank = (rssi: Double?, name: String, pinned: Bool)
+
     private struct Peer {
         var lastMessage: Double
         var sightings: [UInt64: Sighting]
@@ -70,6 +86,8 @@ package struct FleetView {
         var interval: Double?
         /// A link to the device is up (it may not advertise): it counts as heard.
         package var linked = false
+        /// The device's preferred gateway, from its rule (nil: none).
+        var preference: Preference?
         package var role = Role.none
         /// Since when another gateway's owner has been worse than this one by the hysteresis.
         var betterSince: Double?
@@ -144,6 +162,21 @@ package struct FleetView {
 
     package func role(_ address: UInt64) -> Role { devices[address]?.role ?? .none }
 
+    /// A presence identity's key in the fleet (docs/fleet.md, "Presence"): FNV-1a (64 bits) of its
+    /// name with the top bit set, so that it is never a device's address (48 bits) and every
+    /// gateway computes the same key from the same name.
+    package static func identityKey(_ name: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in "presence/\(name)".utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash | (1 << 63)
+    }
+
+    /// Whether a key is a presence identity's (else a device's address).
+    package static func isIdentity(_ key: UInt64) -> Bool { key & (1 << 63) != 0 }
+
     /// This gateway's claims: the devices it owns or claims.
     package var claims: [UInt64: Claim] {
         var claims: [UInt64: Claim] = [:]
@@ -160,8 +193,9 @@ package struct FleetView {
     // MARK: Inputs
 
     /// This gateway heard the device (an advertisement; `rssi` nil when the report had none).
-    package mutating func heard(_ address: UInt64, rssi: Int?, now: Double) {
+    package mutating func heard(_ address: UInt64, rssi: Int?, now: Double, preference: Preference? = nil) {
         var device = devices[address] ?? Device()
+        device.preference = preference
         if let rssi {
             let sample = Double(rssi)
             device.rssi = device.rssi.map { $0 + Self.smoothing * (sample - $0) } ?? sample
@@ -176,8 +210,9 @@ package struct FleetView {
     }
 
     /// A link to the device came up or went down.
-    package mutating func linked(_ address: UInt64, _ up: Bool, now: Double) {
+    package mutating func linked(_ address: UInt64, _ up: Bool, now: Double, preference: Preference? = nil) {
         var device = devices[address] ?? Device()
+        if let preference { device.preference = preference }
         device.linked = up
         device.heardAt = now
         devices[address] = device
@@ -318,11 +353,20 @@ package struct FleetView {
         return changes
     }
 
-    /// The (RSSI, name) order: a higher RSSI wins, then the smaller name. Unheard ranks last.
-    private static func better(_ a: (Double?, String), than b: (Double?, String)) -> Bool {
-        let left = a.0 ?? -Double.infinity
-        let right = b.0 ?? -Double.infinity
-        return left != right ? left > right : a.1 < b.1
+    /// The (pinned, RSSI, name) order: the device's preferred gateway hearing it above the floor
+    /// wins, then a higher RSSI, then the smaller name. Unheard ranks last.
+    private static func better(_ a: Rank, than b: Rank) -> Bool {
+        if a.pinned != b.pinned { return a.pinned }
+        let left = a.rssi ?? -Double.infinity
+        let right = b.rssi ?? -Double.infinity
+        return left != right ? left > right : a.name < b.name
+    }
+
+    /// Whether a gateway's announced RSSI makes it the device's pinned gateway: it is the
+    /// preferred one, and it hears the device (an RSSI announced) at or above the floor.
+    private static func pinned(_ name: String, rssi: Double?, _ preference: Preference?) -> Bool {
+        guard let preference, preference.gateway == name, let rssi else { return false }
+        return rssi >= preference.floor
     }
 
     /// Whether this gateway still hears the device: it has a link to it, or heard it within
@@ -339,14 +383,20 @@ package struct FleetView {
     private mutating func decide(_ address: UInt64, now: Double) -> Change? {
         guard var device = devices[address] else { return nil }
         defer { devices[address] = device }
-        let mine = (device.linked ? (device.rssi ?? 0) : device.rssi, settings.me)
         let hearing = hears(device, now: now)
-        var owners: [(Double?, String)] = []
-        var claimants: [(Double?, String)] = []
-        var bestOther: (Double?, String)?
+        let preference = device.preference
+        // This gateway is pinned while it hears the device above the floor; a link counts as that.
+        let mine: Rank = (
+            device.linked ? (device.rssi ?? 0) : device.rssi, settings.me,
+            preference?.gateway == settings.me && hearing
+                && (device.linked || Self.pinned(settings.me, rssi: device.rssi, preference))
+        )
+        var owners: [Rank] = []
+        var claimants: [Rank] = []
+        var bestOther: Rank?
         for (name, peer) in peers {
             guard let sighting = peer.sightings[address] else { continue }
-            let entry = (sighting.rssi, name)
+            let entry: Rank = (sighting.rssi, name, Self.pinned(name, rssi: sighting.rssi, preference))
             switch sighting.claim {
             case .owner: owners.append(entry)
             case .claiming: claimants.append(entry)
@@ -362,13 +412,19 @@ package struct FleetView {
             let challenged = claimants.contains { Self.better($0, than: mine) }
             let gone = !hearing && (bestOther != nil)
             if outranked || challenged || gone {
+                let preferred = (owners + claimants).contains { $0.pinned }
                 reasons.append(
                     (
                         address,
                         outranked
-                            ? "another gateway owned it too and hears it better"
+                            ? (preferred
+                                ? "its preferred gateway owned it too"
+                                : "another gateway owned it too and hears it better")
                             : challenged
-                                ? "a gateway that hears it better claimed it" : "this gateway no longer hears it"
+                                ? (preferred
+                                    ? "its preferred gateway hears it again and claimed it"
+                                    : "a gateway that hears it better claimed it")
+                                : "this gateway no longer hears it"
                     ))
                 device.role = .none
                 device.betterSince = nil
@@ -390,7 +446,12 @@ package struct FleetView {
                     (
                         address,
                         device.releasedToMe
-                            ? "its owner released it to this gateway" : "nobody owned it (or its owner went away)"
+                            ? (mine.pinned
+                                ? "its owner released it to this gateway, its preferred one"
+                                : "its owner released it to this gateway")
+                            : mine.pinned
+                                ? "this is its preferred gateway and nobody owned it"
+                                : "nobody owned it (or its owner went away)"
                     ))
                 device.releasedToMe = false
                 device.role = .owner
@@ -408,8 +469,23 @@ package struct FleetView {
         case .none:
             guard hearing, now >= quietUntil else { return nil }
             if let owner = owners.max(by: { Self.better($1, than: $0) }) {
-                // Better than the owner by the hysteresis, for handover_after: claim.
-                guard let rssi = mine.0, let theirs = owner.0, rssi >= theirs + settings.hysteresis else {
+                // The preferred gateway takes it back from another owner when it hears it above
+                // the floor by the hysteresis (so a level around the floor does not move it back
+                // and forth), for handover_after. Nobody takes it from the pinned preferred
+                // gateway; while the preferred one claims it, nobody else does. Otherwise:
+                // better than the owner by the hysteresis, for handover_after, claims.
+                let challenges: Bool
+                if owner.pinned || claimants.contains(where: { $0.pinned }) {
+                    challenges = false
+                } else if mine.pinned, let preference {
+                    challenges =
+                        device.linked || (mine.rssi ?? -Double.infinity) >= preference.floor + settings.hysteresis
+                } else if let rssi = mine.rssi, let theirs = owner.rssi {
+                    challenges = rssi >= theirs + settings.hysteresis
+                } else {
+                    challenges = false
+                }
+                guard challenges else {
                     device.betterSince = nil
                     return nil
                 }

@@ -51,6 +51,12 @@ public protocol BLEPort: Sendable {
     func loadConnectionParameters(_ parameters: ConnectionParameters, for address: BluetoothAddress)
         async throws(BLEPortError)
 
+    /// Makes the links to `address` go through the adapter named `adapter` (as in
+    /// `bluetooth.adapters`) while its last report of the device is recent and at or above
+    /// `floorDBm` (a rule's `prefer_adapter` and `prefer_floor_dbm`); called right before
+    /// ``connect(_:timeout:)`` (optional: the default does nothing, for a port of one adapter).
+    func preferAdapter(_ adapter: String, floorDBm: Int, for address: BluetoothAddress)
+
     /// Ends the link to `address` (no-op when not connected).
     func disconnect(_ address: BluetoothAddress) async
 
@@ -134,6 +140,8 @@ extension BLEPort {
     public func keepRestored(
         devices: Set<BluetoothAddress>, _ wanted: @escaping @Sendable (BluetoothAddress, BLECharacteristic) -> Bool
     ) async {}
+
+    public func preferAdapter(_ adapter: String, floorDBm: Int, for address: BluetoothAddress) {}
 
     public func keepStateForRestart() async {}
 

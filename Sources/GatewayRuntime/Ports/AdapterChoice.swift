@@ -11,6 +11,11 @@ import Bluetooth
 /// that rare: links made by other clients of bluetoothd are not counted). One link per device:
 /// the adapter that has it owns the device's GATT operations until the link ends.
 ///
+/// A device with a preferred adapter (`prefer_adapter`) goes through that adapter whenever its
+/// last report there is within ``heardFor`` and at or above the floor (`prefer_floor_dbm`) and it
+/// has a free slot, however much better another adapter hears the device; otherwise (it lapsed:
+/// no recent report there, or a weaker one, or it is off or full) as above.
+///
 /// The gateway connects a device at its first report; the other adapters may not have heard it
 /// yet. So a device's link waits until every usable adapter heard it or ``settle`` seconds
 /// passed since its first report (``wait(for:usable:at:)``).
@@ -44,6 +49,9 @@ struct AdapterChoice: Sendable {
     private(set) var heard: [BluetoothAddress: Entry] = [:]
     /// The adapter each link (connected or being made) goes through.
     private(set) var owners: [BluetoothAddress: Int] = [:]
+    /// Preferred adapters (`prefer_adapter`): the adapter and the floor (dBm), by address; bounded
+    /// as ``heard`` is.
+    private(set) var preferred: [BluetoothAddress: (adapter: Int, floor: Int)] = [:]
     /// Reports per adapter since the start (for `bridge/health`).
     private(set) var reports: [Int]
 
@@ -68,6 +76,25 @@ struct AdapterChoice: Sendable {
         heard[address] = entry
     }
 
+    /// `address` prefers `adapter` while that adapter hears it at or above `floor` dBm.
+    mutating func prefer(_ address: BluetoothAddress, adapter: Int, floor: Int) {
+        guard (0..<adapters).contains(adapter) else { return }
+        if preferred[address] == nil, preferred.count >= Self.addressLimit {
+            preferred.removeAll(keepingCapacity: true)
+        }
+        preferred[address] = (adapter, floor)
+    }
+
+    /// Whether the device's preferred adapter hears it now: a report within ``heardFor`` at or
+    /// above its floor.
+    func hearsPreferred(_ address: BluetoothAddress, at now: Double) -> Int? {
+        guard let preference = preferred[address], let entry = heard[address],
+            entry.each.indices.contains(preference.adapter), let sample = entry.each[preference.adapter],
+            now - sample.at <= Self.heardFor, Int(sample.rssi) >= preference.floor
+        else { return nil }
+        return preference.adapter
+    }
+
     /// Links going through `adapter` now.
     func links(on adapter: Int) -> Int { owners.values.count { $0 == adapter } }
 
@@ -80,6 +107,7 @@ struct AdapterChoice: Sendable {
         guard !candidates.isEmpty else { return 0 }
         let free = candidates.filter { links(on: $0) < slotsPerAdapter }
         let pool = free.isEmpty ? candidates : free
+        if let adapter = hearsPreferred(address, at: now), free.contains(adapter) { return adapter }
         let samples = heard[address]?.each ?? []
         func strength(_ adapter: Int) -> Int {
             guard samples.indices.contains(adapter), let sample = samples[adapter], now - sample.at <= Self.heardFor
@@ -95,6 +123,10 @@ struct AdapterChoice: Sendable {
     /// already linked, and from ``settle`` seconds after its first report on.
     func wait(for address: BluetoothAddress, usable: [Bool], at now: Double) -> Double {
         guard owners[address] == nil, usable.count(where: { $0 }) > 1, let entry = heard[address] else { return 0 }
+        // The preferred adapter heard it above the floor: nothing to wait for.
+        if let adapter = hearsPreferred(address, at: now), usable.indices.contains(adapter), usable[adapter] {
+            return 0
+        }
         let unheard = usable.indices.contains { usable[$0] && entry.each.indices.contains($0) && entry.each[$0] == nil }
         guard unheard else { return 0 }
         return max(0, entry.first + Self.settle - now)

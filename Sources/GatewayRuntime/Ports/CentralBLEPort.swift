@@ -142,6 +142,10 @@ public struct CentralBLEPort: BLEPort {
         }
     }
 
+    public func preferAdapter(_ adapter: String, floorDBm: Int, for address: BluetoothAddress) {
+        adapters.prefer(adapter, floorDBm: floorDBm, for: address)
+    }
+
     public func disconnect(_ address: BluetoothAddress) async {
         let central = adapters.central(for: address)
         try? await central.disconnect(await central.peripheral(address))

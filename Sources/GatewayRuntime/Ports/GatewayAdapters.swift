@@ -45,6 +45,13 @@ public final class GatewayAdapters: Sendable {
         choice.withLock { $0.heard(index, address, rssi: rssi, at: now) }
     }
 
+    /// A rule's `prefer_adapter` for `address` (``AdapterChoice/prefer(_:adapter:floor:)``); a
+    /// name not among ``names`` is ignored (the config check refuses it).
+    func prefer(_ adapter: String, floorDBm: Int, for address: BluetoothAddress) {
+        guard centrals.count > 1, let index = names.firstIndex(of: adapter) else { return }
+        choice.withLock { $0.prefer(address, adapter: index, floor: floorDBm) }
+    }
+
     /// The index of the adapter whose link to `address` is up or being made, else nil.
     func owner(of address: BluetoothAddress) -> Int? { choice.withLock { $0.owners[address] } }
 

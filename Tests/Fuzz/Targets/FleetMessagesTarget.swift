@@ -19,6 +19,7 @@ extension FuzzTargets {
                 #"{"gateway":"b","state":"online","devices":[["a4c138000004",-60,1,"00000000000000a7"],["a4c138000005",-70,0,null]]}"#,
                 #"{"gateway":"c","state":"online","devices":[["a4c138000004",-50,2,null]]}"#,
                 #"{"gateway":"b","state":"offline","devices":[]}"#,
+                #"{"gateway":"c","state":"online","devices":[],"identities":[["c3a1f0e29b7d4410",-71,1],["8000000000000001",null,2]]}"#,
                 #"{"gateway":"d","state":"online","devices":[]}"# + "\u{FF}"
                     + #"{"gateway":"b","state":"online","devices":[["a4c138000004",-90,1,null]]}"#,
             ].map { Array($0.utf8) }
