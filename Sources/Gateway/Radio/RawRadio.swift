@@ -118,7 +118,7 @@ final class RawRadio {
             wallOffset = Double(context.clock.wallMilliseconds()) - now * 1000
             wallOffsetAt = now
         }
-        return Int64((now * 1000 + wallOffset).rounded())
+        return Int64(saturating: (now * 1000 + wallOffset).rounded())
     }
 
     /// `bridge/health`'s `raw_radio` section.
