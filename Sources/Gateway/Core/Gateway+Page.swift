@@ -39,7 +39,7 @@ extension Gateway {
                     ))
                 members.append(("rssi", device.rssi.map { .number(Double($0)) } ?? .null))
                 // Per adapter as the radio's view has it (when several adapters heard the device).
-                if let perAdapter = radioView?.entry(device.address)?.json(adapters: adapters)["rssi_by_adapter"] {
+                if let perAdapter = radioView?.entry(device.address)?.rssiByAdapter(adapters: adapters) {
                     members.append(("rssi_by_adapter", perAdapter))
                 }
                 members.append(("last_seen", device.lastSeenWall.map { .number(Double($0)) } ?? .null))
@@ -59,26 +59,35 @@ extension Gateway {
     /// true when a rule can be suggested for it]}`; nil when the view is off. Reading it asks for
     /// the view (``demandRadioView()``): it listens from the first ask, for a minute after the last.
     public func pageRadio(since: UInt64 = 0) -> JSONValue? {
+        pageRadioText(since: since).map { (try? JSONValue.parse($0)) ?? .null }
+    }
+
+    /// ``pageRadio(since:)`` as JSON text, written without building a ``JSONValue`` (the page
+    /// reads it every 2 s while it shows the radio: up to `max_addresses` entries).
+    public func pageRadioText(since: UInt64 = 0) -> [UInt8]? {
         demandRadioView()
         guard let snapshot = radioSnapshot(since: since) else { return nil }
         let adapters = context.config.bluetooth.adapters
-        return .object([
-            ("reports_per_second", .number((snapshot.reportsPerSecond * 10).rounded() / 10)),
-            ("addresses", .number(Double(snapshot.addresses))),
-            ("max_addresses", .number(Double(snapshot.maxAddresses))),
-            ("evicted", .number(Double(snapshot.evicted))),
-            ("sequence", .number(Double(snapshot.sequence))),
-            (
-                "entries",
-                .array(
-                    snapshot.entries.map { entry in
-                        guard case .object(var members) = entry.json(adapters: adapters) else { return .null }
-                        let suggestion = RuleSuggestion.suggest(for: entry, config: context.config) != nil
-                        members.append(("rule", .bool(suggestion)))
-                        return .object(members)
-                    })
-            ),
-        ])
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(128 + 400 * snapshot.entries.count)
+        bytes += #"{"reports_per_second":"#.utf8
+        JSONValue.writeNumber((snapshot.reportsPerSecond * 10).rounded() / 10, into: &bytes)
+        bytes += #","addresses":"#.utf8
+        JSONValue.writeInteger(Int64(snapshot.addresses), into: &bytes)
+        bytes += #","max_addresses":"#.utf8
+        JSONValue.writeInteger(Int64(snapshot.maxAddresses), into: &bytes)
+        bytes += #","evicted":"#.utf8
+        JSONValue.writeInteger(Int64(snapshot.evicted), into: &bytes)
+        bytes += #","sequence":"#.utf8
+        JSONValue.writeNumber(Double(snapshot.sequence), into: &bytes)
+        bytes += #","entries":["#.utf8
+        for (index, entry) in snapshot.entries.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            let suggestion = RuleSuggestion.suggest(for: entry, config: context.config) != nil
+            entry.write(adapters: adapters, into: &bytes, rule: suggestion)
+        }
+        bytes += "]}".utf8
+        return bytes
     }
 
     /// The device rule that would publish `address` (``suggestedRule(for:)``) for the page to show:

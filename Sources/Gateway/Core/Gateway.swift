@@ -622,9 +622,11 @@ public actor Gateway: LoopIsolated {
     /// and publishes through rate control. While the radio's view listens, what became of it is
     /// noted there (nothing more is done otherwise).
     private func advertisement(_ discovery: BLEDiscovery) {
-        let (outcome, id) = handleAdvertisement(discovery)
+        let (outcome, id, sighted) = handleAdvertisement(discovery)
         guard let radio else { return }
-        guard let now = radio.listeningTime() else {
+        // The clock's reading the core took for this report (a device's), so that the view does
+        // not read it again (~540 instructions a report); NaN when it took none.
+        guard let now = radio.listeningTime(sighted: sighted.isNaN ? nil : sighted) else {
             if radioScan != nil { endRadioScan() }
             return
         }
@@ -642,24 +644,24 @@ public actor Gateway: LoopIsolated {
         radio.heard(discovery, outcome: refined, tracked: tracked, now: now)
     }
 
-    /// ``advertisement(_:)``'s work: what became of the report, and the device it concerned.
-    /// Inlined, so that with the view off the hot path is one function as before, its result
-    /// unused.
+    /// ``advertisement(_:)``'s work: what became of the report, the device it concerned, and
+    /// the clock's time it read for it (NaN when it read none: no device). Inlined, so that with
+    /// the view off the hot path is one function as before, its result unused.
     @inline(__always)
-    private func handleAdvertisement(_ discovery: BLEDiscovery) -> (RadioOutcome, DeviceID?) {
+    private func handleAdvertisement(_ discovery: BLEDiscovery) -> (RadioOutcome, DeviceID?, Double) {
         context.counters.advertisements += 1
         let advertisement = discovery.advertisement
         let bluetooth = config.bluetooth
         if let threshold = bluetooth.rssiThreshold, let rssi = advertisement.rssi, Int(rssi) < threshold {
             context.counters.dropped.filtered += 1
-            return (.belowRSSIThreshold, nil)
+            return (.belowRSSIThreshold, nil, .nan)
         }
-        if let presence, presenceHeard(presence, discovery) { return (.presence, nil) }
+        if let presence, presenceHeard(presence, discovery) { return (.presence, nil, .nan) }
         if !bluetooth.scanServices.isEmpty, !bluetooth.scanServices.contains(where: { advertisement.advertises($0) }) {
             context.counters.dropped.filtered += 1
-            return (.filteredByServices, nil)
+            return (.filteredByServices, nil, .nan)
         }
-        guard let id = registry.id(discovery.address) ?? register(discovery) else { return (.noRule, nil) }
+        guard let id = registry.id(discovery.address) ?? register(discovery) else { return (.noRule, nil, .nan) }
         let now = clock.now()
         registry.sighted(id, advertisement, now: now, wall: clock.wallMilliseconds())
         let device = registry[id]
@@ -673,21 +675,21 @@ public actor Gateway: LoopIsolated {
         if connections.awaitsConnection(device.address, rule: rule), fleet.owns(device.address) {
             connections.request(device.address, ruleIndex: device.ruleIndex, urgent: false)
         }
-        guard rule.advertisements else { return (.advertisementsOff, id) }
+        guard rule.advertisements else { return (.advertisementsOff, id, now) }
         guard !advertisement.serviceData.isEmpty || !advertisement.manufacturerData.isEmpty else {
-            return (.noPayload, id)
+            return (.noPayload, id, now)
         }
         guard
             let readings = states.decode(
                 id, advertisement, address: discovery.address, adapter: discovery.adapter, rule: rule,
                 name: device.name)
-        else { return (states.outcome, id) }
+        else { return (states.outcome, id, now) }
         if let fleet, !fleet.decoded(discovery.address, readings, now: now) {
             _ = states.merge(id, readings)
-            return (.otherOwner, id)
+            return (.otherOwner, id, now)
         }
         apply(readings, to: id, now: now)
-        return (.decoded, id)
+        return (.decoded, id, now)
     }
 
     /// A value of a subscribed characteristic.

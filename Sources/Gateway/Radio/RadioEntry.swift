@@ -112,30 +112,102 @@ public struct RadioEntry: Sendable {
     /// shows it. `adapters` names the adapters by index (`bluetooth.adapters`). Everything
     /// from the radio is escaped by the JSON writer, and bounded (data, name).
     public func json(adapters: [String]) -> JSONValue {
-        var members: [(key: String, value: JSONValue)] = [("address", .string(address.description))]
-        if let addressType { members.append(("address_type", .string(addressType.rawValue))) }
-        let adapterName = adapters.indices.contains(Int(adapter)) ? adapters[Int(adapter)] : "adapter\(adapter)"
-        members.append(("adapter", .string(adapterName)))
-        if let rssi = lastRSSI { members.append(("rssi", .number(Double(rssi)))) }
-        if rssi.count > 1 || adapters.count > 1 {
-            var perAdapter: [(key: String, value: JSONValue)] = []
-            for (index, value) in rssi.enumerated() {
-                guard let value else { continue }
-                let key = adapters.indices.contains(index) ? adapters[index] : "adapter\(index)"
-                perAdapter.append((key, .number(Double(value))))
-            }
-            members.append(("rssi_by_adapter", .object(perAdapter)))
+        var bytes: [UInt8] = []
+        write(adapters: adapters, into: &bytes)
+        return (try? JSONValue.parse(bytes)) ?? .null
+    }
+
+    /// ``json(adapters:)`` written as JSON text onto `bytes`, without building a ``JSONValue``
+    /// (the page's radio view writes one per address every 2 s): `{"address", "address_type",
+    /// "adapter", "rssi", "rssi_by_adapter" (with several adapters), "data", "source", "name",
+    /// "outcome", "decode", "parser", "device", "reports", "reports_per_second", "last_seen"`,
+    /// then `"rule": rule` when `rule` is given (the page's mark of a suggestable rule)`}`.
+    public func write(adapters: [String], into bytes: inout [UInt8], rule: Bool? = nil) {
+        bytes += #"{"address":"#.utf8
+        JSONValue.writeString(address.description, into: &bytes)
+        if let addressType {
+            bytes += #","address_type":"#.utf8
+            JSONValue.writeString(addressType.rawValue, into: &bytes)
         }
-        members.append(("data", .string(Hex.encode(data))))
-        members.append(("source", .string(isRebuilt ? "dbus" : "mgmt")))
-        if let name { members.append(("name", .string(name))) }
-        members.append(("outcome", .string(outcome.name)))
-        members.append(("decode", .string(decode.name)))
-        if let parser { members.append(("parser", .string(parser))) }
-        if let device { members.append(("device", .string(device))) }
-        members.append(("reports", .number(Double(reports))))
-        members.append(("reports_per_second", .number((reportsPerSecond * 100).rounded() / 100)))
-        members.append(("last_seen", .string(HealthReporter.isoText(lastSeenWall))))
-        return .object(members)
+        bytes += #","adapter":"#.utf8
+        writeAdapter(Int(adapter), adapters: adapters, into: &bytes)
+        if let rssi = lastRSSI {
+            bytes += #","rssi":"#.utf8
+            JSONValue.writeInteger(Int64(rssi), into: &bytes)
+        }
+        if Self.showsRSSIByAdapter(rssi, adapters: adapters) {
+            bytes += #","rssi_by_adapter":"#.utf8
+            writeRSSIByAdapter(adapters: adapters, into: &bytes)
+        }
+        bytes += #","data":""#.utf8
+        for byte in data {
+            bytes.append(Hex.digit(byte >> 4))
+            bytes.append(Hex.digit(byte & 0x0F))
+        }
+        bytes += (isRebuilt ? #"","source":"dbus""# : #"","source":"mgmt""#).utf8
+        if let name {
+            bytes += #","name":"#.utf8
+            JSONValue.writeString(name, into: &bytes)
+        }
+        bytes += #","outcome":"#.utf8
+        JSONValue.writeString(outcome.name, into: &bytes)
+        bytes += #","decode":"#.utf8
+        JSONValue.writeString(decode.name, into: &bytes)
+        if let parser {
+            bytes += #","parser":"#.utf8
+            JSONValue.writeString(parser, into: &bytes)
+        }
+        if let device {
+            bytes += #","device":"#.utf8
+            JSONValue.writeString(device, into: &bytes)
+        }
+        bytes += #","reports":"#.utf8
+        JSONValue.writeInteger(Int64(reports), into: &bytes)
+        bytes += #","reports_per_second":"#.utf8
+        JSONValue.writeNumber((reportsPerSecond * 100).rounded() / 100, into: &bytes)
+        bytes += #","last_seen":"#.utf8
+        Timestamp.write(milliseconds: lastSeenWall, into: &bytes, quoted: true)
+        if let rule { bytes += (rule ? #","rule":true"# : #","rule":false"#).utf8 }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// The last RSSI per adapter as ``json(adapters:)`` has it under `rssi_by_adapter`; nil when
+    /// it has none (one adapter heard it, one is configured).
+    public func rssiByAdapter(adapters: [String]) -> JSONValue? {
+        guard Self.showsRSSIByAdapter(rssi, adapters: adapters) else { return nil }
+        var bytes: [UInt8] = []
+        writeRSSIByAdapter(adapters: adapters, into: &bytes)
+        return try? JSONValue.parse(bytes)
+    }
+
+    private static func showsRSSIByAdapter(_ rssi: [Int16?], adapters: [String]) -> Bool {
+        rssi.count > 1 || adapters.count > 1
+    }
+
+    /// The last RSSI per adapter as a JSON object keyed by the adapters' names (the page's
+    /// device list shows it beside each device when several adapters heard it).
+    public func writeRSSIByAdapter(adapters: [String], into bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        for (index, value) in rssi.enumerated() {
+            guard let value else { continue }
+            if !first { bytes.append(UInt8(ascii: ",")) }
+            first = false
+            writeAdapter(index, adapters: adapters, into: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            JSONValue.writeInteger(Int64(value), into: &bytes)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// An adapter's name (`bluetooth.adapters`), or `adapter<index>` beyond them, as a JSON string.
+    private func writeAdapter(_ index: Int, adapters: [String], into bytes: inout [UInt8]) {
+        if adapters.indices.contains(index) {
+            JSONValue.writeString(adapters[index], into: &bytes)
+        } else {
+            bytes += #""adapter"#.utf8
+            JSONValue.writeInteger(Int64(index), into: &bytes)
+            bytes.append(UInt8(ascii: "\""))
+        }
     }
 }

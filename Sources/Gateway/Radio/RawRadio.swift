@@ -26,6 +26,10 @@ final class RawRadio {
     /// How long one ask of the page (``demand(now:)``) keeps the view listening: the page asks
     /// with every refresh (every 2 s on its radio view, every 10 s on its device list).
     static let demandSpan = 60.0
+    /// The wall clock's milliseconds minus the gateway clock's, and the gateway clock's time it
+    /// was read (``wall(at:)``).
+    private var wallOffset = 0.0
+    private var wallOffsetAt = -Double.infinity
 
     init(context: CoreContext, states: DeviceStates) {
         self.context = context
@@ -48,13 +52,15 @@ final class RawRadio {
         return false
     }
 
-    /// The gateway clock's time now when the view listens (``listening(now:)``), nil when it
-    /// does not: the clock read at most once, and that reading handed to ``heard(_:outcome:tracked:now:)``.
+    /// The gateway clock's time of a report when the view listens (``listening(now:)``), nil
+    /// when it does not: `sighted`, the core's reading of the clock for this report when it took
+    /// one (a tracked device's), else the clock read at most once; handed to
+    /// ``heard(_:outcome:tracked:now:)``.
     @inline(__always)
-    func listeningTime() -> Double? {
-        if settings.enabled || view.isObserved { return context.clock.now() }
+    func listeningTime(sighted: Double?) -> Double? {
+        if settings.enabled || view.isObserved { return sighted ?? context.clock.now() }
         guard demandedUntil > -Double.infinity else { return nil }  // no clock read while unasked
-        let now = context.clock.now()
+        let now = sighted ?? context.clock.now()
         if now < demandedUntil { return now }
         demandedUntil = -Double.infinity
         return nil
@@ -84,7 +90,7 @@ final class RawRadio {
         }
         let slot = view.note(
             discovery, outcome: outcome, decode: decode, parser: decode == nil ? nil : tracked?.format,
-            device: tracked?.device, now: now, wall: context.clock.wallMilliseconds()
+            device: tracked?.device, now: now, wall: wall(at: now)
         ) { states.trialDecode($0.advertisement, address: $0.address) }
         guard settings.enabled else { return }
         switch view.publishDecision(slot, mode: settings.mode, interval: settings.interval, now: now) {
@@ -95,10 +101,24 @@ final class RawRadio {
         case .publish:
             published += 1
             let entry = view.entry(at: slot)
-            context.output.publish(
-                topicPrefix + entry.address.description, json: entry.json(adapters: adapters), retain: false, qos: 0,
-                kind: .snapshot)
+            let output = context.output
+            output.scratch.removeAll(keepingCapacity: true)
+            entry.write(adapters: adapters, into: &output.scratch)
+            output.publish(
+                topicPrefix + entry.address.description, output.scratch, retain: false, qos: 0, kind: .snapshot)
         }
+    }
+
+    /// The wall clock's milliseconds at the gateway clock's `now`: from the two clocks' offset,
+    /// read again at most once a second (so that a step of the wall clock shows within one),
+    /// not a wall-clock read per report.
+    @inline(__always)
+    private func wall(at now: Double) -> Int64 {
+        if !(now - wallOffsetAt < 1 && now >= wallOffsetAt) {
+            wallOffset = Double(context.clock.wallMilliseconds()) - now * 1000
+            wallOffsetAt = now
+        }
+        return Int64(saturating: (now * 1000 + wallOffset).rounded())
     }
 
     /// `bridge/health`'s `raw_radio` section.

@@ -41,9 +41,17 @@ extension WebSite {
         let reads: [(path: String, query: String?, read: @Sendable (isolated Gateway, String) -> JSONValue?)] = [
             ("/api/page/devices", nil, { gateway, _ in gateway.pageDevices }),
             ("/api/page/history", "device", { gateway, device in gateway.history(of: device) }),
-            ("/api/page/radio", nil, { gateway, _ in gateway.pageRadio() }),
             ("/api/page/rule", "address", { gateway, address in gateway.pageRule(for: address) }),
         ]
+        // The radio's view, written as JSON text by the core (every 2 s while the page shows it).
+        routes.append(
+            (
+                "GET", "/api/page/radio",
+                { [unowned self] _, _ in
+                    guard let body = gateway.assumeLoopIsolated({ $0.pageRadioText() }) else { return notFound }
+                    return .response(HTTPResponse(status: 200, contentType: "application/json", body: body + [0x0A]))
+                }
+            ))
         routes.append(("GET", "/api/page/log", { [unowned self] _, _ in found(logTail?.json) }))
         // The page's actions: the bridge requests the core answers at once, as POSTs (the server
         // checked the CSRF token), each logged.

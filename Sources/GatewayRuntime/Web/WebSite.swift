@@ -36,10 +36,10 @@ final class WebSite: @unchecked Sendable {
     private var router = HTTPRouter<Route>()
     private var streams: [EventStream] = []
     private var keepAlive: EventLoop.Token?
-    /// The messages for the next events, the latest per topic, in the order their topics first
-    /// came (at most one per device and kind: bounded by `max_devices`), and the timer that sends them.
-    private var pending: [String: MQTTOutboundMessage] = [:]
-    private var pendingOrder: [String] = []
+    /// The messages for the next events, the latest per device topic, in the order their topics
+    /// first came (at most one per device and kind: bounded by `max_devices`), and the timer that
+    /// sends them.
+    private var pending = PendingEvents(base: [], bridge: [])
     private var flushTimer: EventLoop.Token?
     /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
     var logTail: LogTail?
@@ -265,19 +265,18 @@ final class WebSite: @unchecked Sendable {
     /// Watches the core's publications while an event stream is open (none costs nothing).
     private func observe(_ on: Bool) {
         if on, keepAlive == nil {
-            let base = Array((config.mqtt.baseTopic + "/").utf8)
-            let bridge = Array((config.mqtt.baseTopic + "/bridge").utf8)
-            // A message is kept for the next flush (the latest of its topic); made into an event
-            // then, once per topic and interval however often the device reports.
+            pending = PendingEvents(
+                base: Array((config.mqtt.baseTopic + "/").utf8), bridge: Array((config.mqtt.baseTopic + "/bridge").utf8)
+            )
+            // A device's message is kept for the next flush (the latest of its topic); made into
+            // an event then, once per topic and interval however often the device reports. This
+            // runs for every message the core publishes: PendingEvents keeps one without hashing
+            // or comparing Strings.
             let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
-                // Compared as bytes, in place: this runs for every message the core publishes.
-                guard Self.isDeviceTopic(message.topic, base: base, bridge: bridge) else { return }
-                if pending.updateValue(message, forKey: message.topic) == nil { pendingOrder.append(message.topic) }
-                if flushTimer == nil {
-                    flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
-                        flushTimer = nil
-                        flush(base: base, bridge: bridge)
-                    }
+                guard pending.keep(message), flushTimer == nil else { return }
+                flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
+                    flushTimer = nil
+                    flush()
                 }
             }
             gateway.assumeLoopIsolated { $0.observePublishes(handler) }
@@ -287,8 +286,7 @@ final class WebSite: @unchecked Sendable {
             self.keepAlive = nil
             if let flushTimer { loop.cancelTimer(flushTimer) }
             flushTimer = nil
-            pending = [:]
-            pendingOrder = []
+            pending.removeAll()
             gateway.assumeLoopIsolated { $0.observePublishes(nil) }
         }
     }
@@ -305,14 +303,12 @@ final class WebSite: @unchecked Sendable {
 
     /// Sends the gathered messages as events to every stream: all of them written at once, so a
     /// stream is woken once per flush, not once per event.
-    private func flush(base: [UInt8], bridge: [UInt8]) {
+    private func flush() {
         var events: [UInt8] = []
-        for topic in pendingOrder {
-            guard let message = pending[topic] else { continue }
-            Self.writeEvent(message, base: base, bridge: bridge, into: &events)
+        for message in pending.messages {
+            Self.writeEvent(message, base: pending.base, bridge: pending.bridge, into: &events)
         }
-        pending.removeAll(keepingCapacity: true)
-        pendingOrder.removeAll(keepingCapacity: true)
+        pending.removeAll()
         guard !events.isEmpty else { return }
         for stream in streams { stream.send(events: events) }
     }
