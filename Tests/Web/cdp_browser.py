@@ -12,8 +12,10 @@ import subprocess
 import tempfile
 import time
 
+from browser_waiting import Waiting
 
-class Browser:
+
+class Browser(Waiting):
     def __init__(self, chromium="chromium", width=1280, height=900):
         self.profile = tempfile.mkdtemp(prefix="gattway-chromium-")
         reply_r, reply_w = os.pipe()  # Chromium writes (its fd 4), we read
@@ -95,19 +97,6 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
-
-    def wait_for(self, expression, timeout=30, interval=0.25):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = self.evaluate(expression)
-            except RuntimeError as error:
-                last = error
-            if last and not isinstance(last, Exception):
-                return last
-            time.sleep(interval)
-        raise TimeoutError(f"{expression} not true in {timeout} s (last: {last!r})")
 
     def screenshot(self, path):
         data = self.call("Page.captureScreenshot", {"format": "png"}, session=True)["data"]

@@ -21,6 +21,8 @@ import subprocess
 import tempfile
 import time
 
+from browser_waiting import Waiting
+
 # A fresh profile that neither phones home nor shows first-run pages. Marionette itself applies
 # its recommended automation preferences on top (remote.prefs.recommended).
 USER_JS = """\
@@ -36,7 +38,7 @@ user_pref("network.connectivity-service.enabled", false);
 """
 
 
-class Browser:
+class Browser(Waiting):
     def __init__(self, firefox="firefox-esr", width=1280, height=900, profile_parent=None):
         if profile_parent:
             os.makedirs(profile_parent, exist_ok=True)
@@ -147,19 +149,6 @@ class Browser:
         # a promise the body returns.
         result = self.call("WebDriver:ExecuteScript", {"script": f"return ({expression});", "args": []})
         return result.get("value")
-
-    def wait_for(self, expression, timeout=30, interval=0.25):
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            try:
-                last = self.evaluate(expression)
-            except RuntimeError as error:
-                last = error
-            if last and not isinstance(last, Exception):
-                return last
-            time.sleep(interval)
-        raise TimeoutError(f"{expression} not true in {timeout} s (last: {last!r})")
 
     def screenshot(self, path):
         # The viewport, like Chromium's Page.captureScreenshot (full: true would be the document).
