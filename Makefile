@@ -286,7 +286,7 @@ test-homeassistant: deps
 # proxy of `gattway run` with aioesphomeapi and bleak-esphome (in .venv-esphome, as for
 # test-esphome) as its clients, `gattway serve` on hci1 with the CLI and bleak (in .venv, as for
 # test-conformance) as centrals, and `gattway run` in the peripheral role and with role both.
-# About 4–7 minutes.
+# About 11 minutes (the VM about 660 s on 2 cores).
 test-bluez: deps venv-bleak venv-esphome
 	$(SWIFT) build --product gattway $(SWIFT_BUILD_FLAGS)
 	$(SWIFT) build --product realbluez-central $(SWIFT_BUILD_FLAGS)
