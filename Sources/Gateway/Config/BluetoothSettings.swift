@@ -88,7 +88,7 @@ public struct BluetoothSettings: Sendable, Equatable {
     init(_ object: inout ConfigObject) {
         let one = object.optional("adapter") { try $0.adapterName() }
         let many = object.optional("adapters") { try Self.adapterList($0) }
-        if let many, let one {
+        if many != nil, let one {
             object.problems.add(
                 object.childPath("adapter"),
                 "and adapters are both set (\"adapter\": \"\(one)\" is \"adapters\": [\"\(one)\"]; keep one of them)")
