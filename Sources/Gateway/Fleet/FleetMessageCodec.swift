@@ -41,11 +41,7 @@ package enum FleetMessageCodec {
             out.append(contentsOf: "[\"".utf8)
             Hex.append(sighting.address, digits: 12, to: &out)
             out.append(contentsOf: "\",".utf8)
-            if let rssi = sighting.rssi, rssi.isFinite {
-                out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
+            appendRSSI(sighting.rssi, to: &out)
             out.append(contentsOf: ",\(sighting.claim.rawValue),".utf8)
             if let key = sighting.key {
                 out.append(UInt8(ascii: "\""))
@@ -72,11 +68,7 @@ package enum FleetMessageCodec {
             first = false
             Hex.append(sighting.address, digits: 16, to: &out)
             out.append(contentsOf: "\",".utf8)
-            if let rssi = sighting.rssi, rssi.isFinite {
-                out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
+            appendRSSI(sighting.rssi, to: &out)
             out.append(contentsOf: ",\(sighting.claim.rawValue)]".utf8)
         }
         if !first { out.append(UInt8(ascii: "]")) }
@@ -199,5 +191,14 @@ package enum FleetMessageCodec {
             }
         }
         return FleetView.Sighting(address: address, rssi: rssi, claim: claim, key: key, ran: ran)
+    }
+
+    /// A sighting's RSSI as the message writes it: whole dBm, or `null` when unknown.
+    private static func appendRSSI(_ rssi: Double?, to out: inout [UInt8]) {
+        if let rssi, rssi.isFinite {
+            out.append(contentsOf: String(Int(saturating: rssi.rounded())).utf8)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
     }
 }
