@@ -27,40 +27,36 @@ extension FuzzTargets {
             ].map { Array($0.utf8) }
         },
         run: { bytes in
-            let directory = BindKeyFiles.newDirectory()
-            let path = directory + "/" + BindKeys.fileName
-            defer {
-                unlink(path)
-                unlink(path + ".tmp")
-                rmdir(directory)
-            }
-            guard QueueFileRecords.write(bytes, to: path) else { return }
-            let keys = BindKeys(directory: directory)
-            let problems = keys.load()
-            fuzzProperty(keys.count <= BindKeys.maxKeys, "\(keys.count) keys loaded, more than \(BindKeys.maxKeys)")
-            for (address, key) in keys.all {
-                fuzzProperty(key.count == 16, "a key of \(key.count) bytes loaded for \(address)")
-                let hex = Hex.encode(key)
-                for problem in problems {
-                    fuzzProperty(
-                        !problem.lowercased().contains(hex), "a problem quotes a loaded key: \(problem)")
+            BindKeyFiles.with(bytes, as: BindKeys.fileName) { directory in
+                let path = directory + "/" + BindKeys.fileName
+                let keys = BindKeys(directory: directory)
+                let problems = keys.load()
+                fuzzProperty(keys.count <= BindKeys.maxKeys, "\(keys.count) keys loaded, more than \(BindKeys.maxKeys)")
+                for (address, key) in keys.all {
+                    fuzzProperty(key.count == 16, "a key of \(key.count) bytes loaded for \(address)")
+                    let hex = Hex.encode(key)
+                    for problem in problems {
+                        fuzzProperty(
+                            !problem.lowercased().contains(hex), "a problem quotes a loaded key: \(problem)")
+                    }
                 }
+                // One change, as `bridge/request/device/bindkey` makes it: the file is rewritten.
+                let device =
+                    keys.all.keys.min { $0.rawValue < $1.rawValue } ?? BluetoothAddress(rawValue: 0x5448_E68F_80A5)
+                let newKey = [UInt8](repeating: bytes.first ?? 0x42, count: 16)
+                guard case .success(true) = keys.set(device, newKey, now: 0) else {
+                    // Only at the key limit (a new device) or when the directory cannot be written.
+                    fuzzProperty(
+                        keys.count >= BindKeys.maxKeys || !LocalFile.exists(path),
+                        "setting a key failed below the limit with the file in place")
+                    return
+                }
+                fuzzProperty(keys.key(device) == newKey, "the key set is not the key held")
+                let again = BindKeys(directory: directory)
+                let reread = again.load()
+                fuzzProperty(reread.isEmpty, "the file the gateway wrote reads back with problems: \(reread)")
+                fuzzProperty(again.all == keys.all, "the file the gateway wrote reads back to other keys")
             }
-            // One change, as `bridge/request/device/bindkey` makes it: the file is rewritten.
-            let device = keys.all.keys.min { $0.rawValue < $1.rawValue } ?? BluetoothAddress(rawValue: 0x5448_E68F_80A5)
-            let newKey = [UInt8](repeating: bytes.first ?? 0x42, count: 16)
-            guard case .success(true) = keys.set(device, newKey, now: 0) else {
-                // Only at the key limit (a new device) or when the directory cannot be written.
-                fuzzProperty(
-                    keys.count >= BindKeys.maxKeys || !LocalFile.exists(path),
-                    "setting a key failed below the limit with the file in place")
-                return
-            }
-            fuzzProperty(keys.key(device) == newKey, "the key set is not the key held")
-            let again = BindKeys(directory: directory)
-            let reread = again.load()
-            fuzzProperty(reread.isEmpty, "the file the gateway wrote reads back with problems: \(reread)")
-            fuzzProperty(again.all == keys.all, "the file the gateway wrote reads back to other keys")
         })
 }
 
@@ -68,6 +64,21 @@ extension FuzzTargets {
 /// process, and the bind key file's name is fixed.
 enum BindKeyFiles {
     private static let inputs = Atomic<Int>(0)
+
+    /// Writes `bytes` as `name` in a new directory and runs `body` with the directory, then
+    /// removes the file, its temporary sibling and the directory (nothing runs when the file
+    /// cannot be written).
+    static func with(_ bytes: [UInt8], as name: String, _ body: (String) -> Void) {
+        let directory = newDirectory()
+        let path = directory + "/" + name
+        defer {
+            unlink(path)
+            unlink(path + ".tmp")
+            rmdir(directory)
+        }
+        guard QueueFileRecords.write(bytes, to: path) else { return }
+        body(directory)
+    }
 
     static func newDirectory() -> String {
         let path = QueueFileRecords.directory + "/bindkeys-\(inputs.add(1, ordering: .relaxed).newValue)"

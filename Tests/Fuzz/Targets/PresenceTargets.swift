@@ -1,6 +1,5 @@
 import Bluetooth
 import Gateway
-import Glibc
 import JSON
 import Parsers
 
@@ -135,45 +134,40 @@ extension FuzzTargets {
             ].map { Array($0.utf8) }
         },
         run: { bytes in
-            let directory = BindKeyFiles.newDirectory()
-            let path = directory + "/" + Presence.fileName
-            defer {
-                unlink(path)
-                unlink(path + ".tmp")
-                rmdir(directory)
-            }
-            guard QueueFileRecords.write(bytes, to: path) else { return }
-            let presence = Presence(settings: PresenceSeeds.settings, directory: directory)
-            let problems = presence.load()
-            fuzzProperty(
-                presence.identities.first == PresenceSeeds.settings.identities.first,
-                "the file changed config.json's identity")
-            checkPresence(PresenceSettings.with(presence.identities), secrets: nil)
-            for identity in presence.runtime {
-                guard case .irk(let irk) = identity.key else { continue }
-                let hex = Hex.encode(irk)
-                for problem in problems {
-                    fuzzProperty(!problem.lowercased().contains(hex), "a problem quotes a loaded IRK: \(problem)")
-                }
-            }
-            // One change, as `bridge/request/presence/identity` makes it: the file is rewritten.
-            let irk = [UInt8](repeating: bytes.first ?? 0x42, count: 16)
-            let members: [(key: String, value: JSONValue)] = [
-                ("name", .string("fuzz_phone")), ("irk", .string(Hex.encode(irk))),
-            ]
-            guard case .success = presence.change(members) else {
-                // Only at the limit of identities, or when another identity has that IRK already.
+            BindKeyFiles.with(bytes, as: Presence.fileName) { directory in
+                let presence = Presence(settings: PresenceSeeds.settings, directory: directory)
+                let problems = presence.load()
                 fuzzProperty(
-                    presence.identities.count >= PresenceSettings.maxIdentities
-                        || presence.identities.contains { $0.name != "fuzz_phone" && $0.key == .irk(irk) },
-                    "setting an identity failed below the limit")
-                return
+                    presence.identities.first == PresenceSeeds.settings.identities.first,
+                    "the file changed config.json's identity")
+                checkPresence(PresenceSettings.with(presence.identities), secrets: nil)
+                for identity in presence.runtime {
+                    guard case .irk(let irk) = identity.key else { continue }
+                    let hex = Hex.encode(irk)
+                    for problem in problems {
+                        fuzzProperty(!problem.lowercased().contains(hex), "a problem quotes a loaded IRK: \(problem)")
+                    }
+                }
+                // One change, as `bridge/request/presence/identity` makes it: the file is rewritten.
+                let irk = [UInt8](repeating: bytes.first ?? 0x42, count: 16)
+                let members: [(key: String, value: JSONValue)] = [
+                    ("name", .string("fuzz_phone")), ("irk", .string(Hex.encode(irk))),
+                ]
+                guard case .success = presence.change(members) else {
+                    // Only at the limit of identities, or when another identity has that IRK already.
+                    fuzzProperty(
+                        presence.identities.count >= PresenceSettings.maxIdentities
+                            || presence.identities.contains { $0.name != "fuzz_phone" && $0.key == .irk(irk) },
+                        "setting an identity failed below the limit")
+                    return
+                }
+                let again = Presence(settings: PresenceSeeds.settings, directory: directory)
+                let reread = again.load()
+                fuzzProperty(reread.isEmpty, "the file the gateway wrote reads back with problems: \(reread)")
+                fuzzProperty(
+                    again.identities == presence.identities, "the file the gateway wrote reads back to other identities"
+                )
             }
-            let again = Presence(settings: PresenceSeeds.settings, directory: directory)
-            let reread = again.load()
-            fuzzProperty(reread.isEmpty, "the file the gateway wrote reads back with problems: \(reread)")
-            fuzzProperty(
-                again.identities == presence.identities, "the file the gateway wrote reads back to other identities")
         })
 
     /// Bounds and uniqueness of a list of identities; with `secrets`, every IRK is among them.
