@@ -41,9 +41,9 @@ final class Availability {
     func publish(_ id: DeviceID, _ device: DeviceRecord, online: Bool) {
         guard settings.enabled, trackers[id.index].published != online, fleet.owns(device.address) else { return }
         trackers[id.index].published = online
-        let payload = online ? #"{"state":"online"}"# : #"{"state":"offline"}"#
-        context.output.publish(
-            device.stateTopic + "/availability", Array(payload.utf8), retain: true, kind: .republished)
+        let payload = Array((online ? #"{"state":"online"}"# : #"{"state":"offline"}"#).utf8)
+        context.output.publish(device.stateTopic + "/availability", owned: payload, retain: true, kind: .republished)
+        context.deviceEvents?.noteAvailability(id.index, payload)
     }
 
     /// The device went to another gateway of the fleet (or came to this one): what was
@@ -81,6 +81,7 @@ final class Availability {
     func removed(_ id: DeviceID, _ device: DeviceRecord) {
         if trackers[id.index].published != nil {
             context.output.publish(device.stateTopic + "/availability", [], retain: true)
+            context.deviceEvents?.noteAvailability(id.index, [])
         }
         trackers[id.index] = AvailabilityTracker()
     }

@@ -22,6 +22,9 @@ final class CoreContext {
     let timer: CoreTimer
     /// What the gateway did so far (``Output/published`` is counted by the output).
     var counters = GatewayCounters()
+    /// The web page's event stream's marks of each device's state and availability messages
+    /// (``DeviceEvents``); nil while nobody watches, so publishing does nothing more then.
+    var deviceEvents: DeviceEvents?
     /// Hands an event to the core (``CoreInbox``); closures given to ports and jobs capture it
     /// to bring what they deliver back to the loop.
     let deliver: @Sendable (CoreEvent) -> Void

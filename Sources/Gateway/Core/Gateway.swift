@@ -630,18 +630,17 @@ public actor Gateway: LoopIsolated {
             if radioScan != nil { endRadioScan() }
             return
         }
-        var tracked: (device: String, format: String?)?
-        if let id {
+        let refined =
+            outcome == .noRule && registry.ruleIndex(matching: discovery) != nil ? RadioOutcome.registryFull : outcome
+        radio.heard(discovery, outcome: refined, now: now) {
+            guard let id else { return nil }
             let format: String? =
                 switch outcome {
                 case .decoded, .noValues, .repeatedFrame, .otherOwner: states.format(id)
                 default: nil
                 }
-            tracked = (registry[id].name, format)
+            return (registry[id].name, format)
         }
-        let refined =
-            outcome == .noRule && registry.ruleIndex(matching: discovery) != nil ? RadioOutcome.registryFull : outcome
-        radio.heard(discovery, outcome: refined, tracked: tracked, now: now)
     }
 
     /// ``advertisement(_:)``'s work: what became of the report, the device it concerned, and
@@ -786,6 +785,7 @@ public actor Gateway: LoopIsolated {
         availability.removed(id, device)
         states.removed(id, device, rule: registry.rule(id))
         history.removed(id)
+        context.deviceEvents?.removed(id.index, device: device.name)
         registry.remove(id)
         context.counters.devicesRemoved += 1
         bridge.devicesChanged()
@@ -1136,10 +1136,20 @@ public actor Gateway: LoopIsolated {
     /// `/api/health` and `/metrics`).
     public var currentHealth: JSONValue { health.snapshot(now: clock.now()) }
 
-    /// Calls `handler` with every message the core publishes, as it publishes it (also while
-    /// the broker is away: the store-and-forward stage keeps it then). One observer; nil ends it.
-    public func observePublishes(_ handler: (@Sendable (MQTTOutboundMessage) -> Void)?) {
-        context.output.observer = handler
+    /// Marks each device's state and availability messages as the core publishes them (also
+    /// while the broker is away) for ``takeDeviceEvents()``: the web page's event stream.
+    /// `first` is called on the loop when an interval's first event is marked (after the start
+    /// or a take); nil ends it and forgets what was marked. One watcher; nothing is marked
+    /// without one.
+    public func observeDeviceEvents(_ first: (@Sendable () -> Void)?) {
+        context.deviceEvents = first.map { DeviceEvents(first: $0) }
+    }
+
+    /// What was marked since the last take (``observeDeviceEvents(_:)``): each device topic's
+    /// latest message, in the order the topics first came; empty when nothing is watched.
+    public func takeDeviceEvents() -> [DeviceEvent] {
+        guard let events = context.deviceEvents, !events.isEmpty else { return [] }
+        return events.take { registry.name(slot: $0) }
     }
 
     /// What the registry knows of each device, in `bridge/devices` order.

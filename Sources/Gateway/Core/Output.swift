@@ -15,8 +15,6 @@ final class Output {
     /// The MQTT port's connection as last reported (assumed up from the start, as the
     /// store-and-forward stage does, until the port says otherwise).
     private(set) var connected = true
-    /// Told every message as it is published (the web server's event stream); nil: nobody listens.
-    var observer: ((MQTTOutboundMessage) -> Void)?
     /// Told every message as it is published until removed, each under a token (a page action
     /// waiting for its response: ``Gateway/pageSend(_:body:answer:)``). Empty but for those waits.
     private var watchers: [(token: Int, handler: (MQTTOutboundMessage) -> Void)] = []
@@ -79,7 +77,6 @@ final class Output {
     /// capture time): queued, it keeps that time; live, it goes out without it.
     func send(_ message: MQTTOutboundMessage, kind: OutboundKind = .stored) {
         published += 1
-        observer?(message)
         if !watchers.isEmpty { for watcher in watchers { watcher.handler(message) } }
         if let outbox {
             outbox.publish(message, kind: kind)

@@ -55,6 +55,9 @@ final class DeviceRegistry {
         records[id.index]!
     }
 
+    /// The name of the device in `slot`, nil when the slot is free.
+    func name(slot: Int) -> String? { records.indices.contains(slot) ? records[slot]?.name : nil }
+
     /// The rule of config.json the device matched.
     func rule(_ id: DeviceID) -> DeviceRule { context.rule(self[id].ruleIndex) }
 

@@ -43,6 +43,9 @@ public struct RadioEntry: Sendable {
     var windowCount = 0
     var publishedAt = -Double.infinity
     var publishedContent: Int?
+    /// The gateway clock's time the content (advertisement, AD bytes, parser, device) was last
+    /// taken from a report (``RadioView/contentInterval``).
+    var contentAt = -Double.infinity
 
     /// The AD bytes: as received, or rebuilt from BlueZ's properties on the D-Bus path
     /// (``isRebuilt``; no flags, at most 62 bytes: docs/bluez.md).

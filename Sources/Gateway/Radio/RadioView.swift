@@ -39,7 +39,7 @@ public final class RadioView {
     public let window: Double
 
     private var entries: [RadioEntry] = []
-    private var index: [BluetoothAddress: Int] = [:]
+    private var index = AddressIndex()
     private var sequence: UInt64 = 0
     private(set) var evicted = 0
     private var windowStart: Double
@@ -47,6 +47,12 @@ public final class RadioView {
     private(set) var reportsPerSecond: Double = 0
     private var observers: [Int: (RadioEntry) -> Void] = [:]
     private var nextObserver = 0
+    /// Seconds for which an address's content (its advertisement, AD bytes, parser, device) is
+    /// taken from one report and not from the next (0: from every report). The page's radio view,
+    /// which reads the view every 2 s, does not need each report's content: its reports are
+    /// then noted as their numbers (RSSI, adapter, time, counts, outcome), and the content is
+    /// at most this old. The raw radio on MQTT and observers take every report's.
+    public var contentInterval = 0.0
 
     /// What the raw radio does with a report (``publishDecision(_:mode:interval:now:)``).
     enum PublishDecision: Equatable {
@@ -72,12 +78,25 @@ public final class RadioView {
     /// ``note(_:outcome:decode:parser:device:now:wall:trial:)``). `outcome` is what the gateway
     /// did; `decode`/`parser` what the parsers made of it, when the gateway's decoding ran.
     /// `trial` decodes an untracked report (nil for a tracked one); it runs only when the
-    /// address's content changed, so a steady sender is decoded once.
+    /// address's content changed, so a steady sender is decoded once. With ``contentInterval``
+    /// and no observer, a report of an address whose content was taken less than that ago adds
+    /// only its numbers (RSSI, adapter, time, counts, outcome).
     /// The core calls it for every report; public for tools and the fuzz target.
     @discardableResult
     public func note(
         _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, parser: String?, device: String?,
         now: Double, wall: Int64, trial: (BLEDiscovery) -> (RadioOutcome, String?)
+    ) -> Int {
+        note(
+            discovery, outcome: outcome, decode: decode, now: now, wall: wall, details: { (parser, device) },
+            trial: trial)
+    }
+
+    /// ``note(_:outcome:decode:parser:device:now:wall:trial:)`` with the parser and device
+    /// asked for (`details`) only when the report's content is taken (``contentInterval``).
+    func note(
+        _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, now: Double, wall: Int64,
+        details: () -> (parser: String?, device: String?), trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) -> Int {
         sequence &+= 1
         windowCount += 1
@@ -90,6 +109,16 @@ public final class RadioView {
         let same: Bool
         if let existing = index[discovery.address] {
             slot = existing
+            if contentInterval > 0, observers.isEmpty, entries[slot].reports > 0 {
+                let age = now - entries[slot].contentAt
+                if age >= 0, age < contentInterval {
+                    // Its content was taken less than contentInterval ago: the report's numbers only.
+                    Self.tally(
+                        &entries[slot], discovery, outcome: outcome, decode: decode, sequence: sequence, now: now,
+                        wall: wall)
+                    return slot
+                }
+            }
             // Only an untracked report needs to know (its trial decode runs once per content);
             // a tracked one takes the report's content as it is, without comparing it.
             same = decode == nil && entries[slot].reports > 0 && entries[slot].sameContent(discovery)
@@ -99,6 +128,7 @@ public final class RadioView {
         }
         // In place (not copied out and back: that would share the entry's arrays with the
         // copy and so make the RSSI's a new allocation with every report).
+        let (parser, device) = details()
         Self.update(
             &entries[slot], discovery, same: same, outcome: outcome, decode: decode, parser: parser, device: device,
             sequence: sequence, now: now, wall: wall, trial: trial)
@@ -107,6 +137,37 @@ public final class RadioView {
             for observer in observers.values { observer(entry) }
         }
         return slot
+    }
+
+    /// A report whose content is not taken (``contentInterval``): its numbers — counts and
+    /// rate, time, adapter and RSSI, address type, outcome — without its advertisement, AD bytes
+    /// or names (no copy, nothing retained or freed).
+    @inline(__always)
+    private static func tally(
+        _ entry: inout RadioEntry, _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?,
+        sequence: UInt64, now: Double, wall: Int64
+    ) {
+        entry.sequence = sequence
+        entry.reports += 1
+        entry.windowCount += 1
+        if now - entry.windowStart >= Self.rateInterval {
+            entry.reportsPerSecond = Double(entry.windowCount) / (now - entry.windowStart)
+            entry.windowStart = now
+            entry.windowCount = 0
+        }
+        entry.lastSeen = now
+        entry.lastSeenWall = wall
+        entry.adapter = discovery.adapter
+        if let type = discovery.addressType { entry.addressType = type }
+        let rssi = discovery.advertisement.rssi
+        entry.advertisement.rssi = rssi
+        let adapter = Int(discovery.adapter)
+        if adapter < Self.maxAdapters {
+            if entry.rssi.count <= adapter { entry.rssi += repeatElement(nil, count: adapter + 1 - entry.rssi.count) }
+            entry.rssi[adapter] = rssi
+        }
+        entry.outcome = outcome
+        if let decode { entry.decode = decode }
     }
 
     /// ``note(_:outcome:decode:parser:device:now:wall:trial:)``'s change of one entry.
@@ -127,6 +188,7 @@ public final class RadioView {
         entry.lastSeen = now
         entry.lastSeenWall = wall
         entry.adapter = discovery.adapter
+        entry.contentAt = now
         if let type = discovery.addressType { entry.addressType = type }
         if !same {
             entry.advertisement = discovery.advertisement
@@ -174,11 +236,11 @@ public final class RadioView {
             }
             evicted += entries.count - keep.count
             entries = keep
-            index.removeAll(keepingCapacity: true)
-            for (slot, entry) in entries.enumerated() { index[entry.address] = slot }
+            index.removeAll()
+            for (slot, entry) in entries.enumerated() { index.set(entry.address, slot) }
         }
         entries.append(RadioEntry(address: address, now: now, sequence: sequence))
-        index[address] = entries.count - 1
+        index.set(address, entries.count - 1)
         return entries.count - 1
     }
 

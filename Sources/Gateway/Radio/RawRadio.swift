@@ -30,6 +30,9 @@ final class RawRadio {
     /// was read (``wall(at:)``).
     private var wallOffset = 0.0
     private var wallOffsetAt = -Double.infinity
+    /// How old the view's content of an address may be when only the page reads it
+    /// (``RadioView/contentInterval``): the page reads it every 2 s.
+    static let pageContentInterval = 1.0
 
     init(context: CoreContext, states: DeviceStates) {
         self.context = context
@@ -39,6 +42,8 @@ final class RawRadio {
         view = RadioView(maxAddresses: settings.maxAddresses, window: settings.window, now: context.clock.now())
         adapters = config.bluetooth.adapters
         topicPrefix = context.bridge + "/radio/"
+        // The raw radio on MQTT publishes (and in `changed` mode compares) each report's content.
+        view.contentInterval = settings.enabled ? 0 : Self.pageContentInterval
     }
 
     /// Whether reports are noted now: the raw radio on MQTT is on, the page asked within
@@ -55,7 +60,7 @@ final class RawRadio {
     /// The gateway clock's time of a report when the view listens (``listening(now:)``), nil
     /// when it does not: `sighted`, the core's reading of the clock for this report when it took
     /// one (a tracked device's), else the clock read at most once; handed to
-    /// ``heard(_:outcome:tracked:now:)``.
+    /// ``heard(_:outcome:now:tracked:)``.
     @inline(__always)
     func listeningTime(sighted: Double?) -> Double? {
         if settings.enabled || view.isObserved { return sighted ?? context.clock.now() }
@@ -75,10 +80,14 @@ final class RawRadio {
         return !was
     }
 
-    /// One report and what became of it: `outcome`; for a report a device's state decoded,
-    /// `tracked` names the device (its topic level and format). `now`: the gateway clock's time.
+    /// One report and what became of it: `outcome`; for a report of a device, `tracked` names
+    /// it (its topic level and format; asked only when the view takes the report's content:
+    /// ``RadioView/contentInterval``). `now`: the gateway clock's time.
+    /// Not inlined: callgrind counts it (scripts/callgrind-per-report.py).
+    @inline(never)
     func heard(
-        _ discovery: BLEDiscovery, outcome: RadioOutcome, tracked: (device: String, format: String?)?, now: Double
+        _ discovery: BLEDiscovery, outcome: RadioOutcome, now: Double,
+        tracked: () -> (device: String, format: String?)?
     ) {
         let states = self.states
         let decode: RadioOutcome?
@@ -89,9 +98,11 @@ final class RawRadio {
         default: decode = nil  // untracked, rule off, other owner: a trial decode says
         }
         let slot = view.note(
-            discovery, outcome: outcome, decode: decode, parser: decode == nil ? nil : tracked?.format,
-            device: tracked?.device, now: now, wall: wall(at: now)
-        ) { states.trialDecode($0.advertisement, address: $0.address) }
+            discovery, outcome: outcome, decode: decode, now: now, wall: wall(at: now),
+            details: {
+                let device = tracked()
+                return (decode == nil ? nil : device?.format, device?.device)
+            }, trial: { states.trialDecode($0.advertisement, address: $0.address) })
         guard settings.enabled else { return }
         switch view.publishDecision(slot, mode: settings.mode, interval: settings.interval, now: now) {
         case .unchanged: return

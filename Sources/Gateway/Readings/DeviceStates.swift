@@ -111,6 +111,7 @@ final class DeviceStates {
     func removed(_ id: DeviceID, _ device: DeviceRecord, rule: DeviceRule) {
         if rule.retain ?? context.config.mqtt.retain, hasState(id) {
             context.output.publish(device.stateTopic, [], retain: true)
+            context.deviceEvents?.noteState(id.index, [])
         }
         states[id.index] = State()
     }
@@ -420,13 +421,13 @@ final class DeviceStates {
         let mqtt = context.config.mqtt
         let retain = rule.retain ?? mqtt.retain
         let qos = rule.qos ?? mqtt.qos
-        publishMessage(id, topic: device.stateTopic, payload: output.scratch, retain: retain, qos: qos)
+        publishMessage(id, topic: device.stateTopic, payload: output.scratch, retain: retain, qos: qos, state: true)
         if rule.attributeTopics ?? mqtt.attributeTopics {
             for attribute in attributes {
                 publishMessage(
                     id, topic: device.stateTopic + "/" + table.name(attribute.name),
                     payload: StatePayload.plain(attribute.value),
-                    retain: retain, qos: qos)
+                    retain: retain, qos: qos, state: false)
             }
         }
         states[id.index].rate.published(attributes, settings: rule.rateControl, now: now)
@@ -435,9 +436,18 @@ final class DeviceStates {
 
     /// Publishes one state message of the device now, or keeps it while the state is held,
     /// stamped with the time it would have gone out (its capture time if it ends up queued).
-    private func publishMessage(_ id: DeviceID, topic: String, payload: [UInt8], retain: Bool, qos: Int) {
+    /// `state`: the message is `<base>/<device>` (not an attribute topic), which the web page's
+    /// event stream shows while it watches (``CoreContext/deviceEvents``).
+    private func publishMessage(_ id: DeviceID, topic: String, payload: [UInt8], retain: Bool, qos: Int, state: Bool) {
         guard let extra = states[id.index].extra, extra.heldUntil != nil else {
-            context.output.publish(topic, payload, retain: retain, qos: qos)
+            if state, let events = context.deviceEvents {
+                // The copy the output would make, kept by the marks too (no second copy).
+                let owned = Output.exactCopy(payload)
+                context.output.publish(topic, owned: owned, retain: retain, qos: qos)
+                events.noteState(id.index, owned)
+            } else {
+                context.output.publish(topic, payload, retain: retain, qos: qos)
+            }
             return
         }
         if extra.held.count >= Self.maxHeldStates {
@@ -467,7 +477,12 @@ final class DeviceStates {
             let held = extra.held
             extra.held = []
             guard !held.isEmpty else { return publish(id, device, rule: rule, now: now) }
-            for message in held { context.output.send(message) }
+            for message in held {
+                context.output.send(message)
+                if let events = context.deviceEvents, message.topic == device.stateTopic {
+                    events.noteState(id.index, message.payload)
+                }
+            }
         } else if states[id.index].rate.due(now: now, settings: rule.rateControl) {
             publish(id, device, rule: rule, now: now)
         }

@@ -6,10 +6,6 @@ import JSON
 import LocalSystem
 import MQTT
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// What the web server serves (docs/web.md, "Routes"): `/metrics`, the JSON API, the event
 /// stream, login and logout, behind the auth and CSRF checks of ``HTTPAuth``. Loop-confined: made,
 /// started, served and stopped on the loop thread (the invariant behind `@unchecked Sendable`,
@@ -36,10 +32,8 @@ final class WebSite: @unchecked Sendable {
     private var router = HTTPRouter<Route>()
     private var streams: [EventStream] = []
     private var keepAlive: EventLoop.Token?
-    /// The messages for the next events, the latest per device topic, in the order their topics
-    /// first came (at most one per device and kind: bounded by `max_devices`), and the timer that
-    /// sends them.
-    private var pending = PendingEvents(base: [], bridge: [])
+    /// The timer that sends the next events: armed when the core marks an interval's first
+    /// (``Gateway/observeDeviceEvents(_:)``), which keeps each device's latest until then.
     private var flushTimer: EventLoop.Token?
     /// The last log lines, for the page (WebSite+Page.swift); nil: none kept.
     var logTail: LogTail?
@@ -262,53 +256,41 @@ final class WebSite: @unchecked Sendable {
         if streams.isEmpty { observe(false) }
     }
 
-    /// Watches the core's publications while an event stream is open (none costs nothing).
+    /// Watches the core's device messages while an event stream is open (none costs nothing).
     private func observe(_ on: Bool) {
         if on, keepAlive == nil {
-            pending = PendingEvents(
-                base: Array((config.mqtt.baseTopic + "/").utf8), bridge: Array((config.mqtt.baseTopic + "/bridge").utf8)
-            )
-            // A device's message is kept for the next flush (the latest of its topic); made into
-            // an event then, once per topic and interval however often the device reports. This
-            // runs for every message the core publishes: PendingEvents keeps one without hashing
-            // or comparing Strings.
-            let handler: @Sendable (MQTTOutboundMessage) -> Void = { [unowned self] message in
-                guard pending.keep(message), flushTimer == nil else { return }
-                flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
-                    flushTimer = nil
-                    flush()
+            // The core marks each device's state and availability as it publishes them (the
+            // latest of each, no copy: ``Gateway/observeDeviceEvents(_:)``) and says when an
+            // interval's first comes; the flush, an interval later, makes them events: once per
+            // topic and interval however often the device reports.
+            gateway.assumeLoopIsolated {
+                $0.observeDeviceEvents { [unowned self] in
+                    guard flushTimer == nil else { return }
+                    flushTimer = loop.addTimer(after: Self.eventInterval) { [unowned self] in
+                        flushTimer = nil
+                        flush()
+                    }
                 }
             }
-            gateway.assumeLoopIsolated { $0.observePublishes(handler) }
             scheduleKeepAlive()
         } else if !on, let keepAlive {
             loop.cancelTimer(keepAlive)
             self.keepAlive = nil
             if let flushTimer { loop.cancelTimer(flushTimer) }
             flushTimer = nil
-            pending.removeAll()
-            gateway.assumeLoopIsolated { $0.observePublishes(nil) }
+            gateway.assumeLoopIsolated { $0.observeDeviceEvents(nil) }
         }
     }
 
-    /// Whether `topic` starts with `base` and not with `bridge` (bytes of `<base>/` and
-    /// `<base>/bridge`), compared in the topic's own storage.
-    static func isDeviceTopic(_ topic: String, base: [UInt8], bridge: [UInt8]) -> Bool {
-        var topic = topic
-        return topic.withUTF8 { bytes in
-            guard bytes.count >= base.count, memcmp(bytes.baseAddress!, base, base.count) == 0 else { return false }
-            return bytes.count < bridge.count || memcmp(bytes.baseAddress!, bridge, bridge.count) != 0
-        }
-    }
-
-    /// Sends the gathered messages as events to every stream: all of them written at once, so a
-    /// stream is woken once per flush, not once per event.
+    /// Sends the marked messages as events to every stream: all of them written at once, so a
+    /// stream is woken once per flush, not once per event. Not inlined: callgrind counts it per
+    /// call (scripts/callgrind-per-report.py).
+    @inline(never)
     private func flush() {
         var events: [UInt8] = []
-        for message in pending.messages {
-            Self.writeEvent(message, base: pending.base, bridge: pending.bridge, into: &events)
+        for event in gateway.assumeLoopIsolated({ $0.takeDeviceEvents() }) {
+            Self.writeEvent(event, into: &events)
         }
-        pending.removeAll()
         guard !events.isEmpty else { return }
         for stream in streams { stream.send(events: events) }
     }
@@ -320,31 +302,21 @@ final class WebSite: @unchecked Sendable {
         }
     }
 
-    private static let availabilitySuffix = Array("/availability".utf8)
-
-    /// The event of a published message, written as the stream sends it onto `events`:
-    /// `event: reading` for `<base>/<device>`, `event: availability` for
-    /// `<base>/<device>/availability` (nothing for anything else: bridge topics, responses),
+    /// A device's message written as the stream sends it onto `events`: `event: reading` for
+    /// its state (`<base>/<device>`), `event: availability` for `<base>/<device>/availability`,
     /// then one `data:` line, `{"device":…,"payload":…}` with the payload as JSON when it is
-    /// JSON, else a string, and the blank line that ends the event. Works on the topic's bytes:
-    /// this runs for each device's latest message every ``eventInterval``.
-    static func writeEvent(_ message: MQTTOutboundMessage, base: [UInt8], bridge: [UInt8], into events: inout [UInt8]) {
-        guard isDeviceTopic(message.topic, base: base, bridge: bridge) else { return }
-        let topic = Array(message.topic.utf8)
-        let suffix = availabilitySuffix
-        let availability =
-            topic.count - base.count > suffix.count && topic[(topic.count - suffix.count)...].elementsEqual(suffix)
-        let device = topic[base.count..<(topic.count - (availability ? suffix.count : 0))]
-        guard !device.isEmpty, !device.contains(UInt8(ascii: "/")) else { return }
-        events += (availability ? "event: availability\ndata: " : "event: reading\ndata: ").utf8
+    /// JSON, else a string, and the blank line that ends the event. Runs for each device's
+    /// latest message every ``eventInterval``.
+    static func writeEvent(_ event: DeviceEvent, into events: inout [UInt8]) {
+        events += (event.availability ? "event: availability\ndata: " : "event: reading\ndata: ").utf8
         events += #"{"device":"#.utf8
-        JSONValue.string(String(decoding: device, as: UTF8.self)).write(into: &events)
+        JSONValue.writeString(event.device, into: &events)
         events += #","payload":"#.utf8
         // A state message is the core's own JSON object, one line: put in as it is. Anything
         // else is checked, and sent as a string when it is not JSON (the writer escapes line
         // breaks, so the data stays one line).
-        let payload = message.payload
-        if !availability, payload.first == UInt8(ascii: "{"), payload.last == UInt8(ascii: "}"),
+        let payload = event.payload
+        if !event.availability, payload.first == UInt8(ascii: "{"), payload.last == UInt8(ascii: "}"),
             !payload.contains(where: { $0 == 0x0A || $0 == 0x0D })
         {
             events += payload

@@ -12,7 +12,9 @@ extension FuzzTargets {
     ///
     /// Encoding, per report until the input ends: an address byte (below 0xF0 one of 16 fixed
     /// addresses, else 6 more bytes), adapter, RSSI (s8), outcome, a flag (bit 0: the bytes are
-    /// the controller's, else a D-Bus report), then a chunk of AD bytes (length byte; 0xFF and
+    /// the controller's, else a D-Bus report; bit 2: a random address; bit 3: content taken at
+    /// most once a second, ``RadioView/contentInterval``; bits 4-7: seconds since the last
+    /// report), then a chunk of AD bytes (length byte; 0xFF and
     /// bit 1 of the flag: up to 1,500 bytes, as extended advertising may carry).
     static let radioView = FuzzTarget(
         name: "radio-view",
@@ -41,6 +43,8 @@ extension FuzzTargets {
                     address: address, advertisement: advertisement, adapter: adapter,
                     data: flags & 1 != 0 ? data : nil, addressType: flags & 4 != 0 ? .random : nil)
                 now += Double(flags >> 4)
+                // Bit 3: the page's view alone (a report's content taken at most once a second).
+                view.contentInterval = flags & 8 != 0 ? 1 : 0
                 view.note(
                     discovery, outcome: outcome, decode: outcome.isUntracked ? nil : outcome, parser: nil,
                     device: nil, now: now, wall: Int64(saturating: now * 1000)
