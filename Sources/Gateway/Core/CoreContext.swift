@@ -23,8 +23,10 @@ final class CoreContext {
     /// What the gateway did so far (``Output/published`` is counted by the output).
     var counters = GatewayCounters()
     /// The web page's event stream's marks of each device's state and availability messages
-    /// (``DeviceEvents``); nil while nobody watches, so publishing does nothing more then.
-    var deviceEvents: DeviceEvents?
+    /// (``DeviceEvents``); nil while nobody watches, so publishing does nothing more then. Read
+    /// with every state message, without the run-time exclusivity check: loop-confined, and
+    /// only ever set in one instantaneous access (``Gateway/observeDeviceEvents(_:)``).
+    @exclusivity(unchecked) var deviceEvents: DeviceEvents?
     /// Hands an event to the core (``CoreInbox``); closures given to ports and jobs capture it
     /// to bring what they deliver back to the loop.
     let deliver: @Sendable (CoreEvent) -> Void

@@ -24,7 +24,10 @@ public struct RadioEntry: Sendable {
     public internal(set) var firstSeen: Double
     public internal(set) var lastSeen: Double
     /// Wall-clock milliseconds since 1970 of the last report.
-    public internal(set) var lastSeenWall: Int64
+    public var lastSeenWall: Int64 { Int64(saturating: (lastSeen * 1000 + wallOffset).rounded()) }
+    /// The wall clock's milliseconds minus the gateway clock's at the last report (noted as it
+    /// is, not made a time with every report).
+    var wallOffset: Double
     /// What the gateway did with the last report.
     public internal(set) var outcome: RadioOutcome
     /// What the parsers made of its payload: ``RadioOutcome/decoded`` or why not (for an
@@ -77,7 +80,7 @@ public struct RadioEntry: Sendable {
         reportsPerSecond = 0
         firstSeen = now
         lastSeen = now
-        lastSeenWall = 0
+        wallOffset = -now * 1000
         outcome = .unknownFormat
         decode = .unknownFormat
         self.sequence = sequence

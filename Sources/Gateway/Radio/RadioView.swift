@@ -38,21 +38,26 @@ public final class RadioView {
     public let maxAddresses: Int
     public let window: Double
 
-    private var entries: [RadioEntry] = []
-    private var index = AddressIndex()
-    private var sequence: UInt64 = 0
+    // The properties ``note(_:outcome:decode:now:wallOffset:details:trial:)`` touches with every
+    // report go without the run-time exclusivity checks (~65 instructions an access, five a
+    // report): the view is loop-confined and no access overlaps another — the one open while
+    // other code runs, `entries`' during ``update``, calls only `trial`, which decodes and does
+    // not touch the view; observers are called after it ends, with a copy of the entry.
+    @exclusivity(unchecked) private var entries: [RadioEntry] = []
+    @exclusivity(unchecked) private var index = AddressIndex()
+    @exclusivity(unchecked) private var sequence: UInt64 = 0
     private(set) var evicted = 0
-    private var windowStart: Double
-    private var windowCount = 0
-    private(set) var reportsPerSecond: Double = 0
-    private var observers: [Int: (RadioEntry) -> Void] = [:]
+    @exclusivity(unchecked) private var windowStart: Double
+    @exclusivity(unchecked) private var windowCount = 0
+    @exclusivity(unchecked) private(set) var reportsPerSecond: Double = 0
+    @exclusivity(unchecked) private var observers: [Int: (RadioEntry) -> Void] = [:]
     private var nextObserver = 0
     /// Seconds for which an address's content (its advertisement, AD bytes, parser, device) is
     /// taken from one report and not from the next (0: from every report). The page's radio view,
     /// which reads the view every 2 s, does not need each report's content: its reports are
     /// then noted as their numbers (RSSI, adapter, time, counts, outcome), and the content is
     /// at most this old. The raw radio on MQTT and observers take every report's.
-    public var contentInterval = 0.0
+    @exclusivity(unchecked) public var contentInterval = 0.0
 
     /// What the raw radio does with a report (``publishDecision(_:mode:interval:now:)``).
     enum PublishDecision: Equatable {
@@ -88,14 +93,16 @@ public final class RadioView {
         now: Double, wall: Int64, trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) -> Int {
         note(
-            discovery, outcome: outcome, decode: decode, now: now, wall: wall, details: { (parser, device) },
-            trial: trial)
+            discovery, outcome: outcome, decode: decode, now: now, wallOffset: Double(wall) - now * 1000,
+            details: { (parser, device) }, trial: trial)
     }
 
     /// ``note(_:outcome:decode:parser:device:now:wall:trial:)`` with the parser and device
-    /// asked for (`details`) only when the report's content is taken (``contentInterval``).
+    /// asked for (`details`) only when the report's content is taken (``contentInterval``), and
+    /// the wall clock as its offset from the gateway clock's (milliseconds; the report's wall
+    /// time is made of it when read: ``RadioEntry/lastSeenWall``).
     func note(
-        _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, now: Double, wall: Int64,
+        _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?, now: Double, wallOffset: Double,
         details: () -> (parser: String?, device: String?), trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) -> Int {
         sequence &+= 1
@@ -115,7 +122,7 @@ public final class RadioView {
                     // Its content was taken less than contentInterval ago: the report's numbers only.
                     Self.tally(
                         &entries[slot], discovery, outcome: outcome, decode: decode, sequence: sequence, now: now,
-                        wall: wall)
+                        wallOffset: wallOffset)
                     return slot
                 }
             }
@@ -131,7 +138,7 @@ public final class RadioView {
         let (parser, device) = details()
         Self.update(
             &entries[slot], discovery, same: same, outcome: outcome, decode: decode, parser: parser, device: device,
-            sequence: sequence, now: now, wall: wall, trial: trial)
+            sequence: sequence, now: now, wallOffset: wallOffset, trial: trial)
         if !observers.isEmpty {
             let entry = entries[slot]
             for observer in observers.values { observer(entry) }
@@ -145,7 +152,7 @@ public final class RadioView {
     @inline(__always)
     private static func tally(
         _ entry: inout RadioEntry, _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?,
-        sequence: UInt64, now: Double, wall: Int64
+        sequence: UInt64, now: Double, wallOffset: Double
     ) {
         entry.sequence = sequence
         entry.reports += 1
@@ -156,7 +163,7 @@ public final class RadioView {
             entry.windowCount = 0
         }
         entry.lastSeen = now
-        entry.lastSeenWall = wall
+        entry.wallOffset = wallOffset
         entry.adapter = discovery.adapter
         if let type = discovery.addressType { entry.addressType = type }
         let rssi = discovery.advertisement.rssi
@@ -174,7 +181,7 @@ public final class RadioView {
     @inline(__always)
     private static func update(
         _ entry: inout RadioEntry, _ discovery: BLEDiscovery, same: Bool, outcome: RadioOutcome,
-        decode: RadioOutcome?, parser: String?, device: String?, sequence: UInt64, now: Double, wall: Int64,
+        decode: RadioOutcome?, parser: String?, device: String?, sequence: UInt64, now: Double, wallOffset: Double,
         trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) {
         entry.sequence = sequence
@@ -186,7 +193,7 @@ public final class RadioView {
             entry.windowCount = 0
         }
         entry.lastSeen = now
-        entry.lastSeenWall = wall
+        entry.wallOffset = wallOffset
         entry.adapter = discovery.adapter
         entry.contentAt = now
         if let type = discovery.addressType { entry.addressType = type }

@@ -98,7 +98,7 @@ final class RawRadio {
         default: decode = nil  // untracked, rule off, other owner: a trial decode says
         }
         let slot = view.note(
-            discovery, outcome: outcome, decode: decode, now: now, wall: wall(at: now),
+            discovery, outcome: outcome, decode: decode, now: now, wallOffset: wallOffset(at: now),
             details: {
                 let device = tracked()
                 return (decode == nil ? nil : device?.format, device?.device)
@@ -120,16 +120,16 @@ final class RawRadio {
         }
     }
 
-    /// The wall clock's milliseconds at the gateway clock's `now`: from the two clocks' offset,
-    /// read again at most once a second (so that a step of the wall clock shows within one),
-    /// not a wall-clock read per report.
+    /// The wall clock's milliseconds minus the gateway clock's at `now`, read again at most once
+    /// a second (so that a step of the wall clock shows within one), not a wall-clock read per
+    /// report; the view makes a report's wall time of it when it is read.
     @inline(__always)
-    private func wall(at now: Double) -> Int64 {
+    private func wallOffset(at now: Double) -> Double {
         if !(now - wallOffsetAt < 1 && now >= wallOffsetAt) {
             wallOffset = Double(context.clock.wallMilliseconds()) - now * 1000
             wallOffsetAt = now
         }
-        return Int64(saturating: (now * 1000 + wallOffset).rounded())
+        return wallOffset
     }
 
     /// `bridge/health`'s `raw_radio` section.
