@@ -19,7 +19,7 @@ public protocol ProxyBLE: Sendable {
     associatedtype LinkEvents: Sendable
 
     /// Whether the central knows the device (a scan saw it recently, or it is connected or
-    /// paired): only such a device is connected. Loop thread.
+    /// paired): one it does not know has nothing to forget. Loop thread.
     func isKnown(_ address: BluetoothAddress) -> Bool
     /// Whether the device's link is up now. Loop thread.
     func isConnected(_ address: BluetoothAddress) -> Bool
@@ -30,7 +30,9 @@ public protocol ProxyBLE: Sendable {
     func stopLinkEvents(_ events: LinkEvents) async
 
     /// Connects (no automatic reconnection; a link up already — the gateway's — is used as it is
-    /// and reported `adopted`), waits for the services and returns them with their handles.
+    /// and reported `adopted`), waits for the services and returns them with their handles. A
+    /// device the central does not know yet is waited for until a scan sees it, within the
+    /// connect's timeout.
     func connect(_ address: BluetoothAddress) async throws(ProxyFailure) -> ProxyGATT<Characteristic, Descriptor>
     /// Ends the link (no-op when it is down); returns once it is down or the attempt failed.
     func disconnect(_ address: BluetoothAddress) async

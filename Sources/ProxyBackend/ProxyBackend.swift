@@ -286,10 +286,12 @@ public actor ProxyBackend<BLE: ProxyBLE>: LoopIsolated, BluetoothProxyBackend, G
         if let device = devices[address], device.connected, let gatt = device.gatt {
             return loop.execute { done(.success(gatt.mtu)) }
         }
-        // Only a device the central knows, and not while an earlier attempt for it still runs:
-        // with the server's slots this bounds the jobs a client can start however fast it
-        // connects and disconnects (one disconnect per device at a time).
-        guard ble.isKnown(address), !connecting.contains(address) else {
+        // Not while an earlier attempt for it still runs: with the server's slots this bounds the
+        // jobs a client can start however fast it connects and disconnects (one disconnect per
+        // device at a time). A device the central does not know (yet) is tried all the same, as
+        // an ESP32 proxy tries any address: the central's connect waits for a scan to see it
+        // (e.g. right after a cache clearing made BlueZ forget it), within its timeout.
+        guard !connecting.contains(address) else {
             releaseSlotIfIdle(address)
             return loop.execute { done(.failure(.connectionFailed)) }
         }

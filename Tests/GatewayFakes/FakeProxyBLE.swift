@@ -102,10 +102,13 @@ public final class FakeProxyBLE: ProxyBLE {
         Attribute, DescriptorAttribute
     > {
         let adopted = gatewayBLE.isConnected(address)
-        state.withLock { state in
+        let known = state.withLock { state in
             state.connects.append(address)
-            if !adopted { state.links.insert(address) }
+            return state.known.contains(address)
         }
+        // A device nobody hears: the central's wait for it ends in its timeout.
+        guard adopted || known else { throw .connectionFailed }
+        if !adopted { state.withLock { _ = $0.links.insert(address) } }
         return ProxyGATT(
             adopted: adopted, mtu: 517, services: ProxyGATTFixture.batteryService,
             characteristics: [0x0B: Attribute(address: address, handle: 0x0B)],

@@ -35,6 +35,21 @@ struct ProxyBackendTests {
         #expect(harness.answers.all == ["connected 517"])
     }
 
+    @Test(
+        "a device the central does not know is tried, as an ESP32 proxy tries any address (the central waits for a scan to see it); its failure frees the slot"
+    )
+    func unknownDeviceTried() async throws {
+        let harness = try ProxyHarness(maxConnections: 1)
+        harness.proxyBLE.add(Self.a)
+        try await harness.start()
+        #expect(try await harness.connect(Self.b))
+        #expect(harness.proxyBLE.connects == [Self.b])
+        #expect(harness.answers.all == ["failed 133"])
+        #expect(try await harness.sharedFreeSlots == 1)
+        #expect(try await harness.connect(Self.a))
+        #expect(harness.answers.all == ["failed 133", "connected 517"])
+    }
+
     @Test("a gateway device waits while the proxy holds the last slot, and connects once the link is down")
     func gatewayWaitsForTheProxysSlot() async throws {
         let harness = try ProxyHarness(maxConnections: 1, gatewayDevices: Self.gatewayRule)

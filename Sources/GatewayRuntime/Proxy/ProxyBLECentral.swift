@@ -111,6 +111,7 @@ struct ProxyBLECentral: ProxyBLE {
                 adopted: adopted, mtu: UInt32(clamping: mtu), services: services, characteristics: characteristics,
                 descriptors: descriptors)
         } catch {
+            log(.debug, "Bluetooth proxy: connecting \(address) failed: \(error)")
             if !(await central.peripheral(address).isConnected) { adapters.release(address, on: index) }
             throw Self.failure(error, connecting: true)
         }
