@@ -103,7 +103,7 @@ import time
 
 from aioesphomeapi import APIClient
 from aioesphomeapi.api_pb2 import BluetoothDeviceConnectionResponse, BluetoothDeviceRequest
-from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError, BluetoothGATTAPIError
+from aioesphomeapi.core import InvalidEncryptionKeyAPIError, APIConnectionError, BluetoothGATTAPIError, TimeoutAPIError
 from aioesphomeapi.model import BluetoothProxyFeature
 
 ZERO_PSK = base64.b64encode(bytes(32)).decode()  # aioesphomeapi's ZERO_NOISE_PSK (newer clients export it)
@@ -520,8 +520,16 @@ async def run_gatt(port):
     check("a link lost is reported: connected false with 0x13 (BlueZ 5.66 tells no reason), the slot free again",
           len(states) > 1 and not states[-1][0] and states[-1][2] == 0x13 and free and free[-1][0] == 1,
           (states, free[-1:]))
-    (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags)
-    check("an address BlueZ does not know fails to connect", not connected and error != 0, states)
+    # An address nobody hears: the proxy tries it as an ESP32 proxy does (the central waits for a
+    # scan to see it, 20 s); the client gives up first, disconnects, and the slot is free again.
+    try:
+        (connected, _, error), states = await connect_device(client, "A4:C1:38:00:0F:FF", flags, timeout=2)
+        check("an address nobody hears: the connect waits for it (as an ESP32's does)", False, states)
+    except TimeoutAPIError as timeout:
+        check("an address nobody hears: the connect waits for it (as an ESP32's does); the client's timeout "
+              "ends it and the proxy answers its disconnect", "disconnect timed out: False" in str(timeout), timeout)
+    await asyncio.sleep(0.3)
+    check("an address nobody hears: its slot free again", free and free[-1][0] == 1, free[-1:])
 
     # A client that leaves the API frees its slots.
     await client.disconnect()
@@ -1155,10 +1163,10 @@ def main():
               and not re.search(r"<[0-4]>API: [^\n]*(a plaintext hello|a plaintext frame)", log_text(log)),
               log_text(log)[-2000:])
         # Connected: battery, spare 1, spare 2 (aioesphomeapi), battery (bleak-esphome); refused:
-        # beyond the slots and the unknown address.
+        # beyond the slots (the address nobody hears is no failure: its client ended the wait).
         check("bridge/health counts the connections through the proxy",
               health.get("connections") == 0 and health.get("connects", 0) >= 4
-              and health.get("connect_failures", 0) >= 2, health)
+              and health.get("connect_failures", 0) >= 1, health)
         # 7. gattway doctor's proxy checks against the running proxy.
         checks = doctor(f"{work}/config.json")
         for name in ("proxy", "avahi", "api key"):
@@ -1263,6 +1271,8 @@ def main():
         gave_up = "mDNS name collision: \"esphome-test\" and its 10 alternatives (the last \"esphome-test #11\""
         check("collisions are bounded: an error after the configured name and 10 alternatives",
               wait_for(lambda: gave_up in log_text(log), 15), log_text(log)[-1500:])
+        # The error is logged as the group is freed: the Free call may reach Avahi a moment later.
+        wait_for(lambda: (records(restarted_record) or [{}])[-1].get("call") == "Free", 5)
         tried = [c for c in records(restarted_record)[before:]]
         check("11 names tried, then the group freed; the proxy serves on without mDNS",
               [c["name"] for c in tried if c["call"] == "AddService"]
@@ -1304,7 +1314,8 @@ def main():
         gateway = run_gateway(f"{work}/modes.json", modes_config, modes_log, {"GATTWAY_MGMT_SOCKET": mgmt_socket})
         check("management path: gattway reads the served socket",
               wait_for(lambda: "ESPHome API on" in log_text(modes_log), 30)
-              and f"radio: the management socket at {mgmt_socket}" in log_text(modes_log), log_text(modes_log)[-1500:])
+              and wait_for(lambda: f"radio: the management socket at {mgmt_socket}" in log_text(modes_log), 10),
+              log_text(modes_log)[-1500:])
         asyncio.run(run_scanner_modes(modes_port))
         asyncio.run(run_auto_mode(modes_port))
         gateway.send_signal(signal.SIGTERM)
