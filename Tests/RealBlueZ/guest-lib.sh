@@ -19,9 +19,10 @@ start_broker() {  # start_broker DIR PORT: a mosquitto on 127.0.0.1:PORT (config
 }
 # start_gateway CONFIG LOG [PATTERN [SECONDS]]: `gattway run` in the background (sets GATEWAY),
 # then waits until LOG has a line matching PATTERN (default "gateway started"; "" waits for
-# nothing) or the gateway has exited, at most SECONDS (default 60).
+# nothing) or the gateway has exited, at most SECONDS (default 60). GATEWAY_ARGS: more arguments.
 start_gateway() {
-  "$BIN/gattway" run --config "$1" > "$2" 2>&1 &
+  # shellcheck disable=SC2086 # GATEWAY_ARGS: more arguments, split on spaces
+  "$BIN/gattway" run --config "$1" ${GATEWAY_ARGS:-} > "$2" 2>&1 &
   GATEWAY=$!
   [ -n "${3-gateway started}" ] || return 0
   until_true "${4:-60}" gateway_said "$2" "${3-gateway started}"

@@ -93,9 +93,9 @@ config() {  # config FILE CONNECT: the gateway's configuration; the rule named C
     printf ']\n}\n'
   } > "$1"
 }
-gateway() {  # gateway NAME [CONNECT]: `gattway run` with config NAME.json, its log gattway-pairing-NAME.log
+gateway() {  # gateway NAME [CONNECT]: `gattway run` with config NAME.json, its log gattway-pairing-NAME.log (debug)
   config "$R/$1.json" "${2:-}"
-  start_gateway "$R/$1.json" "$LOGS/gattway-pairing-$1.log"
+  GATEWAY_ARGS="--log-level debug" start_gateway "$R/$1.json" "$LOGS/gattway-pairing-$1.log"
 }
 publish() { mosquitto_pub -h 127.0.0.1 -p "$port" -q 1 -t "rbzp/bridge/request/$1" -m "$2"; }
 # since MARK FILE PATTERN: the last line of FILE after line MARK that matches PATTERN (ERE)
@@ -126,6 +126,25 @@ quiet() {
     btmgmt --index 0 disconnect -t 1 "$peer" >> "$R/btmgmt.txt" 2>&1
   done
   until_true 30 no_links || echo "[pairing $(t)] links left: $(links | tr '\n' ';')"
+}
+
+# diagnose METHOD ADDRESS NAME: what a reconnect that read nothing leaves to look at, in
+# out/pairing/diag-METHOD.txt (test-bluez.sh prints it last, where CI's cut output still shows it):
+# the links, whether the peripheral advertises, what bluetoothd and the gateway said of it.
+diagnose() {
+  local index=2
+  [ "$3" = lock ] && index=3
+  {
+    echo "links: $(links | tr '\n' ';')"
+    echo "hci$index $(btmgmt --index $index info 2>&1 | grep -m1 'current settings')"
+    echo "hci$index advertising instances: $(btmgmt --index $index advinfo 2>&1 | grep -m1 -i 'instances')"
+    echo "hci0's Device1: Paired $(property "$2" Paired) Bonded $(property "$2" Bonded) Connected $(property "$2" Connected) RSSI $(property "$2" RSSI)"
+    echo "key folder: $(find "/var/lib/bluetooth/$central/$2" -maxdepth 1 2>&1 | tr "\n" " ")"
+    echo "serve on hci$index (last 5 lines):"; tail -n 5 "$R/serve-hci$index.log"
+    echo "the gateway on $3 (last 12 lines):"; grep -E -- "$3|$2|adapter|scan" "$LOGS/gattway-pairing-$1-reconnect.log" | tail -n 12 | cut -c1-200
+    echo "bluetoothd on $2 (last 12 lines):"
+    grep -F -- "$2" "$LOGS/bluetoothd.log" 2>/dev/null | tail -n 12 | sed -E 's/.*bluetoothd\[[0-9]+\]: //' | cut -c1-160
+  } > "$R/diag-$1.txt" 2>&1
 }
 
 # pairing METHOD NAME ADDRESS: pair (the question, the answer), reconnect after a restart, unpair.
@@ -179,6 +198,7 @@ pairing() {
   check "$method.reconnect-read" $? "FF31 read after the restart, no question asked: $(since "$mark" "$MQTT" "^rbzp/$name ")"
   echo "$con" | grep -q "$address.*AUTH ENCRYPT"
   check "$method.reconnect-encrypted" $? "hcitool con: $con"
+  grep -q "^PASS pairing\.$method\.reconnect-read" "$RESULTS" || diagnose "$method" "$address" "$name"
   stop_gateway
 
   # Unpair removes the bond.

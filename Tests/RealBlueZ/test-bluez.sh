@@ -80,15 +80,28 @@ if [ "$failed" != 0 ]; then
     echo "---- virtual radio: what it printed and the gateway's log (last 20 lines each)"
     tail -n 20 "$RUN"/out/radio/*/radio.txt "$RUN"/logs/gattway-radio-*.log 2>/dev/null
   fi
-  if grep -qE '^FAIL pairing\.' "$results"; then
-    echo "---- pairing: the peripherals' agent and gattway run (last 20 lines each)"
-    tail -n 20 "$RUN/out/pairing/agent.txt" "$RUN"/logs/gattway-pairing-*.log 2>/dev/null
-  fi
   if grep -qE '^FAIL proxy\.' "$results"; then
     echo "---- Bluetooth proxy: the client ($RUN/out/proxy/client.txt, last 15 lines)"
     tail -n 15 "$RUN/out/proxy/client.txt" 2>/dev/null
     echo "---- Bluetooth proxy: gattway run (last 30 lines of $RUN/logs/gattway-proxy.log)"
     tail -n 30 "$RUN/logs/gattway-proxy.log" 2>/dev/null
+  fi
+  # Last, where CI's cut output still shows it: the failed method's steps and, when its reconnect
+  # read nothing, what guest-pairing.sh's diagnose found then.
+  if grep -qE '^FAIL pairing\.' "$results"; then
+    echo "---- pairing: the peripherals' agent (last 8 lines)"
+    tail -n 8 "$RUN/out/pairing/agent.txt" 2>/dev/null
+    for method in passkey comparison; do
+      grep -qE "^FAIL pairing\.$method\." "$results" || continue
+      for step in pair reconnect unpair; do
+        echo "---- pairing, $method: gattway run to $step (last 10 lines of gattway-pairing-$method-$step.log)"
+        tail -n 10 "$RUN/logs/gattway-pairing-$method-$step.log" 2>/dev/null | cut -c1-200
+      done
+      if [ -f "$RUN/out/pairing/diag-$method.txt" ]; then
+        echo "---- pairing, $method: after the reconnect read nothing"
+        cat "$RUN/out/pairing/diag-$method.txt"
+      fi
+    done
   fi
 fi
 echo "test-bluez: VM $(cat "$RUN/wall-seconds" 2>/dev/null || echo '?') s, whole lane $(( $(date +%s) - start )) s"
