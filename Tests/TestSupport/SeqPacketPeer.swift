@@ -9,7 +9,9 @@ import LocalSystem
 /// accepts: the far end of a packet protocol for tests (e.g. a management socket served to
 /// `KernelRadio`), sending and receiving whole datagrams. Each call blocks a thread of its own
 /// (never one of Swift's cooperative pool, which a loaded test run may have all busy) with a
-/// timeout.
+/// timeout — ``defaultWait`` unless the test says otherwise: the far end's side runs on that
+/// pool, which a CI run once kept busy for 15.6 s (every test then running waited as long), so a
+/// wait of 10 s failed a test that was only starved.
 public final class SeqPacketPeer: @unchecked Sendable {
     public let path: String
     private var listener: Int32
@@ -28,7 +30,7 @@ public final class SeqPacketPeer: @unchecked Sendable {
     deinit { close() }
 
     /// Waits up to `seconds` for the client to connect.
-    public func accept(within seconds: Double = 10) async throws {
+    public func accept(within seconds: Double = defaultWait) async throws {
         try await onThread { try self.acceptNow(within: seconds) }
     }
 
@@ -38,7 +40,7 @@ public final class SeqPacketPeer: @unchecked Sendable {
     }
 
     /// The client's next datagram, waiting up to `seconds`.
-    public func receive(within seconds: Double = 10) async throws -> [UInt8] {
+    public func receive(within seconds: Double = defaultWait) async throws -> [UInt8] {
         try await onThread { try self.receiveNow(within: seconds) }
     }
 
