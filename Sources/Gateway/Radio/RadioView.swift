@@ -146,13 +146,10 @@ public final class RadioView {
         return slot
     }
 
-    /// A report whose content is not taken (``contentInterval``): its numbers — counts and
-    /// rate, time, adapter and RSSI, address type, outcome — without its advertisement, AD bytes
-    /// or names (no copy, nothing retained or freed).
+    /// What every report changes: the counts and rate, its time and adapter.
     @inline(__always)
-    private static func tally(
-        _ entry: inout RadioEntry, _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?,
-        sequence: UInt64, now: Double, wallOffset: Double
+    private static func count(
+        _ entry: inout RadioEntry, _ discovery: BLEDiscovery, sequence: UInt64, now: Double, wallOffset: Double
     ) {
         entry.sequence = sequence
         entry.reports += 1
@@ -165,6 +162,17 @@ public final class RadioView {
         entry.lastSeen = now
         entry.wallOffset = wallOffset
         entry.adapter = discovery.adapter
+    }
+
+    /// A report whose content is not taken (``contentInterval``): its numbers — counts and
+    /// rate, time, adapter and RSSI, address type, outcome — without its advertisement, AD bytes
+    /// or names (no copy, nothing retained or freed).
+    @inline(__always)
+    private static func tally(
+        _ entry: inout RadioEntry, _ discovery: BLEDiscovery, outcome: RadioOutcome, decode: RadioOutcome?,
+        sequence: UInt64, now: Double, wallOffset: Double
+    ) {
+        count(&entry, discovery, sequence: sequence, now: now, wallOffset: wallOffset)
         if let type = discovery.addressType { entry.addressType = type }
         let rssi = discovery.advertisement.rssi
         entry.advertisement.rssi = rssi
@@ -184,17 +192,7 @@ public final class RadioView {
         decode: RadioOutcome?, parser: String?, device: String?, sequence: UInt64, now: Double, wallOffset: Double,
         trial: (BLEDiscovery) -> (RadioOutcome, String?)
     ) {
-        entry.sequence = sequence
-        entry.reports += 1
-        entry.windowCount += 1
-        if now - entry.windowStart >= Self.rateInterval {
-            entry.reportsPerSecond = Double(entry.windowCount) / (now - entry.windowStart)
-            entry.windowStart = now
-            entry.windowCount = 0
-        }
-        entry.lastSeen = now
-        entry.wallOffset = wallOffset
-        entry.adapter = discovery.adapter
+        count(&entry, discovery, sequence: sequence, now: now, wallOffset: wallOffset)
         entry.contentAt = now
         if let type = discovery.addressType { entry.addressType = type }
         if !same {
