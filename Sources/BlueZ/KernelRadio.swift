@@ -152,7 +152,7 @@ public actor KernelRadio: LoopIsolated {
 
     private func startReading() {
         watch = loop.addWatch(fd: fd, events: .readable) { [weak self] events in
-            self?.assumeLoopIsolated { $0.readAvailable(events) }
+            _ = self?.assumeLoopIsolated { $0.readAvailable(events) }
         }
     }
 
