@@ -40,7 +40,7 @@ public final class Subprocess: Sendable {
         // Only 0, 1 and 2 reach the child: a descriptor another thread opened without
         // close-on-exec (a library's socket, a client connection) would otherwise live on in a
         // daemon that runs for minutes, and its peer would never see it closed.
-        Self.closeFrom3?(&actions, 3)
+        _ = Self.closeFrom3?(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

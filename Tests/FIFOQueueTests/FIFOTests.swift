@@ -75,7 +75,7 @@ struct FIFOTests {
         queue.removeAll(keepingCapacity: true)
         #expect(queue.isEmpty && queue.count == 0 && queue.first == nil && queue.capacity > 0)
         for _ in 0..<10 { queue.append(Tracked()) }
-        weak var held = queue.last
+        weak let held = queue.last
         queue.removeAll()
         #expect(queue.isEmpty && queue.capacity == 0 && held == nil)
     }

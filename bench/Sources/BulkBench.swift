@@ -263,7 +263,7 @@ enum BulkBench: BenchSuite {
             transfer.end = world.simulator.startTime + UInt64((received.last ?? 0) * 1e9)
             results.append(transfer)
             await world.simulator.clearRecordedWrites()
-            FileManager.default.createFile(atPath: goDirectory + "/" + kind, contents: nil)
+            _ = FileManager.default.createFile(atPath: goDirectory + "/" + kind, contents: nil)
         }
         _ = try await event(child, "done", nil)
         return results
