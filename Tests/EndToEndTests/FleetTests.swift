@@ -245,9 +245,15 @@ struct FleetTests {
             #expect(movedSources.last == "b")
             #expect(Self.repeats(moved).isEmpty, "packet ids published twice: \(Self.repeats(moved))\n\(logs())")
             // The handover breaks before it makes: what it can lose is a reading heard between the
-            // release and the takeover (one MQTT round trip, the sensor advertises every 100 ms).
-            let lost = Self.missing(moved)
-            #expect(lost.count <= 2, "packet ids never published during the handover: \(lost)\n\(logs())")
+            // release and the takeover (one MQTT round trip, the sensor advertises every 100 ms):
+            // the ids between gw-a's last state and gw-b's first. (Not every gap of the window: the
+            // simulators advertise on the wall clock's slots and skip the slots a loaded machine
+            // made them miss: a CI run under load had 10 ids missing, scattered over the window.)
+            let firstFromB = movedSources.firstIndex(of: "b") ?? 0
+            let lost = firstFromB > 0 ? Self.missing([moved[firstFromB - 1], moved[firstFromB]]) : []
+            #expect(lost.count <= 2, "packet ids never published at the handover: \(lost)\n\(logs())")
+            let fromB = movedSources.filter { $0 == "b" }.count
+            #expect(fromB >= 20, "\(fromB) states from gw-b in the 4 s after the handover")
 
             // 3. gw-b is killed: gw-a, which still hears the sensor (-90), owns it within lease + 2 s.
             let beforeKill = messages.all.count
