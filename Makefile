@@ -8,7 +8,7 @@ PACKAGES := pkg-config libdbus-1-dev libmosquitto-dev libssl-dev libmicrohttpd-d
             mosquitto mosquitto-clients openssl systemd libglib2.0-bin python3 python3-venv e2fsprogs mount \
             curl prometheus
 
-.PHONY: all deps build release deb package-binary order-file test test-prepare test-prepare-start test-prepare-stop test-prepare-wait fuzz-binary venv-bleak venv-bleak-newest venv-oracles venv-esphome venv-esphome-ha2025.4 venv-homeassistant test-deb test-package test-package-vm test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
+.PHONY: all deps build release deb package-binary order-file bench-web-instructions test test-prepare test-prepare-start test-prepare-stop test-prepare-wait fuzz-binary venv-bleak venv-bleak-newest venv-oracles venv-esphome venv-esphome-ha2025.4 venv-homeassistant test-deb test-package test-package-vm test-swift test-examples test-fuzz test-oracles test-conformance test-esphome test-homeassistant test-bluez test-fleet-cluster test-fleet test-web bench-fleet check-layering check-conversions lint fuzz bench soak demo clean
 
 all: build
 
@@ -392,7 +392,8 @@ lint:
 # BlueZ (.venv, as the conformance lane) and by bleak-esphome through gattway's proxy
 # (.venv-esphome, as the ESPHome lane): throughput, gattway's RSS, and the advertisements' latency
 # to a second client meanwhile (about 2 minutes). `SUITES=web` (also part of the full run): what the
-# open web page costs, in windows of one gattway with the page closed and open (about 2 minutes).
+# open web page costs, in windows of one gattway with the page closed and open (about 2 minutes);
+# `SUITES=web-instructions` (also part of the full run, below): the same counted in instructions.
 THEENGS_VERSION := 1.8.0
 BENCH_BUILD = $(RELEASE_BUILD)
 bench: deps venv-bleak venv-esphome
@@ -401,8 +402,24 @@ bench: deps venv-bleak venv-esphome
 	$(SWIFT) build $(BENCH_BUILD) --product gattway-bench $(SWIFT_BUILD_FLAGS)
 	@test -x .venv-bench/bin/python || $(PYTHON) -m venv .venv-bench
 	@.venv-bench/bin/python -c 'import TheengsGateway, importlib.metadata as m; assert m.version("bleak") == "$(BLEAK_VERSION)"' 2>/dev/null || .venv-bench/bin/pip install -q TheengsGateway==$(THEENGS_VERSION) bleak==$(BLEAK_VERSION)
-	BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster,$(SUITES))
+	@if [ -z "$(SUITES)" ] || [ -n "$(filter-out fleet-cluster web-instructions,$(SUITES))" ]; then \
+	  echo "gattway-bench run $(filter-out fleet-cluster web-instructions,$(SUITES))"; \
+	  BENCH_THEENGS_PYTHON=$(CURDIR)/.venv-bench/bin/python $$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway-bench run $(filter-out fleet-cluster web-instructions,$(SUITES)); fi
+	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' web-instructions '; then $(MAKE) --no-print-directory bench-web-instructions; fi
 	@if [ -z "$(SUITES)" ] || echo " $(SUITES) " | grep -q ' fleet-cluster '; then $(MAKE) --no-print-directory bench-fleet; fi
+
+# The open web page's cost in instructions (issue 32, item 7; part of `make bench`, alone with
+# `make bench-web-instructions` or `SUITES=web-instructions`): the release gattway under
+# callgrind on both advertisement paths, nobody looking, the page on its device list and on the
+# radio view (the same workload as suite `web`: 50 ATC1441 at random phases, report_batch 100ms,
+# /metrics every 5 s), scripts/callgrind-per-report.py; prints each page's cost at 100 and 1,000
+# adv/s over the figure with nobody looking (BENCHMARKS.md, "The web page's cost"). CPU time
+# (suite `web`) cannot resolve a few per cent on a shared machine; instructions can. About 8 minutes.
+bench-web-instructions: deps
+	@scripts/install-deps.sh valgrind
+	$(SWIFT) build $(BENCH_BUILD) --product gattway $(SWIFT_BUILD_FLAGS)
+	RADIO="mgmt dbus" RATE=200 PAGE="closed devices radio" REPORT_BATCH=100ms SECONDS=20 WARMUP=10 \
+	  $(PYTHON) scripts/callgrind-per-report.py "$$($(SWIFT) build $(BENCH_BUILD) --show-bin-path $(SWIFT_BUILD_FLAGS))/gattway"
 
 # Fleet mode at scale on the real cluster (BENCHMARKS.md; part of `make bench`, alone with
 # `make bench-fleet` or `SUITES=fleet-cluster`): 10 release `gattway run` and 100 sensors
